@@ -1,0 +1,67 @@
+# coordfs: build, test, run, benchmark, install.
+#   make run      install what is missing, build, mount a demo folder and show the live event log
+#   make test     install what is missing, build, run every test
+#   make bench    benchmarks; results in docs/benchmarks.md
+#   make fuzz     the control-protocol fuzzer, longer than in make test
+#   make install  coordfs, mount.coordfs and the systemd unit under $(PREFIX) (DESTDIR-aware)
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+SWIFT    ?= swift
+CONFIG   ?= release
+BIN      := .build/$(CONFIG)/coordfs
+DEMO     ?= $(CURDIR)/demo
+
+# System packages the build, the tests and the benchmarks need (Debian names).
+APT_PACKAGES := libfuse3-dev fuse3 pkg-config libsqlite3-dev attr fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox
+
+.PHONY: all deps build build-debug run test bench fuzz install uninstall clean
+
+all: build
+
+# Install only what is missing; `apt-get update` once, and only when something is missing.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@test -e /dev/fuse || { echo "coordfs needs /dev/fuse (modprobe fuse)"; exit 1; }
+
+build: deps
+	$(SWIFT) build -c $(CONFIG)
+
+build-debug: deps
+	$(SWIFT) build
+
+run: build
+	@CONFIG=$(CONFIG) DEMO="$(DEMO)" ./mount-scripts/demo.sh
+
+test: deps
+	$(SWIFT) build
+	$(SWIFT) test
+
+fuzz: deps
+	COORDFS_FUZZ_CASES=$${COORDFS_FUZZ_CASES:-5000000} $(SWIFT) test --filter ControlProtocolTests.FuzzTests
+
+bench: build
+	./bench/run.sh
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/coordfs
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' mount-scripts/mount.coordfs > $(DESTDIR)$(PREFIX)/sbin/mount.coordfs
+	chmod 0755 $(DESTDIR)$(PREFIX)/sbin/mount.coordfs
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' mount-scripts/coordfs@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/coordfs@.service
+	@if [ -z "$(DESTDIR)" ] && [ "$(PREFIX)" != "/usr" ] && [ -d /sbin ] && [ ! -e /sbin/mount.fuse.coordfs ]; then \
+	  ln -sf $(PREFIX)/sbin/mount.coordfs /sbin/mount.fuse.coordfs; echo "linked /sbin/mount.fuse.coordfs"; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/coordfs $(DESTDIR)$(PREFIX)/sbin/mount.coordfs $(DESTDIR)$(PREFIX)/lib/systemd/system/coordfs@.service
+	@if [ -z "$(DESTDIR)" ] && [ -L /sbin/mount.fuse.coordfs ] && [ "$$(readlink /sbin/mount.fuse.coordfs)" = "$(PREFIX)/sbin/mount.coordfs" ]; then rm -f /sbin/mount.fuse.coordfs; fi
+
+clean:
+	rm -rf .build
