@@ -1,1 +1,16 @@
-print("bench")
+// coordfs-bench: micro-benchmarks for the FUSE-free modules. `make bench` runs every suite and
+// writes the figures into docs/benchmarks.md. Each suite lives in its own file.
+import Foundation
+
+let suites: [String: ([String]) async throws -> Void] = [
+    "coordination": CoordinationBench.run,
+    "eventlog": EventLogBench.run,
+    "protocol": ProtocolBench.run,
+]
+
+let args = Array(CommandLine.arguments.dropFirst())
+guard let name = args.first, let suite = suites[name] else {
+    FileHandle.standardError.write(Data("usage: coordfs-bench \(suites.keys.sorted().joined(separator: "|")) [options]\n".utf8))
+    exit(2)
+}
+try await suite(Array(args.dropFirst()))

@@ -1,0 +1,5 @@
+enum CoordinationBench {
+    static func run(_ args: [String]) async throws {
+        print("Coordination benchmark: not written yet")
+    }
+}
