@@ -17,7 +17,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
-        .package(url: "https://github.com/apple/swift-atomics", from: "1.2.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
@@ -44,16 +43,15 @@ let package = Package(
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "DocumentStore",
+                "FuseKit", "Loopback",
                 .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
         .target(name: "CoordFSClient", dependencies: ["ControlProtocol"]),
         .executableTarget(
             name: "coordfs",
             dependencies: [
-                "CoordFS", "CoordFSClient", "EventLog", "ControlProtocol",
+                "CoordFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -66,7 +64,7 @@ let package = Package(
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
-        .testTarget(name: "MountTests", dependencies: ["CoordFS", "CoordFSClient", "Coordination"]),
+        .testTarget(name: "MountTests", dependencies: ["CoordFS"]),
         .testTarget(name: "CLITests", dependencies: []),
     ]
 )

@@ -6,11 +6,42 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 #include <fuse_opt.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/fs.h>
 
 // Macros and variadics that Swift cannot import, as static inline functions.
 static inline struct fuse_args cfuse_args_init(int argc, char **argv) {
     struct fuse_args a = FUSE_ARGS_INIT(argc, argv);
     return a;
 }
+
+static inline int cfuse_session_loop_mt(struct fuse_session *se, struct fuse_loop_config *config) {
+    return fuse_session_loop_mt(se, config);
+}
+
+// GNU/Linux calls that Swift's Glibc module does not show (it is built without _GNU_SOURCE).
+static inline int cfuse_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+static inline long cfuse_copy_file_range(int fd_in, long long *off_in, int fd_out, long long *off_out, size_t len, unsigned int flags) {
+    return syscall(SYS_copy_file_range, fd_in, off_in, fd_out, off_out, len, flags);
+}
+#include <fcntl.h>
+#include <sys/xattr.h>
+static inline int cfuse_fallocate(int fd, int mode, long long offset, long long len) {
+    return (int)syscall(SYS_fallocate, fd, mode, offset, len);
+}
+#include <sys/stat.h>
+static const int CFUSE_O_PATH = 010000000;      /* O_PATH */
+static const int CFUSE_O_DIRECT = 040000;       /* O_DIRECT on x86_64 and arm64 */
+static const int CFUSE_AT_EMPTY_PATH = 0x1000;  /* AT_EMPTY_PATH */
+static const long CFUSE_UTIME_NOW = ((1l << 30) - 1l);
+static const long CFUSE_UTIME_OMIT = ((1l << 30) - 2l);
+static const int CFUSE_FALLOC_FL_KEEP_SIZE = 0x01;
+static const int CFUSE_FALLOC_FL_PUNCH_HOLE = 0x02;
+static const unsigned int CFUSE_RENAME_NOREPLACE = RENAME_NOREPLACE;
+static const unsigned int CFUSE_RENAME_EXCHANGE = RENAME_EXCHANGE;
+static const unsigned int CFUSE_RENAME_WHITEOUT = RENAME_WHITEOUT;
 
 #endif

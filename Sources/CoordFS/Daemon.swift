@@ -1,0 +1,95 @@
+import Glibc
+import FuseKit
+import Loopback
+import Synchronization
+
+/// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
+///
+/// Process rules (see docs/architecture.md): `mount()` may run before `fork()` (it starts no thread);
+/// `serve()` starts every thread, so a background daemon forks between the two.
+public final class Daemon: @unchecked Sendable {
+    public let plan: MountPlan
+    public let loopback: Loopback
+    private var session: FuseSession?
+    private let unmounted = Mutex(false)
+
+    public init(plan: MountPlan) throws(MountError) {
+        self.plan = plan
+        try plan.state.create()
+        do {
+            loopback = try Loopback(backingRoot: plan.backing, options: plan.options.loopbackOptions(hiding: [StateFolder.name]))
+        } catch {
+            throw .system("cannot open the backing folder '\(plan.backing)': \(error)")
+        }
+    }
+
+    /// Creates the session and mounts. The kernel queues requests until `serve` answers INIT.
+    public func mount(onReady: (@Sendable () -> Void)? = nil) throws(MountError) {
+        var fuse = ["fsname=" + plan.backing, "subtype=coordfs", "default_permissions"]
+        fuse += plan.options.fuseOptions
+        let s: FuseSession
+        do {
+            s = try FuseSession(fileSystem: loopback, options: fuse, debug: plan.options.debug, onInit: onReady)
+            try s.mount(at: plan.mountpoint)
+        } catch {
+            throw .system("cannot mount '\(plan.backing)' on '\(plan.mountpoint)': \(error)")
+        }
+        session = s
+    }
+
+    /// Serves until the mount goes away (`coordfs unmount`, `umount`) or SIGINT/SIGTERM/SIGHUP arrives,
+    /// then unmounts. Returns the process exit status.
+    public func serve() -> Int32 {
+        guard let session else { return 1 }
+        umask(0) // modes arrive already masked by the kernel with the caller's umask
+        writePIDFile()
+        defer { unlink(plan.state.pidFile) }
+        // Signals go to one thread that unmounts; every other thread (libfuse's workers and all later
+        // threads) inherits the blocked mask. A lazy unmount ends the loop once open files are closed.
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, s) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+        let signals = set
+        startThread { [self] in
+            var s = signals
+            var caught: Int32 = 0
+            while sigwait(&s, &caught) != 0 {}
+            self.stop()
+        }
+        let rc = session.run(maxThreads: plan.options.maxThreads)
+        stop()
+        return rc == 0 ? 0 : 1
+    }
+
+    /// Unmounts (once). The kernel then ends the session: the serving loop returns.
+    public func stop() {
+        let first = unmounted.withLock { done in defer { done = true }; return !done }
+        guard first, let session else { return }
+        session.unmount()
+        session.exit()
+    }
+
+    private func writePIDFile() {
+        let text = "\(getpid())\n"
+        let fd = open(plan.state.pidFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+}
+
+/// A detached POSIX thread running `body` (no Dispatch or Swift concurrency: the signal thread must
+/// exist before anything else is started).
+func startThread(_ body: @escaping @Sendable () -> Void) {
+    final class Box: @unchecked Sendable { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
+    var tid = pthread_t()
+    let arg = Unmanaged.passRetained(Box(body)).toOpaque()
+    pthread_create(&tid, nil, { raw in
+        let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+        box.body()
+        return nil
+    }, arg)
+    pthread_detach(tid)
+}

@@ -1,0 +1,35 @@
+/// Why a mount or unmount was refused. Each message says what is wrong and what to do.
+public enum MountError: Error, CustomStringConvertible, Equatable {
+    case unknownOption(String)
+    case badOption(String, String)
+    case missingFolder(role: String, path: String)
+    case notADirectory(role: String, path: String)
+    case mountpointInsideBacking(mountpoint: String, backing: String)
+    case backingInsideMountpoint(mountpoint: String, backing: String)
+    case alreadyMounted(String)
+    case notMounted(String)
+    case system(String)
+
+    public var description: String {
+        switch self {
+        case .unknownOption(let o):
+            return "unknown mount option '\(o)' (see `coordfs mount --help` for the options coordfs accepts)"
+        case .badOption(let o, let why):
+            return "bad mount option '\(o)': \(why)"
+        case .missingFolder(let role, let path):
+            return "\(role) folder '\(path)' does not exist"
+        case .notADirectory(let role, let path):
+            return "\(role) '\(path)' is not a folder"
+        case .mountpointInsideBacking(let m, let b):
+            return "the mountpoint '\(m)' is inside the backing folder '\(b)': the mount would contain itself; choose a mountpoint outside it"
+        case .backingInsideMountpoint(let m, let b):
+            return "the backing folder '\(b)' is inside the mountpoint '\(m)': the mount would hide it; choose a mountpoint outside it"
+        case .alreadyMounted(let m):
+            return "'\(m)' is already a coordfs mount (unmount it first: coordfs unmount \(m))"
+        case .notMounted(let m):
+            return "'\(m)' is not a coordfs mount"
+        case .system(let s):
+            return s
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Loopback
+
+/// The `-o` options of a coordfs mount, validated: libfuse/kernel mount options pass through, coordfs's
+/// own are parsed, fstab-only words are accepted and ignored, anything else is an error.
+public struct MountOptions: Sendable, Equatable {
+    /// Options handed to libfuse (always with `default_permissions`, `fsname` and `subtype`).
+    public var fuseOptions: [String] = []
+    public var allowOther = false
+    public var readOnly = false
+    public var debug = false
+    public var attributeTimeout = 1.0
+    public var entryTimeout = 1.0
+    public var negativeTimeout = 0.0
+    public var keepCache = true
+    public var maxThreads = 16
+
+    public init() {}
+
+    /// Mount options libfuse and the kernel understand, passed through as given.
+    static let passThroughFlags: Set<String> = [
+        "allow_other", "allow_root", "auto_unmount", "default_permissions",
+        "ro", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync",
+        "atime", "noatime", "diratime", "nodiratime", "lazytime", "nolazytime", "relatime", "norelatime",
+        "strictatime", "nostrictatime",
+    ]
+    static let passThroughValues: Set<String> = ["max_read"]
+    /// Words that belong to fstab, mount(8) or systemd, not to the filesystem.
+    static let ignoredFlags: Set<String> = ["defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "nofail", "owner", "group", "nonempty"]
+    static let ignoredPrefixes = ["x-", "comment="]
+
+    /// Every option name coordfs accepts, for the error message and `--help`.
+    public static var documentation: String {
+        """
+        kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N
+        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, max_threads=N, debug
+        ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
+        """
+    }
+
+    /// Parses comma-separated option lists (as given to `-o`, possibly several times).
+    public static func parse(_ lists: [String]) throws(MountError) -> MountOptions {
+        var o = MountOptions()
+        for list in lists {
+            for raw in list.split(separator: ",", omittingEmptySubsequences: true) {
+                let item = String(raw)
+                let (key, value): (String, String?) = {
+                    guard let eq = item.firstIndex(of: "=") else { return (item, nil) }
+                    return (String(item[..<eq]), String(item[item.index(after: eq)...]))
+                }()
+                if ignoredFlags.contains(item) || ignoredPrefixes.contains(where: { item.hasPrefix($0) }) { continue }
+                if value == nil, passThroughFlags.contains(key) {
+                    switch key {
+                    case "default_permissions": continue // always on
+                    case "allow_other": o.allowOther = true
+                    case "ro": o.readOnly = true
+                    case "rw": o.readOnly = false
+                    default: break
+                    }
+                    if key != "rw" && key != "ro" { o.fuseOptions.append(key) }
+                    continue
+                }
+                if let value, passThroughValues.contains(key) {
+                    guard let n = Int(value), n > 0 else { throw .badOption(item, "expects a positive number") }
+                    o.fuseOptions.append("\(key)=\(n)")
+                    continue
+                }
+                switch (key, value) {
+                case ("debug", nil): o.debug = true
+                case ("attr_timeout", let v?): o.attributeTimeout = try seconds(item, v)
+                case ("entry_timeout", let v?): o.entryTimeout = try seconds(item, v)
+                case ("negative_timeout", let v?): o.negativeTimeout = try seconds(item, v)
+                case ("cache", "auto"): o.keepCache = true
+                case ("cache", "none"): o.keepCache = false; o.attributeTimeout = 0; o.entryTimeout = 0
+                case ("cache", _): throw .badOption(item, "expects auto or none")
+                case ("max_threads", let v?):
+                    guard let n = Int(v), (1...1024).contains(n) else { throw .badOption(item, "expects 1 to 1024") }
+                    o.maxThreads = n
+                default:
+                    throw .unknownOption(item)
+                }
+            }
+        }
+        if o.readOnly { o.fuseOptions.append("ro") }
+        return o
+    }
+
+    private static func seconds(_ item: String, _ v: String) throws(MountError) -> Double {
+        guard let d = Double(v), d >= 0, d <= 86_400 else { throw .badOption(item, "expects seconds (0 to 86400)") }
+        return d
+    }
+
+    /// The passthrough's settings for these options.
+    public func loopbackOptions(hiding names: Set<String>) -> LoopbackOptions {
+        var l = LoopbackOptions()
+        l.attributeTimeout = attributeTimeout
+        l.entryTimeout = entryTimeout
+        l.negativeTimeout = negativeTimeout
+        l.keepCache = keepCache
+        l.hiddenRootNames = names
+        l.readOnly = readOnly
+        return l
+    }
+}

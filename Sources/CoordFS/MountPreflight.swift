@@ -1,0 +1,77 @@
+import Glibc
+
+/// A mount that passed every check: absolute, resolved paths and validated options.
+public struct MountPlan: Sendable {
+    public var backing: String
+    public var mountpoint: String
+    public var options: MountOptions
+    public var state: StateFolder
+}
+
+/// The checks before a mount: folders exist, neither contains the other, the mountpoint is not
+/// already a live coordfs mount; a stale mount left by a crashed daemon is cleaned up.
+public enum MountPreflight {
+    public static func plan(backing: String, mountpoint: String, options: MountOptions) throws(MountError) -> MountPlan {
+        let b = try resolveFolder(backing, role: "backing")
+        let m = try resolveMountpoint(mountpoint)
+        if m.hasPrefix(b + "/") || m == b { throw .mountpointInsideBacking(mountpoint: m, backing: b) }
+        if b.hasPrefix(m + "/") { throw .backingInsideMountpoint(mountpoint: m, backing: b) }
+        if MountTable.coordfsMount(at: m) != nil { throw .alreadyMounted(m) }
+        return MountPlan(backing: b, mountpoint: m, options: options, state: StateFolder(backing: b))
+    }
+
+    static func resolveFolder(_ path: String, role: String) throws(MountError) -> String {
+        guard let r = realpath(path, nil) else {
+            if errno == ENOENT { throw .missingFolder(role: role, path: path) }
+            throw .system("cannot use \(role) folder '\(path)': \(String(cString: strerror(errno)))")
+        }
+        defer { free(r) }
+        var st = stat()
+        guard stat(r, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { throw .notADirectory(role: role, path: path) }
+        return String(cString: r)
+    }
+
+    /// The mountpoint, resolved; a stale FUSE mount there ("Transport endpoint is not connected") is
+    /// detached first.
+    static func resolveMountpoint(_ path: String) throws(MountError) -> String {
+        var st = stat()
+        if stat(path, &st) != 0 && errno == ENOTCONN {
+            let abs = absolute(path)
+            try cleanStaleMount(abs)
+        }
+        return try resolveFolder(path, role: "mountpoint")
+    }
+
+    /// Detaches a dead FUSE mount at `path`.
+    public static func cleanStaleMount(_ path: String) throws(MountError) {
+        if umount2(path, Int32(MNT_DETACH)) == 0 { return }
+        let e = errno
+        // Not root: fusermount3 can detach a user's own FUSE mount.
+        var pid: pid_t = 0
+        let args = ["fusermount3", "-uz", path]
+        var cargs = args.map { strdup($0) } + [nil]
+        defer { for a in cargs { free(a) } }
+        if posix_spawnp(&pid, "fusermount3", nil, nil, &cargs, environ) == 0 {
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            if status == 0 { return }
+        }
+        throw .system("'\(path)' is a stale mount (its daemon died) and could not be detached: \(String(cString: strerror(e)))")
+    }
+
+    /// Absolute and lexically normalised, without touching the filesystem (for dead mountpoints).
+    public static func absolute(_ path: String) -> String {
+        var parts: [Substring] = []
+        var base = path
+        if !path.hasPrefix("/") {
+            var buf = [CChar](repeating: 0, count: Int(PATH_MAX))
+            if getcwd(&buf, buf.count) != nil { base = String(cString: buf) + "/" + path }
+        }
+        for c in base.split(separator: "/") {
+            if c == "." { continue }
+            if c == ".." { _ = parts.popLast(); continue }
+            parts.append(c)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+}

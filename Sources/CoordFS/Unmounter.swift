@@ -1,0 +1,45 @@
+import Glibc
+
+/// `coordfs unmount`: unmounts and waits for the daemon to end.
+public enum Unmounter {
+    public static func unmount(_ mountpoint: String, lazy: Bool, waitSeconds: Double = 10) throws(MountError) {
+        let m = MountPreflight.absolute(mountpoint)
+        guard let entry = MountTable.coordfsMount(at: m) else { throw .notMounted(m) }
+        let state = StateFolder(backing: entry.source)
+        let pid = state.runningDaemonPID()
+        var st = stat()
+        let stale = stat(m, &st) != 0 && errno == ENOTCONN
+        if stale {
+            try MountPreflight.cleanStaleMount(m)
+            return
+        }
+        if umount2(m, lazy ? Int32(MNT_DETACH) : 0) != 0 {
+            let e = errno
+            if e == EBUSY { throw .system("'\(m)' is busy (files are open or a process is inside it); close them, or use --lazy") }
+            if e == EPERM {
+                // Not root: fusermount3 unmounts a user's own mount.
+                if runFusermount(["-u"] + (lazy ? ["-z"] : []) + [m]) { return waitForExit(pid, waitSeconds) }
+            }
+            throw .system("cannot unmount '\(m)': \(String(cString: strerror(e)))")
+        }
+        waitForExit(pid, waitSeconds)
+    }
+
+    private static func waitForExit(_ pid: pid_t?, _ seconds: Double) {
+        guard let pid else { return }
+        var waited = 0.0
+        while waited < seconds, kill(pid, 0) == 0 {
+            usleep(20_000); waited += 0.02
+        }
+    }
+
+    private static func runFusermount(_ args: [String]) -> Bool {
+        var pid: pid_t = 0
+        var cargs = (["fusermount3"] + args).map { strdup($0) } + [nil]
+        defer { for a in cargs { free(a) } }
+        guard posix_spawnp(&pid, "fusermount3", nil, nil, &cargs, environ) == 0 else { return false }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return status == 0
+    }
+}

@@ -1,0 +1,53 @@
+import CFuse3
+import Glibc
+
+/// Linux system calls that Swift's Glibc module hides (GNU extensions), for the modules above FuseKit,
+/// which do not import C themselves. Each returns -1 and sets errno on failure, like the C call.
+public enum LinuxCalls {
+    public static let O_PATH: Int32 = CFUSE_O_PATH
+    public static let O_DIRECT: Int32 = CFUSE_O_DIRECT
+    public static let AT_EMPTY_PATH: Int32 = CFUSE_AT_EMPTY_PATH
+    public static let UTIME_NOW: Int = CFUSE_UTIME_NOW
+    public static let UTIME_OMIT: Int = CFUSE_UTIME_OMIT
+    public static let FALLOC_FL_KEEP_SIZE: Int32 = CFUSE_FALLOC_FL_KEEP_SIZE
+    public static let FALLOC_FL_PUNCH_HOLE: Int32 = CFUSE_FALLOC_FL_PUNCH_HOLE
+    public static let renameNoReplace: UInt32 = CFUSE_RENAME_NOREPLACE
+    public static let renameExchange: UInt32 = CFUSE_RENAME_EXCHANGE
+    public static let renameWhiteout: UInt32 = CFUSE_RENAME_WHITEOUT
+
+    /// `fallocate(2)`.
+    public static func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int, _ length: Int) -> Int32 {
+        cfuse_fallocate(fd, mode, Int64(offset), Int64(length))
+    }
+    /// `setxattr(2)` and friends (from <sys/xattr.h>, which Glibc's module does not include).
+    public static func setxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32 {
+        CFuse3.setxattr(path, name, value, size, flags)
+    }
+    public static func getxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+        CFuse3.getxattr(path, name, value, size)
+    }
+    public static func listxattr(_ path: UnsafePointer<CChar>, _ list: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
+        CFuse3.listxattr(path, list, size)
+    }
+    public static func removexattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> Int32 {
+        CFuse3.removexattr(path, name)
+    }
+
+    /// `renameat2(2)`.
+    public static func renameat2(_ olddirfd: Int32, _ oldpath: UnsafePointer<CChar>, _ newdirfd: Int32, _ newpath: UnsafePointer<CChar>, _ flags: UInt32) -> Int32 {
+        cfuse_renameat2(olddirfd, oldpath, newdirfd, newpath, flags)
+    }
+
+    /// `copy_file_range(2)`; offsets are updated in place.
+    public static func copyFileRange(_ fdIn: Int32, _ offIn: inout Int, _ fdOut: Int32, _ offOut: inout Int, _ length: Int, _ flags: UInt32) -> Int {
+        var i = Int64(offIn), o = Int64(offOut)
+        let n = withUnsafeMutablePointer(to: &i) { ip in
+            withUnsafeMutablePointer(to: &o) { op in
+                cfuse_copy_file_range(fdIn, UnsafeMutableRawPointer(ip).assumingMemoryBound(to: CLongLong.self), fdOut,
+                                      UnsafeMutableRawPointer(op).assumingMemoryBound(to: CLongLong.self), length, flags)
+            }
+        }
+        offIn = Int(i); offOut = Int(o)
+        return n
+    }
+}

@@ -1,0 +1,102 @@
+import CFuse3
+import Glibc
+import SystemPackage
+import Synchronization
+
+/// What the C callbacks reach through the session's userdata.
+final class SessionState: Sendable {
+    let fileSystem: any FuseFileSystem
+    private let onInit: Mutex<(@Sendable () -> Void)?>
+    init(fileSystem: any FuseFileSystem, onInit: (@Sendable () -> Void)?) {
+        self.fileSystem = fileSystem
+        self.onInit = Mutex(onInit)
+    }
+    func initialized() {
+        let f = onInit.withLock { f in defer { f = nil }; return f }
+        f?()
+    }
+}
+
+/// An error setting up a FUSE session.
+public struct FuseSessionError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// A libfuse low-level session: create, mount, serve on a pool of worker threads, unmount.
+public final class FuseSession: @unchecked Sendable {
+    private let state: SessionState
+    private let session: OpaquePointer
+
+    /// - Parameters:
+    ///   - options: libfuse and mount options, as for `-o` (validated by the caller; libfuse rejects
+    ///     unknown ones too).
+    ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
+    ///     serves requests from then on.
+    public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, onInit: (@Sendable () -> Void)? = nil) throws {
+        state = SessionState(fileSystem: fileSystem, onInit: onInit)
+        var argv: [String] = ["coordfs"]
+        if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
+        if debug { argv.append("-d") }
+        // libfuse keeps pointers into argv while parsing; these few strings live for the process.
+        let cargv = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: argv.count + 1)
+        for (i, a) in argv.enumerated() { cargv[i] = strdup(a) }
+        cargv[argv.count] = nil
+        var args = cfuse_args_init(Int32(argv.count), cargv)
+        var ops = makeOperations()
+        let userdata = Unmanaged.passRetained(state).toOpaque()
+        guard let se = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, userdata) else {
+            Unmanaged<SessionState>.fromOpaque(userdata).release()
+            throw FuseSessionError(description: "libfuse rejected the options: \(options.joined(separator: ","))")
+        }
+        fuse_opt_free_args(&args)
+        session = se
+    }
+
+    deinit {
+        fuse_session_destroy(session)
+    }
+
+    /// Mount at `mountpoint` (the kernel starts queueing requests; INIT is answered by `run`).
+    public func mount(at mountpoint: String) throws {
+        guard fuse_session_mount(session, mountpoint) == 0 else {
+            throw FuseSessionError(description: "cannot mount on \(mountpoint)")
+        }
+    }
+
+    /// The /dev/fuse descriptor (for the daemon to hand to a child, or to check liveness).
+    public var fileDescriptor: Int32 { fuse_session_fd(session) }
+
+    /// Serve requests until unmounted or `exit()`; SIGINT, SIGTERM and SIGHUP end the loop (installed
+    /// here, removed before returning). Returns 0 on a clean end.
+    public func run(maxThreads: Int = 16, maxIdleThreads: Int = 8) -> Int32 {
+        fuse_set_signal_handlers(session)
+        defer { fuse_remove_signal_handlers(session) }
+        let config = fuse_loop_cfg_create()
+        defer { fuse_loop_cfg_destroy(config) }
+        fuse_loop_cfg_set_max_threads(config, UInt32(maxThreads))
+        fuse_loop_cfg_set_idle_threads(config, UInt32(maxIdleThreads))
+        fuse_loop_cfg_set_clone_fd(config, 0)
+        let rc = cfuse_session_loop_mt(session, config)
+        return rc
+    }
+
+    /// Ask the loop to end (from any thread).
+    public func exit() { fuse_session_exit(session) }
+
+    public func unmount() { fuse_session_unmount(session) }
+
+    /// Tell the kernel to drop cached data and attributes of `inode` (after a change made outside the
+    /// kernel's view, e.g. directly in the backing folder). ENOENT (not cached) is not an error.
+    @discardableResult
+    public func invalidate(inode: InodeID, offset: Int = 0, length: Int = 0) -> Errno? {
+        let rc = fuse_lowlevel_notify_inval_inode(session, inode.rawValue, offset, length)
+        return rc == 0 || rc == -ENOENT ? nil : Errno(rawValue: -rc)
+    }
+
+    /// Tell the kernel to forget the cached name `name` in `parent`.
+    @discardableResult
+    public func invalidateEntry(parent: InodeID, name: String) -> Errno? {
+        let rc = name.withCString { fuse_lowlevel_notify_inval_entry(session, parent.rawValue, $0, strlen($0)) }
+        return rc == 0 || rc == -ENOENT ? nil : Errno(rawValue: -rc)
+    }
+}

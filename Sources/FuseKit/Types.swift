@@ -1,0 +1,131 @@
+import CFuse3
+import Glibc
+
+/// A FUSE node id (`fuse_ino_t`). Not the backing inode number: the filesystem chooses it.
+public struct InodeID: RawRepresentable, Hashable, Sendable {
+    public var rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    /// `FUSE_ROOT_ID`: the mount's root directory.
+    public static let root = InodeID(rawValue: 1)
+}
+
+/// The per-open handle a filesystem returns from open/create/opendir (`fuse_file_info.fh`).
+public struct FileHandleID: RawRepresentable, Hashable, Sendable {
+    public var rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+}
+
+/// Who made a request (`fuse_req_ctx`): the calling process's ids and umask.
+public struct RequestContext: Sendable, Hashable {
+    public var uid: uid_t
+    public var gid: gid_t
+    public var pid: pid_t
+    public var umask: mode_t
+    public init(uid: uid_t, gid: gid_t, pid: pid_t, umask: mode_t) {
+        self.uid = uid; self.gid = gid; self.pid = pid; self.umask = umask
+    }
+}
+
+/// The answer to lookup/mknod/mkdir/symlink/link/create (`fuse_entry_param`).
+public struct EntryReply {
+    public var inode: InodeID
+    public var generation: UInt64
+    public var attributes: stat
+    public var attributeTimeout: Double
+    public var entryTimeout: Double
+    public init(inode: InodeID, generation: UInt64 = 0, attributes: stat, attributeTimeout: Double, entryTimeout: Double) {
+        self.inode = inode; self.generation = generation; self.attributes = attributes
+        self.attributeTimeout = attributeTimeout; self.entryTimeout = entryTimeout
+    }
+    /// A negative entry: "this name does not exist", cached by the kernel for `timeout` seconds.
+    public static func negative(timeout: Double) -> EntryReply {
+        EntryReply(inode: InodeID(rawValue: 0), attributes: stat(), attributeTimeout: 0, entryTimeout: timeout)
+    }
+    var c: fuse_entry_param {
+        var e = fuse_entry_param()
+        e.ino = inode.rawValue
+        e.generation = generation
+        e.attr = attributes
+        e.attr_timeout = attributeTimeout
+        e.entry_timeout = entryTimeout
+        return e
+    }
+}
+
+/// The answer to open/create/opendir: the handle and the kernel cache flags.
+public struct OpenReply: Sendable {
+    public var handle: FileHandleID
+    /// Bypass the kernel page cache for this open (`direct_io`).
+    public var directIO: Bool
+    /// Keep cached pages from earlier opens (`keep_cache`).
+    public var keepCache: Bool
+    /// The file is not seekable (`nonseekable`), e.g. a FIFO.
+    public var nonSeekable: Bool
+    /// Cache directory entries across opendir (`cache_readdir`).
+    public var cacheDirectory: Bool
+    public init(handle: FileHandleID, directIO: Bool = false, keepCache: Bool = false, nonSeekable: Bool = false, cacheDirectory: Bool = false) {
+        self.handle = handle; self.directIO = directIO; self.keepCache = keepCache
+        self.nonSeekable = nonSeekable; self.cacheDirectory = cacheDirectory
+    }
+    func apply(to fi: inout fuse_file_info) {
+        fi.fh = handle.rawValue
+        fi.direct_io = directIO ? 1 : 0
+        fi.keep_cache = keepCache ? 1 : 0
+        fi.nonseekable = nonSeekable ? 1 : 0
+        fi.cache_readdir = cacheDirectory ? 1 : 0
+    }
+}
+
+/// The per-call file info the kernel sends with open/read/write/release and friends.
+public struct FileInfo: Sendable {
+    public var flags: Int32
+    public var handle: FileHandleID
+    public var writePage: Bool
+    public var flush: Bool
+    public var lockOwner: UInt64
+    public var flockRelease: Bool
+    init(_ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        if let fi {
+            flags = fi.pointee.flags
+            handle = FileHandleID(rawValue: fi.pointee.fh)
+            writePage = fi.pointee.writepage != 0
+            flush = fi.pointee.flush != 0
+            lockOwner = fi.pointee.lock_owner
+            flockRelease = fi.pointee.flock_release != 0
+        } else {
+            flags = 0; handle = FileHandleID(rawValue: 0); writePage = false; flush = false; lockOwner = 0; flockRelease = false
+        }
+    }
+}
+
+/// Which attributes a setattr call changes (`FUSE_SET_ATTR_*`).
+public struct SetAttributes: OptionSet, Sendable {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let mode = SetAttributes(rawValue: FUSE_SET_ATTR_MODE)
+    public static let uid = SetAttributes(rawValue: FUSE_SET_ATTR_UID)
+    public static let gid = SetAttributes(rawValue: FUSE_SET_ATTR_GID)
+    public static let size = SetAttributes(rawValue: FUSE_SET_ATTR_SIZE)
+    public static let atime = SetAttributes(rawValue: FUSE_SET_ATTR_ATIME)
+    public static let mtime = SetAttributes(rawValue: FUSE_SET_ATTR_MTIME)
+    public static let atimeNow = SetAttributes(rawValue: FUSE_SET_ATTR_ATIME_NOW)
+    public static let mtimeNow = SetAttributes(rawValue: FUSE_SET_ATTR_MTIME_NOW)
+    public static let ctime = SetAttributes(rawValue: FUSE_SET_ATTR_CTIME)
+    public static let killSUID = SetAttributes(rawValue: 1 << 11) // FUSE_SET_ATTR_KILL_SUID (3.15+ name)
+}
+
+/// A name inside a directory, borrowed from the kernel's request for the duration of one callback.
+/// Valid only until the callback returns: copy it (`string`) to keep it.
+public struct FileName {
+    public let cString: UnsafePointer<CChar>
+    public init(_ cString: UnsafePointer<CChar>) { self.cString = cString }
+    public var string: String { String(cString: cString) }
+    /// Byte-wise comparison without allocating.
+    public func equals(_ other: StaticString) -> Bool {
+        other.withUTF8Buffer { buf in
+            var i = 0
+            while i < buf.count { if UInt8(bitPattern: cString[i]) != buf[i] { return false }; i += 1 }
+            return cString[i] == 0
+        }
+    }
+}

@@ -1,0 +1,534 @@
+import Glibc
+import FuseKit
+import SystemPackage
+import Synchronization
+
+/// Settings of the passthrough.
+public struct LoopbackOptions: Sendable {
+    /// Seconds the kernel may cache attributes and names (the backing folder can change underneath:
+    /// keep it short).
+    public var attributeTimeout: Double = 1.0
+    public var entryTimeout: Double = 1.0
+    /// Seconds the kernel may cache "no such name" (0: a file created in the backing folder shows at once).
+    public var negativeTimeout: Double = 0
+    /// Keep page cache across opens; the kernel drops it when it sees mtime or size change.
+    public var keepCache: Bool = true
+    /// Names in the root directory that do not exist through the mount (the state folder).
+    public var hiddenRootNames: Set<String> = []
+    /// Refuse every change (the mount is read-only).
+    public var readOnly: Bool = false
+    public init() {}
+}
+
+/// A POSIX-correct passthrough of a backing folder (libfuse's passthrough_ll design, in Swift):
+/// inodes are O_PATH descriptors keyed by backing (dev, ino); every path is resolved relative to a
+/// parent descriptor, never by string concatenation; open files are real descriptors on the backing
+/// file, and reads and writes splice through them.
+///
+/// Lock order: `InodeTable` lock, then nothing. Directory handles have their own lock.
+public final class Loopback: FuseFileSystem, @unchecked Sendable {
+    public let backingRoot: String
+    public let options: LoopbackOptions
+    let inodes: InodeTable
+    private let hidden: [[UInt8]]
+    private let runningAsRoot = geteuid() == 0
+
+    public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
+        self.options = options
+        self.hidden = options.hiddenRootNames.map { Array($0.utf8) }
+        let fd = Glibc.open(backingRoot, O_PATH | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw Errno(rawValue: errno) }
+        var st = stat()
+        if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); throw e }
+        self.backingRoot = backingRoot
+        inodes = InodeTable(rootFD: fd, rootStat: st)
+    }
+
+    /// How many inodes the kernel currently holds (for status and memory measurements).
+    public var inodeCount: Int { inodes.count }
+
+    // MARK: Helpers shared by operations
+
+    public func inode(_ id: InodeID) -> Inode { inodes.inode(id) }
+
+    /// True for a reserved name in the mount's root.
+    @inline(__always)
+    public func isHidden(parent: InodeID, _ name: FileName) -> Bool {
+        guard parent == .root, !hidden.isEmpty else { return false }
+        for h in hidden {
+            var i = 0
+            var same = true
+            while i < h.count { if UInt8(bitPattern: name.cString[i]) != h[i] { same = false; break }; i += 1 }
+            if same && name.cString[i] == 0 { return true }
+        }
+        return false
+    }
+
+    @inline(__always)
+    func attributes(of node: Inode) -> Result<stat, Errno> {
+        var st = stat()
+        if let e = sys({ fstatat(node.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
+        return .success(st)
+    }
+
+    /// Looks `name` up in `parent` and counts one kernel lookup.
+    public func lookupEntry(parent: Inode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
+        let fd: Int32
+        switch sysValue({ openat(parent.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) }) {
+        case .success(let f): fd = f
+        case .failure(let e): return .failure(e)
+        }
+        var st = stat()
+        if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); return .failure(e) }
+        let node = inodes.remember(fd: fd, stat: st)
+        return .success(entry(node, st))
+    }
+
+    @inline(__always)
+    func entry(_ node: Inode, _ st: stat) -> EntryReply {
+        EntryReply(inode: inodes.id(of: node), attributes: st,
+                   attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
+    }
+
+    /// New items belong to the caller, as on the native folder. The daemon creates them as root, then
+    /// hands them over; in a set-group-ID directory the group stays the directory's (as the kernel
+    /// already chose).
+    func giveToCaller(parent: Inode, name: UnsafePointer<CChar>, context: RequestContext) -> Errno? {
+        guard runningAsRoot, context.uid != 0 || context.gid != 0 else { return nil }
+        var pst = stat()
+        if let e = sys({ fstatat(parent.fd, "", &pst, AT_EMPTY_PATH) }) { return e }
+        let gid: gid_t = (pst.st_mode & S_ISGID) != 0 ? gid_t.max : context.gid
+        return sys { fchownat(parent.fd, name, context.uid, gid, AT_SYMLINK_NOFOLLOW) }
+    }
+
+    /// The item's current path relative to the backing root ("" for the root), read from the kernel
+    /// (`/proc/self/fd`), so it is right even after renames made outside the mount. Nil when the item
+    /// was deleted or is outside the backing root.
+    public func path(of node: Inode) -> String? {
+        if node === inodes.root { return "" }
+        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = withProcPath(node.fd) { p in Glibc.readlink(p, &buf, Int(PATH_MAX)) }
+        guard n > 0 else { return nil }
+        buf[n] = 0
+        let full = String(cString: buf)
+        if full.hasSuffix(" (deleted)") { return nil }
+        guard full.hasPrefix(backingRoot + "/") else { return full == backingRoot ? "" : nil }
+        return String(full.dropFirst(backingRoot.count + 1))
+    }
+
+    // MARK: FuseFileSystem
+
+    public func initialize(connection c: inout ConnectionInfo) {
+        // Without writeback caching, a write is in the backing file when write(2) returns.
+        c.want.insert([.exportSupport, .atomicOTrunc, .spliceRead, .spliceWrite, .spliceMove, .autoInvalidateData,
+                       .readdirPlus, .readdirPlusAuto, .parallelDirectoryOps, .asyncDirectIO])
+        c.want.remove(.writebackCache)
+        // Locks stay in the kernel (POSIX and flock semantics among every user of the mount).
+        c.want.remove([.posixLocks, .flockLocks])
+    }
+
+    public func lookup(_ request: consuming Request, parent: InodeID, name: FileName) {
+        if isHidden(parent: parent, name) { return request.reply(entry: .negative(timeout: options.negativeTimeout)) }
+        switch lookupEntry(parent: inode(parent), name: name.cString) {
+        case .success(let e): request.reply(entry: e)
+        case .failure(.noSuchFileOrDirectory): request.reply(entry: .negative(timeout: options.negativeTimeout))
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func forget(_ id: InodeID, count: UInt64) {
+        inodes.forget(inode(id), count: count)
+    }
+
+    public func getattr(_ request: consuming Request, inode id: InodeID, file: FileInfo?) {
+        switch attributes(of: inode(id)) {
+        case .success(let st): request.reply(attributes: st, timeout: options.attributeTimeout)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func setattr(_ request: consuming Request, inode id: InodeID, attributes attr: stat, changing: SetAttributes, file: FileInfo?) {
+        let node = inode(id)
+        let fh: Int32? = file.map { Int32(truncatingIfNeeded: $0.handle.rawValue) }
+        if changing.contains(.mode) {
+            let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
+                            else { withProcPath(node.fd) { p in sys { chmod(p, attr.st_mode) } } }
+            if let e { return request.reply(error: e) }
+        }
+        if !changing.isDisjoint(with: [.uid, .gid]) {
+            let uid = changing.contains(.uid) ? attr.st_uid : uid_t.max
+            let gid = changing.contains(.gid) ? attr.st_gid : gid_t.max
+            if let e = sys({ fchownat(node.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return request.reply(error: e) }
+        }
+        if changing.contains(.size) {
+            let e: Errno? = if let fh { sys { ftruncate(fh, attr.st_size) } }
+                            else { withProcPath(node.fd) { p in sys { truncate(p, attr.st_size) } } }
+            if let e { return request.reply(error: e) }
+        }
+        if !changing.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
+            var times = (timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)), timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)))
+            if changing.contains(.atimeNow) { times.0.tv_nsec = Int(UTIME_NOW) } else if changing.contains(.atime) { times.0 = attr.st_atim }
+            if changing.contains(.mtimeNow) { times.1.tv_nsec = Int(UTIME_NOW) } else if changing.contains(.mtime) { times.1 = attr.st_mtim }
+            let e: Errno? = withUnsafePointer(to: &times) { tp in
+                tp.withMemoryRebound(to: timespec.self, capacity: 2) { ts in
+                    if let fh { return sys { futimens(fh, ts) } }
+                    if node.type == S_IFLNK { return sys { utimensat(node.fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }
+                    return withProcPath(node.fd) { p in sys { utimensat(AT_FDCWD, p, ts, 0) } }
+                }
+            }
+            if let e { return request.reply(error: e) }
+        }
+        getattr(request, inode: id, file: nil)
+    }
+
+    public func readlink(_ request: consuming Request, inode id: InodeID) {
+        let buf = UnsafeMutablePointer<CChar>.allocate(capacity: Int(PATH_MAX) + 1)
+        defer { buf.deallocate() }
+        switch sysValue({ readlinkat(inode(id).fd, "", buf, Int(PATH_MAX)) }) {
+        case .success(let n):
+            buf[n] = 0
+            request.reply(link: buf)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    /// Shared tail of mknod/mkdir/symlink: hand the new item to the caller and answer with its entry.
+    private func finishCreate(_ request: consuming Request, parent: Inode, name: FileName, context: RequestContext) {
+        if let e = giveToCaller(parent: parent, name: name.cString, context: context) {
+            _ = unlinkat(parent.fd, name.cString, 0) == 0 || unlinkat(parent.fd, name.cString, AT_REMOVEDIR) == 0
+            return request.reply(error: e)
+        }
+        switch lookupEntry(parent: parent, name: name.cString) {
+        case .success(let e): request.reply(entry: e)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func mknod(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, device: dev_t) {
+        if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let p = inode(parent), ctx = request.context
+        if let e = sys({ mknodat(p.fd, name.cString, mode, device) }) { return request.reply(error: e) }
+        finishCreate(request, parent: p, name: name, context: ctx)
+    }
+
+    public func mkdir(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t) {
+        if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let p = inode(parent), ctx = request.context
+        if let e = sys({ mkdirat(p.fd, name.cString, mode) }) { return request.reply(error: e) }
+        finishCreate(request, parent: p, name: name, context: ctx)
+    }
+
+    public func symlink(_ request: consuming Request, target: UnsafePointer<CChar>, parent: InodeID, name: FileName) {
+        if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let p = inode(parent), ctx = request.context
+        if let e = sys({ symlinkat(target, p.fd, name.cString) }) { return request.reply(error: e) }
+        finishCreate(request, parent: p, name: name, context: ctx)
+    }
+
+    public func link(_ request: consuming Request, inode id: InodeID, newParent: InodeID, newName: FileName) {
+        if isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
+        let node = inode(id), p = inode(newParent)
+        let e = withProcPath(node.fd) { path in sys { linkat(AT_FDCWD, path, p.fd, newName.cString, AT_SYMLINK_FOLLOW) } }
+        if let e { return request.reply(error: e) }
+        switch attributes(of: node) {
+        case .success(let st):
+            inodes.retain(node)
+            request.reply(entry: entry(node, st))
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func unlink(_ request: consuming Request, parent: InodeID, name: FileName) {
+        if isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
+        if let e = sys({ unlinkat(inode(parent).fd, name.cString, 0) }) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    public func rmdir(_ request: consuming Request, parent: InodeID, name: FileName) {
+        if isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
+        if let e = sys({ unlinkat(inode(parent).fd, name.cString, AT_REMOVEDIR) }) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    public func rename(_ request: consuming Request, parent: InodeID, name: FileName, newParent: InodeID, newName: FileName, flags: UInt32) {
+        if isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
+        if isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
+        let from = inode(parent).fd, to = inode(newParent).fd
+        if let e = sys({ LinuxCalls.renameat2(from, name.cString, to, newName.cString, flags) }) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    /// Opens the backing file for an open/create handle. O_NOFOLLOW is dropped: the O_PATH descriptor
+    /// already is the file. O_DIRECT is honoured by the kernel side (direct_io), not on the backing file,
+    /// whose alignment rules the caller's buffers need not meet.
+    @inline(__always)
+    func openBacking(_ node: Inode, flags: Int32) -> Result<Int32, Errno> {
+        let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
+        return withProcPath(node.fd) { p in sysValue { Glibc.open(p, f) } }
+    }
+
+    @inline(__always)
+    func openReply(_ fd: Int32, flags: Int32, node: Inode) -> OpenReply {
+        OpenReply(handle: FileHandleID(rawValue: UInt64(fd)), directIO: flags & O_DIRECT != 0,
+                  keepCache: options.keepCache, nonSeekable: node.type == S_IFIFO || node.type == S_IFSOCK)
+    }
+
+    public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        let node = inode(id)
+        switch openBacking(node, flags: file.flags) {
+        case .success(let fd): request.reply(open: openReply(fd, flags: file.flags, node: node), flags: file.flags)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
+        if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let p = inode(parent), ctx = request.context
+        let flags = (file.flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
+        let fd: Int32
+        switch sysValue({ openat(p.fd, name.cString, flags, mode) }) {
+        case .success(let f): fd = f
+        case .failure(let e): return request.reply(error: e)
+        }
+        if let e = giveToCaller(parent: p, name: name.cString, context: ctx) {
+            close(fd); unlinkat(p.fd, name.cString, 0)
+            return request.reply(error: e)
+        }
+        switch lookupEntry(parent: p, name: name.cString) {
+        case .success(let e):
+            request.reply(create: e, open: openReply(fd, flags: file.flags, node: inode(e.inode)), flags: file.flags)
+        case .failure(let e):
+            close(fd)
+            request.reply(error: e)
+        }
+    }
+
+    public func read(_ request: consuming Request, inode id: InodeID, size: Int, offset: Int, file: FileInfo) {
+        request.reply(dataFrom: Int32(truncatingIfNeeded: file.handle.rawValue), offset: offset, size: size)
+    }
+
+    public func write(_ request: consuming Request, inode id: InodeID, data: IncomingData, offset: Int, file: FileInfo) {
+        switch data.write(to: Int32(truncatingIfNeeded: file.handle.rawValue), at: offset) {
+        case .success(let n): request.reply(written: n)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func flush(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        // Closing a duplicate reports delayed write errors (NFS, quotas) to the caller's close(2).
+        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
+        switch sysValue({ dup(fd) }) {
+        case .success(let d):
+            if let e = sys({ close(d) }) { return request.reply(error: e) }
+            request.replyOK()
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func release(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        close(Int32(truncatingIfNeeded: file.handle.rawValue))
+        request.replyOK()
+    }
+
+    public func fsync(_ request: consuming Request, inode id: InodeID, dataOnly: Bool, file: FileInfo) {
+        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
+        if let e = sys({ dataOnly ? fdatasync(fd) : Glibc.fsync(fd) }) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    // MARK: Directories
+
+    public func opendir(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        let node = inode(id)
+        let fd: Int32
+        switch sysValue({ openat(node.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
+        case .success(let f): fd = f
+        case .failure(let e): return request.reply(error: e)
+        }
+        guard let dir = fdopendir(fd) else {
+            let e = Errno(rawValue: errno); close(fd)
+            return request.reply(error: e)
+        }
+        let handle = DirectoryHandle(dir: dir, hidesReservedNames: id == .root && !hidden.isEmpty)
+        let raw = UInt64(UInt(bitPattern: Unmanaged.passRetained(handle).toOpaque()))
+        request.reply(open: OpenReply(handle: FileHandleID(rawValue: raw)), flags: file.flags)
+    }
+
+    @inline(__always)
+    func directoryHandle(_ file: FileInfo) -> DirectoryHandle {
+        Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(file.handle.rawValue))!).takeUnretainedValue()
+    }
+
+    public func readdir(_ request: consuming Request, inode id: InodeID, size: Int, offset: Int, file: FileInfo, plus: Bool) {
+        let handle = directoryHandle(file)
+        let parent = inode(id)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
+        defer { buffer.deallocate() }
+        var used = 0
+        var failure: Errno? = nil
+        handle.lock.withLock { _ in
+            if offset != handle.offset {
+                seekdir(handle.dir, offset)
+                handle.pending = nil
+                handle.offset = offset
+            }
+            while true {
+                if handle.pending == nil {
+                    errno = 0
+                    guard let ent = Glibc.readdir(handle.dir) else {
+                        if errno != 0 { failure = Errno(rawValue: errno) }
+                        break
+                    }
+                    handle.pending = ent
+                }
+                let ent = handle.pending!
+                let nextOffset = Int(ent.pointee.d_off)
+                let added: Int = withUnsafePointer(to: &ent.pointee.d_name) { namePtr in
+                    namePtr.withMemoryRebound(to: CChar.self, capacity: 256) { name in
+                        if handle.hidesReservedNames && isHidden(parent: .root, FileName(name)) { return 0 }
+                        let remaining = size - used
+                        if plus && !isDotOrDotDot(name) {
+                            switch lookupEntry(parent: parent, name: name) {
+                            case .success(let e):
+                                let n = request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: name, entry: e, nextOffset: nextOffset)
+                                if n > remaining { inodes.forget(inode(e.inode), count: 1) }
+                                return n
+                            case .failure(.noSuchFileOrDirectory):
+                                return 0 // removed since readdir saw it
+                            case .failure(let e):
+                                failure = e
+                                return -1
+                            }
+                        }
+                        var st = stat()
+                        st.st_ino = ent.pointee.d_ino
+                        st.st_mode = mode_t(ent.pointee.d_type) << 12
+                        if plus {
+                            return request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: name,
+                                                                 entry: EntryReply(inode: InodeID(rawValue: 0), attributes: st, attributeTimeout: 0, entryTimeout: 0),
+                                                                 nextOffset: nextOffset)
+                        }
+                        return request.addDirectoryEntry(into: buffer + used, capacity: remaining, name: name, attributes: st, nextOffset: nextOffset)
+                    }
+                }
+                if added < 0 { break }
+                if added > size - used { break }
+                used += added
+                handle.pending = nil
+                handle.offset = nextOffset
+            }
+        }
+        // An error after some entries were added: return those (their lookups are counted already).
+        if let failure, used == 0 { return request.reply(error: failure) }
+        request.reply(buffer: UnsafeRawBufferPointer(start: buffer, count: used))
+    }
+
+    public func releasedir(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(file.handle.rawValue))!).release()
+        request.replyOK()
+    }
+
+    public func fsyncdir(_ request: consuming Request, inode id: InodeID, dataOnly: Bool, file: FileInfo) {
+        let fd = dirfd(directoryHandle(file).dir)
+        if let e = sys({ dataOnly ? fdatasync(fd) : Glibc.fsync(fd) }) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    // MARK: Everything else
+
+    public func statfs(_ request: consuming Request, inode id: InodeID) {
+        var s = statvfs()
+        if let e = sys({ fstatvfs(inode(id).fd, &s) }) { return request.reply(error: e) }
+        request.reply(statfs: s)
+    }
+
+    public func setxattr(_ request: consuming Request, inode id: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) {
+        let e = withProcPath(inode(id).fd) { p in sys { LinuxCalls.setxattr(p, name.cString, value.baseAddress, value.count, flags) } }
+        if let e { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    public func getxattr(_ request: consuming Request, inode id: InodeID, name: FileName, size: Int) {
+        let fd = inode(id).fd
+        if size == 0 {
+            switch withProcPath(fd, { p in sysValue { LinuxCalls.getxattr(p, name.cString, nil, 0) } }) {
+            case .success(let n): return request.reply(xattrSize: n)
+            case .failure(let e): return request.reply(error: e)
+            }
+        }
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
+        defer { buf.deallocate() }
+        switch withProcPath(fd, { p in sysValue { LinuxCalls.getxattr(p, name.cString, buf.baseAddress, size) } }) {
+        case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func listxattr(_ request: consuming Request, inode id: InodeID, size: Int) {
+        let fd = inode(id).fd
+        if size == 0 {
+            switch withProcPath(fd, { p in sysValue { LinuxCalls.listxattr(p, nil, 0) } }) {
+            case .success(let n): return request.reply(xattrSize: n)
+            case .failure(let e): return request.reply(error: e)
+            }
+        }
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
+        defer { buf.deallocate() }
+        switch withProcPath(fd, { p in sysValue { LinuxCalls.listxattr(p, buf.baseAddress?.assumingMemoryBound(to: CChar.self), size) } }) {
+        case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
+        let e = withProcPath(inode(id).fd) { p in sys { LinuxCalls.removexattr(p, name.cString) } }
+        if let e { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    public func access(_ request: consuming Request, inode id: InodeID, mask: Int32) {
+        // Only reached without default_permissions; coordfs always mounts with it.
+        let e = withProcPath(inode(id).fd) { p in sys { faccessat(AT_FDCWD, p, mask, 0) } }
+        if let e { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    public func fallocate(_ request: consuming Request, inode id: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) {
+        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
+        if let e = sys({ LinuxCalls.fallocate(fd, mode, offset, length) }) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) {
+        var inOff = inputOffset, outOff = outputOffset
+        let fin = Int32(truncatingIfNeeded: inputFile.handle.rawValue), fout = Int32(truncatingIfNeeded: outputFile.handle.rawValue)
+        switch sysValue({ LinuxCalls.copyFileRange(fin, &inOff, fout, &outOff, length, UInt32(flags)) }) {
+        case .success(let n): request.reply(written: n)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    public func lseek(_ request: consuming Request, inode id: InodeID, offset: Int, whence: Int32, file: FileInfo) {
+        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
+        switch sysValue({ Glibc.lseek(fd, offset, whence) }) {
+        case .success(let n): request.reply(seekOffset: n)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+}
+
+@inline(__always)
+func isDotOrDotDot(_ name: UnsafePointer<CChar>) -> Bool {
+    name[0] == 46 && (name[1] == 0 || (name[1] == 46 && name[2] == 0))
+}
+
+/// An open directory stream and where the kernel is in it.
+final class DirectoryHandle: @unchecked Sendable {
+    let dir: OpaquePointer
+    let hidesReservedNames: Bool
+    let lock = Mutex<Void>(())
+    var offset: Int = 0
+    var pending: UnsafeMutablePointer<dirent>? = nil
+    init(dir: OpaquePointer, hidesReservedNames: Bool) { self.dir = dir; self.hidesReservedNames = hidesReservedNames }
+    deinit { closedir(dir) }
+}

@@ -1,0 +1,54 @@
+import Glibc
+import SystemPackage
+import FuseKit
+
+let O_PATH = LinuxCalls.O_PATH
+let O_DIRECT = LinuxCalls.O_DIRECT
+let AT_EMPTY_PATH = LinuxCalls.AT_EMPTY_PATH
+let UTIME_NOW = LinuxCalls.UTIME_NOW
+let UTIME_OMIT = LinuxCalls.UTIME_OMIT
+
+/// Runs a system call that returns -1 and sets errno on failure, retrying EINTR.
+/// Returns the errno, or nil on success. EFAULT and EBADF can only mean a bug here: they trap.
+@inline(__always)
+func sys(_ call: () -> Int32) -> Errno? {
+    while true {
+        if call() != -1 { return nil }
+        let e = errno
+        if e == EINTR { continue }
+        precondition(e != EFAULT, "EFAULT from a system call: a bad pointer in coordfs")
+        return Errno(rawValue: e)
+    }
+}
+
+/// As `sys`, for calls that return a value (a descriptor, a byte count).
+@inline(__always)
+func sysValue<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {
+    while true {
+        let r = call()
+        if r != -1 { return .success(r) }
+        let e = errno
+        if e == EINTR { continue }
+        precondition(e != EFAULT, "EFAULT from a system call: a bad pointer in coordfs")
+        return .failure(Errno(rawValue: e))
+    }
+}
+
+/// "/proc/self/fd/N": reopens an O_PATH descriptor, or names it for calls without an fd variant.
+@inline(__always)
+func withProcPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {
+    // Formatted by hand into a stack buffer: this is on every open.
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 32) { buf in
+        let prefix: StaticString = "/proc/self/fd/"
+        var i = 0
+        prefix.withUTF8Buffer { for b in $0 { buf[i] = CChar(bitPattern: b); i += 1 } }
+        var digits: (CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar) = (0,0,0,0,0,0,0,0,0,0,0,0)
+        var n = Int(fd), count = 0
+        withUnsafeMutableBytes(of: &digits) { d in
+            repeat { d[count] = UInt8(48 + n % 10); n /= 10; count += 1 } while n > 0
+            while count > 0 { count -= 1; buf[i] = CChar(bitPattern: d[count]); i += 1 }
+        }
+        buf[i] = 0
+        return body(buf.baseAddress!)
+    }
+}

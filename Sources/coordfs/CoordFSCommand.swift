@@ -1,0 +1,18 @@
+import ArgumentParser
+
+struct CoordFSCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coordfs",
+        abstract: "Coordinated, conflict-safe shared editing of a folder, mounted through FUSE.",
+        discussion: """
+        coordfs mounts a backing folder and routes every open, write, rename and delete made through the
+        mount through a coordinator with NSFileCoordinator / NSFilePresenter semantics.
+        """,
+        version: CoordFSVersion.string,
+        subcommands: [MountCommand.self, UnmountCommand.self]
+    )
+}
+
+enum CoordFSVersion {
+    static let string = "0.1.0"
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import CoordFS
+import Glibc
+
+struct MountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Mount BACKING on MOUNTPOINT.",
+        discussion: """
+        Without -f the daemon goes to the background and the command returns once the mount answers.
+        Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly.
+        A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first.
+
+        Options (-o, comma-separated, repeatable):
+        \(MountOptions.documentation)
+        default_permissions is always on: the kernel checks permissions as on the backing folder.
+        """
+    )
+
+    @Argument(help: "The folder to share.") var backing: String
+    @Argument(help: "Where to mount it.") var mountpoint: String
+    @Option(name: .customShort("o"), help: "Mount options, comma-separated.") var options: [String] = []
+    @Flag(name: [.customShort("f"), .long], help: "Stay in the foreground.") var foreground = false
+
+    func run() throws {
+        do {
+            let opts = try MountOptions.parse(options)
+            let plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: opts)
+            let daemon = try Daemon(plan: plan)
+            if foreground {
+                let rc = try DaemonLauncher.runInForeground(daemon)
+                if rc != 0 { throw ExitCode(rc) }
+            } else {
+                try DaemonLauncher.runInBackground(daemon)
+            }
+        } catch let e as MountError {
+            throw CLIError(e.description)
+        }
+    }
+}
+
+struct UnmountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unmount",
+        abstract: "Unmount a coordfs mount and wait for its daemon to finish.",
+        aliases: ["umount"]
+    )
+
+    @Argument(help: "The mountpoint.") var mountpoint: String
+    @Flag(name: .shortAndLong, help: "Detach now even if files are open (the daemon ends when they close).") var lazy = false
+
+    func run() throws {
+        do {
+            try Unmounter.unmount(mountpoint, lazy: lazy)
+        } catch let e as MountError {
+            throw CLIError(e.description)
+        }
+    }
+}
+
+/// An error for the user: printed as "coordfs: message", exit status 1.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
