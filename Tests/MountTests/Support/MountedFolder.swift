@@ -1,0 +1,214 @@
+// The mount fixture: a private temp root holding `backing/`, `native/` and `mnt/`, backing
+// mounted on mnt with the real coordfs binary, and a teardown that always leaves the machine
+// clean (unmounted, daemon gone, folder removed), even after a failed or crashed test.
+import Foundation
+import Glibc
+
+/// What the suites mount on `mnt/`. `coordfs` is the default; the others exist to develop and
+/// sanity-check the suite itself (`COORDFS_MOUNT_TARGET=native` or `=passthrough:/path/to/passthrough_ll`).
+enum MountTarget: CustomStringConvertible {
+    /// The real thing: `coordfs mount BACKING MNT -o OPTIONS`.
+    case coordfs(binary: String)
+    /// libfuse's passthrough_ll example, a reference FUSE passthrough (no state folder).
+    case passthrough(binary: String)
+    /// No mount at all: `mnt` is the backing folder. Every comparison must hold trivially.
+    case native
+
+    var description: String {
+        switch self {
+        case .coordfs(let b): return "coordfs (\(b))"
+        case .passthrough(let b): return "passthrough_ll (\(b))"
+        case .native: return "native folder (no mount)"
+        }
+    }
+
+    var isCoordFS: Bool { if case .coordfs = self { return true }; return false }
+    var isMount: Bool { if case .native = self { return false }; return true }
+
+    static func fromEnvironment() throws -> MountTarget {
+        let env = ProcessInfo.processInfo.environment
+        let spec = env["COORDFS_MOUNT_TARGET"] ?? "coordfs"
+        if spec == "native" { return .native }
+        if spec.hasPrefix("passthrough:") { return .passthrough(binary: String(spec.dropFirst("passthrough:".count))) }
+        guard spec == "coordfs" else { throw SpawnError(message: "COORDFS_MOUNT_TARGET must be coordfs, native or passthrough:PATH, not \(spec)") }
+        return .coordfs(binary: try coordfsBinary())
+    }
+
+    /// The coordfs executable: $COORDFS_BIN, else next to the test bundle in the build products.
+    static func coordfsBinary() throws -> String {
+        if let bin = ProcessInfo.processInfo.environment["COORDFS_BIN"], !bin.isEmpty {
+            guard access(bin, X_OK) == 0 else { throw SpawnError(message: "COORDFS_BIN=\(bin) is not an executable file") }
+            return bin
+        }
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        let products = bundle.deletingLastPathComponent().path
+        let bin = products + "/coordfs"
+        guard access(bin, X_OK) == 0 else {
+            throw SpawnError(message: "the coordfs binary is missing at \(bin): run `swift build` first (the mount tests drive the real binary), or set COORDFS_BIN")
+        }
+        return bin
+    }
+}
+
+/// A temp root with `backing/`, `native/` and `mnt/`, and the mount of backing on mnt.
+final class MountedFolder {
+    static let prefix = "coordfs-mounttests-"
+
+    /// Where temp roots go: $COORDFS_TEST_TMPDIR, else /tmp.
+    static var base: String {
+        let dir = ProcessInfo.processInfo.environment["COORDFS_TEST_TMPDIR"] ?? "/tmp"
+        return dir.hasSuffix("/") ? String(dir.dropLast()) : dir
+    }
+
+    let target: MountTarget
+    let root: String
+    let backing: String
+    let native: String
+    /// Where the suites operate: the mountpoint, or the backing folder itself for `.native`.
+    let mnt: String
+    /// The folder used as the mountpoint (also for `.native`, where it stays empty).
+    let mountpoint: String
+    private(set) var daemonPids: [pid_t] = []
+    private(set) var mounted = false
+
+    init(target: MountTarget) throws {
+        self.target = target
+        var template = Array("\(Self.base)/\(Self.prefix)\(getpid())-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw SpawnError(message: "mkdtemp under \(Self.base): \(String(cString: strerror(errno)))")
+        }
+        root = String(cString: made)
+        // Traversable by the non-root user the permission tests switch to.
+        chmod(root, 0o755)
+        backing = root + "/backing"
+        native = root + "/native"
+        mountpoint = root + "/mnt"
+        mnt = target.isMount ? mountpoint : backing
+        for dir in [backing, native, mountpoint] { mkdir(dir, 0o755); chmod(dir, 0o755) }
+    }
+
+    /// The command line that mounts `backing` on `mountpoint` with `options`.
+    func mountCommand(options: [String], backing: String? = nil, mountpoint: String? = nil) -> (String, [String])? {
+        let b = backing ?? self.backing, m = mountpoint ?? self.mountpoint
+        switch target {
+        case .coordfs(let bin):
+            return (bin, ["mount", b, m] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")]))
+        case .passthrough(let bin):
+            return (bin, ["-o", (["source=\(b)", "default_permissions"] + options).joined(separator: ","), m])
+        case .native:
+            return nil
+        }
+    }
+
+    /// Mounts backing on mnt and waits until the kernel lists a FUSE mount there.
+    func mount(options: [String] = ["allow_other"]) throws {
+        guard let (exe, args) = mountCommand(options: options) else { mounted = false; return }
+        let result = Spawn.run(exe, args, timeout: 60)
+        guard result.status == 0 else {
+            throw SpawnError(message: "`\(([exe] + args).joined(separator: " "))` failed: \(result)")
+        }
+        guard let entry = Mounts.entry(at: mountpoint), entry.fstype.hasPrefix("fuse") else {
+            throw SpawnError(message: "`\(([exe] + args).joined(separator: " "))` exited 0 but \(mountpoint) is not a FUSE mount (/proc/mounts)")
+        }
+        mounted = true
+        daemonPids = Mounts.daemons(servingPath: mountpoint, programs: ["coordfs", "passthrough_ll"])
+    }
+
+    /// Unmounts everything under `root` (the main mount and any a test added), the proper way
+    /// first (`coordfs unmount`), then harder. Returns a problem description for each step
+    /// that did not work, empty when the proper unmount did.
+    @discardableResult
+    func unmount() -> [String] {
+        var problems: [String] = []
+        let mine = Mounts.list().filter { $0.mountpoint == root || $0.mountpoint.hasPrefix(root + "/") }
+        for entry in mine.reversed() where Mounts.isMounted(entry.mountpoint) {
+            let daemons = Mounts.daemons(servingPath: entry.mountpoint, programs: ["coordfs", "passthrough_ll"])
+            if case .coordfs(let bin) = target {
+                let r = Spawn.run(bin, ["unmount", entry.mountpoint], timeout: 20)
+                if r.status != 0 || Mounts.isMounted(entry.mountpoint) {
+                    problems.append("`coordfs unmount \(entry.mountpoint)`: \(r)")
+                }
+            }
+            Self.forceUnmount(entry.mountpoint)
+            Self.reap(daemons + (entry.mountpoint == mountpoint ? daemonPids : []))
+        }
+        mounted = false
+        return problems
+    }
+
+    /// Unmounts, makes sure no daemon is left, and removes the temp root (only once nothing is
+    /// mounted under it: removing through a live mount would delete backing files).
+    @discardableResult
+    func destroy() -> [String] {
+        var problems = unmount()
+        let stillMounted = Mounts.list().filter { $0.mountpoint == root || $0.mountpoint.hasPrefix(root + "/") }
+        if stillMounted.isEmpty {
+            Self.removeTree(root)
+        } else {
+            problems.append("still mounted, left in place: \(stillMounted.map(\.mountpoint))")
+        }
+        return problems
+    }
+
+    /// fusermount3 -u, then lazy variants, then umount -l; ignores errors, checks /proc/mounts.
+    static func forceUnmount(_ path: String) {
+        let attempts: [(String, [String])] = [
+            ("fusermount3", ["-u", path]), ("fusermount3", ["-uz", path]),
+            ("umount", [path]), ("umount", ["-l", path]),
+        ]
+        for (tool, args) in attempts {
+            guard Mounts.isMounted(path) else { return }
+            if let exe = Spawn.which(tool) { _ = Spawn.run(exe, args, timeout: 10) }
+        }
+    }
+
+    /// Waits up to 10 s for each daemon to exit after its unmount, then kills it.
+    static func reap(_ pids: [pid_t]) {
+        let deadline = Date().addingTimeInterval(10)
+        for pid in Set(pids) {
+            while Mounts.isAlive(pid) && Date() < deadline { usleep(10_000) }
+            if Mounts.isAlive(pid) { kill(pid, SIGKILL) }
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, WNOHANG)   // ours only when started with -f
+        }
+    }
+
+    static func removeTree(_ path: String) {
+        // Make everything writable/traversable first: tests leave 0000 folders behind.
+        if let walker = FileManager.default.enumerator(atPath: path) {
+            for case let rel as String in walker {
+                var st = stat()
+                if lstat(path + "/" + rel, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { chmod(path + "/" + rel, 0o755) }
+            }
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// Cleans what crashed runs left: mounts and temp roots under our prefix whose test process
+    /// is gone (or is this process: a previous test of ours that could not unmount). Mounts of
+    /// other live test processes are left alone, so two runs can share a machine.
+    static func cleanLeftovers() {
+        func ownerPid(_ path: String) -> pid_t? {
+            guard let r = path.range(of: "/" + prefix) else { return nil }
+            let rest = path[r.upperBound...]
+            return pid_t(rest.prefix(while: { $0 != "-" }))
+        }
+        func abandoned(_ path: String) -> Bool {
+            guard let pid = ownerPid(path) else { return false }
+            return pid == getpid() || !Mounts.isAlive(pid)
+        }
+        let stale = Mounts.list().filter { $0.mountpoint.hasPrefix(base + "/" + prefix) && abandoned($0.mountpoint) }
+        for entry in stale.reversed() {
+            let daemons = Mounts.daemons(servingPath: entry.mountpoint, programs: ["coordfs", "passthrough_ll"])
+            forceUnmount(entry.mountpoint)
+            for pid in daemons { kill(pid, SIGKILL) }
+        }
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: base) else { return }
+        let mounts = Mounts.list()
+        for name in names where name.hasPrefix(prefix) {
+            let path = base + "/" + name
+            guard abandoned(path), !mounts.contains(where: { $0.mountpoint.hasPrefix(path + "/") || $0.mountpoint == path }) else { continue }
+            removeTree(path)
+        }
+    }
+}
