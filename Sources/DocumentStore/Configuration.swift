@@ -1,0 +1,63 @@
+/// How long versions are kept.
+public struct Retention: Sendable, Hashable {
+    /// Keep at most this many versions per document (pinned versions always stay).
+    public var maxVersionsPerDocument: Int
+    /// Keep at most this many bytes (logical sizes) of versions in total, dropping the oldest
+    /// unpinned versions first.
+    public var maxTotalBytes: Int64
+
+    public init(maxVersionsPerDocument: Int = 20, maxTotalBytes: Int64 = 4 << 30) {
+        self.maxVersionsPerDocument = max(0, maxVersionsPerDocument)
+        self.maxTotalBytes = max(0, maxTotalBytes)
+    }
+}
+
+/// What happens to a presenter without unsaved changes when its document changes (the guide's
+/// default actions). `nil` means "ask": a conflict is recorded anyway.
+public struct DefaultActions: Sendable, Hashable {
+    /// `.reload` (default) or nil.
+    public var whenChanged: Resolution?
+    /// `.close` (default) or nil.
+    public var whenDeleted: Resolution?
+
+    public init(whenChanged: Resolution? = .reload, whenDeleted: Resolution? = .close) {
+        self.whenChanged = whenChanged
+        self.whenDeleted = whenDeleted
+    }
+}
+
+/// Which versions to keep of files nobody presents.
+public enum UnpresentedFilePolicy: String, Sendable, Hashable {
+    /// Keep nothing.
+    case never
+    /// Keep what costs no copy: replaced and deleted inodes by link, in-place writes by reflink
+    /// where the filesystem clones. (Default.)
+    case whenCheap
+    /// Also copy before in-place writes on filesystems without clones.
+    case always
+}
+
+/// The store's knobs.
+public struct StoreConfiguration: Sendable, Hashable {
+    public var retention: Retention
+    public var defaultActions: DefaultActions
+    public var unpresentedFiles: UnpresentedFilePolicy
+    /// Capture a presenter's base when it registers, where cloning is O(1) (reflink); otherwise
+    /// the base is captured lazily by the first snapshot.
+    public var eagerBaseWhenCloneable: Bool
+    /// Use FICLONE when the backing filesystem supports it (turn off to measure or test the copy
+    /// path on a reflink filesystem).
+    public var allowReflink: Bool
+
+    public init(
+        retention: Retention = Retention(), defaultActions: DefaultActions = DefaultActions(),
+        unpresentedFiles: UnpresentedFilePolicy = .whenCheap, eagerBaseWhenCloneable: Bool = true,
+        allowReflink: Bool = true
+    ) {
+        self.retention = retention
+        self.defaultActions = defaultActions
+        self.unpresentedFiles = unpresentedFiles
+        self.eagerBaseWhenCloneable = eagerBaseWhenCloneable
+        self.allowReflink = allowReflink
+    }
+}

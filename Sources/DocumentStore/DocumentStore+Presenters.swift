@@ -1,0 +1,167 @@
+import Foundation
+import GRDB
+import Glibc
+
+/// What registering a presenter did.
+public struct Registration: Sendable, Hashable {
+    public var document: DocumentID
+    public var base: BaseState
+    /// The snapshot taken (or reused) for the base, when it was captured right away.
+    public var snapshot: Snapshot?
+}
+
+extension DocumentStore {
+    /// A presenter loaded the document at `path`: the store keeps that version (its base) until the
+    /// presenter lets go (``unregister(_:path:)``) or moves on to a newer one (``rebase(_:path:)``).
+    ///
+    /// Where cloning is O(1) (reflink) the base is cloned right away. Elsewhere it is captured
+    /// lazily by the first snapshot of the document: a link when the next mutation is a rename over
+    /// it or its deletion, a copy before the first in-place write. Registering again rebases.
+    @discardableResult
+    public func register(_ presenter: PresenterID, path: String) throws -> Registration {
+        let (relative, absolute) = try resolve(path)
+        return try write { db in
+            guard let st = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
+            let identity = FileIdentity(st)
+            let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
+            try setIdentity(db, document, identity)
+            try db.execute(
+                sql: """
+                    INSERT INTO interest (documentId, presenter, baseState, registeredAt) VALUES (?, ?, 'lost', ?)
+                    ON CONFLICT (documentId, presenter) DO NOTHING
+                    """,
+                arguments: [document.rawValue, presenter.rawValue, Self.now()])
+            let (base, snapshot) = try setBase(db, document, presenter, relative, absolute, st)
+            return Registration(document: document, base: base, snapshot: snapshot)
+        }
+    }
+
+    /// The presenter now has the file as it is on disk (it saved, or it reloaded): its base moves to
+    /// the current file and its unsaved-changes flag clears.
+    @discardableResult
+    public func rebase(_ presenter: PresenterID, path: String) throws -> Registration {
+        let (relative, absolute) = try resolve(path)
+        return try write { db in
+            let document = try requireInterest(db, presenter, relative)
+            guard let st = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
+            try setIdentity(db, document, FileIdentity(st))
+            let (base, snapshot) = try setBase(db, document, presenter, relative, absolute, st)
+            return Registration(document: document, base: base, snapshot: snapshot)
+        }
+    }
+
+    /// Whether the presenter has unsaved changes in the document (decides between a conflict and
+    /// the default action when the file changes underneath it).
+    public func setUnsavedChanges(_ presenter: PresenterID, path: String, _ hasUnsavedChanges: Bool) throws {
+        let (relative, _) = try resolve(path)
+        try write { db in
+            let document = try requireInterest(db, presenter, relative)
+            try db.execute(
+                sql: "UPDATE interest SET hasUnsavedChanges = ? WHERE documentId = ? AND presenter = ?",
+                arguments: [hasUnsavedChanges, document.rawValue, presenter.rawValue])
+        }
+    }
+
+    /// The presenter lets go of the document: its base is released and retention may drop it.
+    /// Its open conflicts stay (they can still be resolved, for example from the command line).
+    public func unregister(_ presenter: PresenterID, path: String) throws {
+        let (relative, _) = try resolve(path)
+        try write { db in
+            let document = try requireInterest(db, presenter, relative)
+            try db.execute(sql: "DELETE FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter.rawValue])
+        }
+    }
+
+    /// The presenter is gone (disconnected, or not reconnected after a restart): drops all its
+    /// interests. Returns how many there were.
+    @discardableResult
+    public func unregisterAll(_ presenter: PresenterID) throws -> Int {
+        try write { db in
+            try db.execute(sql: "DELETE FROM interest WHERE presenter = ?", arguments: [presenter.rawValue])
+            return db.changesCount
+        }
+    }
+
+    /// Every presenter with an interest recorded (they survive a restart; the integrator drops the
+    /// ones that do not come back with ``unregisterAll(_:)``).
+    public func presenters() throws -> [PresenterID] {
+        try read { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT presenter FROM interest ORDER BY presenter").map(PresenterID.init(rawValue:))
+        }
+    }
+
+    /// The document at `path`, if the store knows one.
+    public func document(atPath path: String) throws -> DocumentInfo? {
+        let (relative, _) = try resolve(path)
+        return try read { db in
+            guard let id = try documentID(db, relative) else { return nil }
+            return try documentInfo(db, id)
+        }
+    }
+
+    /// The document with this id, if the store still knows it.
+    public func document(_ id: DocumentID) throws -> DocumentInfo? {
+        try read { db in try documentInfo(db, id) }
+    }
+
+    /// A path moved (rename without replacing a presented document's contents): the document at
+    /// `from` now lives at `to`. A document that was at `to` is detached (keeps its id and versions,
+    /// loses its path). Returns the moved document, or nil when `from` is not a document.
+    @discardableResult
+    public func noteMoved(from: String, to: String) throws -> DocumentID? {
+        let (source, _) = try resolve(from)
+        let (destination, destinationAbsolute) = try resolve(to)
+        return try write { db -> DocumentID? in
+            guard let document = try documentID(db, source) else { return nil }
+            if source == destination { return document }
+            try db.execute(sql: "UPDATE document SET path = NULL WHERE path = ?", arguments: [destination])
+            try db.execute(sql: "UPDATE document SET path = ? WHERE id = ?", arguments: [destination, document.rawValue])
+            if let st = try? statDocument(destinationAbsolute, destination) {
+                try setIdentity(db, document, FileIdentity(st))
+            }
+            return document
+        }
+    }
+
+    // MARK: Internals
+
+    func requireInterest(_ db: Database, _ presenter: PresenterID, _ relative: String) throws -> DocumentID {
+        guard let document = try documentID(db, relative),
+              try Bool.fetchOne(db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter.rawValue]) != nil
+        else { throw DocumentStoreError.unknownPresenter(presenter: presenter.rawValue, path: relative) }
+        return document
+    }
+
+    /// Makes the file as it is now the presenter's base: cloned when cheap, otherwise pending
+    /// (or reusing a version that already holds exactly this file).
+    func setBase(
+        _ db: Database, _ document: DocumentID, _ presenter: PresenterID, _ relative: String, _ absolute: String, _ st: stat
+    ) throws -> (BaseState, Snapshot?) {
+        let identity = FileIdentity(st)
+        try db.execute(
+            sql: """
+                UPDATE interest SET baseState = 'pending', baseVersionId = NULL, baseDev = ?, baseIno = ?, baseSize = ?, baseMtimeNs = ?,
+                  hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?
+                """,
+            arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
+        var snapshot: Snapshot?
+        if inPlaceMethod == .reflink && configuration.eagerBaseWhenCloneable {
+            snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: .base, preferLink: false)
+        } else if let existing = try Int64.fetchOne(
+            db, sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1",
+            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
+        {
+            try db.execute(
+                sql: "UPDATE interest SET baseState = 'kept', baseVersionId = ? WHERE documentId = ? AND presenter = ?",
+                arguments: [existing, document.rawValue, presenter.rawValue])
+        }
+        let row = try Row.fetchOne(db, sql: "SELECT * FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter.rawValue])!
+        return (Schema.interest(row).base, snapshot)
+    }
+
+    func documentInfo(_ db: Database, _ id: DocumentID) throws -> DocumentInfo? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM document WHERE id = ?", arguments: [id.rawValue]) else { return nil }
+        let interests = try Row.fetchAll(db, sql: "SELECT * FROM interest WHERE documentId = ? ORDER BY registeredAt, presenter", arguments: [id.rawValue])
+        return DocumentInfo(id: id, path: row["path"], identity: Schema.identity(row, ""), presenters: interests.map(Schema.interest))
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import GRDB
+import Glibc
+
+extension DocumentStore {
+    /// Resolves a conflict (the integrator wraps save, keep both and merge in a coordinated write).
+    ///
+    /// - close: the presenter drops the document and its changes; its interest ends.
+    /// - save: `mine` is written over the file (restoring it if it was deleted).
+    /// - reload: the presenter takes the file as it is; refused for a deletion.
+    /// - keepBoth: `mine` is written beside the file as `name (conflict YYYY-MM-DD HHMMSS).ext`;
+    ///   the presenter takes the file as it is (or closes, when it was deleted).
+    /// - merge: three-way merge of `mine` and the file against the presenter's base, written over
+    ///   the file, conflicting hunks marked as `git merge-file` marks them; refused for a deletion,
+    ///   for binary contents and when the base was not kept.
+    ///
+    /// Whatever save, merge write over is kept first (so a resolution is undoable); the other
+    /// presenters of the document get the resulting "underlying file changed" event in the outcome.
+    public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String) throws -> ResolutionOutcome {
+        try write { db in
+            let conflict = try fetchConflict(db, id)
+            guard conflict.state == .open else {
+                throw DocumentStoreError.conflictAlreadyResolved(id.rawValue, resolution: conflict.resolution?.rawValue ?? "?")
+            }
+            guard let relative = try String.fetchOne(db, sql: "SELECT path FROM document WHERE id = ?", arguments: [conflict.document.rawValue]) else {
+                throw DocumentStoreError.unknownDocument("\(conflict.document)")
+            }
+            let (_, absolute) = try resolve(relative)
+            let st = try statDocument(absolute, relative)
+            let deleted = st == nil
+            let hasInterest = try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND presenter = ?",
+                arguments: [conflict.document.rawValue, conflict.presenter.rawValue]) != nil
+            var outcome = ResolutionOutcome(conflict: conflict, writtenPath: nil, preserved: nil, mergeConflicts: 0, after: st.map(FileIdentity.init), othersNotified: nil)
+
+            func dropInterest() throws {
+                try db.execute(sql: "DELETE FROM interest WHERE documentId = ? AND presenter = ?", arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
+            }
+            func takeTheirs() throws {
+                if hasInterest, let now = try statDocument(absolute, relative) {
+                    _ = try setBase(db, conflict.document, conflict.presenter, relative, absolute, now)
+                }
+            }
+            /// Writes new contents over the document, keeping what was there, and tells the others.
+            func replaceDocument(with contents: Contents) throws {
+                if let st { outcome.preserved = try takeSnapshot(db, conflict.document, relative, absolute, st, reason: .resolution, preferLink: true) }
+                try writeFile(contents, to: absolute, permissionsFrom: st)
+                guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
+                outcome.after = FileIdentity(now)
+                outcome.writtenPath = relative
+                try takeTheirs()
+                outcome.othersNotified = try announce(
+                    db, conflict.document, relative, absolute, .change, before: st.map(FileIdentity.init), after: outcome.after, writer: conflict.presenter)
+            }
+
+            switch resolution {
+            case .close:
+                try dropInterest()
+            case .reload:
+                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("reload") }
+                try takeTheirs()
+            case .save:
+                guard let mine else { throw DocumentStoreError.missingContents("save") }
+                try replaceDocument(with: mine)
+            case .keepBoth:
+                guard let mine else { throw DocumentStoreError.missingContents("keep both") }
+                let copy = try writeConflictCopy(mine, beside: absolute)
+                let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
+                outcome.writtenPath = copyRelative
+                try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, id.rawValue])
+                if deleted { try dropInterest() } else { try takeTheirs() }
+            case .merge:
+                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
+                guard let mine else { throw DocumentStoreError.missingContents("merge") }
+                let interestBase = try Int64.fetchOne(
+                    db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
+                    arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
+                guard let baseID = conflict.baseVersion?.rawValue ?? interestBase,
+                      let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
+                else { throw DocumentStoreError.baseUnavailable(path: relative) }
+                let base = try FileSystem.readAll(storedPath(baseName))
+                let theirs = try FileSystem.readAll(absolute)
+                let mineBytes: [UInt8]
+                switch mine {
+                case let .bytes(bytes): mineBytes = bytes
+                case let .file(path): mineBytes = try FileSystem.readAll(path)
+                }
+                for input in [base, mineBytes, theirs] where TextMerge.looksBinary(input) {
+                    throw DocumentStoreError.binaryContents(relative)
+                }
+                let merged = TextMerge.merge(base: base, mine: mineBytes, theirs: theirs)
+                outcome.mergeConflicts = merged.conflicts
+                try replaceDocument(with: .bytes(merged.text))
+            }
+            try db.execute(
+                sql: "UPDATE conflict SET state = 'resolved', resolution = ?, resolvedBy = ?, resolvedAt = ? WHERE id = ?",
+                arguments: [resolution.rawValue, actor, Self.now(), id.rawValue])
+            if hasInterest && resolution != .close {
+                try db.execute(sql: "UPDATE interest SET hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?",
+                               arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
+            }
+            outcome.conflict = try fetchConflict(db, id)
+            return outcome
+        }
+    }
+
+    // MARK: Writing files
+
+    /// Writes contents to a scratch file in the store, then renames it over `absolute` (atomic:
+    /// readers see the old or the new file, never a mix). Mode and owner follow the old file.
+    func writeFile(_ contents: Contents, to absolute: String, permissionsFrom old: stat?) throws {
+        let scratch = try stage(contents, permissionsFrom: old)
+        do {
+            try FileSystem.rename(scratch, absolute)
+        } catch {
+            FileSystem.unlinkIfPresent(scratch)
+            throw error
+        }
+    }
+
+    /// A file in the store's scratch directory holding `contents`, synced to disk.
+    func stage(_ contents: Contents, permissionsFrom old: stat?) throws -> String {
+        let scratch = temporaryPath("write")
+        do {
+            switch contents {
+            case let .bytes(bytes):
+                let fd = try FileSystem.open(scratch, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+                defer { FileSystem.close(fd) }
+                try bytes.withUnsafeBytes { try FileSystem.writeAll(fd, $0, scratch) }
+            case let .file(path):
+                _ = try keep(path, as: scratch, preferLink: false)
+            }
+            let fd = try FileSystem.open(scratch, O_WRONLY)
+            defer { FileSystem.close(fd) }
+            if let old {
+                if geteuid() == 0 { _ = fchown(fd, old.st_uid, old.st_gid) }
+                _ = fchmod(fd, old.st_mode & 0o7777)
+            } else {
+                let mask = umask(0o022)
+                umask(mask)
+                _ = fchmod(fd, 0o666 & ~mask)
+            }
+            try FileSystem.fsync(fd, scratch)
+            return scratch
+        } catch {
+            FileSystem.unlinkIfPresent(scratch)
+            throw error
+        }
+    }
+
+    /// Writes `contents` as a new file `name (conflict YYYY-MM-DD HHMMSS).ext` beside `absolute`
+    /// (" 2", " 3"... appended when taken); never overwrites anything. Returns its absolute path.
+    func writeConflictCopy(_ contents: Contents, beside absolute: String) throws -> String {
+        let slash = absolute.lastIndex(of: "/")!
+        let directory = String(absolute[..<slash])
+        let name = String(absolute[absolute.index(after: slash)...])
+        var stem = name
+        var ext = ""
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
+            stem = String(name[..<dot])
+            ext = String(name[dot...])
+        }
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        let stamp = "\(parts.tm_year + 1900)-\(String(parts.tm_mon + 1).leftPadded(2))-\(String(parts.tm_mday).leftPadded(2)) "
+            + "\(String(parts.tm_hour).leftPadded(2))\(String(parts.tm_min).leftPadded(2))\(String(parts.tm_sec).leftPadded(2))"
+        let scratch = try stage(contents, permissionsFrom: try? FileSystem.lstatIfPresent(absolute))
+        defer { FileSystem.unlinkIfPresent(scratch) }
+        for attempt in 1...1000 {
+            let candidate = "\(directory)/\(stem) (conflict \(stamp)\(attempt == 1 ? "" : " \(attempt)"))\(ext)"
+            // link() refuses to overwrite: the copy appears whole, and only where nothing was.
+            do {
+                try FileSystem.link(scratch, candidate)
+                return candidate
+            } catch DocumentStoreError.system(_, _, let code) where code == EEXIST {
+                continue
+            }
+        }
+        throw DocumentStoreError.system(operation: "create conflict copy", path: absolute, errno: EEXIST)
+    }
+}

@@ -1,0 +1,230 @@
+import Foundation
+import GRDB
+import Glibc
+
+extension DocumentStore {
+    // MARK: Preserving before mutations (called by the mount before it lets the operation through)
+
+    /// Keeps the file at `path` before something is renamed over it: a hard link to the old inode
+    /// (O(1), no copy). Returns nil when there is nothing to keep (no file, or an unpresented file
+    /// under the `.never` policy).
+    @discardableResult
+    public func preserveBeforeReplace(_ path: String) throws -> Snapshot? {
+        try preserveByLink(path, reason: .replaced)
+    }
+
+    /// Keeps the file at `path` before it is deleted: a hard link to the old inode (O(1)).
+    @discardableResult
+    public func preserveBeforeDelete(_ path: String) throws -> Snapshot? {
+        try preserveByLink(path, reason: .deleted)
+    }
+
+    /// Keeps the file at `path` before it is written in place (opened for writing, truncated):
+    /// a FICLONE clone where the filesystem supports it, else a full copy, and only when a
+    /// presenter's base has not been captured yet: later writes to the same base pay nothing.
+    /// Unpresented files follow ``StoreConfiguration/unpresentedFiles``.
+    @discardableResult
+    public func preserveBeforeInPlaceWrite(_ path: String) throws -> Snapshot? {
+        let (relative, absolute) = try resolve(path)
+        return try write { db -> Snapshot? in
+            guard let st = try statDocument(absolute, relative) else { return nil }
+            let identity = FileIdentity(st)
+            let document = try documentID(db, relative)
+            if let document, let shared = try linkVersionSharing(db, document, identity) {
+                // A link version still shares this inode (the rename that should have followed
+                // never happened): detach it before the write changes its bytes.
+                return try detach(db, shared, from: absolute)
+            }
+            let interests = try document.map { try Row.fetchAll(db, sql: "SELECT * FROM interest WHERE documentId = ?", arguments: [$0.rawValue]) } ?? []
+            if !interests.isEmpty {
+                let pending = interests.map(Schema.interest).filter { if case .pending = $0.base { return true } else { return false } }
+                let matching = pending.filter { $0.base == .pending(identity) }
+                if matching.isEmpty {
+                    try markPendingBasesLost(db, document!)
+                    return nil
+                }
+                return try takeSnapshot(db, document!, relative, absolute, st, reason: .beforeWrite, preferLink: false)
+            }
+            switch configuration.unpresentedFiles {
+            case .never: return nil
+            case .whenCheap where inPlaceMethod != .reflink: return nil
+            case .whenCheap, .always:
+                let document = try document ?? createDocument(db, relative, identity)
+                return try takeSnapshot(db, document, relative, absolute, st, reason: .beforeWrite, preferLink: false)
+            }
+        }
+    }
+
+    private func preserveByLink(_ path: String, reason: VersionReason) throws -> Snapshot? {
+        let (relative, absolute) = try resolve(path)
+        return try write { db -> Snapshot? in
+            guard let st = try statDocument(absolute, relative) else { return nil }
+            var document = try documentID(db, relative)
+            if document == nil {
+                if configuration.unpresentedFiles == .never { return nil }
+                document = try createDocument(db, relative, FileIdentity(st))
+            }
+            return try takeSnapshot(db, document!, relative, absolute, st, reason: reason, preferLink: true)
+        }
+    }
+
+    // MARK: Taking snapshots
+
+    /// Keeps the file's current bytes as a version of `document` (or finds them already kept), and
+    /// captures every pending base that is this very file.
+    func takeSnapshot(
+        _ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat,
+        reason: VersionReason, preferLink: Bool
+    ) throws -> Snapshot {
+        let started = Self.monotonicNanoseconds()
+        let identity = FileIdentity(st)
+        let snapshot: Snapshot
+        if let existing = try Row.fetchOne(
+            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.srcDev = ? AND v.srcIno = ? AND v.srcSize = ? AND v.srcMtimeNs = ? ORDER BY v.id DESC LIMIT 1",
+            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
+        {
+            snapshot = Snapshot(version: try Schema.version(existing), reused: true, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
+        } else {
+            try db.execute(
+                sql: """
+                    INSERT INTO version (documentId, path, createdAt, size, reason, method, storedName, srcDev, srcIno, srcSize, srcMtimeNs)
+                    VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?)
+                    """,
+                arguments: StatementArguments(
+                    [document.rawValue.databaseValue, relative.databaseValue, Self.now().databaseValue,
+                     identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)))
+            let id = db.lastInsertedRowID
+            let name = "\(id)"
+            // Another name for the same inode is only a safe copy while nothing else can write
+            // through it: with other hard links, clone or copy instead.
+            let method = try keep(absolute, as: storedPath(name), preferLink: preferLink && st.st_nlink == 1)
+            try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
+            let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
+            snapshot = Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
+        }
+        try db.execute(
+            sql: """
+                UPDATE interest SET baseState = 'kept', baseVersionId = ?
+                WHERE documentId = ? AND baseState = 'pending' AND baseDev = ? AND baseIno = ? AND baseSize = ? AND baseMtimeNs = ?
+                """,
+            arguments: StatementArguments(
+                [snapshot.version.id.rawValue.databaseValue, document.rawValue.databaseValue] + Schema.identityValues(identity)))
+        // A pending base that is not this file changed without the store seeing it.
+        try markPendingBasesLost(db, document)
+        return snapshot
+    }
+
+    func markPendingBasesLost(_ db: Database, _ document: DocumentID) throws {
+        try db.execute(sql: "UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND baseState = 'pending'", arguments: [document.rawValue])
+    }
+
+    /// Puts the bytes of `source` at the new path `destination` the cheapest way available and
+    /// says how.
+    func keep(_ source: String, as destination: String, preferLink: Bool) throws -> SnapshotMethod {
+        if preferLink {
+            do {
+                try FileSystem.link(source, destination)
+                return .link
+            } catch DocumentStoreError.system(_, _, let code) where [EXDEV, EPERM, EMLINK].contains(code) {
+                // Different filesystem, protected_hardlinks, link count limit: clone or copy.
+            }
+        }
+        if inPlaceMethod == .reflink {
+            do {
+                try FileSystem.reflink(from: source, to: destination)
+                return .reflink
+            } catch DocumentStoreError.system(_, _, let code) where [EXDEV, EOPNOTSUPP, EINVAL, ENOTTY, ENOSYS].contains(code) {
+                // This file cannot be cloned (another filesystem below a bind mount): copy.
+            }
+        }
+        try FileSystem.copy(from: source, to: destination)
+        return .copy
+    }
+
+    /// A link version of `document` whose stored file is still the inode `identity` names.
+    private func linkVersionSharing(_ db: Database, _ document: DocumentID, _ identity: FileIdentity) throws -> Version? {
+        try Row.fetchOne(
+            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.method = 'link' AND v.srcDev = ? AND v.srcIno = ? ORDER BY v.id DESC LIMIT 1",
+            arguments: [document.rawValue, Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode)]
+        ).map(Schema.version)
+    }
+
+    /// Gives a link version its own inode (clone or copy of the shared one).
+    private func detach(_ db: Database, _ version: Version, from absolute: String) throws -> Snapshot {
+        let started = Self.monotonicNanoseconds()
+        let name = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [version.id.rawValue])!
+        let scratch = temporaryPath("detach")
+        let method = try keep(absolute, as: scratch, preferLink: false)
+        do {
+            try FileSystem.rename(scratch, storedPath(name))
+        } catch {
+            FileSystem.unlinkIfPresent(scratch)
+            throw error
+        }
+        try db.execute(sql: "UPDATE version SET method = ? WHERE id = ?", arguments: [method.rawValue, version.id.rawValue])
+        var updated = version
+        updated.method = method
+        return Snapshot(version: updated, reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
+    }
+
+    // MARK: Documents
+
+    func documentID(_ db: Database, _ relative: String) throws -> DocumentID? {
+        try Int64.fetchOne(db, sql: "SELECT id FROM document WHERE path = ?", arguments: [relative]).map(DocumentID.init(rawValue:))
+    }
+
+    func createDocument(_ db: Database, _ relative: String, _ identity: FileIdentity?) throws -> DocumentID {
+        try db.execute(
+            sql: "INSERT INTO document (path, dev, ino, size, mtimeNs, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: StatementArguments([relative.databaseValue] + Schema.identityValues(identity) + [Self.now().databaseValue]))
+        return DocumentID(rawValue: db.lastInsertedRowID)
+    }
+
+    func setIdentity(_ db: Database, _ document: DocumentID, _ identity: FileIdentity?) throws {
+        try db.execute(
+            sql: "UPDATE document SET dev = ?, ino = ?, size = ?, mtimeNs = ? WHERE id = ?",
+            arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue]))
+    }
+
+    // MARK: Retention
+
+    /// Applies retention and forgets documents nothing refers to; returns the stored files to
+    /// unlink once the transaction committed.
+    func collectGarbage(_ db: Database) throws -> [String] {
+        let retention = configuration.retention
+        let pinned = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL))"
+        var doomed = try Row.fetchAll(db, sql: """
+            SELECT v.id, v.storedName FROM version v
+            WHERE NOT \(pinned)
+              AND (SELECT COUNT(*) FROM version w WHERE w.documentId = v.documentId AND w.id > v.id) >= ?
+            """, arguments: [retention.maxVersionsPerDocument])
+        let doomedIDs = Set(doomed.map { $0["id"] as Int64 })
+        var total = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM version") ?? 0
+        total -= try doomed.reduce(Int64(0)) { sum, row in
+            sum + (try Int64.fetchOne(db, sql: "SELECT size FROM version WHERE id = ?", arguments: [row["id"] as Int64]) ?? 0)
+        }
+        if total > retention.maxTotalBytes {
+            for row in try Row.fetchAll(db, sql: "SELECT v.id, v.storedName, v.size FROM version v WHERE NOT \(pinned) ORDER BY v.id") {
+                if total <= retention.maxTotalBytes { break }
+                if doomedIDs.contains(row["id"]) { continue }
+                doomed.append(row)
+                total -= row["size"] as Int64
+            }
+        }
+        for row in doomed {
+            try db.execute(sql: "DELETE FROM version WHERE id = ?", arguments: [row["id"] as Int64])
+        }
+        try db.execute(sql: """
+            DELETE FROM document WHERE
+              NOT EXISTS (SELECT 1 FROM version WHERE documentId = document.id)
+              AND NOT EXISTS (SELECT 1 FROM interest WHERE documentId = document.id)
+              AND NOT EXISTS (SELECT 1 FROM conflict WHERE documentId = document.id AND state = 'open')
+            """)
+        return doomed.map { $0["storedName"] as String }
+    }
+
+    /// Applies retention now (it also runs after every change of the store's state).
+    public func collectGarbage() throws {
+        try write { _ in }
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import GRDB
+import Glibc
+
+/// The document store: copy-on-write snapshots of presented documents, their presenters' bases,
+/// the "underlying file changed" events and conflicts, and their resolution.
+///
+/// It works directly on the backing folder with plain paths relative to `backingRoot`; the mount
+/// calls the `preserveBefore…` methods before it lets a mutation through, and
+/// ``noteExternalChange(_:_:by:)`` after. The state directory (metadata database and kept files)
+/// must live on the backing filesystem, so that `link()` and `FICLONE` work, and the mount must
+/// hide it.
+///
+/// Every public method is one SQLite transaction (WAL mode) that also performs the file operations
+/// it needs; a thrown error leaves files and metadata as they were. Calls are serialised, so a long
+/// full copy (ext4) holds up other store calls for its duration; links and clones take microseconds.
+public final class DocumentStore: @unchecked Sendable {
+    /// The canonical absolute path of the backing folder.
+    public let backingRoot: String
+    /// The canonical absolute path of the state directory.
+    public let stateDirectory: String
+    public let configuration: StoreConfiguration
+    /// Whether the backing filesystem answered the FICLONE probe (XFS reflink=1, btrfs).
+    public let cloneSupported: Bool
+    /// The backing filesystem's name as `statfs` reports it ("ext4", "xfs", "btrfs", ... or hex).
+    public let filesystemName: String
+
+    /// How in-place writes and eager bases are kept on this backing filesystem.
+    public var inPlaceMethod: SnapshotMethod { cloneSupported && configuration.allowReflink ? .reflink : .copy }
+
+    let database: DatabasePool
+    let objectsDirectory: String
+    let temporaryDirectory: String
+    /// The state directory relative to the backing root, when inside it (paths there are refused).
+    let stateRelativePath: String?
+
+    /// Opens (creating if needed) the store.
+    ///
+    /// - Parameters:
+    ///   - backingRoot: the backing folder.
+    ///   - stateDirectory: where the store keeps its database and files; conventionally
+    ///     `<backingRoot>/.coordfs/store`. Created if missing.
+    public init(backingRoot: String, stateDirectory: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+        self.backingRoot = try FileSystem.realPath(backingRoot)
+        try FileSystem.mkdirs(stateDirectory)
+        self.stateDirectory = try FileSystem.realPath(stateDirectory)
+        self.configuration = configuration
+        objectsDirectory = self.stateDirectory + "/objects"
+        temporaryDirectory = self.stateDirectory + "/tmp"
+        try FileSystem.mkdirs(objectsDirectory)
+        try FileSystem.mkdirs(temporaryDirectory)
+        if self.stateDirectory.hasPrefix(self.backingRoot + "/") {
+            stateRelativePath = String(self.stateDirectory.dropFirst(self.backingRoot.count + 1))
+        } else {
+            stateRelativePath = nil
+        }
+        // Leftovers of an interrupted operation.
+        for name in try FileSystem.list(temporaryDirectory) { FileSystem.unlinkIfPresent(temporaryDirectory + "/" + name) }
+        (cloneSupported, filesystemName) = Self.probe(temporaryDirectory)
+
+        var config = Configuration()
+        config.foreignKeysEnabled = true
+        config.prepareDatabase { db in
+            // WAL + NORMAL: a commit survives the daemon being killed (the WAL is in the OS); only
+            // a power loss can drop the last transactions.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        do {
+            database = try DatabasePool(path: self.stateDirectory + "/metadata.sqlite", configuration: config)
+            try Schema.migrator().migrate(database)
+        } catch let error as DatabaseError {
+            throw DocumentStoreError.database(error.description)
+        }
+        try sweepOrphans()
+    }
+
+    /// FICLONE once between two scratch files; also names the filesystem.
+    private static func probe(_ directory: String) -> (Bool, String) {
+        var name = "unknown"
+        if let type = FileSystem.filesystemType(directory) {
+            switch type {
+            case 0xEF53: name = "ext4"
+            case 0x5846_5342: name = "xfs"
+            case 0x9123_683E: name = "btrfs"
+            case 0x0102_1994: name = "tmpfs"
+            case 0x2FC1_2FC1: name = "zfs"
+            case 0x794C_7630: name = "overlayfs"
+            case let other: name = "0x" + String(other, radix: 16)
+            }
+        }
+        let a = directory + "/probe-\(UInt64.random(in: 0...UInt64.max))"
+        let b = a + "-clone"
+        defer { FileSystem.unlinkIfPresent(a); FileSystem.unlinkIfPresent(b) }
+        guard let fd = try? FileSystem.open(a, O_WRONLY | O_CREAT | O_EXCL, 0o600) else { return (false, name) }
+        var byte: UInt8 = 0x2A
+        _ = Glibc.write(fd, &byte, 1)
+        FileSystem.close(fd)
+        return ((try? FileSystem.reflink(from: a, to: b)) != nil, name)
+    }
+
+    /// Drops kept files nobody references and versions whose file vanished.
+    private func sweepOrphans() throws {
+        let names = Set(try FileSystem.list(objectsDirectory))
+        try write { db in
+            let known = try String.fetchSet(db, sql: "SELECT storedName FROM version")
+            for missing in known.subtracting(names) {
+                try db.execute(sql: "DELETE FROM version WHERE storedName = ?", arguments: [missing])
+            }
+            for orphan in names.subtracting(known) { FileSystem.unlinkIfPresent(objectsDirectory + "/" + orphan) }
+        }
+    }
+
+    // MARK: Transactions
+
+    /// One write transaction; files to drop once it committed are unlinked afterwards.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        var dropped: [String] = []
+        let result: T
+        do {
+            result = try database.write { db in
+                let value = try body(db)
+                dropped = try collectGarbage(db)
+                return value
+            }
+        } catch let error as DatabaseError {
+            throw DocumentStoreError.database(error.description)
+        }
+        for name in dropped { FileSystem.unlinkIfPresent(objectsDirectory + "/" + name) }
+        return result
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try database.read(body)
+        } catch let error as DatabaseError {
+            throw DocumentStoreError.database(error.description)
+        }
+    }
+
+    // MARK: Paths
+
+    /// Validates a path relative to the backing root; returns it normalised and absolute.
+    func resolve(_ path: String) throws -> (relative: String, absolute: String) {
+        if path.isEmpty { throw DocumentStoreError.invalidPath(path, reason: "empty") }
+        if path.hasPrefix("/") { throw DocumentStoreError.invalidPath(path, reason: "must be relative to the backing folder") }
+        if path.utf8.contains(0) { throw DocumentStoreError.invalidPath(path, reason: "contains a NUL byte") }
+        var components: [Substring] = []
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) where component != "." {
+            if component == ".." { throw DocumentStoreError.invalidPath(path, reason: "contains '..'") }
+            components.append(component)
+        }
+        if components.isEmpty { throw DocumentStoreError.invalidPath(path, reason: "names the backing folder itself") }
+        let relative = components.joined(separator: "/")
+        if let state = stateRelativePath, relative == state || relative.hasPrefix(state + "/") {
+            throw DocumentStoreError.invalidPath(path, reason: "inside the document store")
+        }
+        // The parent may reach through symbolic links; it must stay inside the backing folder.
+        let parent = components.count > 1 ? backingRoot + "/" + components.dropLast().joined(separator: "/") : backingRoot
+        var realParent = parent
+        if let resolved = realpath(parent, nil) {
+            realParent = String(cString: resolved)
+            free(resolved)
+            if realParent != backingRoot && !realParent.hasPrefix(backingRoot + "/") {
+                throw DocumentStoreError.invalidPath(path, reason: "leads outside the backing folder")
+            }
+            if realParent == stateDirectory || realParent.hasPrefix(stateDirectory + "/") {
+                throw DocumentStoreError.invalidPath(path, reason: "inside the document store")
+            }
+        }
+        return (relative, realParent + "/" + components.last!)
+    }
+
+    /// `lstat` of a document path: nil when missing, an error when not a regular file.
+    func statDocument(_ absolute: String, _ relative: String) throws -> stat? {
+        guard let st = try FileSystem.lstatIfPresent(absolute) else { return nil }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw DocumentStoreError.notARegularFile(relative) }
+        return st
+    }
+
+    func storedPath(_ name: String) -> String { objectsDirectory + "/" + name }
+
+    func temporaryPath(_ tag: String) -> String {
+        temporaryDirectory + "/\(tag)-\(UInt64.random(in: 0...UInt64.max))"
+    }
+
+    static func now() -> Double { Date().timeIntervalSince1970 }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}

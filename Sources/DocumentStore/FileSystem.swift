@@ -1,0 +1,207 @@
+import Glibc
+
+/// The few system calls the store makes, each retrying `EINTR` and turning errno into
+/// ``DocumentStoreError/system(operation:path:errno:)``.
+enum FileSystem {
+    /// `FICLONE` from `<linux/fs.h>`: `_IOW(0x94, 9, int)`.
+    static let ficlone: UInt = 0x4004_9409
+
+    // ioctl and copy_file_range are variadic or hidden behind _GNU_SOURCE, so Swift cannot call
+    // them directly; resolve them once through the dynamic linker. Both take only integer and
+    // pointer arguments, which the x86-64 and AArch64 calling conventions pass identically to
+    // variadic and fixed-argument functions.
+    private typealias IoctlInt = @convention(c) (Int32, UInt, Int32) -> Int32
+    private typealias CopyFileRange = @convention(c) (
+        Int32, UnsafeMutablePointer<Int64>?, Int32, UnsafeMutablePointer<Int64>?, Int, UInt32
+    ) -> Int
+
+    private static let ioctlInt: IoctlInt? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "ioctl") else { return nil }
+        return unsafeBitCast(symbol, to: IoctlInt.self)
+    }()
+
+    private static let copyFileRange: CopyFileRange? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "copy_file_range") else { return nil }
+        return unsafeBitCast(symbol, to: CopyFileRange.self)
+    }()
+
+    private typealias StatFS = @convention(c) (UnsafePointer<CChar>, UnsafeMutableRawPointer) -> Int32
+
+    /// `statfs(2)`'s `f_type` (the first field of `struct statfs` on Linux); `<sys/vfs.h>` is not
+    /// part of the Glibc module.
+    static func filesystemType(_ path: String) -> UInt64? {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "statfs") else { return nil }
+        let statfs = unsafeBitCast(symbol, to: StatFS.self)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 512, alignment: 16)
+        defer { buffer.deallocate() }
+        guard statfs(path, buffer) == 0 else { return nil }
+        return UInt64(bitPattern: Int64(buffer.load(as: Int.self)))
+    }
+
+    static func error(_ operation: String, _ path: String, _ code: Int32 = errno) -> DocumentStoreError {
+        .system(operation: operation, path: path, errno: code)
+    }
+
+    /// Runs a call that returns -1 and sets errno on failure, retrying EINTR.
+    @discardableResult
+    static func retrying<T: BinaryInteger>(_ operation: String, _ path: String, _ call: () -> T) throws -> T {
+        while true {
+            let result = call()
+            if result >= 0 { return result }
+            let code = errno
+            if code == EINTR { continue }
+            throw error(operation, path, code)
+        }
+    }
+
+    static func lstatIfPresent(_ path: String) throws -> stat? {
+        var st = stat()
+        if lstat(path, &st) == 0 { return st }
+        let code = errno
+        if code == ENOENT || code == ENOTDIR { return nil }
+        throw error("lstat", path, code)
+    }
+
+    static func fstat(_ fd: Int32, _ path: String) throws -> stat {
+        var st = stat()
+        try retrying("fstat", path) { Glibc.fstat(fd, &st) }
+        return st
+    }
+
+    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) throws -> Int32 {
+        try retrying("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    static func link(_ from: String, _ to: String) throws {
+        try retrying("link", from) { Glibc.link(from, to) }
+    }
+
+    static func rename(_ from: String, _ to: String) throws {
+        try retrying("rename", from) { Glibc.rename(from, to) }
+    }
+
+    static func unlinkIfPresent(_ path: String) {
+        _ = Glibc.unlink(path)
+    }
+
+    static func mkdirs(_ path: String, mode: mode_t = 0o700) throws {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, mode) != 0 && errno != EEXIST { throw error("mkdir", prefix) }
+        }
+    }
+
+    /// Clones `source` into the new file `destination` with `FICLONE`: the two share extents until
+    /// one is written. Throws when the filesystem cannot clone (ext4: `EOPNOTSUPP`).
+    static func reflink(from source: String, to destination: String) throws {
+        guard let ioctlInt else { throw error("ioctl(FICLONE)", source, ENOSYS) }
+        let src = try open(source, O_RDONLY)
+        defer { close(src) }
+        let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        do {
+            try retrying("ioctl(FICLONE)", destination) { ioctlInt(dst, ficlone, src) }
+            close(dst)
+        } catch {
+            close(dst)
+            unlinkIfPresent(destination)
+            throw error
+        }
+    }
+
+    /// Copies `source` into the new file `destination`: `copy_file_range` (in-kernel, and
+    /// server-side or shared where the filesystem offers it), then a plain read/write loop.
+    /// Returns the number of bytes copied.
+    @discardableResult
+    static func copy(from source: String, to destination: String) throws -> Int64 {
+        let src = try open(source, O_RDONLY)
+        defer { close(src) }
+        let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        do {
+            let copied = try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination)
+            close(dst)
+            return copied
+        } catch {
+            close(dst)
+            unlinkIfPresent(destination)
+            throw error
+        }
+    }
+
+    static func copy(fd src: Int32, sourcePath: String, to dst: Int32, destinationPath: String) throws -> Int64 {
+        var total: Int64 = 0
+        if let copyFileRange {
+            while true {
+                let n = copyFileRange(src, nil, dst, nil, 1 << 30, 0)
+                if n > 0 { total += Int64(n); continue }
+                if n == 0 { return total }
+                let code = errno
+                if code == EINTR { continue }
+                // Not supported here (old kernel, cross-filesystem, special files): fall back.
+                if total == 0 && [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(code) { break }
+                throw error("copy_file_range", destinationPath, code)
+            }
+        }
+        let bufferSize = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 4096)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try retrying("read", sourcePath) { read(src, buffer, bufferSize) }
+            if n == 0 { return total }
+            try writeAll(dst, UnsafeRawBufferPointer(start: buffer, count: n), destinationPath)
+            total += Int64(n)
+        }
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ path: String) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = try retrying("write", path) { write(fd, bytes.baseAddress! + offset, bytes.count - offset) }
+            offset += n
+        }
+    }
+
+    /// Reads a whole file into memory.
+    static func readAll(_ path: String) throws -> [UInt8] {
+        let fd = try open(path, O_RDONLY)
+        defer { close(fd) }
+        let st = try fstat(fd, path)
+        var result = [UInt8]()
+        result.reserveCapacity(Int(st.st_size))
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = try chunk.withUnsafeMutableBytes { raw in
+                try retrying("read", path) { read(fd, raw.baseAddress, raw.count) }
+            }
+            if n == 0 { return result }
+            result.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// The canonical absolute path (symbolic links resolved).
+    static func realPath(_ path: String) throws -> String {
+        guard let resolved = realpath(path, nil) else { throw error("realpath", path) }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Lists the names in a directory (no `.` and `..`).
+    static func list(_ path: String) throws -> [String] {
+        guard let dir = opendir(path) else { throw error("opendir", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    static func fsync(_ fd: Int32, _ path: String) throws {
+        try retrying("fsync", path) { Glibc.fsync(fd) }
+    }
+}

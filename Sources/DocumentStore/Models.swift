@@ -1,0 +1,202 @@
+import Foundation
+
+/// How a version's bytes are kept, cheapest first.
+public enum SnapshotMethod: String, Sendable, Codable, CaseIterable {
+    /// A hard link to the old inode, kept when the document is replaced (renamed over) or deleted:
+    /// no data is copied, O(1) whatever the size.
+    case link
+    /// A `FICLONE` clone (XFS with reflink=1, btrfs): shares extents, O(extents), no extra space
+    /// until one side is written.
+    case reflink
+    /// A full copy (ext4 and other filesystems without clones): paid once per base.
+    case copy
+}
+
+/// Why a version was kept.
+public enum VersionReason: String, Sendable, Codable, CaseIterable {
+    /// A presenter's loaded version, captured when it registered (where cloning is cheap).
+    case base
+    /// The document was replaced by a rename over it (atomic save); this is the old inode.
+    case replaced
+    /// The document was deleted; this is the old inode.
+    case deleted
+    /// Kept before the first in-place write to a document's base.
+    case beforeWrite
+    /// The current file, kept before a restore replaced it (so a restore is undoable).
+    case restore
+    /// The current file, kept before a conflict resolution (save, merge) replaced it.
+    case resolution
+}
+
+/// One kept version of a document.
+public struct Version: Sendable, Hashable, Codable {
+    public var id: VersionID
+    public var document: DocumentID
+    /// The document's path (relative to the backing root) when the version was kept.
+    public var path: String
+    public var createdAt: Date
+    /// Logical size in bytes.
+    public var size: Int64
+    public var reason: VersionReason
+    public var method: SnapshotMethod
+    /// The file's identity when it was kept.
+    public var source: FileIdentity
+    /// Whether a presenter's base or an open conflict holds on to it (retention never drops it).
+    public var isPinned: Bool
+}
+
+/// A snapshot the store just took (or found it already had), for the event log.
+public struct Snapshot: Sendable, Hashable {
+    public var version: Version
+    /// True when the bytes were already kept (same file identity) and nothing was done.
+    public var reused: Bool
+    /// Wall time spent taking it, in nanoseconds.
+    public var elapsedNanoseconds: UInt64
+}
+
+/// What the mount saw happen to a document's path, from outside the document's presenters.
+public enum ExternalChange: Sendable, Hashable {
+    /// The file was written in place (or truncated).
+    case changed(before: FileIdentity?, after: FileIdentity?)
+    /// Another file was renamed over it, or it was deleted and re-created (atomic save styles).
+    case replaced(before: FileIdentity?, after: FileIdentity?)
+    /// The file is gone.
+    case deleted(before: FileIdentity?)
+}
+
+/// The two kinds of "underlying file changed", as in the Nutrient guide.
+public enum ChangeKind: String, Sendable, Codable {
+    case change
+    case deletion
+}
+
+/// The ways out of a conflict.
+public enum Resolution: String, Sendable, Codable, CaseIterable {
+    /// Drop the document (and "mine"); the presenter lets go.
+    case close
+    /// Write "mine" over "theirs"; restores a deleted file.
+    case save
+    /// Discard "mine" and load "theirs"; not for deletions.
+    case reload
+    /// Write "mine" as a named conflict copy beside the file; the presenter takes "theirs" (or
+    /// closes, when the file was deleted).
+    case keepBoth
+    /// Three-way merge of "mine" and "theirs" against the base, for text; written over the file.
+    case merge
+}
+
+/// A conflict's life cycle.
+public enum ConflictState: String, Sendable, Codable {
+    case open
+    case resolved
+}
+
+/// A document changed or was deleted underneath a presenter with unsaved changes (or whose default
+/// action is configured to ask).
+public struct Conflict: Sendable, Hashable, Codable {
+    public var id: ConflictID
+    public var document: DocumentID
+    public var path: String
+    public var presenter: PresenterID
+    public var kind: ChangeKind
+    public var state: ConflictState
+    public var resolution: Resolution?
+    public var resolvedBy: String?
+    public var createdAt: Date
+    public var resolvedAt: Date?
+    /// The file before the (first) change that caused the conflict.
+    public var before: FileIdentity?
+    /// The file after the latest change (nil for a deletion).
+    public var after: FileIdentity?
+    /// The presenter's base version, if it was kept (needed for merge).
+    public var baseVersion: VersionID?
+    /// The conflict copy written by keep both.
+    public var conflictCopyPath: String?
+}
+
+/// What the store did, or asks to be done, for one presenter of a changed document.
+public enum PresenterAction: Sendable, Hashable {
+    /// Unsaved changes (or no default action configured): a conflict to resolve.
+    case conflict(Conflict)
+    /// A default action the store applied to its own records: `.reload` (the presenter's base is
+    /// now the new file; tell it to reload) or `.close` (its interest was dropped; tell it to close).
+    case applied(Resolution)
+}
+
+/// One presenter's share of an underlying-file-changed event.
+public struct PresenterOutcome: Sendable, Hashable {
+    public var presenter: PresenterID
+    public var action: PresenterAction
+}
+
+/// The single "underlying file changed" event for one external change of a presented document.
+public struct UnderlyingFileChanged: Sendable, Hashable {
+    public var document: DocumentID
+    public var path: String
+    public var kind: ChangeKind
+    public var before: FileIdentity?
+    public var after: FileIdentity?
+    /// One entry per presenter of the document other than the writer.
+    public var outcomes: [PresenterOutcome]
+}
+
+/// The presenter's bytes for save, keep both and merge.
+public enum Contents: Sendable, Hashable {
+    case bytes([UInt8])
+    /// An absolute path to a file holding them (read, or cloned where possible).
+    case file(absolutePath: String)
+}
+
+/// What a resolution did.
+public struct ResolutionOutcome: Sendable, Hashable {
+    public var conflict: Conflict
+    /// The file written: the document for save and merge, the conflict copy for keep both.
+    public var writtenPath: String?
+    /// The document's file as it was before the resolution wrote over it.
+    public var preserved: Snapshot?
+    /// Merge only: how many hunks conflicted (marked in the written file).
+    public var mergeConflicts: Int
+    /// The document's identity afterwards (nil when it does not exist).
+    public var after: FileIdentity?
+    /// When save or merge wrote the document: the event for its other presenters.
+    public var othersNotified: UnderlyingFileChanged?
+}
+
+/// What a restore did.
+public struct RestoreOutcome: Sendable, Hashable {
+    /// The file as it was before the restore (restore it to undo).
+    public var preserved: Snapshot?
+    public var after: FileIdentity
+    /// The event for the document's presenters (other than the restorer).
+    public var presentersNotified: UnderlyingFileChanged?
+}
+
+/// A presenter's standing with a document.
+public enum BaseState: Sendable, Hashable {
+    /// Not captured yet: the loaded version is still the file itself (identity recorded); it will
+    /// be captured by the first snapshot of the document.
+    case pending(FileIdentity)
+    /// Kept as this version.
+    case kept(VersionID)
+    /// The file changed before the base could be captured (outside the store's view), or the
+    /// presenter registered a file that did not exist.
+    case lost
+}
+
+/// One presenter's interest in a document.
+public struct PresenterInterest: Sendable, Hashable {
+    public var presenter: PresenterID
+    public var base: BaseState
+    public var hasUnsavedChanges: Bool
+    public var registeredAt: Date
+}
+
+/// A document as the store knows it.
+public struct DocumentInfo: Sendable, Hashable {
+    public var id: DocumentID
+    /// Current path relative to the backing root; nil once another document took its path.
+    public var path: String?
+    /// Last identity the store saw; nil when deleted.
+    public var identity: FileIdentity?
+    public var presenters: [PresenterInterest]
+}
