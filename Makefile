@@ -32,7 +32,7 @@ deps:
 	@test -e /dev/fuse || { echo "coordfs needs /dev/fuse (modprobe fuse)"; exit 1; }
 
 build: deps
-	$(SWIFT) build -c $(CONFIG)
+	$(SWIFT) build -c $(CONFIG) --product coordfs
 
 build-debug: deps
 	$(SWIFT) build
@@ -50,18 +50,25 @@ fuzz: deps
 bench: build
 	./bench/run.sh
 
+# mount(8) looks for /sbin/mount.fuse.coordfs (type fuse.coordfs) and /sbin/mount.coordfs (type coordfs).
+MOUNT_HELPER_DIR ?= /sbin
+
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/coordfs
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' mount-scripts/mount.coordfs > $(DESTDIR)$(PREFIX)/sbin/mount.coordfs
 	chmod 0755 $(DESTDIR)$(PREFIX)/sbin/mount.coordfs
+	ln -sf mount.coordfs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.coordfs
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' mount-scripts/coordfs@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/coordfs@.service
-	@if [ -z "$(DESTDIR)" ] && [ "$(PREFIX)" != "/usr" ] && [ -d /sbin ] && [ ! -e /sbin/mount.fuse.coordfs ]; then \
-	  ln -sf $(PREFIX)/sbin/mount.coordfs /sbin/mount.fuse.coordfs; echo "linked /sbin/mount.fuse.coordfs"; fi
+	@if [ -z "$(DESTDIR)" ] && [ "$$(readlink -f $(PREFIX)/sbin)" != "$$(readlink -f $(MOUNT_HELPER_DIR))" ]; then \
+	  for n in mount.coordfs mount.fuse.coordfs; do ln -sf $(PREFIX)/sbin/mount.coordfs $(MOUNT_HELPER_DIR)/$$n; done; \
+	  echo "linked $(MOUNT_HELPER_DIR)/mount.coordfs and $(MOUNT_HELPER_DIR)/mount.fuse.coordfs"; fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/coordfs $(DESTDIR)$(PREFIX)/sbin/mount.coordfs $(DESTDIR)$(PREFIX)/lib/systemd/system/coordfs@.service
-	@if [ -z "$(DESTDIR)" ] && [ -L /sbin/mount.fuse.coordfs ] && [ "$$(readlink /sbin/mount.fuse.coordfs)" = "$(PREFIX)/sbin/mount.coordfs" ]; then rm -f /sbin/mount.fuse.coordfs; fi
+	rm -f $(DESTDIR)$(PREFIX)/bin/coordfs $(DESTDIR)$(PREFIX)/sbin/mount.coordfs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.coordfs
+	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/coordfs@.service
+	@if [ -z "$(DESTDIR)" ]; then for n in mount.coordfs mount.fuse.coordfs; do \
+	  if [ -L $(MOUNT_HELPER_DIR)/$$n ] && [ "$$(readlink $(MOUNT_HELPER_DIR)/$$n)" = "$(PREFIX)/sbin/mount.coordfs" ]; then rm -f $(MOUNT_HELPER_DIR)/$$n; fi; done; fi
 
 clean:
 	rm -rf .build

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `make run`: mount a demo folder and follow its live event log. Ctrl-C unmounts.
+set -euo pipefail
+CONFIG=${CONFIG:-release}
+DEMO=${DEMO:-$PWD/demo}
+BIN=${BIN:-$PWD/.build/$CONFIG/coordfs}
+backing=$DEMO/backing
+mnt=$DEMO/mnt
+mkdir -p "$backing" "$mnt"
+if [ ! -e "$backing/README.txt" ]; then
+  printf 'This folder is shared through coordfs.\nEdit files under %s with any tool.\n' "$mnt" > "$backing/README.txt"
+  mkdir -p "$backing/notes"
+  printf 'first note\n' > "$backing/notes/todo.txt"
+fi
+# A mount left over from an earlier run (or a crashed one) is unmounted or cleaned first.
+if grep -q " $mnt fuse.coordfs " /proc/mounts; then "$BIN" unmount --lazy "$mnt" || true; fi
+"$BIN" mount "$backing" "$mnt"
+cleanup() { "$BIN" unmount --lazy "$mnt" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+cat <<MSG
+coordfs: $backing is mounted on $mnt
+  try, in another terminal:   echo hello > $mnt/notes/todo.txt
+                              $BIN present $mnt/notes/todo.txt
+  the event log follows here; Ctrl-C unmounts.
+MSG
+if "$BIN" help watch >/dev/null 2>&1; then
+  "$BIN" watch "$mnt"
+else
+  # Until the event log exists: keep the mount up until Ctrl-C.
+  while grep -q " $mnt fuse.coordfs " /proc/mounts; do sleep 1; done
+fi
