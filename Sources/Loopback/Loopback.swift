@@ -149,7 +149,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func setattr(_ request: consuming Request, inode id: InodeID, attributes attr: stat, changing: SetAttributes, file: FileInfo?) {
         let node = inode(id)
-        let fh: Int32? = file.map { Int32(truncatingIfNeeded: $0.handle.rawValue) }
+        let open = file.map { OpenFile.from($0.handle) }
+        let fh: Int32? = open?.fd
         if changing.contains(.mode) {
             let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
                             else { withProcPath(node.fd) { p in sys { chmod(p, attr.st_mode) } } }
@@ -161,6 +162,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             if let e = sys({ fchownat(node.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return request.reply(error: e) }
         }
         if changing.contains(.size) {
+            open?.markModified()
             let e: Errno? = if let fh { sys { ftruncate(fh, attr.st_size) } }
                             else { withProcPath(node.fd) { p in sys { truncate(p, attr.st_size) } } }
             if let e { return request.reply(error: e) }
@@ -261,54 +263,64 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Opens the backing file for an open/create handle. O_NOFOLLOW is dropped: the O_PATH descriptor
     /// already is the file. O_DIRECT is honoured by the kernel side (direct_io), not on the backing file,
     /// whose alignment rules the caller's buffers need not meet.
-    @inline(__always)
-    func openBacking(_ node: Inode, flags: Int32) -> Result<Int32, Errno> {
+    public func openFile(_ node: Inode, flags: Int32) -> Result<OpenFile, Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
-        return withProcPath(node.fd) { p in sysValue { Glibc.open(p, f) } }
+        return withProcPath(node.fd) { p in sysValue { Glibc.open(p, f) } }.map { OpenFile(fd: $0, inode: node, flags: flags) }
     }
 
+    /// The open a kernel file handle refers to.
     @inline(__always)
-    func openReply(_ fd: Int32, flags: Int32, node: Inode) -> OpenReply {
-        OpenReply(handle: FileHandleID(rawValue: UInt64(fd)), directIO: flags & O_DIRECT != 0,
-                  keepCache: options.keepCache, nonSeekable: node.type == S_IFIFO || node.type == S_IFSOCK)
+    public func openFile(_ file: FileInfo) -> OpenFile { OpenFile.from(file.handle) }
+
+    /// The open's reply: takes a reference the kernel holds until release.
+    public func openReply(_ open: OpenFile) -> OpenReply {
+        _ = Unmanaged.passRetained(open)
+        return OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0,
+                         keepCache: options.keepCache, nonSeekable: open.inode.type == S_IFIFO || open.inode.type == S_IFSOCK)
     }
 
     public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
-        let node = inode(id)
-        switch openBacking(node, flags: file.flags) {
-        case .success(let fd): request.reply(open: openReply(fd, flags: file.flags, node: node), flags: file.flags)
+        switch openFile(inode(id), flags: file.flags) {
+        case .success(let f): request.reply(open: openReply(f), flags: file.flags)
         case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    /// Creates and opens `name` in `parent` for the caller (create(2) with O_CREAT), counting one lookup.
+    public func createFile(parent p: Inode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
+        let fd: Int32
+        switch sysValue({ openat(p.fd, name.cString, f, mode) }) {
+        case .success(let d): fd = d
+        case .failure(let e): return .failure(e)
+        }
+        if let e = giveToCaller(parent: p, name: name.cString, context: context) {
+            close(fd); unlinkat(p.fd, name.cString, 0)
+            return .failure(e)
+        }
+        switch lookupEntry(parent: p, name: name.cString) {
+        case .success(let e): return .success((e, OpenFile(fd: fd, inode: inode(e.inode), flags: flags)))
+        case .failure(let e): close(fd); return .failure(e)
         }
     }
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
         if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
-        let p = inode(parent), ctx = request.context
-        let flags = (file.flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
-        let fd: Int32
-        switch sysValue({ openat(p.fd, name.cString, flags, mode) }) {
-        case .success(let f): fd = f
-        case .failure(let e): return request.reply(error: e)
-        }
-        if let e = giveToCaller(parent: p, name: name.cString, context: ctx) {
-            close(fd); unlinkat(p.fd, name.cString, 0)
-            return request.reply(error: e)
-        }
-        switch lookupEntry(parent: p, name: name.cString) {
-        case .success(let e):
-            request.reply(create: e, open: openReply(fd, flags: file.flags, node: inode(e.inode)), flags: file.flags)
-        case .failure(let e):
-            close(fd)
-            request.reply(error: e)
+        let ctx = request.context
+        switch createFile(parent: inode(parent), name: name, mode: mode, flags: file.flags, context: ctx) {
+        case .success(let (entry, f)): request.reply(create: entry, open: openReply(f), flags: file.flags)
+        case .failure(let e): request.reply(error: e)
         }
     }
 
     public func read(_ request: consuming Request, inode id: InodeID, size: Int, offset: Int, file: FileInfo) {
-        request.reply(dataFrom: Int32(truncatingIfNeeded: file.handle.rawValue), offset: offset, size: size)
+        request.reply(dataFrom: openFile(file).fd, offset: offset, size: size)
     }
 
     public func write(_ request: consuming Request, inode id: InodeID, data: IncomingData, offset: Int, file: FileInfo) {
-        switch data.write(to: Int32(truncatingIfNeeded: file.handle.rawValue), at: offset) {
+        let f = openFile(file)
+        f.markModified()
+        switch data.write(to: f.fd, at: offset) {
         case .success(let n): request.reply(written: n)
         case .failure(let e): request.reply(error: e)
         }
@@ -316,8 +328,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func flush(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         // Closing a duplicate reports delayed write errors (NFS, quotas) to the caller's close(2).
-        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
-        switch sysValue({ dup(fd) }) {
+        switch sysValue({ dup(openFile(file).fd) }) {
         case .success(let d):
             if let e = sys({ close(d) }) { return request.reply(error: e) }
             request.replyOK()
@@ -326,12 +337,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func release(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
-        close(Int32(truncatingIfNeeded: file.handle.rawValue))
+        release(file)
         request.replyOK()
     }
 
+    /// Drops the kernel's reference to an open (the descriptor closes with the last reference).
+    public func release(_ file: FileInfo) {
+        Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(file.handle.rawValue))!).release()
+    }
+
     public func fsync(_ request: consuming Request, inode id: InodeID, dataOnly: Bool, file: FileInfo) {
-        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
+        let fd = openFile(file).fd
         if let e = sys({ dataOnly ? fdatasync(fd) : Glibc.fsync(fd) }) { return request.reply(error: e) }
         request.replyOK()
     }
@@ -494,14 +510,16 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func fallocate(_ request: consuming Request, inode id: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) {
-        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
-        if let e = sys({ LinuxCalls.fallocate(fd, mode, offset, length) }) { return request.reply(error: e) }
+        let f = openFile(file)
+        f.markModified()
+        if let e = sys({ LinuxCalls.fallocate(f.fd, mode, offset, length) }) { return request.reply(error: e) }
         request.replyOK()
     }
 
     public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) {
         var inOff = inputOffset, outOff = outputOffset
-        let fin = Int32(truncatingIfNeeded: inputFile.handle.rawValue), fout = Int32(truncatingIfNeeded: outputFile.handle.rawValue)
+        let fin = openFile(inputFile).fd, target = openFile(outputFile), fout = target.fd
+        target.markModified()
         switch sysValue({ LinuxCalls.copyFileRange(fin, &inOff, fout, &outOff, length, UInt32(flags)) }) {
         case .success(let n): request.reply(written: n)
         case .failure(let e): request.reply(error: e)
@@ -509,8 +527,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func lseek(_ request: consuming Request, inode id: InodeID, offset: Int, whence: Int32, file: FileInfo) {
-        let fd = Int32(truncatingIfNeeded: file.handle.rawValue)
-        switch sysValue({ Glibc.lseek(fd, offset, whence) }) {
+        switch sysValue({ Glibc.lseek(openFile(file).fd, offset, whence) }) {
         case .success(let n): request.reply(seekOffset: n)
         case .failure(let e): request.reply(error: e)
         }
