@@ -1,0 +1,55 @@
+/// How an `EventLogWriter` stores, syncs and prunes its log.
+public struct EventLogOptions: Sendable, Equatable {
+    /// When the writer calls `fdatasync`.
+    public enum SyncPolicy: Sendable, Equatable {
+        /// Never: records reach the page cache within a few milliseconds of `append`, which
+        /// survives a crash or SIGKILL of the daemon but not a power loss or kernel panic. Default.
+        case none
+        /// After every batch: survives a power loss too, at the cost of one `fdatasync` per batch
+        /// (batches grow under load, so throughput stays high; latency rises).
+        case everyBatch
+    }
+
+    public var sync: SyncPolicy
+    /// A segment is closed and a new one started once it reaches this size.
+    public var segmentBytes: Int
+    /// Retention by size: the oldest segments are deleted while the log is larger (nil = no limit).
+    /// The active segment is never deleted, so keep this several times `segmentBytes`.
+    public var maxTotalBytes: UInt64?
+    /// Retention by age: segments whose last record is older than this are deleted (nil = keep).
+    public var maxAge: Duration?
+    /// How often the writer checks age retention when idle.
+    public var retentionCheckInterval: Duration
+    /// The most records waiting in memory for the writer thread. Beyond it (the disk is stalled or
+    /// full), appends are dropped and a `gap` record with reason `dropped` is written in their place.
+    public var maxQueuedRecords: Int
+
+    public init(
+        sync: SyncPolicy = .none, segmentBytes: Int = 16 << 20, maxTotalBytes: UInt64? = nil,
+        maxAge: Duration? = nil, retentionCheckInterval: Duration = .seconds(10),
+        maxQueuedRecords: Int = 1 << 20
+    ) {
+        self.sync = sync
+        self.segmentBytes = segmentBytes
+        self.maxTotalBytes = maxTotalBytes
+        self.maxAge = maxAge
+        self.retentionCheckInterval = retentionCheckInterval
+        self.maxQueuedRecords = maxQueuedRecords
+    }
+
+    func validate() throws {
+        guard segmentBytes >= 4096 else { throw EventLogError.invalidArgument("segmentBytes must be at least 4096") }
+        guard maxQueuedRecords >= 1 else { throw EventLogError.invalidArgument("maxQueuedRecords must be at least 1") }
+        if let a = maxAge, a <= .zero { throw EventLogError.invalidArgument("maxAge must be positive") }
+        if let b = maxTotalBytes, b == 0 { throw EventLogError.invalidArgument("maxTotalBytes must be positive") }
+        guard retentionCheckInterval > .zero else { throw EventLogError.invalidArgument("retentionCheckInterval must be positive") }
+    }
+}
+
+extension Duration {
+    var nanoseconds: UInt64 {
+        let (s, atto) = components
+        if s < 0 { return 0 }
+        return UInt64(s) * 1_000_000_000 + UInt64(atto / 1_000_000_000)
+    }
+}

@@ -1,0 +1,344 @@
+import Glibc
+
+/// The durable, sequenced event log of one mount: cheap appends from any thread, written to an
+/// append-only, segmented, checksummed file format by a background thread.
+///
+/// Durability policy (docs/event-log.md): `append` assigns the sequence number and queues the
+/// record without touching the disk; the writer thread wakes at once and writes everything queued
+/// in one batch, so a record reaches the file (the page cache) within a few milliseconds and
+/// survives a SIGKILL or crash of the daemon from then on. `writtenSeq` tells how far that is;
+/// `flush()` waits for it. With `EventLogOptions.SyncPolicy.everyBatch` every batch is also
+/// `fdatasync`ed, which survives a power loss. Nothing is dropped silently: if the queue
+/// overflows (the disk stalls), the dropped range becomes one `gap` record.
+///
+/// One writer per log directory (an exclusive `flock` on `writer.lock`); any number of
+/// `EventLogReader`s, in any process, may read the directory at the same time.
+public final class EventLogWriter: Sendable {
+    /// What opening found and repaired at the tail of the log.
+    public struct Recovery: Sendable, Equatable {
+        /// The segment whose tail was cut.
+        public var segment: String
+        /// Bytes of torn or damaged frames removed.
+        public var bytesTruncated: Int
+        /// The last intact record's seq (the sequence continues after it).
+        public var lastSeq: UInt64
+    }
+
+    /// Counters since the writer was opened.
+    public struct Statistics: Sendable, Equatable {
+        public var appended: UInt64 = 0
+        /// Records in the file (the page cache), gap records included.
+        public var written: UInt64 = 0
+        /// Records dropped under memory pressure (each range is covered by a gap record).
+        public var dropped: UInt64 = 0
+        public var batches: UInt64 = 0
+        public var bytesWritten: UInt64 = 0
+        public var segmentsCreated: UInt64 = 0
+        public var segmentsDeleted: UInt64 = 0
+        /// Failed write attempts (retried; see `lastError`).
+        public var writeErrors: UInt64 = 0
+    }
+
+    /// The log directory on the backing filesystem.
+    public let directory: String
+    public let options: EventLogOptions
+    /// Non-nil when opening cut a torn tail (a crash mid-write); a `logRecovered` record is the
+    /// first record appended after it.
+    public let recovery: Recovery?
+    private let core: WriterCore
+
+    /// Opens the log in `directory` (created if missing, one level), recovers a torn tail, and
+    /// starts the writer thread. Throws `EventLogError.locked` if another writer has it open.
+    public init(directory: String, options: EventLogOptions = EventLogOptions()) throws {
+        try options.validate()
+        let store = try SegmentStore(directory: directory, options: options)
+        self.directory = directory
+        self.options = options
+        recovery = store.recovery
+        core = WriterCore(store: store, options: options)
+        if let r = store.recovery {
+            _ = core.append(EventRecord(
+                kind: .logRecovered, path: "/",
+                details: EventDetails(
+                    bytes: UInt64(r.bytesTruncated), reason: "tornTail",
+                    message: "cut \(r.bytesTruncated) bytes of unfinished records after seq \(r.lastSeq) in \(r.segment)")))
+        }
+        try core.start()
+    }
+
+    deinit { try? core.close() }
+
+    /// Appends one record and returns its sequence number. Never blocks on disk I/O: it takes a
+    /// short lock, assigns the next seq and the current time, and queues the record. Returns 0
+    /// once `close()` has begun (the log is shutting down and the record is not kept).
+    @discardableResult
+    public func append(
+        _ kind: EventKind, path: String, oldPath: String? = nil, documentID: String? = nil,
+        actor: EventActor? = nil, details: EventDetails = EventDetails()
+    ) -> UInt64 {
+        core.append(EventRecord(
+            kind: kind, path: path, oldPath: oldPath, documentID: documentID, actor: actor, details: details))
+    }
+
+    /// Appends `record`; its `seq` and `time` are replaced by the writer's.
+    @discardableResult
+    public func append(_ record: EventRecord) -> UInt64 { core.append(record) }
+
+    /// Waits until every record appended before the call is in the file. Throws the write error
+    /// if the disk refused them (the writer keeps retrying in the background).
+    public func flush() throws { try core.flush() }
+
+    /// Flushes, stops the writer thread and releases the directory. Further appends return 0.
+    /// Throws if records could not be written.
+    public func close() throws { try core.close() }
+
+    /// Applies the retention limits now (normally done after each segment rotation and every
+    /// `retentionCheckInterval`) and waits for it.
+    public func enforceRetention() throws { try core.enforceRetention() }
+
+    /// The highest seq assigned so far (0 before the first append).
+    public var lastAssignedSeq: UInt64 { core.lastAssignedSeq }
+    /// Every record with a seq up to this is in the file (page cache) or covered by a gap record.
+    public var writtenSeq: UInt64 { core.writtenSeq }
+    /// The most recent write error, if the writer has had one.
+    public var lastError: EventLogError? { core.lastError }
+    public var statistics: Statistics { core.statistics }
+}
+
+/// The shared state of a writer, retained by its thread (so the public object can be released
+/// and close the log from `deinit`).
+private final class WriterCore: @unchecked Sendable {
+    private enum Condition {
+        static let work = 0
+        static let progress = 1
+    }
+
+    // Guarded by `sync`.
+    private let sync = ConditionLock(conditions: 2)
+    private var queue: [EventRecord] = []
+    private var nextSeq: UInt64
+    private var lastTime = EventTime(millisecondsSinceEpoch: 0)
+    private var pendingDrop: ClosedRange<UInt64>?
+    private var writerIdle = false
+    private var closing = false
+    private var finished = false
+    private var written: UInt64
+    private var error: EventLogError?
+    private var errorCount: UInt64 = 0
+    private var unwrittenAtClose = 0
+    private var retentionRequests: UInt64 = 0
+    private var retentionRuns: UInt64 = 0
+    private var stats = EventLogWriter.Statistics()
+
+    // Writer thread only (after `start`).
+    private let store: SegmentStore
+    private let options: EventLogOptions
+    private var thread: pthread_t?
+
+    init(store: SegmentStore, options: EventLogOptions) {
+        self.store = store
+        self.options = options
+        nextSeq = store.nextSeq
+        written = store.nextSeq - 1
+        queue.reserveCapacity(4096)
+    }
+
+    func start() throws {
+        var tid = pthread_t()
+        let box = Unmanaged.passRetained(self)
+        let rc = pthread_create(&tid, nil, { raw in
+            let core = Unmanaged<WriterCore>.fromOpaque(raw!).takeRetainedValue()
+            core.run()
+            return nil
+        }, box.toOpaque())
+        guard rc == 0 else {
+            box.release()
+            store.close()
+            sync.withLock { finished = true }
+            throw EventLogError.system(operation: "pthread_create", path: store.directory, errno: rc)
+        }
+        thread = tid
+    }
+
+    func append(_ record: EventRecord) -> UInt64 {
+        var r = record
+        let now = EventTime.now()
+        sync.lock()
+        if closing {
+            sync.unlock()
+            return 0
+        }
+        let seq = nextSeq
+        nextSeq += 1
+        r.seq = seq
+        // Times never go backwards within one log, even if the wall clock does.
+        r.time = now < lastTime ? lastTime : now
+        lastTime = r.time
+        stats.appended += 1
+        if queue.count >= options.maxQueuedRecords {
+            pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
+            stats.dropped += 1
+        } else {
+            queue.append(r)
+        }
+        if writerIdle {
+            writerIdle = false
+            sync.signal(Condition.work)
+        }
+        sync.unlock()
+        return seq
+    }
+
+    var lastAssignedSeq: UInt64 { sync.withLock { nextSeq - 1 } }
+    var writtenSeq: UInt64 { sync.withLock { written } }
+    var lastError: EventLogError? { sync.withLock { error } }
+    var statistics: EventLogWriter.Statistics { sync.withLock { stats } }
+
+    func flush() throws {
+        sync.lock()
+        defer { sync.unlock() }
+        let target = nextSeq - 1
+        let errorsBefore = errorCount
+        if writerIdle {
+            writerIdle = false
+            sync.signal(Condition.work)
+        }
+        while written < target {
+            if errorCount != errorsBefore, let e = error { throw e }
+            if finished { throw EventLogError.closed }
+            sync.wait(Condition.progress)
+        }
+    }
+
+    func enforceRetention() throws {
+        sync.lock()
+        defer { sync.unlock() }
+        guard !finished && !closing else { throw EventLogError.closed }
+        retentionRequests += 1
+        let ticket = retentionRequests
+        writerIdle = false
+        sync.signal(Condition.work)
+        while retentionRuns < ticket && !finished { sync.wait(Condition.progress) }
+    }
+
+    func close() throws {
+        sync.lock()
+        let alreadyClosing = closing
+        closing = true
+        writerIdle = false
+        sync.signal(Condition.work)
+        let tid = thread
+        thread = nil
+        sync.unlock()
+        if !alreadyClosing, let tid { pthread_join(tid, nil) }
+        sync.lock()
+        while !finished { sync.wait(Condition.progress) }
+        let lost = unwrittenAtClose
+        let e = error
+        sync.unlock()
+        if lost > 0, let e { throw e }
+    }
+
+    // MARK: Writer thread
+
+    private func gapRecord(for range: ClosedRange<UInt64>) -> EventRecord {
+        EventRecord(
+            seq: range.upperBound, time: lastTime, kind: .gap, path: "/",
+            details: EventDetails(
+                reason: GapReason.dropped.rawValue,
+                message: "\(range.count) records dropped: the writer queue was full (disk stalled?)",
+                gapFrom: range.lowerBound, gapTo: range.upperBound))
+    }
+
+    private func run() {
+        var batch: [EventRecord] = []
+        batch.reserveCapacity(4096)
+        var stalled: [EventRecord] = []
+        let checksRetention = options.maxAge != nil || options.maxTotalBytes != nil
+        let interval = options.retentionCheckInterval.nanoseconds
+        var nextRetentionCheck = ConditionLock.monotonicNanos() + interval
+        var lastSegmentCount = store.segmentsCreated
+
+        while true {
+            sync.lock()
+            if !stalled.isEmpty {
+                // Back off before retrying a failed write; the queue keeps its bound meanwhile.
+                if !closing { _ = sync.wait(Condition.work, untilMonotonicNanos: ConditionLock.monotonicNanos() + 100_000_000) }
+            } else {
+                while queue.isEmpty && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
+                    writerIdle = true
+                    if checksRetention {
+                        if !sync.wait(Condition.work, untilMonotonicNanos: nextRetentionCheck) { break }
+                    } else {
+                        sync.wait(Condition.work)
+                    }
+                }
+                writerIdle = false
+                swap(&batch, &queue)
+                if let drop = pendingDrop {
+                    batch.append(gapRecord(for: drop))
+                    pendingDrop = nil
+                }
+            }
+            let stopping = closing
+            let retentionTicket = retentionRequests
+            sync.unlock()
+
+            var lastWritten: UInt64?
+            var writeError: EventLogError?
+            let records = stalled.isEmpty ? batch : stalled
+            if !records.isEmpty {
+                let (n, e) = store.write(records[...])
+                if n > 0 { lastWritten = records[n - 1].seq }
+                writeError = e
+                stalled = e == nil ? [] : Array(records[n...])
+            }
+            batch.removeAll(keepingCapacity: true)
+
+            var pruned: SegmentStore.Pruned?
+            let now = ConditionLock.monotonicNanos()
+            if !stopping && retentionTicket != retentionRuns
+                || !stopping && (checksRetention && (store.segmentsCreated != lastSegmentCount || now >= nextRetentionCheck))
+            {
+                pruned = store.enforceRetention(nowMillis: EventTime.now().millisecondsSinceEpoch)
+                lastSegmentCount = store.segmentsCreated
+                nextRetentionCheck = now + interval
+            }
+
+            sync.lock()
+            if let lastWritten {
+                written = max(written, lastWritten)
+                stats.written += UInt64(records.count - stalled.count)
+                stats.batches += 1
+            }
+            stats.bytesWritten = store.bytesWritten
+            stats.segmentsCreated = UInt64(store.segmentsCreated)
+            if let writeError {
+                error = writeError
+                errorCount += 1
+                stats.writeErrors += 1
+            }
+            retentionRuns = retentionTicket
+            if let pruned { stats.segmentsDeleted += UInt64(pruned.segments) }
+            // A failing disk at close: one last attempt was made above; report what is lost.
+            let done = stopping && queue.isEmpty && pendingDrop == nil && (stalled.isEmpty || writeError != nil)
+            if done {
+                unwrittenAtClose = stalled.count
+                finished = true
+            }
+            sync.broadcast(Condition.progress)
+            sync.unlock()
+
+            if let pruned {
+                _ = append(EventRecord(
+                    kind: .retention, path: "/",
+                    details: EventDetails(
+                        bytes: pruned.bytes, reason: GapReason.retention.rawValue,
+                        message: "retention deleted \(pruned.segments) segment(s), records \(pruned.firstSeq)-\(pruned.lastSeq)",
+                        gapFrom: pruned.firstSeq, gapTo: pruned.lastSeq)))
+            }
+            if done { break }
+        }
+        store.close()
+    }
+}

@@ -1,0 +1,194 @@
+/// The binary form of one record inside a segment.
+///
+/// Frame: `u32 LE payload length` `u32 LE CRC-32 of the payload` `payload`.
+/// Payload: `u8 format version (1)` `u8 kind code` `u64 LE seq` `i64 LE time (ms)` then fields as
+/// `varint tag` (`field number << 1 | wire type`) with wire type 0 = varint, 1 = varint length +
+/// bytes. Absent optional fields are not written; unknown field numbers are skipped, so a newer
+/// writer can add fields without breaking older readers.
+enum RecordCodec {
+    static let formatVersion: UInt8 = 1
+    static let frameHeaderSize = 8
+    /// Fixed payload prefix: version, kind, seq, time.
+    static let fixedPayloadSize = 18
+    /// A frame larger than this is treated as damage, never as a record.
+    static let maxPayloadSize = 1 << 20
+    /// Strings are cut to this many bytes so a record always fits a frame.
+    static let maxStringBytes = 16 * 1024
+    static let maxOptions = 32
+
+    enum Field: UInt64 {
+        case path = 1, oldPath, documentID, actorPID, actorUID, actorExecutable
+        case intent = 16, option, requestID, presenterID, ask, latencyMicros, snapshotMethod, bytes
+        case versionID, resolution, errno, reason, message, gapFrom, gapTo
+    }
+
+    // MARK: Encoding
+
+    /// Appends the framed record to `out`.
+    static func appendFrame(_ r: EventRecord, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: frameHeaderSize))
+        out.append(formatVersion)
+        out.append(r.kind.code)
+        appendFixed64(r.seq, to: &out)
+        appendFixed64(UInt64(bitPattern: r.time.millisecondsSinceEpoch), to: &out)
+        appendString(.path, r.path, to: &out)
+        if let v = r.oldPath { appendString(.oldPath, v, to: &out) }
+        if let v = r.documentID { appendString(.documentID, v, to: &out) }
+        if let a = r.actor {
+            appendVarintField(.actorPID, zigzag(Int64(a.pid)), to: &out)
+            appendVarintField(.actorUID, UInt64(a.uid), to: &out)
+            if let e = a.executable { appendString(.actorExecutable, e, to: &out) }
+        }
+        let d = r.details
+        if let v = d.intent { appendString(.intent, v.rawValue, to: &out) }
+        for option in d.options.prefix(maxOptions) { appendString(.option, option, to: &out) }
+        if let v = d.requestID { appendVarintField(.requestID, v, to: &out) }
+        if let v = d.presenterID { appendString(.presenterID, v, to: &out) }
+        if let v = d.ask { appendString(.ask, v.rawValue, to: &out) }
+        if let v = d.latencyMicros { appendVarintField(.latencyMicros, v, to: &out) }
+        if let v = d.snapshotMethod { appendString(.snapshotMethod, v.rawValue, to: &out) }
+        if let v = d.bytes { appendVarintField(.bytes, v, to: &out) }
+        if let v = d.versionID { appendString(.versionID, v, to: &out) }
+        if let v = d.resolution { appendString(.resolution, v.rawValue, to: &out) }
+        if let v = d.errno { appendVarintField(.errno, zigzag(Int64(v)), to: &out) }
+        if let v = d.reason { appendString(.reason, v, to: &out) }
+        if let v = d.message { appendString(.message, v, to: &out) }
+        if let v = d.gapFrom { appendVarintField(.gapFrom, v, to: &out) }
+        if let v = d.gapTo { appendVarintField(.gapTo, v, to: &out) }
+        let payloadCount = out.count - start - frameHeaderSize
+        let crc = out.withUnsafeBytes {
+            CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + frameHeaderSize)...]))
+        }
+        out.withUnsafeMutableBytes { p in
+            p.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: start, as: UInt32.self)
+            p.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
+        }
+    }
+
+    private static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
+    private static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
+
+    private static func appendFixed64(_ v: UInt64, to out: inout [UInt8]) {
+        var x = v
+        for _ in 0..<8 {
+            out.append(UInt8(truncatingIfNeeded: x))
+            x >>= 8
+        }
+    }
+
+    private static func appendVarint(_ v: UInt64, to out: inout [UInt8]) {
+        var x = v
+        while x >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: x) | 0x80)
+            x >>= 7
+        }
+        out.append(UInt8(x))
+    }
+
+    private static func appendVarintField(_ f: Field, _ v: UInt64, to out: inout [UInt8]) {
+        appendVarint(f.rawValue << 1, to: &out)
+        appendVarint(v, to: &out)
+    }
+
+    private static func appendString(_ f: Field, _ s: String, to out: inout [UInt8]) {
+        appendVarint(f.rawValue << 1 | 1, to: &out)
+        var s = s
+        s.withUTF8 { u in
+            // Cut long strings at a UTF-8 scalar boundary so the stored text stays valid.
+            var n = min(u.count, maxStringBytes)
+            while n < u.count, n > 0, u[n] & 0xC0 == 0x80 { n -= 1 }
+            appendVarint(UInt64(n), to: &out)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: u[0..<n]))
+        }
+    }
+
+    // MARK: Decoding
+
+    /// The seq of a payload without decoding the rest (payload must be at least the fixed size).
+    static func peekSeq(_ payload: UnsafeRawBufferPointer) -> UInt64 {
+        UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: 2, as: UInt64.self))
+    }
+
+    /// Decodes a payload whose checksum has already been verified.
+    static func decode(_ p: UnsafeRawBufferPointer) throws -> EventRecord {
+        guard p.count >= fixedPayloadSize else { throw EventLogError.corrupt("record shorter than its fixed header") }
+        guard p[0] == formatVersion else { throw EventLogError.corrupt("record format version \(p[0]) is not supported") }
+        guard let kind = EventKind(code: p[1]) else {
+            throw EventLogError.corrupt("unknown record kind code \(p[1]) (written by a newer coordfs?)")
+        }
+        let seq = UInt64(littleEndian: p.loadUnaligned(fromByteOffset: 2, as: UInt64.self))
+        let ms = Int64(littleEndian: p.loadUnaligned(fromByteOffset: 10, as: Int64.self))
+        var r = EventRecord(seq: seq, time: EventTime(millisecondsSinceEpoch: ms), kind: kind, path: "")
+        var pid: Int32?
+        var uid: UInt32?
+        var exe: String?
+        var i = fixedPayloadSize
+
+        func varint() throws -> UInt64 {
+            var v: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                guard i < p.count, shift < 64 else { throw EventLogError.corrupt("truncated varint") }
+                let b = p[i]
+                i += 1
+                v |= UInt64(b & 0x7F) << shift
+                if b < 0x80 { return v }
+                shift += 7
+            }
+        }
+        func bytes() throws -> UnsafeRawBufferPointer {
+            let n = try varint()
+            guard n <= UInt64(p.count - i) else { throw EventLogError.corrupt("field longer than its record") }
+            let slice = UnsafeRawBufferPointer(rebasing: p[i..<(i + Int(n))])
+            i += Int(n)
+            return slice
+        }
+        func string() throws -> String {
+            String(decoding: try bytes(), as: UTF8.self)
+        }
+
+        while i < p.count {
+            let tag = try varint()
+            let wire = tag & 1
+            guard let field = Field(rawValue: tag >> 1) else {
+                // Unknown field from a newer writer: skip it.
+                if wire == 0 { _ = try varint() } else { _ = try bytes() }
+                continue
+            }
+            let wantsBytes: Bool
+            switch field {
+            case .actorPID, .actorUID, .requestID, .latencyMicros, .bytes, .errno, .gapFrom, .gapTo:
+                wantsBytes = false
+            default:
+                wantsBytes = true
+            }
+            guard (wire == 1) == wantsBytes else { throw EventLogError.corrupt("field \(field) has the wrong wire type") }
+            switch field {
+            case .path: r.path = try string()
+            case .oldPath: r.oldPath = try string()
+            case .documentID: r.documentID = try string()
+            case .actorPID: pid = Int32(truncatingIfNeeded: unzigzag(try varint()))
+            case .actorUID: uid = UInt32(truncatingIfNeeded: try varint())
+            case .actorExecutable: exe = try string()
+            case .intent: r.details.intent = IntentKind(rawValue: try string())
+            case .option: r.details.options.append(try string())
+            case .requestID: r.details.requestID = try varint()
+            case .presenterID: r.details.presenterID = try string()
+            case .ask: r.details.ask = AskKind(rawValue: try string())
+            case .latencyMicros: r.details.latencyMicros = try varint()
+            case .snapshotMethod: r.details.snapshotMethod = SnapshotMethod(rawValue: try string())
+            case .bytes: r.details.bytes = try varint()
+            case .versionID: r.details.versionID = try string()
+            case .resolution: r.details.resolution = Resolution(rawValue: try string())
+            case .errno: r.details.errno = Int32(truncatingIfNeeded: unzigzag(try varint()))
+            case .reason: r.details.reason = try string()
+            case .message: r.details.message = try string()
+            case .gapFrom: r.details.gapFrom = try varint()
+            case .gapTo: r.details.gapTo = try varint()
+            }
+        }
+        if let pid, let uid { r.actor = EventActor(pid: pid, uid: uid, executable: exe) }
+        return r
+    }
+}

@@ -1,0 +1,268 @@
+import Glibc
+
+/// The files of one log directory as the writer sees them: recovery at open, appending framed
+/// records with rotation, and retention. Used only by the writer thread (and by the opening
+/// thread before that thread starts), so it needs no lock.
+final class SegmentStore {
+    struct Info {
+        var name: SegmentName
+        var size: Int
+        /// When the last record was written into it (ms since epoch), for age retention.
+        var lastWriteMillis: Int64
+    }
+
+    /// What retention removed.
+    struct Pruned: Equatable {
+        var firstSeq: UInt64
+        var lastSeq: UInt64
+        var bytes: UInt64
+        var segments: Int
+    }
+
+    static let lockFileName = "writer.lock"
+    static let tempPrefix = ".segment-"
+    static let tempSuffix = ".tmp"
+    /// Bytes encoded before each `write()`: large enough to amortise the syscall, small enough to
+    /// keep the page-cache copy cache-friendly.
+    static let chunkBytes = 512 * 1024
+
+    let directory: String
+    let options: EventLogOptions
+    private let dirFD: Int32
+    private let lockFD: Int32
+    private(set) var segments: [Info] = []
+    /// The last segment, open for appending; -1 until the first record.
+    private var activeFD: Int32 = -1
+    private var rotateBeforeNext = false
+    private var buffer: [UInt8] = []
+    private(set) var segmentsCreated = 0
+    private(set) var bytesWritten: UInt64 = 0
+    /// The first seq the next record must have (continues the stored sequence).
+    private(set) var nextSeq: UInt64 = 1
+    /// Set when opening cut a torn or damaged tail.
+    private(set) var recovery: EventLogWriter.Recovery?
+
+    /// Opens (creating if needed) the log directory, takes the writer lock and recovers the tail.
+    init(directory: String, options: EventLogOptions) throws {
+        guard !directory.isEmpty else { throw EventLogError.invalidArgument("event log directory path is empty") }
+        self.directory = directory
+        self.options = options
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            throw EventLogError.system(operation: "mkdir", path: directory, errno: errno)
+        }
+        dirFD = try Sys.open(directory, O_RDONLY | O_DIRECTORY)
+        do {
+            lockFD = try Sys.openat(dirFD, SegmentStore.lockFileName, O_RDWR | O_CREAT, 0o644,
+                                    path: directory + "/" + SegmentStore.lockFileName)
+        } catch {
+            Sys.close(dirFD)
+            throw error
+        }
+        do {
+            while flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
+                if errno == EINTR { continue }
+                if errno == EWOULDBLOCK { throw EventLogError.locked(path: directory) }
+                throw EventLogError.system(operation: "flock", path: directory, errno: errno)
+            }
+            try recover()
+        } catch {
+            if activeFD >= 0 { Sys.close(activeFD) }
+            Sys.close(lockFD)
+            Sys.close(dirFD)
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    private var closed = false
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        if activeFD >= 0 {
+            if options.sync == .everyBatch { _ = fdatasync(activeFD) }
+            Sys.close(activeFD)
+            activeFD = -1
+        }
+        Sys.close(lockFD)
+        Sys.close(dirFD)
+    }
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    private func recover() throws {
+        // A crash between creating a segment and renaming it into place leaves a temp file.
+        if let dir = opendir(directory) {
+            while let entry = readdir(dir) {
+                let name = withUnsafePointer(to: entry.pointee.d_name) {
+                    $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+                }
+                if name.hasPrefix(SegmentStore.tempPrefix) && name.hasSuffix(SegmentStore.tempSuffix) {
+                    _ = unlinkat(dirFD, name, 0)
+                }
+            }
+            closedir(dir)
+        }
+        for name in try SegmentName.list(directory: directory) {
+            var st = stat()
+            guard fstatat(dirFD, name.fileName, &st, 0) == 0 else {
+                throw EventLogError.system(operation: "stat", path: path(name.fileName), errno: errno)
+            }
+            let ms = Int64(st.st_mtim.tv_sec) * 1000 + Int64(st.st_mtim.tv_nsec) / 1_000_000
+            segments.append(Info(name: name, size: Int(st.st_size), lastWriteMillis: ms))
+        }
+        guard let last = segments.last else { return }
+        let lastPath = path(last.name.fileName)
+        let fd = try Sys.openat(dirFD, last.name.fileName, O_RDWR | O_APPEND, path: lastPath)
+        activeFD = fd
+        let size = try Sys.fileSize(fd, path: lastPath)
+        if size < SegmentName.headerSize {
+            // Only a power loss after the rename can leave this; the header is ours to rewrite.
+            guard ftruncate(fd, 0) == 0 else { throw EventLogError.system(operation: "truncate", path: lastPath, errno: errno) }
+            let header = SegmentName.header(firstSeq: last.name.firstSeq)
+            try header.withUnsafeBytes { (p) in try Sys.writeAll(fd, p, path: lastPath) }
+            recovery = EventLogWriter.Recovery(segment: lastPath, bytesTruncated: size, lastSeq: last.name.firstSeq - 1)
+            segments[segments.count - 1].size = SegmentName.headerSize
+            nextSeq = last.name.firstSeq
+            return
+        }
+        try last.name.validateHeader(fd: fd, path: lastPath)
+        var scanner = FrameScanner(fd: fd, path: lastPath, bufferSize: 1 << 20)
+        var lastSeq: UInt64?
+        scan: while true {
+            switch try scanner.next() {
+            case .frame(let payload):
+                let seq = scanner.buffer.withUnsafeBytes {
+                    RecordCodec.peekSeq(UnsafeRawBufferPointer(rebasing: $0[payload]))
+                }
+                // A sequence that goes backwards can only be damage; cut there.
+                if let prev = lastSeq, seq <= prev { break scan }
+                if lastSeq == nil && seq < last.name.firstSeq { break scan }
+                lastSeq = seq
+                scanner.advance()
+            case .end, .damaged:
+                break scan
+            }
+        }
+        if scanner.offset < size {
+            guard ftruncate(fd, off_t(scanner.offset)) == 0 else {
+                throw EventLogError.system(operation: "truncate", path: lastPath, errno: errno)
+            }
+            recovery = EventLogWriter.Recovery(
+                segment: lastPath, bytesTruncated: size - scanner.offset,
+                lastSeq: lastSeq ?? (last.name.firstSeq - 1))
+        }
+        segments[segments.count - 1].size = scanner.offset
+        nextSeq = (lastSeq.map { $0 + 1 }) ?? last.name.firstSeq
+        if scanner.offset >= options.segmentBytes { rotateBeforeNext = true }
+    }
+
+    /// Starts a new segment whose first record will have `firstSeq`.
+    private func startSegment(firstSeq: UInt64) throws {
+        let name = SegmentName(firstSeq: firstSeq)
+        let temp = SegmentStore.tempPrefix + String(firstSeq) + SegmentStore.tempSuffix
+        let fd = try Sys.openat(dirFD, temp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644, path: path(temp))
+        do {
+            let header = SegmentName.header(firstSeq: firstSeq)
+            try header.withUnsafeBytes { (p) in try Sys.writeAll(fd, p, path: path(temp)) }
+            if options.sync == .everyBatch && fdatasync(fd) != 0 {
+                throw EventLogError.system(operation: "fdatasync", path: path(temp), errno: errno)
+            }
+            // Renamed into place with its header written, so readers never see a headerless segment.
+            guard renameat(dirFD, temp, dirFD, name.fileName) == 0 else {
+                throw EventLogError.system(operation: "rename", path: path(name.fileName), errno: errno)
+            }
+        } catch {
+            Sys.close(fd)
+            _ = unlinkat(dirFD, temp, 0)
+            throw error
+        }
+        if options.sync == .everyBatch { _ = fsync(dirFD) }
+        if activeFD >= 0 {
+            if options.sync == .everyBatch { _ = fdatasync(activeFD) }
+            Sys.close(activeFD)
+        }
+        activeFD = fd
+        segments.append(Info(name: name, size: SegmentName.headerSize, lastWriteMillis: EventTime.now().millisecondsSinceEpoch))
+        segmentsCreated += 1
+        rotateBeforeNext = false
+    }
+
+    /// Appends `records` (in seq order). Returns how many were written before an error, if any;
+    /// a failed chunk is cut back off the file so the segment never holds a partial frame.
+    func write(_ records: ArraySlice<EventRecord>) -> (written: Int, error: EventLogError?) {
+        var chunkStart = records.startIndex
+        var i = records.startIndex
+        buffer.removeAll(keepingCapacity: true)
+
+        func flushChunk() -> EventLogError? {
+            guard !buffer.isEmpty else { return nil }
+            let active = segments.count - 1
+            let fd = activeFD
+            let p = path(segments[active].name.fileName)
+            do {
+                try buffer.withUnsafeBytes { (b) in try Sys.writeAll(fd, b, path: p) }
+            } catch {
+                // Cut any partial frame; if even that fails, continue in a fresh segment.
+                if ftruncate(fd, off_t(segments[active].size)) != 0 { rotateBeforeNext = true }
+                return EventLogError(error)
+            }
+            segments[active].size += buffer.count
+            segments[active].lastWriteMillis = EventTime.now().millisecondsSinceEpoch
+            bytesWritten += UInt64(buffer.count)
+            buffer.removeAll(keepingCapacity: true)
+            if segments[active].size >= options.segmentBytes { rotateBeforeNext = true }
+            return nil
+        }
+
+        while i < records.endIndex {
+            if activeFD < 0 || rotateBeforeNext {
+                if let e = flushChunk() { return (chunkStart - records.startIndex, e) }
+                chunkStart = i
+                do { try startSegment(firstSeq: records[i].seq) } catch { return (i - records.startIndex, EventLogError(error)) }
+            }
+            RecordCodec.appendFrame(records[i], to: &buffer)
+            i += 1
+            if buffer.count >= SegmentStore.chunkBytes
+                || segments[segments.count - 1].size + buffer.count >= options.segmentBytes
+            {
+                if let e = flushChunk() { return (chunkStart - records.startIndex, e) }
+                chunkStart = i
+            }
+        }
+        if let e = flushChunk() { return (chunkStart - records.startIndex, e) }
+        if options.sync == .everyBatch && activeFD >= 0 && fdatasync(activeFD) != 0 {
+            // The bytes are in the page cache; report that the power-loss guarantee failed.
+            return (records.count, .system(operation: "fdatasync", path: directory, errno: errno))
+        }
+        return (records.count, nil)
+    }
+
+    /// Deletes whole old segments beyond the size or age limit; never the active (last) one.
+    func enforceRetention(nowMillis: Int64) -> Pruned? {
+        guard options.maxTotalBytes != nil || options.maxAge != nil else { return nil }
+        var total = segments.reduce(UInt64(0)) { $0 + UInt64($1.size) }
+        let maxAgeMillis = options.maxAge.map { Int64($0.nanoseconds / 1_000_000) }
+        var pruned: Pruned?
+        while segments.count > 1 {
+            let oldest = segments[0]
+            let tooBig = options.maxTotalBytes.map { total > $0 } ?? false
+            let tooOld = maxAgeMillis.map { nowMillis - oldest.lastWriteMillis > $0 } ?? false
+            guard tooBig || tooOld else { break }
+            if unlinkat(dirFD, oldest.name.fileName, 0) != 0 && errno != ENOENT { break }
+            segments.removeFirst()
+            total -= UInt64(oldest.size)
+            let last = segments[0].name.firstSeq - 1
+            if pruned == nil {
+                pruned = Pruned(firstSeq: oldest.name.firstSeq, lastSeq: last, bytes: 0, segments: 0)
+            }
+            pruned!.lastSeq = last
+            pruned!.bytes += UInt64(oldest.size)
+            pruned!.segments += 1
+        }
+        return pruned
+    }
+
+    var totalBytes: UInt64 { segments.reduce(0) { $0 + UInt64($1.size) } }
+}
