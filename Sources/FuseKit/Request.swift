@@ -118,6 +118,23 @@ public struct Request: ~Copyable {
         discard self
     }
 
+    /// Success without data, or the error.
+    public consuming func reply(_ error: Errno?) {
+        fuse_reply_err(raw, error?.rawValue ?? 0)
+        discard self
+    }
+    /// The entry, or the error.
+    public consuming func reply(_ result: Result<EntryReply, Errno>) {
+        switch result {
+        case .success(let e):
+            var c = e.c
+            fuse_reply_entry(raw, &c)
+        case .failure(let e):
+            fuse_reply_err(raw, e.rawValue)
+        }
+        discard self
+    }
+
     /// Detach the request from this worker thread so it can be answered later from any thread.
     public consuming func park() -> ParkedRequest {
         let p = ParkedRequest(raw)

@@ -147,25 +147,24 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    public func setattr(_ request: consuming Request, inode id: InodeID, attributes attr: stat, changing: SetAttributes, file: FileInfo?) {
-        let node = inode(id)
-        let open = file.map { OpenFile.from($0.handle) }
+    /// chmod, chown, truncate and utimens, in that order; returns the new attributes.
+    public func setAttributes(_ node: Inode, _ attr: stat, changing: SetAttributes, open: OpenFile?) -> Result<stat, Errno> {
         let fh: Int32? = open?.fd
         if changing.contains(.mode) {
             let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
                             else { withProcPath(node.fd) { p in sys { chmod(p, attr.st_mode) } } }
-            if let e { return request.reply(error: e) }
+            if let e { return .failure(e) }
         }
         if !changing.isDisjoint(with: [.uid, .gid]) {
             let uid = changing.contains(.uid) ? attr.st_uid : uid_t.max
             let gid = changing.contains(.gid) ? attr.st_gid : gid_t.max
-            if let e = sys({ fchownat(node.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return request.reply(error: e) }
+            if let e = sys({ fchownat(node.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
         }
         if changing.contains(.size) {
             open?.markModified()
             let e: Errno? = if let fh { sys { ftruncate(fh, attr.st_size) } }
                             else { withProcPath(node.fd) { p in sys { truncate(p, attr.st_size) } } }
-            if let e { return request.reply(error: e) }
+            if let e { return .failure(e) }
         }
         if !changing.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
             var times = (timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)), timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)))
@@ -178,9 +177,16 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                     return withProcPath(node.fd) { p in sys { utimensat(AT_FDCWD, p, ts, 0) } }
                 }
             }
-            if let e { return request.reply(error: e) }
+            if let e { return .failure(e) }
         }
-        getattr(request, inode: id, file: nil)
+        return attributes(of: node)
+    }
+
+    public func setattr(_ request: consuming Request, inode id: InodeID, attributes attr: stat, changing: SetAttributes, file: FileInfo?) {
+        switch setAttributes(inode(id), attr, changing: changing, open: file.map { OpenFile.from($0.handle) }) {
+        case .success(let st): request.reply(attributes: st, timeout: options.attributeTimeout)
+        case .failure(let e): request.reply(error: e)
+        }
     }
 
     public func readlink(_ request: consuming Request, inode id: InodeID) {
@@ -194,70 +200,91 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    /// Shared tail of mknod/mkdir/symlink: hand the new item to the caller and answer with its entry.
-    private func finishCreate(_ request: consuming Request, parent: Inode, name: FileName, context: RequestContext) {
-        if let e = giveToCaller(parent: parent, name: name.cString, context: context) {
-            _ = unlinkat(parent.fd, name.cString, 0) == 0 || unlinkat(parent.fd, name.cString, AT_REMOVEDIR) == 0
-            return request.reply(error: e)
+    // MARK: Logic shared with the coordinated layer (no request; an errno or a result)
+
+    /// Hands a just-created item to the caller and looks it up; removes it again on failure.
+    private func finishCreate(parent: Inode, name: UnsafePointer<CChar>, context: RequestContext, directory: Bool) -> Result<EntryReply, Errno> {
+        if let e = giveToCaller(parent: parent, name: name, context: context) {
+            unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0)
+            return .failure(e)
         }
-        switch lookupEntry(parent: parent, name: name.cString) {
-        case .success(let e): request.reply(entry: e)
-        case .failure(let e): request.reply(error: e)
+        return lookupEntry(parent: parent, name: name)
+    }
+
+    public func makeNode(parent: Inode, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t, context: RequestContext) -> Result<EntryReply, Errno> {
+        if let e = sys({ mknodat(parent.fd, name, mode, device) }) { return .failure(e) }
+        return finishCreate(parent: parent, name: name, context: context, directory: false)
+    }
+
+    public func makeDirectory(parent: Inode, name: UnsafePointer<CChar>, mode: mode_t, context: RequestContext) -> Result<EntryReply, Errno> {
+        if let e = sys({ mkdirat(parent.fd, name, mode) }) { return .failure(e) }
+        return finishCreate(parent: parent, name: name, context: context, directory: true)
+    }
+
+    public func makeSymlink(target: UnsafePointer<CChar>, parent: Inode, name: UnsafePointer<CChar>, context: RequestContext) -> Result<EntryReply, Errno> {
+        if let e = sys({ symlinkat(target, parent.fd, name) }) { return .failure(e) }
+        return finishCreate(parent: parent, name: name, context: context, directory: false)
+    }
+
+    public func makeLink(_ node: Inode, newParent: Inode, newName: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
+        let e = withProcPath(node.fd) { path in sys { linkat(AT_FDCWD, path, newParent.fd, newName, AT_SYMLINK_FOLLOW) } }
+        if let e { return .failure(e) }
+        return attributes(of: node).map { st in
+            inodes.retain(node)
+            return entry(node, st)
         }
     }
 
+    public func removeItem(parent: Inode, name: UnsafePointer<CChar>, directory: Bool) -> Errno? {
+        sys { unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0) }
+    }
+
+    public func renameItem(parent: Inode, name: UnsafePointer<CChar>, newParent: Inode, newName: UnsafePointer<CChar>, flags: UInt32) -> Errno? {
+        sys { LinuxCalls.renameat2(parent.fd, name, newParent.fd, newName, flags) }
+    }
+
+    /// The attributes of `name` in `parent` without following a final symlink, or nil if absent.
+    public func itemAttributes(parent: Inode, name: UnsafePointer<CChar>) -> stat? {
+        var st = stat()
+        return fstatat(parent.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+    }
+
+    // MARK: Adapters
+
     public func mknod(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, device: dev_t) {
         if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
-        let p = inode(parent), ctx = request.context
-        if let e = sys({ mknodat(p.fd, name.cString, mode, device) }) { return request.reply(error: e) }
-        finishCreate(request, parent: p, name: name, context: ctx)
+        request.reply(makeNode(parent: inode(parent), name: name.cString, mode: mode, device: device, context: request.context))
     }
 
     public func mkdir(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t) {
         if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
-        let p = inode(parent), ctx = request.context
-        if let e = sys({ mkdirat(p.fd, name.cString, mode) }) { return request.reply(error: e) }
-        finishCreate(request, parent: p, name: name, context: ctx)
+        request.reply(makeDirectory(parent: inode(parent), name: name.cString, mode: mode, context: request.context))
     }
 
     public func symlink(_ request: consuming Request, target: UnsafePointer<CChar>, parent: InodeID, name: FileName) {
         if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
-        let p = inode(parent), ctx = request.context
-        if let e = sys({ symlinkat(target, p.fd, name.cString) }) { return request.reply(error: e) }
-        finishCreate(request, parent: p, name: name, context: ctx)
+        request.reply(makeSymlink(target: target, parent: inode(parent), name: name.cString, context: request.context))
     }
 
     public func link(_ request: consuming Request, inode id: InodeID, newParent: InodeID, newName: FileName) {
         if isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
-        let node = inode(id), p = inode(newParent)
-        let e = withProcPath(node.fd) { path in sys { linkat(AT_FDCWD, path, p.fd, newName.cString, AT_SYMLINK_FOLLOW) } }
-        if let e { return request.reply(error: e) }
-        switch attributes(of: node) {
-        case .success(let st):
-            inodes.retain(node)
-            request.reply(entry: entry(node, st))
-        case .failure(let e): request.reply(error: e)
-        }
+        request.reply(makeLink(inode(id), newParent: inode(newParent), newName: newName.cString))
     }
 
     public func unlink(_ request: consuming Request, parent: InodeID, name: FileName) {
         if isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
-        if let e = sys({ unlinkat(inode(parent).fd, name.cString, 0) }) { return request.reply(error: e) }
-        request.replyOK()
+        request.reply(removeItem(parent: inode(parent), name: name.cString, directory: false))
     }
 
     public func rmdir(_ request: consuming Request, parent: InodeID, name: FileName) {
         if isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
-        if let e = sys({ unlinkat(inode(parent).fd, name.cString, AT_REMOVEDIR) }) { return request.reply(error: e) }
-        request.replyOK()
+        request.reply(removeItem(parent: inode(parent), name: name.cString, directory: true))
     }
 
     public func rename(_ request: consuming Request, parent: InodeID, name: FileName, newParent: InodeID, newName: FileName, flags: UInt32) {
         if isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
         if isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
-        let from = inode(parent).fd, to = inode(newParent).fd
-        if let e = sys({ LinuxCalls.renameat2(from, name.cString, to, newName.cString, flags) }) { return request.reply(error: e) }
-        request.replyOK()
+        request.reply(renameItem(parent: inode(parent), name: name.cString, newParent: inode(newParent), newName: newName.cString, flags: flags))
     }
 
     /// Opens the backing file for an open/create handle. O_NOFOLLOW is dropped: the O_PATH descriptor
