@@ -1,0 +1,145 @@
+/// Completion of ``Coordinator/coordinate(_:origin:purpose:policy:completion:)``.
+public typealias CoordinationCompletion = @Sendable (Result<CoordinatedAccess, CoordinationError>) -> Void
+
+/// A coordination request and, once granted, the grant handle of the access.
+///
+/// Hold it for as long as the access lasts (an open file handle can hold a read grant for hours:
+/// that costs one entry in the arbitration tree). Announce what the access did with
+/// ``announce(_:)`` so the right "did" messages go out, then call ``release()`` exactly when the
+/// access is over; release is idempotent. A grant that is never released blocks conflicting
+/// accesses until their wait deadline.
+public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertible {
+    /// Where a request is in its life.
+    public enum Phase: Hashable, Sendable {
+        /// Waiting for conflicting (or earlier conflicting) accesses to end.
+        case waiting
+        /// Holding its place; presenters are being asked.
+        case askingPresenters
+        /// Granted: the access may proceed.
+        case granted
+        /// Released after the access.
+        case released
+        /// Ended without access (cancelled, timed out, presenter error).
+        case failed
+    }
+
+    /// The request id (also the grant id).
+    public let id: RequestID
+    /// The intents, with paths as actually coordinated.
+    public let intents: [FileAccessIntent]
+    /// Who asked.
+    public let origin: AccessOrigin
+    /// Accesses that share a non-nil purpose identifier never block each other.
+    public let purposeIdentifier: String?
+
+    let coordinator: Coordinator
+    let policy: CoordinationPolicy
+    let requestedAt: UInt64
+
+    // Everything below is guarded by the coordinator's lock.
+    var phase: Phase = .waiting
+    var grantedAt: UInt64 = 0
+    var completion: CoordinationCompletion?
+    var chains: [AskChain] = []
+    var openChains = 0
+    var reacquirers: [(record: PresenterRecord, reacquirer: Reacquirer)] = []
+    var announcements: [PendingAnnouncement] = []
+    var timedOut: [PresenterID] = []
+    var waitTimer: Task<Void, Never>?
+    var blockedBy: RequestID?
+    /// In the coordinator's `pending` table (waiting or asking presenters).
+    var isPending = false
+
+    init(id: RequestID, intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?,
+         policy: CoordinationPolicy, coordinator: Coordinator, now: UInt64) {
+        self.id = id
+        self.intents = intents
+        self.origin = origin
+        self.purposeIdentifier = purpose
+        self.policy = policy
+        self.coordinator = coordinator
+        self.requestedAt = now
+    }
+
+    /// Ends the access: "did" messages and reacquirers go out, waiting requests are re-examined.
+    /// Calling it again, or on a request that was never granted, does nothing.
+    public func release() {
+        coordinator.release(self)
+    }
+
+    /// Records what the access did. Moves take effect in the presenter registry at once;
+    /// messages go out at ``release()``. After release, the change is delivered immediately.
+    public func announce(_ change: AccessChange) {
+        coordinator.announce(change, during: self)
+    }
+
+    /// Announces that the item at `path` changed.
+    public func didChange(_ path: ItemPath) { announce(.changed(path)) }
+    /// Announces that the item at `from` (and everything inside it) is now at `to`.
+    public func didMove(from: ItemPath, to: ItemPath) { announce(.moved(from: from, to: to)) }
+    /// Announces that the item at `path` was deleted.
+    public func didDelete(_ path: ItemPath) { announce(.deleted(path)) }
+    /// Announces that a new item appeared at `path`.
+    public func subitemDidAppear(_ path: ItemPath) { announce(.subitemAppeared(path)) }
+
+    /// Where the request is now.
+    public var currentPhase: Phase { coordinator.lock.withLock { phase } }
+
+    /// Presenters that missed a deadline while this access was being prepared (policy `proceed`).
+    public var timedOutPresenters: [PresenterID] { coordinator.lock.withLock { timedOut } }
+
+    /// True while a presenter ask from this request to `presenter` is outstanding.
+    func hasLiveAsk(to presenter: PresenterID) -> Bool {
+        for chain in chains where chain.record.id == presenter {
+            if let ask = chain.current, !ask.resolved { return true }
+        }
+        return false
+    }
+
+    public var description: String { "\(id) \(intents) by \(origin)" }
+}
+
+/// A change recorded during an access, with what the registry looked like when it was announced.
+enum PendingAnnouncement {
+    case changed(ItemPath)
+    case deleted(ItemPath)
+    case appeared(ItemPath)
+    case moved(from: ItemPath, to: ItemPath, moved: [(record: PresenterRecord, oldPath: ItemPath)], replaced: [PresenterRecord])
+}
+
+/// The asks for one presenter within one request, sent one after the other.
+final class AskChain {
+    let record: PresenterRecord
+    let steps: [PresenterAsk]
+    var index = 0
+    var current: AskState?
+    var finished = false
+
+    init(record: PresenterRecord, steps: [PresenterAsk]) {
+        self.record = record
+        self.steps = steps
+    }
+}
+
+/// One outstanding ask. Guarded by the coordinator's lock.
+final class AskState: @unchecked Sendable {
+    let request: CoordinatedAccess
+    let chain: AskChain
+    let kind: PresenterAsk
+    let issuedAt: UInt64
+    var resolved = false
+    var timer: Task<Void, Never>?
+
+    init(request: CoordinatedAccess, chain: AskChain, kind: PresenterAsk, issuedAt: UInt64) {
+        self.request = request
+        self.chain = chain
+        self.kind = kind
+        self.issuedAt = issuedAt
+    }
+}
+
+/// How a presenter answered.
+enum AskOutcome: Sendable {
+    case answered(Reacquirer?)
+    case failed(any Error)
+}

@@ -1,0 +1,391 @@
+// Presenters: registration, the asks before an access, and the "did" messages after it.
+// Every function here that is not public runs with the coordinator lock held.
+
+extension Coordinator {
+    // MARK: Registration
+
+    /// Registers `presenter` at its `presentedItemPath` (Apple's `addFilePresenter(_:)`).
+    ///
+    /// - Parameter owner: who the presenter belongs to, for status and events.
+    /// - Throws: ``CoordinationError/presenterHasNoPath`` or ``CoordinationError/presenterAlreadyRegistered(_:)``.
+    @discardableResult
+    public func addFilePresenter(_ presenter: any FilePresenter, owner: AccessOrigin = .currentProcess) throws(CoordinationError) -> PresenterID {
+        guard let path = presenter.presentedItemPath else { throw .presenterHasNoPath }
+        return try addFilePresenter(presenter, at: path, owner: owner)
+    }
+
+    /// Registers `presenter` at `path`, ignoring its `presentedItemPath` (for adapters of
+    /// out-of-process presenters, whose path arrives with the registration message).
+    @discardableResult
+    public func addFilePresenter(_ presenter: any FilePresenter, at path: ItemPath,
+                                 owner: AccessOrigin = .currentProcess) throws(CoordinationError) -> PresenterID {
+        lock.lock()
+        defer { lock.unlock() }
+        if let existing = presenters.byObject[ObjectIdentifier(presenter)] {
+            throw .presenterAlreadyRegistered(existing)
+        }
+        let id = PresenterID(rawValue: nextPresenter)
+        nextPresenter += 1
+        presenters.insert(PresenterRecord(id: id, presenter: presenter, path: path, owner: owner))
+        emit(nil, owner, .presenterRegistered(id, path: path, owner: owner))
+        return id
+    }
+
+    /// Unregisters `presenter` (Apple's `removeFilePresenter(_:)`). Asks pending to it end at once
+    /// as "presenter gone"; queued messages to it are dropped. Unknown presenters are ignored.
+    public func removeFilePresenter(_ presenter: any FilePresenter) {
+        lock.lock()
+        var effects = Effects()
+        if let id = presenters.byObject[ObjectIdentifier(presenter)], let record = presenters.byID[id] {
+            unregister(record, &effects)
+        }
+        lock.unlock()
+        effects.run()
+    }
+
+    /// Unregisters the presenter with `id`; see ``removeFilePresenter(_:)``.
+    public func removeFilePresenter(id: PresenterID) {
+        lock.lock()
+        var effects = Effects()
+        if let record = presenters.byID[id] {
+            unregister(record, &effects)
+        }
+        lock.unlock()
+        effects.run()
+    }
+
+    /// The id `presenter` is registered under here, if it is.
+    public func presenterID(of presenter: any FilePresenter) -> PresenterID? {
+        lock.withLock { presenters.byObject[ObjectIdentifier(presenter)] }
+    }
+
+    /// The path the registry holds for a presenter (it follows moves), if registered.
+    public func presentedPath(of id: PresenterID) -> ItemPath? {
+        lock.withLock { presenters.byID[id]?.path }
+    }
+
+    /// Every registered presenter, in registration order (Apple's `filePresenters`).
+    public var filePresenters: [any FilePresenter] {
+        lock.withLock { presenters.all.map(\.presenter) }
+    }
+
+    /// The number of registered presenters.
+    public var presenterCount: Int {
+        lock.withLock { presenters.byID.count }
+    }
+
+    func unregister(_ record: PresenterRecord, _ effects: inout Effects) {
+        presenters.remove(record)
+        record.removed = true
+        record.mailbox.close()
+        let asks = record.pendingAsks
+        for ask in asks where !ask.resolved {
+            resolve(ask)
+            emit(ask.request, .presenterGone(record.id, ask: ask.kind))
+            finishChain(ask.chain, of: ask.request, &effects)
+        }
+        emit(nil, record.owner, .presenterUnregistered(record.id, path: record.path))
+    }
+
+    // MARK: Asks before the access
+
+    /// What one presenter must be asked for one intent.
+    struct Need {
+        var relinquish: PresenterAsk?
+        var save = false
+        var accommodate = false
+        var subitemDeletion: ItemPath?
+    }
+
+    /// One presenter's merged asks for a whole request.
+    struct PlanEntry {
+        let record: PresenterRecord
+        var relinquish: PresenterAsk?
+        var save = false
+        var accommodate = false
+        var subitemDeletions: [ItemPath] = []
+
+        /// Apple's order: relinquish, then save, then accommodate.
+        var steps: [PresenterAsk] {
+            var steps: [PresenterAsk] = []
+            if let relinquish { steps.append(relinquish) }
+            if save { steps.append(.saveChanges) }
+            if accommodate { steps.append(.accommodateDeletion) }
+            for path in subitemDeletions { steps.append(.accommodateSubitemDeletion(path)) }
+            return steps
+        }
+    }
+
+    /// Calls `body` for every presenter `intent` must ask, and what to ask it.
+    ///
+    /// - read: presenters of the item and of items inside it relinquish to the reader and save
+    ///   (not with `withoutChanges`); `immediatelyAvailableMetadataOnly` asks nobody.
+    /// - write: presenters of the item relinquish to the writer, then save (`forMerging`) or
+    ///   accommodate deletion (`forDeleting`, `forReplacing`); presenters inside the item relinquish
+    ///   (`forMoving`) and accommodate deletion (`forDeleting`, `forReplacing`); presenters of
+    ///   ancestors accommodate a subitem deletion (`forDeleting`, `forReplacing`).
+    ///   `contentIndependentMetadataOnly` asks nobody.
+    @inline(__always)
+    func forEachNeed(_ intent: FileAccessIntent, excluding: PresenterID?, _ body: (PresenterRecord, Need) -> Void) {
+        let path = intent.path
+        switch intent.kind {
+        case .reading(let options):
+            if options.contains(.immediatelyAvailableMetadataOnly) { return }
+            let need = Need(relinquish: .relinquishToReader, save: !options.contains(.withoutChanges))
+            guard let node = presenters.walk(to: path, ancestor: { _ in }) else { return }
+            for record in node.records where record.id != excluding { body(record, need) }
+            PresenterRegistry.forEachDescendant(of: node) { record in
+                if record.id != excluding { body(record, need) }
+            }
+        case .writing(let options):
+            if options.contains(.contentIndependentMetadataOnly) { return }
+            let deleting = intent.isDeleting
+            let node = presenters.walk(to: path) { record in
+                if deleting && record.id != excluding { body(record, Need(subitemDeletion: path)) }
+            }
+            guard let node else { return }
+            let itemNeed = Need(relinquish: .relinquishToWriter, save: options.contains(.forMerging) && !deleting,
+                                accommodate: deleting)
+            for record in node.records where record.id != excluding { body(record, itemNeed) }
+            if deleting || options.contains(.forMoving) {
+                let inner = Need(relinquish: .relinquishToWriter, accommodate: deleting)
+                PresenterRegistry.forEachDescendant(of: node) { record in
+                    if record.id != excluding { body(record, inner) }
+                }
+            }
+        }
+    }
+
+    /// True when some presenter must be asked before `request` (the fast path gives up then).
+    func needsAnyAsk(_ request: CoordinatedAccess) -> Bool {
+        if presenters.isEmpty { return false }
+        var needed = false
+        for intent in request.intents {
+            forEachNeed(intent, excluding: request.origin.presenterID) { _, _ in needed = true }
+            if needed { return true }
+        }
+        return false
+    }
+
+    func askPlan(for request: CoordinatedAccess) -> [PlanEntry] {
+        if presenters.isEmpty { return [] }
+        var plan: [PlanEntry] = []
+        for intent in request.intents {
+            forEachNeed(intent, excluding: request.origin.presenterID) { record, need in
+                let at: Int
+                if let found = plan.firstIndex(where: { $0.record === record }) {
+                    at = found
+                } else {
+                    plan.append(PlanEntry(record: record))
+                    at = plan.count - 1
+                }
+                if let relinquish = need.relinquish, plan[at].relinquish != .relinquishToWriter {
+                    plan[at].relinquish = relinquish
+                }
+                plan[at].save = plan[at].save || need.save
+                plan[at].accommodate = plan[at].accommodate || need.accommodate
+                if let sub = need.subitemDeletion, !plan[at].subitemDeletions.contains(sub) {
+                    plan[at].subitemDeletions.append(sub)
+                }
+            }
+        }
+        return plan
+    }
+
+    /// Sends the chain's next ask, or closes the chain when it has none left.
+    func issueNext(_ chain: AskChain, of request: CoordinatedAccess, _ effects: inout Effects) {
+        let record = chain.record
+        guard chain.index < chain.steps.count, !record.removed, request.phase == .askingPresenters else {
+            finishChain(chain, of: request, &effects)
+            return
+        }
+        let kind = chain.steps[chain.index]
+        let ask = AskState(request: request, chain: chain, kind: kind, issuedAt: MonotonicClock.now())
+        chain.current = ask
+        record.pendingAsks.append(ask)
+        emit(request, .presenterAsked(record.id, ask: kind, presenterPath: record.path))
+        let deadline = request.policy.askDeadline
+        ask.timer = Task.detached { [weak self] in
+            try? await Task.sleep(for: deadline)
+            if Task.isCancelled { return }
+            self?.askDeadlinePassed(ask, deadline: deadline)
+        }
+        let presenter = record.presenter
+        let origin = request.origin
+        record.mailbox.enqueue { [weak self] in
+            // Skip asks that ended (cancelled, timed out) while queued behind earlier messages.
+            guard let self, self.isLive(ask) else { return }
+            let outcome: AskOutcome
+            switch kind {
+            case .relinquishToReader:
+                outcome = .answered(await presenter.relinquishPresentedItem(toReader: origin))
+            case .relinquishToWriter:
+                outcome = .answered(await presenter.relinquishPresentedItem(toWriter: origin))
+            case .saveChanges:
+                do { try await presenter.savePresentedItemChanges(); outcome = .answered(nil) } catch { outcome = .failed(error) }
+            case .accommodateDeletion:
+                do { try await presenter.accommodatePresentedItemDeletion(); outcome = .answered(nil) } catch { outcome = .failed(error) }
+            case .accommodateSubitemDeletion(let path):
+                do { try await presenter.accommodatePresentedSubitemDeletion(at: path); outcome = .answered(nil) } catch { outcome = .failed(error) }
+            }
+            self.askFinished(ask, outcome)
+        }
+    }
+
+    func isLive(_ ask: AskState) -> Bool {
+        lock.withLock { !ask.resolved }
+    }
+
+    func resolve(_ ask: AskState) {
+        ask.resolved = true
+        ask.timer?.cancel()
+        ask.timer = nil
+        let record = ask.chain.record
+        if let at = record.pendingAsks.firstIndex(where: { $0 === ask }) {
+            record.pendingAsks.remove(at: at)
+        }
+    }
+
+    func finishChain(_ chain: AskChain, of request: CoordinatedAccess, _ effects: inout Effects) {
+        guard !chain.finished else { return }
+        chain.finished = true
+        request.openChains -= 1
+        if request.openChains == 0 && request.phase == .askingPresenters {
+            grant(request, &effects)
+        }
+    }
+
+    /// A presenter answered (called from its mailbox task).
+    func askFinished(_ ask: AskState, _ outcome: AskOutcome) {
+        lock.lock()
+        var effects = Effects()
+        let request = ask.request
+        let record = ask.chain.record
+        if ask.resolved {
+            // A late answer (after a timeout or cancel). A reacquirer still runs after the access,
+            // or right away if the access is already over.
+            if case .answered(let reacquirer?) = outcome {
+                if request.phase == .askingPresenters || request.phase == .granted {
+                    request.reacquirers.append((record, reacquirer))
+                } else {
+                    emit(request, .reacquireScheduled(record.id))
+                    record.mailbox.enqueue(reacquirer)
+                }
+            }
+            lock.unlock()
+            return
+        }
+        resolve(ask)
+        switch outcome {
+        case .answered(let reacquirer):
+            emit(request, .presenterAnswered(record.id, ask: ask.kind, latencyNanos: MonotonicClock.now() &- ask.issuedAt))
+            if let reacquirer { request.reacquirers.append((record, reacquirer)) }
+            ask.chain.index += 1
+            ask.chain.current = nil
+            issueNext(ask.chain, of: request, &effects)
+        case .failed(let error):
+            emit(request, .presenterFailed(record.id, ask: ask.kind, error: String(describing: error)))
+            fail(request, .presenterFailed(request.id, presenter: record.id, ask: ask.kind, underlying: error), &effects)
+        }
+        lock.unlock()
+        effects.run()
+    }
+
+    func askDeadlinePassed(_ ask: AskState, deadline: Duration) {
+        lock.lock()
+        var effects = Effects()
+        let request = ask.request
+        if !ask.resolved && request.phase == .askingPresenters {
+            resolve(ask)
+            let presenter = ask.chain.record.id
+            emit(request, .presenterTimedOut(presenter, ask: ask.kind, deadline: deadline))
+            request.timedOut.append(presenter)
+            switch request.policy.onAskTimeout {
+            case .strict:
+                fail(request, .presenterTimedOut(request.id, presenter: presenter, ask: ask.kind, deadline: deadline), &effects)
+            case .proceed:
+                // An unresponsive presenter is not asked the rest of its chain: one deadline per presenter.
+                finishChain(ask.chain, of: request, &effects)
+            }
+        }
+        lock.unlock()
+        effects.run()
+    }
+
+    // MARK: "Did" messages after the access
+
+    func announce(_ change: AccessChange, during access: CoordinatedAccess) {
+        lock.lock()
+        emit(access, .announced(change))
+        let pendingChange = record(change)
+        if access.phase == .granted {
+            access.announcements.append(pendingChange)
+        } else {
+            deliver([pendingChange], origin: access.origin, requestID: access.id, intents: [])
+        }
+        lock.unlock()
+    }
+
+    /// Captures what a change means for the registry now; a move re-keys presenters at once.
+    func record(_ change: AccessChange) -> PendingAnnouncement {
+        switch change {
+        case .changed(let path): return .changed(path)
+        case .deleted(let path): return .deleted(path)
+        case .subitemAppeared(let path): return .appeared(path)
+        case .moved(let from, let to):
+            let replaced = presenters.presenters(at: to)
+            let moved = from == to ? [] : presenters.move(from: from, to: to)
+            return .moved(from: from, to: to, moved: moved, replaced: replaced)
+        }
+    }
+
+    /// Queues the "did" messages for `announcements` (after the access's own asks, before its reacquirers).
+    func deliver(_ announcements: [PendingAnnouncement], origin: AccessOrigin, requestID: RequestID?,
+                 intents: [FileAccessIntent]) {
+        if presenters.isEmpty { return }
+        let excluded = origin.presenterID
+        var out: [(PresenterRecord, PresenterNotification)] = []
+        func add(_ record: PresenterRecord, _ note: PresenterNotification) {
+            guard record.id != excluded, !record.removed else { return }
+            if out.contains(where: { $0.0 === record && $0.1 == note }) { return }
+            out.append((record, note))
+        }
+        for announcement in announcements {
+            switch announcement {
+            case .changed(let path):
+                guard let node = presenters.walk(to: path, ancestor: { add($0, .subitemDidChange(path)) }) else { break }
+                for record in node.records { add(record, .itemDidChange(path)) }
+            case .deleted(let path):
+                let node = presenters.walk(to: path, ancestor: { add($0, .subitemDeleted(path)) })
+                // Presenters that were not asked to accommodate the deletion at least learn the item changed.
+                let accommodated = intents.contains { $0.isDeleting && $0.path.isSameOrAncestor(of: path) }
+                if let node, !accommodated {
+                    for record in node.records { add(record, .itemDidChange(path)) }
+                }
+            case .appeared(let path):
+                guard let node = presenters.walk(to: path, ancestor: { add($0, .subitemDidAppear(path)) }) else { break }
+                for record in node.records { add(record, .itemDidChange(path)) }
+            case .moved(let from, let to, let moved, let replaced):
+                for (record, oldPath) in moved {
+                    add(record, .itemDidMove(from: oldPath, to: oldPath.replacingPrefix(from, with: to) ?? record.path))
+                }
+                for record in presenters.ancestors(of: from) { add(record, .subitemDidMove(from: from, to: to)) }
+                for record in presenters.ancestors(of: to) { add(record, .subitemDidMove(from: from, to: to)) }
+                for record in replaced { add(record, .itemDidChange(to)) }
+            }
+        }
+        for (record, note) in out {
+            emit(requestID, origin, .notified(record.id, note))
+            let presenter = record.presenter
+            record.mailbox.enqueue {
+                switch note {
+                case .itemDidChange: await presenter.presentedItemDidChange()
+                case .itemDidMove(_, let to): await presenter.presentedItemDidMove(to: to)
+                case .subitemDidAppear(let path): await presenter.presentedSubitemDidAppear(at: path)
+                case .subitemDidChange(let path), .subitemDeleted(let path): await presenter.presentedSubitemDidChange(at: path)
+                case .subitemDidMove(let from, let to): await presenter.presentedSubitem(at: from, didMoveTo: to)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,421 @@
+/// The arbiter of one mount: presenters, holds, waits, asks and "did" messages.
+///
+/// The core entry point, ``coordinate(_:origin:purpose:policy:completion:)``, never blocks: it
+/// returns at once and calls its completion either synchronously (granted right away) or later
+/// from another thread (after a wait or presenter asks). A FUSE worker thread can call it and park
+/// the kernel request. ``tryCoordinateImmediately(_:origin:purpose:)`` is the fast path for the
+/// common case (nothing conflicts, nobody to ask). The async/await API (``FileCoordinator``) is
+/// built on these.
+///
+/// All state sits behind one lock. Lock order: coordinator lock, then a presenter mailbox's lock;
+/// presenter methods and completions always run outside the coordinator lock.
+public final class Coordinator: @unchecked Sendable {
+    /// A default coordinator for in-process use. The daemon creates one coordinator per mount.
+    public static let shared = Coordinator()
+
+    /// Settings fixed at creation.
+    public let configuration: CoordinatorConfiguration
+
+    let lock = Lock()
+    // Guarded by `lock`:
+    var sink: (any CoordinationEventSink)?
+    var locks = LockTable()
+    var presenters = PresenterRegistry()
+    /// Requests waiting for arbitration, in arrival order (the order grants are considered in).
+    var waiters: [CoordinatedAccess] = []
+    /// Requests that can still be cancelled: waiting or asking presenters.
+    var pending: [RequestID: CoordinatedAccess] = [:]
+    var nextRequest: UInt64 = 1
+    var nextPresenter: UInt64 = 1
+
+    public init(configuration: CoordinatorConfiguration = CoordinatorConfiguration(),
+                eventSink: (any CoordinationEventSink)? = nil) {
+        self.configuration = configuration
+        self.sink = eventSink
+    }
+
+    /// Where events go (see ``CoordinationEventSink`` for the rules a sink must keep).
+    public var eventSink: (any CoordinationEventSink)? {
+        get { lock.withLock { sink } }
+        set { lock.withLock { sink = newValue } }
+    }
+
+    // MARK: Requests
+
+    /// Requests coordinated access for `intents`, all granted together.
+    ///
+    /// Returns at once. `completion` receives the grant (call ``CoordinatedAccess/release()`` when
+    /// done) or the reason there is none. It runs synchronously on this thread when the access is
+    /// granted without waiting, otherwise later on another thread. It must not block.
+    ///
+    /// - Parameters:
+    ///   - intents: what to read and write; several intents are granted atomically, so two callers
+    ///     asking for the same items in a different order cannot deadlock.
+    ///   - origin: who asks; its `presenterID` is neither asked nor told.
+    ///   - purpose: accesses with the same non-nil purpose never block each other.
+    ///   - policy: deadlines and timeout behaviour; nil uses the configuration's default.
+    /// - Returns: the request id, for ``cancel(_:)``.
+    @discardableResult
+    public func coordinate(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String? = nil,
+                           policy: CoordinationPolicy? = nil,
+                           completion: @escaping CoordinationCompletion) -> RequestID {
+        let resolved = resolveLinks(intents)
+        lock.lock()
+        let request = CoordinatedAccess(id: RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
+                                        purpose: purpose, policy: policy ?? configuration.defaultPolicy,
+                                        coordinator: self, now: MonotonicClock.now())
+        nextRequest += 1
+        guard !resolved.isEmpty else {
+            request.phase = .failed
+            let error = CoordinationError.invalidRequest("no intents")
+            emit(request, .failed(error))
+            lock.unlock()
+            completion(.failure(error))
+            return request.id
+        }
+        emit(request, .requested(intents: resolved, purpose: purpose))
+        request.completion = completion
+        insertEntries(request)
+        if let blocker = firstBlocker(request) {
+            request.phase = .waiting
+            request.blockedBy = blocker.id
+            waiters.append(request)
+            request.isPending = true
+            pending[request.id] = request
+            emit(request, .waiting(blockedBy: blocker.id))
+            startWaitTimer(request)
+            lock.unlock()
+            return request.id
+        }
+        var effects = Effects()
+        startAsksOrGrant(request, &effects)
+        if request.phase == .askingPresenters && !waiters.isEmpty {
+            // A waiting request made on behalf of a presenter asked just now may go ahead.
+            rescanWaiters(&effects)
+        }
+        lock.unlock()
+        effects.run()
+        return request.id
+    }
+
+    /// The fast path: grants `intent` at once when nothing conflicts (held or queued) and no
+    /// presenter has to be asked; otherwise returns nil and changes nothing (use
+    /// ``coordinate(_:origin:purpose:policy:completion:)``). Never waits.
+    public func tryCoordinateImmediately(_ intent: FileAccessIntent, origin: AccessOrigin,
+                                         purpose: String? = nil) -> CoordinatedAccess? {
+        grantImmediately([intent], origin: origin, purpose: purpose)
+    }
+
+    /// The fast path for several intents at once; see ``tryCoordinateImmediately(_:origin:purpose:)``.
+    public func tryCoordinateImmediately(_ intents: [FileAccessIntent], origin: AccessOrigin,
+                                         purpose: String? = nil) -> CoordinatedAccess? {
+        guard !intents.isEmpty else { return nil }
+        return grantImmediately(intents, origin: origin, purpose: purpose)
+    }
+
+    private func grantImmediately(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?) -> CoordinatedAccess? {
+        let resolved = resolveLinks(intents)
+        let now = MonotonicClock.now()
+        lock.lock()
+        let request = CoordinatedAccess(id: RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
+                                        purpose: purpose, policy: configuration.defaultPolicy,
+                                        coordinator: self, now: now)
+        if firstBlocker(request) != nil || needsAnyAsk(request) {
+            lock.unlock()
+            return nil
+        }
+        nextRequest += 1
+        insertEntries(request)
+        request.phase = .granted
+        request.grantedAt = now
+        if sink != nil {
+            emit(request, .requested(intents: resolved, purpose: purpose))
+            emit(request, .granted(intents: resolved, waitedNanos: 0))
+        }
+        lock.unlock()
+        return request
+    }
+
+    /// Cancels a request that is still waiting or asking presenters: its completion receives
+    /// ``CoordinationError/cancelled(_:)`` at once and no accessor runs. Granted or finished
+    /// requests are not affected.
+    public func cancel(_ id: RequestID) {
+        lock.lock()
+        var effects = Effects()
+        if let request = pending[id] {
+            fail(request, .cancelled(id), &effects)
+        }
+        lock.unlock()
+        effects.run()
+    }
+
+    /// Delivers an announcement that happened outside any coordinated access (for example, a
+    /// change the daemon noticed on the backing folder). Moves re-key presenters at once.
+    public func announce(_ change: AccessChange, origin: AccessOrigin) {
+        lock.lock()
+        emit(nil, origin, .announced(change))
+        let pendingChange = record(change)
+        deliver([pendingChange], origin: origin, requestID: nil, intents: [])
+        lock.unlock()
+    }
+
+    /// Records `item(at:willMoveTo:)` as an event.
+    func announceWillMove(from: ItemPath, to: ItemPath, during access: CoordinatedAccess?, origin: AccessOrigin) {
+        lock.withLock { emit(access?.id, origin, .willMove(from: from, to: to)) }
+    }
+
+    // MARK: Request life (called with the lock held)
+
+    /// Result callbacks gathered under the lock and run after it is released.
+    struct Effects {
+        var completions: [(CoordinationCompletion, Result<CoordinatedAccess, CoordinationError>)] = []
+        func run() {
+            for (completion, result) in completions { completion(result) }
+        }
+    }
+
+    func resolveLinks(_ intents: [FileAccessIntent]) -> [FileAccessIntent] {
+        guard let resolver = configuration.symbolicLinkResolver else { return intents }
+        return intents.map { intent in
+            guard case .reading(let options) = intent.kind, options.contains(.resolvesSymbolicLink),
+                  let target = resolver(intent.path) else { return intent }
+            var copy = intent
+            copy.path = target
+            return copy
+        }
+    }
+
+    func insertEntries(_ request: CoordinatedAccess) {
+        for intent in request.intents {
+            locks.insert(path: intent.path, mode: intent.lockMode, owner: request)
+        }
+    }
+
+    func removeEntries(_ request: CoordinatedAccess) {
+        for intent in request.intents {
+            locks.remove(path: intent.path, mode: intent.lockMode, owner: request)
+        }
+    }
+
+    /// The first access that `request` must wait for, or nil.
+    func firstBlocker(_ request: CoordinatedAccess) -> CoordinatedAccess? {
+        let priority = isPriority(request)
+        for intent in request.intents {
+            if let blocker = locks.firstBlocker(path: intent.path, mode: intent.lockMode,
+                                                blocks: { blocks($0, request, priority: priority) }) {
+                return blocker
+            }
+        }
+        return nil
+    }
+
+    /// Whether an entry of `holder`, already known to conflict by mode and place, holds up `request`.
+    @inline(__always)
+    func blocks(_ holder: CoordinatedAccess, _ request: CoordinatedAccess, priority: Bool) -> Bool {
+        if holder === request { return false }
+        if let purpose = request.purposeIdentifier, purpose == holder.purposeIdentifier { return false }
+        if holder.phase == .waiting {
+            // Queue order keeps writers from starving behind a stream of readers; a presenter saving
+            // for someone else's request is not held up by the queue.
+            if priority || holder.id > request.id { return false }
+        } else if let presenter = request.origin.presenterID, holder.phase == .askingPresenters,
+                  holder.hasLiveAsk(to: presenter) {
+            // The holder is waiting for this presenter: let the presenter act (save) for it.
+            return false
+        }
+        return true
+    }
+
+    /// True when `request` acts for a presenter that some request is waiting on.
+    func isPriority(_ request: CoordinatedAccess) -> Bool {
+        guard let id = request.origin.presenterID, !presenters.isEmpty,
+              let record = presenters.byID[id] else { return false }
+        return !record.pendingAsks.isEmpty
+    }
+
+    /// Holds are taken: ask presenters, or grant at once when nobody has to be asked.
+    func startAsksOrGrant(_ request: CoordinatedAccess, _ effects: inout Effects) {
+        let plan = askPlan(for: request)
+        if plan.isEmpty {
+            grant(request, &effects)
+            return
+        }
+        request.phase = .askingPresenters
+        request.isPending = true
+        pending[request.id] = request
+        request.chains = plan.map { AskChain(record: $0.record, steps: $0.steps) }
+        request.openChains = request.chains.count
+        for chain in request.chains {
+            issueNext(chain, of: request, &effects)
+        }
+    }
+
+    func grant(_ request: CoordinatedAccess, _ effects: inout Effects) {
+        request.phase = .granted
+        request.grantedAt = MonotonicClock.now()
+        request.waitTimer?.cancel()
+        request.waitTimer = nil
+        if request.isPending {
+            request.isPending = false
+            pending[request.id] = nil
+        }
+        emit(request, .granted(intents: request.intents, waitedNanos: request.grantedAt &- request.requestedAt))
+        if let completion = request.completion {
+            request.completion = nil
+            effects.completions.append((completion, .success(request)))
+        }
+    }
+
+    /// Ends a waiting or asking request without access.
+    func fail(_ request: CoordinatedAccess, _ error: CoordinationError, _ effects: inout Effects) {
+        guard request.phase == .waiting || request.phase == .askingPresenters else { return }
+        if request.phase == .waiting {
+            if let at = waiters.firstIndex(where: { $0 === request }) { waiters.remove(at: at) }
+        }
+        request.phase = .failed
+        request.isPending = false
+        pending[request.id] = nil
+        request.waitTimer?.cancel()
+        request.waitTimer = nil
+        for chain in request.chains {
+            if let ask = chain.current, !ask.resolved { resolve(ask) }
+            chain.finished = true
+        }
+        removeEntries(request)
+        scheduleReacquirers(request)
+        emit(request, .failed(error))
+        if let completion = request.completion {
+            request.completion = nil
+            effects.completions.append((completion, .failure(error)))
+        }
+        rescanWaiters(&effects)
+    }
+
+    /// Grants every waiting request that no longer has to wait, in arrival order.
+    func rescanWaiters(_ effects: inout Effects) {
+        var again = true
+        while again && !waiters.isEmpty {
+            again = false
+            let queue = waiters
+            waiters = []
+            var remaining: [CoordinatedAccess] = []
+            remaining.reserveCapacity(queue.count)
+            for request in queue where request.phase == .waiting {
+                if let blocker = firstBlocker(request) {
+                    request.blockedBy = blocker.id
+                    remaining.append(request)
+                } else {
+                    request.blockedBy = nil
+                    request.waitTimer?.cancel()
+                    request.waitTimer = nil
+                    startAsksOrGrant(request, &effects)
+                    // New asks can exempt a waiting presenter's own request: look once more.
+                    if request.phase == .askingPresenters { again = true }
+                }
+            }
+            waiters = remaining + waiters
+            if remaining.isEmpty { again = false }
+        }
+    }
+
+    func startWaitTimer(_ request: CoordinatedAccess) {
+        guard let deadline = request.policy.waitDeadline else { return }
+        request.waitTimer = Task.detached { [weak self] in
+            try? await Task.sleep(for: deadline)
+            if Task.isCancelled { return }
+            self?.waitDeadlinePassed(request, deadline: deadline)
+        }
+    }
+
+    func waitDeadlinePassed(_ request: CoordinatedAccess, deadline: Duration) {
+        lock.lock()
+        var effects = Effects()
+        if request.phase == .waiting {
+            let blocker = firstBlocker(request)
+            let path = request.intents.first { intent in
+                locks.firstBlocker(path: intent.path, mode: intent.lockMode,
+                                   blocks: { blocks($0, request, priority: false) }) != nil
+            }?.path ?? request.intents[0].path
+            fail(request, .waitTimedOut(request.id, path: path, blockedBy: blocker?.id ?? request.blockedBy,
+                                        deadline: deadline), &effects)
+        }
+        lock.unlock()
+        effects.run()
+    }
+
+    func release(_ request: CoordinatedAccess) {
+        lock.lock()
+        guard request.phase == .granted else {
+            lock.unlock()
+            return
+        }
+        request.phase = .released
+        removeEntries(request)
+        if !request.announcements.isEmpty {
+            deliver(request.announcements, origin: request.origin, requestID: request.id, intents: request.intents)
+            request.announcements = []
+        }
+        scheduleReacquirers(request)
+        if sink != nil {
+            emit(request, .released(heldNanos: MonotonicClock.now() &- request.grantedAt))
+        }
+        var effects = Effects()
+        if !waiters.isEmpty { rescanWaiters(&effects) }
+        lock.unlock()
+        effects.run()
+    }
+
+    func scheduleReacquirers(_ request: CoordinatedAccess) {
+        for (record, reacquirer) in request.reacquirers {
+            emit(request, .reacquireScheduled(record.id))
+            record.mailbox.enqueue(reacquirer)
+        }
+        request.reacquirers = []
+    }
+
+    // MARK: Events
+
+    @inline(__always)
+    func emit(_ request: CoordinatedAccess, _ kind: @autoclosure () -> CoordinationEvent.Kind) {
+        if let sink {
+            sink.record(CoordinationEvent(time: MonotonicClock.now(), requestID: request.id, origin: request.origin, kind: kind()))
+        }
+    }
+
+    @inline(__always)
+    func emit(_ id: RequestID?, _ origin: AccessOrigin?, _ kind: @autoclosure () -> CoordinationEvent.Kind) {
+        if let sink {
+            sink.record(CoordinationEvent(time: MonotonicClock.now(), requestID: id, origin: origin, kind: kind()))
+        }
+    }
+
+    // MARK: Status
+
+    /// A consistent snapshot of presenters, holds and waits, for the control socket and `coordfs status`.
+    public func status() -> CoordinationStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = MonotonicClock.now()
+        let presenterList = presenters.all.map { record in
+            CoordinationStatus.Presenter(id: record.id, path: record.path, owner: record.owner,
+                                         pendingAsks: record.pendingAsks.map { ask in
+                                             CoordinationStatus.PendingAsk(presenter: record.id, ask: ask.kind,
+                                                                           requestID: ask.request.id,
+                                                                           ageNanos: now &- ask.issuedAt)
+                                         })
+        }
+        func describe(_ request: CoordinatedAccess) -> CoordinationStatus.Access {
+            let asks = request.chains.compactMap { chain -> CoordinationStatus.PendingAsk? in
+                guard let ask = chain.current, !ask.resolved else { return nil }
+                return CoordinationStatus.PendingAsk(presenter: chain.record.id, ask: ask.kind, requestID: request.id,
+                                                     ageNanos: now &- ask.issuedAt)
+            }
+            let since = request.phase == .granted ? request.grantedAt : request.requestedAt
+            return CoordinationStatus.Access(id: request.id, intents: request.intents, origin: request.origin,
+                                             purposeIdentifier: request.purposeIdentifier, phase: request.phase,
+                                             ageNanos: now &- since, pendingAsks: asks, blockedBy: request.blockedBy)
+        }
+        let holders = locks.owners().filter { $0.phase == .granted || $0.phase == .askingPresenters }
+        return CoordinationStatus(presenters: presenterList, held: holders.map(describe), waiting: waiters.map(describe))
+    }
+}

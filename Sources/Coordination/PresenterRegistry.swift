@@ -1,0 +1,146 @@
+/// One registered presenter. Mutable fields are guarded by the coordinator's lock.
+final class PresenterRecord: @unchecked Sendable {
+    let id: PresenterID
+    let presenter: any FilePresenter
+    let owner: AccessOrigin
+    let mailbox = PresenterMailbox()
+    /// Where the presenter is now; follows announced moves.
+    var path: ItemPath
+    /// Asks sent to this presenter and not yet resolved, from any request.
+    var pendingAsks: [AskState] = []
+    var removed = false
+
+    init(id: PresenterID, presenter: any FilePresenter, path: ItemPath, owner: AccessOrigin) {
+        self.id = id
+        self.presenter = presenter
+        self.path = path
+        self.owner = owner
+    }
+}
+
+/// A node of the presenter trie.
+final class PresenterNode {
+    var children: [String: PresenterNode] = [:]
+    var records: [PresenterRecord] = []
+    /// Presenters strictly below this node, so descendant searches stop at empty subtrees.
+    var descendantCount = 0
+}
+
+/// Presenters keyed by path components: every lookup costs the depth of the path, whatever the
+/// number of presenters registered elsewhere. Not thread-safe; the coordinator's lock guards it.
+struct PresenterRegistry {
+    let root = PresenterNode()
+    private(set) var byID: [PresenterID: PresenterRecord] = [:]
+    private(set) var byObject: [ObjectIdentifier: PresenterID] = [:]
+
+    var isEmpty: Bool { byID.isEmpty }
+
+    mutating func insert(_ record: PresenterRecord) {
+        byID[record.id] = record
+        byObject[ObjectIdentifier(record.presenter)] = record.id
+        attach(record)
+    }
+
+    mutating func remove(_ record: PresenterRecord) {
+        byID[record.id] = nil
+        byObject[ObjectIdentifier(record.presenter)] = nil
+        detach(record)
+    }
+
+    private func attach(_ record: PresenterRecord) {
+        var node = root
+        for component in record.path.components {
+            node.descendantCount += 1
+            if let next = node.children[component] {
+                node = next
+            } else {
+                let next = PresenterNode()
+                node.children[component] = next
+                node = next
+            }
+        }
+        node.records.append(record)
+    }
+
+    private func detach(_ record: PresenterRecord) {
+        _ = Self.detach(record, from: root, components: record.path.components, index: 0)
+    }
+
+    /// Removes `record` below `node`; returns true when `node` became empty and can be pruned.
+    private static func detach(_ record: PresenterRecord, from node: PresenterNode, components: [String], index: Int) -> Bool {
+        if index == components.count {
+            if let at = node.records.firstIndex(where: { $0 === record }) {
+                node.records.remove(at: at)
+            }
+        } else {
+            let key = components[index]
+            guard let child = node.children[key] else { return false }
+            node.descendantCount -= 1
+            if detach(record, from: child, components: components, index: index + 1) {
+                node.children[key] = nil
+            }
+        }
+        return node.records.isEmpty && node.children.isEmpty
+    }
+
+    /// The node at `path`, calling `ancestor` for every presenter at a strict ancestor on the way.
+    @inline(__always)
+    func walk(to path: ItemPath, ancestor: (PresenterRecord) -> Void) -> PresenterNode? {
+        var node = root
+        for component in path.components {
+            for record in node.records { ancestor(record) }
+            guard let next = node.children[component] else { return nil }
+            node = next
+        }
+        return node
+    }
+
+    /// Presenters at strict ancestors of `path`.
+    func ancestors(of path: ItemPath) -> [PresenterRecord] {
+        var result: [PresenterRecord] = []
+        _ = walk(to: path) { result.append($0) }
+        return result
+    }
+
+    /// Presenters exactly at `path`.
+    func presenters(at path: ItemPath) -> [PresenterRecord] {
+        walk(to: path) { _ in }?.records ?? []
+    }
+
+    /// Calls `body` for every presenter strictly inside `node`.
+    static func forEachDescendant(of node: PresenterNode, _ body: (PresenterRecord) -> Void) {
+        guard node.descendantCount > 0 else { return }
+        for child in node.children.values {
+            for record in child.records { body(record) }
+            forEachDescendant(of: child, body)
+        }
+    }
+
+    /// Presenters at `path` or inside it.
+    func presenters(atOrBelow path: ItemPath) -> [PresenterRecord] {
+        guard let node = walk(to: path, ancestor: { _ in }) else { return [] }
+        var result = node.records
+        Self.forEachDescendant(of: node) { result.append($0) }
+        return result
+    }
+
+    /// Re-keys every presenter at or below `from` to the same place under `to`. Returns each moved
+    /// record with its old path.
+    mutating func move(from: ItemPath, to: ItemPath) -> [(record: PresenterRecord, oldPath: ItemPath)] {
+        let moving = presenters(atOrBelow: from)
+        var moved: [(record: PresenterRecord, oldPath: ItemPath)] = []
+        moved.reserveCapacity(moving.count)
+        for record in moving {
+            guard let newPath = record.path.replacingPrefix(from, with: to) else { continue }
+            detach(record)
+            let old = record.path
+            record.path = newPath
+            attach(record)
+            moved.append((record, old))
+        }
+        return moved
+    }
+
+    /// Every presenter, in id order.
+    var all: [PresenterRecord] { byID.values.sorted { $0.id < $1.id } }
+}
