@@ -1,0 +1,212 @@
+import Foundation
+import XCTest
+
+@testable import EventLog
+
+final class WriterTests: XCTestCase {
+    func testAppendFlushAndReadBack() throws {
+        let dir = makeLogDirectory(self)
+        let writer = try EventLogWriter(directory: dir)
+        let samples = sampleRecords()
+        var seqs: [UInt64] = []
+        for i in 0..<1000 { seqs.append(writer.append(samples[i % samples.count])) }
+        XCTAssertEqual(seqs, Array(1...1000))
+        try writer.flush()
+        XCTAssertEqual(writer.writtenSeq, 1000)
+        let records = try readAll(dir)
+        XCTAssertEqual(records.count, 1000)
+        assertContinuous(records, from: 1)
+        for (i, r) in records.enumerated() {
+            var expected = samples[i % samples.count]
+            expected.seq = r.seq
+            expected.time = r.time
+            XCTAssertEqual(r, expected)
+        }
+        XCTAssertEqual(records.map(\.time), records.map(\.time).sorted(), "times never go backwards")
+        try writer.close()
+        XCTAssertEqual(writer.append(.mount, path: "/"), 0, "appends after close are refused")
+    }
+
+    func testSequenceContinuesAfterReopen() throws {
+        let dir = makeLogDirectory(self)
+        do {
+            let w = try EventLogWriter(directory: dir)
+            for _ in 0..<10 { w.append(.granted, path: "/a") }
+            try w.close()
+        }
+        let w = try EventLogWriter(directory: dir)
+        XCTAssertNil(w.recovery)
+        XCTAssertEqual(w.append(.released, path: "/a"), 11)
+        try w.close()
+        let all = try readAll(dir)
+        XCTAssertEqual(all.count, 11)
+        assertContinuous(all, from: 1)
+    }
+
+    func testTornTailIsTruncatedAndTheSequenceContinues() throws {
+        let dir = makeLogDirectory(self)
+        do {
+            let w = try EventLogWriter(directory: dir)
+            for i in 0..<100 { w.append(.didChange, path: "/f\(i)") }
+            try w.close()
+        }
+        let segment = dir + "/" + SegmentName(firstSeq: 1).fileName
+        let size = try FileManager.default.attributesOfItem(atPath: segment)[.size] as! Int
+        XCTAssertEqual(truncate(segment, off_t(size - 5)), 0, "cut the last record mid-way, like a SIGKILL mid-write")
+
+        let w = try EventLogWriter(directory: dir)
+        let recovery = try XCTUnwrap(w.recovery)
+        XCTAssertEqual(recovery.lastSeq, 99)
+        XCTAssertGreaterThan(recovery.bytesTruncated, 0)
+        XCTAssertEqual(w.append(.didChange, path: "/after"), 101, "seq 100 is the logRecovered record")
+        try w.close()
+        let all = try readAll(dir)
+        assertContinuous(all, from: 1)
+        XCTAssertEqual(all.count, 101)
+        XCTAssertEqual(all[98].path, "/f98")
+        XCTAssertEqual(all[99].kind, .logRecovered)
+        XCTAssertEqual(all[99].details.bytes, UInt64(recovery.bytesTruncated))
+        XCTAssertEqual(all[100].path, "/after")
+    }
+
+    func testGarbageTailIsCutAtTheFirstBadFrame() throws {
+        let dir = makeLogDirectory(self)
+        do {
+            let w = try EventLogWriter(directory: dir)
+            for i in 0..<20 { w.append(.didChange, path: "/f\(i)") }
+            try w.close()
+        }
+        let segment = dir + "/" + SegmentName(firstSeq: 1).fileName
+        let h = try XCTUnwrap(FileHandle(forWritingAtPath: segment))
+        h.seekToEndOfFile()
+        h.write(Data([40, 0, 0, 0, 1, 2, 3, 4] + [UInt8](repeating: 0xAB, count: 40)))  // checksum wrong
+        h.closeFile()
+        let w = try EventLogWriter(directory: dir)
+        XCTAssertEqual(w.recovery?.bytesTruncated, 48)
+        XCTAssertEqual(w.recovery?.lastSeq, 20)
+        try w.close()
+        let all = try readAll(dir)
+        XCTAssertEqual(all.count, 21)
+        assertContinuous(all, from: 1)
+    }
+
+    func testASecondWriterOnTheSameDirectoryIsRefused() throws {
+        let dir = makeLogDirectory(self)
+        let w = try EventLogWriter(directory: dir)
+        XCTAssertThrowsError(try EventLogWriter(directory: dir)) { e in
+            XCTAssertEqual(e as? EventLogError, .locked(path: dir))
+        }
+        try w.close()
+        // Once released, a new writer (a remount) may open it.
+        let again = try EventLogWriter(directory: dir)
+        try again.close()
+    }
+
+    func testAForeignFileIsRejectedAndLeftUntouched() throws {
+        let dir = makeLogDirectory(self)
+        XCTAssertEqual(mkdir(dir, 0o755), 0)
+        let path = dir + "/" + SegmentName(firstSeq: 1).fileName
+        let junk = Data("this is not an event log, but it is long enough".utf8)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: junk))
+        XCTAssertThrowsError(try EventLogWriter(directory: dir)) { e in
+            guard case .notASegment = e as? EventLogError else { return XCTFail("\(e)") }
+        }
+        XCTAssertEqual(FileManager.default.contents(atPath: path), junk)
+        XCTAssertThrowsError(try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 10)))
+        XCTAssertThrowsError(try EventLogWriter(directory: ""))
+    }
+
+    func testSegmentsRotateAndReadBackAcrossThem() throws {
+        let dir = makeLogDirectory(self)
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 4096))
+        for i in 0..<3000 { w.append(.subitemChanged, path: "/dir/item-\(i)") }
+        try w.close()
+        let bounds = try EventLogReader.bounds(directory: dir)
+        XCTAssertGreaterThan(bounds.segments, 20)
+        XCTAssertEqual(bounds.oldestSeq, 1)
+        XCTAssertEqual(bounds.nextSeq, 3001)
+        let all = try readAll(dir)
+        XCTAssertEqual(all.count, 3000)
+        assertContinuous(all, from: 1)
+        XCTAssertEqual(all.last?.path, "/dir/item-2999")
+        // Every segment starts with the record its name says.
+        for name in try SegmentName.list(directory: dir) {
+            XCTAssertEqual(try readAll(dir, from: .from(name.firstSeq)).first?.seq, name.firstSeq)
+        }
+    }
+
+    func testConcurrentAppendersFromManyThreads() throws {
+        let dir = makeLogDirectory(self)
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 1 << 20))
+        let threads = 8
+        let perThread = 10_000
+        let results = ResultBox(threads)
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            var mine: [UInt64] = []
+            mine.reserveCapacity(perThread)
+            for i in 0..<perThread {
+                mine.append(w.append(.granted, path: "/t\(t)/\(i)", actor: EventActor(pid: Int32(t), uid: 0)))
+            }
+            results.set(t, mine)
+        }
+        try w.flush()
+        let all = results.all
+        for seqs in all {
+            XCTAssertEqual(seqs, seqs.sorted(), "one thread's seqs increase")
+            XCTAssertEqual(Set(seqs).count, seqs.count)
+        }
+        XCTAssertEqual(Set(all.joined()), Set(1...UInt64(threads * perThread)), "none lost, none duplicated")
+        let records = try readAll(dir)
+        XCTAssertEqual(records.count, threads * perThread)
+        assertContinuous(records, from: 1)
+        // Each thread's records appear in the order it appended them.
+        var nextIndex = [Int](repeating: 0, count: threads)
+        for r in records {
+            let t = Int(r.actor!.pid)
+            XCTAssertEqual(r.path, "/t\(t)/\(nextIndex[t])")
+            nextIndex[t] += 1
+        }
+        XCTAssertEqual(w.statistics.dropped, 0)
+        try w.close()
+    }
+
+    func testQueueOverflowIsRecordedAsGapsNeverSilently() throws {
+        let dir = makeLogDirectory(self)
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(maxQueuedRecords: 2))
+        DispatchQueue.concurrentPerform(iterations: 4) { t in
+            for i in 0..<5000 { w.append(.didChange, path: "/\(t)/\(i)") }
+        }
+        try w.flush()
+        let stats = w.statistics
+        try w.close()
+        XCTAssertEqual(stats.appended, 20_000)
+        XCTAssertGreaterThan(stats.dropped, 0, "a 2-record queue cannot keep up with 4 threads")
+        let records = try readAll(dir)
+        assertContinuous(records, from: 1)
+        XCTAssertEqual(records.last?.seq, 20_000)
+        let gaps = records.filter { $0.kind == .gap }
+        XCTAssertFalse(gaps.isEmpty)
+        XCTAssertTrue(gaps.allSatisfy { $0.details.reason == GapReason.dropped.rawValue })
+        XCTAssertEqual(gaps.reduce(0) { $0 + UInt64($1.gapRange!.count) }, stats.dropped)
+        XCTAssertEqual(UInt64(records.count - gaps.count) + stats.dropped, 20_000)
+    }
+
+    func testSyncEveryBatchPolicyWrites() throws {
+        let dir = makeLogDirectory(self)
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(sync: .everyBatch, segmentBytes: 8192))
+        for i in 0..<500 { w.append(.snapshotTaken, path: "/s\(i)", details: EventDetails(snapshotMethod: .copy, bytes: UInt64(i))) }
+        try w.close()
+        let all = try readAll(dir)
+        XCTAssertEqual(all.count, 500)
+        XCTAssertEqual(all.last?.details.bytes, 499)
+    }
+}
+
+/// Per-thread results collected from `concurrentPerform`.
+final class ResultBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [[UInt64]]
+    init(_ n: Int) { values = Array(repeating: [], count: n) }
+    func set(_ i: Int, _ v: [UInt64]) { lock.withLock { values[i] = v } }
+    var all: [[UInt64]] { lock.withLock { values } }
+}
