@@ -1,0 +1,220 @@
+import Coordination
+import Testing
+
+@Suite struct DeadlineTests {
+    @Test func silentPresenterTimesOutAndAccessProceeds() async throws {
+        let recorder = EventRecorder()
+        let policy = CoordinationPolicy(askDeadline: .milliseconds(100), onAskTimeout: .proceed)
+        let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy), eventSink: recorder)
+        let journal = Journal()
+        let silent = RecordingPresenter("S", at: path("f"), journal: journal, behavior: .hangRelinquish)
+        let sid = try coordinator.addFilePresenter(silent)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let (_, box) = request(coordinator, [.writingIntent(with: path("f"), options: .forMerging)])
+        #expect(await eventually { box.result != nil })
+        let elapsed = clock.now - start
+        let access = try #require(box.access)
+        #expect(elapsed >= .milliseconds(90) && elapsed < .seconds(2))
+        #expect(access.timedOutPresenters == [sid])
+        // The rest of its chain (save) is skipped: one deadline per presenter.
+        #expect(!journal.all.contains("S:save"))
+        access.release()
+        let kinds = recorder.all.map(\.kind)
+        #expect(kinds.contains { if case .presenterTimedOut(sid, .relinquishToWriter, _) = $0 { return true }; return false })
+    }
+
+    @Test func strictPolicyFailsWithClearError() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        let sid = try coordinator.addFilePresenter(RecordingPresenter("S", at: path("f"), journal: journal, behavior: .hangRelinquish))
+        let strict = CoordinationPolicy(askDeadline: .milliseconds(50), onAskTimeout: .strict)
+        let (id, box) = request(coordinator, [.writingIntent(with: path("f"))], policy: strict)
+        #expect(await eventually { box.result != nil })
+        guard case .presenterTimedOut(id, sid, .relinquishToWriter, _)? = box.error else {
+            Issue.record("expected presenterTimedOut, got \(String(describing: box.result))")
+            return
+        }
+        #expect(box.error?.posixErrorCode == 110 /* ETIMEDOUT */)
+        // Nothing is left held.
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("g")), origin: testOrigin) != nil)
+        #expect(coordinator.status().held.allSatisfy { $0.intents.first?.path != path("f") })
+    }
+
+    @Test func waitDeadlineBoundsArbitration() async throws {
+        let coordinator = Coordinator()
+        let holder = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        let policy = CoordinationPolicy(waitDeadline: .milliseconds(50))
+        let (id, box) = request(coordinator, [.readingIntent(with: path("f"))], policy: policy)
+        #expect(await eventually { box.result != nil })
+        guard case .waitTimedOut(id, let p, let blocker, _)? = box.error else {
+            Issue.record("expected waitTimedOut, got \(String(describing: box.result))")
+            return
+        }
+        #expect(p == path("f"))
+        #expect(blocker == holder.id)
+        #expect(coordinator.status().waiting.isEmpty)
+        holder.release()
+    }
+
+    @Test func slowPresenterWithinDeadlineIsWaitedFor() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("S", at: path("f"), journal: journal, behavior: .slowRelinquish(.milliseconds(60))))
+        let clock = ContinuousClock()
+        let start = clock.now
+        let fc = FileCoordinator(coordinator: coordinator)
+        try await fc.coordinate(readingItemAt: path("f")) { _ in journal.log("ACCESS") }
+        #expect(clock.now - start >= .milliseconds(55))
+        await eventually { journal.view("S").count == 4 }
+        #expect(journal.view("S") == ["relinquishToReader", "save", "ACCESS", "reacquire"])
+    }
+}
+
+@Suite struct CancellationTests {
+    @Test func cancellingAWaitingRequestEndsItAtOnce() async throws {
+        let coordinator = Coordinator()
+        let holder = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        let (id, box) = request(coordinator, [.writingIntent(with: path("f"))])
+        #expect(box.result == nil)
+        coordinator.cancel(id)
+        guard case .cancelled(id)? = box.error else {
+            Issue.record("expected cancelled, got \(String(describing: box.result))")
+            return
+        }
+        #expect(coordinator.status().waiting.isEmpty)
+        holder.release()
+        coordinator.cancel(id) // finished: no effect
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin) != nil)
+    }
+
+    @Test func cancellingDuringPresenterAsksRunsNoAccessorAndStillReacquires() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("S", at: path("f"), journal: journal, behavior: .slowRelinquish(.milliseconds(200))))
+        let fc = FileCoordinator(coordinator: coordinator)
+        let ran = ResultCounter()
+        let task = Task {
+            try await fc.coordinate(writingItemAt: path("f")) { _ in ran.increment() }
+        }
+        await eventually { journal.all.contains("S:relinquishToWriter") }
+        let clock = ContinuousClock()
+        let start = clock.now
+        task.cancel()
+        let result = await task.result
+        #expect(clock.now - start < .milliseconds(150), "the wait ends at once")
+        guard case .failure(let error) = result, case .cancelled? = error as? CoordinationError else {
+            Issue.record("expected cancellation, got \(result)")
+            return
+        }
+        #expect(ran.value == 0)
+        // The presenter relinquished late: its reacquirer still runs.
+        #expect(await eventually { journal.all.contains("S:reacquire") })
+        #expect(coordinator.status().held.isEmpty)
+    }
+
+    @Test func fileCoordinatorCancelEndsPendingWaits() async throws {
+        let coordinator = Coordinator()
+        let holder = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        let fc = FileCoordinator(coordinator: coordinator)
+        let ran = ResultCounter()
+        let task = Task { try await fc.coordinate(readingItemAt: path("f")) { _ in ran.increment() } }
+        await eventually { coordinator.status().waiting.count == 1 }
+        fc.cancel()
+        let result = await task.result
+        guard case .failure(let error) = result, case .cancelled? = error as? CoordinationError else {
+            Issue.record("expected cancellation, got \(result)")
+            return
+        }
+        #expect(ran.value == 0)
+        holder.release()
+    }
+
+    @Test func alreadyCancelledTaskRunsNoAccessor() async throws {
+        let coordinator = Coordinator()
+        let ran = ResultCounter()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await FileCoordinator(coordinator: coordinator).coordinate(writingItemAt: path("f")) { _ in ran.increment() }
+        }
+        let result = await task.result
+        guard case .failure = result else {
+            Issue.record("expected failure")
+            return
+        }
+        #expect(ran.value == 0)
+        #expect(coordinator.status().held.isEmpty)
+    }
+}
+
+@Suite struct PresenterErrorTests {
+    @Test func saveErrorFailsTheReadWithThatError() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("P", at: path("f"), journal: journal, behavior: .failSave))
+        let fc = FileCoordinator(coordinator: coordinator)
+        await #expect(throws: PresenterFailure(reason: "disk full")) {
+            try await fc.coordinate(readingItemAt: path("f")) { _ in journal.log("ACCESS") }
+        }
+        #expect(!journal.all.contains("ACCESS"))
+        #expect(await eventually { journal.all.contains("P:reacquire") })
+        // The hold is gone.
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f"), options: .contentIndependentMetadataOnly), origin: testOrigin) != nil)
+    }
+
+    @Test func deletionRefusalFailsCoreRequest() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        let did = try coordinator.addFilePresenter(RecordingPresenter("D", at: path("d"), journal: journal, behavior: .failDeletion))
+        let (id, box) = request(coordinator, [.writingIntent(with: path("d/f"), options: .forDeleting)])
+        #expect(await eventually { box.result != nil })
+        guard case .presenterFailed(id, did, .accommodateSubitemDeletion(let p), let underlying)? = box.error else {
+            Issue.record("expected presenterFailed, got \(String(describing: box.result))")
+            return
+        }
+        #expect(p == path("d/f"))
+        #expect(underlying as? PresenterFailure == PresenterFailure(reason: "busy"))
+        #expect(box.error?.posixErrorCode == 16 /* EBUSY */)
+    }
+
+    @Test func removingAPresenterEndsItsPendingAskAsGone() async throws {
+        let recorder = EventRecorder()
+        let coordinator = Coordinator(eventSink: recorder)
+        let journal = Journal()
+        let silent = RecordingPresenter("S", at: path("f"), journal: journal, behavior: .hangRelinquish)
+        let sid = try coordinator.addFilePresenter(silent)
+        let (_, box) = request(coordinator, [.writingIntent(with: path("f"))])
+        await eventually { coordinator.status().presenters.first?.pendingAsks.count == 1 }
+        #expect(box.result == nil)
+        coordinator.removeFilePresenter(silent)
+        let access = try #require(box.access, "granted at once when the presenter goes")
+        #expect(recorder.all.contains { if case .presenterGone(sid, _) = $0.kind { return true }; return false })
+        access.release()
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(!journal.all.contains("S:didChange"))
+    }
+
+    @Test func presenterSavingThroughCoordinationDoesNotDeadlock() async throws {
+        // The presenter's save is itself a coordinated write on its own behalf, to the item that
+        // the reader is holding. It must go ahead, long before any deadline.
+        let coordinator = Coordinator()
+        let journal = Journal()
+        let holder = PresenterHolder()
+        let presenter = RecordingPresenter("P", at: path("doc"), journal: journal, onSave: {
+            let fc = FileCoordinator(filePresenter: holder.presenter, coordinator: coordinator)
+            try await fc.coordinate(writingItemAt: path("doc")) { _ in journal.log("P:wrote") }
+        })
+        holder.presenter = presenter
+        try coordinator.addFilePresenter(presenter)
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await FileCoordinator(coordinator: coordinator).coordinate(readingItemAt: path("doc")) { _ in journal.log("ACCESS") }
+        #expect(clock.now - start < .seconds(2))
+        await eventually { journal.all.contains("P:reacquire") }
+        #expect(journal.view("P") == ["relinquishToReader", "save", "wrote", "ACCESS", "reacquire"])
+    }
+}
+
+final class PresenterHolder: @unchecked Sendable {
+    var presenter: RecordingPresenter?
+}

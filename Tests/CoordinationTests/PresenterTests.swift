@@ -1,0 +1,154 @@
+import Coordination
+import Testing
+
+/// One row: presenters at `presenters` (name → path), one access, and what each presenter must
+/// see, in order, around the accessor ("ACCESS").
+struct PresenterCase: Sendable, CustomStringConvertible {
+    let name: String
+    let presenters: [(String, String)]
+    let intents: [FileAccessIntent]
+    /// Presenter name the access is made on behalf of, if any.
+    let onBehalfOf: String?
+    let expected: [String: [String]]
+    var description: String { name }
+}
+
+private func r(_ p: String, _ o: FileCoordinator.ReadingOptions = []) -> FileAccessIntent { .readingIntent(with: path(p), options: o) }
+private func w(_ p: String, _ o: FileCoordinator.WritingOptions = []) -> FileAccessIntent { .writingIntent(with: path(p), options: o) }
+
+let presenterTable: [PresenterCase] = [
+    PresenterCase(name: "read asks to relinquish and save, then reacquire", presenters: [("P", "d/f"), ("D", "d")],
+                  intents: [r("d/f")], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToReader", "save", "ACCESS", "reacquire"], "D": ["ACCESS"]]),
+    PresenterCase(name: "read without changes does not ask to save", presenters: [("P", "d/f")],
+                  intents: [r("d/f", .withoutChanges)], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToReader", "ACCESS", "reacquire"]]),
+    PresenterCase(name: "metadata-only read asks nobody", presenters: [("P", "d/f")],
+                  intents: [r("d/f", .immediatelyAvailableMetadataOnly)], onBehalfOf: nil,
+                  expected: ["P": ["ACCESS"]]),
+    PresenterCase(name: "reading a directory asks presenters inside it", presenters: [("P", "d/f"), ("Q", "d/s/g"), ("X", "e")],
+                  intents: [r("d")], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToReader", "save", "ACCESS", "reacquire"],
+                             "Q": ["relinquishToReader", "save", "ACCESS", "reacquire"], "X": ["ACCESS"]]),
+    PresenterCase(name: "plain write: relinquish, did change; parent hears subitem change",
+                  presenters: [("P", "d/f"), ("D", "d"), ("R", "")], intents: [w("d/f")], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToWriter", "ACCESS", "didChange", "reacquire"],
+                             "D": ["ACCESS", "subitemDidChange(d/f)"], "R": ["ACCESS", "subitemDidChange(d/f)"]]),
+    PresenterCase(name: "forMerging write asks to save first", presenters: [("P", "f")],
+                  intents: [w("f", .forMerging)], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToWriter", "save", "ACCESS", "didChange", "reacquire"]]),
+    PresenterCase(name: "content-independent metadata write asks nobody", presenters: [("P", "f")],
+                  intents: [w("f", .contentIndependentMetadataOnly)], onBehalfOf: nil,
+                  expected: ["P": ["ACCESS", "didChange"]]),
+    PresenterCase(name: "deleting a file: accommodate; parent accommodates subitem deletion",
+                  presenters: [("P", "d/f"), ("D", "d")], intents: [w("d/f", .forDeleting)], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToWriter", "accommodateDeletion", "ACCESS", "reacquire"],
+                             "D": ["accommodateSubitemDeletion(d/f)", "ACCESS", "subitemDidChange(d/f)"]]),
+    PresenterCase(name: "deleting a directory reaches presenters inside and above",
+                  presenters: [("D", "d"), ("P", "d/f"), ("Q", "d/s/g"), ("R", ""), ("X", "dx")],
+                  intents: [w("d", .forDeleting)], onBehalfOf: nil,
+                  expected: ["D": ["relinquishToWriter", "accommodateDeletion", "ACCESS", "reacquire"],
+                             "P": ["relinquishToWriter", "accommodateDeletion", "ACCESS", "reacquire"],
+                             "Q": ["relinquishToWriter", "accommodateDeletion", "ACCESS", "reacquire"],
+                             "R": ["accommodateSubitemDeletion(d)", "ACCESS", "subitemDidChange(d)"],
+                             "X": ["ACCESS"]]),
+    PresenterCase(name: "replacing is treated as deleting what is there",
+                  presenters: [("P", "f")], intents: [w("f", .forReplacing)], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToWriter", "accommodateDeletion", "ACCESS", "didChange", "reacquire"]]),
+    PresenterCase(name: "a presenter never hears about its own access",
+                  presenters: [("P", "f"), ("Q", "f")], intents: [w("f", .forMerging)], onBehalfOf: "P",
+                  expected: ["P": ["ACCESS"], "Q": ["relinquishToWriter", "save", "ACCESS", "didChange", "reacquire"]]),
+    PresenterCase(name: "read and write in one request: one relinquish per presenter, writer wins",
+                  presenters: [("P", "f")], intents: [r("f"), w("f")], onBehalfOf: nil,
+                  expected: ["P": ["relinquishToWriter", "save", "ACCESS", "didChange", "reacquire"]]),
+    PresenterCase(name: "unrelated presenters hear nothing", presenters: [("P", "a/b"), ("Q", "ab")],
+                  intents: [w("a/bc", .forDeleting)], onBehalfOf: nil,
+                  expected: ["P": ["ACCESS"], "Q": ["ACCESS"]]),
+]
+
+@Suite struct PresenterTests {
+    @Test(arguments: presenterTable)
+    func presenterMessages(_ c: PresenterCase) async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        var byName: [String: RecordingPresenter] = [:]
+        for (name, p) in c.presenters {
+            let presenter = RecordingPresenter(name, at: path(p), journal: journal)
+            try coordinator.addFilePresenter(presenter)
+            byName[name] = presenter
+        }
+        let fc = FileCoordinator(filePresenter: c.onBehalfOf.flatMap { byName[$0] }, coordinator: coordinator)
+        try await fc.coordinate(with: c.intents) { _ in journal.log("ACCESS") }
+        let total = c.expected.values.reduce(0) { $0 + $1.filter { $0 != "ACCESS" }.count } + 1
+        await eventually { journal.all.count >= total }
+        try? await Task.sleep(for: .milliseconds(20)) // nothing extra arrives late
+        for (name, expected) in c.expected {
+            #expect(journal.view(name) == expected, "\(name)")
+        }
+        #expect(journal.all.count == total, "\(journal.all)")
+    }
+
+    @Test func fastPathRefusesWhenSomeoneMustBeAsked() throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("P", at: path("d/f"), journal: journal))
+        try coordinator.addFilePresenter(RecordingPresenter("D", at: path("d"), journal: journal))
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("d/f")), origin: testOrigin) == nil)
+        #expect(coordinator.tryCoordinateImmediately(.readingIntent(with: path("d/f")), origin: testOrigin) == nil)
+        // A directory presenter is only told afterwards about a plain write inside: no ask, fast path.
+        let sibling = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("d/g")), origin: testOrigin))
+        sibling.release()
+        // Nothing was asked, and the refused attempts left no trace.
+        #expect(journal.all.isEmpty)
+        #expect(coordinator.status().held.isEmpty)
+    }
+
+    @Test func coreAnnouncementsDriveDidMessages() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("D", at: path("d"), journal: journal))
+        try coordinator.addFilePresenter(RecordingPresenter("N", at: path("d/new"), journal: journal))
+        // Creating inside d is a write on d's parent directory entry list; here the root, which nobody presents.
+        let access = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: .root), origin: testOrigin))
+        access.subitemDidAppear(path("d/new"))
+        access.didDelete(path("d/old"))
+        #expect(journal.all.isEmpty, "did messages wait for the release")
+        access.release()
+        await eventually { journal.all.count == 3 }
+        #expect(journal.view("D") == ["subitemDidAppear(d/new)", "subitemDidChange(d/old)"])
+        #expect(journal.view("N") == ["didChange"])
+    }
+
+    @Test func registrationErrors() throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        let p = RecordingPresenter("P", at: path("f"), journal: journal)
+        let id = try coordinator.addFilePresenter(p)
+        #expect(throws: CoordinationError.self) { try coordinator.addFilePresenter(p) }
+        #expect(coordinator.presenterCount == 1)
+        coordinator.removeFilePresenter(p)
+        coordinator.removeFilePresenter(p) // unknown: ignored
+        coordinator.removeFilePresenter(id: id)
+        #expect(coordinator.presenterCount == 0)
+        #expect(coordinator.filePresenters.isEmpty)
+    }
+
+    @Test func statusShowsPresentersHoldsAndWaits() throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        let owner = AccessOrigin(pid: 7, uid: 501, gid: 20, executable: "editor")
+        let id = try coordinator.addFilePresenter(RecordingPresenter("P", at: path("docs/a.txt"), journal: journal), owner: owner)
+        let held = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("x")), origin: testOrigin))
+        let (_, waiting) = request(coordinator, [.writingIntent(with: path("x"))])
+        let status = coordinator.status()
+        #expect(status.presenters.map(\.id) == [id])
+        #expect(status.presenters.first?.path == path("docs/a.txt"))
+        #expect(status.presenters.first?.owner == owner)
+        #expect(status.held.map(\.id) == [held.id])
+        #expect(status.held.first?.phase == .granted)
+        #expect(status.waiting.count == 1)
+        #expect(status.waiting.first?.blockedBy == held.id)
+        held.release()
+        waiting.access?.release()
+    }
+}
