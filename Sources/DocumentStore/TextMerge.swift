@@ -32,65 +32,106 @@ public enum TextMerge {
         let theirsHunks = LineDiff.hunks(ids[0], ids[2]).map { ($0, false) }
         let all = (mineHunks + theirsHunks).sorted { ($0.0.aStart, $0.0.aEnd) < ($1.0.aStart, $1.0.aEnd) }
 
-        var out: [UInt8] = []
-        var conflicts = 0
-        func emit<S: Sequence>(_ lines: S) where S.Element == ArraySlice<UInt8> { for line in lines { out.append(contentsOf: line) } }
-        func emitMarker(_ marker: String) {
-            if let last = out.last, last != 0x0A { out.append(0x0A) }
-            out.append(contentsOf: Array(marker.utf8))
-            out.append(0x0A)
+        /// What the merged text is made of, before rendering.
+        enum Chunk {
+            case unchanged([ArraySlice<UInt8>])
+            case taken([ArraySlice<UInt8>])
+            case conflict(mine: [ArraySlice<UInt8>], theirs: [ArraySlice<UInt8>])
         }
+        var chunks: [Chunk] = []
+
         /// The lines of one side covering base lines regionStart..<regionEnd.
-        func sideRegion(_ hunks: [DiffHunk], _ lines: [ArraySlice<UInt8>], _ regionStart: Int, _ regionEnd: Int) -> ArraySlice<ArraySlice<UInt8>> {
-            guard let first = hunks.first, let last = hunks.last else { return baseLines[regionStart..<regionEnd] }
+        func sideRegion(_ hunks: [DiffHunk], _ lines: [ArraySlice<UInt8>], _ regionStart: Int, _ regionEnd: Int) -> [ArraySlice<UInt8>] {
+            guard let first = hunks.first, let last = hunks.last else { return Array(baseLines[regionStart..<regionEnd]) }
             let start = first.bStart - (first.aStart - regionStart)
             let end = last.bEnd + (regionEnd - last.aEnd)
-            return lines[start..<end]
+            return Array(lines[start..<end])
         }
 
         var basePosition = 0
         var index = 0
         while index < all.count {
-            var regionStart = all[index].0.aStart
+            let regionStart = all[index].0.aStart
             var regionEnd = all[index].0.aEnd
             var group = [all[index]]
             index += 1
             // Overlapping or touching changes form one region (git conflicts on adjacent changes).
             while index < all.count && all[index].0.aStart <= regionEnd {
                 regionEnd = max(regionEnd, all[index].0.aEnd)
-                regionStart = min(regionStart, all[index].0.aStart)
                 group.append(all[index])
                 index += 1
             }
-            emit(baseLines[basePosition..<regionStart])
+            chunks.append(.unchanged(Array(baseLines[basePosition..<regionStart])))
             let mineGroup = group.filter { $0.1 }.map { $0.0 }
             let theirsGroup = group.filter { !$0.1 }.map { $0.0 }
             let mineRegion = sideRegion(mineGroup, mineLines, regionStart, regionEnd)
             let theirsRegion = sideRegion(theirsGroup, theirsLines, regionStart, regionEnd)
             if theirsGroup.isEmpty {
-                emit(mineRegion)
-            } else if mineGroup.isEmpty || mineRegion.elementsEqual(theirsRegion) {
-                emit(theirsRegion)
+                chunks.append(.taken(mineRegion))
+            } else if mineGroup.isEmpty || mineRegion == theirsRegion {
+                chunks.append(.taken(theirsRegion))
             } else {
-                // Shrink the conflict to what really differs.
-                var head = 0
-                while head < mineRegion.count && head < theirsRegion.count
-                    && mineRegion[mineRegion.startIndex + head] == theirsRegion[theirsRegion.startIndex + head] { head += 1 }
-                var tail = 0
-                while tail < mineRegion.count - head && tail < theirsRegion.count - head
-                    && mineRegion[mineRegion.endIndex - 1 - tail] == theirsRegion[theirsRegion.endIndex - 1 - tail] { tail += 1 }
-                emit(mineRegion.prefix(head))
-                emitMarker("<<<<<<< \(mineLabel)")
-                emit(mineRegion.dropFirst(head).dropLast(tail))
-                emitMarker("=======")
-                emit(theirsRegion.dropFirst(head).dropLast(tail))
-                emitMarker(">>>>>>> \(theirsLabel)")
-                emit(mineRegion.suffix(tail))
-                conflicts += 1
+                // Like git's zealous level: diff the two sides and mark only what differs.
+                let sideIDs = LineDiff.intern([mineRegion, theirsRegion])
+                var position = 0
+                for hunk in LineDiff.hunks(sideIDs[0], sideIDs[1]) {
+                    chunks.append(.unchanged(Array(mineRegion[position..<hunk.aStart])))
+                    chunks.append(.conflict(mine: Array(mineRegion[hunk.aStart..<hunk.aEnd]), theirs: Array(theirsRegion[hunk.bStart..<hunk.bEnd])))
+                    position = hunk.aEnd
+                }
+                chunks.append(.unchanged(Array(mineRegion[position...])))
             }
             basePosition = regionEnd
         }
-        emit(baseLines[basePosition...])
+        chunks.append(.unchanged(Array(baseLines[basePosition...])))
+
+        // Coalesce unchanged runs, then join conflicts at most 3 unchanged lines apart into one,
+        // as git does (xdl_simplify_non_conflicts).
+        var simplified: [Chunk] = []
+        for chunk in chunks {
+            if case let .unchanged(lines) = chunk {
+                if lines.isEmpty { continue }
+                if case let .unchanged(previous)? = simplified.last {
+                    simplified[simplified.count - 1] = .unchanged(previous + lines)
+                    continue
+                }
+            }
+            if case let .conflict(mine, theirs) = chunk, simplified.count >= 2,
+               case let .unchanged(gap) = simplified[simplified.count - 1], gap.count <= 3,
+               case let .conflict(previousMine, previousTheirs) = simplified[simplified.count - 2]
+            {
+                simplified.removeLast(2)
+                simplified.append(.conflict(mine: previousMine + gap + mine, theirs: previousTheirs + gap + theirs))
+                continue
+            }
+            if case let .conflict(mine, theirs) = chunk, case let .conflict(previousMine, previousTheirs)? = simplified.last {
+                simplified[simplified.count - 1] = .conflict(mine: previousMine + mine, theirs: previousTheirs + theirs)
+                continue
+            }
+            simplified.append(chunk)
+        }
+
+        var out: [UInt8] = []
+        var conflicts = 0
+        func emit(_ lines: [ArraySlice<UInt8>]) { for line in lines { out.append(contentsOf: line) } }
+        func emitMarker(_ marker: String) {
+            if let last = out.last, last != 0x0A { out.append(0x0A) }
+            out.append(contentsOf: Array(marker.utf8))
+            out.append(0x0A)
+        }
+        for chunk in simplified {
+            switch chunk {
+            case let .unchanged(lines), let .taken(lines):
+                emit(lines)
+            case let .conflict(mine, theirs):
+                emitMarker("<<<<<<< \(mineLabel)")
+                emit(mine)
+                emitMarker("=======")
+                emit(theirs)
+                emitMarker(">>>>>>> \(theirsLabel)")
+                conflicts += 1
+            }
+        }
         return Merged(text: out, conflicts: conflicts)
     }
 
