@@ -43,7 +43,7 @@ let package = Package(
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback",
+                "FuseKit", "Loopback", "Coordination",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -64,7 +64,7 @@ let package = Package(
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
-        .testTarget(name: "MountTests", dependencies: ["CoordFS"]),
+        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
     ]
 )

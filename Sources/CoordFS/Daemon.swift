@@ -2,6 +2,7 @@ import Glibc
 import FuseKit
 import Loopback
 import Synchronization
+import Coordination
 
 /// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
 ///
@@ -10,18 +11,30 @@ import Synchronization
 public final class Daemon: @unchecked Sendable {
     public let plan: MountPlan
     public let loopback: Loopback
+    /// The mount's coordinator: presenters register here (in-process, or through the control socket).
+    public let coordinator: Coordinator
+    /// The coordinated layer, nil when the mount runs with `coordination=off`.
+    public let coordinated: CoordinatedFileSystem?
     private var session: FuseSession?
     private let unmounted = Mutex(false)
+    private let finished = Mutex<Bool>(false)
 
-    public init(plan: MountPlan) throws(MountError) {
+    public init(plan: MountPlan, coordinator: Coordinator = Coordinator()) throws(MountError) {
         self.plan = plan
+        self.coordinator = coordinator
         try plan.state.create()
         do {
             loopback = try Loopback(backingRoot: plan.backing, options: plan.options.loopbackOptions(hiding: [StateFolder.name]))
         } catch {
             throw .system("cannot open the backing folder '\(plan.backing)': \(error)")
         }
+        coordinated = plan.options.coordination.enabled
+            ? CoordinatedFileSystem(loopback: loopback, coordinator: coordinator, options: plan.options.coordination)
+            : nil
     }
+
+    /// What the kernel talks to.
+    var fileSystem: any FuseFileSystem { coordinated ?? loopback }
 
     /// Creates the session and mounts. The kernel queues requests until `serve` answers INIT.
     public func mount(onReady: (@Sendable () -> Void)? = nil) throws(MountError) {
@@ -29,7 +42,7 @@ public final class Daemon: @unchecked Sendable {
         fuse += plan.options.fuseOptions
         let s: FuseSession
         do {
-            s = try FuseSession(fileSystem: loopback, options: fuse, debug: plan.options.debug, onInit: onReady)
+            s = try FuseSession(fileSystem: fileSystem, options: fuse, debug: plan.options.debug, onInit: onReady)
             try s.mount(at: plan.mountpoint)
         } catch {
             throw .system("cannot mount '\(plan.backing)' on '\(plan.mountpoint)': \(error)")
@@ -60,7 +73,34 @@ public final class Daemon: @unchecked Sendable {
         }
         let rc = session.run(maxThreads: plan.options.maxThreads)
         stop()
+        coordinated?.finishPendingSaves()
         return rc == 0 ? 0 : 1
+    }
+
+    /// Mounts and serves on a background thread of this process (tests, embedding); returns once the
+    /// mount answers. Signals are left alone. End it with `stopAndWait()`.
+    public func startInProcess(timeoutSeconds: Double = 10) throws(MountError) {
+        let ready = Mutex(false)
+        try mount(onReady: { ready.withLock { $0 = true } })
+        guard let session else { return }
+        let threads = plan.options.maxThreads
+        startThread { [self] in
+            _ = session.run(maxThreads: threads, handleSignals: false)
+            coordinated?.finishPendingSaves()
+            finished.withLock { $0 = true }
+        }
+        var waited = 0.0
+        while !ready.withLock({ $0 }) {
+            if waited > timeoutSeconds { stop(); throw .system("the mount did not answer within \(timeoutSeconds) s") }
+            usleep(2_000); waited += 0.002
+        }
+    }
+
+    /// Unmounts and waits for the serving thread of `startInProcess` to end.
+    public func stopAndWait(timeoutSeconds: Double = 10) {
+        stop()
+        var waited = 0.0
+        while !finished.withLock({ $0 }) && waited < timeoutSeconds { usleep(2_000); waited += 0.002 }
     }
 
     /// Unmounts (once). The kernel then ends the session: the serving loop returns.

@@ -13,6 +13,8 @@ public struct MountOptions: Sendable, Equatable {
     public var negativeTimeout = 0.0
     public var keepCache = true
     public var maxThreads = 16
+    /// The coordination policy (see docs/semantics.md).
+    public var coordination = CoordinationOptions()
 
     public init() {}
 
@@ -33,6 +35,8 @@ public struct MountOptions: Sendable, Equatable {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N
         coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, max_threads=N, debug
+        coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
+          save_window=S, temp_patterns=GLOB:GLOB:...
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
     }
@@ -72,6 +76,16 @@ public struct MountOptions: Sendable, Equatable {
                 case ("cache", "auto"): o.keepCache = true
                 case ("cache", "none"): o.keepCache = false; o.attributeTimeout = 0; o.entryTimeout = 0
                 case ("cache", _): throw .badOption(item, "expects auto or none")
+                case ("coordination", "on"): o.coordination.enabled = true
+                case ("coordination", "off"): o.coordination.enabled = false
+                case ("coordination", _): throw .badOption(item, "expects on or off")
+                case ("ask_timeout", let v?): o.coordination.askTimeout = try positiveSeconds(item, v)
+                case ("strict", nil): o.coordination.strict = true
+                case ("read_wait", let v?): o.coordination.readWait = try seconds(item, v)
+                case ("write_wait", let v?): o.coordination.writeWait = try seconds(item, v)
+                case ("save_window", let v?): o.coordination.saveWindow = try seconds(item, v)
+                case ("temp_patterns", let v?):
+                    o.coordination.tempPatterns = TempNamePatterns(v.split(separator: ":").map(String.init))
                 case ("max_threads", let v?):
                     guard let n = Int(v), (1...1024).contains(n) else { throw .badOption(item, "expects 1 to 1024") }
                     o.maxThreads = n
@@ -86,6 +100,12 @@ public struct MountOptions: Sendable, Equatable {
 
     private static func seconds(_ item: String, _ v: String) throws(MountError) -> Double {
         guard let d = Double(v), d >= 0, d <= 86_400 else { throw .badOption(item, "expects seconds (0 to 86400)") }
+        return d
+    }
+
+    private static func positiveSeconds(_ item: String, _ v: String) throws(MountError) -> Double {
+        let d = try seconds(item, v)
+        guard d > 0 else { throw .badOption(item, "expects more than 0 seconds") }
         return d
     }
 

@@ -66,11 +66,12 @@ public final class FuseSession: @unchecked Sendable {
     /// The /dev/fuse descriptor (for the daemon to hand to a child, or to check liveness).
     public var fileDescriptor: Int32 { fuse_session_fd(session) }
 
-    /// Serve requests until unmounted or `exit()`; SIGINT, SIGTERM and SIGHUP end the loop (installed
-    /// here, removed before returning). Returns 0 on a clean end.
-    public func run(maxThreads: Int = 16, maxIdleThreads: Int = 8) -> Int32 {
-        fuse_set_signal_handlers(session)
-        defer { fuse_remove_signal_handlers(session) }
+    /// Serve requests until unmounted or `exit()`. With `handleSignals`, SIGINT, SIGTERM and SIGHUP end
+    /// the loop (libfuse's handlers, installed here and removed before returning). Returns 0 on a clean
+    /// end.
+    public func run(maxThreads: Int = 16, maxIdleThreads: Int = 8, handleSignals: Bool = true) -> Int32 {
+        if handleSignals { fuse_set_signal_handlers(session) }
+        defer { if handleSignals { fuse_remove_signal_handlers(session) } }
         let config = fuse_loop_cfg_create()
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_max_threads(config, UInt32(maxThreads))

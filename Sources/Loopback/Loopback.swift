@@ -49,7 +49,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     // MARK: Helpers shared by operations
 
-    public func inode(_ id: InodeID) -> Inode { inodes.inode(id) }
+    public func inode(_ id: InodeID) -> BackingNode { inodes.inode(id) }
 
     /// True for a reserved name in the mount's root.
     @inline(__always)
@@ -65,14 +65,14 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     @inline(__always)
-    func attributes(of node: Inode) -> Result<stat, Errno> {
+    func attributes(of node: BackingNode) -> Result<stat, Errno> {
         var st = stat()
         if let e = sys({ fstatat(node.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
         return .success(st)
     }
 
     /// Looks `name` up in `parent` and counts one kernel lookup.
-    public func lookupEntry(parent: Inode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
+    public func lookupEntry(parent: BackingNode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
         let fd: Int32
         switch sysValue({ openat(parent.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) }) {
         case .success(let f): fd = f
@@ -85,7 +85,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     @inline(__always)
-    func entry(_ node: Inode, _ st: stat) -> EntryReply {
+    func entry(_ node: BackingNode, _ st: stat) -> EntryReply {
         EntryReply(inode: inodes.id(of: node), attributes: st,
                    attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
     }
@@ -93,7 +93,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// New items belong to the caller, as on the native folder. The daemon creates them as root, then
     /// hands them over; in a set-group-ID directory the group stays the directory's (as the kernel
     /// already chose).
-    func giveToCaller(parent: Inode, name: UnsafePointer<CChar>, context: RequestContext) -> Errno? {
+    func giveToCaller(parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext) -> Errno? {
         guard runningAsRoot, context.uid != 0 || context.gid != 0 else { return nil }
         var pst = stat()
         if let e = sys({ fstatat(parent.fd, "", &pst, AT_EMPTY_PATH) }) { return e }
@@ -104,7 +104,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The item's current path relative to the backing root ("" for the root), read from the kernel
     /// (`/proc/self/fd`), so it is right even after renames made outside the mount. Nil when the item
     /// was deleted or is outside the backing root.
-    public func path(of node: Inode) -> String? {
+    public func path(of node: BackingNode) -> String? {
         if node === inodes.root { return "" }
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = withProcPath(node.fd) { p in Glibc.readlink(p, &buf, Int(PATH_MAX)) }
@@ -148,7 +148,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     /// chmod, chown, truncate and utimens, in that order; returns the new attributes.
-    public func setAttributes(_ node: Inode, _ attr: stat, changing: SetAttributes, open: OpenFile?) -> Result<stat, Errno> {
+    public func setAttributes(_ node: BackingNode, _ attr: stat, changing: SetAttributes, open: OpenFile?) -> Result<stat, Errno> {
         let fh: Int32? = open?.fd
         if changing.contains(.mode) {
             let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
@@ -203,7 +203,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     // MARK: Logic shared with the coordinated layer (no request; an errno or a result)
 
     /// Hands a just-created item to the caller and looks it up; removes it again on failure.
-    private func finishCreate(parent: Inode, name: UnsafePointer<CChar>, context: RequestContext, directory: Bool) -> Result<EntryReply, Errno> {
+    private func finishCreate(parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext, directory: Bool) -> Result<EntryReply, Errno> {
         if let e = giveToCaller(parent: parent, name: name, context: context) {
             unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0)
             return .failure(e)
@@ -211,22 +211,22 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         return lookupEntry(parent: parent, name: name)
     }
 
-    public func makeNode(parent: Inode, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t, context: RequestContext) -> Result<EntryReply, Errno> {
+    public func makeNode(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t, context: RequestContext) -> Result<EntryReply, Errno> {
         if let e = sys({ mknodat(parent.fd, name, mode, device) }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
-    public func makeDirectory(parent: Inode, name: UnsafePointer<CChar>, mode: mode_t, context: RequestContext) -> Result<EntryReply, Errno> {
+    public func makeDirectory(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, context: RequestContext) -> Result<EntryReply, Errno> {
         if let e = sys({ mkdirat(parent.fd, name, mode) }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: true)
     }
 
-    public func makeSymlink(target: UnsafePointer<CChar>, parent: Inode, name: UnsafePointer<CChar>, context: RequestContext) -> Result<EntryReply, Errno> {
+    public func makeSymlink(target: UnsafePointer<CChar>, parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext) -> Result<EntryReply, Errno> {
         if let e = sys({ symlinkat(target, parent.fd, name) }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
-    public func makeLink(_ node: Inode, newParent: Inode, newName: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
+    public func makeLink(_ node: BackingNode, newParent: BackingNode, newName: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
         let e = withProcPath(node.fd) { path in sys { linkat(AT_FDCWD, path, newParent.fd, newName, AT_SYMLINK_FOLLOW) } }
         if let e { return .failure(e) }
         return attributes(of: node).map { st in
@@ -235,16 +235,16 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    public func removeItem(parent: Inode, name: UnsafePointer<CChar>, directory: Bool) -> Errno? {
+    public func removeItem(parent: BackingNode, name: UnsafePointer<CChar>, directory: Bool) -> Errno? {
         sys { unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0) }
     }
 
-    public func renameItem(parent: Inode, name: UnsafePointer<CChar>, newParent: Inode, newName: UnsafePointer<CChar>, flags: UInt32) -> Errno? {
+    public func renameItem(parent: BackingNode, name: UnsafePointer<CChar>, newParent: BackingNode, newName: UnsafePointer<CChar>, flags: UInt32) -> Errno? {
         sys { LinuxCalls.renameat2(parent.fd, name, newParent.fd, newName, flags) }
     }
 
     /// The attributes of `name` in `parent` without following a final symlink, or nil if absent.
-    public func itemAttributes(parent: Inode, name: UnsafePointer<CChar>) -> stat? {
+    public func itemAttributes(parent: BackingNode, name: UnsafePointer<CChar>) -> stat? {
         var st = stat()
         return fstatat(parent.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
     }
@@ -290,7 +290,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Opens the backing file for an open/create handle. O_NOFOLLOW is dropped: the O_PATH descriptor
     /// already is the file. O_DIRECT is honoured by the kernel side (direct_io), not on the backing file,
     /// whose alignment rules the caller's buffers need not meet.
-    public func openFile(_ node: Inode, flags: Int32) -> Result<OpenFile, Errno> {
+    public func openFile(_ node: BackingNode, flags: Int32) -> Result<OpenFile, Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
         return withProcPath(node.fd) { p in sysValue { Glibc.open(p, f) } }.map { OpenFile(fd: $0, inode: node, flags: flags) }
     }
@@ -314,7 +314,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     /// Creates and opens `name` in `parent` for the caller (create(2) with O_CREAT), counting one lookup.
-    public func createFile(parent p: Inode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+    public func createFile(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let fd: Int32
         switch sysValue({ openat(p.fd, name.cString, f, mode) }) {

@@ -6,7 +6,7 @@ import Synchronization
 /// is the object's address (retained from open until release).
 public final class OpenFile: @unchecked Sendable {
     public let fd: Int32
-    public let inode: Inode
+    public let inode: BackingNode
     /// The open(2) flags as the kernel sent them.
     public let flags: Int32
     private let modifiedFlag = Atomic<Bool>(false)
@@ -14,7 +14,7 @@ public final class OpenFile: @unchecked Sendable {
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
 
-    init(fd: Int32, inode: Inode, flags: Int32) {
+    init(fd: Int32, inode: BackingNode, flags: Int32) {
         self.fd = fd; self.inode = inode; self.flags = flags
     }
     deinit { close(fd) }

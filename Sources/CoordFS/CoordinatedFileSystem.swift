@@ -1,0 +1,406 @@
+import Coordination
+import FuseKit
+import Glibc
+import Loopback
+import SystemPackage
+
+/// The coordinated mount: every open, create, write, truncate, rename and delete an unmodified tool
+/// makes through the mount is a coordinated access (docs/semantics.md has the whole table). Presenters
+/// are asked before and told after, exactly as for a cooperating app.
+///
+/// A FUSE worker thread never waits here: when an access cannot be granted at once (a conflicting
+/// access, a presenter to ask), the request is parked and answered from the coordinator's completion.
+/// Reads and writes on an open file are not coordinated again: the open's access covers them.
+public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
+    public let loopback: Loopback
+    public let coordinator: Coordinator
+    public let options: CoordinationOptions
+    let names = ProcessNames()
+    let saves: SaveTracker
+    let readPolicy: CoordinationPolicy
+    let writePolicy: CoordinationPolicy
+
+    public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions) {
+        self.loopback = loopback
+        self.coordinator = coordinator
+        self.options = options
+        saves = SaveTracker(window: options.saveWindow)
+        func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
+        readPolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
+                                        waitDeadline: seconds(options.readWait))
+        writePolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
+                                         waitDeadline: seconds(options.writeWait))
+    }
+
+    /// Ends saves still waiting for their document to come back (at unmount).
+    public func finishPendingSaves() { saves.flush() }
+
+    // MARK: Who and where
+
+    func origin(_ c: RequestContext) -> AccessOrigin {
+        AccessOrigin(pid: c.pid, uid: c.uid, gid: c.gid, executable: names.name(of: c.pid))
+    }
+
+    func path(_ node: BackingNode) -> ItemPath? {
+        loopback.path(of: node).flatMap { try? ItemPath($0) }
+    }
+
+    func path(_ parent: BackingNode, _ name: String) -> ItemPath? {
+        path(parent).flatMap { try? $0.appending(name) }
+    }
+
+    func isTemp(_ name: String) -> Bool { options.tempPatterns.matches(name) }
+    func isTemp(_ path: ItemPath) -> Bool { path.name.map(isTemp) ?? false }
+
+    // MARK: Getting an access without blocking the worker
+
+    /// Runs `body` once `intents` are granted: at once on this thread when nothing conflicts and no
+    /// presenter must be asked, otherwise later from the coordinator's completion (the kernel request
+    /// waits, parked). At a wait deadline, reads go ahead without exclusion; writes get EBUSY when a
+    /// writer holds the item and go ahead when only readers do. Presenter errors and strict timeouts
+    /// fail the request with the coordinator's errno.
+    func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
+                    _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
+        if let access = coordinator.tryCoordinateImmediately(intents, origin: origin) {
+            return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
+        }
+        let parked = request.park()
+        coordinator.coordinate(intents, origin: origin, policy: write ? writePolicy : readPolicy) { [self] result in
+            guard let req = parked.resume() else {
+                if case .success(let access) = result { access.release() }
+                return
+            }
+            switch result {
+            case .success(let access):
+                body(req, Grant(access: access, coordinator: coordinator, origin: origin))
+            case .failure(let error):
+                if let e = errno(for: error, write: write) { return req.reply(error: e) }
+                body(req, Grant(access: nil, coordinator: coordinator, origin: origin))
+            }
+        }
+    }
+
+    /// The errno for a failed coordination, or nil to go ahead without exclusion.
+    func errno(for error: CoordinationError, write: Bool) -> Errno? {
+        switch error {
+        case .waitTimedOut(_, _, let blocker, _):
+            guard write else { return nil }
+            let status = coordinator.status()
+            let writerHolds = status.held.contains { $0.id == blocker && $0.intents.contains(where: \.isWriting) }
+            return writerHolds || blocker == nil ? .resourceBusy : nil
+        case .cancelled: return .interrupted
+        default: return Errno(rawValue: error.posixErrorCode)
+        }
+    }
+
+    // MARK: Files
+
+    public func initialize(connection: inout ConnectionInfo) { loopback.initialize(connection: &connection) }
+
+    public func destroy() {
+        finishPendingSaves()
+        loopback.destroy()
+    }
+
+    public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        let node = loopback.inode(id)
+        guard node.type == S_IFREG, let p = path(node) else { return loopback.open(request, inode: id, file: file) }
+        let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
+        let who = origin(request.context)
+        if write, let adopted = saves.adopt(p) {
+            return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, created: false)
+        }
+        let intent: FileAccessIntent = write ? .writingIntent(with: p) : .readingIntent(with: p)
+        withAccess(request, [intent], origin: who, write: write) { [self] req, grant in
+            finishOpen(req, node, file, grant, p, created: false)
+        }
+    }
+
+    private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, created: Bool) {
+        switch loopback.openFile(node, flags: file.flags) {
+        case .success(let f):
+            f.attachment = HandleAccess(grant: grant, path: p, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
+            request.reply(open: loopback.openReply(f), flags: file.flags)
+        case .failure(let e):
+            grant.release()
+            request.reply(error: e)
+        }
+    }
+
+    public func release(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        let f = loopback.openFile(file)
+        let handle = f.attachment as? HandleAccess
+        loopback.release(request, inode: id, file: file)
+        guard let handle else { return }
+        if (f.modified || handle.truncated) && !handle.quiet { handle.grant.announce(.changed(handle.path)) }
+        handle.grant.release()
+    }
+
+    public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
+        if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let pnode = loopback.inode(parent)
+        let n = name.string
+        guard let dirPath = path(pnode), let p = try? dirPath.appending(n) else {
+            return loopback.create(request, parent: parent, name: name, mode: mode, file: file)
+        }
+        let who = origin(request.context)
+        let context = request.context
+        // The document of a save in progress comes back (vim, emacs, git checkout): same document.
+        if let adopted = saves.adopt(p) {
+            let grant = Grant(access: adopted, coordinator: coordinator, origin: who)
+            return finishCreate(request, pnode, n, mode, file, context, grant, p, announceAppeared: nil)
+        }
+        // The new file's own write access lasts as long as the handle; the parent's only for the create.
+        withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
+            withAccess(req, [.writingIntent(with: dirPath)], origin: who, write: true) { [self] req, dirGrant in
+                finishCreate(req, pnode, n, mode, file, context, fileGrant, p, announceAppeared: dirGrant)
+            }
+        }
+    }
+
+    private func finishCreate(_ request: consuming Request, _ pnode: BackingNode, _ name: String, _ mode: mode_t, _ file: FileInfo,
+                              _ context: RequestContext, _ grant: Grant, _ p: ItemPath, announceAppeared dirGrant: Grant?) {
+        let result = name.withCString { loopback.createFile(parent: pnode, name: FileName($0), mode: mode, flags: file.flags, context: context) }
+        switch result {
+        case .success(let (entry, f)):
+            if let dirGrant {
+                if !isTemp(name) { dirGrant.announce(.subitemAppeared(p)) }
+                dirGrant.release()
+            }
+            f.attachment = HandleAccess(grant: grant, path: p, truncated: true, quiet: isTemp(name))
+            request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
+        case .failure(let e):
+            dirGrant?.release()
+            grant.release()
+            request.reply(error: e)
+        }
+    }
+
+    public func setattr(_ request: consuming Request, inode id: InodeID, attributes: stat, changing: SetAttributes, file: FileInfo?) {
+        let node = loopback.inode(id)
+        let open = file.map { loopback.openFile($0) }
+        // An open for writing already holds the write access (ftruncate, fchmod on it).
+        if let handle = open?.attachment as? HandleAccess, handle.grant.isWrite {
+            return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
+        }
+        guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
+        let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
+        withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context), write: true) { [self] req, grant in
+            let result = loopback.setAttributes(node, attributes, changing: changing, open: open)
+            if case .success = result, !isTemp(p) { grant.announce(.changed(p)) }
+            grant.release()
+            switch result {
+            case .success(let st): req.reply(attributes: st, timeout: loopback.options.attributeTimeout)
+            case .failure(let e): req.reply(error: e)
+            }
+        }
+    }
+
+    // MARK: Names
+
+    /// mknod, mkdir, symlink and link: a short write on the parent; the new item appears.
+    private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name: String,
+                          _ make: @escaping @Sendable (UnsafePointer<CChar>, RequestContext) -> Result<EntryReply, Errno>) {
+        let context = request.context
+        guard let dirPath = path(pnode), let p = try? dirPath.appending(name) else {
+            return request.reply(name.withCString { make($0, context) })
+        }
+        withAccess(request, [.writingIntent(with: dirPath)], origin: origin(context), write: true) { [self] req, grant in
+            let result = name.withCString { make($0, context) }
+            if case .success = result, !isTemp(name) { grant.announce(.subitemAppeared(p)) }
+            grant.release()
+            req.reply(result)
+        }
+    }
+
+    public func mknod(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, device: dev_t) {
+        if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let pnode = loopback.inode(parent)
+        makeItem(request, parent: pnode, name: name.string) { [loopback] n, c in loopback.makeNode(parent: pnode, name: n, mode: mode, device: device, context: c) }
+    }
+
+    public func mkdir(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t) {
+        if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let pnode = loopback.inode(parent)
+        makeItem(request, parent: pnode, name: name.string) { [loopback] n, c in loopback.makeDirectory(parent: pnode, name: n, mode: mode, context: c) }
+    }
+
+    public func symlink(_ request: consuming Request, target: UnsafePointer<CChar>, parent: InodeID, name: FileName) {
+        if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        let pnode = loopback.inode(parent)
+        let t = String(cString: target)
+        makeItem(request, parent: pnode, name: name.string) { [loopback] n, c in
+            t.withCString { loopback.makeSymlink(target: $0, parent: pnode, name: n, context: c) }
+        }
+    }
+
+    public func link(_ request: consuming Request, inode id: InodeID, newParent: InodeID, newName: FileName) {
+        if loopback.isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
+        let node = loopback.inode(id), pnode = loopback.inode(newParent)
+        makeItem(request, parent: pnode, name: newName.string) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
+    }
+
+    public func unlink(_ request: consuming Request, parent: InodeID, name: FileName) {
+        remove(request, parent: parent, name: name, directory: false)
+    }
+
+    public func rmdir(_ request: consuming Request, parent: InodeID, name: FileName) {
+        remove(request, parent: parent, name: name, directory: true)
+    }
+
+    private func remove(_ request: consuming Request, parent: InodeID, name: FileName, directory: Bool) {
+        if loopback.isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
+        let pnode = loopback.inode(parent)
+        let n = name.string
+        guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
+        let who = origin(request.context)
+        // A watched document unlinked: maybe the first half of a save (git checkout). Its presenters are
+        // asked to relinquish, not to accommodate a deletion, until the save window tells.
+        if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isObserved(p) {
+            return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, grant in
+                let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: false) }
+                if e == nil, let access = grant.access {
+                    saves.begin(p, access: access, departure: .deleted)
+                } else {
+                    if e == nil { grant.announce(.deleted(p)) }
+                    grant.release()
+                }
+                req.reply(e)
+            }
+        }
+        withAccess(request, [.writingIntent(with: p, options: .forDeleting)], origin: who, write: true) { [self] req, grant in
+            let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
+            if e == nil, !isTemp(n) { grant.announce(.deleted(p)) }
+            grant.release()
+            req.reply(e)
+        }
+    }
+
+    public func rename(_ request: consuming Request, parent: InodeID, name: FileName, newParent: InodeID, newName: FileName, flags: UInt32) {
+        if loopback.isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
+        if loopback.isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
+        let from = loopback.inode(parent), to = loopback.inode(newParent)
+        let n = name.string, nn = newName.string
+        guard let src = path(from, n), let dst = path(to, nn) else {
+            return request.reply(loopback.renameItem(parent: from, name: name.cString, newParent: to, newName: newName.cString, flags: flags))
+        }
+        let who = origin(request.context)
+        let srcStat = loopback.itemAttributes(parent: from, name: name.cString)
+        let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
+        let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }
+        let doRename: @Sendable () -> Errno? = { [loopback] in
+            n.withCString { a in nn.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+        }
+
+        if flags & LinuxCalls.renameExchange != 0 {
+            // Both items stay, each with the other's contents: a change at both paths.
+            let intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving), .writingIntent(with: dst, options: .forMoving)]
+            return withAccess(request, intents, origin: who, write: true) { req, grant in
+                let e = doRename()
+                if e == nil { grant.announce(.changed(src)); grant.announce(.changed(dst)) }
+                grant.release()
+                req.reply(e)
+            }
+        }
+
+        // First half of a rename-to-backup save (vim, emacs): the document goes to a backup name.
+        if options.saveWindow > 0, isFile(srcStat), dstStat == nil, isTemp(nn), !isTemp(n), coordinator.isObserved(src) {
+            return withAccess(request, [.writingIntent(with: src)], origin: who, write: true) { [self] req, grant in
+                let e = doRename()
+                if e == nil, let access = grant.access {
+                    saves.begin(src, access: access, departure: .renamed(to: dst))
+                } else {
+                    if e == nil { grant.announce(.moved(from: src, to: dst)) }
+                    grant.release()
+                }
+                req.reply(e)
+            }
+        }
+
+        // A new version replaces the document (sed -i, rsync, mv tmp over, LibreOffice, most GUI
+        // editors), or comes back after an unlink: the document changed, it was not deleted.
+        let adopted = isFile(srcStat) ? saves.adopt(dst) : nil
+        let replacesDocument = isFile(srcStat) && isFile(dstStat) && (isTemp(n) || coordinator.isPresented(dst))
+        if adopted != nil || replacesDocument {
+            var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
+            if adopted == nil { intents.append(.writingIntent(with: dst)) }
+            let held = adopted.map { Grant(access: $0, coordinator: coordinator, origin: who) }
+            return withAccess(request, intents, origin: who, write: true) { [self] req, grant in
+                let e = doRename()
+                if e == nil {
+                    if coordinator.isPresented(src) { grant.announce(.moved(from: src, to: dst)) }
+                    (held ?? grant).announce(.changed(dst))
+                }
+                grant.release()
+                held?.release()
+                req.reply(e)
+            }
+        }
+
+        var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
+        if dstStat != nil { intents.append(.writingIntent(with: dst, options: .forReplacing)) }
+        withAccess(request, intents, origin: who, write: true) { [self] req, grant in
+            let e = doRename()
+            if e == nil {
+                if isTemp(n) && !isTemp(nn) && dstStat == nil {
+                    grant.announce(.subitemAppeared(dst)) // written under a temp name, then named: a new document
+                } else if !(isTemp(n) && isTemp(nn)) {
+                    grant.announce(.moved(from: src, to: dst))
+                }
+            }
+            grant.release()
+            req.reply(e)
+        }
+    }
+
+    // MARK: Not coordinated (covered by the open's access, or metadata reads)
+
+    public func lookup(_ request: consuming Request, parent: InodeID, name: FileName) { loopback.lookup(request, parent: parent, name: name) }
+    public func forget(_ inode: InodeID, count: UInt64) { loopback.forget(inode, count: count) }
+    public func getattr(_ request: consuming Request, inode: InodeID, file: FileInfo?) { loopback.getattr(request, inode: inode, file: file) }
+    public func readlink(_ request: consuming Request, inode: InodeID) { loopback.readlink(request, inode: inode) }
+    public func read(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo) { loopback.read(request, inode: inode, size: size, offset: offset, file: file) }
+    public func write(_ request: consuming Request, inode: InodeID, data: IncomingData, offset: Int, file: FileInfo) { loopback.write(request, inode: inode, data: data, offset: offset, file: file) }
+    public func flush(_ request: consuming Request, inode: InodeID, file: FileInfo) { loopback.flush(request, inode: inode, file: file) }
+    public func fsync(_ request: consuming Request, inode: InodeID, dataOnly: Bool, file: FileInfo) { loopback.fsync(request, inode: inode, dataOnly: dataOnly, file: file) }
+    public func opendir(_ request: consuming Request, inode: InodeID, file: FileInfo) { loopback.opendir(request, inode: inode, file: file) }
+    public func readdir(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo, plus: Bool) { loopback.readdir(request, inode: inode, size: size, offset: offset, file: file, plus: plus) }
+    public func releasedir(_ request: consuming Request, inode: InodeID, file: FileInfo) { loopback.releasedir(request, inode: inode, file: file) }
+    public func fsyncdir(_ request: consuming Request, inode: InodeID, dataOnly: Bool, file: FileInfo) { loopback.fsyncdir(request, inode: inode, dataOnly: dataOnly, file: file) }
+    public func statfs(_ request: consuming Request, inode: InodeID) { loopback.statfs(request, inode: inode) }
+    public func setxattr(_ request: consuming Request, inode: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) { loopback.setxattr(request, inode: inode, name: name, value: value, flags: flags) }
+    public func getxattr(_ request: consuming Request, inode: InodeID, name: FileName, size: Int) { loopback.getxattr(request, inode: inode, name: name, size: size) }
+    public func listxattr(_ request: consuming Request, inode: InodeID, size: Int) { loopback.listxattr(request, inode: inode, size: size) }
+    public func removexattr(_ request: consuming Request, inode: InodeID, name: FileName) { loopback.removexattr(request, inode: inode, name: name) }
+    public func access(_ request: consuming Request, inode: InodeID, mask: Int32) { loopback.access(request, inode: inode, mask: mask) }
+    public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) { loopback.fallocate(request, inode: inode, mode: mode, offset: offset, length: length, file: file) }
+    public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) { loopback.copyFileRange(request, input: input, inputOffset: inputOffset, inputFile: inputFile, output: output, outputOffset: outputOffset, outputFile: outputFile, length: length, flags: flags) }
+    public func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo) { loopback.lseek(request, inode: inode, offset: offset, whence: whence, file: file) }
+}
+
+/// An access granted to one operation, or none (a wait deadline passed and the operation went ahead
+/// without exclusion): announcements then go to the coordinator directly, so presenters still hear.
+struct Grant: Sendable {
+    let access: CoordinatedAccess?
+    let coordinator: Coordinator
+    let origin: AccessOrigin
+
+    func announce(_ change: AccessChange) {
+        if let access { access.announce(change) } else { coordinator.announce(change, origin: origin) }
+    }
+    func release() { access?.release() }
+    var isWrite: Bool { access?.intents.contains(where: \.isWriting) ?? true }
+}
+
+/// What an open file holds: its access, for the life of the handle.
+final class HandleAccess: @unchecked Sendable {
+    let grant: Grant
+    let path: ItemPath
+    /// Opened with O_TRUNC (or created): a change even without a write.
+    let truncated: Bool
+    /// A temp/backup name: nobody is told about it.
+    let quiet: Bool
+    init(grant: Grant, path: ItemPath, truncated: Bool, quiet: Bool) {
+        self.grant = grant; self.path = path; self.truncated = truncated; self.quiet = quiet
+    }
+}

@@ -1,0 +1,76 @@
+import Coordination
+import Dispatch
+import Synchronization
+
+/// Recognises the saves that take a document away for a moment: vim and emacs rename it to a backup
+/// name and write a new file; `git checkout` unlinks it and creates it again.
+///
+/// When a presented document is unlinked or renamed to a temp/backup name, the write access taken for
+/// it is not released: it waits here for `window` seconds. A create or write-open of the same path in
+/// that time adopts it, so the presenter sees one relinquish before and one "did change" after the
+/// whole save, and keeps presenting the same document. When nothing comes back, the window closes and
+/// the access announces what really happened (a move or a deletion) and ends.
+final class SaveTracker: Sendable {
+    enum Departure: Sendable {
+        case renamed(to: ItemPath)
+        case deleted
+    }
+
+    private struct Pending {
+        let access: CoordinatedAccess
+        let departure: Departure
+        let generation: UInt64
+    }
+
+    private let pending = Mutex<(byPath: [ItemPath: Pending], generation: UInt64)>(([:], 0))
+    private let window: Double
+    private let queue = DispatchQueue(label: "coordfs.saves")
+
+    init(window: Double) { self.window = window }
+
+    /// `access` (a granted write on `path`) stays held until the document comes back or the window
+    /// closes.
+    func begin(_ path: ItemPath, access: CoordinatedAccess, departure: Departure) {
+        let (generation, previous) = pending.withLock { state -> (UInt64, Pending?) in
+            state.generation += 1
+            let old = state.byPath.updateValue(Pending(access: access, departure: departure, generation: state.generation), forKey: path)
+            return (state.generation, old)
+        }
+        if let previous { finish(path, previous) }
+        queue.asyncAfter(deadline: .now() + window) { [self] in
+            let expired = pending.withLock { state -> Pending? in
+                guard let p = state.byPath[path], p.generation == generation else { return nil }
+                state.byPath[path] = nil
+                return p
+            }
+            if let expired { finish(path, expired) }
+        }
+    }
+
+    /// The held access of a save in progress at `path`, handed over to the caller (who announces the
+    /// change and releases it), or nil.
+    func adopt(_ path: ItemPath) -> CoordinatedAccess? {
+        pending.withLock { $0.byPath.removeValue(forKey: path)?.access }
+    }
+
+    /// True while a save holds `path`.
+    func isPending(_ path: ItemPath) -> Bool { pending.withLock { $0.byPath[path] != nil } }
+
+    /// The document did not come back: it really moved or was deleted.
+    private func finish(_ path: ItemPath, _ p: Pending) {
+        switch p.departure {
+        case .renamed(let to): p.access.didMove(from: path, to: to)
+        case .deleted: p.access.didDelete(path)
+        }
+        p.access.release()
+    }
+
+    /// Ends every pending save now (unmount).
+    func flush() {
+        let all = pending.withLock { state -> [(ItemPath, Pending)] in
+            defer { state.byPath.removeAll() }
+            return state.byPath.map { ($0.key, $0.value) }
+        }
+        for (path, p) in all { finish(path, p) }
+    }
+}
