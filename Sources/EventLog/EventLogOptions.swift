@@ -20,14 +20,15 @@ public struct EventLogOptions: Sendable, Equatable {
     public var maxAge: Duration?
     /// How often the writer checks age retention when idle.
     public var retentionCheckInterval: Duration
-    /// The most records waiting in memory for the writer thread. Beyond it (the disk is stalled or
-    /// full), appends are dropped and a `gap` record with reason `dropped` is written in their place.
+    /// The most records waiting in memory for the writer thread (default 262,144: about half a
+    /// second of the writer's top speed, some 80 MB plus the strings at worst). Beyond it (the disk is stalled or full), appends
+    /// are dropped and one `gap` record with reason `dropped` is written in their place.
     public var maxQueuedRecords: Int
 
     public init(
         sync: SyncPolicy = .none, segmentBytes: Int = 16 << 20, maxTotalBytes: UInt64? = nil,
         maxAge: Duration? = nil, retentionCheckInterval: Duration = .seconds(10),
-        maxQueuedRecords: Int = 1 << 20
+        maxQueuedRecords: Int = 1 << 18
     ) {
         self.sync = sync
         self.segmentBytes = segmentBytes

@@ -293,7 +293,13 @@ private final class WriterCore: @unchecked Sendable {
                 writeError = e
                 stalled = e == nil ? [] : Array(records[n...])
             }
-            batch.removeAll(keepingCapacity: true)
+            // Keep the buffer for the next batch, but give back the memory of a rare huge burst.
+            if batch.capacity > 1 << 16 {
+                batch = []
+                batch.reserveCapacity(4096)
+            } else {
+                batch.removeAll(keepingCapacity: true)
+            }
 
             var pruned: SegmentStore.Pruned?
             let now = ConditionLock.monotonicNanos()
