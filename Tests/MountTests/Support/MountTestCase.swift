@@ -84,26 +84,29 @@ class MountTestCase: XCTestCase {
     @discardableResult
     func same<T: Equatable>(_ op: String, expect: T? = nil, file: StaticString = #filePath, line: UInt = #line,
                             _ body: (Side) -> T) -> T {
-        let n = body(native)
-        let m = body(mnt)
-        XCTAssertEqual(n, m, "\(op): native gave \(n), mount gave \(m)", file: file, line: line)
-        if let expect {
-            XCTAssertEqual(n, expect, "\(op): native gave \(n), the test expects \(expect)", file: file, line: line)
-        }
-        return n
+        report(op, body(native), body(mnt), expect: expect, file: file, line: line)
     }
 
     /// Like `same`, with a handle (fd) that was opened on each side.
     @discardableResult
     func same<T: Equatable, H>(_ op: String, on handles: Pair<H>, expect: T? = nil, file: StaticString = #filePath,
                                line: UInt = #line, _ body: (H) -> T) -> T {
-        let n = body(handles.native)
-        let m = body(handles.mnt)
-        XCTAssertEqual(n, m, "\(op): native gave \(n), mount gave \(m)", file: file, line: line)
-        if let expect {
-            XCTAssertEqual(n, expect, "\(op): native gave \(n), the test expects \(expect)", file: file, line: line)
+        report(op, body(handles.native), body(handles.mnt), expect: expect, file: file, line: line)
+    }
+
+    /// Asserts native == mount (and == expect), with short descriptions of large values.
+    private func report<T: Equatable>(_ op: String, _ n: T, _ m: T, expect: T?, file: StaticString, line: UInt) -> T {
+        if n != m { XCTFail("\(op): native gave \(brief(n)), mount gave \(brief(m))", file: file, line: line) }
+        if let expect, n != expect {
+            XCTFail("\(op): native gave \(brief(n)), the test expects \(brief(expect))", file: file, line: line)
         }
         return n
+    }
+
+    /// At most 300 characters of a value's description (buffers can be megabytes).
+    func brief<T>(_ value: T) -> String {
+        let text = String(describing: value)
+        return text.count <= 300 ? text : text.prefix(300) + "… (\(text.count) characters)"
     }
 
     /// Runs `body` on each side as the `nobody` user and compares.

@@ -34,6 +34,7 @@ enum Linux {
     static let SEEK_DATA: Int32 = 3
     static let SEEK_HOLE: Int32 = 4
     static let O_PATH: Int32 = 0o10000000
+    static let O_NOATIME: Int32 = 0o1000000
     static let O_TMPFILE: Int32 = 0o20000000 | O_DIRECTORY
     static let F_OFD_GETLK: Int32 = 36
     static let F_OFD_SETLK: Int32 = 37
@@ -68,6 +69,8 @@ enum LinuxCalls {
         return unsafeBitCast(sym, to: type)
     }
 
+    typealias StatFS = @convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?) -> Int32
+    static let statfs = resolve("statfs", as: StatFS.self)
     static let renameat2 = resolve("renameat2", as: Renameat2.self)
     static let fallocate = resolve("fallocate64", as: Fallocate.self)
     static let copyFileRange = resolve("copy_file_range", as: CopyFileRange.self)
@@ -274,6 +277,13 @@ enum Sys {
         return call { utimensat(AT_FDCWD, path, times, flags) }
     }
 
+    /// statfs(2)'s f_type (the filesystem magic) of the filesystem holding `path`.
+    static func filesystemType(_ path: String) -> Int? {
+        // struct statfs is not imported; f_type is its first field (a long) on Linux.
+        var buf = [Int](repeating: 0, count: 32)
+        return LinuxCalls.statfs(path, &buf) == 0 ? buf[0] : nil
+    }
+
     static func lseek(_ fd: Int32, _ offset: Int, _ whence: Int32) -> Outcome {
         call { Glibc.lseek(fd, off_t(offset), whence) }
     }
@@ -301,4 +311,10 @@ struct SeededRandom: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+}
+
+/// glibc's makedev(3) (a macro, so not imported).
+func makedev(_ major: UInt32, _ minor: UInt32) -> dev_t {
+    let ma = dev_t(major), mi = dev_t(minor)
+    return ((ma & 0xffff_f000) << 32) | ((ma & 0x0000_0fff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0x0000_00ff)
 }

@@ -1,0 +1,151 @@
+// readdir (names and d_type), readdirplus (a stat of every entry right after listing), mkdir and
+// rmdir with their errors, unlink, fsync on a directory fd, and creation modes under umask.
+import Glibc
+import XCTest
+
+final class DirectoryTests: MountTestCase {
+    private func populate() {
+        prepare("mkdir dir") { s in Sys.call { mkdir(s("dir"), 0o755) } }
+        prepare("mkdir dir/sub") { s in Sys.call { mkdir(s("dir/sub"), 0o700) } }
+        prepare("create dir/file") { s in Sys.put(s("dir/file"), pattern(3000)) }
+        prepare("symlink dir/link") { s in Sys.call { symlink("file", s("dir/link")) } }
+        prepare("mkfifo dir/fifo") { s in Sys.call { mkfifo(s("dir/fifo"), 0o644) } }
+        prepare("mknod dir/null (char 1,3)") { s in Sys.call { mknod(s("dir/null"), S_IFCHR | 0o600, makedev(1, 3)) } }
+        prepare("mknod dir/reg (S_IFREG)") { s in Sys.call { mknod(s("dir/reg"), S_IFREG | 0o640, 0) } }
+        prepare("create dir/.hidden") { s in Sys.put(s("dir/.hidden"), []) }
+        prepare("create dir/spaced name ü") { s in Sys.put(s("dir/spaced name ü"), [1]) }
+        prepare("bind a unix socket dir/sock") { s in bindSocket(s("dir/sock")) }
+    }
+
+    /// Binds (and closes) a unix-domain socket at `path`, leaving the socket inode behind.
+    private func bindSocket(_ path: String) -> Outcome {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return .failure(errno) }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
+        }
+        return Sys.call { withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } } }
+    }
+
+    func testReaddirNamesAndTypes() {
+        populate()
+        let listing = same("readdir dir (names and d_type)") { s in Sys.readdir(s("dir")).0 }
+        XCTAssertEqual(listing.count, 9, "the populated folder should list 9 entries: \(listing)")
+        XCTAssertTrue(listing.allSatisfy { $0.type != UInt8(DT_UNKNOWN) }, "native d_type unknown: \(listing)")
+        same("readdir empty dir/sub", expect: [Sys.Entry]()) { s in Sys.readdir(s("dir/sub")).0 }
+        same("opendir a file", expect: Outcome.failure(ENOTDIR)) { s in Sys.readdir(s("dir/file")).1 }
+        same("opendir missing", expect: Outcome.failure(ENOENT)) { s in Sys.readdir(s("missing")).1 }
+        // "." and ".." are listed too.
+        same("readdir lists . and ..", expect: true) { s in
+            guard let d = opendir(s("dir")) else { return false }
+            defer { closedir(d) }
+            var names = Set<String>()
+            while let e = readdir(d) {
+                names.insert(withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) })
+            }
+            return names.contains(".") && names.contains("..")
+        }
+    }
+
+    func testReaddirplusStatOfEveryEntry() {
+        populate()
+        // What `ls -l` does: list, then lstat each name (the kernel may answer from readdirplus).
+        let n = Sys.readdir(native("dir")).0, m = Sys.readdir(mnt("dir")).0
+        XCTAssertEqual(n, m)
+        for e in n { sameMeta("dir/" + e.name) }
+        // An entry changed behind the listing is seen fresh by the next stat.
+        same("chmod dir/file 0600 after listing") { s in Sys.call { chmod(s("dir/file"), 0o600) } }
+        _ = Sys.readdir(mnt("dir"))
+        sameMeta("dir/file")
+    }
+
+    func testReaddirOfALargeDirectoryWithRewind() {
+        prepare("mkdir big") { s in Sys.call { mkdir(s("big"), 0o755) } }
+        for i in 0..<1500 { prepare("create big/\(i)") { s in Sys.put(s("big/entry-\(i)-" + String(repeating: "x", count: i % 97)), []) } }
+        same("readdir 1500 entries") { s in Sys.readdir(s("big")).0 }
+        // Two passes over one open stream (rewinddir) see the same names.
+        same("readdir twice with rewinddir", expect: true) { s in
+            guard let d = opendir(s("big")) else { return false }
+            defer { closedir(d) }
+            func pass() -> [String] {
+                var names: [String] = []
+                while let e = readdir(d) { names.append(withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }) }
+                return names.sorted()
+            }
+            let first = pass()
+            rewinddir(d)
+            return first == pass() && first.count == 1502
+        }
+        // Removing entries while listing must not skip the ones that stay.
+        same("unlink every other entry while reading", expect: 750) { s in
+            guard let d = opendir(s("big")) else { return -1 }
+            defer { closedir(d) }
+            var kept = 0
+            while let e = readdir(d) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+                guard name.hasPrefix("entry-"), let i = Int(name.split(separator: "-")[1]) else { continue }
+                if i % 2 == 0 { unlink(s("big/" + name)) } else { kept += 1 }
+            }
+            return kept
+        }
+        same("listing after the removals") { s in Sys.readdir(s("big")).0 }
+    }
+
+    func testMkdirRmdirAndErrors() {
+        same("mkdir a 0777 under umask 022", expect: Outcome.success()) { s in Sys.call { mkdir(s("a"), 0o777) } }
+        same("mode of a", expect: S_IFDIR | 0o755) { s in Sys.lstat(s("a")).0?.mode ?? 0 }
+        same("mkdir a again", expect: Outcome.failure(EEXIST)) { s in Sys.call { mkdir(s("a"), 0o755) } }
+        same("mkdir a/b/c (missing parent)", expect: Outcome.failure(ENOENT)) { s in Sys.call { mkdir(s("a/b/c"), 0o755) } }
+        prepare("create f") { s in Sys.put(s("f"), []) }
+        same("mkdir f/x (file parent)", expect: Outcome.failure(ENOTDIR)) { s in Sys.call { mkdir(s("f/x"), 0o755) } }
+        same("mkdir over a file", expect: Outcome.failure(EEXIST)) { s in Sys.call { mkdir(s("f"), 0o755) } }
+        same("mkdir a/sticky 01777", expect: Outcome.success()) { s in Sys.call { mkdir(s("a/sticky"), 0o1777) } }
+        same("mode of a/sticky (umask 022)", expect: S_IFDIR | 0o1755) { s in Sys.lstat(s("a/sticky")).0?.mode ?? 0 }
+        sameMeta("a")   // nlink 3 now
+        same("rmdir a (not empty)", expect: Outcome.failure(ENOTEMPTY)) { s in Sys.call { rmdir(s("a")) } }
+        same("rmdir a file", expect: Outcome.failure(ENOTDIR)) { s in Sys.call { rmdir(s("f")) } }
+        same("rmdir missing", expect: Outcome.failure(ENOENT)) { s in Sys.call { rmdir(s("missing")) } }
+        same("rmdir a/sticky/.", expect: Outcome.failure(EINVAL)) { s in Sys.call { rmdir(s("a/sticky/.")) } }
+        same("rmdir a/sticky", expect: Outcome.success()) { s in Sys.call { rmdir(s("a/sticky")) } }
+        sameMeta("a")   // nlink back to 2
+        same("unlink a directory", expect: Outcome.failure(EISDIR)) { s in Sys.call { unlink(s("a")) } }
+        same("unlink f", expect: Outcome.success()) { s in Sys.call { unlink(s("f")) } }
+        same("unlink f again", expect: Outcome.failure(ENOENT)) { s in Sys.call { unlink(s("f")) } }
+        same("rmdir a", expect: Outcome.success()) { s in Sys.call { rmdir(s("a")) } }
+        same("lstat a after rmdir", expect: Outcome.failure(ENOENT)) { s in Sys.lstat(s("a")).1 }
+    }
+
+    func testCreationModesFollowUmask() {
+        for mask: mode_t in [0o022, 0o077, 0o000, 0o027] {
+            umask(mask)
+            same("mkdir d\(mask) 0777 under umask \(String(mask, radix: 8))", expect: S_IFDIR | (0o777 & ~mask)) { s in
+                mkdir(s("d\(mask)"), 0o777) == 0 ? Sys.lstat(s("d\(mask)")).0?.mode ?? 0 : 0
+            }
+            same("create f\(mask) 0666 under umask \(String(mask, radix: 8))", expect: S_IFREG | (0o666 & ~mask)) { s in
+                let o = Sys.open(s("f\(mask)"), O_CREAT | O_EXCL | O_WRONLY, 0o666)
+                guard o.ok else { return 0 }
+                close(Int32(o.ret))
+                return Sys.lstat(s("f\(mask)")).0?.mode ?? 0
+            }
+            same("mkfifo p\(mask) 0666 under umask \(String(mask, radix: 8))", expect: S_IFIFO | (0o666 & ~mask)) { s in
+                mkfifo(s("p\(mask)"), 0o666) == 0 ? Sys.lstat(s("p\(mask)")).0?.mode ?? 0 : 0
+            }
+        }
+        umask(0o022)
+    }
+
+    func testFsyncOnADirectoryFd() {
+        populate()
+        guard let fds = openBoth("dir", O_RDONLY | O_DIRECTORY) else { return }
+        same("fsync dir fd", on: fds, expect: Outcome.success()) { fd in Sys.call { fsync(fd) } }
+        same("fdatasync dir fd", on: fds, expect: Outcome.success()) { fd in Sys.call { fdatasync(fd) } }
+        same("write to a dir fd", on: fds, expect: Outcome.failure(EBADF)) { fd in Sys.write(fd, [1]) }
+        same("read from a dir fd", on: fds, expect: Outcome.failure(EISDIR)) { fd in Sys.read(fd, count: 1).1 }
+        closeBoth(fds)
+        same("open dir O_WRONLY", expect: Outcome.failure(EISDIR)) { s in Sys.open(s("dir"), O_WRONLY) }
+        same("open file O_DIRECTORY", expect: Outcome.failure(ENOTDIR)) { s in Sys.open(s("dir/file"), O_RDONLY | O_DIRECTORY) }
+    }
+}

@@ -1,0 +1,63 @@
+// Extended attributes: user.* set/get/list/remove, ENODATA, XATTR_CREATE / XATTR_REPLACE, size
+// probing, attributes on directories, and on an fd.
+import Glibc
+import XCTest
+
+final class XattrTests: MountTestCase {
+    func testSetGetListRemove() {
+        prepare("put f") { s in Sys.put(s("f"), [1]) }
+        prepare("mkdir d") { s in Sys.call { mkdir(s("d"), 0o755) } }
+        for rel in ["f", "d"] {
+            same("setxattr \(rel) user.a", expect: Outcome.success()) { s in Sys.setxattr(s(rel), "user.a", Array("alpha".utf8)) }
+            same("setxattr \(rel) user.empty", expect: Outcome.success()) { s in Sys.setxattr(s(rel), "user.empty", []) }
+            same("setxattr \(rel) user.bin (binary, 4000 bytes)", expect: Outcome.success()) { s in Sys.setxattr(s(rel), "user.bin", pattern(4000)) }
+            same("getxattr \(rel) user.a", expect: Array("alpha".utf8)) { s in Sys.getxattr(s(rel), "user.a").0 }
+            same("getxattr \(rel) user.empty", expect: Outcome.success(0)) { s in Sys.getxattr(s(rel), "user.empty").1 }
+            same("getxattr \(rel) user.bin", expect: pattern(4000)) { s in Sys.getxattr(s(rel), "user.bin").0 }
+            same("list \(rel)", expect: ["user.a", "user.bin", "user.empty"]) { s in Sys.xattrs(s(rel)).0.keys.sorted() }
+            same("getxattr \(rel) missing", expect: Outcome.failure(ENODATA)) { s in Sys.getxattr(s(rel), "user.none").1 }
+            same("removexattr \(rel) user.a", expect: Outcome.success()) { s in Sys.call { LinuxCalls.lremovexattr(s(rel), "user.a") } }
+            same("removexattr \(rel) user.a again", expect: Outcome.failure(ENODATA)) { s in Sys.call { LinuxCalls.lremovexattr(s(rel), "user.a") } }
+            same("list \(rel) after remove", expect: ["user.bin", "user.empty"]) { s in Sys.xattrs(s(rel)).0.keys.sorted() }
+        }
+        same("setxattr on missing", expect: Outcome.failure(ENOENT)) { s in Sys.setxattr(s("missing"), "user.a", [1]) }
+        same("setxattr in an unknown namespace", expect: Outcome.failure(EOPNOTSUPP)) { s in Sys.setxattr(s("f"), "bogus.a", [1]) }
+        // user.* is not allowed on symlinks.
+        prepare("symlink l -> f") { s in Sys.call { symlink("f", s("l")) } }
+        same("lsetxattr user.* on a symlink", expect: Outcome.failure(EPERM)) { s in Sys.setxattr(s("l"), "user.a", [1]) }
+    }
+
+    func testCreateReplaceAndSizes() {
+        prepare("put f") { s in Sys.put(s("f"), [1]) }
+        same("XATTR_REPLACE on a missing name", expect: Outcome.failure(ENODATA)) { s in Sys.setxattr(s("f"), "user.k", [1], Linux.XATTR_REPLACE) }
+        same("XATTR_CREATE", expect: Outcome.success()) { s in Sys.setxattr(s("f"), "user.k", [1], Linux.XATTR_CREATE) }
+        same("XATTR_CREATE on an existing name", expect: Outcome.failure(EEXIST)) { s in Sys.setxattr(s("f"), "user.k", [2], Linux.XATTR_CREATE) }
+        same("XATTR_REPLACE", expect: Outcome.success()) { s in Sys.setxattr(s("f"), "user.k", [3, 3], Linux.XATTR_REPLACE) }
+        same("value after replace", expect: [UInt8]([3, 3])) { s in Sys.getxattr(s("f"), "user.k").0 }
+        // Size probing with a zero-length buffer, and a buffer too small.
+        same("getxattr size probe", expect: Outcome.success(2)) { s in Sys.call { LinuxCalls.lgetxattr(s("f"), "user.k", nil, 0) } }
+        same("getxattr into a 1-byte buffer", expect: Outcome.failure(ERANGE)) { s in
+            var b: UInt8 = 0
+            return Sys.call { LinuxCalls.lgetxattr(s("f"), "user.k", &b, 1) }
+        }
+        same("listxattr size probe", expect: Outcome.success(7)) { s in Sys.call { LinuxCalls.llistxattr(s("f"), nil, 0) } }
+        same("listxattr into a 2-byte buffer", expect: Outcome.failure(ERANGE)) { s in
+            var b = [CChar](repeating: 0, count: 2)
+            return Sys.call { LinuxCalls.llistxattr(s("f"), &b, 2) }
+        }
+        // ext4 keeps a file's xattrs in one block: a 64 KiB value fails there, alike on both sides.
+        same("a 64 KiB value") { s in Sys.setxattr(s("f"), "user.big", pattern(65_000)) }
+        same("the 64 KiB value afterwards") { s in Tree.fnv(Sys.getxattr(s("f"), "user.big").0) }
+        same("a name over 255 bytes", expect: Outcome.failure(ERANGE)) { s in Sys.setxattr(s("f"), "user." + String(repeating: "n", count: 251), [1]) }
+        // Through a file descriptor.
+        guard let fds = openBoth("f", O_RDONLY) else { return }
+        same("fsetxattr", on: fds, expect: Outcome.success()) { fd in
+            [UInt8]([9]).withUnsafeBytes { v in Sys.call { LinuxCalls.fsetxattr(fd, "user.fd", v.baseAddress, 1, 0) } }
+        }
+        same("fgetxattr", on: fds, expect: Outcome.success(1)) { fd in
+            var b: UInt8 = 0
+            return Sys.call { LinuxCalls.fgetxattr(fd, "user.fd", &b, 1) }
+        }
+        closeBoth(fds)
+    }
+}
