@@ -21,8 +21,9 @@ public struct EventLogOptions: Sendable, Equatable {
     /// How often the writer checks age retention when idle.
     public var retentionCheckInterval: Duration
     /// The most records waiting in memory for the writer thread (default 262,144: about half a
-    /// second of the writer's top speed, some 80 MB plus the strings at worst). Beyond it (the disk is stalled or full), appends
-    /// are dropped and one `gap` record with reason `dropped` is written in their place.
+    /// second at the writer's top speed, some 80 MB plus the strings at worst). Beyond it (the
+    /// disk is stalled or full), appends are dropped and one `gap` record with reason `dropped`
+    /// is written in their place.
     public var maxQueuedRecords: Int
 
     public init(
