@@ -61,7 +61,9 @@ final class CrashTests: XCTestCase {
             throw XCTSkip("runs only as the child process of testSIGKILLMidStreamLosesNoAcknowledgedRecord")
         }
         let w = try EventLogWriter(directory: dir)
-        while true {
+        // Bounded, so an orphaned child (the parent test crashed) stops on its own.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline && w.lastAssignedSeq < 5_000_000 {
             for _ in 0..<1000 {
                 let seq = w.lastAssignedSeq + 1
                 w.append(.didChange, path: "/file-\(seq)")
@@ -71,5 +73,6 @@ final class CrashTests: XCTestCase {
             let line = "acked \(written)\n"
             _ = line.withCString { write(2, $0, strlen($0)) }
         }
+        try w.close()
     }
 }
