@@ -1,0 +1,275 @@
+import Dispatch
+import Glibc
+
+/// Receives what the daemon sends a `ControlClient` unasked. Calls arrive in order on one serial
+/// queue per client (never on the socket's reader thread, so replies keep flowing while a
+/// delegate works).
+public protocol ControlClientDelegate: AnyObject, Sendable {
+    /// An ask for one of this client's presenters; answer it with `client.answer(_:error:)`
+    /// before its deadline.
+    func controlClient(_ client: ControlClient, didReceive ask: Ask)
+    /// A notification for one of this client's presenters.
+    func controlClient(_ client: ControlClient, didReceive notification: PresenterNotification)
+    /// The connection ended; `error` says why if it was not a plain close.
+    func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?)
+}
+
+/// A connection to a coordfs daemon's control socket: handshake, request/reply matching by id,
+/// asks and notifications to a delegate. Thread-safe; requests may be issued concurrently.
+public final class ControlClient: @unchecked Sendable {
+    /// The daemon's `welcome`.
+    public let welcome: Welcome
+    private let fd: Int32
+    private let delegate: (any ControlClientDelegate)?
+    private let deliveryQueue = DispatchQueue(label: "coordfs.control.client")
+    private let writeLock = Locked(())
+
+    private struct Pending {
+        let continuation: CheckedContinuation<ControlMessage, any Error>
+        let onReply: (@Sendable (ControlMessage) -> Void)?
+    }
+    private struct State {
+        var nextID: UInt64 = 2  // 1 was hello
+        var pending: [RequestID: Pending] = [:]
+        var closed = false
+        var closeError: ControlTransportError?
+    }
+    private let state = Locked(State())
+
+    /// Connects to the socket at `path`, says `hello` and waits (up to `timeout`) for `welcome`.
+    public static func connect(
+        socketPath path: String, clientName: String? = nil, delegate: (any ControlClientDelegate)? = nil,
+        timeout: Duration = .seconds(5)
+    ) throws(ControlTransportError) -> ControlClient {
+        let fd = try connectUnixSocket(path)
+        do {
+            let (welcome, decoder) = try handshake(fd: fd, clientName: clientName, timeout: timeout)
+            return ControlClient(fd: fd, welcome: welcome, decoder: decoder, delegate: delegate)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    private static func handshake(fd: Int32, clientName: String?, timeout: Duration) throws(ControlTransportError) -> (Welcome, FrameDecoder) {
+        try Sys.sendAll(fd, ControlMessage.hello(Hello(id: RequestID(1), client: clientName)).encodedFrame())
+        var decoder = FrameDecoder()
+        let deadline = monotonicNanoseconds() + UInt64(ControlConnection.milliseconds(timeout)) * 1_000_000
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let message: ControlMessage?
+            do {
+                message = try decoder.nextFrame().map { (payload) throws(ProtocolError) in try ControlMessage.decode(payload: payload) }
+            } catch {
+                throw .protocolError(error)
+            }
+            if let message {
+                switch message {
+                case .welcome(let welcome):
+                    // The daemon says nothing after `welcome` until asked, so the decoder holds
+                    // no further frames; it is handed to the reader thread all the same.
+                    return (welcome, decoder)
+                case .error(let error):
+                    throw .protocolError(ProtocolError(error.code, error.message))
+                default:
+                    throw .unexpectedReply(message.typeName)
+                }
+            }
+            let now = monotonicNanoseconds()
+            if now >= deadline { throw .timedOut }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, Int32((deadline - now) / 1_000_000) + 1)
+            if ready < 0 && errno == EINTR { continue }
+            if ready <= 0 { throw .timedOut }
+            let n = buffer.withUnsafeMutableBytes { Sys.read(fd, $0) }
+            if n == 0 { throw .disconnected }
+            if n < 0 { throw .system(operation: "read", errno: errno) }
+            decoder.append(buffer[0..<n])
+        }
+    }
+
+    private init(fd: Int32, welcome: Welcome, decoder: FrameDecoder, delegate: (any ControlClientDelegate)?) {
+        self.fd = fd
+        self.welcome = welcome
+        self.delegate = delegate
+        let initialDecoder = decoder
+        do {
+            _ = try startThread(name: "coordfs-client") { [self] in readLoop(decoder: initialDecoder) }
+        } catch {
+            state.withLock { $0.closed = true; $0.closeError = error }
+            Glibc.close(fd)
+        }
+    }
+
+    /// Whether the connection is still open.
+    public var isConnected: Bool { state.withLock { !$0.closed } }
+
+    /// Sends a request built around a fresh id and waits for the reply that echoes it. An
+    /// `error` reply throws `.protocolError`. `onReply` runs on the reader thread before any
+    /// later frame is handled (so state it installs is visible to later asks).
+    public func request(
+        onReply: (@Sendable (ControlMessage) -> Void)? = nil, _ build: (RequestID) -> ControlMessage
+    ) async throws(ControlTransportError) -> ControlMessage {
+        let id = state.withLock { s -> RequestID in
+            defer { s.nextID += 1 }
+            return RequestID(s.nextID)
+        }
+        let frame = build(id).encodedFrame()
+        do {
+            let reply = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ControlMessage, any Error>) in
+                let registered = state.withLock { s -> ControlTransportError? in
+                    if s.closed { return s.closeError ?? .disconnected }
+                    s.pending[id] = Pending(continuation: continuation, onReply: onReply)
+                    return nil
+                }
+                if let error = registered {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                do {
+                    try writeLock.withLock { _ in try Sys.sendAll(fd, frame) }
+                } catch {
+                    if let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) {
+                        pending.continuation.resume(throwing: error)
+                    }
+                }
+            }
+            if case .error(let error) = reply {
+                throw ControlTransportError.protocolError(ProtocolError(error.code, error.message, requestID: id.rawValue))
+            }
+            return reply
+        } catch let error as ControlTransportError {
+            throw error
+        } catch {
+            throw .disconnected
+        }
+    }
+
+    /// Registers a presenter; `onRegistered` runs before any ask for it can be delivered.
+    public func register(
+        _ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases),
+        onRegistered: (@Sendable (PresenterID) -> Void)? = nil
+    ) async throws(ControlTransportError) -> PresenterID {
+        let reply = try await request(onReply: { reply in
+            if case .registered(let r) = reply { onRegistered?(r.presenter) }
+        }) { .register(Register(id: $0, path: path, kind: kind, asks: asks)) }
+        guard case .registered(let registered) = reply else { throw .unexpectedReply(reply.typeName) }
+        return registered.presenter
+    }
+
+    /// Unregisters a presenter.
+    public func unregister(_ presenter: PresenterID) async throws(ControlTransportError) {
+        let reply = try await request { .unregister(Unregister(id: $0, presenter: presenter)) }
+        guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
+    }
+
+    /// Waits for a coordinated access; returns its id once granted.
+    public func coordinate(_ intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil) async throws(ControlTransportError) -> AccessID {
+        let reply = try await request { .coordinate(Coordinate(id: $0, intents: intents, presenter: presenter, timeoutMs: timeoutMs)) }
+        guard case .granted(let granted) = reply else { throw .unexpectedReply(reply.typeName) }
+        return granted.access
+    }
+
+    /// Ends a coordinated access, saying what the writer did.
+    public func release(_ access: AccessID, changes: [ItemChange] = []) async throws(ControlTransportError) {
+        let reply = try await request { .release(Release(id: $0, access: access, changes: changes)) }
+        guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
+    }
+
+    /// The daemon's presenters, accesses and waiting requests.
+    public func status() async throws(ControlTransportError) -> StatusReport {
+        let reply = try await request { .status(StatusQuery(id: $0)) }
+        guard case .statusReport(let report) = reply else { throw .unexpectedReply(reply.typeName) }
+        return report
+    }
+
+    /// Answers an ask: done (`error == nil`) or failed.
+    public func answer(_ ask: AskID, error: ErrorBody? = nil) {
+        send(.answer(Answer(id: ask, error: error)))
+    }
+
+    /// Sends a message without waiting for anything. Returns false if the connection is closed.
+    @discardableResult
+    public func send(_ message: ControlMessage) -> Bool {
+        guard isConnected else { return false }
+        let frame = message.encodedFrame()
+        return (try? writeLock.withLock { _ in try Sys.sendAll(fd, frame) }) != nil
+    }
+
+    /// Says `close` and closes the connection; pending requests fail with `.disconnected`.
+    public func close() {
+        guard isConnected else { return }
+        send(.close(Close()))
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    // MARK: Reader thread
+
+    private func readLoop(decoder initial: FrameDecoder) {
+        var decoder = initial
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var failure: ControlTransportError?
+        reading: while true {
+            do {
+                while let payload = try decoder.nextFrame() {
+                    handle(try ControlMessage.decode(payload: payload))
+                }
+            } catch {
+                failure = .protocolError(error)
+                break reading
+            }
+            let n = buffer.withUnsafeMutableBytes { Sys.read(fd, $0) }
+            if n > 0 {
+                decoder.append(buffer[0..<n])
+            } else {
+                if n < 0 && errno != ECONNRESET { failure = .system(operation: "read", errno: errno) }
+                if n == 0 || errno == ECONNRESET {
+                    do { try decoder.finish() } catch { failure = .protocolError(error) }
+                }
+                break
+            }
+        }
+        let pending = state.withLock { s -> [Pending] in
+            s.closed = true
+            if s.closeError == nil { s.closeError = failure }
+            failure = s.closeError
+            defer { s.pending = [:] }
+            return Array(s.pending.values)
+        }
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+        writeLock.withLock { _ in _ = Glibc.close(fd) }
+        for request in pending { request.continuation.resume(throwing: failure ?? .disconnected) }
+        if let delegate {
+            let error = failure
+            deliveryQueue.async { delegate.controlClient(self, didCloseWith: error) }
+        }
+    }
+
+    private func handle(_ message: ControlMessage) {
+        switch message {
+        case .ask(let ask):
+            if let delegate {
+                deliveryQueue.async { delegate.controlClient(self, didReceive: ask) }
+            } else {
+                answer(ask.id, error: ErrorBody(code: .failed, message: "this client presents nothing"))
+            }
+        case .notification(let notification):
+            if let delegate { deliveryQueue.async { delegate.controlClient(self, didReceive: notification) } }
+        case .error(let error) where error.id == nil:
+            // The daemon is about to close the connection; remember why.
+            state.withLock { $0.closeError = .protocolError(ProtocolError(error.code, error.message)) }
+        case .close(let close):
+            state.withLock { s in
+                if s.closeError == nil, let reason = close.reason {
+                    s.closeError = .protocolError(ProtocolError(.shuttingDown, reason))
+                }
+            }
+        default:
+            guard let id = message.requestID,
+                let pending = state.withLock({ $0.pending.removeValue(forKey: id) })
+            else { return }
+            pending.onReply?(message)
+            pending.continuation.resume(returning: message)
+        }
+    }
+}

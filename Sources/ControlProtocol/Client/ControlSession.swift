@@ -1,0 +1,286 @@
+import Glibc
+
+/// The app side of one presenter: what to do for asks, what to make of notifications.
+public protocol PresenterEndpoint: AnyObject, Sendable {
+    /// Does what the ask requires; returns nil when done, or why it could not be done.
+    func perform(_ ask: Ask) async -> ErrorBody?
+    /// Takes a notification.
+    func receive(_ event: PresenterEvent) async
+    /// The presenter could not be registered again after a reconnect (its item may be gone).
+    func registrationLost(_ error: ControlTransportError) async
+}
+
+extension PresenterEndpoint {
+    public func registrationLost(_ error: ControlTransportError) async {}
+}
+
+/// A local handle for a presenter registered through a `ControlSession`; it survives
+/// reconnections (the daemon's `PresenterID` does not).
+public struct SessionPresenter: Hashable, Sendable {
+    public let token: UInt64
+}
+
+/// A granted access, tied to the connection that holds it.
+public struct SessionAccess: Sendable {
+    public let access: AccessID
+    let client: ControlClient
+}
+
+/// A long-lived, self-healing connection to one mount's daemon: connects lazily, and after the
+/// daemon restarts reconnects (with backoff) and registers every presenter again, at its latest
+/// path. Asks and notifications reach each presenter's endpoint in order, one presenter at a
+/// time each (presenters do not wait for one another).
+public final class ControlSession: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var clientName: String?
+        /// First and longest wait between reconnection attempts.
+        public var reconnectDelay: (initial: Duration, maximum: Duration)
+        /// Handshake timeout per attempt.
+        public var connectTimeout: Duration
+        public init(clientName: String? = nil, reconnectDelay: (initial: Duration, maximum: Duration) = (.milliseconds(50), .seconds(2)), connectTimeout: Duration = .seconds(5)) {
+            self.clientName = clientName
+            self.reconnectDelay = reconnectDelay
+            self.connectTimeout = connectTimeout
+        }
+    }
+
+    private enum Delivery: Sendable {
+        case ask(Ask, ControlClient)
+        case event(PresenterEvent)
+        case lost(ControlTransportError)
+    }
+
+    private struct Registration {
+        var path: MountPath
+        let kind: ItemKind
+        let asks: Set<AskKind>
+        let endpoint: any PresenterEndpoint
+        let inbox: AsyncStream<Delivery>.Continuation
+        var remote: PresenterID?
+    }
+
+    private struct State {
+        var client: ControlClient?
+        var connecting: Task<ControlClient, any Error>?
+        var reconnecting = false
+        var registrations: [UInt64: Registration] = [:]
+        var byRemote: [PresenterID: UInt64] = [:]
+        var nextToken: UInt64 = 1
+        var connections = 0
+        var closed = false
+    }
+
+    private let socketPath: @Sendable () throws -> String
+    private let options: Options
+    private let state = Locked(State())
+    private let relay: Relay
+
+    /// - Parameter socketPath: computes the socket path at each (re)connection, so a mount that
+    ///   moved is found again.
+    public init(socketPath: @escaping @Sendable () throws -> String, options: Options = Options()) {
+        self.socketPath = socketPath
+        self.options = options
+        self.relay = Relay()
+        relay.session = self
+    }
+
+    /// How many times a connection was established (1 after the first, 2 after a reconnect...).
+    public var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// Whether a connection is up right now.
+    public var isConnected: Bool { state.withLock { $0.client?.isConnected ?? false } }
+
+    /// The daemon's current id for a presenter (nil while disconnected).
+    public func remoteID(of presenter: SessionPresenter) -> PresenterID? {
+        state.withLock { $0.registrations[presenter.token]?.remote }
+    }
+
+    /// Registers a presenter; it stays registered across reconnections until `unregister`.
+    public func register(_ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), endpoint: any PresenterEndpoint) async throws(ControlTransportError) -> SessionPresenter {
+        let client = try await connectedClient()
+        let (stream, inbox) = AsyncStream<Delivery>.makeStream()
+        let token = state.withLock { s -> UInt64 in
+            defer { s.nextToken += 1 }
+            s.registrations[s.nextToken] = Registration(path: path, kind: kind, asks: asks, endpoint: endpoint, inbox: inbox)
+            return s.nextToken
+        }
+        Task { await Self.drain(stream, endpoint: endpoint) }
+        do {
+            _ = try await client.register(path, kind: kind, asks: asks) { [weak self] remote in self?.bind(token, to: remote) }
+        } catch {
+            state.withLock { _ = $0.registrations.removeValue(forKey: token) }
+            inbox.finish()
+            throw error
+        }
+        return SessionPresenter(token: token)
+    }
+
+    /// Unregisters a presenter (locally at once; on the daemon if connected).
+    public func unregister(_ presenter: SessionPresenter) async {
+        let (registration, client) = state.withLock { s -> (Registration?, ControlClient?) in
+            let registration = s.registrations.removeValue(forKey: presenter.token)
+            if let remote = registration?.remote { s.byRemote[remote] = nil }
+            return (registration, s.client)
+        }
+        registration?.inbox.finish()
+        if let remote = registration?.remote, let client { try? await client.unregister(remote) }
+    }
+
+    /// Waits for a coordinated access (on behalf of `presenter`, which is then not asked).
+    public func coordinate(_ intents: [Intent], presenter: SessionPresenter? = nil, timeoutMs: UInt32? = nil) async throws(ControlTransportError) -> SessionAccess {
+        let client = try await connectedClient()
+        let remote = presenter.flatMap { p in state.withLock { $0.registrations[p.token]?.remote } }
+        return SessionAccess(access: try await client.coordinate(intents, presenter: remote, timeoutMs: timeoutMs), client: client)
+    }
+
+    /// Releases an access. If the connection that granted it is gone, the daemon already
+    /// dropped it and this throws `.disconnected`.
+    public func release(_ access: SessionAccess, changes: [ItemChange] = []) async throws(ControlTransportError) {
+        try await access.client.release(access.access, changes: changes)
+    }
+
+    /// The daemon's status.
+    public func status() async throws(ControlTransportError) -> StatusReport {
+        try await connectedClient().status()
+    }
+
+    /// Closes the connection and stops reconnecting; presenters are dropped.
+    public func close() {
+        let (client, registrations) = state.withLock { s -> (ControlClient?, [Registration]) in
+            s.closed = true
+            defer { s.registrations = [:]; s.byRemote = [:] }
+            return (s.client, Array(s.registrations.values))
+        }
+        for registration in registrations { registration.inbox.finish() }
+        client?.close()
+    }
+
+    // MARK: Connection management
+
+    /// The live client, connecting (and registering every presenter again) if needed.
+    func connectedClient() async throws(ControlTransportError) -> ControlClient {
+        let task = state.withLock { s -> Task<ControlClient, any Error>? in
+            if s.closed { return nil }
+            if let client = s.client, client.isConnected {
+                return Task { client }
+            }
+            if let connecting = s.connecting { return connecting }
+            let connecting = Task { try await self.establish() }
+            s.connecting = connecting
+            return connecting
+        }
+        guard let task else { throw .disconnected }
+        do {
+            return try await task.value
+        } catch let error as ControlTransportError {
+            throw error
+        } catch {
+            throw .system(operation: "locate control socket: \(error)", errno: ENOENT)
+        }
+    }
+
+    private func establish() async throws -> ControlClient {
+        defer { state.withLock { $0.connecting = nil } }
+        let path = try socketPath()
+        let client = try ControlClient.connect(socketPath: path, clientName: options.clientName, delegate: relay, timeout: options.connectTimeout)
+        let pending = state.withLock { s -> [(UInt64, Registration)] in
+            s.client = client
+            s.connections += 1
+            s.byRemote = [:]
+            for token in s.registrations.keys { s.registrations[token]?.remote = nil }
+            return s.registrations.map { ($0.key, $0.value) }
+        }
+        for (token, registration) in pending.sorted(by: { $0.0 < $1.0 }) {
+            do {
+                _ = try await client.register(registration.path, kind: registration.kind, asks: registration.asks) { [weak self] remote in
+                    self?.bind(token, to: remote)
+                }
+            } catch ControlTransportError.disconnected {
+                throw ControlTransportError.disconnected
+            } catch {
+                registration.inbox.yield(.lost(error))
+            }
+        }
+        return client
+    }
+
+    private func bind(_ token: UInt64, to remote: PresenterID) {
+        state.withLock { s in
+            guard s.registrations[token] != nil else { return }
+            s.registrations[token]?.remote = remote
+            s.byRemote[remote] = token
+        }
+    }
+
+    private func connectionEnded(_ client: ControlClient) {
+        let shouldReconnect = state.withLock { s -> Bool in
+            guard s.client === client else { return false }
+            s.client = nil
+            s.byRemote = [:]
+            for token in s.registrations.keys { s.registrations[token]?.remote = nil }
+            guard !s.closed, !s.registrations.isEmpty, !s.reconnecting else { return false }
+            s.reconnecting = true
+            return true
+        }
+        guard shouldReconnect else { return }
+        Task {
+            var delay = options.reconnectDelay.initial
+            while true {
+                try? await Task.sleep(for: delay)
+                if state.withLock({ $0.closed || $0.registrations.isEmpty }) { break }
+                if (try? await connectedClient()) != nil { break }
+                delay = min(delay * 2, options.reconnectDelay.maximum)
+            }
+            state.withLock { $0.reconnecting = false }
+        }
+    }
+
+    private func route(_ delivery: Delivery, presenter remote: PresenterID, client: ControlClient) {
+        let inbox = state.withLock { s -> AsyncStream<Delivery>.Continuation? in
+            guard let token = s.byRemote[remote], let registration = s.registrations[token] else { return nil }
+            // Keep the path current so a re-registration after a reconnect uses it.
+            if case .event(.didMove(let newPath)) = delivery { s.registrations[token]?.path = newPath }
+            return registration.inbox
+        }
+        if let inbox {
+            inbox.yield(delivery)
+        } else if case .ask(let ask, _) = delivery {
+            client.answer(ask.id, error: ErrorBody(code: .unknownPresenter, message: "\(remote) is not registered here"))
+        }
+    }
+
+    private static func drain(_ stream: AsyncStream<Delivery>, endpoint: any PresenterEndpoint) async {
+        for await delivery in stream {
+            switch delivery {
+            case .ask(let ask, let client):
+                let error = await endpoint.perform(ask)
+                client.answer(ask.id, error: error)
+            case .event(let event):
+                await endpoint.receive(event)
+            case .lost(let error):
+                await endpoint.registrationLost(error)
+            }
+        }
+    }
+
+    /// The client delegate, kept apart so the session's public surface stays small.
+    private final class Relay: ControlClientDelegate, @unchecked Sendable {
+        weak var session: ControlSession?
+
+        func controlClient(_ client: ControlClient, didReceive ask: Ask) {
+            guard let session else {
+                client.answer(ask.id, error: ErrorBody(code: .failed, message: "the session is gone"))
+                return
+            }
+            session.route(.ask(ask, client), presenter: ask.presenter, client: client)
+        }
+
+        func controlClient(_ client: ControlClient, didReceive notification: PresenterNotification) {
+            session?.route(.event(notification.event), presenter: notification.presenter, client: client)
+        }
+
+        func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?) {
+            session?.connectionEnded(client)
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Glibc
+
+/// Finds a mount's control socket from the mount path alone.
+///
+/// The default rule: read `/proc/self/mountinfo`, take the mount whose mount point contains the
+/// path (the longest match) and whose file system type is `fuse.coordfs`; its mount source is the
+/// backing folder, and the socket is `<backing>/.coordfs/control.sock`. The rule is pluggable
+/// (`socketPathForMount`) for daemons that keep the socket elsewhere (a runtime directory).
+public struct ControlSocketLocator: Sendable {
+    /// One line of mountinfo.
+    public struct Mount: Sendable, Hashable {
+        /// Where it is mounted (escapes like `\040` decoded).
+        public var mountPoint: String
+        /// The file system type (`fuse.coordfs`).
+        public var fileSystemType: String
+        /// The mount source; for coordfs the backing folder.
+        public var source: String
+        public init(mountPoint: String, fileSystemType: String, source: String) {
+            self.mountPoint = mountPoint
+            self.fileSystemType = fileSystemType
+            self.source = source
+        }
+    }
+
+    /// A located control socket.
+    public struct Location: Sendable, Hashable {
+        public var mount: Mount
+        public var socketPath: String
+        /// The queried path relative to the mount point.
+        public var relativePath: MountPath
+    }
+
+    /// Which file system types count as coordfs mounts.
+    public var fileSystemTypes: Set<String>
+    /// Where mount information comes from.
+    public var mountInfoPath: String
+    /// Maps a mount to its socket path.
+    public var socketPathForMount: @Sendable (Mount) -> String
+
+    /// The default rule: the socket lives in the backing folder's state directory.
+    public static func defaultSocketPath(for mount: Mount) -> String {
+        defaultSocketPath(backingFolder: mount.source)
+    }
+
+    /// `<backing>/.coordfs/control.sock`: what the daemon binds, what clients find.
+    public static func defaultSocketPath(backingFolder: String) -> String {
+        var base = backingFolder
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        return (base == "/" ? "" : base) + "/.coordfs/control.sock"
+    }
+
+    public init(
+        fileSystemTypes: Set<String> = ["fuse.coordfs"], mountInfoPath: String = "/proc/self/mountinfo",
+        socketPathForMount: @escaping @Sendable (Mount) -> String = ControlSocketLocator.defaultSocketPath(for:)
+    ) {
+        self.fileSystemTypes = fileSystemTypes
+        self.mountInfoPath = mountInfoPath
+        self.socketPathForMount = socketPathForMount
+    }
+
+    /// Locates the socket of the coordfs mount containing `path` (absolute, or relative to the
+    /// working directory; symbolic links in its existing part are resolved).
+    /// - Throws: `notFound` if no coordfs mount contains the path.
+    public func locate(_ path: String) throws(ProtocolError) -> Location {
+        let absolute = Self.resolve(path)
+        let text = Self.readFile(mountInfoPath) ?? ""
+        let mounts = Self.parseMountInfo(text).filter { fileSystemTypes.contains($0.fileSystemType) }
+        var best: (Mount, String)?
+        for mount in mounts {
+            guard let rest = Self.relative(absolute, to: mount.mountPoint) else { continue }
+            if best == nil || mount.mountPoint.count >= best!.0.mountPoint.count { best = (mount, rest) }
+        }
+        guard let (mount, rest) = best else {
+            throw ProtocolError(.notFound, "\(absolute) is not inside a coordfs mount (no \(fileSystemTypes.sorted().joined(separator: "/")) mount contains it)")
+        }
+        let relativePath = rest.isEmpty ? MountPath.root : try MountPath(validating: rest)
+        return Location(mount: mount, socketPath: socketPathForMount(mount), relativePath: relativePath)
+    }
+
+    /// Parses `/proc/self/mountinfo` text (see proc(5)).
+    public static func parseMountInfo(_ text: String) -> [Mount] {
+        var mounts: [Mount] = []
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 10, let dash = fields.firstIndex(of: "-"), dash >= 6, fields.count > dash + 2 else { continue }
+            mounts.append(Mount(
+                mountPoint: unescape(fields[4]), fileSystemType: unescape(fields[dash + 1]),
+                source: unescape(fields[dash + 2])))
+        }
+        return mounts
+    }
+
+    /// Decodes mountinfo's octal escapes (`\040` for space, `\011`, `\012`, `\134`).
+    static func unescape(_ field: Substring) -> String {
+        guard field.contains("\\") else { return String(field) }
+        var bytes: [UInt8] = []
+        let utf8 = Array(field.utf8)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count {
+                let digits = utf8[(index + 1)..<min(index + 4, utf8.count)]
+                if digits.count == 3, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "7") }) {
+                    let value = digits.reduce(0) { $0 * 8 + Int($1 - UInt8(ascii: "0")) }
+                    if value < 256 {
+                        bytes.append(UInt8(value))
+                        index += 4
+                        continue
+                    }
+                }
+            }
+            bytes.append(utf8[index])
+            index += 1
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `path` relative to `mountPoint` ("" for the mount point itself), or nil if outside.
+    static func relative(_ path: String, to mountPoint: String) -> String? {
+        if mountPoint == "/" { return String(path.dropFirst()) }
+        if path == mountPoint { return "" }
+        guard path.hasPrefix(mountPoint), path.dropFirst(mountPoint.count).first == "/" else { return nil }
+        return String(path.dropFirst(mountPoint.count + 1))
+    }
+
+    /// Absolute, with `.`/`..` folded and symbolic links resolved in the longest existing prefix
+    /// (the rest may not exist yet).
+    static func resolve(_ path: String) -> String {
+        var absolute = path
+        if !absolute.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            if getcwd(&buffer, buffer.count) != nil {
+                absolute = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + path
+            }
+        }
+        var components: [Substring] = []
+        for component in absolute.split(separator: "/") {
+            if component == "." { continue }
+            if component == ".." { _ = components.popLast(); continue }
+            components.append(component)
+        }
+        // Resolve the longest existing prefix with realpath; keep the remainder as written.
+        var split = components.count
+        while split >= 0 {
+            let prefix = "/" + components[0..<split].joined(separator: "/")
+            if let real = realpath(prefix, nil) {
+                defer { free(real) }
+                let resolved = String(cString: real)
+                let rest = components[split...].joined(separator: "/")
+                if rest.isEmpty { return resolved }
+                return resolved == "/" ? "/" + rest : resolved + "/" + rest
+            }
+            split -= 1
+        }
+        return "/" + components.joined(separator: "/")
+    }
+
+    static func readFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Sys.read(fd, $0) }
+            if n <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

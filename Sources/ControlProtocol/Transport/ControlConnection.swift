@@ -1,0 +1,277 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// One client connected to a `ControlServer`, as the daemon sees it. Thread-safe: `send`, `ask`
+/// and `close` may be called from any thread at any time.
+public final class ControlConnection: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// Why a connection ended.
+    public enum CloseReason: Sendable, Equatable {
+        /// The client closed the socket, sent `close`, or its process died.
+        case peerClosed
+        /// The client broke the protocol; it was sent an `error` frame first.
+        case protocolError(ProtocolError)
+        /// The daemon closed it with `close(error:)` (or `close()` without an error).
+        case closedByServer(ErrorBody?)
+        /// The client did not read its messages and the outgoing buffer overflowed.
+        case slowConsumer
+        /// A socket error (errno).
+        case ioError(Int32)
+        /// The server stopped.
+        case serverStopped
+    }
+
+    /// Unique for the server's lifetime.
+    public let id: UInt64
+    /// Who connected, from SO_PEERCRED.
+    public let peer: PeerCredentials
+    /// The serial queue all handler calls and ask completions for this connection run on.
+    public let queue: DispatchQueue
+
+    struct PendingAsk {
+        let startNanoseconds: UInt64
+        let completion: @Sendable (AskOutcome) -> Void
+    }
+
+    struct State {
+        var fd: Int32
+        var version: Int?
+        var clientName: String?
+        var outbound: [UInt8] = []
+        var outboundOffset = 0
+        /// Set once a close has been decided; nothing more is sent or delivered.
+        var closing: CloseReason?
+        /// Set once the transport has torn the connection down.
+        var finished = false
+        var pendingAsks: [AskID: PendingAsk] = [:]
+        /// Dispatch sources watching `fd`; it is closed when the last one's cancel handler runs.
+        var readSource: DispatchSourceRead?
+        var writeSource: DispatchSourceWrite?
+        var fdUsers = 0
+    }
+
+    let state: Locked<State>
+    private unowned let server: ControlServer
+    /// Only touched by the server's I/O queue.
+    nonisolated(unsafe) var decoder: FrameDecoder
+
+    init(id: UInt64, fd: Int32, peer: PeerCredentials, server: ControlServer, queue: DispatchQueue, maxFrameSize: Int) {
+        self.id = id
+        self.peer = peer
+        self.server = server
+        self.queue = queue
+        self.decoder = FrameDecoder(maxFrameSize: maxFrameSize)
+        self.state = Locked(State(fd: fd))
+    }
+
+    /// The negotiated protocol version (nil until `hello`).
+    public var version: Int? { state.withLock { $0.version } }
+    /// The name the client gave in `hello`.
+    public var clientName: String? { state.withLock { $0.clientName } }
+    /// Whether the connection is closed or closing.
+    public var isClosed: Bool { state.withLock { $0.closing != nil } }
+
+    public var description: String { "connection \(id) (\(peer))" }
+
+    public static func == (a: ControlConnection, b: ControlConnection) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// Sends a message (a reply, a notification, or an ask you track yourself). Returns false if
+    /// the connection is closed. Never blocks: bytes the socket cannot take yet are buffered and
+    /// written by the server's I/O queue; a client that lets more than
+    /// `Configuration.maxOutboundBytes` pile up is disconnected.
+    @discardableResult
+    public func send(_ message: ControlMessage) -> Bool {
+        enqueue(message.encodedFrame())
+    }
+
+    /// Replies to request `id` with an `error` frame; the connection stays open.
+    @discardableResult
+    public func reply(to id: RequestID, error: ProtocolError) -> Bool {
+        send(.error(ErrorMessage(id: id, error)))
+    }
+
+    /// Sends a notification to one of this connection's presenters.
+    @discardableResult
+    public func notify(_ presenter: PresenterID, _ event: PresenterEvent) -> Bool {
+        send(.notification(PresenterNotification(presenter: presenter, event: event)))
+    }
+
+    /// Sends an ask and calls `completion` exactly once, on `queue`: with the answer, with
+    /// `.timedOut` at the deadline, or with `.disconnected` as soon as the connection drops.
+    @discardableResult
+    public func ask(
+        _ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil,
+        deadline: Duration, completion: @escaping @Sendable (AskOutcome) -> Void
+    ) -> AskID {
+        let id = server.nextAskID()
+        let deadlineMs = Self.milliseconds(deadline)
+        let frame = ControlMessage.ask(Ask(id: id, presenter: presenter, kind: kind, path: path, subitem: subitem, deadlineMs: deadlineMs)).encodedFrame()
+        let registered = state.withLock { s -> Bool in
+            guard s.closing == nil else { return false }
+            s.pendingAsks[id] = PendingAsk(startNanoseconds: monotonicNanoseconds(), completion: completion)
+            return true
+        }
+        guard registered else {
+            queue.async { completion(.disconnected) }
+            return id
+        }
+        if !enqueue(frame) {
+            // Closed between the two steps: whoever closed it completes the pending ask.
+            return id
+        }
+        queue.asyncAfter(deadline: .now() + .milliseconds(Int(deadlineMs))) { [weak self] in
+            guard let self, let pending = self.state.withLock({ $0.pendingAsks.removeValue(forKey: id) }) else { return }
+            pending.completion(.timedOut)
+        }
+        return id
+    }
+
+    /// `ask` for async callers.
+    public func ask(_ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil, deadline: Duration) async -> AskOutcome {
+        await withCheckedContinuation { continuation in
+            ask(kind, presenter: presenter, path: path, subitem: subitem, deadline: deadline) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Closes the connection, first sending an `error` frame (without id) if `error` is given.
+    /// The handler's `didClose` follows with `.closedByServer`.
+    public func close(error: ProtocolError? = nil) {
+        beginClose(reason: .closedByServer(error.map(ErrorBody.init)), finalFrame: error.map { ControlMessage.error(ErrorMessage($0)).encodedFrame() })
+    }
+
+    static func milliseconds(_ duration: Duration) -> UInt32 {
+        let (seconds, attoseconds) = duration.components
+        if seconds < 0 { return 0 }
+        let ms = seconds.multipliedReportingOverflow(by: 1000)
+        if ms.overflow { return UInt32.max }
+        let total = ms.partialValue + attoseconds / 1_000_000_000_000_000
+        return total > Int64(UInt32.max) ? UInt32.max : UInt32(total)
+    }
+
+    // MARK: Transport internals
+
+    /// Queues bytes for sending; false if closing.
+    func enqueue(_ bytes: [UInt8]) -> Bool {
+        var overflow = false
+        let accepted = state.withLock { s -> Bool in
+            guard s.closing == nil else { return false }
+            appendAndFlush(&s, bytes)
+            if s.outbound.count - s.outboundOffset > server.configuration.maxOutboundBytes {
+                overflow = true
+            }
+            return true
+        }
+        if overflow { beginClose(reason: .slowConsumer, finalFrame: nil, discardOutbound: true) }
+        return accepted
+    }
+
+    /// Appends to the outbound buffer and writes as much as the socket takes. Lock held.
+    private func appendAndFlush(_ s: inout State, _ bytes: [UInt8]) {
+        if s.outbound.count == s.outboundOffset {
+            s.outbound.removeAll(keepingCapacity: s.outbound.capacity <= 64 * 1024)
+            s.outboundOffset = 0
+            // Common case: nothing queued, write straight from `bytes`.
+            let written = bytes.withUnsafeBytes { Sys.send(s.fd, $0) }
+            if written == bytes.count { return }
+            let start = max(written, 0)
+            if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
+                // Broken pipe and friends: the read source sees the hangup and the server tears down.
+                return
+            }
+            s.outbound.append(contentsOf: bytes[start...])
+        } else {
+            s.outbound.append(contentsOf: bytes)
+        }
+        if s.writeSource == nil {
+            let source = DispatchSource.makeWriteSource(fileDescriptor: s.fd, queue: server.ioQueue)
+            source.setEventHandler { [weak self] in self?.flush() }
+            retainDescriptor(&s, for: source)
+            s.writeSource = source
+            source.resume()
+        }
+    }
+
+    /// Counts `source` as a user of the descriptor; its cancel handler releases it.
+    func retainDescriptor(_ s: inout State, for source: any DispatchSourceProtocol) {
+        s.fdUsers += 1
+        let fd = s.fd
+        source.setCancelHandler { [weak self] in
+            guard let self else { Glibc.close(fd); return }
+            let last = self.state.withLock { s -> Bool in
+                s.fdUsers -= 1
+                return s.fdUsers == 0
+            }
+            if last { Glibc.close(fd) }
+        }
+    }
+
+    /// Writes buffered bytes (I/O queue, when the socket is writable).
+    func flush() {
+        state.withLock { s in
+            guard !s.finished else { return }
+            while s.outboundOffset < s.outbound.count {
+                let written = s.outbound.withUnsafeBytes { raw in
+                    Sys.send(s.fd, UnsafeRawBufferPointer(rebasing: raw[s.outboundOffset...]))
+                }
+                if written <= 0 { break }
+                s.outboundOffset += written
+            }
+            if s.outboundOffset == s.outbound.count {
+                s.outbound = []
+                s.outboundOffset = 0
+                s.writeSource?.cancel()
+                s.writeSource = nil
+                if s.closing != nil { _ = shutdown(s.fd, Int32(SHUT_RDWR)) }
+            }
+        }
+    }
+
+    /// Decides to close: remembers why, sends a last frame if given, and shuts the socket down
+    /// once the outbound buffer is written. The read source then sees the hangup and the server finishes it.
+    func beginClose(reason: CloseReason, finalFrame: [UInt8]?, discardOutbound: Bool = false) {
+        state.withLock { s in
+            guard s.closing == nil, !s.finished else { return }
+            if discardOutbound {
+                s.outbound = []
+                s.outboundOffset = 0
+            }
+            if let finalFrame { appendAndFlush(&s, finalFrame) }
+            s.closing = reason
+            if s.outbound.count == s.outboundOffset {
+                _ = shutdown(s.fd, Int32(SHUT_RDWR))
+            }
+        }
+    }
+
+    /// Marks the connection finished (I/O queue only) and cancels its sources, which close the
+    /// descriptor. Returns the close reason (`reason` unless one was decided before) and the
+    /// asks still pending, or nil if it was already finished.
+    func finish(reason: CloseReason) -> (CloseReason, [PendingAsk])? {
+        state.withLock { s -> (CloseReason, [PendingAsk])? in
+            guard !s.finished else { return nil }
+            s.finished = true
+            let final = s.closing ?? reason
+            s.closing = final
+            let asks = Array(s.pendingAsks.values)
+            s.pendingAsks = [:]
+            s.outbound = []
+            s.outboundOffset = 0
+            s.writeSource?.cancel()
+            s.writeSource = nil
+            s.readSource?.cancel()
+            s.readSource = nil
+            return (final, asks)
+        }
+    }
+
+    /// Completes a pending ask with the client's answer; false if it is unknown (late, or not
+    /// sent through `ask`).
+    func complete(_ answer: Answer) -> Bool {
+        guard let pending = state.withLock({ $0.pendingAsks.removeValue(forKey: answer.id) }) else { return false }
+        let latency = monotonicNanoseconds() &- pending.startNanoseconds
+        let outcome: AskOutcome = answer.error.map { .failed($0, latencyNanoseconds: latency) } ?? .answered(latencyNanoseconds: latency)
+        queue.async { pending.completion(outcome) }
+        return true
+    }
+}

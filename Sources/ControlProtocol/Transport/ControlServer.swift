@@ -1,0 +1,337 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The daemon's end of the control socket: a Unix-domain stream socket. Readiness comes from
+/// Dispatch sources (epoll underneath) on one serial I/O queue, where frames are read and
+/// decoded; decoded requests go to the `ControlServerHandler` on each connection's serial queue.
+/// A connection costs a descriptor, a small state object, a read source and an idle dispatch
+/// queue, so thousands are cheap.
+///
+/// Lock order: `table` before a connection's `state`; never the reverse.
+public final class ControlServer: @unchecked Sendable {
+    public struct Configuration: Sendable {
+        /// Where to bind. Any stale socket there (no daemon answering) is replaced.
+        public var socketPath: String
+        /// Permission bits of the socket file: 0o600 (owner only) by default, 0o666 for a mount
+        /// with `allow_other`.
+        public var permissions: UInt32
+        /// Largest frame payload accepted (and announced in `welcome`).
+        public var maxFrameSize: Int
+        /// Name sent in `welcome`.
+        public var serverName: String
+        /// Mount point sent in `welcome`.
+        public var mountPoint: String?
+        /// A client with more unsent bytes than this is disconnected.
+        public var maxOutboundBytes: Int
+        /// Connections beyond this are told `limitExceeded` and closed.
+        public var maxConnections: Int
+        /// A client that has not sent `hello` within this time is disconnected.
+        public var helloTimeout: Duration
+
+        public init(
+            socketPath: String, permissions: UInt32 = 0o600, maxFrameSize: Int = Framing.defaultMaxFrameSize,
+            serverName: String = "coordfs", mountPoint: String? = nil, maxOutboundBytes: Int = 8 << 20,
+            maxConnections: Int = 8192, helloTimeout: Duration = .seconds(10)
+        ) {
+            self.socketPath = socketPath
+            self.permissions = permissions
+            self.maxFrameSize = maxFrameSize
+            self.serverName = serverName
+            self.mountPoint = mountPoint
+            self.maxOutboundBytes = maxOutboundBytes
+            self.maxConnections = maxConnections
+            self.helloTimeout = helloTimeout
+        }
+    }
+
+    public let configuration: Configuration
+    private let handler: any ControlServerHandler
+    private let delivery = DispatchQueue(label: "coordfs.control.delivery", attributes: .concurrent)
+
+    /// Where sockets are read, written and torn down.
+    let ioQueue = DispatchQueue(label: "coordfs.control.io")
+    private static let ioQueueKey = DispatchSpecificKey<Bool>()
+
+    private struct Lifecycle {
+        var listenSource: DispatchSourceRead?
+        var boundInode: (dev: UInt64, ino: UInt64)?
+        var started = false
+        var stopped = false
+    }
+    private let lifecycle = Mutex(Lifecycle())
+    private let table = Mutex<[UInt64: ControlConnection]>([:])
+    private let counters = Mutex<(connection: UInt64, ask: UInt64)>((0, 0))
+
+    public init(configuration: Configuration, handler: any ControlServerHandler) {
+        self.configuration = configuration
+        self.handler = handler
+        ioQueue.setSpecific(key: Self.ioQueueKey, value: true)
+    }
+
+    /// The connected clients (negotiated or not).
+    public var connections: [ControlConnection] {
+        table.withLock { Array($0.values) }.sorted { $0.id < $1.id }
+    }
+
+    /// Number of connected clients.
+    public var connectionCount: Int { table.withLock { $0.count } }
+
+    /// Binds the socket (atomically: bound under a temporary name, given its permissions, then
+    /// renamed into place) and starts serving.
+    /// - Throws: `.addressInUse` if a live daemon answers at the path; `.system` otherwise.
+    public func start() throws(ControlTransportError) {
+        let path = configuration.socketPath
+        if let fd = try? connectUnixSocket(path) {
+            Glibc.close(fd)
+            throw .addressInUse(path)
+        }
+        let temporary = path + ".\(getpid()).tmp"
+        unlink(temporary)
+        let listenFD = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        if listenFD < 0 { throw .system(operation: "socket", errno: errno) }
+        let fds: [Int32] = [listenFD]
+        func fail(_ operation: String, _ code: Int32) -> ControlTransportError {
+            for fd in fds { Glibc.close(fd) }
+            unlink(temporary)
+            return .system(operation: operation, errno: code)
+        }
+        let bound = try withUnixAddress(temporary) { address, length in bind(listenFD, address, length) == 0 ? 0 : errno }
+        if bound != 0 { throw fail("bind \(path)", bound) }
+        if chmod(temporary, mode_t(configuration.permissions)) != 0 { throw fail("chmod \(path)", errno) }
+        if rename(temporary, path) != 0 { throw fail("rename to \(path)", errno) }
+        var info = stat()
+        if stat(path, &info) != 0 { throw fail("stat \(path)", errno) }
+        if listen(listenFD, 512) != 0 { throw fail("listen \(path)", errno) }
+
+        let listenSource = DispatchSource.makeReadSource(fileDescriptor: listenFD, queue: ioQueue)
+        listenSource.setEventHandler { [weak self] in self?.acceptAll(listenFD: listenFD) }
+        listenSource.setCancelHandler { Glibc.close(listenFD) }
+        try lifecycle.withLock { (l: inout Lifecycle) throws(ControlTransportError) in
+            guard !l.started else { throw fail("start (already started)", EALREADY) }
+            l.listenSource = listenSource
+            l.boundInode = (UInt64(info.st_dev), UInt64(info.st_ino))
+            l.started = true
+        }
+        listenSource.resume()
+    }
+
+    /// Stops serving: closes every connection (handlers see `.serverStopped`) and removes the
+    /// socket file if it is still the one this server bound. Do not call it from a handler
+    /// that blocks the I/O queue (handlers run elsewhere, so calling it from one is fine).
+    public func stop() {
+        let snapshot = lifecycle.withLock { l -> (DispatchSourceRead?, (dev: UInt64, ino: UInt64)?)? in
+            guard l.started, !l.stopped else { return nil }
+            l.stopped = true
+            return (l.listenSource, l.boundInode)
+        }
+        guard let (listenSource, bound) = snapshot else { return }
+        let work = { [self] in
+            listenSource?.cancel()
+            for connection in table.withLock({ Array($0.values) }) {
+                teardown(connection, reason: .serverStopped)
+            }
+        }
+        if DispatchQueue.getSpecific(key: Self.ioQueueKey) == true { work() } else { ioQueue.sync(execute: work) }
+        var info = stat()
+        if let bound, stat(configuration.socketPath, &info) == 0,
+            UInt64(info.st_dev) == bound.dev, UInt64(info.st_ino) == bound.ino
+        {
+            unlink(configuration.socketPath)
+        }
+    }
+
+    /// Raises this process's soft descriptor limit to its hard limit (a daemon serving
+    /// thousands of clients needs more than the usual 1024). Returns the new soft limit.
+    @discardableResult
+    public static func raiseFileDescriptorLimit() -> UInt64 {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        return UInt64(limit.rlim_cur)
+    }
+
+    // MARK: Internals shared with ControlConnection
+
+    func nextAskID() -> AskID {
+        AskID(counters.withLock { c in c.ask += 1; return c.ask })
+    }
+
+    // MARK: The I/O queue
+
+    /// Scratch buffer for reads; only used on the I/O queue.
+    private nonisolated(unsafe) let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+
+    deinit { readBuffer.deallocate() }
+
+    private func acceptAll(listenFD: Int32) {
+        while true {
+            // accept4 is GNU-only in Glibc's module; accept + fcntl does the same here since
+            // the daemon does not fork.
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                if errno == EINTR { continue }
+                return  // EAGAIN, or EMFILE and friends: try again on the next wake-up
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            if (try? Sys.setNonBlocking(fd)) == nil {
+                Glibc.close(fd)
+                continue
+            }
+            guard let peer = try? PeerCredentials.of(socket: fd) else {
+                Glibc.close(fd)
+                continue
+            }
+            let id = counters.withLock { c in c.connection += 1; return c.connection }
+            let queue = DispatchQueue(label: "coordfs.control.connection", target: delivery)
+            let connection = ControlConnection(id: id, fd: fd, peer: peer, server: self, queue: queue, maxFrameSize: configuration.maxFrameSize)
+            let admitted = table.withLock { t -> Bool in
+                guard t.count < configuration.maxConnections else { return false }
+                t[id] = connection
+                return true
+            }
+            guard admitted else {
+                let frame = ControlMessage.error(ErrorMessage(code: .limitExceeded, message: "the daemon already serves \(configuration.maxConnections) connections")).encodedFrame()
+                _ = frame.withUnsafeBytes { Sys.send(fd, $0) }
+                Glibc.close(fd)
+                continue
+            }
+            let readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: ioQueue)
+            readSource.setEventHandler { [weak self, weak connection] in
+                guard let self, let connection else { return }
+                self.readAvailable(connection)
+            }
+            connection.state.withLock { s in
+                connection.retainDescriptor(&s, for: readSource)
+                s.readSource = readSource
+            }
+            readSource.resume()
+            let timeout = configuration.helloTimeout
+            queue.asyncAfter(deadline: .now() + .milliseconds(Int(ControlConnection.milliseconds(timeout)))) { [weak connection] in
+                guard let connection, connection.version == nil else { return }
+                connection.beginClose(
+                    reason: .protocolError(ProtocolError(.notNegotiated, "no hello within \(timeout)")),
+                    finalFrame: ControlMessage.error(ErrorMessage(code: .notNegotiated, message: "no hello within \(timeout)")).encodedFrame())
+            }
+        }
+    }
+
+    private func readAvailable(_ connection: ControlConnection) {
+        let buffer = readBuffer
+        guard let fd = connection.state.withLock({ $0.finished ? nil : $0.fd }) else { return }
+        // Read until the socket is drained (Dispatch may deliver readiness edge-triggered, so
+        // data and a hangup arriving together give one event). After 16 reads, yield the queue
+        // and continue later so one chatty client cannot starve the rest.
+        for _ in 0..<16 {
+            let n = Sys.read(fd, buffer)
+            if n > 0 {
+                connection.decoder.append(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                processFrames(connection)
+                continue
+            }
+            if n == 0 {
+                var reason: ControlConnection.CloseReason = .peerClosed
+                do { try connection.decoder.finish() } catch { reason = .protocolError(error) }
+                teardown(connection, reason: reason)
+                return
+            }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return }
+            teardown(connection, reason: errno == ECONNRESET ? .peerClosed : .ioError(errno))
+            return
+        }
+        ioQueue.async { [weak self, weak connection] in
+            guard let self, let connection else { return }
+            self.readAvailable(connection)
+        }
+    }
+
+    private func processFrames(_ connection: ControlConnection) {
+        while !connection.isClosed {
+            let payload: [UInt8]
+            do {
+                guard let next = try connection.decoder.nextFrame() else { return }
+                payload = next
+            } catch {
+                reject(connection, error)
+                return
+            }
+            let message: ControlMessage
+            do {
+                message = try ControlMessage.decode(payload: payload)
+            } catch {
+                reject(connection, error)
+                continue
+            }
+            dispatch(message, on: connection)
+        }
+    }
+
+    /// Sends the error; closes the connection when the error says so.
+    private func reject(_ connection: ControlConnection, _ error: ProtocolError) {
+        let frame = ControlMessage.error(ErrorMessage(id: error.requestID.map(RequestID.init(rawValue:)), error)).encodedFrame()
+        if error.closesConnection {
+            connection.beginClose(reason: .protocolError(error), finalFrame: frame)
+        } else {
+            _ = connection.enqueue(frame)
+        }
+    }
+
+    private func dispatch(_ message: ControlMessage, on connection: ControlConnection) {
+        let negotiated = connection.version != nil
+        switch message {
+        case .hello(let hello):
+            if negotiated {
+                reject(connection, ProtocolError(.notNegotiated, "hello sent twice", requestID: hello.id.rawValue))
+                return
+            }
+            guard let version = ProtocolVersion.negotiate(hello.versions) else {
+                reject(connection, ProtocolError(
+                    .unsupportedVersion,
+                    "none of the offered versions \(hello.versions) is supported; this daemon speaks \(ProtocolVersion.supported)",
+                    requestID: hello.id.rawValue))
+                // Always fatal, even with an id.
+                connection.beginClose(reason: .protocolError(ProtocolError(.unsupportedVersion, "no common version")), finalFrame: nil)
+                return
+            }
+            connection.state.withLock {
+                $0.version = version
+                $0.clientName = hello.client
+            }
+            connection.send(.welcome(Welcome(
+                id: hello.id, version: version, server: configuration.serverName,
+                maxFrameSize: configuration.maxFrameSize, mountPoint: configuration.mountPoint)))
+            connection.queue.async { [handler, self] in handler.controlServer(self, didOpen: connection) }
+            return
+        case _ where !negotiated:
+            reject(connection, ProtocolError(.notNegotiated, "the first message must be hello, not \(message.typeName)"))
+            return
+        case .close:
+            connection.beginClose(reason: .peerClosed, finalFrame: nil)
+            return
+        case .answer(let answer):
+            if connection.complete(answer) { return }
+        default:
+            break
+        }
+        if message.direction == .toClient {
+            let id = message.requestID
+            let error = ProtocolError(.unexpectedMessage, "\(message.typeName) is sent by the daemon, not by clients", requestID: id?.rawValue)
+            _ = connection.send(.error(ErrorMessage(id: id, error)))
+            return
+        }
+        connection.queue.async { [handler, self] in handler.controlServer(self, didReceive: message, on: connection) }
+    }
+
+    /// I/O queue only.
+    private func teardown(_ connection: ControlConnection, reason: ControlConnection.CloseReason) {
+        guard let (final, asks) = connection.finish(reason: reason) else { return }
+        table.withLock { _ = $0.removeValue(forKey: connection.id) }
+        connection.queue.async { [handler, self] in
+            for ask in asks { ask.completion(.disconnected) }
+            handler.controlServer(self, didClose: connection, reason: final)
+        }
+    }
+}

@@ -1,0 +1,95 @@
+/// A path inside a mount, relative to the mount's root, in normal form: no leading `/`, no empty,
+/// `.` or `..` components, no NUL. The root itself is `MountPath.root` (written `"."`).
+///
+/// Every path that crosses the control socket is one of these, so a peer can never name a file
+/// outside the mount by spelling. (Escapes through symbolic links depend on the file system and
+/// are the daemon's job: it resolves the path below the backing folder and refuses what leaves it.)
+public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Normal form; `""` for the root.
+    public let rawValue: String
+
+    /// Longest accepted path in bytes (Linux PATH_MAX less the terminating NUL).
+    public static let maxLength = 4095
+    /// Longest accepted component in bytes (Linux NAME_MAX).
+    public static let maxComponentLength = 255
+
+    /// The mount's root directory.
+    public static let root = MountPath(normalized: "")
+
+    private init(normalized: String) { rawValue = normalized }
+
+    /// Validates and normalises `text` (`"a//b/./c/"` becomes `"a/b/c"`; `"."` is the root).
+    /// - Throws: `ProtocolError` with code `invalidPath` for an empty, absolute, too long path,
+    ///   one with a `..` component or a NUL byte.
+    public init(validating text: String) throws(ProtocolError) {
+        let utf8 = text.utf8
+        if utf8.isEmpty {
+            throw ProtocolError(.invalidPath, "path is empty (use \".\" for the mount's root)")
+        }
+        if utf8.count > MountPath.maxLength {
+            throw ProtocolError(.invalidPath, "path is \(utf8.count) bytes long; the limit is \(MountPath.maxLength)")
+        }
+        if utf8.first == UInt8(ascii: "/") {
+            throw ProtocolError(.invalidPath, "path \(MountPath.quoted(text)) is absolute; paths are relative to the mount's root")
+        }
+        if utf8.contains(0) {
+            throw ProtocolError(.invalidPath, "path contains a NUL byte")
+        }
+        var kept: [Substring] = []
+        for component in text.split(separator: "/", omittingEmptySubsequences: true) {
+            if component == "." { continue }
+            if component == ".." {
+                throw ProtocolError(.invalidPath, "path \(MountPath.quoted(text)) contains \"..\"; paths may not leave the mount")
+            }
+            if component.utf8.count > MountPath.maxComponentLength {
+                throw ProtocolError(.invalidPath, "a component of the path is \(component.utf8.count) bytes long; the limit is \(MountPath.maxComponentLength)")
+            }
+            kept.append(component)
+        }
+        rawValue = kept.joined(separator: "/")
+    }
+
+    /// Whether this is the mount's root.
+    public var isRoot: Bool { rawValue.isEmpty }
+
+    /// The path's components (empty for the root).
+    public var components: [Substring] { rawValue.split(separator: "/") }
+
+    /// The last component, or `nil` for the root.
+    public var lastComponent: Substring? { components.last }
+
+    /// The containing directory, or `nil` for the root.
+    public var parent: MountPath? {
+        if isRoot { return nil }
+        guard let slash = rawValue.lastIndex(of: "/") else { return .root }
+        return MountPath(normalized: String(rawValue[..<slash]))
+    }
+
+    /// Appends one relative path (itself validated).
+    public func appending(_ relative: String) throws(ProtocolError) -> MountPath {
+        let tail = try MountPath(validating: relative)
+        if tail.isRoot { return self }
+        if isRoot { return tail }
+        return MountPath(normalized: rawValue + "/" + tail.rawValue)
+    }
+
+    /// Whether `other` lies strictly inside this directory path.
+    public func isAncestor(of other: MountPath) -> Bool {
+        if isRoot { return !other.isRoot }
+        return other.rawValue.utf8.count > rawValue.utf8.count
+            && other.rawValue.hasPrefix(rawValue)
+            && other.rawValue.utf8.dropFirst(rawValue.utf8.count).first == UInt8(ascii: "/")
+    }
+
+    /// The form written on the wire: `"."` for the root, the normal form otherwise.
+    public var wireValue: String { isRoot ? "." : rawValue }
+
+    public var description: String { wireValue }
+
+    public static func < (a: MountPath, b: MountPath) -> Bool { a.rawValue < b.rawValue }
+
+    static func quoted(_ text: String) -> String {
+        let short = text.count > 80 ? String(text.prefix(80)) + "..." : text
+        return "\"" + short + "\""
+    }
+}

@@ -1,0 +1,118 @@
+import XCTest
+@testable import ControlProtocol
+
+final class WireTests: XCTestCase {
+    func testEveryMessageRoundTrips() throws {
+        var typesSeen = Set<String>()
+        for message in Samples.all {
+            let frame = message.encodedFrame()
+            var decoder = FrameDecoder()
+            decoder.append(frame)
+            let payload = try XCTUnwrap(try decoder.nextFrame())
+            XCTAssertEqual(try ControlMessage.decode(payload: payload), message, String(decoding: payload, as: UTF8.self))
+            XCTAssertNil(try decoder.nextFrame())
+            typesSeen.insert(message.typeName)
+        }
+        XCTAssertEqual(typesSeen.count, 16, "every message type has a sample")
+    }
+
+    func testWireFormatIsTheDocumentedOne() throws {
+        let hello = ControlMessage.hello(Hello(id: RequestID(1), versions: [1], client: "py"))
+        XCTAssertEqual(String(decoding: hello.encodedPayload(), as: UTF8.self), #"{"type":"hello","id":1,"versions":[1],"client":"py"}"#)
+        let frame = hello.encodedFrame()
+        XCTAssertEqual(Array(frame.prefix(4)), [0, 0, 0, UInt8(frame.count - 4)])
+        let ask = ControlMessage.ask(Ask(id: AskID(4), presenter: PresenterID(2), kind: .save, path: Samples.path("a.txt"), deadlineMs: 500))
+        XCTAssertEqual(String(decoding: ask.encodedPayload(), as: UTF8.self),
+                       #"{"type":"ask","id":4,"presenter":2,"ask":"save","path":"a.txt","deadlineMs":500}"#)
+        let coordinate = ControlMessage.coordinate(Coordinate(id: RequestID(3), intents: [.writing(Samples.path("a"), options: [.forDeleting])]))
+        XCTAssertEqual(String(decoding: coordinate.encodedPayload(), as: UTF8.self),
+                       #"{"type":"coordinate","id":3,"intents":[{"intent":"write","path":"a","options":["forDeleting"]}]}"#)
+    }
+
+    func testUnknownFieldsAreIgnoredAndNotificationEventsStayOpen() throws {
+        let message = try ControlMessage.decode(payload: Array(#"{"type":"ok","id":5,"future":{"a":[1,2]}}"#.utf8))
+        XCTAssertEqual(message, .ok(OK(id: RequestID(5))))
+        let event = try ControlMessage.decode(payload: Array(#"{"type":"notification","presenter":3,"event":"didTeleport","to":"x"}"#.utf8))
+        XCTAssertEqual(event, .notification(PresenterNotification(presenter: PresenterID(3), event: .unknown(event: "didTeleport", fields: JSONObject(["to": .string("x")])))))
+    }
+
+    func testFramesSplitAtEveryByteBoundary() throws {
+        let stream = Samples.all.flatMap { $0.encodedFrame() }
+        for chunk in [1, 2, 3, 7, 64, 1000] {
+            var decoder = FrameDecoder()
+            var decoded: [ControlMessage] = []
+            var offset = 0
+            while offset < stream.count {
+                decoder.append(stream[offset..<min(offset + chunk, stream.count)])
+                offset += chunk
+                while let payload = try decoder.nextFrame() { decoded.append(try ControlMessage.decode(payload: payload)) }
+            }
+            try decoder.finish()
+            XCTAssertEqual(decoded, Samples.all, "chunk size \(chunk)")
+        }
+    }
+
+    func testJSONParserAcceptsRFC8259() throws {
+        let cases: [(String, JSONValue)] = [
+            (#" {"a" : [1, -2, 3.5e2, 0.25, -0, true, false, null], "b": "\u00e9\ud83d\ude00\n\/"} "#,
+             .object(JSONObject(["a": .array([.int(1), .int(-2), .double(350), .double(0.25), .int(0), .bool(true), .bool(false), .null]),
+                                 "b": .string("é😀\n/")]))),
+            ("[]", .array([])), ("{}", .object(JSONObject())), (#""héllo""#, .string("héllo")),
+            ("9223372036854775807", .int(Int64.max)), ("9223372036854775808", .double(9223372036854775808)),
+            ("1E400", .null),  // placeholder, checked below as an error
+        ]
+        for (text, expected) in cases.dropLast() {
+            XCTAssertEqual(try JSONParser.parse(Array(text.utf8)), expected, text)
+        }
+        XCTAssertThrowsError(try JSONParser.parse(Array("1E400".utf8)))
+        // Writer output parses back to the same value.
+        for (_, value) in cases.dropLast() {
+            XCTAssertEqual(try JSONParser.parse(JSONWriter.write(value)), value)
+        }
+        XCTAssertEqual(String(decoding: JSONWriter.write(.string("a\"\\\n\u{01}é")), as: UTF8.self), #""a\"\\\n\u0001é""#)
+    }
+
+    func testMountPathNormalisesAndRefusesEscapes() throws {
+        XCTAssertEqual(try MountPath(validating: "a//b/./c/").rawValue, "a/b/c")
+        XCTAssertEqual(try MountPath(validating: ".").isRoot, true)
+        XCTAssertEqual(try MountPath(validating: "./").wireValue, ".")
+        XCTAssertEqual(try MountPath(validating: "a/b").parent, try MountPath(validating: "a"))
+        XCTAssertEqual(try MountPath(validating: "a").parent, .root)
+        XCTAssertTrue(try MountPath(validating: "a").isAncestor(of: MountPath(validating: "a/b")))
+        XCTAssertFalse(try MountPath(validating: "a").isAncestor(of: MountPath(validating: "ab")))
+        XCTAssertTrue(MountPath.root.isAncestor(of: try MountPath(validating: "x")))
+        for bad in ["", "/etc/passwd", "..", "a/../b", "a/..", "a\u{0}b", String(repeating: "x", count: 256),
+                    String(repeating: "a/", count: 2100)] {
+            XCTAssertThrowsError(try MountPath(validating: bad), bad) { error in
+                XCTAssertEqual((error as? ProtocolError)?.code, .invalidPath)
+            }
+        }
+        XCTAssertNoThrow(try MountPath(validating: "...hidden/..x/x.."))
+    }
+
+    func testMountInfoParsingAndSocketRule() throws {
+        let text = """
+            22 1 0:21 / /proc rw,nosuid - proc proc rw
+            98 22 0:50 / /mnt/my\\040docs rw,nosuid,nodev,relatime shared:5 - fuse.coordfs /home/me/Shared\\040Stuff rw,user_id=0
+            99 22 0:51 / /mnt/other rw - fuse.sshfs host:/x rw
+            """
+        let mounts = ControlSocketLocator.parseMountInfo(text)
+        XCTAssertEqual(mounts.count, 3)
+        XCTAssertEqual(mounts[1], .init(mountPoint: "/mnt/my docs", fileSystemType: "fuse.coordfs", source: "/home/me/Shared Stuff"))
+        XCTAssertEqual(ControlSocketLocator.defaultSocketPath(for: mounts[1]), "/home/me/Shared Stuff/.coordfs/control.sock")
+        XCTAssertEqual(ControlSocketLocator.defaultSocketPath(backingFolder: "/srv/b/"), "/srv/b/.coordfs/control.sock")
+
+        let dir = try TemporaryDirectory()
+        let info = dir.path + "/mountinfo"
+        try text.write(toFile: info)
+        let locator = ControlSocketLocator(mountInfoPath: info)
+        let found = try locator.locate("/mnt/my docs/sub/../notes.txt")
+        XCTAssertEqual(found.socketPath, "/home/me/Shared Stuff/.coordfs/control.sock")
+        XCTAssertEqual(found.relativePath, Samples.path("notes.txt"))
+        XCTAssertEqual(try locator.locate("/mnt/my docs").relativePath, .root)
+        XCTAssertThrowsError(try locator.locate("/mnt/other/x")) { XCTAssertEqual(($0 as? ProtocolError)?.code, .notFound) }
+        XCTAssertThrowsError(try locator.locate("/mnt/my docsX/y"))
+        let custom = ControlSocketLocator(mountInfoPath: info) { "/run/coordfs/" + $0.mountPoint.split(separator: "/").joined(separator: "-") + ".sock" }
+        XCTAssertEqual(try custom.locate("/mnt/my docs/a").socketPath, "/run/coordfs/mnt-my docs.sock")
+    }
+}
