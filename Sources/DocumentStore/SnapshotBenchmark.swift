@@ -1,0 +1,138 @@
+import Foundation
+import Glibc
+
+/// Measures what keeping a version costs against file size, for each snapshot method the
+/// filesystem under `directory` offers, through the store's public calls (so the SQLite commit is
+/// included). For `make bench`; not a test.
+public enum SnapshotBenchmark {
+    public struct Measurement: Sendable, Hashable {
+        public var filesystem: String
+        public var method: SnapshotMethod
+        public var size: Int64
+        /// Median wall time of one snapshot, in nanoseconds.
+        public var medianNanoseconds: UInt64
+        /// Free space the first snapshot consumed (statvfs, after sync), in bytes.
+        public var extraBytes: Int64
+        /// Median time of a second in-place write to the same base (should be ~0: nothing kept).
+        public var repeatWriteNanoseconds: UInt64?
+    }
+
+    /// Runs the measurements; `repetitions` snapshots per (size, method), each of a fresh file state.
+    public static func run(directory: String, sizes: [Int64], repetitions: Int = 3) throws -> [Measurement] {
+        var results: [Measurement] = []
+        for size in sizes {
+            for method in SnapshotMethod.allCases {
+                let root = directory + "/snapshot-bench-\(UInt64.random(in: 0...UInt64.max))"
+                try FileSystem.mkdirs(root)
+                defer { removeTree(root) }
+                let configuration = StoreConfiguration(
+                    retention: Retention(maxVersionsPerDocument: 1000, maxTotalBytes: .max),
+                    unpresentedFiles: .always, eagerBaseWhenCloneable: false, allowReflink: method != .copy)
+                let store = try DocumentStore(backingRoot: root, stateDirectory: root + "/.coordfs/store", configuration: configuration)
+                if method == .reflink && !store.cloneSupported { continue }
+                try fill(root + "/doc.bin", size: size)
+                if method == .link {
+                    // Each link snapshot is followed by a rename over the document, as in an
+                    // atomic save, so the next round links a fresh single-link inode.
+                    for round in 1..<max(1, repetitions) { try FileSystem.copy(from: root + "/doc.bin", to: root + "/next-\(round).bin") }
+                }
+                var times: [UInt64] = []
+                var extra: Int64 = 0
+                for round in 0..<repetitions {
+                    // A new mtime is a new file state: the store keeps it again instead of reusing.
+                    try touch(root + "/doc.bin", round: round)
+                    let free = freeBytes(root)
+                    let started = DocumentStore.monotonicNanoseconds()
+                    let snapshot = method == .link ? try store.preserveBeforeReplace("doc.bin") : try store.preserveBeforeInPlaceWrite("doc.bin")
+                    times.append(DocumentStore.monotonicNanoseconds() - started)
+                    guard snapshot?.version.method == method else {
+                        throw DocumentStoreError.database("benchmark expected \(method), got \(String(describing: snapshot?.version.method))")
+                    }
+                    if round == 0 { extra = free - freeBytes(root) }
+                    if method == .link && round + 1 < repetitions {
+                        try FileSystem.rename(root + "/next-\(round + 1).bin", root + "/doc.bin")
+                    }
+                }
+                var repeatWrite: UInt64?
+                if method != .link {
+                    // A presenter's base: the first in-place write pays, the next ones do not.
+                    let presenter = PresenterID("bench")
+                    try touch(root + "/doc.bin", round: repetitions)
+                    try store.register(presenter, path: "doc.bin")
+                    _ = try store.preserveBeforeInPlaceWrite("doc.bin")
+                    var repeats: [UInt64] = []
+                    for _ in 0..<repetitions {
+                        let started = DocumentStore.monotonicNanoseconds()
+                        let none = try store.preserveBeforeInPlaceWrite("doc.bin")
+                        repeats.append(DocumentStore.monotonicNanoseconds() - started)
+                        precondition(none == nil, "a second write to the same base kept something")
+                    }
+                    repeatWrite = repeats.sorted()[repeats.count / 2]
+                }
+                results.append(Measurement(
+                    filesystem: store.filesystemName, method: method, size: size,
+                    medianNanoseconds: times.sorted()[times.count / 2], extraBytes: extra, repeatWriteNanoseconds: repeatWrite))
+            }
+        }
+        return results
+    }
+
+    /// A Markdown table of measurements.
+    public static func table(_ results: [Measurement]) -> String {
+        var out = "| filesystem | method | size | snapshot (median) | extra space | 2nd write to same base |\n|---|---|---:|---:|---:|---:|\n"
+        for r in results {
+            out += "| \(r.filesystem) | \(r.method) | \(bytes(r.size)) | \(duration(r.medianNanoseconds)) | \(bytes(r.extraBytes)) | \(r.repeatWriteNanoseconds.map(duration) ?? "n/a") |\n"
+        }
+        return out
+    }
+
+    static func bytes(_ n: Int64) -> String {
+        let magnitude = abs(n)
+        if magnitude >= 1 << 30 { return String(format: "%.2f GiB", Double(n) / Double(1 << 30)) }
+        if magnitude >= 1 << 20 { return String(format: "%.1f MiB", Double(n) / Double(1 << 20)) }
+        if magnitude >= 1 << 10 { return String(format: "%.0f KiB", Double(n) / 1024) }
+        return "\(n) B"
+    }
+
+    static func duration(_ ns: UInt64) -> String {
+        if ns >= 1_000_000_000 { return String(format: "%.2f s", Double(ns) / 1e9) }
+        if ns >= 1_000_000 { return String(format: "%.2f ms", Double(ns) / 1e6) }
+        return String(format: "%.0f µs", Double(ns) / 1e3)
+    }
+
+    private static func fill(_ path: String, size: Int64) throws {
+        let fd = try FileSystem.open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        defer { FileSystem.close(fd) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        for i in chunk.indices { chunk[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 7) }
+        var written: Int64 = 0
+        while written < size {
+            let n = Int(min(Int64(chunk.count), size - written))
+            try chunk.withUnsafeBytes { try FileSystem.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path) }
+            written += Int64(n)
+        }
+        try FileSystem.fsync(fd, path)
+    }
+
+    private static func touch(_ path: String, round: Int) throws {
+        var times = [timespec(tv_sec: 1_000_000 + round, tv_nsec: 0), timespec(tv_sec: 1_000_000 + round, tv_nsec: 0)]
+        try FileSystem.retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, 0) }
+    }
+
+    private static func freeBytes(_ path: String) -> Int64 {
+        sync()
+        var st = statvfs()
+        guard statvfs(path, &st) == 0 else { return 0 }
+        return Int64(st.f_bfree) * Int64(st.f_frsize)
+    }
+
+    private static func removeTree(_ path: String) {
+        guard let entries = try? FileSystem.list(path) else { FileSystem.unlinkIfPresent(path); return }
+        for name in entries {
+            let child = path + "/" + name
+            var st = stat()
+            if lstat(child, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { removeTree(child) } else { FileSystem.unlinkIfPresent(child) }
+        }
+        rmdir(path)
+    }
+}
