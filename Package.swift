@@ -65,6 +65,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
     ]
 )

@@ -3,6 +3,7 @@ import FuseKit
 import Glibc
 import Loopback
 import SystemPackage
+import Synchronization
 
 /// The coordinated mount: every open, create, write, truncate, rename and delete an unmodified tool
 /// makes through the mount is a coordinated access (docs/semantics.md has the whole table). Presenters
@@ -19,6 +20,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let saves: SaveTracker
     let readPolicy: CoordinationPolicy
     let writePolicy: CoordinationPolicy
+    /// Open write handles by backing node, so that a chmod or utimes by path from the process that
+    /// holds the file open for writing joins that open's access (vim's fchmod after writing).
+    let openWriters = Mutex<[ObjectIdentifier: [HandleAccess]]>([:])
 
     public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions) {
         self.loopback = loopback
@@ -59,13 +63,17 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// waits, parked). At a wait deadline, reads go ahead without exclusion; writes get EBUSY when a
     /// writer holds the item and go ahead when only readers do. Presenter errors and strict timeouts
     /// fail the request with the coordinator's errno.
+    ///
+    /// Every access of one process shares a purpose identifier, so a process never waits for itself
+    /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
-        if let access = coordinator.tryCoordinateImmediately(intents, origin: origin) {
+        let purpose = "pid:\(origin.pid)"
+        if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }
         let parked = request.park()
-        coordinator.coordinate(intents, origin: origin, policy: write ? writePolicy : readPolicy) { [self] result in
+        coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? writePolicy : readPolicy) { [self] result in
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
                 return
@@ -117,9 +125,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, created: Bool) {
+        let pid = request.context.pid
         switch loopback.openFile(node, flags: file.flags) {
         case .success(let f):
-            f.attachment = HandleAccess(grant: grant, path: p, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
+            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
+            f.attachment = handle
+            if f.isWrite { track(handle, node) }
             request.reply(open: loopback.openReply(f), flags: file.flags)
         case .failure(let e):
             grant.release()
@@ -132,8 +143,26 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let handle = f.attachment as? HandleAccess
         loopback.release(request, inode: id, file: file)
         guard let handle else { return }
-        if (f.modified || handle.truncated) && !handle.quiet { handle.grant.announce(.changed(handle.path)) }
+        if f.isWrite { untrack(handle, f.inode) }
+        if (f.modified || handle.truncated || handle.touched) && !handle.quiet { handle.grant.announce(.changed(handle.path)) }
         handle.grant.release()
+    }
+
+    private func track(_ handle: HandleAccess, _ node: BackingNode) {
+        openWriters.withLock { $0[ObjectIdentifier(node), default: []].append(handle) }
+    }
+
+    private func untrack(_ handle: HandleAccess, _ node: BackingNode) {
+        openWriters.withLock { table in
+            let key = ObjectIdentifier(node)
+            table[key]?.removeAll { $0 === handle }
+            if table[key]?.isEmpty == true { table[key] = nil }
+        }
+    }
+
+    /// An open write handle of `pid` on `node`, if any.
+    private func openWriter(of node: BackingNode, pid: pid_t) -> HandleAccess? {
+        openWriters.withLock { $0[ObjectIdentifier(node)]?.first { $0.pid == pid } }
     }
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
@@ -149,6 +178,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if let adopted = saves.adopt(p) {
             let grant = Grant(access: adopted, coordinator: coordinator, origin: who)
             return finishCreate(request, pnode, n, mode, file, context, grant, p, announceAppeared: nil)
+        }
+        // A temp, swap or lock file: nobody presents it, and its directory's presenters are not asked.
+        if isTemp(n) {
+            return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
+                finishCreate(req, pnode, n, mode, file, context, fileGrant, p, announceAppeared: nil)
+            }
         }
         // The new file's own write access lasts as long as the handle; the parent's only for the create.
         withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
@@ -167,7 +202,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 if !isTemp(name) { dirGrant.announce(.subitemAppeared(p)) }
                 dirGrant.release()
             }
-            f.attachment = HandleAccess(grant: grant, path: p, truncated: true, quiet: isTemp(name))
+            let handle = HandleAccess(grant: grant, path: p, pid: context.pid, truncated: true, quiet: isTemp(name))
+            f.attachment = handle
+            track(handle, f.inode)
             request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
         case .failure(let e):
             dirGrant?.release()
@@ -181,6 +218,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let open = file.map { loopback.openFile($0) }
         // An open for writing already holds the write access (ftruncate, fchmod on it).
         if let handle = open?.attachment as? HandleAccess, handle.grant.isWrite {
+            return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
+        }
+        // fchmod/futimens arrive without the handle: the caller's own open for writing covers them,
+        // and its one "did change" at close reports them too.
+        if let handle = openWriter(of: node, pid: request.context.pid) {
+            handle.touch()
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
@@ -268,7 +311,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 req.reply(e)
             }
         }
-        withAccess(request, [.writingIntent(with: p, options: .forDeleting)], origin: who, write: true) { [self] req, grant in
+        // Temp, swap and lock files go without asking the directory's presenters to accommodate.
+        let options: FileCoordinator.WritingOptions = isTemp(n) ? [] : .forDeleting
+        withAccess(request, [.writingIntent(with: p, options: options)], origin: who, write: true) { [self] req, grant in
             let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
             if e == nil, !isTemp(n) { grant.announce(.deleted(p)) }
             grant.release()
@@ -393,14 +438,20 @@ struct Grant: Sendable {
 }
 
 /// What an open file holds: its access, for the life of the handle.
-final class HandleAccess: @unchecked Sendable {
+final class HandleAccess: Sendable {
     let grant: Grant
     let path: ItemPath
+    /// The process that opened it.
+    let pid: pid_t
     /// Opened with O_TRUNC (or created): a change even without a write.
     let truncated: Bool
     /// A temp/backup name: nobody is told about it.
     let quiet: Bool
-    init(grant: Grant, path: ItemPath, truncated: Bool, quiet: Bool) {
-        self.grant = grant; self.path = path; self.truncated = truncated; self.quiet = quiet
+    private let touchedFlag = Atomic<Bool>(false)
+    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool) {
+        self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
     }
+    /// Attributes changed by path while open (fchmod, futimens).
+    var touched: Bool { touchedFlag.load(ordering: .relaxed) }
+    func touch() { touchedFlag.store(true, ordering: .relaxed) }
 }

@@ -1,0 +1,133 @@
+import XCTest
+import Coordination
+
+/// Every way editors and tools save a document: the document's presenter is asked before, hears
+/// exactly one "did change" after, never a deletion or a move, and keeps presenting the same path.
+final class SaveRecognitionTests: InProcessMountTestCase {
+    private func assertOneSave(_ presenter: RecordingPresenter, expect content: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
+        let log = presenter.waitUntil(timeout: 5, settle: 0.8) { $0.contains("didChange") }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 1, "one change per save: \(log)", file: file, line: line)
+        XCTAssertFalse(log.contains("accommodateDeletion"), "a save is not a deletion: \(log)", file: file, line: line)
+        XCTAssertFalse(log.contains { $0.hasPrefix("didMove") }, "a save is not a move: \(log)", file: file, line: line)
+        if let before = log.firstIndex(of: "relinquishToWriter"), let after = log.firstIndex(of: "didChange") {
+            XCTAssertLessThan(before, after, "asked before, told after: \(log)", file: file, line: line)
+        } else {
+            XCTFail("no relinquish to writer before the change: \(log)", file: file, line: line)
+        }
+        let id = try XCTUnwrap(coordinator.presenterID(of: presenter), file: file, line: line)
+        XCTAssertEqual(coordinator.presentedPath(of: id), presenter.path, "still presenting the same document", file: file, line: line)
+        if let content {
+            XCTAssertEqual(try String(contentsOfFile: backing + "/" + presenter.path.string, encoding: .utf8), content, file: file, line: line)
+        }
+    }
+
+    func testSedInPlace() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("sed -i s/alpha/beta/ doc.txt")
+        try assertOneSave(p, expect: "beta\n")
+    }
+
+    func testVimDefaultSettings() throws {
+        try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("vim -u DEFAULTS -i NONE -es '+normal! Gobeta' '+wq' doc.txt")
+        try assertOneSave(p, expect: "alpha\nbeta\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/doc.txt~"))
+    }
+
+    func testVimBackupcopyYes() throws {
+        try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("vim -u DEFAULTS -i NONE -es '+set backupcopy=yes' '+normal! Gobeta' '+wq' doc.txt")
+        try assertOneSave(p, expect: "alpha\nbeta\n")
+    }
+
+    func testRsyncOverExistingFile() throws {
+        try XCTSkipUnless(have("rsync"), "rsync is not installed (make test installs it)")
+        try write("doc.txt", "alpha\n")
+        try "from rsync\n".write(toFile: root + "/src.txt", atomically: false, encoding: .utf8)
+        let p = try present("doc.txt")
+        try sh("rsync ../src.txt doc.txt")
+        try assertOneSave(p, expect: "from rsync\n")
+    }
+
+    func testCpOverFile() throws {
+        try write("doc.txt", "alpha\n")
+        try "copied\n".write(toFile: root + "/src.txt", atomically: false, encoding: .utf8)
+        let p = try present("doc.txt")
+        try sh("cp ../src.txt doc.txt")
+        try assertOneSave(p, expect: "copied\n")
+    }
+
+    func testMvTempFileOver() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("printf 'moved\\n' > doc.txt.tmp && mv doc.txt.tmp doc.txt")
+        try assertOneSave(p, expect: "moved\n")
+    }
+
+    func testShellRedirect() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("echo redirected > doc.txt")
+        try assertOneSave(p, expect: "redirected\n")
+    }
+
+    func testPythonOpenWrite() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("python3 -c \"open('doc.txt', 'w').write('python\\\\n')\"")
+        try assertOneSave(p, expect: "python\n")
+    }
+
+    func testGitCheckout() throws {
+        try XCTSkipUnless(have("git"), "git is not installed (make test installs it)")
+        try write("doc.txt", "committed\n")
+        try sh("git init -q . && git -c user.name=t -c user.email=t@t add doc.txt && git -c user.name=t -c user.email=t@t commit -qm one")
+        try sh("echo 'local edit' > doc.txt") // before the presenter registers: it is not told
+        let p = try present("doc.txt")
+        try sh("git checkout -- doc.txt")
+        try assertOneSave(p, expect: "committed\n")
+    }
+
+    func testTempFilePlusRenameLikeLibreOffice() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("""
+        python3 -c "
+        import os
+        open('.~lock.doc.txt#', 'w').write('lock')
+        with open('lu12345.tmp', 'w') as f: f.write('office\\\\n'); f.flush(); os.fsync(f.fileno())
+        os.replace('lu12345.tmp', 'doc.txt')
+        os.unlink('.~lock.doc.txt#')
+        "
+        """)
+        try assertOneSave(p, expect: "office\n")
+    }
+
+    func testEmacsRenameToBackupSave() throws {
+        try XCTSkipUnless(have("emacs"), "emacs is not installed (make test installs emacs-nox)")
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("emacs -Q --batch doc.txt --eval '(progn (goto-char (point-max)) (insert \"beta\\n\") (save-buffer))'")
+        try assertOneSave(p, expect: "alpha\nbeta\n")
+    }
+
+    /// Temp, swap, lock and backup files never show up as documents to a directory's presenter; the
+    /// saved document shows up as changed, once.
+    func testDirectoryPresenterHearsTheDocumentNotTheTempFiles() throws {
+        try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        try write("notes/doc.txt", "alpha\n")
+        let dir = try present("notes")
+        try sh("vim -u DEFAULTS -i NONE -es '+normal! Gobeta' '+wq' notes/doc.txt")
+        try sh("sed -i s/alpha/gamma/ notes/doc.txt")
+        let log = dir.waitUntil(timeout: 5, settle: 0.8) { $0.filter { $0 == "subitemDidChange notes/doc.txt" }.count >= 2 }
+        let mentioned = Set(log.compactMap { $0.split(separator: " ").dropFirst().first.map(String.init) })
+        XCTAssertEqual(mentioned, ["notes/doc.txt"], "only the document is reported: \(log)")
+        XCTAssertFalse(log.contains { $0.hasPrefix("subitemDidAppear") }, "no new documents: \(log)")
+    }
+}

@@ -1,0 +1,161 @@
+import XCTest
+import Foundation
+import Glibc
+import Synchronization
+@testable import CoordFS
+import Coordination
+
+/// A coordinated mount served by this test process, so presenters can be registered on its
+/// coordinator directly. Always unmounted in tearDown, also when a test fails.
+class InProcessMountTestCase: XCTestCase {
+    var root: String!
+    var backing: String!
+    var mnt: String!
+    var daemon: Daemon!
+
+    /// Override to change the mount's coordination options.
+    func configure(_ options: inout MountOptions) {
+        options.coordination.saveWindow = 0.4
+        options.coordination.askTimeout = 2
+        options.coordination.writeWait = 2
+        options.coordination.readWait = 0.5
+    }
+
+    override func setUpWithError() throws {
+        let template = "/tmp/coordfs-cm-XXXXXX"
+        var buf = Array(template.utf8CString)
+        guard let made = mkdtemp(&buf) else { throw XCTSkip("mkdtemp failed") }
+        root = String(cString: made)
+        backing = root + "/backing"
+        mnt = root + "/mnt"
+        mkdir(backing, 0o755); mkdir(mnt, 0o755)
+        var options = MountOptions()
+        configure(&options)
+        let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
+        daemon = try Daemon(plan: plan)
+        try daemon.startInProcess()
+    }
+
+    override func tearDownWithError() throws {
+        daemon?.stopAndWait()
+        if let mnt, MountTable.coordfsMount(at: mnt) != nil { umount2(mnt, Int32(MNT_DETACH)) }
+        if let root { try? FileManager.default.removeItem(atPath: root) }
+    }
+
+    var coordinator: Coordinator { daemon.coordinator }
+
+    func write(_ relative: String, _ text: String) throws {
+        try text.write(toFile: backing + "/" + relative, atomically: false, encoding: .utf8)
+    }
+
+    func read(_ relative: String) throws -> String {
+        try String(contentsOfFile: mnt + "/" + relative, encoding: .utf8)
+    }
+
+    /// Registers a recording presenter for a mount-relative path.
+    @discardableResult
+    func present(_ relative: String, behaviour: RecordingPresenter.Behaviour = .init()) throws -> RecordingPresenter {
+        let p = RecordingPresenter(path: try ItemPath(relative), behaviour: behaviour)
+        _ = try coordinator.addFilePresenter(p)
+        return p
+    }
+
+    /// Runs a shell command with the mount as working directory; fails the test on a non-zero exit
+    /// unless `allowFailure`.
+    @discardableResult
+    func sh(_ command: String, allowFailure: Bool = false, timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, output: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.currentDirectoryURL = URL(fileURLWithPath: mnt)
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = root
+        env["TERM"] = "dumb"
+        env["GIT_CONFIG_NOSYSTEM"] = "1"
+        p.environment = env
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while p.isRunning && Date() < deadline { usleep(5_000) }
+        if p.isRunning { p.terminate(); XCTFail("timed out: \(command)", file: file, line: line) }
+        p.waitUntilExit()
+        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        if !allowFailure && p.terminationStatus != 0 {
+            XCTFail("`\(command)` exited \(p.terminationStatus): \(out)", file: file, line: line)
+        }
+        return (p.terminationStatus, out)
+    }
+
+    /// True when the program is on PATH.
+    func have(_ program: String) -> Bool {
+        (try? sh("command -v \(program) >/dev/null", allowFailure: true).status) == 0
+    }
+}
+
+/// A presenter that records every call, in order, as short strings ("relinquishToWriter",
+/// "didChange", "subitemDidAppear a/b", ...).
+final class RecordingPresenter: FilePresenter, @unchecked Sendable {
+    struct Behaviour: Sendable {
+        /// Seconds to take before answering each ask.
+        var delay: Double = 0
+        /// Never answer asks (a hung presenter).
+        var hang = false
+        /// Throw from accommodate deletion (refuse).
+        var refuseDeletion = false
+        init(delay: Double = 0, hang: Bool = false, refuseDeletion: Bool = false) {
+            self.delay = delay; self.hang = hang; self.refuseDeletion = refuseDeletion
+        }
+    }
+    struct Refused: Error {}
+
+    let path: ItemPath
+    let behaviour: Behaviour
+    private let entries = Mutex<[String]>([])
+
+    init(path: ItemPath, behaviour: Behaviour) { self.path = path; self.behaviour = behaviour }
+
+    var presentedItemPath: ItemPath? { path }
+    var log: [String] { entries.withLock { $0 } }
+    func record(_ s: String) { entries.withLock { $0.append(s) } }
+    func clear() { entries.withLock { $0.removeAll() } }
+
+    private func answer() async {
+        if behaviour.hang { try? await Task.sleep(for: .seconds(3600)) }
+        if behaviour.delay > 0 { try? await Task.sleep(for: .milliseconds(Int(behaviour.delay * 1000))) }
+    }
+
+    func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? {
+        record("relinquishToReader"); await answer()
+        return { [self] in record("reacquire") }
+    }
+    func relinquishPresentedItem(toWriter writer: AccessOrigin) async -> Reacquirer? {
+        record("relinquishToWriter"); await answer()
+        return { [self] in record("reacquire") }
+    }
+    func savePresentedItemChanges() async throws { record("save"); await answer() }
+    func accommodatePresentedItemDeletion() async throws {
+        record("accommodateDeletion"); await answer()
+        if behaviour.refuseDeletion { throw Refused() }
+    }
+    func presentedItemDidChange() async { record("didChange") }
+    func presentedItemDidMove(to newPath: ItemPath) async { record("didMove \(newPath)") }
+    func presentedSubitemDidAppear(at path: ItemPath) async { record("subitemDidAppear \(path)") }
+    func presentedSubitemDidChange(at path: ItemPath) async { record("subitemDidChange \(path)") }
+    func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async { record("subitemDidMove \(oldPath) \(newPath)") }
+    func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws { record("accommodateSubitemDeletion \(path)") }
+
+    /// Waits until `predicate` holds for the log (or the timeout), then `settle` seconds more so that
+    /// late, unwanted calls would show up too.
+    @discardableResult
+    func waitUntil(timeout: Double = 5, settle: Double = 0.3, _ predicate: ([String]) -> Bool) -> [String] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !predicate(log) && Date() < deadline { usleep(10_000) }
+        usleep(UInt32(settle * 1_000_000))
+        return log
+    }
+
+    func count(_ entry: String) -> Int { log.filter { $0 == entry }.count }
+}
