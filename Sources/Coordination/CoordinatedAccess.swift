@@ -45,10 +45,15 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     var reacquirers: [(record: PresenterRecord, reacquirer: Reacquirer)] = []
     var announcements: [PendingAnnouncement] = []
     var timedOut: [PresenterID] = []
-    var waitTimer: Task<Void, Never>?
+    var waitTimer: DeadlineScheduler.Token?
     var blockedBy: RequestID?
+    /// Waiting requests that found this one in their way; re-examined when it ends.
+    var dependents: [CoordinatedAccess] = []
     /// In the coordinator's `pending` table (waiting or asking presenters).
     var isPending = false
+    /// False only when the fast path saw no presenter at, above or below the (single) path at
+    /// grant time: announcements about that path then have nobody to tell.
+    var presentersNearby = true
 
     init(id: RequestID, intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?,
          policy: CoordinationPolicy, coordinator: Coordinator, now: UInt64) {
@@ -128,7 +133,7 @@ final class AskState: @unchecked Sendable {
     let kind: PresenterAsk
     let issuedAt: UInt64
     var resolved = false
-    var timer: Task<Void, Never>?
+    var timer: DeadlineScheduler.Token?
 
     init(request: CoordinatedAccess, chain: AskChain, kind: PresenterAsk, issuedAt: UInt64) {
         self.request = request

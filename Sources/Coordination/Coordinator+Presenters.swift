@@ -205,9 +205,7 @@ extension Coordinator {
         record.pendingAsks.append(ask)
         emit(request, .presenterAsked(record.id, ask: kind, presenterPath: record.path))
         let deadline = request.policy.askDeadline
-        ask.timer = Task.detached { [weak self] in
-            try? await Task.sleep(for: deadline)
-            if Task.isCancelled { return }
+        ask.timer = DeadlineScheduler.shared.schedule(after: deadline) { [weak self] in
             self?.askDeadlinePassed(ask, deadline: deadline)
         }
         let presenter = record.presenter
@@ -238,8 +236,10 @@ extension Coordinator {
 
     func resolve(_ ask: AskState) {
         ask.resolved = true
-        ask.timer?.cancel()
-        ask.timer = nil
+        if let timer = ask.timer {
+            DeadlineScheduler.shared.cancel(timer)
+            ask.timer = nil
+        }
         let record = ask.chain.record
         if let at = record.pendingAsks.firstIndex(where: { $0 === ask }) {
             record.pendingAsks.remove(at: at)
@@ -317,6 +317,12 @@ extension Coordinator {
     func announce(_ change: AccessChange, during access: CoordinatedAccess) {
         lock.lock()
         emit(access, .announced(change))
+        if !mayConcernPresenters(change, during: access) {
+            // Nobody presents the item or anything above it: nothing to deliver, nothing to keep.
+            // (A presenter registered later in this access does not hear of it, as with Apple.)
+            lock.unlock()
+            return
+        }
         let pendingChange = record(change)
         if access.phase == .granted {
             access.announcements.append(pendingChange)
@@ -324,6 +330,23 @@ extension Coordinator {
             deliver([pendingChange], origin: access.origin, requestID: access.id, intents: [])
         }
         lock.unlock()
+    }
+
+    /// False when no presenter could be told about `change` (none at or above its path).
+    @inline(__always)
+    func mayConcernPresenters(_ change: AccessChange, during access: CoordinatedAccess) -> Bool {
+        if presenters.isEmpty { return false }
+        let path: ItemPath
+        switch change {
+        case .changed(let p), .deleted(let p), .subitemAppeared(let p): path = p
+        case .moved: return true
+        }
+        if !access.presentersNearby && access.intents.count == 1 && access.intents[0].path == path {
+            return false
+        }
+        var found = false
+        guard let node = presenters.walk(to: path, ancestor: { _ in found = true }) else { return found }
+        return found || !node.records.isEmpty
     }
 
     /// Captures what a change means for the registry now; a move re-keys presenters at once.

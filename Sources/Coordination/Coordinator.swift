@@ -19,10 +19,13 @@ public final class Coordinator: @unchecked Sendable {
     let lock = Lock()
     // Guarded by `lock`:
     var sink: (any CoordinationEventSink)?
-    var locks = LockTable()
-    var presenters = PresenterRegistry()
-    /// Requests waiting for arbitration, in arrival order (the order grants are considered in).
+    /// Holds and presenters share one path trie (see ``PathNode``).
+    var locks: LockTable
+    var presenters: PresenterRegistry
+    /// Requests waiting for arbitration, in arrival order. Entries that stopped waiting are
+    /// dropped lazily (`staleWaiters` counts them).
     var waiters: [CoordinatedAccess] = []
+    var staleWaiters = 0
     /// Requests that can still be cancelled: waiting or asking presenters.
     var pending: [RequestID: CoordinatedAccess] = [:]
     var nextRequest: UInt64 = 1
@@ -32,6 +35,9 @@ public final class Coordinator: @unchecked Sendable {
                 eventSink: (any CoordinationEventSink)? = nil) {
         self.configuration = configuration
         self.sink = eventSink
+        let tree = PathNode()
+        self.locks = LockTable(root: tree)
+        self.presenters = PresenterRegistry(root: tree)
     }
 
     /// Where events go (see ``CoordinationEventSink`` for the rules a sink must keep).
@@ -79,6 +85,7 @@ public final class Coordinator: @unchecked Sendable {
         if let blocker = firstBlocker(request) {
             request.phase = .waiting
             request.blockedBy = blocker.id
+            blocker.dependents.append(request)
             waiters.append(request)
             request.isPending = true
             pending[request.id] = request
@@ -89,9 +96,9 @@ public final class Coordinator: @unchecked Sendable {
         }
         var effects = Effects()
         startAsksOrGrant(request, &effects)
-        if request.phase == .askingPresenters && !waiters.isEmpty {
+        if request.phase == .askingPresenters {
             // A waiting request made on behalf of a presenter asked just now may go ahead.
-            rescanWaiters(&effects)
+            rescanPresenterWaiters(&effects)
         }
         lock.unlock()
         effects.run()
@@ -120,12 +127,32 @@ public final class Coordinator: @unchecked Sendable {
         let request = CoordinatedAccess(id: RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
                                         purpose: purpose, policy: configuration.defaultPolicy,
                                         coordinator: self, now: now)
-        if firstBlocker(request) != nil || needsAnyAsk(request) {
-            lock.unlock()
-            return nil
+        if resolved.count == 1 {
+            // One walk checks holds and spots presenters; the full presenter rules run only when
+            // one sits on or under the path, so presenters elsewhere cost nothing here.
+            let intent = resolved[0]
+            let priority = !presenters.isEmpty && isPriority(request)
+            var presentersNearby = false
+            if locks.insertIfFree(path: intent.path, mode: intent.lockMode, owner: request,
+                                  presentersNearby: &presentersNearby,
+                                  blocks: { blocks($0, request, priority: priority) }) != nil {
+                lock.unlock()
+                return nil
+            }
+            if presentersNearby && needsAnyAsk(request) {
+                locks.remove(path: intent.path, mode: intent.lockMode, owner: request)
+                lock.unlock()
+                return nil
+            }
+            request.presentersNearby = presentersNearby
+        } else {
+            if firstBlocker(request) != nil || needsAnyAsk(request) {
+                lock.unlock()
+                return nil
+            }
+            insertEntries(request)
         }
         nextRequest += 1
-        insertEntries(request)
         request.phase = .granted
         request.grantedAt = now
         if sink != nil {
@@ -253,8 +280,7 @@ public final class Coordinator: @unchecked Sendable {
     func grant(_ request: CoordinatedAccess, _ effects: inout Effects) {
         request.phase = .granted
         request.grantedAt = MonotonicClock.now()
-        request.waitTimer?.cancel()
-        request.waitTimer = nil
+        cancelWaitTimer(request)
         if request.isPending {
             request.isPending = false
             pending[request.id] = nil
@@ -269,14 +295,11 @@ public final class Coordinator: @unchecked Sendable {
     /// Ends a waiting or asking request without access.
     func fail(_ request: CoordinatedAccess, _ error: CoordinationError, _ effects: inout Effects) {
         guard request.phase == .waiting || request.phase == .askingPresenters else { return }
-        if request.phase == .waiting {
-            if let at = waiters.firstIndex(where: { $0 === request }) { waiters.remove(at: at) }
-        }
+        if request.phase == .waiting { noteWaiterLeft() }
         request.phase = .failed
         request.isPending = false
         pending[request.id] = nil
-        request.waitTimer?.cancel()
-        request.waitTimer = nil
+        cancelWaitTimer(request)
         for chain in request.chains {
             if let ask = chain.current, !ask.resolved { resolve(ask) }
             chain.finished = true
@@ -288,41 +311,72 @@ public final class Coordinator: @unchecked Sendable {
             request.completion = nil
             effects.completions.append((completion, .failure(error)))
         }
-        rescanWaiters(&effects)
+        wakeDependents(of: request, &effects)
     }
 
-    /// Grants every waiting request that no longer has to wait, in arrival order.
-    func rescanWaiters(_ effects: inout Effects) {
+    /// Re-examines the requests that were waiting for `request`, which just ended (released or
+    /// failed). Each either goes ahead or starts waiting for whatever is in its way now, so a
+    /// release costs the number of its dependents, not the length of the whole queue.
+    func wakeDependents(of request: CoordinatedAccess, _ effects: inout Effects) {
+        guard !request.dependents.isEmpty else { return }
+        var woken = request.dependents
+        request.dependents = []
+        if woken.count > 1 { woken.sort { $0.id < $1.id } } // arrival order
+        var asked = false
+        for waiter in woken where waiter.phase == .waiting {
+            if let blocker = firstBlocker(waiter) {
+                waiter.blockedBy = blocker.id
+                blocker.dependents.append(waiter)
+            } else {
+                proceed(waiter, &effects)
+                asked = asked || waiter.phase == .askingPresenters
+            }
+        }
+        if asked { rescanPresenterWaiters(&effects) }
+    }
+
+    /// A waiting request whose way is clear takes its holds and moves on.
+    func proceed(_ waiter: CoordinatedAccess, _ effects: inout Effects) {
+        noteWaiterLeft()
+        waiter.blockedBy = nil
+        cancelWaitTimer(waiter)
+        startAsksOrGrant(waiter, &effects)
+    }
+
+    /// Waiting requests made on behalf of a presenter may go ahead once that presenter is asked
+    /// something (it is acting for the request that asks). Only they are re-examined here.
+    func rescanPresenterWaiters(_ effects: inout Effects) {
         var again = true
-        while again && !waiters.isEmpty {
+        while again {
             again = false
-            let queue = waiters
-            waiters = []
-            var remaining: [CoordinatedAccess] = []
-            remaining.reserveCapacity(queue.count)
-            for request in queue where request.phase == .waiting {
-                if let blocker = firstBlocker(request) {
-                    request.blockedBy = blocker.id
-                    remaining.append(request)
-                } else {
-                    request.blockedBy = nil
-                    request.waitTimer?.cancel()
-                    request.waitTimer = nil
-                    startAsksOrGrant(request, &effects)
-                    // New asks can exempt a waiting presenter's own request: look once more.
-                    if request.phase == .askingPresenters { again = true }
+            for waiter in waiters where waiter.phase == .waiting && waiter.origin.presenterID != nil && isPriority(waiter) {
+                if firstBlocker(waiter) == nil {
+                    proceed(waiter, &effects)
+                    if waiter.phase == .askingPresenters { again = true }
                 }
             }
-            waiters = remaining + waiters
-            if remaining.isEmpty { again = false }
+        }
+    }
+
+    /// Drops finished entries from `waiters` once they dominate it.
+    func noteWaiterLeft() {
+        staleWaiters += 1
+        if staleWaiters > 64 && staleWaiters * 2 > waiters.count {
+            waiters.removeAll { $0.phase != .waiting }
+            staleWaiters = 0
+        }
+    }
+
+    func cancelWaitTimer(_ request: CoordinatedAccess) {
+        if let timer = request.waitTimer {
+            DeadlineScheduler.shared.cancel(timer)
+            request.waitTimer = nil
         }
     }
 
     func startWaitTimer(_ request: CoordinatedAccess) {
         guard let deadline = request.policy.waitDeadline else { return }
-        request.waitTimer = Task.detached { [weak self] in
-            try? await Task.sleep(for: deadline)
-            if Task.isCancelled { return }
+        request.waitTimer = DeadlineScheduler.shared.schedule(after: deadline) { [weak self] in
             self?.waitDeadlinePassed(request, deadline: deadline)
         }
     }
@@ -359,13 +413,18 @@ public final class Coordinator: @unchecked Sendable {
         if sink != nil {
             emit(request, .released(heldNanos: MonotonicClock.now() &- request.grantedAt))
         }
+        if request.dependents.isEmpty {
+            lock.unlock()
+            return
+        }
         var effects = Effects()
-        if !waiters.isEmpty { rescanWaiters(&effects) }
+        wakeDependents(of: request, &effects)
         lock.unlock()
         effects.run()
     }
 
     func scheduleReacquirers(_ request: CoordinatedAccess) {
+        if request.reacquirers.isEmpty { return }
         for (record, reacquirer) in request.reacquirers {
             emit(request, .reacquireScheduled(record.id))
             record.mailbox.enqueue(reacquirer)
@@ -416,6 +475,7 @@ public final class Coordinator: @unchecked Sendable {
                                              ageNanos: now &- since, pendingAsks: asks, blockedBy: request.blockedBy)
         }
         let holders = locks.owners().filter { $0.phase == .granted || $0.phase == .askingPresenters }
-        return CoordinationStatus(presenters: presenterList, held: holders.map(describe), waiting: waiters.map(describe))
+        return CoordinationStatus(presenters: presenterList, held: holders.map(describe),
+                                  waiting: waiters.filter { $0.phase == .waiting }.map(describe))
     }
 }

@@ -4,14 +4,24 @@ struct LockEntry {
     let mode: LockMode
 }
 
-/// A node of the arbitration trie.
-final class LockNode {
-    var children: [String: LockNode] = [:]
+/// A node of the path trie shared by arbitration (``LockTable``) and presenters
+/// (``PresenterRegistry``): the fast path walks one path once and sees both.
+final class PathNode {
+    var children: [String: PathNode] = [:]
     var entries: [LockEntry] = []
     /// Entries strictly below this node: a subtree write checks its subtree only when non-zero.
     var descendantEntries = 0
     /// Entries here with `.subtreeWrite`: descendants check this node only when non-zero.
     var subtreeWrites = 0
+    /// Presenters registered at this node.
+    var records: [PresenterRecord] = []
+    /// Presenters strictly below this node, so descendant searches stop at empty subtrees.
+    var descendantPresenters = 0
+
+    /// Nothing here or below: the node can go.
+    var isUnused: Bool {
+        entries.isEmpty && descendantEntries == 0 && records.isEmpty && descendantPresenters == 0
+    }
 }
 
 /// The arbitration tree: who holds or waits for which path, keyed by path components.
@@ -22,9 +32,13 @@ final class LockNode {
 /// - an entry on a strict ancestor conflicts only when it is a subtree write;
 /// - an entry on a strict descendant conflicts only when the request is a subtree write.
 ///
+/// Empty nodes are not pruned at once: the same paths are used again and again (one file's
+/// opens and writes), so nodes are kept and swept only when empty ones dominate.
 /// Not thread-safe; the coordinator's lock guards it.
 struct LockTable {
-    let root = LockNode()
+    let root: PathNode
+    private(set) var nodeCount = 1
+    private(set) var entryCount = 0
 
     /// The owner of the first entry that conflicts with `mode` on `path` and for which `blocks`
     /// says yes, or nil.
@@ -32,24 +46,35 @@ struct LockTable {
     func firstBlocker(path: ItemPath, mode: LockMode, blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
         var node = root
         for component in path.components {
-            if node.subtreeWrites > 0 {
-                for entry in node.entries where entry.mode == .subtreeWrite && blocks(entry.owner) {
-                    return entry.owner
-                }
-            }
+            if node.subtreeWrites > 0, let found = Self.subtreeBlocker(in: node, blocks: blocks) { return found }
             guard let next = node.children[component] else { return nil }
             node = next
         }
+        return Self.blocker(at: node, mode: mode, blocks: blocks)
+    }
+
+    init(root: PathNode) {
+        self.root = root
+    }
+
+    @inline(__always)
+    static func subtreeBlocker(in node: PathNode, blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
+        for entry in node.entries where entry.mode == .subtreeWrite && blocks(entry.owner) { return entry.owner }
+        return nil
+    }
+
+    @inline(__always)
+    static func blocker(at node: PathNode, mode: LockMode, blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
         for entry in node.entries where (entry.mode != .read || mode != .read) && blocks(entry.owner) {
             return entry.owner
         }
         if mode == .subtreeWrite && node.descendantEntries > 0 {
-            return Self.firstBlocker(below: node, blocks: blocks)
+            return firstBlocker(below: node, blocks: blocks)
         }
         return nil
     }
 
-    private static func firstBlocker(below node: LockNode, blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
+    private static func firstBlocker(below node: PathNode, blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
         for child in node.children.values {
             for entry in child.entries where blocks(entry.owner) { return entry.owner }
             if child.descendantEntries > 0, let found = firstBlocker(below: child, blocks: blocks) { return found }
@@ -57,49 +82,104 @@ struct LockTable {
         return nil
     }
 
-    func insert(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
+    /// The fast path in one walk: inserts the entry unless something blocks it; returns the blocker.
+    /// `presentersNearby` is set when a presenter is registered at, above or below `path`.
+    mutating func insertIfFree(path: ItemPath, mode: LockMode, owner: CoordinatedAccess,
+                               presentersNearby: inout Bool,
+                               blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
         var node = root
+        var blocker: CoordinatedAccess?
+        var incremented = 0
+        var nearby = false
         for component in path.components {
-            node.descendantEntries += 1
-            if let next = node.children[component] {
-                node = next
-            } else {
-                let next = LockNode()
-                node.children[component] = next
-                node = next
+            if node.subtreeWrites > 0, let found = Self.subtreeBlocker(in: node, blocks: blocks) {
+                blocker = found
+                break
             }
+            if !node.records.isEmpty { nearby = true }
+            node.descendantEntries += 1
+            incremented += 1
+            node = child(of: node, component)
+        }
+        if blocker == nil {
+            blocker = Self.blocker(at: node, mode: mode, blocks: blocks)
+            presentersNearby = nearby || !node.records.isEmpty || node.descendantPresenters > 0
+        }
+        if let blocker {
+            // Undo the optimistic counts (rare: the caller falls back to the queued path).
+            var undo = root
+            for component in path.components.prefix(incremented) {
+                undo.descendantEntries -= 1
+                undo = undo.children[component]!
+            }
+            return blocker
         }
         node.entries.append(LockEntry(owner: owner, mode: mode))
         if mode == .subtreeWrite { node.subtreeWrites += 1 }
+        entryCount += 1
+        return nil
     }
 
-    func remove(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
-        _ = Self.remove(from: root, components: path.components, index: 0, mode: mode, owner: owner)
+    @inline(__always)
+    mutating func child(of node: PathNode, _ component: String) -> PathNode {
+        if let next = node.children[component] { return next }
+        let next = PathNode()
+        node.children[component] = next
+        nodeCount += 1
+        return next
     }
 
-    /// Returns true when `node` became empty and its parent can drop it.
-    private static func remove(from node: LockNode, components: [String], index: Int, mode: LockMode, owner: CoordinatedAccess) -> Bool {
-        if index == components.count {
-            if let at = node.entries.firstIndex(where: { $0.owner === owner && $0.mode == mode }) {
-                node.entries.remove(at: at)
-                if mode == .subtreeWrite { node.subtreeWrites -= 1 }
-            }
-        } else {
-            let key = components[index]
-            guard let child = node.children[key] else { return false }
+    mutating func insert(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
+        var node = root
+        for component in path.components {
+            node.descendantEntries += 1
+            node = child(of: node, component)
+        }
+        node.entries.append(LockEntry(owner: owner, mode: mode))
+        if mode == .subtreeWrite { node.subtreeWrites += 1 }
+        entryCount += 1
+    }
+
+    mutating func remove(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
+        var node = root
+        for component in path.components {
+            guard let next = node.children[component] else { return }
             node.descendantEntries -= 1
-            if remove(from: child, components: components, index: index + 1, mode: mode, owner: owner) {
-                node.children[key] = nil
+            node = next
+        }
+        if let at = node.entries.firstIndex(where: { $0.owner === owner && $0.mode == mode }) {
+            node.entries.remove(at: at)
+            if mode == .subtreeWrite { node.subtreeWrites -= 1 }
+            entryCount -= 1
+        }
+        if nodeCount > 4096 && nodeCount > 16 * (entryCount + 1) {
+            sweep()
+        }
+    }
+
+    /// Drops every empty subtree.
+    private mutating func sweep() {
+        var removed = 0
+        func prune(_ node: PathNode) {
+            for (key, child) in node.children {
+                if child.isUnused {
+                    removed += count(child)
+                    node.children[key] = nil
+                } else {
+                    prune(child)
+                }
             }
         }
-        return node.entries.isEmpty && node.children.isEmpty
+        func count(_ node: PathNode) -> Int { 1 + node.children.values.reduce(0) { $0 + count($1) } }
+        prune(root)
+        nodeCount = max(1, nodeCount - removed)
     }
 
     /// Every distinct owner with an entry, in request order.
     func owners() -> [CoordinatedAccess] {
         var seen = Set<ObjectIdentifier>()
         var result: [CoordinatedAccess] = []
-        func visit(_ node: LockNode) {
+        func visit(_ node: PathNode) {
             for entry in node.entries where seen.insert(ObjectIdentifier(entry.owner)).inserted {
                 result.append(entry.owner)
             }

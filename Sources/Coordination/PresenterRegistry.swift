@@ -18,20 +18,16 @@ final class PresenterRecord: @unchecked Sendable {
     }
 }
 
-/// A node of the presenter trie.
-final class PresenterNode {
-    var children: [String: PresenterNode] = [:]
-    var records: [PresenterRecord] = []
-    /// Presenters strictly below this node, so descendant searches stop at empty subtrees.
-    var descendantCount = 0
-}
-
 /// Presenters keyed by path components: every lookup costs the depth of the path, whatever the
 /// number of presenters registered elsewhere. Not thread-safe; the coordinator's lock guards it.
 struct PresenterRegistry {
-    let root = PresenterNode()
+    let root: PathNode
     private(set) var byID: [PresenterID: PresenterRecord] = [:]
     private(set) var byObject: [ObjectIdentifier: PresenterID] = [:]
+
+    init(root: PathNode) {
+        self.root = root
+    }
 
     var isEmpty: Bool { byID.isEmpty }
 
@@ -50,11 +46,11 @@ struct PresenterRegistry {
     private func attach(_ record: PresenterRecord) {
         var node = root
         for component in record.path.components {
-            node.descendantCount += 1
+            node.descendantPresenters += 1
             if let next = node.children[component] {
                 node = next
             } else {
-                let next = PresenterNode()
+                let next = PathNode()
                 node.children[component] = next
                 node = next
             }
@@ -67,7 +63,7 @@ struct PresenterRegistry {
     }
 
     /// Removes `record` below `node`; returns true when `node` became empty and can be pruned.
-    private static func detach(_ record: PresenterRecord, from node: PresenterNode, components: [String], index: Int) -> Bool {
+    private static func detach(_ record: PresenterRecord, from node: PathNode, components: [String], index: Int) -> Bool {
         if index == components.count {
             if let at = node.records.firstIndex(where: { $0 === record }) {
                 node.records.remove(at: at)
@@ -75,17 +71,17 @@ struct PresenterRegistry {
         } else {
             let key = components[index]
             guard let child = node.children[key] else { return false }
-            node.descendantCount -= 1
+            node.descendantPresenters -= 1
             if detach(record, from: child, components: components, index: index + 1) {
                 node.children[key] = nil
             }
         }
-        return node.records.isEmpty && node.children.isEmpty
+        return node.isUnused && node.children.isEmpty
     }
 
     /// The node at `path`, calling `ancestor` for every presenter at a strict ancestor on the way.
     @inline(__always)
-    func walk(to path: ItemPath, ancestor: (PresenterRecord) -> Void) -> PresenterNode? {
+    func walk(to path: ItemPath, ancestor: (PresenterRecord) -> Void) -> PathNode? {
         var node = root
         for component in path.components {
             for record in node.records { ancestor(record) }
@@ -108,8 +104,8 @@ struct PresenterRegistry {
     }
 
     /// Calls `body` for every presenter strictly inside `node`.
-    static func forEachDescendant(of node: PresenterNode, _ body: (PresenterRecord) -> Void) {
-        guard node.descendantCount > 0 else { return }
+    static func forEachDescendant(of node: PathNode, _ body: (PresenterRecord) -> Void) {
+        guard node.descendantPresenters > 0 else { return }
         for child in node.children.values {
             for record in child.records { body(record) }
             forEachDescendant(of: child, body)
