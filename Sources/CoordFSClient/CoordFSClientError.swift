@@ -1,0 +1,36 @@
+import ControlProtocol
+
+/// Why a `FileCoordinator` call or a presenter registration failed.
+public enum CoordFSClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The path is not inside a coordfs mount (or not a valid path inside it).
+    case notInMount(String, reason: String)
+    /// The presenter has no `presentedItemPath`.
+    case noPresentedItem
+    /// The daemon refused the request (`permissionDenied`, `notFound`, `timedOut`, ...).
+    case refused(ProtocolError)
+    /// The daemon could not be reached or the connection broke.
+    case transport(ControlTransportError)
+
+    public var description: String {
+        switch self {
+        case .notInMount(let path, let reason): return "\(path): \(reason)"
+        case .noPresentedItem: return "the presenter has no presentedItemPath"
+        case .refused(let error): return "refused: \(error)"
+        case .transport(let error): return error.description
+        }
+    }
+
+    /// The daemon's error code, for refusals.
+    public var code: ErrorCode? {
+        if case .refused(let error) = self { return error.code }
+        return nil
+    }
+
+    init(_ error: ControlTransportError) {
+        if case .protocolError(let protocolError) = error {
+            self = .refused(protocolError)
+        } else {
+            self = .transport(error)
+        }
+    }
+}
