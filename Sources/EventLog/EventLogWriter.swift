@@ -108,6 +108,9 @@ public final class EventLogWriter: Sendable {
 /// The shared state of a writer, retained by its thread (so the public object can be released
 /// and close the log from `deinit`).
 private final class WriterCore: @unchecked Sendable {
+    /// A batch this large is written at once, without waiting out the coalescing delay.
+    static let coalescingCutoff = 8192
+
     private enum Condition {
         static let work = 0
         static let progress = 1
@@ -120,6 +123,9 @@ private final class WriterCore: @unchecked Sendable {
     private var lastTime = EventTime(millisecondsSinceEpoch: 0)
     private var pendingDrop: ClosedRange<UInt64>?
     private var writerIdle = false
+    /// The writer is letting a batch build up (`EventLogOptions.coalescing`).
+    private var writerCoalescing = false
+    private var flushWaiters = 0
     private var closing = false
     private var finished = false
     private var written: UInt64
@@ -181,8 +187,9 @@ private final class WriterCore: @unchecked Sendable {
         } else {
             queue.append(r)
         }
-        if writerIdle {
+        if writerIdle || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
             writerIdle = false
+            writerCoalescing = false
             sync.signal(Condition.work)
         }
         sync.unlock()
@@ -199,10 +206,10 @@ private final class WriterCore: @unchecked Sendable {
         defer { sync.unlock() }
         let target = nextSeq - 1
         let errorsBefore = errorCount
-        if writerIdle {
-            writerIdle = false
-            sync.signal(Condition.work)
-        }
+        flushWaiters += 1
+        defer { flushWaiters -= 1 }
+        // Wake the writer whether idle or coalescing: a flush should not wait out the delay.
+        sync.signal(Condition.work)
         while written < target {
             if errorCount != errorsBefore, let e = error { throw e }
             if finished { throw EventLogError.closed }
@@ -256,6 +263,7 @@ private final class WriterCore: @unchecked Sendable {
         var stalled: [EventRecord] = []
         let checksRetention = options.maxAge != nil || options.maxTotalBytes != nil
         let interval = options.retentionCheckInterval.nanoseconds
+        let coalescingNanos = options.coalescing.nanoseconds
         var nextRetentionCheck = ConditionLock.monotonicNanos() + interval
         var lastSegmentCount = store.segmentsCreated
 
@@ -274,6 +282,17 @@ private final class WriterCore: @unchecked Sendable {
                     }
                 }
                 writerIdle = false
+                // Let more records join the batch: fewer write() calls per record when busy.
+                if coalescingNanos > 0 && !queue.isEmpty {
+                    let until = ConditionLock.monotonicNanos() + coalescingNanos
+                    writerCoalescing = true
+                    while !closing && flushWaiters == 0 && queue.count < WriterCore.coalescingCutoff
+                        && retentionRuns == retentionRequests
+                    {
+                        if !sync.wait(Condition.work, untilMonotonicNanos: until) { break }
+                    }
+                    writerCoalescing = false
+                }
                 swap(&batch, &queue)
                 if let drop = pendingDrop {
                     batch.append(gapRecord(for: drop))

@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 
-/// `coordfs-bench eventlog [--records N] [--threads T] [--sync] [--dir PATH]`
+/// `coordfs-bench eventlog [--records N] [--threads T] [--sync] [--coalesce-us N] [--dir PATH]`
 ///
 /// Measures the event log on this machine: the rate `append` accepts records from one and from
 /// several threads, the sustained rate (append until everything is in the file), the rate a
@@ -13,6 +13,7 @@ enum EventLogBench {
         var threads = 2
         var sync = EventLogOptions.SyncPolicy.none
         var base: String?
+        var coalescing = EventLogOptions().coalescing
         var i = 0
         while i < args.count {
             switch args[i] {
@@ -25,11 +26,14 @@ enum EventLogBench {
             case "--dir" where i + 1 < args.count:
                 base = args[i + 1]
                 i += 1
+            case "--coalesce-us" where i + 1 < args.count:
+                coalescing = .microseconds(Int(args[i + 1]) ?? 1000)
+                i += 1
             case "--sync":
                 sync = .everyBatch
             default:
                 throw EventLogError.invalidArgument(
-                    "usage: coordfs-bench eventlog [--records N] [--threads T] [--sync] [--dir PATH]")
+                    "usage: coordfs-bench eventlog [--records N] [--threads T] [--sync] [--coalesce-us N] [--dir PATH]")
             }
             i += 1
         }
@@ -38,12 +42,12 @@ enum EventLogBench {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { if base == nil { try? FileManager.default.removeItem(atPath: root) } }
 
-        print("## EventLog (\(records) records, sync: \(sync == .none ? "none" : "everyBatch"))")
+        print("## EventLog (\(records) records, sync: \(sync == .none ? "none" : "everyBatch"), coalescing: \(coalescing))")
         print("")
         print("| measurement | result |")
         print("|---|---|")
 
-        let options = EventLogOptions(sync: sync)
+        let options = EventLogOptions(sync: sync, coalescing: coalescing)
         let paths = (0..<1024).map { "/projects/coordfs/docs/report-\($0).txt" }
         let actor = EventActor(pid: 4242, uid: 1000, executable: "/usr/bin/vim")
 
@@ -111,6 +115,12 @@ enum EventLogBench {
             for r in stored { f.append(r, to: &out) }
             row("format \(style.rawValue)", rate(stored.count, now() - t0))
         }
+        // For comparison: Foundation's encoder on the same records.
+        let encoder = JSONEncoder()
+        let sample = stored.prefix(50_000)
+        t0 = now()
+        for r in sample { _ = try encoder.encode(r) }
+        row("JSONEncoder (comparison)", rate(sample.count, now() - t0))
 
         // 4. Append-to-follower latency, one record every 2 ms.
         let dir4 = root + "/follow"

@@ -27,6 +27,21 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(writer.append(.mount, path: "/"), 0, "appends after close are refused")
     }
 
+    /// The durability policy: a record reaches the file on its own within milliseconds of
+    /// `append`, without `flush()`, so a SIGKILL from then on cannot lose it.
+    func testRecordsReachTheFileWithoutFlush() throws {
+        let dir = makeLogDirectory(self)
+        let w = try EventLogWriter(directory: dir)
+        let start = Date()
+        let seq = w.append(.granted, path: "/soon")
+        while w.writtenSeq < seq && Date().timeIntervalSince(start) < 5 { usleep(200) }
+        let elapsed = Date().timeIntervalSince(start)
+        XCTAssertEqual(w.writtenSeq, seq)
+        XCTAssertLessThan(elapsed, 0.5, "written \(elapsed * 1000) ms after append")
+        XCTAssertEqual(try readAll(dir).map(\.path), ["/soon"], "visible to another reader before any flush")
+        try w.close()
+    }
+
     func testSequenceContinuesAfterReopen() throws {
         let dir = makeLogDirectory(self)
         do {

@@ -1,0 +1,64 @@
+import Glibc
+
+/// Thin errno-checked wrappers: every syscall retries EINTR and becomes a typed error.
+enum Sys {
+    static func openat(_ dir: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0, path: String) throws -> Int32 {
+        while true {
+            let fd = Glibc.openat(dir, name, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw EventLogError.system(operation: "open", path: path, errno: errno)
+        }
+    }
+
+    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) throws -> Int32 {
+        while true {
+            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw EventLogError.system(operation: "open", path: path, errno: errno)
+        }
+    }
+
+    /// Writes all of `bytes` (looping over short writes).
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n > 0 {
+                done += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                throw EventLogError.system(operation: "write", path: path, errno: n < 0 ? errno : EIO)
+            }
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset`, looping until EOF or `count` bytes.
+    static func pread(_ fd: Int32, _ buf: UnsafeMutableRawPointer, _ count: Int, _ offset: Int, path: String) throws -> Int {
+        var done = 0
+        while done < count {
+            let n = Glibc.pread(fd, buf + done, count - done, off_t(offset + done))
+            if n > 0 {
+                done += n
+            } else if n == 0 {
+                break
+            } else if errno != EINTR {
+                throw EventLogError.system(operation: "read", path: path, errno: errno)
+            }
+        }
+        return done
+    }
+
+    static func fileSize(_ fd: Int32, path: String) throws -> Int {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw EventLogError.system(operation: "stat", path: path, errno: errno) }
+        return Int(st.st_size)
+    }
+
+    static func close(_ fd: Int32) {
+        // Linux closes the fd even when close() reports EINTR; never retry.
+        _ = Glibc.close(fd)
+    }
+}
