@@ -193,15 +193,17 @@ extension DocumentStore {
     func collectGarbage(_ db: Database) throws -> [String] {
         let retention = configuration.retention
         let pinned = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL))"
+        // Only documents over the limit are looked at version by version.
         var doomed = try Row.fetchAll(db, sql: """
             SELECT v.id, v.storedName FROM version v
-            WHERE NOT \(pinned)
+            WHERE v.documentId IN (SELECT documentId FROM version GROUP BY documentId HAVING COUNT(*) > ?)
+              AND NOT \(pinned)
               AND (SELECT COUNT(*) FROM version w WHERE w.documentId = v.documentId AND w.id > v.id) >= ?
-            """, arguments: [retention.maxVersionsPerDocument])
+            """, arguments: [retention.maxVersionsPerDocument, retention.maxVersionsPerDocument])
         let doomedIDs = Set(doomed.map { $0["id"] as Int64 })
         var total = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM version") ?? 0
-        total -= try doomed.reduce(Int64(0)) { sum, row in
-            sum + (try Int64.fetchOne(db, sql: "SELECT size FROM version WHERE id = ?", arguments: [row["id"] as Int64]) ?? 0)
+        for row in doomed {
+            total -= try Int64.fetchOne(db, sql: "SELECT size FROM version WHERE id = ?", arguments: [row["id"] as Int64]) ?? 0
         }
         if total > retention.maxTotalBytes {
             for row in try Row.fetchAll(db, sql: "SELECT v.id, v.storedName, v.size FROM version v WHERE NOT \(pinned) ORDER BY v.id") {
@@ -225,6 +227,12 @@ extension DocumentStore {
 
     /// Applies retention now (it also runs after every change of the store's state).
     public func collectGarbage() throws {
-        try write { _ in }
+        var dropped: [String] = []
+        do {
+            try database.write { db in dropped = try collectGarbage(db) }
+        } catch let error as DatabaseError {
+            throw DocumentStoreError.database(error.description)
+        }
+        for name in dropped { FileSystem.unlinkIfPresent(storedPath(name)) }
     }
 }

@@ -118,8 +118,10 @@ public final class DocumentStore: @unchecked Sendable {
         let result: T
         do {
             result = try database.write { db in
+                let changesBefore = db.totalChangesCount
                 let value = try body(db)
-                dropped = try collectGarbage(db)
+                // Retention only needs another look when this transaction changed something.
+                if db.totalChangesCount != changesBefore { dropped = try collectGarbage(db) }
                 return value
             }
         } catch let error as DatabaseError {

@@ -379,6 +379,25 @@ struct Scenarios {
         XCTAssertEqual(try f.store.conflicts(state: .resolved).map(\.resolution), [.merge, .save])
     }
 
+    /// The daemon killed mid-conflict: the backing folder and the store's files exactly as they
+    /// are on disk while the store is still open (WAL not checkpointed, nothing closed) are copied
+    /// and opened by a new store, which still has the conflict and can resolve it.
+    func killedMidConflict() throws {
+        let f = try fixture()
+        let conflict = try changedUnderUnsaved(f, base: "k1\nk2\nk3\nk4\n", theirs: "k1\nk2\nk3\nK4\n")
+        let copy = f.backing + "-after-kill"
+        try Shell.run("/bin/cp", ["-a", f.backing, copy])
+        defer { _ = try? Shell.run("/bin/rm", ["-rf", copy]) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: copy + "/.coordfs/store/metadata.sqlite-wal"), "the copy is taken with the WAL live")
+        let survivor = try DocumentStore(backingRoot: copy, stateDirectory: copy + "/.coordfs/store", configuration: f.configuration)
+        XCTAssertEqual(try survivor.conflicts().map(\.id), [conflict.id])
+        XCTAssertEqual(try survivor.document(atPath: "doc.txt")?.presenters.first?.hasUnsavedChanges, true)
+        let merged = try survivor.resolve(conflict.id, with: .merge, mine: .bytes(Array("K1\nk2\nk3\nk4\n".utf8)), by: "alice")
+        XCTAssertEqual(merged.mergeConflicts, 0)
+        XCTAssertEqual(String(decoding: try Data(contentsOf: URL(fileURLWithPath: copy + "/doc.txt")), as: UTF8.self), "K1\nk2\nk3\nK4\n")
+        XCTAssertEqual(try f.read("doc.txt"), "k1\nk2\nk3\nK4\n", "the original is untouched")
+    }
+
     // MARK: Versions for people
 
     func versionsDiffRestore() throws {
@@ -490,4 +509,88 @@ struct Scenarios {
         XCTAssertNil(try f.store.document(atPath: "a.txt"))
         XCTAssertNil(try f.store.noteMoved(from: "nothing", to: "else"))
     }
+
+    // MARK: Save styles
+
+    /// Every way an editor saves reaches the store as the documented calls and yields one event,
+    /// one conflict, the document's id unchanged and its base intact (merge works).
+    func saveStyles() throws {
+        let styles: [(String, (Fixture) throws -> ExternalChange)] = [
+            ("temp file renamed over", { f in
+                try f.store.preserveBeforeReplace("doc.txt")
+                try f.replace("doc.txt", "base line\ntheirs\n")
+                return .replaced(before: nil, after: nil)
+            }),
+            ("backup rename, then create", { f in
+                // The mount treats the rename away of a presented document as the start of a save.
+                try f.store.preserveBeforeReplace("doc.txt")
+                XCTAssertEqual(rename(f.path("doc.txt"), f.path("doc.txt~")), 0)
+                try f.write("doc.txt", "base line\ntheirs\n")
+                return .replaced(before: nil, after: nil)
+            }),
+            ("truncate and write", { f in
+                try f.store.preserveBeforeInPlaceWrite("doc.txt")
+                try f.writeInPlace("doc.txt", "base line\ntheirs\n")
+                return .changed(before: nil, after: nil)
+            }),
+            ("unlink, then create", { f in
+                try f.store.preserveBeforeDelete("doc.txt")
+                XCTAssertEqual(unlink(f.path("doc.txt")), 0)
+                try f.write("doc.txt", "base line\ntheirs\n")
+                return .replaced(before: nil, after: nil)
+            }),
+        ]
+        for (style, save) in styles {
+            let f = try fixture(StoreConfiguration(eagerBaseWhenCloneable: false))
+            try f.write("doc.txt", "base line\n")
+            let registration = try f.store.register(alice, path: "doc.txt")
+            try f.store.setUnsavedChanges(alice, path: "doc.txt", true)
+            let before = try f.identity("doc.txt")
+            let change = try save(f)
+            let event = try XCTUnwrap(f.store.noteExternalChange("doc.txt", change, by: bob), style)
+            XCTAssertEqual(event.document, registration.document, style)
+            XCTAssertEqual(event.kind, .change, style)
+            XCTAssertEqual(event.before, before, style)
+            XCTAssertEqual(event.after, try f.identity("doc.txt"), style)
+            XCTAssertEqual(event.outcomes.count, 1, style)
+            XCTAssertEqual(try f.store.conflicts().count, 1, style)
+            let conflict = try XCTUnwrap(f.store.conflicts().first)
+            let base = try XCTUnwrap(conflict.baseVersion, style)
+            XCTAssertEqual(try f.text(base), "base line\n", style)
+            let merged = try f.store.resolve(conflict.id, with: .merge, mine: .bytes(Array("mine\nbase line\n".utf8)), by: "alice")
+            XCTAssertEqual(merged.mergeConflicts, 0, style)
+            XCTAssertEqual(try f.read("doc.txt"), "mine\nbase line\ntheirs\n", style)
+            XCTAssertEqual(try f.store.document(atPath: "doc.txt")?.id, registration.document, style)
+        }
+    }
+
+    /// Calls from many threads at once are serialised; nothing is lost.
+    func concurrentCalls() throws {
+        let f = try fixture()
+        for i in 0..<8 { try f.write("f\(i).txt", "file \(i)\n") }
+        let store = f.store
+        let errors = ErrorBox()
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            do {
+                let presenter = PresenterID("p\(i)")
+                for round in 0..<5 {
+                    try store.register(presenter, path: "f\(i).txt")
+                    try store.setUnsavedChanges(presenter, path: "f\(i).txt", round % 2 == 0)
+                    try store.preserveBeforeReplace("f\((i + 1) % 8).txt")
+                    _ = try store.versions(ofPath: "f\(i).txt")
+                }
+            } catch {
+                errors.append("\(error)")
+            }
+        }
+        XCTAssertEqual(errors.all, [])
+        XCTAssertEqual(try f.store.presenters().count, 8)
+    }
+}
+
+final class ErrorBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var errors: [String] = []
+    func append(_ error: String) { lock.lock(); errors.append(error); lock.unlock() }
+    var all: [String] { lock.lock(); defer { lock.unlock() }; return errors }
 }

@@ -31,10 +31,13 @@ final class StoreOnDiskTests: XCTestCase {
     func testDeletionClose() throws { try scenarios.deletionClose() }
     func testDeletionKeepBoth() throws { try scenarios.deletionKeepBoth() }
     func testRestartMidConflict() throws { try scenarios.restartMidConflict() }
+    func testKilledMidConflict() throws { try scenarios.killedMidConflict() }
     func testVersionsDiffRestore() throws { try scenarios.versionsDiffRestore() }
     func testRetention() throws { try scenarios.retention() }
     func testHostilePaths() throws { try scenarios.hostilePaths() }
     func testMoves() throws { try scenarios.moves() }
+    func testSaveStyles() throws { try scenarios.saveStyles() }
+    func testConcurrentCalls() throws { try scenarios.concurrentCalls() }
 
     func testFilesystemReported() throws {
         let f = try Fixture(under: "/tmp/coordfs-store-tests")
@@ -85,10 +88,13 @@ final class StoreOnReflinkTests: XCTestCase {
     func testDeletionClose() throws { try scenarios.deletionClose() }
     func testDeletionKeepBoth() throws { try scenarios.deletionKeepBoth() }
     func testRestartMidConflict() throws { try scenarios.restartMidConflict() }
+    func testKilledMidConflict() throws { try scenarios.killedMidConflict() }
     func testVersionsDiffRestore() throws { try scenarios.versionsDiffRestore() }
     func testRetention() throws { try scenarios.retention() }
     func testHostilePaths() throws { try scenarios.hostilePaths() }
     func testMoves() throws { try scenarios.moves() }
+    func testSaveStyles() throws { try scenarios.saveStyles() }
+    func testConcurrentCalls() throws { try scenarios.concurrentCalls() }
 
     /// A clone shares extents: cloning 64 MiB takes next to no space.
     func testCloneUsesNoExtraSpace() throws {
