@@ -345,10 +345,11 @@ private final class WriterCore: @unchecked Sendable {
             }
             retentionRuns = retentionTicket
             if let pruned { stats.segmentsDeleted += UInt64(pruned.segments) }
-            // A failing disk at close: one last attempt was made above; report what is lost.
-            let done = stopping && queue.isEmpty && pendingDrop == nil && (stalled.isEmpty || writeError != nil)
+            // Closing: stop once everything is written, or after one more failed attempt on a
+            // failing disk, counting what could not be written (close() reports it).
+            let done = stopping && ((queue.isEmpty && pendingDrop == nil && stalled.isEmpty) || writeError != nil)
             if done {
-                unwrittenAtClose = stalled.count
+                unwrittenAtClose = stalled.count + queue.count + (pendingDrop?.count ?? 0)
                 finished = true
             }
             sync.broadcast(Condition.progress)
