@@ -34,6 +34,8 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
 
     let coordinator: Coordinator
     let policy: CoordinationPolicy
+    /// The access inside whose accessor this request was made (nested coordination), if known.
+    let parent: CoordinatedAccess?
     let requestedAt: UInt64
 
     // Everything below is guarded by the coordinator's lock.
@@ -47,6 +49,10 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     var timedOut: [PresenterID] = []
     var waitTimer: DeadlineScheduler.Token?
     var blockedBy: RequestID?
+    /// The access this request is waiting for, while it waits.
+    var blocker: CoordinatedAccess?
+    /// Nested requests made by this access's accessor that are waiting now.
+    var waitingChildren: [CoordinatedAccess] = []
     /// Waiting requests that found this one in their way; re-examined when it ends.
     var dependents: [CoordinatedAccess] = []
     /// In the coordinator's `pending` table (waiting or asking presenters).
@@ -56,7 +62,8 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     var presentersNearby = true
 
     init(id: RequestID, intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?,
-         policy: CoordinationPolicy, coordinator: Coordinator, now: UInt64) {
+         policy: CoordinationPolicy, coordinator: Coordinator, now: UInt64, parent: CoordinatedAccess? = nil) {
+        self.parent = parent
         self.id = id
         self.intents = intents
         self.origin = origin

@@ -29,6 +29,8 @@ public final class Coordinator: @unchecked Sendable {
     /// Requests that can still be cancelled: waiting or asking presenters.
     var pending: [RequestID: CoordinatedAccess] = [:]
     var nextRequest: UInt64 = 1
+    /// Waiting requests that have a parent access (deadlock checks run only when non-zero).
+    var nestedWaiting = 0
     var nextPresenter: UInt64 = 1
 
     public init(configuration: CoordinatorConfiguration = CoordinatorConfiguration(),
@@ -60,16 +62,19 @@ public final class Coordinator: @unchecked Sendable {
     ///   - origin: who asks; its `presenterID` is neither asked nor told.
     ///   - purpose: accesses with the same non-nil purpose never block each other.
     ///   - policy: deadlines and timeout behaviour; nil uses the configuration's default.
+    ///   - parent: the access whose accessor makes this request (nested coordination), so a wait
+    ///     that could never end fails at once with ``CoordinationError/deadlock(_:path:heldBy:)``.
     /// - Returns: the request id, for ``cancel(_:)``.
     @discardableResult
     public func coordinate(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String? = nil,
-                           policy: CoordinationPolicy? = nil,
+                           policy: CoordinationPolicy? = nil, within parent: CoordinatedAccess? = nil,
                            completion: @escaping CoordinationCompletion) -> RequestID {
         let resolved = resolveLinks(intents)
         lock.lock()
         let request = CoordinatedAccess(id: RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
                                         purpose: purpose, policy: policy ?? configuration.defaultPolicy,
-                                        coordinator: self, now: MonotonicClock.now())
+                                        coordinator: self, now: MonotonicClock.now(),
+                                        parent: parent?.coordinator === self ? parent : nil)
         nextRequest += 1
         guard !resolved.isEmpty else {
             request.phase = .failed
@@ -84,14 +89,14 @@ public final class Coordinator: @unchecked Sendable {
         insertEntries(request)
         if let blocker = firstBlocker(request) {
             request.phase = .waiting
-            request.blockedBy = blocker.id
-            blocker.dependents.append(request)
             waiters.append(request)
             request.isPending = true
             pending[request.id] = request
             emit(request, .waiting(blockedBy: blocker.id))
-            startWaitTimer(request)
+            var effects = Effects()
+            if wait(request, for: blocker, &effects) { startWaitTimer(request) }
             lock.unlock()
+            effects.run()
             return request.id
         }
         var effects = Effects()
@@ -295,7 +300,10 @@ public final class Coordinator: @unchecked Sendable {
     /// Ends a waiting or asking request without access.
     func fail(_ request: CoordinatedAccess, _ error: CoordinationError, _ effects: inout Effects) {
         guard request.phase == .waiting || request.phase == .askingPresenters else { return }
-        if request.phase == .waiting { noteWaiterLeft() }
+        if request.phase == .waiting {
+            noteWaiterLeft()
+            leaveWait(request)
+        }
         request.phase = .failed
         request.isPending = false
         pending[request.id] = nil
@@ -325,8 +333,7 @@ public final class Coordinator: @unchecked Sendable {
         var asked = false
         for waiter in woken where waiter.phase == .waiting {
             if let blocker = firstBlocker(waiter) {
-                waiter.blockedBy = blocker.id
-                blocker.dependents.append(waiter)
+                _ = wait(waiter, for: blocker, &effects)
             } else {
                 proceed(waiter, &effects)
                 asked = asked || waiter.phase == .askingPresenters
@@ -335,10 +342,69 @@ public final class Coordinator: @unchecked Sendable {
         if asked { rescanPresenterWaiters(&effects) }
     }
 
+    /// Parks `waiter` behind `blocker`, unless that closes a cycle through nested accesses: then
+    /// it fails at once with a deadlock error. Returns whether the request is waiting.
+    func wait(_ waiter: CoordinatedAccess, for blocker: CoordinatedAccess, _ effects: inout Effects) -> Bool {
+        if waiter.blocker == nil, let parent = waiter.parent {
+            parent.waitingChildren.append(waiter)
+            nestedWaiting += 1
+        }
+        waiter.blockedBy = blocker.id
+        waiter.blocker = blocker
+        if nestedWaiting > 0, let holder = cycle(from: waiter) {
+            let path = waiter.intents.first { intent in
+                locks.firstBlocker(path: intent.path, mode: intent.lockMode, blocks: { $0 === blocker }) != nil
+            }?.path ?? waiter.intents[0].path
+            fail(waiter, .deadlock(waiter.id, path: path, heldBy: holder.id), &effects)
+            return false
+        }
+        if blocker.dependents.count >= 64 {
+            blocker.dependents.removeAll { $0.phase != .waiting }
+        }
+        blocker.dependents.append(waiter)
+        return true
+    }
+
+    /// The access through which `waiter` would end up waiting for itself or for an access it is
+    /// nested in, or nil. Every cycle passes through a nested waiting request (queue order alone
+    /// cannot loop: a request only waits for earlier ones), so this runs only when one exists.
+    func cycle(from waiter: CoordinatedAccess) -> CoordinatedAccess? {
+        var enclosing: [CoordinatedAccess] = [waiter]
+        var next = waiter.parent
+        while let p = next {
+            enclosing.append(p)
+            next = p.parent
+        }
+        var stack: [CoordinatedAccess] = waiter.blocker.map { [$0] } ?? []
+        var seen = Set<ObjectIdentifier>()
+        while let x = stack.popLast() {
+            if enclosing.contains(where: { $0 === x }) { return waiter.blocker }
+            guard seen.insert(ObjectIdentifier(x)).inserted else { continue }
+            if x.phase == .waiting {
+                if let b = x.blocker { stack.append(b) }
+            } else {
+                // A holder ends only when its accessor does; that accessor may be waiting itself.
+                stack.append(contentsOf: x.waitingChildren)
+            }
+        }
+        return nil
+    }
+
+    /// `request` stops waiting (granted, failed): forget its wait edges.
+    func leaveWait(_ request: CoordinatedAccess) {
+        if request.blocker != nil, let parent = request.parent,
+           let at = parent.waitingChildren.firstIndex(where: { $0 === request }) {
+            parent.waitingChildren.remove(at: at)
+            nestedWaiting -= 1
+        }
+        request.blocker = nil
+        request.blockedBy = nil
+    }
+
     /// A waiting request whose way is clear takes its holds and moves on.
     func proceed(_ waiter: CoordinatedAccess, _ effects: inout Effects) {
         noteWaiterLeft()
-        waiter.blockedBy = nil
+        leaveWait(waiter)
         cancelWaitTimer(waiter)
         startAsksOrGrant(waiter, &effects)
     }

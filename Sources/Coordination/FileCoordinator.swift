@@ -160,10 +160,11 @@ public final class FileCoordinator: @unchecked Sendable {
     func acquire(_ intents: [FileAccessIntent]) async throws -> CoordinatedAccess {
         let origin = effectiveOrigin()
         let purpose = purposeIdentifier
+        let parent = Self.currentAccess
         let ticket = Ticket()
         let access: CoordinatedAccess = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CoordinatedAccess, any Error>) in
-                let id = coordinator.coordinate(intents, origin: origin, purpose: purpose) { [weak self] result in
+                let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, within: parent) { [weak self] result in
                     switch result {
                     case .success(let access):
                         if let self { self.lock.withLock { _ = self.inFlight.remove(access.id) } }
