@@ -60,6 +60,9 @@ public final class DocumentStore: @unchecked Sendable {
 
         var config = Configuration()
         config.foreignKeysEnabled = true
+        // Another process on the same store (a second daemon, a CLI reading directly) waits
+        // instead of failing with SQLITE_BUSY.
+        config.busyMode = .timeout(10)
         config.prepareDatabase { db in
             // WAL + NORMAL: a commit survives the daemon being killed (the WAL is in the OS); only
             // a power loss can drop the last transactions.
@@ -100,13 +103,22 @@ public final class DocumentStore: @unchecked Sendable {
 
     /// Drops kept files nobody references and versions whose file vanished.
     private func sweepOrphans() throws {
-        let names = Set(try FileSystem.list(objectsDirectory))
-        try write { db in
-            let known = try String.fetchSet(db, sql: "SELECT storedName FROM version")
-            for missing in known.subtracting(names) {
-                try db.execute(sql: "DELETE FROM version WHERE storedName = ?", arguments: [missing])
+        do {
+            try database.writeWithoutTransaction { db in
+                // IMMEDIATE: no other process's snapshot is between creating its file and
+                // committing its row while the files are listed.
+                try db.inTransaction(.immediate) {
+                    let names = Set(try FileSystem.list(objectsDirectory))
+                    let known = try String.fetchSet(db, sql: "SELECT storedName FROM version")
+                    for missing in known.subtracting(names) {
+                        try db.execute(sql: "DELETE FROM version WHERE storedName = ?", arguments: [missing])
+                    }
+                    for orphan in names.subtracting(known) { FileSystem.unlinkIfPresent(objectsDirectory + "/" + orphan) }
+                    return .commit
+                }
             }
-            for orphan in names.subtracting(known) { FileSystem.unlinkIfPresent(objectsDirectory + "/" + orphan) }
+        } catch let error as DatabaseError {
+            throw DocumentStoreError.database(error.description)
         }
     }
 

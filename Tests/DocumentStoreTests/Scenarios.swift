@@ -372,7 +372,7 @@ struct Scenarios {
         let merged = try f.store.resolve(conflict.id, with: .merge, mine: .bytes(Array("L1\nl2\nl3\nl4\n".utf8)), by: "alice")
         XCTAssertEqual(merged.mergeConflicts, 0)
         XCTAssertEqual(try f.read("doc.txt"), "L1\nl2\nl3\nL4\n")
-        try f.store.resolve(deletion.id, with: .save, mine: .bytes(Array("back\n".utf8)), by: "bob")
+        _ = try f.store.resolve(deletion.id, with: .save, mine: .bytes(Array("back\n".utf8)), by: "bob")
         XCTAssertEqual(try f.read("gone.txt"), "back\n")
         try f.reopen()
         XCTAssertEqual(try f.store.conflicts(), [])
