@@ -149,10 +149,10 @@ public final class FileCoordinator: Sendable {
 
     /// Registers `presenter` with the daemon of the mount holding its `presentedItemPath`. It
     /// stays registered (across daemon restarts) until `removeFilePresenter(_:)`.
-    public static func addFilePresenter(_ presenter: any FilePresenter) async throws(CoordFSClientError) {
+    public static func addFilePresenter(_ presenter: any FilePresenter, locator: ControlSocketLocator = ControlSocketLocator()) async throws(CoordFSClientError) {
         guard let path = presenter.presentedItemPath else { throw .noPresentedItem }
         if registration(of: presenter) != nil { return }
-        let (mount, relative) = try CoordFSMount.containing(path)
+        let (mount, relative) = try CoordFSMount.containing(path, locator: locator)
         let adapter = PresenterAdapter(presenter: presenter, mount: mount)
         let handle: SessionPresenter
         do {

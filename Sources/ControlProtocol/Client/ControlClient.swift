@@ -126,12 +126,10 @@ public final class ControlClient: @unchecked Sendable {
                     continuation.resume(throwing: error)
                     return
                 }
-                do {
-                    try writeLock.withLock { _ in try Sys.sendAll(fd, frame) }
-                } catch {
-                    if let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) {
-                        pending.continuation.resume(throwing: error)
-                    }
+                if let error = writeLocked({ () throws(ControlTransportError) in try Sys.sendAll(fd, frame) }),
+                    let pending = state.withLock({ $0.pending.removeValue(forKey: id) })
+                {
+                    pending.continuation.resume(throwing: error)
                 }
             }
             if case .error(let error) = reply {
@@ -191,16 +189,29 @@ public final class ControlClient: @unchecked Sendable {
     /// Sends a message without waiting for anything. Returns false if the connection is closed.
     @discardableResult
     public func send(_ message: ControlMessage) -> Bool {
-        guard isConnected else { return false }
         let frame = message.encodedFrame()
-        return (try? writeLock.withLock { _ in try Sys.sendAll(fd, frame) }) != nil
+        return writeLocked { () throws(ControlTransportError) in try Sys.sendAll(fd, frame) } == nil
+    }
+
+    /// Runs `body` under the write lock if the connection is open; returns its error. The
+    /// reader thread marks the connection closed before it closes the descriptor under this
+    /// lock, so `fd` is never a reused number here.
+    @discardableResult
+    private func writeLocked(_ body: () throws(ControlTransportError) -> Void) -> ControlTransportError? {
+        writeLock.withLock { _ -> ControlTransportError? in
+            if state.withLock({ $0.closed }) { return .disconnected }
+            do throws(ControlTransportError) { try body() } catch { return error }
+            return nil
+        }
     }
 
     /// Says `close` and closes the connection; pending requests fail with `.disconnected`.
     public func close() {
-        guard isConnected else { return }
-        send(.close(Close()))
-        _ = shutdown(fd, Int32(SHUT_RDWR))
+        let frame = ControlMessage.close(Close()).encodedFrame()
+        writeLocked { () throws(ControlTransportError) in
+            try? Sys.sendAll(fd, frame)
+            _ = shutdown(fd, Int32(SHUT_RDWR))
+        }
     }
 
     // MARK: Reader thread

@@ -291,9 +291,7 @@ public final class ControlServer: @unchecked Sendable {
                 reject(connection, ProtocolError(
                     .unsupportedVersion,
                     "none of the offered versions \(hello.versions) is supported; this daemon speaks \(ProtocolVersion.supported)",
-                    requestID: hello.id.rawValue))
-                // Always fatal, even with an id.
-                connection.beginClose(reason: .protocolError(ProtocolError(.unsupportedVersion, "no common version")), finalFrame: nil)
+                    requestID: hello.id.rawValue))  // always closes, even with an id
                 return
             }
             connection.state.withLock {
