@@ -28,7 +28,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         self.loopback = loopback
         self.coordinator = coordinator
         self.options = options
-        saves = SaveTracker(window: options.saveWindow)
+        saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
         func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
         readPolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
                                         waitDeadline: seconds(options.readWait))
@@ -297,9 +297,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let n = name.string
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
         let who = origin(request.context)
-        // A watched document unlinked: maybe the first half of a save (git checkout). Its presenters are
-        // asked to relinquish, not to accommodate a deletion, until the save window tells.
-        if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isObserved(p) {
+        // A presented document unlinked: maybe the first half of a save (git checkout). Its presenters
+        // are asked to relinquish, not to accommodate a deletion, until the save window tells.
+        if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
             return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, grant in
                 let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: false) }
                 if e == nil, let access = grant.access {

@@ -24,9 +24,13 @@ final class SaveTracker: Sendable {
 
     private let pending = Mutex<(byPath: [ItemPath: Pending], generation: UInt64)>(([:], 0))
     private let window: Double
+    private let coordinator: Coordinator
     private let queue = DispatchQueue(label: "coordfs.saves")
 
-    init(window: Double) { self.window = window }
+    init(window: Double, coordinator: Coordinator) {
+        self.window = window
+        self.coordinator = coordinator
+    }
 
     /// `access` (a granted write on `path`) stays held until the document comes back or the window
     /// closes.
@@ -56,13 +60,22 @@ final class SaveTracker: Sendable {
     /// True while a save holds `path`.
     func isPending(_ path: ItemPath) -> Bool { pending.withLock { $0.byPath[path] != nil } }
 
-    /// The document did not come back: it really moved or was deleted.
+    /// The document did not come back: it really moved or was deleted. A deletion is now a
+    /// coordinated delete, so presenters get `accommodatePresentedItemDeletion` (late: the file is
+    /// already gone; the document store kept its last version).
     private func finish(_ path: ItemPath, _ p: Pending) {
         switch p.departure {
-        case .renamed(let to): p.access.didMove(from: path, to: to)
-        case .deleted: p.access.didDelete(path)
+        case .renamed(let to):
+            p.access.didMove(from: path, to: to)
+            p.access.release()
+        case .deleted:
+            p.access.release()
+            coordinator.coordinate([.writingIntent(with: path, options: .forDeleting)], origin: p.access.origin) { result in
+                guard case .success(let deletion) = result else { return }
+                deletion.didDelete(path)
+                deletion.release()
+            }
         }
-        p.access.release()
     }
 
     /// Ends every pending save now (unmount).

@@ -1,0 +1,281 @@
+import XCTest
+import Foundation
+import Coordination
+import Synchronization
+@testable import CoordFS
+
+/// One test per row of docs/semantics.md: what each operation through the mount asks, tells, waits
+/// for, and answers at a deadline.
+final class SemanticsTests: InProcessMountTestCase {
+    func testOpenForReadingAsksRelinquishAndSaveAndReacquiresAtClose() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n")
+        let log = p.waitUntil { $0.contains("reacquire") }
+        XCTAssertEqual(log, ["relinquishToReader", "save", "reacquire"])
+    }
+
+    func testOpenForWritingTellsChangeOnlyAfterClose() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        let started = Date()
+        try sh("python3 -c \"import time; f = open('doc.txt', 'r+'); f.write('beta'); f.flush(); time.sleep(0.8); f.close()\"")
+        let log = p.waitUntil { $0.contains("reacquire") }
+        XCTAssertEqual(log, ["relinquishToWriter", "didChange", "reacquire"])
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.8)
+    }
+
+    func testOpenForWritingWithoutWritingTellsNothing() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("python3 -c \"open('doc.txt', 'r+').close()\"")
+        let log = p.waitUntil { $0.contains("reacquire") }
+        XCTAssertEqual(log, ["relinquishToWriter", "reacquire"])
+    }
+
+    func testCreateTellsTheDirectoryASubitemAppeared() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
+        let dir = try present("d")
+        try sh("echo new > d/new.txt")
+        let log = dir.waitUntil { $0.contains("subitemDidAppear d/new.txt") }
+        XCTAssertTrue(log.contains("subitemDidAppear d/new.txt"), "\(log)")
+        XCTAssertEqual(log.filter { $0.hasPrefix("subitemDidAppear") }.count, 1, "\(log)")
+    }
+
+    func testMkdirSymlinkHardLinkAndFifoAppear() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
+        try write("d/f", "x")
+        let dir = try present("d")
+        try sh("mkdir d/sub && ln -s f d/sym && ln d/f d/hard && mkfifo d/fifo")
+        let log = dir.waitUntil { $0.contains("subitemDidAppear d/fifo") }
+        for name in ["sub", "sym", "hard", "fifo"] {
+            XCTAssertTrue(log.contains("subitemDidAppear d/\(name)"), "\(name): \(log)")
+        }
+    }
+
+    func testTruncateAndChmodByPathAreWrites() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("truncate -s 2 doc.txt")
+        var log = p.waitUntil { $0.contains("didChange") }
+        XCTAssertEqual(log, ["relinquishToWriter", "didChange", "reacquire"])
+        p.clear()
+        try sh("chmod 600 doc.txt && touch -m -d '2001-01-01' doc.txt")
+        log = p.waitUntil { $0.filter { $0 == "didChange" }.count == 2 }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 2, "\(log)")
+    }
+
+    func testUnlinkOfAFileInAPresentedDirectoryAsksToAccommodate() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
+        try write("d/gone.txt", "x")
+        let dir = try present("d")
+        try sh("rm d/gone.txt")
+        let log = dir.waitUntil { $0.contains { $0.hasPrefix("subitemDidChange") } }
+        XCTAssertEqual(log.first, "accommodateSubitemDeletion d/gone.txt", "\(log)")
+        XCTAssertTrue(log.contains("subitemDidChange d/gone.txt"), "told after: \(log)")
+    }
+
+    func testUnlinkOfAPresentedDocumentIsADeletionOnceTheSaveWindowCloses() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("rm doc.txt")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/doc.txt"))
+        // Within the window only the relinquish; after it, the deletion.
+        let early = p.waitUntil(timeout: 0.2, settle: 0) { _ in false }
+        XCTAssertEqual(early, ["relinquishToWriter"])
+        let log = p.waitUntil(timeout: 3) { $0.contains("accommodateDeletion") }
+        XCTAssertFalse(log.contains("didChange"), "\(log)")
+        XCTAssertEqual(log, ["relinquishToWriter", "reacquire", "relinquishToWriter", "accommodateDeletion", "reacquire"], "\(log)")
+    }
+
+    func testRmdirOfAPresentedDirectoryAsksToAccommodateAndARefusalIsEBUSY() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
+        let dir = try present("d", behaviour: .init(refuseDeletion: true))
+        let r = try sh("rmdir d", allowFailure: true)
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.output.contains("Device or resource busy"), r.output)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: backing + "/d"), "a refused deletion changes nothing")
+        XCTAssertTrue(dir.log.contains("accommodateDeletion"), "\(dir.log)")
+    }
+
+    func testRenameMovesThePresenterWithTheDocument() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("mv doc.txt renamed.txt")
+        let log = p.waitUntil { $0.contains { $0.hasPrefix("didMove") } }
+        XCTAssertTrue(log.contains("didMove renamed.txt"), "\(log)")
+        let id = try XCTUnwrap(coordinator.presenterID(of: p))
+        XCTAssertEqual(coordinator.presentedPath(of: id)?.string, "renamed.txt")
+    }
+
+    func testRenameOfADirectoryMovesPresentersInside() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/a/b", withIntermediateDirectories: true)
+        try write("a/b/doc.txt", "x")
+        let p = try present("a/b/doc.txt")
+        try sh("mv a z")
+        let log = p.waitUntil { $0.contains { $0.hasPrefix("didMove") } }
+        XCTAssertTrue(log.contains("didMove z/b/doc.txt"), "\(log)")
+    }
+
+    func testRenameOverAnotherDocumentAsksThatOneToAccommodateDeletion() throws {
+        try write("a.txt", "a")
+        try FileManager.default.createDirectory(atPath: backing + "/sub", withIntermediateDirectories: true)
+        try write("sub/b", "b")
+        let victim = try present("sub/b")
+        // A directory is not a document save: replacing something presented by one is a deletion.
+        try FileManager.default.createDirectory(atPath: backing + "/dir1", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: backing + "/dir2", withIntermediateDirectories: true)
+        let dirVictim = try present("dir2")
+        try sh("python3 -c \"import os; os.rename('dir1', 'dir2')\"")
+        let log = dirVictim.waitUntil { $0.contains("accommodateDeletion") }
+        XCTAssertTrue(log.contains("accommodateDeletion"), "\(log)")
+        XCTAssertEqual(victim.log, [])
+    }
+
+    func testRenameExchangeChangesBothPaths() throws {
+        try write("a.txt", "a")
+        try write("b.txt", "b")
+        let a = try present("a.txt"), b = try present("b.txt")
+        try sh("""
+        python3 -c "
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        AT_FDCWD = -100; RENAME_EXCHANGE = 2
+        r = libc.renameat2(AT_FDCWD, b'a.txt', AT_FDCWD, b'b.txt', RENAME_EXCHANGE)
+        assert r == 0, os.strerror(ctypes.get_errno())
+        "
+        """)
+        XCTAssertEqual(a.waitUntil { $0.contains("didChange") }.filter { $0 == "didChange" }.count, 1)
+        XCTAssertEqual(b.waitUntil { $0.contains("didChange") }.filter { $0 == "didChange" }.count, 1)
+        XCTAssertEqual(try String(contentsOfFile: backing + "/a.txt", encoding: .utf8), "b")
+    }
+
+    func testPresenterNeverHearsAboutItsOwnAccess() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        let fc = FileCoordinator(filePresenter: p, coordinator: coordinator)
+        try awaitValue {
+            try await fc.coordinate(writingItemAt: p.path) { _ in }
+        }
+        usleep(200_000)
+        XCTAssertEqual(p.log, [])
+    }
+
+    // MARK: Waits and deadlines
+
+    func testTwoWritersNeverInterleave() throws {
+        try write("doc.txt", "")
+        // The first writer writes in two halves with a pause; the second appends meanwhile.
+        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'a'); f.write('AAAA'); f.flush(); open('../ready', 'w'); time.sleep(0.6); f.write('aaaa'); f.close()\"")
+        try waitForMarker()
+        try sh("printf B >> doc.txt")
+        first.waitUntilExit()
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "AAAAaaaaB")
+    }
+
+    func testASecondWriterGetsEBUSYWhenTheFirstHoldsPastTheDeadline() throws {
+        try write("doc.txt", "")
+        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'a'); f.write('A'); f.flush(); open('../ready', 'w'); time.sleep(3.5); f.close()\"")
+        try waitForMarker()
+        let started = Date()
+        let r = try sh("printf B >> doc.txt", allowFailure: true)
+        let waited = Date().timeIntervalSince(started)
+        first.waitUntilExit()
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.output.contains("Device or resource busy"), r.output)
+        XCTAssertGreaterThan(waited, 1.5, "waited for write_wait (2 s)")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "A")
+    }
+
+    func testAReaderWaitsForAWriterThenProceeds() throws {
+        try write("doc.txt", "old")
+        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'w'); f.write('new'); f.flush(); open('../ready', 'w'); time.sleep(2.5); f.close()\"")
+        try waitForMarker()
+        let started = Date()
+        let r = try sh("cat doc.txt")
+        let waited = Date().timeIntervalSince(started)
+        first.waitUntilExit()
+        XCTAssertEqual(r.output, "new")
+        XCTAssertGreaterThan(waited, 0.4, "waited for read_wait (0.5 s)")
+        XCTAssertLessThan(waited, 2.0, "did not wait for the writer to finish")
+    }
+
+    func testAWriterWaitsForReadersThenProceeds() throws {
+        try write("doc.txt", "old")
+        let reader = try shInBackground("python3 -c \"import time; f = open('doc.txt'); open('../ready', 'w'); time.sleep(3); f.close()\"")
+        try waitForMarker()
+        let started = Date()
+        try sh("echo new > doc.txt")
+        let waited = Date().timeIntervalSince(started)
+        reader.waitUntilExit()
+        XCTAssertGreaterThan(waited, 1.5, "waited for write_wait (2 s)")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "new\n")
+    }
+
+    func testAHungPresenterTimesOutAndTheMountStaysResponsive() throws {
+        try write("doc.txt", "alpha\n")
+        try write("other.txt", "other\n")
+        _ = try present("doc.txt", behaviour: .init(hang: true))
+        let started = Date()
+        let waiters = try (0..<20).map { _ in try shInBackground("cat doc.txt > /dev/null") }
+        usleep(200_000)
+        // Meanwhile other files are served at once.
+        let otherStart = Date()
+        for _ in 0..<20 { XCTAssertEqual(try read("other.txt"), "other\n") }
+        try sh("echo more >> other.txt && ls > /dev/null")
+        XCTAssertLessThan(Date().timeIntervalSince(otherStart), 1.0, "other files are not held up")
+        for w in waiters { w.waitUntilExit(); XCTAssertEqual(w.terminationStatus, 0) }
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertGreaterThan(elapsed, 1.5, "the reads waited for the ask deadline (2 s)")
+        XCTAssertLessThan(elapsed, 30, "every read completed at its deadline")
+    }
+
+    // MARK: Helpers
+
+    /// Waits for a background process to say (by creating `root/ready`) that it holds its access.
+    func waitForMarker(timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !FileManager.default.fileExists(atPath: root + "/ready") {
+            guard Date() < deadline else { throw XCTSkip("the background process did not start") }
+            usleep(5_000)
+        }
+    }
+
+    func shInBackground(_ command: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.currentDirectoryURL = URL(fileURLWithPath: mnt)
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    func awaitValue(_ body: @escaping @Sendable () async throws -> Void) throws {
+        let done = DispatchSemaphore(value: 0)
+        let failure = Mutex<(any Error)?>(nil)
+        Task {
+            do { try await body() } catch { failure.withLock { $0 = error } }
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
+        if let e = failure.withLock({ $0 }) { throw e }
+    }
+}
+
+/// With `-o strict`, a presenter that misses its deadline fails the operation with ETIMEDOUT.
+final class StrictSemanticsTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.strict = true
+        options.coordination.askTimeout = 0.5
+    }
+
+    func testAHungPresenterFailsTheOpenWithETIMEDOUT() throws {
+        try write("doc.txt", "alpha\n")
+        _ = try present("doc.txt", behaviour: .init(hang: true))
+        let r = try sh("cat doc.txt", allowFailure: true)
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.output.contains("timed out"), r.output)
+    }
+}
