@@ -14,6 +14,8 @@ extension DocumentStore {
     @discardableResult
     public func noteExternalChange(_ path: String, _ change: ExternalChange, by writer: PresenterID? = nil) throws -> UnderlyingFileChanged? {
         let (relative, absolute) = try resolve(path)
+        // Not a document: nothing to record, and no need for the writer lock.
+        if try read({ db in try documentID(db, relative) }) == nil { return nil }
         return try write { db -> UnderlyingFileChanged? in
             guard let document = try documentID(db, relative) else { return nil }
             let known = try Row.fetchOne(db, sql: "SELECT * FROM document WHERE id = ?", arguments: [document.rawValue]).flatMap { Schema.identity($0, "") }

@@ -26,6 +26,9 @@ extension DocumentStore {
     @discardableResult
     public func preserveBeforeInPlaceWrite(_ path: String) throws -> Snapshot? {
         let (relative, absolute) = try resolve(path)
+        // Most files opened for writing are no document, or a document whose bases are already
+        // kept: decide that with a read, which neither waits for nor holds the writer lock.
+        if try read({ db in try nothingToKeepBeforeWrite(db, relative, absolute) }) { return nil }
         return try write { db -> Snapshot? in
             guard let st = try statDocument(absolute, relative) else { return nil }
             let identity = FileIdentity(st)
@@ -53,6 +56,18 @@ extension DocumentStore {
                 return try takeSnapshot(db, document, relative, absolute, st, reason: .beforeWrite, preferLink: false)
             }
         }
+    }
+
+    /// True when `preserveBeforeInPlaceWrite` would certainly keep and change nothing.
+    private func nothingToKeepBeforeWrite(_ db: Database, _ relative: String, _ absolute: String) throws -> Bool {
+        guard let st = try statDocument(absolute, relative) else { return true }
+        let unpresentedKept = configuration.unpresentedFiles == .always
+            || (configuration.unpresentedFiles == .whenCheap && inPlaceMethod == .reflink)
+        guard let document = try documentID(db, relative) else { return !unpresentedKept }
+        if try linkVersionSharing(db, document, FileIdentity(st)) != nil { return false }
+        let states = try String.fetchAll(db, sql: "SELECT baseState FROM interest WHERE documentId = ?", arguments: [document.rawValue])
+        if states.isEmpty { return !unpresentedKept }
+        return !states.contains("pending")
     }
 
     private func preserveByLink(_ path: String, reason: VersionReason) throws -> Snapshot? {

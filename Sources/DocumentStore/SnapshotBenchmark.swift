@@ -77,6 +77,25 @@ public enum SnapshotBenchmark {
         return results
     }
 
+    /// Median cost of the store calls the mount makes for a file that is no document
+    /// (`preserveBeforeInPlaceWrite` then `noteExternalChange`), in nanoseconds.
+    public static func callOverheadForUnpresentedFile(directory: String, calls: Int = 2000) throws -> UInt64 {
+        let root = directory + "/call-bench-\(UInt64.random(in: 0...UInt64.max))"
+        try FileSystem.mkdirs(root)
+        defer { removeTree(root) }
+        let store = try DocumentStore(backingRoot: root, stateDirectory: root + "/.coordfs/store",
+                                      configuration: StoreConfiguration(unpresentedFiles: .never))
+        try fill(root + "/plain.txt", size: 4096)
+        var times: [UInt64] = []
+        for _ in 0..<calls {
+            let started = DocumentStore.monotonicNanoseconds()
+            _ = try store.preserveBeforeInPlaceWrite("plain.txt")
+            _ = try store.noteExternalChange("plain.txt", .changed(before: nil, after: nil))
+            times.append(DocumentStore.monotonicNanoseconds() - started)
+        }
+        return times.sorted()[times.count / 2]
+    }
+
     /// A Markdown table of measurements.
     public static func table(_ results: [Measurement]) -> String {
         var out = "| filesystem | method | size | snapshot (median) | extra space | 2nd write to same base |\n|---|---|---:|---:|---:|---:|\n"

@@ -21,6 +21,8 @@ final class SnapshotBenchmarkRun: XCTestCase {
             print("reflink benchmark skipped: \(XFSImage.unavailableReason()!)")
         }
         print(SnapshotBenchmark.table(results))
+        let overhead = try SnapshotBenchmark.callOverheadForUnpresentedFile(directory: "/tmp/coordfs-store-bench")
+        print("store calls for a file that is no document (preserve + note): \(SnapshotBenchmark.duration(overhead)) median")
         XCTAssertFalse(results.isEmpty)
     }
 }
