@@ -1,0 +1,161 @@
+// `coordfs mount` / `coordfs unmount` through the real binary: refused mounts leave nothing
+// mounted, a stale mount is cleaned up by the next mount, SIGTERM unmounts, `-o ro` is read-only.
+import Foundation
+import Glibc
+import XCTest
+
+final class MountCommandTests: MountTestCase {
+    override var mountsInSetUp: Bool { false }
+    override var comparesTreesAtEnd: Bool { false }
+
+    private var binary: String = ""
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        try requireCoordFS()
+        binary = try MountTarget.coordfsBinary()
+    }
+
+    @discardableResult
+    private func coordfs(_ args: String...) -> CommandResult { Spawn.run(binary, args, timeout: 60) }
+
+    private func assertNotMounted(_ path: String, _ context: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertFalse(Mounts.isMounted(path), "\(context): \(path) is mounted", file: file, line: line)
+    }
+
+    private func daemon(of mountpoint: String) -> pid_t? {
+        Mounts.daemons(servingPath: mountpoint, programs: ["coordfs"]).first
+    }
+
+    func testUnknownOptionIsRefusedClearly() {
+        let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other,frobnicate")
+        XCTAssertNotEqual(r.status, 0, "an unknown -o option was accepted: \(r)")
+        XCTAssertTrue(r.output.contains("frobnicate"), "the error does not name the unknown option: \(r)")
+        assertNotMounted(fixture.mountpoint, "after a refused option")
+        let bad = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "max_threads=0")
+        XCTAssertNotEqual(bad.status, 0, "max_threads=0 was accepted: \(bad)")
+        assertNotMounted(fixture.mountpoint, "after a bad option value")
+    }
+
+    func testMountpointInsideBackingIsRefused() {
+        mkdir(fixture.backing + "/inner", 0o755)
+        let r = coordfs("mount", fixture.backing, fixture.backing + "/inner")
+        XCTAssertNotEqual(r.status, 0, "mounting inside the backing folder was accepted: \(r)")
+        XCTAssertFalse(r.output.isEmpty, "no message for a mountpoint inside backing")
+        assertNotMounted(fixture.backing + "/inner", "mountpoint inside backing")
+        let same = coordfs("mount", fixture.backing, fixture.backing)
+        XCTAssertNotEqual(same.status, 0, "mounting backing onto itself was accepted: \(same)")
+        assertNotMounted(fixture.backing, "backing onto itself")
+    }
+
+    func testMissingFoldersAreRefused() {
+        let r1 = coordfs("mount", fixture.root + "/nope", fixture.mountpoint)
+        XCTAssertNotEqual(r1.status, 0, "a missing backing folder was accepted: \(r1)")
+        XCTAssertTrue(r1.output.contains("nope"), "the error does not name the missing folder: \(r1)")
+        assertNotMounted(fixture.mountpoint, "missing backing")
+        let r2 = coordfs("mount", fixture.backing, fixture.root + "/nomnt")
+        XCTAssertNotEqual(r2.status, 0, "a missing mountpoint was accepted: \(r2)")
+        assertNotMounted(fixture.root + "/nomnt", "missing mountpoint")
+        _ = Sys.put(fixture.root + "/file", [1])
+        let r3 = coordfs("mount", fixture.root + "/file", fixture.mountpoint)
+        XCTAssertNotEqual(r3.status, 0, "a file as backing was accepted: \(r3)")
+        assertNotMounted(fixture.mountpoint, "file as backing")
+    }
+
+    func testMountingTwiceIsRefusedAndUnmountWorks() throws {
+        let first = coordfs("mount", fixture.backing, fixture.mountpoint)
+        XCTAssertEqual(first.status, 0, "mount: \(first)")
+        XCTAssertTrue(Mounts.isMounted(fixture.mountpoint))
+        XCTAssertEqual(Sys.put(fixture.mountpoint + "/f", [1, 2]), .success())
+        let second = coordfs("mount", fixture.backing, fixture.mountpoint)
+        XCTAssertNotEqual(second.status, 0, "a second mount on the same mountpoint was accepted: \(second)")
+        XCTAssertEqual(Mounts.list().filter { $0.mountpoint == fixture.mountpoint }.count, 1, "mounts stacked on \(fixture.mountpoint)")
+        XCTAssertEqual(Sys.contents(fixture.mountpoint + "/f").0, [1, 2], "the first mount stopped working")
+        let pid = daemon(of: fixture.mountpoint)
+        XCTAssertNotNil(pid, "no daemon process found for the mount")
+        let u = coordfs("unmount", fixture.mountpoint)
+        XCTAssertEqual(u.status, 0, "unmount: \(u)")
+        assertNotMounted(fixture.mountpoint, "after coordfs unmount")
+        if let pid { MountedFolder.reap([pid]); XCTAssertFalse(Mounts.isAlive(pid), "the daemon outlived its unmount") }
+        let again = coordfs("unmount", fixture.mountpoint)
+        XCTAssertNotEqual(again.status, 0, "unmounting something not mounted succeeded: \(again)")
+        XCTAssertEqual(Sys.contents(fixture.backing + "/f").0, [1, 2], "data written through the mount is not in backing")
+    }
+
+    func testStaleMountIsCleanedUpByTheNextMount() throws {
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
+        guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon process found for the mount") }
+        XCTAssertEqual(Sys.put(fixture.mountpoint + "/kept", [7]), .success())
+        kill(pid, SIGKILL)
+        MountedFolder.reap([pid])
+        XCTAssertEqual(Sys.stat(fixture.mountpoint).1, .failure(ENOTCONN), "after kill -9 the mountpoint should say ENOTCONN")
+        let r = coordfs("mount", fixture.backing, fixture.mountpoint)
+        XCTAssertEqual(r.status, 0, "mount over a stale mount failed: \(r)")
+        XCTAssertEqual(Mounts.list().filter { $0.mountpoint == fixture.mountpoint }.count, 1, "the stale mount is still stacked under the new one")
+        XCTAssertEqual(Sys.contents(fixture.mountpoint + "/kept").0, [7], "the new mount does not serve the backing folder")
+        // `coordfs unmount` also clears a stale mount.
+        if let pid2 = daemon(of: fixture.mountpoint) {
+            kill(pid2, SIGKILL)
+            MountedFolder.reap([pid2])
+            let u = coordfs("unmount", fixture.mountpoint)
+            XCTAssertEqual(u.status, 0, "coordfs unmount of a stale mount: \(u)")
+            assertNotMounted(fixture.mountpoint, "unmount of a stale mount")
+        }
+    }
+
+    func testSIGTERMAndSIGINTUnmountCleanly() throws {
+        for signal in [SIGTERM, SIGINT] {
+            XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
+            guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon process found for the mount") }
+            kill(pid, signal)
+            let deadline = Date().addingTimeInterval(10)
+            while (Mounts.isMounted(fixture.mountpoint) || Mounts.isAlive(pid)) && Date() < deadline { usleep(20_000) }
+            assertNotMounted(fixture.mountpoint, "10 s after signal \(signal) to the daemon")
+            XCTAssertFalse(Mounts.isAlive(pid), "the daemon did not exit on signal \(signal)")
+            XCTAssertEqual(Sys.stat(fixture.mountpoint).1, .success(), "the mountpoint is not usable after signal \(signal)")
+        }
+    }
+
+    func testForegroundMountAnswersAndStopsOnSIGINT() throws {
+        let out = fixture.root + "/fg.log"
+        let pid = try Spawn.start(binary, ["mount", fixture.backing, fixture.mountpoint, "-f"], stdout: out, stderr: out)
+        let deadline = Date().addingTimeInterval(20)
+        while !Mounts.isMounted(fixture.mountpoint) && Date() < deadline && Mounts.isAlive(pid) { usleep(20_000) }
+        XCTAssertTrue(Mounts.isMounted(fixture.mountpoint), "-f did not mount within 20 s: \((try? String(contentsOfFile: out, encoding: .utf8)) ?? "")")
+        XCTAssertEqual(Sys.readdir(fixture.mountpoint).1, .success(0))
+        kill(pid, SIGINT)
+        let status = Spawn.wait(pid, timeout: 10)
+        XCTAssertEqual(status, 0, "coordfs mount -f exit status after SIGINT")
+        assertNotMounted(fixture.mountpoint, "after SIGINT to the foreground daemon")
+    }
+
+    func testReadOnlyMountRefusesWritesWithEROFS() throws {
+        XCTAssertEqual(Sys.put(fixture.backing + "/f", [1, 2, 3]), .success())
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "ro").status, 0)
+        let m = fixture.mountpoint
+        XCTAssertEqual(Sys.contents(m + "/f").0, [1, 2, 3], "reading a read-only mount")
+        XCTAssertEqual(Sys.open(m + "/f", O_WRONLY), .failure(EROFS), "open O_WRONLY")
+        XCTAssertEqual(Sys.open(m + "/g", O_CREAT | O_WRONLY), .failure(EROFS), "create")
+        XCTAssertEqual(Sys.call { mkdir(m + "/d", 0o755) }, .failure(EROFS), "mkdir")
+        XCTAssertEqual(Sys.call { unlink(m + "/f") }, .failure(EROFS), "unlink")
+        XCTAssertEqual(Sys.call { rename(m + "/f", m + "/h") }, .failure(EROFS), "rename")
+        XCTAssertEqual(Sys.call { chmod(m + "/f", 0o600) }, .failure(EROFS), "chmod")
+        XCTAssertEqual(Sys.call { truncate(m + "/f", 0) }, .failure(EROFS), "truncate")
+        XCTAssertEqual(Sys.setxattr(m + "/f", "user.x", [1]), .failure(EROFS), "setxattr")
+        XCTAssertEqual(Sys.call { symlink("f", m + "/l") }, .failure(EROFS), "symlink")
+        XCTAssertTrue(Mounts.entry(at: m)?.options.split(separator: ",").contains("ro") ?? false, "/proc/mounts does not say ro")
+        XCTAssertEqual(Sys.contents(fixture.backing + "/f").0, [1, 2, 3], "backing changed under a read-only mount")
+    }
+
+    func testRenameAndLinkAcrossTheMountBoundaryGiveEXDEV() {
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other").status, 0)
+        XCTAssertEqual(Sys.put(fixture.mountpoint + "/f", [1]), .success())
+        XCTAssertEqual(Sys.put(fixture.native + "/n", [2]), .success())
+        XCTAssertEqual(Sys.call { rename(fixture.mountpoint + "/f", fixture.native + "/f") }, .failure(EXDEV), "rename mount -> outside")
+        XCTAssertEqual(Sys.call { rename(fixture.native + "/n", fixture.mountpoint + "/n") }, .failure(EXDEV), "rename outside -> mount")
+        XCTAssertEqual(Sys.call { link(fixture.mountpoint + "/f", fixture.native + "/f2") }, .failure(EXDEV), "link mount -> outside")
+        XCTAssertEqual(Sys.rename2(fixture.mountpoint + "/f", fixture.native + "/n", Linux.RENAME_EXCHANGE), .failure(EXDEV), "exchange across")
+        XCTAssertEqual(Sys.contents(fixture.mountpoint + "/f").0, [1])
+        XCTAssertEqual(Sys.contents(fixture.native + "/n").0, [2])
+    }
+}

@@ -1,0 +1,100 @@
+// Permission checks as a non-root user (nobody, via a forked child), and ownership of what that
+// user creates through the mount: both must match the native folder (default_permissions).
+import Glibc
+import XCTest
+
+final class PermissionTests: MountTestCase {
+    private func populate() {
+        prepare("mkdir private 0700") { s in Sys.call { mkdir(s("private"), 0o700) } }
+        prepare("put private/secret") { s in Sys.put(s("private/secret"), [1]) }
+        prepare("mkdir shared 0777") { s in Sys.call { mkdir(s("shared"), 0o777) } }
+        prepare("chmod shared 0777") { s in Sys.call { chmod(s("shared"), 0o777) } }
+        prepare("mkdir sticky 01777") { s in Sys.call { mkdir(s("sticky"), 0o777) } }
+        prepare("chmod sticky 01777") { s in Sys.call { chmod(s("sticky"), 0o1777) } }
+        prepare("put sticky/roots") { s in Sys.put(s("sticky/roots"), [1], mode: 0o666) }
+        prepare("chmod sticky/roots 0666") { s in Sys.call { chmod(s("sticky/roots"), 0o666) } }
+        prepare("put readonly 0644") { s in Sys.put(s("readonly"), [1, 2]) }
+        prepare("put secret 0600") { s in Sys.put(s("secret"), [3], mode: 0o600) }
+        prepare("put script 0700") { s in Sys.put(s("script"), Array("#!/bin/sh\n".utf8), mode: 0o700) }
+        prepare("put open 0666") { s in Sys.put(s("open"), [4]) }
+        prepare("chmod open 0666") { s in Sys.call { chmod(s("open"), 0o666) } }
+    }
+
+    func testEACCESForANonRootUser() {
+        populate()
+        sameAsNobody("read a 0600 root file", expect: .failure(EACCES)) { s in Sys.open(s("secret"), O_RDONLY) }
+        sameAsNobody("write a 0644 root file", expect: .failure(EACCES)) { s in Sys.open(s("readonly"), O_WRONLY) }
+        sameAsNobody("read a 0644 root file", expect: .success()) { s in Sys.contents(s("readonly")).1.ok ? .success() : .failure(EIO) }
+        sameAsNobody("lookup inside a 0700 dir", expect: .failure(EACCES)) { s in Sys.lstat(s("private/secret")).1 }
+        sameAsNobody("list a 0700 dir", expect: .failure(EACCES)) { s in Sys.readdir(s("private")).1 }
+        sameAsNobody("create in a 0755 root dir", expect: .failure(EACCES)) { s in Sys.open(s("new"), O_CREAT | O_WRONLY) }
+        sameAsNobody("mkdir in a 0755 root dir", expect: .failure(EACCES)) { s in Sys.call { mkdir(s("newdir"), 0o755) } }
+        sameAsNobody("unlink in a 0755 root dir", expect: .failure(EACCES)) { s in Sys.call { unlink(s("readonly")) } }
+        sameAsNobody("rename in a 0755 root dir", expect: .failure(EACCES)) { s in Sys.call { rename(s("readonly"), s("moved")) } }
+        sameAsNobody("symlink in a 0755 root dir", expect: .failure(EACCES)) { s in Sys.call { symlink("x", s("link")) } }
+        sameAsNobody("link in a 0755 root dir") { s in Sys.call { link(s("open"), s("hard")) } }
+        sameAsNobody("truncate a 0644 root file", expect: .failure(EACCES)) { s in Sys.call { truncate(s("readonly"), 0) } }
+        sameAsNobody("exec a 0700 root script", expect: .failure(EACCES)) { s in Sys.call { access(s("script"), X_OK) } }
+        sameAsNobody("chmod a root file", expect: .failure(EPERM)) { s in Sys.call { chmod(s("open"), 0o777) } }
+        sameAsNobody("chown a root file", expect: .failure(EPERM)) { s in Sys.call { chown(s("open"), nobodyUID, nobodyGID) } }
+        sameAsNobody("utimensat explicit times on a root file", expect: .failure(EPERM)) { s in
+            Sys.utimens(s("open"), atime: ts(1, 0), mtime: ts(1, 0))
+        }
+        sameAsNobody("utimensat NOW on a writable root file", expect: .success()) { s in
+            Sys.utimens(s("open"), atime: ts(0, Linux.UTIME_NOW), mtime: ts(0, Linux.UTIME_NOW))
+        }
+        sameAsNobody("write a 0666 root file", expect: .success(1)) { s in
+            let o = Sys.open(s("open"), O_WRONLY)
+            guard o.ok else { return o }
+            defer { close(Int32(o.ret)) }
+            return Sys.write(Int32(o.ret), [9])
+        }
+        sameAsNobody("unlink another user's file in a sticky dir", expect: .failure(EPERM)) { s in Sys.call { unlink(s("sticky/roots")) } }
+        sameAsNobody("setxattr user.* on a root file", expect: .failure(EACCES)) { s in Sys.setxattr(s("readonly"), "user.x", [1]) }
+        sameAsNobody("getxattr on a 0600 root file", expect: .failure(EACCES)) { s in Sys.getxattr(s("secret"), "user.x").1 }
+        sameAsNobody("setxattr trusted.* ", expect: .failure(EPERM)) { s in Sys.setxattr(s("open"), "trusted.x", [1]) }
+        sameAsNobody("mknod a device", expect: .failure(EPERM)) { s in Sys.call { mknod(s("shared/dev"), S_IFCHR | 0o600, makedev(1, 3)) } }
+    }
+
+    func testFilesCreatedByANonRootUserBelongToThem() {
+        populate()
+        sameAsNobody("create shared/mine", expect: .success()) { s in
+            let o = Sys.open(s("shared/mine"), O_CREAT | O_EXCL | O_WRONLY, 0o640)
+            if o.ok { close(Int32(o.ret)) }
+            return o.ok ? .success() : o
+        }
+        sameAsNobody("mkdir shared/dir", expect: .success()) { s in Sys.call { mkdir(s("shared/dir"), 0o750) } }
+        sameAsNobody("symlink shared/sl", expect: .success()) { s in Sys.call { symlink("mine", s("shared/sl")) } }
+        sameAsNobody("mkfifo shared/fifo", expect: .success()) { s in Sys.call { mkfifo(s("shared/fifo"), 0o600) } }
+        sameAsNobody("create in sticky", expect: .success()) { s in Sys.put(s("sticky/own"), [1]) }
+        for rel in ["shared/mine", "shared/dir", "shared/sl", "shared/fifo", "sticky/own"] {
+            same("owner of \(rel)", expect: "\(nobodyUID):\(nobodyGID)") { s in Sys.lstat(s(rel)).0.map { "\($0.uid):\($0.gid)" } ?? "error" }
+            sameMeta(rel)
+        }
+        // The owner may chmod, utimens, and remove what they made; others may not chmod it.
+        sameAsNobody("chmod own file", expect: .success()) { s in Sys.call { chmod(s("shared/mine"), 0o600) } }
+        sameAsNobody("utimensat own file", expect: .success()) { s in Sys.utimens(s("shared/mine"), atime: ts(5, 5), mtime: ts(6, 6)) }
+        sameAsNobody("chown own file to root", expect: .failure(EPERM)) { s in Sys.call { chown(s("shared/mine"), 0, 0) } }
+        sameAsNobody("unlink own file in sticky", expect: .success()) { s in Sys.call { unlink(s("sticky/own")) } }
+        sameMeta("shared/mine")
+        // A set-group-ID folder passes its group to new entries.
+        prepare("mkdir sgid") { s in Sys.call { mkdir(s("sgid"), 0o777) } }
+        prepare("chown sgid 0:100, chmod 02777") { s in
+            chown(s("sgid"), 0, 100) == 0 ? Sys.call { chmod(s("sgid"), 0o2777) } : .failure(errno)
+        }
+        sameAsNobody("create in a setgid folder") { s in Sys.put(s("sgid/f"), [1]) }
+        sameAsNobody("mkdir in a setgid folder") { s in Sys.call { mkdir(s("sgid/d"), 0o777) } }
+        same("group of sgid/f", expect: "\(nobodyUID):100") { s in Sys.lstat(s("sgid/f")).0.map { "\($0.uid):\($0.gid)" } ?? "error" }
+        sameMeta("sgid/d")   // inherits S_ISGID too
+        // Writing as a non-owner clears set-user-ID.
+        prepare("put shared/suid 06777") { s in Sys.put(s("shared/suid"), [1]) }
+        prepare("chmod shared/suid 04777") { s in Sys.call { chmod(s("shared/suid"), 0o4777) } }
+        sameAsNobody("write a setuid root file", expect: .success(1)) { s in
+            let o = Sys.open(s("shared/suid"), O_WRONLY)
+            guard o.ok else { return o }
+            defer { close(Int32(o.ret)) }
+            return Sys.write(Int32(o.ret), [2])
+        }
+        same("setuid cleared by the write", expect: S_IFREG | 0o777) { s in Sys.lstat(s("shared/suid")).0?.mode ?? 0 }
+    }
+}
