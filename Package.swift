@@ -43,7 +43,7 @@ let package = Package(
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback", "Coordination",
+                "FuseKit", "Loopback", "Coordination", "EventLog",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "coordfs",
             dependencies: [
-                "CoordFS",
+                "CoordFS", "EventLog",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -65,7 +65,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "Coordination"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "Coordination", "EventLog"]),
         .testTarget(name: "CLITests", dependencies: []),
     ]
 )

@@ -3,6 +3,7 @@ import FuseKit
 import Loopback
 import Synchronization
 import Coordination
+import EventLog
 
 /// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
 ///
@@ -16,6 +17,8 @@ public final class Daemon: @unchecked Sendable {
     /// The coordinated layer, nil when the mount runs with `coordination=off`.
     public let coordinated: CoordinatedFileSystem?
     private var session: FuseSession?
+    /// The event log writer; opened by `startServices()`, after any fork.
+    public private(set) var eventLog: EventLogWriter?
     private let unmounted = Mutex(false)
     private let finished = Mutex<Bool>(false)
 
@@ -31,6 +34,31 @@ public final class Daemon: @unchecked Sendable {
         coordinated = plan.options.coordination.enabled
             ? CoordinatedFileSystem(loopback: loopback, coordinator: coordinator, options: plan.options.coordination)
             : nil
+    }
+
+    /// Starts what runs beside the FUSE loop: the event log. Called after the fork (threads).
+    func startServices() throws(MountError) {
+        if plan.options.eventLog.enabled && eventLog == nil {
+            do {
+                let log = try EventLogWriter(directory: plan.state.eventLog, options: plan.options.eventLog.writerOptions)
+                eventLog = log
+                coordinator.eventSink = EventRecorder(log: log)
+                log.append(.mount, path: "", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
+                           details: EventDetails(message: "\(plan.backing) on \(plan.mountpoint)"))
+            } catch {
+                throw .system("cannot open the event log in '\(plan.state.eventLog)': \(error)")
+            }
+        }
+    }
+
+    /// Ends the services: the last record, then everything flushed to the log.
+    func stopServices() {
+        guard let log = eventLog else { return }
+        coordinator.eventSink = nil
+        log.append(.unmount, path: "", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
+                   details: EventDetails(message: plan.mountpoint))
+        try? log.close()
+        eventLog = nil
     }
 
     /// What the kernel talks to.
@@ -55,6 +83,12 @@ public final class Daemon: @unchecked Sendable {
     public func serve() -> Int32 {
         guard let session else { return 1 }
         umask(0) // modes arrive already masked by the kernel with the caller's umask
+        do { try startServices() } catch {
+            let line = "coordfs: \(error)\n"
+            _ = line.withCString { write(2, $0, strlen($0)) }
+            stop()
+            return 1
+        }
         writePIDFile()
         defer { unlink(plan.state.pidFile) }
         // Signals go to one thread that unmounts; every other thread (libfuse's workers and all later
@@ -74,6 +108,7 @@ public final class Daemon: @unchecked Sendable {
         let rc = session.run(maxThreads: plan.options.maxThreads)
         stop()
         coordinated?.finishPendingSaves()
+        stopServices()
         return rc == 0 ? 0 : 1
     }
 
@@ -83,10 +118,12 @@ public final class Daemon: @unchecked Sendable {
         let ready = Mutex(false)
         try mount(onReady: { ready.withLock { $0 = true } })
         guard let session else { return }
+        try startServices()
         let threads = plan.options.maxThreads
         startThread { [self] in
             _ = session.run(maxThreads: threads, handleSignals: false)
             coordinated?.finishPendingSaves()
+            stopServices()
             finished.withLock { $0 = true }
         }
         var waited = 0.0

@@ -15,6 +15,8 @@ public struct MountOptions: Sendable, Equatable {
     public var maxThreads = 16
     /// The coordination policy (see docs/semantics.md).
     public var coordination = CoordinationOptions()
+    /// The event log (docs/event-log.md).
+    public var eventLog = EventLogSettings()
 
     public init() {}
 
@@ -37,6 +39,7 @@ public struct MountOptions: Sendable, Equatable {
         coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, max_threads=N, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...
+        event log: log=on|off, log_sync=none|batch, log_max_mb=N, log_max_days=N
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
     }
@@ -86,6 +89,18 @@ public struct MountOptions: Sendable, Equatable {
                 case ("save_window", let v?): o.coordination.saveWindow = try seconds(item, v)
                 case ("temp_patterns", let v?):
                     o.coordination.tempPatterns = TempNamePatterns(v.split(separator: ":").map(String.init))
+                case ("log", "on"): o.eventLog.enabled = true
+                case ("log", "off"): o.eventLog.enabled = false
+                case ("log", _): throw .badOption(item, "expects on or off")
+                case ("log_sync", "none"): o.eventLog.syncEveryBatch = false
+                case ("log_sync", "batch"): o.eventLog.syncEveryBatch = true
+                case ("log_sync", _): throw .badOption(item, "expects none or batch")
+                case ("log_max_mb", let v?):
+                    guard let n = UInt64(v), n > 0 else { throw .badOption(item, "expects a positive number of MiB") }
+                    o.eventLog.maxMegabytes = n
+                case ("log_max_days", let v?):
+                    guard let d = Double(v), d > 0 else { throw .badOption(item, "expects a positive number of days") }
+                    o.eventLog.maxDays = d
                 case ("max_threads", let v?):
                     guard let n = Int(v), (1...1024).contains(n) else { throw .badOption(item, "expects 1 to 1024") }
                     o.maxThreads = n

@@ -9,7 +9,7 @@ struct CoordFSCommand: ParsableCommand {
         mount through a coordinator with NSFileCoordinator / NSFilePresenter semantics.
         """,
         version: CoordFSVersion.string,
-        subcommands: [MountCommand.self, UnmountCommand.self]
+        subcommands: [MountCommand.self, UnmountCommand.self, WatchCommand.self, LogCommand.self]
     )
 }
 

@@ -1,0 +1,22 @@
+import EventLog
+
+/// The event log of a mount (`-o log=...`).
+public struct EventLogSettings: Sendable, Equatable {
+    /// Off: nothing is recorded (for comparison benchmarks).
+    public var enabled = true
+    /// fdatasync after every batch: records survive a power loss, not only a daemon crash.
+    public var syncEveryBatch = false
+    /// Retention by size (whole old segments are dropped; readers see a gap record).
+    public var maxMegabytes: UInt64 = 256
+    /// Retention by age.
+    public var maxDays: Double? = nil
+    public init() {}
+
+    var writerOptions: EventLogOptions {
+        var o = EventLogOptions()
+        o.sync = syncEveryBatch ? .everyBatch : .none
+        o.maxTotalBytes = maxMegabytes * 1024 * 1024
+        o.maxAge = maxDays.map { .seconds($0 * 86_400) }
+        return o
+    }
+}

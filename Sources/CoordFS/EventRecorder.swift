@@ -1,0 +1,121 @@
+import Coordination
+import EventLog
+import Synchronization
+
+/// Turns the coordinator's typed events into event-log records. Called under the coordinator's lock:
+/// it only formats and enqueues (the log writer does the I/O on its own thread).
+final class EventRecorder: CoordinationEventSink {
+    let log: EventLogWriter
+    /// Where each presenter is, for records about answers (which carry only the presenter id).
+    private let presenterPaths = Mutex<[PresenterID: String]>([:])
+
+    init(log: EventLogWriter) { self.log = log }
+
+    func record(_ event: CoordinationEvent) {
+        let actor = event.origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) }
+        let request = event.requestID?.rawValue
+        func append(_ kind: EventKind, _ path: String, old: String? = nil, _ details: EventDetails = EventDetails()) {
+            var d = details
+            if d.requestID == nil { d.requestID = request }
+            log.append(kind, path: path, oldPath: old, actor: actor, details: d)
+        }
+        switch event.kind {
+        case .requested(let intents, _):
+            for i in intents { append(.intentRequested, i.path.string, Self.details(i)) }
+        case .waiting:
+            break // visible as the gap between intentRequested and granted
+        case .presenterAsked(let p, let ask, let path):
+            presenterPaths.withLock { $0[p] = path.string }
+            append(.presenterAsked, path.string, EventDetails(presenterID: p.description, ask: Self.ask(ask)))
+        case .presenterAnswered(let p, let ask, let nanos):
+            append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), latencyMicros: nanos / 1000))
+        case .presenterTimedOut(let p, let ask, let deadline):
+            append(.presenterTimedOut, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask),
+                                                                latencyMicros: Self.micros(deadline), reason: "deadline"))
+        case .presenterGone(let p, let ask):
+            append(.presenterGone, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask)))
+        case .presenterFailed(let p, let ask, let error):
+            append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
+        case .granted(let intents, let waited):
+            for i in intents {
+                var d = Self.details(i)
+                d.latencyMicros = waited / 1000
+                append(.granted, i.path.string, d)
+            }
+        case .failed(let error):
+            append(.denied, Self.path(of: error), EventDetails(errno: error.posixErrorCode, message: error.description))
+        case .released(let held):
+            append(.released, "", EventDetails(latencyMicros: held / 1000))
+        case .willMove:
+            break // the didMove after it says where it went
+        case .announced(let change):
+            switch change {
+            case .changed(let p): append(.didChange, p.string)
+            case .moved(let from, let to): append(.didMove, to.string, old: from.string)
+            case .deleted(let p): append(.didDelete, p.string)
+            case .subitemAppeared(let p): append(.subitemAppeared, p.string)
+            }
+        case .notified(let p, let note):
+            let d = EventDetails(presenterID: p.description)
+            switch note {
+            case .subitemDidChange(let path): append(.subitemChanged, path.string, d)
+            case .subitemDidMove(let from, let to): append(.subitemMoved, to.string, old: from.string, d)
+            case .subitemDeleted(let path): append(.subitemDeleted, path.string, d)
+            case .itemDidChange, .itemDidMove, .subitemDidAppear:
+                break // recorded once, as the did* record of the access
+            }
+        case .reacquireScheduled:
+            break
+        case .presenterRegistered(let p, let path, _):
+            presenterPaths.withLock { $0[p] = path.string }
+            append(.presenterAdded, path.string, EventDetails(presenterID: p.description))
+        case .presenterUnregistered(let p, let path):
+            presenterPaths.withLock { _ = $0.removeValue(forKey: p) }
+            append(.presenterRemoved, path.string, EventDetails(presenterID: p.description))
+        }
+    }
+
+    private func path(of presenter: PresenterID) -> String {
+        presenterPaths.withLock { $0[presenter] } ?? ""
+    }
+
+    static func details(_ intent: FileAccessIntent) -> EventDetails {
+        switch intent.kind {
+        case .reading(let o):
+            var names: [String] = []
+            if o.contains(.withoutChanges) { names.append("withoutChanges") }
+            if o.contains(.resolvesSymbolicLink) { names.append("resolvesSymbolicLink") }
+            if o.contains(.immediatelyAvailableMetadataOnly) { names.append("immediatelyAvailableMetadataOnly") }
+            if o.contains(.forUploading) { names.append("forUploading") }
+            return EventDetails(intent: .read, options: names)
+        case .writing(let o):
+            var names: [String] = []
+            if o.contains(.forDeleting) { names.append("forDeleting") }
+            if o.contains(.forMoving) { names.append("forMoving") }
+            if o.contains(.forMerging) { names.append("forMerging") }
+            if o.contains(.forReplacing) { names.append("forReplacing") }
+            if o.contains(.contentIndependentMetadataOnly) { names.append("contentIndependentMetadataOnly") }
+            return EventDetails(intent: .write, options: names)
+        }
+    }
+
+    static func ask(_ a: PresenterAsk) -> AskKind {
+        switch a {
+        case .relinquishToReader: return .relinquishToReader
+        case .relinquishToWriter: return .relinquishToWriter
+        case .saveChanges: return .saveChanges
+        case .accommodateDeletion: return .accommodateDeletion
+        case .accommodateSubitemDeletion: return .accommodateSubitemDeletion
+        }
+    }
+
+    static func micros(_ d: Duration) -> UInt64 {
+        let c = d.components
+        return UInt64(max(0, c.seconds)) * 1_000_000 + UInt64(max(0, c.attoseconds)) / 1_000_000_000_000
+    }
+
+    static func path(of error: CoordinationError) -> String {
+        if case .waitTimedOut(_, let path, _, _) = error { return path.string }
+        return ""
+    }
+}
