@@ -26,6 +26,8 @@ public final class Coordinator: @unchecked Sendable {
     /// dropped lazily (`staleWaiters` counts them).
     var waiters: [CoordinatedAccess] = []
     var staleWaiters = 0
+    /// Waiting requests made on behalf of a presenter (the only ones an ask can unblock).
+    var presenterWaiters = 0
     /// Requests that can still be cancelled: waiting or asking presenters.
     var pending: [RequestID: CoordinatedAccess] = [:]
     var nextRequest: UInt64 = 1
@@ -89,6 +91,7 @@ public final class Coordinator: @unchecked Sendable {
         insertEntries(request)
         if let blocker = firstBlocker(request) {
             request.phase = .waiting
+            if origin.presenterID != nil { presenterWaiters += 1 }
             waiters.append(request)
             request.isPending = true
             pending[request.id] = request
@@ -301,7 +304,7 @@ public final class Coordinator: @unchecked Sendable {
     func fail(_ request: CoordinatedAccess, _ error: CoordinationError, _ effects: inout Effects) {
         guard request.phase == .waiting || request.phase == .askingPresenters else { return }
         if request.phase == .waiting {
-            noteWaiterLeft()
+            noteWaiterLeft(request)
             leaveWait(request)
         }
         request.phase = .failed
@@ -403,7 +406,7 @@ public final class Coordinator: @unchecked Sendable {
 
     /// A waiting request whose way is clear takes its holds and moves on.
     func proceed(_ waiter: CoordinatedAccess, _ effects: inout Effects) {
-        noteWaiterLeft()
+        noteWaiterLeft(waiter)
         leaveWait(waiter)
         cancelWaitTimer(waiter)
         startAsksOrGrant(waiter, &effects)
@@ -412,6 +415,7 @@ public final class Coordinator: @unchecked Sendable {
     /// Waiting requests made on behalf of a presenter may go ahead once that presenter is asked
     /// something (it is acting for the request that asks). Only they are re-examined here.
     func rescanPresenterWaiters(_ effects: inout Effects) {
+        guard presenterWaiters > 0 else { return }
         var again = true
         while again {
             again = false
@@ -424,8 +428,9 @@ public final class Coordinator: @unchecked Sendable {
         }
     }
 
-    /// Drops finished entries from `waiters` once they dominate it.
-    func noteWaiterLeft() {
+    /// `request` stops waiting; drops finished entries from `waiters` once they dominate it.
+    func noteWaiterLeft(_ request: CoordinatedAccess) {
+        if request.origin.presenterID != nil { presenterWaiters -= 1 }
         staleWaiters += 1
         if staleWaiters > 64 && staleWaiters * 2 > waiters.count {
             waiters.removeAll { $0.phase != .waiting }
