@@ -116,3 +116,26 @@ final class WireTests: XCTestCase {
         XCTAssertEqual(try custom.locate("/mnt/my docs/a").socketPath, "/run/coordfs/mnt-my docs.sock")
     }
 }
+
+final class PeerAccessTests: XCTestCase {
+    func testPosixPermissionRules() {
+        let user = PeerCredentials(pid: 1, uid: 1000, gid: 1000)
+        XCTAssertTrue(user.mayAccess(mode: 0o600, ownerUID: 1000, ownerGID: 5, write: true))
+        XCTAssertFalse(user.mayAccess(mode: 0o400, ownerUID: 1000, ownerGID: 5, write: true))
+        XCTAssertFalse(user.mayAccess(mode: 0o066, ownerUID: 1000, ownerGID: 1000, write: false), "the owner's bits decide for the owner")
+        XCTAssertTrue(user.mayAccess(mode: 0o640, ownerUID: 0, ownerGID: 1000, write: false))
+        XCTAssertFalse(user.mayAccess(mode: 0o640, ownerUID: 0, ownerGID: 1000, write: true))
+        XCTAssertTrue(user.mayAccess(mode: 0o660, ownerUID: 0, ownerGID: 27, write: true, groups: [27]))
+        XCTAssertFalse(user.mayAccess(mode: 0o660, ownerUID: 0, ownerGID: 27, write: false))
+        XCTAssertTrue(user.mayAccess(mode: 0o604, ownerUID: 0, ownerGID: 0, write: false))
+        XCTAssertTrue(PeerCredentials(pid: 1, uid: 0, gid: 0).mayAccess(mode: 0, ownerUID: 5, ownerGID: 5, write: true))
+    }
+
+    func testSupplementaryGroupsOfThisProcess() {
+        let me = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())
+        var groups = [gid_t](repeating: 0, count: 256)
+        let count = getgroups(Int32(groups.count), &groups)
+        XCTAssertEqual(Set(me.supplementaryGroups()), Set(groups.prefix(Int(max(count, 0)))))
+        XCTAssertEqual(PeerCredentials(pid: Int32.max, uid: 0, gid: 0).supplementaryGroups(), [])
+    }
+}
