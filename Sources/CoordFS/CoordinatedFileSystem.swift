@@ -73,7 +73,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }
         let parked = request.park()
-        coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? writePolicy : readPolicy) { [self] result in
+        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? writePolicy : readPolicy) { [self] result in
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
                 return
@@ -86,6 +86,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 body(req, Grant(access: nil, coordinator: coordinator, origin: origin))
             }
         }
+        // Ctrl-C on the waiting process ends the wait at once: EINTR, nothing done.
+        parked.onInterrupt { [coordinator] in coordinator.cancel(id) }
     }
 
     /// The errno for a failed coordination, or nil to go ahead without exclusion.

@@ -8,6 +8,10 @@ final class EventRecorder: CoordinationEventSink {
     let log: EventLogWriter
     /// Where each presenter is, for records about answers (which carry only the presenter id).
     private let presenterPaths = Mutex<[PresenterID: String]>([:])
+    /// The intents of each request between its request and its end, so that `released` and
+    /// `denied` (whose coordinator events carry only the request id) name the items. Holds only
+    /// requests in flight: entries go at release or failure.
+    private let requestIntents = Mutex<[UInt64: [FileAccessIntent]]>([:])
 
     init(log: EventLogWriter) { self.log = log }
 
@@ -21,6 +25,7 @@ final class EventRecorder: CoordinationEventSink {
         }
         switch event.kind {
         case .requested(let intents, _):
+            if let request { requestIntents.withLock { $0[request] = intents } }
             for i in intents { append(.intentRequested, i.path.string, Self.details(i)) }
         case .waiting:
             break // visible as the gap between intentRequested and granted
@@ -43,9 +48,20 @@ final class EventRecorder: CoordinationEventSink {
                 append(.granted, i.path.string, d)
             }
         case .failed(let error):
-            append(.denied, Self.path(of: error), EventDetails(errno: error.posixErrorCode, message: error.description))
+            let intents = request.flatMap { id in requestIntents.withLock { $0.removeValue(forKey: id) } } ?? []
+            var d = intents.first.map(Self.details) ?? EventDetails()
+            d.errno = error.posixErrorCode
+            d.reason = Self.reason(of: error)
+            d.message = error.description
+            append(.denied, Self.path(of: error) ?? intents.first?.path.string ?? "", d)
         case .released(let held):
-            append(.released, "", EventDetails(latencyMicros: held / 1000))
+            let intents = request.flatMap { id in requestIntents.withLock { $0.removeValue(forKey: id) } } ?? []
+            if intents.isEmpty { append(.released, "", EventDetails(latencyMicros: held / 1000)) }
+            for i in intents {
+                var d = Self.details(i)
+                d.latencyMicros = held / 1000
+                append(.released, i.path.string, d)
+            }
         case .willMove:
             break // the didMove after it says where it went
         case .announced(let change):
@@ -114,8 +130,20 @@ final class EventRecorder: CoordinationEventSink {
         return UInt64(max(0, c.seconds)) * 1_000_000 + UInt64(max(0, c.attoseconds)) / 1_000_000_000_000
     }
 
-    static func path(of error: CoordinationError) -> String {
+    /// A short machine-readable reason for `denied` (the message has the details).
+    static func reason(of error: CoordinationError) -> String {
+        switch error {
+        case .cancelled: return "cancelled"
+        case .presenterTimedOut: return "presenterTimedOut"
+        case .presenterFailed: return "presenterRefused"
+        case .waitTimedOut: return "waitTimedOut"
+        case .deadlock: return "deadlock"
+        case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return "invalid"
+        }
+    }
+
+    static func path(of error: CoordinationError) -> String? {
         if case .waitTimedOut(_, let path, _, _) = error { return path.string }
-        return ""
+        return nil
     }
 }

@@ -2,6 +2,7 @@ import CFuse3
 import Glibc
 import SystemPackage
 import Synchronization
+import Dispatch
 
 /// One kernel request, answered exactly once.
 ///
@@ -160,6 +161,7 @@ public struct Request: ~Copyable {
 public final class ParkedRequest: Sendable {
     private let raw: UInt // fuse_req_t as bits: libfuse allows the reply from any thread
     private let answered = Atomic<Bool>(false)
+    private let interruptHandler = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(_ raw: fuse_req_t) { self.raw = UInt(bitPattern: raw) }
 
@@ -167,11 +169,30 @@ public final class ParkedRequest: Sendable {
         if !answered.load(ordering: .acquiring) { fuse_reply_err(req, EIO) }
     }
 
+    /// Runs `body` (once, on a libfuse thread) if the kernel interrupts this request, i.e. the
+    /// waiting process got a signal; at once if that already happened. The request must still be
+    /// answered (typically with EINTR by whatever `body` cancels).
+    public func onInterrupt(_ body: @escaping @Sendable () -> Void) {
+        interruptHandler.withLock { $0 = body }
+        // The parked request keeps itself alive until answered, so the unretained pointer is valid
+        // whenever libfuse calls back (it never calls back after the reply).
+        fuse_req_interrupt_func(req, { _, data in
+            guard let data else { return }
+            let parked = Unmanaged<ParkedRequest>.fromOpaque(data).takeUnretainedValue()
+            let handler = parked.interruptHandler.withLock { h in defer { h = nil }; return h }
+            // libfuse calls this holding the request's lock; answering the request takes that lock
+            // again, so the handler runs elsewhere.
+            if let handler { DispatchQueue.global().async(execute: handler) }
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
     private var req: fuse_req_t { fuse_req_t(bitPattern: raw)! }
 
     /// Takes the request back for exactly one reply; nil when it was already answered.
     public func resume() -> Request? {
         guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return nil }
+        interruptHandler.withLock { $0 = nil }
+        fuse_req_interrupt_func(req, nil, nil)
         return Request(req)
     }
 

@@ -279,3 +279,24 @@ final class StrictSemanticsTests: InProcessMountTestCase {
         XCTAssertTrue(r.output.contains("timed out"), r.output)
     }
 }
+
+/// A waiting process that gets a signal stops waiting at once.
+final class InterruptTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.askTimeout = 30
+    }
+
+    func testCtrlCEndsAWaitAtOnce() throws {
+        try write("doc.txt", "alpha\n")
+        _ = try present("doc.txt", behaviour: .init(hang: true))
+        let started = Date()
+        // timeout sends SIGINT after 0.5 s to a cat blocked on a hung presenter (deadline 30 s).
+        let r = try sh("timeout -s INT 0.5 cat doc.txt", allowFailure: true)
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "the wait ended with the signal, not at the deadline")
+        usleep(100_000)
+        let status = coordinator.status()
+        XCTAssertEqual(status.waiting.count + status.held.count, 0, "the request was cancelled: \(status.held.map(\.intents))")
+    }
+}
