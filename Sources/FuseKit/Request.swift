@@ -160,39 +160,50 @@ public struct Request: ~Copyable {
 /// ignored, and one never answered gets EIO when the last reference goes away.
 public final class ParkedRequest: Sendable {
     private let raw: UInt // fuse_req_t as bits: libfuse allows the reply from any thread
-    private let answered = Atomic<Bool>(false)
+    /// True once resumed. Guards the request's life: libfuse frees it when it is answered, so
+    /// nothing may touch it after. Lock order: `answered`, then libfuse's request lock, then
+    /// `interruptHandler` (a leaf, taken by the interrupt callback under libfuse's lock).
+    private let answered = Mutex<Bool>(false)
     private let interruptHandler = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(_ raw: fuse_req_t) { self.raw = UInt(bitPattern: raw) }
 
     deinit {
-        if !answered.load(ordering: .acquiring) { fuse_reply_err(req, EIO) }
-    }
-
-    /// Runs `body` (once, on a libfuse thread) if the kernel interrupts this request, i.e. the
-    /// waiting process got a signal; at once if that already happened. The request must still be
-    /// answered (typically with EINTR by whatever `body` cancels).
-    public func onInterrupt(_ body: @escaping @Sendable () -> Void) {
-        interruptHandler.withLock { $0 = body }
-        // The parked request keeps itself alive until answered, so the unretained pointer is valid
-        // whenever libfuse calls back (it never calls back after the reply).
-        fuse_req_interrupt_func(req, { _, data in
-            guard let data else { return }
-            let parked = Unmanaged<ParkedRequest>.fromOpaque(data).takeUnretainedValue()
-            let handler = parked.interruptHandler.withLock { h in defer { h = nil }; return h }
-            // libfuse calls this holding the request's lock; answering the request takes that lock
-            // again, so the handler runs elsewhere.
-            if let handler { DispatchQueue.global().async(execute: handler) }
-        }, Unmanaged.passUnretained(self).toOpaque())
+        if !answered.withLock({ $0 }) { fuse_reply_err(req, EIO) }
     }
 
     private var req: fuse_req_t { fuse_req_t(bitPattern: raw)! }
 
+    /// Runs `body` (once, on another thread) if the kernel interrupts this request, i.e. the waiting
+    /// process got a signal; at once if that already happened. Does nothing once the request was
+    /// answered. The request must still be answered (typically with EINTR by what `body` cancels).
+    public func onInterrupt(_ body: @escaping @Sendable () -> Void) {
+        answered.withLock { done in
+            guard !done else { return }
+            interruptHandler.withLock { $0 = body }
+            // The parked request stays alive until answered (its owner holds it), and libfuse never
+            // calls back after `resume` cleared the callback, so the unretained pointer is valid.
+            fuse_req_interrupt_func(req, { _, data in
+                guard let data else { return }
+                let parked = Unmanaged<ParkedRequest>.fromOpaque(data).takeUnretainedValue()
+                let handler = parked.interruptHandler.withLock { h in defer { h = nil }; return h }
+                // libfuse calls this holding the request's lock; answering the request takes that
+                // lock again, so the handler runs elsewhere.
+                if let handler { DispatchQueue.global().async(execute: handler) }
+            }, Unmanaged.passUnretained(self).toOpaque())
+        }
+    }
+
     /// Takes the request back for exactly one reply; nil when it was already answered.
     public func resume() -> Request? {
-        guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return nil }
+        let first = answered.withLock { done -> Bool in
+            guard !done else { return false }
+            done = true
+            fuse_req_interrupt_func(req, nil, nil)
+            return true
+        }
+        guard first else { return nil }
         interruptHandler.withLock { $0 = nil }
-        fuse_req_interrupt_func(req, nil, nil)
         return Request(req)
     }
 
