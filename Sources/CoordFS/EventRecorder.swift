@@ -26,12 +26,12 @@ final class EventRecorder: CoordinationEventSink {
         switch event.kind {
         case .requested(let intents, _):
             if let request { requestIntents.withLock { $0[request] = intents } }
-            for i in intents { append(.intentRequested, i.path.string, Self.details(i)) }
+            for i in intents { append(.intentRequested, Self.logPath(i.path), Self.details(i)) }
         case .waiting:
             break // visible as the gap between intentRequested and granted
         case .presenterAsked(let p, let ask, let path):
-            presenterPaths.withLock { $0[p] = path.string }
-            append(.presenterAsked, path.string, EventDetails(presenterID: p.description, ask: Self.ask(ask)))
+            presenterPaths.withLock { $0[p] = Self.logPath(path) }
+            append(.presenterAsked, Self.logPath(path), EventDetails(presenterID: p.description, ask: Self.ask(ask)))
         case .presenterAnswered(let p, let ask, let nanos):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), latencyMicros: nanos / 1000))
         case .presenterTimedOut(let p, let ask, let deadline):
@@ -45,7 +45,7 @@ final class EventRecorder: CoordinationEventSink {
             for i in intents {
                 var d = Self.details(i)
                 d.latencyMicros = waited / 1000
-                append(.granted, i.path.string, d)
+                append(.granted, Self.logPath(i.path), d)
             }
         case .failed(let error):
             let intents = request.flatMap { id in requestIntents.withLock { $0.removeValue(forKey: id) } } ?? []
@@ -53,47 +53,50 @@ final class EventRecorder: CoordinationEventSink {
             d.errno = error.posixErrorCode
             d.reason = Self.reason(of: error)
             d.message = error.description
-            append(.denied, Self.path(of: error) ?? intents.first?.path.string ?? "", d)
+            append(.denied, Self.path(of: error) ?? intents.first.map { Self.logPath($0.path) } ?? "/", d)
         case .released(let held):
             let intents = request.flatMap { id in requestIntents.withLock { $0.removeValue(forKey: id) } } ?? []
-            if intents.isEmpty { append(.released, "", EventDetails(latencyMicros: held / 1000)) }
+            if intents.isEmpty { append(.released, "/", EventDetails(latencyMicros: held / 1000)) }
             for i in intents {
                 var d = Self.details(i)
                 d.latencyMicros = held / 1000
-                append(.released, i.path.string, d)
+                append(.released, Self.logPath(i.path), d)
             }
         case .willMove:
             break // the didMove after it says where it went
         case .announced(let change):
             switch change {
-            case .changed(let p): append(.didChange, p.string)
-            case .moved(let from, let to): append(.didMove, to.string, old: from.string)
-            case .deleted(let p): append(.didDelete, p.string)
-            case .subitemAppeared(let p): append(.subitemAppeared, p.string)
+            case .changed(let p): append(.didChange, Self.logPath(p))
+            case .moved(let from, let to): append(.didMove, Self.logPath(to), old: Self.logPath(from))
+            case .deleted(let p): append(.didDelete, Self.logPath(p))
+            case .subitemAppeared(let p): append(.subitemAppeared, Self.logPath(p))
             }
         case .notified(let p, let note):
             let d = EventDetails(presenterID: p.description)
             switch note {
-            case .subitemDidChange(let path): append(.subitemChanged, path.string, d)
-            case .subitemDidMove(let from, let to): append(.subitemMoved, to.string, old: from.string, d)
-            case .subitemDeleted(let path): append(.subitemDeleted, path.string, d)
+            case .subitemDidChange(let path): append(.subitemChanged, Self.logPath(path), d)
+            case .subitemDidMove(let from, let to): append(.subitemMoved, Self.logPath(to), old: Self.logPath(from), d)
+            case .subitemDeleted(let path): append(.subitemDeleted, Self.logPath(path), d)
             case .itemDidChange, .itemDidMove, .subitemDidAppear:
                 break // recorded once, as the did* record of the access
             }
         case .reacquireScheduled:
             break
         case .presenterRegistered(let p, let path, _):
-            presenterPaths.withLock { $0[p] = path.string }
-            append(.presenterAdded, path.string, EventDetails(presenterID: p.description))
+            presenterPaths.withLock { $0[p] = Self.logPath(path) }
+            append(.presenterAdded, Self.logPath(path), EventDetails(presenterID: p.description))
         case .presenterUnregistered(let p, let path):
             presenterPaths.withLock { _ = $0.removeValue(forKey: p) }
-            append(.presenterRemoved, path.string, EventDetails(presenterID: p.description))
+            append(.presenterRemoved, Self.logPath(path), EventDetails(presenterID: p.description))
         }
     }
 
     private func path(of presenter: PresenterID) -> String {
-        presenterPaths.withLock { $0[presenter] } ?? ""
+        presenterPaths.withLock { $0[presenter] } ?? "/"
     }
+
+    /// Log paths are relative to the mount root and start with `/` (the root itself is `/`).
+    static func logPath(_ p: ItemPath) -> String { "/" + p.string }
 
     static func details(_ intent: FileAccessIntent) -> EventDetails {
         switch intent.kind {
@@ -143,7 +146,7 @@ final class EventRecorder: CoordinationEventSink {
     }
 
     static func path(of error: CoordinationError) -> String? {
-        if case .waitTimedOut(_, let path, _, _) = error { return path.string }
+        if case .waitTimedOut(_, let path, _, _) = error { return logPath(path) }
         return nil
     }
 }

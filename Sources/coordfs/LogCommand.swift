@@ -1,6 +1,157 @@
 import ArgumentParser
+import CoordFS
+import EventLog
+import Glibc
 
+/// `coordfs log`: prints a mount's stored event history and exits.
 struct LogCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "log", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs log is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "log",
+        abstract: "Print a mount's stored coordination events and exit.",
+        discussion: """
+        Prints the records stored in the mount's event log (BACKING/.coordfs/log), oldest first,
+        up to the last record written when the command started. Takes the same filters and
+        formats as `coordfs watch`. The log is read without the daemon, so the history of a
+        crashed mount is readable from its mountpoint, and that of an unmounted folder with
+        --backing. Sequence numbers are continuous: where retention deleted old records, a `gap`
+        record stands in for them (and stderr says so when --since asked for them).
+
+        Examples:
+          coordfs log /mnt/docs --last 20
+          coordfs log /mnt/docs --kind granted,released --path 'reports/**'
+          coordfs log /mnt/docs --json --since 5000 | jq -r 'select(.actor.uid == 1000) | .path'
+          coordfs log /mnt/docs --info
+          coordfs log --backing /srv/shared --json > history.jsonl
+        """
+    )
+
+    @OptionGroup var query: EventQueryOptions
+
+    @Option(help: ArgumentHelp("Stop after the record with this sequence number.", valueName: "seq"))
+    var until: UInt64?
+
+    @Option(help: ArgumentHelp("Print at most this many records (the first ones from --since).", valueName: "n"))
+    var limit: Int?
+
+    @Option(help: ArgumentHelp("Print only the last N matching records.", valueName: "n"))
+    var last: Int?
+
+    @Flag(help: "Print what the log holds (sequence range, segments, size) instead of records.")
+    var info = false
+
+    func validate() throws {
+        if let limit, limit <= 0 { throw ValidationError("--limit expects a number above 0") }
+        if let last, last <= 0 { throw ValidationError("--last expects a number above 0") }
+        if limit != nil && last != nil { throw ValidationError("give --limit or --last, not both") }
+        if let until, let since = query.since, until < since { throw ValidationError("--until \(until) is before --since \(since)") }
+    }
+
+    func run() throws {
+        let mount = try query.locate()
+        let filter = try query.filter(pathInMount: mount.pathInMount, mountpoint: mount.mountpoint)
+        do {
+            let bounds = try EventLogReader.bounds(directory: mount.eventLog)
+            if info { return try printInfo(mount, bounds) }
+            query.warnIfCursorBeyondEnd(bounds)
+            // The end is fixed now, so a busy mount cannot keep this command reading forever.
+            let end = min(until ?? UInt64.max, bounds.nextSeq &- 1)
+            var start = query.since ?? 1
+            if let last, filter.isEmpty, bounds.nextSeq > UInt64(last) {
+                // Without a filter the last N records are the last N seqs: skip the rest unread.
+                start = max(start, bounds.nextSeq - UInt64(last))
+            }
+            let reader = try EventLogReader(directory: mount.eventLog, position: start <= 1 ? .start : .from(start), filter: filter)
+            let formatter = query.formatter()
+            let out = RecordOutput(formatter: formatter)
+            if let h = query.header(formatter) { out.add(line: h) }
+            do {
+                if let last {
+                    try printLast(last, reader, end, out)
+                } else {
+                    try printAll(reader, end, out)
+                }
+            } catch RecordOutput.Stop.closed {
+                return
+            }
+        } catch let e as EventLogError {
+            throw CLIError("reading the event log \(mount.eventLog): \(e.description)")
+        }
+    }
+
+    private func printAll(_ reader: EventLogReader, _ end: UInt64, _ out: RecordOutput) throws {
+        while let r = try reader.next(), Self.starts(r, atOrBefore: end) {
+            report(r)
+            out.add(r)
+            if let limit, out.count >= limit { break }
+            if out.pending >= 1 << 16 { try out.flush() }
+        }
+        try out.flush()
+    }
+
+    /// Keeps the last `n` matching records in a ring, then prints them.
+    private func printLast(_ n: Int, _ reader: EventLogReader, _ end: UInt64, _ out: RecordOutput) throws {
+        var ring: [EventRecord] = []
+        ring.reserveCapacity(min(n, 1 << 16))
+        var head = 0
+        while let r = try reader.next(), Self.starts(r, atOrBefore: end) {
+            if ring.count < n { ring.append(r) } else { ring[head] = r; head = (head + 1) % n }
+        }
+        for i in 0..<ring.count {
+            let r = ring[(head + i) % ring.count]
+            report(r)
+            out.add(r)
+            if out.pending >= 1 << 16 { try out.flush() }
+        }
+        try out.flush()
+    }
+
+    /// A gap record stands for its whole range: it belongs to the output if the range starts in it.
+    private static func starts(_ r: EventRecord, atOrBefore end: UInt64) -> Bool {
+        (r.gapRange?.lowerBound ?? r.seq) <= end
+    }
+
+    /// Gaps go to stderr too, except the deleted beginning of a log read from its start (that
+    /// is what retention is for; only a cursor that asked for deleted records is news).
+    private func report(_ r: EventRecord) {
+        guard r.kind == .gap else { return }
+        if query.since == nil && r.details.reason == GapReason.retention.rawValue { return }
+        EventQueryOptions.reportGap(r)
+    }
+
+    private func printInfo(_ mount: LocatedMount, _ b: EventLogReader.Bounds) throws {
+        let out = RecordOutput(formatter: EventFormatter(style: .json))
+        let last = b.nextSeq &- 1
+        if query.json {
+            var line = "{\"log\":" + jsonString(mount.eventLog) + ",\"backing\":" + jsonString(mount.backing)
+            if let m = mount.mountpoint { line += ",\"mountpoint\":" + jsonString(m) }
+            if let o = b.oldestSeq { line += ",\"oldestSeq\":\(o),\"lastSeq\":\(last)" }
+            line += ",\"nextSeq\":\(b.nextSeq),\"segments\":\(b.segments),\"bytes\":\(b.bytes)}"
+            out.add(line: line)
+        } else {
+            out.add(line: "log:       \(mount.eventLog)")
+            if let m = mount.mountpoint { out.add(line: "mount:     \(m) (\(mount.stale ? "daemon gone" : "mounted"))") } else { out.add(line: "mount:     not mounted") }
+            if let o = b.oldestSeq {
+                out.add(line: "records:   \(o)-\(last)" + (o > 1 ? " (1-\(o - 1) deleted by retention)" : ""))
+            } else {
+                out.add(line: "records:   none")
+            }
+            out.add(line: "next seq:  \(b.nextSeq)")
+            out.add(line: "segments:  \(b.segments), \(b.bytes) bytes")
+        }
+        do { try out.flush() } catch { return }
+    }
+
+    private func jsonString(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default:
+                if u.value < 0x20 { out += "\\u" + String(repeating: "0", count: 4 - String(u.value, radix: 16).count) + String(u.value, radix: 16) } else { out.unicodeScalars.append(u) }
+            }
+        }
+        return out + "\""
+    }
 }

@@ -1,6 +1,94 @@
 import ArgumentParser
+import CoordFS
+import EventLog
+import Glibc
 
+/// `coordfs watch`: follows a mount's event log live.
 struct WatchCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "watch", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs watch is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Follow a mount's coordination events live.",
+        discussion: """
+        Prints each record of the mount's event log as it is written: who asked for which item,
+        which presenters were asked and how long they took, what was granted, changed, moved or
+        deleted. Without --since only new records are shown; with --since SEQ the history from SEQ
+        comes first, then live records, with nothing missed in between: a slow or paused watcher
+        catches up from the log on disk, never from a queue that could overflow.
+
+        The log lives on the backing side (BACKING/.coordfs/log), so watching needs no daemon: a
+        watcher keeps following across an unmount and the next mount of the same folder. On a
+        terminal the output is aligned, coloured text with a header; in a pipe it is plain text, or
+        JSON lines with --json. When the records a cursor asks for were deleted by retention, a
+        `gap` record says so and stderr names the range; it then continues from the oldest kept
+        record. Ends on Ctrl-C (status 0), at --limit, or quietly when the reader of a pipe exits.
+
+        Examples:
+          coordfs watch /mnt/docs
+          coordfs watch /mnt/docs/reports                  # only records under reports/
+          coordfs watch /mnt/docs --kind presenter-timed-out --kind denied
+          coordfs watch /mnt/docs --path '*.odt' --pid 4242
+          coordfs watch /mnt/docs --json | jq -c 'select(.kind == "didMove")'
+          coordfs watch /mnt/docs --json --since 1200      # resume after a saved cursor 1199
+          coordfs watch --backing /srv/shared --since 1    # a folder that is not mounted now
+        """
+    )
+
+    @OptionGroup var query: EventQueryOptions
+
+    @Option(help: ArgumentHelp("Exit after printing this many records.", valueName: "n"))
+    var limit: Int?
+
+    func validate() throws {
+        if let limit, limit <= 0 { throw ValidationError("--limit expects a number above 0") }
+    }
+
+    func run() throws {
+        let mount = try query.locate()
+        let filter = try query.filter(pathInMount: mount.pathInMount, mountpoint: mount.mountpoint)
+        let reader: EventLogReader
+        let bounds: EventLogReader.Bounds
+        do {
+            // Bounds first: `.end` then cannot start before the last record named here.
+            bounds = try EventLogReader.bounds(directory: mount.eventLog)
+            reader = try EventLogReader(directory: mount.eventLog, position: query.since.map { .from($0) } ?? .end, filter: filter)
+        } catch let e as EventLogError {
+            throw CLIError("cannot read the event log \(mount.eventLog): \(e.description)")
+        }
+        query.warnIfCursorBeyondEnd(bounds)
+        let formatter = query.formatter()
+        let out = RecordOutput(formatter: formatter)
+        StopSignals.install()
+        if isatty(STDERR_FILENO) == 1 {
+            let what = mount.mountpoint.map { "watching \($0)" + (mount.stale ? " (its daemon is gone)" : "") } ?? "watching \(mount.backing)"
+            let from = query.since.map { "from record \($0)" } ?? "new records after \(reader.cursor)"
+            Stderr.print("coordfs: \(what), \(from); Ctrl-C to stop")
+        }
+        if let h = query.header(formatter) { out.add(line: h) }
+        do {
+            try follow(reader, out)
+        } catch RecordOutput.Stop.closed {
+            return  // the reader of our output is gone: nothing to say to anyone
+        } catch let e as EventLogError {
+            try? out.flush()
+            throw CLIError("reading the event log \(mount.eventLog): \(e.description)")
+        }
+    }
+
+    private func follow(_ reader: EventLogReader, _ out: RecordOutput) throws {
+        while StopSignals.received == 0 {
+            while let r = try reader.next() {
+                if r.kind == .gap { EventQueryOptions.reportGap(r) }
+                out.add(r)
+                if let limit, out.count >= limit { return try out.flush() }
+                if out.pending >= 1 << 16 { try out.flush() }
+                if StopSignals.received != 0 { break }
+            }
+            try out.flush()
+            if out.readerGone { throw RecordOutput.Stop.closed }
+            // inotify wakes this at once on a write; the timeout bounds how late a signal or a
+            // vanished pipe reader is noticed.
+            reader.waitForChanges(timeout: .milliseconds(250))
+        }
+        try out.flush()
+    }
 }
