@@ -43,7 +43,7 @@ let package = Package(
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback", "Coordination", "EventLog",
+                "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "DocumentStore",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "coordfs",
             dependencies: [
-                "CoordFS", "EventLog",
+                "CoordFS", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -65,7 +65,8 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "Coordination", "EventLog"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
+        .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS"]),
         .testTarget(name: "CLITests", dependencies: []),
     ]
 )

@@ -19,6 +19,10 @@ public final class Daemon: @unchecked Sendable {
     private var session: FuseSession?
     /// The event log writer; opened by `startServices()`, after any fork.
     public private(set) var eventLog: EventLogWriter?
+    /// The control socket (out-of-process presenters and coordinators); started after any fork.
+    public private(set) var control: ControlService?
+    /// The document store (snapshots, conflicts); opened after any fork.
+    public private(set) var store: StoreService?
     private let unmounted = Mutex(false)
     private let finished = Mutex<Bool>(false)
 
@@ -49,10 +53,16 @@ public final class Daemon: @unchecked Sendable {
                 throw .system("cannot open the event log in '\(plan.state.eventLog)': \(error)")
             }
         }
+        if store == nil { store = try StoreService.start(daemon: self) }
+        if control == nil { control = try ControlService.start(daemon: self) }
     }
 
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
+        control?.stop()
+        control = nil
+        store?.stop()
+        store = nil
         guard let log = eventLog else { return }
         coordinator.eventSink = nil
         log.append(.unmount, path: "", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),

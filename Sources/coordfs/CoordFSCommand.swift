@@ -9,7 +9,12 @@ struct CoordFSCommand: ParsableCommand {
         mount through a coordinator with NSFileCoordinator / NSFilePresenter semantics.
         """,
         version: CoordFSVersion.string,
-        subcommands: [MountCommand.self, UnmountCommand.self, WatchCommand.self, LogCommand.self]
+        subcommands: [
+            MountCommand.self, UnmountCommand.self, StatusCommand.self,
+            WatchCommand.self, LogCommand.self,
+            PresentCommand.self, CoordinateCommand.self,
+            VersionsCommand.self, ShowCommand.self, DiffCommand.self, RestoreCommand.self, ConflictsCommand.self, ResolveCommand.self,
+        ]
     )
 }
 
