@@ -66,12 +66,3 @@ final class ConcurrencyTests: MountTestCase {
         XCTAssertEqual(Sys.contents(mnt("shared")).0.map(Tree.fnv), Tree.fnv(expected), "content through the mount differs")
     }
 }
-
-/// A value shared between test threads, guarded by a lock.
-final class Mutexed<T>: @unchecked Sendable {
-    private var stored: T
-    private let lock = NSLock()
-    init(_ value: T) { stored = value }
-    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
-    func mutate(_ body: (inout T) -> Void) { lock.lock(); defer { lock.unlock() }; body(&stored) }
-}

@@ -38,6 +38,25 @@ final class LockTests: MountTestCase {
         asUser(uid: getuid(), gid: getgid()) { ChildOutcome(outcome: body()) }.outcome
     }
 
+    /// In a second process: opens `path` read-only (reading is what a lock query needs, and
+    /// the least a coordinated mount makes wait), runs `probes`, and reports each result.
+    private func probeLocks(_ path: String, _ probes: [(String, Int32, Int32, Int, Int)]) -> String {
+        let me = Int(getpid())
+        let child = asUser(uid: getuid(), gid: getgid()) {
+            let fd = open(path, O_RDONLY)
+            guard fd >= 0 else { return ChildOutcome(outcome: .failure(errno), data: Array("open O_RDONLY failed".utf8)) }
+            var lines: [String] = []
+            for (name, cmd, type, start, len) in probes {
+                var l = self.lock(type, start: start, len: len)
+                let o = Sys.call { fcntl(fd, cmd, &l) }
+                let owner = Int(l.l_pid) == me ? "parent" : Int(l.l_pid) == 0 ? "0" : "other"
+                lines.append(cmd == F_GETLK ? "\(name): \(o) type=\(l.l_type) start=\(l.l_start) len=\(l.l_len) pid=\(owner)" : "\(name): \(o)")
+            }
+            return ChildOutcome(outcome: .success(), data: Array(lines.joined(separator: "; ").utf8))
+        }
+        return "\(child.outcome) " + String(decoding: child.data, as: UTF8.self)
+    }
+
     func testPosixRecordLocksAcrossProcesses() {
         prepare("put f") { s in Sys.put(s("f"), [UInt8](repeating: 0, count: 1000)) }
         guard let fds = openBoth("f", O_RDWR) else { return }
@@ -45,47 +64,29 @@ final class LockTests: MountTestCase {
             var l = lock(F_WRLCK, start: 100, len: 100)
             return Sys.call { fcntl(fd, F_SETLK, &l) }
         }
-        same("F_SETLK read lock on 500..", on: fds, expect: Outcome.success()) { fd in
+        same("F_SETLK read lock on 500..EOF", on: fds, expect: Outcome.success()) { fd in
             var l = lock(F_RDLCK, start: 500, len: 0)
             return Sys.call { fcntl(fd, F_SETLK, &l) }
         }
-        let me = Int(getpid())
-        for (start, len, type, name) in [(150, 10, F_WRLCK, "overlapping the write lock"), (0, 50, F_WRLCK, "a free range"),
-                                         (600, 10, F_RDLCK, "read over the read lock"), (600, 10, F_WRLCK, "write over the read lock")] {
-            same("F_GETLK from another process: \(name)") { s in
-                let child = asUser(uid: getuid(), gid: getgid()) {
-                    let fd = open(s("f"), O_RDWR)
-                    var l = self.lock(type, start: start, len: len)
-                    let o = Sys.call { fcntl(fd, F_GETLK, &l) }
-                    let report = "type=\(l.l_type) start=\(l.l_start) len=\(l.l_len) pid=\(Int(l.l_pid) == me ? "parent" : "\(l.l_pid)")"
-                    return ChildOutcome(outcome: o, data: Array(report.utf8))
-                }
-                return "\(child.outcome) " + String(decoding: child.data, as: UTF8.self)
-            }
-            same("F_SETLK from another process: \(name)") { s in
-                childOutcome {
-                    let fd = open(s("f"), O_RDWR)
-                    var l = self.lock(type, start: start, len: len)
-                    return Sys.call { fcntl(fd, F_SETLK, &l) }
-                }
-            }
-        }
-        same("F_UNLCK", on: fds, expect: Outcome.success()) { fd in
+        let probes: [(String, Int32, Int32, Int, Int)] = [
+            ("GETLK write over the write lock", F_GETLK, F_WRLCK, 150, 10),
+            ("GETLK read over the write lock", F_GETLK, F_RDLCK, 150, 10),
+            ("GETLK write on a free range", F_GETLK, F_WRLCK, 0, 50),
+            ("GETLK read over the read lock", F_GETLK, F_RDLCK, 600, 10),
+            ("GETLK write over the read lock", F_GETLK, F_WRLCK, 600, 10),
+            ("SETLK read over the write lock", F_SETLK, F_RDLCK, 150, 10),
+            ("SETLK read on a free range", F_SETLK, F_RDLCK, 0, 50),
+            ("SETLK read over the read lock", F_SETLK, F_RDLCK, 600, 10),
+            ("SETLK write with a read-only fd", F_SETLK, F_WRLCK, 0, 10),
+        ]
+        let report = same("record locks seen from a second process") { s in probeLocks(s("f"), probes) }
+        XCTAssertTrue(report.contains("GETLK write over the write lock: ok(0) type=1 start=100 len=100 pid=parent"), report)
+        same("F_UNLCK everything", on: fds, expect: Outcome.success()) { fd in
             var l = lock(F_UNLCK, start: 0, len: 0)
             return Sys.call { fcntl(fd, F_SETLK, &l) }
         }
-        same("another process locks after unlock", expect: Outcome.success()) { s in
-            childOutcome {
-                let fd = open(s("f"), O_RDWR)
-                var l = self.lock(F_WRLCK, start: 0, len: 0)
-                return Sys.call { fcntl(fd, F_SETLK, &l) }
-            }
-        }
-        same("F_SETLK write lock on a read-only fd", expect: Outcome.failure(EBADF)) { s in
-            let fd = open(s("f"), O_RDONLY)
-            defer { close(fd) }
-            var l = lock(F_WRLCK)
-            return Sys.call { fcntl(fd, F_SETLK, &l) }
+        same("a second process after the unlock") { s in
+            probeLocks(s("f"), [("GETLK write", F_GETLK, F_WRLCK, 0, 0), ("SETLK read", F_SETLK, F_RDLCK, 0, 0)])
         }
         closeBoth(fds)
     }

@@ -114,23 +114,23 @@ final class MountedFolder {
         daemonPids = Mounts.daemons(servingPath: mountpoint, programs: ["coordfs", "passthrough_ll"])
     }
 
-    /// Unmounts everything under `root` (the main mount and any a test added), the proper way
-    /// first (`coordfs unmount`), then harder. Returns a problem description for each step
-    /// that did not work, empty when the proper unmount did.
+    /// Unmounts everything under `root` (the main mount and any a test added) and hands the
+    /// daemons to `Exiting`, which makes sure they end. The kernel unmount is done directly
+    /// (`fusermount3 -u`): `coordfs unmount` also waits for its daemon to exit, which costs
+    /// seconds per test; MountCommandTests covers `coordfs unmount` itself. Returns a problem
+    /// description when the plain unmount did not work (a test left files open, say).
     @discardableResult
     func unmount() -> [String] {
         var problems: [String] = []
         let mine = Mounts.list().filter { $0.mountpoint == root || $0.mountpoint.hasPrefix(root + "/") }
         for entry in mine.reversed() where Mounts.isMounted(entry.mountpoint) {
             let daemons = Mounts.daemons(servingPath: entry.mountpoint, programs: ["coordfs", "passthrough_ll"])
-            if case .coordfs(let bin) = target {
-                let r = Spawn.run(bin, ["unmount", entry.mountpoint], timeout: 20)
-                if r.status != 0 || Mounts.isMounted(entry.mountpoint) {
-                    problems.append("`coordfs unmount \(entry.mountpoint)`: \(r)")
-                }
+            let r = Spawn.which("fusermount3").map { Spawn.run($0, ["-u", entry.mountpoint], timeout: 20) }
+            if Mounts.isMounted(entry.mountpoint) {
+                problems.append("`fusermount3 -u \(entry.mountpoint)`: \(r.map(String.init(describing:)) ?? "fusermount3 not found")")
+                Self.forceUnmount(entry.mountpoint)
             }
-            Self.forceUnmount(entry.mountpoint)
-            Self.reap(daemons + (entry.mountpoint == mountpoint ? daemonPids : []))
+            Exiting.add(daemons + (entry.mountpoint == mountpoint ? daemonPids : []))
         }
         mounted = false
         return problems
@@ -188,6 +188,7 @@ final class MountedFolder {
     /// is gone (or is this process: a previous test of ours that could not unmount). Mounts of
     /// other live test processes are left alone, so two runs can share a machine.
     static func cleanLeftovers() {
+        Exiting.check()
         func ownerPid(_ path: String) -> pid_t? {
             guard let r = path.range(of: "/" + prefix) else { return nil }
             let rest = path[r.upperBound...]
@@ -210,5 +211,44 @@ final class MountedFolder {
             guard abandoned(path), !mounts.contains(where: { $0.mountpoint.hasPrefix(path + "/") || $0.mountpoint == path }) else { continue }
             removeTree(path)
         }
+    }
+}
+
+/// Daemons whose mount is gone and that are on their way out. Checked at every set-up and at
+/// exit: one still alive 10 s after its unmount is killed (and reported on stderr), so no
+/// test run leaves a daemon behind.
+enum Exiting {
+    private static let pending = Mutexed<[(pid: pid_t, since: Date)]>([])
+    private static let atExitInstalled = Mutexed(false)
+
+    static func add(_ pids: [pid_t]) {
+        guard !pids.isEmpty else { return }
+        atExitInstalled.mutate { installed in
+            if !installed { atexit { Exiting.finish() }; installed = true }
+        }
+        pending.mutate { list in for pid in Set(pids) where !list.contains(where: { $0.pid == pid }) { list.append((pid, Date())) } }
+    }
+
+    /// Forgets daemons that exited; kills those past their 10 s.
+    static func check() {
+        pending.mutate { list in
+            list.removeAll { entry in
+                if !Mounts.isAlive(entry.pid) { return true }
+                guard Date().timeIntervalSince(entry.since) > 10 else { return false }
+                FileHandle.standardError.write(Data("MountTests: daemon \(entry.pid) still running 10 s after its unmount; killed\n".utf8))
+                kill(entry.pid, SIGKILL)
+                return true
+            }
+        }
+    }
+
+    /// At exit: waits for the remaining daemons (10 s at most), then kills what is left.
+    static func finish() {
+        let deadline = Date().addingTimeInterval(10)
+        while !pending.value.isEmpty && Date() < deadline {
+            check()
+            usleep(20_000)
+        }
+        for entry in pending.value { kill(entry.pid, SIGKILL) }
     }
 }

@@ -162,3 +162,12 @@ enum Mounts {
         return true
     }
 }
+
+/// A value shared between test threads, guarded by a lock.
+final class Mutexed<T>: @unchecked Sendable {
+    private var stored: T
+    private let lock = NSLock()
+    init(_ value: T) { stored = value }
+    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
+    func mutate(_ body: (inout T) -> Void) { lock.lock(); defer { lock.unlock() }; body(&stored) }
+}
