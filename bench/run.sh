@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# make bench: the native folder, libfuse's own passthrough_ll example and coordfs, measured in
+# one run on the same disk, written to docs/benchmarks.md.
+#
+# Extending it:
+#   - a mount workload is a function `wl_NAME DIR` that prints one number, plus a line
+#     "NAME|unit|higher-or-lower|description|target" in WORKLOADS below;
+#   - a section is a function that prints markdown, listed in SECTIONS; every suite that
+#     `coordfs-bench` lists in its usage line is run and included automatically.
+#
+# Environment (all optional): CONFIG (release), COORDFS_BIN, COORDFS_BENCH_BIN, BENCH_DIR (a
+# folder on a real disk, not tmpfs; default ./bench-work), BENCH_OUT (docs/benchmarks.md),
+# BENCH_SIZE_MB (1024), BENCH_RAND_SECONDS (10), BENCH_SMALL_FILES (10000),
+# BENCH_LOOKUP_FILES (100000), BENCH_COORDFS_OPTS (extra -o options for coordfs),
+# BENCH_TARGETS ("native passthrough_ll coordfs").
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CONFIG=${CONFIG:-release}
+BIN=${COORDFS_BIN:-$ROOT/.build/$CONFIG/coordfs}
+BENCH_BIN=${COORDFS_BENCH_BIN:-$ROOT/.build/$CONFIG/coordfs-bench}
+WORK=${BENCH_DIR:-$ROOT/bench-work}
+OUT=${BENCH_OUT:-$ROOT/docs/benchmarks.md}
+SIZE_MB=${BENCH_SIZE_MB:-1024}
+RAND_SECONDS=${BENCH_RAND_SECONDS:-10}
+SMALL_FILES=${BENCH_SMALL_FILES:-10000}
+LOOKUP_FILES=${BENCH_LOOKUP_FILES:-100000}
+COORDFS_OPTS=${BENCH_COORDFS_OPTS:-}
+TARGETS=(${BENCH_TARGETS:-native passthrough_ll coordfs})
+COMMAND="make bench"
+[ "$(basename "$0")" = run.sh ] && [ -z "${MAKELEVEL:-}" ] && COMMAND="bench/run.sh"
+
+# name|unit|better|what|target (coordfs speed relative to native; "-" for none)
+WORKLOADS=(
+  "seqwrite|MiB/s|higher|fio sequential write, 1 MiB blocks, ${SIZE_MB} MiB file, fsync at end|0.95"
+  "seqread|MiB/s|higher|fio sequential read, 1 MiB blocks, ${SIZE_MB} MiB file, cold cache|0.95"
+  "randread|IOPS|higher|fio random 4 KiB reads, ${RAND_SECONDS} s over the ${SIZE_MB} MiB file, cold cache|-"
+  "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
+  "tar|s|lower|unpack then delete a tarball of /usr/include|-"
+)
+SECTIONS=(section_machine section_mount section_memory section_suites section_how)
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "bench: $*"; exit 1; }
+
+# ---------------------------------------------------------------- set-up and clean-up
+
+declare -A DIR_OF=()      # target -> folder the workloads run in
+declare -A PID_OF=()      # target -> daemon pid
+declare -A RESULT=()      # "workload:target" -> number
+declare -A RSS=()         # "target:when" -> KiB
+declare -A LOOKUP_ERRORS=()
+MOUNTS=()
+TMP=""
+
+cleanup() {
+  local m
+  for m in "${MOUNTS[@]}"; do
+    if mountpoint -q "$m" 2>/dev/null || grep -q " $m fuse" /proc/mounts; then
+      fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    fi
+  done
+  local p
+  for p in "${PID_OF[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  [ -n "$TMP" ] && rm -rf "$TMP"
+  # Only what this script made; never anything under a live mount.
+  if ! grep -q " $WORK/" /proc/mounts; then rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+preflight() {
+  local t
+  for t in fio jq python3 cc pkg-config fusermount3 tar; do command -v "$t" >/dev/null || die "$t is missing (make deps installs it)"; done
+  [ -x "$BIN" ] || die "no coordfs binary at $BIN: run 'swift build -c $CONFIG' (make bench does)"
+  [ -e /dev/fuse ] || die "/dev/fuse is missing"
+  if grep -q " $WORK/" /proc/mounts; then die "something is still mounted under $WORK; unmount it first"; fi
+  rm -rf "$WORK"
+  mkdir -p "$WORK"
+  local fs; fs=$(stat -f -c %T "$WORK")
+  [ "$fs" != tmpfs ] || die "$WORK is on tmpfs; set BENCH_DIR to a folder on a disk"
+  TMP=$(mktemp -d)
+}
+
+# passthrough_ll from the sources libfuse3-dev installs (possibly gzipped), built now.
+build_passthrough() {
+  local ex=/usr/share/doc/libfuse3-dev/examples f
+  for f in passthrough_ll.c passthrough_helpers.h; do
+    if [ -f "$ex/$f" ]; then cp "$ex/$f" "$TMP/"; elif [ -f "$ex/$f.gz" ]; then gunzip -c "$ex/$f.gz" > "$TMP/$f"; fi
+  done
+  [ -f "$TMP/passthrough_ll.c" ] || die "no passthrough_ll.c under $ex (install libfuse3-dev)"
+  # shellcheck disable=SC2046
+  cc -O2 -Wall -o "$TMP/passthrough_ll" "$TMP/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) \
+    || die "cannot build passthrough_ll"
+}
+
+wait_mounted() {   # mountpoint
+  for _ in $(seq 200); do grep -q " $1 fuse" /proc/mounts && return 0; sleep 0.05; done
+  die "$1 did not mount"
+}
+
+setup_targets() {
+  local t
+  for t in "${TARGETS[@]}"; do
+    case $t in
+      native)
+        mkdir -p "$WORK/native"; DIR_OF[native]=$WORK/native ;;
+      passthrough_ll)
+        build_passthrough
+        mkdir -p "$WORK/pt/backing" "$WORK/pt/mnt"
+        MOUNTS+=("$WORK/pt/mnt")
+        "$TMP/passthrough_ll" -f -o "source=$WORK/pt/backing" "$WORK/pt/mnt" 2>"$TMP/pt.log" &
+        PID_OF[passthrough_ll]=$!
+        wait_mounted "$WORK/pt/mnt"
+        DIR_OF[passthrough_ll]=$WORK/pt/mnt ;;
+      coordfs)
+        mkdir -p "$WORK/cf/backing" "$WORK/cf/mnt"
+        MOUNTS+=("$WORK/cf/mnt")
+        "$BIN" mount "$WORK/cf/backing" "$WORK/cf/mnt" ${COORDFS_OPTS:+-o "$COORDFS_OPTS"} || die "coordfs mount failed"
+        wait_mounted "$WORK/cf/mnt"
+        PID_OF[coordfs]=$(pgrep -n -f "coordfs mount $WORK/cf/backing $WORK/cf/mnt" || true)
+        [ -n "${PID_OF[coordfs]}" ] || die "cannot find the coordfs daemon's pid"
+        DIR_OF[coordfs]=$WORK/cf/mnt ;;
+      *) die "unknown target $t" ;;
+    esac
+  done
+}
+
+drop_caches() {
+  sync
+  echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "bench: cannot drop caches (not root?); reads may be warm"
+}
+
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# ---------------------------------------------------------------- workloads (print one number)
+
+fio_json() { fio --output-format=json "$@" 2>/dev/null; }
+
+wl_seqwrite() {
+  fio_json --name=seqwrite --filename="$1/fio-seq.dat" --rw=write --bs=1M --size="${SIZE_MB}M" \
+    --ioengine=psync --end_fsync=1 | jq '.jobs[0].write.bw_bytes / 1048576'
+}
+
+wl_seqread() {
+  drop_caches
+  fio_json --name=seqread --filename="$1/fio-seq.dat" --rw=read --bs=1M --size="${SIZE_MB}M" \
+    --ioengine=psync | jq '.jobs[0].read.bw_bytes / 1048576'
+}
+
+wl_randread() {
+  drop_caches
+  fio_json --name=randread --filename="$1/fio-seq.dat" --rw=randread --bs=4k --size="${SIZE_MB}M" \
+    --ioengine=psync --runtime="$RAND_SECONDS" --time_based --randrepeat=1 | jq '.jobs[0].read.iops'
+}
+
+wl_smallfiles() {
+  python3 - "$1/small" "$SMALL_FILES" <<'EOF'
+import os, sys, time
+root, n = sys.argv[1], int(sys.argv[2])
+os.mkdir(root)
+data = b"x" * 100
+t = time.perf_counter()
+for i in range(n):
+    fd = os.open(f"{root}/f{i}", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+for i in range(n):
+    os.stat(f"{root}/f{i}")
+for i in range(n):
+    os.unlink(f"{root}/f{i}")
+elapsed = time.perf_counter() - t
+os.rmdir(root)
+print(f"{n / elapsed:.1f}")
+EOF
+}
+
+wl_tar() {
+  [ -f "$WORK/include.tar" ] || tar -C /usr -cf "$WORK/include.tar" include
+  local start end
+  start=$(date +%s.%N)
+  mkdir "$1/tree"
+  tar -C "$1/tree" -xf "$WORK/include.tar"
+  rm -rf "$1/tree"
+  end=$(date +%s.%N)
+  awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f\n", b - a}'
+}
+
+run_workloads() {
+  local line name t value
+  for line in "${WORKLOADS[@]}"; do
+    name=${line%%|*}
+    for t in "${TARGETS[@]}"; do
+      say "bench: $name on $t"
+      if value=$("wl_$name" "${DIR_OF[$t]}"); then RESULT[$name:$t]=$value; else RESULT[$name:$t]="error"; fi
+      say "bench:   $value"
+    done
+  done
+  for t in "${TARGETS[@]}"; do rm -f "${DIR_OF[$t]}/fio-seq.dat"; done
+}
+
+# Daemon memory: resident set after LOOKUP_FILES files were looked up through each mount.
+run_memory() {
+  local t dir
+  for t in "${TARGETS[@]}"; do
+    [ "$t" = native ] && continue
+    case $t in passthrough_ll) dir=$WORK/pt ;; coordfs) dir=$WORK/cf ;; esac
+    say "bench: $LOOKUP_FILES lookups on $t"
+    python3 - "$dir/backing/lookup" "$LOOKUP_FILES" <<'EOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for d in range((n + 999) // 1000):
+    os.makedirs(f"{root}/d{d}", exist_ok=True)
+    for i in range(min(1000, n - d * 1000)):
+        open(f"{root}/d{d}/f{i}", "w").close()
+EOF
+    RSS[$t:before]=$(rss_kib "${PID_OF[$t]}")
+    LOOKUP_ERRORS[$t]=$(python3 - "$dir/mnt/lookup" "$LOOKUP_FILES" <<'EOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+errors = 0
+for d in range((n + 999) // 1000):
+    for i in range(min(1000, n - d * 1000)):
+        try:
+            os.lstat(f"{root}/d{d}/f{i}")
+        except OSError:
+            errors += 1
+print(errors)
+EOF
+)
+    RSS[$t:after]=$(rss_kib "${PID_OF[$t]}")
+    rm -rf "$dir/backing/lookup"
+  done
+}
+
+# ---------------------------------------------------------------- report
+
+# Speed of coordfs relative to another target: >1 means coordfs is faster.
+ratio() {   # workload other-target
+  local better=$3 a=${RESULT[$1:coordfs]:-} b=${RESULT[$1:$2]:-}
+  [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]] || { echo "n/a"; return; }
+  if [ "$better" = higher ]; then awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}'; else awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}'; fi
+}
+
+fmt() { [[ $1 =~ ^[0-9.]+$ ]] && printf '%.1f' "$1" || printf '%s' "${1:-n/a}"; }
+
+section_machine() {
+  echo "## Machine"
+  echo
+  echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+  echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "- kernel: $(uname -r); $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "- disk: $(stat -f -c %T "$WORK") on $(df --output=source "$WORK" | tail -1) (the same folder for every target: $WORK)"
+  echo "- libfuse $(pkg-config --modversion fuse3), $(fio --version), $(swift --version 2>/dev/null | head -1 || echo 'swift ?')"
+  echo "- coordfs: $BIN${COORDFS_OPTS:+, -o $COORDFS_OPTS} (default options otherwise); passthrough_ll built from /usr/share/doc/libfuse3-dev/examples with -O2, default options"
+  echo
+}
+
+section_mount() {
+  echo "## Mount: native vs passthrough_ll vs coordfs"
+  echo
+  echo "Ratios are speeds: coordfs's throughput divided by the other's (for timed workloads, the"
+  echo "other's time divided by coordfs's), so 1.00 means as fast and above 1 means faster."
+  echo
+  echo "| workload | unit | native | passthrough_ll | coordfs | coordfs / native | coordfs / passthrough_ll | target |"
+  echo "|---|---|---:|---:|---:|---:|---:|---|"
+  local line name unit better what target r1 r2 verdict
+  for line in "${WORKLOADS[@]}"; do
+    IFS='|' read -r name unit better what target <<<"$line"
+    r1=$(ratio "$name" native "$better"); r2=$(ratio "$name" passthrough_ll "$better")
+    verdict=""
+    if [ "$target" != "-" ] && [[ $r1 =~ ^[0-9.]+$ ]]; then
+      verdict=$(awk -v r="$r1" -v t="$target" 'BEGIN {print (r >= t) ? "met" : "missed"}')
+      verdict="≥ $target of native: $verdict"
+    fi
+    if [[ $r2 =~ ^[0-9.]+$ ]]; then
+      verdict="${verdict:+$verdict; }≥ passthrough_ll: $(awk -v r="$r2" 'BEGIN {print (r >= 1) ? "met" : "missed"}')"
+    fi
+    echo "| $name: $what | $unit | $(fmt "${RESULT[$name:native]:-}") | $(fmt "${RESULT[$name:passthrough_ll]:-}") | $(fmt "${RESULT[$name:coordfs]:-}") | $r1 | $r2 | $verdict |"
+  done
+  echo
+}
+
+section_memory() {
+  echo "## Daemon memory"
+  echo
+  echo "Resident set (VmRSS) of each daemon before and after looking up $LOOKUP_FILES files (lstat of"
+  echo "every file, 1,000 per folder). Target for coordfs: under 64 MiB after the lookups."
+  echo
+  echo "| daemon | RSS before | RSS after | failed lookups | target |"
+  echo "|---|---:|---:|---:|---|"
+  local t after verdict
+  for t in "${TARGETS[@]}"; do
+    [ "$t" = native ] && continue
+    after=${RSS[$t:after]:-0}
+    verdict="-"
+    if [ "$t" = coordfs ]; then verdict=$([ "$after" -lt 65536 ] && echo "< 64 MiB: met" || echo "< 64 MiB: missed"); fi
+    echo "| $t | $(awk -v k="${RSS[$t:before]:-0}" 'BEGIN {printf "%.1f MiB", k/1024}') | $(awk -v k="$after" 'BEGIN {printf "%.1f MiB", k/1024}') | ${LOOKUP_ERRORS[$t]:-n/a} | $verdict |"
+  done
+  echo
+  echo "Open-file limit of this run (a daemon that keeps a descriptor per looked-up inode is bounded by it): $(ulimit -n)."
+  echo
+}
+
+# Every suite `coordfs-bench` knows prints its own markdown section.
+section_suites() {
+  [ -x "$BENCH_BIN" ] || { echo "## Module benchmarks"; echo; echo "(coordfs-bench not built at $BENCH_BIN)"; echo; return; }
+  local usage suites s
+  usage=$("$BENCH_BIN" 2>&1 || true)
+  suites=$(sed -n 's/^usage: coordfs-bench \([a-z|_-]*\).*/\1/p' <<<"$usage" | tr '|' ' ')
+  for s in $suites; do
+    say "bench: coordfs-bench $s"
+    if ! timeout 300 "$BENCH_BIN" "$s"; then echo; echo "(coordfs-bench $s failed)"; fi
+    echo
+  done
+}
+
+section_how() {
+  echo "## How to reproduce"
+  echo
+  echo "\`$COMMAND\` (it builds with \`swift build -c release\` first; \`bench/run.sh\` alone uses the"
+  echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
+  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS. Every target runs on the same folder"
+  echo "of the same disk, one after the other, with the page cache dropped before each read workload."
+  echo
+}
+
+main() {
+  local started; started=$(date +%s)
+  preflight
+  setup_targets
+  run_workloads
+  run_memory
+  {
+    echo "# Benchmarks"
+    echo
+    echo "Written by \`$COMMAND\` (bench/run.sh) on $(date -u '+%Y-%m-%d %H:%M UTC'); do not edit by hand."
+    echo
+    local s
+    for s in "${SECTIONS[@]}"; do "$s"; done
+    echo "_Run time: $(( $(date +%s) - started )) s._"
+  } > "$OUT.tmp"
+  mv "$OUT.tmp" "$OUT"
+  say "bench: wrote $OUT"
+}
+
+main "$@"
