@@ -93,16 +93,9 @@ public final class Daemon: @unchecked Sendable {
     public func serve() -> Int32 {
         guard let session else { return 1 }
         umask(0) // modes arrive already masked by the kernel with the caller's umask
-        do { try startServices() } catch {
-            let line = "coordfs: \(error)\n"
-            _ = line.withCString { write(2, $0, strlen($0)) }
-            stop()
-            return 1
-        }
-        writePIDFile()
-        defer { unlink(plan.state.pidFile) }
-        // Signals go to one thread that unmounts; every other thread (libfuse's workers and all later
-        // threads) inherits the blocked mask. A lazy unmount ends the loop once open files are closed.
+        Daemon.raiseDescriptorLimit()
+        // Signals go to one thread that unmounts. They are blocked first, before any service starts
+        // a thread: every thread inherits the mask, so none of them can be killed by SIGTERM.
         var set = sigset_t()
         sigemptyset(&set)
         for s in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, s) }
@@ -115,6 +108,16 @@ public final class Daemon: @unchecked Sendable {
             while sigwait(&s, &caught) != 0 {}
             self.stop()
         }
+        do { try startServices() } catch {
+            let line = "coordfs: \(error)\n"
+            _ = line.withCString { write(2, $0, strlen($0)) }
+            stop()
+            return 1
+        }
+        writePIDFile()
+        defer { unlink(plan.state.pidFile) }
+        // A lazy unmount (from the signal thread, or `coordfs unmount`) ends the loop once open files
+        // are closed.
         let rc = session.run(maxThreads: plan.options.maxThreads)
         stop()
         coordinated?.finishPendingSaves()
@@ -126,6 +129,7 @@ public final class Daemon: @unchecked Sendable {
     /// mount answers. Signals are left alone. End it with `stopAndWait()`.
     public func startInProcess(timeoutSeconds: Double = 10) throws(MountError) {
         let ready = Mutex(false)
+        Daemon.raiseDescriptorLimit()
         try mount(onReady: { ready.withLock { $0 = true } })
         guard let session else { return }
         try startServices()
@@ -156,6 +160,22 @@ public final class Daemon: @unchecked Sendable {
         guard first, let session else { return }
         session.unmount()
         session.exit()
+    }
+
+    /// Every inode the kernel holds is an open descriptor: take the hard limit (100,000 files looked
+    /// up need 100,000 descriptors).
+    /// As root the hard limit itself is raised, up to the kernel's `fs.nr_open`.
+    static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        if geteuid() == 0, let text = readWholeFile("/proc/sys/fs/nr_open"), let nrOpen = rlim_t(text.trimmingCharacters(in: " \n")),
+           nrOpen > limit.rlim_max {
+            var raised = rlimit(rlim_cur: nrOpen, rlim_max: nrOpen)
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { return }
+        }
+        guard limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     private func writePIDFile() {

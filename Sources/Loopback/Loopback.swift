@@ -71,6 +71,18 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         return .success(st)
     }
 
+    /// The root as seen through the mount: hidden subdirectories do not count in its link count.
+    func rootAttributes(_ st: stat) -> stat {
+        var st = st
+        for name in options.hiddenRootNames {
+            var sub = stat()
+            if fstatat(inodes.root.fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0, (sub.st_mode & S_IFMT) == S_IFDIR, st.st_nlink > 2 {
+                st.st_nlink -= 1
+            }
+        }
+        return st
+    }
+
     /// Looks `name` up in `parent` and counts one kernel lookup.
     public func lookupEntry(parent: BackingNode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
         let fd: Int32
@@ -141,7 +153,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func getattr(_ request: consuming Request, inode id: InodeID, file: FileInfo?) {
-        switch attributes(of: inode(id)) {
+        switch attributes(of: inode(id)).map({ id == .root ? rootAttributes($0) : $0 }) {
         case .success(let st): request.reply(attributes: st, timeout: options.attributeTimeout)
         case .failure(let e): request.reply(error: e)
         }
