@@ -20,6 +20,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let saves: SaveTracker
     let readPolicy: CoordinationPolicy
     let writePolicy: CoordinationPolicy
+    /// The document store's hooks (set by the store service), called for presented documents only.
+    private let documentHooks = Mutex<(any DocumentHooks)?>(nil)
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [HandleAccess]]>([:])
@@ -34,6 +36,18 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                                         waitDeadline: seconds(options.readWait))
         writePolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
                                          waitDeadline: seconds(options.writeWait))
+    }
+
+    /// Installs (or removes, with nil) the document store's hooks.
+    public func setDocumentHooks(_ hooks: (any DocumentHooks)?) {
+        documentHooks.withLock { $0 = hooks }
+        saves.setDocumentHooks(hooks)
+    }
+
+    /// The hooks, when `path` is a presented document.
+    func documents(_ path: ItemPath) -> (any DocumentHooks)? {
+        guard let hooks = documentHooks.withLock({ $0 }), coordinator.isPresented(path) else { return nil }
+        return hooks
     }
 
     /// Ends saves still waiting for their document to come back (at unmount).
@@ -128,6 +142,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, created: Bool) {
         let pid = request.context.pid
+        if file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0 { documents(p)?.beforeInPlaceWrite(p) }
         switch loopback.openFile(node, flags: file.flags) {
         case .success(let f):
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
@@ -146,7 +161,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         loopback.release(request, inode: id, file: file)
         guard let handle else { return }
         if f.isWrite { untrack(handle, f.inode) }
-        if (f.modified || handle.truncated || handle.touched) && !handle.quiet { handle.grant.announce(.changed(handle.path)) }
+        if (f.modified || handle.truncated || handle.touched) && !handle.quiet {
+            documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
+            handle.grant.announce(.changed(handle.path))
+        }
         handle.grant.release()
     }
 
@@ -231,8 +249,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
         let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
         withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context), write: true) { [self] req, grant in
+            let hooks = documents(p)
+            if changing.contains(.size) { hooks?.beforeInPlaceWrite(p) }
             let result = loopback.setAttributes(node, attributes, changing: changing, open: open)
-            if case .success = result, !isTemp(p) { grant.announce(.changed(p)) }
+            if case .success = result, !isTemp(p) {
+                hooks?.didChange(p, by: grant.origin)
+                grant.announce(.changed(p))
+            }
             grant.release()
             switch result {
             case .success(let st): req.reply(attributes: st, timeout: loopback.options.attributeTimeout)
@@ -303,6 +326,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // are asked to relinquish, not to accommodate a deletion, until the save window tells.
         if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
             return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, grant in
+                documents(p)?.beforeDelete(p)
                 let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: false) }
                 if e == nil, let access = grant.access {
                     saves.begin(p, access: access, departure: .deleted)
@@ -316,7 +340,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // Temp, swap and lock files go without asking the directory's presenters to accommodate.
         let options: FileCoordinator.WritingOptions = isTemp(n) ? [] : .forDeleting
         withAccess(request, [.writingIntent(with: p, options: options)], origin: who, write: true) { [self] req, grant in
+            let hooks = directory ? nil : documents(p)
+            hooks?.beforeDelete(p)
             let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
+            if e == nil { hooks?.didDelete(p, by: who) }
             if e == nil, !isTemp(n) { grant.announce(.deleted(p)) }
             grant.release()
             req.reply(e)
@@ -342,9 +369,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if flags & LinuxCalls.renameExchange != 0 {
             // Both items stay, each with the other's contents: a change at both paths.
             let intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving), .writingIntent(with: dst, options: .forMoving)]
-            return withAccess(request, intents, origin: who, write: true) { req, grant in
+            return withAccess(request, intents, origin: who, write: true) { [self] req, grant in
+                let a = documents(src), b = documents(dst)
+                a?.beforeReplace(src); b?.beforeReplace(dst)
                 let e = doRename()
-                if e == nil { grant.announce(.changed(src)); grant.announce(.changed(dst)) }
+                if e == nil {
+                    a?.didChange(src, by: who); b?.didChange(dst, by: who)
+                    grant.announce(.changed(src)); grant.announce(.changed(dst))
+                }
                 grant.release()
                 req.reply(e)
             }
@@ -353,6 +385,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // First half of a rename-to-backup save (vim, emacs): the document goes to a backup name.
         if options.saveWindow > 0, isFile(srcStat), dstStat == nil, isTemp(nn), !isTemp(n), coordinator.isObserved(src) {
             return withAccess(request, [.writingIntent(with: src)], origin: who, write: true) { [self] req, grant in
+                documents(src)?.beforeReplace(src)
                 let e = doRename()
                 if e == nil, let access = grant.access {
                     saves.begin(src, access: access, departure: .renamed(to: dst))
@@ -373,9 +406,15 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             if adopted == nil { intents.append(.writingIntent(with: dst)) }
             let held = adopted.map { Grant(access: $0, coordinator: coordinator, origin: who) }
             return withAccess(request, intents, origin: who, write: true) { [self] req, grant in
+                let hooks = documents(dst)
+                if dstStat != nil { hooks?.beforeReplace(dst) }
                 let e = doRename()
                 if e == nil {
-                    if coordinator.isPresented(src) { grant.announce(.moved(from: src, to: dst)) }
+                    if coordinator.isPresented(src) {
+                        documents(src)?.didMove(from: src, to: dst, by: who)
+                        grant.announce(.moved(from: src, to: dst))
+                    }
+                    hooks?.didChange(dst, by: who)
                     (held ?? grant).announce(.changed(dst))
                 }
                 grant.release()
@@ -387,8 +426,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
         if dstStat != nil { intents.append(.writingIntent(with: dst, options: .forReplacing)) }
         withAccess(request, intents, origin: who, write: true) { [self] req, grant in
+            let replaced = dstStat != nil ? documents(dst) : nil
+            replaced?.beforeReplace(dst)
+            let moving = documents(src)
             let e = doRename()
             if e == nil {
+                replaced?.didDelete(dst, by: who)
+                moving?.didMove(from: src, to: dst, by: who)
                 if isTemp(n) && !isTemp(nn) && dstStat == nil {
                     grant.announce(.subitemAppeared(dst)) // written under a temp name, then named: a new document
                 } else if !(isTemp(n) && isTemp(nn)) {

@@ -26,6 +26,9 @@ final class SaveTracker: Sendable {
     private let window: Double
     private let coordinator: Coordinator
     private let queue = DispatchQueue(label: "coordfs.saves")
+    private let hooks = Mutex<(any DocumentHooks)?>(nil)
+
+    func setDocumentHooks(_ h: (any DocumentHooks)?) { hooks.withLock { $0 = h } }
 
     init(window: Double, coordinator: Coordinator) {
         self.window = window
@@ -66,9 +69,11 @@ final class SaveTracker: Sendable {
     private func finish(_ path: ItemPath, _ p: Pending) {
         switch p.departure {
         case .renamed(let to):
+            hooks.withLock { $0 }?.didMove(from: path, to: to, by: p.access.origin)
             p.access.didMove(from: path, to: to)
             p.access.release()
         case .deleted:
+            hooks.withLock { $0 }?.didDelete(path, by: p.access.origin)
             p.access.release()
             coordinator.coordinate([.writingIntent(with: path, options: .forDeleting)], origin: p.access.origin) { result in
                 guard case .success(let deletion) = result else { return }

@@ -1,0 +1,22 @@
+import Coordination
+
+/// What the coordinated mount tells the document store around changes to presented documents. The
+/// mount calls these only for paths that a presenter presents (a cheap trie lookup decides), inside
+/// the operation's coordinated access: the `before` hooks after the grant and before the change
+/// reaches the backing folder, the `did` hooks after it.
+public protocol DocumentHooks: AnyObject, Sendable {
+    /// An in-place change is about to happen (open for writing, O_TRUNC, truncate): keep the version
+    /// the presenters loaded (a clone, or a copy before the first in-place write of a base).
+    func beforeInPlaceWrite(_ path: ItemPath)
+    /// Something is about to be renamed over `path`, or `path` renamed away to a backup name (the
+    /// first half of a save): keep the old inode (a link).
+    func beforeReplace(_ path: ItemPath)
+    /// `path` is about to be unlinked: keep the old inode (a link).
+    func beforeDelete(_ path: ItemPath)
+    /// The document at `path` changed (written, replaced, re-created by a save).
+    func didChange(_ path: ItemPath, by origin: AccessOrigin)
+    /// The document at `path` is gone for good (the save window closed without it coming back).
+    func didDelete(_ path: ItemPath, by origin: AccessOrigin)
+    /// The document moved.
+    func didMove(from: ItemPath, to: ItemPath, by origin: AccessOrigin)
+}
