@@ -57,7 +57,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "coordfs-bench",
-            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS"]
+            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
         ),
         .testTarget(name: "LoopbackTests", dependencies: ["Loopback"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination"]),

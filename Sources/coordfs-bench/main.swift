@@ -7,6 +7,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "eventlog": EventLogBench.run,
     "protocol": ProtocolBench.run,
     "mount": MountBench.run,
+    "store": StoreBench.run,
 ]
 
 let args = Array(CommandLine.arguments.dropFirst())
