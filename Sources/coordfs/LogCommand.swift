@@ -9,17 +9,17 @@ struct LogCommand: ParsableCommand {
         commandName: "log",
         abstract: "Print a mount's stored coordination events and exit.",
         discussion: """
-        Prints the records stored in the mount's event log (BACKING/.coordfs/log), oldest first,
-        up to the last record written when the command started. Takes the same filters and
-        formats as `coordfs watch`. The log is read without the daemon, so the history of a
-        crashed mount is readable from its mountpoint, and that of an unmounted folder with
-        --backing. Sequence numbers are continuous: where retention deleted old records, a `gap`
-        record stands in for them (and stderr says so when --since asked for them).
+        Prints the records stored in the mount's event log (BACKING/.coordfs/log), oldest first, up to \
+        the last record written when the command started. Takes the same filters and formats as `coordfs \
+        watch`. The log is read without the daemon, so the history of a crashed mount is readable from \
+        its mountpoint, and that of an unmounted folder with --backing. Sequence numbers are continuous: \
+        where retention deleted old records, a `gap` record stands in for them (and stderr says so when \
+        --since asked for them).
 
         Examples:
           coordfs log /mnt/docs --last 20
           coordfs log /mnt/docs --kind granted,released --path 'reports/**'
-          coordfs log /mnt/docs --json --since 5000 | jq -r 'select(.actor.uid == 1000) | .path'
+          coordfs log /mnt/docs --json | jq -r 'select(.actor.uid == 1000) | .path'
           coordfs log /mnt/docs --info
           coordfs log --backing /srv/shared --json > history.jsonl
         """
@@ -43,7 +43,9 @@ struct LogCommand: ParsableCommand {
         if let limit, limit <= 0 { throw ValidationError("--limit expects a number above 0") }
         if let last, last <= 0 { throw ValidationError("--last expects a number above 0") }
         if limit != nil && last != nil { throw ValidationError("give --limit or --last, not both") }
-        if let until, let since = query.since, until < since { throw ValidationError("--until \(until) is before --since \(since)") }
+        if let until, let since = query.since, until < since {
+            throw ValidationError("--until \(until) is before --since \(since)")
+        }
     }
 
     func run() throws {

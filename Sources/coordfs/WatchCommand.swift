@@ -9,27 +9,27 @@ struct WatchCommand: ParsableCommand {
         commandName: "watch",
         abstract: "Follow a mount's coordination events live.",
         discussion: """
-        Prints each record of the mount's event log as it is written: who asked for which item,
-        which presenters were asked and how long they took, what was granted, changed, moved or
-        deleted. Without --since only new records are shown; with --since SEQ the history from SEQ
-        comes first, then live records, with nothing missed in between: a slow or paused watcher
-        catches up from the log on disk, never from a queue that could overflow.
+        Prints each record of the mount's event log as it is written: who asked for which item, which \
+        presenters were asked and how long they took, what was granted, changed, moved or deleted. \
+        Without --since only new records are shown; with --since SEQ the history from SEQ comes first, \
+        then live records, with nothing missed in between: a slow or paused watcher catches up from the \
+        log on disk, never from a queue that could overflow.
 
-        The log lives on the backing side (BACKING/.coordfs/log), so watching needs no daemon: a
-        watcher keeps following across an unmount and the next mount of the same folder. On a
-        terminal the output is aligned, coloured text with a header; in a pipe it is plain text, or
-        JSON lines with --json. When the records a cursor asks for were deleted by retention, a
-        `gap` record says so and stderr names the range; it then continues from the oldest kept
-        record. Ends on Ctrl-C (status 0), at --limit, or quietly when the reader of a pipe exits.
+        The log lives on the backing side (BACKING/.coordfs/log), so watching needs no daemon: a watcher \
+        keeps following across an unmount and the next mount of the same folder. On a terminal the \
+        output is aligned, coloured text with a header; in a pipe it is plain text, or JSON lines with \
+        --json. When the records a cursor asks for were deleted by retention, a `gap` record says so and \
+        stderr names the range; it then continues from the oldest kept record. Ends on Ctrl-C (status \
+        0), at --limit, or quietly when the reader of a pipe exits.
 
         Examples:
           coordfs watch /mnt/docs
-          coordfs watch /mnt/docs/reports                  # only records under reports/
+          coordfs watch /mnt/docs/reports         # only records under reports/
           coordfs watch /mnt/docs --kind presenter-timed-out --kind denied
           coordfs watch /mnt/docs --path '*.odt' --pid 4242
           coordfs watch /mnt/docs --json | jq -c 'select(.kind == "didMove")'
-          coordfs watch /mnt/docs --json --since 1200      # resume after a saved cursor 1199
-          coordfs watch --backing /srv/shared --since 1    # a folder that is not mounted now
+          coordfs watch /mnt/docs --json --since 1200   # resume after 1199
+          coordfs watch --backing /srv/shared --since 1 # folder not mounted
         """
     )
 

@@ -1,0 +1,141 @@
+// The event log through the CLI under stress: a watcher paused for 100,000 records catches up with
+// none missing, a daemon killed with SIGKILL mid-stream loses no record a watcher saw and the next
+// mount continues the sequence, retention leaves gap records and says so.
+import Foundation
+import Glibc
+import XCTest
+
+final class DurabilityTests: CLITestCase {
+    private func info(file: StaticString = #filePath, line: UInt = #line) -> [String: Any] {
+        let r = coordfs("log", "--backing", backing, "--info", "--json")
+        guard r.status == 0, let data = r.stdout.data(using: .utf8),
+              let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            XCTFail("coordfs log --info: \(r)", file: file, line: line)
+            return [:]
+        }
+        return o
+    }
+
+    private func seqField(_ o: [String: Any], _ key: String) -> UInt64 { (o[key] as? NSNumber)?.uint64Value ?? 0 }
+
+    func testPausedWatcherCatchesUpOnOneHundredThousandRecords() throws {
+        try mount()
+        FileOps.put(mnt + "/f", "x")
+        let start = seqField(info(), "nextSeq")
+        let watcher = try startCoordfs(["watch", mnt, "--json", "--since", String(start)])
+        // A second watcher starts only after everything happened: it must catch up the same way.
+        kill(watcher.pid, SIGSTOP)
+        let opens = 34_000  // three records each
+        XCTAssertEqual(FileOps.openClose(mnt + "/f", times: opens), opens)
+        let end = seqField(info(), "nextSeq") - 1
+        XCTAssertGreaterThanOrEqual(end - start + 1, 100_000, "fewer records than intended")
+        let late = try startCoordfs(["watch", mnt, "--json", "--since", String(start)])
+        kill(watcher.pid, SIGCONT)
+        let count = Int(end - start + 1)
+        for w in [watcher, late] {
+            XCTAssertTrue(w.waitForLastLine(prefix: "{\"seq\":\(end),", timeout: 60), "watcher \(w.pid) did not reach \(end)")
+            w.stop()
+            // Checked cheaply (100,000 lines): each line's seq, in order, and no gap record.
+            let lines = w.lines
+            XCTAssertGreaterThanOrEqual(lines.count, count, "watcher \(w.pid) showed \(lines.count) of \(count) records")
+            var expected = start
+            for l in lines.prefix(count) {
+                guard seq(of: l) == expected else { return XCTFail("watcher \(w.pid): expected seq \(expected), got \(l.prefix(120))") }
+                XCTAssertFalse(l.contains("\"kind\":\"gap\""), "a gap in a log that lost nothing: \(l)")
+                expected += 1
+            }
+            // A sample parses as a full record.
+            XCTAssertEqual(records([lines[0], lines[count / 2], lines[count - 1]]).map(\.seq), [start, start + UInt64(count / 2), end])
+        }
+    }
+
+    /// The seq of a JSON line (`{"seq":N,...`), without a JSON parser.
+    private func seq(of line: String) -> UInt64? {
+        guard line.hasPrefix("{\"seq\":") else { return nil }
+        return UInt64(line.dropFirst(7).prefix { $0 != "," })
+    }
+
+    func testDaemonKilledMidStreamLosesNoAcknowledgedRecord() throws {
+        try mount()
+        let watcher = try startCoordfs(["watch", mnt, "--json", "--since", "1"])
+        // Load from another process: truncating opens as fast as the shell goes, until the mount dies.
+        let load = try start("/bin/sh", ["-c", "while : > '\(mnt!)/busy'; do :; done"])
+        watcher.waitForLines(3000, timeout: 30)
+        guard let daemon = daemonPID() else { return XCTFail("no daemon pid") }
+        kill(daemon, SIGKILL)
+        XCTAssertNotNil(load.wait(timeout: 10), "the load did not stop when the mount died")
+        // Let the watcher drain what was written, then stop it.
+        var previous = -1
+        while watcher.lines.count != previous { previous = watcher.lines.count; usleep(300_000) }
+        watcher.stop()
+        let seen = watcher.lines
+        XCTAssertGreaterThan(seen.count, 1000)
+
+        // Every record the watcher saw before the kill is readable through the (stale) mountpoint.
+        let history = coordfs("log", mnt, "--json")
+        XCTAssertEqual(history.status, 0, "log on a dead mount: \(history)")
+        let stored = records(history.lines)
+        assertContinuous(stored, from: 1, "log after SIGKILL")
+        XCTAssertEqual(Array(history.lines.prefix(seen.count)), seen, "the watcher saw records that the log does not hold")
+        let lastBefore = stored.last?.seq ?? 0
+
+        // A fresh mount cleans the stale one and continues the sequence.
+        try mount()
+        FileOps.put(mnt + "/after", "x")
+        unmount()
+        let all = records(coordfs("log", "--backing", backing, "--json").lines)
+        assertContinuous(all, from: 1, "log after remount")
+        let resumed = all.filter { $0.seq > lastBefore }
+        XCTAssertTrue(resumed.prefix(2).contains { $0.kind == "mount" }, "the new mount did not continue at \(lastBefore + 1): \(resumed.prefix(3))")
+        XCTAssertTrue(resumed.contains { $0.kind == "didChange" && $0.path == "/after" })
+        XCTAssertEqual(Set(all.map(\.seq)).count, all.count, "a seq was used twice")
+    }
+
+    func testRetentionLeavesGapRecordsAndSaysSo() throws {
+        try mount(options: ["log_max_mb=1"])
+        // Long paths make big records, so the 16 MiB segment fills (and rotates) quickly.
+        var dir = mnt!
+        for i in 0..<4 {
+            dir += "/" + String(repeating: Character(UnicodeScalar(UInt8(97 + i))), count: 240)
+            FileOps.check(mkdir(dir, 0o755), "mkdir")
+        }
+        let file = dir + "/" + String(repeating: "f", count: 240)
+        FileOps.put(file, "x")
+        var oldest: UInt64 = 1
+        for _ in 0..<20 where oldest == 1 {
+            XCTAssertEqual(FileOps.openClose(file, times: 1_000), 1_000)
+            oldest = seqField(info(), "oldestSeq")
+        }
+        XCTAssertGreaterThan(oldest, 1, "retention deleted nothing with log_max_mb=1")
+        let bytes = seqField(info(), "bytes")
+        XCTAssertLessThan(bytes, 17 << 20, "the log kept \(bytes) bytes")
+
+        // From the start: a retention gap stands in for the deleted records, quietly.
+        let fromStart = coordfs("log", mnt, "--json", "--limit", "2")
+        let head = records(fromStart.lines)
+        XCTAssertEqual(head.first?.kind, "gap")
+        XCTAssertEqual(head.first?.reason, "retention")
+        XCTAssertEqual(head.first?.gapFrom, 1)
+        XCTAssertEqual(head.first?.gapTo, oldest - 1)
+        XCTAssertEqual(head.last?.seq, oldest)
+        XCTAssertTrue(fromStart.stderr.isEmpty, "\(fromStart)")
+        // A cursor older than retention: stderr says so, then it continues from the oldest kept.
+        for cmd in ["log", "watch"] {
+            let r = coordfs(cmd, mnt, "--json", "--since", "5", "--limit", "2")
+            XCTAssertEqual(r.status, 0, "\(cmd): \(r)")
+            XCTAssertTrue(r.stderr.contains("older than retention"), "\(cmd) --since 5: \(r)")
+            let recs = records(r.lines)
+            XCTAssertEqual(recs.map(\.kind).first, "gap")
+            XCTAssertEqual(recs.first?.gapFrom, 5)
+            XCTAssertEqual(recs.last?.seq, oldest)
+        }
+        // Filters never hide a gap; the writer recorded what it deleted.
+        let filtered = records(coordfs("log", mnt, "--json", "--kind", "didMove", "--limit", "1").lines)
+        XCTAssertEqual(filtered.first?.kind, "gap")
+        let retention = records(coordfs("log", mnt, "--json", "--kind", "retention").lines).filter { $0.kind == "retention" }
+        XCTAssertFalse(retention.isEmpty, "no retention record")
+        XCTAssertEqual(retention.first?.gapFrom, 1)
+        let all = records(coordfs("log", mnt, "--json").lines)
+        assertContinuous(all, from: 1, "log after retention")
+    }
+}

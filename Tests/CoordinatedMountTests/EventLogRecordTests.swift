@@ -1,0 +1,195 @@
+import XCTest
+import Foundation
+import Glibc
+import Coordination
+import EventLog
+@testable import CoordFS
+
+/// The records a mount writes when presenters take part (registered in-process here; the CLI tests
+/// cover what unmodified tools alone produce): asks, answers with latency, timeouts, a presenter
+/// gone mid-ask, subitem messages, denials.
+class EventLogRecordTestCase: InProcessMountTestCase {
+    /// Everything the mount has logged so far (flushed first).
+    func logged(file: StaticString = #filePath, line: UInt = #line) throws -> [EventRecord] {
+        guard let log = daemon.eventLog else {
+            XCTFail("the mount has no event log", file: file, line: line)
+            return []
+        }
+        try log.flush()
+        let reader = try EventLogReader(directory: daemon.plan.state.eventLog, position: .start)
+        var out: [EventRecord] = []
+        while let r = try reader.next() { out.append(r) }
+        return out
+    }
+
+    /// Polls the log until `predicate` holds for one record (or the timeout); returns all records.
+    @discardableResult
+    func waitForRecord(timeout: Double = 10, _ predicate: (EventRecord) -> Bool) throws -> [EventRecord] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var records = try logged()
+        while !records.contains(where: predicate) && Date() < deadline {
+            usleep(10_000)
+            records = try logged()
+        }
+        return records
+    }
+
+    func assertContinuous(_ records: [EventRecord], file: StaticString = #filePath, line: UInt = #line) {
+        for (i, r) in records.enumerated() {
+            XCTAssertEqual(r.seq, UInt64(i + 1), "seq \(r.seq) at position \(i)", file: file, line: line)
+        }
+    }
+
+    func startInBackground(_ command: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.currentDirectoryURL = URL(fileURLWithPath: mnt)
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+}
+
+final class EventLogRecordTests: EventLogRecordTestCase {
+    func testAsksAnswersAndPresenterLifecycle() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n")
+        p.waitUntil(settle: 0) { $0.contains("reacquire") }
+        try sh("echo more >> doc.txt")
+        p.waitUntil(settle: 0) { $0.contains("didChange") }
+        coordinator.removeFilePresenter(p)
+        let records = try waitForRecord { $0.kind == .presenterRemoved }
+        assertContinuous(records)
+
+        let added = records.filter { $0.kind == .presenterAdded }
+        XCTAssertEqual(added.map(\.path), ["/doc.txt"])
+        guard let presenter = added.first?.details.presenterID else { return XCTFail("presenterAdded without presenterID") }
+        XCTAssertEqual(records.filter { $0.kind == .presenterRemoved }.map(\.details.presenterID), [presenter])
+
+        // The reader `cat` asked the presenter twice (relinquish, save); each answer carries its latency.
+        guard let catRequest = records.first(where: { $0.kind == .intentRequested && $0.actor?.executable == "cat" }) else {
+            return XCTFail("no request by cat: \(records.map(\.kind))")
+        }
+        let id = catRequest.details.requestID
+        XCTAssertEqual(catRequest.path, "/doc.txt")
+        XCTAssertEqual(catRequest.details.intent, .read)
+        let asks = records.filter { $0.kind == .presenterAsked && $0.details.requestID == id }
+        XCTAssertEqual(asks.map(\.details.ask), [.relinquishToReader, .saveChanges])
+        let answers = records.filter { $0.kind == .presenterAnswered && $0.details.requestID == id }
+        XCTAssertEqual(answers.map(\.details.ask), [.relinquishToReader, .saveChanges])
+        for r in asks + answers {
+            XCTAssertEqual(r.details.presenterID, presenter)
+            XCTAssertEqual(r.path, "/doc.txt")
+            XCTAssertEqual(r.actor?.pid, catRequest.actor?.pid)
+        }
+        XCTAssertTrue(answers.allSatisfy { $0.details.latencyMicros != nil }, "answers without latency")
+        let granted = records.first { $0.kind == .granted && $0.details.requestID == id }
+        let released = records.first { $0.kind == .released && $0.details.requestID == id }
+        XCTAssertNotNil(granted?.details.latencyMicros)
+        XCTAssertEqual(released?.path, "/doc.txt")
+        // Order within the request: requested < asked < answered < granted < released.
+        let order = [catRequest.seq, asks[0].seq, answers[0].seq, asks[1].seq, answers[1].seq, granted?.seq ?? 0, released?.seq ?? 0]
+        XCTAssertEqual(order, order.sorted(), "records of one request out of order")
+
+        // The append was a write the presenter was told about.
+        let changed = records.filter { $0.kind == .didChange && $0.path == "/doc.txt" }
+        XCTAssertFalse(changed.isEmpty)
+        XCTAssertTrue(records.contains { $0.kind == .presenterAsked && $0.details.ask == .relinquishToWriter })
+    }
+
+    func testSubitemRecordsForADirectoryPresenter() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
+        try write("d/f", "x")
+        let dir = try present("d")
+        try sh("echo new > d/new.txt && echo more >> d/f && mv d/f d/g && rm d/g")
+        dir.waitUntil(settle: 0) { $0.contains("subitemDidChange d/g") }
+        let records = try waitForRecord { $0.kind == .subitemDeleted }
+        assertContinuous(records)
+        let presenter = records.first { $0.kind == .presenterAdded }?.details.presenterID
+        XCTAssertNotNil(presenter)
+        func one(_ kind: EventKind, _ path: String, file: StaticString = #filePath, line: UInt = #line) -> EventRecord? {
+            let found = records.filter { $0.kind == kind && $0.path == path }
+            XCTAssertFalse(found.isEmpty, "no \(kind) for \(path): \(records.map { "\($0.kind) \($0.path)" })", file: file, line: line)
+            return found.first
+        }
+        XCTAssertNotNil(one(.subitemAppeared, "/d/new.txt"))
+        XCTAssertEqual(one(.subitemChanged, "/d/f")?.details.presenterID, presenter)
+        let moved = one(.subitemMoved, "/d/g")
+        XCTAssertEqual(moved?.oldPath, "/d/f")
+        XCTAssertEqual(moved?.details.presenterID, presenter)
+        XCTAssertEqual(one(.subitemDeleted, "/d/g")?.details.presenterID, presenter)
+        XCTAssertNotNil(one(.didMove, "/d/g"))
+        XCTAssertNotNil(one(.didDelete, "/d/g"))
+        let accommodate = records.first { $0.kind == .presenterAsked && $0.details.ask == .accommodateSubitemDeletion }
+        XCTAssertEqual(accommodate?.path, "/d")
+        XCTAssertTrue(records.contains { $0.kind == .presenterAnswered && $0.details.ask == .accommodateSubitemDeletion })
+    }
+
+    func testAPresenterRemovedWhileAskedIsGone() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt", behaviour: .init(hang: true))
+        let reader = try startInBackground("cat doc.txt > /dev/null")
+        try waitForRecord { $0.kind == .presenterAsked }
+        coordinator.removeFilePresenter(p)
+        reader.waitUntilExit()
+        XCTAssertEqual(reader.terminationStatus, 0)
+        let records = try waitForRecord { $0.kind == .released && $0.path == "/doc.txt" }
+        let gone = records.filter { $0.kind == .presenterGone }
+        XCTAssertEqual(gone.count, 1, "\(records.map(\.kind))")
+        XCTAssertEqual(gone.first?.path, "/doc.txt")
+        XCTAssertEqual(gone.first?.details.ask, .relinquishToReader)
+        XCTAssertFalse(records.contains { $0.kind == .presenterTimedOut })
+    }
+
+    func testAWriterPastTheWaitDeadlineIsDenied() throws {
+        try write("doc.txt", "")
+        // This process holds the file open for writing; another process's write waits, then fails.
+        let fd = open(mnt + "/doc.txt", O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let r = try sh("printf B >> doc.txt", allowFailure: true)
+        XCTAssertNotEqual(r.status, 0)
+        let records = try waitForRecord { $0.kind == .denied }
+        let denied = records.filter { $0.kind == .denied }
+        XCTAssertEqual(denied.count, 1)
+        XCTAssertEqual(denied.first?.path, "/doc.txt")
+        XCTAssertEqual(denied.first?.details.intent, .write)
+        XCTAssertEqual(denied.first?.details.reason, "waitTimedOut")
+        XCTAssertNotNil(denied.first?.details.errno)
+        XCTAssertNotNil(denied.first?.details.message)
+        XCTAssertNotEqual(denied.first?.actor?.pid, getpid())
+    }
+}
+
+/// A presenter that never answers: timed out after the ask deadline; with `strict` the access is
+/// denied as well.
+final class EventLogTimeoutRecordTests: EventLogRecordTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.strict = true
+        options.coordination.askTimeout = 0.5
+    }
+
+    func testTimedOutAndDeniedRecords() throws {
+        try write("doc.txt", "alpha\n")
+        _ = try present("doc.txt", behaviour: .init(hang: true))
+        let r = try sh("cat doc.txt", allowFailure: true)
+        XCTAssertNotEqual(r.status, 0)
+        let records = try waitForRecord { $0.kind == .denied }
+        assertContinuous(records)
+        let timedOut = records.filter { $0.kind == .presenterTimedOut }
+        XCTAssertEqual(timedOut.count, 1, "\(records.map(\.kind))")
+        XCTAssertEqual(timedOut.first?.path, "/doc.txt")
+        XCTAssertEqual(timedOut.first?.details.ask, .relinquishToReader)
+        XCTAssertEqual(timedOut.first?.details.latencyMicros, 500_000)
+        XCTAssertEqual(timedOut.first?.details.reason, "deadline")
+        let denied = records.filter { $0.kind == .denied }
+        XCTAssertEqual(denied.first?.path, "/doc.txt")
+        XCTAssertEqual(denied.first?.details.errno, ETIMEDOUT)
+        XCTAssertEqual(denied.first?.details.reason, "presenterTimedOut")
+        XCTAssertEqual(denied.first?.details.requestID, timedOut.first?.details.requestID)
+        XCTAssertFalse(records.contains { $0.kind == .granted && $0.details.requestID == timedOut.first?.details.requestID })
+    }
+}
