@@ -1,6 +1,490 @@
+import ControlProtocol
+import Coordination
+import Glibc
+import Synchronization
+
 /// The mount's control socket: out-of-process presenters and coordinated accesses (docs/protocol.md).
+///
+/// Serves `BACKING/.coordfs/control.sock` with a `ControlServer`. Presenters registered through it
+/// are `RemotePresenter`s on the mount's coordinator; coordinated accesses are requests on the
+/// same coordinator, made as the peer (pid, uid, gid and executable from SO_PEERCRED and /proc),
+/// so unmodified tools through the mount, cooperating apps and presenters all meet in one place.
+/// Everything a connection holds (presenters, accesses, waiting requests) ends the moment it
+/// closes; the coordinator records asks that were pending on it as presenter gone.
 public final class ControlService: Sendable {
+    /// The socket server.
+    public let server: ControlServer
+    let handler: ControlRequestHandler
+
     /// Starts serving `BACKING/.coordfs/control.sock` for `daemon`; nil when the mount runs without it.
-    static func start(daemon: Daemon) throws(MountError) -> ControlService? { nil }
-    func stop() {}
+    static func start(daemon: Daemon) throws(MountError) -> ControlService? {
+        let plan = daemon.plan
+        ControlServer.raiseFileDescriptorLimit()
+        let allowOther = plan.options.allowOther
+        if allowOther {
+            // Other users must reach the socket inside the state folder, but never list or change it.
+            _ = chmod(plan.state.path, 0o711)
+        }
+        let handler = ControlRequestHandler(daemon: daemon)
+        let configuration = ControlServer.Configuration(
+            socketPath: plan.state.controlSocket, permissions: allowOther ? 0o666 : 0o600,
+            serverName: "coordfs \(ControlService.version)", mountPoint: plan.mountpoint)
+        let server = ControlServer(configuration: configuration, handler: handler)
+        do {
+            try server.start()
+        } catch {
+            throw .system("cannot serve the control socket '\(plan.state.controlSocket)': \(error)")
+        }
+        return ControlService(server: server, handler: handler)
+    }
+
+    private init(server: ControlServer, handler: ControlRequestHandler) {
+        self.server = server
+        self.handler = handler
+    }
+
+    /// Closes every connection (their presenters and accesses end) and removes the socket.
+    func stop() {
+        handler.shuttingDown()
+        server.stop()
+        handler.closeAll()
+    }
+
+    /// The daemon's version, sent in `welcome`.
+    static let version = "0.1.0"
+}
+
+/// Limits per connection; beyond them a request gets `limitExceeded` (the connection stays open).
+enum ControlLimits {
+    static let presentersPerConnection = 10_000
+    static let accessesPerConnection = 1_024
+    /// The longest a `coordinate` may ask to wait (`timeoutMs` is clamped to it).
+    static let maxWait: Duration = .seconds(3600)
+    /// The wait when the request gives no `timeoutMs`.
+    static let defaultWait: Duration = .seconds(60)
+}
+
+/// Serves requests for one mount; one instance serves every connection. Each connection's calls
+/// arrive in order on its own serial queue, so a `ControlClientState` is only touched from its
+/// connection's queue, except by coordinator completions (guarded by its lock).
+final class ControlRequestHandler: ControlServerHandler, Sendable {
+    let coordinator: Coordinator
+    let resolver: ControlPathResolver
+    let askDeadline: Duration
+    let onAskTimeout: AskTimeoutPolicy
+    private let clients = Mutex<[UInt64: ControlClientState]>([:])
+    private let stopping = Atomic<Bool>(false)
+
+    init(daemon: Daemon) {
+        coordinator = daemon.coordinator
+        let plan = daemon.plan
+        resolver = ControlPathResolver(backing: plan.backing, mountpoint: plan.mountpoint)
+        let options = plan.options.coordination
+        askDeadline = .nanoseconds(Int64(max(0.001, options.askTimeout) * 1e9))
+        onAskTimeout = options.strict ? .strict : .proceed
+    }
+
+    func shuttingDown() { stopping.store(true, ordering: .relaxed) }
+
+    /// Ends what every connection still holds (the server calls `didClose` too; closing twice is harmless).
+    func closeAll() {
+        let all = clients.withLock { table -> [ControlClientState] in
+            defer { table = [:] }
+            return Array(table.values)
+        }
+        for client in all { client.close() }
+    }
+
+    // MARK: ControlServerHandler
+
+    func controlServer(_ server: ControlServer, didOpen connection: ControlConnection) {
+        let peer = connection.peer
+        // Read now, not cached: once a peer exits its pid may name another process.
+        let client = ControlClientState(
+            connection: connection,
+            origin: AccessOrigin(pid: peer.pid, uid: peer.uid, gid: peer.gid, executable: ProcessNames.read(peer.pid)),
+            peer: ControlPathResolver.Peer(credentials: peer, groups: peer.supplementaryGroups()),
+            coordinator: coordinator)
+        clients.withLock { $0[connection.id] = client }
+        if stopping.load(ordering: .relaxed) {
+            connection.close(error: ProtocolError(.shuttingDown, "the daemon is stopping"))
+        }
+    }
+
+    func controlServer(_ server: ControlServer, didReceive message: ControlMessage, on connection: ControlConnection) {
+        guard let client = clients.withLock({ $0[connection.id] }) else { return }
+        if stopping.load(ordering: .relaxed), let id = message.requestID {
+            connection.reply(to: id, error: ProtocolError(.shuttingDown, "the daemon is stopping"))
+            return
+        }
+        switch message {
+        case .register(let request): register(request, client)
+        case .unregister(let request): unregister(request, client)
+        case .coordinate(let request): coordinate(request, client)
+        case .release(let request): release(request, client)
+        case .status(let request): status(request, client)
+        case .answer, .error:
+            break  // a late answer (after its deadline) or a client's error report: nothing to do
+        default:
+            if let id = message.requestID {
+                connection.reply(to: id, error: ProtocolError(.unexpectedMessage, "\(message.typeName) is not a request"))
+            }
+        }
+    }
+
+    func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason) {
+        clients.withLock { $0.removeValue(forKey: connection.id) }?.close()
+    }
+
+    // MARK: Requests
+
+    private func register(_ request: Register, _ client: ControlClientState) {
+        let connection = client.connection
+        guard client.presenterCount < ControlLimits.presentersPerConnection else {
+            connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "a connection may register at most \(ControlLimits.presentersPerConnection) presenters"))
+            return
+        }
+        let item: ControlPathResolver.Item
+        do {
+            item = try resolver.authorize(request.path, for: client.peer, write: false)
+        } catch {
+            connection.reply(to: request.id, error: error)
+            return
+        }
+        let presenter = RemotePresenter(connection: connection, path: item.path, itemPath: item.path.itemPath, kind: request.kind,
+                                        asks: request.asks, askDeadline: askDeadline, coordinator: coordinator)
+        let id: Coordination.PresenterID
+        do {
+            id = try coordinator.addFilePresenter(presenter, at: item.path.itemPath, owner: client.origin)
+        } catch {
+            connection.reply(to: request.id, error: ProtocolError(.internalError, "cannot register: \(error)"))
+            return
+        }
+        presenter.bind(id)
+        guard client.add(presenter, id: id) else {
+            coordinator.removeFilePresenter(id: id)  // the connection closed meanwhile
+            presenter.removed()
+            return
+        }
+        connection.send(.registered(Registered(id: request.id, presenter: ControlProtocol.PresenterID(id.rawValue))))
+    }
+
+    private func unregister(_ request: Unregister, _ client: ControlClientState) {
+        guard let (id, presenter) = client.removePresenter(request.presenter.rawValue) else {
+            client.connection.reply(to: request.id, error: ProtocolError(.unknownPresenter, "\(request.presenter) is not registered on this connection"))
+            return
+        }
+        coordinator.removeFilePresenter(id: id)
+        presenter.removed()
+        client.connection.send(.ok(OK(id: request.id)))
+    }
+
+    private func coordinate(_ request: Coordinate, _ client: ControlClientState) {
+        let connection = client.connection
+        var origin = client.origin
+        if let presenter = request.presenter {
+            guard let id = client.presenterID(presenter.rawValue) else {
+                connection.reply(to: request.id, error: ProtocolError(.unknownPresenter, "\(presenter) is not registered on this connection"))
+                return
+            }
+            origin = origin.onBehalf(of: id)
+        }
+        // Check every item before asking for anything: a refused request changes nothing.
+        var intents: [FileAccessIntent] = []
+        do throws(ProtocolError) {
+            guard !request.intents.isEmpty else { throw ProtocolError(.invalidValue, "intents: at least one intent is needed") }
+            for intent in request.intents { intents.append(try authorize(intent, client)) }
+        } catch {
+            connection.reply(to: request.id, error: error)
+            return
+        }
+        var wait = ControlLimits.defaultWait
+        if let ms = request.timeoutMs { wait = min(.milliseconds(Int64(ms)), ControlLimits.maxWait) }
+        let policy = CoordinationPolicy(askDeadline: askDeadline, onAskTimeout: onAskTimeout, waitDeadline: wait)
+        guard let pending = client.beginWaiting() else {
+            connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "a connection may hold or wait for at most \(ControlLimits.accessesPerConnection) accesses"))
+            return
+        }
+        let requestID = request.id
+        // One purpose per process, as for the mount's own accesses: a client's reads and writes
+        // through the mount inside its coordinated access never wait for that access.
+        let id = coordinator.coordinate(intents, origin: origin, purpose: "pid:\(origin.pid)", policy: policy) { [client] result in
+            switch result {
+            case .success(let access):
+                if client.granted(access, pending: pending) {
+                    connection.send(.granted(Granted(id: requestID, access: AccessID(access.id.rawValue))))
+                } else {
+                    access.release()  // the client left while it waited
+                }
+            case .failure(let error):
+                if client.failed(pending) {
+                    connection.reply(to: requestID, error: Self.protocolError(error))
+                }
+            }
+        }
+        client.waiting(pending, id: id)
+    }
+
+    /// Checks one intent against the peer's permissions and resolves its path inside the mount.
+    private func authorize(_ intent: Intent, _ client: ControlClientState) throws(ProtocolError) -> FileAccessIntent {
+        switch intent {
+        case .reading(let path, let options):
+            let item = try resolver.authorize(path, for: client.peer, write: false)
+            return .readingIntent(with: item.path.itemPath, options: Self.convert(options))
+        case .writing(let path, let options):
+            // Deleting, moving and replacing act on a symbolic link itself and change its directory.
+            let structural = !options.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])
+            let item = try resolver.authorize(path, for: client.peer, write: true, structural: structural, followFinal: !structural)
+            return .writingIntent(with: item.path.itemPath, options: Self.convert(options))
+        }
+    }
+
+    private func release(_ request: Release, _ client: ControlClientState) {
+        let connection = client.connection
+        guard let access = client.access(request.access.rawValue) else {
+            connection.reply(to: request.id, error: ProtocolError(.unknownAccess, "\(request.access) is not held by this connection"))
+            return
+        }
+        // A writer may only announce changes to what it coordinated for writing.
+        let written = access.intents.filter(\.isWriting)
+        func covered(_ path: MountPath) -> Bool {
+            let item = path.itemPath
+            return written.contains { $0.path == item || ($0.path.isAncestor(of: item) && !$0.writingOptions.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])) }
+        }
+        for change in request.changes {
+            var ok = covered(change.path)
+            if case .moved(_, let to) = change { ok = ok && (covered(to) || to.parent.map(covered) == true) }
+            if !ok {
+                connection.reply(to: request.id, error: ProtocolError(
+                    .invalidValue, "changes: \(change.path) was not coordinated for writing in \(request.access)", requestID: request.id.rawValue))
+                return
+            }
+        }
+        _ = client.removeAccess(request.access.rawValue)
+        for change in request.changes {
+            switch change {
+            case .changed(let path): access.didChange(path.itemPath)
+            case .deleted(let path): access.didDelete(path.itemPath)
+            case .moved(let from, let to): access.didMove(from: from.itemPath, to: to.itemPath)
+            }
+        }
+        access.release()
+        connection.send(.ok(OK(id: request.id)))
+    }
+
+    private func status(_ request: StatusQuery, _ client: ControlClientState) {
+        let snapshot = coordinator.status()
+        let peer = client.peer
+        // Other users see only what they could find through the mount themselves.
+        func visible(_ path: ItemPath) -> Bool {
+            peer.credentials.uid == 0 || (try? resolver.resolve(MountPath.of(path) ?? .root, for: peer, followFinal: false)) != nil
+        }
+        let presenters = snapshot.presenters.filter { visible($0.path) }.compactMap { p -> StatusReport.Presenter? in
+            guard let path = MountPath.of(p.path) else { return nil }
+            let kind = kindOf(p.id, path)
+            return StatusReport.Presenter(presenter: ControlProtocol.PresenterID(p.id.rawValue), path: path, kind: kind,
+                                          pid: p.owner.pid, uid: p.owner.uid)
+        }
+        func intents(_ list: [FileAccessIntent]) -> [Intent] { list.compactMap(Self.convert) }
+        let accesses = snapshot.held.filter { $0.intents.contains { visible($0.path) } }.map { a in
+            StatusReport.Access(access: AccessID(a.id.rawValue), intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid,
+                                heldMs: a.ageNanos / 1_000_000)
+        }
+        let waiting = snapshot.waiting.filter { $0.intents.contains { visible($0.path) } }.map { a in
+            StatusReport.Waiting(intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid, waitingMs: a.ageNanos / 1_000_000)
+        }
+        client.connection.send(.statusReport(StatusReport(id: request.id, presenters: presenters, accesses: accesses, waiting: waiting)))
+    }
+
+    /// A presenter's kind: as registered for remote presenters, from the backing item otherwise.
+    private func kindOf(_ id: Coordination.PresenterID, _ path: MountPath) -> ItemKind {
+        let remote = clients.withLock { table in table.values.lazy.compactMap { $0.presenter(id.rawValue) }.first }
+        if let remote { return remote.kind }
+        var st = stat()
+        let full = path.isRoot ? resolver.backing : resolver.backing + "/" + path.rawValue
+        return lstat(full, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR ? .directory : .file
+    }
+
+    // MARK: Conversions
+
+    static func protocolError(_ error: CoordinationError) -> ProtocolError {
+        switch error {
+        case .waitTimedOut, .presenterTimedOut: return ProtocolError(.timedOut, error.description)
+        case .presenterFailed(_, let presenter, let ask, let underlying):
+            let why = (underlying as? RemotePresenterRefusal)?.body.message ?? String(describing: underlying)
+            return ProtocolError(.failed, "\(presenter) refused '\(ask)': \(why)")
+        case .cancelled: return ProtocolError(.shuttingDown, error.description)
+        case .deadlock: return ProtocolError(.failed, error.description)
+        case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return ProtocolError(.invalidValue, error.description)
+        }
+    }
+
+    static func convert(_ options: ControlProtocol.ReadingOptions) -> FileCoordinator.ReadingOptions {
+        var result: FileCoordinator.ReadingOptions = []
+        if options.contains(.withoutChanges) { result.insert(.withoutChanges) }
+        if options.contains(.resolvesSymbolicLink) { result.insert(.resolvesSymbolicLink) }
+        if options.contains(.immediatelyAvailableMetadataOnly) { result.insert(.immediatelyAvailableMetadataOnly) }
+        if options.contains(.forUploading) { result.insert(.forUploading) }
+        return result
+    }
+
+    static func convert(_ options: ControlProtocol.WritingOptions) -> FileCoordinator.WritingOptions {
+        var result: FileCoordinator.WritingOptions = []
+        if options.contains(.forDeleting) { result.insert(.forDeleting) }
+        if options.contains(.forMoving) { result.insert(.forMoving) }
+        if options.contains(.forMerging) { result.insert(.forMerging) }
+        if options.contains(.forReplacing) { result.insert(.forReplacing) }
+        if options.contains(.contentIndependentMetadataOnly) { result.insert(.contentIndependentMetadataOnly) }
+        return result
+    }
+
+    static func convert(_ intent: FileAccessIntent) -> Intent? {
+        guard let path = MountPath.of(intent.path) else { return nil }
+        switch intent.kind {
+        case .reading(let o):
+            var options: ControlProtocol.ReadingOptions = []
+            if o.contains(.withoutChanges) { options.insert(.withoutChanges) }
+            if o.contains(.resolvesSymbolicLink) { options.insert(.resolvesSymbolicLink) }
+            if o.contains(.immediatelyAvailableMetadataOnly) { options.insert(.immediatelyAvailableMetadataOnly) }
+            if o.contains(.forUploading) { options.insert(.forUploading) }
+            return .reading(path, options: options)
+        case .writing(let o):
+            var options: ControlProtocol.WritingOptions = []
+            if o.contains(.forDeleting) { options.insert(.forDeleting) }
+            if o.contains(.forMoving) { options.insert(.forMoving) }
+            if o.contains(.forMerging) { options.insert(.forMerging) }
+            if o.contains(.forReplacing) { options.insert(.forReplacing) }
+            if o.contains(.contentIndependentMetadataOnly) { options.insert(.contentIndependentMetadataOnly) }
+            return .writing(path, options: options)
+        }
+    }
+}
+
+/// What one connection holds: its presenters, its granted accesses and its waiting requests.
+/// Closing it (the connection ended) cancels the waits, releases the accesses and removes the
+/// presenters, all at once.
+final class ControlClientState: Sendable {
+    let connection: ControlConnection
+    /// The peer as an access origin (its accesses and presenters are recorded under it).
+    let origin: AccessOrigin
+    let peer: ControlPathResolver.Peer
+    private let coordinator: Coordinator
+
+    /// One `coordinate` request between its arrival and its grant or failure.
+    final class Pending: Sendable {
+        let token: UInt64
+        init(token: UInt64) { self.token = token }
+    }
+
+    private struct State {
+        var presenters: [UInt64: (Coordination.PresenterID, RemotePresenter)] = [:]
+        var accesses: [UInt64: CoordinatedAccess] = [:]
+        /// Waiting requests by token; the coordinator's id arrives once `coordinate` returns.
+        var waiting: [UInt64: Coordination.RequestID?] = [:]
+        var nextToken: UInt64 = 1
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    init(connection: ControlConnection, origin: AccessOrigin, peer: ControlPathResolver.Peer, coordinator: Coordinator) {
+        self.connection = connection
+        self.origin = origin
+        self.peer = peer
+        self.coordinator = coordinator
+    }
+
+    var presenterCount: Int { state.withLock { $0.presenters.count } }
+
+    /// False when the connection already closed (the caller removes the presenter again).
+    func add(_ presenter: RemotePresenter, id: Coordination.PresenterID) -> Bool {
+        state.withLock { s in
+            guard !s.closed else { return false }
+            s.presenters[id.rawValue] = (id, presenter)
+            return true
+        }
+    }
+
+    func removePresenter(_ wireID: UInt64) -> (Coordination.PresenterID, RemotePresenter)? {
+        state.withLock { $0.presenters.removeValue(forKey: wireID) }
+    }
+
+    func presenterID(_ wireID: UInt64) -> Coordination.PresenterID? {
+        state.withLock { $0.presenters[wireID]?.0 }
+    }
+
+    func presenter(_ wireID: UInt64) -> RemotePresenter? {
+        state.withLock { $0.presenters[wireID]?.1 }
+    }
+
+    func access(_ wireID: UInt64) -> CoordinatedAccess? {
+        state.withLock { $0.accesses[wireID] }
+    }
+
+    func removeAccess(_ wireID: UInt64) -> CoordinatedAccess? {
+        state.withLock { $0.accesses.removeValue(forKey: wireID) }
+    }
+
+    /// Reserves a place for a new request; nil at the limit or once closed.
+    func beginWaiting() -> Pending? {
+        state.withLock { s in
+            guard !s.closed, s.accesses.count + s.waiting.count < ControlLimits.accessesPerConnection else { return nil }
+            let token = s.nextToken
+            s.nextToken += 1
+            s.waiting[token] = .some(nil)
+            return Pending(token: token)
+        }
+    }
+
+    /// The coordinator accepted the request as `id` (its completion may already have run).
+    func waiting(_ pending: Pending, id: Coordination.RequestID) {
+        let abandoned = state.withLock { s -> Bool in
+            guard s.waiting[pending.token] != nil else { return false }  // already granted or failed
+            if s.closed {
+                s.waiting.removeValue(forKey: pending.token)
+                return true
+            }
+            s.waiting[pending.token] = .some(id)
+            return false
+        }
+        // The connection closed before the id was known: a queued request must not hold others up.
+        if abandoned { coordinator.cancel(id) }
+    }
+
+    /// Records a grant; false when the connection is gone (the caller releases it).
+    func granted(_ access: CoordinatedAccess, pending: Pending) -> Bool {
+        state.withLock { s in
+            s.waiting.removeValue(forKey: pending.token)
+            guard !s.closed else { return false }
+            s.accesses[access.id.rawValue] = access
+            return true
+        }
+    }
+
+    /// Records a failure; false when the connection is gone (no reply is due).
+    func failed(_ pending: Pending) -> Bool {
+        state.withLock { s in
+            s.waiting.removeValue(forKey: pending.token)
+            return !s.closed
+        }
+    }
+
+    /// The connection ended: cancel what waits, release what is held, drop the presenters (their
+    /// pending asks end now, recorded as presenter gone). Idempotent.
+    func close() {
+        let (waiting, accesses, presenters) = state.withLock { s -> ([Coordination.RequestID], [CoordinatedAccess], [(Coordination.PresenterID, RemotePresenter)]) in
+            guard !s.closed else { return ([], [], []) }
+            s.closed = true
+            // Requests whose id is not known yet stay listed: `waiting(_:id:)` cancels them.
+            let known = s.waiting.compactMap { entry in entry.value.map { (entry.key, $0) } }
+            for (token, _) in known { s.waiting.removeValue(forKey: token) }
+            defer { s.accesses = [:]; s.presenters = [:] }
+            return (known.map(\.1), Array(s.accesses.values), Array(s.presenters.values))
+        }
+        for (id, presenter) in presenters {
+            coordinator.removeFilePresenter(id: id)
+            presenter.removed()
+        }
+        for id in waiting { coordinator.cancel(id) }
+        for access in accesses { access.release() }
+    }
 }

@@ -1,6 +1,269 @@
 import ArgumentParser
+import ControlProtocol
+import CoordFSClient
+import Dispatch
+import Glibc
+import Synchronization
 
+/// `coordfs present PATH`: a presenter from the shell.
 struct PresentCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "present", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs present is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "present",
+        abstract: "Present a file or directory from the shell: print and answer every ask.",
+        discussion: """
+        Registers a presenter for PATH with the mount's daemon, as an editor holding the document
+        open would, and prints each ask (relinquish, save, accommodate deletion, reacquire) and
+        each notification (did change, did move, subitem events) as it arrives, one line each.
+        Every ask is answered: at once by default, after --delay seconds to play a slow
+        presenter, after --on-save's command for saves. A failing --on-save command (non-zero
+        exit) answers the save with an error, which refuses the access that asked.
+
+        Commands run with /bin/sh -c and these variables: COORDFS_PATH (the presented item's
+        absolute path, after any move), COORDFS_ITEM (the same, relative to the mount),
+        COORDFS_MOUNT, COORDFS_ASK or COORDFS_EVENT, COORDFS_SUBITEM and COORDFS_NEW_PATH
+        (absolute) when the message names them. --on-change runs for every notification. A
+        command that writes the presented file through the mount while answering would wait for
+        the very access that asked; write elsewhere, or to the backing folder.
+
+        Runs until Ctrl-C, SIGTERM or SIGHUP (status 0), or quietly when the reader of its
+        output goes away. Reconnects and registers again after a daemon restart.
+
+        Output lines (text):
+          registered presenter#17 file report.txt
+          ask ask#3 relinquishToWriter report.txt deadline=5000ms
+          answered ask#3
+          notification didChange report.txt
+          notification didMove report.txt newPath=final.txt
+        With --json each line is the protocol message itself (docs/protocol.md).
+
+        Examples:
+          coordfs present /mnt/docs/report.txt
+          coordfs present /mnt/docs --on-change 'echo "$COORDFS_EVENT $COORDFS_SUBITEM" >> /tmp/changes'
+          coordfs present /mnt/docs/report.txt --delay 2
+          coordfs present /mnt/docs/report.txt --on-save 'cp ~/draft.txt /srv/backing/report.txt'
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The file or directory to present (inside a coordfs mount).", valueName: "path"))
+    var path: String
+
+    @Option(name: .customLong("on-save"), help: ArgumentHelp("Run this shell command for each save ask; its failure refuses the save.", valueName: "command"))
+    var onSave: String?
+
+    @Option(name: .customLong("on-change"), help: ArgumentHelp("Run this shell command after each notification.", valueName: "command"))
+    var onChange: String?
+
+    @Option(help: ArgumentHelp("Wait this long before answering each ask.", valueName: "seconds"))
+    var delay: Double = 0
+
+    @Option(name: .customLong("ask"), help: ArgumentHelp("Only receive these asks (repeatable; default: all).", valueName: "ask"))
+    var asks: [String] = []
+
+    @Flag(help: "Present PATH as a directory even if nothing is there yet.")
+    var directory = false
+
+    @Flag(help: "Print the protocol messages as JSON lines.")
+    var json = false
+
+    func validate() throws {
+        if !(delay >= 0) || delay > 3600 { throw ValidationError("--delay expects seconds between 0 and 3600") }
+        for ask in asks where AskKind(rawValue: ask) == nil {
+            throw ValidationError("unknown ask '\(ask)'; asks: \(AskKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    func run() throws {
+        // Signals are taken by this thread with sigwait; every thread started from now on
+        // inherits the mask. SIGPIPE is blocked too: a gone reader shows up as EPIPE.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for s in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, s) }
+        var blocked = signals
+        sigaddset(&blocked, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
+
+        let mount: CoordFSMount
+        let relative: MountPath
+        do {
+            (mount, relative) = try CoordFSMount.containing(path)
+        } catch {
+            ControlCommandFailure(message: error.description, status: ControlExit.unavailable).exit()
+        }
+        var isDirectory = directory
+        var st = stat()
+        if stat(mount.absolutePath(relative), &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { isDirectory = true }
+        let kind: ItemKind = isDirectory ? .directory : .file
+        let wanted = asks.isEmpty ? Set(AskKind.allCases) : Set(asks.compactMap(AskKind.init(rawValue:)))
+        let endpoint = ShellPresenter(mount: mount, path: relative, json: json, delay: delay, onSave: onSave, onChange: onChange)
+        let session = mount.session
+        do {
+            let handle = try runBlocking { try await session.register(relative, kind: kind, asks: wanted, endpoint: endpoint) }
+            let id = session.remoteID(of: handle).map(String.init(describing:)) ?? "presenter"
+            if json {
+                var object = JSONObject()
+                object["type"] = .string("registered")
+                object["presenter"] = .int(Int64(session.remoteID(of: handle)?.rawValue ?? 0))
+                object["kind"] = .string(kind.rawValue)
+                object["path"] = .string(relative.wireValue)
+                endpoint.output(object: object)
+            } else {
+                endpoint.output(line: "registered \(id) \(kind.rawValue) \(relative)")
+            }
+        } catch {
+            let code = (error as? ControlTransportError).flatMap { e -> ErrorCode? in
+                if case .protocolError(let p) = e { return p.code }
+                return nil
+            }
+            ControlCommandFailure(message: "cannot present \(path): \(error)",
+                                  status: code.map(ControlExit.status(for:)) ?? ControlExit.unavailable).exit()
+        }
+        if isatty(STDERR_FILENO) == 1 { Stderr.print("coordfs: presenting \(mount.absolutePath(relative)); Ctrl-C to stop") }
+        var caught: Int32 = 0
+        while sigwait(&signals, &caught) != 0 {}
+        // Closing the connection unregisters the presenter at once; asks pending on it end.
+        session.close()
+    }
+}
+
+/// The presenter behind `coordfs present`: prints, waits, runs the user's commands, answers.
+final class ShellPresenter: PresenterEndpoint, Sendable {
+    let mount: CoordFSMount
+    let json: Bool
+    let delay: Double
+    let onSave: String?
+    let onChange: String?
+    private let current: Mutex<MountPath>
+
+    init(mount: CoordFSMount, path: MountPath, json: Bool, delay: Double, onSave: String?, onChange: String?) {
+        self.mount = mount
+        self.current = Mutex(path)
+        self.json = json
+        self.delay = delay
+        self.onSave = onSave
+        self.onChange = onChange
+    }
+
+    func perform(_ ask: Ask) async -> ErrorBody? {
+        if json {
+            output(object: ControlMessage.ask(ask).jsonObject)
+        } else {
+            var line = "ask \(ask.id) \(ask.kind.rawValue) \(ask.path)"
+            if let subitem = ask.subitem { line += " subitem=\(subitem)" }
+            output(line: line + " deadline=\(ask.deadlineMs)ms")
+        }
+        if delay > 0 { try? await Task.sleep(for: .milliseconds(Int64(delay * 1000))) }
+        var failure: ErrorBody?
+        if ask.kind == .save, let onSave {
+            var environment = variables(path: ask.path)
+            environment["COORDFS_ASK"] = ask.kind.rawValue
+            let status = await ShellCommand.run(onSave, environment: environment)
+            if status != 0 { failure = ErrorBody(code: .failed, message: "--on-save command exited with status \(status)") }
+        }
+        if json {
+            var object = JSONObject()
+            object["type"] = .string("answer")
+            object["id"] = .int(Int64(ask.id.rawValue))
+            if let failure { object["error"] = .object(JSONObject(["code": .string(failure.code.rawValue), "message": .string(failure.message)])) }
+            output(object: object)
+        } else {
+            output(line: failure.map { "failed \(ask.id): \($0.message)" } ?? "answered \(ask.id)")
+        }
+        return failure
+    }
+
+    func receive(_ event: PresenterEvent) async {
+        if case .didMove(let newPath) = event { current.withLock { $0 = newPath } }
+        let path = current.withLock { $0 }
+        var subitem: MountPath?
+        var newPath: MountPath?
+        switch event {
+        case .didMove(let to): newPath = to
+        case .subitemDidAppear(let p), .subitemDidChange(let p), .subitemDidDelete(let p): subitem = p
+        case .subitemDidMove(let from, let to): subitem = from; newPath = to
+        default: break
+        }
+        if json {
+            output(object: ControlMessage.notification(PresenterNotification(presenter: PresenterID(0), event: event)).jsonObject.removing("presenter"))
+        } else {
+            var line = "notification \(event.name) \(path)"
+            if let subitem { line += " subitem=\(subitem)" }
+            if let newPath { line += " newPath=\(newPath)" }
+            output(line: line)
+        }
+        if let onChange {
+            var environment = variables(path: path)
+            environment["COORDFS_EVENT"] = event.name
+            if let subitem { environment["COORDFS_SUBITEM"] = mount.absolutePath(subitem) }
+            if let newPath { environment["COORDFS_NEW_PATH"] = mount.absolutePath(newPath) }
+            _ = await ShellCommand.run(onChange, environment: environment)
+        }
+    }
+
+    func registrationLost(_ error: ControlTransportError) async {
+        Stderr.print("coordfs: the presenter could not be registered again after the daemon restarted: \(error)")
+        kill(getpid(), SIGTERM)
+    }
+
+    private func variables(path: MountPath) -> [String: String] {
+        ["COORDFS_PATH": mount.absolutePath(path), "COORDFS_ITEM": path.wireValue, "COORDFS_MOUNT": mount.mountPoint]
+    }
+
+    func output(line: String) {
+        // A reader that went away ends the presenter quietly (SIGTERM to the signal-waiting thread).
+        if !Stdout.line(line) { kill(getpid(), SIGTERM) }
+    }
+
+    func output(object: JSONObject) {
+        output(line: String(decoding: JSONWriter.write(.object(object)), as: UTF8.self))
+    }
+}
+
+extension JSONObject {
+    func removing(_ key: String) -> JSONObject {
+        var copy = self
+        copy[key] = nil
+        return copy
+    }
+}
+
+/// Runs `/bin/sh -c COMMAND` with extra environment variables and waits for it without holding a
+/// Swift concurrency thread.
+enum ShellCommand {
+    static func run(_ command: String, environment extra: [String: String]) async -> Int32 {
+        var env: [String] = []
+        var index = 0
+        while let entry = environ[index] {
+            let text = String(cString: entry)
+            if extra[String(text.prefix { $0 != "=" })] == nil { env.append(text) }
+            index += 1
+        }
+        for (key, value) in extra { env.append("\(key)=\(value)") }
+        let words: [String] = ["/bin/sh", "-c", command]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The child gets the default signal mask (this process blocks INT/TERM/HUP/PIPE for sigwait).
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/bin/sh", nil, &attributes, argv, envp)
+        guard rc == 0 else {
+            Stderr.print("coordfs: cannot run /bin/sh: \(String(cString: strerror(rc)))")
+            return 127
+        }
+        let child = pid
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+                let signal = status & 0x7f
+                continuation.resume(returning: signal == 0 ? (status >> 8) & 0xff : 128 + signal)
+            }
+        }
+    }
 }

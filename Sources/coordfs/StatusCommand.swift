@@ -1,6 +1,128 @@
 import ArgumentParser
+import ControlProtocol
+import CoordFSClient
+import Glibc
 
+/// `coordfs status MOUNTPOINT`: who presents what, who holds what, who waits, from the daemon.
 struct StatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs status is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show a mount's presenters, held accesses and waiting requests.",
+        discussion: """
+        Asks the mount's daemon over its control socket. Presenters are listed with their id, the
+        process that registered them (pid and executable) and the presented path; accesses with
+        their id, process, intents and how long they have been held; waiting requests with how long
+        they have waited. Unmodified tools appear too: an open file is a held access. Paths are
+        relative to the mount's root. Another user sees only what they could reach through the
+        mount themselves.
+
+        Exit status: 0; 69 when the path is not in a coordfs mount or its daemon cannot be reached.
+
+        Examples:
+          coordfs status /mnt/docs
+          coordfs status /mnt/docs --json | jq '.presenters[].path'
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The mountpoint (or any path inside the mount).", valueName: "mountpoint"))
+    var mountpoint: String
+
+    @Flag(help: "Print one JSON object instead of tables.")
+    var json = false
+
+    func run() throws {
+        let location: ControlSocketLocator.Location
+        do { location = try locateControlSocket(mountpoint) } catch { error.exit() }
+        let socketPath = location.socketPath
+        let report: StatusReport
+        do {
+            report = try runBlocking {
+                let client = try ControlClient.connect(socketPath: socketPath, clientName: "coordfs status")
+                defer { client.close() }
+                return try await client.status()
+            }
+        } catch {
+            ControlCommandFailure(message: "cannot ask the daemon of \(location.mount.mountPoint) (\(socketPath)): \(error)",
+                                  status: ControlExit.unavailable).exit()
+        }
+        if json {
+            Stdout.line(String(decoding: JSONWriter.write(.object(Self.json(report, mountPoint: location.mount.mountPoint))), as: UTF8.self))
+        } else {
+            for line in Self.text(report, mountPoint: location.mount.mountPoint) { Stdout.line(line) }
+        }
+    }
+
+    // MARK: Output
+
+    static func describe(_ intent: Intent) -> String {
+        switch intent {
+        case .reading(let path, let options):
+            let names = ReadingOptions.names.filter { options.contains($0.1) }.map(\.0)
+            return "read \(path)" + (names.isEmpty ? "" : " (" + names.joined(separator: ", ") + ")")
+        case .writing(let path, let options):
+            let names = WritingOptions.names.filter { options.contains($0.1) }.map(\.0)
+            return "write \(path)" + (names.isEmpty ? "" : " (" + names.joined(separator: ", ") + ")")
+        }
+    }
+
+    static func text(_ report: StatusReport, mountPoint: String) -> [String] {
+        var lines = ["coordfs mount \(mountPoint)"]
+        func table(_ title: String, _ header: [String], _ rows: [[String]]) {
+            lines.append("")
+            lines.append("\(title) (\(rows.count))")
+            guard !rows.isEmpty else { return }
+            var widths = header.map(\.count)
+            for row in rows { for (i, cell) in row.enumerated() where i < header.count - 1 { widths[i] = max(widths[i], cell.count) } }
+            func render(_ row: [String]) -> String {
+                row.enumerated().map { i, cell in
+                    i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count)
+                }.joined(separator: "  ")
+            }
+            lines.append("  " + render(header))
+            for row in rows { lines.append("  " + render(row)) }
+        }
+        table("presenters", ["ID", "PID", "EXECUTABLE", "UID", "KIND", "PATH"], report.presenters.map { p in
+            [String(p.presenter.rawValue), String(p.pid), processName(p.pid), String(p.uid), p.kind.rawValue, p.path.description]
+        })
+        table("held accesses", ["ID", "PID", "EXECUTABLE", "UID", "HELD", "INTENTS"], report.accesses.map { a in
+            [String(a.access.rawValue), String(a.pid), processName(a.pid), String(a.uid), "\(a.heldMs) ms",
+             a.intents.map(describe).joined(separator: "; ")]
+        })
+        table("waiting requests", ["PID", "EXECUTABLE", "UID", "WAITING", "INTENTS"], report.waiting.map { w in
+            [String(w.pid), processName(w.pid), String(w.uid), "\(w.waitingMs) ms", w.intents.map(describe).joined(separator: "; ")]
+        })
+        return lines
+    }
+
+    static func json(_ report: StatusReport, mountPoint: String) -> JSONObject {
+        func intents(_ list: [Intent]) -> JSONValue {
+            .array(list.map { intent in
+                switch intent {
+                case .reading(let path, let options):
+                    return .object(JSONObject(["intent": .string("read"), "path": .string(path.wireValue),
+                                               "options": .array(ReadingOptions.names.filter { options.contains($0.1) }.map { .string($0.0) })]))
+                case .writing(let path, let options):
+                    return .object(JSONObject(["intent": .string("write"), "path": .string(path.wireValue),
+                                               "options": .array(WritingOptions.names.filter { options.contains($0.1) }.map { .string($0.0) })]))
+                }
+            })
+        }
+        var object = JSONObject()
+        object["mountPoint"] = .string(mountPoint)
+        object["presenters"] = .array(report.presenters.map { p in
+            .object(JSONObject(["presenter": .int(Int64(p.presenter.rawValue)), "pid": .int(Int64(p.pid)),
+                                "executable": .string(processName(p.pid)), "uid": .int(Int64(p.uid)),
+                                "kind": .string(p.kind.rawValue), "path": .string(p.path.wireValue)]))
+        })
+        object["accesses"] = .array(report.accesses.map { a in
+            .object(JSONObject(["access": .int(Int64(a.access.rawValue)), "pid": .int(Int64(a.pid)),
+                                "executable": .string(processName(a.pid)), "uid": .int(Int64(a.uid)),
+                                "heldMs": .int(Int64(clamping: a.heldMs)), "intents": intents(a.intents)]))
+        })
+        object["waiting"] = .array(report.waiting.map { w in
+            .object(JSONObject(["pid": .int(Int64(w.pid)), "executable": .string(processName(w.pid)), "uid": .int(Int64(w.uid)),
+                                "waitingMs": .int(Int64(clamping: w.waitingMs)), "intents": intents(w.intents)]))
+        })
+        return object
+    }
 }

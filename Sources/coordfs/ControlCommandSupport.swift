@@ -1,0 +1,105 @@
+// What `present`, `coordinate` and `status` share: running async client code from the synchronous
+// root command, finding a mount's control socket, and the process names `status` shows.
+import ControlProtocol
+import Dispatch
+import Glibc
+import Synchronization
+
+/// Runs `body` in a Task and blocks this (synchronous) thread until it ends.
+func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let result = Mutex<Result<T, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do {
+            let value = try await body()
+            result.withLock { $0 = .success(value) }
+        } catch {
+            result.withLock { $0 = .failure(error) }
+        }
+        done.signal()
+    }
+    done.wait()
+    return try result.withLock { $0! }.get()
+}
+
+/// Exit statuses of the control commands, when they fail before (or instead of) running anything.
+enum ControlExit {
+    /// The path is not in a coordfs mount, or the daemon cannot be reached (EX_UNAVAILABLE).
+    static let unavailable: Int32 = 69
+    /// The daemon refused: permission denied (EX_NOPERM).
+    static let permissionDenied: Int32 = 77
+    /// The daemon refused: no such item, or a path leading out of the mount (EX_NOINPUT).
+    static let notFound: Int32 = 66
+    /// The access was not granted in time (EX_TEMPFAIL).
+    static let timedOut: Int32 = 75
+    /// Any other refusal (a presenter refused, a limit, ...).
+    static let refused: Int32 = 1
+
+    static func status(for code: ErrorCode) -> Int32 {
+        switch code {
+        case .permissionDenied: return permissionDenied
+        case .notFound, .invalidPath: return notFound
+        case .timedOut: return timedOut
+        case .shuttingDown: return unavailable
+        default: return refused
+        }
+    }
+}
+
+/// A failure that ends a control command with a given status after printing `message`.
+struct ControlCommandFailure: Error, CustomStringConvertible {
+    var message: String
+    var status: Int32
+    var description: String { message }
+
+    /// Prints `coordfs: message` on stderr and exits with the status.
+    func exit() -> Never {
+        Stderr.print("coordfs: \(message)")
+        Glibc.exit(status)
+    }
+}
+
+/// The mount containing `path`, or a failure naming why not.
+func locateControlSocket(_ path: String) throws(ControlCommandFailure) -> ControlSocketLocator.Location {
+    do {
+        return try ControlSocketLocator().locate(path)
+    } catch {
+        throw ControlCommandFailure(message: error.message, status: ControlExit.unavailable)
+    }
+}
+
+/// The executable name of a process on this machine (`/proc/PID/comm`), or `?` when it is gone.
+func processName(_ pid: Int32) -> String {
+    let fd = open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return "?" }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let n = read(fd, &buffer, buffer.count)
+    guard n > 0 else { return "?" }
+    var text = String(decoding: buffer[0..<n], as: UTF8.self)
+    while text.hasSuffix("\n") { text.removeLast() }
+    return text
+}
+
+/// Writes lines to stdout at once (no buffering: a reader sees each ask as it arrives); reports
+/// when the reader of a pipe has gone.
+enum Stdout {
+    private static let lock = Mutex(())
+
+    /// False when stdout is gone (EPIPE).
+    @discardableResult
+    static func line(_ text: String) -> Bool {
+        lock.withLock { _ in
+            var bytes = Array(text.utf8)
+            bytes.append(UInt8(ascii: "\n"))
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress! + offset, $0.count - offset) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return false }
+                offset += n
+            }
+            return true
+        }
+    }
+}
