@@ -1,6 +1,413 @@
-/// The mount's document store: snapshots of presented documents, change events and conflicts.
-public final class StoreService: Sendable {
-    /// Opens `BACKING/.coordfs/store` for `daemon`; nil when the mount runs without it.
-    static func start(daemon: Daemon) throws(MountError) -> StoreService? { nil }
-    func stop() {}
+import Coordination
+import Dispatch
+import DocumentStore
+import Glibc
+import Synchronization
+
+/// The mount's document store (docs/document-store.md, "The store in a mount").
+///
+/// Opens `BACKING/.coordfs/store` and implements the mount's ``DocumentHooks``: before an in-place
+/// write, a rename over or a deletion of a presented document it keeps the version its presenters
+/// loaded; after the change it produces the one "underlying file changed" event per presenter
+/// (a ``DocumentChangeEvent``), records `snapshotTaken` / `conflictDetected` / `conflictResolved`
+/// in the event log, and delivers the events to in-process ``DocumentPresenter``s and to observers
+/// (the control socket forwards them to out-of-process presenters).
+///
+/// Presenters registered with the coordinator must also be registered here (``register(_:path:presenter:)``;
+/// `Daemon.addDocumentPresenter(_:)` does both) so the store learns their base, and unregistered
+/// when they let go (their bases are then released to retention). Only presented documents cost
+/// anything: files nobody presents are never copied (`unpresentedFiles: .never`).
+public final class StoreService: DocumentHooks, @unchecked Sendable {
+    /// The coordinator presenters register with.
+    public let coordinator: Coordinator
+    let backing: String
+    let stateDirectory: String
+    let recorder: StoreEventRecorder?
+    let writePolicy: CoordinationPolicy
+    /// Prefix of this daemon's presenter names in the store: interests left by a daemon that is
+    /// gone are dropped at start (its presenters cannot come back under the same coordinator ids).
+    let instance: String
+    private weak var mount: CoordinatedFileSystem?
+
+    private struct State {
+        var store: DocumentStore
+        var options: StoreOptions
+        var presenters: [Coordination.PresenterID: Registered] = [:]
+        var observers: [UInt64: StoreObserver] = [:]
+        var nextObserver: UInt64 = 1
+        var stopped = false
+    }
+    private let state: Mutex<State>
+    /// Observers are called one event at a time, in order.
+    private let observerQueue = DispatchQueue(label: "coordfs.store.observers")
+
+    /// One registered presenter.
+    final class Registered: @unchecked Sendable {
+        let storeID: StorePresenterID
+        weak var delivery: (any DocumentPresenter)?
+        let mailbox = DocumentMailbox()
+        init(storeID: StorePresenterID, delivery: (any DocumentPresenter)?) {
+            self.storeID = storeID
+            self.delivery = delivery
+        }
+    }
+
+    /// Opens `BACKING/.coordfs/store` for `daemon` and installs the hooks; nil when the mount runs
+    /// without a store (`store=off`, or `coordination=off`: nothing would call it).
+    static func start(daemon: Daemon) throws(MountError) -> StoreService? {
+        // Integrator: `daemon.plan.options.store` once MountOptions carries StoreOptions.
+        let options = StoreOptions()
+        guard options.enabled, let mount = daemon.coordinated else { return nil }
+        let service = try StoreService(
+            backing: daemon.plan.backing, stateDirectory: daemon.plan.state.store, coordinator: daemon.coordinator,
+            coordination: daemon.plan.options.coordination, log: daemon.eventLog.map(StoreEventRecorder.init(log:)),
+            options: options)
+        service.mount = mount
+        mount.setDocumentHooks(service)
+        return service
+    }
+
+    init(backing: String, stateDirectory: String, coordinator: Coordinator, coordination: CoordinationOptions,
+         log: StoreEventRecorder?, options: StoreOptions) throws(MountError) {
+        self.backing = backing
+        self.stateDirectory = stateDirectory
+        self.coordinator = coordinator
+        self.recorder = log
+        writePolicy = CoordinationPolicy(
+            askDeadline: .nanoseconds(Int64(coordination.askTimeout * 1e9)), onAskTimeout: coordination.strict ? .strict : .proceed,
+            waitDeadline: .nanoseconds(Int64(coordination.writeWait * 1e9)))
+        var boot = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &boot)
+        instance = "coordfs-\(getpid())-\(boot.tv_sec)"
+        let store: DocumentStore
+        do {
+            store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: options.configuration)
+        } catch {
+            throw .system("cannot open the document store in '\(stateDirectory)': \(error)")
+        }
+        state = Mutex(State(store: store, options: options))
+        dropPresentersOfGoneDaemons(store)
+    }
+
+    /// Removes the hooks and lets go of this daemon's presenters (their bases go to retention;
+    /// open conflicts stay, resolvable with `coordfs resolve`).
+    func stop() {
+        mount?.setDocumentHooks(nil)
+        let (store, registered) = state.withLock { s -> (DocumentStore, [Registered]) in
+            s.stopped = true
+            defer { s.presenters = [:]; s.observers = [:] }
+            return (s.store, Array(s.presenters.values))
+        }
+        for entry in registered { _ = try? store.unregisterAll(entry.storeID) }
+    }
+
+    /// The store itself (versions, conflicts, documents), for queries.
+    public var documentStore: DocumentStore { state.withLock { $0.store } }
+
+    /// The options in effect.
+    public var options: StoreOptions { state.withLock { $0.options } }
+
+    /// Reopens the store with other options (default actions, retention). Registrations and
+    /// observers stay.
+    public func reconfigure(_ options: StoreOptions) throws {
+        let store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: options.configuration)
+        state.withLock { $0.store = store; $0.options = options }
+    }
+
+    private func dropPresentersOfGoneDaemons(_ store: DocumentStore) {
+        guard let names = try? store.presenters() else { return }
+        for name in names where !name.rawValue.hasPrefix(instance + "/") {
+            // "coordfs-PID-BOOT/presenter#N": another live daemon on the same backing keeps its own.
+            let parts = name.rawValue.split(separator: "/").first?.split(separator: "-") ?? []
+            if parts.count == 3, parts[0] == "coordfs", let pid = pid_t(parts[1]), pid != getpid(), kill(pid, 0) == 0 || errno == EPERM {
+                continue
+            }
+            _ = try? store.unregisterAll(name)
+        }
+    }
+
+    // MARK: Presenters
+
+    /// The store's name for a coordinator presenter of this daemon.
+    public func storeID(of presenter: Coordination.PresenterID) -> StorePresenterID {
+        StorePresenterID("\(instance)/\(presenter)")
+    }
+
+    /// The coordinator id behind a store presenter name, when it is one of this daemon's.
+    public func coordinatorID(of storeID: StorePresenterID) -> Coordination.PresenterID? {
+        state.withLock { s in s.presenters.first { $0.value.storeID == storeID }?.key }
+    }
+
+    /// A presenter registered with the coordinator loaded the document at `path` (mount-relative):
+    /// the store keeps that version (its base) until the presenter lets go. `presenter`, when
+    /// given, receives the change events in process; others get them through observers.
+    /// Registering again moves the base to the current file.
+    ///
+    /// - Throws: `DocumentStoreError` (no file there, not a regular file, an invalid path).
+    @discardableResult
+    public func register(_ id: Coordination.PresenterID, path: ItemPath, presenter: (any DocumentPresenter)? = nil) throws -> Registration {
+        let (store, entry) = state.withLock { s -> (DocumentStore, Registered) in
+            let entry = s.presenters[id] ?? Registered(storeID: storeID(of: id), delivery: presenter)
+            if let presenter { entry.delivery = presenter }
+            return (s.store, entry)
+        }
+        let registration = try store.register(entry.storeID, path: path.string)
+        state.withLock { $0.presenters[id] = entry }
+        if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
+        return registration
+    }
+
+    /// The presenter let go (removed from the coordinator, or its client disconnected): its bases
+    /// are released to retention. Its open conflicts stay until resolved.
+    public func unregister(_ id: Coordination.PresenterID) {
+        let store = state.withLock { s -> DocumentStore in
+            s.presenters[id] = nil
+            return s.store
+        }
+        _ = try? store.unregisterAll(storeID(of: id))
+    }
+
+    /// Whether the presenter has unsaved changes in its document: decides between a conflict and
+    /// the default action (reload, close) when the document changes underneath it.
+    public func setUnsavedChanges(_ id: Coordination.PresenterID, _ hasUnsavedChanges: Bool) throws {
+        try documentStore.setUnsavedChanges(storeID(of: id), path: try currentPath(of: id).string, hasUnsavedChanges)
+    }
+
+    /// The presenter saved or reloaded: the current file becomes its base and its unsaved flag clears.
+    @discardableResult
+    public func rebase(_ id: Coordination.PresenterID) throws -> Registration {
+        try documentStore.rebase(storeID(of: id), path: try currentPath(of: id).string)
+    }
+
+    /// The presenter's document path: the coordinator's (it follows moves).
+    private func currentPath(of id: Coordination.PresenterID) throws -> ItemPath {
+        guard let path = coordinator.presentedPath(of: id) else {
+            throw DocumentStoreError.unknownPresenter(presenter: "\(id)", path: "?")
+        }
+        return path
+    }
+
+    // MARK: Observers (the control socket)
+
+    /// Adds a callback for every ``DocumentChangeEvent`` (all presenters, in order, on one serial
+    /// queue). The control socket uses it to forward events to out-of-process presenters.
+    @discardableResult
+    public func addObserver(_ observer: @escaping StoreObserver) -> StoreObservation {
+        state.withLock { s in
+            let id = s.nextObserver
+            s.nextObserver += 1
+            s.observers[id] = observer
+            return StoreObservation(id: id)
+        }
+    }
+
+    public func removeObserver(_ observation: StoreObservation) {
+        _ = state.withLock { $0.observers.removeValue(forKey: observation.id) }
+    }
+
+    // MARK: Conflicts, resolution, restore
+
+    /// Open conflicts (all of them, or one presenter's), oldest first.
+    public func conflicts(of presenter: Coordination.PresenterID? = nil) throws -> [Conflict] {
+        let all = try documentStore.conflicts(state: .open)
+        guard let presenter else { return all }
+        let name = storeID(of: presenter)
+        return all.filter { $0.presenter == name }
+    }
+
+    /// Resolves a conflict (close, save, reload, keep both, merge; see `DocumentStore.resolve`).
+    /// Resolutions that write (save, merge, keep both) run inside a coordinated write on the
+    /// document (keep both: on its folder) made on behalf of the conflict's presenter, so the
+    /// document's other presenters are asked first and told after (did change, plus their
+    /// ``DocumentChangeEvent``). A refused resolution (reload or merge of a deletion, merge of
+    /// binary contents, missing "mine") throws and changes nothing.
+    ///
+    /// The new file is written in the backing folder; through the mount it shows once the
+    /// kernel's entry cache expires (`entry_timeout`, 1 s by default).
+    @discardableResult
+    public func resolve(_ id: ConflictID, with resolution: DocumentResolution, mine: Contents? = nil, by actor: String? = nil) throws -> ResolutionOutcome {
+        let store = documentStore
+        let conflict = try store.conflict(id)
+        let presenter = coordinatorID(of: conflict.presenter)
+        let who = actor ?? conflict.presenter.rawValue
+        let path = try ItemPath(conflict.path)
+        let writes: Bool
+        switch resolution {
+        case .save, .merge, .keepBoth: writes = true
+        case .close, .reload: writes = false
+        }
+        let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
+        let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
+        let outcome = try withAccess(writes ? intents : [], origin: origin) { access -> ResolutionOutcome in
+            let outcome = try store.resolve(id, with: resolution, mine: mine, by: who)
+            if let written = outcome.writtenPath, let writtenPath = try? ItemPath(written) {
+                let change: AccessChange = resolution == .keepBoth ? .subitemAppeared(writtenPath) : .changed(writtenPath)
+                if let access { access.announce(change) } else { coordinator.announce(change, origin: origin) }
+            }
+            return outcome
+        }
+        if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
+        recorder?.conflictResolved(outcome, actor: who, origin: (getpid(), getuid(), "coordfs"))
+        if let others = outcome.othersNotified { deliver(others) }
+        return outcome
+    }
+
+    /// Writes a kept version back over its document (or `path`), inside a coordinated write: the
+    /// current file is kept first (so the restore is undoable) and the document's presenters other
+    /// than `presenter` are asked before and told after.
+    @discardableResult
+    public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: Coordination.PresenterID? = nil) throws -> RestoreOutcome {
+        let store = documentStore
+        let kept = try store.version(version)
+        let target = try path ?? ItemPath(store.document(kept.document)?.path ?? kept.path)
+        let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
+        let outcome = try withAccess([.writingIntent(with: target)], origin: origin) { access -> RestoreOutcome in
+            let outcome = try store.restore(version, to: target.string, by: presenter.map(storeID(of:)))
+            if let access { access.announce(.changed(target)) } else { coordinator.announce(.changed(target), origin: origin) }
+            return outcome
+        }
+        if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
+        if let event = outcome.presentersNotified { deliver(event) }
+        return outcome
+    }
+
+    /// Runs `body` inside a coordinated access for `intents` (none: at once), waiting as the mount's
+    /// writes do (`write_wait`, `ask_timeout`). Never call it from a FUSE worker thread.
+    private func withAccess<T>(_ intents: [FileAccessIntent], origin: AccessOrigin, _ body: (CoordinatedAccess?) throws -> T) throws -> T {
+        guard !intents.isEmpty else { return try body(nil) }
+        let result = Mutex<Result<CoordinatedAccess, CoordinationError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        coordinator.coordinate(intents, origin: origin, policy: writePolicy) { r in
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait() // bounded by the policy's deadlines
+        switch result.withLock({ $0 })! {
+        case .success(let access):
+            defer { access.release() }
+            return try body(access)
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    // MARK: DocumentHooks (called by the mount, for presented documents, inside their access)
+
+    public func beforeInPlaceWrite(_ path: ItemPath) {
+        keep(path) { try $0.preserveBeforeInPlaceWrite($1) }
+    }
+
+    public func beforeReplace(_ path: ItemPath) {
+        keep(path) { try $0.preserveBeforeReplace($1) }
+    }
+
+    public func beforeDelete(_ path: ItemPath) {
+        keep(path) { try $0.preserveBeforeDelete($1) }
+    }
+
+    public func didChange(_ path: ItemPath, by origin: AccessOrigin) {
+        noteChange(path, .changed(before: nil, after: nil), by: origin)
+    }
+
+    public func didDelete(_ path: ItemPath, by origin: AccessOrigin) {
+        noteChange(path, .deleted(before: nil), by: origin)
+    }
+
+    public func didMove(from: ItemPath, to: ItemPath, by origin: AccessOrigin) {
+        guard !from.isRoot, !to.isRoot else { return }
+        do { try documentStore.noteMoved(from: from.string, to: to.string) } catch { report("move \(from) -> \(to)", error) }
+    }
+
+    private func keep(_ path: ItemPath, _ call: (DocumentStore, String) throws -> Snapshot?) {
+        guard !path.isRoot else { return }
+        do {
+            if let snapshot = try call(documentStore, path.string) { recorder?.snapshotTaken(snapshot) }
+        } catch DocumentStoreError.notARegularFile {
+            // A presented directory: documents are regular files.
+        } catch {
+            report("keep \(path)", error)
+        }
+    }
+
+    private func noteChange(_ path: ItemPath, _ change: ExternalChange, by origin: AccessOrigin) {
+        guard !path.isRoot else { return }
+        let store = documentStore
+        // A presenter writing its own document (a coordinated write on its behalf) is not told,
+        // and what it wrote becomes its base.
+        let writer = origin.presenterID.map(storeID(of:))
+        do {
+            let event = try store.noteExternalChange(path.string, change, by: writer)
+            if let writer, case .changed = change { _ = try? store.rebase(writer, path: path.string) }
+            if let event { deliver(event) }
+        } catch DocumentStoreError.notARegularFile {
+        } catch {
+            report("note change of \(path)", error)
+        }
+    }
+
+    /// One event per presenter: conflicts to the log, then to the presenter and the observers.
+    func deliver(_ change: UnderlyingFileChanged) {
+        guard let path = try? ItemPath(change.path) else { return }
+        let (entries, observers) = state.withLock { s in
+            (s.presenters, Array(s.observers.sorted { $0.key < $1.key }.map(\.value)))
+        }
+        var events: [DocumentChangeEvent] = []
+        for outcome in change.outcomes {
+            let action: DocumentAction
+            switch outcome.action {
+            case .conflict(let conflict):
+                recorder?.conflictDetected(conflict, presenter: outcome.presenter.rawValue)
+                action = .conflict(conflict.id)
+            case .applied(.close): action = .close
+            case .applied: action = .reload
+            }
+            let id = entries.first { $0.value.storeID == outcome.presenter }
+            let event = DocumentChangeEvent(
+                presenter: id?.key, storePresenter: outcome.presenter, document: change.document, path: path,
+                kind: change.kind, before: change.before, after: change.after, action: action)
+            events.append(event)
+            if let entry = id?.value, let presenter = entry.delivery { entry.mailbox.post(event, to: presenter) }
+        }
+        guard !observers.isEmpty, !events.isEmpty else { return }
+        let all = events
+        observerQueue.async {
+            for event in all { for observer in observers { observer(event) } }
+        }
+    }
+
+    private func report(_ what: String, _ error: any Error) {
+        let line = "coordfs: document store: \(what): \(error)\n"
+        _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+    }
+}
+
+/// A callback for every ``DocumentChangeEvent`` (see ``StoreService/addObserver(_:)``).
+public typealias StoreObserver = @Sendable (DocumentChangeEvent) -> Void
+
+/// Names one observer, for ``StoreService/removeObserver(_:)``.
+public struct StoreObservation: Sendable, Hashable {
+    let id: UInt64
+}
+
+/// Delivers one presenter's events one at a time, in order, without blocking the caller.
+final class DocumentMailbox: Sendable {
+    private let state = Mutex<(queue: [DocumentChangeEvent], running: Bool)>(([], false))
+
+    func post(_ event: DocumentChangeEvent, to presenter: any DocumentPresenter) {
+        let start = state.withLock { s -> Bool in
+            s.queue.append(event)
+            if s.running { return false }
+            s.running = true
+            return true
+        }
+        guard start else { return }
+        Task.detached { [self] in
+            while let next = state.withLock({ s -> DocumentChangeEvent? in
+                if s.queue.isEmpty { s.running = false; return nil }
+                return s.queue.removeFirst()
+            }) {
+                await presenter.presentedDocumentDidChangeUnderneath(next)
+            }
+        }
+    }
 }

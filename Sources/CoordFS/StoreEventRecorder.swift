@@ -1,0 +1,51 @@
+import DocumentStore
+import EventLog
+import Glibc
+
+/// Writes the document store's records to the mount's event log: `snapshotTaken`,
+/// `conflictDetected`, `conflictResolved` (docs/event-log.md). Appending never blocks on disk.
+struct StoreEventRecorder: Sendable {
+    let log: EventLogWriter
+
+    /// A version kept before a mutation (nothing is recorded when the bytes were already kept).
+    func snapshotTaken(_ snapshot: Snapshot, actor origin: (pid: Int32, uid: UInt32, executable: String)? = nil) {
+        guard !snapshot.reused else { return }
+        let version = snapshot.version
+        log.append(
+            .snapshotTaken, path: Self.logPath(version.path), documentID: Self.documentID(version.document),
+            actor: origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) },
+            details: EventDetails(
+                latencyMicros: snapshot.elapsedNanoseconds / 1000,
+                snapshotMethod: EventLog.SnapshotMethod(rawValue: version.method.rawValue),
+                bytes: UInt64(max(0, version.size)), versionID: String(version.id.rawValue),
+                reason: version.reason.rawValue))
+    }
+
+    /// A conflict opened (or a further change folded into an open one).
+    func conflictDetected(_ conflict: Conflict, presenter: String) {
+        log.append(
+            .conflictDetected, path: Self.logPath(conflict.path), documentID: Self.documentID(conflict.document),
+            details: EventDetails(
+                presenterID: presenter, versionID: conflict.baseVersion.map { String($0.rawValue) },
+                reason: conflict.kind.rawValue, message: "\(conflict.id)"))
+    }
+
+    /// A conflict resolved; `actor` is who chose (a presenter, or `cli:UID`).
+    func conflictResolved(_ outcome: ResolutionOutcome, actor: String, origin: (pid: Int32, uid: UInt32, executable: String)?) {
+        let conflict = outcome.conflict
+        var message = "\(conflict.id) by \(actor)"
+        if let written = outcome.writtenPath { message += ", wrote /\(written)" }
+        if outcome.mergeConflicts > 0 { message += ", \(outcome.mergeConflicts) conflicting hunk(s) marked" }
+        log.append(
+            .conflictResolved, path: Self.logPath(conflict.path), documentID: Self.documentID(conflict.document),
+            actor: origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) },
+            details: EventDetails(
+                presenterID: conflict.presenter.rawValue,
+                versionID: outcome.preserved.map { String($0.version.id.rawValue) },
+                resolution: conflict.resolution.map { EventLog.Resolution(rawValue: $0.rawValue) },
+                reason: conflict.kind.rawValue, message: message))
+    }
+
+    static func logPath(_ relative: String) -> String { "/" + relative }
+    static func documentID(_ id: DocumentID) -> String { String(id.rawValue) }
+}
