@@ -1,0 +1,159 @@
+import XCTest
+import Foundation
+@testable import CoordFS
+import Coordination
+import DocumentStore
+
+/// Every save style of the coordinated-mount issue, through a real mount, on a presented document
+/// with unsaved changes: exactly one underlying-file-changed event (a change, with before/after
+/// identity), the base kept as a version, one open conflict; the presenter's own "did change" from
+/// the coordinator arrives too, once.
+final class StoreSaveStyleTests: StoreMountTestCase {
+    private func assertConflictAfterSave(_ presenter: DocumentRecorder, id: Coordination.PresenterID, base: String, expect content: String,
+                                         file: StaticString = #filePath, line: UInt = #line) throws {
+        let events = presenter.waitForEvents(1, settle: 0.8)
+        let conflict = try conflict(of: events, file: file, line: line)
+        let event = events[0]
+        XCTAssertEqual(event.kind, .change, file: file, line: line)
+        XCTAssertEqual(event.presenter, id, file: file, line: line)
+        XCTAssertNotNil(event.before, file: file, line: line)
+        XCTAssertNotNil(event.after, file: file, line: line)
+        XCTAssertNotEqual(event.before, event.after, file: file, line: line)
+        XCTAssertEqual(conflict.kind, .change, file: file, line: line)
+        XCTAssertEqual(conflict.state, .open, file: file, line: line)
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], "one conflict", file: file, line: line)
+        XCTAssertEqual(presenter.log.filter { $0 == "didChange" }.count, 1, "the coordinator's did change, once: \(presenter.log)", file: file, line: line)
+        XCTAssertFalse(presenter.log.contains("accommodateDeletion"), "\(presenter.log)", file: file, line: line)
+        XCTAssertEqual(backingText(presenter.path.string), content, file: file, line: line)
+        let kept = try keptTexts(presenter.path.string)
+        XCTAssertTrue(kept.contains(base), "the base is kept: \(kept)", file: file, line: line)
+        // Merge needs that base: it is the conflict's (pinned).
+        let baseVersion = try XCTUnwrap(conflict.baseVersion, "the conflict knows its base", file: file, line: line)
+        XCTAssertEqual(String(decoding: try store.contents(of: baseVersion), as: UTF8.self), base, file: file, line: line)
+        XCTAssertTrue(try store.version(baseVersion).isPinned, file: file, line: line)
+    }
+
+    func testSedInPlace() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("sed -i s/alpha/beta/ doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "beta\n")
+    }
+
+    func testVimDefaultSettings() throws {
+        try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("vim -u DEFAULTS -i NONE -es '+normal! Gobeta' '+wq' doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "alpha\nbeta\n")
+    }
+
+    func testVimBackupcopyYes() throws {
+        try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("vim -u DEFAULTS -i NONE -es '+set backupcopy=yes' '+normal! Gobeta' '+wq' doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "alpha\nbeta\n")
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").first?.method, store.inPlaceMethod, "in place: copied (ext4) or cloned")
+    }
+
+    func testRsync() throws {
+        try XCTSkipUnless(have("rsync"), "rsync is not installed (make test installs it)")
+        try write("doc.txt", "alpha\n")
+        try "from rsync\n".write(toFile: root + "/src.txt", atomically: false, encoding: .utf8)
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("rsync ../src.txt doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "from rsync\n")
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").first?.method, .link, "renamed over: the old inode is linked")
+    }
+
+    func testCp() throws {
+        try write("doc.txt", "alpha\n")
+        try "copied\n".write(toFile: root + "/src.txt", atomically: false, encoding: .utf8)
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("cp ../src.txt doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "copied\n")
+    }
+
+    func testMvTempFileOver() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("printf 'moved\\n' > doc.txt.tmp && mv doc.txt.tmp doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "moved\n")
+    }
+
+    func testShellRedirect() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("echo redirected > doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "redirected\n")
+    }
+
+    func testPython() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("python3 -c \"open('doc.txt', 'w').write('python\\\\n')\"")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "python\n")
+    }
+
+    func testGitCheckout() throws {
+        try XCTSkipUnless(have("git"), "git is not installed (make test installs it)")
+        try write("doc.txt", "committed\n")
+        try sh("git init -q . && git -c user.name=t -c user.email=t@t add doc.txt && git -c user.name=t -c user.email=t@t commit -qm one")
+        try sh("echo 'local edit' > doc.txt")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("git checkout -- doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "local edit\n", expect: "committed\n")
+    }
+
+    func testLibreOfficeStyleTempPlusRename() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("""
+        python3 -c "
+        import os
+        open('.~lock.doc.txt#', 'w').write('lock')
+        with open('lu12345.tmp', 'w') as f: f.write('office\\\\n'); f.flush(); os.fsync(f.fileno())
+        os.replace('lu12345.tmp', 'doc.txt')
+        os.unlink('.~lock.doc.txt#')
+        "
+        """)
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "office\n")
+    }
+
+    func testEmacs() throws {
+        try XCTSkipUnless(have("emacs"), "emacs is not installed (make test installs emacs-nox)")
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("emacs -Q --batch doc.txt --eval '(progn (goto-char (point-max)) (insert \"beta\\n\") (save-buffer))'")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "alpha\nbeta\n")
+    }
+
+    /// Without unsaved changes the default action applies: reload (the base moves to the new
+    /// file), no conflict; the old version is still kept.
+    func testWithoutUnsavedChangesTheDefaultIsReload() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt")
+        try sh("sed -i s/alpha/beta/ doc.txt")
+        let events = p.waitForEvents(1, settle: 0.8)
+        XCTAssertEqual(events.map(\.action), [.reload], "\(events)")
+        XCTAssertEqual(try service.conflicts(of: id), [])
+        XCTAssertTrue(try keptTexts("doc.txt").contains("alpha\n"))
+        let info = try XCTUnwrap(try store.document(atPath: "doc.txt"))
+        XCTAssertEqual(info.presenters.count, 1)
+        XCTAssertEqual(info.identity, events.first?.after, "the base is the new file")
+    }
+
+    /// Several writes before the conflict is resolved stay one conflict (and each is one event).
+    func testFurtherChangesFoldIntoTheOpenConflict() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("echo one > doc.txt")
+        p.waitForEvents(1, settle: 0.2)
+        try sh("echo two > doc.txt")
+        let events = p.waitForEvents(2, settle: 0.6)
+        XCTAssertEqual(events.count, 2, "one event per change: \(events)")
+        XCTAssertEqual(Set(events.map(\.action)).count, 1, "the same conflict: \(events)")
+        XCTAssertEqual(try service.conflicts(of: id).count, 1)
+    }
+}
