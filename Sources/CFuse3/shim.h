@@ -40,6 +40,19 @@ static const long CFUSE_UTIME_NOW = ((1l << 30) - 1l);
 static const long CFUSE_UTIME_OMIT = ((1l << 30) - 2l);
 static const int CFUSE_FALLOC_FL_KEEP_SIZE = 0x01;
 static const int CFUSE_FALLOC_FL_PUNCH_HOLE = 0x02;
+/* name_to_handle_at / open_by_handle_at with a fixed-size handle (MAX_HANDLE_SZ is 128). */
+struct cfuse_file_handle {
+    unsigned int handle_bytes;
+    int handle_type;
+    unsigned char f_handle[128];
+};
+static inline int cfuse_name_to_handle_at(int dirfd, const char *name, struct cfuse_file_handle *h, int *mount_id, int flags) {
+    h->handle_bytes = 128;
+    return (int)syscall(SYS_name_to_handle_at, dirfd, name, h, mount_id, flags);
+}
+static inline int cfuse_open_by_handle_at(int mount_fd, struct cfuse_file_handle *h, int flags) {
+    return (int)syscall(SYS_open_by_handle_at, mount_fd, h, flags);
+}
 static const unsigned int CFUSE_RENAME_NOREPLACE = RENAME_NOREPLACE;
 static const unsigned int CFUSE_RENAME_EXCHANGE = RENAME_EXCHANGE;
 static const unsigned int CFUSE_RENAME_WHITEOUT = RENAME_WHITEOUT;

@@ -33,6 +33,32 @@ public enum LinuxCalls {
         CFuse3.removexattr(path, name)
     }
 
+    /// A kernel file handle (`struct file_handle`): names an inode without holding it open.
+    public struct KernelFileHandle: Sendable {
+        var bytes: [UInt8]
+        var type: Int32
+    }
+
+    /// `name_to_handle_at(fd, "", AT_EMPTY_PATH)`: the handle and the mount id of what `fd` refers to.
+    public static func fileHandle(of fd: Int32) -> (handle: KernelFileHandle, mountID: Int32)? {
+        var h = cfuse_file_handle()
+        var mountID: Int32 = 0
+        guard cfuse_name_to_handle_at(fd, "", &h, &mountID, CFUSE_AT_EMPTY_PATH) == 0 else { return nil }
+        let bytes = withUnsafeBytes(of: &h.f_handle) { Array($0.prefix(Int(h.handle_bytes))) }
+        return (KernelFileHandle(bytes: bytes, type: h.handle_type), mountID)
+    }
+
+    /// `open_by_handle_at(2)` (needs CAP_DAC_READ_SEARCH); -1 and errno on failure.
+    public static func open(_ handle: KernelFileHandle, mountFD: Int32, flags: Int32) -> Int32 {
+        var h = cfuse_file_handle()
+        h.handle_bytes = UInt32(handle.bytes.count)
+        h.handle_type = handle.type
+        withUnsafeMutableBytes(of: &h.f_handle) { dst in
+            handle.bytes.withUnsafeBytes { src in dst.copyMemory(from: src) }
+        }
+        return cfuse_open_by_handle_at(mountFD, &h, flags)
+    }
+
     /// `renameat2(2)`.
     public static func renameat2(_ olddirfd: Int32, _ oldpath: UnsafePointer<CChar>, _ newdirfd: Int32, _ newpath: UnsafePointer<CChar>, _ flags: UInt32) -> Int32 {
         cfuse_renameat2(olddirfd, oldpath, newdirfd, newpath, flags)

@@ -67,7 +67,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     @inline(__always)
     func attributes(of node: BackingNode) -> Result<stat, Errno> {
         var st = stat()
-        if let e = sys({ fstatat(node.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
+        if let e = node.withFD({ fd in sys { fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return .failure(e) }
         return .success(st)
     }
 
@@ -76,7 +76,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = st
         for name in options.hiddenRootNames {
             var sub = stat()
-            if fstatat(inodes.root.fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0, (sub.st_mode & S_IFMT) == S_IFDIR, st.st_nlink > 2 {
+            if fstatat(inodes.root.directoryFD, name, &sub, AT_SYMLINK_NOFOLLOW) == 0, (sub.st_mode & S_IFMT) == S_IFDIR, st.st_nlink > 2 {
                 st.st_nlink -= 1
             }
         }
@@ -86,13 +86,13 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Looks `name` up in `parent` and counts one kernel lookup.
     public func lookupEntry(parent: BackingNode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
         let fd: Int32
-        switch sysValue({ openat(parent.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) }) {
+        switch sysValue({ openat(parent.directoryFD, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) }) {
         case .success(let f): fd = f
         case .failure(let e): return .failure(e)
         }
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); return .failure(e) }
-        let node = inodes.remember(fd: fd, stat: st)
+        let node = inodes.remember(fd: fd, stat: st, parent: parent)
         return .success(entry(node, st))
     }
 
@@ -108,9 +108,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     func giveToCaller(parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext) -> Errno? {
         guard runningAsRoot, context.uid != 0 || context.gid != 0 else { return nil }
         var pst = stat()
-        if let e = sys({ fstatat(parent.fd, "", &pst, AT_EMPTY_PATH) }) { return e }
+        if let e = sys({ fstatat(parent.directoryFD, "", &pst, AT_EMPTY_PATH) }) { return e }
         let gid: gid_t = (pst.st_mode & S_ISGID) != 0 ? gid_t.max : context.gid
-        return sys { fchownat(parent.fd, name, context.uid, gid, AT_SYMLINK_NOFOLLOW) }
+        return sys { fchownat(parent.directoryFD, name, context.uid, gid, AT_SYMLINK_NOFOLLOW) }
     }
 
     /// The item's current path relative to the backing root ("" for the root), read from the kernel
@@ -119,7 +119,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func path(of node: BackingNode) -> String? {
         if node === inodes.root { return "" }
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = withProcPath(node.fd) { p in Glibc.readlink(p, &buf, Int(PATH_MAX)) }
+        let n = node.withFD { fd in withProcPath(fd) { p in Glibc.readlink(p, &buf, Int(PATH_MAX)) } }
         guard n > 0 else { return nil }
         buf[n] = 0
         let full = String(cString: buf)
@@ -164,18 +164,18 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let fh: Int32? = open?.fd
         if changing.contains(.mode) {
             let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
-                            else { withProcPath(node.fd) { p in sys { chmod(p, attr.st_mode) } } }
+                            else { node.withFD { fd in withProcPath(fd) { p in sys { chmod(p, attr.st_mode) } } } }
             if let e { return .failure(e) }
         }
         if !changing.isDisjoint(with: [.uid, .gid]) {
             let uid = changing.contains(.uid) ? attr.st_uid : uid_t.max
             let gid = changing.contains(.gid) ? attr.st_gid : gid_t.max
-            if let e = sys({ fchownat(node.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
+            if let e = node.withFD({ fd in sys { fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return .failure(e) }
         }
         if changing.contains(.size) {
             open?.markModified()
             let e: Errno? = if let fh { sys { ftruncate(fh, attr.st_size) } }
-                            else { withProcPath(node.fd) { p in sys { truncate(p, attr.st_size) } } }
+                            else { node.withFD { fd in withProcPath(fd) { p in sys { truncate(p, attr.st_size) } } } }
             if let e { return .failure(e) }
         }
         if !changing.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
@@ -185,8 +185,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             let e: Errno? = withUnsafePointer(to: &times) { tp in
                 tp.withMemoryRebound(to: timespec.self, capacity: 2) { ts in
                     if let fh { return sys { futimens(fh, ts) } }
-                    if node.type == S_IFLNK { return sys { utimensat(node.fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }
-                    return withProcPath(node.fd) { p in sys { utimensat(AT_FDCWD, p, ts, 0) } }
+                    return node.withFD { nfd in
+                        if node.type == S_IFLNK { return sys { utimensat(nfd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }
+                        return withProcPath(nfd) { p in sys { utimensat(AT_FDCWD, p, ts, 0) } }
+                    }
                 }
             }
             if let e { return .failure(e) }
@@ -204,7 +206,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func readlink(_ request: consuming Request, inode id: InodeID) {
         let buf = UnsafeMutablePointer<CChar>.allocate(capacity: Int(PATH_MAX) + 1)
         defer { buf.deallocate() }
-        switch sysValue({ readlinkat(inode(id).fd, "", buf, Int(PATH_MAX)) }) {
+        switch inode(id).withFD({ fd in sysValue { readlinkat(fd, "", buf, Int(PATH_MAX)) } }) {
         case .success(let n):
             buf[n] = 0
             request.reply(link: buf)
@@ -217,29 +219,29 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Hands a just-created item to the caller and looks it up; removes it again on failure.
     private func finishCreate(parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext, directory: Bool) -> Result<EntryReply, Errno> {
         if let e = giveToCaller(parent: parent, name: name, context: context) {
-            unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0)
+            unlinkat(parent.directoryFD, name, directory ? AT_REMOVEDIR : 0)
             return .failure(e)
         }
         return lookupEntry(parent: parent, name: name)
     }
 
     public func makeNode(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t, context: RequestContext) -> Result<EntryReply, Errno> {
-        if let e = sys({ mknodat(parent.fd, name, mode, device) }) { return .failure(e) }
+        if let e = sys({ mknodat(parent.directoryFD, name, mode, device) }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
     public func makeDirectory(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, context: RequestContext) -> Result<EntryReply, Errno> {
-        if let e = sys({ mkdirat(parent.fd, name, mode) }) { return .failure(e) }
+        if let e = sys({ mkdirat(parent.directoryFD, name, mode) }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: true)
     }
 
     public func makeSymlink(target: UnsafePointer<CChar>, parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext) -> Result<EntryReply, Errno> {
-        if let e = sys({ symlinkat(target, parent.fd, name) }) { return .failure(e) }
+        if let e = sys({ symlinkat(target, parent.directoryFD, name) }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
     public func makeLink(_ node: BackingNode, newParent: BackingNode, newName: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
-        let e = withProcPath(node.fd) { path in sys { linkat(AT_FDCWD, path, newParent.fd, newName, AT_SYMLINK_FOLLOW) } }
+        let e = node.withFD { fd in withProcPath(fd) { path in sys { linkat(AT_FDCWD, path, newParent.directoryFD, newName, AT_SYMLINK_FOLLOW) } } }
         if let e { return .failure(e) }
         return attributes(of: node).map { st in
             inodes.retain(node)
@@ -248,17 +250,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removeItem(parent: BackingNode, name: UnsafePointer<CChar>, directory: Bool) -> Errno? {
-        sys { unlinkat(parent.fd, name, directory ? AT_REMOVEDIR : 0) }
+        sys { unlinkat(parent.directoryFD, name, directory ? AT_REMOVEDIR : 0) }
     }
 
     public func renameItem(parent: BackingNode, name: UnsafePointer<CChar>, newParent: BackingNode, newName: UnsafePointer<CChar>, flags: UInt32) -> Errno? {
-        sys { LinuxCalls.renameat2(parent.fd, name, newParent.fd, newName, flags) }
+        sys { LinuxCalls.renameat2(parent.directoryFD, name, newParent.directoryFD, newName, flags) }
     }
 
     /// The attributes of `name` in `parent` without following a final symlink, or nil if absent.
     public func itemAttributes(parent: BackingNode, name: UnsafePointer<CChar>) -> stat? {
         var st = stat()
-        return fstatat(parent.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+        return fstatat(parent.directoryFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
     }
 
     // MARK: Adapters
@@ -304,7 +306,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// whose alignment rules the caller's buffers need not meet.
     public func openFile(_ node: BackingNode, flags: Int32) -> Result<OpenFile, Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
-        return withProcPath(node.fd) { p in sysValue { Glibc.open(p, f) } }.map { OpenFile(fd: $0, inode: node, flags: flags) }
+        return node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, f) } } }.map { OpenFile(fd: $0, inode: node, flags: flags) }
     }
 
     /// The open a kernel file handle refers to.
@@ -329,12 +331,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func createFile(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let fd: Int32
-        switch sysValue({ openat(p.fd, name.cString, f, mode) }) {
+        switch sysValue({ openat(p.directoryFD, name.cString, f, mode) }) {
         case .success(let d): fd = d
         case .failure(let e): return .failure(e)
         }
         if let e = giveToCaller(parent: p, name: name.cString, context: context) {
-            close(fd); unlinkat(p.fd, name.cString, 0)
+            close(fd); unlinkat(p.directoryFD, name.cString, 0)
             return .failure(e)
         }
         switch lookupEntry(parent: p, name: name.cString) {
@@ -396,7 +398,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func opendir(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         let node = inode(id)
         let fd: Int32
-        switch sysValue({ openat(node.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
+        switch sysValue({ openat(node.directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
         case .success(let f): fd = f
         case .failure(let e): return request.reply(error: e)
         }
@@ -493,57 +495,51 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func statfs(_ request: consuming Request, inode id: InodeID) {
         var s = statvfs()
-        if let e = sys({ fstatvfs(inode(id).fd, &s) }) { return request.reply(error: e) }
+        if let e = inode(id).withFD({ fd in sys { fstatvfs(fd, &s) } }) { return request.reply(error: e) }
         request.reply(statfs: s)
     }
 
     public func setxattr(_ request: consuming Request, inode id: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) {
-        let e = withProcPath(inode(id).fd) { p in sys { LinuxCalls.setxattr(p, name.cString, value.baseAddress, value.count, flags) } }
+        let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { LinuxCalls.setxattr(p, name.cString, value.baseAddress, value.count, flags) } } }
         if let e { return request.reply(error: e) }
         request.replyOK()
     }
 
     public func getxattr(_ request: consuming Request, inode id: InodeID, name: FileName, size: Int) {
-        let fd = inode(id).fd
-        if size == 0 {
-            switch withProcPath(fd, { p in sysValue { LinuxCalls.getxattr(p, name.cString, nil, 0) } }) {
-            case .success(let n): return request.reply(xattrSize: n)
-            case .failure(let e): return request.reply(error: e)
-            }
-        }
-        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
         defer { buf.deallocate() }
-        switch withProcPath(fd, { p in sysValue { LinuxCalls.getxattr(p, name.cString, buf.baseAddress, size) } }) {
+        let result = inode(id).withFD { fd in
+            withProcPath(fd) { p in sysValue { LinuxCalls.getxattr(p, name.cString, size == 0 ? nil : buf.baseAddress, size) } }
+        }
+        switch result {
+        case .success(let n) where size == 0: request.reply(xattrSize: n)
         case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
         case .failure(let e): request.reply(error: e)
         }
     }
 
     public func listxattr(_ request: consuming Request, inode id: InodeID, size: Int) {
-        let fd = inode(id).fd
-        if size == 0 {
-            switch withProcPath(fd, { p in sysValue { LinuxCalls.listxattr(p, nil, 0) } }) {
-            case .success(let n): return request.reply(xattrSize: n)
-            case .failure(let e): return request.reply(error: e)
-            }
-        }
-        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
         defer { buf.deallocate() }
-        switch withProcPath(fd, { p in sysValue { LinuxCalls.listxattr(p, buf.baseAddress?.assumingMemoryBound(to: CChar.self), size) } }) {
+        let result = inode(id).withFD { fd in
+            withProcPath(fd) { p in sysValue { LinuxCalls.listxattr(p, size == 0 ? nil : buf.baseAddress?.assumingMemoryBound(to: CChar.self), size) } }
+        }
+        switch result {
+        case .success(let n) where size == 0: request.reply(xattrSize: n)
         case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
         case .failure(let e): request.reply(error: e)
         }
     }
 
     public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
-        let e = withProcPath(inode(id).fd) { p in sys { LinuxCalls.removexattr(p, name.cString) } }
+        let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { LinuxCalls.removexattr(p, name.cString) } } }
         if let e { return request.reply(error: e) }
         request.replyOK()
     }
 
     public func access(_ request: consuming Request, inode id: InodeID, mask: Int32) {
         // Only reached without default_permissions; coordfs always mounts with it.
-        let e = withProcPath(inode(id).fd) { p in sys { faccessat(AT_FDCWD, p, mask, 0) } }
+        let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { faccessat(AT_FDCWD, p, mask, 0) } } }
         if let e { return request.reply(error: e) }
         request.replyOK()
     }

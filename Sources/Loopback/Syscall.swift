@@ -43,7 +43,9 @@ func withProcPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {
         var i = 0
         prefix.withUTF8Buffer { for b in $0 { buf[i] = CChar(bitPattern: b); i += 1 } }
         var digits: (CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar) = (0,0,0,0,0,0,0,0,0,0,0,0)
-        var n = Int(fd), count = 0
+        // A vanished node passes -1: "/proc/self/fd/-1" fails with ENOENT, as it should.
+        if fd < 0 { buf[i] = 45; i += 1 }
+        var n = abs(Int(fd)), count = 0
         withUnsafeMutableBytes(of: &digits) { d in
             repeat { d[count] = UInt8(48 + n % 10); n /= 10; count += 1 } while n > 0
             while count > 0 { count -= 1; buf[i] = CChar(bitPattern: d[count]); i += 1 }
