@@ -1,0 +1,226 @@
+import XCTest
+import Foundation
+@testable import CoordFS
+import Coordination
+import DocumentStore
+
+/// Deletions (after the save window) and every resolution of a change and of a deletion, through
+/// `StoreService`, on a real mount; the event-log records of each step.
+final class StoreResolutionTests: StoreMountTestCase {
+    /// A presented document changed underneath unsaved work ("alpha" → "theirs").
+    private func changedConflict(unsaved: Bool = true, base: String = "alpha\nline 2\nline 3\n", theirs: String = "alpha\nline 2\nline 3 theirs\n") throws -> (DocumentRecorder, Coordination.PresenterID, Conflict) {
+        try write("doc.txt", base)
+        let (p, id) = try presentDocument("doc.txt", unsaved: unsaved)
+        try sh("printf '\(theirs.replacingOccurrences(of: "\n", with: "\\n"))' > doc.tmp && mv doc.tmp doc.txt")
+        return (p, id, try conflict(of: p.waitForEvents(1, settle: 0.3)))
+    }
+
+    /// A presented document deleted (for good: after the save window) underneath unsaved work.
+    private func deletedConflict() throws -> (DocumentRecorder, Coordination.PresenterID, Conflict) {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("rm doc.txt")
+        let events = p.waitForEvents(1, timeout: 5, settle: 0.5)
+        let conflict = try conflict(of: events)
+        XCTAssertEqual(events.first?.kind, .deletion)
+        XCTAssertNil(events.first?.after)
+        XCTAssertEqual(conflict.kind, .deletion)
+        return (p, id, conflict)
+    }
+
+    // MARK: Deletion
+
+    func testDeletionWithoutUnsavedChangesCloses() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt")
+        try sh("rm doc.txt")
+        let events = p.waitForEvents(1, settle: 0.5)
+        XCTAssertEqual(events.map(\.action), [.close], "\(events)")
+        XCTAssertEqual(events.first?.kind, .deletion)
+        XCTAssertEqual(try service.conflicts(of: id), [])
+        XCTAssertEqual(try keptTexts("doc.txt"), ["alpha\n"], "the deleted file is kept (link)")
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").first?.method, .link)
+        XCTAssertEqual(try store.document(atPath: "doc.txt")?.presenters ?? [], [], "interest dropped")
+    }
+
+    func testDeletionWithUnsavedChangesIsAConflict() throws {
+        let (p, _, conflict) = try deletedConflict()
+        XCTAssertEqual(conflict.state, .open)
+        XCTAssertTrue(p.log.contains("accommodateDeletion"), "\(p.log)")
+        XCTAssertEqual(try keptTexts("doc.txt"), ["alpha\n"])
+    }
+
+    func testDeletionResolvedByClose() throws {
+        let (_, id, conflict) = try deletedConflict()
+        let outcome = try service.resolve(conflict.id, with: .close)
+        XCTAssertEqual(outcome.conflict.resolution, .close)
+        XCTAssertNil(backingText("doc.txt"), "stays deleted")
+        XCTAssertEqual(try service.conflicts(of: id), [])
+    }
+
+    func testDeletionResolvedBySaveRestoresTheFile() throws {
+        let (_, _, conflict) = try deletedConflict()
+        try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        XCTAssertEqual(backingText("doc.txt"), "mine\n")
+    }
+
+    func testDeletionRefusesReloadAndMergeAndChangesNothing() throws {
+        let (_, id, conflict) = try deletedConflict()
+        XCTAssertThrowsError(try service.resolve(conflict.id, with: .reload)) { error in
+            XCTAssertEqual(error as? DocumentStoreError, .resolutionNotApplicableToDeletion("reload"))
+            XCTAssertTrue("\(error)".contains("deleted"), "\(error)")
+        }
+        XCTAssertThrowsError(try service.resolve(conflict.id, with: .merge, mine: .bytes(Array("x\n".utf8))))
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], "still open")
+        XCTAssertNil(backingText("doc.txt"))
+    }
+
+    func testDeletionResolvedByKeepBoth() throws {
+        let (_, _, conflict) = try deletedConflict()
+        let outcome = try service.resolve(conflict.id, with: .keepBoth, mine: .bytes(Array("mine\n".utf8)))
+        let copy = try XCTUnwrap(outcome.writtenPath)
+        XCTAssertTrue(copy.hasPrefix("doc (conflict "), copy)
+        XCTAssertEqual(backingText(copy), "mine\n")
+        XCTAssertNil(backingText("doc.txt"))
+    }
+
+    // MARK: Change
+
+    func testChangeResolvedByClose() throws {
+        let (_, id, conflict) = try changedConflict()
+        try service.resolve(conflict.id, with: .close)
+        XCTAssertEqual(backingText("doc.txt"), "alpha\nline 2\nline 3 theirs\n", "untouched")
+        XCTAssertEqual(try store.document(atPath: "doc.txt")?.presenters.map(\.presenter) ?? [], [], "interest dropped")
+        XCTAssertEqual(try service.conflicts(of: id), [])
+    }
+
+    func testChangeResolvedByReload() throws {
+        let (_, _, conflict) = try changedConflict()
+        let outcome = try service.resolve(conflict.id, with: .reload)
+        XCTAssertEqual(outcome.conflict.resolution, .reload)
+        let interest = try XCTUnwrap(try store.document(atPath: "doc.txt")?.presenters.first)
+        XCTAssertFalse(interest.hasUnsavedChanges)
+        XCTAssertEqual(backingText("doc.txt"), "alpha\nline 2\nline 3 theirs\n")
+    }
+
+    func testChangeResolvedBySaveKeepsTheirsAndTellsTheOtherPresenters() throws {
+        try write("doc.txt", "alpha\n")
+        let (_, id) = try presentDocument("doc.txt", unsaved: true)
+        let (other, _) = try presentDocument("doc.txt")
+        try sh("echo theirs > doc.txt")
+        _ = other.waitForEvents(1, settle: 0.2)
+        let conflict = try XCTUnwrap(try service.conflicts(of: id).first)
+        let outcome = try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        XCTAssertEqual(backingText("doc.txt"), "mine\n")
+        let preserved = try XCTUnwrap(outcome.preserved)
+        XCTAssertEqual(String(decoding: try store.contents(of: preserved.version.id), as: UTF8.self), "theirs\n", "theirs is kept: undoable")
+        let events = other.waitForEvents(2, settle: 0.5)
+        XCTAssertEqual(events.map(\.action), [.reload, .reload], "the other presenter hears both writes: \(events)")
+        XCTAssertEqual(other.log.filter { $0 == "didChange" }.count, 2, "\(other.log)")
+    }
+
+    func testChangeResolvedByKeepBoth() throws {
+        let (_, _, conflict) = try changedConflict()
+        let outcome = try service.resolve(conflict.id, with: .keepBoth, mine: .bytes(Array("mine\n".utf8)))
+        let copy = try XCTUnwrap(outcome.writtenPath)
+        XCTAssertEqual(backingText(copy), "mine\n")
+        XCTAssertEqual(backingText("doc.txt"), "alpha\nline 2\nline 3 theirs\n")
+        XCTAssertEqual(try store.conflict(conflict.id).conflictCopyPath, copy)
+    }
+
+    func testChangeResolvedByCleanMerge() throws {
+        let (_, _, conflict) = try changedConflict()
+        let outcome = try service.resolve(conflict.id, with: .merge, mine: .bytes(Array("alpha mine\nline 2\nline 3\n".utf8)))
+        XCTAssertEqual(outcome.mergeConflicts, 0)
+        XCTAssertEqual(backingText("doc.txt"), "alpha mine\nline 2\nline 3 theirs\n")
+    }
+
+    func testChangeResolvedByOverlappingMergeMarksTheHunk() throws {
+        let (_, _, conflict) = try changedConflict()
+        let outcome = try service.resolve(conflict.id, with: .merge, mine: .bytes(Array("alpha\nline 2\nline 3 mine\n".utf8)))
+        XCTAssertEqual(outcome.mergeConflicts, 1)
+        let merged = try XCTUnwrap(backingText("doc.txt"))
+        XCTAssertTrue(merged.contains("<<<<<<< mine\nline 3 mine\n=======\nline 3 theirs\n>>>>>>> theirs\n"), merged)
+    }
+
+    func testMergeRefusesBinaryAndChangesNothing() throws {
+        let (_, id, conflict) = try changedConflict()
+        XCTAssertThrowsError(try service.resolve(conflict.id, with: .merge, mine: .bytes([0x61, 0, 0x62]))) { error in
+            XCTAssertEqual(error as? DocumentStoreError, .binaryContents("doc.txt"))
+        }
+        XCTAssertEqual(try service.conflicts(of: id).count, 1)
+        XCTAssertEqual(backingText("doc.txt"), "alpha\nline 2\nline 3 theirs\n")
+    }
+
+    // MARK: Options, retention, the event log
+
+    func testDefaultActionsAreConfigurable() throws {
+        var options = StoreOptions()
+        XCTAssertTrue(try options.parse("on_change", "ask", item: "on_change=ask"))
+        XCTAssertFalse(try options.parse("ask_timeout", "1", item: "ask_timeout=1"), "not a store option")
+        XCTAssertThrowsError(try options.parse("on_delete", "maybe", item: "on_delete=maybe"))
+        XCTAssertEqual(try StoreOptions.parse(["on_change=ask,keep_versions=3", "on_delete=ask"]).defaultActions, DefaultActions(whenChanged: nil, whenDeleted: nil))
+        try service.reconfigure(options)
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt")
+        try sh("echo theirs > doc.txt")
+        _ = try conflict(of: p.waitForEvents(1, settle: 0.3))
+        XCTAssertEqual(try service.conflicts(of: id).count, 1, "asked even without unsaved changes")
+    }
+
+    func testLettingGoReleasesTheBaseToRetention() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, _) = try presentDocument("doc.txt")
+        // An open for writing keeps the base (a copy on ext4, a clone on XFS) even if nothing is
+        // written: the version is pinned while the presenter holds it.
+        try sh("python3 -c \"open('doc.txt', 'r+').close()\"")
+        let deadline = Date().addingTimeInterval(3)
+        while try store.versions(ofPath: "doc.txt").isEmpty && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").map(\.isPinned), [true], "the base is kept and pinned")
+        daemon.removeDocumentPresenter(p)
+        XCTAssertNil(coordinator.presenterID(of: p))
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").map(\.isPinned), [false], "released once it let go")
+        var tight = StoreOptions()
+        tight.retention = Retention(maxVersionsPerDocument: 0, maxTotalBytes: 0)
+        try service.reconfigure(tight)
+        try store.collectGarbage()
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt"), [], "collected")
+        XCTAssertNil(try store.document(atPath: "doc.txt"), "forgotten")
+    }
+
+    func testEventLogRecordsSnapshotConflictAndResolution() throws {
+        let (_, _, conflict) = try changedConflict()
+        try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        let records = try daemon.storeLogRecords().filter { $0.path == "/doc.txt" }
+        let snapshot = try XCTUnwrap(records.first { $0.kind == "snapshotTaken" }, "\(records.map(\.kind))")
+        XCTAssertEqual(snapshot.snapshotMethod, "link")
+        XCTAssertEqual(snapshot.bytes, UInt64("alpha\nline 2\nline 3\n".utf8.count))
+        XCTAssertNotNil(snapshot.versionID)
+        XCTAssertNotNil(snapshot.documentID)
+        let detected = try XCTUnwrap(records.first { $0.kind == "conflictDetected" })
+        XCTAssertEqual(detected.reason, "change")
+        XCTAssertEqual(detected.documentID, snapshot.documentID, "one stable document id")
+        let resolved = try XCTUnwrap(records.first { $0.kind == "conflictResolved" })
+        XCTAssertEqual(resolved.resolution, "save")
+        XCTAssertEqual(records.filter { $0.kind == "conflictDetected" }.count, 1)
+    }
+
+    func testObserversGetEveryEventInOrder() throws {
+        let seen = ObservedEvents()
+        service.addObserver { seen.append($0) }
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("echo one > doc.txt")
+        try sh("rm doc.txt")
+        p.waitForEvents(2, settle: 0.3)
+        XCTAssertEqual(seen.all.map(\.kind), [.change, .deletion])
+        XCTAssertEqual(seen.all.map(\.presenter), [id, id])
+    }
+}
+
+final class ObservedEvents: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [DocumentChangeEvent] = []
+    func append(_ e: DocumentChangeEvent) { lock.lock(); events.append(e); lock.unlock() }
+    var all: [DocumentChangeEvent] { lock.lock(); defer { lock.unlock() }; return events }
+}
