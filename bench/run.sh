@@ -297,11 +297,16 @@ section_memory() {
     [ "$t" = native ] && continue
     after=${RSS[$t:after]:-0}
     verdict="-"
-    if [ "$t" = coordfs ]; then verdict=$([ "$after" -lt 65536 ] && echo "< 64 MiB: met" || echo "< 64 MiB: missed"); fi
+    if [ "$t" = coordfs ]; then
+      if [ "${LOOKUP_ERRORS[$t]:-1}" != 0 ]; then verdict="< 64 MiB: not shown (lookups failed)"
+      elif [ "$after" -lt 65536 ]; then verdict="< 64 MiB: met"
+      else verdict="< 64 MiB: missed"; fi
+    fi
     echo "| $t | $(awk -v k="${RSS[$t:before]:-0}" 'BEGIN {printf "%.1f MiB", k/1024}') | $(awk -v k="$after" 'BEGIN {printf "%.1f MiB", k/1024}') | ${LOOKUP_ERRORS[$t]:-n/a} | $verdict |"
   done
   echo
-  echo "Open-file limit of this run (a daemon that keeps a descriptor per looked-up inode is bounded by it): $(ulimit -n)."
+  echo "Open-file limit of this run: $(ulimit -n). A daemon that keeps a descriptor per looked-up inode"
+  echo "fails lookups with EMFILE beyond it (failed lookups column)."
   echo
 }
 
@@ -337,7 +342,7 @@ main() {
   {
     echo "# Benchmarks"
     echo
-    echo "Written by \`$COMMAND\` (bench/run.sh) on $(date -u '+%Y-%m-%d %H:%M UTC'); do not edit by hand."
+    echo "Written by \`$COMMAND\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); do not edit by hand."
     echo
     local s
     for s in "${SECTIONS[@]}"; do "$s"; done
