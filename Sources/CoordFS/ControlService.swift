@@ -102,7 +102,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         // Read now, not cached: once a peer exits its pid may name another process.
         let client = ControlClientState(
             connection: connection,
-            origin: AccessOrigin(pid: peer.pid, uid: peer.uid, gid: peer.gid, executable: ProcessNames.read(peer.pid)),
+            origin: AccessOrigin(pid: peer.pid, uid: peer.uid, gid: peer.gid, executable: ProcessNames.read(peer.pid).name),
             peer: ControlPathResolver.Peer(credentials: peer, groups: peer.supplementaryGroups()),
             coordinator: coordinator)
         clients.withLock { $0[connection.id] = client }

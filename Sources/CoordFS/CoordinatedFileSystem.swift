@@ -55,8 +55,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     // MARK: Who and where
 
-    func origin(_ c: RequestContext) -> AccessOrigin {
-        AccessOrigin(pid: c.pid, uid: c.uid, gid: c.gid, executable: names.name(of: c.pid))
+    /// The calling process (not thread), acting for its own presenter of `path` if it has one.
+    func origin(_ c: RequestContext, _ path: ItemPath? = nil) -> AccessOrigin {
+        let who = names.identity(of: c.pid)
+        let presenter = path.flatMap { coordinator.presenter(ownedBy: who.pid, at: $0) }
+        return AccessOrigin(pid: who.pid, uid: c.uid, gid: c.gid, executable: who.name, presenterID: presenter)
     }
 
     func path(_ node: BackingNode) -> ItemPath? {
@@ -130,7 +133,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let node = loopback.inode(id)
         guard node.type == S_IFREG, let p = path(node) else { return loopback.open(request, inode: id, file: file) }
         let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
-        let who = origin(request.context)
+        let who = origin(request.context, p)
         if write, let adopted = saves.adopt(p) {
             return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, created: false)
         }
@@ -141,7 +144,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, created: Bool) {
-        let pid = request.context.pid
+        let pid = grant.origin.pid
         if file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0 { documents(p)?.beforeInPlaceWrite(p) }
         switch loopback.openFile(node, flags: file.flags) {
         case .success(let f):
@@ -192,7 +195,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard let dirPath = path(pnode), let p = try? dirPath.appending(n) else {
             return loopback.create(request, parent: parent, name: name, mode: mode, file: file)
         }
-        let who = origin(request.context)
+        let who = origin(request.context, p)
         let context = request.context
         // The document of a save in progress comes back (vim, emacs, git checkout): same document.
         if let adopted = saves.adopt(p) {
@@ -222,7 +225,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 if !isTemp(name) { dirGrant.announce(.subitemAppeared(p)) }
                 dirGrant.release()
             }
-            let handle = HandleAccess(grant: grant, path: p, pid: context.pid, truncated: true, quiet: isTemp(name))
+            let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(name))
             f.attachment = handle
             track(handle, f.inode)
             request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
@@ -242,13 +245,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         // fchmod/futimens arrive without the handle: the caller's own open for writing covers them,
         // and its one "did change" at close reports them too.
-        if let handle = openWriter(of: node, pid: request.context.pid) {
+        if let handle = openWriter(of: node, pid: names.identity(of: request.context.pid).pid) {
             handle.touch()
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
         let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
-        withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context), write: true) { [self] req, grant in
+        withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context, p), write: true) { [self] req, grant in
             let hooks = documents(p)
             if changing.contains(.size) { hooks?.beforeInPlaceWrite(p) }
             let result = loopback.setAttributes(node, attributes, changing: changing, open: open)
@@ -273,7 +276,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard let dirPath = path(pnode), let p = try? dirPath.appending(name) else {
             return request.reply(name.withCString { make($0, context) })
         }
-        withAccess(request, [.writingIntent(with: dirPath)], origin: origin(context), write: true) { [self] req, grant in
+        withAccess(request, [.writingIntent(with: dirPath)], origin: origin(context, p), write: true) { [self] req, grant in
             let result = name.withCString { make($0, context) }
             if case .success = result, !isTemp(name) { grant.announce(.subitemAppeared(p)) }
             grant.release()
@@ -321,7 +324,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let pnode = loopback.inode(parent)
         let n = name.string
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
-        let who = origin(request.context)
+        let who = origin(request.context, p)
         // A presented document unlinked: maybe the first half of a save (git checkout). Its presenters
         // are asked to relinquish, not to accommodate a deletion, until the save window tells.
         if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
@@ -358,7 +361,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard let src = path(from, n), let dst = path(to, nn) else {
             return request.reply(loopback.renameItem(parent: from, name: name.cString, newParent: to, newName: newName.cString, flags: flags))
         }
-        let who = origin(request.context)
+        let who = origin(request.context, src)
         let srcStat = loopback.itemAttributes(parent: from, name: name.cString)
         let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
         let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }

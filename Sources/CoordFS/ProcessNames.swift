@@ -1,28 +1,34 @@
 import Glibc
 import Synchronization
 
-/// The executable name of a calling process (`/proc/PID/comm`), cached: every coordinated operation
-/// records its actor, and reading /proc each time would cost a few microseconds.
+/// Who a FUSE caller is: the kernel reports the calling *thread*; coordination is per process. Read
+/// from `/proc/TID/status` (process id `Tgid` and the executable `Name`) and cached: every coordinated
+/// operation records its actor, and reading /proc each time would cost a few microseconds.
 final class ProcessNames: Sendable {
-    private let cache = Mutex<[pid_t: String]>([:])
+    struct Identity: Sendable { let pid: pid_t; let name: String }
+    private let cache = Mutex<[pid_t: Identity]>([:])
     private let limit = 4096
 
-    func name(of pid: pid_t) -> String {
-        if pid <= 0 { return "kernel" }
-        if let n = cache.withLock({ $0[pid] }) { return n }
-        let n = Self.read(pid)
+    func identity(of tid: pid_t) -> Identity {
+        if tid <= 0 { return Identity(pid: tid, name: "kernel") }
+        if let n = cache.withLock({ $0[tid] }) { return n }
+        let n = Self.read(tid)
         cache.withLock { c in
             if c.count >= limit { c.removeAll(keepingCapacity: true) }
-            c[pid] = n
+            c[tid] = n
         }
         return n
     }
 
-    /// Forget a pid (its process may have exec'd another program).
-    func forget(_ pid: pid_t) { _ = cache.withLock { $0.removeValue(forKey: pid) } }
+    func name(of tid: pid_t) -> String { identity(of: tid).name }
 
-    static func read(_ pid: pid_t) -> String {
-        guard let text = readWholeFile("/proc/\(pid)/comm") else { return "pid\(pid)" }
-        return text.trimmingCharacters(in: "\n")
+    static func read(_ tid: pid_t) -> Identity {
+        guard let text = readWholeFile("/proc/\(tid)/status") else { return Identity(pid: tid, name: "pid\(tid)") }
+        var pid = tid, name = "pid\(tid)"
+        for line in text.split(separator: "\n", maxSplits: 12) {
+            if line.hasPrefix("Name:") { name = String(line.dropFirst(5)).trimmingCharacters(in: " \t") }
+            else if line.hasPrefix("Tgid:"), let t = pid_t(String(line.dropFirst(5)).trimmingCharacters(in: " \t")) { pid = t }
+        }
+        return Identity(pid: pid, name: name)
     }
 }

@@ -30,3 +30,23 @@ extension Coordinator {
         }
     }
 }
+
+extension Coordinator {
+    /// A presenter registered by process `pid` for `path` or, failing that, for the nearest directory
+    /// containing it. The mount makes an access by that process on behalf of that presenter, so a
+    /// presenter is never asked about its own process's reads and writes (its `FileCoordinator`
+    /// accessor writing through the mount, a `coordfs present --on-save` hook saving the file).
+    public func presenter(ownedBy pid: Int32, at path: ItemPath) -> PresenterID? {
+        lock.withLock {
+            if presenters.isEmpty { return nil }
+            var node = presenters.root
+            var found = node.records.first { $0.owner.pid == pid }?.id
+            for component in path.components {
+                guard let next = node.children[component] else { break }
+                node = next
+                if let own = node.records.first(where: { $0.owner.pid == pid }) { found = own.id }
+            }
+            return found
+        }
+    }
+}

@@ -161,6 +161,17 @@ final class SemanticsTests: InProcessMountTestCase {
         XCTAssertEqual(p.log, [])
     }
 
+    func testAPresentersOwnProcessIsNotAskedAboutItsAccesses() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt") // owned by this test process
+        XCTAssertEqual(try read("doc.txt"), "alpha\n") // this process reads through the mount
+        try "mine\n".write(toFile: mnt + "/doc.txt", atomically: false, encoding: .utf8)
+        usleep(300_000)
+        XCTAssertEqual(p.log, [], "a presenter is not asked about its own process's access")
+        XCTAssertEqual(try sh("cat doc.txt").output, "mine\n") // another process: asked
+        XCTAssertEqual(p.waitUntil { $0.contains("reacquire") }, ["relinquishToReader", "save", "reacquire"])
+    }
+
     // MARK: Waits and deadlines
 
     func testTwoWritersNeverInterleave() throws {
