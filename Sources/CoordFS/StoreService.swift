@@ -28,6 +28,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// gone are dropped at start (its presenters cannot come back under the same coordinator ids).
     let instance: String
     private weak var mount: CoordinatedFileSystem?
+    /// Registers presenters with the store as they register with the coordinator.
+    private var tap: StorePresenterTap?
 
     private struct State {
         var store: DocumentStore
@@ -63,6 +65,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             coordination: daemon.plan.options.coordination, log: daemon.eventLog.map(StoreEventRecorder.init(log:)),
             options: options)
         service.mount = mount
+        let tap = StorePresenterTap(service: service, next: daemon.coordinator.eventSink)
+        service.tap = tap
+        daemon.coordinator.eventSink = tap
         mount.setDocumentHooks(service)
         return service
     }
@@ -93,6 +98,10 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// open conflicts stay, resolvable with `coordfs resolve`).
     func stop() {
         mount?.setDocumentHooks(nil)
+        if let tap {
+            if coordinator.eventSink as AnyObject? === tap { coordinator.eventSink = tap.next }
+            tap.drain()
+        }
         let (store, registered) = state.withLock { s -> (DocumentStore, [Registered]) in
             s.stopped = true
             defer { s.presenters = [:]; s.observers = [:] }
@@ -141,20 +150,44 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// A presenter registered with the coordinator loaded the document at `path` (mount-relative):
     /// the store keeps that version (its base) until the presenter lets go. `presenter`, when
     /// given, receives the change events in process; others get them through observers.
-    /// Registering again moves the base to the current file.
+    ///
+    /// Every presenter the coordinator registers reaches the store by itself (the service watches
+    /// the coordinator's registrations), so this is only needed to attach an in-process
+    /// `presenter` for delivery, or to make sure the base is taken before returning. Returns nil
+    /// when the presenter was registered already (its base is left as it is; ``rebase(_:)`` moves it).
     ///
     /// - Throws: `DocumentStoreError` (no file there, not a regular file, an invalid path).
     @discardableResult
-    public func register(_ id: Coordination.PresenterID, path: ItemPath, presenter: (any DocumentPresenter)? = nil) throws -> Registration {
-        let (store, entry) = state.withLock { s -> (DocumentStore, Registered) in
-            let entry = s.presenters[id] ?? Registered(storeID: storeID(of: id), delivery: presenter)
-            if let presenter { entry.delivery = presenter }
-            return (s.store, entry)
+    public func register(_ id: Coordination.PresenterID, path: ItemPath, presenter: (any DocumentPresenter)? = nil) throws -> Registration? {
+        tap?.drain()
+        let (store, known) = state.withLock { s -> (DocumentStore, Registered?) in
+            let known = s.presenters[id]
+            if let known, let presenter { known.delivery = presenter }
+            return (s.store, known)
         }
+        // Registered already (by the coordinator's registration event): keep the base it has.
+        if known != nil { return nil }
+        let entry = Registered(storeID: storeID(of: id), delivery: presenter)
         let registration = try store.register(entry.storeID, path: path.string)
         state.withLock { $0.presenters[id] = entry }
         if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
         return registration
+    }
+
+    /// From the coordinator's registration event: documents only (folders and missing files are
+    /// no documents), and never twice.
+    func registerIfNew(_ id: Coordination.PresenterID, path: ItemPath) {
+        guard !path.isRoot, state.withLock({ !$0.stopped && $0.presenters[id] == nil }) else { return }
+        var st = stat()
+        guard lstat(backing + "/" + path.string, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        let entry = Registered(storeID: storeID(of: id), delivery: nil)
+        do {
+            let registration = try documentStore.register(entry.storeID, path: path.string)
+            state.withLock { $0.presenters[id] = entry }
+            if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
+        } catch {
+            report("register \(id) at \(path)", error)
+        }
     }
 
     /// The presenter let go (removed from the coordinator, or its client disconnected): its bases
@@ -320,6 +353,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     private func keep(_ path: ItemPath, _ call: (DocumentStore, String) throws -> Snapshot?) {
         guard !path.isRoot else { return }
+        tap?.drain() // presenters registered just before this write: their bases first
         do {
             if let snapshot = try call(documentStore, path.string) { recorder?.snapshotTaken(snapshot) }
         } catch DocumentStoreError.notARegularFile {

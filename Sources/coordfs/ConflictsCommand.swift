@@ -1,6 +1,70 @@
 import ArgumentParser
+import DocumentStore
+import Foundation
 
+/// `coordfs conflicts MOUNTPOINT`: the open conflicts of a mount.
 struct ConflictsCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "conflicts", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs conflicts is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts",
+        abstract: "List the conflicts of a coordfs mount.",
+        discussion: """
+        A conflict opens when a presented document changes or is deleted while its presenter has \
+        unsaved changes. Lists the open ones (with --all, resolved ones too), oldest first: id, \
+        document, kind (change or deletion), the presenter, since when, the base version kept for \
+        a merge. Given a folder or a file inside the mount, lists only the conflicts there. \
+        Conflicts survive a daemon restart; resolve them with `coordfs resolve`.
+
+        Examples:
+          coordfs conflicts /mnt/docs
+          coordfs conflicts /mnt/docs --json
+        """
+    )
+
+    @Argument(help: ArgumentHelp("A coordfs mountpoint (or a folder or file inside it).", valueName: "mountpoint"))
+    var mountpoint: String
+
+    @Flag(help: "Include resolved conflicts.")
+    var all = false
+
+    @Flag(help: "Print one JSON object per conflict.")
+    var json = false
+
+    func run() throws {
+        let location = try StoreLocation(mountpoint)
+        let store = try location.openStore()
+        let root = location.mount.mountpoint ?? location.mount.backing
+        let conflicts = try storeCall { try store.conflicts(state: all ? nil : .open) }.filter { c in
+            location.relative.isEmpty || c.path == location.relative || c.path.hasPrefix(location.relative + "/")
+        }
+        if json {
+            for c in conflicts { print(Self.json(c, root: root)) }
+            return
+        }
+        if conflicts.isEmpty {
+            print("no \(all ? "" : "open ")conflicts")
+            return
+        }
+        var rows = [["ID", "PATH", "KIND", "STATE", "PRESENTER", "SINCE", "BASE"]]
+        for c in conflicts {
+            var state = c.state.rawValue
+            if let r = c.resolution { state += " (\(r.rawValue))" }
+            rows.append(["\(c.id.rawValue)", root + "/" + c.path, c.kind.rawValue, state, c.presenter.rawValue,
+                         StoreFormat.time(c.createdAt), c.baseVersion.map { "\($0)" } ?? "-"])
+        }
+        print(StoreFormat.table(rows), terminator: "")
+    }
+
+    static func json(_ c: Conflict, root: String) -> String {
+        var o: [String: Any] = [
+            "id": c.id.rawValue, "document": c.document.rawValue, "path": root + "/" + c.path, "kind": c.kind.rawValue,
+            "state": c.state.rawValue, "presenter": c.presenter.rawValue, "since": StoreFormat.isoTime(c.createdAt),
+            "before": StoreFormat.identity(c.before), "after": StoreFormat.identity(c.after),
+        ]
+        if let b = c.baseVersion { o["baseVersion"] = b.rawValue }
+        if let r = c.resolution { o["resolution"] = r.rawValue }
+        if let by = c.resolvedBy { o["resolvedBy"] = by }
+        if let at = c.resolvedAt { o["resolvedAt"] = StoreFormat.isoTime(at) }
+        if let copy = c.conflictCopyPath { o["conflictCopy"] = root + "/" + copy }
+        return StoreFormat.json(o)
+    }
 }

@@ -1,6 +1,113 @@
 import ArgumentParser
+import DocumentStore
+import Foundation
+import Glibc
 
+/// `coordfs resolve PATH --save|--reload|--close|--keep-both|--merge`.
 struct ResolveCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "resolve", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs resolve is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "resolve",
+        abstract: "Resolve a document's conflict.",
+        discussion: """
+        Resolves the open conflict of PATH (see `coordfs conflicts`):
+          --close      drop your version; the file stays as it is (or deleted)
+          --save       write your version (--from FILE) over theirs; restores a deleted file
+          --reload     take theirs, drop yours; refused when the file was deleted
+          --keep-both  write your version (--from FILE) beside the file as \
+        "NAME (conflict DATE TIME).EXT"; the file stays theirs
+          --merge      three-way merge of yours (--from FILE) and theirs against the base, written \
+        over the file; overlapping changes are marked <<<<<<< mine / ======= / >>>>>>> theirs as \
+        git merge-file marks them. Text only; refused for deletions.
+        Whatever --save and --merge write over is kept as a version first (undo with `coordfs \
+        restore`). A refused resolution changes nothing and the conflict stays open. When several \
+        presenters have a conflict on PATH, pick one with --conflict ID.
+
+        The store is changed directly in the backing folder: this works while the daemon runs, \
+        and after it died or was restarted. Through a running mount the new file shows once the \
+        kernel's entry cache expires (entry_timeout, 1 s by default).
+
+        Examples:
+          coordfs resolve /mnt/docs/report.txt --merge --from ~/report-mine.txt
+          coordfs resolve /mnt/docs/report.txt --reload
+        """
+    )
+
+    enum Choice: String, EnumerableFlag {
+        case close, save, reload, keepBoth, merge
+
+        static func name(for value: Choice) -> NameSpecification {
+            value == .keepBoth ? .customLong("keep-both") : .long
+        }
+    }
+
+    @Argument(help: ArgumentHelp("A document inside a coordfs mount.", valueName: "path"))
+    var path: String
+
+    @Flag(exclusivity: .exclusive, help: "How to resolve.")
+    var choice: Choice
+
+    @Option(help: ArgumentHelp("Your version of the document (for --save, --keep-both, --merge).", valueName: "file"))
+    var from: String?
+
+    @Option(name: .customLong("conflict"), help: ArgumentHelp("The conflict id, when PATH has several.", valueName: "id"))
+    var conflictID: Int64?
+
+    func validate() throws {
+        switch choice {
+        case .save, .keepBoth, .merge:
+            guard from != nil else { throw ValidationError("--\(choice == .keepBoth ? "keep-both" : choice.rawValue) needs your version: --from FILE") }
+        case .close, .reload:
+            if from != nil { throw ValidationError("--from is only for --save, --keep-both and --merge") }
+        }
+    }
+
+    func run() throws {
+        let location = try StoreLocation(path)
+        try location.requireDocumentPath()
+        let store = try location.openStore()
+        let open = try storeCall { try store.conflicts(atPath: location.relative) }
+        let conflict: Conflict
+        if let conflictID {
+            guard let c = open.first(where: { $0.id.rawValue == conflictID }) else {
+                throw CLIError("\(path) has no open conflict \(conflictID)" + (open.isEmpty ? "" : " (open: \(open.map { "\($0.id.rawValue)" }.joined(separator: ", ")))"))
+            }
+            conflict = c
+        } else {
+            guard let first = open.first else { throw CLIError("\(path) has no open conflict (see `coordfs conflicts`)") }
+            guard open.count == 1 else {
+                throw CLIError("\(path) has \(open.count) open conflicts (\(open.map { "\($0.id.rawValue) for \($0.presenter)" }.joined(separator: ", "))): pick one with --conflict ID")
+            }
+            conflict = first
+        }
+        var mine: Contents?
+        if let from {
+            var st = stat()
+            guard stat(from, &st) == 0 else { throw CLIError("--from \(from): \(String(cString: strerror(errno)))") }
+            guard (st.st_mode & S_IFMT) == S_IFREG else { throw CLIError("--from \(from) is not a regular file") }
+            mine = .file(absolutePath: absolute(from))
+        }
+        let resolution: Resolution = switch choice {
+        case .close: .close
+        case .save: .save
+        case .reload: .reload
+        case .keepBoth: .keepBoth
+        case .merge: .merge
+        }
+        let outcome = try storeCall { try store.resolve(conflict.id, with: resolution, mine: mine, by: "cli:\(getuid())") }
+        let root = location.mount.mountpoint ?? location.mount.backing
+        var message = "resolved conflict \(conflict.id.rawValue) of \(path) (\(conflict.kind.rawValue)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
+        if let written = outcome.writtenPath { message += "; wrote \(root)/\(written)" }
+        if let preserved = outcome.preserved { message += "; the file it replaced is version \(preserved.version.id)" }
+        if choice == .merge {
+            message += outcome.mergeConflicts == 0 ? "; merged cleanly" : "; \(outcome.mergeConflicts) conflicting hunk(s) marked"
+        }
+        print(message)
+    }
+
+    private func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
+        guard getcwd(&buffer, buffer.count) != nil else { return path }
+        return String(cString: buffer) + "/" + path
+    }
 }

@@ -1,6 +1,181 @@
 import ArgumentParser
+import CoordFS
+import DocumentStore
+import Foundation
+import Glibc
 
+/// `coordfs versions PATH`: the kept versions of a document.
 struct VersionsCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "versions", abstract: "(being written)")
-    func run() throws { throw CLIError("coordfs versions is being written") }
+    static let configuration = CommandConfiguration(
+        commandName: "versions",
+        abstract: "List the kept versions of a document in a coordfs mount.",
+        discussion: """
+        Lists what the document store kept of PATH, newest first: the version number (for show, \
+        diff and restore), when it was kept, its size, why it was kept and how it is stored.
+
+        why:  base (a presenter's loaded version), replaced (renamed over by a save), deleted, \
+        beforeWrite (before an in-place write), restore (the file a restore replaced), resolution \
+        (the file a conflict resolution replaced)
+        how:  link (the old inode itself, no copy), reflink (a copy-on-write clone), copy
+        A version marked pinned is a presenter's base or an open conflict's; it is never dropped.
+
+        The store is read directly (BACKING/.coordfs/store), so this works while the daemon runs, \
+        and on a mount whose daemon died.
+
+        Examples:
+          coordfs versions /mnt/docs/report.txt
+          coordfs versions /mnt/docs/report.txt --json | jq -r '.version'
+        """
+    )
+
+    @Argument(help: ArgumentHelp("A document inside a coordfs mount.", valueName: "path"))
+    var path: String
+
+    @Flag(help: "Print one JSON object per version.")
+    var json = false
+
+    func run() throws {
+        let location = try StoreLocation(path)
+        let store = try location.openStore()
+        let versions = try storeCall { try store.versions(ofPath: location.relative) }
+        if json {
+            for v in versions { print(StoreFormat.json(v)) }
+            return
+        }
+        if versions.isEmpty {
+            FileHandle.standardError.write(Data("coordfs: no kept versions of \(location.displayPath)\n".utf8))
+            return
+        }
+        var rows = [["VERSION", "TIME", "SIZE", "WHY", "HOW", ""]]
+        for v in versions {
+            rows.append(["\(v.id)", StoreFormat.time(v.createdAt), StoreFormat.size(v.size), v.reason.rawValue, v.method.rawValue, v.isPinned ? "pinned" : ""])
+        }
+        print(StoreFormat.table(rows), terminator: "")
+    }
+}
+
+// MARK: Shared by the store commands
+
+/// A path inside a coordfs mount, resolved to its mount and its document store.
+struct StoreLocation {
+    let mount: LocatedMount
+    /// The document's path relative to the mount root (and the backing folder), without a leading
+    /// slash; empty for the mount root.
+    let relative: String
+    /// What the user named, for messages.
+    let displayPath: String
+
+    init(_ path: String) throws {
+        do {
+            mount = try MountLocator.locate(path)
+        } catch {
+            throw CLIError(error.description)
+        }
+        relative = String(mount.pathInMount.drop { $0 == "/" })
+        displayPath = path
+    }
+
+    var storeDirectory: String { mount.state.store }
+    /// The path through the mount (for coordinated writes).
+    var mountPath: String? { mount.mountpoint.map { relative.isEmpty ? $0 : $0 + "/" + relative } }
+
+    /// Opens the mount's store directly (SQLite WAL; the daemon may have it open too).
+    func openStore(unpresentedFiles: UnpresentedFilePolicy = .never) throws -> DocumentStore {
+        var st = stat()
+        if stat(storeDirectory + "/metadata.sqlite", &st) != 0 {
+            let e = errno
+            if e == ENOENT {
+                throw CLIError("the mount of \(mount.backing) has no document store yet (\(storeDirectory)): nothing was kept")
+            }
+            throw CLIError("cannot read the document store \(storeDirectory): \(String(cString: strerror(e)))"
+                + (e == EACCES ? " (it belongs to the user who mounted; run as that user)" : ""))
+        }
+        return try storeCall {
+            try DocumentStore(backingRoot: mount.backing, stateDirectory: storeDirectory,
+                              configuration: StoreConfiguration(unpresentedFiles: unpresentedFiles))
+        }
+    }
+
+    func requireDocumentPath() throws {
+        if relative.isEmpty { throw CLIError("'\(displayPath)' is the mount itself; name a document inside it") }
+    }
+
+    /// The kept version `number`, which must be one of this document's.
+    func version(_ number: Int64, in store: DocumentStore) throws -> Version {
+        try requireDocumentPath()
+        let version = try storeCall { try store.version(VersionID(rawValue: number)) }
+        let ofThisDocument = try storeCall { try store.versions(ofPath: relative) }.contains { $0.id == version.id }
+        guard ofThisDocument || version.path == relative else {
+            throw CLIError("version \(number) is not a version of \(displayPath) (it was kept for /\(version.path); see `coordfs versions \(displayPath)`)")
+        }
+        return version
+    }
+}
+
+/// Runs a store call, turning its errors into messages for people.
+func storeCall<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as DocumentStoreError {
+        throw CLIError(error.description)
+    }
+}
+
+/// How the store commands print.
+enum StoreFormat {
+    static func time(_ date: Date) -> String {
+        var t = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        localtime_r(&t, &parts)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+    }
+
+    static func isoTime(_ date: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: date)
+    }
+
+    static func size(_ n: Int64) -> String {
+        if n >= 1 << 30 { return String(format: "%.1f GiB", Double(n) / Double(1 << 30)) }
+        if n >= 1 << 20 { return String(format: "%.1f MiB", Double(n) / Double(1 << 20)) }
+        if n >= 1 << 10 { return String(format: "%.1f KiB", Double(n) / 1024) }
+        return "\(n) B"
+    }
+
+    /// Left-aligned columns, two spaces apart.
+    static func table(_ rows: [[String]]) -> String {
+        guard let columns = rows.map(\.count).max() else { return "" }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        var out = ""
+        for row in rows {
+            var line = ""
+            for (i, cell) in row.enumerated() {
+                line += i + 1 == row.count ? cell : cell + String(repeating: " ", count: widths[i] - cell.count + 2)
+            }
+            while line.hasSuffix(" ") { line.removeLast() }
+            out += line + "\n"
+        }
+        return out
+    }
+
+    static func json(_ object: [String: Any]) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func json(_ v: Version) -> String {
+        json([
+            "version": v.id.rawValue, "document": v.document.rawValue, "path": "/" + v.path,
+            "time": isoTime(v.createdAt), "size": v.size, "reason": v.reason.rawValue,
+            "method": v.method.rawValue, "pinned": v.isPinned,
+        ])
+    }
+
+    static func identity(_ i: FileIdentity?) -> Any {
+        guard let i else { return NSNull() }
+        return ["device": i.device, "inode": i.inode, "size": i.size, "mtimeNs": i.modificationTimeNanoseconds]
+    }
 }
