@@ -1,0 +1,249 @@
+// The document store through the binary: `coordfs versions`, `show`, `diff`, `restore` (a
+// coordinated, undoable write through the mount), `conflicts` and every `resolve` for a change and
+// for a deletion, and a daemon killed with SIGKILL mid-conflict: nothing lost, the conflict still
+// resolvable after a fresh `coordfs mount`.
+//
+// Presenters are `coordfs present` children (out-of-process, through the control socket); the
+// store learns them from the coordinator. The wire protocol has no "unsaved changes" message yet,
+// so the tests set the store's flag the way that message will: in the store's database
+// (`interest.hasUnsavedChanges`), through sqlite from Python.
+import Foundation
+import Glibc
+import XCTest
+
+final class StoreCLITests: CLITestCase {
+    private var storeDatabase: String { backing + "/.coordfs/store/metadata.sqlite" }
+
+    /// `coordfs present PATH` in the background, once it is registered.
+    private func present(_ relative: String, file: StaticString = #filePath, line: UInt = #line) throws -> Child {
+        let child = try startCoordfs(["present", mnt + "/" + relative])
+        let deadline = Date().addingTimeInterval(10)
+        while !child.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < deadline { usleep(20_000) }
+        guard child.lines.contains(where: { $0.hasPrefix("registered") }) else {
+            throw CLIError("coordfs present \(relative) did not register: \(child.stdout) \(child.stderr)")
+        }
+        return child
+    }
+
+    /// Runs SQL on the store's database (Python's sqlite3); returns the first column of the first row.
+    @discardableResult
+    private func sql(_ statement: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=10); r=c.execute(sys.argv[2]).fetchone(); c.commit(); print(r[0] if r else '')"
+        let r = run("/usr/bin/python3", ["-c", script, storeDatabase, statement])
+        XCTAssertEqual(r.status, 0, "sql \(statement): \(r)", file: file, line: line)
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Waits until the store has `count` presenter interests, then marks them all as having
+    /// unsaved changes (what the protocol's unsaved-changes message does).
+    private func markUnsaved(interests count: Int, file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(10)
+        while Int(sql("SELECT COUNT(*) FROM interest")) ?? 0 < count && Date() < deadline { usleep(50_000) }
+        XCTAssertEqual(Int(sql("SELECT COUNT(*) FROM interest")), count, "interests", file: file, line: line)
+        sql("UPDATE interest SET hasUnsavedChanges = 1")
+    }
+
+    private func text(_ relative: String) -> String? { try? String(contentsOfFile: backing + "/" + relative, encoding: .utf8) }
+
+    private func openConflicts(file: StaticString = #filePath, line: UInt = #line) -> [[String: Any]] {
+        let r = coordfs("conflicts", mnt, "--json")
+        XCTAssertEqual(r.status, 0, "\(r)", file: file, line: line)
+        return r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    /// Waits for `count` open conflicts.
+    @discardableResult
+    private func waitForConflicts(_ count: Int, timeout: Double = 8, file: StaticString = #filePath, line: UInt = #line) -> [[String: Any]] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var c = openConflicts(file: file, line: line)
+        while c.count < count && Date() < deadline { usleep(100_000); c = openConflicts(file: file, line: line) }
+        XCTAssertEqual(c.count, count, "open conflicts: \(c)", file: file, line: line)
+        return c
+    }
+
+    private func versions(_ relative: String, file: StaticString = #filePath, line: UInt = #line) -> [[String: Any]] {
+        let r = coordfs("versions", mnt + "/" + relative, "--json")
+        XCTAssertEqual(r.status, 0, "\(r)", file: file, line: line)
+        return r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    // MARK: Versions
+
+    func testVersionsShowDiffAndAnUndoableRestore() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        try mount()
+        let presenter = try present("doc.txt")
+        XCTAssertEqual(sh("echo two > '\(mnt!)/doc.txt'").status, 0)
+        XCTAssertEqual(sh("sed -i s/two/three/ '\(mnt!)/doc.txt'").status, 0)
+        var kept = versions("doc.txt")
+        let deadline = Date().addingTimeInterval(5)
+        while kept.count < 2 && Date() < deadline { usleep(50_000); kept = versions("doc.txt") }
+        XCTAssertEqual(kept.map { $0["reason"] as? String }, ["replaced", "beforeWrite"], "\(kept)")
+        XCTAssertEqual(kept.map { $0["method"] as? String }, ["link", "copy"])
+        let one = try XCTUnwrap((kept.last?["version"] as? NSNumber)?.int64Value)
+        let two = try XCTUnwrap((kept.first?["version"] as? NSNumber)?.int64Value)
+
+        let table = coordfs("versions", mnt + "/doc.txt")
+        XCTAssertEqual(table.status, 0, "\(table)")
+        XCTAssertTrue(table.lines.first?.hasPrefix("VERSION  TIME") == true, table.stdout)
+        XCTAssertTrue(table.stdout.contains("replaced") && table.stdout.contains("copy") && table.stdout.contains("4 B"), table.stdout)
+
+        XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", String(one)).stdout, "one\n")
+        XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", String(two)).stdout, "two\n")
+        let diff = coordfs("diff", mnt + "/doc.txt", "--version", String(one))
+        XCTAssertEqual(diff.status, 0, "\(diff)")
+        XCTAssertTrue(diff.stdout.contains("-one\n+three\n"), diff.stdout)
+
+        // Restore is a coordinated write through the mount: the presenter is asked and told.
+        let notifiedBefore = presenter.lines.filter { $0.hasPrefix("notification didChange") }.count
+        let restore = coordfs("restore", mnt + "/doc.txt", "--version", String(one))
+        XCTAssertEqual(restore.status, 0, "\(restore)")
+        XCTAssertEqual(text("doc.txt"), "one\n")
+        XCTAssertEqual(FileOps.get(mnt + "/doc.txt"), "one\n")
+        let told = Date().addingTimeInterval(5)
+        while presenter.lines.filter({ $0.hasPrefix("notification didChange") }).count <= notifiedBefore && Date() < told { usleep(20_000) }
+        XCTAssertEqual(presenter.lines.filter { $0.hasPrefix("notification didChange") }.count, notifiedBefore + 1, presenter.stdout)
+        XCTAssertTrue(presenter.lines.contains { $0.contains("relinquishToWriter") }, presenter.stdout)
+        // ... and undoable: the file it replaced ("three") is a version now.
+        let three = try XCTUnwrap(versions("doc.txt").first { v in
+            let id = (v["version"] as? NSNumber)?.int64Value ?? 0
+            return self.coordfs("show", self.mnt + "/doc.txt", "--version", String(id)).stdout == "three\n"
+        }.flatMap { ($0["version"] as? NSNumber)?.int64Value })
+        XCTAssertTrue(restore.stdout.contains("--version \(three) undoes this"), restore.stdout)
+        XCTAssertEqual(coordfs("restore", mnt + "/doc.txt", "--version", String(three)).status, 0)
+        XCTAssertEqual(text("doc.txt"), "three\n")
+        XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: backing).contains { $0.contains("coordfs-restore") }, "no temp file left")
+    }
+
+    func testStoreCommandsRefuseBadInputClearly() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        try mount()
+        let unknown = coordfs("show", mnt + "/doc.txt", "--version", "424242")
+        XCTAssertNotEqual(unknown.status, 0)
+        XCTAssertTrue(unknown.stderr.contains("no kept version 424242"), "\(unknown)")
+        let outside = coordfs("versions", root + "/elsewhere.txt")
+        XCTAssertNotEqual(outside.status, 0)
+        XCTAssertTrue(outside.stderr.contains("not in a coordfs mount"), "\(outside)")
+        let noConflict = coordfs("resolve", mnt + "/doc.txt", "--reload")
+        XCTAssertNotEqual(noConflict.status, 0)
+        XCTAssertTrue(noConflict.stderr.contains("no open conflict"), "\(noConflict)")
+        let noMine = coordfs("resolve", mnt + "/doc.txt", "--save")
+        XCTAssertNotEqual(noMine.status, 0)
+        XCTAssertTrue(noMine.stderr.contains("--from FILE"), "\(noMine)")
+        let two = coordfs("resolve", mnt + "/doc.txt", "--save", "--reload")
+        XCTAssertNotEqual(two.status, 0, "one resolution at a time: \(two)")
+        let mountRoot = coordfs("resolve", mnt, "--close")
+        XCTAssertNotEqual(mountRoot.status, 0)
+        XCTAssertEqual(text("doc.txt"), "one\n", "nothing changed")
+        XCTAssertEqual(coordfs("conflicts", mnt).stdout, "no open conflicts\n")
+    }
+
+    // MARK: Conflicts and every resolution
+
+    func testEveryResolutionOfAChangeThroughTheCLI() throws {
+        let base = "first\nmiddle\nlast\n"
+        let names = ["close", "save", "reload", "keep-both", "merge"]
+        for n in names { FileManager.default.createFile(atPath: backing + "/\(n).txt", contents: Data(base.utf8)) }
+        try mount()
+        let presenters = try names.map { try present("\($0).txt") }
+        markUnsaved(interests: names.count)
+        for n in names { XCTAssertEqual(sh("printf 'first\\nmiddle\\nlast theirs\\n' > '\(mnt!)/\(n).txt'").status, 0) }
+        let listed = waitForConflicts(names.count)
+        XCTAssertEqual(Set(listed.map { $0["kind"] as? String }), ["change"])
+        XCTAssertTrue(listed.allSatisfy { $0["baseVersion"] != nil }, "each has its base: \(listed)")
+        let table = coordfs("conflicts", mnt)
+        XCTAssertTrue(table.lines.first?.hasPrefix("ID  PATH") == true, table.stdout)
+
+        let mine = root + "/mine.txt"
+        try "first mine\nmiddle\nlast\n".write(toFile: mine, atomically: false, encoding: .utf8)
+        for n in names {
+            var args = ["resolve", mnt + "/\(n).txt", "--\(n)"]
+            if ["save", "keep-both", "merge"].contains(n) { args += ["--from", mine] }
+            let r = coordfs(arguments: args)
+            XCTAssertEqual(r.status, 0, "\(n): \(r)")
+            XCTAssertTrue(r.stdout.hasPrefix("resolved conflict"), r.stdout)
+        }
+        XCTAssertEqual(text("close.txt"), "first\nmiddle\nlast theirs\n")
+        XCTAssertEqual(text("save.txt"), "first mine\nmiddle\nlast\n")
+        XCTAssertEqual(text("reload.txt"), "first\nmiddle\nlast theirs\n")
+        XCTAssertEqual(text("keep-both.txt"), "first\nmiddle\nlast theirs\n")
+        let copies = try FileManager.default.contentsOfDirectory(atPath: backing).filter { $0.hasPrefix("keep-both (conflict ") }
+        XCTAssertEqual(copies.count, 1, "\(copies)")
+        XCTAssertEqual(copies.first.flatMap(text), "first mine\nmiddle\nlast\n")
+        XCTAssertEqual(text("merge.txt"), "first mine\nmiddle\nlast theirs\n", "a clean three-way merge")
+        XCTAssertEqual(openConflicts().count, 0)
+        let history = coordfs("conflicts", mnt, "--all", "--json").lines
+        XCTAssertEqual(history.count, names.count)
+        XCTAssertTrue(history.allSatisfy { $0.contains("\"resolvedBy\":\"cli:\(getuid())\"") }, "\(history)")
+        // The file save replaced (theirs) is kept.
+        XCTAssertTrue(versions("save.txt").contains { v in
+            (v["reason"] as? String) == "resolution"
+        })
+        _ = presenters
+    }
+
+    func testEveryResolutionOfADeletionThroughTheCLI() throws {
+        let names = ["close", "save", "keep-both"]
+        for n in names { FileManager.default.createFile(atPath: backing + "/\(n).txt", contents: Data("base\n".utf8)) }
+        try mount(options: ["save_window=0.2"])
+        let presenters = try names.map { try present("\($0).txt") }
+        markUnsaved(interests: names.count)
+        for n in names { XCTAssertEqual(sh("rm '\(mnt!)/\(n).txt'").status, 0) }
+        let listed = waitForConflicts(names.count)
+        XCTAssertEqual(Set(listed.map { $0["kind"] as? String }), ["deletion"])
+        let mine = root + "/mine.txt"
+        try "mine\n".write(toFile: mine, atomically: false, encoding: .utf8)
+
+        let reload = coordfs("resolve", mnt + "/close.txt", "--reload")
+        XCTAssertNotEqual(reload.status, 0)
+        XCTAssertTrue(reload.stderr.contains("cannot reload") && reload.stderr.contains("deleted"), "\(reload)")
+        let merge = coordfs("resolve", mnt + "/close.txt", "--merge", "--from", mine)
+        XCTAssertNotEqual(merge.status, 0)
+        XCTAssertTrue(merge.stderr.contains("cannot merge"), "\(merge)")
+        XCTAssertEqual(openConflicts().count, names.count, "a refused resolution changes nothing")
+
+        XCTAssertEqual(coordfs("resolve", mnt + "/close.txt", "--close").status, 0)
+        XCTAssertEqual(coordfs("resolve", mnt + "/save.txt", "--save", "--from", mine).status, 0)
+        XCTAssertEqual(coordfs("resolve", mnt + "/keep-both.txt", "--keep-both", "--from", mine).status, 0)
+        XCTAssertNil(text("close.txt"), "stays deleted")
+        XCTAssertEqual(text("save.txt"), "mine\n", "save restores the deleted file")
+        XCTAssertNil(text("keep-both.txt"))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing).filter { $0.hasPrefix("keep-both (conflict ") }.count, 1)
+        XCTAssertEqual(openConflicts().count, 0)
+        // The deleted file itself is kept (a link to its inode).
+        XCTAssertEqual(versions("close.txt").map { $0["method"] as? String }, ["link"])
+        _ = presenters
+    }
+
+    // MARK: A daemon killed mid-conflict
+
+    func testDaemonKilledMidConflictLosesNothingAndTheConflictIsResolvableAfterAFreshMount() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\nb\nc\n".utf8))
+        try mount()
+        let presenter = try present("doc.txt")
+        markUnsaved(interests: 1)
+        XCTAssertEqual(sh("printf 'a\\nb\\nc theirs\\n' > '\(mnt!)/doc.txt'").status, 0)
+        let before = waitForConflicts(1)
+        let pid = try XCTUnwrap(daemonPID())
+        kill(pid, SIGKILL)
+        presenter.stop(SIGKILL)
+        var waited = 0
+        while kill(pid, 0) == 0 && waited < 250 { usleep(20_000); waited += 1 }
+
+        // The stale mount still names the store: the conflict is listed from the backing folder.
+        let stale = openConflicts()
+        XCTAssertEqual(stale.map { $0["id"] as? NSNumber }, before.map { $0["id"] as? NSNumber })
+        try mount()
+        let after = openConflicts()
+        XCTAssertEqual(after.map { $0["id"] as? NSNumber }, before.map { $0["id"] as? NSNumber }, "still open after the restart")
+        XCTAssertEqual(sql("SELECT COUNT(*) FROM interest"), "0", "the dead daemon's presenters are dropped")
+        // Merge still has its base.
+        let mine = root + "/mine.txt"
+        try "a mine\nb\nc\n".write(toFile: mine, atomically: false, encoding: .utf8)
+        let r = coordfs("resolve", mnt + "/doc.txt", "--merge", "--from", mine)
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stdout.contains("merged cleanly"), r.stdout)
+        XCTAssertEqual(text("doc.txt"), "a mine\nb\nc theirs\n")
+        XCTAssertEqual(openConflicts().count, 0)
+    }
+}
