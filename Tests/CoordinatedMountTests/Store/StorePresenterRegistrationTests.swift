@@ -1,0 +1,66 @@
+import XCTest
+import Foundation
+@testable import CoordFS
+import Coordination
+import DocumentStore
+
+/// The store learns every presenter the coordinator registers, whoever registers it (an
+/// in-process `addFilePresenter`, the control socket), and lets go when it is removed.
+final class StorePresenterRegistrationTests: StoreMountTestCase {
+    private func waitUntil(_ timeout: Double = 3, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while try !condition() && Date() < deadline { usleep(10_000) }
+        return try condition()
+    }
+
+    func testAPlainPresenterIsRegisteredWithTheStoreAndHeardThroughObservers() throws {
+        try write("doc.txt", "alpha\n")
+        let seen = ObservedEvents()
+        service.addObserver { seen.append($0) }
+        let plain = RecordingPresenter(path: try ItemPath("doc.txt"), behaviour: .init())
+        let id = try coordinator.addFilePresenter(plain)
+        XCTAssertTrue(try waitUntil { try self.store.document(atPath: "doc.txt")?.presenters.count == 1 }, "registered with the store")
+        XCTAssertEqual(try store.document(atPath: "doc.txt")?.presenters.first?.presenter, service.storeID(of: id))
+        try service.setUnsavedChanges(id, true)
+        try sh("echo theirs > doc.txt")
+        XCTAssertTrue(waitUntil { seen.all.count == 1 })
+        usleep(300_000)
+        let event = try XCTUnwrap(seen.all.first)
+        XCTAssertEqual(seen.all.count, 1, "\(seen.all)")
+        XCTAssertEqual(event.presenter, id)
+        guard case .conflict(let conflict) = event.action else { return XCTFail("\(event)") }
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict])
+
+        coordinator.removeFilePresenter(plain)
+        XCTAssertTrue(try waitUntil { try self.store.document(atPath: "doc.txt")?.presenters.isEmpty ?? true }, "let go")
+        XCTAssertEqual(try service.conflicts().map(\.id), [conflict], "its conflict stays, resolvable")
+        try service.resolve(conflict, with: .reload, by: "test")
+    }
+
+    func testFoldersAndMissingFilesAreNoDocuments() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        let folder = DocumentRecorder(path: try ItemPath("notes"))
+        _ = try daemon.addDocumentPresenter(folder)
+        let missing = DocumentRecorder(path: try ItemPath("not-yet.txt"))
+        _ = try daemon.addDocumentPresenter(missing)
+        try sh("echo x > notes/a.txt && echo y > not-yet.txt")
+        usleep(300_000)
+        XCTAssertEqual(try store.presenters(), [], "nothing to keep for a folder or a file that did not exist")
+        XCTAssertEqual(try store.allVersions(), [])
+        XCTAssertTrue(folder.events.isEmpty && missing.events.isEmpty)
+    }
+
+    func testARegistrationAfterAWriteKeepsTheBaseItHas() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        XCTAssertNil(try service.register(id, path: try ItemPath("doc.txt"), presenter: p), "already registered: the base stays")
+        try sh("echo theirs > doc.txt")
+        let conflict = try conflict(of: p.waitForEvents(1, settle: 0.3))
+        XCTAssertEqual(String(decoding: try store.contents(of: try XCTUnwrap(conflict.baseVersion)), as: UTF8.self), "alpha\n")
+        // A presenter that saves (its own write, on its behalf) takes what it wrote as its base.
+        try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        let interest = try XCTUnwrap(try store.document(atPath: "doc.txt")?.presenters.first)
+        XCTAssertFalse(interest.hasUnsavedChanges)
+        XCTAssertEqual(try store.document(atPath: "doc.txt")?.identity?.size, 5)
+    }
+}
