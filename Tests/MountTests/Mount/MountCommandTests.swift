@@ -11,8 +11,8 @@ final class MountCommandTests: MountTestCase {
     private var binary: String = ""
 
     override func setUpWithError() throws {
+        guard try MountTarget.fromEnvironment().isCoordFS else { throw XCTSkip("coordfs-specific: COORDFS_MOUNT_TARGET is not coordfs") }
         try super.setUpWithError()
-        try requireCoordFS()
         binary = try MountTarget.coordfsBinary()
     }
 

@@ -153,9 +153,10 @@ class MountTestCase: XCTestCase {
     func sameMeta(_ rel: String, follow: Bool = false, file: StaticString = #filePath, line: UInt = #line) -> Meta? {
         let n = follow ? Sys.stat(native(rel)) : Sys.lstat(native(rel))
         let m = follow ? Sys.stat(mnt(rel)) : Sys.lstat(mnt(rel))
-        XCTAssertEqual(n.1, m.1, "\(follow ? "stat" : "lstat") \(rel): native gave \(n.1), mount gave \(m.1)", file: file, line: line)
+        let op = "\(follow ? "stat" : "lstat") \(rel.isEmpty ? "(the root)" : rel)"
+        XCTAssertEqual(n.1, m.1, "\(op): native gave \(n.1), mount gave \(m.1)", file: file, line: line)
         if let a = n.0, let b = m.0 {
-            XCTAssertTrue(a.sameShape(as: b), "\(follow ? "stat" : "lstat") \(rel): native \(a.shape), mount \(b.shape)", file: file, line: line)
+            XCTAssertTrue(a.sameShape(as: b), "\(op): native \(a.shape), mount \(b.shape)", file: file, line: line)
         }
         return m.0
     }
@@ -163,11 +164,6 @@ class MountTestCase: XCTestCase {
     /// Skips unless the target is a real mount (some checks only mean something through FUSE).
     func requireMount() throws {
         guard target.isMount else { throw XCTSkip("needs a real mount; target is \(target)") }
-    }
-
-    /// Skips unless the target is coordfs (its state folder, its CLI).
-    func requireCoordFS() throws {
-        guard target.isCoordFS else { throw XCTSkip("coordfs-specific; target is \(target)") }
     }
 
     /// Bytes 0..<count of a repeating, position-dependent pattern (so shifted data is caught).
