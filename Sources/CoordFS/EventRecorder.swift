@@ -8,10 +8,17 @@ final class EventRecorder: CoordinationEventSink {
     let log: EventLogWriter
     /// Where each presenter is, for records about answers (which carry only the presenter id).
     private let presenterPaths = Mutex<[PresenterID: String]>([:])
-    /// The intents of each request between its request and its end, so that `released` and
-    /// `denied` (whose coordinator events carry only the request id) name the items. Holds only
-    /// requests in flight: entries go at release or failure.
-    private let requestIntents = Mutex<[UInt64: [FileAccessIntent]]>([:])
+    /// The items of each request between its request and its end, formatted once: `granted`
+    /// reuses them, and `released` and `denied` (whose coordinator events carry only the request
+    /// id) name the items through them. Holds only requests in flight: entries go at release or
+    /// failure.
+    private let requestItems = Mutex<[UInt64: [Item]]>([:])
+
+    /// One intent of a request as it appears in records.
+    struct Item {
+        var path: String
+        var details: EventDetails
+    }
 
     init(log: EventLogWriter) { self.log = log }
 
@@ -25,8 +32,9 @@ final class EventRecorder: CoordinationEventSink {
         }
         switch event.kind {
         case .requested(let intents, _):
-            if let request { requestIntents.withLock { $0[request] = intents } }
-            for i in intents { append(.intentRequested, Self.logPath(i.path), Self.details(i)) }
+            let items = intents.map { Item(path: Self.logPath($0.path), details: Self.details($0)) }
+            if let request { requestItems.withLock { $0[request] = items } }
+            for i in items { append(.intentRequested, i.path, i.details) }
         case .waiting:
             break // visible as the gap between intentRequested and granted
         case .presenterAsked(let p, let ask, let path):
@@ -42,25 +50,26 @@ final class EventRecorder: CoordinationEventSink {
         case .presenterFailed(let p, let ask, let error):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
         case .granted(let intents, let waited):
-            for i in intents {
-                var d = Self.details(i)
-                d.latencyMicros = waited / 1000
-                append(.granted, Self.logPath(i.path), d)
+            let known = request.flatMap { id in requestItems.withLock { $0[id] } }
+            let items = known ?? intents.map { Item(path: Self.logPath($0.path), details: Self.details($0)) }
+            for var i in items {
+                i.details.latencyMicros = waited / 1000
+                append(.granted, i.path, i.details)
             }
         case .failed(let error):
-            let intents = request.flatMap { id in requestIntents.withLock { $0.removeValue(forKey: id) } } ?? []
-            var d = intents.first.map(Self.details) ?? EventDetails()
+            let items = request.flatMap { id in requestItems.withLock { $0.removeValue(forKey: id) } } ?? []
+            var d = items.first?.details ?? EventDetails()
             d.errno = error.posixErrorCode
             d.reason = Self.reason(of: error)
             d.message = error.description
-            append(.denied, Self.path(of: error) ?? intents.first.map { Self.logPath($0.path) } ?? "/", d)
+            append(.denied, Self.path(of: error) ?? items.first?.path ?? "/", d)
         case .released(let held):
-            let intents = request.flatMap { id in requestIntents.withLock { $0.removeValue(forKey: id) } } ?? []
-            if intents.isEmpty { append(.released, "/", EventDetails(latencyMicros: held / 1000)) }
-            for i in intents {
-                var d = Self.details(i)
-                d.latencyMicros = held / 1000
-                append(.released, Self.logPath(i.path), d)
+            let items = request.flatMap { id in requestItems.withLock { $0.removeValue(forKey: id) } } ?? []
+            if items.isEmpty { append(.released, "/", EventDetails(latencyMicros: held / 1000)) }
+            for var i in items {
+                // How long the access was held.
+                i.details.latencyMicros = held / 1000
+                append(.released, i.path, i.details)
             }
         case .willMove:
             break // the didMove after it says where it went

@@ -72,8 +72,8 @@ struct LogCommand: ParsableCommand {
                 } else {
                     try printAll(reader, end, out)
                 }
-            } catch RecordOutput.Stop.closed {
-                return
+            } catch let stop as RecordOutput.Stop {
+                if let e = stop.commandError { throw e }  // else the reader of our output is gone: say nothing
             }
         } catch let e as EventLogError {
             throw CLIError("reading the event log \(mount.eventLog): \(e.description)")
@@ -140,7 +140,7 @@ struct LogCommand: ParsableCommand {
             out.add(line: "next seq:  \(b.nextSeq)")
             out.add(line: "segments:  \(b.segments), \(b.bytes) bytes")
         }
-        do { try out.flush() } catch { return }
+        do { try out.flush() } catch { if let e = error.commandError { throw e } }
     }
 
     private func jsonString(_ s: String) -> String {

@@ -11,8 +11,18 @@ import Synchronization
 final class RecordOutput {
     /// Why output stopped.
     enum Stop: Error {
-        /// The pipe's reader or the terminal is gone.
+        /// The pipe's reader or the terminal is gone: end quietly.
         case closed
+        /// Writing failed otherwise (a full disk, ...): an error for the user.
+        case failed(Int32)
+
+        /// What to throw from a command: nothing to say for `.closed`.
+        var commandError: (any Error)? {
+            switch self {
+            case .closed: return nil
+            case .failed(let e): return CLIError("cannot write the output: \(String(cString: strerror(e)))")
+            }
+        }
     }
 
     private let fd: Int32
@@ -55,8 +65,10 @@ final class RecordOutput {
                 // A non-blocking stdout (inherited from a shell that set O_NONBLOCK): wait for room.
                 var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
                 _ = poll(&p, 1, 1000)
-            default:
-                throw .closed  // EPIPE, EIO (terminal hung up), ENOSPC: nothing more can be shown
+            case EPIPE, EIO:
+                throw .closed  // the pipe's reader exited, or the terminal hung up
+            case let e:
+                throw .failed(e)
             }
         }
     }

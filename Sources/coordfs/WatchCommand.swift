@@ -66,8 +66,8 @@ struct WatchCommand: ParsableCommand {
         if let h = query.header(formatter) { out.add(line: h) }
         do {
             try follow(reader, out)
-        } catch RecordOutput.Stop.closed {
-            return  // the reader of our output is gone: nothing to say to anyone
+        } catch let stop as RecordOutput.Stop {
+            if let e = stop.commandError { throw e }  // else the reader of our output is gone: say nothing
         } catch let e as EventLogError {
             try? out.flush()
             throw CLIError("reading the event log \(mount.eventLog): \(e.description)")

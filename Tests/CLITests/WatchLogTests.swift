@@ -256,6 +256,10 @@ final class WatchLogTests: CLITestCase {
         let busy = sh("\"$COORDFS\" log '\(mnt!)' --json 2>'\(root!)/log.err' | head -n 3 >/dev/null; echo done", timeout: 20)
         XCTAssertEqual(busy.stdout, "done\n")
         XCTAssertEqual((try? String(contentsOfFile: root + "/log.err", encoding: .utf8)) ?? "?", "")
+        // A write error that is not a vanished reader is an error.
+        let full = sh("\"$COORDFS\" log '\(mnt!)' > /dev/full")
+        XCTAssertEqual(full.status, 1, "\(full)")
+        XCTAssertTrue(full.stderr.contains("No space left"), "\(full)")
         // SIGTERM ends a watcher with status 0 and whole lines.
         let w = try startCoordfs(["watch", mnt, "--since", "1"])
         _ = w.waitForLines(5)
