@@ -15,7 +15,7 @@ DEMO     ?= $(CURDIR)/demo
 # System packages the build, the tests and the benchmarks need (Debian names).
 APT_PACKAGES := libfuse3-dev fuse3 pkg-config libsqlite3-dev attr fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox
 
-.PHONY: all deps build build-debug run test bench fuzz install uninstall clean
+.PHONY: all deps build build-debug run test bench fuzz install install-files uninstall clean
 
 all: build
 
@@ -53,7 +53,10 @@ bench: build
 # mount(8) looks for /sbin/mount.fuse.coordfs (type fuse.coordfs) and /sbin/mount.coordfs (type coordfs).
 MOUNT_HELPER_DIR ?= /sbin
 
-install: build
+install: build install-files
+
+# Installs $(BIN) as built (no build step): `make install-files BIN=.build/debug/coordfs DESTDIR=/tmp/x`.
+install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/coordfs
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' mount-scripts/mount.coordfs > $(DESTDIR)$(PREFIX)/sbin/mount.coordfs

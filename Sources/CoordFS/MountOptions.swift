@@ -17,6 +17,8 @@ public struct MountOptions: Sendable, Equatable {
     public var coordination = CoordinationOptions()
     /// The event log (docs/event-log.md).
     public var eventLog = EventLogSettings()
+    /// The document store (docs/document-store.md).
+    public var store = StoreOptions()
 
     public init() {}
 
@@ -40,6 +42,7 @@ public struct MountOptions: Sendable, Equatable {
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...
         event log: log=on|off, log_sync=none|batch, log_max_mb=N, log_max_days=N
+        \(StoreOptions.documentation)
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
     }
@@ -105,6 +108,7 @@ public struct MountOptions: Sendable, Equatable {
                     guard let n = Int(v), (1...1024).contains(n) else { throw .badOption(item, "expects 1 to 1024") }
                     o.maxThreads = n
                 default:
+                    if try o.store.parse(key, value, item: item) { continue }
                     throw .unknownOption(item)
                 }
             }

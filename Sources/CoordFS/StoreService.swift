@@ -58,7 +58,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// without a store (`store=off`, or `coordination=off`: nothing would call it).
     static func start(daemon: Daemon) throws(MountError) -> StoreService? {
         // Integrator: `daemon.plan.options.store` once MountOptions carries StoreOptions.
-        let options = StoreOptions()
+        let options = daemon.plan.options.store
         guard options.enabled, let mount = daemon.coordinated else { return nil }
         let service = try StoreService(
             backing: daemon.plan.backing, stateDirectory: daemon.plan.state.store, coordinator: daemon.coordinator,
