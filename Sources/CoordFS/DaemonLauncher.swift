@@ -17,6 +17,21 @@ public enum DaemonLauncher {
         return daemon.serve()
     }
 
+    /// Closes every descriptor above stderr that this process inherited. A daemon must not keep its
+    /// starter's pipes open (a caller reading our output would wait for EOF forever), sockets or files.
+    /// Call it first, before the daemon opens anything of its own.
+    public static func closeInheritedDescriptors() {
+        guard let dir = opendir("/proc/self/fd") else { return }
+        let own = dirfd(dir)
+        var inherited: [Int32] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) } }
+            if let fd = Int32(name), fd > 2, fd != own { inherited.append(fd) }
+        }
+        closedir(dir)
+        for fd in inherited { close(fd) }
+    }
+
     /// Forks the daemon into the background and waits until its mount answers.
     public static func runInBackground(_ daemon: Daemon, timeoutSeconds: Int32 = 30) throws(MountError) {
         var fds: [Int32] = [0, 0]

@@ -23,6 +23,7 @@ struct MountCommand: ParsableCommand {
     @Flag(name: [.customShort("f"), .long], help: "Stay in the foreground.") var foreground = false
 
     func run() throws {
+        DaemonLauncher.closeInheritedDescriptors()
         do {
             let opts = try MountOptions.parse(options)
             let plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: opts)
