@@ -25,12 +25,18 @@ public enum Unmounter {
         waitForExit(pid, waitSeconds)
     }
 
+    /// Waits for the daemon to finish: gone, or a zombie (its new parent, init, may reap it late).
     private static func waitForExit(_ pid: pid_t?, _ seconds: Double) {
         guard let pid else { return }
         var waited = 0.0
-        while waited < seconds, kill(pid, 0) == 0 {
-            usleep(20_000); waited += 0.02
+        while waited < seconds, kill(pid, 0) == 0, !isZombie(pid) {
+            usleep(5_000); waited += 0.005
         }
+    }
+
+    static func isZombie(_ pid: pid_t) -> Bool {
+        guard let stat = readWholeFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(after: close)...].hasPrefix(" Z")
     }
 
     private static func runFusermount(_ args: [String]) -> Bool {
