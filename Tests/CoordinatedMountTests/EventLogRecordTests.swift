@@ -193,3 +193,58 @@ final class EventLogTimeoutRecordTests: EventLogRecordTestCase {
         XCTAssertFalse(records.contains { $0.kind == .granted && $0.details.requestID == timedOut.first?.details.requestID })
     }
 }
+
+/// `MountLocator` (how `coordfs watch PATH` finds the log) against synthetic mount tables.
+final class MountLocatorTests: XCTestCase {
+    private let base = "/nonexistent-coordfs-locator"
+    private func entry(_ mountpoint: String, _ type: String, _ source: String) -> MountEntry {
+        MountEntry(mountpoint: mountpoint, fsType: type, source: source, options: "rw")
+    }
+
+    func testFindsTheInnermostMountAndThePathInside() throws {
+        let table = [
+            entry("/", "ext4", "/dev/vda"),
+            entry(base + "/docs", "fuse.coordfs", "/srv/shared"),
+            entry(base + "/docs/scratch", "tmpfs", "tmpfs"),
+        ]
+        let root = try MountLocator.locate(base + "/docs", in: table)
+        XCTAssertEqual(root.backing, "/srv/shared")
+        XCTAssertEqual(root.mountpoint, base + "/docs")
+        XCTAssertEqual(root.pathInMount, "/")
+        XCTAssertEqual(root.eventLog, "/srv/shared/.coordfs/log")
+        let inner = try MountLocator.locate(base + "/docs/reports/./q1/../q2/", in: table)
+        XCTAssertEqual(inner.pathInMount, "/reports/q2")
+        // Another filesystem mounted inside the coordfs mount is not part of it.
+        XCTAssertThrowsError(try MountLocator.locate(base + "/docs/scratch/x", in: table)) { error in
+            XCTAssertTrue("\(error)".contains("tmpfs"), "\(error)")
+        }
+        // A name that merely starts like the mountpoint is not inside it.
+        XCTAssertThrowsError(try MountLocator.locate(base + "/docs2", in: table)) { error in
+            XCTAssertTrue("\(error)".contains("not in a coordfs mount"), "\(error)")
+        }
+        XCTAssertThrowsError(try MountLocator.locate("", in: table))
+    }
+
+    func testStackedMountsUseTheTopmost() throws {
+        let table = [
+            entry(base + "/docs", "fuse.coordfs", "/srv/old"),
+            entry(base + "/docs", "fuse.coordfs", "/srv/new"),
+        ]
+        XCTAssertEqual(try MountLocator.locate(base + "/docs/a", in: table).backing, "/srv/new")
+    }
+
+    func testBackingFolderNeedsALog() throws {
+        let dir = "/tmp/coordfs-locator-\(getpid())"
+        mkdir(dir, 0o755)
+        defer { rmdir(dir + "/.coordfs/log"); rmdir(dir + "/.coordfs"); rmdir(dir) }
+        XCTAssertThrowsError(try MountLocator.locate(backing: dir)) { error in
+            XCTAssertTrue("\(error)".contains("no coordfs event log"), "\(error)")
+        }
+        mkdir(dir + "/.coordfs", 0o700)
+        mkdir(dir + "/.coordfs/log", 0o700)
+        let found = try MountLocator.locate(backing: dir)
+        XCTAssertEqual(found.eventLog, dir + "/.coordfs/log")
+        XCTAssertNil(found.mountpoint)
+        XCTAssertThrowsError(try MountLocator.locate(backing: dir + "/missing"))
+    }
+}
