@@ -68,9 +68,9 @@ struct EventQueryOptions: ParsableArguments {
         var st = stat()
         if stat(mount.eventLog, &st) != 0 {
             let e = errno
-            let where_ = mount.mountpoint.map { "the mount on \($0)" } ?? "'\(mount.backing)'"
+            let subject = mount.mountpoint.map { "the mount on \($0)" } ?? "'\(mount.backing)'"
             if e == ENOENT {
-                throw CLIError("\(where_) has no event log yet (\(mount.eventLog) is missing; was it mounted with -o log=off?)")
+                throw CLIError("\(subject) has no event log yet (\(mount.eventLog) is missing; was it mounted with -o log=off?)")
             }
             throw CLIError("cannot read the event log \(mount.eventLog): \(String(cString: strerror(e)))"
                 + (e == EACCES ? " (it belongs to the user who mounted; run as that user)" : ""))
