@@ -46,6 +46,7 @@ public final class ControlService: Sendable {
     /// Closes every connection (their presenters and accesses end) and removes the socket.
     func stop() {
         handler.shuttingDown()
+        handler.stopForwarding()
         server.stop()
         handler.closeAll()
     }
@@ -72,8 +73,12 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     let resolver: ControlPathResolver
     let askDeadline: Duration
     let onAskTimeout: AskTimeoutPolicy
-    private let clients = Mutex<[UInt64: ControlClientState]>([:])
+    /// The mount's document store (nil with `store=off`).
+    let store: StoreService?
+    let clients = Mutex<[UInt64: ControlClientState]>([:])
     private let stopping = Atomic<Bool>(false)
+    /// The store observer forwarding `documentChanged` to remote presenters.
+    private let observation = Mutex<StoreObservation?>(nil)
 
     init(daemon: Daemon) {
         coordinator = daemon.coordinator
@@ -82,9 +87,21 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         let options = plan.options.coordination
         askDeadline = .nanoseconds(Int64(max(0.001, options.askTimeout) * 1e9))
         onAskTimeout = options.strict ? .strict : .proceed
+        store = daemon.store
+        if let store {
+            let added = store.addObserver { [weak self] event in self?.forward(event) }
+            observation.withLock { $0 = added }
+        }
     }
 
     func shuttingDown() { stopping.store(true, ordering: .relaxed) }
+
+    /// Stops forwarding store events.
+    func stopForwarding() {
+        if let store, let added = observation.withLock({ o -> StoreObservation? in defer { o = nil }; return o }) {
+            store.removeObserver(added)
+        }
+    }
 
     /// Ends what every connection still holds (the server calls `didClose` too; closing twice is harmless).
     func closeAll() {
@@ -123,6 +140,11 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         case .coordinate(let request): coordinate(request, client)
         case .release(let request): release(request, client)
         case .status(let request): status(request, client)
+        case .setUnsavedChanges(let request): setUnsavedChanges(request, client)
+        case .conflicts(let request): conflicts(request, client)
+        case .resolve(let request): resolve(request, client)
+        case .versions(let request): versions(request, client)
+        case .readVersion(let request): readVersion(request, client)
         case .answer, .error:
             break  // a late answer (after its deadline) or a client's error report: nothing to do
         default:
@@ -161,6 +183,16 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         presenter.bind(id)
+        if request.unsaved {
+            do {
+                try registerUnsaved(id, path: item.path)
+            } catch {
+                coordinator.removeFilePresenter(id: id)  // nothing stays registered after a refusal
+                presenter.removed()
+                connection.reply(to: request.id, error: error)
+                return
+            }
+        }
         guard client.add(presenter, id: id) else {
             coordinator.removeFilePresenter(id: id)  // the connection closed meanwhile
             presenter.removed()
@@ -407,6 +439,9 @@ final class ControlClientState: Sendable {
     func removePresenter(_ wireID: UInt64) -> (Coordination.PresenterID, RemotePresenter)? {
         state.withLock { $0.presenters.removeValue(forKey: wireID) }
     }
+
+    /// The wire ids of this connection's presenters.
+    var presenterWireIDs: Set<UInt64> { state.withLock { Set($0.presenters.keys) } }
 
     func presenterID(_ wireID: UInt64) -> Coordination.PresenterID? {
         state.withLock { $0.presenters[wireID]?.0 }

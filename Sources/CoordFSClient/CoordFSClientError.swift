@@ -1,4 +1,5 @@
 import ControlProtocol
+import Glibc
 
 /// Why a `FileCoordinator` call or a presenter registration failed.
 public enum CoordFSClientError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -10,6 +11,13 @@ public enum CoordFSClientError: Error, Sendable, Equatable, CustomStringConverti
     case refused(ProtocolError)
     /// The daemon could not be reached or the connection broke.
     case transport(ControlTransportError)
+    /// The presenter is not registered (`FileCoordinator.addFilePresenter(_:)`).
+    case notRegistered
+    /// A local file could not be read (`DocumentContents.file` outside the mount).
+    case unreadable(String, errno: Int32)
+    /// The bytes do not fit in one protocol frame; write them to a file inside the mount and pass
+    /// its path instead.
+    case tooLarge(bytes: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -17,6 +25,10 @@ public enum CoordFSClientError: Error, Sendable, Equatable, CustomStringConverti
         case .noPresentedItem: return "the presenter has no presentedItemPath"
         case .refused(let error): return "refused: \(error)"
         case .transport(let error): return error.description
+        case .notRegistered: return "the presenter is not registered (FileCoordinator.addFilePresenter)"
+        case .unreadable(let path, let code): return "cannot read \(path): \(String(cString: strerror(code)))"
+        case .tooLarge(let bytes, let limit):
+            return "\(bytes) bytes do not fit in one message (at most \(limit)); pass a file inside the mount instead"
         }
     }
 

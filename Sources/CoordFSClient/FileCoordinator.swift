@@ -143,20 +143,24 @@ public final class FileCoordinator: Sendable {
 
     private static let presenters = Mutex<[ObjectIdentifier: (any FilePresenter, CoordFSMount, SessionPresenter)]>([:])
 
-    private static func registration(of presenter: any FilePresenter) -> (CoordFSMount, SessionPresenter)? {
+    static func registration(of presenter: any FilePresenter) -> (CoordFSMount, SessionPresenter)? {
         presenters.withLock { $0[ObjectIdentifier(presenter)].map { ($0.1, $0.2) } }
     }
 
     /// Registers `presenter` with the daemon of the mount holding its `presentedItemPath`. It
     /// stays registered (across daemon restarts) until `removeFilePresenter(_:)`.
-    public static func addFilePresenter(_ presenter: any FilePresenter, locator: ControlSocketLocator = ControlSocketLocator()) async throws(CoordFSClientError) {
+    /// `hasUnsavedChanges`: the presenter already has unsaved changes in its document (see
+    /// `FilePresenter.setHasUnsavedChanges(_:)`), said with the registration itself.
+    public static func addFilePresenter(_ presenter: any FilePresenter, hasUnsavedChanges: Bool = false,
+                                        locator: ControlSocketLocator = ControlSocketLocator()) async throws(CoordFSClientError) {
         guard let path = presenter.presentedItemPath else { throw .noPresentedItem }
         if registration(of: presenter) != nil { return }
         let (mount, relative) = try CoordFSMount.containing(path, locator: locator)
         let adapter = PresenterAdapter(presenter: presenter, mount: mount)
         let handle: SessionPresenter
         do {
-            handle = try await mount.session.register(relative, kind: presenter.presentedItemKind, asks: presenter.presentedItemAsks, endpoint: adapter)
+            handle = try await mount.session.register(relative, kind: presenter.presentedItemKind, asks: presenter.presentedItemAsks,
+                                                      unsaved: hasUnsavedChanges, endpoint: adapter)
         } catch {
             throw CoordFSClientError(error)
         }

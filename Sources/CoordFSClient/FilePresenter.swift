@@ -46,8 +46,13 @@ public protocol FilePresenter: AnyObject, Sendable {
     func presentedSubitem(at oldPath: String, didMoveTo newPath: String) async
     /// An item inside the presented directory was deleted.
     func presentedSubitemDidDelete(at path: String) async
-    /// Any other event: document-store events (`documentChanged`, `conflict`) and events newer
-    /// than this library.
+    /// The document changed or was deleted underneath the presenter (someone else wrote,
+    /// replaced or deleted it), once per change however it was made, with what the mount's
+    /// document store did about it: `.reload` (no unsaved changes: load the file again), `.close`
+    /// (deleted, nothing unsaved: close the document) or `.conflict(id)` (the presenter has unsaved
+    /// changes: resolve it with `resolve(_:with:mine:)`). Like Nutrient's "underlying file changed".
+    func presentedItemDidChangeUnderneath(_ change: UnderlyingFileChange) async
+    /// Any other event: events newer than this library.
     func presentedItemDidReceive(_ event: PresenterEvent) async
     /// The presenter could not be registered again after the daemon restarted (its item may be
     /// gone); it receives nothing more until added again.
@@ -72,6 +77,7 @@ extension FilePresenter {
     public func presentedSubitemDidChange(at path: String) async {}
     public func presentedSubitem(at oldPath: String, didMoveTo newPath: String) async {}
     public func presentedSubitemDidDelete(at path: String) async {}
+    public func presentedItemDidChangeUnderneath(_ change: UnderlyingFileChange) async {}
     public func presentedItemDidReceive(_ event: PresenterEvent) async {}
     public func presentedItemRegistrationLost(_ error: CoordFSClientError) async {}
 }

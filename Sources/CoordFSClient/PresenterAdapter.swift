@@ -49,7 +49,9 @@ final class PresenterAdapter: PresenterEndpoint {
         case .subitemDidMove(let from, let to):
             await presenter.presentedSubitem(at: mount.absolutePath(from), didMoveTo: mount.absolutePath(to))
         case .subitemDidDelete(let path): await presenter.presentedSubitemDidDelete(at: mount.absolutePath(path))
-        case .documentChanged, .conflict, .unknown: await presenter.presentedItemDidReceive(event)
+        case .documentChanged(let change):
+            await presenter.presentedItemDidChangeUnderneath(UnderlyingFileChange(change, path: mount.absolutePath(change.path)))
+        case .unknown: await presenter.presentedItemDidReceive(event)
         }
     }
 

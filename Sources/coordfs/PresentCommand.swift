@@ -18,10 +18,19 @@ struct PresentCommand: ParsableCommand {
         presenter, after --on-save's command for saves. A failing --on-save command (non-zero
         exit) answers the save with an error, which refuses the access that asked.
 
+        The mount's document store keeps the version the presenter loaded. When someone else
+        changes or deletes the file, the presenter gets one documentChanged notification with
+        what the store did: reload (nothing unsaved), close (deleted, nothing unsaved) or a
+        conflict. With --unsaved the presenter says it has unsaved changes, so a change
+        underneath it opens a conflict (list it with `coordfs conflicts`, resolve it with
+        `coordfs resolve`).
+
         Commands run with /bin/sh -c and these variables: COORDFS_PATH (the presented item's
         absolute path, after any move), COORDFS_ITEM (the same, relative to the mount),
         COORDFS_MOUNT, COORDFS_ASK or COORDFS_EVENT, COORDFS_SUBITEM and COORDFS_NEW_PATH
-        (absolute) when the message names them. --on-change runs for every notification. A
+        (absolute) when the message names them; for documentChanged also COORDFS_KIND (change,
+        deletion), COORDFS_ACTION (reload, close, conflict) and COORDFS_CONFLICT (its id).
+        --on-change runs for every notification. A
         command that writes the presented file through the mount while answering would wait for
         the very access that asked; write elsewhere, or to the backing folder.
 
@@ -34,12 +43,14 @@ struct PresentCommand: ParsableCommand {
           answered ask#3
           notification didChange report.txt
           notification didMove report.txt newPath=final.txt
+          notification documentChanged report.txt kind=change action=conflict conflict=5 document=3
         With --json each line is the protocol message itself (docs/protocol.md).
 
         Examples:
           coordfs present /mnt/docs/report.txt
           coordfs present /mnt/docs --on-change 'echo "$COORDFS_EVENT $COORDFS_SUBITEM" >> /tmp/changes'
           coordfs present /mnt/docs/report.txt --delay 2
+          coordfs present /mnt/docs/report.txt --unsaved
           coordfs present /mnt/docs/report.txt --on-save 'cp ~/draft.txt /srv/backing/report.txt'
         """
     )
@@ -61,6 +72,9 @@ struct PresentCommand: ParsableCommand {
 
     @Flag(help: "Present PATH as a directory even if nothing is there yet.")
     var directory = false
+
+    @Flag(help: "Say the presenter has unsaved changes: a change underneath it opens a conflict instead of a reload.")
+    var unsaved = false
 
     @Flag(help: "Print the protocol messages as JSON lines.")
     var json = false
@@ -97,7 +111,8 @@ struct PresentCommand: ParsableCommand {
         let endpoint = ShellPresenter(mount: mount, path: relative, json: json, delay: delay, onSave: onSave, onChange: onChange)
         let session = mount.session
         do {
-            let handle = try runBlocking { try await session.register(relative, kind: kind, asks: wanted, endpoint: endpoint) }
+            let unsaved = self.unsaved
+            let handle = try runBlocking { try await session.register(relative, kind: kind, asks: wanted, unsaved: unsaved, endpoint: endpoint) }
             let id = session.remoteID(of: handle).map(String.init(describing:)) ?? "presenter"
             if json {
                 var object = JSONObject()
@@ -105,9 +120,10 @@ struct PresentCommand: ParsableCommand {
                 object["presenter"] = .int(Int64(session.remoteID(of: handle)?.rawValue ?? 0))
                 object["kind"] = .string(kind.rawValue)
                 object["path"] = .string(relative.wireValue)
+                if unsaved { object["unsaved"] = .bool(true) }
                 endpoint.output(object: object)
             } else {
-                endpoint.output(line: "registered \(id) \(kind.rawValue) \(relative)")
+                endpoint.output(line: "registered \(id) \(kind.rawValue) \(relative)" + (unsaved ? " unsaved" : ""))
             }
         } catch {
             let code = (error as? ControlTransportError).flatMap { e -> ErrorCode? in
@@ -176,10 +192,12 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
         let path = current.withLock { $0 }
         var subitem: MountPath?
         var newPath: MountPath?
+        var document: DocumentChange?
         switch event {
         case .didMove(let to): newPath = to
         case .subitemDidAppear(let p), .subitemDidChange(let p), .subitemDidDelete(let p): subitem = p
         case .subitemDidMove(let from, let to): subitem = from; newPath = to
+        case .documentChanged(let change): document = change
         default: break
         }
         if json {
@@ -188,6 +206,11 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
             var line = "notification \(event.name) \(path)"
             if let subitem { line += " subitem=\(subitem)" }
             if let newPath { line += " newPath=\(newPath)" }
+            if let document {
+                line += " kind=\(document.kind.rawValue) action=\(document.action.name)"
+                if case .conflict(let id) = document.action { line += " conflict=\(id.rawValue)" }
+                line += " document=\(document.document.rawValue)"
+            }
             output(line: line)
         }
         if let onChange {
@@ -195,6 +218,11 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
             environment["COORDFS_EVENT"] = event.name
             if let subitem { environment["COORDFS_SUBITEM"] = mount.absolutePath(subitem) }
             if let newPath { environment["COORDFS_NEW_PATH"] = mount.absolutePath(newPath) }
+            if let document {
+                environment["COORDFS_KIND"] = document.kind.rawValue
+                environment["COORDFS_ACTION"] = document.action.name
+                if case .conflict(let id) = document.action { environment["COORDFS_CONFLICT"] = String(id.rawValue) }
+            }
             _ = await ShellCommand.run(onChange, environment: environment)
         }
     }

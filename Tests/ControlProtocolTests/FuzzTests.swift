@@ -15,7 +15,9 @@ final class FuzzTests: XCTestCase {
         let corpus = Samples.all.map { $0.encodedPayload() }
         let dictionary: [[UInt8]] = ["{", "}", "[", "]", ",", ":", "\"", "\\u", "\\ud800", "null", "true", "-0", "1e999",
                                      "\"type\"", "\"id\"", "\"path\"", "\"/etc\"", "\"..\"", "\"a/../..\"", "\"\\u0000\"",
-                                     "9007199254740993", "-1", "\"hello\"", "\"ask\"", "\"notification\"", "[[[[[[[[", "\u{FF}"]
+                                     "9007199254740993", "-1", "\"hello\"", "\"ask\"", "\"notification\"", "[[[[[[[[", "\u{FF}",
+                                     "\"mine\"", "\"minePath\"", "\"AAAA\"", "\"AB==\"", "\"A===\"", "\"-0\"", "\"00\"", "\"18446744073709551616\"",
+                                     "\"documentChanged\"", "\"resolve\"", "false"]
             .map { Array($0.utf8) }
         var decoded = 0, rejected = 0
         var codes: [ErrorCode: Int] = [:]
@@ -103,7 +105,12 @@ final class FuzzTests: XCTestCase {
                 ? .reading(path(), options: ReadingOptions(rawValue: UInt32(rng.next() % 16)))
                 : .writing(path(), options: WritingOptions(rawValue: UInt32(rng.next() % 32)))
         }
-        switch rng.next() % 12 {
+        func identity() -> DocumentIdentity {
+            DocumentIdentity(device: rng.next(), inode: rng.next() % 2 == 0 ? rng.next() % 1000 : rng.next(), size: id(),
+                             modificationTimeNanoseconds: Int64(bitPattern: rng.next()))
+        }
+        func bytes() -> [UInt8] { (0..<Int(rng.next() % 8)).map { _ in UInt8(truncatingIfNeeded: rng.next()) } }
+        switch rng.next() % 19 {
         case 0: return .hello(Hello(id: RequestID(id()), versions: [Int(rng.next() % 4)], client: rng.next() % 2 == 0 ? text() : nil))
         case 1: return .register(Register(id: RequestID(id()), path: path(), kind: rng.next() % 2 == 0 ? .file : .directory,
                                           asks: Set(AskKind.allCases.filter { _ in rng.next() % 2 == 0 })))
@@ -118,7 +125,10 @@ final class FuzzTests: XCTestCase {
         case 6:
             let events: [PresenterEvent] = [.didChange, .didMove(to: path()), .didDelete, .subitemDidAppear(path()), .subitemDidChange(path()),
                                             .subitemDidMove(path(), to: path()), .subitemDidDelete(path()),
-                                            .documentChanged(documentID: text(), info: JSONObject(["v": .int(Int64(id()))])),
+                                            .documentChanged(DocumentChange(
+                                                document: DocumentID(id()), path: path(), kind: rng.next() % 2 == 0 ? .change : .deletion,
+                                                before: rng.next() % 2 == 0 ? identity() : nil, after: rng.next() % 2 == 0 ? identity() : nil,
+                                                action: [DocumentAction.reload, .close, .conflict(ConflictID(id()))][Int(rng.next() % 3)])),
                                             .unknown(event: "later" + text(), fields: JSONObject(["s": .string(text())]))]
             return .notification(PresenterNotification(presenter: PresenterID(id()), event: events[Int(rng.next() % UInt64(events.count))]))
         case 7: return .error(ErrorMessage(id: rng.next() % 2 == 0 ? RequestID(id()) : nil, code: ErrorCode(rawValue: text()), message: text()))
@@ -128,6 +138,30 @@ final class FuzzTests: XCTestCase {
                                                   waiting: [.init(intents: [intent(), intent()], pid: 3, uid: 4, waitingMs: id())]))
         case 9: return .close(Close(reason: rng.next() % 2 == 0 ? text() : nil))
         case 10: return .granted(Granted(id: RequestID(id()), access: AccessID(id())))
+        case 11: return .setUnsavedChanges(SetUnsavedChanges(id: RequestID(id()), presenter: PresenterID(id()), unsaved: rng.next() % 2 == 0))
+        case 12: return .conflicts(ConflictsQuery(id: RequestID(id()), presenter: rng.next() % 2 == 0 ? PresenterID(id()) : nil))
+        case 13: return .conflictList(ConflictList(id: RequestID(id()), conflicts: (0..<Int(rng.next() % 3)).map { _ in
+            ConflictInfo(conflict: ConflictID(id()), document: DocumentID(id()), path: path(), presenter: rng.next() % 2 == 0 ? PresenterID(id()) : nil,
+                         storePresenter: text(), kind: .change, createdMs: id(), before: identity(), after: rng.next() % 2 == 0 ? identity() : nil,
+                         baseVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil)
+        }))
+        case 14:
+            let mine: ResolutionContents? = [nil, .bytes(bytes()), .path(path())][Int(rng.next() % 3)]
+            return .resolve(Resolve(id: RequestID(id()), conflict: ConflictID(id()), resolution: ConflictResolution.allCases[Int(rng.next() % 5)], mine: mine))
+        case 15: return .resolved(Resolved(id: RequestID(id()), conflict: ConflictID(id()), resolution: ConflictResolution.allCases[Int(rng.next() % 5)],
+                                           path: path(), writtenPath: rng.next() % 2 == 0 ? path() : nil,
+                                           preservedVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil, mergeConflicts: Int(rng.next() % 9),
+                                           after: rng.next() % 2 == 0 ? identity() : nil))
+        case 16:
+            if rng.next() % 2 == 0 { return .versions(VersionsQuery(id: RequestID(id()), path: path())) }
+            return .versionList(VersionList(id: RequestID(id()), versions: [VersionInfo(version: VersionID(id()), document: DocumentID(id()), path: path(),
+                                                                                      createdMs: id(), size: id(), reason: text(), method: text(), pinned: true)]))
+        case 17:
+            if rng.next() % 2 == 0 {
+                return .readVersion(ReadVersion(id: RequestID(id()), version: VersionID(id()), offset: id(),
+                                                length: rng.next() % 2 == 0 ? UInt32(1 + rng.next() % UInt64(ReadVersion.maxLength)) : nil))
+            }
+            return .versionData(VersionData(id: RequestID(id()), version: VersionID(id()), offset: id(), size: id(), data: bytes(), eof: rng.next() % 2 == 0))
         default: return .welcome(Welcome(id: RequestID(id()), version: 1, server: text(), maxFrameSize: Int(rng.next() % 100000), mountPoint: rng.next() % 2 == 0 ? text() : nil))
         }
     }

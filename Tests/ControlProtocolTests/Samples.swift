@@ -4,6 +4,10 @@
 enum Samples {
     static func path(_ text: String) -> MountPath { try! MountPath(validating: text) }
 
+    static let identity = DocumentIdentity(device: 2049, inode: 131_074, size: 4301, modificationTimeNanoseconds: 1_763_759_351_114_000_123)
+    /// Values beyond 2^53 and a time before the epoch: they travel as decimal strings.
+    static let identity2 = DocumentIdentity(device: UInt64.max, inode: 1 << 63, size: 0, modificationTimeNanoseconds: Int64.min)
+
     static var all: [ControlMessage] {
         let a = path("docs/a.txt"), b = path("docs/b.txt"), dir = path("docs")
         return [
@@ -41,9 +45,47 @@ enum Samples {
             .notification(PresenterNotification(presenter: PresenterID(18), event: .subitemDidChange(a))),
             .notification(PresenterNotification(presenter: PresenterID(18), event: .subitemDidMove(a, to: b))),
             .notification(PresenterNotification(presenter: PresenterID(18), event: .subitemDidDelete(b))),
-            .notification(PresenterNotification(presenter: PresenterID(17), event: .documentChanged(documentID: "d-1", info: JSONObject(["version": .int(3)])))),
-            .notification(PresenterNotification(presenter: PresenterID(17), event: .conflict(documentID: "d-1", info: JSONObject()))),
+            .notification(PresenterNotification(presenter: PresenterID(17), event: .documentChanged(DocumentChange(
+                document: DocumentID(3), path: a, kind: .change, before: identity, after: identity2, action: .conflict(ConflictID(5)))))),
+            .notification(PresenterNotification(presenter: PresenterID(17), event: .documentChanged(DocumentChange(
+                document: DocumentID(3), path: a, kind: .deletion, before: identity, after: nil, action: .close)))),
+            .notification(PresenterNotification(presenter: PresenterID(17), event: .documentChanged(DocumentChange(
+                document: DocumentID(4), path: b, kind: .change, before: nil, after: nil, action: .reload)))),
             .notification(PresenterNotification(presenter: PresenterID(17), event: .unknown(event: "futureThing", fields: JSONObject(["x": .array([.null, .bool(true), .double(1.5)])])))),
+            .register(Register(id: RequestID(14), path: a, kind: .file, asks: [.save], unsaved: true)),
+            .setUnsavedChanges(SetUnsavedChanges(id: RequestID(15), presenter: PresenterID(17), unsaved: true)),
+            .setUnsavedChanges(SetUnsavedChanges(id: RequestID(16), presenter: PresenterID(17), unsaved: false)),
+            .conflicts(ConflictsQuery(id: RequestID(17))),
+            .conflicts(ConflictsQuery(id: RequestID(18), presenter: PresenterID(17))),
+            .conflictList(ConflictList(id: RequestID(17), conflicts: [])),
+            .conflictList(ConflictList(id: RequestID(18), conflicts: [
+                ConflictInfo(conflict: ConflictID(5), document: DocumentID(3), path: a, presenter: PresenterID(17),
+                             storePresenter: "coordfs-42-7/presenter#17", kind: .change, createdMs: 1_763_759_351_114,
+                             before: identity, after: identity2, baseVersion: VersionID(9)),
+                ConflictInfo(conflict: ConflictID(6), document: DocumentID(4), path: b, presenter: nil,
+                             storePresenter: "coordfs-41-7/presenter#2", kind: .deletion, createdMs: 0,
+                             before: nil, after: nil, baseVersion: nil),
+            ])),
+            .resolve(Resolve(id: RequestID(19), conflict: ConflictID(5), resolution: .close)),
+            .resolve(Resolve(id: RequestID(20), conflict: ConflictID(5), resolution: .save, mine: .bytes(Array("mine\n".utf8)))),
+            .resolve(Resolve(id: RequestID(21), conflict: ConflictID(5), resolution: .merge, mine: .path(b))),
+            .resolve(Resolve(id: RequestID(22), conflict: ConflictID(5), resolution: .keepBoth, mine: .bytes([]))),
+            .resolve(Resolve(id: RequestID(23), conflict: ConflictID(5), resolution: .reload)),
+            .resolved(Resolved(id: RequestID(19), conflict: ConflictID(5), resolution: .close, path: a)),
+            .resolved(Resolved(id: RequestID(21), conflict: ConflictID(5), resolution: .merge, path: a, writtenPath: a,
+                               preservedVersion: VersionID(12), mergeConflicts: 2, after: identity2)),
+            .versions(VersionsQuery(id: RequestID(24), path: a)),
+            .versionList(VersionList(id: RequestID(24), versions: [])),
+            .versionList(VersionList(id: RequestID(24), versions: [
+                VersionInfo(version: VersionID(9), document: DocumentID(3), path: a, createdMs: 1_763_759_351_114, size: 4301,
+                            reason: "beforeWrite", method: "copy", pinned: true),
+                VersionInfo(version: VersionID(8), document: DocumentID(3), path: b, createdMs: 1, size: 0,
+                            reason: "replaced", method: "link", pinned: false),
+            ])),
+            .readVersion(ReadVersion(id: RequestID(25), version: VersionID(9))),
+            .readVersion(ReadVersion(id: RequestID(26), version: VersionID(9), offset: 4096, length: 100)),
+            .versionData(VersionData(id: RequestID(25), version: VersionID(9), offset: 0, size: 3, data: [0, 0xFF, 10], eof: true)),
+            .versionData(VersionData(id: RequestID(26), version: VersionID(9), offset: 4096, size: 1 << 20, data: [], eof: false)),
             .error(ErrorMessage(id: RequestID(7), code: .permissionDenied, message: "uid 1000 may not write docs/a.txt")),
             .error(ErrorMessage(code: .malformedJSON, message: "bad")),
             .close(Close(reason: "shutting down")),

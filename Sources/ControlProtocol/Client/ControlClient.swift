@@ -144,13 +144,14 @@ public final class ControlClient: @unchecked Sendable {
     }
 
     /// Registers a presenter; `onRegistered` runs before any ask for it can be delivered.
+    /// `unsaved`: the presenter has unsaved changes from the start (see `setUnsavedChanges`).
     public func register(
-        _ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases),
+        _ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false,
         onRegistered: (@Sendable (PresenterID) -> Void)? = nil
     ) async throws(ControlTransportError) -> PresenterID {
         let reply = try await request(onReply: { reply in
             if case .registered(let r) = reply { onRegistered?(r.presenter) }
-        }) { .register(Register(id: $0, path: path, kind: kind, asks: asks)) }
+        }) { .register(Register(id: $0, path: path, kind: kind, asks: asks, unsaved: unsaved)) }
         guard case .registered(let registered) = reply else { throw .unexpectedReply(reply.typeName) }
         return registered.presenter
     }
@@ -179,6 +180,55 @@ public final class ControlClient: @unchecked Sendable {
         let reply = try await request { .status(StatusQuery(id: $0)) }
         guard case .statusReport(let report) = reply else { throw .unexpectedReply(reply.typeName) }
         return report
+    }
+
+    // MARK: The document store
+
+    /// Tells the store whether the presenter has unsaved changes in its document (a change
+    /// underneath it is then a conflict instead of a reload or close).
+    public func setUnsavedChanges(_ presenter: PresenterID, _ unsaved: Bool) async throws(ControlTransportError) {
+        let reply = try await request { .setUnsavedChanges(SetUnsavedChanges(id: $0, presenter: presenter, unsaved: unsaved)) }
+        guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
+    }
+
+    /// Open conflicts: one presenter's, or those of every presenter of this connection (all of
+    /// them for root).
+    public func conflicts(presenter: PresenterID? = nil) async throws(ControlTransportError) -> [ConflictInfo] {
+        let reply = try await request { .conflicts(ConflictsQuery(id: $0, presenter: presenter)) }
+        guard case .conflictList(let list) = reply else { throw .unexpectedReply(reply.typeName) }
+        return list.conflicts
+    }
+
+    /// Resolves a conflict of one of this connection's presenters (any conflict, for root).
+    public func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
+        let reply = try await request { .resolve(Resolve(id: $0, conflict: conflict, resolution: resolution, mine: mine)) }
+        guard case .resolved(let resolved) = reply else { throw .unexpectedReply(reply.typeName) }
+        return resolved
+    }
+
+    /// The kept versions of the document at `path`, newest first.
+    public func versions(_ path: MountPath) async throws(ControlTransportError) -> [VersionInfo] {
+        let reply = try await request { .versions(VersionsQuery(id: $0, path: path)) }
+        guard case .versionList(let list) = reply else { throw .unexpectedReply(reply.typeName) }
+        return list.versions
+    }
+
+    /// One chunk of a kept version's bytes.
+    public func readVersion(_ version: VersionID, offset: UInt64 = 0, length: UInt32? = nil) async throws(ControlTransportError) -> VersionData {
+        let reply = try await request { .readVersion(ReadVersion(id: $0, version: version, offset: offset, length: length)) }
+        guard case .versionData(let data) = reply else { throw .unexpectedReply(reply.typeName) }
+        return data
+    }
+
+    /// All of a kept version's bytes (read chunk by chunk).
+    public func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        while true {
+            let chunk = try await readVersion(version, offset: UInt64(bytes.count))
+            bytes += chunk.data
+            if chunk.eof { return bytes }
+            if chunk.data.isEmpty { throw .unexpectedReply("an empty versionData before the end") }
+        }
     }
 
     /// Answers an ask: done (`error == nil`) or failed.

@@ -54,6 +54,8 @@ public final class ControlSession: @unchecked Sendable {
         var path: MountPath
         let kind: ItemKind
         let asks: Set<AskKind>
+        /// The latest unsaved-changes flag, sent again with a re-registration.
+        var unsaved: Bool
         let endpoint: any PresenterEndpoint
         let inbox: AsyncStream<Delivery>.Continuation
         var remote: PresenterID?
@@ -96,17 +98,19 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// Registers a presenter; it stays registered across reconnections until `unregister`.
-    public func register(_ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), endpoint: any PresenterEndpoint) async throws(ControlTransportError) -> SessionPresenter {
+    /// `unsaved`: it has unsaved changes from the start (see `setUnsavedChanges(_:_:)`).
+    public func register(_ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false,
+                         endpoint: any PresenterEndpoint) async throws(ControlTransportError) -> SessionPresenter {
         let client = try await connectedClient()
         let (stream, inbox) = AsyncStream<Delivery>.makeStream()
         let token = state.withLock { s -> UInt64 in
             defer { s.nextToken += 1 }
-            s.registrations[s.nextToken] = Registration(path: path, kind: kind, asks: asks, endpoint: endpoint, inbox: inbox)
+            s.registrations[s.nextToken] = Registration(path: path, kind: kind, asks: asks, unsaved: unsaved, endpoint: endpoint, inbox: inbox)
             return s.nextToken
         }
         Task { await Self.drain(stream, endpoint: endpoint) }
         do {
-            _ = try await client.register(path, kind: kind, asks: asks) { [weak self] remote in self?.bind(token, to: remote) }
+            _ = try await client.register(path, kind: kind, asks: asks, unsaved: unsaved) { [weak self] remote in self?.bind(token, to: remote) }
         } catch {
             state.withLock { _ = $0.registrations.removeValue(forKey: token) }
             inbox.finish()
@@ -142,6 +146,53 @@ public final class ControlSession: @unchecked Sendable {
     /// The daemon's status.
     public func status() async throws(ControlTransportError) -> StatusReport {
         try await connectedClient().status()
+    }
+
+    // MARK: The document store
+
+    /// Tells the daemon's document store whether the presenter has unsaved changes; remembered
+    /// and said again when the presenter is registered again after a reconnect.
+    public func setUnsavedChanges(_ presenter: SessionPresenter, _ unsaved: Bool) async throws(ControlTransportError) {
+        let known = state.withLock { s -> Bool in
+            guard s.registrations[presenter.token] != nil else { return false }
+            s.registrations[presenter.token]?.unsaved = unsaved
+            return true
+        }
+        guard known else { throw .protocolError(ProtocolError(.unknownPresenter, "the presenter is not registered in this session")) }
+        let client = try await connectedClient()
+        try await client.setUnsavedChanges(try remote(presenter), unsaved)
+    }
+
+    /// Open conflicts of one presenter of this session, or of all of this connection's presenters.
+    public func conflicts(of presenter: SessionPresenter? = nil) async throws(ControlTransportError) -> [ConflictInfo] {
+        let client = try await connectedClient()
+        return try await client.conflicts(presenter: try presenter.map { (p) throws(ControlTransportError) in try remote(p) })
+    }
+
+    /// Resolves a conflict (see `ControlClient.resolve`).
+    public func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
+        try await connectedClient().resolve(conflict, with: resolution, mine: mine)
+    }
+
+    /// The kept versions of the document at `path`, newest first.
+    public func versions(_ path: MountPath) async throws(ControlTransportError) -> [VersionInfo] {
+        try await connectedClient().versions(path)
+    }
+
+    /// All of a kept version's bytes.
+    public func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
+        try await connectedClient().contents(ofVersion: version)
+    }
+
+    /// The largest frame the daemon accepts (what one `resolve` with bytes may carry).
+    public func maxFrameSize() async throws(ControlTransportError) -> Int {
+        try await connectedClient().welcome.maxFrameSize
+    }
+
+    /// The daemon's id of a registered presenter, or `.disconnected` while it has none.
+    private func remote(_ presenter: SessionPresenter) throws(ControlTransportError) -> PresenterID {
+        guard let remote = state.withLock({ $0.registrations[presenter.token]?.remote }) else { throw .disconnected }
+        return remote
     }
 
     /// Closes the connection and stops reconnecting; presenters are dropped.
@@ -192,7 +243,8 @@ public final class ControlSession: @unchecked Sendable {
         }
         for (token, registration) in pending.sorted(by: { $0.0 < $1.0 }) {
             do {
-                _ = try await client.register(registration.path, kind: registration.kind, asks: registration.asks) { [weak self] remote in
+                _ = try await client.register(registration.path, kind: registration.kind, asks: registration.asks,
+                                              unsaved: registration.unsaved) { [weak self] remote in
                     self?.bind(token, to: remote)
                 }
             } catch ControlTransportError.disconnected {

@@ -64,7 +64,7 @@ extension ControlMessage {
                 }
                 asks.insert(ask)
             }
-            return .register(Register(id: id, path: path, kind: kind, asks: asks))
+            return .register(Register(id: id, path: path, kind: kind, asks: asks, unsaved: try fields.optionalBool("unsaved") ?? false))
         case "registered":
             let id = try fields.requestID()
             return .registered(Registered(id: id, presenter: PresenterID(try fields.uint("presenter"))))
@@ -159,15 +159,81 @@ extension ControlMessage {
             case "subitemDidMove": event = .subitemDidMove(try fields.path("subitem"), to: try fields.path("newPath"))
             case "subitemDidDelete": event = .subitemDidDelete(try fields.path("subitem"))
             case "documentChanged":
-                event = .documentChanged(documentID: try fields.string("documentID", maxBytes: 256),
-                                         info: fields.remaining(except: ["type", "presenter", "event", "documentID"]))
-            case "conflict":
-                event = .conflict(documentID: try fields.string("documentID", maxBytes: 256),
-                                  info: fields.remaining(except: ["type", "presenter", "event", "documentID"]))
+                event = .documentChanged(try fields.documentChange())
             default:
                 event = .unknown(event: name, fields: fields.remaining(except: ["type", "presenter", "event"]))
             }
             return .notification(PresenterNotification(presenter: presenter, event: event))
+        case "setUnsavedChanges":
+            let id = try fields.requestID()
+            return .setUnsavedChanges(SetUnsavedChanges(id: id, presenter: PresenterID(try fields.uint("presenter")),
+                                                        unsaved: try fields.bool("unsaved")))
+        case "conflicts":
+            let id = try fields.requestID()
+            return .conflicts(ConflictsQuery(id: id, presenter: try fields.optionalUInt("presenter").map(PresenterID.init(rawValue:))))
+        case "conflictList":
+            let id = try fields.requestID()
+            var conflicts: [ConflictInfo] = []
+            for (offset, value) in try fields.array("conflicts").enumerated() {
+                let item = try fields.nested(value, "conflicts[\(offset)]")
+                conflicts.append(ConflictInfo(
+                    conflict: ConflictID(try item.uint("conflict")), document: DocumentID(try item.uint("document")),
+                    path: try item.path("path"), presenter: try item.optionalUInt("presenter").map(PresenterID.init(rawValue:)),
+                    storePresenter: try item.string("storePresenter", maxBytes: 512), kind: try item.enumeration("kind"),
+                    createdMs: try item.uint("createdMs"), before: try item.optionalIdentity("before"),
+                    after: try item.optionalIdentity("after"), baseVersion: try item.optionalUInt("baseVersion").map(VersionID.init(rawValue:))))
+            }
+            return .conflictList(ConflictList(id: id, conflicts: conflicts))
+        case "resolve":
+            let id = try fields.requestID()
+            let conflict = ConflictID(try fields.uint("conflict"))
+            let resolution: ConflictResolution = try fields.enumeration("resolution")
+            var mine: ResolutionContents?
+            if let bytes = try fields.optionalBase64("mine") { mine = .bytes(bytes) }
+            if let path = try fields.optionalPath("minePath") {
+                if mine != nil { throw fields.fail(.invalidValue, "give either \"mine\" or \"minePath\", not both") }
+                mine = .path(path)
+            }
+            return .resolve(Resolve(id: id, conflict: conflict, resolution: resolution, mine: mine))
+        case "resolved":
+            let id = try fields.requestID()
+            return .resolved(Resolved(
+                id: id, conflict: ConflictID(try fields.uint("conflict")), resolution: try fields.enumeration("resolution"),
+                path: try fields.path("path"), writtenPath: try fields.optionalPath("writtenPath"),
+                preservedVersion: try fields.optionalUInt("preservedVersion").map(VersionID.init(rawValue:)),
+                mergeConflicts: Int(try fields.uint("mergeConflicts", max: UInt64(Int32.max))),
+                after: try fields.optionalIdentity("after")))
+        case "versions":
+            let id = try fields.requestID()
+            return .versions(VersionsQuery(id: id, path: try fields.path("path")))
+        case "versionList":
+            let id = try fields.requestID()
+            var versions: [VersionInfo] = []
+            for (offset, value) in try fields.array("versions").enumerated() {
+                let item = try fields.nested(value, "versions[\(offset)]")
+                versions.append(VersionInfo(
+                    version: VersionID(try item.uint("version")), document: DocumentID(try item.uint("document")),
+                    path: try item.path("path"), createdMs: try item.uint("createdMs"), size: try item.uint("size"),
+                    reason: try item.string("reason", maxBytes: 64), method: try item.string("method", maxBytes: 64),
+                    pinned: try item.bool("pinned")))
+            }
+            return .versionList(VersionList(id: id, versions: versions))
+        case "readVersion":
+            let id = try fields.requestID()
+            let version = VersionID(try fields.uint("version"))
+            let offset = try fields.optionalUInt("offset") ?? 0
+            var length: UInt32?
+            if let value = try fields.optionalUInt("length", max: UInt64(ReadVersion.maxLength)) {
+                if value == 0 { throw fields.fail(.invalidValue, "field \"length\" must be between 1 and \(ReadVersion.maxLength)") }
+                length = UInt32(value)
+            }
+            return .readVersion(ReadVersion(id: id, version: version, offset: offset, length: length))
+        case "versionData":
+            let id = try fields.requestID()
+            guard let data = try fields.optionalBase64("data") else { throw fields.fail(.missingField, "missing field \"data\"") }
+            return .versionData(VersionData(
+                id: id, version: VersionID(try fields.uint("version")), offset: try fields.uint("offset"),
+                size: try fields.uint("size"), data: data, eof: try fields.bool("eof")))
         case "error":
             let id = try fields.optionalUInt("id").map(RequestID.init(rawValue:))
             fields.requestIDValue = id?.rawValue
@@ -177,7 +243,8 @@ extension ControlMessage {
         case "close":
             return .close(Close(reason: try fields.optionalString("reason", maxBytes: 4096)))
         default:
-            let known = ["hello", "register", "unregister", "coordinate", "release", "status", "answer", "close", "error"]
+            let known = ["hello", "register", "unregister", "coordinate", "release", "status", "answer", "setUnsavedChanges",
+                         "conflicts", "resolve", "versions", "readVersion", "close", "error"]
             throw ProtocolError(.unknownType, "unknown message type \(MountPath.quoted(type)); a client may send: \(known.joined(separator: ", "))",
                                 requestID: Fields.optionalID(object))
         }
@@ -205,6 +272,7 @@ extension ControlMessage {
             path("path", m.path)
             o["kind"] = .string(m.kind.rawValue)
             o["asks"] = .array(m.asks.sorted().map { .string($0.rawValue) })
+            if m.unsaved { o["unsaved"] = .bool(true) }
         case .registered(let m):
             id(m.id.rawValue)
             o["presenter"] = .int(Int64(m.presenter.rawValue))
@@ -280,12 +348,82 @@ extension ControlMessage {
             case .subitemDidMove(let from, let to):
                 path("subitem", from)
                 path("newPath", to)
-            case .documentChanged(let documentID, let info), .conflict(let documentID, let info):
-                o["documentID"] = .string(documentID)
-                for (key, value) in info where o[key] == nil { o[key] = value }
+            case .documentChanged(let change):
+                o["document"] = .int(Int64(change.document.rawValue))
+                path("path", change.path)
+                o["kind"] = .string(change.kind.rawValue)
+                if let before = change.before { o["before"] = Self.encode(identity: before) }
+                if let after = change.after { o["after"] = Self.encode(identity: after) }
+                o["action"] = .string(change.action.name)
+                if case .conflict(let conflict) = change.action { o["conflict"] = .int(Int64(conflict.rawValue)) }
             case .unknown(_, let fields):
                 for (key, value) in fields where o[key] == nil { o[key] = value }
             }
+        case .setUnsavedChanges(let m):
+            id(m.id.rawValue)
+            o["presenter"] = .int(Int64(m.presenter.rawValue))
+            o["unsaved"] = .bool(m.unsaved)
+        case .conflicts(let m):
+            id(m.id.rawValue)
+            if let presenter = m.presenter { o["presenter"] = .int(Int64(presenter.rawValue)) }
+        case .conflictList(let m):
+            id(m.id.rawValue)
+            o["conflicts"] = .array(m.conflicts.map { c in
+                var item = JSONObject()
+                item["conflict"] = .int(Int64(c.conflict.rawValue))
+                item["document"] = .int(Int64(c.document.rawValue))
+                item["path"] = .string(c.path.wireValue)
+                if let presenter = c.presenter { item["presenter"] = .int(Int64(presenter.rawValue)) }
+                item["storePresenter"] = .string(c.storePresenter)
+                item["kind"] = .string(c.kind.rawValue)
+                item["createdMs"] = .int(Int64(c.createdMs))
+                if let before = c.before { item["before"] = Self.encode(identity: before) }
+                if let after = c.after { item["after"] = Self.encode(identity: after) }
+                if let base = c.baseVersion { item["baseVersion"] = .int(Int64(base.rawValue)) }
+                return .object(item)
+            })
+        case .resolve(let m):
+            id(m.id.rawValue)
+            o["conflict"] = .int(Int64(m.conflict.rawValue))
+            o["resolution"] = .string(m.resolution.rawValue)
+            switch m.mine {
+            case .bytes(let bytes)?: o["mine"] = .string(Base64.encode(bytes))
+            case .path(let mine)?: path("minePath", mine)
+            case nil: break
+            }
+        case .resolved(let m):
+            id(m.id.rawValue)
+            o["conflict"] = .int(Int64(m.conflict.rawValue))
+            o["resolution"] = .string(m.resolution.rawValue)
+            path("path", m.path)
+            if let written = m.writtenPath { path("writtenPath", written) }
+            if let preserved = m.preservedVersion { o["preservedVersion"] = .int(Int64(preserved.rawValue)) }
+            o["mergeConflicts"] = .int(Int64(m.mergeConflicts))
+            if let after = m.after { o["after"] = Self.encode(identity: after) }
+        case .versions(let m):
+            id(m.id.rawValue)
+            path("path", m.path)
+        case .versionList(let m):
+            id(m.id.rawValue)
+            o["versions"] = .array(m.versions.map { v in
+                .object(JSONObject([
+                    "version": .int(Int64(v.version.rawValue)), "document": .int(Int64(v.document.rawValue)),
+                    "path": .string(v.path.wireValue), "createdMs": .int(Int64(v.createdMs)), "size": .int(Int64(v.size)),
+                    "reason": .string(v.reason), "method": .string(v.method), "pinned": .bool(v.pinned),
+                ]))
+            })
+        case .readVersion(let m):
+            id(m.id.rawValue)
+            o["version"] = .int(Int64(m.version.rawValue))
+            o["offset"] = .int(Int64(m.offset))
+            if let length = m.length { o["length"] = .int(Int64(length)) }
+        case .versionData(let m):
+            id(m.id.rawValue)
+            o["version"] = .int(Int64(m.version.rawValue))
+            o["offset"] = .int(Int64(m.offset))
+            o["size"] = .int(Int64(m.size))
+            o["data"] = .string(Base64.encode(m.data))
+            o["eof"] = .bool(m.eof)
         case .error(let m):
             if let requestID = m.id { id(requestID.rawValue) }
             o["code"] = .string(m.code.rawValue)
@@ -294,6 +432,13 @@ extension ControlMessage {
             if let reason = m.reason { o["reason"] = .string(reason) }
         }
         return o
+    }
+
+    static func encode(identity: DocumentIdentity) -> JSONValue {
+        .object(JSONObject([
+            "device": .string(String(identity.device)), "inode": .string(String(identity.inode)),
+            "size": .int(Int64(identity.size)), "mtimeNs": .string(String(identity.modificationTimeNanoseconds)),
+        ]))
     }
 
     static func encode(intent: Intent) -> JSONValue {
@@ -419,6 +564,79 @@ struct Fields {
             throw fail(.invalidValue, "field \"\(key)\": unknown value \(MountPath.quoted(name)); known: \(E.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return value
+    }
+
+    func bool(_ key: String) throws(ProtocolError) -> Bool {
+        let value = try required(key)
+        guard case .bool(let flag) = value else {
+            throw fail(.wrongFieldType, "field \"\(key)\" must be true or false, not a \(value.typeName)")
+        }
+        return flag
+    }
+
+    func optionalBool(_ key: String) throws(ProtocolError) -> Bool? {
+        if object[key] == nil || object[key] == .null { return nil }
+        return try bool(key)
+    }
+
+    func optionalBase64(_ key: String) throws(ProtocolError) -> [UInt8]? {
+        if object[key] == nil || object[key] == .null { return nil }
+        let value = object[key]!
+        guard case .string(let text) = value else {
+            throw fail(.wrongFieldType, "field \"\(key)\" must be a base64 string, not a \(value.typeName)")
+        }
+        guard let bytes = Base64.decode(text) else {
+            throw fail(.invalidValue, "field \"\(key)\" is not canonical base64 (RFC 4648, standard alphabet, padded)")
+        }
+        return bytes
+    }
+
+    /// A 64-bit integer spelled in decimal (`device`, `inode`, `mtimeNs`): canonical digits only.
+    func decimal(_ key: String, signed: Bool) throws(ProtocolError) -> (UInt64, negative: Bool) {
+        let text = try string(key, maxBytes: 21)
+        var digits = Substring(text)
+        let negative = signed && digits.first == "-"
+        if negative { digits = digits.dropFirst() }
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              digits == "0" || digits.first != "0", !(negative && digits == "0"),
+              let magnitude = UInt64(digits)
+        else {
+            throw fail(.invalidValue, "field \"\(key)\" must be a decimal integer in a string, not \(MountPath.quoted(text))")
+        }
+        return (magnitude, negative)
+    }
+
+    func identity() throws(ProtocolError) -> DocumentIdentity {
+        let device = try decimal("device", signed: false).0
+        let inode = try decimal("inode", signed: false).0
+        let (magnitude, negative) = try decimal("mtimeNs", signed: true)
+        guard magnitude <= (negative ? UInt64(Int64.max) + 1 : UInt64(Int64.max)) else {
+            throw fail(.invalidValue, "field \"mtimeNs\" does not fit in 64 bits")
+        }
+        let mtime = negative ? Int64(truncatingIfNeeded: 0 &- magnitude) : Int64(magnitude)
+        return DocumentIdentity(device: device, inode: inode, size: try uint("size"), modificationTimeNanoseconds: mtime)
+    }
+
+    func optionalIdentity(_ key: String) throws(ProtocolError) -> DocumentIdentity? {
+        if object[key] == nil || object[key] == .null { return nil }
+        return try nested(object[key]!, key).identity()
+    }
+
+    func documentChange() throws(ProtocolError) -> DocumentChange {
+        let document = DocumentID(try uint("document"))
+        let path = try path("path")
+        let kind: DocumentChangeKind = try enumeration("kind")
+        let before = try optionalIdentity("before")
+        let after = try optionalIdentity("after")
+        let action: DocumentAction
+        switch try string("action", maxBytes: 64) {
+        case "reload": action = .reload
+        case "close": action = .close
+        case "conflict": action = .conflict(ConflictID(try uint("conflict")))
+        case let other:
+            throw fail(.invalidValue, "field \"action\": unknown action \(MountPath.quoted(other)); known: reload, close, conflict")
+        }
+        return DocumentChange(document: document, path: path, kind: kind, before: before, after: after, action: action)
     }
 
     func nested(_ value: JSONValue, _ name: String) throws(ProtocolError) -> Fields {

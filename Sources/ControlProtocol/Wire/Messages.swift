@@ -17,6 +17,11 @@ public enum ControlMessage: Sendable, Equatable {
     case release(Release)
     case status(StatusQuery)
     case answer(Answer)
+    case setUnsavedChanges(SetUnsavedChanges)
+    case conflicts(ConflictsQuery)
+    case resolve(Resolve)
+    case versions(VersionsQuery)
+    case readVersion(ReadVersion)
     // Daemon to client.
     case welcome(Welcome)
     case registered(Registered)
@@ -25,6 +30,10 @@ public enum ControlMessage: Sendable, Equatable {
     case statusReport(StatusReport)
     case ask(Ask)
     case notification(PresenterNotification)
+    case conflictList(ConflictList)
+    case resolved(Resolved)
+    case versionList(VersionList)
+    case versionData(VersionData)
     // Either way.
     case error(ErrorMessage)
     case close(Close)
@@ -49,6 +58,15 @@ public enum ControlMessage: Sendable, Equatable {
         case .statusReport: return "statusReport"
         case .ask: return "ask"
         case .notification: return "notification"
+        case .setUnsavedChanges: return "setUnsavedChanges"
+        case .conflicts: return "conflicts"
+        case .resolve: return "resolve"
+        case .versions: return "versions"
+        case .readVersion: return "readVersion"
+        case .conflictList: return "conflictList"
+        case .resolved: return "resolved"
+        case .versionList: return "versionList"
+        case .versionData: return "versionData"
         case .error: return "error"
         case .close: return "close"
         }
@@ -56,8 +74,12 @@ public enum ControlMessage: Sendable, Equatable {
 
     public var direction: Direction {
         switch self {
-        case .hello, .register, .unregister, .coordinate, .release, .status, .answer: return .toDaemon
-        case .welcome, .registered, .granted, .ok, .statusReport, .ask, .notification: return .toClient
+        case .hello, .register, .unregister, .coordinate, .release, .status, .answer,
+             .setUnsavedChanges, .conflicts, .resolve, .versions, .readVersion:
+            return .toDaemon
+        case .welcome, .registered, .granted, .ok, .statusReport, .ask, .notification,
+             .conflictList, .resolved, .versionList, .versionData:
+            return .toClient
         case .error, .close: return .either
         }
     }
@@ -76,6 +98,15 @@ public enum ControlMessage: Sendable, Equatable {
         case .granted(let m): return m.id
         case .ok(let m): return m.id
         case .statusReport(let m): return m.id
+        case .setUnsavedChanges(let m): return m.id
+        case .conflicts(let m): return m.id
+        case .resolve(let m): return m.id
+        case .versions(let m): return m.id
+        case .readVersion(let m): return m.id
+        case .conflictList(let m): return m.id
+        case .resolved(let m): return m.id
+        case .versionList(let m): return m.id
+        case .versionData(let m): return m.id
         case .error(let m): return m.id
         case .answer, .ask, .notification, .close: return nil
         }
@@ -120,11 +151,15 @@ public struct Register: Sendable, Hashable {
     public var path: MountPath
     public var kind: ItemKind
     public var asks: Set<AskKind>
-    public init(id: RequestID, path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases)) {
+    /// The presenter already has unsaved changes in the document (as `setUnsavedChanges` would
+    /// say right after registering, without a window in between). Sent only when true.
+    public var unsaved: Bool
+    public init(id: RequestID, path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false) {
         self.id = id
         self.path = path
         self.kind = kind
         self.asks = asks
+        self.unsaved = unsaved
     }
 }
 

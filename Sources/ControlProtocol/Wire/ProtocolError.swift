@@ -60,6 +60,25 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let internalError: ErrorCode = "internalError"
     /// A presenter could not do what an ask required (used in failed answers).
     public static let failed: ErrorCode = "failed"
+
+    // The document store (docs/protocol.md, "The document store").
+    /// The mount runs without a document store (`store=off`).
+    public static let storeUnavailable: ErrorCode = "storeUnavailable"
+    /// The presenter's item is no document: a folder, a file that does not exist (yet), or one
+    /// the store let go of (closed after a deletion).
+    public static let notADocument: ErrorCode = "notADocument"
+    /// No conflict with this id.
+    public static let unknownConflict: ErrorCode = "unknownConflict"
+    /// The conflict was resolved already.
+    public static let alreadyResolved: ErrorCode = "alreadyResolved"
+    /// The resolution does not apply: reload or merge of a deleted document.
+    public static let notApplicable: ErrorCode = "notApplicable"
+    /// Merge needs the presenter's base, which the store could not keep.
+    public static let baseUnavailable: ErrorCode = "baseUnavailable"
+    /// Merge is for text; one of the inputs is binary.
+    public static let binaryContents: ErrorCode = "binaryContents"
+    /// No kept version with this id.
+    public static let unknownVersion: ErrorCode = "unknownVersion"
 }
 
 /// A protocol violation or a refused request: a code and a sentence a human can act on.

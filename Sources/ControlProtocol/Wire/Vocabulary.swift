@@ -123,11 +123,9 @@ public enum PresenterEvent: Sendable, Equatable {
     case subitemDidMove(MountPath, to: MountPath)
     /// A subitem was deleted.
     case subitemDidDelete(MountPath)
-    /// The document store recorded a new version of the presented document. `info` carries the
-    /// store's extra fields unchanged.
-    case documentChanged(documentID: String, info: JSONObject)
-    /// The document store detected a conflict on the presented document.
-    case conflict(documentID: String, info: JSONObject)
+    /// The document store's "underlying file changed": the presented document was changed or
+    /// deleted by someone else, and what the store did (reload, close) or asks (a conflict).
+    case documentChanged(DocumentChange)
     /// An event this build does not know: the `event` name and all fields but `type`,
     /// `presenter` and `event`.
     case unknown(event: String, fields: JSONObject)
@@ -143,7 +141,6 @@ public enum PresenterEvent: Sendable, Equatable {
         case .subitemDidMove: return "subitemDidMove"
         case .subitemDidDelete: return "subitemDidDelete"
         case .documentChanged: return "documentChanged"
-        case .conflict: return "conflict"
         case .unknown(let event, _): return event
         }
     }

@@ -1,0 +1,332 @@
+import ControlProtocol
+import Coordination
+import Dispatch
+import DocumentStore
+import Glibc
+
+// The document store over the control socket (docs/protocol.md, "The document store"): a
+// presenter's unsaved flag, `documentChanged` notifications, conflicts and their resolution, and
+// kept versions. Only a presenter's own connection may set its flag or resolve its conflicts (root
+// may resolve any); every path is checked with the peer's credentials like the rest of the protocol.
+
+/// Resolutions (which may wait for a coordinated write) run here, never on a connection's queue:
+/// the answers to the asks they cause arrive on that queue.
+private let resolutionQueue = DispatchQueue(label: "coordfs.control.resolve", attributes: .concurrent)
+
+extension ControlRequestHandler {
+    // MARK: documentChanged
+
+    /// Forwards one store event to the connection holding its presenter (store observer queue).
+    func forward(_ event: DocumentChangeEvent) {
+        guard let presenter = event.presenter, let path = MountPath.of(event.path) else { return }
+        guard let client = clients.withLock({ table in table.values.first { $0.presenterID(presenter.rawValue) != nil } }) else { return }
+        let action: ControlProtocol.DocumentAction
+        switch event.action {
+        case .reload: action = .reload
+        case .close: action = .close
+        case .conflict(let id): action = .conflict(ControlProtocol.ConflictID(UInt64(id.rawValue)))
+        }
+        let change = DocumentChange(
+            document: ControlProtocol.DocumentID(UInt64(event.document.rawValue)), path: path,
+            kind: event.kind == .deletion ? .deletion : .change,
+            before: event.before.map(Self.identity), after: event.after.map(Self.identity), action: action)
+        client.connection.notify(ControlProtocol.PresenterID(presenter.rawValue), .documentChanged(change))
+    }
+
+    // MARK: Requests
+
+    /// The store, or the error for a mount without one.
+    private func requireStore() throws(ProtocolError) -> StoreService {
+        guard let store else { throw ProtocolError(.storeUnavailable, "this mount runs without a document store (store=off)") }
+        return store
+    }
+
+    /// `register` with `unsaved`: the store must know the presenter's document now. Throws (and
+    /// the caller unregisters) when it is no document.
+    func registerUnsaved(_ id: Coordination.PresenterID, path: MountPath) throws(ProtocolError) {
+        let store = try requireStore()
+        do {
+            try store.register(id, path: path.itemPath)
+            try store.setUnsavedChanges(id, true)
+        } catch {
+            throw Self.protocolError(error, presenter: id)
+        }
+    }
+
+    func setUnsavedChanges(_ request: SetUnsavedChanges, _ client: ControlClientState) {
+        let connection = client.connection
+        do throws(ProtocolError) {
+            guard let id = client.presenterID(request.presenter.rawValue) else {
+                throw ProtocolError(.unknownPresenter, "\(request.presenter) is not registered on this connection")
+            }
+            let store = try requireStore()
+            guard let path = coordinator.presentedPath(of: id) else {
+                throw ProtocolError(.unknownPresenter, "\(request.presenter) is no longer registered")
+            }
+            do {
+                // Registration with the store is queued behind the coordinator's; make sure it happened.
+                try store.register(id, path: path)
+                try store.setUnsavedChanges(id, request.unsaved)
+            } catch {
+                throw Self.protocolError(error, presenter: id)
+            }
+            connection.send(.ok(OK(id: request.id)))
+        } catch {
+            connection.reply(to: request.id, error: error)
+        }
+    }
+
+    func conflicts(_ request: ConflictsQuery, _ client: ControlClientState) {
+        let connection = client.connection
+        do throws(ProtocolError) {
+            let store = try requireStore()
+            let root = client.peer.credentials.uid == 0
+            var owners: Set<UInt64>?  // coordinator ids whose conflicts are listed; nil: all
+            if let presenter = request.presenter {
+                guard root || client.presenterID(presenter.rawValue) != nil else {
+                    throw ProtocolError(.unknownPresenter, "\(presenter) is not registered on this connection")
+                }
+                owners = [presenter.rawValue]
+            } else if !root {
+                owners = client.presenterWireIDs
+            }
+            let all: [Conflict]
+            do { all = try store.conflicts() } catch { throw Self.protocolError(error, presenter: nil) }
+            var list: [ConflictInfo] = []
+            for conflict in all {
+                let owner = store.coordinatorID(of: conflict.presenter)
+                if let owners, !(owner.map { owners.contains($0.rawValue) } ?? false) { continue }
+                guard let path = try? MountPath(validating: conflict.path) else { continue }
+                list.append(ConflictInfo(
+                    conflict: ControlProtocol.ConflictID(UInt64(conflict.id.rawValue)),
+                    document: ControlProtocol.DocumentID(UInt64(conflict.document.rawValue)), path: path,
+                    presenter: owner.map { ControlProtocol.PresenterID($0.rawValue) }, storePresenter: conflict.presenter.rawValue,
+                    kind: conflict.kind == .deletion ? .deletion : .change,
+                    createdMs: UInt64(max(0, conflict.createdAt.timeIntervalSince1970 * 1000)),
+                    before: conflict.before.map(Self.identity), after: conflict.after.map(Self.identity),
+                    baseVersion: conflict.baseVersion.map { ControlProtocol.VersionID(UInt64($0.rawValue)) }))
+            }
+            connection.send(.conflictList(ConflictList(id: request.id, conflicts: list)))
+        } catch {
+            connection.reply(to: request.id, error: error)
+        }
+    }
+
+    func resolve(_ request: Resolve, _ client: ControlClientState) {
+        let connection = client.connection
+        // Everything is checked before anything is written: a refused request changes nothing.
+        let conflict: Conflict
+        let store: StoreService
+        let owner: Coordination.PresenterID?
+        var mineFD: Int32 = -1
+        do throws(ProtocolError) {
+            store = try requireStore()
+            do {
+                conflict = try store.documentStore.conflict(StoreConflictID(rawValue: Int64(clamping: request.conflict.rawValue)))
+            } catch {
+                throw Self.protocolError(error, presenter: nil)
+            }
+            owner = store.coordinatorID(of: conflict.presenter)
+            let ownConnection = owner.map { client.presenterID($0.rawValue) != nil } ?? false
+            guard ownConnection || client.peer.credentials.uid == 0 else {
+                throw ProtocolError(.permissionDenied, "\(request.conflict) belongs to \(conflict.presenter.rawValue), which is not a presenter of this connection")
+            }
+            guard conflict.state == .open else {
+                throw ProtocolError(.alreadyResolved, "\(request.conflict) is already resolved (\(conflict.resolution?.rawValue ?? "?"))")
+            }
+            if request.resolution.needsContents && request.mine == nil {
+                throw ProtocolError(.invalidValue, "resolve: \(request.resolution.rawValue) needs the presenter's contents (\"mine\" or \"minePath\")")
+            }
+            guard let document = try? MountPath(validating: conflict.path) else {
+                throw ProtocolError(.internalError, "\(request.conflict) names a path the protocol cannot carry")
+            }
+            // The daemon writes for the peer: it must be allowed to write what is written.
+            switch request.resolution {
+            case .save, .merge:
+                _ = try resolver.authorize(document, for: client.peer, write: true, structural: true, followFinal: false)
+            case .keepBoth:
+                _ = try resolver.authorize(document.parent ?? .root, for: client.peer, write: true)
+            case .close, .reload:
+                break
+            }
+            if case .path(let path)? = request.mine, request.resolution.needsContents {
+                let item = try resolver.authorize(path, for: client.peer, write: false)
+                mineFD = try openForReading(item.path, peer: client.peer)
+            }
+        } catch {
+            connection.reply(to: request.id, error: error)
+            return
+        }
+        var mine: Contents?
+        switch request.mine {
+        case .bytes(let bytes)?: mine = .bytes(bytes)
+        case .path?: mine = mineFD >= 0 ? .file(absolutePath: "/proc/self/fd/\(mineFD)") : nil
+        case nil: break
+        }
+        let actor = owner.map { client.presenterID($0.rawValue) != nil } == true
+            ? nil : "control:uid:\(client.peer.credentials.uid):pid:\(client.origin.pid)"
+        let resolution = Self.convert(request.resolution)
+        let requestID = request.id
+        resolutionQueue.async { [mine, mineFD] in
+            defer { if mineFD >= 0 { Glibc.close(mineFD) } }
+            do {
+                let outcome = try store.resolve(conflict.id, with: resolution, mine: mine, by: actor)
+                connection.send(.resolved(Resolved(
+                    id: requestID, conflict: request.conflict, resolution: request.resolution,
+                    path: (try? MountPath(validating: outcome.conflict.path)) ?? .root,
+                    writtenPath: outcome.writtenPath.flatMap { try? MountPath(validating: $0) },
+                    preservedVersion: outcome.preserved.map { ControlProtocol.VersionID(UInt64($0.version.id.rawValue)) },
+                    mergeConflicts: outcome.mergeConflicts, after: outcome.after.map(Self.identity))))
+            } catch {
+                connection.reply(to: requestID, error: Self.protocolError(error, presenter: owner))
+            }
+        }
+    }
+
+    func versions(_ request: VersionsQuery, _ client: ControlClientState) {
+        let connection = client.connection
+        do throws(ProtocolError) {
+            let store = try requireStore()
+            let item = try resolver.authorize(request.path, for: client.peer, write: false)
+            let versions: [Version]
+            do { versions = try store.documentStore.versions(ofPath: item.path.itemPath.string) } catch {
+                throw Self.protocolError(error, presenter: nil)
+            }
+            let list = versions.compactMap { v -> VersionInfo? in
+                guard let path = try? MountPath(validating: v.path) else { return nil }
+                return VersionInfo(
+                    version: ControlProtocol.VersionID(UInt64(v.id.rawValue)), document: ControlProtocol.DocumentID(UInt64(v.document.rawValue)),
+                    path: path, createdMs: UInt64(max(0, v.createdAt.timeIntervalSince1970 * 1000)), size: UInt64(max(0, v.size)),
+                    reason: v.reason.rawValue, method: v.method.rawValue, pinned: v.isPinned)
+            }
+            connection.send(.versionList(VersionList(id: request.id, versions: list)))
+        } catch {
+            connection.reply(to: request.id, error: error)
+        }
+    }
+
+    func readVersion(_ request: ReadVersion, _ client: ControlClientState) {
+        let connection = client.connection
+        do throws(ProtocolError) {
+            let store = try requireStore()
+            let stored: String
+            let documentPath: String
+            do {
+                let version = try store.documentStore.version(StoreVersionID(rawValue: Int64(clamping: request.version.rawValue)))
+                documentPath = (try store.documentStore.document(version.document)?.path) ?? version.path
+                stored = try store.documentStore.storedFile(of: version.id)
+            } catch {
+                throw Self.protocolError(error, presenter: nil)
+            }
+            // A version is readable by whoever may read its document now (or its folder, once deleted).
+            guard let path = try? MountPath(validating: documentPath) else {
+                throw ProtocolError(.internalError, "\(request.version) names a path the protocol cannot carry")
+            }
+            _ = try resolver.authorize(path, for: client.peer, write: false)
+            let fd = open(stored, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { throw ProtocolError(.internalError, "cannot open \(request.version): \(ControlPathResolver.describe(errno))") }
+            defer { Glibc.close(fd) }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { throw ProtocolError(.internalError, "cannot stat \(request.version): \(ControlPathResolver.describe(errno))") }
+            let size = UInt64(max(0, st.st_size))
+            let wanted = Int(min(UInt64(request.length ?? ReadVersion.maxLength), size > request.offset ? size - request.offset : 0))
+            var data = [UInt8](repeating: 0, count: wanted)
+            var done = 0
+            while done < wanted {
+                let n = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, wanted - done, off_t(request.offset) + off_t(done)) }
+                if n < 0 && errno == EINTR { continue }
+                guard n >= 0 else { throw ProtocolError(.internalError, "cannot read \(request.version): \(ControlPathResolver.describe(errno))") }
+                if n == 0 { break }
+                done += n
+            }
+            data.removeLast(wanted - done)
+            connection.send(.versionData(VersionData(
+                id: request.id, version: request.version, offset: request.offset, size: size, data: data,
+                eof: request.offset + UInt64(done) >= size)))
+        } catch {
+            connection.reply(to: request.id, error: error)
+        }
+    }
+
+    // MARK: Support
+
+    /// Opens a file the resolver already checked (its path has no symbolic links left) without
+    /// following any link, and checks the peer's permissions again on what was opened, so a file
+    /// swapped in meanwhile is never read for a peer that could not read it.
+    private func openForReading(_ path: MountPath, peer: ControlPathResolver.Peer) throws(ProtocolError) -> Int32 {
+        let names = path.isRoot ? [] : path.rawValue.split(separator: "/").map(String.init)
+        guard let last = names.last else { throw ProtocolError(.invalidValue, "minePath: the mount's root is no file") }
+        var fd = open(resolver.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw ProtocolError(.internalError, "cannot open the backing folder: \(ControlPathResolver.describe(errno))") }
+        for name in names.dropLast() {
+            let next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            Glibc.close(fd)
+            guard next >= 0 else { throw ProtocolError(.notFound, "minePath \(path): \(ControlPathResolver.describe(errno))") }
+            var st = stat()
+            guard fstat(next, &st) == 0, peer.may(ControlPathResolver.Attributes(st), .search) else {
+                Glibc.close(next)
+                throw ProtocolError(.permissionDenied, "uid \(peer.credentials.uid) may not read \(path)")
+            }
+            fd = next
+        }
+        let file = openat(fd, last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let code = errno
+        Glibc.close(fd)
+        guard file >= 0 else {
+            throw ProtocolError(code == ELOOP ? .notFound : .notFound, "minePath \(path): \(ControlPathResolver.describe(code))")
+        }
+        var st = stat()
+        guard fstat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            Glibc.close(file)
+            throw ProtocolError(.invalidValue, "minePath \(path) is not a regular file")
+        }
+        guard peer.may(ControlPathResolver.Attributes(st), .read) else {
+            Glibc.close(file)
+            throw ProtocolError(.permissionDenied, "uid \(peer.credentials.uid) may not read \(path)")
+        }
+        return file
+    }
+
+    static func identity(_ identity: FileIdentity) -> DocumentIdentity {
+        DocumentIdentity(device: identity.device, inode: identity.inode, size: UInt64(max(0, identity.size)),
+                         modificationTimeNanoseconds: identity.modificationTimeNanoseconds)
+    }
+
+    static func convert(_ resolution: ConflictResolution) -> DocumentResolution {
+        switch resolution {
+        case .close: return .close
+        case .save: return .save
+        case .reload: return .reload
+        case .keepBoth: return .keepBoth
+        case .merge: return .merge
+        }
+    }
+
+    /// The protocol's error for what the store (or the coordinated write of a resolution) threw.
+    static func protocolError(_ error: any Error, presenter: Coordination.PresenterID?) -> ProtocolError {
+        if let error = error as? ProtocolError { return error }
+        if let error = error as? CoordinationError { return protocolError(error) }
+        guard let error = error as? DocumentStoreError else {
+            return ProtocolError(.internalError, "document store: \(error)")
+        }
+        let message = error.description
+        switch error {
+        case .invalidPath: return ProtocolError(.invalidPath, message)
+        case .notARegularFile, .unknownDocument:
+            return ProtocolError(.notADocument, message)
+        case .fileNotFound:
+            return ProtocolError(.notADocument, "\(message): only an existing regular file is a document")
+        case .unknownPresenter:
+            let who = presenter.map { "\($0)" } ?? "the presenter"
+            return ProtocolError(.notADocument, "\(who) has no document in the store (a folder, a file that is gone or was closed)")
+        case .unknownVersion: return ProtocolError(.unknownVersion, message)
+        case .unknownConflict: return ProtocolError(.unknownConflict, message)
+        case .conflictAlreadyResolved: return ProtocolError(.alreadyResolved, message)
+        case .resolutionNotApplicableToDeletion: return ProtocolError(.notApplicable, message)
+        case .missingContents: return ProtocolError(.invalidValue, message)
+        case .baseUnavailable: return ProtocolError(.baseUnavailable, message)
+        case .binaryContents: return ProtocolError(.binaryContents, message)
+        case .system, .database: return ProtocolError(.internalError, message)
+        }
+    }
+}
