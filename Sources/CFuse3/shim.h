@@ -53,6 +53,27 @@ static inline int cfuse_name_to_handle_at(int dirfd, const char *name, struct cf
 static inline int cfuse_open_by_handle_at(int mount_fd, struct cfuse_file_handle *h, int flags) {
     return (int)syscall(SYS_open_by_handle_at, mount_fd, h, flags);
 }
+#include <sys/fanotify.h>
+static inline int cfuse_fanotify_init(unsigned int flags, unsigned int event_f_flags) {
+    return fanotify_init(flags, event_f_flags);
+}
+static inline int cfuse_fanotify_mark(int fd, unsigned int flags, unsigned long long mask, int dirfd, const char *path) {
+    return fanotify_mark(fd, flags, mask, dirfd, path);
+}
+static const unsigned int CFUSE_FAN_REPORT_DFID_NAME = FAN_REPORT_DIR_FID | FAN_REPORT_NAME;
+static const unsigned int CFUSE_FAN_CLASS_NOTIF = FAN_CLASS_NOTIF;
+static const unsigned int CFUSE_FAN_MARK_ADD = FAN_MARK_ADD;
+static const unsigned int CFUSE_FAN_MARK_REMOVE = FAN_MARK_REMOVE;
+static const unsigned long long CFUSE_FAN_MODIFY = FAN_MODIFY;
+static const unsigned long long CFUSE_FAN_ATTRIB = FAN_ATTRIB;
+static const unsigned long long CFUSE_FAN_CLOSE_WRITE = FAN_CLOSE_WRITE;
+static const unsigned long long CFUSE_FAN_CREATE = FAN_CREATE;
+static const unsigned long long CFUSE_FAN_DELETE = FAN_DELETE;
+static const unsigned long long CFUSE_FAN_RENAME = 0x10000000ULL;
+static const unsigned long long CFUSE_FAN_EVENT_ON_CHILD = FAN_EVENT_ON_CHILD;
+static const unsigned long long CFUSE_FAN_ONDIR = FAN_ONDIR;
+static const unsigned long long CFUSE_FAN_Q_OVERFLOW = FAN_Q_OVERFLOW;
+
 static const unsigned int CFUSE_RENAME_NOREPLACE = RENAME_NOREPLACE;
 static const unsigned int CFUSE_RENAME_EXCHANGE = RENAME_EXCHANGE;
 static const unsigned int CFUSE_RENAME_WHITEOUT = RENAME_WHITEOUT;

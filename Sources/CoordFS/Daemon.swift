@@ -23,6 +23,8 @@ public final class Daemon: @unchecked Sendable {
     public private(set) var control: ControlService?
     /// The document store (snapshots, conflicts); opened after any fork.
     public private(set) var store: StoreService?
+    /// Sees changes made directly in the backing folder; started after any fork.
+    private var watcher: BackingWatcher?
     private let unmounted = Mutex(false)
     private let finished = Mutex<Bool>(false)
 
@@ -53,12 +55,19 @@ public final class Daemon: @unchecked Sendable {
                 throw .system("cannot open the event log in '\(plan.state.eventLog)': \(error)")
             }
         }
+        if watcher == nil, let session, let w = BackingWatcher(loopback: loopback, session: session, coordinator: coordinator,
+                                                               tempPatterns: plan.options.coordination.tempPatterns) {
+            watcher = w
+            w.start()
+        }
         if store == nil { store = try StoreService.start(daemon: self) }
         if control == nil { control = try ControlService.start(daemon: self) }
     }
 
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
+        watcher?.stop()
+        watcher = nil
         control?.stop()
         control = nil
         store?.stop()

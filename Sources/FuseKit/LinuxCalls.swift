@@ -59,6 +59,32 @@ public enum LinuxCalls {
         return cfuse_open_by_handle_at(mountFD, &h, flags)
     }
 
+    /// fanotify(7) with directory file handles and names (`FAN_REPORT_DFID_NAME`).
+    public enum Fanotify {
+        public static let modify: UInt64 = CFUSE_FAN_MODIFY
+        public static let attrib: UInt64 = CFUSE_FAN_ATTRIB
+        public static let closeWrite: UInt64 = CFUSE_FAN_CLOSE_WRITE
+        public static let create: UInt64 = CFUSE_FAN_CREATE
+        public static let delete: UInt64 = CFUSE_FAN_DELETE
+        public static let rename: UInt64 = CFUSE_FAN_RENAME
+        public static let onChild: UInt64 = CFUSE_FAN_EVENT_ON_CHILD
+        public static let onDirectory: UInt64 = CFUSE_FAN_ONDIR
+        public static let overflow: UInt64 = CFUSE_FAN_Q_OVERFLOW
+
+        /// A notification group reporting directory handles and names; -1 and errno on failure.
+        public static func initialize() -> Int32 {
+            cfuse_fanotify_init(CFUSE_FAN_CLASS_NOTIF | CFUSE_FAN_REPORT_DFID_NAME, UInt32(O_RDONLY | O_CLOEXEC))
+        }
+        /// Adds (or removes) a mark on the directory `fd` refers to (an O_PATH descriptor works as the
+        /// base of "."; with no path fanotify wants a readable descriptor).
+        public static func mark(_ group: Int32, add: Bool, mask: UInt64, directory fd: Int32) -> Int32 {
+            cfuse_fanotify_mark(group, add ? CFUSE_FAN_MARK_ADD : CFUSE_FAN_MARK_REMOVE, mask, fd, ".")
+        }
+    }
+
+    /// The raw bytes of a kernel file handle (to compare with fanotify's).
+    public static func handleBytes(_ h: KernelFileHandle) -> [UInt8] { h.bytes }
+
     /// `renameat2(2)`.
     public static func renameat2(_ olddirfd: Int32, _ oldpath: UnsafePointer<CChar>, _ newdirfd: Int32, _ newpath: UnsafePointer<CChar>, _ flags: UInt32) -> Int32 {
         cfuse_renameat2(olddirfd, oldpath, newdirfd, newpath, flags)

@@ -54,10 +54,16 @@ public final class BackingNode: @unchecked Sendable {
     }
 
     /// The descriptor of a directory (directories always hold one).
-    var directoryFD: Int32 {
+    public var directoryFD: Int32 {
         precondition(storedFD >= 0, "a directory node always holds its descriptor")
         return storedFD
     }
+}
+
+/// Told when the kernel starts and stops knowing a directory (the backing watcher marks them).
+public protocol DirectoryObserver: AnyObject, Sendable {
+    func directoryAppeared(_ node: BackingNode)
+    func directoryForgotten(_ node: BackingNode)
 }
 
 struct InodeKey: Hashable {
@@ -94,6 +100,8 @@ final class DescriptorBudget: Sendable {
 /// node. Lock order: the table lock is a leaf; nothing else is taken while holding it.
 final class InodeTable: Sendable {
     private let byKey = Mutex<[InodeKey: BackingNode]>([:])
+    /// Called outside the table lock.
+    let observer = Mutex<(any DirectoryObserver)?>(nil)
     /// One descriptor per backing mount, for `open_by_handle_at` (kept for the daemon's life).
     private let mountAnchors = Mutex<[Int32: Int32]>([:])
     let budget = DescriptorBudget()
@@ -134,7 +142,8 @@ final class InodeTable: Sendable {
             table[key] = fresh
             return fresh
         }
-        _ = duplicate // a racing lookup won: `fresh` is dropped and closes its descriptor
+        // A racing lookup won: `fresh` is dropped and closes its descriptor.
+        if duplicate == nil, type == S_IFDIR { observer.withLock { $0 }?.directoryAppeared(node) }
         return node
     }
 
@@ -184,11 +193,24 @@ final class InodeTable: Sendable {
     /// The kernel forgets `count` lookups; the inode is released at zero.
     func forget(_ node: BackingNode, count: UInt64) {
         if node === root { return }
-        byKey.withLock { table in
+        let removed = byKey.withLock { table -> Bool in
             node.lookups = node.lookups >= count ? node.lookups - count : 0
-            if node.lookups == 0, table[node.key] === node { table[node.key] = nil }
+            guard node.lookups == 0, table[node.key] === node else { return false }
+            table[node.key] = nil
+            return true
         }
+        if removed, node.isDirectory { observer.withLock { $0 }?.directoryForgotten(node) }
     }
+
+    /// The node of a backing item the kernel knows, without counting a lookup.
+    func existing(dev: dev_t, ino: ino_t) -> BackingNode? {
+        let key = InodeKey(dev: dev, ino: ino)
+        if key == root.key { return root }
+        return byKey.withLock { $0[key] }
+    }
+
+    /// Every directory the kernel knows, and the root.
+    var directories: [BackingNode] { [root] + byKey.withLock { $0.values.filter(\.isDirectory) } }
 
     var count: Int { byKey.withLock { $0.count } }
 }

@@ -44,6 +44,22 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         inodes = InodeTable(rootFD: fd, rootStat: st)
     }
 
+    /// Installs the observer of known directories and tells it about those known already.
+    public func setDirectoryObserver(_ observer: (any DirectoryObserver)?) {
+        inodes.observer.withLock { $0 = observer }
+        if let observer { for d in inodes.directories { observer.directoryAppeared(d) } }
+    }
+
+    /// The FUSE node id of a node.
+    public func id(of node: BackingNode) -> InodeID { inodes.id(of: node) }
+
+    /// The node of `name` in `directory` if the kernel knows it (no lookup is counted).
+    public func knownChild(of directory: BackingNode, named name: String) -> BackingNode? {
+        var st = stat()
+        guard fstatat(directory.directoryFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        return inodes.existing(dev: st.st_dev, ino: st.st_ino)
+    }
+
     /// How many inodes the kernel currently holds (for status and memory measurements).
     public var inodeCount: Int { inodes.count }
 

@@ -311,3 +311,43 @@ final class InterruptTests: InProcessMountTestCase {
         XCTAssertEqual(status.waiting.count + status.held.count, 0, "the request was cancelled: \(status.held.map(\.intents))")
     }
 }
+
+/// Changes made directly in the backing folder (not through the mount) are seen through the mount at
+/// once and told to presenters, as if made through the mount (without the asks: nobody could ask).
+final class BackingChangeTests: InProcessMountTestCase {
+    func testAChangeInTheBackingFolderIsToldAndVisibleAtOnce() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n") // the kernel caches it now
+        p.clear()
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sh")
+        other.arguments = ["-c", "printf 'beta, longer\\n' > '\(backing!)/doc.txt'"]
+        try other.run(); other.waitUntilExit()
+        let log = p.waitUntil { $0.contains("didChange") }
+        XCTAssertEqual(log, ["didChange"], "told once, asked nothing")
+        XCTAssertEqual(try sh("cat doc.txt").output, "beta, longer\n", "no stale cache through the mount")
+    }
+
+    func testItemsAppearingMovingAndVanishingInTheBackingFolderAreTold() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
+        let dir = try present("d")
+        XCTAssertEqual(try sh("ls d").output, "")
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sh")
+        other.arguments = ["-c", "cd '\(backing!)/d' && echo 1 > a && mv a b && rm b"]
+        try other.run(); other.waitUntilExit()
+        let log = dir.waitUntil { $0.contains("subitemDidChange d/b") }
+        // Created, written, renamed, removed (a deletion reaches a directory's presenters as a change).
+        XCTAssertEqual(log, ["subitemDidAppear d/a", "subitemDidChange d/a", "subitemDidMove d/a d/b", "subitemDidChange d/b"], "\(log)")
+        XCTAssertEqual(try sh("ls d").output, "")
+    }
+
+    func testTheMountsOwnChangesAreNotToldTwice() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("echo through-the-mount > doc.txt")
+        let log = p.waitUntil(settle: 0.5) { $0.contains("didChange") }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 1, "\(log)")
+    }
+}

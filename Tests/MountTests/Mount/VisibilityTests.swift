@@ -1,3 +1,4 @@
+import Foundation
 // Data written through the mount is in the backing folder when the call returns, and changes
 // made directly in the backing folder are seen through the mount.
 import Glibc
@@ -30,25 +31,36 @@ final class VisibilityTests: MountTestCase {
         XCTAssertEqual(Sys.lstat(backing("d/g")).1, .failure(ENOENT), "unlink through the mount is not in backing")
     }
 
+    /// The daemon watches the backing folder (fanotify) and drops the kernel's caches for what changed
+    /// there: a change shows through the mount within milliseconds, far below the 1 s cache timeouts
+    /// that would otherwise hide it.
     func testChangesInBackingAreSeenThroughTheMount() throws {
         try requireMount()
+        /// Polls for up to 250 ms (the watcher works asynchronously; the cache timeout is 1 s).
+        func soon<T: Equatable>(_ expected: T, _ message: String, _ read: () -> T) {
+            let deadline = Date().addingTimeInterval(0.25)
+            var value = read()
+            while value != expected && Date() < deadline { usleep(2_000); value = read() }
+            XCTAssertEqual(value, expected, message)
+        }
         // A file created in backing appears through the mount.
         XCTAssertEqual(Sys.put(backing("b"), Array("first".utf8)), .success())
-        XCTAssertEqual(Sys.contents(mnt("b")).0, Array("first".utf8), "a file created in backing is not readable through the mount")
+        soon(Array("first".utf8), "a file created in backing is not readable through the mount") { Sys.contents(mnt("b")).0 ?? [] }
         XCTAssertTrue(Sys.readdir(mnt.root).0.map(\.name).contains("b"))
         // Rewritten in place with a different size: a fresh open through the mount sees it all.
         XCTAssertEqual(Sys.put(backing("b"), Array("second, longer".utf8)), .success())
-        XCTAssertEqual(String(decoding: Sys.contents(mnt("b")).0 ?? [], as: UTF8.self), "second, longer",
-                       "a file rewritten in backing reads stale or short through the mount")
-        XCTAssertEqual(Sys.lstat(mnt("b")).0?.size, 14, "stat through the mount reports a stale size after a change in backing")
+        soon("second, longer", "a file rewritten in backing reads stale or short through the mount") {
+            String(decoding: Sys.contents(mnt("b")).0 ?? [], as: UTF8.self)
+        }
+        soon(14, "stat through the mount reports a stale size after a change in backing") { Sys.lstat(mnt("b")).0?.size ?? -1 }
         // Removed in backing: gone through the mount.
         XCTAssertEqual(Sys.call { unlink(backing("b")) }, .success())
-        XCTAssertEqual(Sys.lstat(mnt("b")).1, .failure(ENOENT), "a file removed in backing is still found through the mount")
+        soon(true, "a file removed in backing is still found through the mount") { Sys.lstat(mnt("b")).1 == .failure(ENOENT) }
         // Replaced in backing by rename (how editors save): the new content shows.
         XCTAssertEqual(Sys.put(backing("c"), Array("old".utf8)), .success())
-        XCTAssertEqual(Sys.contents(mnt("c")).0, Array("old".utf8))
+        soon(Array("old".utf8), "c through the mount") { Sys.contents(mnt("c")).0 ?? [] }
         XCTAssertEqual(Sys.put(backing("c.tmp"), Array("new!".utf8)), .success())
         XCTAssertEqual(Sys.call { rename(backing("c.tmp"), backing("c")) }, .success())
-        XCTAssertEqual(Sys.contents(mnt("c")).0, Array("new!".utf8), "a file replaced by rename in backing reads the old version through the mount")
+        soon(Array("new!".utf8), "a file replaced by rename in backing reads the old version through the mount") { Sys.contents(mnt("c")).0 ?? [] }
     }
 }

@@ -1,0 +1,176 @@
+import Coordination
+import FuseKit
+import Glibc
+import Loopback
+import Synchronization
+
+/// Sees changes made directly in the backing folder (a sync agent, a process that does not use the
+/// mount) and makes them visible through the mount at once: the kernel's cached names, attributes
+/// and pages for the item are dropped, and presenters are told (did change, subitem appeared, did
+/// delete, did move), as for a change made through the mount.
+///
+/// fanotify marks every directory the kernel knows (the mount's root and each directory looked up),
+/// reporting the directory's file handle and the entry's name, and the pid of whoever made the
+/// change: the daemon's own changes (every change made through the mount) are skipped.
+final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
+    private let group: Int32
+    private let wake: (read: Int32, write: Int32)
+    private let loopback: Loopback
+    private let session: FuseSession
+    private let coordinator: Coordinator
+    private let tempPatterns: TempNamePatterns
+    private let names = ProcessNames()
+    /// Directories by their kernel file handle bytes.
+    private let directories = Mutex<[[UInt8]: BackingNode]>([:])
+    private let ownPID = getpid()
+    private let stopped = Atomic<Bool>(false)
+
+    static let mask: UInt64 = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
+        | LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
+        | LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory
+
+    /// Nil when fanotify is not available (not root, an old kernel): then changes made directly in the
+    /// backing folder show through the mount after the cache timeouts, and presenters are not told.
+    init?(loopback: Loopback, session: FuseSession, coordinator: Coordinator, tempPatterns: TempNamePatterns) {
+        let g = LinuxCalls.Fanotify.initialize()
+        guard g >= 0 else { return nil }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { close(g); return nil }
+        group = g
+        wake = (fds[0], fds[1])
+        self.loopback = loopback
+        self.session = session
+        self.coordinator = coordinator
+        self.tempPatterns = tempPatterns
+    }
+
+    func start() {
+        loopback.setDirectoryObserver(self)
+        startThread { [self] in run() }
+    }
+
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        loopback.setDirectoryObserver(nil)
+        _ = write(wake.write, "x", 1)
+    }
+
+    // MARK: DirectoryObserver
+
+    func directoryAppeared(_ node: BackingNode) {
+        guard let (handle, _) = LinuxCalls.fileHandle(of: node.directoryFD) else { return }
+        guard LinuxCalls.Fanotify.mark(group, add: true, mask: Self.mask, directory: node.directoryFD) == 0 else { return }
+        directories.withLock { $0[LinuxCalls.handleBytes(handle)] = node }
+    }
+
+    func directoryForgotten(_ node: BackingNode) {
+        guard let (handle, _) = LinuxCalls.fileHandle(of: node.directoryFD) else { return }
+        _ = LinuxCalls.Fanotify.mark(group, add: false, mask: Self.mask, directory: node.directoryFD)
+        directories.withLock { _ = $0.removeValue(forKey: LinuxCalls.handleBytes(handle)) }
+    }
+
+    // MARK: Events
+
+    private func run() {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var fds = [pollfd(fd: group, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+        while !stopped.load(ordering: .relaxed) {
+            guard poll(&fds, 2, -1) > 0 else { if errno == EINTR { continue }; break }
+            if fds[1].revents != 0 { break }
+            let n = read(group, &buffer, buffer.count)
+            if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
+            buffer.withUnsafeBytes { handleEvents(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+        close(group); close(wake.read); close(wake.write)
+    }
+
+    /// Walks `struct fanotify_event_metadata` records and their info records.
+    private func handleEvents(_ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset + 24 <= bytes.count {
+            let eventLength = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+            let metadataLength = Int(bytes.loadUnaligned(fromByteOffset: offset + 6, as: UInt16.self))
+            let mask = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
+            let pid = bytes.loadUnaligned(fromByteOffset: offset + 20, as: Int32.self)
+            guard eventLength >= 24, offset + eventLength <= bytes.count else { return }
+            if mask & LinuxCalls.Fanotify.overflow != 0 {
+                overflowed()
+            } else if pid != ownPID {
+                var entries: [(type: UInt8, directory: [UInt8], name: String)] = []
+                var info = offset + metadataLength
+                while info + 4 <= offset + eventLength {
+                    let type = bytes[info]
+                    let length = Int(bytes.loadUnaligned(fromByteOffset: info + 2, as: UInt16.self))
+                    guard length >= 4, info + length <= offset + eventLength else { break }
+                    // fsid (8 bytes), then struct file_handle, then the name (DFID_NAME kinds).
+                    let handleStart = info + 4 + 8
+                    if handleStart + 8 <= info + length {
+                        let handleBytes = Int(bytes.loadUnaligned(fromByteOffset: handleStart, as: UInt32.self))
+                        let bytesStart = handleStart + 8
+                        if bytesStart + handleBytes <= info + length {
+                            let handle = Array(bytes[bytesStart..<(bytesStart + handleBytes)])
+                            var name = ""
+                            var p = bytesStart + handleBytes
+                            var chars: [UInt8] = []
+                            while p < info + length, bytes[p] != 0 { chars.append(bytes[p]); p += 1 }
+                            name = String(decoding: chars, as: UTF8.self)
+                            entries.append((type, handle, name))
+                        }
+                    }
+                    info += length
+                }
+                handle(mask: mask, pid: pid, entries: entries)
+            }
+            offset += eventLength
+        }
+    }
+
+    private static let dfidName: UInt8 = 2, oldDfidName: UInt8 = 10, newDfidName: UInt8 = 12
+
+    private func handle(mask: UInt64, pid: Int32, entries: [(type: UInt8, directory: [UInt8], name: String)]) {
+        let resolved: [(type: UInt8, node: BackingNode, name: String)] = directories.withLock { dirs in
+            entries.compactMap { e in dirs[e.directory].map { (e.type, $0, e.name) } }
+        }
+        guard !resolved.isEmpty else { return }
+        // First make the kernel forget what it cached, so the next access through the mount sees it.
+        for r in resolved where !r.name.isEmpty {
+            session.invalidateEntry(parent: loopback.id(of: r.node), name: r.name)
+            if mask & (LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite) != 0,
+               let child = loopback.knownChild(of: r.node, named: r.name) {
+                session.invalidate(inode: loopback.id(of: child))
+            }
+        }
+        // Then tell presenters, once per change (a write's many MODIFY events are not announced).
+        let who = names.identity(of: pid)
+        let origin = AccessOrigin(pid: who.pid, uid: 0, gid: 0, executable: who.name)
+        func path(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
+            guard !r.name.isEmpty, !tempPatterns.matches(r.name) else { return nil }
+            return loopback.path(of: r.node).flatMap { try? ItemPath($0) }.flatMap { try? $0.appending(r.name) }
+        }
+        if mask & LinuxCalls.Fanotify.rename != 0 {
+            let from = resolved.first { $0.type == Self.oldDfidName }.flatMap(path)
+            let to = resolved.first { $0.type == Self.newDfidName }.flatMap(path)
+            switch (from, to) {
+            case let (f?, t?): coordinator.announce(.moved(from: f, to: t), origin: origin)
+            case let (nil, t?): coordinator.announce(.subitemAppeared(t), origin: origin) // from a temp name
+            case let (f?, nil): coordinator.announce(.deleted(f), origin: origin)
+            default: break
+            }
+            return
+        }
+        guard let first = resolved.first, let p = path(first) else { return }
+        if mask & LinuxCalls.Fanotify.create != 0 {
+            coordinator.announce(.subitemAppeared(p), origin: origin)
+        } else if mask & LinuxCalls.Fanotify.delete != 0 {
+            coordinator.announce(.deleted(p), origin: origin)
+        } else if mask & LinuxCalls.Fanotify.closeWrite != 0 || mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0 {
+            coordinator.announce(.changed(p), origin: origin)
+        }
+    }
+
+    /// Events were lost: every cached name and attribute of the known directories may be stale.
+    private func overflowed() {
+        let dirs = directories.withLock { Array($0.values) }
+        for d in dirs { session.invalidate(inode: loopback.id(of: d)) }
+    }
+}
