@@ -4,9 +4,8 @@
 // resolvable after a fresh `coordfs mount`.
 //
 // Presenters are `coordfs present` children (out-of-process, through the control socket); the
-// store learns them from the coordinator. The wire protocol has no "unsaved changes" message yet,
-// so the tests set the store's flag the way that message will: in the store's database
-// (`interest.hasUnsavedChanges`), through sqlite from Python.
+// store learns them from the coordinator, and `--unsaved` tells it they have unsaved changes (the
+// protocol's `register` with `unsaved`), so a change underneath them is a conflict.
 import Foundation
 import Glibc
 import XCTest
@@ -14,9 +13,9 @@ import XCTest
 final class StoreCLITests: CLITestCase {
     private var storeDatabase: String { backing + "/.coordfs/store/metadata.sqlite" }
 
-    /// `coordfs present PATH` in the background, once it is registered.
-    private func present(_ relative: String, file: StaticString = #filePath, line: UInt = #line) throws -> Child {
-        let child = try startCoordfs(["present", mnt + "/" + relative])
+    /// `coordfs present PATH [--unsaved]` in the background, once it is registered.
+    private func present(_ relative: String, unsaved: Bool = false, file: StaticString = #filePath, line: UInt = #line) throws -> Child {
+        let child = try startCoordfs(["present", mnt + "/" + relative] + (unsaved ? ["--unsaved"] : []))
         let deadline = Date().addingTimeInterval(10)
         while !child.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < deadline { usleep(20_000) }
         guard child.lines.contains(where: { $0.hasPrefix("registered") }) else {
@@ -25,7 +24,7 @@ final class StoreCLITests: CLITestCase {
         return child
     }
 
-    /// Runs SQL on the store's database (Python's sqlite3); returns the first column of the first row.
+    /// Queries the store's database (Python's sqlite3); returns the first column of the first row.
     @discardableResult
     private func sql(_ statement: String, file: StaticString = #filePath, line: UInt = #line) -> String {
         let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=10); r=c.execute(sys.argv[2]).fetchone(); c.commit(); print(r[0] if r else '')"
@@ -34,13 +33,18 @@ final class StoreCLITests: CLITestCase {
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// Waits until the store has `count` presenter interests, then marks them all as having
-    /// unsaved changes (what the protocol's unsaved-changes message does).
-    private func markUnsaved(interests count: Int, file: StaticString = #filePath, line: UInt = #line) {
+    /// The store has `count` presenters with unsaved changes (`--unsaved` said so at registration).
+    private func assertUnsaved(interests count: Int, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(Int(sql("SELECT COUNT(*) FROM interest WHERE hasUnsavedChanges = 1")), count, "unsaved interests", file: file, line: line)
+    }
+
+    /// Waits for the presenter's documentChanged line and returns it.
+    private func documentChanged(_ presenter: Child, file: StaticString = #filePath, line: UInt = #line) -> String? {
         let deadline = Date().addingTimeInterval(10)
-        while Int(sql("SELECT COUNT(*) FROM interest")) ?? 0 < count && Date() < deadline { usleep(50_000) }
-        XCTAssertEqual(Int(sql("SELECT COUNT(*) FROM interest")), count, "interests", file: file, line: line)
-        sql("UPDATE interest SET hasUnsavedChanges = 1")
+        while !presenter.lines.contains(where: { $0.hasPrefix("notification documentChanged") }) && Date() < deadline { usleep(20_000) }
+        let lines = presenter.lines.filter { $0.hasPrefix("notification documentChanged") }
+        XCTAssertEqual(lines.count, 1, "one documentChanged: \(presenter.stdout)", file: file, line: line)
+        return lines.first
     }
 
     private func text(_ relative: String) -> String? { try? String(contentsOfFile: backing + "/" + relative, encoding: .utf8) }
@@ -80,6 +84,11 @@ final class StoreCLITests: CLITestCase {
         while kept.count < 2 && Date() < deadline { usleep(50_000); kept = versions("doc.txt") }
         XCTAssertEqual(kept.map { $0["reason"] as? String }, ["replaced", "beforeWrite"], "\(kept)")
         XCTAssertEqual(kept.map { $0["method"] as? String }, ["link", "copy"])
+        // Nothing unsaved: each change underneath the presenter is a reload.
+        let reloaded = Date().addingTimeInterval(5)
+        while presenter.lines.filter({ $0.hasPrefix("notification documentChanged") }).count < 2 && Date() < reloaded { usleep(20_000) }
+        XCTAssertEqual(presenter.lines.filter { $0.hasPrefix("notification documentChanged doc.txt kind=change action=reload document=") }.count, 2,
+                       presenter.stdout)
         let one = try XCTUnwrap((kept.last?["version"] as? NSNumber)?.int64Value)
         let two = try XCTUnwrap((kept.first?["version"] as? NSNumber)?.int64Value)
 
@@ -145,10 +154,14 @@ final class StoreCLITests: CLITestCase {
         let names = ["close", "save", "reload", "keep-both", "merge"]
         for n in names { FileManager.default.createFile(atPath: backing + "/\(n).txt", contents: Data(base.utf8)) }
         try mount()
-        let presenters = try names.map { try present("\($0).txt") }
-        markUnsaved(interests: names.count)
+        let presenters = try names.map { try present("\($0).txt", unsaved: true) }
+        assertUnsaved(interests: names.count)
         for n in names { XCTAssertEqual(sh("printf 'first\\nmiddle\\nlast theirs\\n' > '\(mnt!)/\(n).txt'").status, 0) }
         let listed = waitForConflicts(names.count)
+        for (n, presenter) in zip(names, presenters) {
+            let line = documentChanged(presenter)
+            XCTAssertTrue(line?.hasPrefix("notification documentChanged \(n).txt kind=change action=conflict conflict=") == true, line ?? presenter.stdout)
+        }
         XCTAssertEqual(Set(listed.map { $0["kind"] as? String }), ["change"])
         XCTAssertTrue(listed.allSatisfy { $0["baseVersion"] != nil }, "each has its base: \(listed)")
         let table = coordfs("conflicts", mnt)
@@ -186,10 +199,13 @@ final class StoreCLITests: CLITestCase {
         let names = ["close", "save", "keep-both"]
         for n in names { FileManager.default.createFile(atPath: backing + "/\(n).txt", contents: Data("base\n".utf8)) }
         try mount(options: ["save_window=0.2"])
-        let presenters = try names.map { try present("\($0).txt") }
-        markUnsaved(interests: names.count)
+        let presenters = try names.map { try present("\($0).txt", unsaved: true) }
+        assertUnsaved(interests: names.count)
         for n in names { XCTAssertEqual(sh("rm '\(mnt!)/\(n).txt'").status, 0) }
         let listed = waitForConflicts(names.count)
+        for presenter in presenters {
+            XCTAssertTrue(documentChanged(presenter)?.contains("kind=deletion action=conflict") == true, presenter.stdout)
+        }
         XCTAssertEqual(Set(listed.map { $0["kind"] as? String }), ["deletion"])
         let mine = root + "/mine.txt"
         try "mine\n".write(toFile: mine, atomically: false, encoding: .utf8)
@@ -220,8 +236,8 @@ final class StoreCLITests: CLITestCase {
     func testDaemonKilledMidConflictLosesNothingAndTheConflictIsResolvableAfterAFreshMount() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\nb\nc\n".utf8))
         try mount()
-        let presenter = try present("doc.txt")
-        markUnsaved(interests: 1)
+        let presenter = try present("doc.txt", unsaved: true)
+        assertUnsaved(interests: 1)
         XCTAssertEqual(sh("printf 'a\\nb\\nc theirs\\n' > '\(mnt!)/doc.txt'").status, 0)
         let before = waitForConflicts(1)
         let pid = try XCTUnwrap(daemonPID())
