@@ -267,6 +267,55 @@ final class WatchLogTests: CLITestCase {
         XCTAssertTrue(w.stdout.hasSuffix("\n"))
     }
 
+    /// Presenter and document-store records from an out-of-process presenter (`coordfs present`,
+    /// through the control socket): asks and answers, the version kept, the conflict, all readable
+    /// and filterable from the CLI.
+    func testPresenterAndStoreRecordsThroughTheCLI() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("ours\n".utf8))
+        try mount()
+        let presenter = try startCoordfs(["present", mnt + "/doc.txt"])
+        let deadline = Date().addingTimeInterval(10)
+        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < deadline { usleep(20_000) }
+        guard presenter.lines.contains(where: { $0.hasPrefix("registered") }) else {
+            return XCTFail("coordfs present did not register: \(presenter.stdout) \(presenter.stderr)")
+        }
+        // The presenter has unsaved changes (set in the store's database, as the protocol message
+        // for it will), so an outside write is a conflict.
+        let db = backing + "/.coordfs/store/metadata.sqlite"
+        let sql = "import sqlite3,sys,time\nfor _ in range(200):\n c=sqlite3.connect(sys.argv[1], timeout=10)\n if c.execute('SELECT COUNT(*) FROM interest').fetchone()[0]: break\n time.sleep(0.05)\nc.execute('UPDATE interest SET hasUnsavedChanges = 1'); c.commit()"
+        let marked = run("/usr/bin/python3", ["-c", sql, db])
+        XCTAssertEqual(marked.status, 0, "\(marked)")
+        XCTAssertEqual(sh("printf 'theirs\\n' > '\(mnt!)/doc.txt'").status, 0)
+        var conflict: [Record] = []
+        let until = Date().addingTimeInterval(10)
+        while conflict.isEmpty && Date() < until {
+            usleep(50_000)
+            conflict = records(coordfs("log", mnt, "--json", "--kind", "conflict-detected").lines)
+        }
+        XCTAssertEqual(conflict.map(\.path), ["/doc.txt"], "no conflictDetected record")
+        let resolved = coordfs("resolve", mnt + "/doc.txt", "--reload")
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        presenter.stop()
+        let all = records(coordfs("log", mnt, "--json").lines)
+        assertContinuous(all, from: 1, "log")
+        func first(_ kind: String) -> Record? { all.first { $0.kind == kind && $0.path == "/doc.txt" } }
+        XCTAssertNotNil(first("presenterAdded"), "\(all.map(\.kind))")
+        XCTAssertEqual(first("presenterAsked")?.details["ask"] as? String, "relinquishToWriter")
+        XCTAssertNotNil(first("presenterAnswered")?.details["latencyMicros"])
+        let snapshot = first("snapshotTaken")
+        XCTAssertNotNil(snapshot?.details["snapshotMethod"], "snapshotTaken without method: \(String(describing: snapshot?.json))")
+        XCTAssertNotNil(snapshot?.details["bytes"])
+        XCTAssertNotNil(snapshot?.json["documentID"])
+        // `coordfs resolve` resolves in the store without the daemon, so it writes no
+        // `conflictResolved` record (the in-process store path does: EventLogStoreRecordTests).
+        let removed = records(coordfs("log", mnt, "--json", "--kind", "presenterRemoved").lines)
+        XCTAssertEqual(removed.map(\.path), ["/doc.txt"])
+        // The store's kinds pass a kind filter together.
+        let store = records(coordfs("log", mnt, "--json", "--kind", "snapshotTaken,conflictDetected,conflictResolved").lines)
+        XCTAssertTrue(Set(store.map(\.kind)).isSuperset(of: ["snapshotTaken", "conflictDetected"]), "\(store)")
+        XCTAssertTrue(Set(store.map(\.kind)).isSubset(of: ["snapshotTaken", "conflictDetected", "conflictResolved"]), "\(store)")
+    }
+
     func testLocatingTheLogAndErrors() throws {
         // Help with examples.
         for cmd in ["watch", "log"] {

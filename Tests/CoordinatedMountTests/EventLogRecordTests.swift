@@ -163,6 +163,41 @@ final class EventLogRecordTests: EventLogRecordTestCase {
     }
 }
 
+/// The document store's records: a version kept before an outside write, the conflict with the
+/// presenter's unsaved changes, and its resolution (by whom, how).
+final class EventLogStoreRecordTests: EventLogRecordTestCase {
+    func testSnapshotConflictAndResolutionRecords() throws {
+        guard let store = daemon.store else { throw XCTSkip("this mount runs without a document store") }
+        try write("doc.txt", "ours\n")
+        let p = try present("doc.txt")
+        guard let id = coordinator.presenterID(of: p) else { return XCTFail("presenter not registered") }
+        // The store learns presenters from the coordinator; wait for it, then mark unsaved changes.
+        let deadline = Date().addingTimeInterval(5)
+        while (try? store.setUnsavedChanges(id, true)) == nil && Date() < deadline { usleep(20_000) }
+        try store.setUnsavedChanges(id, true)
+        try sh("printf 'theirs\\n' > doc.txt")
+        var conflicts = try store.conflicts(of: id)
+        while conflicts.isEmpty && Date() < deadline.addingTimeInterval(5) { usleep(20_000); conflicts = try store.conflicts(of: id) }
+        guard let conflict = conflicts.first else { return XCTFail("no conflict") }
+        try store.resolve(conflict.id, with: .reload, by: "tester")
+        let records = try waitForRecord { $0.kind == .conflictResolved }
+        assertContinuous(records)
+        let snapshot = records.first { $0.kind == .snapshotTaken }
+        XCTAssertEqual(snapshot?.path, "/doc.txt")
+        XCTAssertNotNil(snapshot?.details.snapshotMethod)
+        XCTAssertEqual(snapshot?.details.bytes, 5)
+        XCTAssertNotNil(snapshot?.documentID)
+        let detected = records.first { $0.kind == .conflictDetected }
+        XCTAssertEqual(detected?.path, "/doc.txt")
+        XCTAssertEqual(detected?.documentID, snapshot?.documentID, "one document id across the records")
+        let resolved = records.first { $0.kind == .conflictResolved }
+        XCTAssertEqual(resolved?.path, "/doc.txt")
+        XCTAssertEqual(resolved?.documentID, snapshot?.documentID)
+        XCTAssertTrue(resolved?.details.message?.contains("tester") == true, "who resolved: \(String(describing: resolved))")
+        XCTAssertEqual(resolved?.details.resolution?.rawValue, "reload", "how it was resolved: \(String(describing: resolved))")
+    }
+}
+
 /// A presenter that never answers: timed out after the ask deadline; with `strict` the access is
 /// denied as well.
 final class EventLogTimeoutRecordTests: EventLogRecordTestCase {
