@@ -47,7 +47,9 @@ test: deps
 fuzz: deps
 	COORDFS_FUZZ_CASES=$${COORDFS_FUZZ_CASES:-5000000} $(SWIFT) test --filter ControlProtocolTests.FuzzTests
 
-bench: build
+bench: deps
+	$(SWIFT) build -c release --product coordfs
+	$(SWIFT) build -c release --product coordfs-bench
 	./bench/run.sh
 
 # mount(8) looks for /sbin/mount.fuse.coordfs (type fuse.coordfs) and /sbin/mount.coordfs (type coordfs).

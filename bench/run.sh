@@ -38,7 +38,7 @@ WORKLOADS=(
   "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
   "tar|s|lower|unpack then delete a tarball of /usr/include|-"
 )
-SECTIONS=(section_machine section_mount section_memory section_suites section_how)
+SECTIONS=(section_machine section_mount section_memory section_eventlog section_suites section_how)
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "bench: $*"; exit 1; }
@@ -311,6 +311,17 @@ section_memory() {
 }
 
 # Every suite `coordfs-bench` knows prints its own markdown section.
+section_eventlog() {
+  echo "## Event log through a real mount"
+  echo
+  echo "\`bench/eventlog.sh\`: the metadata workload with the log on against \`-o log=off\` (coordination on in"
+  echo "both), and event-to-screen latency of \`coordfs watch\`. Target: log on costs at most 5% more; latency"
+  echo "under 50 ms."
+  echo
+  if ! COORDFS_BIN="$BIN" timeout 600 "$ROOT/bench/eventlog.sh" --header --rounds 3; then echo; echo "(bench/eventlog.sh failed)"; fi
+  echo
+}
+
 section_suites() {
   [ -x "$BENCH_BIN" ] || { echo "## Module benchmarks"; echo; echo "(coordfs-bench not built at $BENCH_BIN)"; echo; return; }
   local usage suites s

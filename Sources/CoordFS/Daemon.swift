@@ -49,7 +49,7 @@ public final class Daemon: @unchecked Sendable {
                 let log = try EventLogWriter(directory: plan.state.eventLog, options: plan.options.eventLog.writerOptions)
                 eventLog = log
                 coordinator.eventSink = EventRecorder(log: log)
-                log.append(.mount, path: "", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
+                log.append(.mount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
                            details: EventDetails(message: "\(plan.backing) on \(plan.mountpoint)"))
             } catch {
                 throw .system("cannot open the event log in '\(plan.state.eventLog)': \(error)")
@@ -74,7 +74,7 @@ public final class Daemon: @unchecked Sendable {
         store = nil
         guard let log = eventLog else { return }
         coordinator.eventSink = nil
-        log.append(.unmount, path: "", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
+        log.append(.unmount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
                    details: EventDetails(message: plan.mountpoint))
         try? log.close()
         eventLog = nil

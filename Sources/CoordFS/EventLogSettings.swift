@@ -16,6 +16,9 @@ public struct EventLogSettings: Sendable, Equatable {
         var o = EventLogOptions()
         o.sync = syncEveryBatch ? .everyBatch : .none
         o.maxTotalBytes = maxMegabytes * 1024 * 1024
+        // Retention drops whole segments and never the newest: keep segments small enough that the
+        // limit bounds the log (at least 8 segments fit).
+        o.segmentBytes = Int(min(UInt64(o.segmentBytes), max(64 * 1024, maxMegabytes * 1024 * 1024 / 8)))
         o.maxAge = maxDays.map { .seconds($0 * 86_400) }
         return o
     }
