@@ -77,6 +77,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         while !stopped.load(ordering: .relaxed) {
             guard poll(&fds, 2, -1) > 0 else { if errno == EINTR { continue }; break }
             if fds[1].revents != 0 { break }
+            // Let a burst accumulate: one read per few milliseconds instead of one wake-up per event
+            // (every change made through the mount also queues an event, skipped below by pid).
+            usleep(2_000)
             let n = read(group, &buffer, buffer.count)
             if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
             buffer.withUnsafeBytes { handleEvents(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }

@@ -85,7 +85,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
-        let purpose = "pid:\(origin.pid)"
+        let purpose = names.identity(of: origin.pid).purpose
         if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }

@@ -5,7 +5,13 @@ import Synchronization
 /// from `/proc/TID/status` (process id `Tgid` and the executable `Name`) and cached: every coordinated
 /// operation records its actor, and reading /proc each time would cost a few microseconds.
 final class ProcessNames: Sendable {
-    struct Identity: Sendable { let pid: pid_t; let name: String }
+    struct Identity: Sendable {
+        let pid: pid_t
+        let name: String
+        /// The purpose identifier all of this process's accesses share ("pid:N").
+        let purpose: String
+        init(pid: pid_t, name: String) { self.pid = pid; self.name = name; purpose = "pid:\(pid)" }
+    }
     private let cache = Mutex<[pid_t: Identity]>([:])
     private let limit = 4096
 

@@ -19,10 +19,48 @@ public struct TempNamePatterns: Sendable, Equatable {
         "*.part", "*.crdownload",
     ]
 
-    public init(_ patterns: [String] = TempNamePatterns.defaults) { self.patterns = patterns }
+    /// Each pattern's literal head and tail (before the first and after the last wildcard), checked
+    /// before fnmatch: this runs several times on every create, rename and unlink.
+    private let compiled: [Compiled]
+
+    public init(_ patterns: [String] = TempNamePatterns.defaults) {
+        self.patterns = patterns
+        compiled = patterns.map(Compiled.init)
+    }
+
+    public static func == (a: TempNamePatterns, b: TempNamePatterns) -> Bool { a.patterns == b.patterns }
 
     public func matches(_ name: String) -> Bool {
-        for p in patterns where fnmatch(p, name, 0) == 0 { return true }
-        return false
+        var utf8 = name
+        return utf8.withUTF8 { bytes in
+            for c in compiled where c.matches(bytes, name) { return true }
+            return false
+        }
+    }
+
+    private struct Compiled: Sendable {
+        let pattern: String
+        let head: [UInt8], tail: [UInt8]
+        /// The pattern is exactly head*tail (or a literal): no fnmatch needed.
+        let simple: Bool
+        let literal: Bool
+
+        init(_ pattern: String) {
+            self.pattern = pattern
+            let b = Array(pattern.utf8)
+            let wild: (UInt8) -> Bool = { $0 == UInt8(ascii: "*") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "\\") }
+            let first = b.firstIndex(where: wild), last = b.lastIndex(where: wild)
+            head = first.map { Array(b[..<$0]) } ?? b
+            tail = last.map { Array(b[($0 + 1)...]) } ?? []
+            literal = first == nil
+            simple = first != nil && first == last && b[first!] == UInt8(ascii: "*")
+        }
+
+        func matches(_ name: UnsafeBufferPointer<UInt8>, _ string: String) -> Bool {
+            if literal { return name.elementsEqual(head) }
+            guard name.count >= head.count + tail.count,
+                  name.prefix(head.count).elementsEqual(head), name.suffix(tail.count).elementsEqual(tail) else { return false }
+            return simple || fnmatch(pattern, string, 0) == 0
+        }
     }
 }

@@ -32,6 +32,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     let inodes: InodeTable
     private let hidden: [[UInt8]]
     private let runningAsRoot = geteuid() == 0
+    /// Hidden names in the root that are directories (counted once: the state folder exists before
+    /// the mount and for its whole life).
+    private let hiddenRootDirectories: Int
 
     public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
         self.options = options
@@ -41,6 +44,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); throw e }
         self.backingRoot = backingRoot
+        hiddenRootDirectories = options.hiddenRootNames.filter { name in
+            var sub = stat()
+            return fstatat(fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && (sub.st_mode & S_IFMT) == S_IFDIR
+        }.count
         inodes = InodeTable(rootFD: fd, rootStat: st)
     }
 
@@ -88,16 +95,14 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     /// The root as seen through the mount: hidden subdirectories do not count in its link count.
+    /// (The hidden folder is the daemon's own and exists for the mount's life: counted once, at start.)
     func rootAttributes(_ st: stat) -> stat {
         var st = st
-        for name in options.hiddenRootNames {
-            var sub = stat()
-            if fstatat(inodes.root.directoryFD, name, &sub, AT_SYMLINK_NOFOLLOW) == 0, (sub.st_mode & S_IFMT) == S_IFDIR, st.st_nlink > 2 {
-                st.st_nlink -= 1
-            }
-        }
+        if st.st_nlink > UInt(2 + hiddenRootDirectories) { st.st_nlink -= UInt(hiddenRootDirectories) }
         return st
     }
+
+
 
     /// Looks `name` up in `parent` and counts one kernel lookup.
     public func lookupEntry(parent: BackingNode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
