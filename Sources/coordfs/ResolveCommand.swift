@@ -1,5 +1,7 @@
 import ArgumentParser
 import DocumentStore
+import CoordFSClient
+import ControlProtocol
 import Foundation
 import Glibc
 
@@ -93,8 +95,37 @@ struct ResolveCommand: ParsableCommand {
         case .keepBoth: .keepBoth
         case .merge: .merge
         }
-        let outcome = try storeCall { try store.resolve(conflict.id, with: resolution, mine: mine, by: "cli:\(getuid())") }
         let root = location.mount.mountpoint ?? location.mount.backing
+        // A live mount resolves through its daemon: the resolution is a coordinated write (presenters
+        // are asked and told), the event log records it, and the conflict's presenter hears of it.
+        // A dead mount (or an unmounted folder) is resolved in the store directly.
+        if !location.mount.stale, let mountPath = location.mountPath {
+            let wireID = ControlProtocol.ConflictID(rawValue: UInt64(conflict.id.rawValue))
+            let wireResolution: ConflictResolution = switch choice {
+            case .close: .close
+            case .save: .save
+            case .reload: .reload
+            case .keepBoth: .keepBoth
+            case .merge: .merge
+            }
+            let contents: DocumentContents? = from.map { .file(absolute($0)) }
+            let result: DocumentResolutionResult
+            do {
+                let (mount, _) = try CoordFSMount.containing(mountPath)
+                result = try runBlocking { try await mount.resolve(wireID, with: wireResolution, mine: contents) }
+            } catch {
+                throw CLIError("cannot resolve conflict \(conflict.id.rawValue) of \(path): \(error)")
+            }
+            var message = "resolved conflict \(conflict.id.rawValue) of \(path) (\(conflict.kind.rawValue)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
+            if let written = result.writtenPath { message += "; wrote \(written)" }
+            if let preserved = result.preservedVersion { message += "; the file it replaced is version \(preserved.rawValue)" }
+            if choice == .merge {
+                message += result.mergeConflicts == 0 ? "; merged cleanly" : "; \(result.mergeConflicts) conflicting hunk(s) marked"
+            }
+            print(message)
+            return
+        }
+        let outcome = try storeCall { try store.resolve(conflict.id, with: resolution, mine: mine, by: "cli:\(getuid())") }
         var message = "resolved conflict \(conflict.id.rawValue) of \(path) (\(conflict.kind.rawValue)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
         if let written = outcome.writtenPath { message += "; wrote \(root)/\(written)" }
         if let preserved = outcome.preserved { message += "; the file it replaced is version \(preserved.version.id)" }

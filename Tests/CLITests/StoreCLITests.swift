@@ -187,7 +187,11 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(openConflicts().count, 0)
         let history = coordfs("conflicts", mnt, "--all", "--json").lines
         XCTAssertEqual(history.count, names.count)
-        XCTAssertTrue(history.allSatisfy { $0.contains("\"resolvedBy\":\"cli:\(getuid())\"") }, "\(history)")
+        // Resolved through the daemon (the mount is live): by this user over the control socket, and
+        // recorded in the event log.
+        XCTAssertTrue(history.allSatisfy { $0.contains("\"resolvedBy\":\"control:uid:\(getuid()):") }, "\(history)")
+        let resolved = coordfs("log", mnt, "--kind", "conflictResolved", "--json").lines
+        XCTAssertEqual(resolved.count, names.count, "\(resolved)")
         // The file save replaced (theirs) is kept.
         XCTAssertTrue(versions("save.txt").contains { v in
             (v["reason"] as? String) == "resolution"
