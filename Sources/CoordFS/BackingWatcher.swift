@@ -162,12 +162,16 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             return
         }
         guard let first = resolved.first, let p = path(first) else { return }
+        // fanotify merges queued events on the same entry (CREATE|MODIFY|CLOSE_WRITE): each bit is
+        // its own announcement, in the order they happened.
         if mask & LinuxCalls.Fanotify.create != 0 {
             coordinator.announce(.subitemAppeared(p), origin: origin)
-        } else if mask & LinuxCalls.Fanotify.delete != 0 {
-            coordinator.announce(.deleted(p), origin: origin)
-        } else if mask & LinuxCalls.Fanotify.closeWrite != 0 || mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0 {
+        }
+        if mask & LinuxCalls.Fanotify.closeWrite != 0 || (mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0) {
             coordinator.announce(.changed(p), origin: origin)
+        }
+        if mask & LinuxCalls.Fanotify.delete != 0 {
+            coordinator.announce(.deleted(p), origin: origin)
         }
     }
 

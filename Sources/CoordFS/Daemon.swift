@@ -163,12 +163,19 @@ public final class Daemon: @unchecked Sendable {
         while !finished.withLock({ $0 }) && waited < timeoutSeconds { usleep(2_000); waited += 0.002 }
     }
 
-    /// Unmounts (once). The kernel then ends the session: the serving loop returns.
+    /// Unmounts (once, lazily: open files keep working until closed). The kernel then ends the
+    /// session and the serving loop returns cleanly. The session's descriptor is not closed here:
+    /// libfuse's own unmount would close it under the worker threads (they would fail with EBADF).
     public func stop() {
         let first = unmounted.withLock { done in defer { done = true }; return !done }
         guard first, let session else { return }
-        session.unmount()
         session.exit()
+        // Not root: fusermount3 detaches a user's own mount. Already gone (unmounted from outside):
+        // nothing to do.
+        if umount2(plan.mountpoint, Int32(MNT_DETACH)) != 0, errno == EPERM,
+           !Unmounter.runFusermount(["-uz", plan.mountpoint]) {
+            session.unmount()
+        }
     }
 
     /// Every inode the kernel holds is an open descriptor: take the hard limit (100,000 files looked

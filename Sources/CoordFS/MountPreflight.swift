@@ -31,11 +31,11 @@ public enum MountPreflight {
         return String(cString: r)
     }
 
-    /// The mountpoint, resolved; a stale FUSE mount there ("Transport endpoint is not connected") is
-    /// detached first.
+    /// The mountpoint, resolved; a stale FUSE mount there ("Transport endpoint is not connected", or
+    /// "Software caused connection abort" once the kernel aborted it) is detached first.
     static func resolveMountpoint(_ path: String) throws(MountError) -> String {
         var st = stat()
-        if stat(path, &st) != 0 && errno == ENOTCONN {
+        if stat(path, &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED) {
             let abs = absolute(path)
             try cleanStaleMount(abs)
         }

@@ -8,7 +8,7 @@ public enum Unmounter {
         let state = StateFolder(backing: entry.source)
         let pid = state.runningDaemonPID()
         var st = stat()
-        let stale = stat(m, &st) != 0 && errno == ENOTCONN
+        let stale = stat(m, &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)
         if stale {
             try MountPreflight.cleanStaleMount(m)
             return
@@ -39,7 +39,7 @@ public enum Unmounter {
         return stat[stat.index(after: close)...].hasPrefix(" Z")
     }
 
-    private static func runFusermount(_ args: [String]) -> Bool {
+    static func runFusermount(_ args: [String]) -> Bool {
         var pid: pid_t = 0
         var cargs = (["fusermount3"] + args).map { strdup($0) } + [nil]
         defer { for a in cargs { free(a) } }

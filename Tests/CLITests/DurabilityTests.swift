@@ -134,7 +134,10 @@ final class DurabilityTests: CLITestCase {
         XCTAssertEqual(filtered.first?.kind, "gap")
         let retention = records(coordfs("log", mnt, "--json", "--kind", "retention").lines).filter { $0.kind == "retention" }
         XCTAssertFalse(retention.isEmpty, "no retention record")
-        XCTAssertEqual(retention.first?.gapFrom, 1)
+        // Several passes may have run (small segments); older retention records can themselves be
+        // gone. The kept ones reach up to the oldest kept record.
+        XCTAssertTrue(retention.allSatisfy { ($0.gapFrom ?? 0) >= 1 && ($0.gapTo ?? .max) < oldest }, "\(retention)")
+        XCTAssertEqual(retention.compactMap(\.gapTo).max(), oldest - 1)
         let all = records(coordfs("log", mnt, "--json").lines)
         assertContinuous(all, from: 1, "log after retention")
     }
