@@ -291,11 +291,14 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
     send({"type": "hello", "id": 1, "versions": [1]}); reply_to(1)
     for n, step in enumerate(json.loads(sys.argv[2])):
         if step == "wait":
-            while not pending:
-                m = receive()
-                if m["type"] == "ask": send({"type": "answer", "id": m["id"]})
-                elif m["type"] == "notification": pending.append(m)
-            m = pending.pop(0)
+            # The store's documentChanged; the coordinator's didChange may come before or after it.
+            while True:
+                while not pending:
+                    m = receive()
+                    if m["type"] == "ask": send({"type": "answer", "id": m["id"]})
+                    elif m["type"] == "notification": pending.append(m)
+                m = pending.pop(0)
+                if m.get("event") == "documentChanged": break
             if m.get("action") == "conflict": known["conflict"] = m["conflict"]
             print(json.dumps(m), flush=True)
             continue
