@@ -42,7 +42,9 @@ public final class Daemon: @unchecked Sendable {
             : nil
     }
 
-    /// Starts what runs beside the FUSE loop: the event log. Called after the fork (threads).
+    /// Starts what runs beside the FUSE loop, each with threads of its own, so only after the fork:
+    /// the event log (first, so the others' records land in it), the backing watcher, the document
+    /// store and the control socket.
     func startServices() throws(MountError) {
         if plan.options.eventLog.enabled && eventLog == nil {
             do {
