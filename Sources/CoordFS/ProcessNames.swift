@@ -1,9 +1,8 @@
 import Glibc
 import Synchronization
 
-/// Who a FUSE caller is: the kernel reports the calling *thread*; coordination is per process. Read
-/// from `/proc/TID/status` (process id `Tgid` and the executable `Name`) and cached: every coordinated
-/// operation records its actor, and reading /proc each time would cost a few microseconds.
+/// Who a FUSE caller is: the kernel reports the calling *thread*; coordination is per process
+/// (`Tgid` in `/proc/TID/status`), and every record names the executable (`/proc/TID/comm`).
 final class ProcessNames: Sendable {
     struct Identity: Sendable {
         let pid: pid_t
@@ -12,21 +11,40 @@ final class ProcessNames: Sendable {
         let purpose: String
         init(pid: pid_t, name: String) { self.pid = pid; self.name = name; purpose = "pid:\(pid)" }
     }
-    private let cache = Mutex<[pid_t: Identity]>([:])
+    /// Thread id -> process id: fixed for a thread's life (only a recycled id could change it, and
+    /// the table is bounded). The name is not cached: `exec` changes it under the same pid (a shell
+    /// running `mv` as its last command), and one small read of /proc per coordinated operation is
+    /// what an accurate actor costs.
+    private let processOfThread = Mutex<[pid_t: pid_t]>([:])
     private let limit = 4096
 
     func identity(of tid: pid_t) -> Identity {
         if tid <= 0 { return Identity(pid: tid, name: "kernel") }
-        if let n = cache.withLock({ $0[tid] }) { return n }
-        let n = Self.read(tid)
-        cache.withLock { c in
-            if c.count >= limit { c.removeAll(keepingCapacity: true) }
-            c[tid] = n
+        if let pid = processOfThread.withLock({ $0[tid] }) {
+            return Identity(pid: pid, name: Self.name(tid) ?? "pid\(pid)")
         }
-        return n
+        let id = Self.read(tid)
+        processOfThread.withLock { c in
+            if c.count >= limit { c.removeAll(keepingCapacity: true) }
+            c[tid] = id.pid
+        }
+        return id
     }
 
     func name(of tid: pid_t) -> String { identity(of: tid).name }
+
+    /// `/proc/TID/comm`, the executable's name (at most 15 bytes and a newline: a small read).
+    static func name(_ tid: pid_t) -> String? {
+        let fd = open("/proc/\(tid)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buf -> String? in
+            let n = Glibc.read(fd, buf.baseAddress, 64)
+            guard n > 0 else { return nil }
+            let end = buf[n - 1] == 10 ? n - 1 : n
+            return String(decoding: UnsafeBufferPointer(rebasing: buf[0..<end]), as: UTF8.self)
+        }
+    }
 
     static func read(_ tid: pid_t) -> Identity {
         guard let text = readWholeFile("/proc/\(tid)/status") else { return Identity(pid: tid, name: "pid\(tid)") }

@@ -283,3 +283,18 @@ final class MountLocatorTests: XCTestCase {
         XCTAssertThrowsError(try MountLocator.locate(backing: dir + "/missing"))
     }
 }
+
+/// The actor of a record is the program that made the call, also after an `exec` under the same pid.
+final class EventLogActorTests: EventLogRecordTestCase {
+    func testTheActorIsTheExecutableAtTheTimeOfTheCall() throws {
+        try write("a.txt", "a\n")
+        // sh appends with a builtin, then execs mv in the same process.
+        try sh("sh -c 'echo more >> a.txt; exec mv a.txt b.txt'")
+        let records = try waitForRecord { $0.kind == .didMove }
+        let append = records.first { $0.kind == .didChange && $0.path == "/a.txt" }
+        let move = records.first { $0.kind == .didMove }
+        XCTAssertEqual(append?.actor?.executable, "sh")
+        XCTAssertEqual(move?.actor?.executable, "mv")
+        XCTAssertEqual(append?.actor?.pid, move?.actor?.pid, "one process, two programs")
+    }
+}
