@@ -59,7 +59,6 @@ let package = Package(
             name: "coordfs-bench",
             dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
         ),
-        .testTarget(name: "LoopbackTests", dependencies: ["Loopback"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
