@@ -85,7 +85,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
-        let purpose = names.identity(of: origin.pid).purpose
+        let purpose = "pid:\(origin.pid)"
         if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }
@@ -245,7 +245,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         // fchmod/futimens arrive without the handle: the caller's own open for writing covers them,
         // and its one "did change" at close reports them too.
-        if let handle = openWriter(of: node, pid: names.identity(of: request.context.pid).pid) {
+        if let handle = openWriter(of: node, pid: names.process(of: request.context.pid)) {
             handle.touch()
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }

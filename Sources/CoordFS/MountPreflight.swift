@@ -47,15 +47,7 @@ public enum MountPreflight {
         if umount2(path, Int32(MNT_DETACH)) == 0 { return }
         let e = errno
         // Not root: fusermount3 can detach a user's own FUSE mount.
-        var pid: pid_t = 0
-        let args = ["fusermount3", "-uz", path]
-        var cargs = args.map { strdup($0) } + [nil]
-        defer { for a in cargs { free(a) } }
-        if posix_spawnp(&pid, "fusermount3", nil, nil, &cargs, environ) == 0 {
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            if status == 0 { return }
-        }
+        if Unmounter.runFusermount(["-uz", path]) { return }
         throw .system("'\(path)' is a stale mount (its daemon died) and could not be detached: \(String(cString: strerror(e)))")
     }
 

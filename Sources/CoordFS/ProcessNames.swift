@@ -7,9 +7,6 @@ final class ProcessNames: Sendable {
     struct Identity: Sendable {
         let pid: pid_t
         let name: String
-        /// The purpose identifier all of this process's accesses share ("pid:N").
-        let purpose: String
-        init(pid: pid_t, name: String) { self.pid = pid; self.name = name; purpose = "pid:\(pid)" }
     }
     /// Thread id -> process id: fixed for a thread's life (only a recycled id could change it, and
     /// the table is bounded). The name is not cached: `exec` changes it under the same pid (a shell
@@ -18,20 +15,32 @@ final class ProcessNames: Sendable {
     private let processOfThread = Mutex<[pid_t: pid_t]>([:])
     private let limit = 4096
 
+    /// The caller's process and executable.
     func identity(of tid: pid_t) -> Identity {
         if tid <= 0 { return Identity(pid: tid, name: "kernel") }
         if let pid = processOfThread.withLock({ $0[tid] }) {
             return Identity(pid: pid, name: Self.name(tid) ?? "pid\(pid)")
         }
         let id = Self.read(tid)
-        processOfThread.withLock { c in
-            if c.count >= limit { c.removeAll(keepingCapacity: true) }
-            c[tid] = id.pid
-        }
+        remember(tid, id.pid)
         return id
     }
 
-    func name(of tid: pid_t) -> String { identity(of: tid).name }
+    /// The caller's process only (no read of /proc once the thread is known).
+    func process(of tid: pid_t) -> pid_t {
+        if tid <= 0 { return tid }
+        if let pid = processOfThread.withLock({ $0[tid] }) { return pid }
+        let id = Self.read(tid)
+        remember(tid, id.pid)
+        return id.pid
+    }
+
+    private func remember(_ tid: pid_t, _ pid: pid_t) {
+        processOfThread.withLock { c in
+            if c.count >= limit { c.removeAll(keepingCapacity: true) }
+            c[tid] = pid
+        }
+    }
 
     /// `/proc/TID/comm`, the executable's name (at most 15 bytes and a newline: a small read).
     static func name(_ tid: pid_t) -> String? {
