@@ -62,12 +62,16 @@ print("%.4f" % elapsed)
 PY
 }
 
+# Before each round: nothing dirty and no cached inode-table blocks, so that ext4 does not scan past
+# the inodes the previous round deleted (see bench/run.sh).
+settle() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+
 # Interleaved rounds so that load from elsewhere hits both sides alike.
 off=() on=()
 workload "$work/mnt-off" >/dev/null; workload "$work/mnt-on" >/dev/null   # warm-up
 for _ in $(seq "$rounds"); do
-  off+=("$(workload "$work/mnt-off")")
-  on+=("$(workload "$work/mnt-on")")
+  settle; off+=("$(workload "$work/mnt-off")")
+  settle; on+=("$(workload "$work/mnt-on")")
 done
 records=$("$bin" log "$work/mnt-on" --info --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["nextSeq"] - 1)')
 

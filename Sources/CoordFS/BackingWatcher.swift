@@ -24,6 +24,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let directories = Mutex<[[UInt8]: BackingNode]>([:])
     private let ownPID = getpid()
     private let stopped = Atomic<Bool>(false)
+    /// False once a directory could not be marked (the loopback then reads every path afresh).
+    private let marksComplete = Atomic<Bool>(true)
 
     static let mask: UInt64 = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
         | LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
@@ -46,11 +48,15 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
 
     func start() {
         loopback.setDirectoryObserver(self)
+        // Every known directory is marked: renames outside the mount reach `pathsChanged()`.
+        loopback.setPathsAreWatched(true)
+        if !marksComplete.load(ordering: .relaxed) { loopback.setPathsAreWatched(false) }
         startThread { [self] in run() }
     }
 
     func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        loopback.setPathsAreWatched(false)
         loopback.setDirectoryObserver(nil)
         _ = write(wake.write, "x", 1)
     }
@@ -58,8 +64,13 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     // MARK: DirectoryObserver
 
     func directoryAppeared(_ node: BackingNode) {
-        guard let (handle, _) = LinuxCalls.fileHandle(of: node.directoryFD) else { return }
-        guard LinuxCalls.Fanotify.mark(group, add: true, mask: Self.mask, directory: node.directoryFD) == 0 else { return }
+        guard let (handle, _) = LinuxCalls.fileHandle(of: node.directoryFD),
+              LinuxCalls.Fanotify.mark(group, add: true, mask: Self.mask, directory: node.directoryFD) == 0 else {
+            // A directory this watcher cannot see into: renames there would go unnoticed.
+            marksComplete.store(false, ordering: .relaxed)
+            loopback.setPathsAreWatched(false)
+            return
+        }
         directories.withLock { $0[LinuxCalls.handleBytes(handle)] = node }
     }
 
@@ -96,6 +107,10 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let mask = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
             let pid = bytes.loadUnaligned(fromByteOffset: offset + 20, as: Int32.self)
             guard eventLength >= 24, offset + eventLength <= bytes.count else { return }
+            // A directory moved or removed (by anyone): the loopback's kept directory paths are stale.
+            if mask & LinuxCalls.Fanotify.onDirectory != 0, mask & (LinuxCalls.Fanotify.rename | LinuxCalls.Fanotify.delete) != 0 {
+                loopback.pathsChanged()
+            }
             if mask & LinuxCalls.Fanotify.overflow != 0 {
                 overflowed()
             } else if pid != ownPID {
@@ -177,6 +192,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
 
     /// Events were lost: every cached name and attribute of the known directories may be stale.
     private func overflowed() {
+        loopback.pathsChanged()
         let dirs = directories.withLock { Array($0.values) }
         for d in dirs { session.invalidate(inode: loopback.id(of: d)) }
     }

@@ -87,7 +87,8 @@ public final class Daemon: @unchecked Sendable {
 
     /// Creates the session and mounts. The kernel queues requests until `serve` answers INIT.
     public func mount(onReady: (@Sendable () -> Void)? = nil) throws(MountError) {
-        var fuse = ["fsname=" + plan.backing, "subtype=coordfs", "default_permissions"]
+        var fuse = ["fsname=" + plan.backing, "subtype=coordfs"]
+        if plan.options.kernelChecksPermissions { fuse.append("default_permissions") }
         fuse += plan.options.fuseOptions
         let s: FuseSession
         do {

@@ -25,10 +25,9 @@ final class EventRecorder: CoordinationEventSink {
     func record(_ event: CoordinationEvent) {
         let actor = event.origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) }
         let request = event.requestID?.rawValue
-        func append(_ kind: EventKind, _ path: String, old: String? = nil, _ details: EventDetails = EventDetails()) {
-            var d = details
-            if d.requestID == nil { d.requestID = request }
-            log.append(kind, path: path, oldPath: old, actor: actor, details: d)
+        func append(_ kind: EventKind, _ path: consuming String, old: consuming String? = nil, _ details: consuming EventDetails = EventDetails()) {
+            if details.requestID == nil { details.requestID = request }
+            log.append(kind, path: path, oldPath: old, actor: actor, details: details)
         }
         switch event.kind {
         case .requested(let intents, _):

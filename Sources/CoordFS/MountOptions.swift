@@ -3,9 +3,12 @@ import Loopback
 /// The `-o` options of a coordfs mount, validated: libfuse/kernel mount options pass through, coordfs's
 /// own are parsed, fstab-only words are accepted and ignored, anything else is an error.
 public struct MountOptions: Sendable, Equatable {
-    /// Options handed to libfuse (always with `default_permissions`, `fsname` and `subtype`).
+    /// Options handed to libfuse (with `fsname`, `subtype`, and `default_permissions` when
+    /// `kernelChecksPermissions`).
     public var fuseOptions: [String] = []
     public var allowOther = false
+    /// `default_permissions` was asked for explicitly.
+    public var defaultPermissions = false
     public var readOnly = false
     public var debug = false
     public var attributeTimeout = 1.0
@@ -21,6 +24,16 @@ public struct MountOptions: Sendable, Equatable {
     public var store = StoreOptions()
 
     public init() {}
+
+    /// Whether the kernel checks permissions (`default_permissions`): always when other users may use
+    /// the mount (`allow_other`, `allow_root`), and when asked. Otherwise only processes with exactly
+    /// the mounting user's ids reach the mount (the kernel refuses the rest), the daemon acts with
+    /// those same ids, and the backing folder's own checks are the native ones; the kernel then does
+    /// not re-read a directory's attributes after every change in it (two requests per file created
+    /// or removed).
+    public var kernelChecksPermissions: Bool {
+        defaultPermissions || fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
+    }
 
     /// Mount options libfuse and the kernel understand, passed through as given.
     static let passThroughFlags: Set<String> = [
@@ -60,7 +73,7 @@ public struct MountOptions: Sendable, Equatable {
                 if ignoredFlags.contains(item) || ignoredPrefixes.contains(where: { item.hasPrefix($0) }) { continue }
                 if value == nil, passThroughFlags.contains(key) {
                     switch key {
-                    case "default_permissions": continue // always on
+                    case "default_permissions": o.defaultPermissions = true; continue
                     case "allow_other": o.allowOther = true
                     case "ro": o.readOnly = true
                     case "rw": o.readOnly = false

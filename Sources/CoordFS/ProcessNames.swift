@@ -8,51 +8,61 @@ final class ProcessNames: Sendable {
         let pid: pid_t
         let name: String
     }
-    /// Thread id -> process id: fixed for a thread's life (only a recycled id could change it, and
-    /// the table is bounded). The name is not cached: `exec` changes it under the same pid (a shell
-    /// running `mv` as its last command), and one small read of /proc per coordinated operation is
-    /// what an accurate actor costs.
-    private let processOfThread = Mutex<[pid_t: pid_t]>([:])
-    private let limit = 4096
+
+    /// A known thread: its process, and `/proc/TID/comm` kept open. The name is read afresh for each
+    /// operation (`exec` changes it under the same pid: a shell running `mv` as its last command),
+    /// but with one `pread`. Once the thread is gone the read fails (ESRCH), even if its id was
+    /// recycled: the descriptor belongs to the old task, so a new thread is never taken for it.
+    private final class KnownThread: Sendable {
+        let pid: pid_t
+        let comm: Int32
+        init(pid: pid_t, comm: Int32) { self.pid = pid; self.comm = comm }
+        deinit { if comm >= 0 { close(comm) } }
+
+        func name() -> String? {
+            guard comm >= 0 else { return nil }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buf -> String? in
+                let n = pread(comm, buf.baseAddress, 64, 0)
+                guard n > 0 else { return nil }
+                let end = buf[n - 1] == 10 ? n - 1 : n
+                return String(decoding: UnsafeBufferPointer(rebasing: buf[0..<end]), as: UTF8.self)
+            }
+        }
+    }
+
+    private let threads = Mutex<[pid_t: KnownThread]>([:])
+    /// Bounds the table and the descriptors it keeps open.
+    private let limit = 512
 
     /// The caller's process and executable.
     func identity(of tid: pid_t) -> Identity {
         if tid <= 0 { return Identity(pid: tid, name: "kernel") }
-        if let pid = processOfThread.withLock({ $0[tid] }) {
-            return Identity(pid: pid, name: Self.name(tid) ?? "pid\(pid)")
+        if let known = threads.withLock({ $0[tid] }) {
+            if let name = known.name() { return Identity(pid: known.pid, name: name) }
+            threads.withLock { if $0[tid] === known { $0[tid] = nil } }
         }
-        let id = Self.read(tid)
-        remember(tid, id.pid)
-        return id
+        return learn(tid)
     }
 
     /// The caller's process only (no read of /proc once the thread is known).
     func process(of tid: pid_t) -> pid_t {
         if tid <= 0 { return tid }
-        if let pid = processOfThread.withLock({ $0[tid] }) { return pid }
+        if let known = threads.withLock({ $0[tid] }) { return known.pid }
+        return learn(tid).pid
+    }
+
+    private func learn(_ tid: pid_t) -> Identity {
+        // The descriptor first: if the thread is replaced between the two reads, the name read
+        // through it fails next time and the thread is learned again.
+        let comm = open("/proc/\(tid)/comm", O_RDONLY | O_CLOEXEC)
         let id = Self.read(tid)
-        remember(tid, id.pid)
-        return id.pid
-    }
-
-    private func remember(_ tid: pid_t, _ pid: pid_t) {
-        processOfThread.withLock { c in
-            if c.count >= limit { c.removeAll(keepingCapacity: true) }
-            c[tid] = pid
+        let known = KnownThread(pid: id.pid, comm: comm)
+        guard comm >= 0 else { return id }
+        threads.withLock { table in
+            if table.count >= limit { table.removeAll(keepingCapacity: true) }
+            table[tid] = known
         }
-    }
-
-    /// `/proc/TID/comm`, the executable's name (at most 15 bytes and a newline: a small read).
-    static func name(_ tid: pid_t) -> String? {
-        let fd = open("/proc/\(tid)/comm", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buf -> String? in
-            let n = Glibc.read(fd, buf.baseAddress, 64)
-            guard n > 0 else { return nil }
-            let end = buf[n - 1] == 10 ? n - 1 : n
-            return String(decoding: UnsafeBufferPointer(rebasing: buf[0..<end]), as: UTF8.self)
-        }
+        return id
     }
 
     static func read(_ tid: pid_t) -> Identity {

@@ -73,8 +73,8 @@ public final class EventLogWriter: Sendable {
     /// once `close()` has begun (the log is shutting down and the record is not kept).
     @discardableResult
     public func append(
-        _ kind: EventKind, path: String, oldPath: String? = nil, documentID: String? = nil,
-        actor: EventActor? = nil, details: EventDetails = EventDetails()
+        _ kind: EventKind, path: consuming String, oldPath: consuming String? = nil, documentID: consuming String? = nil,
+        actor: consuming EventActor? = nil, details: consuming EventDetails = EventDetails()
     ) -> UInt64 {
         core.append(EventRecord(
             kind: kind, path: path, oldPath: oldPath, documentID: documentID, actor: actor, details: details))
@@ -82,7 +82,7 @@ public final class EventLogWriter: Sendable {
 
     /// Appends `record`; its `seq` and `time` are replaced by the writer's.
     @discardableResult
-    public func append(_ record: EventRecord) -> UInt64 { core.append(record) }
+    public func append(_ record: consuming EventRecord) -> UInt64 { core.append(record) }
 
     /// Waits until every record appended before the call is in the file. Throws the write error
     /// if the disk refused them (the writer keeps retrying in the background).
@@ -166,8 +166,7 @@ private final class WriterCore: @unchecked Sendable {
         thread = tid
     }
 
-    func append(_ record: EventRecord) -> UInt64 {
-        var r = record
+    func append(_ r: consuming EventRecord) -> UInt64 {
         let now = EventTime.now()
         sync.lock()
         if closing {
@@ -185,7 +184,7 @@ private final class WriterCore: @unchecked Sendable {
             pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
             stats.dropped += 1
         } else {
-            queue.append(r)
+            queue.append(consume r)
         }
         if writerIdle || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
             writerIdle = false

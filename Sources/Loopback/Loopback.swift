@@ -35,6 +35,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Hidden names in the root that are directories (counted once: the state folder exists before
     /// the mount and for its whole life).
     private let hiddenRootDirectories: Int
+    private let backingRootBytes: [UInt8]
+    /// See `path(of:)`.
+    private let pathsAreWatched = Atomic<Bool>(false)
+    private let pathGeneration = Atomic<UInt64>(0)
 
     public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
         self.options = options
@@ -44,6 +48,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); throw e }
         self.backingRoot = backingRoot
+        backingRootBytes = Array(backingRoot.utf8)
         hiddenRootDirectories = options.hiddenRootNames.filter { name in
             var sub = stat()
             return fstatat(fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && (sub.st_mode & S_IFMT) == S_IFDIR
@@ -137,16 +142,44 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The item's current path relative to the backing root ("" for the root), read from the kernel
     /// (`/proc/self/fd`), so it is right even after renames made outside the mount. Nil when the item
     /// was deleted or is outside the backing root.
+    ///
+    /// A directory's path is kept between calls while `pathsAreWatched` (every rename or removal
+    /// through the mount, and every one the backing watcher reports, starts a new path generation);
+    /// without a watcher, or for other items, it is read each time.
     public func path(of node: BackingNode) -> String? {
         if node === inodes.root { return "" }
-        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = node.withFD { fd in withProcPath(fd) { p in Glibc.readlink(p, &buf, Int(PATH_MAX)) } }
-        guard n > 0 else { return nil }
-        buf[n] = 0
-        let full = String(cString: buf)
-        if full.hasSuffix(" (deleted)") { return nil }
-        guard full.hasPrefix(backingRoot + "/") else { return full == backingRoot ? "" : nil }
-        return String(full.dropFirst(backingRoot.count + 1))
+        guard node.isDirectory, pathsAreWatched.load(ordering: .relaxed) else { return readPath(of: node) }
+        let generation = pathGeneration.load(ordering: .acquiring)
+        if let cached = node.cachedPath.withLock({ $0 }), cached.generation == generation { return cached.path }
+        let path = readPath(of: node)
+        if let path { node.cachedPath.withLock { $0 = (generation, path) } }
+        return path
+    }
+
+    /// Turns keeping directory paths on (the caller watches the backing folder for renames and
+    /// removals made outside the mount, and calls `pathsChanged()` for each) or off.
+    public func setPathsAreWatched(_ watched: Bool) {
+        pathGeneration.add(1, ordering: .releasing)
+        pathsAreWatched.store(watched, ordering: .relaxed)
+    }
+
+    /// Forgets every kept directory path (a rename or removal happened).
+    public func pathsChanged() { pathGeneration.add(1, ordering: .releasing) }
+
+    private func readPath(of node: BackingNode) -> String? {
+        let max = Int(PATH_MAX)
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max + 1) { buf -> String? in
+            let n = node.withFD { fd in withProcPath(fd) { p in Glibc.readlink(p, buf.baseAddress!, max) } }
+            guard n > 0 else { return nil }
+            let bytes = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
+            let root = backingRootBytes
+            guard n > root.count, bytes[root.count] == 0x2F, bytes.starts(with: root) else {
+                return bytes.elementsEqual(root) ? "" : nil
+            }
+            let deleted = " (deleted)".utf8
+            if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return nil }
+            return String(decoding: bytes[(root.count + 1)...], as: UTF8.self)
+        }
     }
 
     // MARK: FuseFileSystem
@@ -271,11 +304,15 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removeItem(parent: BackingNode, name: UnsafePointer<CChar>, directory: Bool) -> Errno? {
-        sys { unlinkat(parent.directoryFD, name, directory ? AT_REMOVEDIR : 0) }
+        let e = sys { unlinkat(parent.directoryFD, name, directory ? AT_REMOVEDIR : 0) }
+        if directory { pathsChanged() }
+        return e
     }
 
     public func renameItem(parent: BackingNode, name: UnsafePointer<CChar>, newParent: BackingNode, newName: UnsafePointer<CChar>, flags: UInt32) -> Errno? {
-        sys { LinuxCalls.renameat2(parent.directoryFD, name, newParent.directoryFD, newName, flags) }
+        let e = sys { LinuxCalls.renameat2(parent.directoryFD, name, newParent.directoryFD, newName, flags) }
+        pathsChanged()
+        return e
     }
 
     /// The attributes of `name` in `parent` without following a final symlink, or nil if absent.
@@ -559,7 +596,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func access(_ request: consuming Request, inode id: InodeID, mask: Int32) {
-        // Only reached without default_permissions; coordfs always mounts with it.
+        // Only reached without default_permissions: a single-user mount, whose one user the daemon
+        // acts as (same ids), so the daemon's own answer is the caller's.
         let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { faccessat(AT_FDCWD, p, mask, 0) } } }
         if let e { return request.reply(error: e) }
         request.replyOK()

@@ -13,7 +13,10 @@ struct MountCommand: ParsableCommand {
 
         Options (-o, comma-separated, repeatable):
         \(MountOptions.documentation)
-        default_permissions is always on: the kernel checks permissions as on the backing folder.
+        With allow_other or allow_root (or when given), default_permissions is on: the kernel checks
+        every caller's permissions as the backing folder would. Without them only the mounting user
+        can use the mount, and the daemon acts as that user, so the backing folder's checks are the
+        native ones.
         """
     )
 

@@ -343,6 +343,37 @@ final class BackingChangeTests: InProcessMountTestCase {
         XCTAssertEqual(try sh("ls d").output, "")
     }
 
+    /// Directory paths are kept between operations; a rename made in the backing folder must end
+    /// them, or a file made in the moved directory would be told under its old path.
+    func testADirectoryRenamedInTheBackingFolderIsToldUnderItsNewPath() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/a/sub", withIntermediateDirectories: true)
+        try sh("touch a/sub/one") // the directories' paths are read (and kept) here
+        // An open directory keeps the kernel's nodes (and so the kept paths) across the move.
+        let held = open(mnt + "/a/sub", O_RDONLY | O_DIRECTORY)
+        XCTAssertGreaterThanOrEqual(held, 0)
+        defer { close(held) }
+        let old = try present("a")
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/mv")
+        other.arguments = [backing + "/a", backing + "/b"]
+        try other.run(); other.waitUntilExit()
+        XCTAssertEqual(old.waitUntil(settle: 0) { $0.contains("didMove b") }, ["didMove b"], "the watcher saw the move")
+        let moved = try present("b/sub")
+        try sh("touch b/sub/two")
+        let log = moved.waitUntil { $0.contains("subitemDidAppear b/sub/two") }
+        XCTAssertTrue(log.contains("subitemDidAppear b/sub/two"), "\(log)")
+        XCTAssertFalse(log.contains { $0.contains("a/sub") }, "\(log)")
+    }
+
+    func testADirectoryRenamedThroughTheMountIsToldUnderItsNewPath() throws {
+        try sh("mkdir -p a/sub && touch a/sub/one && mv a b")
+        let moved = try present("b/sub")
+        try sh("touch b/sub/two")
+        let log = moved.waitUntil { $0.contains("subitemDidAppear b/sub/two") }
+        XCTAssertTrue(log.contains("subitemDidAppear b/sub/two"), "\(log)")
+        XCTAssertFalse(log.contains { $0.contains("a/sub") }, "\(log)")
+    }
+
     func testTheMountsOwnChangesAreNotToldTwice() throws {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")

@@ -160,4 +160,32 @@ final class MountCommandTests: MountTestCase {
         XCTAssertEqual(Sys.contents(fixture.mountpoint + "/f").0, [1])
         XCTAssertEqual(Sys.contents(fixture.native + "/n").0, [2])
     }
+    /// Without allow_other only the mounting user reaches the mount, the daemon acts as that user,
+    /// and the backing folder's own checks decide (no default_permissions, no extra GETATTRs);
+    /// with allow_other the kernel checks every caller (default_permissions).
+    func testPermissionsOfASingleUserAndOfAnAllowOtherMount() {
+        XCTAssertEqual(Sys.put(fixture.backing + "/secret", [7]), .success())
+        XCTAssertEqual(Sys.call { chmod(fixture.backing + "/secret", 0o000) }, .success())
+        XCTAssertEqual(Sys.put(fixture.backing + "/script", Array("#!/bin/sh\n".utf8)), .success())
+        XCTAssertEqual(Sys.call { chmod(fixture.backing + "/script", 0o644) }, .success())
+
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
+        let options = Mounts.entry(at: fixture.mountpoint)?.options.split(separator: ",") ?? []
+        XCTAssertFalse(options.contains("default_permissions"), "\(options)")
+        // Root reads a mode-000 file, and may not run a file without an execute bit: as natively.
+        XCTAssertEqual(Sys.contents(fixture.mountpoint + "/secret").0, [7])
+        XCTAssertEqual(Sys.call { access(fixture.mountpoint + "/script", X_OK) }, Sys.call { access(fixture.backing + "/script", X_OK) })
+        XCTAssertEqual(Spawn.run(fixture.mountpoint + "/script", [], timeout: 10).status == 0, false, "ran a file without x bits")
+        // Anyone else is turned away by the kernel.
+        let other = asUser { ChildOutcome(outcome: Sys.stat(self.fixture.mountpoint + "/secret").1) }
+        XCTAssertEqual(other.outcome, .failure(EACCES), "\(other)")
+        XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other").status, 0)
+        let shared = Mounts.entry(at: fixture.mountpoint)?.options.split(separator: ",") ?? []
+        XCTAssertTrue(shared.contains("default_permissions"), "\(shared)")
+        let nobody = asUser { ChildOutcome(outcome: Sys.open(self.fixture.mountpoint + "/secret", O_RDONLY)) }
+        XCTAssertEqual(nobody.outcome, .failure(EACCES), "\(nobody)")
+        XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+    }
 }
