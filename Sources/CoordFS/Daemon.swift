@@ -19,6 +19,8 @@ public final class Daemon: @unchecked Sendable {
     private var session: FuseSession?
     /// The event log writer; opened by `startServices()`, after any fork.
     public private(set) var eventLog: EventLogWriter?
+    /// Every record reaches `eventLog` through this (in order, formatted off the FUSE threads).
+    private(set) var recorder: EventRecorder?
     /// The control socket (out-of-process presenters and coordinators); started after any fork.
     public private(set) var control: ControlService?
     /// The document store (snapshots, conflicts); opened after any fork.
@@ -50,8 +52,10 @@ public final class Daemon: @unchecked Sendable {
             do {
                 let log = try EventLogWriter(directory: plan.state.eventLog, options: plan.options.eventLog.writerOptions)
                 eventLog = log
-                coordinator.eventSink = EventRecorder(log: log)
-                log.append(.mount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
+                let recorder = EventRecorder(log: log)
+                self.recorder = recorder
+                coordinator.eventSink = recorder
+                recorder.append(.mount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
                            details: EventDetails(message: "\(plan.backing) on \(plan.mountpoint)"))
             } catch {
                 throw .system("cannot open the event log in '\(plan.state.eventLog)': \(error)")
@@ -76,10 +80,17 @@ public final class Daemon: @unchecked Sendable {
         store = nil
         guard let log = eventLog else { return }
         coordinator.eventSink = nil
-        log.append(.unmount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
-                   details: EventDetails(message: plan.mountpoint))
+        recorder?.append(.unmount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
+                         details: EventDetails(message: plan.mountpoint))
+        recorder?.detach()
+        recorder = nil
         try? log.close()
         eventLog = nil
+    }
+
+    /// Waits until every record of a step taken so far is in the log file.
+    public func flushEventLog() throws {
+        if let recorder { try recorder.flush() } else { try eventLog?.flush() }
     }
 
     /// What the kernel talks to.

@@ -2,17 +2,24 @@ import Coordination
 import EventLog
 import Synchronization
 
-/// Turns the coordinator's typed events into event-log records. Called under the coordinator's lock:
-/// it only formats and enqueues (the log writer does the I/O on its own thread).
-final class EventRecorder: CoordinationEventSink {
+/// Turns the coordinator's typed events into event-log records, and is the one way the daemon's
+/// records reach the log (the store's and the mount's own go through `append`), so they keep the
+/// order they happened in.
+///
+/// The coordinator calls `record` under its lock, on the thread of the operation (a FUSE worker):
+/// that call only stamps the time and queues the event. Formatting (paths, details, the items of each
+/// request) happens on the log writer's thread, in batches after its coalescing delay, right before
+/// the write. So logging costs an operation one short lock and an array append.
+final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     let log: EventLogWriter
     /// Where each presenter is, for records about answers (which carry only the presenter id).
-    private let presenterPaths = Mutex<[PresenterID: String]>([:])
+    /// Formatting queue only.
+    private var presenterPaths: [PresenterID: String] = [:]
     /// The items of each request between its request and its end, formatted once: `granted`
     /// reuses them, and `released` and `denied` (whose coordinator events carry only the request
     /// id) name the items through them. Holds only requests in flight: entries go at release or
-    /// failure.
-    private let requestItems = Mutex<[UInt64: [Item]]>([:])
+    /// failure. Formatting queue only.
+    private var requestItems: [UInt64: [Item]] = [:]
 
     /// One intent of a request as it appears in records.
     struct Item {
@@ -20,24 +27,90 @@ final class EventRecorder: CoordinationEventSink {
         var details: EventDetails
     }
 
-    init(log: EventLogWriter) { self.log = log }
+    private enum Pending {
+        case event(CoordinationEvent)
+        case record(EventRecord)
+    }
+    /// Steps not yet formatted, in order, each with the time it happened.
+    private let backlog = Mutex<[(Pending, EventTime)]>([])
+    /// Held while formatting: one formatter at a time, so records keep the backlog's order.
+    private let formatter = Mutex<Void>(())
+    /// Past this many unformatted steps the caller formats them itself (the log writer's own
+    /// queue bound, with gap records, applies after that).
+    static let backlogLimit = 65_536
 
-    func record(_ event: CoordinationEvent) {
+    init(log: EventLogWriter) {
+        self.log = log
+        log.setSource { [weak self] in self?.drain() }
+    }
+
+    /// Ends the hand-over to the log writer (after a last `drain`).
+    func detach() {
+        drain()
+        log.setSource(nil)
+    }
+
+    func record(_ event: CoordinationEvent) { enqueue(.event(event)) }
+
+    /// Appends a record of the daemon's own (mount, unmount, the store's), in order with the rest.
+    func append(
+        _ kind: EventKind, path: String, oldPath: String? = nil, documentID: String? = nil,
+        actor: EventActor? = nil, details: EventDetails = EventDetails()
+    ) {
+        enqueue(.record(EventRecord(kind: kind, path: path, oldPath: oldPath, documentID: documentID, actor: actor, details: details)))
+    }
+
+    /// Formats everything queued so far and hands it to the log writer. The writer thread calls this
+    /// (after its coalescing delay); `flush` and a full backlog call it on their own thread.
+    func drain() {
+        formatter.withLock { _ in
+            var batch: [(Pending, EventTime)] = []
+            while true {
+                backlog.withLock { swap(&batch, &$0) }
+                if batch.isEmpty { return }
+                for (item, time) in batch {
+                    switch item {
+                    case .event(let e): format(e, at: time)
+                    case .record(let r): log.append(r, at: time)
+                    }
+                }
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    /// Waits until everything queued so far is in the log file.
+    func flush() throws {
+        drain()
+        try log.flush()
+    }
+
+    private func enqueue(_ item: Pending) {
+        let now = EventTime.now()
+        let count = backlog.withLock { b -> Int in
+            b.append((item, now))
+            return b.count
+        }
+        if count == 1 { log.sourceHasRecords() }
+        if count >= Self.backlogLimit { drain() }
+    }
+
+    private func format(_ event: CoordinationEvent, at time: EventTime) {
         let actor = event.origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) }
         let request = event.requestID?.rawValue
         func append(_ kind: EventKind, _ path: consuming String, old: consuming String? = nil, _ details: consuming EventDetails = EventDetails()) {
             if details.requestID == nil { details.requestID = request }
-            log.append(kind, path: path, oldPath: old, actor: actor, details: details)
+            log.append(EventRecord(kind: kind, path: path, oldPath: old, actor: actor, details: details), at: time)
         }
         switch event.kind {
         case .requested(let intents, _):
             let items = intents.map { Item(path: Self.logPath($0.path), details: Self.details($0)) }
-            if let request { requestItems.withLock { $0[request] = items } }
+            if let request { requestItems[request] = items }
             for i in items { append(.intentRequested, i.path, i.details) }
         case .waiting:
             break // visible as the gap between intentRequested and granted
         case .presenterAsked(let p, let ask, let path):
-            presenterPaths.withLock { $0[p] = Self.logPath(path) }
+            presenterPaths[p] = Self.logPath(path)
             append(.presenterAsked, Self.logPath(path), EventDetails(presenterID: p.description, ask: Self.ask(ask)))
         case .presenterAnswered(let p, let ask, let nanos):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), latencyMicros: nanos / 1000))
@@ -49,21 +122,21 @@ final class EventRecorder: CoordinationEventSink {
         case .presenterFailed(let p, let ask, let error):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
         case .granted(let intents, let waited):
-            let known = request.flatMap { id in requestItems.withLock { $0[id] } }
+            let known = request.flatMap { requestItems[$0] }
             let items = known ?? intents.map { Item(path: Self.logPath($0.path), details: Self.details($0)) }
             for var i in items {
                 i.details.latencyMicros = waited / 1000
                 append(.granted, i.path, i.details)
             }
         case .failed(let error):
-            let items = request.flatMap { id in requestItems.withLock { $0.removeValue(forKey: id) } } ?? []
+            let items = request.flatMap { requestItems.removeValue(forKey: $0) } ?? []
             var d = items.first?.details ?? EventDetails()
             d.errno = error.posixErrorCode
             d.reason = Self.reason(of: error)
             d.message = error.description
             append(.denied, Self.path(of: error) ?? items.first?.path ?? "/", d)
         case .released(let held):
-            let items = request.flatMap { id in requestItems.withLock { $0.removeValue(forKey: id) } } ?? []
+            let items = request.flatMap { requestItems.removeValue(forKey: $0) } ?? []
             if items.isEmpty { append(.released, "/", EventDetails(latencyMicros: held / 1000)) }
             for var i in items {
                 // How long the access was held.
@@ -91,16 +164,16 @@ final class EventRecorder: CoordinationEventSink {
         case .reacquireScheduled:
             break
         case .presenterRegistered(let p, let path, _):
-            presenterPaths.withLock { $0[p] = Self.logPath(path) }
+            presenterPaths[p] = Self.logPath(path)
             append(.presenterAdded, Self.logPath(path), EventDetails(presenterID: p.description))
         case .presenterUnregistered(let p, let path):
-            presenterPaths.withLock { _ = $0.removeValue(forKey: p) }
+            presenterPaths[p] = nil
             append(.presenterRemoved, Self.logPath(path), EventDetails(presenterID: p.description))
         }
     }
 
     private func path(of presenter: PresenterID) -> String {
-        presenterPaths.withLock { $0[presenter] } ?? "/"
+        presenterPaths[presenter] ?? "/"
     }
 
     /// Log paths are relative to the mount root and start with `/` (the root itself is `/`).

@@ -5,7 +5,7 @@ import Glibc
 /// Writes the document store's records to the mount's event log: `snapshotTaken`,
 /// `conflictDetected`, `conflictResolved` (docs/event-log.md). Appending never blocks on disk.
 struct StoreEventRecorder: Sendable {
-    let log: EventLogWriter
+    let log: EventRecorder
 
     /// A version kept before a mutation (nothing is recorded when the bytes were already kept).
     func snapshotTaken(_ snapshot: Snapshot, actor origin: (pid: Int32, uid: UInt32, executable: String)? = nil) {

@@ -62,7 +62,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         guard options.enabled, let mount = daemon.coordinated else { return nil }
         let service = try StoreService(
             backing: daemon.plan.backing, stateDirectory: daemon.plan.state.store, coordinator: daemon.coordinator,
-            coordination: daemon.plan.options.coordination, log: daemon.eventLog.map(StoreEventRecorder.init(log:)),
+            coordination: daemon.plan.options.coordination, log: daemon.recorder.map(StoreEventRecorder.init(log:)),
             options: options)
         service.mount = mount
         let tap = StorePresenterTap(service: service, next: daemon.coordinator.eventSink)

@@ -30,12 +30,17 @@ public struct EventLogOptions: Sendable, Equatable {
     /// record when the mount is busy; it is also the usual delay before a record is in the file
     /// (and visible to `coordfs watch`). Zero writes each wake-up at once.
     public var coalescing: Duration
+    /// The writer thread's nice value (0 to 19). Above 0 the writer yields the CPU to the threads
+    /// whose work it records (a mount's FUSE workers) when the machine is busy, and catches up as
+    /// soon as a CPU is free; its queue and `maxQueuedRecords` absorb the difference.
+    public var writerNiceness: Int32
 
     public init(
         sync: SyncPolicy = .none, segmentBytes: Int = 16 << 20, maxTotalBytes: UInt64? = nil,
         maxAge: Duration? = nil, retentionCheckInterval: Duration = .seconds(10),
-        maxQueuedRecords: Int = 1 << 18, coalescing: Duration = .milliseconds(1)
+        maxQueuedRecords: Int = 1 << 18, coalescing: Duration = .milliseconds(1), writerNiceness: Int32 = 0
     ) {
+        self.writerNiceness = writerNiceness
         self.sync = sync
         self.segmentBytes = segmentBytes
         self.maxTotalBytes = maxTotalBytes
@@ -53,6 +58,7 @@ public struct EventLogOptions: Sendable, Equatable {
         guard coalescing >= .zero, coalescing <= .milliseconds(100) else {
             throw EventLogError.invalidArgument("coalescing must be between 0 and 100 ms")
         }
+        guard (0...19).contains(writerNiceness) else { throw EventLogError.invalidArgument("writerNiceness must be between 0 and 19") }
         guard retentionCheckInterval > .zero else { throw EventLogError.invalidArgument("retentionCheckInterval must be positive") }
     }
 }

@@ -84,6 +84,19 @@ public final class EventLogWriter: Sendable {
     @discardableResult
     public func append(_ record: consuming EventRecord) -> UInt64 { core.append(record) }
 
+    /// Appends `record` as having happened at `time` (a caller that formats records later than the
+    /// step they describe). The seq is the writer's; times still never go backwards in the log.
+    @discardableResult
+    public func append(_ record: consuming EventRecord, at time: EventTime) -> UInt64 { core.append(record, at: time) }
+
+    /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
+    /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and `pull` appends
+    /// what it has (formatting records there keeps that work off the appenders' threads).
+    public func setSource(_ pull: (@Sendable () -> Void)?) { core.setSource(pull) }
+
+    /// Tells the writer that its source has records for it (wakes the writer if it sleeps).
+    public func sourceHasRecords() { core.sourceHasRecords() }
+
     /// Waits until every record appended before the call is in the file. Throws the write error
     /// if the disk refused them (the writer keeps retrying in the background).
     public func flush() throws { try core.flush() }
@@ -126,6 +139,8 @@ private final class WriterCore: @unchecked Sendable {
     /// The writer is letting a batch build up (`EventLogOptions.coalescing`).
     private var writerCoalescing = false
     private var flushWaiters = 0
+    private var source: (@Sendable () -> Void)?
+    private var sourcePending = false
     private var closing = false
     private var finished = false
     private var written: UInt64
@@ -166,8 +181,8 @@ private final class WriterCore: @unchecked Sendable {
         thread = tid
     }
 
-    func append(_ r: consuming EventRecord) -> UInt64 {
-        let now = EventTime.now()
+    func append(_ r: consuming EventRecord, at time: EventTime? = nil) -> UInt64 {
+        let now = time ?? EventTime.now()
         sync.lock()
         if closing {
             sync.unlock()
@@ -193,6 +208,25 @@ private final class WriterCore: @unchecked Sendable {
         }
         sync.unlock()
         return seq
+    }
+
+    func setSource(_ pull: (@Sendable () -> Void)?) {
+        sync.withLock {
+            source = pull
+            if pull == nil { sourcePending = false }
+        }
+    }
+
+    func sourceHasRecords() {
+        sync.lock()
+        if source != nil, !closing {
+            sourcePending = true
+            if writerIdle {
+                writerIdle = false
+                sync.signal(Condition.work)
+            }
+        }
+        sync.unlock()
     }
 
     var lastAssignedSeq: UInt64 { sync.withLock { nextSeq - 1 } }
@@ -257,6 +291,10 @@ private final class WriterCore: @unchecked Sendable {
     }
 
     private func run() {
+        if options.writerNiceness > 0 {
+            // On Linux the nice value is per thread: who = 0 is the calling thread only.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, options.writerNiceness)
+        }
         var batch: [EventRecord] = []
         batch.reserveCapacity(4096)
         var stalled: [EventRecord] = []
@@ -272,7 +310,7 @@ private final class WriterCore: @unchecked Sendable {
                 // Back off before retrying a failed write; the queue keeps its bound meanwhile.
                 if !closing { _ = sync.wait(Condition.work, untilMonotonicNanos: ConditionLock.monotonicNanos() + 100_000_000) }
             } else {
-                while queue.isEmpty && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
+                while queue.isEmpty && !sourcePending && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
                     writerIdle = true
                     if checksRetention {
                         if !sync.wait(Condition.work, untilMonotonicNanos: nextRetentionCheck) { break }
@@ -282,7 +320,7 @@ private final class WriterCore: @unchecked Sendable {
                 }
                 writerIdle = false
                 // Let more records join the batch: fewer write() calls per record when busy.
-                if coalescingNanos > 0 && !queue.isEmpty {
+                if coalescingNanos > 0 && (!queue.isEmpty || sourcePending) {
                     let until = ConditionLock.monotonicNanos() + coalescingNanos
                     writerCoalescing = true
                     while !closing && flushWaiters == 0 && queue.count < WriterCore.coalescingCutoff
@@ -291,6 +329,12 @@ private final class WriterCore: @unchecked Sendable {
                         if !sync.wait(Condition.work, untilMonotonicNanos: until) { break }
                     }
                     writerCoalescing = false
+                }
+                if sourcePending, let pull = source {
+                    sourcePending = false
+                    sync.unlock()
+                    pull() // appends (taking this lock) what the source has
+                    sync.lock()
                 }
                 swap(&batch, &queue)
                 if let drop = pendingDrop {

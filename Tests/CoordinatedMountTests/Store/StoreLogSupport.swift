@@ -18,7 +18,7 @@ struct StoreLogRecord: Sendable {
 extension Daemon {
     /// Every record in the mount's event log so far (flushed first).
     func storeLogRecords() throws -> [StoreLogRecord] {
-        try eventLog?.flush()
+        try flushEventLog()
         let reader = try EventLogReader(directory: plan.state.eventLog)
         var out: [StoreLogRecord] = []
         while let r = try reader.next() {
