@@ -12,7 +12,9 @@
 # folder on a real disk, not tmpfs; default ./bench-work), BENCH_OUT (docs/benchmarks.md),
 # BENCH_SIZE_MB (1024), BENCH_RAND_SECONDS (10), BENCH_SMALL_FILES (10000),
 # BENCH_LOOKUP_FILES (100000), BENCH_COORDFS_OPTS (extra -o options for coordfs),
-# BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (3, for the metadata workloads).
+# BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (3, for the metadata workloads),
+# BENCH_FRESH_FS (1: each target's folder is a fresh ext4 image of its own on the bench disk;
+# 0: plain folders under BENCH_DIR).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +29,7 @@ SMALL_FILES=${BENCH_SMALL_FILES:-10000}
 LOOKUP_FILES=${BENCH_LOOKUP_FILES:-100000}
 COORDFS_OPTS=${BENCH_COORDFS_OPTS:-}
 TARGETS=(${BENCH_TARGETS:-native passthrough_ll coordfs})
+FRESH_FS=${BENCH_FRESH_FS:-1}
 COMMAND="make bench"
 [ "$(basename "$0")" = run.sh ] && [ -z "${MAKELEVEL:-}" ] && COMMAND="bench/run.sh"
 
@@ -51,6 +54,7 @@ declare -A RESULT=()      # "workload:target" -> number
 declare -A RSS=()         # "target:when" -> KiB
 declare -A LOOKUP_ERRORS=()
 MOUNTS=()
+IMAGES=()      # loop-mounted ext4 images (fresh file systems), unmounted last
 TMP=""
 
 cleanup() {
@@ -64,6 +68,9 @@ cleanup() {
   for p in "${PID_OF[@]}"; do
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null || true
+  done
+  for m in "${IMAGES[@]}"; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
   [ -n "$TMP" ] && rm -rf "$TMP"
   # Only what this script made; never anything under a live mount.
@@ -102,22 +109,36 @@ wait_mounted() {   # mountpoint
   die "$1 did not mount"
 }
 
+# A fresh ext4 file system for one target's folder: an image file on the bench disk, every inode
+# table written at mkfs (no lazy init running during the workloads). Each target gets its own, so
+# each one's metadata workloads find the same history: ext4 skips inodes deleted in the last
+# minute when allocating, and on a shared folder whichever target ran next paid for the others.
+fresh_fs() {   # folder name
+  mkdir -p "$1"
+  [ "$FRESH_FS" = 1 ] || return 0
+  local img="$WORK/$2.img"
+  truncate -s "$(( SIZE_MB + 3072 ))M" "$img"
+  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$img" || die "mkfs.ext4 failed (BENCH_FRESH_FS=0 to use plain folders)"
+  mount -o loop "$img" "$1" || die "cannot loop-mount $img (root is needed; BENCH_FRESH_FS=0 to use plain folders)"
+  IMAGES+=("$1")
+}
+
 setup_targets() {
   local t
   for t in "${TARGETS[@]}"; do
     case $t in
       native)
-        mkdir -p "$WORK/native"; DIR_OF[native]=$WORK/native ;;
+        fresh_fs "$WORK/native" native; DIR_OF[native]=$WORK/native ;;
       passthrough_ll)
         build_passthrough
-        mkdir -p "$WORK/pt/backing" "$WORK/pt/mnt"
+        fresh_fs "$WORK/pt/backing" pt; mkdir -p "$WORK/pt/mnt"
         MOUNTS+=("$WORK/pt/mnt")
         "$TMP/passthrough_ll" -f -o "source=$WORK/pt/backing" "$WORK/pt/mnt" 2>"$TMP/pt.log" &
         PID_OF[passthrough_ll]=$!
         wait_mounted "$WORK/pt/mnt"
         DIR_OF[passthrough_ll]=$WORK/pt/mnt ;;
       coordfs)
-        mkdir -p "$WORK/cf/backing" "$WORK/cf/mnt"
+        fresh_fs "$WORK/cf/backing" cf; mkdir -p "$WORK/cf/mnt"
         MOUNTS+=("$WORK/cf/mnt")
         "$BIN" mount "$WORK/cf/backing" "$WORK/cf/mnt" ${COORDFS_OPTS:+-o "$COORDFS_OPTS"} || die "coordfs mount failed"
         wait_mounted "$WORK/cf/mnt"
@@ -178,10 +199,11 @@ print(f"{n / elapsed:.1f}")
 EOF
 }
 
-# Before a metadata workload: nothing dirty, no cached inode-table blocks, the tarball in memory.
+# Before a metadata workload: nothing dirty, the tarball in memory. With plain folders, also no
+# cached inode-table blocks (ext4 then does not skip the inodes other targets just deleted).
 settle_disk() {
   [ -f "$WORK/include.tar" ] || tar -C /usr -cf "$WORK/include.tar" include
-  drop_caches
+  if [ "$FRESH_FS" = 1 ]; then sync; else drop_caches; fi
   cat "$WORK/include.tar" > /dev/null
 }
 
@@ -195,11 +217,10 @@ wl_tar() {
   awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f\n", b - a}'
 }
 
-# The metadata workloads churn inodes on the shared disk, and ext4 then takes longer to allocate: it
-# skips inodes deleted in the last minute while their inode-table block is still cached, and scanning
-# past them dominated whichever target ran next. So each run starts from a settled disk (sync, caches
-# dropped, the tarball read back in); and they run ROUNDS times, the target order rotating each round,
-# the best round counting.
+# The metadata workloads churn inodes, and ext4 then takes longer to allocate: it skips inodes
+# deleted in the last minute while their inode-table block is still cached. Each target has a file
+# system of its own (fresh_fs), each run starts from a settled disk (settle_disk), and they run ROUNDS
+# times, the target order rotating each round, the best round counting.
 ROUNDS=${BENCH_ROUNDS:-3}
 REPEATED=" smallfiles tar "
 
@@ -281,7 +302,11 @@ section_machine() {
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
   echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "- kernel: $(uname -r); $(. /etc/os-release && echo "$PRETTY_NAME")"
-  echo "- disk: $(stat -f -c %T "$WORK") on $(df --output=source "$WORK" | tail -1) (the same folder for every target: $WORK)"
+  if [ "$FRESH_FS" = 1 ]; then
+    echo "- disk: $(df --output=source "$WORK" | tail -1); each target's folder is a fresh ext4 file system of its own, an image file of $(( SIZE_MB + 3072 )) MiB on that disk (loop device), made at the start of the run"
+  else
+    echo "- disk: $(stat -f -c %T "$WORK") on $(df --output=source "$WORK" | tail -1) (the same folder for every target: $WORK)"
+  fi
   echo "- libfuse $(pkg-config --modversion fuse3), $(fio --version), $(swift --version 2>/dev/null | head -1 || echo 'swift ?')"
   echo "- coordfs: $BIN${COORDFS_OPTS:+, -o $COORDFS_OPTS} (default options otherwise); passthrough_ll built from /usr/share/doc/libfuse3-dev/examples with -O2, default options"
   echo
@@ -371,8 +396,9 @@ section_how() {
   echo
   echo "\`$COMMAND\` (it builds with \`swift build -c release\` first; \`bench/run.sh\` alone uses the"
   echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
-  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS. Every target runs on the same folder"
-  echo "of the same disk, one after the other, with the page cache dropped before each read workload."
+  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_FRESH_FS. Every target"
+  echo "runs on the same disk (by default each on a fresh ext4 image of its own there), one after the"
+  echo "other, with the page cache dropped before each read workload."
   echo
 }
 

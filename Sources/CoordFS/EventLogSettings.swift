@@ -20,8 +20,6 @@ public struct EventLogSettings: Sendable, Equatable {
         // limit bounds the log (at least 8 segments fit).
         o.segmentBytes = Int(min(UInt64(o.segmentBytes), max(64 * 1024, maxMegabytes * 1024 * 1024 / 8)))
         o.maxAge = maxDays.map { .seconds($0 * 86_400) }
-        // The writer formats and writes records; FUSE requests come first when both CPUs are busy.
-        o.writerNiceness = 10
         return o
     }
 }

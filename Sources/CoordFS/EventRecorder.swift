@@ -66,7 +66,10 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         formatter.withLock { _ in
             var batch: [(Pending, EventTime)] = []
             while true {
-                backlog.withLock { swap(&batch, &$0) }
+                backlog.withLock { b in
+                    swap(&batch, &b)
+                    if b.capacity > 1 << 14 { b = [] }
+                }
                 if batch.isEmpty { return }
                 for (item, time) in batch {
                     switch item {
@@ -74,7 +77,8 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
                     case .record(let r): log.append(r, at: time)
                     }
                 }
-                batch.removeAll(keepingCapacity: true)
+                // Keep the buffer, but give back the memory of a rare huge burst.
+                if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
             }
         }
     }

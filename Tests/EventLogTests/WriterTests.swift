@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 
 @testable import EventLog
@@ -25,6 +26,42 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(records.map(\.time), records.map(\.time).sorted(), "times never go backwards")
         try writer.close()
         XCTAssertEqual(writer.append(.mount, path: "/"), 0, "appends after close are refused")
+    }
+
+    /// A source the writer pulls from: its records reach the file in order with direct appends,
+    /// with the time they were stamped, without any flush, and a flush after draining has them all.
+    func testASourceIsPulledByTheWriterThreadInOrder() throws {
+        let dir = makeLogDirectory(self)
+        let writer = try EventLogWriter(directory: dir, options: EventLogOptions(writerNiceness: 5))
+        let pending = Mutex<[String]>([])
+        let stamped = EventTime(millisecondsSinceEpoch: 1_800_000_000_000)
+        let pulledOn = Mutex<Set<UInt64>>([])
+        writer.setSource {
+            pulledOn.withLock { _ = $0.insert(UInt64(pthread_self())) }
+            for p in pending.withLock({ q -> [String] in defer { q.removeAll() }; return q }) {
+                writer.append(EventRecord(kind: .didChange, path: p), at: stamped)
+            }
+        }
+        writer.append(.mount, path: "/")
+        pending.withLock { $0 = ["/a", "/b"] }
+        writer.sourceHasRecords()
+        let deadline = Date().addingTimeInterval(5)
+        while writer.writtenSeq < 3 && Date() < deadline { usleep(1000) }
+        XCTAssertEqual(writer.writtenSeq, 3, "pulled and written without a flush")
+        XCTAssertFalse(pulledOn.withLock { $0 }.contains(UInt64(pthread_self())), "pulled on the writer's thread")
+        // The writer thread runs at the nice value asked for (on Linux, per thread).
+        let nices = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").compactMap { tid -> String? in
+            let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8)
+            return stat.flatMap { $0.split(separator: ")").last?.split(separator: " ").dropFirst(16).first.map(String.init) }
+        }
+        XCTAssertTrue(nices.contains("5"), "no thread at nice 5: \(nices)")
+        try writer.flush()
+        writer.setSource(nil)
+        try writer.close()
+        let records = try readAll(dir)
+        XCTAssertEqual(records.map(\.path), ["/", "/a", "/b"])
+        XCTAssertEqual(records[1].time, stamped, "the stamped time, not the time of the pull")
+        XCTAssertThrowsError(try EventLogWriter(directory: makeLogDirectory(self), options: EventLogOptions(writerNiceness: 20)))
     }
 
     /// The durability policy: a record reaches the file on its own within milliseconds of
