@@ -358,20 +358,21 @@ final class BackingChangeTests: InProcessMountTestCase {
         other.arguments = [backing + "/a", backing + "/b"]
         try other.run(); other.waitUntilExit()
         XCTAssertEqual(old.waitUntil(settle: 0) { $0.contains("didMove b") }, ["didMove b"], "the watcher saw the move")
-        let moved = try present("b/sub")
-        try sh("touch b/sub/two")
-        let log = moved.waitUntil { $0.contains("subitemDidAppear b/sub/two") }
-        XCTAssertTrue(log.contains("subitemDidAppear b/sub/two"), "\(log)")
-        XCTAssertFalse(log.contains { $0.contains("a/sub") }, "\(log)")
+        try assertAFileMadeInBSubIsToldThere()
     }
 
     func testADirectoryRenamedThroughTheMountIsToldUnderItsNewPath() throws {
         try sh("mkdir -p a/sub && touch a/sub/one && mv a b")
+        try assertAFileMadeInBSubIsToldThere()
+    }
+
+    /// After `a` became `b`: a presenter of `b/sub` hears of a file made there, and nothing names `a/sub`.
+    private func assertAFileMadeInBSubIsToldThere(file: StaticString = #filePath, line: UInt = #line) throws {
         let moved = try present("b/sub")
         try sh("touch b/sub/two")
         let log = moved.waitUntil { $0.contains("subitemDidAppear b/sub/two") }
-        XCTAssertTrue(log.contains("subitemDidAppear b/sub/two"), "\(log)")
-        XCTAssertFalse(log.contains { $0.contains("a/sub") }, "\(log)")
+        XCTAssertTrue(log.contains("subitemDidAppear b/sub/two"), "\(log)", file: file, line: line)
+        XCTAssertFalse(log.contains { $0.contains("a/sub") }, "\(log)", file: file, line: line)
     }
 
     func testTheMountsOwnChangesAreNotToldTwice() throws {
