@@ -13,12 +13,12 @@ import Synchronization
 final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     let log: EventLogWriter
     /// Where each presenter is, for records about answers (which carry only the presenter id).
-    /// Formatting queue only.
+    /// Only under `formatter`.
     private var presenterPaths: [PresenterID: String] = [:]
     /// The items of each request between its request and its end, formatted once: `granted`
     /// reuses them, and `released` and `denied` (whose coordinator events carry only the request
     /// id) name the items through them. Holds only requests in flight: entries go at release or
-    /// failure. Formatting queue only.
+    /// failure. Only under `formatter`.
     private var requestItems: [UInt64: [Item]] = [:]
 
     /// One intent of a request as it appears in records.
