@@ -57,7 +57,7 @@ enum MountBench {
         var fresh: [String] = []
         defer {
             for f in folders {
-                if fresh.contains(f) { _ = try? time("umount \(f) || umount -l \(f); rm -f \(f).img", in: "/") }
+                if fresh.contains(f) { _ = try? time("umount \(f) 2>/dev/null || umount -l \(f); rm -f \(f).img", in: "/") }
                 try? FileManager.default.removeItem(atPath: f)
             }
         }
