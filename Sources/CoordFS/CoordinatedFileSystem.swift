@@ -63,7 +63,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     func path(_ node: BackingNode) -> ItemPath? {
-        loopback.path(of: node).flatMap { try? ItemPath($0) }
+        loopback.path(of: node) { try? ItemPath($0) }
     }
 
     func path(_ parent: BackingNode, _ name: String) -> ItemPath? {

@@ -22,8 +22,9 @@ public final class BackingNode: @unchecked Sendable {
     var lookups: UInt64 = 0
     /// The file type bits (S_IFMT) at lookup; the type of an inode never changes.
     public let type: mode_t
-    /// A directory's path as last read, with the path generation it was read in (`Loopback.path(of:)`).
-    let cachedPath = Mutex<(generation: UInt64, path: String)?>(nil)
+    /// A directory's path as last read (as the caller's type: a string, a parsed path), with the
+    /// path generation it was read in (`Loopback.path(of:as:)`).
+    let cachedPath = Mutex<(generation: UInt64, path: any Sendable)?>(nil)
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
         storedFD = fd; handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget

@@ -146,14 +146,20 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// A directory's path is kept between calls while `pathsAreWatched` (every rename or removal
     /// through the mount, and every one the backing watcher reports, starts a new path generation);
     /// without a watcher, or for other items, it is read each time.
-    public func path(of node: BackingNode) -> String? {
-        if node === inodes.root { return "" }
-        guard node.isDirectory, pathsAreWatched.load(ordering: .relaxed) else { return readPath(of: node) }
+    public func path(of node: BackingNode) -> String? { path(of: node, as: { $0 }) }
+
+    /// `path(of:)` turned into a `T` by `transform` (nil: no such path); for a directory the `T`
+    /// is what is kept, so a caller that parses paths does it once per path generation.
+    public func path<T: Sendable>(of node: BackingNode, as transform: (String) -> T?) -> T? {
+        if node === inodes.root { return transform("") }
+        guard node.isDirectory, pathsAreWatched.load(ordering: .relaxed) else { return readPath(of: node).flatMap(transform) }
         let generation = pathGeneration.load(ordering: .acquiring)
-        if let cached = node.cachedPath.withLock({ $0 }), cached.generation == generation { return cached.path }
-        let path = readPath(of: node)
-        if let path { node.cachedPath.withLock { $0 = (generation, path) } }
-        return path
+        if let cached = node.cachedPath.withLock({ $0 }), cached.generation == generation, let value = cached.path as? T {
+            return value
+        }
+        let value = readPath(of: node).flatMap(transform)
+        if let value { node.cachedPath.withLock { $0 = (generation, value) } }
+        return value
     }
 
     /// Turns keeping directory paths on (the caller watches the backing folder for renames and
