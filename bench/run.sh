@@ -375,7 +375,7 @@ section_eventlog() {
   echo "both), and event-to-screen latency of \`coordfs watch\`. Target: log on costs at most 5% more; latency"
   echo "under 50 ms."
   echo
-  if ! COORDFS_BIN="$BIN" timeout 600 "$ROOT/bench/eventlog.sh" --header --rounds 3; then echo; echo "(bench/eventlog.sh failed)"; fi
+  if ! COORDFS_BIN="$BIN" timeout 600 "$ROOT/bench/eventlog.sh" --header --rounds 7; then echo; echo "(bench/eventlog.sh failed)"; fi
   echo
 }
 

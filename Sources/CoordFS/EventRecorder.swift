@@ -181,7 +181,16 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     }
 
     /// Log paths are relative to the mount root and start with `/` (the root itself is `/`).
-    static func logPath(_ p: ItemPath) -> String { "/" + p.string }
+    static func logPath(_ p: ItemPath) -> String {
+        // One allocation: this runs for nearly every record.
+        var s = "/"
+        s.reserveCapacity(p.components.reduce(p.components.count) { $0 + $1.utf8.count })
+        for (i, c) in p.components.enumerated() {
+            if i > 0 { s += "/" }
+            s += c
+        }
+        return s
+    }
 
     static func details(_ intent: FileAccessIntent) -> EventDetails {
         switch intent.kind {

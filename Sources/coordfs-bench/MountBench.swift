@@ -16,7 +16,7 @@ enum MountBench {
         var presenters = 10_000
         var tarball: String? = nil
         var dir = "/var/tmp"
-        var rounds = 3
+        var rounds = 5
         mutating func parse(_ args: [String]) throws {
             var i = args.makeIterator()
             while let a = i.next() {
