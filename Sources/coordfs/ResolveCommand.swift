@@ -116,23 +116,24 @@ struct ResolveCommand: ParsableCommand {
             } catch {
                 throw CLIError("cannot resolve conflict \(conflict.id.rawValue) of \(path): \(error)")
             }
-            var message = "resolved conflict \(conflict.id.rawValue) of \(path) (\(conflict.kind.rawValue)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
-            if let written = result.writtenPath { message += "; wrote \(written)" }
-            if let preserved = result.preservedVersion { message += "; the file it replaced is version \(preserved.rawValue)" }
-            if choice == .merge {
-                message += result.mergeConflicts == 0 ? "; merged cleanly" : "; \(result.mergeConflicts) conflicting hunk(s) marked"
-            }
-            print(message)
+            print(summary(of: conflict, written: result.writtenPath, preserved: result.preservedVersion.map { "\($0.rawValue)" },
+                          mergeConflicts: result.mergeConflicts))
             return
         }
         let outcome = try storeCall { try store.resolve(conflict.id, with: resolution, mine: mine, by: "cli:\(getuid())") }
+        print(summary(of: conflict, written: outcome.writtenPath.map { "\(root)/\($0)" }, preserved: outcome.preserved.map { "\($0.version.id)" },
+                      mergeConflicts: outcome.mergeConflicts))
+    }
+
+    /// The line printed after a resolution, through the daemon or in the store directly.
+    private func summary(of conflict: Conflict, written: String?, preserved: String?, mergeConflicts: Int) -> String {
         var message = "resolved conflict \(conflict.id.rawValue) of \(path) (\(conflict.kind.rawValue)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
-        if let written = outcome.writtenPath { message += "; wrote \(root)/\(written)" }
-        if let preserved = outcome.preserved { message += "; the file it replaced is version \(preserved.version.id)" }
+        if let written { message += "; wrote \(written)" }
+        if let preserved { message += "; the file it replaced is version \(preserved)" }
         if choice == .merge {
-            message += outcome.mergeConflicts == 0 ? "; merged cleanly" : "; \(outcome.mergeConflicts) conflicting hunk(s) marked"
+            message += mergeConflicts == 0 ? "; merged cleanly" : "; \(mergeConflicts) conflicting hunk(s) marked"
         }
-        print(message)
+        return message
     }
 
     private func absolute(_ path: String) -> String {
