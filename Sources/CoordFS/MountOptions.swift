@@ -6,7 +6,14 @@ public struct MountOptions: Sendable, Equatable {
     /// Options handed to libfuse (with `fsname`, `subtype`, and `default_permissions` when
     /// `kernelChecksPermissions`).
     public var fuseOptions: [String] = []
-    public var allowOther = false
+    /// Other users may use the mount (`allow_other` among `fuseOptions`).
+    public var allowOther: Bool {
+        get { fuseOptions.contains("allow_other") }
+        set {
+            fuseOptions.removeAll { $0 == "allow_other" }
+            if newValue { fuseOptions.append("allow_other") }
+        }
+    }
     /// `default_permissions` was asked for explicitly.
     public var defaultPermissions = false
     public var readOnly = false
@@ -32,7 +39,7 @@ public struct MountOptions: Sendable, Equatable {
     /// not re-read a directory's attributes after every change in it (two requests per file created
     /// or removed).
     public var kernelChecksPermissions: Bool {
-        defaultPermissions || fuseOptions.contains("allow_other") || fuseOptions.contains("allow_root")
+        defaultPermissions || allowOther || fuseOptions.contains("allow_root")
     }
 
     /// Mount options libfuse and the kernel understand, passed through as given.
@@ -74,7 +81,6 @@ public struct MountOptions: Sendable, Equatable {
                 if value == nil, passThroughFlags.contains(key) {
                     switch key {
                     case "default_permissions": o.defaultPermissions = true; continue
-                    case "allow_other": o.allowOther = true
                     case "ro": o.readOnly = true
                     case "rw": o.readOnly = false
                     default: break

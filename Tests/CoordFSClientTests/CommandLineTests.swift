@@ -10,7 +10,6 @@ final class CommandLineTests: ClientMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
         options.allowOther = true  // the permission tests connect as nobody
-        options.fuseOptions.append("allow_other")
     }
 
     /// Starts `coordfs present` and waits for its registration line.

@@ -252,7 +252,6 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
         options.allowOther = true  // nobody connects to the socket
-        options.fuseOptions.append("allow_other")
     }
 
     private let nobody = (uid: uid_t(65534), gid: gid_t(65534))
