@@ -90,7 +90,7 @@ public final class Daemon: @unchecked Sendable {
 
     /// Waits until every record of a step taken so far is in the log file.
     public func flushEventLog() throws {
-        if let recorder { try recorder.flush() } else { try eventLog?.flush() }
+        try recorder?.flush() // set together with eventLog
     }
 
     /// What the kernel talks to.
