@@ -319,8 +319,10 @@ section_mount() {
   echo "other's time divided by coordfs's), so 1.00 means as fast and above 1 means faster."
   echo "The metadata workloads (smallfiles, tar) are the best of $ROUNDS rounds, the target order rotating"
   echo "each round. coordfs runs with its defaults: coordination, event log, document store and backing"
-  echo "watcher on; a single-user mount, so without \`default_permissions\` (with \`allow_other\` the kernel"
-  echo "re-reads a directory's attributes after each create or unlink in it: two more requests per file)."
+  echo "watcher on, kernel passthrough for open files (the kernel reads and writes the backing file"
+  echo "itself; passthrough_ll, built against libfuse 3.14, cannot); a single-user mount, so without"
+  echo "\`default_permissions\` (with \`allow_other\` the kernel re-reads a directory's attributes after each"
+  echo "create or unlink in it: two more requests per file)."
   echo
   echo "| workload | unit | native | passthrough_ll | coordfs | coordfs / native | coordfs / passthrough_ll | target |"
   echo "|---|---|---:|---:|---:|---:|---:|---|"

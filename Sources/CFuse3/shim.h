@@ -78,4 +78,26 @@ static const unsigned int CFUSE_RENAME_NOREPLACE = RENAME_NOREPLACE;
 static const unsigned int CFUSE_RENAME_EXCHANGE = RENAME_EXCHANGE;
 static const unsigned int CFUSE_RENAME_WHITEOUT = RENAME_WHITEOUT;
 
+
+#include <sys/ioctl.h>
+#include <stdint.h>
+// Kernel passthrough (Linux 6.9, FUSE protocol 7.40) is newer than libfuse 3.14 and its headers.
+static const uint32_t CFUSE_INIT_EXT = 1u << 30;             /* FUSE_INIT_EXT in fuse_init_in/out.flags */
+static const uint32_t CFUSE_PASSTHROUGH_FLAGS2 = 1u << 5;    /* FUSE_PASSTHROUGH (1ULL << 37), in flags2 */
+static const uint32_t CFUSE_FOPEN_PASSTHROUGH = 1u << 7;     /* FOPEN_PASSTHROUGH in fuse_open_out */
+struct cfuse_backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
+/* FUSE_DEV_IOC_BACKING_OPEN: registers a backing file, returns its id (> 0) or -1 with errno. */
+static inline int cfuse_backing_open(int devfd, int fd) {
+    struct cfuse_backing_map map = { fd, 0, 0 };
+    return ioctl(devfd, _IOW(229, 1, struct cfuse_backing_map), &map);
+}
+/* FUSE_DEV_IOC_BACKING_CLOSE */
+static inline int cfuse_backing_close(int devfd, int backing_id) {
+    uint32_t id = (uint32_t)backing_id;
+    return ioctl(devfd, _IOW(229, 2, uint32_t), &id);
+}
+static inline long cfuse_splice(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned int flags) {
+    return syscall(SYS_splice, fdin, offin, fdout, offout, len, flags);
+}
+
 #endif

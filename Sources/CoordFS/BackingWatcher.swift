@@ -23,6 +23,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// Directories by their kernel file handle bytes.
     private let directories = Mutex<[[UInt8]: BackingNode]>([:])
     private let ownPID = getpid()
+    /// The mount's own writes made by the kernel (passthrough), reported with the writer's pid.
+    private let passthroughWrites: PassthroughWrites?
     private let stopped = Atomic<Bool>(false)
     /// False once a directory could not be marked (the loopback then reads every path afresh).
     private let marksComplete = Atomic<Bool>(true)
@@ -33,7 +35,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
 
     /// Nil when fanotify is not available (not root, an old kernel): then changes made directly in the
     /// backing folder show through the mount after the cache timeouts, and presenters are not told.
-    init?(loopback: Loopback, session: FuseSession, coordinator: Coordinator, tempPatterns: TempNamePatterns) {
+    init?(loopback: Loopback, session: FuseSession, coordinator: Coordinator, tempPatterns: TempNamePatterns,
+          passthroughWrites: PassthroughWrites?) {
         let g = LinuxCalls.Fanotify.initialize()
         guard g >= 0 else { return nil }
         var fds: [Int32] = [0, 0]
@@ -44,6 +47,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         self.session = session
         self.coordinator = coordinator
         self.tempPatterns = tempPatterns
+        self.passthroughWrites = passthroughWrites
     }
 
     func start() {
@@ -145,15 +149,23 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
 
     private static let dfidName: UInt8 = 2, oldDfidName: UInt8 = 10, newDfidName: UInt8 = 12
 
-    private func handle(mask: UInt64, pid: Int32, entries: [(type: UInt8, directory: [UInt8], name: String)]) {
+    private func handle(mask eventMask: UInt64, pid: Int32, entries: [(type: UInt8, directory: [UInt8], name: String)]) {
+        var mask = eventMask
         let resolved: [(type: UInt8, node: BackingNode, name: String)] = directories.withLock { dirs in
             entries.compactMap { e in dirs[e.directory].map { (e.type, $0, e.name) } }
         }
         guard !resolved.isEmpty else { return }
+        let contentBits = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
+        if mask & contentBits != 0, let own = passthroughWrites, let r = resolved.first, !r.name.isEmpty,
+           let child = loopback.knownChild(of: r.node, named: r.name),
+           own.isOwn(child, pid: pid, close: mask & LinuxCalls.Fanotify.closeWrite != 0) {
+            mask &= ~contentBits
+            if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
+        }
         // First make the kernel forget what it cached, so the next access through the mount sees it.
         for r in resolved where !r.name.isEmpty {
             session.invalidateEntry(parent: loopback.id(of: r.node), name: r.name)
-            if mask & (LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite) != 0,
+            if mask & contentBits != 0,
                let child = loopback.knownChild(of: r.node, named: r.name) {
                 session.invalidate(inode: loopback.id(of: child))
             }

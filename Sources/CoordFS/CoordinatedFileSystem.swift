@@ -25,6 +25,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [HandleAccess]]>([:])
+    /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
+    let passthroughWrites = PassthroughWrites()
 
     public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions) {
         self.loopback = loopback
@@ -150,7 +152,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         case .success(let f):
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
             f.attachment = handle
-            if f.isWrite { track(handle, node) }
+            if f.isWrite { track(handle, f) }
             request.reply(open: loopback.openReply(f), flags: file.flags)
         case .failure(let e):
             grant.release()
@@ -163,7 +165,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let handle = f.attachment as? HandleAccess
         loopback.release(request, inode: id, file: file)
         guard let handle else { return }
-        if f.isWrite { untrack(handle, f.inode) }
+        if f.isWrite { untrack(handle, f) }
         if (f.modified || handle.truncated || handle.touched) && !handle.quiet {
             documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
             handle.grant.announce(.changed(handle.path))
@@ -171,13 +173,15 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         handle.grant.release()
     }
 
-    private func track(_ handle: HandleAccess, _ node: BackingNode) {
-        openWriters.withLock { $0[ObjectIdentifier(node), default: []].append(handle) }
+    private func track(_ handle: HandleAccess, _ f: OpenFile) {
+        if f.backingID != nil { passthroughWrites.opened(f.inode, by: handle.pid) }
+        openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append(handle) }
     }
 
-    private func untrack(_ handle: HandleAccess, _ node: BackingNode) {
+    private func untrack(_ handle: HandleAccess, _ f: OpenFile) {
+        if f.backingID != nil { passthroughWrites.released(f.inode, by: handle.pid) }
         openWriters.withLock { table in
-            let key = ObjectIdentifier(node)
+            let key = ObjectIdentifier(f.inode)
             table[key]?.removeAll { $0 === handle }
             if table[key]?.isEmpty == true { table[key] = nil }
         }
@@ -227,7 +231,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
             let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(name))
             f.attachment = handle
-            track(handle, f.inode)
+            track(handle, f)
             request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
         case .failure(let e):
             dirGrant?.release()

@@ -16,7 +16,7 @@ public final class Daemon: @unchecked Sendable {
     public let coordinator: Coordinator
     /// The coordinated layer, nil when the mount runs with `coordination=off`.
     public let coordinated: CoordinatedFileSystem?
-    private var session: FuseSession?
+    private(set) var session: FuseSession?
     /// The event log writer; opened by `startServices()`, after any fork.
     public private(set) var eventLog: EventLogWriter?
     /// Every record reaches `eventLog` through this (in order, formatted off the FUSE threads).
@@ -62,7 +62,8 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         if watcher == nil, let session, let w = BackingWatcher(loopback: loopback, session: session, coordinator: coordinator,
-                                                               tempPatterns: plan.options.coordination.tempPatterns) {
+                                                               tempPatterns: plan.options.coordination.tempPatterns,
+                                                               passthroughWrites: coordinated?.passthroughWrites) {
             watcher = w
             w.start()
         }
@@ -103,8 +104,10 @@ public final class Daemon: @unchecked Sendable {
         fuse += plan.options.fuseOptions
         let s: FuseSession
         do {
-            s = try FuseSession(fileSystem: fileSystem, options: fuse, debug: plan.options.debug, onInit: onReady)
+            s = try FuseSession(fileSystem: fileSystem, options: fuse, debug: plan.options.debug,
+                                passthrough: plan.options.passthrough, onInit: onReady)
             try s.mount(at: plan.mountpoint)
+            loopback.setBackingFileRegistry(s)
         } catch {
             throw .system("cannot mount '\(plan.backing)' on '\(plan.mountpoint)': \(error)")
         }

@@ -23,6 +23,9 @@ public struct MountOptions: Sendable, Equatable {
     public var negativeTimeout = 0.0
     public var keepCache = true
     public var maxThreads = 16
+    /// Kernel passthrough for open regular files (Linux 6.9+, CAP_SYS_ADMIN): reads and writes go
+    /// from the kernel to the backing file without the daemon.
+    public var passthrough = true
     /// The coordination policy (see docs/semantics.md).
     public var coordination = CoordinationOptions()
     /// The event log (docs/event-log.md).
@@ -58,7 +61,8 @@ public struct MountOptions: Sendable, Equatable {
     public static var documentation: String {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N
-        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, max_threads=N, debug
+        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
+          max_threads=N, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...
         event log: log=on|off, log_sync=none|batch, log_max_mb=N, log_max_days=N
@@ -101,6 +105,9 @@ public struct MountOptions: Sendable, Equatable {
                 case ("cache", "auto"): o.keepCache = true
                 case ("cache", "none"): o.keepCache = false; o.attributeTimeout = 0; o.entryTimeout = 0
                 case ("cache", _): throw .badOption(item, "expects auto or none")
+                case ("passthrough", "on"): o.passthrough = true
+                case ("passthrough", "off"): o.passthrough = false
+                case ("passthrough", _): throw .badOption(item, "expects on or off")
                 case ("coordination", "on"): o.coordination.enabled = true
                 case ("coordination", "off"): o.coordination.enabled = false
                 case ("coordination", _): throw .badOption(item, "expects on or off")

@@ -54,7 +54,7 @@ public struct Request: ~Copyable {
         var fi = fuse_file_info()
         fi.flags = flags
         open.apply(to: &fi)
-        fuse_reply_create(raw, &e, &fi)
+        withPendingBackingID(open.backingID) { _ = fuse_reply_create(raw, &e, &fi) }
         discard self
     }
     public consuming func reply(attributes: stat, timeout: Double) {
@@ -70,7 +70,7 @@ public struct Request: ~Copyable {
         var fi = fuse_file_info()
         fi.flags = flags
         open.apply(to: &fi)
-        fuse_reply_open(raw, &fi)
+        withPendingBackingID(open.backingID) { _ = fuse_reply_open(raw, &fi) }
         discard self
     }
     public consuming func reply(written count: Int) {

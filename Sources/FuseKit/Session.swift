@@ -6,9 +6,11 @@ import Synchronization
 /// What the C callbacks reach through the session's userdata.
 final class SessionState: Sendable {
     let fileSystem: any FuseFileSystem
+    let passthrough: PassthroughHandshake
     private let onInit: Mutex<(@Sendable () -> Void)?>
-    init(fileSystem: any FuseFileSystem, onInit: (@Sendable () -> Void)?) {
+    init(fileSystem: any FuseFileSystem, passthrough: Bool, onInit: (@Sendable () -> Void)?) {
         self.fileSystem = fileSystem
+        self.passthrough = PassthroughHandshake(wanted: passthrough)
         self.onInit = Mutex(onInit)
     }
     func initialized() {
@@ -23,17 +25,21 @@ public struct FuseSessionError: Error, CustomStringConvertible {
 }
 
 /// A libfuse low-level session: create, mount, serve on a pool of worker threads, unmount.
-public final class FuseSession: @unchecked Sendable {
+public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     private let state: SessionState
     private let session: OpaquePointer
 
     /// - Parameters:
     ///   - options: libfuse and mount options, as for `-o` (validated by the caller; libfuse rejects
     ///     unknown ones too).
+    ///   - passthrough: ask the kernel for passthrough (Passthrough.swift): open files then reach their
+    ///     backing files without the daemon, when the kernel offers it and the daemon may register
+    ///     backing files (CAP_SYS_ADMIN).
     ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
     ///     serves requests from then on.
-    public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, onInit: (@Sendable () -> Void)? = nil) throws {
-        state = SessionState(fileSystem: fileSystem, onInit: onInit)
+    public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, passthrough: Bool = false,
+                onInit: (@Sendable () -> Void)? = nil) throws {
+        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, onInit: onInit)
         var argv: [String] = ["coordfs"]
         if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
         if debug { argv.append("-d") }
@@ -61,6 +67,13 @@ public final class FuseSession: @unchecked Sendable {
         guard fuse_session_mount(session, mountpoint) == 0 else {
             throw FuseSessionError(description: "cannot mount on \(mountpoint)")
         }
+        if state.passthrough.wanted {
+            var io = passthroughIO()
+            guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
+                fuse_session_unmount(session)
+                throw FuseSessionError(description: "libfuse refused the session's I/O hooks")
+            }
+        }
     }
 
     /// The /dev/fuse descriptor (for the daemon to hand to a child, or to check liveness).
@@ -85,6 +98,23 @@ public final class FuseSession: @unchecked Sendable {
     public func exit() { fuse_session_exit(session) }
 
     public func unmount() { fuse_session_unmount(session) }
+
+    // MARK: BackingFileRegistry
+
+    public var passthroughEnabled: Bool { state.passthrough.enabled.load(ordering: .acquiring) }
+
+    public func openBacking(_ fd: Int32) -> Result<Int32, Errno> {
+        let id = cfuse_backing_open(fuse_session_fd(session), fd)
+        if id > 0 { return .success(id) }
+        let e = Errno(rawValue: id < 0 ? errno : EIO)
+        // Without CAP_SYS_ADMIN no file can be registered: the mount goes on without passthrough.
+        if e == .notPermitted { state.passthrough.enabled.store(false, ordering: .releasing) }
+        return .failure(e)
+    }
+
+    public func closeBacking(_ id: Int32) {
+        _ = cfuse_backing_close(fuse_session_fd(session), id)
+    }
 
     /// Tell the kernel to drop cached data and attributes of `inode` (after a change made outside the
     /// kernel's view, e.g. directly in the backing folder). ENOENT (not cached) is not an error.

@@ -63,6 +63,8 @@ public struct OpenReply: Sendable {
     public var nonSeekable: Bool
     /// Cache directory entries across opendir (`cache_readdir`).
     public var cacheDirectory: Bool
+    /// Kernel passthrough to this registered backing file (`BackingFileRegistry.openBacking`).
+    public var backingID: Int32? = nil
     public init(handle: FileHandleID, directIO: Bool = false, keepCache: Bool = false, nonSeekable: Bool = false, cacheDirectory: Bool = false) {
         self.handle = handle; self.directIO = directIO; self.keepCache = keepCache
         self.nonSeekable = nonSeekable; self.cacheDirectory = cacheDirectory

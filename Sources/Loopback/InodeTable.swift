@@ -25,6 +25,10 @@ public final class BackingNode: @unchecked Sendable {
     /// A directory's path as last read (as the caller's type: a string, a parsed path), with the
     /// path generation it was read in (`Loopback.path(of:as:)`).
     let cachedPath = Mutex<(generation: UInt64, path: any Sendable)?>(nil)
+    /// A regular file's opens that take part in kernel passthrough, and the backing id they share
+    /// (0: none; the kernel then caches the file's pages as without passthrough). The kernel wants
+    /// every open of an inode in one mode, so the first open decides for the rest.
+    let passthrough = Mutex<(backingID: Int32, opens: Int)>((0, 0))
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
         storedFD = fd; handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget

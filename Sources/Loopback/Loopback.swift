@@ -39,6 +39,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// See `path(of:)`.
     private let pathsAreWatched = Atomic<Bool>(false)
     private let pathGeneration = Atomic<UInt64>(0)
+    private let backingFiles = Mutex<(any BackingFileRegistry)?>(nil)
+    private let dataRequestCount = Atomic<Int>(0)
+
+    /// Reads and writes that reached the daemon so far (with passthrough, an open file's do not).
+    public var dataRequests: Int { dataRequestCount.load(ordering: .relaxed) }
 
     public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
         self.options = options
@@ -370,7 +375,41 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// whose alignment rules the caller's buffers need not meet.
     public func openFile(_ node: BackingNode, flags: Int32) -> Result<OpenFile, Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
-        return node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, f) } } }.map { OpenFile(fd: $0, inode: node, flags: flags) }
+        return node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, f) } } }.map { makeOpen($0, node, flags) }
+    }
+
+    /// Lets regular files use kernel passthrough through `registry` once it is enabled.
+    public func setBackingFileRegistry(_ registry: (any BackingFileRegistry)?) {
+        backingFiles.withLock { $0 = registry }
+    }
+
+    /// An open of a backing file: with passthrough when the mount has it, the file is regular and not
+    /// opened O_DIRECT (those are direct_io opens, outside the kernel's per-inode mode), and the
+    /// inode's first open could register it.
+    private func makeOpen(_ fd: Int32, _ node: BackingNode, _ flags: Int32) -> OpenFile {
+        guard node.type == S_IFREG, flags & O_DIRECT == 0,
+              let registry = backingFiles.withLock({ $0 }), registry.passthroughEnabled else {
+            return OpenFile(fd: fd, inode: node, flags: flags)
+        }
+        let id = node.passthrough.withLock { use -> Int32 in
+            if use.opens == 0, case .success(let id) = registry.openBacking(fd) { use.backingID = id }
+            use.opens += 1
+            return use.backingID
+        }
+        return OpenFile(fd: fd, inode: node, flags: flags, backingID: id > 0 ? id : nil, sharesInodeMode: true)
+    }
+
+    /// The end of an open's part in its inode's passthrough mode; the last one unregisters the file.
+    private func endPassthrough(_ open: OpenFile) {
+        guard open.sharesInodeMode else { return }
+        open.noteChangesSinceOpen()
+        let closing = open.inode.passthrough.withLock { use -> Int32 in
+            use.opens -= 1
+            guard use.opens == 0, use.backingID > 0 else { return 0 }
+            defer { use.backingID = 0 }
+            return use.backingID
+        }
+        if closing > 0 { backingFiles.withLock { $0 }?.closeBacking(closing) }
     }
 
     /// The open a kernel file handle refers to.
@@ -380,8 +419,14 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The open's reply: takes a reference the kernel holds until release.
     public func openReply(_ open: OpenFile) -> OpenReply {
         _ = Unmanaged.passRetained(open)
-        return OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0,
-                         keepCache: options.keepCache, nonSeekable: open.inode.type == S_IFIFO || open.inode.type == S_IFSOCK)
+        var reply = OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0,
+                              keepCache: options.keepCache, nonSeekable: open.inode.type == S_IFIFO || open.inode.type == S_IFSOCK)
+        if let id = open.backingID {
+            // The kernel refuses a passthrough open with page-cache flags (no cache to keep).
+            reply.backingID = id
+            reply.keepCache = false
+        }
+        return reply
     }
 
     public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
@@ -404,7 +449,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             return .failure(e)
         }
         switch lookupEntry(parent: p, name: name.cString) {
-        case .success(let e): return .success((e, OpenFile(fd: fd, inode: inode(e.inode), flags: flags)))
+        case .success(let e): return .success((e, makeOpen(fd, inode(e.inode), flags)))
         case .failure(let e): close(fd); return .failure(e)
         }
     }
@@ -419,10 +464,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func read(_ request: consuming Request, inode id: InodeID, size: Int, offset: Int, file: FileInfo) {
+        dataRequestCount.add(1, ordering: .relaxed)
         request.reply(dataFrom: openFile(file).fd, offset: offset, size: size)
     }
 
     public func write(_ request: consuming Request, inode id: InodeID, data: IncomingData, offset: Int, file: FileInfo) {
+        dataRequestCount.add(1, ordering: .relaxed)
         let f = openFile(file)
         f.markModified()
         switch data.write(to: f.fd, at: offset) {
@@ -448,6 +495,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     /// Drops the kernel's reference to an open (the descriptor closes with the last reference).
     public func release(_ file: FileInfo) {
+        endPassthrough(openFile(file))
         Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(file.handle.rawValue))!).release()
     }
 

@@ -10,12 +10,23 @@ public final class OpenFile: @unchecked Sendable {
     /// The open(2) flags as the kernel sent them.
     public let flags: Int32
     private let modifiedFlag = Atomic<Bool>(false)
+    /// The kernel reads and writes this open through its backing file (writes never reach the
+    /// daemon); nil when they come to the daemon.
+    public let backingID: Int32?
+    /// Counted in the node's passthrough opens (until release).
+    let sharesInodeMode: Bool
+    /// For a passthrough open for writing: ctime, mtime and size when opened, to tell at release
+    /// whether the file changed (multigrain timestamps: a change after this fstat gets a new ctime).
+    private let openedState: FileState?
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
 
-    init(fd: Int32, inode: BackingNode, flags: Int32) {
+    init(fd: Int32, inode: BackingNode, flags: Int32, backingID: Int32? = nil, sharesInodeMode: Bool = false) {
         self.fd = fd; self.inode = inode; self.flags = flags
+        self.backingID = backingID; self.sharesInodeMode = sharesInodeMode
+        let write = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+        openedState = backingID != nil && write ? FileState(fd) : nil
     }
     deinit { close(fd) }
 
@@ -27,6 +38,11 @@ public final class OpenFile: @unchecked Sendable {
         if !modifiedFlag.load(ordering: .relaxed) { modifiedFlag.store(true, ordering: .relaxed) }
     }
 
+    /// Marks the open modified if the file changed since it was opened (passthrough writes).
+    func noteChangesSinceOpen() {
+        if let before = openedState, before != FileState(fd) { markModified() }
+    }
+
     /// Opened for writing (O_WRONLY or O_RDWR) or with O_TRUNC.
     public var isWrite: Bool { flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 }
 
@@ -34,5 +50,21 @@ public final class OpenFile: @unchecked Sendable {
 
     static func from(_ handle: FileHandleID) -> OpenFile {
         Unmanaged<OpenFile>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle.rawValue))!).takeUnretainedValue()
+    }
+}
+
+/// What a write changes in a file's metadata.
+struct FileState: Equatable {
+    var ctime: timespec, mtime: timespec, size: off_t
+
+    init?(_ fd: Int32) {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        ctime = st.st_ctim; mtime = st.st_mtim; size = st.st_size
+    }
+
+    static func == (a: FileState, b: FileState) -> Bool {
+        a.size == b.size && a.ctime.tv_sec == b.ctime.tv_sec && a.ctime.tv_nsec == b.ctime.tv_nsec
+            && a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec
     }
 }

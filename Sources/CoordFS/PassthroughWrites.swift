@@ -1,0 +1,76 @@
+import Glibc
+import Synchronization
+
+/// The mount's own writes among the backing watcher's events.
+///
+/// With kernel passthrough, the kernel writes an open file's backing file itself, in the writing
+/// process: fanotify then reports MODIFY and, at close, CLOSE_WRITE with that process's pid, as if it
+/// had written to the backing folder directly. Those changes are the mount's own (the open's
+/// coordinated access tells presenters once, at release), so the watcher must not tell them again.
+///
+/// An event of pid P on a file is the mount's own while P holds a passthrough write open of it. The
+/// CLOSE_WRITE of that open and the daemon's RELEASE race each other, so each close is matched once,
+/// whichever comes first: a release leaves a token for the close event to come, a close event seen
+/// while the open is still held leaves a credit for the release. Unmatched ones lapse after
+/// `matchWindow` (fanotify merges two closes of one process queued together into one event).
+final class PassthroughWrites: Sendable {
+    private struct Pending { var pid: pid_t; var until: ContinuousClock.Instant }
+    private struct FileWrites {
+        var open: [pid_t: Int] = [:]
+        var releasedUnseen: [Pending] = []   // tokens: released, close event not seen yet
+        var seenUnreleased: [Pending] = []   // credits: close event seen, release not yet
+        var isEmpty: Bool { open.isEmpty && releasedUnseen.isEmpty && seenUnreleased.isEmpty }
+        mutating func lapse(_ now: ContinuousClock.Instant) {
+            releasedUnseen.removeAll { $0.until < now }
+            seenUnreleased.removeAll { $0.until < now }
+        }
+    }
+    private let matchWindow: Duration
+    private let files = Mutex<[ObjectIdentifier: FileWrites]>([:])
+
+    init(matchWindow: Duration = .seconds(2)) { self.matchWindow = matchWindow }
+
+    /// A passthrough open for writing by `pid`.
+    func opened(_ node: AnyObject, by pid: pid_t) {
+        files.withLock { $0[ObjectIdentifier(node), default: FileWrites()].open[pid, default: 0] += 1 }
+    }
+
+    /// Its release.
+    func released(_ node: AnyObject, by pid: pid_t) {
+        let now = ContinuousClock.now
+        files.withLock { table in
+            let key = ObjectIdentifier(node)
+            guard var f = table[key] else { return }
+            f.lapse(now)
+            if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
+            if let i = f.seenUnreleased.firstIndex(where: { $0.pid == pid }) {
+                f.seenUnreleased.remove(at: i)
+            } else {
+                f.releasedUnseen.append(Pending(pid: pid, until: now + matchWindow))
+            }
+            table[key] = f.isEmpty ? nil : f
+        }
+    }
+
+    /// True when a change event of `pid` on `node` is the mount's own write; a close event is
+    /// matched with its release.
+    func isOwn(_ node: AnyObject, pid: pid_t, close: Bool) -> Bool {
+        let now = ContinuousClock.now
+        return files.withLock { table in
+            let key = ObjectIdentifier(node)
+            guard var f = table[key] else { return false }
+            defer { table[key] = f.isEmpty ? nil : f }
+            f.lapse(now)
+            let held = f.open[pid] != nil
+            let released = f.releasedUnseen.firstIndex { $0.pid == pid }
+            guard close else { return held || released != nil }
+            if let released {
+                f.releasedUnseen.remove(at: released)
+                return true
+            }
+            guard held else { return false }
+            f.seenUnreleased.append(Pending(pid: pid, until: now + matchWindow))
+            return true
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import CFuse3
+import Glibc
+import SystemPackage
+import Synchronization
+
+// Kernel passthrough (Linux 6.9+): the kernel reads and writes an open regular file straight from a
+// backing file the daemon registered, and the daemon still answers open, release and everything else.
+// libfuse 3.14 predates it, so the session adds it through libfuse's custom I/O hooks on /dev/fuse:
+//   - the INIT reply gets FUSE_PASSTHROUGH (when the kernel offered it) and a stack depth;
+//   - an open or create reply made with `OpenReply.backingID` gets FOPEN_PASSTHROUGH and the id.
+// Everything else is read, written and spliced exactly as libfuse would.
+
+/// Registers backing files with the kernel for passthrough (`FuseSession` is one).
+public protocol BackingFileRegistry: AnyObject, Sendable {
+    /// The kernel accepted passthrough for this mount (asked for, offered, INIT answered).
+    var passthroughEnabled: Bool { get }
+    /// Registers the file `fd` refers to (any descriptor of a regular file, O_PATH included); the id
+    /// goes into open replies (`OpenReply.backingID`) until `closeBacking`.
+    func openBacking(_ fd: Int32) -> Result<Int32, Errno>
+    func closeBacking(_ id: Int32)
+}
+
+/// The INIT handshake as the session's I/O hooks see it.
+final class PassthroughHandshake: Sendable {
+    /// How many stacked file systems may be below the mount's backing files (the backing folder on
+    /// ext4 is 0; on overlayfs, 1). The mount itself is then one above.
+    static let maxStackDepth: UInt32 = 2
+    private static let initOpcode: UInt32 = 26
+
+    let wanted: Bool
+    /// INIT's unique id, once read (0 before); INIT is the first request on a new connection.
+    private let initUnique = Atomic<UInt64>(0)
+    private let answered = Atomic<Bool>(false)
+    private let offered = Atomic<Bool>(false)
+    let enabled = Atomic<Bool>(false)
+
+    init(wanted: Bool) { self.wanted = wanted }
+
+    /// INIT has not been answered yet.
+    @inline(__always)
+    var awaitingInit: Bool { !answered.load(ordering: .relaxed) }
+
+    /// A request read from the device (`bytes` starts with fuse_in_header).
+    @inline(__always)
+    func read(_ bytes: UnsafeRawBufferPointer) {
+        guard !answered.load(ordering: .relaxed), bytes.count >= 64,
+              bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == Self.initOpcode else { return }
+        // fuse_init_in after the 40-byte header: major, minor, max_readahead, flags, flags2.
+        let flags = bytes.loadUnaligned(fromByteOffset: 52, as: UInt32.self)
+        let flags2 = bytes.loadUnaligned(fromByteOffset: 56, as: UInt32.self)
+        offered.store(flags & CFUSE_INIT_EXT != 0 && flags2 & CFUSE_PASSTHROUGH_FLAGS2 != 0, ordering: .relaxed)
+        initUnique.store(bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .releasing)
+    }
+
+    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one; true if it was.
+    func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer) -> Bool {
+        guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return false }
+        let unique = initUnique.load(ordering: .acquiring)
+        guard unique != 0, header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return false }
+        answered.store(true, ordering: .relaxed)
+        let error = header.loadUnaligned(fromByteOffset: 4, as: Int32.self)
+        // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36 (64 bytes since protocol 7.23).
+        guard wanted, offered.load(ordering: .relaxed), error == 0, let body = iov[1].iov_base,
+              iov[1].iov_len == 64, copy.count >= 64 else { return true }
+        copy.copyMemory(from: UnsafeRawBufferPointer(start: body, count: 64))
+        copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 12, as: UInt32.self) | CFUSE_INIT_EXT, toByteOffset: 12, as: UInt32.self)
+        copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 32, as: UInt32.self) | CFUSE_PASSTHROUGH_FLAGS2, toByteOffset: 32, as: UInt32.self)
+        copy.storeBytes(of: Self.maxStackDepth, toByteOffset: 36, as: UInt32.self)
+        iov[1].iov_base = copy.baseAddress
+        enabled.store(true, ordering: .releasing)
+        return true
+    }
+}
+
+/// The backing id an open or create reply being sent on this thread carries (`Request.reply(open:)`
+/// sets it around the libfuse call, the writev hook puts it into the reply).
+private let pendingBackingKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
+
+func withPendingBackingID<R>(_ id: Int32?, _ body: () -> R) -> R {
+    guard let id, id > 0 else { return body() }
+    pthread_setspecific(pendingBackingKey, UnsafeRawPointer(bitPattern: Int(id)))
+    defer { pthread_setspecific(pendingBackingKey, nil) }
+    return body()
+}
+
+@inline(__always)
+private func handshake(_ userdata: UnsafeMutableRawPointer?) -> PassthroughHandshake? {
+    userdata.map { Unmanaged<SessionState>.fromOpaque($0).takeUnretainedValue().passthrough }
+}
+
+/// libfuse's I/O hooks: plain system calls, plus the two edits above.
+func passthroughIO() -> fuse_custom_io {
+    var io = fuse_custom_io()
+    io.read = { fd, buf, len, userdata in
+        let n = Glibc.read(fd, buf, len)
+        if n > 0, let buf { handshake(userdata)?.read(UnsafeRawBufferPointer(start: buf, count: n)) }
+        return n
+    }
+    io.writev = { fd, iov, count, userdata in
+        guard let iov, count == 2 else { return Glibc.writev(fd, iov, count) }
+        if let raw = pthread_getspecific(pendingBackingKey) {
+            // fuse_open_out ends the reply (after fuse_entry_out for create): fh, open_flags, backing_id.
+            let body = iov[1]
+            guard let base = body.iov_base, body.iov_len >= 16, body.iov_len <= 256 else { return Glibc.writev(fd, iov, count) }
+            return withUnsafeTemporaryAllocation(byteCount: body.iov_len, alignment: 8) { copy in
+                copy.copyMemory(from: UnsafeRawBufferPointer(start: base, count: body.iov_len))
+                let at = body.iov_len - 16
+                copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: at + 8, as: UInt32.self) | CFUSE_FOPEN_PASSTHROUGH,
+                                toByteOffset: at + 8, as: UInt32.self)
+                copy.storeBytes(of: Int32(Int(bitPattern: raw)), toByteOffset: at + 12, as: Int32.self)
+                var vec = (iov[0], iovec(iov_base: copy.baseAddress, iov_len: body.iov_len))
+                return withUnsafeMutableBytes(of: &vec) { Glibc.writev(fd, $0.baseAddress!.assumingMemoryBound(to: iovec.self), 2) }
+            }
+        }
+        guard let shake = handshake(userdata), shake.awaitingInit else { return Glibc.writev(fd, iov, count) }
+        return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { copy in
+            _ = shake.editInitReply(iov, count, into: copy)
+            return Glibc.writev(fd, iov, count)
+        }
+    }
+    io.splice_receive = { fdin, offin, fdout, offout, len, flags, _ in
+        cfuse_splice(fdin, offin, fdout, offout, len, flags)
+    }
+    io.splice_send = { fdin, offin, fdout, offout, len, flags, _ in
+        cfuse_splice(fdin, offin, fdout, offout, len, flags)
+    }
+    return io
+}

@@ -1,0 +1,71 @@
+import XCTest
+import Foundation
+import Glibc
+@testable import CoordFS
+
+/// Kernel passthrough through a real mount: open files are read and written by the kernel straight
+/// from their backing files, and what the mount tells presenters stays the same.
+final class PassthroughTests: InProcessMountTestCase {
+    func testReadsAndWritesOfOpenFilesDoNotReachTheDaemon() throws {
+        XCTAssertTrue(daemon.session?.passthroughEnabled == true, "this machine's kernel offers passthrough")
+        let data = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let before = daemon.loopback.dataRequests
+        try data.write(to: URL(fileURLWithPath: mnt + "/big.bin"))
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mnt + "/big.bin")), data, "read back through the mount")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: backing + "/big.bin")), data, "in the backing file")
+        XCTAssertEqual(daemon.loopback.dataRequests, before, "no READ or WRITE request reached the daemon")
+        // Appending, truncating and a second open of the same file share the inode's backing file.
+        let fd = open(mnt + "/big.bin", O_WRONLY | O_APPEND)
+        let reader = open(mnt + "/big.bin", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0); XCTAssertGreaterThanOrEqual(reader, 0)
+        XCTAssertEqual(Glibc.write(fd, "tail", 4), 4)
+        XCTAssertEqual(ftruncate(fd, 10), 0)
+        var buf = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(pread(reader, &buf, 16, 0), 10)
+        XCTAssertEqual(Array(buf.prefix(10)), Array(data.prefix(10)))
+        close(fd); close(reader)
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/big.bin", &st), 0)
+        XCTAssertEqual(st.st_size, 10)
+    }
+
+    /// The watcher sees the kernel's passthrough writes under the writer's pid; they are the mount's
+    /// own, told once at release. A change the same process then makes in the backing folder is not.
+    func testAWriteThroughTheMountIsToldOnceAndADirectOneRightAfterIsToldToo() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        // One shell process (the redirections are its own writes) writes through the mount, then
+        // straight to the backing file (after the watcher read the first write's events).
+        try sh("echo mount > doc.txt; sleep 0.3; echo direct > '\(backing!)/doc.txt'")
+        let log = p.waitUntil(settle: 0.5) { $0.filter { $0 == "didChange" }.count == 2 }
+        XCTAssertEqual(log, ["relinquishToWriter", "didChange", "reacquire", "didChange"], "asked and told for the mount's write, told for the direct one")
+        XCTAssertEqual(try read("doc.txt"), "direct\n")
+    }
+
+    /// Writes do not reach the daemon, so release compares the file with what it was at open.
+    func testAnOpenIsAChangeOnlyWhenItWrote() throws {
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("exec 3<>doc.txt; exec 3>&-") // another process: open O_RDWR, close
+        XCTAssertEqual(p.waitUntil(timeout: 1, settle: 0) { _ in false }, ["relinquishToWriter", "reacquire"], "opened for writing, nothing written")
+        p.clear()
+        try sh("echo more >> doc.txt") // no O_TRUNC: only the write itself makes it a change
+        XCTAssertEqual(p.waitUntil { $0.contains("didChange") }, ["relinquishToWriter", "didChange", "reacquire"])
+    }
+}
+
+/// The same mount with `-o passthrough=off`: the daemon serves every read and write.
+final class NoPassthroughTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.passthrough = false
+    }
+
+    func testReadsAndWritesReachTheDaemon() throws {
+        XCTAssertEqual(daemon.session?.passthroughEnabled, false)
+        let before = daemon.loopback.dataRequests
+        try "some text\n".write(toFile: mnt + "/a.txt", atomically: false, encoding: .utf8)
+        XCTAssertEqual(try read("a.txt"), "some text\n")
+        XCTAssertGreaterThanOrEqual(daemon.loopback.dataRequests - before, 2)
+    }
+}

@@ -1,0 +1,54 @@
+import XCTest
+@testable import CoordFS
+
+/// The matching of the mount's own passthrough writes with the backing watcher's events.
+final class PassthroughWritesTests: XCTestCase {
+    private let file = NSObject(), other = NSObject()
+
+    func testEventsOfTheWriterWhileItHoldsTheFileOpenAreOwn() {
+        let w = PassthroughWrites()
+        w.opened(file, by: 10)
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: false))
+        XCTAssertFalse(w.isOwn(file, pid: 11, close: false), "another process writing the backing file")
+        XCTAssertFalse(w.isOwn(other, pid: 10, close: false), "another file")
+    }
+
+    func testAReleaseBeforeItsCloseEventIsMatchedOnce() {
+        let w = PassthroughWrites()
+        w.opened(file, by: 10)
+        w.released(file, by: 10)
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: false), "its last MODIFY, read after the release")
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: true))
+        XCTAssertFalse(w.isOwn(file, pid: 10, close: true), "a second close is a change made outside the mount")
+        XCTAssertFalse(w.isOwn(file, pid: 10, close: false))
+    }
+
+    func testACloseEventBeforeItsReleaseIsMatchedOnce() {
+        let w = PassthroughWrites()
+        w.opened(file, by: 10)
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: true))
+        w.released(file, by: 10)
+        XCTAssertFalse(w.isOwn(file, pid: 10, close: true), "the release used up the close already seen")
+        XCTAssertFalse(w.isOwn(file, pid: 10, close: false))
+    }
+
+    func testTwoOpensOfOneProcessAreCountedApart() {
+        let w = PassthroughWrites()
+        w.opened(file, by: 10)
+        w.opened(file, by: 10)
+        w.released(file, by: 10)
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: true), "the first one's close")
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: false), "the second is still open")
+        XCTAssertTrue(w.isOwn(file, pid: 10, close: true), "the second one's close, before its release")
+        w.released(file, by: 10)
+        XCTAssertFalse(w.isOwn(file, pid: 10, close: true))
+    }
+
+    func testAnUnmatchedReleaseLapses() throws {
+        let w = PassthroughWrites(matchWindow: .milliseconds(50))
+        w.opened(file, by: 10)
+        w.released(file, by: 10)
+        Thread.sleep(forTimeInterval: 0.1)
+        XCTAssertFalse(w.isOwn(file, pid: 10, close: true), "a close event that never came (merged with another)")
+    }
+}
