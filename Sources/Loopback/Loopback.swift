@@ -383,11 +383,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         backingFiles.withLock { $0 = registry }
     }
 
-    /// An open of a backing file: with passthrough when the mount has it, the file is regular and not
-    /// opened O_DIRECT (those are direct_io opens, outside the kernel's per-inode mode), and the
-    /// inode's first open could register it.
+    /// An open of a backing file: with passthrough when the mount has it, the file is regular, and the
+    /// inode's first open could register it (an O_DIRECT open too: the kernel refuses one without
+    /// passthrough while the inode has passthrough opens).
     private func makeOpen(_ fd: Int32, _ node: BackingNode, _ flags: Int32) -> OpenFile {
-        guard node.type == S_IFREG, flags & O_DIRECT == 0,
+        guard node.type == S_IFREG,
               let registry = backingFiles.withLock({ $0 }), registry.passthroughEnabled else {
             return OpenFile(fd: fd, inode: node, flags: flags)
         }
@@ -422,9 +422,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var reply = OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0,
                               keepCache: options.keepCache, nonSeekable: open.inode.type == S_IFIFO || open.inode.type == S_IFSOCK)
         if let id = open.backingID {
-            // The kernel refuses a passthrough open with page-cache flags (no cache to keep).
+            // The kernel refuses a passthrough open with page-cache flags (no cache to keep), and
+            // direct_io would send its I/O to the daemon: the kernel opens the backing file with the
+            // caller's flags, O_DIRECT included.
             reply.backingID = id
             reply.keepCache = false
+            reply.directIO = false
         }
         return reply
     }

@@ -29,6 +29,27 @@ final class PassthroughTests: InProcessMountTestCase {
         XCTAssertEqual(st.st_size, 10)
     }
 
+    /// The kernel wants every open of an inode in one mode: an O_DIRECT open joins the passthrough.
+    func testAnODirectOpenWhileTheFileIsOpenReadsAndWritesTheBackingFile() throws {
+        let block = [UInt8](repeating: 0x5A, count: 4096)
+        FileManager.default.createFile(atPath: backing + "/d.bin", contents: Data(repeating: 1, count: 8192))
+        let held = open(mnt + "/d.bin", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(held, 0)
+        defer { close(held) }
+        let fd = open(mnt + "/d.bin", O_RDWR | 0o40000) // O_DIRECT (not in Swift's Glibc module)
+        XCTAssertGreaterThanOrEqual(fd, 0, "O_DIRECT open beside a passthrough open: \(String(cString: strerror(errno)))")
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 4096)
+        defer { buffer.deallocate() }
+        buffer.copyMemory(from: block, byteCount: 4096)
+        XCTAssertEqual(pwrite(fd, buffer, 4096, 4096), 4096)
+        XCTAssertEqual(pread(fd, buffer, 4096, 0), 4096)
+        XCTAssertEqual(buffer.load(as: UInt8.self), 1)
+        let onDisk = try Data(contentsOf: URL(fileURLWithPath: backing + "/d.bin"))
+        XCTAssertEqual(Array(onDisk.suffix(4096)), block)
+    }
+
     /// The watcher sees the kernel's passthrough writes under the writer's pid; they are the mount's
     /// own, told once at release. A change the same process then makes in the backing folder is not.
     func testAWriteThroughTheMountIsToldOnceAndADirectOneRightAfterIsToldToo() throws {
