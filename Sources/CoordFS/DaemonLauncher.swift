@@ -17,6 +17,14 @@ public enum DaemonLauncher {
         return daemon.serve()
     }
 
+    /// Ends a daemon process once `serve()` returned: everything durable is done by then (log closed,
+    /// pid file removed), so the process goes without running exit handlers or unwinding Swift objects
+    /// while threads of the services may still be finishing.
+    public static func end(_ status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
+    }
+
     /// Closes every descriptor above stderr that this process inherited. A daemon must not keep its
     /// starter's pipes open (a caller reading our output would wait for EOF forever), sockets or files.
     /// Call it first, before the daemon opens anything of its own.
@@ -48,7 +56,7 @@ public enum DaemonLauncher {
             setsid()
             redirectStandardStreams(log: daemon.plan.state.daemonLog)
             chdir("/")
-            exit(daemon.serve())
+            end(daemon.serve())
         }
         close(writeEnd)
         var pfd = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)

@@ -32,8 +32,7 @@ struct MountCommand: ParsableCommand {
             let plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: opts)
             let daemon = try Daemon(plan: plan)
             if foreground {
-                let rc = try DaemonLauncher.runInForeground(daemon)
-                if rc != 0 { throw ExitCode(rc) }
+                DaemonLauncher.end(try DaemonLauncher.runInForeground(daemon))
             } else {
                 try DaemonLauncher.runInBackground(daemon)
             }
