@@ -15,8 +15,9 @@ public final class OpenFile: @unchecked Sendable {
     public let backingID: Int32?
     /// Counted in the node's passthrough opens (until release).
     let sharesInodeMode: Bool
-    /// For a passthrough open for writing: ctime, mtime and size when opened, to tell at release
-    /// whether the file changed (multigrain timestamps: a change after this fstat gets a new ctime).
+    /// For a passthrough open for writing (not a create, not O_TRUNC): ctime, mtime and size when
+    /// opened, to tell at release whether the file changed (multigrain timestamps: a change after
+    /// this fstat gets a new ctime).
     private let openedState: FileState?
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
@@ -25,7 +26,8 @@ public final class OpenFile: @unchecked Sendable {
     init(fd: Int32, inode: BackingNode, flags: Int32, backingID: Int32? = nil, sharesInodeMode: Bool = false) {
         self.fd = fd; self.inode = inode; self.flags = flags
         self.backingID = backingID; self.sharesInodeMode = sharesInodeMode
-        let write = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+        // A create or an O_TRUNC open is a change whatever it writes: nothing to compare.
+        let write = flags & O_ACCMODE != O_RDONLY && flags & (O_TRUNC | O_CREAT) == 0
         openedState = backingID != nil && write ? FileState(fd) : nil
     }
     deinit { close(fd) }
