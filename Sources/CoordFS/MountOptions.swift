@@ -61,8 +61,7 @@ public struct MountOptions: Sendable, Equatable {
     public static var documentation: String {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N
-        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
-          max_threads=N, debug
+        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off, max_threads=N, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...
         event log: log=on|off, log_sync=none|batch, log_max_mb=N, log_max_days=N

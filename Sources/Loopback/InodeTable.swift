@@ -27,7 +27,9 @@ public final class BackingNode: @unchecked Sendable {
     let cachedPath = Mutex<(generation: UInt64, path: any Sendable)?>(nil)
     /// A regular file's opens that take part in kernel passthrough, and the backing id they share
     /// (0: none; the kernel then caches the file's pages as without passthrough). The kernel wants
-    /// every open of an inode in one mode, so the first open decides for the rest.
+    /// every open of an inode in one mode, so the first open decides for the rest. The id stays
+    /// registered until the kernel forgets the node, so every later open uses the same one (a new id
+    /// could reach the kernel before it let go of the old one at a release, and fail with EBUSY).
     let passthrough = Mutex<(backingID: Int32, opens: Int)>((0, 0))
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
@@ -198,8 +200,10 @@ final class InodeTable: Sendable {
     }
 
     /// The kernel forgets `count` lookups; the inode is released at zero.
-    func forget(_ node: BackingNode, count: UInt64) {
-        if node === root { return }
+    /// Returns true when the node left the table (the kernel no longer knows it).
+    @discardableResult
+    func forget(_ node: BackingNode, count: UInt64) -> Bool {
+        if node === root { return false }
         let removed = byKey.withLock { table -> Bool in
             node.lookups = node.lookups >= count ? node.lookups - count : 0
             guard node.lookups == 0, table[node.key] === node else { return false }
@@ -207,6 +211,7 @@ final class InodeTable: Sendable {
             return true
         }
         if removed, node.isDirectory { observer.withLock { $0 }?.directoryForgotten(node) }
+        return removed
     }
 
     /// The node of a backing item the kernel knows, without counting a lookup.

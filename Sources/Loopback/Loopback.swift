@@ -214,7 +214,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func forget(_ id: InodeID, count: UInt64) {
-        inodes.forget(inode(id), count: count)
+        forget(inode(id), count: count)
+    }
+
+    /// Counts down the kernel's lookups of `node`; once it is gone, so is its passthrough backing file.
+    private func forget(_ node: BackingNode, count: UInt64) {
+        guard inodes.forget(node, count: count), node.type == S_IFREG else { return }
+        let id = node.passthrough.withLock { use -> Int32 in
+            defer { use.backingID = 0 }
+            return use.backingID
+        }
+        if id > 0 { backingFiles.withLock { $0 }?.closeBacking(id) }
     }
 
     public func getattr(_ request: consuming Request, inode id: InodeID, file: FileInfo?) {
@@ -392,24 +402,21 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             return OpenFile(fd: fd, inode: node, flags: flags)
         }
         let id = node.passthrough.withLock { use -> Int32 in
-            if use.opens == 0, case .success(let id) = registry.openBacking(fd) { use.backingID = id }
+            // Registered already, or the first open (a failed registration leaves the inode's opens
+            // to the daemon until the last one closes, then the next open tries again).
+            if use.backingID == 0, use.opens == 0, case .success(let id) = registry.openBacking(fd) { use.backingID = id }
             use.opens += 1
             return use.backingID
         }
         return OpenFile(fd: fd, inode: node, flags: flags, backingID: id > 0 ? id : nil, sharesInodeMode: true)
     }
 
-    /// The end of an open's part in its inode's passthrough mode; the last one unregisters the file.
+    /// The end of an open's part in its inode's passthrough mode (the backing id stays registered
+    /// until the node is forgotten).
     private func endPassthrough(_ open: OpenFile) {
         guard open.sharesInodeMode else { return }
         open.noteChangesSinceOpen()
-        let closing = open.inode.passthrough.withLock { use -> Int32 in
-            use.opens -= 1
-            guard use.opens == 0, use.backingID > 0 else { return 0 }
-            defer { use.backingID = 0 }
-            return use.backingID
-        }
-        if closing > 0 { backingFiles.withLock { $0 }?.closeBacking(closing) }
+        open.inode.passthrough.withLock { $0.opens -= 1 }
     }
 
     /// The open a kernel file handle refers to.
@@ -563,7 +570,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                             switch lookupEntry(parent: parent, name: name) {
                             case .success(let e):
                                 let n = request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: name, entry: e, nextOffset: nextOffset)
-                                if n > remaining { inodes.forget(inode(e.inode), count: 1) }
+                                if n > remaining { forget(inode(e.inode), count: 1) }
                                 return n
                             case .failure(.noSuchFileOrDirectory):
                                 return 0 // removed since readdir saw it

@@ -29,6 +29,17 @@ final class PassthroughTests: InProcessMountTestCase {
         XCTAssertEqual(st.st_size, 10)
     }
 
+    /// Opens and closes of one file from several processes at once: every open gets the inode's one
+    /// backing file, none fails.
+    func testConcurrentOpensAndClosesOfOneFileAllSucceed() throws {
+        try write("shared.txt", "")
+        let loop = "i=0; while [ $i -lt 150 ]; do cat shared.txt > /dev/null || exit 1; echo line >> shared.txt || exit 1; i=$((i+1)); done"
+        let out = try sh("pids=; for w in 1 2 3 4; do ( \(loop) ) & pids=\"$pids $!\"; done; fails=0; for p in $pids; do wait $p || fails=$((fails+1)); done; echo $fails")
+        XCTAssertEqual(out.output, "0\n", "every open and append succeeded")
+        XCTAssertEqual(try read("shared.txt").split(separator: "\n").count, 600)
+        XCTAssertEqual(try String(contentsOfFile: backing + "/shared.txt", encoding: .utf8).split(separator: "\n").count, 600)
+    }
+
     /// The kernel wants every open of an inode in one mode: an O_DIRECT open joins the passthrough.
     func testAnODirectOpenWhileTheFileIsOpenReadsAndWritesTheBackingFile() throws {
         let block = [UInt8](repeating: 0x5A, count: 4096)
