@@ -66,20 +66,29 @@ PY
 # the inodes the previous round deleted (see bench/run.sh).
 settle() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 
-# Interleaved rounds so that load from elsewhere hits both sides alike.
-off=() on=()
+# CPU time (user + system, clock ticks) the daemon serving a mount has used so far.
+pid_off=$(pgrep -n -f "coordfs mount $work/back-off $work/mnt-off") pid_on=$(pgrep -n -f "coordfs mount $work/back-on $work/mnt-on")
+[ -n "$pid_off" ] && [ -n "$pid_on" ] || { echo "eventlog.sh: cannot find the daemons' pids" >&2; exit 1; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# Interleaved rounds so that load from elsewhere hits both sides alike. Each round also measures the
+# daemon's CPU time, which other load disturbs far less than wall time.
+off=() on=() cpu_off=() cpu_on=()
 workload "$work/mnt-off" >/dev/null; workload "$work/mnt-on" >/dev/null   # warm-up
 for _ in $(seq "$rounds"); do
-  settle; off+=("$(workload "$work/mnt-off")")
-  settle; on+=("$(workload "$work/mnt-on")")
+  settle; t0=$(ticks "$pid_off"); off+=("$(workload "$work/mnt-off")"); cpu_off+=($(( $(ticks "$pid_off") - t0 )))
+  settle; t0=$(ticks "$pid_on"); on+=("$(workload "$work/mnt-on")"); cpu_on+=($(( $(ticks "$pid_on") - t0 )))
 done
 records=$("$bin" log "$work/mnt-on" --info --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["nextSeq"] - 1)')
 
-python3 - "$files" "$records" "${off[*]}" "${on[*]}" "$header" <<'PY'
+python3 - "$files" "$records" "${off[*]}" "${on[*]}" "$header" "${cpu_off[*]}" "${cpu_on[*]}" "$(getconf CLK_TCK)" <<'PY'
 import statistics, sys
 files, records = int(sys.argv[1]), int(sys.argv[2])
 off = [float(x) for x in sys.argv[3].split()]
 on = [float(x) for x in sys.argv[4].split()]
+tick = 1.0 / int(sys.argv[8])
+cpu_off = [int(x) * tick for x in sys.argv[6].split()]
+cpu_on = [int(x) * tick for x in sys.argv[7].split()]
 if sys.argv[5] == "1":
     print("| measurement | result |")
     print("|---|---|")
@@ -89,6 +98,10 @@ mo, mn = statistics.median(off), statistics.median(on)
 print("| metadata workload, %s files create+stat+unlink, log on vs `-o log=off` (best / median of %d, %.1f records per file) "
       "| best: off %.3f s, on %.3f s, %+.1f%%; median: off %.3f s, on %.3f s, %+.1f%% |"
       % (format(files, ","), len(off), records / (files * (len(on) + 1)), bo, bn, (bn / bo - 1) * 100, mo, mn, (mn / mo - 1) * 100))
+co, cn = statistics.median(cpu_off), statistics.median(cpu_on)
+per_record = (cn - co) / (records / (len(on) + 1)) * 1e6 if records else 0
+print("| daemon CPU time per round (user + system, median of %d) | off %.2f s, on %.2f s, %+.1f%%: %.1f µs per record |"
+      % (len(cpu_off), co, cn, (cn / co - 1) * 100 if co else 0, per_record))
 PY
 
 # Latency: a watcher on a pipe, one create at a time.

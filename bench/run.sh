@@ -174,6 +174,7 @@ wl_seqread() {
 }
 
 wl_randdirect() {
+  drop_caches  # also the loop images' pages on the host file system, which O_DIRECT reads would hit
   fio_json --name=randdirect --filename="$1/fio-seq.dat" --rw=randread --bs=4k --size="${SIZE_MB}M" \
     --ioengine=psync --direct=1 --runtime="$RAND_SECONDS" --time_based --randrepeat=1 | jq '.jobs[0].read.iops'
 }
@@ -226,9 +227,10 @@ wl_tar() {
 # The metadata workloads churn inodes, and ext4 then takes longer to allocate: it skips inodes
 # deleted in the last minute while their inode-table block is still cached. Each target has a file
 # system of its own (fresh_fs), each run starts from a settled disk (settle_disk), and they run ROUNDS
-# times, the target order rotating each round, the best round counting.
+# times, the target order rotating each round, the best round counting. The sequential workloads
+# repeat too: the native folder's fsync time alone varies by a third from run to run here.
 ROUNDS=${BENCH_ROUNDS:-3}
-REPEATED=" smallfiles tar "
+REPEATED=" seqwrite seqread smallfiles tar "
 
 run_workloads() {
   local line name better t value r i n rounds
@@ -323,8 +325,8 @@ section_mount() {
   echo
   echo "Ratios are speeds: coordfs's throughput divided by the other's (for timed workloads, the"
   echo "other's time divided by coordfs's), so 1.00 means as fast and above 1 means faster."
-  echo "The metadata workloads (smallfiles, tar) are the best of $ROUNDS rounds, the target order rotating"
-  echo "each round. coordfs runs with its defaults: coordination, event log, document store and backing"
+  echo "Sequential write and read and the metadata workloads (smallfiles, tar) are the best of $ROUNDS"
+  echo "rounds, the target order rotating each round. coordfs runs with its defaults: coordination, event log, document store and backing"
   echo "watcher on, kernel passthrough for open files (the kernel reads and writes the backing file"
   echo "itself; passthrough_ll, built against libfuse 3.14, cannot); a single-user mount, so without"
   echo "\`default_permissions\` (with \`allow_other\` the kernel re-reads a directory's attributes after each"
