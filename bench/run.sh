@@ -124,31 +124,50 @@ fresh_fs() {   # folder name
   IMAGES+=("$1")
 }
 
+start_target() {   # target: its folder (a fresh file system) and, for a FUSE target, its daemon
+  case $1 in
+    native)
+      fresh_fs "$WORK/native" native; DIR_OF[native]=$WORK/native ;;
+    passthrough_ll)
+      build_passthrough
+      fresh_fs "$WORK/pt/backing" pt; mkdir -p "$WORK/pt/mnt"
+      MOUNTS+=("$WORK/pt/mnt")
+      "$TMP/passthrough_ll" -f -o "source=$WORK/pt/backing" "$WORK/pt/mnt" 2>>"$TMP/pt.log" &
+      PID_OF[passthrough_ll]=$!
+      wait_mounted "$WORK/pt/mnt"
+      DIR_OF[passthrough_ll]=$WORK/pt/mnt ;;
+    coordfs)
+      fresh_fs "$WORK/cf/backing" cf; mkdir -p "$WORK/cf/mnt"
+      MOUNTS+=("$WORK/cf/mnt")
+      "$BIN" mount "$WORK/cf/backing" "$WORK/cf/mnt" ${COORDFS_OPTS:+-o "$COORDFS_OPTS"} || die "coordfs mount failed"
+      wait_mounted "$WORK/cf/mnt"
+      PID_OF[coordfs]=$(pgrep -n -f "coordfs mount $WORK/cf/backing $WORK/cf/mnt" || true)
+      [ -n "${PID_OF[coordfs]}" ] || die "cannot find the coordfs daemon's pid"
+      DIR_OF[coordfs]=$WORK/cf/mnt ;;
+    *) die "unknown target $1" ;;
+  esac
+}
+
 setup_targets() {
   local t
-  for t in "${TARGETS[@]}"; do
-    case $t in
-      native)
-        fresh_fs "$WORK/native" native; DIR_OF[native]=$WORK/native ;;
-      passthrough_ll)
-        build_passthrough
-        fresh_fs "$WORK/pt/backing" pt; mkdir -p "$WORK/pt/mnt"
-        MOUNTS+=("$WORK/pt/mnt")
-        "$TMP/passthrough_ll" -f -o "source=$WORK/pt/backing" "$WORK/pt/mnt" 2>"$TMP/pt.log" &
-        PID_OF[passthrough_ll]=$!
-        wait_mounted "$WORK/pt/mnt"
-        DIR_OF[passthrough_ll]=$WORK/pt/mnt ;;
-      coordfs)
-        fresh_fs "$WORK/cf/backing" cf; mkdir -p "$WORK/cf/mnt"
-        MOUNTS+=("$WORK/cf/mnt")
-        "$BIN" mount "$WORK/cf/backing" "$WORK/cf/mnt" ${COORDFS_OPTS:+-o "$COORDFS_OPTS"} || die "coordfs mount failed"
-        wait_mounted "$WORK/cf/mnt"
-        PID_OF[coordfs]=$(pgrep -n -f "coordfs mount $WORK/cf/backing $WORK/cf/mnt" || true)
-        [ -n "${PID_OF[coordfs]}" ] || die "cannot find the coordfs daemon's pid"
-        DIR_OF[coordfs]=$WORK/cf/mnt ;;
-      *) die "unknown target $t" ;;
-    esac
-  done
+  for t in "${TARGETS[@]}"; do start_target "$t"; done
+}
+
+# A metadata round on a file system with no history: the target's daemon stops, its image is made
+# anew, and the daemon starts again on it (only with fresh file systems).
+refresh_target() {   # target
+  [ "$FRESH_FS" = 1 ] || return 0
+  local t=$1 pid=${PID_OF[$1]:-} fs
+  case $t in
+    native) fs=$WORK/native ;;
+    passthrough_ll) fs=$WORK/pt/backing; fusermount3 -u "$WORK/pt/mnt" || die "cannot unmount passthrough_ll" ;;
+    coordfs) fs=$WORK/cf/backing; "$BIN" unmount "$WORK/cf/mnt" >/dev/null || die "cannot unmount coordfs" ;;
+  esac
+  if [ -n "$pid" ]; then
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  fi
+  umount "$fs" || die "cannot unmount $fs"
+  start_target "$t"
 }
 
 drop_caches() {
@@ -226,11 +245,13 @@ wl_tar() {
 
 # The metadata workloads churn inodes, and ext4 then takes longer to allocate: it skips inodes
 # deleted in the last minute while their inode-table block is still cached. Each target has a file
-# system of its own (fresh_fs), each run starts from a settled disk (settle_disk), and they run ROUNDS
-# times, the target order rotating each round, the best round counting. The sequential workloads
+# system of its own (fresh_fs), made anew before each round of a metadata workload (refresh_target),
+# each run starts from a settled disk (settle_disk), and they run ROUNDS times, the target order
+# rotating each round, the best round counting. The sequential workloads
 # repeat too: the native folder's fsync time alone varies by a third from run to run here.
 ROUNDS=${BENCH_ROUNDS:-3}
 REPEATED=" seqwrite seqread smallfiles tar "
+FRESH_ROUND=" smallfiles tar "   # each round of these on a new file system (refresh_target)
 
 run_workloads() {
   local line name better t value r i n rounds
@@ -244,6 +265,7 @@ run_workloads() {
       for ((i = 0; i < n; i++)); do
         t=${TARGETS[$(((i + r) % n))]}
         say "bench: $name on $t (round $((r + 1))/$rounds)"
+        [[ "$FRESH_ROUND" == *" $name "* ]] && refresh_target "$t"
         [[ "$REPEATED" == *" $name "* ]] && settle_disk
         if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
         say "bench:   $value"
@@ -326,7 +348,8 @@ section_mount() {
   echo "Ratios are speeds: coordfs's throughput divided by the other's (for timed workloads, the"
   echo "other's time divided by coordfs's), so 1.00 means as fast and above 1 means faster."
   echo "Sequential write and read and the metadata workloads (smallfiles, tar) are the best of $ROUNDS"
-  echo "rounds, the target order rotating each round. coordfs runs with its defaults: coordination, event log, document store and backing"
+  echo "rounds, the target order rotating each round; each metadata round starts on a new file system"
+  echo "(a daemon's file system is made anew under it). coordfs runs with its defaults: coordination, event log, document store and backing"
   echo "watcher on, kernel passthrough for open files (the kernel reads and writes the backing file"
   echo "itself; passthrough_ll, built against libfuse 3.14, cannot); a single-user mount, so without"
   echo "\`default_permissions\` (with \`allow_other\` the kernel re-reads a directory's attributes after each"
