@@ -156,17 +156,17 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         }
         guard !resolved.isEmpty else { return }
         let contentBits = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
-        if mask & contentBits != 0, let own = passthroughWrites, let r = resolved.first, !r.name.isEmpty,
-           let child = loopback.knownChild(of: r.node, named: r.name),
-           own.isOwn(child, pid: pid, close: mask & LinuxCalls.Fanotify.closeWrite != 0) {
+        // The changed item of a content event, if the kernel knows it (looked up once).
+        let changed = mask & contentBits == 0 ? nil
+            : resolved.first.flatMap { r in r.name.isEmpty ? nil : loopback.knownChild(of: r.node, named: r.name) }
+        if let changed, let own = passthroughWrites, own.isOwn(changed, pid: pid, close: mask & LinuxCalls.Fanotify.closeWrite != 0) {
             mask &= ~contentBits
             if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
         }
         // First make the kernel forget what it cached, so the next access through the mount sees it.
-        for r in resolved where !r.name.isEmpty {
+        for (i, r) in resolved.enumerated() where !r.name.isEmpty {
             session.invalidateEntry(parent: loopback.id(of: r.node), name: r.name)
-            if mask & contentBits != 0,
-               let child = loopback.knownChild(of: r.node, named: r.name) {
+            if mask & contentBits != 0, let child = i == 0 ? changed : loopback.knownChild(of: r.node, named: r.name) {
                 session.invalidate(inode: loopback.id(of: child))
             }
         }
