@@ -52,23 +52,22 @@ final class PassthroughHandshake: Sendable {
         initUnique.store(bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .releasing)
     }
 
-    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one; true if it was.
-    func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer) -> Bool {
-        guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return false }
+    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one.
+    func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer) {
+        guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return }
         let unique = initUnique.load(ordering: .acquiring)
-        guard unique != 0, header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return false }
+        guard unique != 0, header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return }
         answered.store(true, ordering: .relaxed)
         let error = header.loadUnaligned(fromByteOffset: 4, as: Int32.self)
         // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36 (64 bytes since protocol 7.23).
         guard wanted, offered.load(ordering: .relaxed), error == 0, let body = iov[1].iov_base,
-              iov[1].iov_len == 64, copy.count >= 64 else { return true }
+              iov[1].iov_len == 64, copy.count >= 64 else { return }
         copy.copyMemory(from: UnsafeRawBufferPointer(start: body, count: 64))
         copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 12, as: UInt32.self) | CFUSE_INIT_EXT, toByteOffset: 12, as: UInt32.self)
         copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 32, as: UInt32.self) | CFUSE_PASSTHROUGH_FLAGS2, toByteOffset: 32, as: UInt32.self)
         copy.storeBytes(of: Self.maxStackDepth, toByteOffset: 36, as: UInt32.self)
         iov[1].iov_base = copy.baseAddress
         enabled.store(true, ordering: .releasing)
-        return true
     }
 }
 
@@ -118,7 +117,7 @@ func passthroughIO() -> fuse_custom_io {
         }
         guard let shake = handshake(userdata), shake.awaitingInit else { return Glibc.writev(fd, iov, count) }
         return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { copy in
-            _ = shake.editInitReply(iov, count, into: copy)
+            shake.editInitReply(iov, count, into: copy)
             return Glibc.writev(fd, iov, count)
         }
     }
