@@ -5,6 +5,7 @@
 #   make fuzz     the control-protocol fuzzer, longer than in make test
 #   make install  coordfs, mount.coordfs and the systemd unit under $(PREFIX) (DESTDIR-aware)
 
+SHELL    := /bin/bash
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 SWIFT    ?= swift
@@ -40,9 +41,13 @@ build-debug: deps
 run: build
 	@CONFIG=$(CONFIG) DEMO="$(DEMO)" ./mount-scripts/demo.sh
 
+# The whole output also goes to .build/test.log; on failure its failing lines are printed again
+# at the end, where a truncated CI log still shows them.
 test: deps
 	$(SWIFT) build
-	$(SWIFT) test
+	@echo "$(SWIFT) test"; set -o pipefail; $(SWIFT) test 2>&1 | tee .build/test.log || { \
+	  echo "== make test failed; the failing lines (the whole output is in .build/test.log):"; \
+	  grep -E "error: |Fatal error|Exited with (signal|unexpected)|✘|' failed \(" .build/test.log | head -n 80; exit 1; }
 
 fuzz: deps
 	COORDFS_FUZZ_CASES=$${COORDFS_FUZZ_CASES:-5000000} $(SWIFT) test --filter ControlProtocolTests.FuzzTests

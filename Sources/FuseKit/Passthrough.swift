@@ -14,10 +14,36 @@ import Synchronization
 public protocol BackingFileRegistry: AnyObject, Sendable {
     /// The kernel accepted passthrough for this mount (asked for, offered, INIT answered).
     var passthroughEnabled: Bool { get }
+    /// Why open files go through the daemon although passthrough was asked for. Nil when passthrough
+    /// works, was not asked for, or INIT has not been answered yet.
+    var passthroughUnavailable: PassthroughUnavailable? { get }
     /// Registers the file `fd` refers to (any descriptor of a regular file, O_PATH included); the id
     /// goes into open replies (`OpenReply.backingID`) until `closeBacking`.
     func openBacking(_ fd: Int32) -> Result<Int32, Errno>
     func closeBacking(_ id: Int32)
+}
+
+/// Why a mount that asked for passthrough serves open files through the daemon.
+public enum PassthroughUnavailable: Sendable, Hashable, CustomStringConvertible {
+    /// The kernel did not offer passthrough in INIT (older than 6.9, or built without it).
+    case notOffered
+    /// The kernel refused to register a backing file: EPERM (no CAP_SYS_ADMIN in the initial user
+    /// namespace: none can be registered), ELOOP (the backing folder is on a stack of file systems
+    /// deeper than the mount allows), or another error (the first one is kept).
+    case registrationRefused(Errno)
+
+    public var description: String {
+        switch self {
+        case .notOffered:
+            "the kernel does not offer FUSE passthrough (it needs Linux 6.9 or later, built with CONFIG_FUSE_PASSTHROUGH)"
+        case .registrationRefused(.notPermitted):
+            "the kernel refused to register backing files (it needs CAP_SYS_ADMIN in the initial user namespace)"
+        case .registrationRefused(.tooManySymbolicLinkLevels):
+            "the kernel refused to register a backing file: the backing folder's file system is stacked too deep"
+        case .registrationRefused(let e):
+            "the kernel refused to register a backing file: \(e)"
+        }
+    }
 }
 
 /// The INIT handshake as the session's I/O hooks see it.
@@ -33,6 +59,8 @@ final class PassthroughHandshake: Sendable {
     private let answered = Atomic<Bool>(false)
     private let offered = Atomic<Bool>(false)
     let enabled = Atomic<Bool>(false)
+    /// The errno of the first failed backing-file registration (0: none failed).
+    private let refused = Atomic<Int32>(0)
 
     init(wanted: Bool) { self.wanted = wanted }
 
@@ -52,12 +80,35 @@ final class PassthroughHandshake: Sendable {
         initUnique.store(bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .releasing)
     }
 
+    /// See `BackingFileRegistry.passthroughUnavailable`.
+    var unavailable: PassthroughUnavailable? {
+        guard wanted, answered.load(ordering: .acquiring) else { return nil }
+        if !offered.load(ordering: .relaxed) { return .notOffered }
+        let e = refused.load(ordering: .relaxed)
+        return e == 0 ? nil : .registrationRefused(Errno(rawValue: e))
+    }
+
+    /// A backing-file registration failed with `error`; the first failure is kept (and said on stderr,
+    /// the daemon's log). EPERM turns passthrough off for the mount: no registration can succeed.
+    func registrationFailed(_ error: Errno) {
+        if error == .notPermitted { enabled.store(false, ordering: .releasing) }
+        guard refused.compareExchange(expected: 0, desired: error.rawValue, ordering: .acquiringAndReleasing).exchanged,
+              let why = unavailable else { return }
+        say("coordfs: open files that cannot be registered use the daemon instead of passthrough: \(why)")
+    }
+
+    private func say(_ line: String) {
+        let text = line + "\n"
+        _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
+    }
+
     /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one.
     func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer) {
         guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return }
         let unique = initUnique.load(ordering: .acquiring)
         guard unique != 0, header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return }
-        answered.store(true, ordering: .relaxed)
+        answered.store(true, ordering: .releasing)
+        if wanted, let why = unavailable { say("coordfs: passthrough=on, but open files use the daemon: \(why)") }
         let error = header.loadUnaligned(fromByteOffset: 4, as: Int32.self)
         // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36 (64 bytes since protocol 7.23).
         guard wanted, offered.load(ordering: .relaxed), error == 0, let body = iov[1].iov_base,

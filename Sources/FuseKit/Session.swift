@@ -103,12 +103,13 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
 
     public var passthroughEnabled: Bool { state.passthrough.enabled.load(ordering: .acquiring) }
 
+    public var passthroughUnavailable: PassthroughUnavailable? { state.passthrough.unavailable }
+
     public func openBacking(_ fd: Int32) -> Result<Int32, Errno> {
         let id = cfuse_backing_open(fuse_session_fd(session), fd)
         if id > 0 { return .success(id) }
         let e = Errno(rawValue: id < 0 ? errno : EIO)
-        // Without CAP_SYS_ADMIN no file can be registered: the mount goes on without passthrough.
-        if e == .notPermitted { state.passthrough.enabled.store(false, ordering: .releasing) }
+        state.passthrough.registrationFailed(e)
         return .failure(e)
     }
 
