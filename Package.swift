@@ -64,7 +64,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
     ]

@@ -32,6 +32,12 @@ static inline long cfuse_copy_file_range(int fd_in, long long *off_in, int fd_ou
 static inline int cfuse_fallocate(int fd, int mode, long long offset, long long len) {
     return (int)syscall(SYS_fallocate, fd, mode, offset, len);
 }
+#include <sys/vfs.h>
+/* The file system type (statfs f_type, linux/magic.h) of fd's file, or -1. */
+static inline long cfuse_fs_type(int fd) {
+    struct statfs s;
+    return fstatfs(fd, &s) == 0 ? (long)s.f_type : -1;
+}
 #include <sys/stat.h>
 static const int CFUSE_O_PATH = 010000000;      /* O_PATH */
 static const int CFUSE_O_DIRECT = 040000;       /* O_DIRECT on x86_64 and arm64 */

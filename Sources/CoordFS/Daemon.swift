@@ -145,6 +145,7 @@ public final class Daemon: @unchecked Sendable {
         // A lazy unmount (from the signal thread, or `coordfs unmount`) ends the loop once open files
         // are closed.
         let rc = session.run(maxThreads: plan.options.maxThreads)
+        loopback.setBackingFileRegistry(nil) // the session holds the loopback: no cycle left behind
         stop()
         coordinated?.finishPendingSaves()
         stopServices()
@@ -162,6 +163,7 @@ public final class Daemon: @unchecked Sendable {
         let threads = plan.options.maxThreads
         startThread { [self] in
             _ = session.run(maxThreads: threads, handleSignals: false)
+            loopback.setBackingFileRegistry(nil) // the session holds the loopback: no cycle left behind
             coordinated?.finishPendingSaves()
             stopServices()
             finished.withLock { $0 = true }

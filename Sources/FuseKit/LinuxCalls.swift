@@ -19,6 +19,8 @@ public enum LinuxCalls {
     public static func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int, _ length: Int) -> Int32 {
         cfuse_fallocate(fd, mode, Int64(offset), Int64(length))
     }
+    /// The file system type of `fd`'s file (`statfs` f_type, as in linux/magic.h), or -1.
+    public static func fileSystemType(_ fd: Int32) -> Int { cfuse_fs_type(fd) }
     /// `setxattr(2)` and friends (from <sys/xattr.h>, which Glibc's module does not include).
     public static func setxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32 {
         CFuse3.setxattr(path, name, value, size, flags)

@@ -60,6 +60,10 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
 
     deinit {
         fuse_session_destroy(session)
+        // The userdata reference taken in init (libfuse is done with it: destroy called the file
+        // system's destroy last). Without this the file system and its descriptors would outlive an
+        // in-process mount.
+        Unmanaged.passUnretained(state).release()
     }
 
     /// Mount at `mountpoint` (the kernel starts queueing requests; INIT is answered by `run`).

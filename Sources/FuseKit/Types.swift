@@ -65,6 +65,8 @@ public struct OpenReply: Sendable {
     public var cacheDirectory: Bool
     /// Kernel passthrough to this registered backing file (`BackingFileRegistry.openBacking`).
     public var backingID: Int32? = nil
+    /// close(2) of this open sends no FLUSH (`noflush`, FOPEN_NOFLUSH): nothing to report there.
+    public var noFlush = false
     public init(handle: FileHandleID, directIO: Bool = false, keepCache: Bool = false, nonSeekable: Bool = false, cacheDirectory: Bool = false) {
         self.handle = handle; self.directIO = directIO; self.keepCache = keepCache
         self.nonSeekable = nonSeekable; self.cacheDirectory = cacheDirectory
@@ -75,6 +77,7 @@ public struct OpenReply: Sendable {
         fi.keep_cache = keepCache ? 1 : 0
         fi.nonseekable = nonSeekable ? 1 : 0
         fi.cache_readdir = cacheDirectory ? 1 : 0
+        fi.noflush = noFlush ? 1 : 0
     }
 }
 

@@ -41,9 +41,13 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     private let pathGeneration = Atomic<UInt64>(0)
     private let backingFiles = Mutex<(any BackingFileRegistry)?>(nil)
     private let dataRequestCount = Atomic<Int>(0)
+    private let quietCloses = QuietCloses()
 
     /// Reads and writes that reached the daemon so far (with passthrough, an open file's do not).
     public var dataRequests: Int { dataRequestCount.load(ordering: .relaxed) }
+    private let flushRequestCount = Atomic<Int>(0)
+    /// FLUSH requests so far (close(2) of a file whose close can report an error; `QuietCloses`).
+    public var flushRequests: Int { flushRequestCount.load(ordering: .relaxed) }
 
     public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
         self.options = options
@@ -428,6 +432,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         _ = Unmanaged.passRetained(open)
         var reply = OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0,
                               keepCache: options.keepCache, nonSeekable: open.inode.type == S_IFIFO || open.inode.type == S_IFSOCK)
+        reply.noFlush = open.inode.type == S_IFREG && quietCloses.neverReportErrors(open.fd, device: open.inode.key.dev)
         if let id = open.backingID {
             // The kernel refuses a passthrough open with page-cache flags (no cache to keep), and
             // direct_io would send its I/O to the daemon: the kernel opens the backing file with the
@@ -490,6 +495,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func flush(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         // Closing a duplicate reports delayed write errors (NFS, quotas) to the caller's close(2).
+        // Only opens of files whose close can report one get here (`QuietCloses`).
+        flushRequestCount.add(1, ordering: .relaxed)
         switch sysValue({ dup(openFile(file).fd) }) {
         case .success(let d):
             if let e = sys({ close(d) }) { return request.reply(error: e) }
