@@ -250,7 +250,7 @@ wl_tar() {
 # rotating each round, the best round counting. The sequential workloads
 # repeat too: the native folder's fsync time alone varies by a third from run to run here.
 ROUNDS=${BENCH_ROUNDS:-3}
-REPEATED=" seqwrite seqread smallfiles tar "
+REPEATED=" seqwrite seqread randdirect smallfiles tar "
 FRESH_ROUND=" smallfiles tar "   # each round of these on a new file system (refresh_target)
 
 run_workloads() {
@@ -347,11 +347,13 @@ section_mount() {
   echo
   echo "Ratios are speeds: coordfs's throughput divided by the other's (for timed workloads, the"
   echo "other's time divided by coordfs's), so 1.00 means as fast and above 1 means faster."
-  echo "Sequential write and read and the metadata workloads (smallfiles, tar) are the best of $ROUNDS"
+  echo "Sequential write and read, the O_DIRECT random reads and the metadata workloads (smallfiles, tar)"
+  echo "are the best of $ROUNDS"
   echo "rounds, the target order rotating each round; each metadata round starts on a new file system"
   echo "(a daemon's file system is made anew under it). coordfs runs with its defaults: coordination, event log, document store and backing"
   echo "watcher on, kernel passthrough for open files (the kernel reads and writes the backing file"
-  echo "itself; passthrough_ll, built against libfuse 3.14, cannot); a single-user mount, so without"
+  echo "itself; passthrough_ll, built against libfuse 3.14, cannot) and no FLUSH at close(2) for files on"
+  echo "a local file system (passthrough_ll flushes every close); a single-user mount, so without"
   echo "\`default_permissions\` (with \`allow_other\` the kernel re-reads a directory's attributes after each"
   echo "create or unlink in it: two more requests per file)."
   echo
