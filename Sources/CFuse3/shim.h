@@ -42,6 +42,7 @@ static inline long cfuse_fs_type(int fd) {
 static const int CFUSE_O_PATH = 010000000;      /* O_PATH */
 static const int CFUSE_O_DIRECT = 040000;       /* O_DIRECT on x86_64 and arm64 */
 static const int CFUSE_AT_EMPTY_PATH = 0x1000;  /* AT_EMPTY_PATH */
+static const int CFUSE_AT_HANDLE_FID = 0x200;   /* AT_HANDLE_FID (Linux 6.5): a handle to compare, not to open */
 static const long CFUSE_UTIME_NOW = ((1l << 30) - 1l);
 static const long CFUSE_UTIME_OMIT = ((1l << 30) - 2l);
 static const int CFUSE_FALLOC_FL_KEEP_SIZE = 0x01;

@@ -68,10 +68,17 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     // MARK: DirectoryObserver
 
     func directoryAppeared(_ node: BackingNode) {
-        guard let (handle, _) = LinuxCalls.fileHandle(of: node.directoryFD),
+        guard let handle = LinuxCalls.identityHandle(of: node.directoryFD),
               LinuxCalls.Fanotify.mark(group, add: true, mask: Self.mask, directory: node.directoryFD) == 0 else {
             // A directory this watcher cannot see into: renames there would go unnoticed.
-            marksComplete.store(false, ordering: .relaxed)
+            let error = errno
+            if marksComplete.exchange(false, ordering: .relaxed) {
+                // Said once, in the daemon's log: direct changes there show only after the cache timeouts.
+                let place = loopback.path(of: node).map { $0.hasPrefix("/") ? $0 : "/" + $0 } ?? "a directory"
+                let line = "coordfs: changes made directly in the backing folder are not seen in '\(place)' "
+                    + "and wherever else a directory cannot be watched (fanotify: \(String(cString: strerror(error))))\n"
+                _ = line.withCString { write(2, $0, strlen($0)) }
+            }
             loopback.setPathsAreWatched(false)
             return
         }
@@ -79,7 +86,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     }
 
     func directoryForgotten(_ node: BackingNode) {
-        guard let (handle, _) = LinuxCalls.fileHandle(of: node.directoryFD) else { return }
+        guard let handle = LinuxCalls.identityHandle(of: node.directoryFD) else { return }
         _ = LinuxCalls.Fanotify.mark(group, add: false, mask: Self.mask, directory: node.directoryFD)
         directories.withLock { _ = $0.removeValue(forKey: LinuxCalls.handleBytes(handle)) }
     }

@@ -66,6 +66,10 @@ public final class Daemon: @unchecked Sendable {
                                                                passthroughWrites: coordinated?.passthroughWrites) {
             watcher = w
             w.start()
+        } else if watcher == nil, session != nil {
+            let line = "coordfs: changes made directly in the backing folder are not seen (fanotify: \(String(cString: strerror(errno)))): "
+                + "they show through the mount after the cache timeouts, and presenters are not told\n"
+            _ = line.withCString { write(2, $0, strlen($0)) }
         }
         if store == nil { store = try StoreService.start(daemon: self) }
         if control == nil { control = try ControlService.start(daemon: self) }

@@ -50,6 +50,19 @@ public enum LinuxCalls {
         return (KernelFileHandle(bytes: bytes, type: h.handle_type), mountID)
     }
 
+    /// The handle fanotify reports for what `fd` refers to (`AT_HANDLE_FID`): also on file systems
+    /// whose handles cannot be opened again, such as overlayfs. Before Linux 6.5 (EINVAL), the
+    /// ordinary handle.
+    public static func identityHandle(of fd: Int32) -> KernelFileHandle? {
+        var h = cfuse_file_handle()
+        var mountID: Int32 = 0
+        var rc = cfuse_name_to_handle_at(fd, "", &h, &mountID, CFUSE_AT_EMPTY_PATH | CFUSE_AT_HANDLE_FID)
+        if rc != 0 && errno == EINVAL { rc = cfuse_name_to_handle_at(fd, "", &h, &mountID, CFUSE_AT_EMPTY_PATH) }
+        guard rc == 0 else { return nil }
+        let bytes = withUnsafeBytes(of: &h.f_handle) { Array($0.prefix(Int(h.handle_bytes))) }
+        return KernelFileHandle(bytes: bytes, type: h.handle_type)
+    }
+
     /// `open_by_handle_at(2)` (needs CAP_DAC_READ_SEARCH); -1 and errno on failure.
     public static func open(_ handle: KernelFileHandle, mountFD: Int32, flags: Int32) -> Int32 {
         var h = cfuse_file_handle()

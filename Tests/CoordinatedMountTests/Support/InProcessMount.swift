@@ -29,6 +29,7 @@ class InProcessMountTestCase: XCTestCase {
         backing = root + "/backing"
         mnt = root + "/mnt"
         mkdir(backing, 0o755); mkdir(mnt, 0o755)
+        try prepareBacking()
         var options = MountOptions()
         configure(&options)
         let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
@@ -39,8 +40,14 @@ class InProcessMountTestCase: XCTestCase {
     override func tearDownWithError() throws {
         daemon?.stopAndWait()
         if let mnt, MountTable.coordfsMount(at: mnt) != nil { umount2(mnt, Int32(MNT_DETACH)) }
+        cleanUpBacking()
         if let root { try? FileManager.default.removeItem(atPath: root) }
     }
+
+    /// Override to put something at `backing` before the mount (an overlayfs, ...).
+    func prepareBacking() throws {}
+    /// Override to take it away again; runs after the unmount, also when the test failed.
+    func cleanUpBacking() {}
 
     var coordinator: Coordinator { daemon.coordinator }
 
