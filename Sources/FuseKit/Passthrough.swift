@@ -62,7 +62,18 @@ final class PassthroughHandshake: Sendable {
     /// The errno of the first failed backing-file registration (0: none failed).
     private let refused = Atomic<Int32>(0)
 
-    init(wanted: Bool) { self.wanted = wanted }
+    /// Where the handshake says why passthrough is unavailable (the daemon's stderr: its log).
+    private let say: @Sendable (String) -> Void
+
+    init(wanted: Bool, say: @escaping @Sendable (String) -> Void = PassthroughHandshake.writeToStandardError) {
+        self.wanted = wanted
+        self.say = say
+    }
+
+    static func writeToStandardError(_ line: String) {
+        let text = line + "\n"
+        _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
+    }
 
     /// INIT has not been answered yet.
     @inline(__always)
@@ -95,11 +106,6 @@ final class PassthroughHandshake: Sendable {
         guard refused.compareExchange(expected: 0, desired: error.rawValue, ordering: .acquiringAndReleasing).exchanged,
               let why = unavailable else { return }
         say("coordfs: open files that cannot be registered use the daemon instead of passthrough: \(why)")
-    }
-
-    private func say(_ line: String) {
-        let text = line + "\n"
-        _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
     }
 
     /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one.

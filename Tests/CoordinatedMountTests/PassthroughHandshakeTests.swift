@@ -1,4 +1,5 @@
 import XCTest
+import Foundation
 import SystemPackage
 import Glibc
 @testable import FuseKit
@@ -6,6 +7,18 @@ import Glibc
 /// The INIT handshake's edits, on requests and replies laid out as the kernel's FUSE ABI has them
 /// (flag values written out here, not taken from the shim, so a wrong constant there shows).
 final class PassthroughHandshakeTests: XCTestCase {
+    /// What a handshake said (for the daemon's log).
+    private final class Said: @unchecked Sendable {
+        private let lock = NSLock()
+        private var storage: [String] = []
+        var lines: [String] { lock.withLock { storage } }
+        func append(_ line: String) { lock.withLock { storage.append(line) } }
+    }
+    private let said = Said()
+    private func handshake(wanted: Bool) -> PassthroughHandshake {
+        PassthroughHandshake(wanted: wanted) { [said] in said.append($0) }
+    }
+
     private static let initExt: UInt32 = 1 << 30        // FUSE_INIT_EXT
     private static let passthrough2: UInt32 = 1 << 5    // FUSE_PASSTHROUGH (1 << 37) in flags2
 
@@ -51,7 +64,7 @@ final class PassthroughHandshakeTests: XCTestCase {
     }
 
     func testOfferedPassthroughIsTakenWithAStackDepth() {
-        let shake = PassthroughHandshake(wanted: true)
+        let shake = handshake(wanted: true)
         initRequest(unique: 7, passthrough: true).withUnsafeBytes { shake.read($0) }
         XCTAssertNil(shake.unavailable, "not known before INIT is answered")
         let body = answer(shake, unique: 7)
@@ -61,28 +74,31 @@ final class PassthroughHandshakeTests: XCTestCase {
         XCTAssertTrue(shake.enabled.load(ordering: .relaxed))
         XCTAssertNil(shake.unavailable)
         XCTAssertFalse(shake.awaitingInit)
+        XCTAssertEqual(said.lines, [], "nothing to say")
     }
 
     func testAKernelWithoutPassthroughGetsLibfusesReplyUnchanged() {
-        let shake = PassthroughHandshake(wanted: true)
+        let shake = handshake(wanted: true)
         initRequest(unique: 9, passthrough: false).withUnsafeBytes { shake.read($0) }
         let body = answer(shake, unique: 9)
         XCTAssertEqual(word(body, at: 12), 0x1234)
         XCTAssertEqual(word(body, at: 32), 0)
         XCTAssertFalse(shake.enabled.load(ordering: .relaxed))
         XCTAssertEqual(shake.unavailable, .notOffered)
+        XCTAssertEqual(said.lines, ["coordfs: passthrough=on, but open files use the daemon: \(PassthroughUnavailable.notOffered)"])
     }
 
     func testNotAskedForMeansNoEditAndNoReason() {
-        let shake = PassthroughHandshake(wanted: false)
+        let shake = handshake(wanted: false)
         initRequest(unique: 3, passthrough: true).withUnsafeBytes { shake.read($0) }
         XCTAssertEqual(word(answer(shake, unique: 3), at: 32), 0)
         XCTAssertFalse(shake.enabled.load(ordering: .relaxed))
         XCTAssertNil(shake.unavailable)
+        XCTAssertEqual(said.lines, [], "passthrough=off: nothing to say")
     }
 
     func testOnlyTheReplyToInitIsEdited() {
-        let shake = PassthroughHandshake(wanted: true)
+        let shake = handshake(wanted: true)
         initRequest(unique: 11, passthrough: true).withUnsafeBytes { shake.read($0) }
         XCTAssertEqual(word(answer(shake, unique: 12), at: 32), 0, "another request's reply")
         XCTAssertTrue(shake.awaitingInit)
@@ -91,7 +107,7 @@ final class PassthroughHandshakeTests: XCTestCase {
     }
 
     func testRefusedRegistrationsAreKeptAndEPERMTurnsPassthroughOff() {
-        let shake = PassthroughHandshake(wanted: true)
+        let shake = handshake(wanted: true)
         initRequest(unique: 5, passthrough: true).withUnsafeBytes { shake.read($0) }
         _ = answer(shake, unique: 5)
         shake.registrationFailed(.tooManySymbolicLinkLevels)
@@ -100,6 +116,8 @@ final class PassthroughHandshakeTests: XCTestCase {
         shake.registrationFailed(.notPermitted)
         XCTAssertFalse(shake.enabled.load(ordering: .relaxed), "EPERM: no file can be registered")
         XCTAssertEqual(shake.unavailable, .registrationRefused(.tooManySymbolicLinkLevels), "the first reason is kept")
+        XCTAssertEqual(said.lines.count, 1, "said once: \(said.lines)")
+        XCTAssertTrue(said.lines.first?.contains("stacked too deep") == true, "\(said.lines)")
         XCTAssertTrue(PassthroughUnavailable.registrationRefused(.notPermitted).description.contains("CAP_SYS_ADMIN"))
     }
 }
