@@ -75,9 +75,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             if marksComplete.exchange(false, ordering: .relaxed) {
                 // Said once, in the daemon's log: direct changes there show only after the cache timeouts.
                 let place = loopback.path(of: node).map { $0.hasPrefix("/") ? $0 : "/" + $0 } ?? "a directory"
-                let line = "coordfs: changes made directly in the backing folder are not seen in '\(place)' "
-                    + "and wherever else a directory cannot be watched (fanotify: \(String(cString: strerror(error))))\n"
-                _ = line.withCString { write(2, $0, strlen($0)) }
+                sayOnStandardError("coordfs: changes made directly in the backing folder are not seen in '\(place)' "
+                    + "and wherever else a directory cannot be watched (fanotify: \(String(cString: strerror(error))))")
             }
             loopback.setPathsAreWatched(false)
             return

@@ -67,9 +67,8 @@ public final class Daemon: @unchecked Sendable {
             watcher = w
             w.start()
         } else if watcher == nil, session != nil {
-            let line = "coordfs: changes made directly in the backing folder are not seen (fanotify: \(String(cString: strerror(errno)))): "
-                + "they show through the mount after the cache timeouts, and presenters are not told\n"
-            _ = line.withCString { write(2, $0, strlen($0)) }
+            sayOnStandardError("coordfs: changes made directly in the backing folder are not seen (fanotify: \(String(cString: strerror(errno)))): "
+                + "they show through the mount after the cache timeouts, and presenters are not told")
         }
         if store == nil { store = try StoreService.start(daemon: self) }
         if control == nil { control = try ControlService.start(daemon: self) }
@@ -139,8 +138,7 @@ public final class Daemon: @unchecked Sendable {
             self.stop()
         }
         do { try startServices() } catch {
-            let line = "coordfs: \(error)\n"
-            _ = line.withCString { write(2, $0, strlen($0)) }
+            sayOnStandardError("coordfs: \(error)")
             stop()
             return 1
         }
@@ -228,6 +226,13 @@ public final class Daemon: @unchecked Sendable {
 
 /// A detached POSIX thread running `body` (no Dispatch or Swift concurrency: the signal thread must
 /// exist before anything else is started).
+/// One line on the daemon's stderr: `daemon.log` in the background, the terminal or the journal with
+/// `-f`. A single write(2), so lines from several threads do not interleave.
+func sayOnStandardError(_ line: String) {
+    let text = line.hasSuffix("\n") ? line : line + "\n"
+    _ = text.withCString { write(2, $0, strlen($0)) }
+}
+
 func startThread(_ body: @escaping @Sendable () -> Void) {
     final class Box: @unchecked Sendable { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
     var tid = pthread_t()

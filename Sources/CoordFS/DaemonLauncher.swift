@@ -11,8 +11,7 @@ public enum DaemonLauncher {
     public static func runInForeground(_ daemon: Daemon) throws(MountError) -> Int32 {
         let mountpoint = daemon.plan.mountpoint, backing = daemon.plan.backing
         try daemon.mount(onReady: {
-            let line = "coordfs: mounted \(backing) on \(mountpoint) (pid \(getpid()))\n"
-            _ = line.withCString { write(2, $0, strlen($0)) }
+            sayOnStandardError("coordfs: mounted \(backing) on \(mountpoint) (pid \(getpid()))")
         })
         return daemon.serve()
     }

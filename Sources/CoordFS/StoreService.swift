@@ -410,8 +410,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     }
 
     private func report(_ what: String, _ error: any Error) {
-        let line = "coordfs: document store: \(what): \(error)\n"
-        _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+        sayOnStandardError("coordfs: document store: \(what): \(error)")
     }
 }
 
