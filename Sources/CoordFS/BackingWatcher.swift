@@ -165,9 +165,14 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // The changed item of a content event, if the kernel knows it (looked up once).
         let changed = mask & contentBits == 0 ? nil
             : resolved.first.flatMap { r in r.name.isEmpty ? nil : loopback.knownChild(of: r.node, named: r.name) }
-        if let changed, let own = passthroughWrites, own.isOwn(changed, pid: pid, close: mask & LinuxCalls.Fanotify.closeWrite != 0) {
-            mask &= ~contentBits
-            if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
+        if mask & contentBits != 0, let own = passthroughWrites, let first = resolved.first, !first.name.isEmpty {
+            let close = mask & LinuxCalls.Fanotify.closeWrite != 0
+            // A file the kernel has forgotten already (written, closed and removed at once) by its path.
+            if changed.map({ own.isOwn($0, pid: pid, close: close) })
+                ?? pathOf(first).map({ own.isOwn(nil, path: $0, pid: pid, close: close) }) ?? false {
+                mask &= ~contentBits
+                if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
+            }
         }
         // First make the kernel forget what it cached, so the next access through the mount sees it.
         for (i, r) in resolved.enumerated() where !r.name.isEmpty {
@@ -180,8 +185,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         let who = names.identity(of: pid)
         let origin = AccessOrigin(pid: who.pid, uid: 0, gid: 0, executable: who.name)
         func path(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
-            guard !r.name.isEmpty, !tempPatterns.matches(r.name) else { return nil }
-            return loopback.path(of: r.node).flatMap { try? ItemPath($0) }.flatMap { try? $0.appending(r.name) }
+            tempPatterns.matches(r.name) ? nil : pathOf(r)
         }
         if mask & LinuxCalls.Fanotify.rename != 0 {
             let from = resolved.first { $0.type == Self.oldDfidName }.flatMap(path)
@@ -206,6 +210,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         if mask & LinuxCalls.Fanotify.delete != 0 {
             coordinator.announce(.deleted(p), origin: origin)
         }
+    }
+
+    /// The mount path of an event's entry.
+    private func pathOf(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
+        guard !r.name.isEmpty else { return nil }
+        return loopback.path(of: r.node).flatMap { try? ItemPath($0) }.flatMap { try? $0.appending(r.name) }
     }
 
     /// Events were lost: every cached name and attribute of the known directories may be stale.

@@ -24,7 +24,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private let documentHooks = Mutex<(any DocumentHooks)?>(nil)
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
-    let openWriters = Mutex<[ObjectIdentifier: [HandleAccess]]>([:])
+    let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
     /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
     let passthroughWrites = PassthroughWrites()
 
@@ -165,31 +165,58 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let handle = f.attachment as? HandleAccess
         loopback.release(request, inode: id, file: file)
         guard let handle else { return }
+        // Finished while still tracked: a remove or rename by the same process either finishes it
+        // first or waits until this has.
+        finish(handle, f)
         if f.isWrite { untrack(handle, f) }
-        if (f.modified || handle.truncated || handle.touched) && !handle.quiet {
-            documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
-            handle.grant.announce(.changed(handle.path))
+    }
+
+    /// Tells what an open did and ends its access, once: at its release, or before its process
+    /// removes or renames the file. A file removed meanwhile is not told changed: its deletion was.
+    private func finish(_ handle: HandleAccess, _ f: OpenFile) {
+        handle.finishOnce {
+            f.noteChangesSinceOpen()
+            if (f.modified || handle.truncated || handle.touched) && !handle.quiet && !Self.isRemoved(f.fd) {
+                documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
+                handle.grant.announce(.changed(handle.path))
+            }
+            handle.grant.release()
         }
-        handle.grant.release()
+    }
+
+    /// Finishes `pid`'s write opens of `p` before that process removes or renames it. close(2) does
+    /// not wait for the RELEASE (no FLUSH at close on local file systems, and RELEASE is asynchronous
+    /// anyway), which may come after the next request: the write is told first, as it happened. An
+    /// open still held goes on uncoordinated (the name it was opened by is about to go).
+    private func finishWrites(of p: ItemPath, by pid: pid_t) {
+        let mine = openWriters.withLock { table in
+            table.isEmpty ? [] : table.values.flatMap { $0.filter { $0.handle.pid == pid && $0.handle.path == p } }
+        }
+        for w in mine { finish(w.handle, w.file) }
+    }
+
+    private static func isRemoved(_ fd: Int32) -> Bool {
+        var st = stat()
+        return fstat(fd, &st) == 0 && st.st_nlink == 0
     }
 
     private func track(_ handle: HandleAccess, _ f: OpenFile) {
-        if f.backingID != nil { passthroughWrites.opened(f.inode, by: handle.pid) }
-        openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append(handle) }
+        if f.backingID != nil { passthroughWrites.opened(f.inode, by: handle.pid, at: handle.path) }
+        openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
     }
 
     private func untrack(_ handle: HandleAccess, _ f: OpenFile) {
         if f.backingID != nil { passthroughWrites.released(f.inode, by: handle.pid) }
         openWriters.withLock { table in
             let key = ObjectIdentifier(f.inode)
-            table[key]?.removeAll { $0 === handle }
+            table[key]?.removeAll { $0.handle === handle }
             if table[key]?.isEmpty == true { table[key] = nil }
         }
     }
 
     /// An open write handle of `pid` on `node`, if any.
     private func openWriter(of node: BackingNode, pid: pid_t) -> HandleAccess? {
-        openWriters.withLock { $0[ObjectIdentifier(node)]?.first { $0.pid == pid } }
+        openWriters.withLock { $0[ObjectIdentifier(node)]?.first { $0.handle.pid == pid }?.handle }
     }
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
@@ -329,6 +356,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let n = name.string
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
         let who = origin(request.context, p)
+        if !directory { finishWrites(of: p, by: who.pid) }
         // A presented document unlinked: maybe the first half of a save (git checkout). Its presenters
         // are asked to relinquish, not to accommodate a deletion, until the save window tells.
         if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
@@ -366,6 +394,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return request.reply(loopback.renameItem(parent: from, name: name.cString, newParent: to, newName: newName.cString, flags: flags))
         }
         let who = origin(request.context, src)
+        finishWrites(of: src, by: who.pid)
         let srcStat = loopback.itemAttributes(parent: from, name: name.cString)
         let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
         let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }
@@ -501,10 +530,17 @@ final class HandleAccess: Sendable {
     /// A temp/backup name: nobody is told about it.
     let quiet: Bool
     private let touchedFlag = Atomic<Bool>(false)
+    private let finished = Mutex<Bool>(false)
     init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool) {
         self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
     }
     /// Attributes changed by path while open (fchmod, futimens).
     var touched: Bool { touchedFlag.load(ordering: .relaxed) }
     func touch() { touchedFlag.store(true, ordering: .relaxed) }
+    /// Runs `body` the first time only; a second caller waits until it has run.
+    func finishOnce(_ body: () -> Void) {
+        finished.withLock { done in
+            if !done { done = true; body() }
+        }
+    }
 }

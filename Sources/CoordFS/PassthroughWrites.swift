@@ -1,3 +1,4 @@
+import Coordination
 import Glibc
 import Synchronization
 
@@ -13,12 +14,20 @@ import Synchronization
 /// whichever comes first: a release leaves a token for the close event to come, a close event seen
 /// while the open is still held leaves a credit for the release. Unmatched ones lapse after
 /// `matchWindow` (fanotify merges two closes of one process queued together into one event).
+///
+/// A file written, closed and removed at once may be forgotten by the kernel before the watcher
+/// reads its events: then the event is matched by the path the file was opened by.
 final class PassthroughWrites: Sendable {
     private struct Pending { var pid: pid_t; var until: ContinuousClock.Instant }
+    /// Only kept, never used: the nodes' own locks guard them.
+    private struct Retained: @unchecked Sendable { let object: AnyObject }
     private struct FileWrites {
+        /// Kept alive while it has an entry, so that its identifier is not reused by another file.
+        let node: Retained
         var open: [pid_t: Int] = [:]
         var releasedUnseen: [Pending] = []   // tokens: released, close event not seen yet
         var seenUnreleased: [Pending] = []   // credits: close event seen, release not yet
+        var path: ItemPath?                   // as last opened
         var isEmpty: Bool { open.isEmpty && releasedUnseen.isEmpty && seenUnreleased.isEmpty }
         mutating func lapse(_ now: ContinuousClock.Instant) {
             releasedUnseen.removeAll { $0.until < now }
@@ -30,9 +39,12 @@ final class PassthroughWrites: Sendable {
 
     init(matchWindow: Duration = .seconds(2)) { self.matchWindow = matchWindow }
 
-    /// A passthrough open for writing by `pid`.
-    func opened(_ node: AnyObject, by pid: pid_t) {
-        files.withLock { $0[ObjectIdentifier(node), default: FileWrites()].open[pid, default: 0] += 1 }
+    /// A passthrough open for writing by `pid`, of the file at `path`.
+    func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil) {
+        files.withLock { table in
+            table[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node))].open[pid, default: 0] += 1
+            if let path { table[ObjectIdentifier(node)]!.path = path }
+        }
     }
 
     /// Its release.
@@ -52,13 +64,14 @@ final class PassthroughWrites: Sendable {
         }
     }
 
-    /// True when a change event of `pid` on `node` is the mount's own write; a close event is
-    /// matched with its release.
-    func isOwn(_ node: AnyObject, pid: pid_t, close: Bool) -> Bool {
+    /// True when a change event of `pid` on `node` (or, when the kernel knows no such file any
+    /// more, on the file opened by `path`) is the mount's own write; a close event is matched with
+    /// its release.
+    func isOwn(_ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
         let now = ContinuousClock.now
         return files.withLock { table in
-            let key = ObjectIdentifier(node)
-            guard var f = table[key] else { return false }
+            let found = node.map { ObjectIdentifier($0) } ?? path.flatMap { p in table.first { $0.value.path == p }?.key }
+            guard let key = found, var f = table[key] else { return false }
             defer { table[key] = f.isEmpty ? nil : f }
             f.lapse(now)
             let held = f.open[pid] != nil

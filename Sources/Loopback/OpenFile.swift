@@ -41,7 +41,7 @@ public final class OpenFile: @unchecked Sendable {
     }
 
     /// Marks the open modified if the file changed since it was opened (passthrough writes).
-    func noteChangesSinceOpen() {
+    public func noteChangesSinceOpen() {
         if let before = openedState, before != FileState(fd) { markModified() }
     }
 

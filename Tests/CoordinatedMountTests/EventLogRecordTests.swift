@@ -9,19 +9,6 @@ import EventLog
 /// cover what unmodified tools alone produce): asks, answers with latency, timeouts, a presenter
 /// gone mid-ask, subitem messages, denials.
 class EventLogRecordTestCase: InProcessMountTestCase {
-    /// Everything the mount has logged so far (flushed first).
-    func logged(file: StaticString = #filePath, line: UInt = #line) throws -> [EventRecord] {
-        guard daemon.eventLog != nil else {
-            XCTFail("the mount has no event log", file: file, line: line)
-            return []
-        }
-        try daemon.flushEventLog()
-        let reader = try EventLogReader(directory: daemon.plan.state.eventLog, position: .start)
-        var out: [EventRecord] = []
-        while let r = try reader.next() { out.append(r) }
-        return out
-    }
-
     /// Polls the log until `predicate` holds for one record (or the timeout); returns all records.
     @discardableResult
     func waitForRecord(timeout: Double = 10, _ predicate: (EventRecord) -> Bool) throws -> [EventRecord] {

@@ -26,6 +26,7 @@ final class OverlayBackingTests: InProcessMountTestCase {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
         XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n")
+        p.waitUntil(settle: 0) { $0.contains("reacquire") } // the read's RELEASE may come after close(2) returned
         p.clear()
         let other = Process()
         other.executableURL = URL(fileURLWithPath: "/bin/sh")

@@ -90,6 +90,43 @@ final class PassthroughTests: InProcessMountTestCase {
         XCTAssertEqual(try read("doc.txt"), "direct\n")
     }
 
+    /// A file written, closed and removed at once: the kernel may forget it before the watcher reads
+    /// the write's events, and its RELEASE may come after the UNLINK (close(2) does not wait for it).
+    /// Those writes are still the mount's own, told once, before the deletion; so is the write of a
+    /// file removed while still open.
+    func testAFileWrittenAndRemovedAtOnceIsNotToldChangedAfterItsDeletion() throws {
+        try sh("mkdir d")
+        let p = try present("d")
+        try sh("""
+            python3 -c '
+            import os
+            for i in range(20):
+                fd = os.open("d/f%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+                os.write(fd, b"x" * 100); os.close(fd); os.unlink("d/f%d" % i)
+            for i in range(20):
+                fd = os.open("d/g%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+                os.write(fd, b"x" * 100); os.unlink("d/g%d" % i); os.close(fd)
+            for i in range(20):
+                fd = os.open("d/h%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+                os.write(fd, b"x" * 100); os.close(fd); os.rename("d/h%d" % i, "d/k%d" % i)
+            '
+            """)
+        let log = p.waitUntil(settle: 0.5) { $0.filter { $0.hasPrefix("accommodateSubitemDeletion") || $0.hasPrefix("subitemDidMove") }.count == 60 }
+        for i in 0..<20 {
+            for name in ["d/f\(i)", "d/g\(i)"] {
+                XCTAssertEqual(log.filter { $0.hasSuffix(" " + name) },
+                               ["subitemDidAppear", "subitemDidChange", "accommodateSubitemDeletion", "subitemDidChange"].map { "\($0) \(name)" },
+                               "appeared, written, asked to accommodate the deletion, told it happened")
+            }
+            XCTAssertEqual(log.filter { $0.split(separator: " ").dropFirst().contains("d/h\(i)") },
+                           ["subitemDidAppear d/h\(i)", "subitemDidChange d/h\(i)", "subitemDidMove d/h\(i) d/k\(i)"],
+                           "written, then renamed: the write is told by the name it had")
+        }
+        let changes = try logged().filter { $0.kind == .didChange && $0.path.hasPrefix("/d/") }
+        XCTAssertEqual(changes.map(\.path).sorted(), (0..<20).flatMap { ["/d/f\($0)", "/d/g\($0)", "/d/h\($0)"] }.sorted(),
+                       "one change per written file, none after its removal")
+    }
+
     /// Writes do not reach the daemon, so release compares the file with what it was at open.
     func testAnOpenIsAChangeOnlyWhenItWrote() throws {
         try write("doc.txt", "alpha\n")

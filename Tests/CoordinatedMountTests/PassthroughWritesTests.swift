@@ -1,4 +1,5 @@
 import XCTest
+import Coordination
 @testable import CoordFS
 
 /// The matching of the mount's own passthrough writes with the backing watcher's events.
@@ -50,5 +51,18 @@ final class PassthroughWritesTests: XCTestCase {
         w.released(file, by: 10)
         Thread.sleep(forTimeInterval: 0.1)
         XCTAssertFalse(w.isOwn(file, pid: 10, close: true), "a close event that never came (merged with another)")
+    }
+
+    /// The kernel forgot the file before the watcher read the close: matched by the path it was opened by.
+    func testAForgottenFileIsMatchedByItsPath() throws {
+        let w = PassthroughWrites()
+        let path = try ItemPath("d/a.txt")
+        w.opened(file, by: 10, at: path)
+        w.released(file, by: 10)
+        XCTAssertFalse(w.isOwn(nil, path: try ItemPath("d/b.txt"), pid: 10, close: true), "another path")
+        XCTAssertFalse(w.isOwn(nil, path: path, pid: 11, close: true), "another process")
+        XCTAssertTrue(w.isOwn(nil, path: path, pid: 10, close: true))
+        XCTAssertFalse(w.isOwn(nil, path: path, pid: 10, close: true), "matched once")
+        XCTAssertFalse(w.isOwn(nil, pid: 10, close: true), "neither file nor path")
     }
 }

@@ -319,6 +319,7 @@ final class BackingChangeTests: InProcessMountTestCase {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
         XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n") // the kernel caches it now
+        p.waitUntil(settle: 0) { $0.contains("reacquire") } // the read's RELEASE may come after close(2) returned
         p.clear()
         let other = Process()
         other.executableURL = URL(fileURLWithPath: "/bin/sh")

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 @testable import CoordFS
 import Coordination
+import EventLog
 
 /// A coordinated mount served by this test process, so presenters can be registered on its
 /// coordinator directly. Always unmounted in tearDown, also when a test fails.
@@ -57,6 +58,19 @@ class InProcessMountTestCase: XCTestCase {
 
     func read(_ relative: String) throws -> String {
         try String(contentsOfFile: mnt + "/" + relative, encoding: .utf8)
+    }
+
+    /// Everything the mount has logged so far (flushed first).
+    func logged(file: StaticString = #filePath, line: UInt = #line) throws -> [EventRecord] {
+        guard daemon.eventLog != nil else {
+            XCTFail("the mount has no event log", file: file, line: line)
+            return []
+        }
+        try daemon.flushEventLog()
+        let reader = try EventLogReader(directory: daemon.plan.state.eventLog, position: .start)
+        var out: [EventRecord] = []
+        while let r = try reader.next() { out.append(r) }
+        return out
     }
 
     /// Registers a recording presenter for a mount-relative path.
