@@ -224,8 +224,6 @@ public final class Daemon: @unchecked Sendable {
     }
 }
 
-/// A detached POSIX thread running `body` (no Dispatch or Swift concurrency: the signal thread must
-/// exist before anything else is started).
 /// One line on the daemon's stderr: `daemon.log` in the background, the terminal or the journal with
 /// `-f`. A single write(2), so lines from several threads do not interleave.
 func sayOnStandardError(_ line: String) {
@@ -233,6 +231,8 @@ func sayOnStandardError(_ line: String) {
     _ = text.withCString { write(2, $0, strlen($0)) }
 }
 
+/// A detached POSIX thread running `body` (no Dispatch or Swift concurrency: the signal thread must
+/// exist before anything else is started).
 func startThread(_ body: @escaping @Sendable () -> Void) {
     final class Box: @unchecked Sendable { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
     var tid = pthread_t()

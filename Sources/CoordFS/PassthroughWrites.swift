@@ -36,6 +36,8 @@ final class PassthroughWrites: Sendable {
     }
     private let matchWindow: Duration
     private let files = Mutex<[ObjectIdentifier: FileWrites]>([:])
+    /// Entries at which `released` drops every lapsed one (only under `files`' lock).
+    private nonisolated(unsafe) var sweepAt = 64
 
     init(matchWindow: Duration = .seconds(2)) { self.matchWindow = matchWindow }
 
@@ -61,6 +63,16 @@ final class PassthroughWrites: Sendable {
                 f.releasedUnseen.append(Pending(pid: pid, until: now + matchWindow))
             }
             table[key] = f.isEmpty ? nil : f
+            // Tokens whose close event never came (merged with another) lapse here too, so their
+            // entries do not keep nodes alive.
+            if table.count >= sweepAt {
+                table = table.filter { _, v in
+                    var v = v
+                    v.lapse(now)
+                    return !v.isEmpty
+                }
+                sweepAt = max(64, table.count * 2)
+            }
         }
     }
 
@@ -70,20 +82,28 @@ final class PassthroughWrites: Sendable {
     func isOwn(_ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
         let now = ContinuousClock.now
         return files.withLock { table in
-            let found = node.map { ObjectIdentifier($0) } ?? path.flatMap { p in table.first { $0.value.path == p }?.key }
-            guard let key = found, var f = table[key] else { return false }
-            defer { table[key] = f.isEmpty ? nil : f }
-            f.lapse(now)
-            let held = f.open[pid] != nil
-            let released = f.releasedUnseen.firstIndex { $0.pid == pid }
-            guard close else { return held || released != nil }
-            if let released {
-                f.releasedUnseen.remove(at: released)
-                return true
+            // By path, several files may have had that name: the one this process wrote.
+            let keys = node.map { [ObjectIdentifier($0)] }
+                ?? path.map { p in table.filter { $0.value.path == p }.map(\.key) } ?? []
+            for key in keys {
+                guard var f = table[key] else { continue }
+                f.lapse(now)
+                let held = f.open[pid] != nil
+                let released = f.releasedUnseen.firstIndex { $0.pid == pid }
+                var own = false
+                if !close {
+                    own = held || released != nil
+                } else if let released {
+                    f.releasedUnseen.remove(at: released)
+                    own = true
+                } else if held {
+                    f.seenUnreleased.append(Pending(pid: pid, until: now + matchWindow))
+                    own = true
+                }
+                table[key] = f.isEmpty ? nil : f
+                if own { return true }
             }
-            guard held else { return false }
-            f.seenUnreleased.append(Pending(pid: pid, until: now + matchWindow))
-            return true
+            return false
         }
     }
 }

@@ -65,4 +65,37 @@ final class PassthroughWritesTests: XCTestCase {
         XCTAssertFalse(w.isOwn(nil, path: path, pid: 10, close: true), "matched once")
         XCTAssertFalse(w.isOwn(nil, pid: 10, close: true), "neither file nor path")
     }
+
+    /// The same name written, removed and written again: the close is matched with the file that
+    /// process wrote, not with an older one of that name.
+    func testAPathOfSeveralFilesMatchesTheOneThisProcessWrote() throws {
+        let w = PassthroughWrites()
+        let path = try ItemPath("d/a.txt")
+        w.opened(file, by: 10, at: path)
+        w.opened(other, by: 11, at: path)
+        w.released(other, by: 11)
+        XCTAssertTrue(w.isOwn(nil, path: path, pid: 11, close: true))
+        XCTAssertTrue(w.isOwn(nil, path: path, pid: 10, close: true), "the first file, still open")
+    }
+
+    /// Tokens whose close event never comes lapse, and their entries go (they keep their nodes alive).
+    func testUnmatchedEntriesAreDroppedOnceLapsed() {
+        let w = PassthroughWrites(matchWindow: .milliseconds(20))
+        weak var gone: NSObject?
+        do {
+            let node = NSObject()
+            gone = node
+            w.opened(node, by: 10)
+            w.released(node, by: 10)
+        }
+        XCTAssertNotNil(gone, "kept while its close event may come")
+        Thread.sleep(forTimeInterval: 0.05)
+        // Many files written since, whose close events have not come yet either.
+        let others = (0..<70).map { _ in NSObject() }
+        for n in others {
+            w.opened(n, by: 10)
+            w.released(n, by: 10)
+        }
+        XCTAssertNil(gone, "dropped once lapsed")
+    }
 }
