@@ -175,7 +175,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// removes or renames the file. A file removed meanwhile is not told changed: its deletion was.
     private func finish(_ handle: HandleAccess, _ f: OpenFile) {
         handle.finishOnce {
-            f.noteChangesSinceOpen()
             if (f.modified || handle.truncated || handle.touched) && !handle.quiet && !Self.isRemoved(f.fd) {
                 documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
                 handle.grant.announce(.changed(handle.path))
@@ -192,7 +191,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let mine = openWriters.withLock { table in
             table.isEmpty ? [] : table.values.flatMap { $0.filter { $0.handle.pid == pid && $0.handle.path == p } }
         }
-        for w in mine { finish(w.handle, w.file) }
+        for w in mine {
+            w.file.noteChangesSinceOpen() // at a release, the loopback's release has done this
+            finish(w.handle, w.file)
+        }
     }
 
     private static func isRemoved(_ fd: Int32) -> Bool {

@@ -224,13 +224,6 @@ public final class Daemon: @unchecked Sendable {
     }
 }
 
-/// One line on the daemon's stderr: `daemon.log` in the background, the terminal or the journal with
-/// `-f`. A single write(2), so lines from several threads do not interleave.
-func sayOnStandardError(_ line: String) {
-    let text = line.hasSuffix("\n") ? line : line + "\n"
-    _ = text.withCString { write(2, $0, strlen($0)) }
-}
-
 /// A detached POSIX thread running `body` (no Dispatch or Swift concurrency: the signal thread must
 /// exist before anything else is started).
 func startThread(_ body: @escaping @Sendable () -> Void) {

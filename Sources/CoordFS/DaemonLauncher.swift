@@ -1,4 +1,5 @@
 import Glibc
+import FuseKit
 
 /// Starts a daemon in the foreground or in the background.
 ///

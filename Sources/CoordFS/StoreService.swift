@@ -1,6 +1,7 @@
 import Coordination
 import Dispatch
 import DocumentStore
+import FuseKit
 import Glibc
 import Synchronization
 

@@ -118,3 +118,10 @@ public enum LinuxCalls {
         return n
     }
 }
+
+/// One line on the daemon's stderr: `daemon.log` in the background, the terminal or the journal with
+/// `-f`. A single write(2), so lines from several threads do not interleave.
+public func sayOnStandardError(_ line: String) {
+    let text = line.hasSuffix("\n") ? line : line + "\n"
+    _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
+}

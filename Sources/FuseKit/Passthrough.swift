@@ -65,14 +65,9 @@ final class PassthroughHandshake: Sendable {
     /// Where the handshake says why passthrough is unavailable (the daemon's stderr: its log).
     private let say: @Sendable (String) -> Void
 
-    init(wanted: Bool, say: @escaping @Sendable (String) -> Void = PassthroughHandshake.writeToStandardError) {
+    init(wanted: Bool, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
         self.wanted = wanted
         self.say = say
-    }
-
-    static func writeToStandardError(_ line: String) {
-        let text = line + "\n"
-        _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
     }
 
     /// INIT has not been answered yet.

@@ -25,13 +25,8 @@ final class OverlayBackingTests: InProcessMountTestCase {
     func testAChangeInAnOverlayBackingFolderIsToldAndVisibleAtOnce() throws {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
-        XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n")
-        p.waitUntil(settle: 0) { $0.contains("reacquire") } // the read's RELEASE may come after close(2) returned
-        p.clear()
-        let other = Process()
-        other.executableURL = URL(fileURLWithPath: "/bin/sh")
-        other.arguments = ["-c", "printf 'beta\\n' > '\(backing!)/doc.txt'; mkdir '\(backing!)/sub'"]
-        try other.run(); other.waitUntilExit()
+        XCTAssertEqual(try catThenClear("doc.txt", presentedBy: p), "alpha\n")
+        try sh("printf 'beta\\n' > doc.txt; mkdir sub", in: backing)
         XCTAssertEqual(p.waitUntil { $0.contains("didChange") }, ["didChange"], "told once, asked nothing")
         XCTAssertEqual(try sh("cat doc.txt").output, "beta\n", "no stale cache through the mount")
         XCTAssertEqual(try sh("ls").output, "doc.txt\nsub\n")

@@ -318,13 +318,8 @@ final class BackingChangeTests: InProcessMountTestCase {
     func testAChangeInTheBackingFolderIsToldAndVisibleAtOnce() throws {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
-        XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n") // the kernel caches it now
-        p.waitUntil(settle: 0) { $0.contains("reacquire") } // the read's RELEASE may come after close(2) returned
-        p.clear()
-        let other = Process()
-        other.executableURL = URL(fileURLWithPath: "/bin/sh")
-        other.arguments = ["-c", "printf 'beta, longer\\n' > '\(backing!)/doc.txt'"]
-        try other.run(); other.waitUntilExit()
+        XCTAssertEqual(try catThenClear("doc.txt", presentedBy: p), "alpha\n")
+        try sh("printf 'beta, longer\\n' > doc.txt", in: backing)
         let log = p.waitUntil { $0.contains("didChange") }
         XCTAssertEqual(log, ["didChange"], "told once, asked nothing")
         XCTAssertEqual(try sh("cat doc.txt").output, "beta, longer\n", "no stale cache through the mount")
@@ -334,10 +329,7 @@ final class BackingChangeTests: InProcessMountTestCase {
         try FileManager.default.createDirectory(atPath: backing + "/d", withIntermediateDirectories: true)
         let dir = try present("d")
         XCTAssertEqual(try sh("ls d").output, "")
-        let other = Process()
-        other.executableURL = URL(fileURLWithPath: "/bin/sh")
-        other.arguments = ["-c", "cd '\(backing!)/d' && echo 1 > a && mv a b && rm b"]
-        try other.run(); other.waitUntilExit()
+        try sh("cd d && echo 1 > a && mv a b && rm b", in: backing)
         let log = dir.waitUntil { $0.contains("subitemDidChange d/b") }
         // Created, written, renamed, removed (a deletion reaches a directory's presenters as a change).
         XCTAssertEqual(log, ["subitemDidAppear d/a", "subitemDidChange d/a", "subitemDidMove d/a d/b", "subitemDidChange d/b"], "\(log)")

@@ -73,6 +73,16 @@ class InProcessMountTestCase: XCTestCase {
         return out
     }
 
+    /// Reads `relative` through the mount with `cat` (the kernel caches it then), waits for the
+    /// read's reacquire at `presenter` (its RELEASE may come after close(2) returned), then clears
+    /// the presenter's log.
+    func catThenClear(_ relative: String, presentedBy presenter: RecordingPresenter) throws -> String {
+        let text = try sh("cat '\(relative)'").output
+        presenter.waitUntil(settle: 0) { $0.contains("reacquire") }
+        presenter.clear()
+        return text
+    }
+
     /// Registers a recording presenter for a mount-relative path.
     @discardableResult
     func present(_ relative: String, behaviour: RecordingPresenter.Behaviour = .init()) throws -> RecordingPresenter {
@@ -81,14 +91,15 @@ class InProcessMountTestCase: XCTestCase {
         return p
     }
 
-    /// Runs a shell command with the mount as working directory; fails the test on a non-zero exit
-    /// unless `allowFailure`.
+    /// Runs a shell command with the mount (or `directory`: the backing folder, for a change made
+    /// outside the mount) as working directory; fails the test on a non-zero exit unless `allowFailure`.
     @discardableResult
-    func sh(_ command: String, allowFailure: Bool = false, timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, output: String) {
+    func sh(_ command: String, in directory: String? = nil, allowFailure: Bool = false, timeout: Double = 60,
+            file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, output: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
         p.arguments = ["-c", command]
-        p.currentDirectoryURL = URL(fileURLWithPath: mnt)
+        p.currentDirectoryURL = URL(fileURLWithPath: directory ?? mnt)
         var env = ProcessInfo.processInfo.environment
         env["HOME"] = root
         env["TERM"] = "dumb"
