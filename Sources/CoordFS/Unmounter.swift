@@ -25,18 +25,33 @@ public enum Unmounter {
         waitForExit(pid, waitSeconds)
     }
 
-    /// Waits for the daemon to finish: gone, or a zombie (its new parent, init, may reap it late).
+    /// Waits for the daemon to finish: gone, or a zombie (its new parent, init, may reap it late)
+    /// with no thread left, so that its files are closed and BACKING's file system can be unmounted.
     private static func waitForExit(_ pid: pid_t?, _ seconds: Double) {
         guard let pid else { return }
         var waited = 0.0
-        while waited < seconds, kill(pid, 0) == 0, !isZombie(pid) {
+        while waited < seconds, kill(pid, 0) == 0, !hasExited(pid) {
             usleep(5_000); waited += 0.005
         }
     }
 
-    static func isZombie(_ pid: pid_t) -> Bool {
+    /// True once `pid` is gone or a zombie whose other threads have ended too. A thread-group leader
+    /// shows `Z` as soon as its own thread exits, while the others may still hold the open files.
+    static func hasExited(_ pid: pid_t) -> Bool {
         guard let stat = readWholeFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return true }
-        return stat[stat.index(after: close)...].hasPrefix(" Z")
+        guard stat[stat.index(after: close)...].hasPrefix(" Z") else { return false }
+        return threadCount(pid) <= 1
+    }
+
+    /// The threads `/proc/PID/task` lists (0 once the process is gone).
+    static func threadCount(_ pid: pid_t) -> Int {
+        guard let dir = opendir("/proc/\(pid)/task") else { return 0 }
+        defer { closedir(dir) }
+        var n = 0
+        while let e = readdir(dir) {
+            if e.pointee.d_name.0 != 0x2E { n += 1 }  // not "." or ".."
+        }
+        return n
     }
 
     static func runFusermount(_ args: [String]) -> Bool {

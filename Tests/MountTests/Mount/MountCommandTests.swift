@@ -82,6 +82,29 @@ final class MountCommandTests: MountTestCase {
         XCTAssertEqual(Sys.contents(fixture.backing + "/f").0, [1, 2], "data written through the mount is not in backing")
     }
 
+    /// `coordfs unmount M && umount FS`: when unmount returns, the daemon holds no file in BACKING's
+    /// file system (its log, store and watcher), so that file system can be unmounted at once.
+    func testAfterUnmountReturnsTheBackingFileSystemIsFree() throws {
+        let fs = fixture.root + "/fs"
+        mkdir(fs, 0o755)
+        guard Glibc.mount("tmpfs", fs, "tmpfs", 0, nil) == 0 else { throw XCTSkip("cannot mount a tmpfs: \(String(cString: strerror(errno)))") }
+        var mounted = true
+        defer { if mounted { umount2(fs, Int32(MNT_DETACH)) } }
+        for round in 0..<5 {
+            let backing = fs + "/backing"
+            mkdir(backing, 0o755)
+            let m = coordfs("mount", backing, fixture.mountpoint)
+            XCTAssertEqual(m.status, 0, "mount: \(m)")
+            for i in 0..<20 { XCTAssertEqual(Sys.put(fixture.mountpoint + "/f\(i)", [UInt8(i)]), .success()) }
+            let u = coordfs("unmount", fixture.mountpoint)
+            XCTAssertEqual(u.status, 0, "unmount: \(u)")
+            guard umount2(fs, 0) == 0 else {
+                return XCTFail("round \(round): the backing file system is still busy after coordfs unmount: \(String(cString: strerror(errno)))")
+            }
+            guard Glibc.mount("tmpfs", fs, "tmpfs", 0, nil) == 0 else { mounted = false; return XCTFail("remount tmpfs") }
+        }
+    }
+
     func testStaleMountIsCleanedUpByTheNextMount() throws {
         XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
         guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon process found for the mount") }
