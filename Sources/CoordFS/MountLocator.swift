@@ -41,9 +41,8 @@ public enum MountLocator {
                 if innermostOther == nil { innermostOther = entry }
                 continue
             }
-            var st = stat()
-            let stale = stat(entry.mountpoint, &st) != 0 && errno == ENOTCONN
-            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner, stale: stale)
+            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner,
+                                stale: MountPreflight.isDeadMount(entry.mountpoint))
         }
         var message = "'\(path)' is not in a coordfs mount"
         if let other = innermostOther, other.mountpoint != "/" {

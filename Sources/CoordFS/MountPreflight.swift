@@ -34,12 +34,19 @@ public enum MountPreflight {
     /// The mountpoint, resolved; a stale FUSE mount there ("Transport endpoint is not connected", or
     /// "Software caused connection abort" once the kernel aborted it) is detached first.
     static func resolveMountpoint(_ path: String) throws(MountError) -> String {
-        var st = stat()
-        if stat(path, &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED) {
+        if isDeadMount(path) {
             let abs = absolute(path)
             try cleanStaleMount(abs)
         }
         return try resolveFolder(path, role: "mountpoint")
+    }
+
+    /// A FUSE mount at `path` whose daemon is gone. statvfs(3) (statfs(2)), not stat(2): the kernel answers a stat
+    /// from attributes it still caches (for a second after the daemon died, the mountpoint looked
+    /// alive), while every statfs is a request, which a dead connection fails at once.
+    public static func isDeadMount(_ path: String) -> Bool {
+        var fs = statvfs()
+        return statvfs(path, &fs) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)
     }
 
     /// Detaches a dead FUSE mount at `path`.

@@ -7,9 +7,7 @@ public enum Unmounter {
         guard let entry = MountTable.coordfsMount(at: m) else { throw .notMounted(m) }
         let state = StateFolder(backing: entry.source)
         let pid = state.runningDaemonPID()
-        var st = stat()
-        let stale = stat(m, &st) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)
-        if stale {
+        if MountPreflight.isDeadMount(m) {
             try MountPreflight.cleanStaleMount(m)
             return
         }

@@ -128,6 +128,27 @@ final class MountCommandTests: MountTestCase {
         }
     }
 
+    /// Right after its daemon died the kernel still answers stat(2) of the mountpoint from cached
+    /// attributes: the next mount and `coordfs unmount` must see the mount as dead all the same.
+    func testAMountWhoseDaemonJustDiedIsStaleAtOnce() throws {
+        for round in 0..<3 {
+            XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
+            guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon process found for the mount") }
+            XCTAssertEqual(Sys.put(fixture.mountpoint + "/f\(round)", [1]), .success())
+            XCTAssertNotNil(Sys.stat(fixture.mountpoint).0, "the live mount's root")
+            kill(pid, SIGKILL)
+            MountedFolder.reap([pid])
+            let r = round == 2 ? coordfs("unmount", fixture.mountpoint) : coordfs("mount", fixture.backing, fixture.mountpoint)
+            XCTAssertEqual(r.status, 0, "round \(round): over a mount whose daemon just died: \(r)")
+            XCTAssertEqual(Mounts.list().filter { $0.mountpoint == fixture.mountpoint }.count, round == 2 ? 0 : 1, "round \(round)")
+            if round < 2, let live = daemon(of: fixture.mountpoint) {
+                XCTAssertEqual(Sys.contents(fixture.mountpoint + "/f\(round)").0, [1], "the new mount does not serve the backing folder")
+                XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+                MountedFolder.reap([live])
+            }
+        }
+    }
+
     func testSIGTERMAndSIGINTUnmountCleanly() throws {
         for signal in [SIGTERM, SIGINT] {
             XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)

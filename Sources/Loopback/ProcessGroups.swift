@@ -1,0 +1,26 @@
+import FuseKit
+import Glibc
+
+/// Group membership of a calling process, for the VFS rules that depend on it.
+enum ProcessGroups {
+    /// True when `gid` is the caller's group or one of its supplementary groups (the `Groups:` line
+    /// of /proc/PID/status). A process that is gone is in no group.
+    static func contains(_ gid: gid_t, caller: RequestContext) -> Bool {
+        if caller.gid == gid { return true }
+        guard let f = fopen("/proc/\(caller.pid)/status", "r") else { return false }
+        defer { fclose(f) }
+        var line: UnsafeMutablePointer<CChar>? = nil
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, f) > 0, let l = line {
+            guard strncmp(l, "Groups:", 7) == 0 else { continue }
+            return supplementary(String(cString: l + 7)).contains(gid)
+        }
+        return false
+    }
+
+    /// The group ids of a `Groups:` line's value (" 4 24 27\n").
+    static func supplementary(_ value: String) -> [gid_t] {
+        value.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { gid_t($0) }
+    }
+}
