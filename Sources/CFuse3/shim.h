@@ -92,6 +92,7 @@ static const unsigned int CFUSE_RENAME_WHITEOUT = RENAME_WHITEOUT;
 static const uint32_t CFUSE_INIT_EXT = 1u << 30;             /* FUSE_INIT_EXT in fuse_init_in/out.flags */
 static const uint32_t CFUSE_PASSTHROUGH_FLAGS2 = 1u << 5;    /* FUSE_PASSTHROUGH (1ULL << 37), in flags2 */
 static const uint32_t CFUSE_FOPEN_PASSTHROUGH = 1u << 7;     /* FOPEN_PASSTHROUGH in fuse_open_out */
+static const uint32_t CFUSE_HANDLE_KILLPRIV_V2 = 1u << 28;   /* FUSE_HANDLE_KILLPRIV_V2 (7.33), in flags */
 struct cfuse_backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
 /* FUSE_DEV_IOC_BACKING_OPEN: registers a backing file, returns its id (> 0) or -1 with errno. */
 static inline int cfuse_backing_open(int devfd, int fd) {

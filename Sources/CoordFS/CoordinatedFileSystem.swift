@@ -148,7 +148,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, created: Bool) {
         let pid = grant.origin.pid
         if file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0 { documents(p)?.beforeInPlaceWrite(p) }
-        switch loopback.openFile(node, flags: file.flags) {
+        switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
             f.attachment = handle
@@ -287,7 +287,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context, p), write: true) { [self] req, grant in
             let hooks = documents(p)
             if changing.contains(.size) { hooks?.beforeInPlaceWrite(p) }
-            let result = loopback.setAttributes(node, attributes, changing: changing, open: open)
+            let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: req.context)
             if case .success = result, !isTemp(p) {
                 hooks?.didChange(p, by: grant.origin)
                 grant.announce(.changed(p))

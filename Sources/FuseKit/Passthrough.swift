@@ -58,6 +58,8 @@ final class PassthroughHandshake: Sendable {
     private let initUnique = Atomic<UInt64>(0)
     private let answered = Atomic<Bool>(false)
     private let offered = Atomic<Bool>(false)
+    /// The kernel offered FUSE_HANDLE_KILLPRIV_V2.
+    private let killPrivilegesOffered = Atomic<Bool>(false)
     let enabled = Atomic<Bool>(false)
     /// The errno of the first failed backing-file registration (0: none failed).
     private let refused = Atomic<Int32>(0)
@@ -83,6 +85,7 @@ final class PassthroughHandshake: Sendable {
         let flags = bytes.loadUnaligned(fromByteOffset: 52, as: UInt32.self)
         let flags2 = bytes.loadUnaligned(fromByteOffset: 56, as: UInt32.self)
         offered.store(flags & CFUSE_INIT_EXT != 0 && flags2 & CFUSE_PASSTHROUGH_FLAGS2 != 0, ordering: .relaxed)
+        killPrivilegesOffered.store(flags & CFUSE_HANDLE_KILLPRIV_V2 != 0, ordering: .relaxed)
         initUnique.store(bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .releasing)
     }
 
@@ -103,7 +106,15 @@ final class PassthroughHandshake: Sendable {
         say("coordfs: open files that cannot be registered use the daemon instead of passthrough: \(why)")
     }
 
-    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one.
+    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one: passthrough (FUSE_INIT_EXT,
+    /// FUSE_PASSTHROUGH, a stack depth) and, when the kernel offers it, FUSE_HANDLE_KILLPRIV_V2.
+    ///
+    /// Without KILLPRIV_V2 the kernel asks the daemon for `security.capability` (a GETXATTR round
+    /// trip) before every write, passthrough writes included, because FUSE inodes never get the VFS's
+    /// "no privileges to drop" mark. With it the mark sticks after an inode's first write, and the
+    /// file system clears set-user-ID and set-group-ID itself: the kernel sends an otherwise empty
+    /// SETATTR where it would have changed the mode (`SetAttributes.dropsPrivileges`), a truncate
+    /// carries `killSUID`, and an O_TRUNC open leaves it to the daemon (the Loopback does all three).
     func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer) {
         guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return }
         let unique = initUnique.load(ordering: .acquiring)
@@ -115,7 +126,9 @@ final class PassthroughHandshake: Sendable {
         guard wanted, offered.load(ordering: .relaxed), error == 0, let body = iov[1].iov_base,
               iov[1].iov_len == 64, copy.count >= 64 else { return }
         copy.copyMemory(from: UnsafeRawBufferPointer(start: body, count: 64))
-        copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 12, as: UInt32.self) | CFUSE_INIT_EXT, toByteOffset: 12, as: UInt32.self)
+        let killPrivileges = killPrivilegesOffered.load(ordering: .relaxed) ? CFUSE_HANDLE_KILLPRIV_V2 : 0
+        copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 12, as: UInt32.self) | CFUSE_INIT_EXT | killPrivileges,
+                        toByteOffset: 12, as: UInt32.self)
         copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 32, as: UInt32.self) | CFUSE_PASSTHROUGH_FLAGS2, toByteOffset: 32, as: UInt32.self)
         copy.storeBytes(of: Self.maxStackDepth, toByteOffset: 36, as: UInt32.self)
         iov[1].iov_base = copy.baseAddress

@@ -117,6 +117,13 @@ public struct SetAttributes: OptionSet, Sendable {
     public static let mtimeNow = SetAttributes(rawValue: FUSE_SET_ATTR_MTIME_NOW)
     public static let ctime = SetAttributes(rawValue: FUSE_SET_ATTR_CTIME)
     public static let killSUID = SetAttributes(rawValue: 1 << 11) // FUSE_SET_ATTR_KILL_SUID (3.15+ name)
+
+    /// Nothing to set but the change time: chown(f, -1, -1), or (with FUSE_HANDLE_KILLPRIV_V2) the
+    /// kernel's way of saying that a write by a caller without CAP_FSETID must drop set-user-ID and
+    /// set-group-ID. Both mean: drop the privileges as chown(2) would, and touch the change time.
+    public var dropsPrivileges: Bool {
+        isDisjoint(with: [.mode, .uid, .gid, .size, .atime, .mtime, .atimeNow, .mtimeNow])
+    }
 }
 
 /// A name inside a directory, borrowed from the kernel's request for the duration of one callback.

@@ -148,6 +148,26 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         return sys { fchownat(parent.directoryFD, name, context.uid, gid, AT_SYMLINK_NOFOLLOW) }
     }
 
+    /// Drops set-user-ID and set-group-ID as the kernel does for chown(2), a write or a truncate by
+    /// `caller`, and touches the change time: what FUSE_HANDLE_KILLPRIV_V2 leaves to the file system.
+    /// chown(-1, -1) by the daemon (root) does most of it on the backing file, capabilities included:
+    /// set-user-ID always, set-group-ID of a group-executable file. A caller who is not root and not in
+    /// the file's group also loses set-group-ID without group execute (the VFS's rule).
+    /// `onlyIfSet`: nothing at all unless one of the bits is set (after a truncate, which already
+    /// changed the times and dropped capabilities).
+    public func dropPrivileges(of node: BackingNode, caller: RequestContext, onlyIfSet: Bool = false) -> Errno? {
+        var st = stat()
+        if onlyIfSet {
+            if let e = node.withFD({ fd in sys { fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return e }
+            guard st.st_mode & (S_ISUID | S_ISGID) != 0 else { return nil }
+        }
+        if let e = node.withFD({ fd in sys { fchownat(fd, "", uid_t.max, gid_t.max, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return e }
+        guard caller.uid != 0, node.type == S_IFREG else { return nil }
+        if let e = node.withFD({ fd in sys { fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return e }
+        guard st.st_mode & (S_ISGID | S_IXGRP) == S_ISGID, !ProcessGroups.contains(st.st_gid, caller: caller) else { return nil }
+        return node.withFD { fd in withProcPath(fd) { p in sys { chmod(p, st.st_mode & 0o7777 & ~S_ISGID) } } }
+    }
+
     /// The item's current path relative to the backing root ("" for the root), read from the kernel
     /// (`/proc/self/fd`), so it is right even after renames made outside the mount. Nil when the item
     /// was deleted or is outside the backing root.
@@ -238,8 +258,15 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    /// chmod, chown, truncate and utimens, in that order; returns the new attributes.
-    public func setAttributes(_ node: BackingNode, _ attr: stat, changing: SetAttributes, open: OpenFile?) -> Result<stat, Errno> {
+    /// chmod, chown, truncate and utimens, in that order; returns the new attributes. A SETATTR with
+    /// nothing to set drops privileges (`SetAttributes.dropsPrivileges`), as does a truncate the
+    /// kernel marks `killSUID`.
+    public func setAttributes(_ node: BackingNode, _ attr: stat, changing: SetAttributes, open: OpenFile?,
+                              caller: RequestContext) -> Result<stat, Errno> {
+        if changing.dropsPrivileges {
+            if let e = dropPrivileges(of: node, caller: caller) { return .failure(e) }
+            return attributes(of: node)
+        }
         let fh: Int32? = open?.fd
         if changing.contains(.mode) {
             let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
@@ -256,6 +283,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             let e: Errno? = if let fh { sys { ftruncate(fh, attr.st_size) } }
                             else { node.withFD { fd in withProcPath(fd) { p in sys { truncate(p, attr.st_size) } } } }
             if let e { return .failure(e) }
+            // The daemon truncated as root: set-user-ID and set-group-ID stay unless dropped for the
+            // caller (marked by the kernel with KILLPRIV_V2; without it, any caller but root).
+            if changing.contains(.killSUID) || caller.uid != 0,
+               let e = dropPrivileges(of: node, caller: caller, onlyIfSet: true) { return .failure(e) }
         }
         if !changing.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
             var times = (timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)), timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)))
@@ -276,7 +307,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func setattr(_ request: consuming Request, inode id: InodeID, attributes attr: stat, changing: SetAttributes, file: FileInfo?) {
-        switch setAttributes(inode(id), attr, changing: changing, open: file.map { OpenFile.from($0.handle) }) {
+        switch setAttributes(inode(id), attr, changing: changing, open: file.map { OpenFile.from($0.handle) }, caller: request.context) {
         case .success(let st): request.reply(attributes: st, timeout: options.attributeTimeout)
         case .failure(let e): request.reply(error: e)
         }
@@ -387,9 +418,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Opens the backing file for an open/create handle. O_NOFOLLOW is dropped: the O_PATH descriptor
     /// already is the file. O_DIRECT is honoured by the kernel side (direct_io), not on the backing file,
     /// whose alignment rules the caller's buffers need not meet.
-    public func openFile(_ node: BackingNode, flags: Int32) -> Result<OpenFile, Errno> {
+    ///
+    /// An O_TRUNC open by a caller other than root drops set-user-ID and set-group-ID as the VFS
+    /// would (the daemon's own truncate, as root, keeps them; with FUSE_HANDLE_KILLPRIV_V2 the kernel
+    /// leaves this to the file system).
+    public func openFile(_ node: BackingNode, flags: Int32, caller: RequestContext) -> Result<OpenFile, Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
-        return node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, f) } } }.map { makeOpen($0, node, flags) }
+        let opened = node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, f) } } }
+        if case .success = opened, flags & O_TRUNC != 0, caller.uid != 0 {
+            _ = dropPrivileges(of: node, caller: caller, onlyIfSet: true)
+        }
+        return opened.map { makeOpen($0, node, flags) }
     }
 
     /// Lets regular files use kernel passthrough through `registry` once it is enabled.
@@ -445,7 +484,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
-        switch openFile(inode(id), flags: file.flags) {
+        switch openFile(inode(id), flags: file.flags, caller: request.context) {
         case .success(let f): request.reply(open: openReply(f), flags: file.flags)
         case .failure(let e): request.reply(error: e)
         }

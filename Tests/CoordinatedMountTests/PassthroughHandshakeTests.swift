@@ -23,7 +23,9 @@ final class PassthroughHandshakeTests: XCTestCase {
     private static let passthrough2: UInt32 = 1 << 5    // FUSE_PASSTHROUGH (1 << 37) in flags2
 
     /// fuse_in_header (40 bytes) + fuse_init_in (64 bytes).
-    private func initRequest(unique: UInt64, passthrough: Bool) -> [UInt8] {
+    private static let killPrivV2: UInt32 = 1 << 28     // FUSE_HANDLE_KILLPRIV_V2
+
+    private func initRequest(unique: UInt64, passthrough: Bool, killPrivileges: Bool = false) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 104)
         bytes.withUnsafeMutableBytes { b in
             b.storeBytes(of: UInt32(104), toByteOffset: 0, as: UInt32.self)
@@ -31,7 +33,7 @@ final class PassthroughHandshakeTests: XCTestCase {
             b.storeBytes(of: unique, toByteOffset: 8, as: UInt64.self)
             b.storeBytes(of: UInt32(7), toByteOffset: 40, as: UInt32.self)          // major
             b.storeBytes(of: UInt32(40), toByteOffset: 44, as: UInt32.self)         // minor
-            b.storeBytes(of: Self.initExt | 1, toByteOffset: 52, as: UInt32.self)   // flags
+            b.storeBytes(of: Self.initExt | 1 | (killPrivileges ? Self.killPrivV2 : 0), toByteOffset: 52, as: UInt32.self)   // flags
             b.storeBytes(of: passthrough ? Self.passthrough2 : 0, toByteOffset: 56, as: UInt32.self)
         }
         return bytes
@@ -75,6 +77,20 @@ final class PassthroughHandshakeTests: XCTestCase {
         XCTAssertNil(shake.unavailable)
         XCTAssertFalse(shake.awaitingInit)
         XCTAssertEqual(said.lines, [], "nothing to say")
+    }
+
+    /// With passthrough the daemon takes FUSE_HANDLE_KILLPRIV_V2 when offered: the kernel then skips
+    /// a GETXATTR round trip before each write (the Loopback drops set-user-ID itself).
+    func testOfferedKillPrivilegesV2IsTakenWithPassthrough() {
+        let shake = handshake(wanted: true)
+        initRequest(unique: 8, passthrough: true, killPrivileges: true).withUnsafeBytes { shake.read($0) }
+        let body = answer(shake, unique: 8)
+        XCTAssertEqual(word(body, at: 12), 0x1234 | Self.initExt | Self.killPrivV2)
+        XCTAssertEqual(word(body, at: 32), Self.passthrough2)
+
+        let without = handshake(wanted: false)
+        initRequest(unique: 9, passthrough: true, killPrivileges: true).withUnsafeBytes { without.read($0) }
+        XCTAssertEqual(word(answer(without, unique: 9), at: 12), 0x1234, "no passthrough asked for: the kernel keeps dropping privileges")
     }
 
     func testAKernelWithoutPassthroughGetsLibfusesReplyUnchanged() {

@@ -3,7 +3,7 @@
 import Glibc
 import XCTest
 
-final class PermissionTests: MountTestCase {
+class PermissionTests: MountTestCase {
     private func populate() {
         prepare("mkdir private 0700") { s in Sys.call { mkdir(s("private"), 0o700) } }
         prepare("put private/secret") { s in Sys.put(s("private/secret"), [1]) }
@@ -97,4 +97,96 @@ final class PermissionTests: MountTestCase {
         }
         same("setuid cleared by the write", expect: S_IFREG | 0o777) { s in Sys.lstat(s("shared/suid")).0?.mode ?? 0 }
     }
+
+    /// Set-user-ID and set-group-ID are dropped exactly as on the native folder: by a write, a
+    /// truncate or an O_TRUNC open of a caller without CAP_FSETID (nobody), by chown(-1, -1) of
+    /// anyone; kept by root's writes and truncates. (With FUSE_HANDLE_KILLPRIV_V2, which the mount
+    /// takes with passthrough, the daemon does this: the kernel no longer changes the mode itself.)
+    func testSetUserAndGroupIDAreDroppedAsNatively() {
+        prepare("mkdir shared 0777") { s in Sys.call { mkdir(s("shared"), 0o777) } }
+        prepare("chmod shared 0777") { s in Sys.call { chmod(s("shared"), 0o777) } }
+        // (file, mode): set-user-ID, set-group-ID with and without group execute, both.
+        // "ours": set-group-ID without group execute, in nobody's own group (kept: the writer is in it).
+        let files: [(String, mode_t)] = [("suid", 0o4777), ("sgidx", 0o2777), ("sgid", 0o2767), ("both", 0o6777), ("ours", 0o2767)]
+        func reset() {
+            for (name, mode) in files {
+                prepare("put shared/\(name)") { s in Sys.put(s("shared/\(name)"), [1, 2, 3]) }
+                prepare("chown shared/\(name)") { s in Sys.call { chown(s("shared/\(name)"), 0, name == "ours" ? nobodyGID : 0) } }
+                prepare("chmod shared/\(name) \(String(mode, radix: 8))") { s in Sys.call { chmod(s("shared/\(name)"), mode) } }
+            }
+        }
+        func modes(_ after: String) {
+            for (name, _) in files {
+                same("mode of shared/\(name) after \(after)") { s in Sys.lstat(s("shared/\(name)")).0?.mode ?? 0 }
+            }
+        }
+        func writeOne(_ path: String) -> Outcome {
+            let o = Sys.open(path, O_WRONLY)
+            guard o.ok else { return o }
+            defer { close(Int32(o.ret)) }
+            return Sys.write(Int32(o.ret), [9])
+        }
+        reset()
+        for (name, _) in files {
+            sameAsNobody("write shared/\(name)", expect: .success(1)) { s in writeOne(s("shared/\(name)")) }
+        }
+        modes("a write by nobody")
+        // A second write to the same open inode (the kernel's "no privileges" mark is set by then).
+        reset()
+        for (name, _) in files {
+            sameAsNobody("write shared/\(name) twice", expect: .success(1)) { s in
+                let o = Sys.open(s("shared/\(name)"), O_WRONLY)
+                guard o.ok else { return o }
+                defer { close(Int32(o.ret)) }
+                _ = Sys.write(Int32(o.ret), [8])
+                return Sys.write(Int32(o.ret), [9])
+            }
+        }
+        modes("two writes by nobody")
+        reset()
+        for (name, _) in files {
+            sameAsNobody("truncate shared/\(name)", expect: .success()) { s in Sys.call { truncate(s("shared/\(name)"), 1) } }
+        }
+        modes("truncate by nobody")
+        reset()
+        for (name, _) in files {
+            sameAsNobody("ftruncate shared/\(name)", expect: .success()) { s in
+                let o = Sys.open(s("shared/\(name)"), O_WRONLY)
+                guard o.ok else { return o }
+                defer { close(Int32(o.ret)) }
+                return Sys.call { ftruncate(Int32(o.ret), 0) }
+            }
+        }
+        modes("ftruncate by nobody")
+        reset()
+        for (name, _) in files {
+            sameAsNobody("open O_TRUNC shared/\(name)", expect: .success()) { s in
+                let o = Sys.open(s("shared/\(name)"), O_WRONLY | O_TRUNC)
+                if o.ok { close(Int32(o.ret)) }
+                return o.ok ? .success() : o
+            }
+        }
+        modes("an O_TRUNC open by nobody")
+        reset()
+        for (name, _) in files {
+            same("write shared/\(name) as root", expect: .success(1)) { s in writeOne(s("shared/\(name)")) }
+            same("truncate shared/\(name) as root", expect: .success()) { s in Sys.call { truncate(s("shared/\(name)"), 0) } }
+        }
+        modes("root's write and truncate")
+        for (name, _) in files {
+            same("chown -1 -1 shared/\(name) as root", expect: .success()) { s in Sys.call { chown(s("shared/\(name)"), uid_t.max, gid_t.max) } }
+        }
+        modes("chown(-1, -1) by root")
+    }
+}
+
+/// The same checks with open files served by the daemon: no passthrough, so the kernel keeps
+/// dropping set-user-ID itself (no FUSE_HANDLE_KILLPRIV_V2) and writes reach the daemon.
+final class PermissionTestsWithoutPassthrough: PermissionTests {
+    override var mountOptions: [String] {
+        (try? MountTarget.fromEnvironment().isCoordFS) == true ? super.mountOptions + ["passthrough=off"] : super.mountOptions
+    }
+
+    // XCTest on Linux runs a subclass's inherited tests only when it declares one of its own.
+    override func testSetUserAndGroupIDAreDroppedAsNatively() { super.testSetUserAndGroupIDAreDroppedAsNatively() }
 }
