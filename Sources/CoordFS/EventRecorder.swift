@@ -20,6 +20,8 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// id) name the items through them. Holds only requests in flight: entries go at release or
     /// failure. Only under `formatter`.
     private var requestItems: [UInt64: [Item]] = [:]
+    /// Records formatted from the backlog, appended to the log together. Only under `formatter`.
+    private var formatted: [(EventRecord, EventTime)] = []
 
     /// One intent of a request as it appears in records.
     struct Item {
@@ -74,11 +76,14 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
                 for (item, time) in batch {
                     switch item {
                     case .event(let e): format(e, at: time)
-                    case .record(let r): log.append(r, at: time)
+                    case .record(let r): formatted.append((r, time))
                     }
                 }
-                // Keep the buffer, but give back the memory of a rare huge burst.
+                // One lock on the log per batch, not one per record.
+                log.append(contentsOf: &formatted)
+                // Keep the buffers, but give back the memory of a rare huge burst.
                 if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
+                if formatted.capacity > 1 << 14 { formatted = [] } else { formatted.removeAll(keepingCapacity: true) }
             }
         }
     }
@@ -104,7 +109,7 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         let request = event.requestID?.rawValue
         func append(_ kind: EventKind, _ path: consuming String, old: consuming String? = nil, _ details: consuming EventDetails = EventDetails()) {
             if details.requestID == nil { details.requestID = request }
-            log.append(EventRecord(kind: kind, path: path, oldPath: old, actor: actor, details: details), at: time)
+            formatted.append((EventRecord(kind: kind, path: path, oldPath: old, actor: actor, details: details), time))
         }
         switch event.kind {
         case .requested(let intents, _):

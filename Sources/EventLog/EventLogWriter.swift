@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// The durable, sequenced event log of one mount: cheap appends from any thread, written to an
 /// append-only, segmented, checksummed file format by a background thread.
@@ -89,6 +90,10 @@ public final class EventLogWriter: Sendable {
     @discardableResult
     public func append(_ record: consuming EventRecord, at time: EventTime) -> UInt64 { core.append(record, at: time) }
 
+    /// Appends `records`, each as having happened at its time, in order and under one lock (a
+    /// source's batch). Seqs are the writer's; the array is left with the records as appended.
+    public func append(contentsOf records: inout [(EventRecord, EventTime)]) { core.append(contentsOf: &records) }
+
     /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
     /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and `pull` appends
     /// what it has (formatting records there keeps that work off the appenders' threads).
@@ -135,12 +140,15 @@ private final class WriterCore: @unchecked Sendable {
     private var nextSeq: UInt64
     private var lastTime = EventTime(millisecondsSinceEpoch: 0)
     private var pendingDrop: ClosedRange<UInt64>?
-    private var writerIdle = false
+    /// The writer waits for work. Written under `sync`; read without it by `sourceHasRecords`.
+    private let writerIdle = Atomic<Bool>(false)
     /// The writer is letting a batch build up (`EventLogOptions.coalescing`).
     private var writerCoalescing = false
     private var flushWaiters = 0
     private var source: (@Sendable () -> Void)?
-    private var sourcePending = false
+    /// The source has records the writer has not pulled. Set without `sync` (`sourceHasRecords`,
+    /// on FUSE threads: no lock on their path while the writer works), cleared under it.
+    private let sourcePending = Atomic<Bool>(false)
     private var closing = false
     private var finished = false
     private var written: UInt64
@@ -201,8 +209,8 @@ private final class WriterCore: @unchecked Sendable {
         } else {
             queue.append(consume r)
         }
-        if writerIdle || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
-            writerIdle = false
+        if writerIdle.load(ordering: .relaxed) || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
+            writerIdle.store(false, ordering: .relaxed)
             writerCoalescing = false
             sync.signal(Condition.work)
         }
@@ -210,21 +218,53 @@ private final class WriterCore: @unchecked Sendable {
         return seq
     }
 
-    func setSource(_ pull: (@Sendable () -> Void)?) {
-        sync.withLock {
-            source = pull
-            if pull == nil { sourcePending = false }
+    /// Appends `records` in order under one lock (a source's batch: the lock is taken once, not once
+    /// per record, so appending threads rarely meet the writer on it).
+    func append(contentsOf records: inout [(EventRecord, EventTime)]) {
+        guard !records.isEmpty else { return }
+        sync.lock()
+        defer { sync.unlock() }
+        if closing { return }
+        for i in records.indices {
+            let seq = nextSeq
+            nextSeq += 1
+            let now = records[i].1
+            records[i].0.seq = seq
+            records[i].0.time = now < lastTime ? lastTime : now
+            lastTime = records[i].0.time
+            stats.appended += 1
+            if queue.count >= options.maxQueuedRecords {
+                pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
+                stats.dropped += 1
+            } else {
+                queue.append(records[i].0)
+            }
+        }
+        if writerIdle.load(ordering: .relaxed) || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
+            writerIdle.store(false, ordering: .relaxed)
+            writerCoalescing = false
+            sync.signal(Condition.work)
         }
     }
 
+    func setSource(_ pull: (@Sendable () -> Void)?) {
+        sync.withLock {
+            source = pull
+            if pull == nil { sourcePending.store(false, ordering: .sequentiallyConsistent) }
+        }
+    }
+
+    /// Called by the source's producers (FUSE threads) when records became available. Takes the lock
+    /// only to wake an idle writer: the flag is published first and `writerIdle` read after it, while
+    /// the writer publishes `writerIdle` before it reads the flag (both sequentially consistent), so
+    /// either the writer sees the flag and does not sleep, or this sees it idle and wakes it.
     func sourceHasRecords() {
+        if sourcePending.exchange(true, ordering: .sequentiallyConsistent) { return } // said already
+        guard writerIdle.load(ordering: .sequentiallyConsistent) else { return }
         sync.lock()
-        if source != nil, !closing {
-            sourcePending = true
-            if writerIdle {
-                writerIdle = false
-                sync.signal(Condition.work)
-            }
+        if writerIdle.load(ordering: .relaxed) {
+            writerIdle.store(false, ordering: .relaxed)
+            sync.signal(Condition.work)
         }
         sync.unlock()
     }
@@ -256,7 +296,7 @@ private final class WriterCore: @unchecked Sendable {
         guard !finished && !closing else { throw EventLogError.closed }
         retentionRequests += 1
         let ticket = retentionRequests
-        writerIdle = false
+        writerIdle.store(false, ordering: .relaxed)
         sync.signal(Condition.work)
         while retentionRuns < ticket && !finished { sync.wait(Condition.progress) }
     }
@@ -265,7 +305,7 @@ private final class WriterCore: @unchecked Sendable {
         sync.lock()
         let alreadyClosing = closing
         closing = true
-        writerIdle = false
+        writerIdle.store(false, ordering: .relaxed)
         sync.signal(Condition.work)
         let tid = thread
         thread = nil
@@ -310,17 +350,19 @@ private final class WriterCore: @unchecked Sendable {
                 // Back off before retrying a failed write; the queue keeps its bound meanwhile.
                 if !closing { _ = sync.wait(Condition.work, untilMonotonicNanos: ConditionLock.monotonicNanos() + 100_000_000) }
             } else {
-                while queue.isEmpty && !sourcePending && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
-                    writerIdle = true
+                while queue.isEmpty && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
+                    // Idle first, then the flag (see `sourceHasRecords`).
+                    writerIdle.store(true, ordering: .sequentiallyConsistent)
+                    if sourcePending.load(ordering: .sequentiallyConsistent) { break }
                     if checksRetention {
                         if !sync.wait(Condition.work, untilMonotonicNanos: nextRetentionCheck) { break }
                     } else {
                         sync.wait(Condition.work)
                     }
                 }
-                writerIdle = false
+                writerIdle.store(false, ordering: .relaxed)
                 // Let more records join the batch: fewer write() calls per record when busy.
-                if coalescingNanos > 0 && (!queue.isEmpty || sourcePending) {
+                if coalescingNanos > 0 && (!queue.isEmpty || sourcePending.load(ordering: .relaxed)) {
                     let until = ConditionLock.monotonicNanos() + coalescingNanos
                     writerCoalescing = true
                     while !closing && flushWaiters == 0 && queue.count < WriterCore.coalescingCutoff
@@ -330,8 +372,7 @@ private final class WriterCore: @unchecked Sendable {
                     }
                     writerCoalescing = false
                 }
-                if sourcePending, let pull = source {
-                    sourcePending = false
+                if let pull = source, sourcePending.exchange(false, ordering: .sequentiallyConsistent) {
                     sync.unlock()
                     pull() // appends (taking this lock) what the source has
                     sync.lock()

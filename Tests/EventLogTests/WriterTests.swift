@@ -64,6 +64,46 @@ final class WriterTests: XCTestCase {
         XCTAssertThrowsError(try EventLogWriter(directory: makeLogDirectory(self), options: EventLogOptions(writerNiceness: 20)))
     }
 
+    /// The hand-off to the writer takes no lock on the producers' side: many threads saying
+    /// `sourceHasRecords` while the writer goes idle, coalesces or pulls never leave a record
+    /// waiting (a lost wake-up would leave it until a flush: no retention timer here to hide it).
+    func testSourceHandOffLosesNoWakeUp() throws {
+        let dir = makeLogDirectory(self)
+        let writer = try EventLogWriter(directory: dir, options: EventLogOptions(retentionCheckInterval: .seconds(3600)))
+        let pending = Mutex<[(EventRecord, EventTime)]>([])
+        let pushed = Atomic<UInt64>(0)
+        writer.setSource {
+            var batch = pending.withLock { q -> [(EventRecord, EventTime)] in defer { q.removeAll() }; return q }
+            writer.append(contentsOf: &batch)
+        }
+        let failures = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { t in
+            var rng = SystemRandomNumberGenerator()
+            for i in 0..<300 where failures.load(ordering: .relaxed) == 0 {
+                let target = pending.withLock { q -> UInt64 in
+                    q.append((EventRecord(kind: .didChange, path: "/t\(t)/\(i)"), EventTime.now()))
+                    return pushed.add(1, ordering: .sequentiallyConsistent).newValue
+                }
+                writer.sourceHasRecords()
+                if Bool.random(using: &rng) { usleep(UInt32.random(in: 0...300, using: &rng)) }
+                let deadline = Date().addingTimeInterval(2)
+                while writer.writtenSeq < target && Date() < deadline { usleep(50) }
+                if writer.writtenSeq < target { failures.add(1, ordering: .relaxed) }
+            }
+        }
+        XCTAssertEqual(failures.load(ordering: .relaxed), 0, "records waited for a wake-up that never came")
+        try writer.flush()
+        writer.setSource(nil)
+        try writer.close()
+        let records = try readAll(dir)
+        XCTAssertEqual(records.count, Int(pushed.load(ordering: .relaxed)))
+        XCTAssertEqual(records.map(\.seq), (0..<records.count).map { UInt64($0) + 1 }, "one seq each, in order")
+        for t in 0..<4 {
+            let mine = records.filter { $0.path.hasPrefix("/t\(t)/") }.map(\.path)
+            XCTAssertEqual(mine, (0..<mine.count).map { "/t\(t)/\($0)" }, "thread \(t)'s records in the order it pushed them")
+        }
+    }
+
     /// The durability policy: a record reaches the file on its own within milliseconds of
     /// `append`, without `flush()`, so a SIGKILL from then on cannot lose it.
     func testRecordsReachTheFileWithoutFlush() throws {
