@@ -330,7 +330,16 @@ private final class WriterCore: @unchecked Sendable {
                 gapFrom: range.lowerBound, gapTo: range.upperBound))
     }
 
+    /// The writer thread's name (`top -H`, `perf`, /proc/PID/task/TID/comm): at most 15 bytes.
+    static let threadName = "eventlog-writer"
+
     private func run() {
+        // pthread_setname_np is a GNU extension Swift's Glibc module does not show; this is what it does.
+        let comm = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        if comm >= 0 {
+            _ = WriterCore.threadName.withCString { Glibc.write(comm, $0, strlen($0)) }
+            Glibc.close(comm)
+        }
         if options.writerNiceness > 0 {
             // On Linux the nice value is per thread: who = 0 is the calling thread only.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, options.writerNiceness)
@@ -372,7 +381,9 @@ private final class WriterCore: @unchecked Sendable {
                     }
                     writerCoalescing = false
                 }
-                if let pull = source, sourcePending.exchange(false, ordering: .sequentiallyConsistent) {
+                // Cleared even without a source (one said after `setSource(nil)`), or the writer
+                // would find it set again each round and never go idle.
+                if sourcePending.exchange(false, ordering: .sequentiallyConsistent), let pull = source {
                     sync.unlock()
                     pull() // appends (taking this lock) what the source has
                     sync.lock()

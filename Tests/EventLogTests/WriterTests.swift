@@ -104,6 +104,29 @@ final class WriterTests: XCTestCase {
         }
     }
 
+    /// Records said after the source is gone (a late event at unmount) leave the writer idle: it
+    /// does not wake every coalescing delay for a source it no longer has.
+    func testAWriterWithoutASourceStaysIdle() throws {
+        let dir = makeLogDirectory(self)
+        let writer = try EventLogWriter(directory: dir, options: EventLogOptions(retentionCheckInterval: .seconds(3600)))
+        writer.setSource {}
+        writer.setSource(nil)
+        writer.sourceHasRecords()
+        usleep(50_000)
+        guard let tid = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").first(where: { tid in
+            (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.hasPrefix("eventlog-writer") == true
+        }) else { return XCTFail("no thread named eventlog-writer") }
+        func switches() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? -1
+        }
+        let before = switches()
+        usleep(300_000)
+        XCTAssertLessThan(switches() - before, 10, "the writer kept waking up with nothing to do")
+        try writer.close()
+    }
+
     /// The durability policy: a record reaches the file on its own within milliseconds of
     /// `append`, without `flush()`, so a SIGKILL from then on cannot lose it.
     func testRecordsReachTheFileWithoutFlush() throws {
