@@ -106,8 +106,9 @@ final class PassthroughHandshake: Sendable {
         say("coordfs: open files that cannot be registered use the daemon instead of passthrough: \(why)")
     }
 
-    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one: passthrough (FUSE_INIT_EXT,
-    /// FUSE_PASSTHROUGH, a stack depth) and, when the kernel offers it, FUSE_HANDLE_KILLPRIV_V2.
+    /// Edits the INIT reply in `iov` (header, fuse_init_out) when it is one and passthrough is taken:
+    /// FUSE_INIT_EXT, FUSE_PASSTHROUGH, a stack depth and, when the kernel offers it,
+    /// FUSE_HANDLE_KILLPRIV_V2 (the Loopback serves it whether or not an open ends up passthrough).
     ///
     /// Without KILLPRIV_V2 the kernel asks the daemon for `security.capability` (a GETXATTR round
     /// trip) before every write, passthrough writes included, because FUSE inodes never get the VFS's
