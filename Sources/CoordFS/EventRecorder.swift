@@ -80,7 +80,7 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
                     }
                 }
                 // One lock on the log per batch, not one per record.
-                log.append(contentsOf: &formatted)
+                log.append(contentsOf: formatted)
                 // Keep the buffers, but give back the memory of a rare huge burst.
                 if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
                 if formatted.capacity > 1 << 14 { formatted = [] } else { formatted.removeAll(keepingCapacity: true) }

@@ -1,3 +1,4 @@
+import FuseKit
 import Glibc
 
 /// One line of /proc/self/mountinfo.
@@ -44,20 +45,4 @@ public enum MountTable {
         }
         return String(decoding: bytes, as: UTF8.self)
     }
-}
-
-/// Reads a whole (small) file, or nil.
-func readWholeFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(fd, &chunk, chunk.count)
-        if n < 0 { if errno == EINTR { continue }; return nil }
-        if n == 0 { break }
-        data.append(contentsOf: chunk[0..<n])
-    }
-    return String(decoding: data, as: UTF8.self)
 }

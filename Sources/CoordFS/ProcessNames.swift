@@ -1,3 +1,4 @@
+import FuseKit
 import Glibc
 import Synchronization
 

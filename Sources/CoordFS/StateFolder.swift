@@ -1,3 +1,4 @@
+import FuseKit
 import Glibc
 
 /// The reserved folder inside the backing folder where a mount keeps its state (the event log, the

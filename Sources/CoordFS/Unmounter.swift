@@ -1,3 +1,4 @@
+import FuseKit
 import Glibc
 
 /// `coordfs unmount`: unmounts and waits for the daemon to end.

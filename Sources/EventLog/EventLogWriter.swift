@@ -91,8 +91,8 @@ public final class EventLogWriter: Sendable {
     public func append(_ record: consuming EventRecord, at time: EventTime) -> UInt64 { core.append(record, at: time) }
 
     /// Appends `records`, each as having happened at its time, in order and under one lock (a
-    /// source's batch). Seqs are the writer's; the array is left with the records as appended.
-    public func append(contentsOf records: inout [(EventRecord, EventTime)]) { core.append(contentsOf: &records) }
+    /// source's batch). Seqs are the writer's.
+    public func append(contentsOf records: [(EventRecord, EventTime)]) { core.append(contentsOf: records) }
 
     /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
     /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and `pull` appends
@@ -192,10 +192,27 @@ private final class WriterCore: @unchecked Sendable {
     func append(_ r: consuming EventRecord, at time: EventTime? = nil) -> UInt64 {
         let now = time ?? EventTime.now()
         sync.lock()
-        if closing {
-            sync.unlock()
-            return 0
-        }
+        defer { sync.unlock() }
+        if closing { return 0 }
+        let seq = enqueue(r, at: now)
+        wakeWriterIfWanted()
+        return seq
+    }
+
+    /// Appends `records` in order under one lock (a source's batch: the lock is taken once, not once
+    /// per record, so appending threads rarely meet the writer on it).
+    func append(contentsOf records: [(EventRecord, EventTime)]) {
+        guard !records.isEmpty else { return }
+        sync.lock()
+        defer { sync.unlock() }
+        if closing { return }
+        for (r, time) in records { _ = enqueue(r, at: time) }
+        wakeWriterIfWanted()
+    }
+
+    /// Gives `r` the next seq and its time and queues it (or counts it dropped past the queue's
+    /// bound). Under `sync`.
+    private func enqueue(_ r: consuming EventRecord, at now: EventTime) -> UInt64 {
         let seq = nextSeq
         nextSeq += 1
         r.seq = seq
@@ -209,37 +226,11 @@ private final class WriterCore: @unchecked Sendable {
         } else {
             queue.append(consume r)
         }
-        if writerIdle.load(ordering: .relaxed) || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
-            writerIdle.store(false, ordering: .relaxed)
-            writerCoalescing = false
-            sync.signal(Condition.work)
-        }
-        sync.unlock()
         return seq
     }
 
-    /// Appends `records` in order under one lock (a source's batch: the lock is taken once, not once
-    /// per record, so appending threads rarely meet the writer on it).
-    func append(contentsOf records: inout [(EventRecord, EventTime)]) {
-        guard !records.isEmpty else { return }
-        sync.lock()
-        defer { sync.unlock() }
-        if closing { return }
-        for i in records.indices {
-            let seq = nextSeq
-            nextSeq += 1
-            let now = records[i].1
-            records[i].0.seq = seq
-            records[i].0.time = now < lastTime ? lastTime : now
-            lastTime = records[i].0.time
-            stats.appended += 1
-            if queue.count >= options.maxQueuedRecords {
-                pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
-                stats.dropped += 1
-            } else {
-                queue.append(records[i].0)
-            }
-        }
+    /// Wakes an idle writer, or a coalescing one once the batch is big enough. Under `sync`.
+    private func wakeWriterIfWanted() {
         if writerIdle.load(ordering: .relaxed) || (writerCoalescing && queue.count >= WriterCore.coalescingCutoff) {
             writerIdle.store(false, ordering: .relaxed)
             writerCoalescing = false

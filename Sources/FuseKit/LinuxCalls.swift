@@ -125,3 +125,19 @@ public func sayOnStandardError(_ line: String) {
     let text = line.hasSuffix("\n") ? line : line + "\n"
     _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
 }
+
+/// Reads a whole (small) file, or nil.
+public func readWholeFile(_ path: String) -> String? {
+    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { Glibc.close(fd) }
+    var data: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = Glibc.read(fd, &chunk, chunk.count)
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        data.append(contentsOf: chunk[0..<n])
+    }
+    return String(decoding: data, as: UTF8.self)
+}

@@ -156,14 +156,19 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// `onlyIfSet`: nothing at all unless one of the bits is set (after a truncate, which already
     /// changed the times and dropped capabilities).
     public func dropPrivileges(of node: BackingNode, caller: RequestContext, onlyIfSet: Bool = false) -> Errno? {
-        var st = stat()
         if onlyIfSet {
-            if let e = node.withFD({ fd in sys { fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return e }
-            guard st.st_mode & (S_ISUID | S_ISGID) != 0 else { return nil }
+            switch attributes(of: node) {
+            case .failure(let e): return e
+            case .success(let st): guard st.st_mode & (S_ISUID | S_ISGID) != 0 else { return nil }
+            }
         }
         if let e = node.withFD({ fd in sys { fchownat(fd, "", uid_t.max, gid_t.max, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return e }
         guard caller.uid != 0, node.type == S_IFREG else { return nil }
-        if let e = node.withFD({ fd in sys { fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }) { return e }
+        let st: stat
+        switch attributes(of: node) {
+        case .failure(let e): return e
+        case .success(let s): st = s
+        }
         guard st.st_mode & (S_ISGID | S_IXGRP) == S_ISGID, !ProcessGroups.contains(st.st_gid, caller: caller) else { return nil }
         return node.withFD { fd in withProcPath(fd) { p in sys { chmod(p, st.st_mode & 0o7777 & ~S_ISGID) } } }
     }

@@ -7,16 +7,9 @@ enum ProcessGroups {
     /// of /proc/PID/status). A process that is gone is in no group.
     static func contains(_ gid: gid_t, caller: RequestContext) -> Bool {
         if caller.gid == gid { return true }
-        guard let f = fopen("/proc/\(caller.pid)/status", "r") else { return false }
-        defer { fclose(f) }
-        var line: UnsafeMutablePointer<CChar>? = nil
-        var capacity = 0
-        defer { free(line) }
-        while getline(&line, &capacity, f) > 0, let l = line {
-            guard strncmp(l, "Groups:", 7) == 0 else { continue }
-            return supplementary(String(cString: l + 7)).contains(gid)
-        }
-        return false
+        guard let status = readWholeFile("/proc/\(caller.pid)/status"),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return false }
+        return supplementary(String(line.dropFirst(7))).contains(gid)
     }
 
     /// The group ids of a `Groups:` line's value (" 4 24 27\n").

@@ -73,8 +73,7 @@ final class WriterTests: XCTestCase {
         let pending = Mutex<[(EventRecord, EventTime)]>([])
         let pushed = Atomic<UInt64>(0)
         writer.setSource {
-            var batch = pending.withLock { q -> [(EventRecord, EventTime)] in defer { q.removeAll() }; return q }
-            writer.append(contentsOf: &batch)
+            writer.append(contentsOf: pending.withLock { q -> [(EventRecord, EventTime)] in defer { q.removeAll() }; return q })
         }
         let failures = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: 4) { t in
