@@ -7,8 +7,8 @@ import EventLog
 
 /// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
 ///
-/// Process rules (see docs/architecture.md): `mount()` may run before `fork()` (it starts no thread);
-/// `serve()` starts every thread, so a background daemon forks between the two.
+/// Process rules (see docs/architecture.md): `mount()` starts no thread; `serve()` starts every thread.
+/// A background daemon is a program of its own (`DaemonLauncher.startInBackground`), never a fork.
 public final class Daemon: @unchecked Sendable {
     public let plan: MountPlan
     public let loopback: Loopback
@@ -17,15 +17,15 @@ public final class Daemon: @unchecked Sendable {
     /// The coordinated layer, nil when the mount runs with `coordination=off`.
     public let coordinated: CoordinatedFileSystem?
     private(set) var session: FuseSession?
-    /// The event log writer; opened by `startServices()`, after any fork.
+    /// The event log writer; opened by `startServices()`.
     public private(set) var eventLog: EventLogWriter?
     /// Every record reaches `eventLog` through this (in order, formatted off the FUSE threads).
     private(set) var recorder: EventRecorder?
-    /// The control socket (out-of-process presenters and coordinators); started after any fork.
+    /// The control socket (out-of-process presenters and coordinators).
     public private(set) var control: ControlService?
-    /// The document store (snapshots, conflicts); opened after any fork.
+    /// The document store (snapshots, conflicts).
     public private(set) var store: StoreService?
-    /// Sees changes made directly in the backing folder; started after any fork.
+    /// Sees changes made directly in the backing folder.
     private var watcher: BackingWatcher?
     private let unmounted = Mutex(false)
     private let finished = Mutex<Bool>(false)
@@ -44,7 +44,7 @@ public final class Daemon: @unchecked Sendable {
             : nil
     }
 
-    /// Starts what runs beside the FUSE loop, each with threads of its own, so only after the fork:
+    /// Starts what runs beside the FUSE loop, each with threads of its own:
     /// the event log (first, so the others' records land in it), the backing watcher, the document
     /// store and the control socket.
     func startServices() throws(MountError) {

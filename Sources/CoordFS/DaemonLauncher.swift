@@ -3,16 +3,24 @@ import FuseKit
 
 /// Starts a daemon in the foreground or in the background.
 ///
-/// Background: mount first (no threads yet), then fork; the child becomes the daemon and tells the
-/// parent through a pipe once the kernel's INIT is answered, so `coordfs mount` returns only when the
-/// mount answers. Forking after the Swift runtime started threads would be unsafe, which is why
-/// nothing before `fork()` here starts one.
+/// Background: `coordfs mount` checks everything, then starts the daemon as a new program
+/// (`/proc/self/exe mount BACKING MOUNTPOINT -f --ready-fd N`, in a session of its own, stdio to the
+/// daemon log) and waits until the daemon says through that descriptor that the kernel's INIT is
+/// answered, so `coordfs mount` returns only when the mount answers.
+///
+/// Why exec and not a bare fork: the Swift runtime's once-locks are priority-inheritance futexes that
+/// hold their owner's thread id, and each thread caches its id in thread-local storage. A forked child's
+/// main thread keeps its parent's id, so the first time another thread waits on a lock that thread holds,
+/// the kernel cannot find the owner (ESRCH for the waiter, EPERM for the holder's unlock) and both spin
+/// forever at full CPU. A new program image starts with a fresh runtime.
 public enum DaemonLauncher {
-    /// Runs the daemon here until unmounted; returns the exit status.
-    public static func runInForeground(_ daemon: Daemon) throws(MountError) -> Int32 {
+    /// Runs the daemon here until unmounted; returns the exit status. With `readyFD`, says "ok" there
+    /// once the mount answers (the background starter waits for it).
+    public static func runInForeground(_ daemon: Daemon, readyFD: Int32? = nil) throws(MountError) -> Int32 {
         let mountpoint = daemon.plan.mountpoint, backing = daemon.plan.backing
         try daemon.mount(onReady: {
             sayOnStandardError("coordfs: mounted \(backing) on \(mountpoint) (pid \(getpid()))")
+            if let readyFD { tell(readyFD, "ok") }
         })
         return daemon.serve()
     }
@@ -25,58 +33,124 @@ public enum DaemonLauncher {
         _exit(status)
     }
 
-    /// Closes every descriptor above stderr that this process inherited. A daemon must not keep its
-    /// starter's pipes open (a caller reading our output would wait for EOF forever), sockets or files.
-    /// Call it first, before the daemon opens anything of its own.
-    public static func closeInheritedDescriptors() {
+    /// Closes every descriptor above stderr that this process inherited, but `keeping`. A daemon must
+    /// not keep its starter's pipes open (a caller reading our output would wait for EOF forever),
+    /// sockets or files. Call it first, before the daemon opens anything of its own.
+    public static func closeInheritedDescriptors(keeping: Int32? = nil) {
         guard let dir = opendir("/proc/self/fd") else { return }
         let own = dirfd(dir)
         var inherited: [Int32] = []
         while let entry = readdir(dir) {
             let name = withUnsafePointer(to: &entry.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) } }
-            if let fd = Int32(name), fd > 2, fd != own { inherited.append(fd) }
+            if let fd = Int32(name), fd > 2, fd != own, fd != keeping { inherited.append(fd) }
         }
         closedir(dir)
         for fd in inherited { close(fd) }
     }
 
-    /// Forks the daemon into the background and waits until its mount answers.
-    public static func runInBackground(_ daemon: Daemon, timeoutSeconds: Int32 = 30) throws(MountError) {
+    /// The first steps of a daemon started by `startInBackground`: a session of its own (no terminal's
+    /// SIGHUP or Ctrl-C reaches it) and no hold on the starter's working directory.
+    public static func detach() {
+        setsid()
+        chdir("/")
+    }
+
+    /// Writes `text` to the starter's descriptor and closes it: "ok", or why the daemon could not mount.
+    public static func tell(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)
+        while !bytes.isEmpty {
+            let n = write(fd, bytes, bytes.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes.removeFirst(n)
+        }
+        close(fd)
+    }
+
+    /// Starts the daemon for `plan` as a new program in the background and waits until its mount
+    /// answers. `options` are the `-o` lists as the user gave them.
+    public static func startInBackground(_ plan: MountPlan, options: [String], timeoutSeconds: Int32 = 30) throws(MountError) {
+        try plan.state.create()
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw .system("pipe: \(String(cString: strerror(errno)))") }
         let readEnd = fds[0], writeEnd = fds[1]
-        try daemon.mount(onReady: {
-            _ = write(writeEnd, "ok", 2)
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } // only the daemon's copy (dup2) stays open
+        defer { close(readEnd) }
+        // The daemon finds the pipe's write end at this number (dup2 clears close-on-exec).
+        let childReady: Int32 = 3
+        var words = ["coordfs", "mount", plan.backing, plan.mountpoint]
+        for o in options { words += ["-o", o] }
+        words += ["-f", "--ready-fd", String(childReady)]
+        let pid: pid_t
+        do {
+            pid = try spawn(words, readyFD: writeEnd, as: childReady, log: plan.state.daemonLog)
+        } catch {
             close(writeEnd)
-        })
-        let pid = fork()
-        if pid < 0 { throw .system("fork: \(String(cString: strerror(errno)))") }
-        if pid == 0 {
-            close(readEnd)
-            setsid()
-            redirectStandardStreams(log: daemon.plan.state.daemonLog)
-            chdir("/")
-            end(daemon.serve())
+            throw error
         }
         close(writeEnd)
+
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
         var pfd = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-        var answer = [UInt8](repeating: 0, count: 2)
-        let ready = poll(&pfd, 1, timeoutSeconds * 1000) > 0 && read(readEnd, &answer, 2) == 2 && answer == Array("ok".utf8)
-        close(readEnd)
-        if ready { return }
-        // The child died or hung before answering: take the mount down and say why.
-        kill(pid, SIGKILL)
+        var deadline = Int64(timeoutSeconds) * 1000
+        while deadline > 0 {
+            let started = monotonicMilliseconds()
+            let r = poll(&pfd, 1, Int32(deadline))
+            if r < 0 && errno == EINTR { deadline -= monotonicMilliseconds() - started; continue }
+            if r <= 0 { break }
+            let n = read(readEnd, &buffer, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            answer += buffer[0..<n]
+            deadline -= monotonicMilliseconds() - started
+        }
+        let said = String(decoding: answer, as: UTF8.self)
+        if said == "ok" { return }
+        // The daemon could not mount, died or hung before answering: make sure it is gone, take down
+        // whatever it mounted, and say why.
+        if said.isEmpty { kill(pid, SIGKILL) }
         var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        umount2(daemon.plan.mountpoint, Int32(MNT_DETACH))
-        let tail = readWholeFile(daemon.plan.state.daemonLog).map { String($0.suffix(2000)) } ?? ""
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        if MountTable.coordfsMount(at: plan.mountpoint) != nil { umount2(plan.mountpoint, Int32(MNT_DETACH)) }
+        if !said.isEmpty { throw .system(said) }
+        let tail = readWholeFile(plan.state.daemonLog).map { String($0.suffix(2000)) } ?? ""
         throw .system("the coordfs daemon did not come up\(tail.isEmpty ? "" : ":\n" + tail)")
     }
 
-    private static func redirectStandardStreams(log: String) {
-        let null = open("/dev/null", O_RDWR)
-        if null >= 0 { dup2(null, 0); close(null) }
-        let out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        if out >= 0 { dup2(out, 1); dup2(out, 2); close(out) }
+    /// posix_spawn of this program with `words`: stdin /dev/null, stdout and stderr appended to `log`,
+    /// `readyFD` as descriptor `target`, the default signal mask and dispositions.
+    private static func spawn(_ words: [String], readyFD: Int32, as target: Int32, log: String) throws(MountError) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_adddup2(&actions, readyFD, target)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        // /proc/self/exe: this very binary, even when its file was replaced since it started.
+        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, environ)
+        guard rc == 0 else { throw .system("cannot start the coordfs daemon: \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
+    private static func monotonicMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }

@@ -17,20 +17,24 @@ public enum Unmounter {
             if e == EBUSY { throw .system("'\(m)' is busy (files are open or a process is inside it); close them, or use --lazy") }
             if e == EPERM {
                 // Not root: fusermount3 unmounts a user's own mount.
-                if runFusermount(["-u"] + (lazy ? ["-z"] : []) + [m]) { return waitForExit(pid, waitSeconds) }
+                if runFusermount(["-u"] + (lazy ? ["-z"] : []) + [m]) { return try waitForExit(pid, waitSeconds, lazy: lazy, log: state.daemonLog) }
             }
             throw .system("cannot unmount '\(m)': \(String(cString: strerror(e)))")
         }
-        waitForExit(pid, waitSeconds)
+        try waitForExit(pid, waitSeconds, lazy: lazy, log: state.daemonLog)
     }
 
     /// Waits for the daemon to finish: gone, or a zombie (its new parent, init, may reap it late)
     /// with no thread left, so that its files are closed and BACKING's file system can be unmounted.
-    private static func waitForExit(_ pid: pid_t?, _ seconds: Double) {
+    /// A daemon still running after `seconds` is said (not with --lazy, where open files keep it).
+    private static func waitForExit(_ pid: pid_t?, _ seconds: Double, lazy: Bool, log: String) throws(MountError) {
         guard let pid else { return }
         var waited = 0.0
         while waited < seconds, kill(pid, 0) == 0, !hasExited(pid) {
             usleep(5_000); waited += 0.005
+        }
+        if !lazy, kill(pid, 0) == 0, !hasExited(pid) {
+            throw .system("unmounted, but the daemon (pid \(pid)) has not ended after \(Int(seconds)) s; its log is \(log)")
         }
     }
 

@@ -24,19 +24,23 @@ struct MountCommand: ParsableCommand {
     @Argument(help: "Where to mount it.") var mountpoint: String
     @Option(name: .customShort("o"), help: "Mount options, comma-separated.") var options: [String] = []
     @Flag(name: [.customShort("f"), .long], help: "Stay in the foreground.") var foreground = false
+    /// Set by `coordfs mount` (background) for the daemon it starts: where to say "ok" or why not.
+    @Option(name: .customLong("ready-fd"), help: .private) var readyFD: Int32?
 
     func run() throws {
-        DaemonLauncher.closeInheritedDescriptors()
+        DaemonLauncher.closeInheritedDescriptors(keeping: readyFD)
+        if readyFD != nil { DaemonLauncher.detach() }
         do {
             let opts = try MountOptions.parse(options)
             let plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: opts)
-            let daemon = try Daemon(plan: plan)
             if foreground {
-                DaemonLauncher.end(try DaemonLauncher.runInForeground(daemon))
+                let daemon = try Daemon(plan: plan)
+                DaemonLauncher.end(try DaemonLauncher.runInForeground(daemon, readyFD: readyFD))
             } else {
-                try DaemonLauncher.runInBackground(daemon)
+                try DaemonLauncher.startInBackground(plan, options: options)
             }
         } catch let e as MountError {
+            if let readyFD { DaemonLauncher.tell(readyFD, e.description) }
             throw CLIError(e.description)
         }
     }

@@ -105,6 +105,34 @@ final class MountCommandTests: MountTestCase {
         }
     }
 
+    /// The background daemon is a program of its own (exec'd, in its own session, stdin /dev/null),
+    /// not a fork of `coordfs mount`: in a forked child the Swift runtime's once-locks carry the
+    /// parent's thread id, and the daemon could spin forever at full CPU once two threads met on one
+    /// (seen at unmount). Every one of many mount/unmount cycles ends with the daemon gone.
+    func testTheBackgroundDaemonIsANewProgramAndEndsAtEveryUnmount() throws {
+        for round in 0..<30 {
+            let options = ["", "coordination=off,log=off", "log=off", "store=off"][round % 4]
+            let m = options.isEmpty ? coordfs("mount", fixture.backing, fixture.mountpoint)
+                : coordfs("mount", fixture.backing, fixture.mountpoint, "-o", options)
+            guard m.status == 0 else { return XCTFail("round \(round): mount -o '\(options)': \(m)") }
+            guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("round \(round): no daemon process found") }
+            if round == 0 {
+                let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+                let fields = stat[(stat.lastIndex(of: ")").map { stat.index($0, offsetBy: 2) } ?? stat.startIndex)...].split(separator: " ")
+                XCTAssertEqual(fields.count > 3 ? pid_t(fields[3]) : nil, pid, "the daemon does not lead a session of its own: \(stat)")
+                let cmdline = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+                let args = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+                XCTAssertTrue(args.contains("-f") && args.contains("--ready-fd"), "the daemon is not an exec'd foreground daemon: \(args)")
+                XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/0"), "/dev/null", "the daemon's stdin is not /dev/null")
+            }
+            for i in 0..<10 { XCTAssertEqual(Sys.put(fixture.mountpoint + "/f\(i)", [UInt8(i)]), .success()) }
+            let u = coordfs("unmount", fixture.mountpoint)
+            XCTAssertEqual(u.status, 0, "round \(round): unmount -o '\(options)': \(u)")
+            MountedFolder.reap([pid])
+            if Mounts.isAlive(pid) { return XCTFail("round \(round): the daemon outlived its unmount") }
+        }
+    }
+
     func testStaleMountIsCleanedUpByTheNextMount() throws {
         XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
         guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon process found for the mount") }
