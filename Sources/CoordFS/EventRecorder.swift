@@ -20,8 +20,9 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// id) name the items through them. Holds only requests in flight: entries go at release or
     /// failure. Only under `formatter`.
     private var requestItems: [UInt64: [Item]] = [:]
-    /// Records formatted from the backlog, appended to the log together. Only under `formatter`.
-    private var formatted: [(EventRecord, EventTime)] = []
+    /// Records formatted from the backlog (each with the time its step happened), handed to the log
+    /// together. Only under `formatter`.
+    private var formatted: [EventRecord] = []
 
     /// One intent of a request as it appears in records.
     struct Item {
@@ -76,14 +77,16 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
                 for (item, time) in batch {
                     switch item {
                     case .event(let e): format(e, at: time)
-                    case .record(let r): formatted.append((r, time))
+                    case .record(var r):
+                        r.time = time
+                        formatted.append(r)
                     }
                 }
-                // One lock on the log per batch, not one per record.
-                log.append(contentsOf: formatted)
+                // One lock on the log per batch, not one per record; it takes the buffer (empty after).
+                log.append(contentsOf: &formatted)
                 // Keep the buffers, but give back the memory of a rare huge burst.
                 if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
-                if formatted.capacity > 1 << 14 { formatted = [] } else { formatted.removeAll(keepingCapacity: true) }
+                if formatted.capacity > 1 << 14 { formatted = [] }
             }
         }
     }
@@ -109,7 +112,7 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         let request = event.requestID?.rawValue
         func append(_ kind: EventKind, _ path: consuming String, old: consuming String? = nil, _ details: consuming EventDetails = EventDetails()) {
             if details.requestID == nil { details.requestID = request }
-            formatted.append((EventRecord(kind: kind, path: path, oldPath: old, actor: actor, details: details), time))
+            formatted.append(EventRecord(time: time, kind: kind, path: path, oldPath: old, actor: actor, details: details))
         }
         switch event.kind {
         case .requested(let intents, _):

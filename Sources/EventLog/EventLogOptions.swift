@@ -38,7 +38,7 @@ public struct EventLogOptions: Sendable, Equatable {
     public init(
         sync: SyncPolicy = .none, segmentBytes: Int = 16 << 20, maxTotalBytes: UInt64? = nil,
         maxAge: Duration? = nil, retentionCheckInterval: Duration = .seconds(10),
-        maxQueuedRecords: Int = 1 << 18, coalescing: Duration = .milliseconds(1), writerNiceness: Int32 = 0
+        maxQueuedRecords: Int = 1 << 18, coalescing: Duration = .milliseconds(5), writerNiceness: Int32 = 0
     ) {
         self.writerNiceness = writerNiceness
         self.sync = sync

@@ -90,9 +90,11 @@ public final class EventLogWriter: Sendable {
     @discardableResult
     public func append(_ record: consuming EventRecord, at time: EventTime) -> UInt64 { core.append(record, at: time) }
 
-    /// Appends `records`, each as having happened at its time, in order and under one lock (a
-    /// source's batch). Seqs are the writer's.
-    public func append(contentsOf records: [(EventRecord, EventTime)]) { core.append(contentsOf: records) }
+    /// Appends `records`, each as having happened at its `time`, in order and under one lock (a
+    /// source's batch), and leaves `records` empty (its buffer may be the writer's old one). Seqs are
+    /// the writer's; times still never go backwards. When the writer has nothing queued, the records
+    /// are stamped in place and the buffer taken whole: none is copied.
+    public func append(contentsOf records: inout [EventRecord]) { core.append(contentsOf: &records) }
 
     /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
     /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and `pull` appends
@@ -128,6 +130,10 @@ public final class EventLogWriter: Sendable {
 private final class WriterCore: @unchecked Sendable {
     /// A batch this large is written at once, without waiting out the coalescing delay.
     static let coalescingCutoff = 8192
+    /// After a batch, the writer looks for more this many times, a coalescing delay apart, before it
+    /// goes idle (and producers must wake it). During a burst no FUSE thread makes a futex call for
+    /// the log: measured, a wake-up per millisecond of a metadata workload otherwise.
+    static let lingerRounds = 10
 
     private enum Condition {
         static let work = 0
@@ -201,25 +207,36 @@ private final class WriterCore: @unchecked Sendable {
 
     /// Appends `records` in order under one lock (a source's batch: the lock is taken once, not once
     /// per record, so appending threads rarely meet the writer on it).
-    func append(contentsOf records: [(EventRecord, EventTime)]) {
+    func append(contentsOf records: inout [EventRecord]) {
         guard !records.isEmpty else { return }
         sync.lock()
         defer { sync.unlock() }
-        if closing { return }
-        for (r, time) in records { _ = enqueue(r, at: time) }
+        if closing { return records.removeAll(keepingCapacity: true) }
+        if queue.isEmpty && records.count <= options.maxQueuedRecords {
+            for i in records.indices { stamp(&records[i], at: records[i].time) }
+            swap(&queue, &records)
+        } else {
+            for r in records { _ = enqueue(r, at: r.time) }
+            records.removeAll(keepingCapacity: true)
+        }
         wakeWriterIfWanted()
+    }
+
+    /// Gives `r` the next seq and its time. Under `sync`.
+    private func stamp(_ r: inout EventRecord, at now: EventTime) {
+        r.seq = nextSeq
+        nextSeq += 1
+        // Times never go backwards within one log, even if the wall clock does.
+        r.time = now < lastTime ? lastTime : now
+        lastTime = r.time
+        stats.appended += 1
     }
 
     /// Gives `r` the next seq and its time and queues it (or counts it dropped past the queue's
     /// bound). Under `sync`.
     private func enqueue(_ r: consuming EventRecord, at now: EventTime) -> UInt64 {
-        let seq = nextSeq
-        nextSeq += 1
-        r.seq = seq
-        // Times never go backwards within one log, even if the wall clock does.
-        r.time = now < lastTime ? lastTime : now
-        lastTime = r.time
-        stats.appended += 1
+        stamp(&r, at: now)
+        let seq = r.seq
         if queue.count >= options.maxQueuedRecords {
             pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
             stats.dropped += 1
@@ -343,6 +360,7 @@ private final class WriterCore: @unchecked Sendable {
         let coalescingNanos = options.coalescing.nanoseconds
         var nextRetentionCheck = ConditionLock.monotonicNanos() + interval
         var lastSegmentCount = store.segmentsCreated
+        var lingerRounds = 0
 
         while true {
             sync.lock()
@@ -350,10 +368,22 @@ private final class WriterCore: @unchecked Sendable {
                 // Back off before retrying a failed write; the queue keeps its bound meanwhile.
                 if !closing { _ = sync.wait(Condition.work, untilMonotonicNanos: ConditionLock.monotonicNanos() + 100_000_000) }
             } else {
+                var lingered = false
                 while queue.isEmpty && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
+                    if lingerRounds > 0 {
+                        // Busy lately: look again after the coalescing delay, still not idle, so
+                        // producers only set their flag and no FUSE thread makes a wake-up call.
+                        lingerRounds -= 1
+                        if sourcePending.load(ordering: .sequentiallyConsistent) || flushWaiters > 0 { break }
+                        _ = sync.wait(Condition.work, untilMonotonicNanos: ConditionLock.monotonicNanos() + coalescingNanos)
+                        lingered = true
+                        if sourcePending.load(ordering: .sequentiallyConsistent) { break }
+                        continue
+                    }
                     // Idle first, then the flag (see `sourceHasRecords`).
                     writerIdle.store(true, ordering: .sequentiallyConsistent)
                     if sourcePending.load(ordering: .sequentiallyConsistent) { break }
+                    lingered = false
                     if checksRetention {
                         if !sync.wait(Condition.work, untilMonotonicNanos: nextRetentionCheck) { break }
                     } else {
@@ -361,8 +391,9 @@ private final class WriterCore: @unchecked Sendable {
                     }
                 }
                 writerIdle.store(false, ordering: .relaxed)
-                // Let more records join the batch: fewer write() calls per record when busy.
-                if coalescingNanos > 0 && (!queue.isEmpty || sourcePending.load(ordering: .relaxed)) {
+                // Let more records join the batch: fewer write() calls per record when busy. A batch
+                // found while lingering has had its delay already.
+                if coalescingNanos > 0 && !lingered && (!queue.isEmpty || sourcePending.load(ordering: .relaxed)) {
                     let until = ConditionLock.monotonicNanos() + coalescingNanos
                     writerCoalescing = true
                     while !closing && flushWaiters == 0 && queue.count < WriterCore.coalescingCutoff
@@ -392,6 +423,7 @@ private final class WriterCore: @unchecked Sendable {
             var lastWritten: UInt64?
             var writeError: EventLogError?
             let records = stalled.isEmpty ? batch : stalled
+            if !batch.isEmpty && coalescingNanos > 0 { lingerRounds = WriterCore.lingerRounds }
             if !records.isEmpty {
                 let (n, e) = store.write(records[...])
                 if n > 0 { lastWritten = records[n - 1].seq }

@@ -70,17 +70,18 @@ final class WriterTests: XCTestCase {
     func testSourceHandOffLosesNoWakeUp() throws {
         let dir = makeLogDirectory(self)
         let writer = try EventLogWriter(directory: dir, options: EventLogOptions(retentionCheckInterval: .seconds(3600)))
-        let pending = Mutex<[(EventRecord, EventTime)]>([])
+        let pending = Mutex<[EventRecord]>([])
         let pushed = Atomic<UInt64>(0)
         writer.setSource {
-            writer.append(contentsOf: pending.withLock { q -> [(EventRecord, EventTime)] in defer { q.removeAll() }; return q })
+            var batch = pending.withLock { q -> [EventRecord] in defer { q.removeAll() }; return q }
+            writer.append(contentsOf: &batch)
         }
         let failures = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: 4) { t in
             var rng = SystemRandomNumberGenerator()
             for i in 0..<300 where failures.load(ordering: .relaxed) == 0 {
                 let target = pending.withLock { q -> UInt64 in
-                    q.append((EventRecord(kind: .didChange, path: "/t\(t)/\(i)"), EventTime.now()))
+                    q.append(EventRecord(time: EventTime.now(), kind: .didChange, path: "/t\(t)/\(i)"))
                     return pushed.add(1, ordering: .sequentiallyConsistent).newValue
                 }
                 writer.sourceHasRecords()
