@@ -27,6 +27,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
     /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
     let passthroughWrites = PassthroughWrites()
+    /// The mounted session, for `forgetCached` (weak: the session owns this file system).
+    private let kernel = Mutex(WeakSession())
+    private struct WeakSession { weak var session: FuseSession? }
 
     public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions) {
         self.loopback = loopback
@@ -50,6 +53,28 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     func documents(_ path: ItemPath) -> (any DocumentHooks)? {
         guard let hooks = documentHooks.withLock({ $0 }), coordinator.isPresented(path) else { return nil }
         return hooks
+    }
+
+    /// Tells `forgetCached` which session to notify (the daemon, once mounted; nil when stopped).
+    public func setSession(_ session: FuseSession?) { kernel.withLock { $0.session = session } }
+
+    /// Drops what the kernel has cached for `path` (the name, the item's attributes and pages, the
+    /// directory's attributes) after the daemon changed it outside a FUSE request: the document store's
+    /// resolutions and restores. The kernel knows only of changes made through the mount, and the
+    /// backing watcher skips the daemon's own. Call it with no coordinated access held: the kernel
+    /// takes the directory's lock, which a request parked in that directory may hold.
+    public func forgetCached(_ path: ItemPath) {
+        guard let session = kernel.withLock({ $0.session }), let name = path.name else { return }
+        var directory = loopback.inode(.root)
+        for component in path.components.dropLast() {
+            // A directory the kernel does not know has nothing cached below it.
+            guard let next = loopback.knownChild(of: directory, named: component) else { return }
+            directory = next
+        }
+        let child = loopback.knownChild(of: directory, named: name)
+        _ = session.invalidateEntry(parent: loopback.id(of: directory), name: name)
+        if let child { _ = session.invalidate(inode: loopback.id(of: child)) }
+        _ = session.invalidate(inode: loopback.id(of: directory))
     }
 
     /// Ends saves still waiting for their document to come back (at unmount).

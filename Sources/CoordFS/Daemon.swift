@@ -111,6 +111,7 @@ public final class Daemon: @unchecked Sendable {
                                 passthrough: plan.options.passthrough, onInit: onReady)
             try s.mount(at: plan.mountpoint)
             loopback.setBackingFileRegistry(s)
+            coordinated?.setSession(s)
         } catch {
             throw .system("cannot mount '\(plan.backing)' on '\(plan.mountpoint)': \(error)")
         }

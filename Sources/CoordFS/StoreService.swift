@@ -256,8 +256,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// ``DocumentChangeEvent``). A refused resolution (reload or merge of a deletion, merge of
     /// binary contents, missing "mine") throws and changes nothing.
     ///
-    /// The new file is written in the backing folder; through the mount it shows once the
-    /// kernel's entry cache expires (`entry_timeout`, 1 s by default).
+    /// The new file is written in the backing folder and shows through the mount at once (the
+    /// kernel's cached name and attributes are dropped once the access is released).
     @discardableResult
     public func resolve(_ id: ConflictID, with resolution: DocumentResolution, mine: Contents? = nil, by actor: String? = nil) throws -> ResolutionOutcome {
         let store = documentStore
@@ -280,6 +280,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             }
             return outcome
         }
+        if let written = outcome.writtenPath, let writtenPath = try? ItemPath(written) { mount?.forgetCached(writtenPath) }
         if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
         recorder?.conflictResolved(outcome, actor: who, origin: (getpid(), getuid(), "coordfs"))
         if let others = outcome.othersNotified { deliver(others) }
@@ -300,6 +301,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             if let access { access.announce(.changed(target)) } else { coordinator.announce(.changed(target), origin: origin) }
             return outcome
         }
+        mount?.forgetCached(target)
         if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
         if let event = outcome.presentersNotified { deliver(event) }
         return outcome

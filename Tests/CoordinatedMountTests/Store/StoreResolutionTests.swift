@@ -119,6 +119,27 @@ final class StoreResolutionTests: StoreMountTestCase {
         XCTAssertEqual(other.log.filter { $0 == "didChange" }.count, 2, "\(other.log)")
     }
 
+    /// What the daemon's store writes (a resolution, a restore) shows through the mount at once:
+    /// the kernel's cached name and attributes of the document are dropped. The backing watcher skips
+    /// the daemon's own changes, so without that the mount served the replaced file until the entry
+    /// timeout.
+    func testWhatTheStoreWritesShowsThroughTheMountAtOnce() throws {
+        let (_, _, conflict) = try changedConflict()
+        // The kernel has the document's name and attributes cached now.
+        XCTAssertEqual(try read("doc.txt"), "alpha\nline 2\nline 3 theirs\n")
+        try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        XCTAssertEqual(try read("doc.txt"), "mine\n", "the mount still shows the replaced file after a resolution")
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/doc.txt", &st), 0)
+        XCTAssertEqual(st.st_size, 5, "the mount still has the replaced file's size")
+        // A restore of the version the resolution kept.
+        let kept = try XCTUnwrap(try store.versions(ofPath: "doc.txt").first { v in
+            (try? store.contents(of: v.id)).map { String(decoding: $0, as: UTF8.self) } == "alpha\nline 2\nline 3 theirs\n"
+        })
+        try service.restore(kept.id)
+        XCTAssertEqual(try read("doc.txt"), "alpha\nline 2\nline 3 theirs\n", "the mount still shows the file a restore replaced")
+    }
+
     func testChangeResolvedByKeepBoth() throws {
         let (_, _, conflict) = try changedConflict()
         let outcome = try service.resolve(conflict.id, with: .keepBoth, mine: .bytes(Array("mine\n".utf8)))
