@@ -319,7 +319,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
             grant.release()
             switch result {
-            case .success(let st): req.reply(attributes: st, timeout: loopback.options.attributeTimeout)
+            case .success(let st): req.reply(attributes: st, timeout: loopback.attributeTimeout(for: st))
             case .failure(let e): req.reply(error: e)
             }
         }

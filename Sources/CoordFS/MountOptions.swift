@@ -18,8 +18,12 @@ public struct MountOptions: Sendable, Equatable {
     public var defaultPermissions = false
     public var readOnly = false
     public var debug = false
-    public var attributeTimeout = 1.0
-    public var entryTimeout = 1.0
+    /// Seconds the kernel caches attributes and names; nil: the defaults (1 s, or `watchedTimeout`
+    /// while the backing watcher sees every change on a local backing file system).
+    public var attributeTimeout: Double?
+    public var entryTimeout: Double?
+    /// The default cache lifetime of attributes and names the backing watcher keeps fresh.
+    public static let watchedTimeout = 10.0
     public var negativeTimeout = 0.0
     public var keepCache = true
     public var maxThreads = 16
@@ -156,8 +160,11 @@ public struct MountOptions: Sendable, Equatable {
     /// The passthrough's settings for these options.
     public func loopbackOptions(hiding names: Set<String>) -> LoopbackOptions {
         var l = LoopbackOptions()
-        l.attributeTimeout = attributeTimeout
-        l.entryTimeout = entryTimeout
+        l.attributeTimeout = attributeTimeout ?? 1.0
+        l.entryTimeout = entryTimeout ?? 1.0
+        // Given explicitly (or cache=none): that, whatever the watcher sees.
+        l.watchedAttributeTimeout = attributeTimeout == nil ? Self.watchedTimeout : nil
+        l.watchedEntryTimeout = entryTimeout == nil ? Self.watchedTimeout : nil
         l.negativeTimeout = negativeTimeout
         l.keepCache = keepCache
         l.hiddenRootNames = names

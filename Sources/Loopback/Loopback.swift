@@ -9,6 +9,12 @@ public struct LoopbackOptions: Sendable {
     /// keep it short).
     public var attributeTimeout: Double = 1.0
     public var entryTimeout: Double = 1.0
+    /// Seconds for attributes and names instead, for items on the backing root's own local file
+    /// system while a watcher sees every change made there directly (`setPathsAreWatched(true)`): the
+    /// watcher drops each changed item's cached name and attributes, so these only bound what a
+    /// missed change could leave stale. Nil: the timeouts above always.
+    public var watchedAttributeTimeout: Double? = nil
+    public var watchedEntryTimeout: Double? = nil
     /// Seconds the kernel may cache "no such name" (0: a file created in the backing folder shows at once).
     public var negativeTimeout: Double = 0
     /// Keep page cache across opens; the kernel drops it when it sees mtime or size change.
@@ -38,6 +44,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     private let backingRootBytes: [UInt8]
     /// See `path(of:)`.
     private let pathsAreWatched = Atomic<Bool>(false)
+    /// The backing root's device, and whether its file system is local (`LocalFileSystems`): only
+    /// its items get the watched timeouts.
+    private let rootDevice: dev_t
+    private let rootIsLocal: Bool
     private let pathGeneration = Atomic<UInt64>(0)
     private let backingFiles = Mutex<(any BackingFileRegistry)?>(nil)
     private let dataRequestCount = Atomic<Int>(0)
@@ -58,6 +68,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); throw e }
         self.backingRoot = backingRoot
         backingRootBytes = Array(backingRoot.utf8)
+        rootDevice = st.st_dev
+        rootIsLocal = LocalFileSystems.contains(fd)
         hiddenRootDirectories = options.hiddenRootNames.filter { name in
             var sub = stat()
             return fstatat(fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && (sub.st_mode & S_IFMT) == S_IFDIR
@@ -133,8 +145,23 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     @inline(__always)
     func entry(_ node: BackingNode, _ st: stat) -> EntryReply {
-        EntryReply(inode: inodes.id(of: node), attributes: st,
-                   attributeTimeout: options.attributeTimeout, entryTimeout: options.entryTimeout)
+        let watched = isWatched(st)
+        return EntryReply(inode: inodes.id(of: node), attributes: st,
+                          attributeTimeout: watched ? options.watchedAttributeTimeout ?? options.attributeTimeout : options.attributeTimeout,
+                          entryTimeout: watched ? options.watchedEntryTimeout ?? options.entryTimeout : options.entryTimeout)
+    }
+
+    /// Seconds the kernel may cache the attributes `st` (see `LoopbackOptions.watchedAttributeTimeout`).
+    @inline(__always)
+    public func attributeTimeout(for st: stat) -> Double {
+        isWatched(st) ? options.watchedAttributeTimeout ?? options.attributeTimeout : options.attributeTimeout
+    }
+
+    /// Every change made directly to this item reaches a watcher: it is on the backing root's local
+    /// file system, and every directory the kernel knows is watched.
+    @inline(__always)
+    private func isWatched(_ st: stat) -> Bool {
+        rootIsLocal && st.st_dev == rootDevice && pathsAreWatched.load(ordering: .relaxed)
     }
 
     /// New items belong to the caller, as on the native folder. The daemon creates them as root, then
@@ -258,7 +285,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func getattr(_ request: consuming Request, inode id: InodeID, file: FileInfo?) {
         switch attributes(of: inode(id)).map({ id == .root ? rootAttributes($0) : $0 }) {
-        case .success(let st): request.reply(attributes: st, timeout: options.attributeTimeout)
+        case .success(let st): request.reply(attributes: st, timeout: attributeTimeout(for: st))
         case .failure(let e): request.reply(error: e)
         }
     }
@@ -313,7 +340,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func setattr(_ request: consuming Request, inode id: InodeID, attributes attr: stat, changing: SetAttributes, file: FileInfo?) {
         switch setAttributes(inode(id), attr, changing: changing, open: file.map { OpenFile.from($0.handle) }, caller: request.context) {
-        case .success(let st): request.reply(attributes: st, timeout: options.attributeTimeout)
+        case .success(let st): request.reply(attributes: st, timeout: attributeTimeout(for: st))
         case .failure(let e): request.reply(error: e)
         }
     }

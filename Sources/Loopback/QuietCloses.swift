@@ -10,17 +10,6 @@ import Synchronization
 /// and opens of their files are answered with FOPEN_NOFLUSH: close(2) then returns without asking the
 /// daemon. Anything not known to be quiet keeps the FLUSH.
 final class QuietCloses: Sendable {
-    /// statfs f_type values (linux/magic.h) of file systems without a flush file operation.
-    /// overlayfs passes a flush on to its upper file, which has to be a local file system.
-    static let quietTypes: Set<Int> = [
-        0xEF53,      // ext2, ext3, ext4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0x0102_1994, // tmpfs
-        0x8584_58F6, // ramfs
-        0x794C_7630, // overlayfs
-    ]
-
     /// By device: every file of one file system answers alike, and a backing folder may hold mounts
     /// of others.
     private let byDevice = Mutex<[dev_t: Bool]>([:])
@@ -28,7 +17,7 @@ final class QuietCloses: Sendable {
     /// True when close(2) of files on `device` (the file system of `fd`) never reports an error.
     func neverReportErrors(_ fd: Int32, device: dev_t) -> Bool {
         if let known = byDevice.withLock({ $0[device] }) { return known }
-        let quiet = Self.quietTypes.contains(LinuxCalls.fileSystemType(fd))
+        let quiet = LocalFileSystems.contains(fd)
         byDevice.withLock { $0[device] = quiet }
         return quiet
     }

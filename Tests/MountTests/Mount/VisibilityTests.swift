@@ -32,11 +32,11 @@ final class VisibilityTests: MountTestCase {
     }
 
     /// The daemon watches the backing folder (fanotify) and drops the kernel's caches for what changed
-    /// there: a change shows through the mount within milliseconds, far below the 1 s cache timeouts
-    /// that would otherwise hide it.
+    /// there: a change shows through the mount within milliseconds, far below the cache timeouts
+    /// that would otherwise hide it (10 s for what the watcher keeps fresh).
     func testChangesInBackingAreSeenThroughTheMount() throws {
         try requireMount()
-        /// Polls for up to 250 ms (the watcher works asynchronously; the cache timeout is 1 s).
+        /// Polls for up to 250 ms (the watcher works asynchronously; the cache timeouts are 1 s or more).
         func soon<T: Equatable>(_ expected: T, _ message: String, _ read: () -> T) {
             let deadline = Date().addingTimeInterval(0.25)
             var value = read()
