@@ -12,7 +12,8 @@
 # folder on a real disk, not tmpfs; default ./bench-work), BENCH_OUT (docs/benchmarks.md),
 # BENCH_SIZE_MB (1024), BENCH_RAND_SECONDS (10), BENCH_SMALL_FILES (10000),
 # BENCH_LOOKUP_FILES (100000), BENCH_COORDFS_OPTS (extra -o options for coordfs),
-# BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (3, for the metadata workloads),
+# BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (3, for the sequential workloads),
+# BENCH_META_ROUNDS (5, for the metadata workloads, whose rounds vary most),
 # BENCH_FRESH_FS (1: each target's folder is a fresh ext4 image of its own on the bench disk;
 # 0: plain folders under BENCH_DIR).
 set -euo pipefail
@@ -250,6 +251,8 @@ wl_tar() {
 # rotating each round, the best round counting. The sequential workloads
 # repeat too: the native folder's fsync time alone varies by a third from run to run here.
 ROUNDS=${BENCH_ROUNDS:-3}
+META_ROUNDS=${BENCH_META_ROUNDS:-5}
+declare -A ALL=()          # "workload:target" -> every round's value, space-separated
 REPEATED=" seqwrite seqread randdirect smallfiles tar "
 FRESH_ROUND=" smallfiles tar "   # each round of these on a new file system (refresh_target)
 
@@ -260,6 +263,7 @@ run_workloads() {
     better=$(cut -d'|' -f3 <<<"$line")
     rounds=1
     [[ "$REPEATED" == *" $name "* ]] && rounds=$ROUNDS
+    [[ "$FRESH_ROUND" == *" $name "* ]] && rounds=$META_ROUNDS
     n=${#TARGETS[@]}
     for ((r = 0; r < rounds; r++)); do
       for ((i = 0; i < n; i++)); do
@@ -269,6 +273,7 @@ run_workloads() {
         [[ "$REPEATED" == *" $name "* ]] && settle_disk
         if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
         say "bench:   $value"
+        [ "$value" != "error" ] && ALL[$name:$t]="${ALL[$name:$t]:-} $value"
         local prev=${RESULT[$name:$t]:-}
         if [ -z "$prev" ] || [ "$prev" = "error" ]; then
           RESULT[$name:$t]=$value
@@ -324,6 +329,16 @@ ratio() {   # workload other-target
   if [ "$better" = higher ]; then awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}'; else awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}'; fi
 }
 
+median() {   # workload:target -> the median of its rounds
+  tr ' ' '\n' <<<"${ALL[$1]:-}" | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+median_ratio() {   # workload better: coordfs's median speed relative to passthrough_ll's
+  local a b; a=$(median "$1:coordfs"); b=$(median "$1:passthrough_ll")
+  [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]] || { echo "n/a"; return; }
+  if [ "$2" = higher ]; then awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}'; else awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}'; fi
+}
+
 fmt() { [[ $1 =~ ^[0-9.]+$ ]] && printf '%.1f' "$1" || printf '%s' "${1:-n/a}"; }
 
 section_machine() {
@@ -348,8 +363,8 @@ section_mount() {
   echo "Ratios are speeds: coordfs's throughput divided by the other's (for timed workloads, the"
   echo "other's time divided by coordfs's), so 1.00 means as fast and above 1 means faster."
   echo "Sequential write and read, the O_DIRECT random reads and the metadata workloads (smallfiles, tar)"
-  echo "are the best of $ROUNDS"
-  echo "rounds, the target order rotating each round; each metadata round starts on a new file system"
+  echo "are the best of $ROUNDS rounds ($META_ROUNDS for the metadata workloads; their medians are"
+  echo "below the table), the target order rotating each round; each metadata round starts on a new file system"
   echo "(a daemon's file system is made anew under it). coordfs runs with its defaults: coordination, event log, document store and backing"
   echo "watcher on, kernel passthrough for open files (the kernel reads and writes the backing file"
   echo "itself; passthrough_ll, built against libfuse 3.14, cannot) and no FLUSH at close(2) for files on"
@@ -374,6 +389,14 @@ section_mount() {
     echo "| $name: $what | $unit | $(fmt "${RESULT[$name:native]:-}") | $(fmt "${RESULT[$name:passthrough_ll]:-}") | $(fmt "${RESULT[$name:coordfs]:-}") | $r1 | $r2 | $verdict |"
   done
   echo
+  local m
+  for name in $FRESH_ROUND; do
+    better=$(printf '%s\n' "${WORKLOADS[@]}" | awk -F'|' -v n="$name" '$1 == n {print $3}')
+    m="Medians of $META_ROUNDS rounds, $name: native $(fmt "$(median "$name:native")"),"
+    m="$m passthrough_ll $(fmt "$(median "$name:passthrough_ll")"), coordfs $(fmt "$(median "$name:coordfs")");"
+    echo "$m coordfs / passthrough_ll $(median_ratio "$name" "$better")."
+    echo
+  done
   echo "fio asks for random access (\`POSIX_FADV_RANDOM\`), so the native folder reads exactly the 4 KiB"
   echo "asked for. That advice reaches no backing file through FUSE: passthrough_ll's daemon and"
   echo "coordfs's passthrough backing file read ahead, and within the run the whole file may be in the"
@@ -401,6 +424,9 @@ section_memory() {
     fi
     echo "| $t | $(awk -v k="${RSS[$t:before]:-0}" 'BEGIN {printf "%.1f MiB", k/1024}') | $(awk -v k="$after" 'BEGIN {printf "%.1f MiB", k/1024}') | ${LOOKUP_ERRORS[$t]:-n/a} | $verdict |"
   done
+  echo
+  echo "RSS includes the clean, file-backed pages of the Swift libraries the daemon has run (about"
+  echo "20 MiB, shared and reclaimable; a daemon started with \`coordfs mount\` faults them in itself)."
   echo
   echo "Open-file limit of this run: $(ulimit -n). A daemon that keeps a descriptor per looked-up inode"
   echo "fails lookups with EMFILE beyond it (failed lookups column)."
@@ -441,7 +467,7 @@ section_how() {
   echo
   echo "\`$COMMAND\` (it builds with \`swift build -c release\` first; \`bench/run.sh\` alone uses the"
   echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
-  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_FRESH_FS. Every target"
+  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS. Every target"
   echo "runs on the same disk (by default each on a fresh ext4 image of its own there), one after the"
   echo "other, with the page cache dropped before each read workload."
   echo

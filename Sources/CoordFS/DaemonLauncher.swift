@@ -94,6 +94,7 @@ public enum DaemonLauncher {
         var buffer = [UInt8](repeating: 0, count: 4096)
         var pfd = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
         var deadline = Int64(timeoutSeconds) * 1000
+        var ended = false   // the daemon closed its end: it answered, or died
         while deadline > 0 {
             let started = monotonicMilliseconds()
             let r = poll(&pfd, 1, Int32(deadline))
@@ -101,7 +102,7 @@ public enum DaemonLauncher {
             if r <= 0 { break }
             let n = read(readEnd, &buffer, buffer.count)
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
+            if n <= 0 { ended = true; break }
             answer += buffer[0..<n]
             deadline -= monotonicMilliseconds() - started
         }
@@ -109,7 +110,7 @@ public enum DaemonLauncher {
         if said == "ok" { return }
         // The daemon could not mount, died or hung before answering: make sure it is gone, take down
         // whatever it mounted, and say why.
-        if said.isEmpty { kill(pid, SIGKILL) }
+        if !ended || said.isEmpty { kill(pid, SIGKILL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         if MountTable.coordfsMount(at: plan.mountpoint) != nil { umount2(plan.mountpoint, Int32(MNT_DETACH)) }
