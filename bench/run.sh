@@ -323,10 +323,14 @@ EOF
 # ---------------------------------------------------------------- report
 
 # Speed of coordfs relative to another target: >1 means coordfs is faster.
-ratio() {   # workload other-target
-  local better=$3 a=${RESULT[$1:coordfs]:-} b=${RESULT[$1:$2]:-}
+ratio() {   # workload other-target better
+  speed_ratio "${RESULT[$1:coordfs]:-}" "${RESULT[$1:$2]:-}" "$3"
+}
+
+speed_ratio() {   # coordfs-value other-value better: coordfs's speed over the other's
+  local a=$1 b=$2
   [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]] || { echo "n/a"; return; }
-  if [ "$better" = higher ]; then awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}'; else awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}'; fi
+  if [ "$3" = higher ]; then awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}'; else awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}'; fi
 }
 
 median() {   # workload:target -> the median of its rounds
@@ -334,9 +338,7 @@ median() {   # workload:target -> the median of its rounds
 }
 
 median_ratio() {   # workload better: coordfs's median speed relative to passthrough_ll's
-  local a b; a=$(median "$1:coordfs"); b=$(median "$1:passthrough_ll")
-  [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]] || { echo "n/a"; return; }
-  if [ "$2" = higher ]; then awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}'; else awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}'; fi
+  speed_ratio "$(median "$1:coordfs")" "$(median "$1:passthrough_ll")" "$2"
 }
 
 fmt() { [[ $1 =~ ^[0-9.]+$ ]] && printf '%.1f' "$1" || printf '%s' "${1:-n/a}"; }

@@ -93,18 +93,16 @@ public enum DaemonLauncher {
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         var pfd = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-        var deadline = Int64(timeoutSeconds) * 1000
+        let deadline = ContinuousClock.now + .seconds(Int(timeoutSeconds))
         var ended = false   // the daemon closed its end: it answered, or died
-        while deadline > 0 {
-            let started = monotonicMilliseconds()
-            let r = poll(&pfd, 1, Int32(deadline))
-            if r < 0 && errno == EINTR { deadline -= monotonicMilliseconds() - started; continue }
+        while case let left = deadline - .now, left > .zero {
+            let r = poll(&pfd, 1, Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1))
+            if r < 0 && errno == EINTR { continue }
             if r <= 0 { break }
             let n = read(readEnd, &buffer, buffer.count)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { ended = true; break }
             answer += buffer[0..<n]
-            deadline -= monotonicMilliseconds() - started
         }
         let said = String(decoding: answer, as: UTF8.self)
         if said == "ok" { return }
@@ -147,11 +145,5 @@ public enum DaemonLauncher {
         let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, environ)
         guard rc == 0 else { throw .system("cannot start the coordfs daemon: \(String(cString: strerror(rc)))") }
         return pid
-    }
-
-    private static func monotonicMilliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }

@@ -272,15 +272,16 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
         let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
         let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
-        let outcome = try withAccess(writes ? intents : [], origin: origin) { access -> ResolutionOutcome in
+        let (outcome, written) = try withAccess(writes ? intents : [], origin: origin) { access -> (ResolutionOutcome, ItemPath?) in
             let outcome = try store.resolve(id, with: resolution, mine: mine, by: who)
-            if let written = outcome.writtenPath, let writtenPath = try? ItemPath(written) {
-                let change: AccessChange = resolution == .keepBoth ? .subitemAppeared(writtenPath) : .changed(writtenPath)
+            let written = outcome.writtenPath.flatMap { try? ItemPath($0) }
+            if let written {
+                let change: AccessChange = resolution == .keepBoth ? .subitemAppeared(written) : .changed(written)
                 if let access { access.announce(change) } else { coordinator.announce(change, origin: origin) }
             }
-            return outcome
+            return (outcome, written)
         }
-        if let written = outcome.writtenPath, let writtenPath = try? ItemPath(written) { mount?.forgetCached(writtenPath) }
+        if let written { mount?.forgetCached(written) }
         if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
         recorder?.conflictResolved(outcome, actor: who, origin: (getpid(), getuid(), "coordfs"))
         if let others = outcome.othersNotified { deliver(others) }

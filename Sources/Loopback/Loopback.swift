@@ -145,23 +145,23 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     @inline(__always)
     func entry(_ node: BackingNode, _ st: stat) -> EntryReply {
-        let watched = isWatched(st)
-        return EntryReply(inode: inodes.id(of: node), attributes: st,
-                          attributeTimeout: watched ? options.watchedAttributeTimeout ?? options.attributeTimeout : options.attributeTimeout,
-                          entryTimeout: watched ? options.watchedEntryTimeout ?? options.entryTimeout : options.entryTimeout)
+        let t = timeouts(for: st)
+        return EntryReply(inode: inodes.id(of: node), attributes: st, attributeTimeout: t.attribute, entryTimeout: t.entry)
     }
 
     /// Seconds the kernel may cache the attributes `st` (see `LoopbackOptions.watchedAttributeTimeout`).
     @inline(__always)
-    public func attributeTimeout(for st: stat) -> Double {
-        isWatched(st) ? options.watchedAttributeTimeout ?? options.attributeTimeout : options.attributeTimeout
-    }
+    public func attributeTimeout(for st: stat) -> Double { timeouts(for: st).attribute }
 
-    /// Every change made directly to this item reaches a watcher: it is on the backing root's local
-    /// file system, and every directory the kernel knows is watched.
+    /// The watched timeouts when every change made directly to this item reaches a watcher (it is on
+    /// the backing root's local file system, and every directory the kernel knows is watched), else
+    /// the plain ones.
     @inline(__always)
-    private func isWatched(_ st: stat) -> Bool {
-        rootIsLocal && st.st_dev == rootDevice && pathsAreWatched.load(ordering: .relaxed)
+    private func timeouts(for st: stat) -> (attribute: Double, entry: Double) {
+        guard rootIsLocal && st.st_dev == rootDevice && pathsAreWatched.load(ordering: .relaxed) else {
+            return (options.attributeTimeout, options.entryTimeout)
+        }
+        return (options.watchedAttributeTimeout ?? options.attributeTimeout, options.watchedEntryTimeout ?? options.entryTimeout)
     }
 
     /// New items belong to the caller, as on the native folder. The daemon creates them as root, then
