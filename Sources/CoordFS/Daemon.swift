@@ -108,7 +108,8 @@ public final class Daemon: @unchecked Sendable {
         let s: FuseSession
         do {
             s = try FuseSession(fileSystem: fileSystem, options: fuse, debug: plan.options.debug,
-                                passthrough: plan.options.passthrough, onInit: onReady)
+                                passthrough: plan.options.passthrough, spin: .microseconds(plan.options.spinMicroseconds),
+                                onInit: onReady)
             try s.mount(at: plan.mountpoint)
             loopback.setBackingFileRegistry(s)
             coordinated?.setSession(s)

@@ -27,6 +27,10 @@ public struct MountOptions: Sendable, Equatable {
     public var negativeTimeout = 0.0
     public var keepCache = true
     public var maxThreads = 16
+    /// How long the worker reading /dev/fuse polls it after a request before it sleeps, in
+    /// microseconds (FuseKit's `DeviceReader`); 0: every worker sleeps in read(2), as with libfuse's
+    /// own loop.
+    public var spinMicroseconds = 200
     /// Kernel passthrough for open regular files (Linux 6.9+, CAP_SYS_ADMIN): reads and writes go
     /// from the kernel to the backing file without the daemon.
     public var passthrough = true
@@ -65,7 +69,8 @@ public struct MountOptions: Sendable, Equatable {
     public static var documentation: String {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N
-        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off, max_threads=N, debug
+        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off, max_threads=N,
+          spin=MICROSECONDS, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...
         event log: log=on|off, log_sync=none|batch, log_max_mb=N, log_max_days=N
@@ -136,6 +141,9 @@ public struct MountOptions: Sendable, Equatable {
                 case ("max_threads", let v?):
                     guard let n = Int(v), (1...1024).contains(n) else { throw .badOption(item, "expects 1 to 1024") }
                     o.maxThreads = n
+                case ("spin", let v?):
+                    guard let n = Int(v), (0...100_000).contains(n) else { throw .badOption(item, "expects microseconds, 0 to 100000") }
+                    o.spinMicroseconds = n
                 default:
                     if try o.store.parse(key, value, item: item) { continue }
                     throw .unknownOption(item)

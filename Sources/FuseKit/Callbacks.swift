@@ -25,6 +25,8 @@ func makeOperations() -> fuse_lowlevel_ops {
             timeGranularity: conn.pointee.time_gran)
         state.fileSystem.initialize(connection: &c)
         conn.pointee.want = c.want.rawValue & conn.pointee.capable
+        // The spinning reader looks at each request's opcode, which a splice leaves in a pipe.
+        if state.reader.spins { conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ) }
         conn.pointee.max_write = c.maxWrite
         conn.pointee.max_readahead = c.maxReadahead
         conn.pointee.max_background = c.maxBackground

@@ -157,11 +157,16 @@ private func handshake(_ userdata: UnsafeMutableRawPointer?) -> PassthroughHands
     userdata.map { Unmanaged<SessionState>.fromOpaque($0).takeUnretainedValue().passthrough }
 }
 
+@inline(__always)
+private func reader(_ userdata: UnsafeMutableRawPointer?) -> DeviceReader? {
+    userdata.map { Unmanaged<SessionState>.fromOpaque($0).takeUnretainedValue().reader }
+}
+
 /// libfuse's I/O hooks: plain system calls, plus the two edits above.
 func passthroughIO() -> fuse_custom_io {
     var io = fuse_custom_io()
     io.read = { fd, buf, len, userdata in
-        let n = Glibc.read(fd, buf, len)
+        let n = reader(userdata)?.receive(fd, into: buf) { Glibc.read(fd, buf, len) } ?? Glibc.read(fd, buf, len)
         if n > 0, let buf { handshake(userdata)?.read(UnsafeRawBufferPointer(start: buf, count: n)) }
         return n
     }
@@ -187,8 +192,9 @@ func passthroughIO() -> fuse_custom_io {
             return Glibc.writev(fd, iov, count)
         }
     }
-    io.splice_receive = { fdin, offin, fdout, offout, len, flags, _ in
-        cfuse_splice(fdin, offin, fdout, offout, len, flags)
+    io.splice_receive = { fdin, offin, fdout, offout, len, flags, userdata in
+        reader(userdata)?.receive(fdin, into: nil) { cfuse_splice(fdin, offin, fdout, offout, len, flags) }
+            ?? cfuse_splice(fdin, offin, fdout, offout, len, flags)
     }
     io.splice_send = { fdin, offin, fdout, offout, len, flags, _ in
         cfuse_splice(fdin, offin, fdout, offout, len, flags)

@@ -7,10 +7,12 @@ import Synchronization
 final class SessionState: Sendable {
     let fileSystem: any FuseFileSystem
     let passthrough: PassthroughHandshake
+    let reader: DeviceReader
     private let onInit: Mutex<(@Sendable () -> Void)?>
-    init(fileSystem: any FuseFileSystem, passthrough: Bool, onInit: (@Sendable () -> Void)?) {
+    init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, onInit: (@Sendable () -> Void)?) {
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
+        self.reader = DeviceReader(spinNanoseconds: spinNanoseconds)
         self.onInit = Mutex(onInit)
     }
     func initialized() {
@@ -35,11 +37,14 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     ///   - passthrough: ask the kernel for passthrough (Passthrough.swift): open files then reach their
     ///     backing files without the daemon, when the kernel offers it and the daemon may register
     ///     backing files (CAP_SYS_ADMIN).
+    ///   - spin: how long the worker that holds /dev/fuse polls it after a request before it sleeps
+    ///     (`DeviceReader`); zero: every idle worker sleeps in read(2), as in libfuse's own loop.
     ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
     ///     serves requests from then on.
     public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, passthrough: Bool = false,
-                onInit: (@Sendable () -> Void)? = nil) throws {
-        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, onInit: onInit)
+                spin: Duration = .zero, onInit: (@Sendable () -> Void)? = nil) throws {
+        let spinNanoseconds = Int(spin.components.seconds * 1_000_000_000 + spin.components.attoseconds / 1_000_000_000)
+        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds, onInit: onInit)
         var argv: [String] = ["coordfs"]
         if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
         if debug { argv.append("-d") }
@@ -71,7 +76,11 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         guard fuse_session_mount(session, mountpoint) == 0 else {
             throw FuseSessionError(description: "cannot mount on \(mountpoint)")
         }
-        if state.passthrough.wanted {
+        if state.passthrough.wanted || state.reader.spins {
+            guard state.reader.start(fuse_session_fd(session), session: session) else {
+                fuse_session_unmount(session)
+                throw FuseSessionError(description: "cannot set up the reader of /dev/fuse (non-blocking descriptor, watchdog thread)")
+            }
             var io = passthroughIO()
             guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
                 fuse_session_unmount(session)
@@ -95,6 +104,7 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         fuse_loop_cfg_set_idle_threads(config, UInt32(maxIdleThreads))
         fuse_loop_cfg_set_clone_fd(config, 0)
         let rc = cfuse_session_loop_mt(session, config)
+        state.reader.stop()
         return rc
     }
 

@@ -35,6 +35,12 @@ final class MountCommandTests: MountTestCase {
         let bad = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "max_threads=0")
         XCTAssertNotEqual(bad.status, 0, "max_threads=0 was accepted: \(bad)")
         assertNotMounted(fixture.mountpoint, "after a bad option value")
+        for value in ["-1", "fast", "100001"] {
+            let spin = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "spin=\(value)")
+            XCTAssertNotEqual(spin.status, 0, "spin=\(value) was accepted: \(spin)")
+            XCTAssertTrue(spin.output.contains("spin=\(value)") && spin.output.contains("microseconds"), "\(spin)")
+            assertNotMounted(fixture.mountpoint, "after spin=\(value)")
+        }
     }
 
     func testMountpointInsideBackingIsRefused() {
@@ -111,7 +117,7 @@ final class MountCommandTests: MountTestCase {
     /// (seen at unmount). Every one of many mount/unmount cycles ends with the daemon gone.
     func testTheBackgroundDaemonIsANewProgramAndEndsAtEveryUnmount() throws {
         for round in 0..<30 {
-            let options = ["", "coordination=off,log=off", "log=off", "store=off"][round % 4]
+            let options = ["", "coordination=off,log=off", "log=off", "store=off", "spin=0"][round % 5]
             let m = options.isEmpty ? coordfs("mount", fixture.backing, fixture.mountpoint)
                 : coordfs("mount", fixture.backing, fixture.mountpoint, "-o", options)
             guard m.status == 0 else { return XCTFail("round \(round): mount -o '\(options)': \(m)") }

@@ -1,0 +1,238 @@
+import CFuse3
+import Glibc
+import Synchronization
+
+/// Reads requests from /dev/fuse for libfuse's worker threads: one worker at a time holds the
+/// device, serves the quick requests itself, and polls the device for a short while before it
+/// sleeps.
+///
+/// Why: with libfuse's own loop every idle worker sleeps in read(2) on the device and the kernel
+/// wakes one for each request. On a virtual machine, waking a halted vCPU costs more than the daemon's
+/// own work for a lookup or a create, and a tool's create, stat and unlink are a string of such
+/// requests, each sent only once the last one is answered.
+///
+/// Here the worker that holds the device (the reader):
+///   - polls the device with non-blocking reads for `spin` after its last request before it blocks
+///     in poll(2), so the next request of a tool that is working through files is taken without a
+///     wake-up;
+///   - keeps the device while it serves a quick request (lookup, getattr, create, unlink, rename,
+///     open, release, the xattrs, forget: `servesInline`) and passes it on, waking the next worker,
+///     before a request that may take long (read, write, fsync, readdir, locks, fallocate,
+///     copy_file_range) or when requests are queued (the device had one at the first look: serving
+///     it alone would make the others wait);
+///   - loses the device to a watchdog thread when a quick request takes longer than `stall` (a disk
+///     that stalls, a lock): the watchdog passes the device to the next worker, so the mount never
+///     waits for one request. The watchdog looks every `stall / 2` while requests come, and sleeps
+///     until the next one once none has come for a second.
+/// The other workers wait for the device on a semaphore, not in the kernel, so the kernel has at most
+/// one waiter to wake.
+///
+/// A zero `spin` leaves the device blocking and every worker reading it, as libfuse does.
+final class DeviceReader: @unchecked Sendable {
+    /// How long the reader polls the device before it blocks, in nanoseconds (0: libfuse's way).
+    let spinNanoseconds: Int
+    /// How long a quick request may keep the device before the watchdog passes it on.
+    let stallNanoseconds: Int
+
+    /// Value 1 while no worker holds the device.
+    private let token: UnsafeMutablePointer<sem_t>
+    /// The watchdog sleeps on it once requests have stopped coming.
+    private let doorbell: UnsafeMutablePointer<sem_t>
+    /// pthread_self of the worker holding the device (0 while it is being passed on).
+    private let holder = Atomic<UInt>(0)
+    /// When the holder began serving a quick request itself (0: it is reading the device).
+    private let busySince = Atomic<Int>(0)
+    /// When the last request was read.
+    private let lastRequest = Atomic<Int>(0)
+    private let watchdogParked = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
+    private let watchdog = Mutex<pthread_t?>(nil)
+    /// How often the watchdog passed the device on (for tests and the daemon's log).
+    let takeovers = Atomic<Int>(0)
+    /// How many requests in a row the holder found already queued (only the holder touches it).
+    private var backlog = 0
+    /// After this many, the holder passes the device on: requests are coming faster than one worker serves them.
+    static let backlogToShare = 3
+
+    init(spinNanoseconds: Int, stallNanoseconds: Int = 2_000_000) {
+        self.spinNanoseconds = max(0, spinNanoseconds)
+        self.stallNanoseconds = max(100_000, stallNanoseconds)
+        token = .allocate(capacity: 1)
+        doorbell = .allocate(capacity: 1)
+        sem_init(token, 0, 1)
+        sem_init(doorbell, 0, 0)
+    }
+
+    deinit {
+        stop()
+        sem_destroy(token)
+        sem_destroy(doorbell)
+        token.deallocate()
+        doorbell.deallocate()
+    }
+
+    var spins: Bool { spinNanoseconds > 0 }
+
+    /// The session, for `fuse_session_exited` (set by `start`).
+    private var session: OpaquePointer?
+
+    /// Make `fd` ready for this reader (non-blocking when it spins) and start the watchdog. False when
+    /// either fails. `session`: the reader stops polling once it has exited (a signal handled on the
+    /// polling thread interrupts no system call).
+    func start(_ fd: Int32, session: OpaquePointer? = nil) -> Bool {
+        guard spins else { return true }
+        self.session = session
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else { return false }
+        return watchdog.withLock { thread in
+            if thread != nil { return true }
+            var t = pthread_t()
+            let me = Unmanaged.passRetained(self).toOpaque()
+            guard pthread_create(&t, nil, { arg in
+                let reader = Unmanaged<DeviceReader>.fromOpaque(arg!).takeRetainedValue()
+                // Signals are for the threads that expect them (libfuse's workers, a daemon's
+                // signal thread), whatever the mask of the thread that mounted.
+                var all = sigset_t()
+                sigfillset(&all)
+                pthread_sigmask(SIG_BLOCK, &all, nil)
+                reader.watch()
+                return nil
+            }, me) == 0 else {
+                Unmanaged<DeviceReader>.fromOpaque(me).release()
+                return false
+            }
+            thread = t
+            return true
+        }
+    }
+
+    /// Ends the watchdog (after the session's loop has returned).
+    func stop() {
+        guard let thread = watchdog.withLock({ t in defer { t = nil }; return t }) else { return }
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        sem_post(doorbell)
+        pthread_join(thread, nil)
+    }
+
+    /// One request from `fd` through `attempt` (a read of the device into `buffer` that returns -1 and
+    /// sets errno, EAGAIN when nothing is queued). Returns what `attempt` returned; errno is its. The
+    /// waits are cancellation points (libfuse cancels idle workers at the end of its loop).
+    @inline(__always)
+    func receive(_ fd: Int32, into buffer: UnsafeMutableRawPointer?, _ attempt: () -> Int) -> Int {
+        guard spins else { return attempt() }
+        let me = UInt(pthread_self())
+        if !keepsDevice(me) {
+            // EINTR: libfuse looks at the session's state and calls again.
+            if sem_wait(token) != 0 { return -1 }
+            holder.store(me, ordering: .relaxed)
+        }
+        var queued = false
+        let n = read(fd, attempt, queued: &queued)
+        if queued { backlog &+= 1 } else { backlog = 0 }
+        queued = backlog >= Self.backlogToShare
+        guard n > 0, let buffer, n >= 8 else {
+            let saved = errno
+            passOn()
+            errno = saved
+            return n
+        }
+        let now = Self.now()
+        lastRequest.store(now, ordering: .relaxed)
+        let opcode = buffer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+        if queued || !Self.servesInline(opcode) {
+            passOn()
+        } else {
+            busySince.store(now, ordering: .sequentiallyConsistent)
+            if watchdogParked.load(ordering: .relaxed), watchdogParked.exchange(false, ordering: .sequentiallyConsistent) {
+                sem_post(doorbell)
+            }
+        }
+        return n
+    }
+
+    /// Whether the calling worker still holds the device it kept for a quick request (the watchdog
+    /// may have passed it on meanwhile).
+    @inline(__always)
+    private func keepsDevice(_ me: UInt) -> Bool {
+        guard holder.load(ordering: .relaxed) == me else { return false }
+        let since = busySince.load(ordering: .sequentiallyConsistent)
+        return since != 0 && busySince.compareExchange(expected: since, desired: 0, ordering: .sequentiallyConsistent).exchanged
+    }
+
+    @inline(__always)
+    private func passOn() {
+        holder.store(0, ordering: .relaxed)
+        sem_post(token)
+    }
+
+    /// Polls the device for `spin`, then blocks in poll(2) until a request comes. `queued`: the first
+    /// look found one.
+    private func read(_ fd: Int32, _ attempt: () -> Int, queued: inout Bool) -> Int {
+        var n = attempt()
+        if n >= 0 || errno != EAGAIN {
+            queued = n > 0
+            return n
+        }
+        let deadline = Self.now() &+ spinNanoseconds
+        while Self.now() < deadline {
+            n = attempt()
+            if n >= 0 || errno != EAGAIN { return n }
+        }
+        if let session, fuse_session_exited(session) != 0 {
+            errno = EINTR   // libfuse then sees the session's end
+            return -1
+        }
+        while true {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, -1) < 0 { return -1 }
+            n = attempt()
+            if n >= 0 || errno != EAGAIN { return n }
+        }
+    }
+
+    /// The watchdog's loop.
+    private func watch() {
+        var pause = timespec(tv_sec: 0, tv_nsec: stallNanoseconds / 2)
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            let now = Self.now()
+            let since = busySince.load(ordering: .sequentiallyConsistent)
+            if since != 0, now - since > stallNanoseconds,
+               busySince.compareExchange(expected: since, desired: 0, ordering: .sequentiallyConsistent).exchanged {
+                takeovers.add(1, ordering: .relaxed)
+                passOn()
+            }
+            if now - lastRequest.load(ordering: .relaxed) > 1_000_000_000 && busySince.load(ordering: .sequentiallyConsistent) == 0 {
+                // Idle: sleep until the reader's next quick request rings.
+                watchdogParked.store(true, ordering: .sequentiallyConsistent)
+                if busySince.load(ordering: .sequentiallyConsistent) != 0 || stopping.load(ordering: .sequentiallyConsistent) {
+                    // A request came meanwhile: unpark, or take the ring that was already sent.
+                    if !watchdogParked.exchange(false, ordering: .sequentiallyConsistent) { sem_wait(doorbell) }
+                    continue
+                }
+                while sem_wait(doorbell) != 0 && errno == EINTR {}
+                continue
+            }
+            nanosleep(&pause, nil)
+        }
+    }
+
+    /// Requests a reader serves without passing the device on: they touch metadata only.
+    @inline(__always)
+    static func servesInline(_ opcode: UInt32) -> Bool {
+        switch opcode {
+        case 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, // lookup … open
+             17, 18, 21, 22, 23, 24, 25,                 // statfs, release, the xattrs, flush
+             27, 29, 34, 35, 36, 42, 45, 51, 52:         // opendir, releasedir, access, create, interrupt,
+            true                                         // batch forget, rename2, tmpfile, statx
+        default:
+            false
+        }
+    }
+
+    @inline(__always)
+    private static func now() -> Int {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return t.tv_sec &* 1_000_000_000 &+ t.tv_nsec
+    }
+}

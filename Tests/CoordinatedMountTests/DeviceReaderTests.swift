@@ -1,0 +1,236 @@
+import XCTest
+import Foundation
+import Glibc
+import Synchronization
+@testable import FuseKit
+
+/// The reader of /dev/fuse (FuseKit's `DeviceReader`): one worker holds the device, keeps it while it
+/// serves a metadata request, passes it on before a slow one, and loses it to the watchdog when a
+/// request stalls. The unit tests stand a SOCK_SEQPACKET pair in for the device (one message is one
+/// request); `testAStalledLookupDoesNotHoldUpTheMount` runs a real FUSE mount.
+final class DeviceReaderTests: XCTestCase {
+    private var device: Int32 = -1
+    private var kernel: Int32 = -1
+    private var reader: DeviceReader!
+
+    private func makeReader(stall: Int = 60_000_000_000) throws {
+        var fds: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { throw XCTSkip("socketpair failed") }
+        device = fds[0]; kernel = fds[1]
+        reader = DeviceReader(spinNanoseconds: 200_000, stallNanoseconds: stall)
+        XCTAssertTrue(reader.start(device))
+        XCTAssertNotEqual(fcntl(device, F_GETFL) & O_NONBLOCK, 0, "a spinning reader polls a non-blocking device")
+    }
+
+    override func tearDown() {
+        reader?.stop()
+        if device >= 0 { close(device) }
+        if kernel >= 0 { close(kernel) }
+    }
+
+    /// A request with `opcode` and `unique` (the first 16 bytes of fuse_in_header).
+    private func send(_ opcode: UInt32, _ unique: UInt64) {
+        var header = (UInt32(40), opcode, unique)
+        _ = withUnsafeBytes(of: &header) { Glibc.write(kernel, $0.baseAddress, 16) }
+    }
+
+    /// The same, 50 ms from now: the reader finds the device empty at its first look, so the request
+    /// does not count as a backlog.
+    private func sendLater(_ opcode: UInt32, _ unique: UInt64) {
+        let fd = kernel
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) {
+            var header = (UInt32(40), opcode, unique)
+            _ = withUnsafeBytes(of: &header) { Glibc.write(fd, $0.baseAddress, 16) }
+        }
+    }
+
+    /// One receive on the calling thread: the request's unique id.
+    private func receive() -> UInt64? { Self.receive(reader, device) }
+
+    private static func receive(_ reader: DeviceReader, _ fd: Int32) -> UInt64? {
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
+        defer { buffer.deallocate() }
+        let n = reader.receive(fd, into: buffer) { Glibc.read(fd, buffer, 64) }
+        return n >= 16 ? buffer.loadUnaligned(fromByteOffset: 8, as: UInt64.self) : nil
+    }
+
+    /// Runs `receive` on a new thread; the result arrives in the returned box.
+    private func receiveInBackground() -> Pending {
+        let pending = Pending()
+        let (reader, fd) = (reader!, device)
+        Thread.detachNewThread {
+            let u = Self.receive(reader, fd)
+            pending.unique.withLock { $0 = u }
+            pending.done.signal()
+        }
+        return pending
+    }
+
+    func testAWorkerServingAMetadataRequestKeepsTheDeviceAndPassesItOnBeforeASlowOne() throws {
+        try makeReader()
+        sendLater(1, 1)                              // LOOKUP: served by the holder itself
+        XCTAssertEqual(receive(), 1)
+        let other = receiveInBackground()            // another worker wants the device meanwhile
+        sendLater(3, 2)                              // GETATTR
+        XCTAssertEqual(other.done.wait(timeout: .now() + 0.3), .timedOut,
+                       "the device stays with the worker serving the lookup")
+        XCTAssertEqual(receive(), 2, "the holder takes the next request itself")
+        sendLater(15, 3)                             // READ: may take long, the device is passed on
+        XCTAssertEqual(receive(), 3)
+        send(3, 4)
+        XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success, "the waiting worker got the device")
+        XCTAssertEqual(other.unique.withLock { $0 }, 4)
+    }
+
+    func testTheWatchdogPassesOnADeviceHeldTooLong() throws {
+        try makeReader(stall: 5_000_000)
+        sendLater(35, 1)                             // CREATE, and this worker then stalls
+        XCTAssertEqual(receive(), 1)
+        let other = receiveInBackground()
+        send(1, 2)
+        XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success,
+                       "a stalled metadata request does not keep the device")
+        XCTAssertEqual(other.unique.withLock { $0 }, 2)
+        XCTAssertEqual(reader.takeovers.load(ordering: .relaxed), 1)
+        // The stalled worker comes back without the device: it waits like any other, and gets it
+        // once the new holder (which never comes back) has kept it too long in turn.
+        sendLater(1, 3)
+        XCTAssertEqual(receive(), 3)
+        XCTAssertEqual(reader.takeovers.load(ordering: .relaxed), 2)
+    }
+
+    func testQueuedRequestsShareTheDevice() throws {
+        try makeReader()
+        for u in 1...6 { send(1, UInt64(u)) }        // a backlog: several tools at once
+        let other = receiveInBackground()
+        var got: [UInt64] = []
+        for _ in 1...DeviceReader.backlogToShare { if let u = receive() { got.append(u) } }
+        XCTAssertEqual(got.count, DeviceReader.backlogToShare)
+        XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success,
+                       "after \(DeviceReader.backlogToShare) requests found queued, another worker joins in")
+        XCTAssertNotNil(other.unique.withLock { $0 })
+    }
+
+    func testWithoutSpinEveryWorkerReadsTheDeviceItself() throws {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
+        device = fds[0]; kernel = fds[1]
+        reader = DeviceReader(spinNanoseconds: 0)
+        XCTAssertTrue(reader.start(device))
+        XCTAssertEqual(fcntl(device, F_GETFL) & O_NONBLOCK, 0, "libfuse's way: a blocking device")
+        send(1, 1)
+        XCTAssertEqual(receive(), 1)
+        let other = receiveInBackground()
+        send(1, 2)
+        XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(other.unique.withLock { $0 }, 2)
+    }
+
+    // MARK: A real mount
+
+    func testAStalledLookupDoesNotHoldUpTheMount() throws {
+        guard geteuid() == 0, access("/dev/fuse", R_OK | W_OK) == 0 else { throw XCTSkip("needs root and /dev/fuse") }
+        let root = NSTemporaryDirectory() + "coordfs-reader-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let fs = StallingFileSystem()
+        let session = try FuseSession(fileSystem: fs, options: ["fsname=stall", "subtype=coordfs-test"], spin: .microseconds(200))
+        try session.mount(at: root)
+        let served = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = session.run(maxThreads: 8, handleSignals: false)
+            served.signal()
+        }
+        defer {
+            fs.release()
+            session.exit()
+            if umount2(root, Int32(MNT_DETACH)) != 0 { session.unmount() }
+            XCTAssertEqual(served.wait(timeout: .now() + 10), .success, "the session's loop ended at unmount")
+        }
+
+        // Two directories, looked up now (their names stay cached): the stalled lookup in one must
+        // not hold up lookups in the other (the kernel may lock a directory for a lookup in it).
+        var dir = stat()
+        XCTAssertEqual(lstat(root + "/a", &dir), 0)
+        XCTAssertEqual(lstat(root + "/b", &dir), 0)
+        let stalled = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            var st = stat()
+            _ = lstat(root + "/a/stall", &st)        // LOOKUP that stalls in the file system
+            stalled.signal()
+        }
+        XCTAssertEqual(fs.stalling.wait(timeout: .now() + 10), .success, "the stalling lookup reached the file system")
+        // On another thread: were the mount stuck, the test fails instead of hanging (the defer then
+        // lets the lookup go and unmounts).
+        let answered = DispatchSemaphore(value: 0)
+        let results = Mutex<[String]>([])
+        Thread.detachNewThread {
+            for i in 0..<20 {
+                var st = stat()
+                let rc = lstat(root + "/b/quick\(i)", &st)
+                results.withLock { $0.append(rc == 0 ? "size \(st.st_size)" : String(cString: strerror(errno))) }
+            }
+            answered.signal()
+        }
+        XCTAssertEqual(answered.wait(timeout: .now() + 10), .success, "the mount answers while a lookup stalls")
+        XCTAssertEqual(results.withLock { $0 }, Array(repeating: "size 7", count: 20))
+        XCTAssertEqual(stalled.wait(timeout: .now() + 0.2), .timedOut, "the stalled lookup is still waiting")
+        fs.release()
+        XCTAssertEqual(stalled.wait(timeout: .now() + 10), .success)
+    }
+}
+
+/// A receive running on another thread.
+private final class Pending: Sendable {
+    let done = DispatchSemaphore(value: 0)
+    let unique = Mutex<UInt64?>(nil)
+}
+
+/// A root directory with directories "a" and "b" (names cached a minute); in them, looking up
+/// "stall" waits until `release()`, and any other name is a 7-byte file (nothing cached).
+private final class StallingFileSystem: FuseFileSystem, @unchecked Sendable {
+    let stalling = DispatchSemaphore(value: 0)
+    private let gate = DispatchSemaphore(value: 0)
+    private let released = Atomic<Bool>(false)
+    private let next = Atomic<UInt64>(3)
+
+    func release() {
+        if !released.exchange(true, ordering: .acquiringAndReleasing) { gate.signal() }
+    }
+
+    /// Inodes 1 (the root), 2 ("a") and 3 ("b") are directories.
+    private func attributes(_ inode: UInt64) -> stat {
+        var st = stat()
+        let directory = inode <= 3
+        st.st_ino = UInt(inode)
+        st.st_nlink = directory ? 2 : 1
+        st.st_mode = directory ? S_IFDIR | 0o755 : S_IFREG | 0o644
+        st.st_size = directory ? 0 : 7
+        return st
+    }
+
+    func initialize(connection: inout ConnectionInfo) {
+        // Lookups in one directory at once (without it the kernel holds the directory's lock).
+        connection.want.insert(.parallelDirectoryOps)
+    }
+
+    func getattr(_ request: consuming Request, inode: InodeID, file: FileInfo?) {
+        request.reply(attributes: attributes(inode.rawValue), timeout: 0)
+    }
+
+    func lookup(_ request: consuming Request, parent: InodeID, name: FileName) {
+        if parent.rawValue == 1 {
+            let inode: UInt64? = strcmp(name.cString, "a") == 0 ? 2 : strcmp(name.cString, "b") == 0 ? 3 : nil
+            guard let inode else { return request.reply(error: .noSuchFileOrDirectory) }
+            return request.reply(entry: EntryReply(inode: InodeID(rawValue: inode), attributes: attributes(inode), attributeTimeout: 60, entryTimeout: 60))
+        }
+        if strcmp(name.cString, "stall") == 0 {
+            stalling.signal()
+            gate.wait()
+            request.reply(error: .noSuchFileOrDirectory)
+            return
+        }
+        let inode = next.add(1, ordering: .relaxed).newValue
+        request.reply(entry: EntryReply(inode: InodeID(rawValue: inode), attributes: attributes(inode), attributeTimeout: 0, entryTimeout: 0))
+    }
+}
