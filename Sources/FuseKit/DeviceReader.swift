@@ -16,10 +16,10 @@ import Synchronization
 ///     in poll(2), so the next request of a tool that is working through files is taken without a
 ///     wake-up;
 ///   - keeps the device while it serves a quick request (lookup, getattr, create, unlink, rename,
-///     open, release, the xattrs, forget: `servesInline`) and passes it on, waking the next worker,
-///     before a request that may take long (read, write, fsync, readdir, locks, fallocate,
-///     copy_file_range) or when requests are queued (the device had one at the first look: serving
-///     it alone would make the others wait);
+///     open, release, readdir, the xattrs, forget: `servesInline`) and passes it on, waking the next
+///     worker, before a request that may take long (read, write, fsync, locks, fallocate,
+///     copy_file_range) or when requests keep coming queued (the device had one at the first look
+///     `backlogToShare` times in a row: several tools at once, which one worker would keep waiting);
 ///   - loses the device to a watchdog thread when a quick request takes longer than `stall` (a disk
 ///     that stalls, a lock): the watchdog passes the device to the next worker, so the mount never
 ///     waits for one request. The watchdog looks every `stall / 2` while requests come, and sleeps
@@ -216,14 +216,19 @@ final class DeviceReader: @unchecked Sendable {
         }
     }
 
-    /// Requests a reader serves without passing the device on: they touch metadata only.
+    /// Requests a reader serves without passing the device on: they touch metadata only. Forgets
+    /// stay too: passing the device on for each (a wake-up) costs more than the close they do.
     @inline(__always)
     static func servesInline(_ opcode: UInt32) -> Bool {
         switch opcode {
-        case 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, // lookup … open
+        case 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, // lookup, forget, getattr, setattr, readlink,
+                                                         // symlink, mknod, mkdir, unlink, rmdir,
+                                                         // rename, link, open
              17, 18, 21, 22, 23, 24, 25,                 // statfs, release, the xattrs, flush
-             27, 29, 34, 35, 36, 42, 45, 51, 52:         // opendir, releasedir, access, create, interrupt,
-            true                                         // batch forget, rename2, tmpfile, statx
+             27, 28, 29, 34, 35, 36, 42, 44, 45, 51, 52: // opendir, readdir, releasedir, access, create,
+                                                         // interrupt, batch forget, readdirplus,
+                                                         // rename2, tmpfile, statx
+            true
         default:
             false
         }

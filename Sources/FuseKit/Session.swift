@@ -64,6 +64,7 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     }
 
     deinit {
+        state.reader.stop()   // a session that was mounted but never served still has its watchdog
         fuse_session_destroy(session)
         // The userdata reference taken in init (libfuse is done with it: destroy called the file
         // system's destroy last). Without this the file system and its descriptors would outlive an
