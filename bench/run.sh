@@ -12,7 +12,7 @@
 # folder on a real disk, not tmpfs; default ./bench-work), BENCH_OUT (docs/benchmarks.md),
 # BENCH_SIZE_MB (1024), BENCH_RAND_SECONDS (10), BENCH_SMALL_FILES (10000),
 # BENCH_LOOKUP_FILES (100000), BENCH_COORDFS_OPTS (extra -o options for coordfs),
-# BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (3, for the sequential workloads),
+# BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (5, for the sequential workloads),
 # BENCH_META_ROUNDS (5, for the metadata workloads, whose rounds vary most),
 # BENCH_FRESH_FS (1: each target's folder is a fresh ext4 image of its own on the bench disk;
 # 0: plain folders under BENCH_DIR).
@@ -250,7 +250,7 @@ wl_tar() {
 # each run starts from a settled disk (settle_disk), and they run ROUNDS times, the target order
 # rotating each round, the best round counting. The sequential workloads
 # repeat too: the native folder's fsync time alone varies by a third from run to run here.
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 META_ROUNDS=${BENCH_META_ROUNDS:-5}
 declare -A ALL=()          # "workload:target" -> every round's value, space-separated
 REPEATED=" seqwrite seqread randdirect smallfiles tar "
@@ -446,7 +446,7 @@ section_eventlog() {
   # On a fresh file system of its own too: after the other workloads' deletions, ext4's inode
   # allocation (not the log) decided the times.
   fresh_fs "$WORK/eventlog" eventlog
-  if ! BENCH_TMPDIR="$WORK/eventlog" COORDFS_BIN="$BIN" timeout 600 "$ROOT/bench/eventlog.sh" --header --rounds 7; then
+  if ! BENCH_TMPDIR="$WORK/eventlog" COORDFS_BIN="$BIN" timeout 900 "$ROOT/bench/eventlog.sh" --header --rounds 11; then
     echo; echo "(bench/eventlog.sh failed)"
   fi
   echo

@@ -8,7 +8,8 @@ import Synchronization
 // libfuse 3.14 predates it, so the session adds it through libfuse's custom I/O hooks on /dev/fuse:
 //   - the INIT reply gets FUSE_PASSTHROUGH (when the kernel offered it) and a stack depth;
 //   - an open or create reply made with `OpenReply.backingID` gets FOPEN_PASSTHROUGH and the id.
-// Everything else is read, written and spliced exactly as libfuse would.
+// Everything else is written and spliced exactly as libfuse would; requests are read through the
+// session's DeviceReader (one worker at a time, polling; DeviceReader.swift).
 
 /// Registers backing files with the kernel for passthrough (`FuseSession` is one).
 public protocol BackingFileRegistry: AnyObject, Sendable {
@@ -162,7 +163,8 @@ private func reader(_ userdata: UnsafeMutableRawPointer?) -> DeviceReader? {
     userdata.map { Unmanaged<SessionState>.fromOpaque($0).takeUnretainedValue().reader }
 }
 
-/// libfuse's I/O hooks: plain system calls, plus the two edits above.
+/// libfuse's I/O hooks: plain system calls, plus the two edits above, with requests read through the
+/// session's `DeviceReader` (DeviceReader.swift).
 func passthroughIO() -> fuse_custom_io {
     var io = fuse_custom_io()
     io.read = { fd, buf, len, userdata in
