@@ -129,7 +129,6 @@ final class DeviceReader: @unchecked Sendable {
         var queued = false
         let n = read(fd, attempt, queued: &queued)
         if queued { backlog &+= 1 } else { backlog = 0 }
-        queued = backlog >= Self.backlogToShare
         guard n > 0, let buffer, n >= 8 else {
             let saved = errno
             passOn()
@@ -139,7 +138,7 @@ final class DeviceReader: @unchecked Sendable {
         let now = Self.now()
         lastRequest.store(now, ordering: .relaxed)
         let opcode = buffer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
-        if queued || !Self.servesInline(opcode) {
+        if backlog >= Self.backlogToShare || !Self.servesInline(opcode) {
             passOn()
         } else {
             busySince.store(now, ordering: .sequentiallyConsistent)
@@ -192,7 +191,8 @@ final class DeviceReader: @unchecked Sendable {
 
     /// The watchdog's loop.
     private func watch() {
-        var pause = timespec(tv_sec: 0, tv_nsec: stallNanoseconds / 2)
+        // tv_nsec must stay below a second (nanosleep fails at once otherwise, and this would spin).
+        var pause = timespec(tv_sec: stallNanoseconds / 2 / 1_000_000_000, tv_nsec: stallNanoseconds / 2 % 1_000_000_000)
         while !stopping.load(ordering: .sequentiallyConsistent) {
             let now = Self.now()
             let since = busySince.load(ordering: .sequentiallyConsistent)
