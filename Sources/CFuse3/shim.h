@@ -32,6 +32,14 @@ static inline long cfuse_copy_file_range(int fd_in, long long *off_in, int fd_ou
 static inline int cfuse_fallocate(int fd, int mode, long long offset, long long len) {
     return (int)syscall(SYS_fallocate, fd, mode, offset, len);
 }
+#include <semaphore.h>
+#include <time.h>
+/* sem_clockwait (glibc 2.30+, a GNU extension): a semaphore wait against CLOCK_MONOTONIC, which a
+   change of the wall clock cannot stretch. */
+extern int sem_clockwait(sem_t *sem, clockid_t clock, const struct timespec *abstime);
+static inline int cfuse_sem_clockwait_monotonic(sem_t *sem, const struct timespec *abstime) {
+    return sem_clockwait(sem, CLOCK_MONOTONIC, abstime);
+}
 #include <sys/vfs.h>
 /* The file system type (statfs f_type, linux/magic.h) of fd's file, or -1. */
 static inline long cfuse_fs_type(int fd) {

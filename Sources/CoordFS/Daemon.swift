@@ -55,6 +55,8 @@ public final class Daemon: @unchecked Sendable {
                 let recorder = EventRecorder(log: log)
                 self.recorder = recorder
                 coordinator.eventSink = recorder
+                // Formatting and encoding records on the worker that polls /dev/fuse, between requests.
+                session?.setIdleWork { [weak recorder] in recorder?.help() }
                 recorder.append(.mount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
                            details: EventDetails(message: "\(plan.backing) on \(plan.mountpoint)"))
             } catch {
@@ -84,6 +86,7 @@ public final class Daemon: @unchecked Sendable {
         store = nil
         guard let log = eventLog else { return }
         coordinator.eventSink = nil
+        session?.setIdleWork(nil)
         recorder?.append(.unmount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
                          details: EventDetails(message: plan.mountpoint))
         recorder?.detach()

@@ -66,28 +66,49 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// Formats everything queued so far and hands it to the log writer. The writer thread calls this
     /// (after its coalescing delay); `flush` and a full backlog call it on their own thread.
     func drain() {
-        formatter.withLock { _ in
-            var batch: [(Pending, EventTime)] = []
-            while true {
-                backlog.withLock { b in
-                    swap(&batch, &b)
-                    if b.capacity > 1 << 14 { b = [] }
-                }
-                if batch.isEmpty { return }
-                for (item, time) in batch {
-                    switch item {
-                    case .event(let e): format(e, at: time)
-                    case .record(var r):
-                        r.time = time
-                        formatted.append(r)
-                    }
-                }
-                // One lock on the log per batch, not one per record; it takes the buffer (empty after).
-                log.append(contentsOf: &formatted)
-                // Keep the buffers, but give back the memory of a rare huge burst.
-                if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
-                if formatted.capacity > 1 << 14 { formatted = [] }
+        formatter.withLock { _ in _ = drainFormatting() }
+    }
+
+    /// Formats what is queued, if that is a little and no one else is formatting; never waits. The
+    /// FUSE worker that holds /dev/fuse calls this between requests (`FuseSession.setIdleWork`), on a
+    /// core that would otherwise only poll the device: the records of the request it just served are
+    /// formatted and encoded there, and the log writer's thread is left only the write(2).
+    func help() {
+        if backlog.withLock({ $0.isEmpty || $0.count > Self.helpLimit }) { return }
+        if let n = formatter.withLockIfAvailable({ _ in drainFormatting() }) { helped.add(n, ordering: .relaxed) }
+    }
+
+    /// Steps formatted by `help` so far (tests, benchmarks).
+    let helped = Atomic<Int>(0)
+
+    /// Past this many steps queued, `help` leaves them to the writer thread: a request arriving
+    /// meanwhile would wait for them.
+    static let helpLimit = 32
+
+    /// Under `formatter`. Returns how many steps it formatted.
+    private func drainFormatting() -> Int {
+        var batch: [(Pending, EventTime)] = []
+        var steps = 0
+        while true {
+            backlog.withLock { b in
+                swap(&batch, &b)
+                if b.capacity > 1 << 14 { b = [] }
             }
+            if batch.isEmpty { return steps }
+            steps += batch.count
+            for (item, time) in batch {
+                switch item {
+                case .event(let e): format(e, at: time)
+                case .record(var r):
+                    r.time = time
+                    formatted.append(r)
+                }
+            }
+            // One lock on the log per batch, not one per record (it encodes them there).
+            log.append(contentsOf: &formatted)
+            // Keep the buffers, but give back the memory of a rare huge burst.
+            if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
+            if formatted.capacity > 1 << 14 { formatted = [] }
         }
     }
 

@@ -142,7 +142,8 @@ private final class WriterCore: @unchecked Sendable {
 
     // Guarded by `sync`.
     private let sync = ConditionLock(conditions: 2)
-    private var queue: [EventRecord] = []
+    /// Encoded on append (`FrameQueue`), so the writer thread only writes.
+    private var queue = FrameQueue()
     private var nextSeq: UInt64
     private var lastTime = EventTime(millisecondsSinceEpoch: 0)
     private var pendingDrop: ClosedRange<UInt64>?
@@ -175,7 +176,6 @@ private final class WriterCore: @unchecked Sendable {
         self.options = options
         nextSeq = store.nextSeq
         written = store.nextSeq - 1
-        queue.reserveCapacity(4096)
     }
 
     func start() throws {
@@ -200,7 +200,8 @@ private final class WriterCore: @unchecked Sendable {
         sync.lock()
         defer { sync.unlock() }
         if closing { return 0 }
-        let seq = enqueue(r, at: now)
+        var r = r
+        let seq = enqueue(&r, at: now)
         wakeWriterIfWanted()
         return seq
     }
@@ -211,15 +212,11 @@ private final class WriterCore: @unchecked Sendable {
         guard !records.isEmpty else { return }
         sync.lock()
         defer { sync.unlock() }
-        if closing { return records.removeAll(keepingCapacity: true) }
-        if queue.isEmpty && records.count <= options.maxQueuedRecords {
-            for i in records.indices { stamp(&records[i], at: records[i].time) }
-            swap(&queue, &records)
-        } else {
-            for r in records { _ = enqueue(r, at: r.time) }
-            records.removeAll(keepingCapacity: true)
+        if !closing {
+            for i in records.indices { _ = enqueue(&records[i], at: records[i].time) }
+            wakeWriterIfWanted()
         }
-        wakeWriterIfWanted()
+        records.removeAll(keepingCapacity: true)
     }
 
     /// Gives `r` the next seq and its time. Under `sync`.
@@ -232,16 +229,16 @@ private final class WriterCore: @unchecked Sendable {
         stats.appended += 1
     }
 
-    /// Gives `r` the next seq and its time and queues it (or counts it dropped past the queue's
-    /// bound). Under `sync`.
-    private func enqueue(_ r: consuming EventRecord, at now: EventTime) -> UInt64 {
+    /// Gives `r` the next seq and its time and queues its frame (or counts it dropped past the
+    /// queue's bound). Under `sync`.
+    private func enqueue(_ r: inout EventRecord, at now: EventTime) -> UInt64 {
         stamp(&r, at: now)
         let seq = r.seq
         if queue.count >= options.maxQueuedRecords {
             pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
             stats.dropped += 1
         } else {
-            queue.append(consume r)
+            queue.append(r)
         }
         return seq
     }
@@ -352,9 +349,8 @@ private final class WriterCore: @unchecked Sendable {
             // On Linux the nice value is per thread: who = 0 is the calling thread only.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, options.writerNiceness)
         }
-        var batch: [EventRecord] = []
-        batch.reserveCapacity(4096)
-        var stalled: [EventRecord] = []
+        var batch = FrameQueue()
+        var stalled = FrameQueue()
         let checksRetention = options.maxAge != nil || options.maxTotalBytes != nil
         let interval = options.retentionCheckInterval.nanoseconds
         let coalescingNanos = options.coalescing.nanoseconds
@@ -425,18 +421,12 @@ private final class WriterCore: @unchecked Sendable {
             let records = stalled.isEmpty ? batch : stalled
             if !batch.isEmpty && coalescingNanos > 0 { lingerRounds = WriterCore.lingerRounds }
             if !records.isEmpty {
-                let (n, e) = store.write(records[...])
-                if n > 0 { lastWritten = records[n - 1].seq }
+                let (n, e) = store.write(records)
+                if n > 0 { lastWritten = records.frames[n - 1].seq }
                 writeError = e
-                stalled = e == nil ? [] : Array(records[n...])
+                stalled = e == nil ? FrameQueue() : records.suffix(from: n)
             }
-            // Keep the buffer for the next batch, but give back the memory of a rare huge burst.
-            if batch.capacity > 1 << 16 {
-                batch = []
-                batch.reserveCapacity(4096)
-            } else {
-                batch.removeAll(keepingCapacity: true)
-            }
+            batch.removeAll()
 
             var pruned: SegmentStore.Pruned?
             let now = ConditionLock.monotonicNanos()

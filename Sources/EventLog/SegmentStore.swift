@@ -22,8 +22,8 @@ final class SegmentStore {
     static let lockFileName = "writer.lock"
     static let tempPrefix = ".segment-"
     static let tempSuffix = ".tmp"
-    /// Bytes encoded before each `write()`: large enough to amortise the syscall, small enough to
-    /// keep the page-cache copy cache-friendly.
+    /// Bytes per `write()` at most: large enough to amortise the syscall, small enough to keep the
+    /// page-cache copy cache-friendly.
     static let chunkBytes = 512 * 1024
 
     let directory: String
@@ -34,7 +34,6 @@ final class SegmentStore {
     /// The last segment, open for appending; -1 until the first record.
     private var activeFD: Int32 = -1
     private var rotateBeforeNext = false
-    private var buffer: [UInt8] = []
     private(set) var segmentsCreated = 0
     private(set) var bytesWritten: UInt64 = 0
     /// The first seq the next record must have (continues the stored sequence).
@@ -189,54 +188,55 @@ final class SegmentStore {
         rotateBeforeNext = false
     }
 
-    /// Appends `records` (in seq order). Returns how many were written before an error, if any;
-    /// a failed chunk is cut back off the file so the segment never holds a partial frame.
-    func write(_ records: ArraySlice<EventRecord>) -> (written: Int, error: EventLogError?) {
-        var chunkStart = records.startIndex
-        var i = records.startIndex
-        buffer.removeAll(keepingCapacity: true)
+    /// Appends the frames of `queue` (in seq order). Returns how many were written before an error,
+    /// if any; a failed chunk is cut back off the file so the segment never holds a partial frame.
+    func write(_ queue: FrameQueue) -> (written: Int, error: EventLogError?) {
+        var chunkFrame = 0   // the first frame not yet written
+        var chunkByte = 0    // where it starts
+        var i = 0
 
+        /// Writes the frames from `chunkFrame` up to (not including) frame `i`.
         func flushChunk() -> EventLogError? {
-            guard !buffer.isEmpty else { return nil }
+            let end = queue.start(of: i)
+            guard end > chunkByte else { return nil }
             let active = segments.count - 1
             let fd = activeFD
             let p = path(segments[active].name.fileName)
             do {
-                try buffer.withUnsafeBytes { (b) in try Sys.writeAll(fd, b, path: p) }
+                try queue.bytes.withUnsafeBytes { b in
+                    try Sys.writeAll(fd, UnsafeRawBufferPointer(rebasing: b[chunkByte..<end]), path: p)
+                }
             } catch {
                 // Cut any partial frame; if even that fails, continue in a fresh segment.
                 if ftruncate(fd, off_t(segments[active].size)) != 0 { rotateBeforeNext = true }
                 return EventLogError(error)
             }
-            segments[active].size += buffer.count
+            segments[active].size += end - chunkByte
             segments[active].lastWriteMillis = EventTime.now().millisecondsSinceEpoch
-            bytesWritten += UInt64(buffer.count)
-            buffer.removeAll(keepingCapacity: true)
+            bytesWritten += UInt64(end - chunkByte)
+            chunkFrame = i
+            chunkByte = end
             if segments[active].size >= options.segmentBytes { rotateBeforeNext = true }
             return nil
         }
 
-        while i < records.endIndex {
+        while i < queue.count {
             if activeFD < 0 || rotateBeforeNext {
-                if let e = flushChunk() { return (chunkStart - records.startIndex, e) }
-                chunkStart = i
-                do { try startSegment(firstSeq: records[i].seq) } catch { return (i - records.startIndex, EventLogError(error)) }
+                if let e = flushChunk() { return (chunkFrame, e) }
+                do { try startSegment(firstSeq: queue.frames[i].seq) } catch { return (i, EventLogError(error)) }
             }
-            RecordCodec.appendFrame(records[i], to: &buffer)
+            let pending = queue.frames[i].end - chunkByte
             i += 1
-            if buffer.count >= SegmentStore.chunkBytes
-                || segments[segments.count - 1].size + buffer.count >= options.segmentBytes
-            {
-                if let e = flushChunk() { return (chunkStart - records.startIndex, e) }
-                chunkStart = i
+            if pending >= SegmentStore.chunkBytes || segments[segments.count - 1].size + pending >= options.segmentBytes {
+                if let e = flushChunk() { return (chunkFrame, e) }
             }
         }
-        if let e = flushChunk() { return (chunkStart - records.startIndex, e) }
+        if let e = flushChunk() { return (chunkFrame, e) }
         if options.sync == .everyBatch && activeFD >= 0 && fdatasync(activeFD) != 0 {
             // The bytes are in the page cache; report that the power-loss guarantee failed.
-            return (records.count, .system(operation: "fdatasync", path: directory, errno: errno))
+            return (queue.count, .system(operation: "fdatasync", path: directory, errno: errno))
         }
-        return (records.count, nil)
+        return (queue.count, nil)
     }
 
     /// Deletes whole old segments beyond the size or age limit; never the active (last) one.

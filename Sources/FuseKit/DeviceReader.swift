@@ -27,8 +27,20 @@ import Synchronization
 /// The other workers wait for the device on a semaphore, not in the kernel, so the kernel has at most
 /// one waiter to wake.
 ///
+/// When the holder finds the device empty after a request, it first does the session's idle work
+/// (`FuseSession.setIdleWork`: the daemon formats its event-log records there), once, then polls.
+/// With a tool working through files, that is the time the tool takes for its next call: the
+/// work is done on a core that would only be polling.
+///
 /// A zero `spin` leaves the device blocking and every worker reading it, as libfuse does.
 final class DeviceReader: @unchecked Sendable {
+    /// Idle work, boxed: a closure read out of a `Mutex` per request is re-thunked on every read
+    /// (measured: the calls grew slower without bound).
+    final class IdleWork: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
     /// How long the reader polls the device before it blocks, in nanoseconds (0: libfuse's way).
     let spinNanoseconds: Int
     /// How long a quick request may keep the device before the watchdog passes it on.
@@ -49,6 +61,8 @@ final class DeviceReader: @unchecked Sendable {
     private let watchdog = Mutex<pthread_t?>(nil)
     /// How often the watchdog passed the device on (for tests and the daemon's log).
     let takeovers = Atomic<Int>(0)
+    /// Work the holder does when it finds the device empty after a request (`FuseSession.setIdleWork`).
+    let idleWork = Mutex<IdleWork?>(nil)
     /// How many requests in a row the holder found already queued (only the holder touches it).
     private var backlog = 0
     /// After this many, the holder passes the device on: requests are coming faster than one worker serves them.
@@ -172,6 +186,11 @@ final class DeviceReader: @unchecked Sendable {
             queued = n > 0
             return n
         }
+        if let work = idleWork.withLock({ $0 }) {
+            work.run()
+            n = attempt()
+            if n >= 0 || errno != EAGAIN { return n }
+        }
         let deadline = Self.now() &+ spinNanoseconds
         while Self.now() < deadline {
             n = attempt()
@@ -191,8 +210,6 @@ final class DeviceReader: @unchecked Sendable {
 
     /// The watchdog's loop.
     private func watch() {
-        // tv_nsec must stay below a second (nanosleep fails at once otherwise, and this would spin).
-        var pause = timespec(tv_sec: stallNanoseconds / 2 / 1_000_000_000, tv_nsec: stallNanoseconds / 2 % 1_000_000_000)
         while !stopping.load(ordering: .sequentiallyConsistent) {
             let now = Self.now()
             let since = busySince.load(ordering: .sequentiallyConsistent)
@@ -212,7 +229,15 @@ final class DeviceReader: @unchecked Sendable {
                 while sem_wait(doorbell) != 0 && errno == EINTR {}
                 continue
             }
-            nanosleep(&pause, nil)
+            // On the doorbell, so that `stop` need not wait out the pause (a ring meanwhile only
+            // brings the next look forward).
+            var until = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &until)
+            let next = until.tv_nsec + stallNanoseconds / 2
+            // tv_nsec must stay below a second (the wait fails at once otherwise, and this would spin).
+            until.tv_sec += next / 1_000_000_000
+            until.tv_nsec = next % 1_000_000_000
+            _ = cfuse_sem_clockwait_monotonic(doorbell, &until)
         }
     }
 

@@ -109,6 +109,15 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         return rc
     }
 
+    /// Sets (nil: removes) work for the worker that holds /dev/fuse to do when it finds no request
+    /// waiting after one it served: once per such pause, before it polls. Only while the reader spins
+    /// (`spin` > 0). It runs on a FUSE worker between requests, so it must never wait and should take
+    /// a few microseconds: a request that arrives meanwhile waits for it.
+    public func setIdleWork(_ work: (@Sendable () -> Void)?) {
+        let box = work.map(DeviceReader.IdleWork.init)
+        state.reader.idleWork.withLock { $0 = box }
+    }
+
     /// Ask the loop to end (from any thread).
     public func exit() { fuse_session_exit(session) }
 

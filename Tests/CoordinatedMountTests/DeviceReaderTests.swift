@@ -111,6 +111,29 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertNotNil(other.unique.withLock { $0 })
     }
 
+    /// The idle work runs on the holder once each time it finds the device empty after a request,
+    /// before it polls; not while requests are queued, and never without spin.
+    func testIdleWorkRunsOnceWhenTheDeviceIsFoundEmpty() throws {
+        try makeReader()
+        let runs = Mutex<[UInt]>([])
+        reader.idleWork.withLock { $0 = DeviceReader.IdleWork { runs.withLock { $0.append(UInt(pthread_self())) } } }
+        send(1, 1)
+        send(1, 2)
+        XCTAssertEqual(receive(), 1)
+        XCTAssertEqual(receive(), 2)
+        XCTAssertEqual(runs.withLock { $0.count }, 0, "requests were waiting: no pause, no idle work")
+        sendLater(3, 3)
+        XCTAssertEqual(receive(), 3)
+        XCTAssertEqual(runs.withLock { $0 }, [UInt(pthread_self())], "once, on the holder, while it waited for request 3")
+        sendLater(3, 4)
+        XCTAssertEqual(receive(), 4)
+        XCTAssertEqual(runs.withLock { $0.count }, 2)
+        reader.idleWork.withLock { $0 = nil }
+        sendLater(3, 5)
+        XCTAssertEqual(receive(), 5)
+        XCTAssertEqual(runs.withLock { $0.count }, 2, "removed")
+    }
+
     func testWithoutSpinEveryWorkerReadsTheDeviceItself() throws {
         var fds: [Int32] = [0, 0]
         XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
@@ -118,12 +141,15 @@ final class DeviceReaderTests: XCTestCase {
         reader = DeviceReader(spinNanoseconds: 0)
         XCTAssertTrue(reader.start(device))
         XCTAssertEqual(fcntl(device, F_GETFL) & O_NONBLOCK, 0, "libfuse's way: a blocking device")
+        let idleRuns = Atomic<Int>(0)
+        reader.idleWork.withLock { $0 = DeviceReader.IdleWork { idleRuns.add(1, ordering: .relaxed) } }
         send(1, 1)
         XCTAssertEqual(receive(), 1)
         let other = receiveInBackground()
         send(1, 2)
         XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(other.unique.withLock { $0 }, 2)
+        XCTAssertEqual(idleRuns.load(ordering: .relaxed), 0, "no spin, no idle work: the workers sleep in read(2)")
     }
 
     // MARK: A real mount

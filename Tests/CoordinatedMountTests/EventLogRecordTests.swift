@@ -273,6 +273,29 @@ final class MountLocatorTests: XCTestCase {
 
 /// The actor of a record is the program that made the call, also after an `exec` under the same pid.
 final class EventLogActorTests: EventLogRecordTestCase {
+    /// The worker polling /dev/fuse formats the records of the requests it serves between them (the
+    /// writer thread is left the write): they reach the log complete and in order all the same.
+    func testTheReaderFormatsRecordsBetweenRequests() throws {
+        let recorder = try XCTUnwrap(daemon.recorder)
+        XCTAssertGreaterThan(daemon.plan.options.spinMicroseconds, 0, "the default mount spins")
+        try sh("""
+            python3 -c "
+            import os
+            for i in range(50):
+                fd = os.open('f%d' % i, os.O_CREAT | os.O_WRONLY, 0o644); os.close(fd); os.unlink('f%d' % i)
+            "
+            """)
+        XCTAssertGreaterThan(recorder.helped.load(ordering: .relaxed), 0, "steps were formatted between requests")
+        let records = try logged()
+        assertContinuous(records)
+        for i in 0..<50 {
+            let kinds = records.filter { $0.path == "/f\(i)" }.map(\.kind)
+            XCTAssertEqual(kinds.filter { $0 == .didDelete }.count, 1, "/f\(i): \(kinds)")
+            XCTAssertEqual(kinds.first, .intentRequested, "/f\(i)")
+            XCTAssertEqual(kinds.last, .released, "/f\(i)")
+        }
+    }
+
     func testTheActorIsTheExecutableAtTheTimeOfTheCall() throws {
         try write("a.txt", "a\n")
         // sh appends with a builtin, then execs mv in the same process.

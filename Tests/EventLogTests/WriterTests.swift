@@ -306,6 +306,44 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(UInt64(records.count - gaps.count) + stats.dropped, 20_000)
     }
 
+    /// A full disk: the writer keeps what it could not write, cuts no frame in half, retries, and once
+    /// there is room again every record is there, in order, none twice.
+    func testAFullDiskLosesNothingOnceThereIsRoomAgain() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
+        let root = makeTempDirectory(self)
+        XCTAssertEqual(mount("tmpfs", root, "tmpfs", 0, "size=256k"), 0, String(cString: strerror(errno)))
+        defer { umount2(root, Int32(MNT_DETACH)) }
+        let dir = root + "/log"
+        // Small segments, so the failure meets rotations too.
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 16 * 1024))
+        // Leave about 8 KiB free.
+        let filler = root + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let block = [UInt8](repeating: 0x5a, count: 4096)
+        while Glibc.write(fd, block, block.count) == block.count {}
+        close(fd)
+        var st = stat()
+        XCTAssertEqual(stat(filler, &st), 0)
+        XCTAssertEqual(truncate(filler, max(0, st.st_size - 8192)), 0)
+
+        for i in 0..<2000 { w.append(.didChange, path: "/docs/a-somewhat-long-name-\(i).txt") }
+        XCTAssertThrowsError(try w.flush(), "the disk is full") { error in
+            XCTAssertTrue("\(error)".contains("No space left"), "\(error)")
+        }
+        XCTAssertGreaterThan(w.statistics.writeErrors, 0)
+        XCTAssertLessThan(w.writtenSeq, 2000)
+
+        XCTAssertEqual(unlink(filler), 0)
+        try w.flush()   // the writer retries on its own
+        XCTAssertEqual(w.writtenSeq, 2000)
+        try w.close()
+        let records = try readAll(dir)
+        XCTAssertEqual(records.count, 2000)
+        assertContinuous(records, from: 1)
+        XCTAssertEqual(records.last?.path, "/docs/a-somewhat-long-name-1999.txt")
+    }
+
     func testSyncEveryBatchPolicyWrites() throws {
         let dir = makeLogDirectory(self)
         let w = try EventLogWriter(directory: dir, options: EventLogOptions(sync: .everyBatch, segmentBytes: 8192))
