@@ -418,15 +418,17 @@ private final class WriterCore: @unchecked Sendable {
 
             var lastWritten: UInt64?
             var writeError: EventLogError?
-            let records = stalled.isEmpty ? batch : stalled
             if !batch.isEmpty && coalescingNanos > 0 { lingerRounds = WriterCore.lingerRounds }
-            if !records.isEmpty {
-                let (n, e) = store.write(records)
-                if n > 0 { lastWritten = records.frames[n - 1].seq }
+            // What to write is in `stalled`: the frames a failed write left, or else this batch (the
+            // two trade buffers, so both keep their capacity and nothing is copied).
+            if stalled.isEmpty { swap(&stalled, &batch) }
+            let attempted = stalled.count
+            if attempted > 0 {
+                let (n, e) = store.write(stalled)
+                if n > 0 { lastWritten = stalled.frames[n - 1].seq }
                 writeError = e
-                stalled = e == nil ? FrameQueue() : records.suffix(from: n)
+                if e == nil { stalled.removeAll() } else { stalled = stalled.suffix(from: n) }
             }
-            batch.removeAll()
 
             var pruned: SegmentStore.Pruned?
             let now = ConditionLock.monotonicNanos()
@@ -441,7 +443,7 @@ private final class WriterCore: @unchecked Sendable {
             sync.lock()
             if let lastWritten {
                 written = max(written, lastWritten)
-                stats.written += UInt64(records.count - stalled.count)
+                stats.written += UInt64(attempted - stalled.count)
                 stats.batches += 1
             }
             stats.bytesWritten = store.bytesWritten
