@@ -56,7 +56,7 @@ public final class Daemon: @unchecked Sendable {
                 self.recorder = recorder
                 coordinator.eventSink = recorder
                 // Formatting and encoding records on the worker that polls /dev/fuse, between requests.
-                session?.setIdleWork { [weak recorder] in recorder?.help() }
+                session?.setIdleWork { [weak recorder] in recorder?.help() ?? false }
                 recorder.append(.mount, path: "/", actor: EventActor(pid: getpid(), uid: getuid(), executable: "coordfs"),
                            details: EventDetails(message: "\(plan.backing) on \(plan.mountpoint)"))
             } catch {

@@ -69,21 +69,39 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         formatter.withLock { _ in _ = drainFormatting() }
     }
 
-    /// Formats what is queued, if that is a little and no one else is formatting; never waits. The
-    /// FUSE worker that holds /dev/fuse calls this between requests (`FuseSession.setIdleWork`), on a
-    /// core that would otherwise only poll the device: the records of the request it just served are
-    /// formatted and encoded there, and the log writer's thread is left only the write(2).
-    func help() {
-        if backlog.withLock({ $0.isEmpty || $0.count > Self.helpLimit }) { return }
-        if let n = formatter.withLockIfAvailable({ _ in drainFormatting() }) { helped.add(n, ordering: .relaxed) }
+    /// Formats the oldest few steps queued (`helpSlice`), if only a few are queued and no one else is
+    /// formatting; never waits. Returns whether more are queued for it. The FUSE worker that holds
+    /// /dev/fuse calls this while it polls the empty device between requests
+    /// (`FuseSession.setIdleWork`), on a core that would otherwise only poll: the records of the
+    /// requests it just served are formatted and encoded there, and the log writer's thread is left
+    /// only the write(2).
+    func help() -> Bool {
+        let queued = backlog.withLock { $0.count }
+        if queued == 0 || queued > Self.helpLimit { return false }
+        return formatter.withLockIfAvailable { _ -> Bool in
+            let more = backlog.withLock { b -> Bool in
+                let k = min(Self.helpSlice, b.count)
+                helpBatch.append(contentsOf: b[..<k])
+                b.removeSubrange(..<k)
+                return !b.isEmpty
+            }
+            helped.add(helpBatch.count, ordering: .relaxed)
+            formatAndAppend(helpBatch)
+            helpBatch.removeAll(keepingCapacity: true)
+            return more
+        } ?? false
     }
 
     /// Steps formatted by `help` so far (tests, benchmarks).
     let helped = Atomic<Int>(0)
+    /// `help`'s steps in hand. Only under `formatter`.
+    private var helpBatch: [(Pending, EventTime)] = []
 
-    /// Past this many steps queued, `help` leaves them to the writer thread: a request arriving
-    /// meanwhile would wait for them.
+    /// Past this many steps queued, `help` leaves them to the writer thread (a burst, or a writer
+    /// that fell behind).
     static let helpLimit = 32
+    /// Steps per `help` call: one slice, well under the time a request waits for it.
+    static let helpSlice = 2
 
     /// Under `formatter`. Returns how many steps it formatted.
     private func drainFormatting() -> Int {
@@ -96,20 +114,25 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
             }
             if batch.isEmpty { return steps }
             steps += batch.count
-            for (item, time) in batch {
-                switch item {
-                case .event(let e): format(e, at: time)
-                case .record(var r):
-                    r.time = time
-                    formatted.append(r)
-                }
-            }
-            // One lock on the log per batch, not one per record (it encodes them there).
-            log.append(contentsOf: &formatted)
+            formatAndAppend(batch)
             // Keep the buffers, but give back the memory of a rare huge burst.
             if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
             if formatted.capacity > 1 << 14 { formatted = [] }
         }
+    }
+
+    /// Formats `steps` and appends their records to the log, under one lock on it (which encodes
+    /// them). Under `formatter`.
+    private func formatAndAppend(_ steps: [(Pending, EventTime)]) {
+        for (item, time) in steps {
+            switch item {
+            case .event(let e): format(e, at: time)
+            case .record(var r):
+                r.time = time
+                formatted.append(r)
+            }
+        }
+        log.append(contentsOf: &formatted)
     }
 
     /// Waits until everything queued so far is in the log file.

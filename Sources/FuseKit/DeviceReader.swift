@@ -27,18 +27,20 @@ import Synchronization
 /// The other workers wait for the device on a semaphore, not in the kernel, so the kernel has at most
 /// one waiter to wake.
 ///
-/// When the holder finds the device empty after a request, it first does the session's idle work
-/// (`FuseSession.setIdleWork`: the daemon formats its event-log records there), once, then polls.
-/// With a tool working through files, that is the time the tool takes for its next call: the
-/// work is done on a core that would only be polling.
+/// While the holder polls an empty device after a request, it does the session's idle work between
+/// its looks (`FuseSession.setIdleWork`: the daemon formats its event-log records there), a small
+/// slice at a time until the work says it is done. With a tool working through files, that is the
+/// time the tool takes for its next call: the work is done on a core that would only be polling, and
+/// a request that comes meanwhile waits for one slice at most.
 ///
 /// A zero `spin` leaves the device blocking and every worker reading it, as libfuse does.
 final class DeviceReader: @unchecked Sendable {
     /// Idle work, boxed: a closure read out of a `Mutex` per request is re-thunked on every read
     /// (measured: the calls grew slower without bound).
     final class IdleWork: Sendable {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        /// One slice; returns whether there is more to do.
+        let run: @Sendable () -> Bool
+        init(_ run: @escaping @Sendable () -> Bool) { self.run = run }
     }
 
     /// How long the reader polls the device before it blocks, in nanoseconds (0: libfuse's way).
@@ -186,15 +188,13 @@ final class DeviceReader: @unchecked Sendable {
             queued = n > 0
             return n
         }
-        if let work = idleWork.withLock({ $0 }) {
-            work.run()
-            n = attempt()
-            if n >= 0 || errno != EAGAIN { return n }
-        }
+        var work = idleWork.withLock { $0 }
         let deadline = Self.now() &+ spinNanoseconds
-        while Self.now() < deadline {
+        while true {
+            if let w = work, !w.run() { work = nil }
             n = attempt()
             if n >= 0 || errno != EAGAIN { return n }
+            if Self.now() >= deadline { break }
         }
         if let session, fuse_session_exited(session) != 0 {
             errno = EINTR   // libfuse then sees the session's end

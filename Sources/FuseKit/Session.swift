@@ -109,11 +109,12 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         return rc
     }
 
-    /// Sets (nil: removes) work for the worker that holds /dev/fuse to do when it finds no request
-    /// waiting after one it served: once per such pause, before it polls. Only while the reader spins
-    /// (`spin` > 0). It runs on a FUSE worker between requests, so it must never wait and should take
-    /// a few microseconds: a request that arrives meanwhile waits for it.
-    public func setIdleWork(_ work: (@Sendable () -> Void)?) {
+    /// Sets (nil: removes) work for the worker that holds /dev/fuse to do while it polls the empty
+    /// device after a request it served: `work` is called between its looks, each call one small slice
+    /// (it returns whether there is more), until it returns false or a request comes. Only while the
+    /// reader spins (`spin` > 0). It runs on a FUSE worker between requests, so a slice must never wait
+    /// and should take well under a microsecond or two: a request that arrives meanwhile waits for it.
+    public func setIdleWork(_ work: (@Sendable () -> Bool)?) {
         let box = work.map(DeviceReader.IdleWork.init)
         state.reader.idleWork.withLock { $0 = box }
     }

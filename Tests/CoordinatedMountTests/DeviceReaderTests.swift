@@ -111,12 +111,18 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertNotNil(other.unique.withLock { $0 })
     }
 
-    /// The idle work runs on the holder once each time it finds the device empty after a request,
-    /// before it polls; not while requests are queued, and never without spin.
-    func testIdleWorkRunsOnceWhenTheDeviceIsFoundEmpty() throws {
+    /// The idle work runs on the holder while it polls the empty device after a request, slice after
+    /// slice until it says it is done; not while requests are queued, and never without spin.
+    func testIdleWorkRunsInSlicesWhileTheDeviceIsEmpty() throws {
         try makeReader()
         let runs = Mutex<[UInt]>([])
-        reader.idleWork.withLock { $0 = DeviceReader.IdleWork { runs.withLock { $0.append(UInt(pthread_self())) } } }
+        let slicesLeft = Atomic<Int>(0)
+        reader.idleWork.withLock {
+            $0 = DeviceReader.IdleWork {
+                runs.withLock { $0.append(UInt(pthread_self())) }
+                return slicesLeft.wrappingSubtract(1, ordering: .relaxed).newValue > 0
+            }
+        }
         send(1, 1)
         send(1, 2)
         XCTAssertEqual(receive(), 1)
@@ -128,10 +134,14 @@ final class DeviceReaderTests: XCTestCase {
         sendLater(3, 4)
         XCTAssertEqual(receive(), 4)
         XCTAssertEqual(runs.withLock { $0.count }, 2)
+        slicesLeft.store(4, ordering: .relaxed)
+        sendLater(3, 6)
+        XCTAssertEqual(receive(), 6)
+        XCTAssertEqual(runs.withLock { $0.count }, 6, "four slices, then done until the next pause")
         reader.idleWork.withLock { $0 = nil }
         sendLater(3, 5)
         XCTAssertEqual(receive(), 5)
-        XCTAssertEqual(runs.withLock { $0.count }, 2, "removed")
+        XCTAssertEqual(runs.withLock { $0.count }, 6, "removed")
     }
 
     func testWithoutSpinEveryWorkerReadsTheDeviceItself() throws {
@@ -142,7 +152,7 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertTrue(reader.start(device))
         XCTAssertEqual(fcntl(device, F_GETFL) & O_NONBLOCK, 0, "libfuse's way: a blocking device")
         let idleRuns = Atomic<Int>(0)
-        reader.idleWork.withLock { $0 = DeviceReader.IdleWork { idleRuns.add(1, ordering: .relaxed) } }
+        reader.idleWork.withLock { $0 = DeviceReader.IdleWork { idleRuns.add(1, ordering: .relaxed); return false } }
         send(1, 1)
         XCTAssertEqual(receive(), 1)
         let other = receiveInBackground()
