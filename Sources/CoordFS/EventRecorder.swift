@@ -66,7 +66,7 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// Formats everything queued so far and hands it to the log writer. The writer thread calls this
     /// (after its coalescing delay); `flush` and a full backlog call it on their own thread.
     func drain() {
-        formatter.withLock { _ in _ = drainFormatting() }
+        formatter.withLock { _ in drainFormatting() }
     }
 
     /// Formats the oldest few steps queued (`helpSlice`), if only a few are queued and no one else is
@@ -103,17 +103,15 @@ final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// Steps per `help` call: one slice, well under the time a request waits for it.
     static let helpSlice = 2
 
-    /// Under `formatter`. Returns how many steps it formatted.
-    private func drainFormatting() -> Int {
+    /// Under `formatter`.
+    private func drainFormatting() {
         var batch: [(Pending, EventTime)] = []
-        var steps = 0
         while true {
             backlog.withLock { b in
                 swap(&batch, &b)
                 if b.capacity > 1 << 14 { b = [] }
             }
-            if batch.isEmpty { return steps }
-            steps += batch.count
+            if batch.isEmpty { return }
             formatAndAppend(batch)
             // Keep the buffers, but give back the memory of a rare huge burst.
             if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
