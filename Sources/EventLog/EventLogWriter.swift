@@ -91,9 +91,8 @@ public final class EventLogWriter: Sendable {
     public func append(_ record: consuming EventRecord, at time: EventTime) -> UInt64 { core.append(record, at: time) }
 
     /// Appends `records`, each as having happened at its `time`, in order and under one lock (a
-    /// source's batch), and leaves `records` empty (its buffer may be the writer's old one). Seqs are
-    /// the writer's; times still never go backwards. When the writer has nothing queued, the records
-    /// are stamped in place and the buffer taken whole: none is copied.
+    /// source's batch), encoding them there, and leaves `records` empty with its capacity kept. Seqs
+    /// are the writer's; times still never go backwards.
     public func append(contentsOf records: inout [EventRecord]) { core.append(contentsOf: &records) }
 
     /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
@@ -219,21 +218,16 @@ private final class WriterCore: @unchecked Sendable {
         records.removeAll(keepingCapacity: true)
     }
 
-    /// Gives `r` the next seq and its time. Under `sync`.
-    private func stamp(_ r: inout EventRecord, at now: EventTime) {
-        r.seq = nextSeq
+    /// Gives `r` the next seq and its time and queues its frame (or counts it dropped past the
+    /// queue's bound). Under `sync`.
+    private func enqueue(_ r: inout EventRecord, at now: EventTime) -> UInt64 {
+        let seq = nextSeq
         nextSeq += 1
+        r.seq = seq
         // Times never go backwards within one log, even if the wall clock does.
         r.time = now < lastTime ? lastTime : now
         lastTime = r.time
         stats.appended += 1
-    }
-
-    /// Gives `r` the next seq and its time and queues its frame (or counts it dropped past the
-    /// queue's bound). Under `sync`.
-    private func enqueue(_ r: inout EventRecord, at now: EventTime) -> UInt64 {
-        stamp(&r, at: now)
-        let seq = r.seq
         if queue.count >= options.maxQueuedRecords {
             pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
             stats.dropped += 1

@@ -63,7 +63,8 @@ final class DeviceReader: @unchecked Sendable {
     private let watchdog = Mutex<pthread_t?>(nil)
     /// How often the watchdog passed the device on (for tests and the daemon's log).
     let takeovers = Atomic<Int>(0)
-    /// Work the holder does when it finds the device empty after a request (`FuseSession.setIdleWork`).
+    /// Work the holder does in slices while it polls the empty device after a request
+    /// (`FuseSession.setIdleWork`).
     let idleWork = Mutex<IdleWork?>(nil)
     /// How many requests in a row the holder found already queued (only the holder touches it).
     private var backlog = 0
@@ -230,13 +231,10 @@ final class DeviceReader: @unchecked Sendable {
                 continue
             }
             // On the doorbell, so that `stop` need not wait out the pause (a ring meanwhile only
-            // brings the next look forward).
-            var until = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &until)
-            let next = until.tv_nsec + stallNanoseconds / 2
-            // tv_nsec must stay below a second (the wait fails at once otherwise, and this would spin).
-            until.tv_sec += next / 1_000_000_000
-            until.tv_nsec = next % 1_000_000_000
+            // brings the next look forward). tv_nsec must stay below a second (the wait fails at once
+            // otherwise, and this would spin).
+            let next = now + stallNanoseconds / 2
+            var until = timespec(tv_sec: next / 1_000_000_000, tv_nsec: next % 1_000_000_000)
             _ = cfuse_sem_clockwait_monotonic(doorbell, &until)
         }
     }
