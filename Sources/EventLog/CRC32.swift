@@ -25,13 +25,14 @@ enum CRC32 {
             var i = 0
             let n = bytes.count
             while i + 8 <= n {
-                let lo = UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16
-                    | UInt32(bytes[i + 3]) << 24
-                let a = crc ^ lo
+                // One 8-byte load; the low half goes through the CRC, the high half only through the tables.
+                let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                let a = crc ^ UInt32(truncatingIfNeeded: word)
+                let b = UInt32(truncatingIfNeeded: word >> 32)
                 crc = t[7 * 256 + Int(a & 0xFF)] ^ t[6 * 256 + Int((a >> 8) & 0xFF)]
                     ^ t[5 * 256 + Int((a >> 16) & 0xFF)] ^ t[4 * 256 + Int(a >> 24)]
-                    ^ t[3 * 256 + Int(bytes[i + 4])] ^ t[2 * 256 + Int(bytes[i + 5])]
-                    ^ t[1 * 256 + Int(bytes[i + 6])] ^ t[Int(bytes[i + 7])]
+                    ^ t[3 * 256 + Int(b & 0xFF)] ^ t[2 * 256 + Int((b >> 8) & 0xFF)]
+                    ^ t[1 * 256 + Int((b >> 16) & 0xFF)] ^ t[Int(b >> 24)]
                 i += 8
             }
             while i < n {

@@ -95,6 +95,11 @@ public final class EventLogWriter: Sendable {
     /// are the writer's; times still never go backwards.
     public func append(contentsOf records: inout [EventRecord]) { core.append(contentsOf: &records) }
 
+    /// Appends records whose fields are already encoded, each as having happened at its time, in
+    /// order and under one lock, and leaves `records` empty with its buffers kept. The lock is held
+    /// only to give each record its seq and time and copy its bytes into the queue.
+    package func append(encoded records: inout EncodedRecords) { core.append(encoded: &records) }
+
     /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
     /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and `pull` appends
     /// what it has (formatting records there keeps that work off the appenders' threads).
@@ -218,23 +223,44 @@ private final class WriterCore: @unchecked Sendable {
         records.removeAll(keepingCapacity: true)
     }
 
+    func append(encoded records: inout EncodedRecords) {
+        guard !records.isEmpty else { return }
+        sync.lock()
+        defer { sync.unlock() }
+        if !closing {
+            records.forEach { kind, time, fields in
+                let (seq, time, fits) = admit(at: time)
+                if fits { queue.append(kind: kind, seq: seq, time: time, fields: fields) }
+            }
+            wakeWriterIfWanted()
+        }
+        records.removeAll()
+    }
+
     /// Gives `r` the next seq and its time and queues its frame (or counts it dropped past the
     /// queue's bound). Under `sync`.
     private func enqueue(_ r: inout EventRecord, at now: EventTime) -> UInt64 {
+        let fits: Bool
+        (r.seq, r.time, fits) = admit(at: now)
+        if fits { queue.append(r) }
+        return r.seq
+    }
+
+    /// The next seq and the record's time (never before the previous record's), and whether its frame
+    /// fits the queue; if not, it is counted dropped, to be covered by a gap record. Under `sync`.
+    private func admit(at now: EventTime) -> (seq: UInt64, time: EventTime, fits: Bool) {
         let seq = nextSeq
         nextSeq += 1
-        r.seq = seq
         // Times never go backwards within one log, even if the wall clock does.
-        r.time = now < lastTime ? lastTime : now
-        lastTime = r.time
+        let time = now < lastTime ? lastTime : now
+        lastTime = time
         stats.appended += 1
         if queue.count >= options.maxQueuedRecords {
             pendingDrop = (pendingDrop?.lowerBound ?? seq)...seq
             stats.dropped += 1
-        } else {
-            queue.append(r)
+            return (seq, time, false)
         }
-        return seq
+        return (seq, time, true)
     }
 
     /// Wakes an idle writer, or a coalescing one once the batch is big enough. Under `sync`.

@@ -20,6 +20,12 @@ struct FrameQueue {
         frames.append((record.seq, bytes.count))
     }
 
+    /// Frames a record whose fields are already encoded (`EncodedRecords`) at the end.
+    mutating func append(kind: EventKind, seq: UInt64, time: EventTime, fields: UnsafeRawBufferPointer) {
+        RecordCodec.appendFrame(kind: kind, seq: seq, time: time, fields: fields, to: &bytes)
+        frames.append((seq, bytes.count))
+    }
+
     /// Where frame `i` starts in `bytes`.
     func start(of i: Int) -> Int { i == 0 ? 0 : frames[i - 1].end }
 

@@ -26,20 +26,51 @@ enum RecordCodec {
 
     /// Appends the framed record to `out`.
     static func appendFrame(_ r: EventRecord, to out: inout [UInt8]) {
+        let start = beginFrame(kind: r.kind, seq: r.seq, time: r.time, to: &out)
+        appendFields(of: r, to: &out)
+        endFrame(at: start, in: &out)
+    }
+
+    /// Appends the frame of a record whose fields (everything after the fixed payload prefix) are
+    /// already encoded (`EncodedRecords`).
+    static func appendFrame(
+        kind: EventKind, seq: UInt64, time: EventTime, fields: UnsafeRawBufferPointer, to out: inout [UInt8]
+    ) {
+        let start = beginFrame(kind: kind, seq: seq, time: time, to: &out)
+        out.append(contentsOf: fields)
+        endFrame(at: start, in: &out)
+    }
+
+    /// Appends the frame header (to be filled by `endFrame`) and the fixed payload prefix; returns
+    /// where the frame starts.
+    private static func beginFrame(kind: EventKind, seq: UInt64, time: EventTime, to out: inout [UInt8]) -> Int {
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: frameHeaderSize))
         out.append(formatVersion)
-        out.append(r.kind.code)
-        appendFixed64(r.seq, to: &out)
-        appendFixed64(UInt64(bitPattern: r.time.millisecondsSinceEpoch), to: &out)
+        out.append(kind.code)
+        appendFixed64(seq, to: &out)
+        appendFixed64(UInt64(bitPattern: time.millisecondsSinceEpoch), to: &out)
+        return start
+    }
+
+    /// Fills in the header of the frame that starts at `start` and runs to the end of `out`.
+    private static func endFrame(at start: Int, in out: inout [UInt8]) {
+        let payloadCount = out.count - start - frameHeaderSize
+        let crc = out.withUnsafeBytes {
+            CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + frameHeaderSize)...]))
+        }
+        out.withUnsafeMutableBytes { p in
+            p.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: start, as: UInt32.self)
+            p.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
+        }
+    }
+
+    /// Appends the fields of `r`: everything but the fixed payload prefix.
+    static func appendFields(of r: borrowing EventRecord, to out: inout [UInt8]) {
         appendString(.path, r.path, to: &out)
         if let v = r.oldPath { appendString(.oldPath, v, to: &out) }
         if let v = r.documentID { appendString(.documentID, v, to: &out) }
-        if let a = r.actor {
-            appendVarintField(.actorPID, zigzag(Int64(a.pid)), to: &out)
-            appendVarintField(.actorUID, UInt64(a.uid), to: &out)
-            if let e = a.executable { appendString(.actorExecutable, e, to: &out) }
-        }
+        if let a = r.actor { appendActor(pid: a.pid, uid: a.uid, executable: a.executable, to: &out) }
         let d = r.details
         if let v = d.intent { appendString(.intent, v.rawValue, to: &out) }
         for option in d.options.prefix(maxOptions) { appendString(.option, option, to: &out) }
@@ -56,17 +87,15 @@ enum RecordCodec {
         if let v = d.message { appendString(.message, v, to: &out) }
         if let v = d.gapFrom { appendVarintField(.gapFrom, v, to: &out) }
         if let v = d.gapTo { appendVarintField(.gapTo, v, to: &out) }
-        let payloadCount = out.count - start - frameHeaderSize
-        let crc = out.withUnsafeBytes {
-            CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + frameHeaderSize)...]))
-        }
-        out.withUnsafeMutableBytes { p in
-            p.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: start, as: UInt32.self)
-            p.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
-        }
     }
 
-    private static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
+    static func appendActor(pid: Int32, uid: UInt32, executable: String?, to out: inout [UInt8]) {
+        appendVarintField(.actorPID, zigzag(Int64(pid)), to: &out)
+        appendVarintField(.actorUID, UInt64(uid), to: &out)
+        if let e = executable { appendString(.actorExecutable, e, to: &out) }
+    }
+
+    static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
     private static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
 
     private static func appendFixed64(_ v: UInt64, to out: inout [UInt8]) {
@@ -77,7 +106,7 @@ enum RecordCodec {
         }
     }
 
-    private static func appendVarint(_ v: UInt64, to out: inout [UInt8]) {
+    static func appendVarint(_ v: UInt64, to out: inout [UInt8]) {
         var x = v
         while x >= 0x80 {
             out.append(UInt8(truncatingIfNeeded: x) | 0x80)
@@ -86,12 +115,12 @@ enum RecordCodec {
         out.append(UInt8(x))
     }
 
-    private static func appendVarintField(_ f: Field, _ v: UInt64, to out: inout [UInt8]) {
+    static func appendVarintField(_ f: Field, _ v: UInt64, to out: inout [UInt8]) {
         appendVarint(f.rawValue << 1, to: &out)
         appendVarint(v, to: &out)
     }
 
-    private static func appendString(_ f: Field, _ s: String, to out: inout [UInt8]) {
+    static func appendString(_ f: Field, _ s: String, to out: inout [UInt8]) {
         appendVarint(f.rawValue << 1 | 1, to: &out)
         var s = s
         s.withUTF8 { u in

@@ -6,6 +6,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "coordination": CoordinationBench.run,
     "eventlog": EventLogBench.run,
     "protocol": ProtocolBench.run,
+    "recorder": RecorderBench.run,
     "mount": MountBench.run,
     "store": StoreBench.run,
 ]

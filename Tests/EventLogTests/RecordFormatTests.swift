@@ -48,6 +48,31 @@ final class RecordFormatTests: XCTestCase {
         }
     }
 
+    /// The standard CRC-32 check values, and a bit-by-bit reference for every length and alignment
+    /// the 8-byte loop and its tail can meet.
+    func testCRC32MatchesTheStandardAndABitwiseReference() {
+        XCTAssertEqual(CRC32.checksum(Array("123456789".utf8)), 0xCBF4_3926)
+        XCTAssertEqual(CRC32.checksum(Array("The quick brown fox jumps over the lazy dog".utf8)), 0x414F_A339)
+        XCTAssertEqual(CRC32.checksum([UInt8]()), 0)
+        func reference(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+            var crc: UInt32 = 0xFFFF_FFFF
+            for b in bytes {
+                crc ^= UInt32(b)
+                for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+            }
+            return crc ^ 0xFFFF_FFFF
+        }
+        var generator = SystemRandomNumberGenerator()
+        let data = (0..<200).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for offset in 0..<8 {
+            for length in 0...(data.count - offset) {
+                let slice = data[offset..<(offset + length)]
+                let crc = slice.withUnsafeBytes { CRC32.checksum($0) }
+                XCTAssertEqual(crc, reference(slice), "offset \(offset), length \(length)")
+            }
+        }
+    }
+
     func testDecoderRejectsDamageWithAnError() {
         var frame: [UInt8] = []
         RecordCodec.appendFrame(sampleRecords()[3], to: &frame)

@@ -1,0 +1,241 @@
+import Coordination
+import EventLog
+
+/// A step waiting in `EventRecorder`'s backlog: a coordination event, or a record of the daemon's own.
+enum PendingStep {
+    case event(CoordinationEvent)
+    // Boxed: the daemon's own records are rare, and unboxed they would make every step as large as a
+    // record (320 bytes) in the backlog.
+    indirect case record(EventRecord)
+}
+
+/// Turns coordination events into records, for `EventRecorder`, which keeps it under its formatter
+/// lock (one formatter at a time, so records keep the order of their steps). A value type so that
+/// its state is reached without the exclusivity checks a class's stored properties get on every
+/// access (measured: an eighth of the formatting time).
+///
+/// The frequent records (a request's intents, grant and release, did change / delete, subitem
+/// appeared) are written straight into their stored form (`RecordFields`); the rare ones go through
+/// `EventRecord`.
+struct RecordFormatter {
+    /// Where each presenter is, for records about answers (which carry only the presenter id).
+    private var presenterPaths: [PresenterID: String] = [:]
+    /// The items of each request between its request and its end, encoded once: `granted` reuses
+    /// them, and `released` and `denied` (whose coordinator events carry only the request id) name
+    /// the items through them. Holds only requests in flight: entries go at release or failure.
+    private var requestItems: [UInt64: Items] = [:]
+    /// Records formatted and not yet handed to the log.
+    var formatted = EncodedRecords()
+    /// Steps taken from the backlog a few at a time (`EventRecorder.help`), for `formatSteps`.
+    var steps: [(PendingStep, EventTime)] = []
+
+    /// The intents of a request as they appear in records, in stored form: for each, its path field,
+    /// then its intent and option fields.
+    struct Items {
+        var fields = RecordFields()
+        /// For each intent: where its path field ends and where its other fields end.
+        var bounds: [(pathEnd: Int, end: Int)] = []
+
+        init(_ intents: [FileAccessIntent]) {
+            bounds.reserveCapacity(intents.count)
+            for intent in intents {
+                fields.path(intent.path.components)
+                let pathEnd = fields.count
+                RecordFormatter.encodeIntent(intent, into: &fields)
+                bounds.append((pathEnd, fields.count))
+            }
+        }
+    }
+
+    /// Formats `self.steps` into `formatted` and empties it, keeping its buffer.
+    mutating func formatSteps() {
+        var taken: [(PendingStep, EventTime)] = []
+        swap(&taken, &steps)
+        format(taken)
+        taken.removeAll(keepingCapacity: true)
+        swap(&taken, &steps)
+    }
+
+    /// Formats `steps` into `formatted`, in order.
+    mutating func format(_ steps: [(PendingStep, EventTime)]) {
+        for (step, time) in steps {
+            switch step {
+            case .event(let e): format(e, at: time)
+            case .record(let r): formatted.append(r, at: time)
+            }
+        }
+    }
+
+    private mutating func format(_ event: CoordinationEvent, at time: EventTime) {
+        let request = event.requestID?.rawValue
+        // The fields every record of the event has, then the end of the record.
+        func finish(_ kind: EventKind) {
+            if let o = event.origin { formatted.fields.actor(pid: o.pid, uid: o.uid, executable: o.executable) }
+            if let request { formatted.fields.requestID(request) }
+            formatted.finish(kind, at: time)
+        }
+        // One record per item: its path and intent, the event's fields, and the latency if any.
+        func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil) {
+            var start = 0
+            for b in items.bounds {
+                formatted.fields.append(items.fields, start..<b.end)
+                start = b.end
+                if let latencyMicros { formatted.fields.latencyMicros(latencyMicros) }
+                finish(kind)
+            }
+        }
+        // The rare records, through `EventRecord`.
+        func append(_ kind: EventKind, _ path: consuming String, old: consuming String? = nil, _ details: consuming EventDetails = EventDetails()) {
+            let actor = event.origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) }
+            if details.requestID == nil { details.requestID = request }
+            formatted.append(EventRecord(kind: kind, path: path, oldPath: old, actor: actor, details: details), at: time)
+        }
+        switch event.kind {
+        case .requested(let intents, _):
+            let items = Items(intents)
+            if let request { requestItems[request] = items }
+            finish(.intentRequested, items)
+        case .waiting:
+            break // visible as the gap between intentRequested and granted
+        case .presenterAsked(let p, let ask, let path):
+            presenterPaths[p] = Self.logPath(path)
+            append(.presenterAsked, Self.logPath(path), EventDetails(presenterID: p.description, ask: Self.ask(ask)))
+        case .presenterAnswered(let p, let ask, let nanos):
+            append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), latencyMicros: nanos / 1000))
+        case .presenterTimedOut(let p, let ask, let deadline):
+            append(.presenterTimedOut, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask),
+                                                                latencyMicros: Self.micros(deadline), reason: "deadline"))
+        case .presenterGone(let p, let ask):
+            append(.presenterGone, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask)))
+        case .presenterFailed(let p, let ask, let error):
+            append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
+        case .granted(let intents, let waited):
+            finish(.granted, request.flatMap { requestItems[$0] } ?? Items(intents), latencyMicros: waited / 1000)
+        case .failed(let error):
+            let items = request.flatMap { requestItems.removeValue(forKey: $0) }
+            let first = items?.bounds.first
+            if let path = Self.path(of: error) {
+                formatted.fields.path(path.components)
+            } else if let items, let first {
+                formatted.fields.append(items.fields, 0..<first.pathEnd)
+            } else {
+                formatted.fields.path([])
+            }
+            if let items, let first { formatted.fields.append(items.fields, first.pathEnd..<first.end) }
+            formatted.fields.failure(errno: error.posixErrorCode, reason: Self.reason(of: error), message: error.description)
+            finish(.denied)
+        case .released(let held):
+            // How long the access was held.
+            let micros = held / 1000
+            if let items = request.flatMap({ requestItems.removeValue(forKey: $0) }), !items.bounds.isEmpty {
+                finish(.released, items, latencyMicros: micros)
+            } else {
+                formatted.fields.path([])
+                formatted.fields.latencyMicros(micros)
+                finish(.released)
+            }
+        case .willMove:
+            break // the didMove after it says where it went
+        case .announced(let change):
+            switch change {
+            case .changed(let p):
+                formatted.fields.path(p.components)
+                finish(.didChange)
+            case .moved(let from, let to):
+                formatted.fields.path(to.components)
+                formatted.fields.oldPath(from.components)
+                finish(.didMove)
+            case .deleted(let p):
+                formatted.fields.path(p.components)
+                finish(.didDelete)
+            case .subitemAppeared(let p):
+                formatted.fields.path(p.components)
+                finish(.subitemAppeared)
+            }
+        case .notified(let p, let note):
+            let d = EventDetails(presenterID: p.description)
+            switch note {
+            case .subitemDidChange(let path): append(.subitemChanged, Self.logPath(path), d)
+            case .subitemDidMove(let from, let to): append(.subitemMoved, Self.logPath(to), old: Self.logPath(from), d)
+            case .subitemDeleted(let path): append(.subitemDeleted, Self.logPath(path), d)
+            case .itemDidChange, .itemDidMove, .subitemDidAppear:
+                break // recorded once, as the did* record of the access
+            }
+        case .reacquireScheduled:
+            break
+        case .presenterRegistered(let p, let path, _):
+            presenterPaths[p] = Self.logPath(path)
+            append(.presenterAdded, Self.logPath(path), EventDetails(presenterID: p.description))
+        case .presenterUnregistered(let p, let path):
+            presenterPaths[p] = nil
+            append(.presenterRemoved, Self.logPath(path), EventDetails(presenterID: p.description))
+        }
+    }
+
+    private func path(of presenter: PresenterID) -> String {
+        presenterPaths[presenter] ?? "/"
+    }
+
+    /// Log paths are relative to the mount root and start with `/` (the root itself is `/`).
+    static func logPath(_ p: ItemPath) -> String {
+        // One allocation: this runs for nearly every record.
+        var s = "/"
+        s.reserveCapacity(p.components.reduce(p.components.count) { $0 + $1.utf8.count })
+        for (i, c) in p.components.enumerated() {
+            if i > 0 { s += "/" }
+            s += c
+        }
+        return s
+    }
+
+    /// The intent and option fields of `intent`.
+    static func encodeIntent(_ intent: FileAccessIntent, into fields: inout RecordFields) {
+        switch intent.kind {
+        case .reading(let o):
+            fields.intent(.read)
+            if o.contains(.withoutChanges) { fields.option("withoutChanges") }
+            if o.contains(.resolvesSymbolicLink) { fields.option("resolvesSymbolicLink") }
+            if o.contains(.immediatelyAvailableMetadataOnly) { fields.option("immediatelyAvailableMetadataOnly") }
+            if o.contains(.forUploading) { fields.option("forUploading") }
+        case .writing(let o):
+            fields.intent(.write)
+            if o.contains(.forDeleting) { fields.option("forDeleting") }
+            if o.contains(.forMoving) { fields.option("forMoving") }
+            if o.contains(.forMerging) { fields.option("forMerging") }
+            if o.contains(.forReplacing) { fields.option("forReplacing") }
+            if o.contains(.contentIndependentMetadataOnly) { fields.option("contentIndependentMetadataOnly") }
+        }
+    }
+
+    static func ask(_ a: PresenterAsk) -> AskKind {
+        switch a {
+        case .relinquishToReader: return .relinquishToReader
+        case .relinquishToWriter: return .relinquishToWriter
+        case .saveChanges: return .saveChanges
+        case .accommodateDeletion: return .accommodateDeletion
+        case .accommodateSubitemDeletion: return .accommodateSubitemDeletion
+        }
+    }
+
+    static func micros(_ d: Duration) -> UInt64 {
+        let c = d.components
+        return UInt64(max(0, c.seconds)) * 1_000_000 + UInt64(max(0, c.attoseconds)) / 1_000_000_000_000
+    }
+
+    /// A short machine-readable reason for `denied` (the message has the details).
+    static func reason(of error: CoordinationError) -> String {
+        switch error {
+        case .cancelled: return "cancelled"
+        case .presenterTimedOut: return "presenterTimedOut"
+        case .presenterFailed: return "presenterRefused"
+        case .waitTimedOut: return "waitTimedOut"
+        case .deadlock: return "deadlock"
+        case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return "invalid"
+        }
+    }
+
+    static func path(of error: CoordinationError) -> ItemPath? {
+        if case .waitTimedOut(_, let path, _, _) = error { return path }
+        return nil
+    }
+}
