@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Event-log benchmark through real mounts (issue 7), self-contained; prints markdown table rows:
 #   1. the metadata workload (create + stat + unlink of N files) with the log on vs -o log=off,
-#      coordination on in both: the cost of logging every coordination step;
+#      coordination on in both: the cost of logging every coordination step. A second log-off mount
+#      is the control: its difference from the first is this machine's noise. Each round runs the
+#      three in a rotated order; the result is the median of the per-round ratios;
 #   2. event-to-screen latency of `coordfs watch`: from just before a create through the mount
 #      to its record arriving on the watcher's stdout (a pipe), p50 / p99 / max.
 #
@@ -10,14 +12,14 @@
 # Needs root (or fusermount3 rights), /dev/fuse and python3.
 set -euo pipefail
 
-files=10000 rounds=7 samples=200 header=0
+files=10000 rounds=15 samples=200 header=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --files) files=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
     --header) header=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "eventlog.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -29,17 +31,23 @@ command -v python3 >/dev/null || { echo "eventlog.sh: python3 is needed" >&2; ex
 
 work=$(mktemp -d "${BENCH_TMPDIR:-/tmp}/coordfs-bench-eventlog-XXXXXX")
 watcher=""
+sides=(off on control)
 cleanup() {
   [ -n "$watcher" ] && kill "$watcher" 2>/dev/null || true
-  for m in "$work/mnt-off" "$work/mnt-on"; do
+  for s in "${sides[@]}"; do
+    m="$work/mnt-$s"
     if grep -q " $m fuse" /proc/mounts 2>/dev/null; then "$bin" unmount "$m" >/dev/null 2>&1 || umount -l "$m" 2>/dev/null || true; fi
   done
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
-mkdir -p "$work/back-off" "$work/mnt-off" "$work/back-on" "$work/mnt-on"
-"$bin" mount "$work/back-off" "$work/mnt-off" -o log=off
-"$bin" mount "$work/back-on" "$work/mnt-on"
+declare -A pid=()
+for s in "${sides[@]}"; do
+  mkdir -p "$work/back-$s" "$work/mnt-$s"
+  if [ "$s" = on ]; then "$bin" mount "$work/back-$s" "$work/mnt-$s"; else "$bin" mount "$work/back-$s" "$work/mnt-$s" -o log=off; fi
+  pid[$s]=$(pgrep -n -f "coordfs mount $work/back-$s $work/mnt-$s")
+  [ -n "${pid[$s]}" ] || { echo "eventlog.sh: cannot find the daemon of $work/mnt-$s" >&2; exit 1; }
+done
 
 # One round: N creates, then N stats, then N unlinks, in a fresh folder; prints seconds.
 workload() {
@@ -62,46 +70,49 @@ print("%.4f" % elapsed)
 PY
 }
 
-# Before each round: nothing dirty and no cached inode-table blocks, so that ext4 does not scan past
+# Before each run: nothing dirty and no cached inode-table blocks, so that ext4 does not scan past
 # the inodes the previous round deleted (see bench/run.sh).
 settle() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 
-# CPU time (user + system, clock ticks) the daemon serving a mount has used so far.
-pid_off=$(pgrep -n -f "coordfs mount $work/back-off $work/mnt-off") pid_on=$(pgrep -n -f "coordfs mount $work/back-on $work/mnt-on")
-[ -n "$pid_off" ] && [ -n "$pid_on" ] || { echo "eventlog.sh: cannot find the daemons' pids" >&2; exit 1; }
+# CPU time (user + system, clock ticks) a daemon has used so far.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# Interleaved rounds so that load from elsewhere hits both sides alike. Each round also measures the
-# daemon's CPU time, which other load disturbs far less than wall time.
-off=() on=() cpu_off=() cpu_on=()
-workload "$work/mnt-off" >/dev/null; workload "$work/mnt-on" >/dev/null   # warm-up
-for _ in $(seq "$rounds"); do
-  settle; t0=$(ticks "$pid_off"); off+=("$(workload "$work/mnt-off")"); cpu_off+=($(( $(ticks "$pid_off") - t0 )))
-  settle; t0=$(ticks "$pid_on"); on+=("$(workload "$work/mnt-on")"); cpu_on+=($(( $(ticks "$pid_on") - t0 )))
+# Rounds of one run per mount, the order rotated each round, so that neither the position in a round
+# nor a slow stretch of the host favours one side. Each run also measures its daemon's CPU time.
+declare -A wall=() cpu=()
+for s in "${sides[@]}"; do workload "$work/mnt-$s" >/dev/null; done   # warm-up
+for r in $(seq "$rounds"); do
+  for k in 0 1 2; do
+    s=${sides[$(( (k + r) % 3 ))]}
+    settle; t0=$(ticks "${pid[$s]}")
+    wall[$s]+="$(workload "$work/mnt-$s") "
+    cpu[$s]+="$(( $(ticks "${pid[$s]}") - t0 )) "
+  done
 done
 records=$("$bin" log "$work/mnt-on" --info --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["nextSeq"] - 1)')
 
-python3 - "$files" "$records" "${off[*]}" "${on[*]}" "$header" "${cpu_off[*]}" "${cpu_on[*]}" "$(getconf CLK_TCK)" <<'PY'
+python3 - "$files" "$records" "$header" "$(getconf CLK_TCK)" "${wall[off]}" "${wall[on]}" "${wall[control]}" \
+  "${cpu[off]}" "${cpu[on]}" <<'PY'
 import statistics, sys
-files, records = int(sys.argv[1]), int(sys.argv[2])
-off = [float(x) for x in sys.argv[3].split()]
-on = [float(x) for x in sys.argv[4].split()]
-tick = 1.0 / int(sys.argv[8])
-cpu_off = [int(x) * tick for x in sys.argv[6].split()]
-cpu_on = [int(x) * tick for x in sys.argv[7].split()]
-if sys.argv[5] == "1":
+files, records, header, hz = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
+off, on, control = ([float(x) for x in a.split()] for a in sys.argv[5:8])
+cpu_off, cpu_on = ([int(x) / hz for x in a.split()] for a in sys.argv[8:10])
+if header:
     print("| measurement | result |")
     print("|---|---|")
-# The best round is the least disturbed by other load (a shared machine); the median is shown too.
-bo, bn = min(off), min(on)
-mo, mn = statistics.median(off), statistics.median(on)
-print("| metadata workload, %s files create+stat+unlink, log on vs `-o log=off` (best / median of %d, %.1f records per file) "
-      "| best: off %.3f s, on %.3f s, %+.1f%%; median: off %.3f s, on %.3f s, %+.1f%% |"
-      % (format(files, ","), len(off), records / (files * (len(on) + 1)), bo, bn, (bn / bo - 1) * 100, mo, mn, (mn / mo - 1) * 100))
+def paired(a, b):  # median of the per-round ratios a/b, as a percentage
+    return (statistics.median(x / y for x, y in zip(a, b)) - 1) * 100
+n = len(off)
+print("| metadata workload, %s files create+stat+unlink, log on vs `-o log=off` (%d rounds, %.1f records per file): "
+      "median of the per-round ratios; best against best | **%+.1f%%**; %+.1f%% (best: off %.3f s, on %.3f s; median: off %.3f s, on %.3f s) |"
+      % (format(files, ","), n, records / (files * (n + 1)), paired(on, off), (min(on) / min(off) - 1) * 100,
+         min(off), min(on), statistics.median(off), statistics.median(on)))
+print("| the same for a second `-o log=off` mount against the first (this machine's noise) | %+.1f%%; %+.1f%% |"
+      % (paired(control, off), (min(control) / min(off) - 1) * 100))
 co, cn = statistics.median(cpu_off), statistics.median(cpu_on)
-per_record = (cn - co) / (records / (len(on) + 1)) * 1e6 if records else 0
+per_record = (cn - co) / (records / (n + 1)) * 1e6 if records else 0
 print("| daemon CPU time per round (user + system, median of %d) | off %.2f s, on %.2f s, %+.1f%%: %.1f µs per record |"
-      % (len(cpu_off), co, cn, (cn / co - 1) * 100 if co else 0, per_record))
+      % (n, co, cn, (cn / co - 1) * 100 if co else 0, per_record))
 PY
 
 # Latency: a watcher on a pipe, one create at a time.
