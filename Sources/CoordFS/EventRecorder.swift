@@ -7,13 +7,13 @@ import Synchronization
 /// order they happened in.
 ///
 /// The coordinator calls `record` under its lock, on the thread of the operation (a FUSE worker):
-/// that call only stamps the time and queues the event. Formatting happens later, in batches: between
+/// that call only queues the event (with the monotonic time the coordinator gave it). Formatting happens later, in batches: between
 /// requests on the worker that holds /dev/fuse (`help`), or on the log writer's thread. So logging
 /// costs an operation one short lock and an array append. `RecordFormatter` does the formatting.
 package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     let log: EventLogWriter
-    /// Steps not yet formatted, in order, each with the time it happened.
-    private let backlog = Mutex<[(PendingStep, EventTime)]>([])
+    /// Steps not yet formatted, in order.
+    private let backlog = Mutex<[PendingStep]>([])
     /// Formats; held while formatting, so records keep the backlog's order.
     private let formatter = Mutex(RecordFormatter())
     /// Past this many unformatted steps the caller formats them itself (the log writer's own
@@ -38,7 +38,8 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         _ kind: EventKind, path: String, oldPath: String? = nil, documentID: String? = nil,
         actor: EventActor? = nil, details: EventDetails = EventDetails()
     ) {
-        enqueue(.record(EventRecord(kind: kind, path: path, oldPath: oldPath, documentID: documentID, actor: actor, details: details)))
+        let record = EventRecord(kind: kind, path: path, oldPath: oldPath, documentID: documentID, actor: actor, details: details)
+        enqueue(.record(record, at: RecordFormatter.monotonicNanos()))
     }
 
     /// Formats everything queued so far and hands it to the log writer. The writer thread calls this
@@ -82,7 +83,7 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// Formats the whole backlog and appends the records to the log, a batch under one lock on it.
     /// Under `formatter`.
     private func drainFormatting(_ f: inout RecordFormatter) {
-        var batch: [(PendingStep, EventTime)] = []
+        var batch: [PendingStep] = []
         while true {
             backlog.withLock { b in
                 swap(&batch, &b)
@@ -102,10 +103,9 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         try log.flush()
     }
 
-    private func enqueue(_ item: PendingStep) {
-        let now = EventTime.now()
+    private func enqueue(_ step: PendingStep) {
         let count = backlog.withLock { b -> Int in
-            b.append((item, now))
+            b.append(step)
             return b.count
         }
         if count == 1 { log.sourceHasRecords() }

@@ -1,12 +1,16 @@
 import Coordination
 import EventLog
+import Glibc
 
-/// A step waiting in `EventRecorder`'s backlog: a coordination event, or a record of the daemon's own.
+/// A step waiting in `EventRecorder`'s backlog: a coordination event (which carries the monotonic
+/// time the coordinator read for it), or a record of the daemon's own and the monotonic time it
+/// was made. The wall-clock time of both is worked out when they are formatted, so queueing a step
+/// on a FUSE thread reads no clock.
 enum PendingStep {
     case event(CoordinationEvent)
     // Boxed: the daemon's own records are rare, and unboxed they would make every step as large as a
     // record (320 bytes) in the backlog.
-    indirect case record(EventRecord)
+    indirect case record(EventRecord, at: UInt64)
 }
 
 /// Turns coordination events into records, for `EventRecorder`, which keeps it under its formatter
@@ -27,7 +31,7 @@ struct RecordFormatter {
     /// Records formatted and not yet handed to the log.
     var formatted = EncodedRecords()
     /// Steps taken from the backlog a few at a time (`EventRecorder.help`), for `formatSteps`.
-    var steps: [(PendingStep, EventTime)] = []
+    var steps: [PendingStep] = []
 
     /// The intents of a request as they appear in records, in stored form: for each, its path field,
     /// then its intent and option fields.
@@ -49,7 +53,7 @@ struct RecordFormatter {
 
     /// Formats `self.steps` into `formatted` and empties it, keeping its buffer.
     mutating func formatSteps() {
-        var taken: [(PendingStep, EventTime)] = []
+        var taken: [PendingStep] = []
         swap(&taken, &steps)
         format(taken)
         taken.removeAll(keepingCapacity: true)
@@ -57,13 +61,34 @@ struct RecordFormatter {
     }
 
     /// Formats `steps` into `formatted`, in order.
-    mutating func format(_ steps: [(PendingStep, EventTime)]) {
-        for (step, time) in steps {
+    mutating func format(_ steps: [PendingStep]) {
+        // Wall-clock time = monotonic time + the clocks' difference, read once for the batch (the
+        // steps are milliseconds old at most, unless the writer fell behind).
+        let offset = Self.wallMinusMonotonicNanos()
+        func wall(_ monotonic: UInt64) -> EventTime {
+            EventTime(millisecondsSinceEpoch: (Int64(bitPattern: monotonic) &+ offset) / 1_000_000)
+        }
+        for step in steps {
             switch step {
-            case .event(let e): format(e, at: time)
-            case .record(let r): formatted.append(r, at: time)
+            case .event(let e): format(e, at: wall(e.time))
+            case .record(let r, let time): formatted.append(r, at: wall(time))
             }
         }
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds, the clock of `CoordinationEvent.time`.
+    static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
+    static func wallMinusMonotonicNanos() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let wall = Int64(ts.tv_sec) &* 1_000_000_000 &+ Int64(ts.tv_nsec)
+        return wall &- Int64(bitPattern: monotonicNanos())
     }
 
     private mutating func format(_ event: CoordinationEvent, at time: EventTime) {

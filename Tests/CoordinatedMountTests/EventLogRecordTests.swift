@@ -40,6 +40,7 @@ class EventLogRecordTestCase: InProcessMountTestCase {
 
 final class EventLogRecordTests: EventLogRecordTestCase {
     func testAsksAnswersAndPresenterLifecycle() throws {
+        let start = EventTime.now().millisecondsSinceEpoch
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
         XCTAssertEqual(try sh("cat doc.txt").output, "alpha\n")
@@ -49,6 +50,11 @@ final class EventLogRecordTests: EventLogRecordTestCase {
         coordinator.removeFilePresenter(p)
         let records = try waitForRecord { $0.kind == .presenterRemoved }
         assertContinuous(records)
+        // Wall-clock times (worked out from the coordinator's monotonic ones when formatted), in order.
+        let end = EventTime.now().millisecondsSinceEpoch
+        let times = records.filter { $0.kind != .mount }.map(\.time.millisecondsSinceEpoch)
+        XCTAssertEqual(times, times.sorted())
+        XCTAssertTrue(times.allSatisfy { (start...end).contains($0) }, "times \(times.first ?? 0)...\(times.last ?? 0) outside \(start)...\(end)")
 
         let added = records.filter { $0.kind == .presenterAdded }
         XCTAssertEqual(added.map(\.path), ["/doc.txt"])
