@@ -218,19 +218,22 @@ struct RecordFormatter {
         switch intent.kind {
         case .reading(let o):
             fields.intent(.read)
-            if o.contains(.withoutChanges) { fields.option("withoutChanges") }
-            if o.contains(.resolvesSymbolicLink) { fields.option("resolvesSymbolicLink") }
-            if o.contains(.immediatelyAvailableMetadataOnly) { fields.option("immediatelyAvailableMetadataOnly") }
-            if o.contains(.forUploading) { fields.option("forUploading") }
+            for (option, name) in readingOptionNames where o.contains(option) { fields.option(name) }
         case .writing(let o):
             fields.intent(.write)
-            if o.contains(.forDeleting) { fields.option("forDeleting") }
-            if o.contains(.forMoving) { fields.option("forMoving") }
-            if o.contains(.forMerging) { fields.option("forMerging") }
-            if o.contains(.forReplacing) { fields.option("forReplacing") }
-            if o.contains(.contentIndependentMetadataOnly) { fields.option("contentIndependentMetadataOnly") }
+            for (option, name) in writingOptionNames where o.contains(option) { fields.option(name) }
         }
     }
+
+    /// Options by their Foundation names, in the order records list them.
+    static let readingOptionNames: [(FileCoordinator.ReadingOptions, String)] = [
+        (.withoutChanges, "withoutChanges"), (.resolvesSymbolicLink, "resolvesSymbolicLink"),
+        (.immediatelyAvailableMetadataOnly, "immediatelyAvailableMetadataOnly"), (.forUploading, "forUploading"),
+    ]
+    static let writingOptionNames: [(FileCoordinator.WritingOptions, String)] = [
+        (.forDeleting, "forDeleting"), (.forMoving, "forMoving"), (.forMerging, "forMerging"),
+        (.forReplacing, "forReplacing"), (.contentIndependentMetadataOnly, "contentIndependentMetadataOnly"),
+    ]
 
     static func ask(_ a: PresenterAsk) -> AskKind {
         switch a {
