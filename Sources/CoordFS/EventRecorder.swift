@@ -7,9 +7,10 @@ import Synchronization
 /// order they happened in.
 ///
 /// The coordinator calls `record` under its lock, on the thread of the operation (a FUSE worker):
-/// that call only queues the event (with the monotonic time the coordinator gave it). Formatting happens later, in batches: between
-/// requests on the worker that holds /dev/fuse (`help`), or on the log writer's thread. So logging
-/// costs an operation one short lock and an array append. `RecordFormatter` does the formatting.
+/// that call only queues the event, with the monotonic time the coordinator gave it. Formatting
+/// happens later, in batches: between requests on the worker that holds /dev/fuse (`help`), or on
+/// the log writer's thread. So logging costs an operation one short lock and an array append.
+/// `RecordFormatter` does the formatting.
 package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     let log: EventLogWriter
     /// Steps not yet formatted, in order.
@@ -111,5 +112,4 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         if count == 1 { log.sourceHasRecords() }
         if count >= Self.backlogLimit { drain() }
     }
-
 }
