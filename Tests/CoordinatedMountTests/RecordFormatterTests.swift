@@ -1,5 +1,7 @@
 import Coordination
 import EventLog
+import Foundation
+import Synchronization
 import XCTest
 
 @testable import CoordFS
@@ -35,5 +37,55 @@ final class RecordFormatterTests: XCTestCase {
         let plain = try decodedIntent(.writingIntent(with: .root))
         XCTAssertEqual(plain.path, "/")
         XCTAssertEqual(plain.details.options, [])
+    }
+}
+
+/// The recorder under concurrency, without a mount: FUSE-like threads record through a real
+/// coordinator while one thread formats between "requests" (`help`) and the writer thread drains.
+final class EventRecorderConcurrencyTests: XCTestCase {
+    func testEveryStepOfManyThreadsIsRecordedOnceInItsRequestsOrder() throws {
+        let dir = NSTemporaryDirectory() + "/coordfs-recorder-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try EventLogWriter(directory: dir, options: EventLogOptions(coalescing: .milliseconds(1)))
+        let recorder = EventRecorder(log: log)
+        let coordinator = Coordinator(eventSink: recorder as any CoordinationEventSink)
+        let threads = 4, accesses = 2_000
+        let helping = Atomic<Bool>(true)
+        let helper = Thread {
+            while helping.load(ordering: .relaxed) { _ = recorder.help() }
+        }
+        helper.start()
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            let origin = AccessOrigin(pid: Int32(1000 + t), uid: 0, gid: 0, executable: "worker\(t)")
+            for i in 0..<accesses {
+                let path = try! ItemPath("t\(t)/f\(i)")
+                guard let access = coordinator.tryCoordinateImmediately(.writingIntent(with: path), origin: origin) else {
+                    return XCTFail("uncontended write refused")
+                }
+                access.didChange(path)
+                access.release()
+            }
+        }
+        helping.store(false, ordering: .relaxed)
+        try recorder.flush()
+        try log.close()
+        XCTAssertGreaterThan(recorder.helped.load(ordering: .relaxed), 0, "the helper formatted some steps")
+
+        let records = try EventLogReader(directory: dir).read(limit: 1_000_000)
+        XCTAssertEqual(records.count, threads * accesses * 4)
+        XCTAssertEqual(records.map(\.seq), Array(1...UInt64(records.count)))
+        XCTAssertEqual(records.map(\.time), records.map(\.time).sorted(), "times never go backwards")
+        var byRequest: [UInt64: [EventRecord]] = [:]
+        for r in records {
+            guard let id = r.details.requestID else { return XCTFail("\(r.kind) without a request id") }
+            byRequest[id, default: []].append(r)
+        }
+        XCTAssertEqual(byRequest.count, threads * accesses)
+        for (id, steps) in byRequest {
+            XCTAssertEqual(steps.map(\.kind), [.intentRequested, .granted, .didChange, .released], "request \(id)")
+            XCTAssertEqual(Set(steps.map(\.path)).count, 1, "request \(id) names one file: \(steps.map(\.path))")
+            XCTAssertEqual(Set(steps.compactMap(\.actor?.executable)).count, 1)
+            XCTAssertEqual(steps.filter { $0.kind != .didChange }.map(\.details.intent), [.write, .write, .write])
+        }
     }
 }
