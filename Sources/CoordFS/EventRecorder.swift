@@ -40,7 +40,7 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         actor: EventActor? = nil, details: EventDetails = EventDetails()
     ) {
         let record = EventRecord(kind: kind, path: path, oldPath: oldPath, documentID: documentID, actor: actor, details: details)
-        enqueue(.record(record, at: RecordFormatter.monotonicNanos()))
+        enqueue(.record(record, at: CoordinationEvent.now()))
     }
 
     /// Formats everything queued so far and hands it to the log writer. The writer thread calls this

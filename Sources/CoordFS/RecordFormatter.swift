@@ -76,19 +76,12 @@ struct RecordFormatter {
         }
     }
 
-    /// CLOCK_MONOTONIC in nanoseconds, the clock of `CoordinationEvent.time`.
-    static func monotonicNanos() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
-
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
     static func wallMinusMonotonicNanos() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let wall = Int64(ts.tv_sec) &* 1_000_000_000 &+ Int64(ts.tv_nsec)
-        return wall &- Int64(bitPattern: monotonicNanos())
+        return wall &- Int64(bitPattern: CoordinationEvent.now())
     }
 
     private mutating func format(_ event: CoordinationEvent, at time: EventTime) {

@@ -72,6 +72,9 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
     /// What happened.
     public let kind: Kind
 
+    /// The clock of `time`: CLOCK_MONOTONIC in nanoseconds.
+    public static func now() -> UInt64 { MonotonicClock.now() }
+
     public init(time: UInt64, requestID: RequestID?, origin: AccessOrigin?, kind: Kind) {
         self.time = time
         self.requestID = requestID

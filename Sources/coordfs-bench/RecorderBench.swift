@@ -42,7 +42,7 @@ enum RecorderBench {
             let parent = FileAccessIntent.writingIntent(with: folder)
             let delete = FileAccessIntent.writingIntent(with: file, options: .forDeleting)
             let (r1, r2, r3) = (RequestID(rawValue: UInt64(3 * n + 1)), RequestID(rawValue: UInt64(3 * n + 2)), RequestID(rawValue: UInt64(3 * n + 3)))
-            let time = monotonicNanos()
+            let time = CoordinationEvent.now()
             func e(_ r: RequestID, _ kind: CoordinationEvent.Kind) -> CoordinationEvent {
                 CoordinationEvent(time: time, requestID: r, origin: origin, kind: kind)
             }
@@ -128,15 +128,5 @@ enum RecorderBench {
         return elapsed / Double(accesses) * 1e9
     }
 
-    private static func monotonicNanos() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
-
-    private static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    private static func now() -> Double { Double(CoordinationEvent.now()) / 1e9 }
 }
