@@ -12,14 +12,21 @@ public struct EventLogSettings: Sendable, Equatable {
     public var maxDays: Double? = nil
     public init() {}
 
+    /// `log_max_mb`: 1 MiB to 16 TiB (`MountOptions.parse` refuses the rest).
+    public static let megabytesRange: ClosedRange<UInt64> = 1...(1 << 24)
+    /// `log_max_days`: a hundred years at most.
+    public static let maxDaysLimit = 36_500.0
+
     var writerOptions: EventLogOptions {
         var o = EventLogOptions()
         o.sync = syncEveryBatch ? .everyBatch : .none
-        o.maxTotalBytes = maxMegabytes * 1024 * 1024
+        // Clamped, not trusted: a value set in code past the parser's range must not trap.
+        let megabytes = min(max(maxMegabytes, Self.megabytesRange.lowerBound), Self.megabytesRange.upperBound)
+        o.maxTotalBytes = megabytes * 1024 * 1024
         // Retention drops whole segments and never the newest: keep segments small enough that the
         // limit bounds the log (at least 8 segments fit).
-        o.segmentBytes = Int(min(UInt64(o.segmentBytes), max(64 * 1024, maxMegabytes * 1024 * 1024 / 8)))
-        o.maxAge = maxDays.map { .seconds($0 * 86_400) }
+        o.segmentBytes = Int(min(UInt64(o.segmentBytes), max(64 * 1024, megabytes * 1024 * 1024 / 8)))
+        o.maxAge = maxDays.map { .seconds(($0.isNaN ? 0 : min(max($0, 0), Self.maxDaysLimit)) * 86_400) }
         return o
     }
 }

@@ -68,12 +68,12 @@ public struct MountOptions: Sendable, Equatable {
     /// Every option name coordfs accepts, for the error message and `--help`.
     public static var documentation: String {
         """
-        kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N
-        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off, max_threads=N,
-          spin=MICROSECONDS, debug
+        kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N (1 to 2147483647)
+        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
+          max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000), debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
-          save_window=S, temp_patterns=GLOB:GLOB:...
-        event log: log=on|off, log_sync=none|batch, log_max_mb=N, log_max_days=N
+          save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
+        event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
         \(StoreOptions.documentation)
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
@@ -101,7 +101,9 @@ public struct MountOptions: Sendable, Equatable {
                     continue
                 }
                 if let value, passThroughValues.contains(key) {
-                    guard let n = Int(value), n > 0 else { throw .badOption(item, "expects a positive number") }
+                    guard let n = Int(value), Limits.maxRead.contains(n) else {
+                        throw .badOption(item, "expects \(Limits.describe(Limits.maxRead)) bytes")
+                    }
                     o.fuseOptions.append("\(key)=\(n)")
                     continue
                 }
@@ -133,16 +135,24 @@ public struct MountOptions: Sendable, Equatable {
                 case ("log_sync", "batch"): o.eventLog.syncEveryBatch = true
                 case ("log_sync", _): throw .badOption(item, "expects none or batch")
                 case ("log_max_mb", let v?):
-                    guard let n = UInt64(v), n > 0 else { throw .badOption(item, "expects a positive number of MiB") }
+                    guard let n = UInt64(v), EventLogSettings.megabytesRange.contains(n) else {
+                        throw .badOption(item, "expects \(Limits.describe(EventLogSettings.megabytesRange)) MiB")
+                    }
                     o.eventLog.maxMegabytes = n
                 case ("log_max_days", let v?):
-                    guard let d = Double(v), d > 0 else { throw .badOption(item, "expects a positive number of days") }
+                    guard let d = Double(v), d > 0, d <= EventLogSettings.maxDaysLimit else {
+                        throw .badOption(item, "expects more than 0 and at most \(Limits.describe(EventLogSettings.maxDaysLimit)) days")
+                    }
                     o.eventLog.maxDays = d
                 case ("max_threads", let v?):
-                    guard let n = Int(v), (1...1024).contains(n) else { throw .badOption(item, "expects 1 to 1024") }
+                    guard let n = Int(v), Limits.maxThreads.contains(n) else {
+                        throw .badOption(item, "expects \(Limits.describe(Limits.maxThreads)) threads")
+                    }
                     o.maxThreads = n
                 case ("spin", let v?):
-                    guard let n = Int(v), (0...100_000).contains(n) else { throw .badOption(item, "expects microseconds, 0 to 100000") }
+                    guard let n = Int(v), Limits.spin.contains(n) else {
+                        throw .badOption(item, "expects microseconds, \(Limits.describe(Limits.spin))")
+                    }
                     o.spinMicroseconds = n
                 default:
                     if try o.store.parse(key, value, item: item) { continue }
@@ -155,8 +165,27 @@ public struct MountOptions: Sendable, Equatable {
     }
 
     private static func seconds(_ item: String, _ v: String) throws(MountError) -> Double {
-        guard let d = Double(v), d >= 0, d <= 86_400 else { throw .badOption(item, "expects seconds (0 to 86400)") }
+        guard let d = Double(v), d >= 0, d <= Limits.maxSeconds else {
+            throw .badOption(item, "expects seconds (0 to \(Limits.describe(Limits.maxSeconds)))")
+        }
         return d
+    }
+
+    /// The range of every numeric option, checked by `parse` (so by `coordfs mount` before a daemon
+    /// starts, and again by the daemon, which parses the same `-o` lists): a value outside it is a
+    /// `badOption` naming the range, never an overflow further on. README.md lists them.
+    public enum Limits {
+        /// `attr_timeout`, `entry_timeout`, `negative_timeout`, `ask_timeout`, `read_wait`,
+        /// `write_wait`, `save_window`: a day at most.
+        public static let maxSeconds = 86_400.0
+        public static let maxThreads = 1...1024
+        public static let spin = 0...100_000
+        /// `max_read`, in bytes: libfuse and the kernel keep it in an unsigned 32-bit field.
+        public static let maxRead = 1...Int(Int32.max)
+
+        /// "1 to 1024", with no thousands separators (as the option takes it).
+        static func describe<T: BinaryInteger>(_ r: ClosedRange<T>) -> String { "\(r.lowerBound) to \(r.upperBound)" }
+        static func describe(_ d: Double) -> String { d == d.rounded() ? String(Int64(d)) : String(d) }
     }
 
     private static func positiveSeconds(_ item: String, _ v: String) throws(MountError) -> Double {

@@ -20,7 +20,7 @@ public struct StoreOptions: Sendable, Equatable {
     public init() {}
 
     /// The option names, for `coordfs mount --help` and error messages.
-    public static let documentation = "document store: store=on|off, on_change=reload|ask, on_delete=close|ask, keep_versions=N, keep_mb=N"
+    public static let documentation = "document store: store=on|off, on_change=reload|ask, on_delete=close|ask, keep_versions=N (1 to 100000), keep_mb=N (1 to 1099511627776)"
 
     /// Applies one `-o` item if it is a store option. Returns false for names that are not the
     /// store's (the caller goes on with its own), throws for a store option with a bad value.
@@ -41,7 +41,7 @@ public struct StoreOptions: Sendable, Equatable {
             guard let n = Int(v), (1...100_000).contains(n) else { throw .badOption(item, "expects 1 to 100000 versions") }
             retention.maxVersionsPerDocument = n
         case ("keep_mb", let v?):
-            guard let n = Int64(v), n > 0, n <= 1 << 40 else { throw .badOption(item, "expects a positive number of MiB") }
+            guard let n = Int64(v), n > 0, n <= 1 << 40 else { throw .badOption(item, "expects 1 to \(Int64(1) << 40) MiB") }
             retention.maxTotalBytes = n << 20
         case ("keep_versions", nil), ("keep_mb", nil): throw .badOption(item, "expects a number")
         default: return false

@@ -59,14 +59,21 @@ public struct EventLogOptions: Sendable, Equatable {
             throw EventLogError.invalidArgument("coalescing must be between 0 and 100 ms")
         }
         guard (0...19).contains(writerNiceness) else { throw EventLogError.invalidArgument("writerNiceness must be between 0 and 19") }
-        guard retentionCheckInterval > .zero else { throw EventLogError.invalidArgument("retentionCheckInterval must be positive") }
+        guard retentionCheckInterval > .zero, retentionCheckInterval <= .seconds(86_400) else {
+            throw EventLogError.invalidArgument("retentionCheckInterval must be positive and at most a day")
+        }
     }
 }
 
 extension Duration {
+    /// Whole nanoseconds, 0 for a negative duration and `UInt64.max` for one beyond 584 years
+    /// (saturating: a huge option value must not trap).
     var nanoseconds: UInt64 {
         let (s, atto) = components
         if s < 0 { return 0 }
-        return UInt64(s) * 1_000_000_000 + UInt64(atto / 1_000_000_000)
+        let (ns, overflow) = UInt64(s).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return .max }
+        let (sum, carry) = ns.addingReportingOverflow(UInt64(atto / 1_000_000_000))
+        return carry ? .max : sum
     }
 }

@@ -43,6 +43,49 @@ final class MountCommandTests: MountTestCase {
         }
     }
 
+    /// Values past an option's range (which once overflowed in the daemon: "daemon did not come up")
+    /// are refused by `coordfs mount` with a message naming the option and its range, exit status 1,
+    /// nothing mounted, no daemon started; the daemon's own parse (`-f`, what a background mount
+    /// runs) refuses them the same way.
+    func testOutOfRangeNumericOptionsAreRefusedWithTheirRange() {
+        let cases: [(option: String, range: String)] = [
+            ("log_max_mb=17592186044416", "1 to 16777216 MiB"),
+            ("log_max_mb=18446744073709551615", "1 to 16777216 MiB"),
+            ("log_max_mb=0", "1 to 16777216 MiB"),
+            ("log_max_days=inf", "at most 36500 days"),
+            ("log_max_days=1e300", "at most 36500 days"),
+            ("log_max_days=nan", "at most 36500 days"),
+            ("log_max_days=-1", "at most 36500 days"),
+            ("max_read=99999999999", "1 to 2147483647 bytes"),
+            ("ask_timeout=1e300", "0 to 86400"),
+            ("attr_timeout=inf", "0 to 86400"),
+            ("keep_mb=9223372036854775807", "1 to 1099511627776 MiB"),
+            ("keep_versions=1e9", "1 to 100000"),
+            ("max_threads=4294967297", "1 to 1024"),
+        ]
+        for (option, range) in cases {
+            for foreground in [false, true] {
+                var args = ["mount", fixture.backing, fixture.mountpoint, "-o", option]
+                if foreground { args.append("-f") }
+                let r = Spawn.run(binary, args, timeout: 60)
+                let how = foreground ? "\(option) -f" : option
+                XCTAssertEqual(r.status, 1, "\(how) was not refused with status 1: \(r)")
+                XCTAssertTrue(r.output.contains("bad mount option '\(option)'") && r.output.contains(range),
+                              "\(how): the message does not name the option and its range (\(range)): \(r)")
+                XCTAssertFalse(r.output.contains("did not come up") || r.output.contains("Fatal error"), "\(how): \(r)")
+                assertNotMounted(fixture.mountpoint, "after \(how)")
+                XCTAssertNil(daemon(of: fixture.mountpoint), "\(how): a daemon is running")
+            }
+        }
+        // Nothing was started: no state folder, so no daemon log either.
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.backing + "/.coordfs/daemon.log"))
+        // The largest values in range mount and work.
+        let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "log_max_mb=16777216,log_max_days=36500,ask_timeout=86400")
+        XCTAssertEqual(r.status, 0, "the largest values in range were refused: \(r)")
+        XCTAssertTrue(Mounts.isMounted(fixture.mountpoint))
+        XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+    }
+
     func testMountpointInsideBackingIsRefused() {
         mkdir(fixture.backing + "/inner", 0o755)
         let r = coordfs("mount", fixture.backing, fixture.backing + "/inner")
