@@ -5,6 +5,7 @@ import PackageDescription
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3
 //                      │   └──▶ Loopback
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
+//   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
 //   CoordFSClient ─▶ ControlProtocol
 let package = Package(
     name: "coordfs",
@@ -25,33 +26,34 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        .target(name: "NameBytes"),
         .target(
             name: "FuseKit",
-            dependencies: ["CFuse3", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CFuse3", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(
             name: "Loopback",
-            dependencies: ["FuseKit", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["FuseKit", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .target(name: "Coordination"),
-        .target(name: "EventLog"),
-        .target(name: "ControlProtocol"),
+        .target(name: "Coordination", dependencies: ["NameBytes"]),
+        .target(name: "EventLog", dependencies: ["NameBytes"]),
+        .target(name: "ControlProtocol", dependencies: ["NameBytes"]),
         .target(
             name: "DocumentStore",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["NameBytes", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "DocumentStore",
+                "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        .target(name: "CoordFSClient", dependencies: ["ControlProtocol"]),
+        .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "NameBytes"]),
         .executableTarget(
             name: "coordfs",
             dependencies: [
-                "CoordFS", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore",
+                "CoordFS", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "NameBytes",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -59,7 +61,7 @@ let package = Package(
             name: "coordfs-bench",
             dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
         ),
-        .testTarget(name: "CoordinationTests", dependencies: ["Coordination"]),
+        .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),

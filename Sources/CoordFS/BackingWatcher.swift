@@ -2,6 +2,7 @@ import Coordination
 import FuseKit
 import Glibc
 import Loopback
+import NameBytes
 import Synchronization
 
 /// Sees changes made directly in the backing folder (a sync agent, a process that does not use the
@@ -141,7 +142,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                             var p = bytesStart + handleBytes
                             var chars: [UInt8] = []
                             while p < info + length, bytes[p] != 0 { chars.append(bytes[p]); p += 1 }
-                            name = String(decoding: chars, as: UTF8.self)
+                            name = String(nameBytes: chars)
                             entries.append((type, handle, name))
                         }
                     }

@@ -2,6 +2,7 @@ import Coordination
 import FuseKit
 import Glibc
 import Loopback
+import NameBytes
 import SystemPackage
 import Synchronization
 
@@ -249,7 +250,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let pnode = loopback.inode(parent)
-        let n = name.string
+        let n = name.string, bytes = name.copy
         guard let dirPath = path(pnode), let p = try? dirPath.appending(n) else {
             return loopback.create(request, parent: parent, name: name, mode: mode, file: file)
         }
@@ -258,32 +259,32 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // The document of a save in progress comes back (vim, emacs, git checkout): same document.
         if let adopted = saves.adopt(p) {
             let grant = Grant(access: adopted, coordinator: coordinator, origin: who)
-            return finishCreate(request, pnode, n, mode, file, context, grant, p, announceAppeared: nil)
+            return finishCreate(request, pnode, bytes, mode, file, context, grant, p, announceAppeared: nil)
         }
         // A temp, swap or lock file: nobody presents it, and its directory's presenters are not asked.
         if isTemp(n) {
             return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
-                finishCreate(req, pnode, n, mode, file, context, fileGrant, p, announceAppeared: nil)
+                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, announceAppeared: nil)
             }
         }
         // The new file's own write access lasts as long as the handle; the parent's only for the create.
         withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
             withAccess(req, [.writingIntent(with: dirPath)], origin: who, write: true) { [self] req, dirGrant in
-                finishCreate(req, pnode, n, mode, file, context, fileGrant, p, announceAppeared: dirGrant)
+                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, announceAppeared: dirGrant)
             }
         }
     }
 
-    private func finishCreate(_ request: consuming Request, _ pnode: BackingNode, _ name: String, _ mode: mode_t, _ file: FileInfo,
+    private func finishCreate(_ request: consuming Request, _ pnode: BackingNode, _ name: NameCopy, _ mode: mode_t, _ file: FileInfo,
                               _ context: RequestContext, _ grant: Grant, _ p: ItemPath, announceAppeared dirGrant: Grant?) {
         let result = name.withCString { loopback.createFile(parent: pnode, name: FileName($0), mode: mode, flags: file.flags, context: context) }
         switch result {
         case .success(let (entry, f)):
             if let dirGrant {
-                if !isTemp(name) { dirGrant.announce(.subitemAppeared(p)) }
+                if !isTemp(p) { dirGrant.announce(.subitemAppeared(p)) }
                 dirGrant.release()
             }
-            let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(name))
+            let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(p))
             f.attachment = handle
             track(handle, f)
             request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
@@ -328,15 +329,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     // MARK: Names
 
     /// mknod, mkdir, symlink and link: a short write on the parent; the new item appears.
-    private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name: String,
+    private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name fileName: FileName,
                           _ make: @escaping @Sendable (UnsafePointer<CChar>, RequestContext) -> Result<EntryReply, Errno>) {
         let context = request.context
-        guard let dirPath = path(pnode), let p = try? dirPath.appending(name) else {
-            return request.reply(name.withCString { make($0, context) })
+        guard let dirPath = path(pnode), let p = try? dirPath.appending(fileName.string) else {
+            return request.reply(make(fileName.cString, context))
         }
+        let name = fileName.copy
         withAccess(request, [.writingIntent(with: dirPath)], origin: origin(context, p), write: true) { [self] req, grant in
             let result = name.withCString { make($0, context) }
-            if case .success = result, !isTemp(name) { grant.announce(.subitemAppeared(p)) }
+            if case .success = result, !isTemp(p) { grant.announce(.subitemAppeared(p)) }
             grant.release()
             req.reply(result)
         }
@@ -345,20 +347,20 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func mknod(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, device: dev_t) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let pnode = loopback.inode(parent)
-        makeItem(request, parent: pnode, name: name.string) { [loopback] n, c in loopback.makeNode(parent: pnode, name: n, mode: mode, device: device, context: c) }
+        makeItem(request, parent: pnode, name: name) { [loopback] n, c in loopback.makeNode(parent: pnode, name: n, mode: mode, device: device, context: c) }
     }
 
     public func mkdir(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let pnode = loopback.inode(parent)
-        makeItem(request, parent: pnode, name: name.string) { [loopback] n, c in loopback.makeDirectory(parent: pnode, name: n, mode: mode, context: c) }
+        makeItem(request, parent: pnode, name: name) { [loopback] n, c in loopback.makeDirectory(parent: pnode, name: n, mode: mode, context: c) }
     }
 
     public func symlink(_ request: consuming Request, target: UnsafePointer<CChar>, parent: InodeID, name: FileName) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let pnode = loopback.inode(parent)
-        let t = String(cString: target)
-        makeItem(request, parent: pnode, name: name.string) { [loopback] n, c in
+        let t = NameCopy(FileName(target))
+        makeItem(request, parent: pnode, name: name) { [loopback] n, c in
             t.withCString { loopback.makeSymlink(target: $0, parent: pnode, name: n, context: c) }
         }
     }
@@ -366,7 +368,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func link(_ request: consuming Request, inode id: InodeID, newParent: InodeID, newName: FileName) {
         if loopback.isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
         let node = loopback.inode(id), pnode = loopback.inode(newParent)
-        makeItem(request, parent: pnode, name: newName.string) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
+        makeItem(request, parent: pnode, name: newName) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
     }
 
     public func unlink(_ request: consuming Request, parent: InodeID, name: FileName) {
@@ -380,7 +382,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func remove(_ request: consuming Request, parent: InodeID, name: FileName, directory: Bool) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
         let pnode = loopback.inode(parent)
-        let n = name.string
+        let n = name.string, bytes = name.copy
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
         let who = origin(request.context, p)
         if !directory { finishWrites(of: p, by: who.pid) }
@@ -389,7 +391,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
             return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, grant in
                 documents(p)?.beforeDelete(p)
-                let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: false) }
+                let e = bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: false) }
                 if e == nil, let access = grant.access {
                     saves.begin(p, access: access, departure: .deleted)
                 } else {
@@ -404,7 +406,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         withAccess(request, [.writingIntent(with: p, options: options)], origin: who, write: true) { [self] req, grant in
             let hooks = directory ? nil : documents(p)
             hooks?.beforeDelete(p)
-            let e = n.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
+            let e = bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
             if e == nil { hooks?.didDelete(p, by: who) }
             if e == nil, !isTemp(n) { grant.announce(.deleted(p)) }
             grant.release()
@@ -416,7 +418,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .noSuchFileOrDirectory) }
         if loopback.isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
         let from = loopback.inode(parent), to = loopback.inode(newParent)
-        let n = name.string, nn = newName.string
+        let n = name.string, nn = newName.string, bytes = name.copy, newBytes = newName.copy
         guard let src = path(from, n), let dst = path(to, nn) else {
             return request.reply(loopback.renameItem(parent: from, name: name.cString, newParent: to, newName: newName.cString, flags: flags))
         }
@@ -426,7 +428,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
         let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }
         let doRename: @Sendable () -> Errno? = { [loopback] in
-            n.withCString { a in nn.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+            bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
         }
 
         if flags & LinuxCalls.renameExchange != 0 {

@@ -1,5 +1,6 @@
 import CFuse3
 import Glibc
+import NameBytes
 import SystemPackage
 import Synchronization
 
@@ -150,10 +151,10 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         return rc == 0 || rc == -ENOENT ? nil : Errno(rawValue: -rc)
     }
 
-    /// Tell the kernel to forget the cached name `name` in `parent`.
+    /// Tell the kernel to forget the cached name `name` (a lossless string: `LosslessName`) in `parent`.
     @discardableResult
     public func invalidateEntry(parent: InodeID, name: String) -> Errno? {
-        let rc = name.withCString { fuse_lowlevel_notify_inval_entry(session, parent.rawValue, $0, strlen($0)) }
+        let rc = name.withNameCString { fuse_lowlevel_notify_inval_entry(session, parent.rawValue, $0, strlen($0)) }
         return rc == 0 || rc == -ENOENT ? nil : Errno(rawValue: -rc)
     }
 }

@@ -1,5 +1,6 @@
 import CFuse3
 import Glibc
+import NameBytes
 
 /// A FUSE node id (`fuse_ino_t`). Not the backing inode number: the filesystem chooses it.
 public struct InodeID: RawRepresentable, Hashable, Sendable {
@@ -127,11 +128,15 @@ public struct SetAttributes: OptionSet, Sendable {
 }
 
 /// A name inside a directory, borrowed from the kernel's request for the duration of one callback.
-/// Valid only until the callback returns: copy it (`string`) to keep it.
+/// Valid only until the callback returns: copy it (`copy` for I/O, `string` for paths) to keep it.
+/// Linux names are bytes: both copies keep every byte (`string` by `LosslessName`'s rule).
 public struct FileName {
     public let cString: UnsafePointer<CChar>
     public init(_ cString: UnsafePointer<CChar>) { self.cString = cString }
-    public var string: String { String(cString: cString) }
+    /// The name as a lossless string (`LosslessName`): for item paths, never for I/O.
+    public var string: String { String(nameCString: cString) }
+    /// The kernel's bytes, kept past the callback: the name to do I/O with later.
+    public var copy: NameCopy { NameCopy(self) }
     /// Byte-wise comparison without allocating.
     public func equals(_ other: StaticString) -> Bool {
         other.withUTF8Buffer { buf in
@@ -139,5 +144,20 @@ public struct FileName {
             while i < buf.count { if UInt8(bitPattern: cString[i]) != buf[i] { return false }; i += 1 }
             return cString[i] == 0
         }
+    }
+}
+
+/// A name's bytes copied out of a request (NUL-terminated), for I/O after the callback returned:
+/// the kernel's bytes, never a re-encoded string.
+public struct NameCopy: Sendable {
+    private let bytes: [CChar]
+    public init(_ name: FileName) {
+        var n = 0
+        while name.cString[n] != 0 { n += 1 }
+        bytes = Array(UnsafeBufferPointer(start: name.cString, count: n + 1))
+    }
+    /// Calls `body` with the NUL-terminated name.
+    public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBufferPointer { try body($0.baseAddress!) }
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import FuseKit
+import NameBytes
 import SystemPackage
 import Synchronization
 
@@ -89,7 +90,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The node of `name` in `directory` if the kernel knows it (no lookup is counted).
     public func knownChild(of directory: BackingNode, named name: String) -> BackingNode? {
         var st = stat()
-        guard fstatat(directory.directoryFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        guard name.withNameCString({ fstatat(directory.directoryFD, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
         return inodes.existing(dev: st.st_dev, ino: st.st_ino)
     }
 
@@ -245,7 +246,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             }
             let deleted = " (deleted)".utf8
             if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return nil }
-            return String(decoding: bytes[(root.count + 1)...], as: UTF8.self)
+            return String(nameBytes: bytes[(root.count + 1)...])
         }
     }
 

@@ -1,0 +1,62 @@
+/// A name or path held as a `String` (`LosslessName`) but equal, hashed and ordered by its bytes.
+///
+/// `String`'s own `==` and hash follow Unicode canonical equivalence: "caf\u{E9}" (NFC) and
+/// "cafe\u{301}" (NFD) are equal strings but two different Linux names. Use this as the key
+/// wherever names are told apart (tries, dictionaries, sets).
+public struct ExactName: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let string: String
+    public init(_ string: String) { self.string = string }
+
+    public static func == (a: ExactName, b: ExactName) -> Bool { ExactName.same(a.string, b.string) }
+    public func hash(into hasher: inout Hasher) { ExactName.hash(string, into: &hasher) }
+    public static func < (a: ExactName, b: ExactName) -> Bool { a.string.utf8.lexicographicallyPrecedes(b.string.utf8) }
+    public var description: String { string }
+
+    /// Byte equality of two strings (not canonical equivalence).
+    @inline(__always)
+    public static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+    }
+
+    /// Feeds the bytes of `s` (and its length, so that lists of names hash unambiguously).
+    @inline(__always)
+    public static func hash(_ s: String, into hasher: inout Hasher) {
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if done == nil { for b in s.utf8 { hasher.combine(b) } }
+        hasher.combine(s.utf8.count)
+    }
+}
+
+extension String {
+    /// This string (a name, a path, a message) for text shown to people, one line that cannot
+    /// forge output: bytes that are not UTF-8 as `\xNN`, controls (C0, DEL) as `\n`, `\t`, `\r`
+    /// or `\xNN`, C1 controls, line and paragraph separators and the bidirectional marks,
+    /// embeddings, overrides and isolates (U+061C, U+200E, U+200F, U+202A...U+202E,
+    /// U+2066...U+2069) as `\uXXXX`, and the backslash as `\\` so the escapes are unambiguous.
+    public var displayEscaped: String {
+        if utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x5C }) { return self }
+        var out = ""
+        out.reserveCapacity(utf8.count + 8)
+        for scalar in unicodeScalars {
+            if let b = LosslessName.escapedByte(scalar) { out += "\\x" + hex2(UInt32(b)); continue }
+            switch scalar.value {
+            case 0x5C: out += "\\\\"
+            case 0x0A: out += "\\n"
+            case 0x09: out += "\\t"
+            case 0x0D: out += "\\r"
+            case 0..<0x20, 0x7F: out += "\\x" + hex2(scalar.value)
+            case 0x80..<0xA0, 0x061C, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069:
+                let h = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}
+
+@inline(__always)
+private func hex2(_ v: UInt32) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    return String(decoding: [digits[Int(v >> 4)], digits[Int(v & 15)]], as: UTF8.self)
+}
