@@ -1,3 +1,5 @@
+import NameBytes
+
 extension Coordinator {
     /// True when at least one presenter is registered for exactly `path` (not an ancestor). Costs the
     /// path's depth.
@@ -6,7 +8,7 @@ extension Coordinator {
             if presenters.isEmpty { return false }
             var node = presenters.root
             for component in path.components {
-                guard let next = node.children[component] else { return false }
+                guard let next = node.children[ExactName(component)] else { return false }
                 node = next
             }
             return !node.records.isEmpty
@@ -22,7 +24,7 @@ extension Coordinator {
             var node = presenters.root
             if !node.records.isEmpty { return true }
             for component in path.components {
-                guard let next = node.children[component] else { return false }
+                guard let next = node.children[ExactName(component)] else { return false }
                 node = next
                 if !node.records.isEmpty { return true }
             }
@@ -42,7 +44,7 @@ extension Coordinator {
             var node = presenters.root
             var found = node.records.first { $0.owner.pid == pid }?.id
             for component in path.components {
-                guard let next = node.children[component] else { break }
+                guard let next = node.children[ExactName(component)] else { break }
                 node = next
                 if let own = node.records.first(where: { $0.owner.pid == pid }) { found = own.id }
             }

@@ -1,3 +1,5 @@
+import NameBytes
+
 /// One intent's hold (or queued claim) on a path.
 struct LockEntry {
     let owner: CoordinatedAccess
@@ -7,7 +9,7 @@ struct LockEntry {
 /// A node of the path trie shared by arbitration (``LockTable``) and presenters
 /// (``PresenterRegistry``): the fast path walks one path once and sees both.
 final class PathNode {
-    var children: [String: PathNode] = [:]
+    var children: [ExactName: PathNode] = [:]
     var entries: [LockEntry] = []
     /// Entries strictly below this node: a subtree write checks its subtree only when non-zero.
     var descendantEntries = 0
@@ -47,7 +49,7 @@ struct LockTable {
         var node = root
         for component in path.components {
             if node.subtreeWrites > 0, let found = Self.subtreeBlocker(in: node, blocks: blocks) { return found }
-            guard let next = node.children[component] else { return nil }
+            guard let next = node.children[ExactName(component)] else { return nil }
             node = next
         }
         return Self.blocker(at: node, mode: mode, blocks: blocks)
@@ -110,7 +112,7 @@ struct LockTable {
             var undo = root
             for component in path.components.prefix(incremented) {
                 undo.descendantEntries -= 1
-                undo = undo.children[component]!
+                undo = undo.children[ExactName(component)]!
             }
             return blocker
         }
@@ -122,9 +124,9 @@ struct LockTable {
 
     @inline(__always)
     mutating func child(of node: PathNode, _ component: String) -> PathNode {
-        if let next = node.children[component] { return next }
+        if let next = node.children[ExactName(component)] { return next }
         let next = PathNode()
-        node.children[component] = next
+        node.children[ExactName(component)] = next
         nodeCount += 1
         return next
     }
@@ -143,7 +145,7 @@ struct LockTable {
     mutating func remove(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
         var node = root
         for component in path.components {
-            guard let next = node.children[component] else { return }
+            guard let next = node.children[ExactName(component)] else { return }
             node.descendantEntries -= 1
             node = next
         }

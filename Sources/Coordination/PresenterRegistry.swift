@@ -1,3 +1,5 @@
+import NameBytes
+
 /// One registered presenter. Mutable fields are guarded by the coordinator's lock.
 final class PresenterRecord: @unchecked Sendable {
     let id: PresenterID
@@ -47,11 +49,11 @@ struct PresenterRegistry {
         var node = root
         for component in record.path.components {
             node.descendantPresenters += 1
-            if let next = node.children[component] {
+            if let next = node.children[ExactName(component)] {
                 node = next
             } else {
                 let next = PathNode()
-                node.children[component] = next
+                node.children[ExactName(component)] = next
                 node = next
             }
         }
@@ -69,7 +71,7 @@ struct PresenterRegistry {
                 node.records.remove(at: at)
             }
         } else {
-            let key = components[index]
+            let key = ExactName(components[index])
             guard let child = node.children[key] else { return false }
             node.descendantPresenters -= 1
             if detach(record, from: child, components: components, index: index + 1) {
@@ -85,7 +87,7 @@ struct PresenterRegistry {
         var node = root
         for component in path.components {
             for record in node.records { ancestor(record) }
-            guard let next = node.children[component] else { return nil }
+            guard let next = node.children[ExactName(component)] else { return nil }
             node = next
         }
         return node

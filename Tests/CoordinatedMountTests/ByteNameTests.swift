@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Glibc
 import Coordination
+import NameBytes
 @testable import CoordFS
 
 /// Linux names are bytes: names that are not UTF-8, and names that are the same text in two
@@ -76,5 +77,38 @@ final class ByteNameTests: InProcessMountTestCase {
         XCTAssertEqual(target.prefix(3).map { UInt8(bitPattern: $0) }, Array("f".utf8) + [0x80, 0x81])
         try sh("rm -r \"$(printf 'dir\\351')\"")
         XCTAssertEqual(names(in: backing), [])
+    }
+
+    func testNFCAndNFDNamesAreTwoFilesAndAPresenterOfOneIsNotAskedAboutTheOther() throws {
+        let nfc = "caf\u{E9}", nfd = "cafe\u{301}"
+        try write(nfc, "nfc")
+        let p = try present(nfc)
+        try sh("printf nfd > '\(nfd)'")
+        XCTAssertEqual(names(in: backing), [Array(nfc.utf8), Array(nfd.utf8)])
+        XCTAssertEqual(contents(join(backing, Array(nfc.utf8))), "nfc")
+        XCTAssertEqual(contents(join(backing, Array(nfd.utf8))), "nfd")
+        try sh("rm '\(nfd)'")
+        XCTAssertEqual(p.waitUntil(timeout: 1) { !$0.isEmpty }, [], "the NFC presenter was told about the NFD file")
+        try sh("printf more >> '\(nfc)'")
+        XCTAssertEqual(p.waitUntil { $0.contains("reacquire") }, ["relinquishToWriter", "didChange", "reacquire"])
+    }
+
+    func testAPresenterOfANameThatIsNotUTF8IsAskedAndTold() throws {
+        let name = String(nameBytes: Array("doc".utf8) + [0xFF])
+        let other = String(nameBytes: Array("doc".utf8) + [0xFE])
+        let fd = open(c(join(backing, name.nameBytes)), O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        let dir = try present("")
+        let p = try present(name)
+        try sh("printf one > \"$(printf 'doc\\376')\"")
+        try sh("printf two >> \"$(printf 'doc\\377')\"")
+        XCTAssertEqual(p.waitUntil { $0.contains("reacquire") }, ["relinquishToWriter", "didChange", "reacquire"])
+        try sh("rm \"$(printf 'doc\\377')\"")
+        let log = p.waitUntil { $0.contains("accommodateDeletion") }
+        XCTAssertTrue(log.contains("accommodateDeletion"), "\(log)")
+        let dirLog = dir.waitUntil { $0.contains("accommodateSubitemDeletion \(name)") }
+        XCTAssertTrue(dirLog.contains("subitemDidAppear \(other)"), "\(dirLog)")
+        XCTAssertTrue(dirLog.contains("accommodateSubitemDeletion \(name)"), "\(dirLog)")
     }
 }
