@@ -193,7 +193,9 @@ extension ControlRequestHandler {
                 throw Self.protocolError(error, presenter: nil)
             }
             let list = versions.compactMap { v -> VersionInfo? in
-                guard let path = try? MountPath(validating: v.path) else { return nil }
+                guard var path = try? MountPath(validating: v.path) else { return nil }
+                // A version kept under an older name the peer may not see shows the name it asked for.
+                if path != item.path && !resolver.maySee(path, for: client.peer) { path = item.path }
                 return VersionInfo(
                     version: ControlProtocol.VersionID(UInt64(v.id.rawValue)), document: ControlProtocol.DocumentID(UInt64(v.document.rawValue)),
                     path: path, createdMs: UInt64(max(0, v.createdAt.timeIntervalSince1970 * 1000)), size: UInt64(max(0, v.size)),

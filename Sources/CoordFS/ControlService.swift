@@ -88,6 +88,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         askDeadline = .nanoseconds(Int64(max(0.001, options.askTimeout) * 1e9))
         onAskTimeout = options.strict ? .strict : .proceed
         store = daemon.store
+        // Remote presenters hear of and are asked about only what their users may see and make.
+        coordinator.presenterPermissions = BackingPermissions(resolver: resolver)
         if let store {
             let added = store.addObserver { [weak self] event in self?.forward(event) }
             observation.withLock { $0 = added }
@@ -177,7 +179,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
                                         asks: request.asks, askDeadline: askDeadline, coordinator: coordinator)
         let id: Coordination.PresenterID
         do {
-            id = try coordinator.addFilePresenter(presenter, at: item.path.itemPath, owner: client.origin)
+            id = try coordinator.addFilePresenter(presenter, at: item.path.itemPath, owner: client.origin,
+                                                  credentials: client.peer.presenterCredentials)
         } catch {
             connection.reply(to: request.id, error: ProtocolError(.internalError, "cannot register: \(error)"))
             return
@@ -307,9 +310,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     private func status(_ request: StatusQuery, _ client: ControlClientState) {
         let snapshot = coordinator.status()
         let peer = client.peer
-        // Other users see only what they could find through the mount themselves.
+        // Other users see only what they could find in the folder themselves (Visibility.swift).
         func visible(_ path: ItemPath) -> Bool {
-            peer.credentials.uid == 0 || (try? resolver.resolve(MountPath.of(path) ?? .root, for: peer, followFinal: false)) != nil
+            guard let mountPath = MountPath.of(path) else { return peer.credentials.uid == 0 }
+            return resolver.maySee(mountPath, for: peer)
         }
         let presenters = snapshot.presenters.filter { visible($0.path) }.compactMap { p -> StatusReport.Presenter? in
             guard let path = MountPath.of(p.path) else { return nil }

@@ -16,9 +16,13 @@ extension Coordinator {
 
     /// Registers `presenter` at `path`, ignoring its `presentedItemPath` (for adapters of
     /// out-of-process presenters, whose path arrives with the registration message).
+    ///
+    /// - Parameter credentials: the user the presenter acts for; with them, ``presenterPermissions``
+    ///   decides what it hears and what it is asked (nil: everything, as for in-process presenters).
     @discardableResult
     public func addFilePresenter(_ presenter: any FilePresenter, at path: ItemPath,
-                                 owner: AccessOrigin = .currentProcess) throws(CoordinationError) -> PresenterID {
+                                 owner: AccessOrigin = .currentProcess,
+                                 credentials: PresenterCredentials? = nil) throws(CoordinationError) -> PresenterID {
         lock.lock()
         defer { lock.unlock() }
         if let existing = presenters.byObject[ObjectIdentifier(presenter)] {
@@ -26,7 +30,7 @@ extension Coordinator {
         }
         let id = PresenterID(rawValue: nextPresenter)
         nextPresenter += 1
-        presenters.insert(PresenterRecord(id: id, presenter: presenter, path: path, owner: owner))
+        presenters.insert(PresenterRecord(id: id, presenter: presenter, path: path, owner: owner, credentials: credentials))
         emit(nil, owner, .presenterRegistered(id, path: path, owner: owner))
         return id
     }
@@ -125,8 +129,14 @@ extension Coordinator {
     ///   (`forMoving`) and accommodate deletion (`forDeleting`, `forReplacing`); presenters of
     ///   ancestors accommodate a subitem deletion (`forDeleting`, `forReplacing`).
     ///   `contentIndependentMetadataOnly` asks nobody.
+    ///
+    /// Presenters the screen does not allow to delay the intent are left out (they are told after).
     @inline(__always)
-    func forEachNeed(_ intent: FileAccessIntent, excluding: PresenterID?, _ body: (PresenterRecord, Need) -> Void) {
+    func forEachNeed(_ intent: FileAccessIntent, index: Int, excluding: PresenterID?, screen: inout PresenterScreen,
+                     _ visit: (PresenterRecord, Need) -> Void) {
+        func body(_ record: PresenterRecord, _ need: Need) {
+            if screen.mayAsk(record, intent, index: index) { visit(record, need) }
+        }
         let path = intent.path
         switch intent.kind {
         case .reading(let options):
@@ -160,8 +170,9 @@ extension Coordinator {
     func needsAnyAsk(_ request: CoordinatedAccess) -> Bool {
         if presenters.isEmpty { return false }
         var needed = false
-        for intent in request.intents {
-            forEachNeed(intent, excluding: request.origin.presenterID) { _, _ in needed = true }
+        var screen = PresenterScreen(permissions, accessor: request.origin)
+        for (index, intent) in request.intents.enumerated() {
+            forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { _, _ in needed = true }
             if needed { return true }
         }
         return false
@@ -170,8 +181,9 @@ extension Coordinator {
     func askPlan(for request: CoordinatedAccess) -> [PlanEntry] {
         if presenters.isEmpty { return [] }
         var plan: [PlanEntry] = []
-        for intent in request.intents {
-            forEachNeed(intent, excluding: request.origin.presenterID) { record, need in
+        var screen = PresenterScreen(permissions, accessor: request.origin)
+        for (index, intent) in request.intents.enumerated() {
+            forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { record, need in
                 let at: Int
                 if let found = plan.firstIndex(where: { $0.record === record }) {
                     at = found
@@ -368,10 +380,32 @@ extension Coordinator {
         if presenters.isEmpty { return }
         let excluded = origin.presenterID
         var out: [(PresenterRecord, PresenterNotification)] = []
+        var screen = PresenterScreen(permissions, accessor: origin)
         func add(_ record: PresenterRecord, _ note: PresenterNotification) {
             guard record.id != excluded, !record.removed else { return }
-            if out.contains(where: { $0.0 === record && $0.1 == note }) { return }
-            out.append((record, note))
+            // A presenter hears only of items its user could see; a move it sees one side of is,
+            // for it, an item that went away or appeared.
+            let screened: PresenterNotification
+            switch note {
+            case .itemDidChange(let p), .subitemDidChange(let p), .subitemDeleted(let p), .subitemDidAppear(let p):
+                guard screen.maySee(record, p) else { return }
+                screened = note
+            case .itemDidMove(let from, let to):
+                guard screen.maySee(record, to) else {
+                    if screen.maySee(record, from) { add(record, .itemDidChange(from)) }
+                    return
+                }
+                screened = note
+            case .subitemDidMove(let from, let to):
+                switch (screen.maySee(record, from), screen.maySee(record, to)) {
+                case (true, true): screened = note
+                case (true, false): screened = .subitemDeleted(from)
+                case (false, true): screened = .subitemDidAppear(to)
+                case (false, false): return
+                }
+            }
+            if out.contains(where: { $0.0 === record && $0.1 == screened }) { return }
+            out.append((record, screened))
         }
         for announcement in announcements {
             switch announcement {

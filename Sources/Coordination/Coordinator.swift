@@ -19,6 +19,7 @@ public final class Coordinator: @unchecked Sendable {
     let lock = Lock()
     // Guarded by `lock`:
     var sink: (any CoordinationEventSink)?
+    var permissions: (any PresenterPermissions)?
     /// Holds and presenters share one path trie (see ``PathNode``).
     var locks: LockTable
     var presenters: PresenterRegistry
@@ -42,6 +43,12 @@ public final class Coordinator: @unchecked Sendable {
         let tree = PathNode()
         self.locks = LockTable(root: tree)
         self.presenters = PresenterRegistry(root: tree)
+    }
+
+    /// What presenters registered with credentials may hear of and be asked about (nil: everything).
+    public var presenterPermissions: (any PresenterPermissions)? {
+        get { lock.withLock { permissions } }
+        set { lock.withLock { permissions = newValue } }
     }
 
     /// Where events go (see ``CoordinationEventSink`` for the rules a sink must keep).

@@ -5,6 +5,8 @@ final class PresenterRecord: @unchecked Sendable {
     let id: PresenterID
     let presenter: any FilePresenter
     let owner: AccessOrigin
+    /// The user the presenter is screened as (nil: it learns and may delay everything).
+    let credentials: PresenterCredentials?
     let mailbox = PresenterMailbox()
     /// Where the presenter is now; follows announced moves.
     var path: ItemPath
@@ -12,11 +14,13 @@ final class PresenterRecord: @unchecked Sendable {
     var pendingAsks: [AskState] = []
     var removed = false
 
-    init(id: PresenterID, presenter: any FilePresenter, path: ItemPath, owner: AccessOrigin) {
+    init(id: PresenterID, presenter: any FilePresenter, path: ItemPath, owner: AccessOrigin,
+         credentials: PresenterCredentials? = nil) {
         self.id = id
         self.presenter = presenter
         self.path = path
         self.owner = owner
+        self.credentials = credentials
     }
 }
 

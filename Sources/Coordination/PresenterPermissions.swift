@@ -1,0 +1,81 @@
+/// The user a presenter belongs to, as the daemon learned it (uid, gid and supplementary groups).
+/// Presenters registered with credentials are screened by the coordinator's
+/// ``PresenterPermissions``: they hear only of items their user could see, and are asked before an
+/// access only when their user could make that access itself.
+public struct PresenterCredentials: Hashable, Sendable, CustomStringConvertible {
+    public var uid: UInt32
+    public var gid: UInt32
+    /// Supplementary groups.
+    public var groups: [UInt32]
+
+    public init(uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
+
+    public var description: String { "uid=\(uid) gid=\(gid)" }
+}
+
+/// Decides what a presenter's user may learn and delay (docs/protocol.md, "Threat model").
+///
+/// The coordinator consults it only for presenters registered with ``PresenterCredentials`` whose
+/// uid is neither 0 nor the accessor's (a user may learn and delay what it does itself), under its
+/// lock, at most once per credentials and path (or intent) per request. Implementations judge
+/// against the real file system and must not block on anything but it.
+public protocol PresenterPermissions: Sendable {
+    /// Whether `credentials` could learn that `path` exists (and so hear what happens to it).
+    func maySee(_ path: ItemPath, as credentials: PresenterCredentials) -> Bool
+    /// Whether `credentials` could make `intent` itself, and so may delay or refuse it.
+    func mayMake(_ intent: FileAccessIntent, as credentials: PresenterCredentials) -> Bool
+}
+
+/// One request's (or one delivery's) memo of ``PresenterPermissions`` answers: a thousand
+/// presenters of one user cost one evaluation.
+struct PresenterScreen {
+    let permissions: (any PresenterPermissions)?
+    /// The accessor's uid: its own presenters and root's are never screened.
+    let accessorUID: UInt32
+    private var seen: [Key: Bool] = [:]
+    private var made: [Key: Bool] = [:]
+
+    private struct Key: Hashable {
+        var credentials: PresenterCredentials
+        var path: ItemPath
+        var intent: Int
+    }
+
+    init(_ permissions: (any PresenterPermissions)?, accessor: AccessOrigin) {
+        self.permissions = permissions
+        self.accessorUID = accessor.uid
+    }
+
+    /// The credentials `record` is screened with, or nil when it is not screened.
+    @inline(__always)
+    private func screened(_ record: PresenterRecord) -> PresenterCredentials? {
+        guard permissions != nil, let c = record.credentials, c.uid != 0, c.uid != accessorUID else { return nil }
+        return c
+    }
+
+    /// Whether `record` may hear of `path`.
+    @inline(__always)
+    mutating func maySee(_ record: PresenterRecord, _ path: ItemPath) -> Bool {
+        guard let c = screened(record), let permissions else { return true }
+        let key = Key(credentials: c, path: path, intent: -1)
+        if let known = seen[key] { return known }
+        let answer = permissions.maySee(path, as: c)
+        seen[key] = answer
+        return answer
+    }
+
+    /// Whether `record` may be asked before `intent` (the `index`th of its request).
+    @inline(__always)
+    mutating func mayAsk(_ record: PresenterRecord, _ intent: FileAccessIntent, index: Int) -> Bool {
+        guard let c = screened(record), let permissions else { return true }
+        let key = Key(credentials: c, path: intent.path, intent: index)
+        if let known = made[key] { return known }
+        let answer = permissions.maySee(intent.path, as: c) && permissions.mayMake(intent, as: c)
+        made[key] = answer
+        return answer
+    }
+}

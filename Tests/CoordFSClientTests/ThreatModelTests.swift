@@ -1,0 +1,111 @@
+import XCTest
+import Foundation
+import Glibc
+import ControlProtocol
+import Coordination
+@testable import CoordFS
+
+/// Issue 17's threat model, tested as nobody on an allow_other mount: a user learns of an item
+/// (asks, notifications, status, the event log) only if it could find it in the folder itself,
+/// may delay or refuse only accesses it could make itself, and what is made for it belongs to it.
+final class ThreatModelTests: ClientMountTestCase {
+    let nobody = (uid: uid_t(65534), gid: gid_t(65534))
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.allowOther = true
+    }
+
+    /// A hostile presenter in Python: registers PATH (a directory, every ask), prints every message
+    /// as a JSON line and refuses every ask with an error.
+    private func hostilePresenter(_ path: String) throws -> Child {
+        let script = root + "/hostile.py"
+        try """
+        import json, socket, struct, sys
+        def send(sock, message):
+            body = json.dumps(message).encode()
+            sock.sendall(struct.pack(">I", len(body)) + body)
+        def receive(sock):
+            def exactly(n):
+                data = b""
+                while len(data) < n:
+                    chunk = sock.recv(n - len(data))
+                    if not chunk:
+                        raise EOFError
+                    data += chunk
+                return data
+            return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(sys.argv[1])
+        send(sock, {"type": "hello", "id": 1, "versions": [1], "client": "hostile"})
+        send(sock, {"type": "register", "id": 2, "path": sys.argv[2], "kind": "directory",
+                    "asks": ["save", "relinquishToReader", "relinquishToWriter", "accommodateDeletion", "accommodateSubitemDeletion"]})
+        try:
+            while True:
+                message = receive(sock)
+                print(json.dumps(message), flush=True)
+                if message["type"] == "ask":
+                    send(sock, {"type": "answer", "id": message["id"], "error": {"code": "failed", "message": "no"}})
+        except (EOFError, ConnectionResetError):
+            pass
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        let child = try start(["/usr/bin/python3", script, socketPath, path], user: nobody)
+        XCTAssertTrue(eventually { child.text.contains("\"registered\"") || !self.isRunning(child) }, child.text)
+        return child
+    }
+
+    private func sh(_ command: String) throws -> (status: Int32?, output: String) {
+        try run(["/bin/sh", "-c", command])
+    }
+
+    /// Issue 17 case 3: nobody's presenter of the mount root is neither asked nor told about items
+    /// inside root's 700 folder, cannot refuse root's deletions of items it could not delete, and
+    /// still may refuse (and is asked about) what it could delete itself.
+    func testAPresenterOfTheRootLearnsAndBlocksOnlyWhatItsUserCouldSeeAndWrite() throws {
+        mkdir(backing + "/private", 0o700)
+        try writeBacking("private/secret.txt", "s\n")
+        mkdir(backing + "/private/inner", 0o755)
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        try writeBacking("shared/open.txt", "o\n", mode: 0o666)
+        try writeBacking("public.txt", "p\n")
+        let hostile = try hostilePresenter(".")
+        XCTAssertTrue(isRunning(hostile), hostile.text)
+
+        // Root's deletions in root's folders go through: nobody could not make them.
+        let privateRm = try sh("rm '\(mnt!)/private/secret.txt' && rmdir '\(mnt!)/private/inner'")
+        XCTAssertEqual(privateRm.status, 0, "root's rm in its 700 folder: \(privateRm.output)")
+        let publicRm = try sh("rm '\(mnt!)/public.txt'")
+        XCTAssertEqual(publicRm.status, 0, "nobody cannot write the root folder: \(publicRm.output)")
+        // In a folder nobody may write, it is asked and its refusal holds.
+        let sharedRm = try sh("rm '\(mnt!)/shared/open.txt'")
+        XCTAssertNotEqual(sharedRm.status, 0, "nobody could delete shared/open.txt itself, so it may refuse")
+        XCTAssertTrue(eventually { hostile.text.contains("shared/open.txt") }, hostile.text)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: backing + "/shared/open.txt"))
+
+        // Told after about what it may see (public.txt went away), never about the private folder.
+        XCTAssertTrue(eventually { hostile.text.contains("\"subitemDidChange\"") && hostile.text.contains("public.txt") }, hostile.text)
+        let asked = hostile.lines.filter { $0.contains("\"ask\"") }
+        XCTAssertFalse(asked.contains { $0.contains("public.txt") }, "told after, never asked: \(asked)")
+        XCTAssertFalse(hostile.text.contains("secret") || hostile.text.contains("inner"), hostile.text)
+    }
+
+    /// `status` shows nobody only what it could list: not a presenter inside a folder it may
+    /// search but not read.
+    func testStatusHidesItemsInFoldersNobodyCannotList() throws {
+        let bin = try Self.coordfsBinary()
+        mkdir(backing + "/dropbox", 0o711)
+        chmod(backing + "/dropbox", 0o711)
+        try writeBacking("dropbox/hidden-name.txt", "h\n")
+        try writeBacking("listed.txt", "l\n")
+        let hidden = try start([bin, "present", mnt + "/dropbox/hidden-name.txt"])
+        let listed = try start([bin, "present", mnt + "/listed.txt"])
+        XCTAssertTrue(eventually { self.presenterCount == 2 }, hidden.text + listed.text)
+        let status = try run([bin, "status", "--json", mnt], user: nobody)
+        XCTAssertEqual(status.status, 0, status.output)
+        XCTAssertTrue(status.output.contains("listed.txt"), status.output)
+        XCTAssertFalse(status.output.contains("hidden-name"), status.output)
+        let asRoot = try run([bin, "status", "--json", mnt])
+        XCTAssertTrue(asRoot.output.contains("hidden-name"), asRoot.output)
+    }
+}

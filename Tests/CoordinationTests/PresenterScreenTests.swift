@@ -1,0 +1,96 @@
+import Coordination
+import Synchronization
+import Testing
+
+/// A fake rule: the user may see everything outside `hidden/` and may make accesses only inside `mine/`.
+/// Counts its evaluations.
+private final class FakePermissions: PresenterPermissions {
+    let calls = Mutex(0)
+    func maySee(_ path: ItemPath, as credentials: PresenterCredentials) -> Bool {
+        calls.withLock { $0 += 1 }
+        return !path.string.hasPrefix("hidden")
+    }
+    func mayMake(_ intent: FileAccessIntent, as credentials: PresenterCredentials) -> Bool {
+        calls.withLock { $0 += 1 }
+        return intent.path.string.hasPrefix("mine")
+    }
+}
+
+private let user = PresenterCredentials(uid: 1000, gid: 1000)
+private let root = AccessOrigin(pid: 1, uid: 0, gid: 0, executable: "rm")
+
+/// The coordinator's screening of presenters registered with credentials (docs/protocol.md,
+/// "Threat model"): not asked about accesses their user could not make, not told about items it
+/// could not see; its own and root's presenters are never screened; one evaluation per user.
+@Suite struct PresenterScreenTests {
+    private func setUp(_ permissions: FakePermissions) throws -> (Coordinator, Journal) {
+        let coordinator = Coordinator()
+        coordinator.presenterPermissions = permissions
+        let journal = Journal()
+        let owner = AccessOrigin(pid: 2, uid: user.uid, gid: user.gid, executable: "hostile")
+        try coordinator.addFilePresenter(RecordingPresenter("U", at: .root, journal: journal, behavior: .failDeletion),
+                                         at: .root, owner: owner, credentials: user)
+        try coordinator.addFilePresenter(RecordingPresenter("R", at: .root, journal: journal), at: .root, owner: root,
+                                         credentials: PresenterCredentials(uid: 0, gid: 0))
+        return (coordinator, journal)
+    }
+
+    private func delete(_ coordinator: Coordinator, _ p: String, as origin: AccessOrigin = root) async throws -> Bool {
+        let fc = FileCoordinator(coordinator: coordinator, origin: origin)
+        do {
+            try await fc.coordinate(writingItemAt: path(p), options: .forDeleting) { _ in }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    @Test func aScreenedPresenterIsNeitherAskedNorToldAboutHiddenItems() async throws {
+        let permissions = FakePermissions()
+        let (coordinator, journal) = try setUp(permissions)
+        #expect(try await delete(coordinator, "hidden/secret"), "U may not refuse what it could not do")
+        await eventually { journal.view("R").count >= 2 }
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(journal.view("U").isEmpty, "\(journal.all)")
+        #expect(journal.view("R") == ["accommodateSubitemDeletion(hidden/secret)", "subitemDidChange(hidden/secret)"])
+    }
+
+    @Test func aVisibleItemItCannotWriteIsToldAfterNotAsked() async throws {
+        let (coordinator, journal) = try setUp(FakePermissions())
+        #expect(try await delete(coordinator, "theirs/f"))
+        await eventually { journal.view("U").count >= 1 }
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(journal.view("U") == ["subitemDidChange(theirs/f)"])
+    }
+
+    @Test func whatItCouldDoItselfItMayRefuse() async throws {
+        let (coordinator, journal) = try setUp(FakePermissions())
+        #expect(try await delete(coordinator, "mine/f") == false, "U refuses a deletion it could make itself")
+        #expect(journal.view("U") == ["accommodateSubitemDeletion(mine/f)"])
+    }
+
+    @Test func theUsersOwnAccessesAreNotScreenedAndOneUserCostsOneEvaluation() async throws {
+        let permissions = FakePermissions()
+        let (coordinator, journal) = try setUp(permissions)
+        let owner = AccessOrigin(pid: 2, uid: user.uid, gid: user.gid, executable: "hostile")
+        for i in 0..<200 {
+            try coordinator.addFilePresenter(RecordingPresenter("M\(i)", at: path("hidden/x"), journal: journal),
+                                             at: path("hidden/x"), owner: owner, credentials: user)
+        }
+        // The user's own access to hidden/x: it did it, so its presenters hear of it unscreened.
+        let me = AccessOrigin(pid: 3, uid: user.uid, gid: user.gid, executable: "editor")
+        let fc = FileCoordinator(coordinator: coordinator, origin: me)
+        try await fc.coordinate(writingItemAt: path("hidden/x")) { _ in }
+        await eventually { journal.view("M199").contains("didChange") }
+        #expect(permissions.calls.withLock { $0 } == 0)
+        // Root's write: 200 presenters of one user, one question asked of the rule per kind.
+        let asRoot = FileCoordinator(coordinator: coordinator, origin: root)
+        try await asRoot.coordinate(writingItemAt: path("hidden/x")) { _ in }
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(permissions.calls.withLock { $0 } <= 3, "memoised per user and path")
+        for name in ["M0", "M199"] {
+            #expect(journal.view(name).filter { $0 == "didChange" }.count == 1, "only its user's own write: \(journal.view(name))")
+            #expect(journal.view(name).filter { $0 == "relinquishToWriter" }.count == 1, "\(journal.view(name))")
+        }
+    }
+}
