@@ -107,12 +107,15 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// presenter must be asked, otherwise later from the coordinator's completion (the kernel request
     /// waits, parked). At a wait deadline, reads go ahead without exclusion; writes get EBUSY when a
     /// writer holds the item and go ahead when only readers do. Presenter errors and strict timeouts
-    /// fail the request with the coordinator's errno.
+    /// fail the request with the coordinator's errno. A path longer than `PathLimit.maxBytes` fails
+    /// with ENAMETOOLONG.
     ///
     /// Every access of one process shares a purpose identifier, so a process never waits for itself
     /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
+        // Deeper than presenters and the log can be told about: refused, never uncoordinated.
+        guard intents.allSatisfy({ PathLimit.fits($0.path) }) else { return request.reply(error: .fileNameTooLong) }
         let purpose = "pid:\(origin.pid)"
         if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))

@@ -13,7 +13,8 @@ enum RecordCodec {
     /// A frame larger than this is treated as damage, never as a record.
     static let maxPayloadSize = 1 << 20
     /// Strings are cut to this many bytes so a record always fits a frame.
-    static let maxStringBytes = 16 * 1024
+    /// 64 KiB: a path the mount coordinates (`MountPath.maxLength`) is kept whole.
+    static let maxStringBytes = 64 * 1024
     static let maxOptions = 32
 
     enum Field: UInt64 {

@@ -31,6 +31,9 @@ public final class BackingNode: @unchecked Sendable {
     /// registered until the kernel forgets the node, so every later open uses the same one (a new id
     /// could reach the kernel before it let go of the old one at a release, and fail with EBUSY).
     let passthrough = Mutex<(backingID: Int32, opens: Int)>((0, 0))
+    /// The directory a non-directory was last looked up in: its path when /proc cannot give it
+    /// (beyond PATH_MAX; `LongPaths.swift`).
+    let lookedUpIn = Mutex(WeakNode())
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
         storedFD = fd; handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget

@@ -42,7 +42,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Hidden names in the root that are directories (counted once: the state folder exists before
     /// the mount and for its whole life).
     private let hiddenRootDirectories: Int
-    private let backingRootBytes: [UInt8]
+    let backingRootBytes: [UInt8]
     /// See `path(of:)`.
     private let pathsAreWatched = Atomic<Bool>(false)
     /// The backing root's device, and whether its file system is local (`LocalFileSystems`): only
@@ -141,6 +141,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); return .failure(e) }
         let node = inodes.remember(fd: fd, stat: st, parent: parent)
+        noteLookup(of: node, in: parent)
         return .success(entry(node, st))
     }
 
@@ -202,8 +203,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     /// The item's current path relative to the backing root ("" for the root), read from the kernel
-    /// (`/proc/self/fd`), so it is right even after renames made outside the mount. Nil when the item
-    /// was deleted or is outside the backing root.
+    /// (`/proc/self/fd`), so it is right even after renames made outside the mount; beyond PATH_MAX,
+    /// built from the tree (`LongPaths.swift`). Nil when the item was deleted or is outside the
+    /// backing root.
     ///
     /// A directory's path is kept between calls while `pathsAreWatched` (every rename or removal
     /// through the mount, and every one the backing watcher reports, starts a new path generation);
@@ -234,20 +236,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Forgets every kept directory path (a rename or removal happened).
     public func pathsChanged() { pathGeneration.add(1, ordering: .releasing) }
 
+    /// The path from `pathBytes(of:)` (beyond PATH_MAX too: `LongPaths.swift`).
     private func readPath(of node: BackingNode) -> String? {
-        let max = Int(PATH_MAX)
-        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max + 1) { buf -> String? in
-            let n = node.withFD { fd in withProcPath(fd) { p in Glibc.readlink(p, buf.baseAddress!, max) } }
-            guard n > 0 else { return nil }
-            let bytes = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
-            let root = backingRootBytes
-            guard n > root.count, bytes[root.count] == 0x2F, bytes.starts(with: root) else {
-                return bytes.elementsEqual(root) ? "" : nil
-            }
-            let deleted = " (deleted)".utf8
-            if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return nil }
-            return String(nameBytes: bytes[(root.count + 1)...])
-        }
+        guard let bytes = pathBytes(of: node) else { return nil }
+        return String(nameBytes: bytes)
     }
 
     // MARK: FuseFileSystem

@@ -8,8 +8,10 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
     /// Normal form; `""` for the root.
     public let rawValue: String
 
-    /// Longest accepted path in bytes (Linux PATH_MAX less the terminating NUL).
-    public static let maxLength = 4095
+    /// Longest accepted path in bytes: 16 times Linux's PATH_MAX, less one. An item deeper than
+    /// PATH_MAX cannot be named in one system call, but the mount reaches it (every name is
+    /// resolved against its parent) and coordinates it, and tells presenters about it, up to here.
+    public static let maxLength = 65_535
     /// Longest accepted component in bytes (Linux NAME_MAX).
     public static let maxComponentLength = 255
 

@@ -1,0 +1,125 @@
+import Glibc
+import Synchronization
+
+/// A weak reference to a node (the directory a file was last looked up in).
+struct WeakNode: Sendable {
+    weak var node: BackingNode?
+}
+
+/// Paths beyond PATH_MAX. The kernel gives an item's path through `/proc/self/fd/N` only while it
+/// fits a page (PATH_MAX, 4,096 bytes): deeper, readlink fails with ENAMETOOLONG. Then the path is
+/// built from the tree itself, so coordination works at any depth (docs/semantics.md, "Deep paths"):
+///
+/// - a directory climbs `..` until an ancestor's path can be read (or the backing root is reached),
+///   finding each step's name by its inode number in the directory above;
+/// - another item is found, by inode number, in the directory it was last looked up in, whose path
+///   is built the same way.
+///
+/// Names are bytes throughout; nothing here is a path string given to a system call.
+extension Loopback {
+    /// The item's path relative to the backing root, as bytes ("" for the root), or nil when the item
+    /// is gone or outside the backing root.
+    func pathBytes(of node: BackingNode) -> [UInt8]? {
+        switch node.withFD({ fd in readLinkRelative(fd) }) {
+        case .path(let bytes): return bytes
+        case .gone: return nil
+        case .tooLong: return longPathBytes(of: node)
+        }
+    }
+
+    /// What `/proc/self/fd/N` says of an item.
+    enum ProcPath {
+        case path([UInt8])
+        case gone
+        /// Longer than the kernel gives there (ENAMETOOLONG).
+        case tooLong
+    }
+
+    /// The path of the item `fd` refers to, relative to the backing root.
+    func readLinkRelative(_ fd: Int32) -> ProcPath {
+        let max = Int(PATH_MAX)
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max + 1) { buf -> ProcPath in
+            let n = withProcPath(fd) { p in Glibc.readlink(p, buf.baseAddress!, max) }
+            if n < 0 && errno == ENAMETOOLONG { return .tooLong }
+            guard n > 0 else { return .gone }
+            let bytes = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
+            let root = backingRootBytes
+            guard n > root.count, bytes[root.count] == 0x2F, bytes.starts(with: root) else {
+                return bytes.elementsEqual(root) ? .path([]) : .gone
+            }
+            let deleted = " (deleted)".utf8
+            if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return .gone }
+            return .path(Array(bytes[(root.count + 1)...]))
+        }
+    }
+
+    /// Remembers the directory a file, symlink or special file was looked up in (a directory has
+    /// its `..`).
+    func noteLookup(of node: BackingNode, in parent: BackingNode) {
+        guard !node.isDirectory else { return }
+        node.lookedUpIn.withLock { if $0.node !== parent { $0.node = parent } }
+    }
+
+    private func longPathBytes(of node: BackingNode) -> [UInt8]? {
+        guard node.isDirectory else {
+            guard let parent = node.lookedUpIn.withLock({ $0.node }),
+                  let name = parent.withFD({ fd in Self.name(of: node.key, in: fd) }),
+                  let above = pathBytes(of: parent)
+            else { return nil }
+            return Self.join(above, [name])
+        }
+        // Climb `..` from the directory: every step's name is found in the directory above.
+        var child = openat(node.directoryFD, ".", O_PATH | O_DIRECTORY | O_CLOEXEC)
+        guard child >= 0 else { return nil }
+        defer { Glibc.close(child) }
+        var names: [[UInt8]] = []
+        let root = inodes.root.key
+        // Every step adds at least two bytes: a bound far past any path the kernel could resolve.
+        for _ in 0..<(1 << 20) {
+            var st = stat()
+            guard fstatat(child, "", &st, AT_EMPTY_PATH) == 0 else { return nil }
+            let key = InodeKey(dev: st.st_dev, ino: st.st_ino)
+            if key == root { return Self.join([], names.reversed()) }
+            if !names.isEmpty, case .path(let above) = readLinkRelative(child) { return Self.join(above, names.reversed()) }
+            let parent = openat(child, "..", O_PATH | O_DIRECTORY | O_CLOEXEC)
+            guard parent >= 0 else { return nil }
+            var pst = stat()
+            guard fstatat(parent, "", &pst, AT_EMPTY_PATH) == 0, pst.st_dev != st.st_dev || pst.st_ino != st.st_ino,
+                  let name = Self.name(of: key, in: parent)
+            else { Glibc.close(parent); return nil } // "/" reached outside the backing root, or gone
+            names.append(name)
+            Glibc.close(child)
+            child = parent
+        }
+        return nil
+    }
+
+    /// `above` + "/" + each of `names` ("" and no leading slash for the root).
+    private static func join(_ above: [UInt8], _ names: some Sequence<[UInt8]>) -> [UInt8] {
+        var out = above
+        for name in names {
+            if !out.isEmpty { out.append(0x2F) }
+            out += name
+        }
+        return out
+    }
+
+    /// The name under which the directory `directory` (an O_PATH descriptor) holds the item `key`.
+    static func name(of key: InodeKey, in directory: Int32) -> [UInt8]? {
+        let fd = openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        guard let stream = fdopendir(fd) else { Glibc.close(fd); return nil }
+        defer { Glibc.closedir(stream) }
+        while let entry = Glibc.readdir(stream) {
+            guard entry.pointee.d_ino == key.ino else { continue }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix(while: { $0 != 0 })) }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            // d_ino is the inode beneath a mount point, not the one mounted there: check by stat.
+            var st = stat()
+            let cName = name + [0]
+            let same = cName.withUnsafeBytes { fstatat(directory, $0.baseAddress!.assumingMemoryBound(to: CChar.self), &st, AT_SYMLINK_NOFOLLOW) == 0 }
+            if same && st.st_dev == key.dev && st.st_ino == key.ino { return name }
+        }
+        return nil
+    }
+}
