@@ -170,7 +170,9 @@ extension ControlRequestHandler {
         resolutionQueue.async { [mine, mineFD] in
             defer { if mineFD >= 0 { Glibc.close(mineFD) } }
             do {
-                let outcome = try store.resolve(conflict.id, with: resolution, mine: mine, by: actor)
+                // What the daemon creates for the peer belongs to the peer.
+                let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
+                let outcome = try store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: owner)
                 connection.send(.resolved(Resolved(
                     id: requestID, conflict: request.conflict, resolution: request.resolution,
                     path: (try? MountPath(validating: outcome.conflict.path)) ?? .root,

@@ -259,7 +259,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// The new file is written in the backing folder and shows through the mount at once (the
     /// kernel's cached name and attributes are dropped once the access is released).
     @discardableResult
-    public func resolve(_ id: ConflictID, with resolution: DocumentResolution, mine: Contents? = nil, by actor: String? = nil) throws -> ResolutionOutcome {
+    /// `owner`: whom a file the resolution creates belongs to (the peer that resolves; nil: the daemon's user).
+    public func resolve(_ id: ConflictID, with resolution: DocumentResolution, mine: Contents? = nil, by actor: String? = nil,
+                        owner: FileOwner? = nil) throws -> ResolutionOutcome {
         let store = documentStore
         let conflict = try store.conflict(id)
         let presenter = coordinatorID(of: conflict.presenter)
@@ -273,7 +275,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
         let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
         let (outcome, written) = try withAccess(writes ? intents : [], origin: origin) { access -> (ResolutionOutcome, ItemPath?) in
-            let outcome = try store.resolve(id, with: resolution, mine: mine, by: who)
+            let outcome = try store.resolve(id, with: resolution, mine: mine, by: who, owner: owner)
             let written = outcome.writtenPath.flatMap { try? ItemPath($0) }
             if let written {
                 let change: AccessChange = resolution == .keepBoth ? .subitemAppeared(written) : .changed(written)

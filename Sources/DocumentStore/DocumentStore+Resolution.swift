@@ -16,7 +16,12 @@ extension DocumentStore {
     ///
     /// Whatever save, merge write over is kept first (so a resolution is undoable); the other
     /// presenters of the document get the resulting "underlying file changed" event in the outcome.
-    public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String) throws -> ResolutionOutcome {
+    ///
+    /// - Parameter owner: whom a file the resolution creates belongs to (the conflict copy of keep
+    ///   both, a deleted document that save writes back), when the store runs as root; nil: the
+    ///   store's own user. A file written over keeps its owner.
+    public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String,
+                        owner: FileOwner? = nil) throws -> ResolutionOutcome {
         try write { db in
             let conflict = try fetchConflict(db, id)
             guard conflict.state == .open else {
@@ -44,7 +49,7 @@ extension DocumentStore {
             /// Writes new contents over the document, keeping what was there, and tells the others.
             func replaceDocument(with contents: Contents) throws {
                 if let st { outcome.preserved = try takeSnapshot(db, conflict.document, relative, absolute, st, reason: .resolution, preferLink: true) }
-                try writeFile(contents, to: absolute, permissionsFrom: st)
+                try writeFile(contents, to: absolute, permissionsFrom: st, owner: st == nil ? owner : nil)
                 guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
                 outcome.after = FileIdentity(now)
                 outcome.writtenPath = relative
@@ -64,7 +69,7 @@ extension DocumentStore {
                 try replaceDocument(with: mine)
             case .keepBoth:
                 guard let mine else { throw DocumentStoreError.missingContents("keep both") }
-                let copy = try writeConflictCopy(mine, beside: absolute)
+                let copy = try writeConflictCopy(mine, beside: absolute, owner: owner)
                 let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
                 outcome.writtenPath = copyRelative
                 try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, id.rawValue])
@@ -108,8 +113,8 @@ extension DocumentStore {
 
     /// Writes contents to a scratch file in the store, then renames it over `absolute` (atomic:
     /// readers see the old or the new file, never a mix). Mode and owner follow the old file.
-    func writeFile(_ contents: Contents, to absolute: String, permissionsFrom old: stat?) throws {
-        let scratch = try stage(contents, permissionsFrom: old)
+    func writeFile(_ contents: Contents, to absolute: String, permissionsFrom old: stat?, owner: FileOwner? = nil) throws {
+        let scratch = try stage(contents, permissionsFrom: old, owner: owner)
         do {
             try FileSystem.rename(scratch, absolute)
         } catch {
@@ -118,8 +123,9 @@ extension DocumentStore {
         }
     }
 
-    /// A file in the store's scratch directory holding `contents`, synced to disk.
-    func stage(_ contents: Contents, permissionsFrom old: stat?) throws -> String {
+    /// A file in the store's scratch directory holding `contents`, synced to disk. Its mode is
+    /// `old`'s (or 0666 less the umask), its owner `owner`, else `old`'s (when the store is root).
+    func stage(_ contents: Contents, permissionsFrom old: stat?, owner: FileOwner? = nil) throws -> String {
         let scratch = temporaryPath("write")
         do {
             switch contents {
@@ -132,8 +138,12 @@ extension DocumentStore {
             }
             let fd = try FileSystem.open(scratch, O_WRONLY)
             defer { FileSystem.close(fd) }
+            if let owner, geteuid() == 0 {
+                _ = fchown(fd, owner.uid, owner.gid)
+            } else if let old, geteuid() == 0 {
+                _ = fchown(fd, old.st_uid, old.st_gid)
+            }
             if let old {
-                if geteuid() == 0 { _ = fchown(fd, old.st_uid, old.st_gid) }
                 _ = fchmod(fd, old.st_mode & 0o7777)
             } else {
                 let mask = umask(0o022)
@@ -150,9 +160,13 @@ extension DocumentStore {
 
     /// Writes `contents` as a new file `name (conflict YYYY-MM-DD HHMMSS).ext` beside `absolute`
     /// (" 2", " 3"... appended when taken); never overwrites anything. Returns its absolute path.
-    func writeConflictCopy(_ contents: Contents, beside absolute: String) throws -> String {
+    func writeConflictCopy(_ contents: Contents, beside absolute: String, owner: FileOwner? = nil) throws -> String {
         let slash = absolute.lastIndex(of: "/")!
         let directory = String(absolute[..<slash])
+        // As a file the owner made there itself: its group is the folder's in a set-group-ID folder.
+        var owner = owner
+        var folder = stat()
+        if owner != nil, lstat(directory, &folder) == 0, folder.st_mode & S_ISGID != 0 { owner?.gid = folder.st_gid }
         let name = String(absolute[absolute.index(after: slash)...])
         var stem = name
         var ext = ""
@@ -165,7 +179,7 @@ extension DocumentStore {
         localtime_r(&now, &parts)
         let stamp = "\(parts.tm_year + 1900)-\(String(parts.tm_mon + 1).leftPadded(2))-\(String(parts.tm_mday).leftPadded(2)) "
             + "\(String(parts.tm_hour).leftPadded(2))\(String(parts.tm_min).leftPadded(2))\(String(parts.tm_sec).leftPadded(2))"
-        let scratch = try stage(contents, permissionsFrom: try? FileSystem.lstatIfPresent(absolute))
+        let scratch = try stage(contents, permissionsFrom: try? FileSystem.lstatIfPresent(absolute), owner: owner)
         defer { FileSystem.unlinkIfPresent(scratch) }
         for attempt in 1...1000 {
             let candidate = "\(directory)/\(stem) (conflict \(stamp)\(attempt == 1 ? "" : " \(attempt)"))\(ext)"
@@ -178,5 +192,15 @@ extension DocumentStore {
             }
         }
         throw DocumentStoreError.system(operation: "create conflict copy", path: absolute, errno: EEXIST)
+    }
+}
+
+/// Who a file the store creates for someone belongs to.
+public struct FileOwner: Sendable, Hashable {
+    public var uid: UInt32
+    public var gid: UInt32
+    public init(uid: UInt32, gid: UInt32) {
+        self.uid = uid
+        self.gid = gid
     }
 }

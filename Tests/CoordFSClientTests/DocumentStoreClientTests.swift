@@ -343,6 +343,31 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
         await FileCoordinator.removeFilePresenter(editor)
     }
 
+    /// Issue 17 case 10: the conflict copy a keep-both resolution creates for nobody belongs to nobody.
+    func testAKeepBothCopyBelongsToTheUserWhoResolved() throws {
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        try writeBacking("shared/doc.txt", "base\n", mode: 0o666)
+        let replies = try python(#"""
+            [{"type":"register","path":"shared/doc.txt","kind":"file","asks":[],"unsaved":true},
+             "wait",
+             {"type":"resolve","conflict":"$conflict","resolution":"keepBoth","mine":"bWluZQo="}]
+            """#) { child in
+            XCTAssertTrue(self.eventually { child.text.contains("\"registered\"") }, child.text)
+            XCTAssertEqual(try self.run(["sh", "-c", "echo theirs > '\(self.mnt!)/shared/doc.txt'"]).status, 0)
+        }
+        XCTAssertEqual(replies.map { ($0["type"] as? String) ?? "" }, ["registered", "notification", "resolved"], "\(replies)")
+        guard let written = replies.last?["writtenPath"] as? String else { return XCTFail("nothing written: \(replies)") }
+        XCTAssertTrue(written.hasPrefix("shared/doc (conflict "), written)
+        var st = stat()
+        XCTAssertEqual(lstat(backing + "/" + written, &st), 0)
+        XCTAssertEqual(st.st_uid, nobody.uid, "the copy is nobody's, as if nobody had made it")
+        XCTAssertEqual(st.st_gid, nobody.gid)
+        XCTAssertEqual(readBacking(written), "mine\n")
+        XCTAssertEqual(lstat(backing + "/shared/doc.txt", &st), 0)
+        XCTAssertEqual(st.st_uid, 0, "the document written over keeps its owner")
+    }
+
     func testTheDaemonNeverWritesOrReadsForAPeerWhatThePeerCouldNot() throws {
         try writeBacking("readonly.txt", "base\n", mode: 0o644)   // nobody reads, cannot write
         try writeBacking("secret.txt", "root only\n", mode: 0o600)
