@@ -346,6 +346,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     static func protocolError(_ error: CoordinationError) -> ProtocolError {
         switch error {
         case .waitTimedOut, .presenterTimedOut: return ProtocolError(.timedOut, error.description)
+        case .busy: return ProtocolError(.failed, error.description)
         case .presenterFailed(_, let presenter, let ask, let underlying):
             let why = (underlying as? RemotePresenterRefusal)?.body.message ?? String(describing: underlying)
             return ProtocolError(.failed, "\(presenter) refused '\(ask)': \(why)")

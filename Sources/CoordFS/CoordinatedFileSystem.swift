@@ -39,9 +39,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
         func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
         readPolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
-                                        waitDeadline: seconds(options.readWait))
+                                        waitDeadline: seconds(options.readWait), atWaitDeadline: .goAhead)
         writePolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
-                                         waitDeadline: seconds(options.writeWait))
+                                         waitDeadline: seconds(options.writeWait), atWaitDeadline: .goAheadPastYieldingHolds)
     }
 
     /// Installs (or removes, with nil) the document store's hooks.
@@ -105,10 +105,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     /// Runs `body` once `intents` are granted: at once on this thread when nothing conflicts and no
     /// presenter must be asked, otherwise later from the coordinator's completion (the kernel request
-    /// waits, parked). At a wait deadline, reads go ahead without exclusion; writes get EBUSY when a
-    /// writer holds the item and go ahead when only readers do. Presenter errors and strict timeouts
-    /// fail the request with the coordinator's errno. A path longer than `PathLimit.maxBytes` fails
-    /// with ENAMETOOLONG.
+    /// waits, parked). At a wait deadline, reads go ahead without exclusion; writes go ahead past
+    /// readers and open files (programs that keep a file open for long share it through their own
+    /// locks) and get EBUSY while an explicit coordinated write holds the item. Presenter errors and
+    /// strict timeouts fail the request with the coordinator's errno. A path longer than
+    /// `PathLimit.maxBytes` fails with ENAMETOOLONG.
     ///
     /// Every access of one process shares a purpose identifier, so a process never waits for itself
     /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
@@ -130,25 +131,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             case .success(let access):
                 body(req, Grant(access: access, coordinator: coordinator, origin: origin))
             case .failure(let error):
-                if let e = errno(for: error, write: write) { return req.reply(error: e) }
-                body(req, Grant(access: nil, coordinator: coordinator, origin: origin))
+                // The errno the log records for this request (cancelled: EINTR, busy: EBUSY, ...).
+                req.reply(error: Errno(rawValue: error.posixErrorCode))
             }
         }
         // Ctrl-C on the waiting process ends the wait at once: EINTR, nothing done.
         parked.onInterrupt { [coordinator] in coordinator.cancel(id) }
-    }
-
-    /// The errno for a failed coordination, or nil to go ahead without exclusion.
-    func errno(for error: CoordinationError, write: Bool) -> Errno? {
-        switch error {
-        case .waitTimedOut(_, _, let blocker, _):
-            guard write else { return nil }
-            let status = coordinator.status()
-            let writerHolds = status.held.contains { $0.id == blocker && $0.intents.contains(where: \.isWriting) }
-            return writerHolds || blocker == nil ? .resourceBusy : nil
-        case .cancelled: return .interrupted
-        default: return Errno(rawValue: error.posixErrorCode)
-        }
     }
 
     // MARK: Files
@@ -180,6 +168,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
+            grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             if f.isWrite { track(handle, f) }
             request.reply(open: loopback.openReply(f), flags: file.flags)
@@ -288,6 +277,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 dirGrant.release()
             }
             let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(p))
+            grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             track(handle, f)
             request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
@@ -537,8 +527,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo) { loopback.lseek(request, inode: inode, offset: offset, whence: whence, file: file) }
 }
 
-/// An access granted to one operation, or none (a wait deadline passed and the operation went ahead
-/// without exclusion): announcements then go to the coordinator directly, so presenters still hear.
+/// An access granted to one operation, or none: announcements then go to the coordinator directly,
+/// so presenters still hear.
 struct Grant: Sendable {
     let access: CoordinatedAccess?
     let coordinator: Coordinator

@@ -28,6 +28,9 @@ struct RecordFormatter {
     /// them, and `released` and `denied` (whose coordinator events carry only the request id) name
     /// the items through them. Holds only requests in flight: entries go at release or failure.
     private var requestItems: [UInt64: Items] = [:]
+    /// Requests that went ahead without exclusion at their wait deadline, with what they went past:
+    /// their `granted` record says so.
+    private var unexcluded: [UInt64: String] = [:]
     /// Records formatted and not yet handed to the log.
     var formatted = EncodedRecords()
     /// Steps taken from the backlog a few at a time (`EventRecorder.help`), for `formatSteps`.
@@ -93,12 +96,13 @@ struct RecordFormatter {
             formatted.finish(kind, at: time)
         }
         // One record per item: its path and intent, the event's fields, and the latency if any.
-        func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil) {
+        func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil, note: String? = nil) {
             var start = 0
             for b in items.bounds {
                 formatted.fields.append(items.fields, start..<b.end)
                 start = b.end
                 if let latencyMicros { formatted.fields.latencyMicros(latencyMicros) }
+                if let note { formatted.fields.note(reason: "waitDeadline", message: note) }
                 finish(kind)
             }
         }
@@ -128,8 +132,14 @@ struct RecordFormatter {
         case .presenterFailed(let p, let ask, let error):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
         case .granted(let intents, let waited):
-            finish(.granted, request.flatMap { requestItems[$0] } ?? Items(intents), latencyMicros: waited / 1000)
+            let note = request.flatMap { unexcluded.removeValue(forKey: $0) }
+            finish(.granted, request.flatMap { requestItems[$0] } ?? Items(intents), latencyMicros: waited / 1000, note: note)
+        case .wentAheadWithoutExclusion(let blocker, let deadline):
+            if let request {
+                unexcluded[request] = "went ahead without exclusion after \(deadline)" + (blocker.map { " past \($0)" } ?? "")
+            }
         case .failed(let error):
+            if let request { unexcluded[request] = nil }
             let items = request.flatMap { requestItems.removeValue(forKey: $0) }
             let first = items?.bounds.first
             if let path = Self.path(of: error) {
@@ -250,13 +260,16 @@ struct RecordFormatter {
         case .presenterTimedOut: return "presenterTimedOut"
         case .presenterFailed: return "presenterRefused"
         case .waitTimedOut: return "waitTimedOut"
+        case .busy: return "busy"
         case .deadlock: return "deadlock"
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return "invalid"
         }
     }
 
     static func path(of error: CoordinationError) -> ItemPath? {
-        if case .waitTimedOut(_, let path, _, _) = error { return path }
-        return nil
+        switch error {
+        case .waitTimedOut(_, let path, _, _), .busy(_, let path, _, _): return path
+        default: return nil
+        }
     }
 }

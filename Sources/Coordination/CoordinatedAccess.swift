@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Completion of ``Coordinator/coordinate(_:origin:purpose:policy:completion:)``.
 public typealias CoordinationCompletion = @Sendable (Result<CoordinatedAccess, CoordinationError>) -> Void
 
@@ -37,6 +39,8 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// The access inside whose accessor this request was made (nested coordination), if known.
     let parent: CoordinatedAccess?
     let requestedAt: UInt64
+    /// Set by ``yieldAtWaitDeadlines()``; read under the coordinator's lock.
+    let yields = Atomic<Bool>(false)
 
     // Everything below is guarded by the coordinator's lock.
     var phase: Phase = .waiting
@@ -93,6 +97,12 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     public func didDelete(_ path: ItemPath) { announce(.deleted(path)) }
     /// Announces that a new item appeared at `path`.
     public func subitemDidAppear(_ path: ItemPath) { announce(.subitemAppeared(path)) }
+
+    /// Lets requests whose policy is ``WaitDeadlineAction/goAheadPastYieldingHolds`` go ahead
+    /// without exclusion past this access once their wait deadline passes (an unmodified program's
+    /// open file, which it may keep for hours while other programs share it through their own locks).
+    /// Before that deadline this access excludes as usual.
+    public func yieldAtWaitDeadlines() { yields.store(true, ordering: .relaxed) }
 
     /// Where the request is now.
     public var currentPhase: Phase { coordinator.lock.withLock { phase } }

@@ -33,6 +33,9 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
     case presenterFailed(RequestID, presenter: PresenterID, ask: PresenterAsk, underlying: any Error)
     /// Conflicting accesses did not end within the policy's wait deadline.
     case waitTimedOut(RequestID, path: ItemPath, blockedBy: RequestID?, deadline: Duration)
+    /// A write that does not yield still held the item at the wait deadline (policy
+    /// ``WaitDeadlineAction/goAheadPastYieldingHolds``).
+    case busy(RequestID, path: ItemPath, heldBy: RequestID, deadline: Duration)
     /// Waiting would never end: the request is nested inside an access that (through other
     /// waiting requests) it would be waiting for. `heldBy` is the access in the way.
     case deadlock(RequestID, path: ItemPath, heldBy: RequestID)
@@ -47,7 +50,7 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
     public var requestID: RequestID? {
         switch self {
         case .cancelled(let id), .presenterTimedOut(let id, _, _, _), .presenterFailed(let id, _, _, _),
-             .waitTimedOut(let id, _, _, _), .deadlock(let id, _, _):
+             .waitTimedOut(let id, _, _, _), .busy(let id, _, _, _), .deadlock(let id, _, _):
             return id
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath:
             return nil
@@ -55,13 +58,13 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The errno a filesystem front end should reply with: EINTR for a cancellation, ETIMEDOUT for a
-    /// missed deadline, EBUSY when a presenter refused, EDEADLK for a nested wait that could never
+    /// missed deadline, EBUSY when a presenter refused or a write still holds the item, EDEADLK for a nested wait that could never
     /// end, EINVAL for malformed requests.
     public var posixErrorCode: Int32 {
         switch self {
         case .cancelled: return EINTR
         case .presenterTimedOut, .waitTimedOut: return ETIMEDOUT
-        case .presenterFailed: return EBUSY
+        case .presenterFailed, .busy: return EBUSY
         case .deadlock: return EDEADLK
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return EINVAL
         }
@@ -77,6 +80,8 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
             return "\(id): \(p) failed '\(ask)': \(e)"
         case .waitTimedOut(let id, let path, let blocker, let d):
             return "\(id): \(path) still held" + (blocker.map { " by \($0)" } ?? "") + " after \(d)"
+        case .busy(let id, let path, let holder, let d):
+            return "\(id): \(path) still held for writing by \(holder) after \(d)"
         case .deadlock(let id, let path, let holder):
             return "\(id): waiting for \(path) would deadlock: \(holder) cannot end before this request does"
         case .invalidRequest(let why):

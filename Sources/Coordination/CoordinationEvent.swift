@@ -45,6 +45,10 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
         case presenterFailed(PresenterID, ask: PresenterAsk, error: String)
         /// Access granted; `waitedNanos` since the request arrived.
         case granted(intents: [FileAccessIntent], waitedNanos: UInt64)
+        /// The wait deadline passed and the request goes ahead without exclusion (policy
+        /// ``WaitDeadlineAction/goAhead`` or ``WaitDeadlineAction/goAheadPastYieldingHolds``); its
+        /// `granted` follows.
+        case wentAheadWithoutExclusion(blockedBy: RequestID?, deadline: Duration)
         /// The request ended without access (cancelled, timed out, presenter error).
         case failed(CoordinationError)
         /// The access ended; `heldNanos` since it was granted.
@@ -93,6 +97,8 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
         case .presenterGone(let p, let a): return head + "\(p) gone during \(a)"
         case .presenterFailed(let p, let a, let e): return head + "\(p) failed \(a): \(e)"
         case .granted(let i, let w): return head + "granted \(i) after \(w) ns"
+        case .wentAheadWithoutExclusion(let b, let d):
+            return head + "went ahead without exclusion after \(d)" + (b.map { " past \($0)" } ?? "")
         case .failed(let e): return head + "failed: \(e)"
         case .released(let h): return head + "released after \(h) ns"
         case .willMove(let a, let b): return head + "will move \(a) -> \(b)"

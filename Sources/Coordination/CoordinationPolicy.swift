@@ -7,6 +7,20 @@ public enum AskTimeoutPolicy: Hashable, Sendable {
     case strict
 }
 
+/// What a request does when its wait deadline passes with conflicting accesses still in its way.
+public enum WaitDeadlineAction: Hashable, Sendable {
+    /// Fail with ``CoordinationError/waitTimedOut(_:path:blockedBy:deadline:)`` (ETIMEDOUT).
+    case fail
+    /// Go ahead without exclusion, whatever is in the way: the request takes its holds beside the
+    /// ones it waited for, asks its presenters and is granted (recorded as such).
+    case goAhead
+    /// Go ahead without exclusion past readers, waiting requests and holds that yield at others'
+    /// deadlines (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's open file);
+    /// fail with ``CoordinationError/busy(_:path:heldBy:deadline:)`` (EBUSY) while a write that does
+    /// not yield (a cooperating app's explicit coordinated write) holds the item.
+    case goAheadPastYieldingHolds
+}
+
 /// The bounds on every wait of one request.
 public struct CoordinationPolicy: Hashable, Sendable {
     /// How long each single ask to a presenter (relinquish, save, accommodate) may take.
@@ -17,12 +31,15 @@ public struct CoordinationPolicy: Hashable, Sendable {
     /// ``CoordinationError/waitTimedOut(_:path:blockedBy:deadline:)``; nil waits as long as it takes
     /// (the caller can still cancel).
     public var waitDeadline: Duration?
+    /// What happens when `waitDeadline` passes.
+    public var atWaitDeadline: WaitDeadlineAction
 
     public init(askDeadline: Duration = .seconds(5), onAskTimeout: AskTimeoutPolicy = .proceed,
-                waitDeadline: Duration? = .seconds(60)) {
+                waitDeadline: Duration? = .seconds(60), atWaitDeadline: WaitDeadlineAction = .fail) {
         self.askDeadline = askDeadline
         self.onAskTimeout = onAskTimeout
         self.waitDeadline = waitDeadline
+        self.atWaitDeadline = atWaitDeadline
     }
 }
 

@@ -464,15 +464,49 @@ public final class Coordinator: @unchecked Sendable {
         var effects = Effects()
         if request.phase == .waiting {
             let blocker = firstBlocker(request)
-            let path = request.intents.first { intent in
-                locks.firstBlocker(path: intent.path, mode: intent.lockMode,
-                                   blocks: { blocks($0, request, priority: false) }) != nil
-            }?.path ?? request.intents[0].path
-            fail(request, .waitTimedOut(request.id, path: path, blockedBy: blocker?.id ?? request.blockedBy,
-                                        deadline: deadline), &effects)
+            switch request.policy.atWaitDeadline {
+            case .fail:
+                let path = request.intents.first { intent in
+                    locks.firstBlocker(path: intent.path, mode: intent.lockMode,
+                                       blocks: { blocks($0, request, priority: false) }) != nil
+                }?.path ?? request.intents[0].path
+                fail(request, .waitTimedOut(request.id, path: path, blockedBy: blocker?.id ?? request.blockedBy,
+                                            deadline: deadline), &effects)
+            case .goAheadPastYieldingHolds:
+                if let (holder, path) = exclusiveWriter(in: request) {
+                    fail(request, .busy(request.id, path: path, heldBy: holder.id, deadline: deadline), &effects)
+                } else {
+                    goAhead(request, past: blocker, deadline: deadline, &effects)
+                }
+            case .goAhead:
+                goAhead(request, past: blocker, deadline: deadline, &effects)
+            }
         }
         lock.unlock()
         effects.run()
+    }
+
+    /// A held write in `request`'s way that does not yield at its deadline, and where it holds.
+    func exclusiveWriter(in request: CoordinatedAccess) -> (CoordinatedAccess, ItemPath)? {
+        for intent in request.intents {
+            let holder = locks.firstBlocker(path: intent.path, mode: intent.lockMode) { holder in
+                blocks(holder, request, priority: false)
+                    && (holder.phase == .granted || holder.phase == .askingPresenters)
+                    && !holder.yields.load(ordering: .relaxed)
+                    && holder.intents.contains(where: \.isWriting)
+            }
+            if let holder { return (holder, intent.path) }
+        }
+        return nil
+    }
+
+    /// `request` stops waiting at its deadline and goes on beside the accesses in its way: it keeps
+    /// its holds (later requests wait for it as for any holder), asks its presenters, is granted.
+    func goAhead(_ request: CoordinatedAccess, past blocker: CoordinatedAccess?, deadline: Duration, _ effects: inout Effects) {
+        request.waitTimer = nil // this timer has fired
+        emit(request, .wentAheadWithoutExclusion(blockedBy: blocker?.id ?? request.blockedBy, deadline: deadline))
+        proceed(request, &effects)
+        if request.phase == .askingPresenters { rescanPresenterWaiters(&effects) }
     }
 
     func release(_ request: CoordinatedAccess) {

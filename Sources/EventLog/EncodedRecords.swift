@@ -40,6 +40,13 @@ package struct RecordFields {
         RecordCodec.appendString(.message, message, to: &bytes)
     }
 
+    /// A reason and a message on a record that is not a failure (a `granted` that went ahead
+    /// without exclusion).
+    package mutating func note(reason: String, message: String) {
+        RecordCodec.appendString(.reason, reason, to: &bytes)
+        RecordCodec.appendString(.message, message, to: &bytes)
+    }
+
     /// Every field of `record` (its seq, time and kind aside).
     package mutating func fields(of record: borrowing EventRecord) { RecordCodec.appendFields(of: record, to: &bytes) }
 

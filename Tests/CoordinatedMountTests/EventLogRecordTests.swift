@@ -136,21 +136,43 @@ final class EventLogRecordTests: EventLogRecordTestCase {
         XCTAssertFalse(records.contains { $0.kind == .presenterTimedOut })
     }
 
-    func testAWriterPastTheWaitDeadlineIsDenied() throws {
+    /// A write that waits past `write_wait` for another program's open file goes ahead: its
+    /// `granted` record says so (and nothing is recorded as denied).
+    func testAWriterPastAnOpenFileGoesAheadAndIsRecorded() throws {
         try write("doc.txt", "")
-        // This process holds the file open for writing; another process's write waits, then fails.
+        // This process holds the file open for writing; another process's write waits, then goes on.
         let fd = open(mnt + "/doc.txt", O_WRONLY | O_APPEND)
         XCTAssertGreaterThanOrEqual(fd, 0)
         defer { close(fd) }
+        try sh("printf B >> doc.txt")
+        let records = try waitForRecord { $0.kind == .granted && $0.details.reason != nil }
+        XCTAssertFalse(records.contains { $0.kind == .denied }, "\(records.map(\.kind))")
+        let ahead = records.filter { $0.kind == .granted && $0.details.reason != nil }
+        XCTAssertEqual(ahead.count, 1)
+        XCTAssertEqual(ahead.first?.path, "/doc.txt")
+        XCTAssertEqual(ahead.first?.details.intent, .write)
+        XCTAssertEqual(ahead.first?.details.reason, "waitDeadline")
+        XCTAssertTrue(ahead.first?.details.message?.contains("without exclusion") == true, "\(String(describing: ahead.first))")
+        XCTAssertGreaterThanOrEqual(ahead.first?.details.latencyMicros ?? 0, 2_000_000)
+        XCTAssertNotEqual(ahead.first?.actor?.pid, getpid())
+    }
+
+    /// A write refused at `write_wait` (an explicit coordinated write holds the item) is recorded
+    /// with the errno the program got: EBUSY.
+    func testAWriterRefusedAtTheDeadlineIsRecordedWithTheErrnoItGot() throws {
+        try write("doc.txt", "")
+        let held = try XCTUnwrap(coordinator.tryCoordinateImmediately(.writingIntent(with: try ItemPath("doc.txt")), origin: .currentProcess))
+        defer { held.release() }
         let r = try sh("printf B >> doc.txt", allowFailure: true)
         XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.output.contains("Device or resource busy"), r.output)
         let records = try waitForRecord { $0.kind == .denied }
         let denied = records.filter { $0.kind == .denied }
         XCTAssertEqual(denied.count, 1)
         XCTAssertEqual(denied.first?.path, "/doc.txt")
         XCTAssertEqual(denied.first?.details.intent, .write)
-        XCTAssertEqual(denied.first?.details.reason, "waitTimedOut")
-        XCTAssertNotNil(denied.first?.details.errno)
+        XCTAssertEqual(denied.first?.details.errno, EBUSY)
+        XCTAssertEqual(denied.first?.details.reason, "busy")
         XCTAssertNotNil(denied.first?.details.message)
         XCTAssertNotEqual(denied.first?.actor?.pid, getpid())
     }

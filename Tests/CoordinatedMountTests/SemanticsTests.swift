@@ -184,17 +184,32 @@ final class SemanticsTests: InProcessMountTestCase {
         XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "AAAAaaaaB")
     }
 
-    func testASecondWriterGetsEBUSYWhenTheFirstHoldsPastTheDeadline() throws {
+    /// Another program's open file is not held against a writer past `write_wait`: programs that
+    /// keep a file open for long share it through their own locks (SelfCoordinatingProgramsTests).
+    func testASecondWriterGoesAheadPastAnOpenFileAtTheDeadline() throws {
         try write("doc.txt", "")
-        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'a'); f.write('A'); f.flush(); open('../ready', 'w'); time.sleep(3.5); f.close()\"")
+        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'a'); f.write('A'); f.flush(); open('../ready', 'w'); time.sleep(3.5); f.write('a'); f.close()\"")
         try waitForMarker()
         let started = Date()
-        let r = try sh("printf B >> doc.txt", allowFailure: true)
+        try sh("printf B >> doc.txt")
         let waited = Date().timeIntervalSince(started)
         first.waitUntilExit()
+        XCTAssertGreaterThan(waited, 1.5, "waited for write_wait (2 s)")
+        XCTAssertLessThan(waited, 3.4, "did not wait for the first writer to finish")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "ABa")
+    }
+
+    /// A cooperating app's explicit coordinated write is exclusive: a writer through the mount gets
+    /// EBUSY at `write_wait`, and changes nothing.
+    func testAWriterGetsEBUSYWhileACoordinatedWriteHoldsPastTheDeadline() throws {
+        try write("doc.txt", "A")
+        let held = try XCTUnwrap(coordinator.tryCoordinateImmediately(.writingIntent(with: try ItemPath("doc.txt")), origin: .currentProcess))
+        defer { held.release() }
+        let started = Date()
+        let r = try sh("printf B >> doc.txt", allowFailure: true)
         XCTAssertNotEqual(r.status, 0)
         XCTAssertTrue(r.output.contains("Device or resource busy"), r.output)
-        XCTAssertGreaterThan(waited, 1.5, "waited for write_wait (2 s)")
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 1.5, "waited for write_wait (2 s)")
         XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "A")
     }
 

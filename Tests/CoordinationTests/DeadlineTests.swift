@@ -57,6 +57,50 @@ import Testing
         holder.release()
     }
 
+    @Test func goAheadAtTheDeadlineIsGrantedBesideTheHolderAndAsksPresenters() async throws {
+        let recorder = EventRecorder()
+        let coordinator = Coordinator(eventSink: recorder)
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("P", at: path("f"), journal: journal))
+        let writer = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f"), options: .contentIndependentMetadataOnly), origin: testOrigin))
+        let policy = CoordinationPolicy(waitDeadline: .milliseconds(50), atWaitDeadline: .goAhead)
+        let (id, box) = request(coordinator, [.readingIntent(with: path("f"))], policy: policy)
+        #expect(await eventually { box.result != nil })
+        let access = try #require(box.access)
+        #expect(access.id == id)
+        // It still asked the presenter, and it holds: a later write waits for it too.
+        #expect(journal.view("P").first == "relinquishToReader")
+        #expect(coordinator.status().held.contains { $0.id == id })
+        #expect(recorder.all.contains { if case .wentAheadWithoutExclusion(writer.id, _) = $0.kind { return $0.requestID == id }; return false })
+        access.release(); writer.release()
+    }
+
+    @Test func goAheadPastYieldingHoldsFailsWithEBUSYOnlyForAWriteThatDoesNotYield() async throws {
+        let coordinator = Coordinator()
+        let policy = CoordinationPolicy(waitDeadline: .milliseconds(50), atWaitDeadline: .goAheadPastYieldingHolds)
+        // An explicit coordinated write: EBUSY at the deadline.
+        let explicit = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        let (id, box) = request(coordinator, [.writingIntent(with: path("f"))], policy: policy)
+        #expect(await eventually { box.result != nil })
+        guard case .busy(id, let p, let holder, _)? = box.error else {
+            Issue.record("expected busy, got \(String(describing: box.result))")
+            return
+        }
+        #expect(p == path("f") && holder == explicit.id)
+        #expect(box.error?.posixErrorCode == 16 /* EBUSY */)
+        explicit.release()
+        // A write that yields (an open file): the waiter goes ahead beside it at the deadline, not before.
+        let open = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        open.yieldAtWaitDeadlines()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let (_, second) = request(coordinator, [.writingIntent(with: path("f"))], policy: policy)
+        #expect(await eventually { second.result != nil })
+        #expect(clock.now - start >= .milliseconds(45))
+        let access = try #require(second.access)
+        access.release(); open.release()
+    }
+
     @Test func slowPresenterWithinDeadlineIsWaitedFor() async throws {
         let coordinator = Coordinator()
         let journal = Journal()
