@@ -62,8 +62,8 @@ let package = Package(
             dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
         ),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
-        .testTarget(name: "EventLogTests", dependencies: ["EventLog"]),
-        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
+        .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
         .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),

@@ -1,5 +1,6 @@
 import ControlProtocol
 import Glibc
+import NameBytes
 
 /// Where a protocol path really is below the backing folder, and what the peer may do with it.
 ///
@@ -105,7 +106,7 @@ struct ControlPathResolver: Sendable {
             }
             let directoryFD = fds[fds.count - 1]
             var st = stat()
-            if fstatat(directoryFD, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
+            if name.withNameCString({ fstatat(directoryFD, $0, &st, AT_SYMLINK_NOFOLLOW) }) != 0 {
                 let code = errno
                 if code == ENOENT && last {
                     names.append(name)
@@ -121,8 +122,8 @@ struct ControlPathResolver: Sendable {
                 links += 1
                 if links > Self.maxLinks { throw ProtocolError(.notFound, "\(path): too many levels of symbolic links") }
                 let target = try readLink(directoryFD, name, path)
-                var rest = target.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-                if target.hasPrefix("/") {
+                var rest = Self.components(target)
+                if target.utf8.first == UInt8(ascii: "/") {
                     guard let inside = insideMount(target) else {
                         throw ProtocolError(.notFound, "\(path): \(Self.show(names + [name])) is a symbolic link to \(target), outside the mount")
                     }
@@ -142,7 +143,7 @@ struct ControlPathResolver: Sendable {
             guard type == UInt32(S_IFDIR) else {
                 throw ProtocolError(.notFound, "\(path): \(Self.show(names + [name])) is not a directory")
             }
-            let next = openat(directoryFD, name, O_PATH_FLAG | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let next = name.withNameCString { openat(directoryFD, $0, O_PATH_FLAG | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             guard next >= 0 else {
                 throw ProtocolError(.notFound, "\(path): cannot open \(Self.show(names + [name])): \(Self.describe(errno))")
             }
@@ -178,9 +179,9 @@ struct ControlPathResolver: Sendable {
     private func insideMount(_ target: String) -> [String]? {
         for base in [mountpoint, backing] where !base.isEmpty {
             let prefix = base == "/" ? "/" : base + "/"
-            if target == base { return [] }
-            if target.hasPrefix(prefix) {
-                return target.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+            if ExactName.same(target, base) { return [] }
+            if target.utf8.starts(with: prefix.utf8) {
+                return Self.components(String(Substring(target.utf8.dropFirst(prefix.utf8.count))))
             }
         }
         return nil
@@ -188,9 +189,14 @@ struct ControlPathResolver: Sendable {
 
     private func readLink(_ directoryFD: Int32, _ name: String, _ path: MountPath) throws(ProtocolError) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlinkat(directoryFD, name, &buffer, buffer.count - 1)
+        let n = name.withNameCString { readlinkat(directoryFD, $0, &buffer, buffer.count - 1) }
         guard n >= 0 else { throw ProtocolError(.notFound, "\(path): cannot read the link \(name): \(Self.describe(errno))") }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return String(nameBytes: buffer[0..<n].map { UInt8(bitPattern: $0) })
+    }
+
+    /// The non-empty components of a link target, split at the byte `/`.
+    private static func components(_ target: String) -> [String] {
+        target.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { String(Substring($0)) }
     }
 
     private static func mountPath(_ names: [String]) throws(ProtocolError) -> MountPath {

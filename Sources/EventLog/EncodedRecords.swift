@@ -1,3 +1,5 @@
+import NameBytes
+
 /// The fields of records in their stored form (`RecordCodec`): everything but the frame header and
 /// the fixed payload prefix (version, kind, seq, time), which the writer adds when it gives each
 /// record its seq.
@@ -62,7 +64,8 @@ package struct RecordFields {
         // "/" before each component; the root is "/" alone.
         var length = components.isEmpty ? 1 : components.count
         for c in components { length += c.utf8.count }
-        guard length <= RecordCodec.maxStringBytes else {
+        guard length <= RecordCodec.maxStringBytes, components.allSatisfy(LosslessName.isPlain) else {
+            // A name that is not UTF-8 is stored as its bytes (`RecordCodec.appendString`).
             // Beyond any real path; let the string encoder cut it at a character boundary.
             RecordCodec.appendString(field, "/" + components.joined(separator: "/"), to: &bytes)
             return

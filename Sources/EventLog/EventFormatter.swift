@@ -1,3 +1,4 @@
+import NameBytes
 import Glibc
 
 /// Turns records into lines for `coordfs watch` and `coordfs log`.
@@ -103,26 +104,11 @@ public struct EventFormatter: Sendable {
         }
     }
 
-    /// Appends `s` with control characters escaped (`\n`, `\x1b`, ...), so hostile file names
-    /// cannot break lines or send escape sequences to the terminal.
+    /// Appends `s` as `String.displayEscaped` shows it: bytes that are not UTF-8 as `\xNN`,
+    /// controls and bidirectional overrides escaped, so hostile file names cannot break lines,
+    /// send escape sequences to the terminal or reorder what is shown.
     private static func appendEscaped(_ s: String, to out: inout [UInt8]) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        for b in s.utf8 {
-            if b < 0x20 || b == 0x7F {
-                out.append(UInt8(ascii: "\\"))
-                switch b {
-                case 10: out.append(UInt8(ascii: "n"))
-                case 9: out.append(UInt8(ascii: "t"))
-                case 13: out.append(UInt8(ascii: "r"))
-                default:
-                    out.append(UInt8(ascii: "x"))
-                    out.append(hex[Int(b >> 4)])
-                    out.append(hex[Int(b & 15)])
-                }
-            } else {
-                out.append(b)
-            }
-        }
+        out.append(contentsOf: s.displayEscaped.utf8)
     }
 
     private static func actorText(_ a: EventActor) -> String {

@@ -1,3 +1,5 @@
+import NameBytes
+
 /// The hand-written JSON encoder behind `.json` output: fixed key order, no whitespace, and five to
 /// ten times faster than `JSONEncoder` on Linux (see `coordfs-bench eventlog`).
 enum JSON {
@@ -81,22 +83,6 @@ enum JSON {
         appendNumber(v.magnitude, to: &out)
     }
 
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
-
-    static func appendString(_ s: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
-            case 10: out.append(contentsOf: [92, UInt8(ascii: "n")])
-            case 13: out.append(contentsOf: [92, UInt8(ascii: "r")])
-            case 9: out.append(contentsOf: [92, UInt8(ascii: "t")])
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(b >> 4)], hex[Int(b & 15)]])
-            default: out.append(b)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
+    /// A JSON string literal: PEP 383 for bytes that are not UTF-8 (`\udcNN`), controls escaped.
+    static func appendString(_ s: String, to out: inout [UInt8]) { JSONString.append(s, to: &out) }
 }

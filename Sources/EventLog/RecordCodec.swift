@@ -1,10 +1,13 @@
+import NameBytes
+
 /// The binary form of one record inside a segment.
 ///
 /// Frame: `u32 LE payload length` `u32 LE CRC-32 of the payload` `payload`.
 /// Payload: `u8 format version (1)` `u8 kind code` `u64 LE seq` `i64 LE time (ms)` then fields as
 /// `varint tag` (`field number << 1 | wire type`) with wire type 0 = varint, 1 = varint length +
 /// bytes. Absent optional fields are not written; unknown field numbers are skipped, so a newer
-/// writer can add fields without breaking older readers.
+/// writer can add fields without breaking older readers. A string field holds bytes: UTF-8 text,
+/// or for a name that is not UTF-8 the name's own bytes (read back losslessly, `LosslessName`).
 enum RecordCodec {
     static let formatVersion: UInt8 = 1
     static let frameHeaderSize = 8
@@ -121,8 +124,16 @@ enum RecordCodec {
         appendVarint(v, to: &out)
     }
 
+    /// A string field: the bytes `s` holds (`LosslessName`: a name that is not UTF-8 is stored as
+    /// its own bytes, as it is on disk).
     static func appendString(_ f: Field, _ s: String, to out: inout [UInt8]) {
         appendVarint(f.rawValue << 1 | 1, to: &out)
+        if !LosslessName.isPlain(s) {
+            let bytes = s.nameBytes
+            appendVarint(UInt64(min(bytes.count, maxStringBytes)), to: &out)
+            out.append(contentsOf: bytes.prefix(maxStringBytes))
+            return
+        }
         var s = s
         s.withUTF8 { u in
             // Cut long strings at a UTF-8 scalar boundary so the stored text stays valid.
@@ -175,7 +186,7 @@ enum RecordCodec {
             return slice
         }
         func string() throws -> String {
-            String(decoding: try bytes(), as: UTF8.self)
+            String(nameBytes: try bytes())
         }
 
         while i < p.count {

@@ -1,5 +1,8 @@
+import NameBytes
+
 /// A strict RFC 8259 parser over raw bytes: UTF-8 validated, no trailing garbage, no duplicate
-/// keys, no lone surrogates, bounded nesting. Errors are `ProtocolError`s with code
+/// keys, no lone surrogates but `\udc80`...`\udcff` (PEP 383: one byte of a name that is not
+/// UTF-8, held by `LosslessName`), bounded nesting. Errors are `ProtocolError`s with code
 /// `malformedJSON` (or `malformedFrame` for bytes that are not UTF-8) and a byte offset.
 public struct JSONParser {
     /// Deepest nesting of arrays and objects accepted. Control messages need 4; the margin keeps
@@ -175,27 +178,47 @@ public struct JSONParser {
             if byte == UInt8(ascii: "\\") || byte >= 0x80 || byte < 0x20 { break }
             index += 1
         }
-        var scalars = String.UnicodeScalarView()
-        scalars.append(contentsOf: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self).unicodeScalars)
+        // The string's bytes: UTF-8 of what it says, plus a raw byte for each \udc80...\udcff escape
+        // (PEP 383), held losslessly at the end (`LosslessName`).
+        var text = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                return String(scalars)
+                return String(nameBytes: text)
             case UInt8(ascii: "\\"):
                 index += 1
-                scalars.append(try parseEscape())
+                try parseEscape(into: &text)
             case 0..<0x20:
                 throw error("unescaped control character in a string")
             case 0..<0x80:
-                scalars.append(Unicode.Scalar(byte))
+                text.append(byte)
                 index += 1
             default:
-                scalars.append(try parseUTF8Scalar())
+                let first = index
+                _ = try parseUTF8Scalar()
+                text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[first..<index]))
             }
         }
+    }
+
+    /// Appends what the escape at `index` stands for: the UTF-8 of its scalar, or for a lone
+    /// `\udc80`...`\udcff` the one byte 0x80...0xFF it carries (PEP 383: a name that is not UTF-8).
+    private mutating func parseEscape(into text: inout [UInt8]) throws(ProtocolError) {
+        if bytes.count - index >= 5, bytes[index] == UInt8(ascii: "u"), bytes[index + 1] | 0x20 == UInt8(ascii: "d"),
+           bytes[index + 2] | 0x20 == UInt8(ascii: "c") {
+            let start = index
+            index += 1
+            let unit = try parseHex4()
+            if unit >= 0xDC80 && unit <= 0xDCFF {
+                text.append(UInt8(unit & 0xFF))
+                return
+            }
+            index = start
+        }
+        text.append(contentsOf: String(try parseEscape()).utf8)
     }
 
     private mutating func parseEscape() throws(ProtocolError) -> Unicode.Scalar {
@@ -223,7 +246,7 @@ public struct JSONParser {
                 let value = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
                 return Unicode.Scalar(value)!
             }
-            if unit >= 0xDC00 && unit < 0xE000 { throw error("lone low surrogate in \\u escape") }
+            if unit >= 0xDC00 && unit < 0xE000 { throw error("lone low surrogate in \\u escape (only \\udc80...\\udcff, a byte of a name, stands alone)") }
             return Unicode.Scalar(unit)!
         default:
             index -= 1

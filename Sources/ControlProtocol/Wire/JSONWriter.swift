@@ -1,3 +1,5 @@
+import NameBytes
+
 /// Serialises a `JSONValue` compactly as UTF-8, keys in insertion order. Non-finite doubles
 /// (which JSON cannot express) are written as `null`.
 public enum JSONWriter {
@@ -43,24 +45,6 @@ public enum JSONWriter {
         }
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    static func writeString(_ text: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(byte)
-            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(byte)
-            case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
-            case 0..<0x20:
-                out.append(contentsOf: "\\u00".utf8)
-                out.append(hexDigits[Int(byte >> 4)])
-                out.append(hexDigits[Int(byte & 0xF)])
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
+    /// A JSON string literal: PEP 383 for bytes that are not UTF-8 (`\udcNN`), controls escaped.
+    static func writeString(_ text: String, into out: inout [UInt8]) { JSONString.append(text, to: &out) }
 }

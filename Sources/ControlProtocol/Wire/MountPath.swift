@@ -1,5 +1,10 @@
+import NameBytes
+
 /// A path inside a mount, relative to the mount's root, in normal form: no leading `/`, no empty,
 /// `.` or `..` components, no NUL. The root itself is `MountPath.root` (written `"."`).
+///
+/// Names are bytes: `rawValue` is a lossless string (`LosslessName`; on the wire a byte that is not
+/// UTF-8 is `\udcNN`), split at the byte `/`, and compared, hashed and ordered by its bytes.
 ///
 /// Every path that crosses the control socket is one of these, so a peer can never name a file
 /// outside the mount by spelling. (Escapes through symbolic links depend on the file system and
@@ -38,9 +43,9 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
             throw ProtocolError(.invalidPath, "path contains a NUL byte")
         }
         var kept: [Substring] = []
-        for component in text.split(separator: "/", omittingEmptySubsequences: true) {
-            if component == "." { continue }
-            if component == ".." {
+        for component in MountPath.split(text) {
+            if component.utf8.elementsEqual(".".utf8) { continue }
+            if component.utf8.elementsEqual("..".utf8) {
                 throw ProtocolError(.invalidPath, "path \(MountPath.quoted(text)) contains \"..\"; paths may not leave the mount")
             }
             if component.utf8.count > MountPath.maxComponentLength {
@@ -55,7 +60,13 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
     public var isRoot: Bool { rawValue.isEmpty }
 
     /// The path's components (empty for the root).
-    public var components: [Substring] { rawValue.split(separator: "/") }
+    public var components: [Substring] { MountPath.split(rawValue) }
+
+    /// The non-empty components of `text`, split at the byte `/` (a combining mark after a slash
+    /// does not hide it, as it would from a split by `Character`).
+    static func split(_ text: String) -> [Substring] {
+        text.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { Substring($0) }
+    }
 
     /// The last component, or `nil` for the root.
     public var lastComponent: Substring? { components.last }
@@ -63,7 +74,7 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
     /// The containing directory, or `nil` for the root.
     public var parent: MountPath? {
         if isRoot { return nil }
-        guard let slash = rawValue.lastIndex(of: "/") else { return .root }
+        guard let slash = rawValue.utf8.lastIndex(of: UInt8(ascii: "/")) else { return .root }
         return MountPath(normalized: String(rawValue[..<slash]))
     }
 
@@ -79,7 +90,7 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
     public func isAncestor(of other: MountPath) -> Bool {
         if isRoot { return !other.isRoot }
         return other.rawValue.utf8.count > rawValue.utf8.count
-            && other.rawValue.hasPrefix(rawValue)
+            && other.rawValue.utf8.starts(with: rawValue.utf8)
             && other.rawValue.utf8.dropFirst(rawValue.utf8.count).first == UInt8(ascii: "/")
     }
 
@@ -88,10 +99,13 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
 
     public var description: String { wireValue }
 
-    public static func < (a: MountPath, b: MountPath) -> Bool { a.rawValue < b.rawValue }
+    /// By bytes (names are bytes: `String`'s order and equality follow canonical equivalence).
+    public static func < (a: MountPath, b: MountPath) -> Bool { a.rawValue.utf8.lexicographicallyPrecedes(b.rawValue.utf8) }
+    public static func == (a: MountPath, b: MountPath) -> Bool { ExactName.same(a.rawValue, b.rawValue) }
+    public func hash(into hasher: inout Hasher) { ExactName.hash(rawValue, into: &hasher) }
 
     static func quoted(_ text: String) -> String {
-        let short = text.count > 80 ? String(text.prefix(80)) + "..." : text
-        return "\"" + short + "\""
+        let short = text.unicodeScalars.count > 80 ? String(String.UnicodeScalarView(text.unicodeScalars.prefix(80))) + "..." : text
+        return "\"" + short.displayEscaped + "\""
     }
 }
