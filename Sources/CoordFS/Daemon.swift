@@ -52,6 +52,7 @@ public final class Daemon: @unchecked Sendable {
             do {
                 let log = try EventLogWriter(directory: plan.state.eventLog, options: plan.options.eventLog.writerOptions)
                 eventLog = log
+                log.setNoticeHandler { notice in sayOnStandardError(Daemon.describe(notice)) }
                 let recorder = EventRecorder(log: log)
                 self.recorder = recorder
                 coordinator.eventSink = recorder
@@ -74,6 +75,19 @@ public final class Daemon: @unchecked Sendable {
         }
         if store == nil { store = try StoreService.start(daemon: self) }
         if control == nil { control = try ControlService.start(daemon: self) }
+    }
+
+    /// The daemon log's line for a notice of the event log writer.
+    static func describe(_ notice: EventLogWriter.Notice) -> String {
+        switch notice {
+        case .stuck(let since, let error, let waiting):
+            return "coordfs: event log: STUCK since \(since.iso8601): \(error); \(waiting) record(s) wait in memory and are not "
+                + "in the log yet; retrying every 100 ms (`coordfs status` says while it lasts)"
+        case .writingAgain(let since, let error, let first):
+            let seconds = Double(EventTime.now().millisecondsSinceEpoch - since.millisecondsSinceEpoch) / 1000
+            return "coordfs: event log: writing again after \(seconds) s stuck since \(since.iso8601) (\(error)); "
+                + "the records from seq \(first) on waited and are written, none lost"
+        }
     }
 
     /// Ends the services: the last record, then everything flushed to the log.

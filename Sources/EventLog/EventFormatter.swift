@@ -100,7 +100,7 @@ public struct EventFormatter: Sendable {
         case .snapshotTaken: "35"
         case .conflictDetected: "1;31"
         case .conflictResolved: "1;32"
-        case .gap, .retention, .logRecovered: "7;31"
+        case .gap, .retention, .logRecovered, .logStalled, .storeFailed: "7;31"
         }
     }
 

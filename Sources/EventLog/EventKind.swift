@@ -56,9 +56,19 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
     /// Retention deleted old segments. Details: gapFrom/gapTo (the deleted range), bytes freed.
     /// Informational: a reader whose cursor falls into that range gets a `gap` record instead.
     case retention
-    /// The log writer found a torn tail (a crash mid-write) and truncated it on open.
-    /// Details: bytes (the number of bytes cut), message.
+    /// Opening the log found that the previous writer did not close it: it cut a torn tail (a crash
+    /// mid-write; reason `tornTail`, bytes cut) and/or the previous writer ended without closing
+    /// (reason `uncleanShutdown`: records it still held in memory, never in the file, are lost).
+    /// Details: reason, bytes, message.
     case logRecovered
+    /// The writer could not write for a while (a full disk, an I/O error) and now writes again; the
+    /// records that waited are in the log before this one, none lost. Details: errno, message,
+    /// latencyMicros (how long it was stuck).
+    case logStalled
+    /// The document store failed to keep a version or to record a change (a full disk, an I/O
+    /// error): the presenters of that document were not given their base or conflict. Details:
+    /// errno (when the failure had one), reason (what the store was doing), message.
+    case storeFailed
 
     /// The stable on-disk code. Append new kinds with new codes; never reuse a code.
     public var code: UInt8 {
@@ -88,6 +98,8 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
         case .denied: 23
         case .retention: 24
         case .logRecovered: 25
+        case .logStalled: 26
+        case .storeFailed: 27
         }
     }
 

@@ -15,6 +15,12 @@ public enum EventLogError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The writer was closed.
     case closed
 
+    /// The errno of a failed system call, nil for the other errors.
+    public var errno: Int32? {
+        if case .system(_, _, let e) = self { return e }
+        return nil
+    }
+
     /// `error` itself when it is an `EventLogError`, otherwise wrapped as `.corrupt`.
     init(_ error: any Error) {
         self = (error as? EventLogError) ?? .corrupt(String(describing: error))

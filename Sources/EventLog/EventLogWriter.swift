@@ -46,6 +46,49 @@ public final class EventLogWriter: Sendable {
     /// Non-nil when opening cut a torn tail (a crash mid-write); a `logRecovered` record is the
     /// first record appended after it.
     public let recovery: Recovery?
+    /// The previous writer's state when it did not close the log (it was killed, or the machine
+    /// went down): also said by the first record, `logRecovered` with reason `uncleanShutdown`.
+    public let previousWriter: EventLogWriterState?
+
+    /// The one `logRecovered` record that says what opening found: a torn tail cut, a previous
+    /// writer that ended without closing (and whether it was stuck then). Nil when neither.
+    static func recoveryRecord(tornTail r: Recovery?, previous: EventLogWriterState?, nextSeq: UInt64) -> EventRecord? {
+        guard r != nil || previous != nil else { return nil }
+        var parts: [String] = []
+        if let r { parts.append("cut \(r.bytesTruncated) bytes of unfinished records after seq \(r.lastSeq) in \(r.segment)") }
+        if let p = previous {
+            var s = "the previous writer (pid \(p.pid)) ended without closing the log"
+            if p.phase == .stuck {
+                s += ", stuck"
+                if let since = p.since { s += " since \(since.iso8601)" }
+                if let e = p.error { s += " (\(e))" }
+                if let w = p.waiting { s += " with \(w) record(s) waiting" }
+            }
+            s += ": records it held in memory, never in the log and never shown, are lost; the log continues at seq \(nextSeq)"
+            parts.append(s)
+        }
+        return EventRecord(
+            kind: .logRecovered, path: "/",
+            details: EventDetails(bytes: r.map { UInt64($0.bytesTruncated) }, reason: r != nil ? "tornTail" : "uncleanShutdown",
+                                  message: parts.joined(separator: "; ")))
+    }
+
+    /// What the writer tells its owner (the daemon writes it to its log): a write failed and the
+    /// writer is stuck retrying, or it writes again.
+    public enum Notice: Sendable, Equatable {
+        /// Writing failed with `error` (and is retried every 100 ms, nothing dropped until the queue
+        /// bound): `waiting` records are in memory only.
+        case stuck(since: EventTime, error: EventLogError, waiting: Int)
+        /// Writing again after being stuck since `since`: every record that waited is in the log,
+        /// followed by a `logStalled` record saying so.
+        case writingAgain(since: EventTime, error: EventLogError, firstWaitingSeq: UInt64)
+    }
+
+    /// Installs (or removes) the receiver of `Notice`s; called on the writer thread.
+    public func setNoticeHandler(_ handler: (@Sendable (Notice) -> Void)?) { core.setNoticeHandler(handler) }
+
+    /// Since when writes fail, or nil while they succeed.
+    public var stuckSince: EventTime? { core.stuckSince }
     private let core: WriterCore
 
     /// Opens the log in `directory` (created if missing, one level), recovers a torn tail, and
@@ -56,13 +99,10 @@ public final class EventLogWriter: Sendable {
         self.directory = directory
         self.options = options
         recovery = store.recovery
+        previousWriter = store.previousState.flatMap { $0.phase == .closed ? nil : $0 }
         core = WriterCore(store: store, options: options)
-        if let r = store.recovery {
-            _ = core.append(EventRecord(
-                kind: .logRecovered, path: "/",
-                details: EventDetails(
-                    bytes: UInt64(r.bytesTruncated), reason: "tornTail",
-                    message: "cut \(r.bytesTruncated) bytes of unfinished records after seq \(r.lastSeq) in \(r.segment)")))
+        if let record = Self.recoveryRecord(tornTail: store.recovery, previous: previousWriter, nextSeq: store.nextSeq) {
+            _ = core.append(record)
         }
         try core.start()
     }
@@ -169,6 +209,9 @@ private final class WriterCore: @unchecked Sendable {
     private var retentionRequests: UInt64 = 0
     private var retentionRuns: UInt64 = 0
     private var stats = EventLogWriter.Statistics()
+    /// Since when writes fail (nil while they succeed), the error, and the first seq that waited.
+    private var stuck: (since: EventTime, error: EventLogError, firstSeq: UInt64)?
+    private var notice: (@Sendable (EventLogWriter.Notice) -> Void)?
 
     // Writer thread only (after `start`).
     private let store: SegmentStore
@@ -293,6 +336,9 @@ private final class WriterCore: @unchecked Sendable {
         }
         sync.unlock()
     }
+
+    func setNoticeHandler(_ handler: (@Sendable (EventLogWriter.Notice) -> Void)?) { sync.withLock { notice = handler } }
+    var stuckSince: EventTime? { sync.withLock { stuck?.since } }
 
     var lastAssignedSeq: UInt64 { sync.withLock { nextSeq - 1 } }
     var writtenSeq: UInt64 { sync.withLock { written } }
@@ -473,6 +519,32 @@ private final class WriterCore: @unchecked Sendable {
                 errorCount += 1
                 stats.writeErrors += 1
             }
+            // Stuck, or writing again: said in writer.lock, to the owner, and once writing again
+            // by a logStalled record after the records that waited.
+            var told: EventLogWriter.Notice?
+            var state: EventLogWriterState?
+            var stalledRecord: EventRecord?
+            let waiting = stalled.count + queue.count + (pendingDrop?.count ?? 0)
+            if let writeError {
+                if stuck == nil {
+                    let since = EventTime.now()
+                    stuck = (since, writeError, stalled.frames.first?.seq ?? nextSeq)
+                    told = .stuck(since: since, error: writeError, waiting: waiting)
+                }
+                if let s = stuck { state = EventLogWriterState(phase: .stuck, since: s.since, error: writeError.description, waiting: waiting) }
+            } else if attempted > 0 && stalled.isEmpty, let s = stuck {
+                stuck = nil
+                told = .writingAgain(since: s.since, error: s.error, firstWaitingSeq: s.firstSeq)
+                state = EventLogWriterState(phase: .writing)
+                let millis = max(0, EventTime.now().millisecondsSinceEpoch - s.since.millisecondsSinceEpoch)
+                stalledRecord = EventRecord(
+                    kind: .logStalled, path: "/",
+                    details: EventDetails(
+                        latencyMicros: UInt64(millis) * 1000, errno: s.error.errno, reason: "writeFailed",
+                        message: "the log could not be written from \(s.since.iso8601) for \(Double(millis) / 1000) s (\(s.error)); "
+                            + "the records from seq \(s.firstSeq) on waited in memory and are written, none lost"))
+            }
+            let tell = told.flatMap { t in notice.map { n in { n(t) } } }
             retentionRuns = retentionTicket
             if let pruned { stats.segmentsDeleted += UInt64(pruned.segments) }
             // Closing: stop once everything is written, or after one more failed attempt on a
@@ -485,6 +557,9 @@ private final class WriterCore: @unchecked Sendable {
             sync.broadcast(Condition.progress)
             sync.unlock()
 
+            if let state { store.writeState(state) }
+            tell?()
+            if let stalledRecord { _ = append(stalledRecord) }
             if let pruned {
                 _ = append(EventRecord(
                     kind: .retention, path: "/",
@@ -495,6 +570,9 @@ private final class WriterCore: @unchecked Sendable {
             }
             if done { break }
         }
+        // Closed with nothing left unwritten: the next writer finds a clean log. Otherwise
+        // writer.lock keeps saying what was lost (the next writer's logRecovered record says it).
+        if sync.withLock({ unwrittenAtClose == 0 }) { store.writeState(EventLogWriterState(phase: .closed)) }
         store.close()
     }
 }

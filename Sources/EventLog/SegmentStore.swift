@@ -40,6 +40,8 @@ final class SegmentStore {
     private(set) var nextSeq: UInt64 = 1
     /// Set when opening cut a torn or damaged tail.
     private(set) var recovery: EventLogWriter.Recovery?
+    /// What the previous writer left in `writer.lock` (nil: nothing readable).
+    private(set) var previousState: EventLogWriterState?
 
     /// Opens (creating if needed) the log directory, takes the writer lock and recovers the tail.
     init(directory: String, options: EventLogOptions) throws {
@@ -63,6 +65,8 @@ final class SegmentStore {
                 if errno == EWOULDBLOCK { throw EventLogError.locked(path: directory) }
                 throw EventLogError.system(operation: "flock", path: directory, errno: errno)
             }
+            previousState = EventLogWriterState.read(fd: lockFD)
+            writeState(EventLogWriterState(phase: .writing))
             try recover()
         } catch {
             if activeFD >= 0 { Sys.close(activeFD) }
@@ -89,6 +93,14 @@ final class SegmentStore {
     }
 
     private func path(_ name: String) -> String { directory + "/" + name }
+
+    /// Rewrites `writer.lock` in place with `state` (best effort: what it says is for people and for
+    /// the next writer; the file keeps its size, so this needs no new block on a full disk).
+    func writeState(_ state: EventLogWriterState) {
+        guard !closed else { return }
+        let bytes = state.bytes
+        _ = bytes.withUnsafeBytes { pwrite(lockFD, $0.baseAddress!, $0.count, 0) }
+    }
 
     private func recover() throws {
         // A crash between creating a segment and renaming it into place leaves a temp file.
@@ -195,29 +207,39 @@ final class SegmentStore {
         var chunkByte = 0    // where it starts
         var i = 0
 
-        /// Writes the frames from `chunkFrame` up to (not including) frame `i`.
+        /// Writes the frames from `chunkFrame` up to (not including) frame `i`. When the file takes
+        /// only part of them (a full disk), the whole frames it took stay, and count as written:
+        /// a reader may have shown them already, so they are never taken back (the log never shows
+        /// a record a crash could take back, nor gives its seq again). Only the partial frame after
+        /// them is cut; if even that fails, the next frames go to a fresh segment, and readers
+        /// pass the unfinished tail as the end of that segment.
         func flushChunk() -> EventLogError? {
             let end = queue.start(of: i)
             guard end > chunkByte else { return nil }
             let active = segments.count - 1
             let fd = activeFD
             let p = path(segments[active].name.fileName)
-            do {
-                try queue.bytes.withUnsafeBytes { b in
-                    try Sys.writeAll(fd, UnsafeRawBufferPointer(rebasing: b[chunkByte..<end]), path: p)
-                }
-            } catch {
-                // Cut any partial frame; if even that fails, continue in a fresh segment.
-                if ftruncate(fd, off_t(segments[active].size)) != 0 { rotateBeforeNext = true }
-                return EventLogError(error)
+            let (done, error) = queue.bytes.withUnsafeBytes { b in
+                Sys.write(fd, UnsafeRawBufferPointer(rebasing: b[chunkByte..<end]), path: p)
             }
-            segments[active].size += end - chunkByte
-            segments[active].lastWriteMillis = EventTime.now().millisecondsSinceEpoch
-            bytesWritten += UInt64(end - chunkByte)
-            chunkFrame = i
-            chunkByte = end
+            var kept = done
+            if error != nil {
+                var whole = chunkFrame
+                while whole < i && queue.frames[whole].end - chunkByte <= done { whole += 1 }
+                kept = queue.start(of: whole) - chunkByte
+                if kept < done && ftruncate(fd, off_t(segments[active].size + kept)) != 0 { rotateBeforeNext = true }
+                chunkFrame = whole
+            } else {
+                chunkFrame = i
+            }
+            if kept > 0 {
+                segments[active].size += kept
+                segments[active].lastWriteMillis = EventTime.now().millisecondsSinceEpoch
+                bytesWritten += UInt64(kept)
+            }
+            chunkByte += kept
             if segments[active].size >= options.segmentBytes { rotateBeforeNext = true }
-            return nil
+            return error
         }
 
         while i < queue.count {

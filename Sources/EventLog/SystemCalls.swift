@@ -22,6 +22,13 @@ enum Sys {
 
     /// Writes all of `bytes` (looping over short writes).
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        let (_, error) = write(fd, bytes, path: path)
+        if let error { throw error }
+    }
+
+    /// Writes as much of `bytes` as the file takes (looping over short writes): how many bytes are
+    /// in the file, and the error that stopped it before the end (a full disk takes what fits first).
+    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) -> (written: Int, error: EventLogError?) {
         var done = 0
         while done < bytes.count {
             let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
@@ -30,9 +37,10 @@ enum Sys {
             } else if n < 0 && errno == EINTR {
                 continue
             } else {
-                throw EventLogError.system(operation: "write", path: path, errno: n < 0 ? errno : EIO)
+                return (done, .system(operation: "write", path: path, errno: n < 0 ? errno : EIO))
             }
         }
+        return (done, nil)
     }
 
     /// Reads up to `count` bytes at `offset`, looping until EOF or `count` bytes.

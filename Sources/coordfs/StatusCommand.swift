@@ -1,6 +1,7 @@
 import ArgumentParser
 import ControlProtocol
 import CoordFSClient
+import EventLog
 import Glibc
 
 /// `coordfs status MOUNTPOINT`: who presents what, who holds what, who waits, from the daemon.
@@ -14,7 +15,9 @@ struct StatusCommand: ParsableCommand {
         their id, process, intents and how long they have been held; waiting requests with how long
         they have waited. Unmodified tools appear too: an open file is a held access. Paths are
         relative to the mount's root. Another user sees only what they could reach through the
-        mount themselves.
+        mount themselves. The second line says what the event log's writer is doing: writing, or
+        STUCK (a full disk, an I/O error) since when, why and how many records wait in memory
+        (shown to users who may read the log; "eventLog" in --json).
 
         Exit status: 0; 69 when the path is not in a coordfs mount or its daemon cannot be reached.
 
@@ -45,11 +48,34 @@ struct StatusCommand: ParsableCommand {
             ControlCommandFailure(message: "cannot ask the daemon of \(location.mount.mountPoint) (\(socketPath)): \(error)",
                                   status: ControlExit.unavailable).exit()
         }
+        // The event log's writer says in its lock file whether it is stuck (nil: not readable by
+        // this user, or no log).
+        let logState = EventLogWriterState.read(directory: Self.eventLogDirectory(socketPath: socketPath))
         if json {
-            Stdout.line(String(decoding: JSONWriter.write(.object(Self.json(report, mountPoint: location.mount.mountPoint))), as: UTF8.self))
+            var object = Self.json(report, mountPoint: location.mount.mountPoint)
+            if let logState { object["eventLog"] = .object(Self.json(logState)) }
+            Stdout.line(String(decoding: JSONWriter.write(.object(object)), as: UTF8.self))
         } else {
-            for line in Self.text(report, mountPoint: location.mount.mountPoint) { Stdout.line(line) }
+            var lines = Self.text(report, mountPoint: location.mount.mountPoint)
+            if let logState { lines.insert("event log: \(logState.summary)", at: 1) }
+            for line in lines { Stdout.line(line) }
         }
+    }
+
+    /// The event log beside the control socket (both in BACKING/.coordfs).
+    static func eventLogDirectory(socketPath: String) -> String {
+        let folder = socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return folder + "/log"
+    }
+
+    static func json(_ s: EventLogWriterState) -> JSONObject {
+        var o = JSONObject()
+        o["state"] = .string(s.phase.rawValue)
+        o["pid"] = .int(Int64(s.pid))
+        if let since = s.since { o["since"] = .string(since.iso8601) }
+        if let error = s.error { o["error"] = .string(error) }
+        if let waiting = s.waiting { o["waiting"] = .int(Int64(waiting)) }
+        return o
     }
 
     // MARK: Output

@@ -336,12 +336,123 @@ final class WriterTests: XCTestCase {
 
         XCTAssertEqual(unlink(filler), 0)
         try w.flush()   // the writer retries on its own
-        XCTAssertEqual(w.writtenSeq, 2000)
+        XCTAssertGreaterThanOrEqual(w.writtenSeq, 2000)
         try w.close()
         let records = try readAll(dir)
-        XCTAssertEqual(records.count, 2000)
+        XCTAssertEqual(records.count, 2001, "the 2,000 records, then the logStalled record")
         assertContinuous(records, from: 1)
-        XCTAssertEqual(records.last?.path, "/docs/a-somewhat-long-name-1999.txt")
+        XCTAssertEqual(records[1999].path, "/docs/a-somewhat-long-name-1999.txt")
+        XCTAssertEqual(records.last?.kind, .logStalled)
+    }
+
+    /// A full disk: the writer keeps the whole records the file took (readers may have shown them),
+    /// cuts only the partial one, and says it is stuck (its notice, `stuckSince`, writer.lock); what a
+    /// reader saw meanwhile is exactly what the files hold, so a SIGKILL then would take nothing back.
+    /// Once there is room, the records that waited follow, then one `logStalled` record.
+    func testAFullDiskNeverTakesBackARecordAReaderSawAndSaysItIsStuck() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
+        let root = makeTempDirectory(self)
+        XCTAssertEqual(mount("tmpfs", root, "tmpfs", 0, "size=256k"), 0, String(cString: strerror(errno)))
+        defer { umount2(root, Int32(MNT_DETACH)) }
+        let dir = root + "/log"
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 64 * 1024))
+        let notices = NoticeBox()
+        w.setNoticeHandler { notices.add($0) }
+        for i in 0..<50 { w.append(.didChange, path: "/before-\(i)") }
+        try w.flush()
+        // Leave less room than the next burst needs, not on a frame boundary.
+        let filler = root + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o644)
+        let block = [UInt8](repeating: 0x5a, count: 4096)
+        while Glibc.write(fd, block, block.count) == block.count {}
+        close(fd)
+        var st = stat()
+        XCTAssertEqual(stat(filler, &st), 0)
+        XCTAssertEqual(truncate(filler, max(0, st.st_size - 6000)), 0)
+
+        let reader = try EventLogReader(directory: dir)
+        var seen = try reader.read(limit: 100_000)
+        XCTAssertEqual(seen.count, 50)
+        for i in 0..<3000 { w.append(.didChange, path: "/docs/a-somewhat-long-name-for-a-record-\(i).txt") }
+        XCTAssertThrowsError(try w.flush(), "the disk is full")
+        XCTAssertNotNil(w.stuckSince)
+        XCTAssertGreaterThan(w.writtenSeq, 50, "the file took part of the burst")
+        XCTAssertLessThan(w.writtenSeq, 3050)
+        // Retries (every 100 ms) change nothing a reader saw.
+        usleep(300_000)
+        seen += try reader.read(limit: 100_000)
+        XCTAssertGreaterThan(seen.count, 50, "the reader saw nothing of the burst")
+        XCTAssertEqual(seen.last?.seq, w.writtenSeq)
+        // What a SIGKILL now would leave is the files: every record the reader showed, unchanged.
+        let stored = try readAll(dir)
+        XCTAssertEqual(stored, seen, "a record a reader showed is not (or no longer) in the log")
+        // Stuck, and said so.
+        let state = try XCTUnwrap(EventLogWriterState.read(directory: dir))
+        XCTAssertEqual(state.phase, .stuck)
+        XCTAssertTrue(state.error?.contains("No space left") ?? false, "\(state)")
+        XCTAssertGreaterThan(state.waiting ?? 0, 0)
+        XCTAssertTrue(state.summary.hasPrefix("STUCK since "), state.summary)
+        guard case .stuck(_, let error, let waiting)? = notices.all.first else { return XCTFail("no stuck notice: \(notices.all)") }
+        XCTAssertEqual(error.errno, ENOSPC)
+        XCTAssertGreaterThan(waiting, 0)
+        XCTAssertEqual(notices.all.count, 1, "one notice per stuck spell: \(notices.all)")
+
+        XCTAssertEqual(unlink(filler), 0)
+        try w.flush()
+        XCTAssertNil(w.stuckSince)
+        w.append(.didChange, path: "/after")
+        try w.flush()
+        guard case .writingAgain(_, _, let first)? = notices.all.last else { return XCTFail("no writingAgain notice: \(notices.all)") }
+        XCTAssertEqual(first, seen.last!.seq + 1, "the first record that waited")
+        XCTAssertEqual(EventLogWriterState.read(directory: dir)?.phase, .writing)
+        try w.close()
+        XCTAssertEqual(EventLogWriterState.read(directory: dir)?.phase, .closed)
+        let all = try readAll(dir)
+        assertContinuous(all, from: 1)
+        XCTAssertEqual(Array(all.prefix(seen.count)), seen)
+        XCTAssertEqual(all.filter { $0.path.hasPrefix("/docs/") }.count, 3000, "every record that waited is there, once")
+        let stalled = try XCTUnwrap(all.first { $0.kind == .logStalled })
+        XCTAssertGreaterThan(stalled.seq, 3050, "the logStalled record comes after the records that waited")
+        XCTAssertEqual(stalled.details.errno, ENOSPC)
+        XCTAssertTrue(stalled.details.message?.contains("none lost") ?? false, "\(stalled)")
+        XCTAssertEqual(all.last?.path, "/after")
+    }
+
+    /// A writer that ended without closing (SIGKILL while stuck) left "stuck" in writer.lock: the next
+    /// writer's first record says so, and what was lost.
+    func testTheNextWriterSaysThePreviousEndedWithoutClosing() throws {
+        let dir = makeLogDirectory(self)
+        do {
+            let w = try EventLogWriter(directory: dir)
+            for i in 0..<10 { w.append(.didChange, path: "/f\(i)") }
+            try w.close()
+        }
+        // What a killed writer leaves: its state as it was.
+        let stuck = EventLogWriterState(phase: .stuck, pid: 4242, since: EventTime(millisecondsSinceEpoch: 1_790_000_000_000),
+                                        error: "write: No space left on device (errno 28)", waiting: 17)
+        let fd = open(dir + "/writer.lock", O_WRONLY)
+        XCTAssertEqual(stuck.bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }, EventLogWriterState.fileSize)
+        close(fd)
+        XCTAssertEqual(EventLogWriterState.read(directory: dir), stuck)
+
+        let w = try EventLogWriter(directory: dir)
+        XCTAssertEqual(w.previousWriter, stuck)
+        XCTAssertNil(w.recovery)
+        try w.close()
+        let all = try readAll(dir)
+        assertContinuous(all, from: 1)
+        XCTAssertEqual(all.count, 11)
+        let r = all[10]
+        XCTAssertEqual(r.kind, .logRecovered)
+        XCTAssertEqual(r.details.reason, "uncleanShutdown")
+        let message = r.details.message ?? ""
+        XCTAssertTrue(message.contains("pid 4242") && message.contains("stuck since") && message.contains("17 record(s) waiting")
+                      && message.contains("continues at seq 11"), message)
+        // Closed cleanly this time: the next writer says nothing.
+        let again = try EventLogWriter(directory: dir)
+        XCTAssertNil(again.previousWriter)
+        try again.close()
+        XCTAssertEqual(try readAll(dir).count, 11)
     }
 
     func testSyncEveryBatchPolicyWrites() throws {
@@ -353,6 +464,14 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(all.count, 500)
         XCTAssertEqual(all.last?.details.bytes, 499)
     }
+}
+
+/// Notices of a writer, in order.
+final class NoticeBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [EventLogWriter.Notice] = []
+    func add(_ n: EventLogWriter.Notice) { lock.withLock { list.append(n) } }
+    var all: [EventLogWriter.Notice] { lock.withLock { list } }
 }
 
 /// Per-thread results collected from `concurrentPerform`.
