@@ -1,6 +1,7 @@
 // The event log through the CLI under stress: a watcher paused for 100,000 records catches up with
 // none missing, a daemon killed with SIGKILL mid-stream loses no record a watcher saw and the next
-// mount continues the sequence, retention leaves gap records and says so.
+// mount continues the sequence, retention leaves gap records and says so, a full disk and a SIGKILL
+// take back nothing a watcher showed.
 import Foundation
 import Glibc
 import XCTest
@@ -89,6 +90,105 @@ final class DurabilityTests: CLITestCase {
         XCTAssertTrue(resumed.prefix(2).contains { $0.kind == "mount" }, "the new mount did not continue at \(lastBefore + 1): \(resumed.prefix(3))")
         XCTAssertTrue(resumed.contains { $0.kind == "didChange" && $0.path == "/after" })
         XCTAssertEqual(Set(all.map(\.seq)).count, all.count, "a seq was used twice")
+    }
+
+    /// Fills the file system of `path` but for `leave` bytes with a file `name` in it.
+    private func fillDisk(_ path: String, leave: Int = 0) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let block = [UInt8](repeating: 0x5a, count: 64 * 1024)
+        while write(fd, block, block.count) > 0 {}
+        if leave > 0 {
+            let size = lseek(fd, 0, SEEK_END)
+            XCTAssertEqual(ftruncate(fd, max(0, size - off_t(leave))), 0)
+        }
+        close(fd)
+    }
+
+    private func eventually(timeout: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(100_000)
+        }
+        return condition()
+    }
+
+    private func statusSays(_ text: String) -> Bool {
+        let r = coordfs("status", mnt)
+        return r.status == 0 && r.stdout.contains(text)
+    }
+
+    /// The issue-17 case: a full disk while a watcher follows, a SIGKILL of the daemon while it is
+    /// stuck, space freed, a new mount. Every record the watcher showed is still in the log with the
+    /// same seq and contents, no seq is shown twice, the watcher goes on with the new mount's
+    /// records, and the stuck writer said so (status while stuck, daemon.log and a logStalled record
+    /// once it could write again, the next mount's logRecovered record after the kill).
+    func testAFullDiskThenSIGKILLTakesBackNothingAWatcherShowed() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
+        XCTAssertEqual(Glibc.mount("tmpfs", backing, "tmpfs", 0, "size=12m"), 0, String(cString: strerror(errno)))
+        defer {
+            if Self.mounts(under: mnt).contains(mnt) { _ = coordfs("unmount", mnt) }
+            umount2(mnt, Int32(MNT_DETACH))
+            umount2(backing, Int32(MNT_DETACH))
+        }
+        try mount()
+        let watcher = try startCoordfs(["watch", mnt, "--json", "--since", "1"])
+        FileOps.put(mnt + "/f", "x")
+        let filler = backing + "/filler"
+
+        // First spell: stuck, then room again.
+        fillDisk(filler)
+        XCTAssertEqual(FileOps.openClose(mnt + "/f", times: 3000), 3000)
+        XCTAssertTrue(eventually(timeout: 20) { self.statusSays("event log: STUCK since ") }, coordfs("status", mnt).stdout)
+        let json = coordfs("status", mnt, "--json").stdout
+        XCTAssertTrue(json.contains("\"eventLog\":{") && json.contains("\"state\":\"stuck\"") && json.contains("No space left"), json)
+        XCTAssertEqual(unlink(filler), 0)
+        XCTAssertTrue(eventually(timeout: 20) { self.statusSays("event log: writing") }, coordfs("status", mnt).stdout)
+        XCTAssertTrue(watcher.waitForLastLine(prefix: "{", timeout: 10))
+        XCTAssertTrue(eventually(timeout: 20) { watcher.lines.contains { $0.contains("\"kind\":\"logStalled\"") } }, "no logStalled record")
+        let daemonLog = (try? String(contentsOfFile: backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(daemonLog.contains("event log: writing again after") && daemonLog.contains("No space left"), daemonLog)
+
+        // Second spell: stuck, and the daemon killed while it is.
+        fillDisk(filler)
+        XCTAssertEqual(FileOps.openClose(mnt + "/f", times: 3000), 3000)
+        XCTAssertTrue(eventually(timeout: 20) { self.statusSays("event log: STUCK since ") }, coordfs("status", mnt).stdout)
+        // What the watcher shows settles (the writer retries, and keeps what the file took).
+        var settled = -1
+        while watcher.lines.count != settled { settled = watcher.lines.count; usleep(400_000) }
+        let shown = watcher.lines
+        guard let daemon = daemonPID() else { return XCTFail("no daemon pid") }
+        kill(daemon, SIGKILL)
+        XCTAssertTrue(eventually(timeout: 10) { kill(daemon, 0) != 0 }, "the daemon outlived SIGKILL")
+        let lastShown = seq(of: shown.last ?? "") ?? 0
+
+        // Room again, and a new mount; the watcher keeps running.
+        XCTAssertEqual(unlink(filler), 0)
+        try mount()
+        FileOps.put(mnt + "/after", "x")
+        XCTAssertTrue(eventually(timeout: 20) { watcher.lines.contains { $0.contains("\"path\":\"/after\"") } },
+                      "the watcher stopped at seq \(lastShown): \(watcher.lines.suffix(3))")
+        unmount()
+        watcher.stop()
+
+        // Every record shown before the kill is in the log, the same, under the same seq.
+        let stored = coordfs("log", "--backing", backing, "--json").lines
+        var bySeq: [UInt64: String] = [:]
+        for line in stored { if let s = seq(of: line) { bySeq[s] = line } }
+        for line in shown {
+            guard let s = seq(of: line) else { continue }
+            XCTAssertEqual(bySeq[s], line, "seq \(s) was shown as one record and is stored as another (or not at all)")
+        }
+        // The watcher never showed a seq twice, nor skipped one.
+        let seqs = watcher.lines.compactMap { seq(of: $0) }
+        XCTAssertEqual(seqs, Array(seqs.first!...seqs.last!), "the watcher's seqs are not 1, 2, 3, ...")
+        assertContinuous(records(stored), from: 1, "log after the kill and remount")
+        // The next mount said the previous writer ended stuck.
+        let recovered = records(stored).first { $0.kind == "logRecovered" && $0.seq > lastShown }
+        let message = recovered?.details["message"] as? String ?? ""
+        XCTAssertTrue(message.contains("ended without closing the log, stuck since") && message.contains("No space left"),
+                      "no logRecovered record saying the writer was stuck: \(recovered.map(\.description) ?? "none")")
     }
 
     func testRetentionLeavesGapRecordsAndSaysSo() throws {
