@@ -440,13 +440,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
         }
 
-        // First half of a rename-to-backup save (vim, emacs): the document goes to a backup name.
-        if options.saveWindow > 0, isFile(srcStat), dstStat == nil, isTemp(nn), !isTemp(n), coordinator.isObserved(src) {
+        // Maybe the first half of a rename-to-backup save: the document goes to a backup name (any
+        // new name for a presented document, a temp/backup name for one inside a presented folder),
+        // and a new file at its name within save_window makes it a save; otherwise it moved.
+        if options.saveWindow > 0, isFile(srcStat), dstStat == nil, !isTemp(n),
+           isTemp(nn) ? coordinator.isObserved(src) : coordinator.isPresented(src) {
             return withAccess(request, [.writingIntent(with: src)], origin: who, write: true) { [self] req, grant in
                 documents(src)?.beforeReplace(src)
                 let e = doRename()
                 if e == nil, let access = grant.access {
-                    saves.begin(src, access: access, departure: .renamed(to: dst))
+                    saves.begin(src, access: access, departure: .renamed(to: dst, kept: !isTemp(nn)))
                 } else {
                     if e == nil { grant.announce(.moved(from: src, to: dst)) }
                     grant.release()

@@ -2,17 +2,19 @@ import Coordination
 import Dispatch
 import Synchronization
 
-/// Recognises the saves that take a document away for a moment: vim and emacs rename it to a backup
-/// name and write a new file; `git checkout` unlinks it and creates it again.
+/// Recognises the saves that take a document away for a moment: an editor renames it to a backup name
+/// (whatever the name) and writes a new file; a checkout unlinks it and creates it again.
 ///
-/// When a presented document is unlinked or renamed to a temp/backup name, the write access taken for
-/// it is not released: it waits here for `window` seconds. A create or write-open of the same path in
+/// When a presented document is unlinked or renamed away, the write access taken for it is not
+/// released: it waits here for `window` seconds. A create or write-open of the same path in
 /// that time adopts it, so the presenter sees one relinquish before and one "did change" after the
 /// whole save, and keeps presenting the same document. When nothing comes back, the window closes and
 /// the access announces what really happened (a move or a deletion) and ends.
 final class SaveTracker: Sendable {
     enum Departure: Sendable {
-        case renamed(to: ItemPath)
+        /// Renamed to `to`; `kept`: a name that stays after the save (not a temp name), which the
+        /// folder's presenters are told appeared when the save completes.
+        case renamed(to: ItemPath, kept: Bool)
         case deleted
     }
 
@@ -57,7 +59,9 @@ final class SaveTracker: Sendable {
     /// The held access of a save in progress at `path`, handed over to the caller (who announces the
     /// change and releases it), or nil.
     func adopt(_ path: ItemPath) -> CoordinatedAccess? {
-        pending.withLock { $0.byPath.removeValue(forKey: path)?.access }
+        guard let p = pending.withLock({ $0.byPath.removeValue(forKey: path) }) else { return nil }
+        if case .renamed(let backup, kept: true) = p.departure { p.access.announce(.subitemAppeared(backup)) }
+        return p.access
     }
 
     /// True while a save holds `path`.
@@ -68,7 +72,7 @@ final class SaveTracker: Sendable {
     /// already gone; the document store kept its last version).
     private func finish(_ path: ItemPath, _ p: Pending) {
         switch p.departure {
-        case .renamed(let to):
+        case .renamed(let to, _):
             hooks.withLock { $0 }?.didMove(from: path, to: to, by: p.access.origin)
             p.access.didMove(from: path, to: to)
             p.access.release()

@@ -28,6 +28,21 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         try assertOneSave(p, expect: "beta\n")
     }
 
+    /// The document is renamed to a backup name of the tool's choosing, then a new file takes its
+    /// name: a save, whatever the backup name; the backup is a new item of the folder.
+    func testSedInPlaceWithABackupSuffix() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        try write("notes/doc.txt", "alpha\n")
+        let p = try present("notes/doc.txt")
+        let dir = try present("notes")
+        try sh("sed -i.orig s/alpha/beta/ notes/doc.txt")
+        try assertOneSave(p, expect: "beta\n")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/notes/doc.txt.orig", encoding: .utf8), "alpha\n")
+        let log = dir.waitUntil { $0.contains("subitemDidChange notes/doc.txt") }
+        XCTAssertEqual(log.filter { !$0.hasPrefix("relinquish") && $0 != "reacquire" }.sorted(),
+                       ["subitemDidAppear notes/doc.txt.orig", "subitemDidChange notes/doc.txt"], "\(log)")
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")

@@ -40,6 +40,14 @@ final class StoreSaveStyleTests: StoreMountTestCase {
         try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "beta\n")
     }
 
+    func testSedInPlaceWithABackupSuffix() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("sed -i.orig s/alpha/beta/ doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "beta\n")
+        XCTAssertFalse(p.log.contains { $0.hasPrefix("didMove") }, "\(p.log)")
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")
