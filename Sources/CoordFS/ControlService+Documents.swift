@@ -1,3 +1,4 @@
+import NameBytes
 import ControlProtocol
 import Coordination
 import Dispatch
@@ -258,12 +259,12 @@ extension ControlRequestHandler {
     /// following any link, and checks the peer's permissions again on what was opened, so a file
     /// swapped in meanwhile is never read for a peer that could not read it.
     private func openForReading(_ path: MountPath, peer: ControlPathResolver.Peer) throws(ProtocolError) -> Int32 {
-        let names = path.isRoot ? [] : path.rawValue.split(separator: "/").map(String.init)
+        let names = path.components.map(String.init)
         guard let last = names.last else { throw ProtocolError(.invalidValue, "minePath: the mount's root is no file") }
         var fd = open(resolver.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw ProtocolError(.internalError, "cannot open the backing folder: \(ControlPathResolver.describe(errno))") }
         for name in names.dropLast() {
-            let next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let next = name.withNameCString { openat(fd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             Glibc.close(fd)
             guard next >= 0 else { throw ProtocolError(.notFound, "minePath \(path): \(ControlPathResolver.describe(errno))") }
             var st = stat()
@@ -273,7 +274,7 @@ extension ControlRequestHandler {
             }
             fd = next
         }
-        let file = openat(fd, last, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let file = last.withNameCString { openat(fd, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
         let code = errno
         Glibc.close(fd)
         guard file >= 0 else {

@@ -1,3 +1,4 @@
+import NameBytes
 import ControlProtocol
 import Coordination
 import Glibc
@@ -338,7 +339,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         if let remote { return remote.kind }
         var st = stat()
         let full = path.isRoot ? resolver.backing : resolver.backing + "/" + path.rawValue
-        return lstat(full, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR ? .directory : .file
+        return full.withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFDIR ? .directory : .file
     }
 
     // MARK: Conversions

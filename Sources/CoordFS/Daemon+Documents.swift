@@ -1,3 +1,4 @@
+import NameBytes
 import Coordination
 import Glibc
 
@@ -14,7 +15,7 @@ extension Daemon {
         let id = try coordinator.addFilePresenter(presenter)
         guard let store, let path = coordinator.presentedPath(of: id), !path.isRoot else { return id }
         var st = stat()
-        let isFile = lstat(plan.backing + "/" + path.string, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        let isFile = (plan.backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFREG
         guard isFile else { return id } // a folder, or nothing yet: no document to keep
         do {
             try store.register(id, path: path, presenter: presenter)

@@ -1,3 +1,4 @@
+import NameBytes
 import Glibc
 
 /// A coordfs mount found from a path the user gave (`coordfs watch /mnt/docs`), or a backing folder
@@ -33,7 +34,7 @@ public enum MountLocator {
         // form follows symlinks leading into the mount. Either may name it.
         let lexical = MountPreflight.absolute(path)
         var candidates = [lexical]
-        if let resolved = resolvedPath(path), resolved != lexical { candidates.insert(resolved, at: 0) }
+        if let resolved = resolvedPath(path), !ExactName.same(resolved, lexical) { candidates.insert(resolved, at: 0) }
         var innermostOther: MountEntry?
         for candidate in candidates {
             guard let (entry, inner) = innermostMount(containing: candidate, in: entries) else { continue }
@@ -87,13 +88,13 @@ public enum MountLocator {
     }
 
     private static func contains(_ mountpoint: String, _ path: String) -> Bool {
-        mountpoint == "/" || path == mountpoint || path.hasPrefix(mountpoint + "/")
+        mountpoint == "/" || ExactName.same(path, mountpoint) || path.utf8.starts(with: (mountpoint + "/").utf8)
     }
 
     private static func resolvedPath(_ path: String) -> String? {
-        guard let r = realpath(path, nil) else { return nil }
+        guard let r = path.withNameCString({ realpath($0, nil) }) else { return nil }
         defer { free(r) }
-        return String(cString: r)
+        return String(nameCString: r)
     }
 
     private static func isBackingFolder(_ path: String) -> Bool {

@@ -1,3 +1,4 @@
+import NameBytes
 import Glibc
 
 /// A mount that passed every check: absolute, resolved paths and validated options.
@@ -62,13 +63,14 @@ public enum MountPreflight {
     public static func absolute(_ path: String) -> String {
         var parts: [Substring] = []
         var base = path
-        if !path.hasPrefix("/") {
+        if path.utf8.first != UInt8(ascii: "/") {
             var buf = [CChar](repeating: 0, count: Int(PATH_MAX))
-            if getcwd(&buf, buf.count) != nil { base = String(cString: buf) + "/" + path }
+            if getcwd(&buf, buf.count) != nil { base = String(nameCString: buf) + "/" + path }
         }
-        for c in base.split(separator: "/") {
-            if c == "." { continue }
-            if c == ".." { _ = parts.popLast(); continue }
+        // Names are bytes (`LosslessName`): split at the byte '/'.
+        for c in base.utf8.split(separator: UInt8(ascii: "/")).map(Substring.init) {
+            if c.utf8.elementsEqual(".".utf8) { continue }
+            if c.utf8.elementsEqual("..".utf8) { _ = parts.popLast(); continue }
             parts.append(c)
         }
         return "/" + parts.joined(separator: "/")

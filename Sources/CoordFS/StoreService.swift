@@ -1,3 +1,4 @@
+import NameBytes
 import Coordination
 import Dispatch
 import DocumentStore
@@ -180,7 +181,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     func registerIfNew(_ id: Coordination.PresenterID, path: ItemPath) {
         guard !path.isRoot, state.withLock({ !$0.stopped && $0.presenters[id] == nil }) else { return }
         var st = stat()
-        guard lstat(backing + "/" + path.string, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        guard (backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
         let entry = Registered(storeID: storeID(of: id), delivery: nil)
         do {
             let registration = try documentStore.register(entry.storeID, path: path.string)

@@ -1,22 +1,23 @@
+import NameBytes
 import Glibc
 
 /// The few local file system questions the client asks.
 enum LocalFileSystem {
     static func isDirectory(_ path: String) -> Bool {
         var info = stat()
-        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+        return path.withNameCString({ stat($0, &info) }) == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
 
     static func exists(_ path: String) -> Bool {
         var info = stat()
-        return lstat(path, &info) == 0
+        return path.withNameCString({ lstat($0, &info) }) == 0
     }
 }
 
 extension LocalFileSystem {
     /// The whole file, read with this process's permissions.
     static func read(_ path: String) throws(CoordFSClientError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = path.withNameCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { throw .unreadable(path, errno: errno) }
         defer { close(fd) }
         var bytes: [UInt8] = []

@@ -161,12 +161,12 @@ extension DocumentStore {
     /// Writes `contents` as a new file `name (conflict YYYY-MM-DD HHMMSS).ext` beside `absolute`
     /// (" 2", " 3"... appended when taken); never overwrites anything. Returns its absolute path.
     func writeConflictCopy(_ contents: Contents, beside absolute: String, owner: FileOwner? = nil) throws -> String {
-        let slash = absolute.lastIndex(of: "/")!
+        let slash = absolute.utf8.lastIndex(of: UInt8(ascii: "/"))!
         let directory = String(absolute[..<slash])
         // As a file the owner made there itself: its group is the folder's in a set-group-ID folder.
         var owner = owner
         var folder = stat()
-        if owner != nil, lstat(directory, &folder) == 0, folder.st_mode & S_ISGID != 0 { owner?.gid = folder.st_gid }
+        if owner != nil, directory.withNameCString({ lstat($0, &folder) }) == 0, folder.st_mode & S_ISGID != 0 { owner?.gid = folder.st_gid }
         let name = String(absolute[absolute.index(after: slash)...])
         var stem = name
         var ext = ""

@@ -1,3 +1,4 @@
+import NameBytes
 import Foundation
 import GRDB
 import Glibc
@@ -156,28 +157,29 @@ public final class DocumentStore: @unchecked Sendable {
     /// Validates a path relative to the backing root; returns it normalised and absolute.
     func resolve(_ path: String) throws -> (relative: String, absolute: String) {
         if path.isEmpty { throw DocumentStoreError.invalidPath(path, reason: "empty") }
-        if path.hasPrefix("/") { throw DocumentStoreError.invalidPath(path, reason: "must be relative to the backing folder") }
+        if path.utf8.first == UInt8(ascii: "/") { throw DocumentStoreError.invalidPath(path, reason: "must be relative to the backing folder") }
         if path.utf8.contains(0) { throw DocumentStoreError.invalidPath(path, reason: "contains a NUL byte") }
         var components: [Substring] = []
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) where component != "." {
-            if component == ".." { throw DocumentStoreError.invalidPath(path, reason: "contains '..'") }
+        // Names are bytes (`LosslessName`): split at the byte '/', compare bytes.
+        for component in path.utf8.split(separator: UInt8(ascii: "/")).map(Substring.init) where !component.utf8.elementsEqual(".".utf8) {
+            if component.utf8.elementsEqual("..".utf8) { throw DocumentStoreError.invalidPath(path, reason: "contains '..'") }
             components.append(component)
         }
         if components.isEmpty { throw DocumentStoreError.invalidPath(path, reason: "names the backing folder itself") }
         let relative = components.joined(separator: "/")
-        if let state = stateRelativePath, relative == state || relative.hasPrefix(state + "/") {
+        if let state = stateRelativePath, ExactName.same(relative, state) || relative.utf8.starts(with: (state + "/").utf8) {
             throw DocumentStoreError.invalidPath(path, reason: "inside the document store")
         }
         // The parent may reach through symbolic links; it must stay inside the backing folder.
         let parent = components.count > 1 ? backingRoot + "/" + components.dropLast().joined(separator: "/") : backingRoot
         var realParent = parent
-        if let resolved = realpath(parent, nil) {
-            realParent = String(cString: resolved)
+        if let resolved = parent.withNameCString({ realpath($0, nil) }) {
+            realParent = String(nameCString: resolved)
             free(resolved)
-            if realParent != backingRoot && !realParent.hasPrefix(backingRoot + "/") {
+            if !ExactName.same(realParent, backingRoot) && !realParent.utf8.starts(with: (backingRoot + "/").utf8) {
                 throw DocumentStoreError.invalidPath(path, reason: "leads outside the backing folder")
             }
-            if realParent == stateDirectory || realParent.hasPrefix(stateDirectory + "/") {
+            if ExactName.same(realParent, stateDirectory) || realParent.utf8.starts(with: (stateDirectory + "/").utf8) {
                 throw DocumentStoreError.invalidPath(path, reason: "inside the document store")
             }
         }

@@ -1,4 +1,5 @@
 import Glibc
+import NameBytes
 
 /// The few system calls the store makes, each retrying `EINTR` and turning errno into
 /// ``DocumentStoreError/system(operation:path:errno:)``.
@@ -56,7 +57,7 @@ enum FileSystem {
 
     static func lstatIfPresent(_ path: String) throws -> stat? {
         var st = stat()
-        if lstat(path, &st) == 0 { return st }
+        if path.withNameCString({ lstat($0, &st) }) == 0 { return st }
         let code = errno
         if code == ENOENT || code == ENOTDIR { return nil }
         throw error("lstat", path, code)
@@ -69,28 +70,28 @@ enum FileSystem {
     }
 
     static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) throws -> Int32 {
-        try retrying("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+        try retrying("open", path) { path.withNameCString { Glibc.open($0, flags | O_CLOEXEC, mode) } }
     }
 
     static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
     static func link(_ from: String, _ to: String) throws {
-        try retrying("link", from) { Glibc.link(from, to) }
+        try retrying("link", from) { from.withNameCString { a in to.withNameCString { b in Glibc.link(a, b) } } }
     }
 
     static func rename(_ from: String, _ to: String) throws {
-        try retrying("rename", from) { Glibc.rename(from, to) }
+        try retrying("rename", from) { from.withNameCString { a in to.withNameCString { b in Glibc.rename(a, b) } } }
     }
 
     static func unlinkIfPresent(_ path: String) {
-        _ = Glibc.unlink(path)
+        _ = path.withNameCString { Glibc.unlink($0) }
     }
 
     static func mkdirs(_ path: String, mode: mode_t = 0o700) throws {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            prefix += "/" + component
-            if mkdir(prefix, mode) != 0 && errno != EEXIST { throw error("mkdir", prefix) }
+        var prefix = path.utf8.first == UInt8(ascii: "/") ? "" : "."
+        for component in path.utf8.split(separator: UInt8(ascii: "/")) {
+            prefix += "/" + Substring(component)
+            if prefix.withNameCString({ mkdir($0, mode) }) != 0 && errno != EEXIST { throw error("mkdir", prefix) }
         }
     }
 
@@ -182,19 +183,19 @@ enum FileSystem {
 
     /// The canonical absolute path (symbolic links resolved).
     static func realPath(_ path: String) throws -> String {
-        guard let resolved = realpath(path, nil) else { throw error("realpath", path) }
+        guard let resolved = path.withNameCString({ realpath($0, nil) }) else { throw error("realpath", path) }
         defer { free(resolved) }
-        return String(cString: resolved)
+        return String(nameCString: resolved)
     }
 
     /// Lists the names in a directory (no `.` and `..`).
     static func list(_ path: String) throws -> [String] {
-        guard let dir = opendir(path) else { throw error("opendir", path) }
+        guard let dir = path.withNameCString({ opendir($0) }) else { throw error("opendir", path) }
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(nameCString: $0) }
             }
             if name != "." && name != ".." { names.append(name) }
         }

@@ -55,6 +55,13 @@ extension String {
     }
 }
 
+extension String {
+    /// `displayEscaped` line by line, keeping the line breaks: for messages of several lines.
+    public var displayEscapedLines: String {
+        split(separator: "\n", omittingEmptySubsequences: false).map { String($0).displayEscaped }.joined(separator: "\n")
+    }
+}
+
 @inline(__always)
 private func hex2(_ v: UInt32) -> String {
     let digits = Array("0123456789abcdef".utf8)

@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import DocumentStore
 import Foundation
@@ -34,7 +35,7 @@ struct ConflictsCommand: ParsableCommand {
         let store = try location.openStore()
         let root = location.mount.mountpoint ?? location.mount.backing
         let conflicts = try storeCall { try store.conflicts(state: all ? nil : .open) }.filter { c in
-            location.relative.isEmpty || c.path == location.relative || c.path.hasPrefix(location.relative + "/")
+            location.relative.isEmpty || ExactName.same(c.path, location.relative) || c.path.utf8.starts(with: (location.relative + "/").utf8)
         }
         if json {
             for c in conflicts { print(Self.json(c, root: root)) }

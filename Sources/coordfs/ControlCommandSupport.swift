@@ -1,3 +1,4 @@
+import NameBytes
 // What `present`, `coordinate` and `status` share: running async client code from the synchronous
 // root command, finding a mount's control socket, and the process names `status` shows.
 import ControlProtocol
@@ -54,7 +55,7 @@ struct ControlCommandFailure: Error, CustomStringConvertible {
 
     /// Prints `coordfs: message` on stderr and exits with the status.
     func exit() -> Never {
-        Stderr.print("coordfs: \(message)")
+        Stderr.print("coordfs: \(message.displayEscapedLines)")
         Glibc.exit(status)
     }
 }
@@ -62,7 +63,7 @@ struct ControlCommandFailure: Error, CustomStringConvertible {
 /// The mount containing `path`, or a failure naming why not.
 func locateControlSocket(_ path: String) throws(ControlCommandFailure) -> ControlSocketLocator.Location {
     do {
-        return try ControlSocketLocator().locate(path)
+        return try ControlSocketLocator().locate(exactArgument(path))
     } catch {
         throw ControlCommandFailure(message: error.message, status: ControlExit.unavailable)
     }
@@ -102,4 +103,22 @@ enum Stdout {
             return true
         }
     }
+}
+
+/// The command-line argument `parsed` as the user gave it, byte for byte. Swift's
+/// `CommandLine.arguments` (and so ArgumentParser) turn bytes that are not UTF-8 into U+FFFD; a
+/// path given on the command line is taken from the raw `argv` instead and held losslessly
+/// (`LosslessName`). Matches a whole argument or the value of `--option=value`.
+func exactArgument(_ parsed: String) -> String {
+    guard parsed.unicodeScalars.contains("\u{FFFD}") else { return parsed }
+    for i in 1..<Int(CommandLine.argc) {
+        guard let p = CommandLine.unsafeArgv[i] else { continue }
+        let raw = Array(UnsafeBufferPointer(start: p, count: strlen(p))).map { UInt8(bitPattern: $0) }
+        var candidates = [raw[...]]
+        if let eq = raw.firstIndex(of: UInt8(ascii: "=")), raw.first == UInt8(ascii: "-") { candidates.append(raw[(eq + 1)...]) }
+        for bytes in candidates where ExactName.same(String(decoding: bytes, as: UTF8.self), parsed) {
+            return String(nameBytes: bytes)
+        }
+    }
+    return parsed
 }

@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import CoordFS
 import EventLog
@@ -61,7 +62,7 @@ struct EventQueryOptions: ParsableArguments {
     func locate() throws -> LocatedMount {
         let mount: LocatedMount
         do {
-            if let backing { mount = try MountLocator.locate(backing: backing) } else { mount = try MountLocator.locate(mountpoint ?? "") }
+            if let backing { mount = try MountLocator.locate(backing: exactArgument(backing)) } else { mount = try MountLocator.locate(exactArgument(mountpoint ?? "")) }
         } catch {
             throw CLIError(error.description)
         }
@@ -82,7 +83,7 @@ struct EventQueryOptions: ParsableArguments {
     /// path inside the mount given as the mountpoint argument limits the records to that subtree
     /// unless `--path` is given.
     func filter(pathInMount: String, mountpoint: String?) throws -> EventFilter {
-        var patterns = paths.map { p -> String in
+        var patterns = paths.map(exactArgument).map { p -> String in
             if let m = mountpoint, m != "/", p == m { return "/" }
             if let m = mountpoint, m != "/", p.hasPrefix(m + "/") { return String(p.dropFirst(m.count)) }
             return p

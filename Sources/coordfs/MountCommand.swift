@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import CoordFS
 import Glibc
@@ -66,7 +67,9 @@ struct UnmountCommand: ParsableCommand {
 }
 
 /// An error for the user: printed as "coordfs: message", exit status 1.
+/// An error for people: names in it are shown escaped (`displayEscapedLines`), so a hostile name
+/// cannot drive the terminal or forge output.
 struct CLIError: Error, CustomStringConvertible {
     var description: String
-    init(_ d: String) { description = d }
+    init(_ d: String) { description = d.displayEscapedLines }
 }

@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import ControlProtocol
 import CoordFSClient
@@ -99,13 +100,13 @@ struct PresentCommand: ParsableCommand {
         let mount: CoordFSMount
         let relative: MountPath
         do {
-            (mount, relative) = try CoordFSMount.containing(path)
+            (mount, relative) = try CoordFSMount.containing(exactArgument(path))
         } catch {
             ControlCommandFailure(message: error.description, status: ControlExit.unavailable).exit()
         }
         var isDirectory = directory
         var st = stat()
-        if stat(mount.absolutePath(relative), &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { isDirectory = true }
+        if mount.absolutePath(relative).withNameCString({ stat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { isDirectory = true }
         let kind: ItemKind = isDirectory ? .directory : .file
         let wanted = asks.isEmpty ? Set(AskKind.allCases) : Set(asks.compactMap(AskKind.init(rawValue:)))
         let endpoint = ShellPresenter(mount: mount, path: relative, json: json, delay: delay, onSave: onSave, onChange: onChange)
@@ -123,7 +124,7 @@ struct PresentCommand: ParsableCommand {
                 if unsaved { object["unsaved"] = .bool(true) }
                 endpoint.output(object: object)
             } else {
-                endpoint.output(line: "registered \(id) \(kind.rawValue) \(relative)" + (unsaved ? " unsaved" : ""))
+                endpoint.output(line: "registered \(id) \(kind.rawValue) \(relative.description.displayEscaped)" + (unsaved ? " unsaved" : ""))
             }
         } catch {
             let code = (error as? ControlTransportError).flatMap { e -> ErrorCode? in
@@ -163,8 +164,8 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
         if json {
             output(object: ControlMessage.ask(ask).jsonObject)
         } else {
-            var line = "ask \(ask.id) \(ask.kind.rawValue) \(ask.path)"
-            if let subitem = ask.subitem { line += " subitem=\(subitem)" }
+            var line = "ask \(ask.id) \(ask.kind.rawValue) \(ask.path.description.displayEscaped)"
+            if let subitem = ask.subitem { line += " subitem=\(subitem.description.displayEscaped)" }
             output(line: line + " deadline=\(ask.deadlineMs)ms")
         }
         if delay > 0 { try? await Task.sleep(for: .milliseconds(Int64(delay * 1000))) }
@@ -182,7 +183,7 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
             if let failure { object["error"] = .object(JSONObject(["code": .string(failure.code.rawValue), "message": .string(failure.message)])) }
             output(object: object)
         } else {
-            output(line: failure.map { "failed \(ask.id): \($0.message)" } ?? "answered \(ask.id)")
+            output(line: failure.map { "failed \(ask.id): \($0.message.displayEscaped)" } ?? "answered \(ask.id)")
         }
         return failure
     }
@@ -203,9 +204,9 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
         if json {
             output(object: ControlMessage.notification(PresenterNotification(presenter: PresenterID(0), event: event)).jsonObject.removing("presenter"))
         } else {
-            var line = "notification \(event.name) \(path)"
-            if let subitem { line += " subitem=\(subitem)" }
-            if let newPath { line += " newPath=\(newPath)" }
+            var line = "notification \(event.name) \(path.description.displayEscaped)"
+            if let subitem { line += " subitem=\(subitem.description.displayEscaped)" }
+            if let newPath { line += " newPath=\(newPath.description.displayEscaped)" }
             if let document {
                 line += " kind=\(document.kind.rawValue) action=\(document.action.name)"
                 if case .conflict(let id) = document.action { line += " conflict=\(id.rawValue)" }
@@ -261,14 +262,15 @@ enum ShellCommand {
         var env: [String] = []
         var index = 0
         while let entry = environ[index] {
-            let text = String(cString: entry)
+            let text = String(nameCString: entry)
             if extra[String(text.prefix { $0 != "=" })] == nil { env.append(text) }
             index += 1
         }
         for (key, value) in extra { env.append("\(key)=\(value)") }
         let words: [String] = ["/bin/sh", "-c", command]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
+        // Paths in the variables are the names' bytes (`LosslessName`), not their lossless strings.
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { $0.withNameCString { strdup($0) } } + [nil]
         defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

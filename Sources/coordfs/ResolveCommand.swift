@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import DocumentStore
 import CoordFSClient
@@ -82,9 +83,9 @@ struct ResolveCommand: ParsableCommand {
             conflict = first
         }
         var mine: Contents?
-        if let from {
+        if let from = from.map(exactArgument) {
             var st = stat()
-            guard stat(from, &st) == 0 else { throw CLIError("--from \(from): \(String(cString: strerror(errno)))") }
+            guard from.withNameCString({ stat($0, &st) }) == 0 else { throw CLIError("--from \(from): \(String(cString: strerror(errno)))") }
             guard (st.st_mode & S_IFMT) == S_IFREG else { throw CLIError("--from \(from) is not a regular file") }
             mine = .file(absolutePath: absolute(from))
         }
@@ -133,7 +134,7 @@ struct ResolveCommand: ParsableCommand {
         if choice == .merge {
             message += mergeConflicts == 0 ? "; merged cleanly" : "; \(mergeConflicts) conflicting hunk(s) marked"
         }
-        return message
+        return message.displayEscaped
     }
 
     private func absolute(_ path: String) -> String {

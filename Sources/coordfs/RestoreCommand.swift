@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import DocumentStore
 import Foundation
@@ -38,29 +39,29 @@ struct RestoreCommand: ParsableCommand {
         let current = try storeCall { try store.preserveBeforeReplace(location.relative) }
 
         var st = stat()
-        let mode: mode_t = lstat(target, &st) == 0 ? st.st_mode & 0o7777 : 0o644
-        let slash = target.lastIndex(of: "/")!
+        let mode: mode_t = target.withNameCString({ lstat($0, &st) }) == 0 ? st.st_mode & 0o7777 : 0o644
+        let slash = target.utf8.lastIndex(of: UInt8(ascii: "/"))!
         let name = target[target.index(after: slash)...]
         // A temp name (*.tmp) the mount does not report as a new document.
         let temporary = String(target[..<slash]) + "/.\(name).coordfs-restore-\(getpid()).tmp"
         do {
             try copy(source, to: temporary, mode: mode)
-            guard rename(temporary, target) == 0 else { throw CLIError("cannot rename over \(target): \(String(cString: strerror(errno)))") }
+            guard temporary.withNameCString({ a in target.withNameCString { b in rename(a, b) } }) == 0 else { throw CLIError("cannot rename over \(target): \(String(cString: strerror(errno)))") }
         } catch {
-            unlink(temporary)
+            _ = temporary.withNameCString { unlink($0) }
             throw error
         }
         var message = "restored \(target) to version \(kept.id)"
         if let current { message += "; the file it replaced is version \(current.version.id) (coordfs restore \(path) --version \(current.version.id) undoes this)" }
-        print(message)
+        print(message.displayEscaped)
     }
 
     /// Copies `source` to a new file `destination` (through the mount) and syncs it.
     private func copy(_ source: String, to destination: String, mode: mode_t) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
+        let input = source.withNameCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard input >= 0 else { throw CLIError("cannot read version \(version): \(String(cString: strerror(errno)))") }
         defer { close(input) }
-        let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        let output = destination.withNameCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         guard output >= 0 else { throw CLIError("cannot create \(destination): \(String(cString: strerror(errno)))") }
         defer { close(output) }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)

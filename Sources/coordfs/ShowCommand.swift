@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import DocumentStore
 import Glibc
@@ -28,7 +29,7 @@ struct ShowCommand: ParsableCommand {
         let kept = try location.version(version, in: store)
         let file = try storeCall { try store.storedFile(of: kept.id) }
         // Streamed: a version can be large.
-        let fd = open(file, O_RDONLY | O_CLOEXEC)
+        let fd = file.withNameCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { throw CLIError("cannot read version \(version): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)

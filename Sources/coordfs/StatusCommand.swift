@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import ControlProtocol
 import CoordFSClient
@@ -92,8 +93,10 @@ struct StatusCommand: ParsableCommand {
     }
 
     static func text(_ report: StatusReport, mountPoint: String) -> [String] {
-        var lines = ["coordfs mount \(mountPoint)"]
-        func table(_ title: String, _ header: [String], _ rows: [[String]]) {
+        var lines = ["coordfs mount \(mountPoint.displayEscaped)"]
+        func table(_ title: String, _ header: [String], _ cells: [[String]]) {
+            // Every cell escaped: a name cannot break the table, drive the terminal or forge output.
+            let rows = cells.map { $0.map(\.displayEscaped) }
             lines.append("")
             lines.append("\(title) (\(rows.count))")
             guard !rows.isEmpty else { return }

@@ -1,3 +1,4 @@
+import NameBytes
 import ArgumentParser
 import CoordFS
 import DocumentStore
@@ -43,7 +44,7 @@ struct VersionsCommand: ParsableCommand {
             return
         }
         if versions.isEmpty {
-            FileHandle.standardError.write(Data("coordfs: no kept versions of \(location.displayPath)\n".utf8))
+            FileHandle.standardError.write(Data("coordfs: no kept versions of \(location.displayPath.displayEscaped)\n".utf8))
             return
         }
         var rows = [["VERSION", "TIME", "SIZE", "WHY", "HOW", ""]]
@@ -65,7 +66,8 @@ struct StoreLocation {
     /// What the user named, for messages.
     let displayPath: String
 
-    init(_ path: String) throws {
+    init(_ given: String) throws {
+        let path = exactArgument(given)
         do {
             mount = try MountLocator.locate(path)
         } catch {
@@ -144,8 +146,10 @@ enum StoreFormat {
         return "\(n) B"
     }
 
-    /// Left-aligned columns, two spaces apart.
-    static func table(_ rows: [[String]]) -> String {
+    /// Left-aligned columns, two spaces apart; every cell escaped (`displayEscaped`), so a name
+    /// cannot break the table, drive the terminal or forge output.
+    static func table(_ cells: [[String]]) -> String {
+        let rows = cells.map { $0.map(\.displayEscaped) }
         guard let columns = rows.map(\.count).max() else { return "" }
         var widths = [Int](repeating: 0, count: columns)
         for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
@@ -161,9 +165,43 @@ enum StoreFormat {
         return out
     }
 
+    /// One JSON object, keys sorted. Strings as `JSONString` writes them: a name that is not UTF-8
+    /// keeps its bytes as `\udcNN` (PEP 383), where JSONSerialization would write the lossless
+    /// string's private-use scalars.
     static func json(_ object: [String: Any]) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        var out: [UInt8] = []
+        append(object, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func append(_ value: Any, to out: inout [UInt8]) {
+        switch value {
+        case let s as String: JSONString.append(s, to: &out)
+        case let b as Bool: out.append(contentsOf: (b ? "true" : "false").utf8)
+        case let n as Int: out.append(contentsOf: String(n).utf8)
+        case let n as Int64: out.append(contentsOf: String(n).utf8)
+        case let n as Int32: out.append(contentsOf: String(n).utf8)
+        case let n as UInt64: out.append(contentsOf: String(n).utf8)
+        case let n as UInt32: out.append(contentsOf: String(n).utf8)
+        case let d as Double: out.append(contentsOf: (d.isFinite ? d.description : "null").utf8)
+        case let o as [String: Any]:
+            out.append(UInt8(ascii: "{"))
+            for (i, key) in o.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONString.append(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                append(o[key]!, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        case let a as [Any]:
+            out.append(UInt8(ascii: "["))
+            for (i, e) in a.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                append(e, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        default: out.append(contentsOf: "null".utf8)
+        }
     }
 
     static func json(_ v: Version) -> String {

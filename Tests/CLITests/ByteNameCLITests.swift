@@ -47,3 +47,46 @@ final class ByteNameCLITests: CLITestCase {
         XCTAssertFalse(text.stdout.contains("\u{FFFD}"), text.stdout)
     }
 }
+
+extension ByteNameCLITests {
+    func testPresentVersionsAndShowWorkForANameThatIsNotUTF8() throws {
+        let name = Array("doc".utf8) + [0xFF] + Array(".txt".utf8)
+        let backingPath = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
+        let fd = open(backingPath, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        _ = "one\n".withCString { Glibc.write(fd, $0, 4) }
+        close(fd)
+        try mount()
+        let mounted = "\"$(printf '\(mnt!)/doc\\377.txt')\""
+        // The path comes from argv as bytes (Swift's CommandLine.arguments would say doc\u{FFFD}.txt).
+        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present \(mounted)"])
+        let registered = Date().addingTimeInterval(10)
+        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("registered") && $0.hasSuffix(" doc\\xff.txt") }, presenter.stdout + presenter.stderr)
+
+        XCTAssertEqual(sh("printf 'two\\n' > \(mounted)").status, 0)
+        let told = Date().addingTimeInterval(5)
+        while !presenter.lines.contains(where: { $0.hasPrefix("notification didChange") }) && Date() < told { usleep(20_000) }
+        XCTAssertTrue(presenter.lines.contains("ask 1 relinquishToWriter doc\\xff.txt deadline=5000ms")
+                      || presenter.lines.contains { $0.hasPrefix("ask ") && $0.contains(" relinquishToWriter doc\\xff.txt ") }, presenter.stdout)
+        XCTAssertTrue(presenter.lines.contains("notification didChange doc\\xff.txt"), presenter.stdout)
+
+        // The store kept the old contents under the exact name: JSON carries the bytes, text escapes them.
+        var kept = CommandResult(status: 1, stdout: "", stderr: "")
+        let deadline = Date().addingTimeInterval(5)
+        repeat {
+            kept = sh("\"$COORDFS\" versions --json \(mounted) | python3 -c 'import json, os, sys; [print(os.fsencode(json.loads(l)[\"path\"]).hex(), json.loads(l)[\"version\"]) for l in sys.stdin]'")
+            if !kept.lines.isEmpty { break }
+            usleep(50_000)
+        } while Date() < deadline
+        XCTAssertEqual(kept.status, 0, "\(kept)")
+        let hex = ([UInt8(ascii: "/")] + name).map { String(format: "%02x", $0) }.joined()
+        XCTAssertEqual(kept.lines.first?.split(separator: " ").first.map(String.init), hex, "\(kept)")
+        let version = try XCTUnwrap(kept.lines.first?.split(separator: " ").last.map(String.init))
+        XCTAssertEqual(sh("\"$COORDFS\" show \(mounted) --version \(version)").stdout, "one\n")
+        let table = sh("\"$COORDFS\" versions \(mounted)")
+        XCTAssertEqual(table.status, 0, "\(table)")
+        XCTAssertFalse(table.stdout.contains("\u{FFFD}"), table.stdout)
+        presenter.stop()
+    }
+}

@@ -1,3 +1,4 @@
+import NameBytes
 import Glibc
 
 /// Finds a mount's control socket from the mount path alone.
@@ -111,40 +112,41 @@ public struct ControlSocketLocator: Sendable {
             bytes.append(utf8[index])
             index += 1
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return String(nameBytes: bytes)
     }
 
     /// `path` relative to `mountPoint` ("" for the mount point itself), or nil if outside.
     static func relative(_ path: String, to mountPoint: String) -> String? {
         if mountPoint == "/" { return String(path.dropFirst()) }
-        if path == mountPoint { return "" }
-        guard path.hasPrefix(mountPoint), path.dropFirst(mountPoint.count).first == "/" else { return nil }
-        return String(path.dropFirst(mountPoint.count + 1))
+        if ExactName.same(path, mountPoint) { return "" }
+        guard path.utf8.starts(with: (mountPoint + "/").utf8) else { return nil }
+        return String(Substring(path.utf8.dropFirst(mountPoint.utf8.count + 1)))
     }
 
     /// Absolute, with `.`/`..` folded and symbolic links resolved in the longest existing prefix
     /// (the rest may not exist yet).
     static func resolve(_ path: String) -> String {
         var absolute = path
-        if !absolute.hasPrefix("/") {
+        if absolute.utf8.first != UInt8(ascii: "/") {
             var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             if getcwd(&buffer, buffer.count) != nil {
-                absolute = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + path
+                absolute = String(nameBytes: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }) + "/" + path
             }
         }
+        // Names are bytes (`LosslessName`): split at the byte '/', resolve with the name's bytes.
         var components: [Substring] = []
-        for component in absolute.split(separator: "/") {
-            if component == "." { continue }
-            if component == ".." { _ = components.popLast(); continue }
+        for component in absolute.utf8.split(separator: UInt8(ascii: "/")).map(Substring.init) {
+            if component.utf8.elementsEqual(".".utf8) { continue }
+            if component.utf8.elementsEqual("..".utf8) { _ = components.popLast(); continue }
             components.append(component)
         }
         // Resolve the longest existing prefix with realpath; keep the remainder as written.
         var split = components.count
         while split >= 0 {
             let prefix = "/" + components[0..<split].joined(separator: "/")
-            if let real = realpath(prefix, nil) {
+            if let real = prefix.withNameCString({ realpath($0, nil) }) {
                 defer { free(real) }
-                let resolved = String(cString: real)
+                let resolved = String(nameCString: real)
                 let rest = components[split...].joined(separator: "/")
                 if rest.isEmpty { return resolved }
                 return resolved == "/" ? "/" + rest : resolved + "/" + rest
@@ -165,6 +167,6 @@ public struct ControlSocketLocator: Sendable {
             if n <= 0 { break }
             bytes.append(contentsOf: chunk[0..<n])
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return String(nameBytes: bytes)
     }
 }
