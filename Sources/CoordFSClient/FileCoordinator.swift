@@ -1,8 +1,14 @@
 import ControlProtocol
+@_exported import NameBytes
 import Synchronization
 
 /// Coordinated reads and writes of items in coordfs mounts, from any process, with the names
 /// Apple users know (`NSFileCoordinator`), async/await instead of blocks, and absolute paths.
+///
+/// Names are bytes: a path `String` here holds a name that is not UTF-8 losslessly
+/// (`LosslessName`: `String(nameBytes:)` makes one, `.nameBytes` and `withNameCString` give the
+/// bytes back for I/O); paths handed to presenters and accessors are such strings too. The
+/// `...AtPath:` variants take and give the bytes directly.
 ///
 /// Each call asks the mount's daemon for the access (presenters in every process are asked
 /// first), runs the accessor once it is granted, then releases it, telling the daemon what a
@@ -44,6 +50,21 @@ public final class FileCoordinator: Sendable {
     public func coordinate<T>(writingItemAt path: String, options: WritingOptions = [],
                               byAccessor accessor: (String) async throws -> T) async throws -> T {
         try await perform([(path, { .writing($0, options: options) })]) { try await accessor($0[0]) }
+    }
+
+    /// A coordinated read of the item whose path is `path`, given as bytes: a Linux name need not
+    /// be UTF-8. The accessor gets the same bytes, to do its I/O with. (Every `String` path of this
+    /// API may also hold such a name losslessly: `String(nameBytes:)`, `.nameBytes`,
+    /// `withNameCString`, from `NameBytes`, re-exported here.)
+    public func coordinate<T>(readingItemAtPath path: [UInt8], options: ReadingOptions = [],
+                              byAccessor accessor: ([UInt8]) async throws -> T) async throws -> T {
+        try await coordinate(readingItemAt: String(nameBytes: path), options: options) { try await accessor($0.nameBytes) }
+    }
+
+    /// A coordinated write of the item whose path is `path`, given as bytes (see the read).
+    public func coordinate<T>(writingItemAtPath path: [UInt8], options: WritingOptions = [],
+                              byAccessor accessor: ([UInt8]) async throws -> T) async throws -> T {
+        try await coordinate(writingItemAt: String(nameBytes: path), options: options) { try await accessor($0.nameBytes) }
     }
 
     /// A coordinated read of one item and write of another, granted together.

@@ -141,6 +141,6 @@ struct ResolveCommand: ParsableCommand {
         if path.hasPrefix("/") { return path }
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
         guard getcwd(&buffer, buffer.count) != nil else { return path }
-        return String(cString: buffer) + "/" + path
+        return String(nameCString: buffer) + "/" + path
     }
 }

@@ -90,3 +90,29 @@ extension ByteNameCLITests {
         presenter.stop()
     }
 }
+
+extension ByteNameCLITests {
+    func testStatusEscapesHostileNamesInTextAndKeepsTheirBytesInJSON() throws {
+        let name = Array("\u{1B}[31mred\u{202E}".utf8) + [0xFF]
+        let backingPath = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
+        let fd = open(backingPath, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        try mount()
+        let mounted = "\"$(printf '\(mnt!)/\\033[31mred\\342\\200\\256\\377')\""
+        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present \(mounted)"])
+        let registered = Date().addingTimeInterval(10)
+        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertTrue(presenter.lines.contains { $0.hasSuffix(" \\x1b[31mred\\u202e\\xff") }, presenter.stdout + presenter.stderr)
+        XCTAssertFalse(presenter.stdout.contains("\u{1B}"), presenter.stdout)
+
+        let text = coordfs("status", mnt)
+        XCTAssertEqual(text.status, 0, "\(text)")
+        XCTAssertTrue(text.stdout.contains("\\x1b[31mred\\u202e\\xff"), text.stdout)
+        XCTAssertFalse(text.stdout.contains("\u{1B}") || text.stdout.contains("\u{202E}") || text.stdout.contains("\u{FFFD}"), text.stdout)
+        let json = sh("\"$COORDFS\" status '\(mnt!)' --json | python3 -c 'import json, os, sys; print(\" \".join(os.fsencode(p[\"path\"]).hex() for p in json.load(sys.stdin)[\"presenters\"]))'")
+        XCTAssertEqual(json.status, 0, "\(json)")
+        XCTAssertTrue(json.stdout.contains(name.map { String(format: "%02x", $0) }.joined()), "\(json)")
+        presenter.stop()
+    }
+}

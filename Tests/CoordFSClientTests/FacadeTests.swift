@@ -120,3 +120,38 @@ final class FacadeTests: ClientMountTestCase {
         XCTAssertEqual(wait(waiter), 0, waiter.text)
     }
 }
+
+extension FacadeTests {
+    /// Names are bytes: a presenter of a name that is not UTF-8 (given losslessly) is asked and told
+    /// when a FileCoordinator writes it by its bytes; a file whose name differs by one byte is not it.
+    func testANameThatIsNotUTF8IsCoordinatedByItsBytes() async throws {
+        let name: [UInt8] = Array("doc".utf8) + [0xFF]
+        let backingFile = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
+        let fd = open(backingFile, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        let path = Array(mnt.utf8) + [UInt8(ascii: "/")] + name
+        let document = Document(path: String(nameBytes: path), backingFile: backing + "/none")
+        try await FileCoordinator.addFilePresenter(document)
+        let other = Array(mnt.utf8) + [UInt8(ascii: "/")] + Array("doc".utf8) + [0xFE]
+        try await FileCoordinator().coordinate(writingItemAtPath: other) { given in
+            XCTAssertEqual(given, other)
+            // The backing file (this multi-threaded process's own writes through the mount are not the point).
+            let fd = open((Array(backing.utf8) + given.dropFirst(mnt.utf8.count) + [0]).map { CChar(bitPattern: $0) }, O_CREAT | O_WRONLY, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            close(fd)
+        }
+        XCTAssertEqual(document.log, [], "the presenter of doc\\xff was asked about doc\\xfe")
+        try await FileCoordinator().coordinate(writingItemAtPath: path, options: .forMerging) { given in
+            XCTAssertEqual(given, path)
+            let fd = open((Array(backing.utf8) + given.dropFirst(mnt.utf8.count) + [0]).map { CChar(bitPattern: $0) }, O_WRONLY | O_TRUNC)
+            XCTAssertGreaterThanOrEqual(fd, 0, "the accessor's bytes name the file")
+            _ = "new".withCString { Glibc.write(fd, $0, 3) }
+            close(fd)
+        }
+        XCTAssertTrue(eventually { document.log.contains("reacquire") }, "\(document.log)")
+        XCTAssertEqual(document.log.first, "relinquishToWriter content=<missing>")
+        XCTAssertTrue(document.log.contains { $0.hasPrefix("didChange") }, "\(document.log)")
+        await FileCoordinator.removeFilePresenter(document)
+    }
+}
