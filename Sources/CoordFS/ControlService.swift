@@ -76,6 +76,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     let onAskTimeout: AskTimeoutPolicy
     /// The mount's document store (nil with `store=off`).
     let store: StoreService?
+    /// The event log's folder (nil with `log=off`), for `readLog`.
+    let logDirectory: String?
     let clients = Mutex<[UInt64: ControlClientState]>([:])
     private let stopping = Atomic<Bool>(false)
     /// The store observer forwarding `documentChanged` to remote presenters.
@@ -89,6 +91,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         askDeadline = .nanoseconds(Int64(max(0.001, options.askTimeout) * 1e9))
         onAskTimeout = options.strict ? .strict : .proceed
         store = daemon.store
+        logDirectory = daemon.eventLog == nil ? nil : plan.state.eventLog
         // Remote presenters hear of and are asked about only what their users may see and make.
         coordinator.presenterPermissions = BackingPermissions(resolver: resolver)
         if let store {
@@ -148,6 +151,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         case .resolve(let request): resolve(request, client)
         case .versions(let request): versions(request, client)
         case .readVersion(let request): readVersion(request, client)
+        case .readLog(let request): readLog(request, client)
         case .answer, .error:
             break  // a late answer (after its deadline) or a client's error report: nothing to do
         default:
@@ -423,6 +427,8 @@ final class ControlClientState: Sendable {
         var closed = false
     }
     private let state = Mutex(State())
+    /// The reader of the last `readLog` (ControlService+Log.swift).
+    let logReaderBox = Mutex<ConnectionLogReader?>(nil)
 
     init(connection: ControlConnection, origin: AccessOrigin, peer: ControlPathResolver.Peer, coordinator: Coordinator) {
         self.connection = connection

@@ -79,6 +79,13 @@ public final class EventLogReader {
         public var nextSeq: UInt64
         public var segments: Int
         public var bytes: UInt64
+
+        public init(oldestSeq: UInt64?, nextSeq: UInt64, segments: Int, bytes: UInt64) {
+            self.oldestSeq = oldestSeq
+            self.nextSeq = nextSeq
+            self.segments = segments
+            self.bytes = bytes
+        }
     }
 
     /// Scans the segment list and the tail of the newest segment.

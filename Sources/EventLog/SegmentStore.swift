@@ -48,12 +48,15 @@ final class SegmentStore {
         guard !directory.isEmpty else { throw EventLogError.invalidArgument("event log directory path is empty") }
         self.directory = directory
         self.options = options
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+        // The log names items of every user: only the writer's user may read it (others read what
+        // they may see through the daemon). A log made by an older version is closed up too.
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw EventLogError.system(operation: "mkdir", path: directory, errno: errno)
         }
         dirFD = try Sys.open(directory, O_RDONLY | O_DIRECTORY)
+        _ = fchmod(dirFD, 0o700)
         do {
-            lockFD = try Sys.openat(dirFD, SegmentStore.lockFileName, O_RDWR | O_CREAT, 0o644,
+            lockFD = try Sys.openat(dirFD, SegmentStore.lockFileName, O_RDWR | O_CREAT, 0o600,
                                     path: directory + "/" + SegmentStore.lockFileName)
         } catch {
             Sys.close(dirFD)
@@ -173,7 +176,7 @@ final class SegmentStore {
     private func startSegment(firstSeq: UInt64) throws {
         let name = SegmentName(firstSeq: firstSeq)
         let temp = SegmentStore.tempPrefix + String(firstSeq) + SegmentStore.tempSuffix
-        let fd = try Sys.openat(dirFD, temp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644, path: path(temp))
+        let fd = try Sys.openat(dirFD, temp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o600, path: path(temp))
         do {
             let header = SegmentName.header(firstSeq: firstSeq)
             try header.withUnsafeBytes { (p) in try Sys.writeAll(fd, p, path: path(temp)) }

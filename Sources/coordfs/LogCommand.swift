@@ -12,7 +12,9 @@ struct LogCommand: ParsableCommand {
         Prints the records stored in the mount's event log (BACKING/.coordfs/log), oldest first, up to \
         the last record written when the command started. Takes the same filters and formats as `coordfs \
         watch`. The log is read without the daemon, so the history of a crashed mount is readable from \
-        its mountpoint, and that of an unmounted folder with --backing. Sequence numbers are continuous: \
+        its mountpoint, and that of an unmounted folder with --backing. The log's files belong to the user \
+        who mounted; any other user reads through the daemon, only the records naming items it could \
+        find in the folder itself (and without --info). Sequence numbers are continuous: \
         where retention deleted old records, a `gap` record stands in for them (and stderr says so when \
         --since asked for them).
 
@@ -52,8 +54,14 @@ struct LogCommand: ParsableCommand {
         let mount = try query.locate()
         let filter = try query.filter(pathInMount: mount.pathInMount, mountpoint: mount.mountpoint)
         do {
-            let bounds = try EventLogReader.bounds(directory: mount.eventLog)
-            if info { return try printInfo(mount, bounds) }
+            let recordBounds = try mount.recordBounds()
+            let bounds = recordBounds.readerBounds
+            if info {
+                guard recordBounds.storage != nil else {
+                    throw CLIError("--info reads the log's files, which belong to the user who mounted \(mount.mountpoint ?? mount.backing); run as that user")
+                }
+                return try printInfo(mount, bounds)
+            }
             query.warnIfCursorBeyondEnd(bounds)
             // The end is fixed now, so a busy mount cannot keep this command reading forever.
             let end = min(until ?? UInt64.max, bounds.nextSeq &- 1)
@@ -62,7 +70,7 @@ struct LogCommand: ParsableCommand {
                 // Without a filter the last N records are the last N seqs: skip the rest unread.
                 start = max(start, bounds.nextSeq - UInt64(last))
             }
-            let reader = try EventLogReader(directory: mount.eventLog, position: start <= 1 ? .start : .from(start), filter: filter)
+            let reader = try mount.recordSource(position: start <= 1 ? .start : .from(start), filter: filter)
             let formatter = query.formatter()
             let out = RecordOutput(formatter: formatter)
             if let h = query.header(formatter) { out.add(line: h) }
@@ -80,7 +88,7 @@ struct LogCommand: ParsableCommand {
         }
     }
 
-    private func printAll(_ reader: EventLogReader, _ end: UInt64, _ out: RecordOutput) throws {
+    private func printAll(_ reader: any RecordSource, _ end: UInt64, _ out: RecordOutput) throws {
         while let r = try reader.next(), Self.starts(r, atOrBefore: end) {
             report(r)
             out.add(r)
@@ -91,7 +99,7 @@ struct LogCommand: ParsableCommand {
     }
 
     /// Keeps the last `n` matching records in a ring, then prints them.
-    private func printLast(_ n: Int, _ reader: EventLogReader, _ end: UInt64, _ out: RecordOutput) throws {
+    private func printLast(_ n: Int, _ reader: any RecordSource, _ end: UInt64, _ out: RecordOutput) throws {
         var ring: [EventRecord] = []
         ring.reserveCapacity(min(n, 1 << 16))
         var head = 0

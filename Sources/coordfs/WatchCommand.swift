@@ -16,7 +16,9 @@ struct WatchCommand: ParsableCommand {
         log on disk, never from a queue that could overflow.
 
         The log lives on the backing side (BACKING/.coordfs/log), so watching needs no daemon: a watcher \
-        keeps following across an unmount and the next mount of the same folder. On a terminal the \
+        keeps following across an unmount and the next mount of the same folder. The log's files belong \
+        to the user who mounted; any other user watches through the daemon and sees only the records \
+        naming items it could find in the folder itself. On a terminal the \
         output is aligned, coloured text with a header; in a pipe it is plain text, or JSON lines with \
         --json. When the records a cursor asks for were deleted by retention, a `gap` record says so and \
         stderr names the range; it then continues from the oldest kept record. Ends on Ctrl-C (status \
@@ -45,12 +47,12 @@ struct WatchCommand: ParsableCommand {
     func run() throws {
         let mount = try query.locate()
         let filter = try query.filter(pathInMount: mount.pathInMount, mountpoint: mount.mountpoint)
-        let reader: EventLogReader
+        let reader: any RecordSource
         let bounds: EventLogReader.Bounds
         do {
             // Bounds first: `.end` then cannot start before the last record named here.
-            bounds = try EventLogReader.bounds(directory: mount.eventLog)
-            reader = try EventLogReader(directory: mount.eventLog, position: query.since.map { .from($0) } ?? .end, filter: filter)
+            bounds = try mount.recordBounds().readerBounds
+            reader = try mount.recordSource(position: query.since.map { .from($0) } ?? .end, filter: filter)
         } catch let e as EventLogError {
             throw CLIError("cannot read the event log \(mount.eventLog): \(e.description)")
         }
@@ -74,7 +76,7 @@ struct WatchCommand: ParsableCommand {
         }
     }
 
-    private func follow(_ reader: EventLogReader, _ out: RecordOutput) throws {
+    private func follow(_ reader: any RecordSource, _ out: RecordOutput) throws {
         while StopSignals.received == 0 {
             while let r = try reader.next() {
                 if r.kind == .gap { EventQueryOptions.reportGap(r) }

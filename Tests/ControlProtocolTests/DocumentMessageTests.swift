@@ -35,6 +35,9 @@ final class DocumentMessageTests: XCTestCase {
                        #"{"type":"resolve","id":4,"conflict":5,"resolution":"merge","minePath":"docs/a.txt"}"#)
         XCTAssertEqual(text(.readVersion(ReadVersion(id: RequestID(6), version: VersionID(9), offset: 0, length: 10))),
                        #"{"type":"readVersion","id":6,"version":9,"offset":0,"length":10}"#)
+        XCTAssertEqual(text(.readLog(ReadLog(id: RequestID(7), from: 1200, limit: 10))), #"{"type":"readLog","id":7,"from":1200,"limit":10}"#)
+        XCTAssertEqual(text(.logRecords(LogRecords(id: RequestID(7), records: Array("mine\n".utf8), next: 1210, end: 2000, oldest: 900))),
+                       #"{"type":"logRecords","id":7,"records":"bWluZQo=","next":1210,"end":2000,"oldest":900}"#)
         // Without `unsaved`, `register` is what it always was.
         XCTAssertEqual(try ControlMessage.decode(payload: Array(#"{"type":"register","id":2,"path":"a","kind":"file","asks":[]}"#.utf8)),
                        .register(Register(id: RequestID(2), path: Samples.path("a"), kind: .file, asks: [])))
@@ -61,6 +64,9 @@ final class DocumentMessageTests: XCTestCase {
             (#"{"type":"readVersion","id":1,"version":2,"length":524289}"#, .invalidValue, "\"length\""),
             (#"{"type":"readVersion","id":1,"version":"2"}"#, .wrongFieldType, "\"version\""),
             (#"{"type":"versionData","id":1,"version":2,"offset":0,"size":1,"eof":true}"#, .missingField, "\"data\""),
+            (#"{"type":"readLog","id":1,"limit":0}"#, .invalidValue, "\"limit\""),
+            (#"{"type":"readLog","id":1,"limit":4097}"#, .invalidValue, "\"limit\""),
+            (#"{"type":"logRecords","id":1,"next":1,"end":1}"#, .missingField, "\"records\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"edit","action":"reload"}"#, .invalidValue, "\"kind\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"explode"}"#, .invalidValue, "\"action\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"conflict"}"#, .missingField, "\"conflict\""),

@@ -110,7 +110,7 @@ final class FuzzTests: XCTestCase {
                              modificationTimeNanoseconds: Int64(bitPattern: rng.next()))
         }
         func bytes() -> [UInt8] { (0..<Int(rng.next() % 8)).map { _ in UInt8(truncatingIfNeeded: rng.next()) } }
-        switch rng.next() % 19 {
+        switch rng.next() % 20 {
         case 0: return .hello(Hello(id: RequestID(id()), versions: [Int(rng.next() % 4)], client: rng.next() % 2 == 0 ? text() : nil))
         case 1: return .register(Register(id: RequestID(id()), path: path(), kind: rng.next() % 2 == 0 ? .file : .directory,
                                           asks: Set(AskKind.allCases.filter { _ in rng.next() % 2 == 0 })))
@@ -162,6 +162,12 @@ final class FuzzTests: XCTestCase {
                                                 length: rng.next() % 2 == 0 ? UInt32(1 + rng.next() % UInt64(ReadVersion.maxLength)) : nil))
             }
             return .versionData(VersionData(id: RequestID(id()), version: VersionID(id()), offset: id(), size: id(), data: bytes(), eof: rng.next() % 2 == 0))
+        case 18:
+            if rng.next() % 2 == 0 {
+                return .readLog(ReadLog(id: RequestID(id()), from: rng.next() % 2 == 0 ? id() : nil,
+                                        limit: rng.next() % 2 == 0 ? UInt32(1 + rng.next() % UInt64(ReadLog.maxLimit)) : nil))
+            }
+            return .logRecords(LogRecords(id: RequestID(id()), records: bytes(), next: id(), end: id(), oldest: rng.next() % 2 == 0 ? id() : nil))
         default: return .welcome(Welcome(id: RequestID(id()), version: 1, server: text(), maxFrameSize: Int(rng.next() % 100000), mountPoint: rng.next() % 2 == 0 ? text() : nil))
         }
     }

@@ -108,4 +108,41 @@ final class ThreatModelTests: ClientMountTestCase {
         let asRoot = try run([bin, "status", "--json", mnt])
         XCTAssertTrue(asRoot.output.contains("hidden-name"), asRoot.output)
     }
+
+    /// Issue 17 case 2: the log's files are the daemon's user's alone; nobody reads, and follows,
+    /// only the records naming items it may see, through the daemon.
+    func testTheLogIsTheOwnersAndNobodyReadsAndFollowsOnlyWhatItMaySee() throws {
+        let bin = try Self.coordfsBinary()
+        mkdir(backing + "/private", 0o700)
+        XCTAssertEqual(try sh("echo s > '\(mnt!)/private/secret-name.txt' && echo p > '\(mnt!)/public.txt'").status, 0)
+        XCTAssertTrue(eventually {
+            let all = (try? self.run([bin, "log", "--json", self.mnt]))?.output ?? ""
+            return all.contains("secret-name.txt") && all.contains("public.txt")
+        }, "root reads every record")
+
+        var st = stat()
+        let log = backing + "/.coordfs/log"
+        XCTAssertEqual(stat(log, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o700, "the log folder is the owner's")
+        let files = try FileManager.default.contentsOfDirectory(atPath: log)
+        XCTAssertFalse(files.isEmpty)
+        for file in files {
+            XCTAssertEqual(stat(log + "/" + file, &st), 0)
+            XCTAssertEqual(st.st_mode & 0o077, 0, "\(file) is not readable by others")
+        }
+
+        let history = try run([bin, "log", "--json", mnt], user: nobody)
+        XCTAssertEqual(history.status, 0, history.output)
+        XCTAssertTrue(history.output.contains("public.txt"), history.output)
+        XCTAssertFalse(history.output.contains("secret-name") || history.output.contains("/private/"), history.output)
+
+        // Following live: nobody's watcher shows the next public record, never the private ones.
+        let watcher = try start([bin, "watch", "--json", mnt], user: nobody)
+        usleep(300_000)
+        XCTAssertEqual(try sh("echo x > '\(mnt!)/private/other-secret.txt' && echo y > '\(mnt!)/public-2.txt'").status, 0)
+        XCTAssertTrue(eventually { watcher.text.contains("public-2.txt") }, watcher.text)
+        XCTAssertFalse(watcher.text.contains("other-secret") || watcher.text.contains("/private/"), watcher.text)
+        kill(watcher.pid, SIGINT)
+        XCTAssertEqual(wait(watcher), 0, watcher.text)
+    }
 }

@@ -22,6 +22,19 @@ final class RecordFormatTests: XCTestCase {
         }
     }
 
+    /// `RecordFrames` (records passed on over the control socket): every kind round-trips, and a
+    /// cut or altered frame is refused, never misread.
+    func testEveryKindRoundTripsThroughRecordFrames() throws {
+        let records = sampleRecords()
+        let frames = RecordFrames.encode(records)
+        XCTAssertEqual(try RecordFrames.decode(frames), records)
+        XCTAssertEqual(try RecordFrames.decode([]), [])
+        XCTAssertThrowsError(try RecordFrames.decode(Array(frames.dropLast())))
+        var altered = frames
+        altered[altered.count - 1] ^= 0x01
+        XCTAssertThrowsError(try RecordFrames.decode(altered))
+    }
+
     func testMinimalRecordOmitsAbsentFieldsAndKeepsKeyOrder() {
         let r = EventRecord(seq: 5, time: EventTime(millisecondsSinceEpoch: 0), kind: .granted, path: "/a")
         XCTAssertEqual(EventFormatter(style: .json).format(r),

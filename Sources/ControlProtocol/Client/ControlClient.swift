@@ -231,6 +231,13 @@ public final class ControlClient: @unchecked Sendable {
         }
     }
 
+    /// Event-log records from `from` (nil: from the end) that this peer may see.
+    public func readLog(from: UInt64?, limit: UInt32? = nil) async throws(ControlTransportError) -> LogRecords {
+        let reply = try await request { .readLog(ReadLog(id: $0, from: from, limit: limit)) }
+        guard case .logRecords(let records) = reply else { throw .unexpectedReply(reply.typeName) }
+        return records
+    }
+
     /// Answers an ask: done (`error == nil`) or failed.
     public func answer(_ ask: AskID, error: ErrorBody? = nil) {
         send(.answer(Answer(id: ask, error: error)))

@@ -234,6 +234,19 @@ extension ControlMessage {
             return .versionData(VersionData(
                 id: id, version: VersionID(try fields.uint("version")), offset: try fields.uint("offset"),
                 size: try fields.uint("size"), data: data, eof: try fields.bool("eof")))
+        case "readLog":
+            let id = try fields.requestID()
+            var limit: UInt32?
+            if let value = try fields.optionalUInt("limit", max: UInt64(ReadLog.maxLimit)) {
+                if value == 0 { throw fields.fail(.invalidValue, "field \"limit\" must be between 1 and \(ReadLog.maxLimit)") }
+                limit = UInt32(value)
+            }
+            return .readLog(ReadLog(id: id, from: try fields.optionalUInt("from"), limit: limit))
+        case "logRecords":
+            let id = try fields.requestID()
+            guard let records = try fields.optionalBase64("records") else { throw fields.fail(.missingField, "missing field \"records\"") }
+            return .logRecords(LogRecords(id: id, records: records, next: try fields.uint("next"), end: try fields.uint("end"),
+                                          oldest: try fields.optionalUInt("oldest")))
         case "error":
             let id = try fields.optionalUInt("id").map(RequestID.init(rawValue:))
             fields.requestIDValue = id?.rawValue
@@ -244,7 +257,7 @@ extension ControlMessage {
             return .close(Close(reason: try fields.optionalString("reason", maxBytes: 4096)))
         default:
             let known = ["hello", "register", "unregister", "coordinate", "release", "status", "answer", "setUnsavedChanges",
-                         "conflicts", "resolve", "versions", "readVersion", "close", "error"]
+                         "conflicts", "resolve", "versions", "readVersion", "readLog", "close", "error"]
             throw ProtocolError(.unknownType, "unknown message type \(MountPath.quoted(type)); a client may send: \(known.joined(separator: ", "))",
                                 requestID: Fields.optionalID(object))
         }
@@ -424,6 +437,16 @@ extension ControlMessage {
             o["size"] = .int(Int64(m.size))
             o["data"] = .string(Base64.encode(m.data))
             o["eof"] = .bool(m.eof)
+        case .readLog(let m):
+            id(m.id.rawValue)
+            if let from = m.from { o["from"] = .int(Int64(from)) }
+            if let limit = m.limit { o["limit"] = .int(Int64(limit)) }
+        case .logRecords(let m):
+            id(m.id.rawValue)
+            o["records"] = .string(Base64.encode(m.records))
+            o["next"] = .int(Int64(m.next))
+            o["end"] = .int(Int64(m.end))
+            if let oldest = m.oldest { o["oldest"] = .int(Int64(oldest)) }
         case .error(let m):
             if let requestID = m.id { id(requestID.rawValue) }
             o["code"] = .string(m.code.rawValue)

@@ -22,6 +22,7 @@ public enum ControlMessage: Sendable, Equatable {
     case resolve(Resolve)
     case versions(VersionsQuery)
     case readVersion(ReadVersion)
+    case readLog(ReadLog)
     // Daemon to client.
     case welcome(Welcome)
     case registered(Registered)
@@ -34,6 +35,7 @@ public enum ControlMessage: Sendable, Equatable {
     case resolved(Resolved)
     case versionList(VersionList)
     case versionData(VersionData)
+    case logRecords(LogRecords)
     // Either way.
     case error(ErrorMessage)
     case close(Close)
@@ -67,6 +69,8 @@ public enum ControlMessage: Sendable, Equatable {
         case .resolved: return "resolved"
         case .versionList: return "versionList"
         case .versionData: return "versionData"
+        case .readLog: return "readLog"
+        case .logRecords: return "logRecords"
         case .error: return "error"
         case .close: return "close"
         }
@@ -75,10 +79,10 @@ public enum ControlMessage: Sendable, Equatable {
     public var direction: Direction {
         switch self {
         case .hello, .register, .unregister, .coordinate, .release, .status, .answer,
-             .setUnsavedChanges, .conflicts, .resolve, .versions, .readVersion:
+             .setUnsavedChanges, .conflicts, .resolve, .versions, .readVersion, .readLog:
             return .toDaemon
         case .welcome, .registered, .granted, .ok, .statusReport, .ask, .notification,
-             .conflictList, .resolved, .versionList, .versionData:
+             .conflictList, .resolved, .versionList, .versionData, .logRecords:
             return .toClient
         case .error, .close: return .either
         }
@@ -107,6 +111,8 @@ public enum ControlMessage: Sendable, Equatable {
         case .resolved(let m): return m.id
         case .versionList(let m): return m.id
         case .versionData(let m): return m.id
+        case .readLog(let m): return m.id
+        case .logRecords(let m): return m.id
         case .error(let m): return m.id
         case .answer, .ask, .notification, .close: return nil
         }

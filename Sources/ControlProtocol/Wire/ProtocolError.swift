@@ -79,6 +79,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let binaryContents: ErrorCode = "binaryContents"
     /// No kept version with this id.
     public static let unknownVersion: ErrorCode = "unknownVersion"
+    /// The mount keeps no event log (`log=off`), or it cannot be read.
+    public static let logUnavailable: ErrorCode = "logUnavailable"
 }
 
 /// A protocol violation or a refused request: a code and a sentence a human can act on.

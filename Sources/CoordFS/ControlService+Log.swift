@@ -1,0 +1,93 @@
+import ControlProtocol
+import EventLog
+import Synchronization
+
+// `readLog` (docs/protocol.md, "The event log"): the log's files are the daemon's user's alone;
+// anyone else reads through the daemon, which passes on only the records naming items the peer
+// may see (Visibility.swift).
+
+/// A connection's reader of the log, kept between `readLog` requests so that a follower going on
+/// from where it stopped costs no new scan. Only touched from the connection's serial queue.
+final class ConnectionLogReader: @unchecked Sendable {
+    let reader: EventLogReader
+    init(_ reader: EventLogReader) { self.reader = reader }
+}
+
+extension ControlRequestHandler {
+    /// How much one reply may carry: its base64 must fit in a frame.
+    static let logReplyBytes = 512 * 1024
+    /// Records examined per request at most, shown or not (bounds the work of one request).
+    static let logScanLimit = 50_000
+
+    func readLog(_ request: ReadLog, _ client: ControlClientState) {
+        let connection = client.connection
+        guard let directory = logDirectory else {
+            connection.reply(to: request.id, error: ProtocolError(.logUnavailable, "this mount keeps no event log (log=off)"))
+            return
+        }
+        do {
+            let bounds = try EventLogReader.bounds(directory: directory)
+            let reader = try client.logReader(directory: directory, from: request.from)
+            let limit = Int(request.limit ?? ReadLog.maxLimit)
+            var shown = 0
+            var examined = 0
+            var frames: [UInt8] = []
+            var visible = VisibilityMemo(resolver: resolver, peer: client.peer)
+            while shown < limit, examined < Self.logScanLimit, frames.count < Self.logReplyBytes, let record = try reader.reader.next() {
+                examined += 1
+                guard visible.maySee(record) else { continue }
+                RecordFrames.append(record, to: &frames)
+                shown += 1
+            }
+            connection.send(.logRecords(LogRecords(
+                id: request.id, records: frames, next: reader.reader.cursor &+ 1, end: bounds.nextSeq, oldest: bounds.oldestSeq)))
+        } catch {
+            connection.reply(to: request.id, error: ProtocolError(.logUnavailable, "cannot read the event log: \(error)"))
+        }
+    }
+}
+
+extension ControlClientState {
+    /// The connection's log reader, positioned so that its next record is `from` (nil: the end).
+    func logReader(directory: String, from: UInt64?) throws -> ConnectionLogReader {
+        if let from, let kept = logReaderBox.withLock({ $0 }), kept.reader.cursor &+ 1 == from {
+            return kept
+        }
+        let position: EventLogPosition = from.map { $0 <= 1 ? .start : .from($0) } ?? .end
+        let made = ConnectionLogReader(try EventLogReader(directory: directory, position: position))
+        logReaderBox.withLock { $0 = made }
+        return made
+    }
+}
+
+/// The visibility rule for log records, remembered per folder within one request (what a peer may
+/// see depends only on the folders above an item).
+struct VisibilityMemo {
+    let resolver: ControlPathResolver
+    let peer: ControlPathResolver.Peer
+    private var folders: [Substring: Bool] = [:]
+
+    init(resolver: ControlPathResolver, peer: ControlPathResolver.Peer) {
+        self.resolver = resolver
+        self.peer = peer
+    }
+
+    /// Whether the peer may see every item `record` names (records naming only the root, such as
+    /// gaps and recoveries, are for everyone).
+    mutating func maySee(_ record: EventRecord) -> Bool {
+        if peer.credentials.uid == 0 { return true }
+        return maySee(record.path) && (record.oldPath.map { maySee($0) } ?? true)
+    }
+
+    /// `path` as the log writes it: `/` then the components.
+    mutating func maySee(_ path: String) -> Bool {
+        let relative = path.drop { $0 == "/" }
+        if relative.isEmpty { return true }
+        let folder = relative.lastIndex(of: "/").map { relative[..<$0] } ?? ""
+        if let known = folders[folder] { return known }
+        guard let mountPath = try? MountPath(validating: String(relative)) else { return false }
+        let answer = resolver.maySee(mountPath, for: peer)
+        folders[folder] = answer
+        return answer
+    }
+}
