@@ -196,6 +196,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             if (f.modified || handle.truncated || handle.touched) && !handle.quiet && !Self.isRemoved(f.fd) {
                 documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
                 handle.grant.announce(.changed(handle.path))
+                saves.saved(handle.path, by: handle.pid)
             }
             handle.grant.release()
         }
@@ -302,6 +303,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
+        // Attributes set by path by a process right after it saved the file (its mode, times or
+        // owner, after the new contents were closed): part of that save, which was told.
+        if !changing.contains(.size), saves.isAftermath(p, by: names.process(of: request.context.pid)) {
+            return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
+        }
         let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
         withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context, p), write: true) { [self] req, grant in
             let hooks = documents(p)
@@ -477,6 +483,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                     }
                     hooks?.didChange(dst, by: who)
                     (held ?? grant).announce(.changed(dst))
+                    saves.saved(dst, by: who.pid)
                 }
                 grant.release()
                 held?.release()

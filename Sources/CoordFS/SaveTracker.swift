@@ -1,5 +1,6 @@
 import Coordination
 import Dispatch
+import Glibc
 import Synchronization
 
 /// Recognises the saves that take a document away for a moment: an editor renames it to a backup name
@@ -25,6 +26,9 @@ final class SaveTracker: Sendable {
     }
 
     private let pending = Mutex<(byPath: [ItemPath: Pending], generation: UInt64)>(([:], 0))
+    /// Saves just finished: the saving process, and until when (monotonic nanoseconds) the
+    /// attributes it sets by path belong to that save.
+    private let finished = Mutex<[ItemPath: (pid: pid_t, until: UInt64)]>([:])
     private let window: Double
     private let coordinator: Coordinator
     private let queue = DispatchQueue(label: "coordfs.saves")
@@ -84,6 +88,27 @@ final class SaveTracker: Sendable {
                 deletion.didDelete(path)
                 deletion.release()
             }
+        }
+    }
+
+    /// `pid` finished saving `path` (its new contents are told): for `window` seconds, attributes
+    /// it sets by path (a mode, times, an owner: copies with metadata, installs, archive extractors)
+    /// are the rest of that save, not another change.
+    func saved(_ path: ItemPath, by pid: pid_t) {
+        guard window > 0 else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        finished.withLock { table in
+            if table.count >= 64 { table = table.filter { $0.value.until > now } }
+            table[path] = (pid, now + UInt64(window * 1e9))
+        }
+    }
+
+    /// True when attributes `pid` sets on `path` now belong to a save it just finished.
+    func isAftermath(_ path: ItemPath, by pid: pid_t) -> Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return finished.withLock { table in
+            guard let entry = table[path], entry.pid == pid else { return false }
+            return entry.until > now
         }
     }
 

@@ -43,6 +43,28 @@ final class SaveRecognitionTests: InProcessMountTestCase {
                        ["subitemDidAppear notes/doc.txt.orig", "subitemDidChange notes/doc.txt"], "\(log)")
     }
 
+    /// Unlink, create anew, close, then the mode set by path: the mode is part of the save.
+    func testInstallSetsTheModeByPathAfterItsSave() throws {
+        try write("doc.txt", "alpha\n")
+        try "installed\n".write(toFile: root + "/new.txt", atomically: false, encoding: .utf8)
+        let p = try present("doc.txt")
+        try sh("install -m 600 ../new.txt doc.txt")
+        try assertOneSave(p, expect: "installed\n")
+        var st = stat()
+        XCTAssertEqual(stat(backing + "/doc.txt", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+    }
+
+    /// An archive extractor overwriting a document: unlink, create, write, then times, owner and
+    /// mode: one save.
+    func testArchiveExtractionOverADocument() throws {
+        try write("doc.txt", "alpha\n")
+        try sh("mkdir -p ../src && printf 'archived\\n' > ../src/doc.txt && tar -cf ../a.tar -C ../src doc.txt")
+        let p = try present("doc.txt")
+        try sh("tar -xf ../a.tar")
+        try assertOneSave(p, expect: "archived\n")
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")

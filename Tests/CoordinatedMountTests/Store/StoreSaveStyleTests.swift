@@ -48,6 +48,14 @@ final class StoreSaveStyleTests: StoreMountTestCase {
         XCTAssertFalse(p.log.contains { $0.hasPrefix("didMove") }, "\(p.log)")
     }
 
+    func testInstall() throws {
+        try write("doc.txt", "alpha\n")
+        try "installed\n".write(toFile: root + "/new.txt", atomically: false, encoding: .utf8)
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("install -m 600 ../new.txt doc.txt")
+        try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "installed\n")
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")
