@@ -26,6 +26,7 @@ extension ControlRequestHandler {
         case .reload: action = .reload
         case .close: action = .close
         case .conflict(let id): action = .conflict(ControlProtocol.ConflictID(UInt64(id.rawValue)))
+        case .failed(let message): action = .failed(message: message)
         }
         let change = DocumentChange(
             document: ControlProtocol.DocumentID(UInt64(event.document.rawValue)), path: path,

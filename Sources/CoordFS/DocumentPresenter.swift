@@ -10,6 +10,10 @@ public enum DocumentAction: Sendable, Hashable {
     /// Unsaved changes (or a default action configured to ask): resolve this conflict with
     /// `StoreService.resolve(_:with:mine:)` (close, save, reload, keep both, merge).
     case conflict(ConflictID)
+    /// The store could not record the change (a full disk, an I/O error; the message says which):
+    /// no reload or conflict was decided, and the version the presenter loaded may not be kept.
+    /// The file changed underneath; look at it yourself. Recorded as `storeFailed` in the log.
+    case failed(String)
 }
 
 /// The one "underlying file changed" event a presenter gets for one external change or deletion of
@@ -39,6 +43,7 @@ public struct DocumentChangeEvent: Sendable, Hashable, CustomStringConvertible {
         case .reload: what = "reload"
         case .close: what = "close"
         case .conflict(let id): what = "\(id)"
+        case .failed(let message): what = "failed: \(message)"
         }
         return "\(kind.rawValue) \(path) (\(document)) -> \(what)"
     }

@@ -46,6 +46,15 @@ struct StoreEventRecorder: Sendable {
                 reason: conflict.kind.rawValue, message: message))
     }
 
+    /// The store failed to keep a version of, or record a change to, the document at `path`.
+    func storeFailed(path: String, reason: String, error: any Error) {
+        var code: Int32?
+        if case DocumentStoreError.system(_, _, let e) = error { code = e }
+        let text = "\(error)"
+        if code == nil, text.contains("SQLITE_FULL") || text.contains("database or disk is full") { code = ENOSPC }
+        log.append(.storeFailed, path: Self.logPath(path), details: EventDetails(errno: code, reason: reason, message: text))
+    }
+
     static func logPath(_ relative: String) -> String { "/" + relative }
     static func documentID(_ id: DocumentID) -> String { String(id.rawValue) }
 }

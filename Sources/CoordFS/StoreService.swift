@@ -355,7 +355,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     public func didMove(from: ItemPath, to: ItemPath, by origin: AccessOrigin) {
         guard !from.isRoot, !to.isRoot else { return }
-        do { try documentStore.noteMoved(from: from.string, to: to.string) } catch { report("move \(from) -> \(to)", error) }
+        do { try documentStore.noteMoved(from: from.string, to: to.string) } catch { failed(to, "noteMove", error) }
     }
 
     private func keep(_ path: ItemPath, _ call: (DocumentStore, String) throws -> Snapshot?) {
@@ -366,7 +366,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         } catch DocumentStoreError.notARegularFile {
             // A presented directory: documents are regular files.
         } catch {
-            report("keep \(path)", error)
+            failed(path, "keepVersion", error)
         }
     }
 
@@ -382,7 +382,36 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             if let event { deliver(event) }
         } catch DocumentStoreError.notARegularFile {
         } catch {
-            report("note change of \(path)", error)
+            var deletion = false
+            if case .deleted = change { deletion = true }
+            failed(path, deletion ? "noteDeletion" : "noteChange", error, deletion: deletion)
+        }
+    }
+
+    /// A failure to keep a version or record a change (a full disk, an I/O error) is never silent:
+    /// it goes to daemon.log, to the event log (`storeFailed`), and to each presenter of the
+    /// document as a `failed` action instead of the reload or conflict the store could not decide.
+    private func failed(_ path: ItemPath, _ reason: String, _ error: any Error, deletion: Bool = false) {
+        report("\(reason) \(path)", error)
+        recorder?.storeFailed(path: path.string, reason: reason, error: error)
+        let entries = state.withLock { $0.presenters }
+        let ofPath = entries.filter { coordinator.presentedPath(of: $0.key) == path }
+        guard !ofPath.isEmpty else { return }
+        let document = (try? documentStore.document(atPath: path.string))?.map(\.id) ?? DocumentID(rawValue: 0)
+        let message = "the document store could not \(reason == "keepVersion" ? "keep the version you loaded" : "record this change"): \(error)"
+        var events: [DocumentChangeEvent] = []
+        for (id, entry) in ofPath.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let event = DocumentChangeEvent(
+                presenter: id, storePresenter: entry.storeID, document: document, path: path,
+                kind: deletion ? .deletion : .change, before: nil, after: nil, action: .failed(message))
+            events.append(event)
+            if let presenter = entry.delivery { entry.mailbox.post(event, to: presenter) }
+        }
+        let observers = state.withLock { Array($0.observers.sorted { $0.key < $1.key }.map(\.value)) }
+        guard !observers.isEmpty else { return }
+        let all = events
+        observerQueue.async {
+            for event in all { for observer in observers { observer(event) } }
         }
     }
 

@@ -14,7 +14,7 @@ public struct UnderlyingFileChange: Sendable, Hashable {
     public var before: DocumentIdentity?
     /// The file after it (nil for a deletion).
     public var after: DocumentIdentity?
-    /// What the store did (`.reload`, `.close`) or asks (`.conflict(id)`).
+    /// What the store did (`.reload`, `.close`), asks (`.conflict(id)`), or could not do (`.failed`).
     public var action: DocumentAction
 
     init(_ change: DocumentChange, path: String) {

@@ -50,7 +50,9 @@ public protocol FilePresenter: AnyObject, Sendable {
     /// replaced or deleted it), once per change however it was made, with what the mount's
     /// document store did about it: `.reload` (no unsaved changes: load the file again), `.close`
     /// (deleted, nothing unsaved: close the document) or `.conflict(id)` (the presenter has unsaved
-    /// changes: resolve it with `resolve(_:with:mine:)`). Like Nutrient's "underlying file changed".
+    /// changes: resolve it with `resolve(_:with:mine:)`), or `.failed(message:)` (the store could
+    /// not record the change, a full disk for one: nothing was decided, look at the file yourself).
+    /// Like Nutrient's "underlying file changed".
     func presentedItemDidChangeUnderneath(_ change: UnderlyingFileChange) async
     /// Any other event: events newer than this library.
     func presentedItemDidReceive(_ event: PresenterEvent) async

@@ -210,6 +210,7 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
             if let document {
                 line += " kind=\(document.kind.rawValue) action=\(document.action.name)"
                 if case .conflict(let id) = document.action { line += " conflict=\(id.rawValue)" }
+                if case .failed(let message) = document.action { line += " message=\(message)" }
                 line += " document=\(document.document.rawValue)"
             }
             output(line: line)

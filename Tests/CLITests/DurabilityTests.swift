@@ -191,6 +191,43 @@ final class DurabilityTests: CLITestCase {
                       "no logRecovered record saying the writer was stuck: \(recovered.map(\.description) ?? "none")")
     }
 
+    /// The store on a full disk: a presenter with unsaved changes whose document is written in place
+    /// gets a `failed` action naming the error (not a bare didChange, as before), and the log has a
+    /// `storeFailed` record once it can be written.
+    func testAStoreFailureOnAFullDiskReachesThePresenterAndTheLog() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
+        XCTAssertEqual(Glibc.mount("tmpfs", backing, "tmpfs", 0, "size=12m"), 0, String(cString: strerror(errno)))
+        defer {
+            if Self.mounts(under: mnt).contains(mnt) { _ = coordfs("unmount", mnt) }
+            umount2(mnt, Int32(MNT_DETACH))
+            umount2(backing, Int32(MNT_DETACH))
+        }
+        FileOps.put(backing + "/doc.txt", String(repeating: "line of the document\n", count: 4000))
+        try mount()
+        let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
+        XCTAssertTrue(eventually(timeout: 10) { presenter.stdout.contains("registered presenter#") }, presenter.stdout + presenter.stderr)
+        fillDisk(backing + "/filler")
+        // An in-place write of bytes the file already has: it needs no new block, the store's copy
+        // of the version the presenter loaded does.
+        let fd = open(mnt + "/doc.txt", O_WRONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(pwrite(fd, "LINE", 4, 0), 4)
+        close(fd)
+        XCTAssertTrue(eventually(timeout: 10) { presenter.stdout.contains("notification documentChanged doc.txt kind=change action=failed") },
+                      presenter.stdout)
+        let line = presenter.lines.first { $0.contains("action=failed") } ?? ""
+        XCTAssertTrue(line.contains("No space left on device") || line.contains("full"), line)
+        // Room again: the log has the failure.
+        XCTAssertEqual(unlink(backing + "/filler"), 0)
+        XCTAssertTrue(eventually(timeout: 20) { self.statusSays("event log: writing") }, coordfs("status", mnt).stdout)
+        presenter.stop()
+        unmount()
+        let stored = records(coordfs("log", "--backing", backing, "--json").lines)
+        let failure = stored.first { $0.kind == "storeFailed" && $0.path == "/doc.txt" }
+        XCTAssertNotNil(failure, "no storeFailed record: \(stored.suffix(10))")
+        XCTAssertEqual((failure?.details["errno"] as? NSNumber)?.int32Value, ENOSPC, "\(failure.map(\.description) ?? "")")
+    }
+
     func testRetentionLeavesGapRecordsAndSaysSo() throws {
         try mount(options: ["log_max_mb=1"])
         // Long paths make big records, so the 16 MiB segment fills (and rotates) quickly.

@@ -25,6 +25,12 @@ final class DocumentMessageTests: XCTestCase {
             after: DocumentIdentity(device: 2049, inode: 131_080, size: 17, modificationTimeNanoseconds: 1_763_759_360_000_000_000),
             action: .conflict(ConflictID(5))))))
         XCTAssertEqual(text(change), #"{"type":"notification","presenter":17,"event":"documentChanged","document":3,"path":"docs/a.txt","kind":"change","before":{"device":"2049","inode":"131074","size":12,"mtimeNs":"1763759351114000123"},"after":{"device":"2049","inode":"131080","size":17,"mtimeNs":"1763759360000000000"},"action":"conflict","conflict":5}"#)
+        // The store could not record the change: `failed` with its message, and back.
+        let failed = ControlMessage.notification(PresenterNotification(presenter: PresenterID(17), event: .documentChanged(DocumentChange(
+            document: DocumentID(3), path: a, kind: .change, before: nil, after: nil,
+            action: .failed(message: "No space left on device")))))
+        XCTAssertEqual(text(failed), #"{"type":"notification","presenter":17,"event":"documentChanged","document":3,"path":"docs/a.txt","kind":"change","action":"failed","message":"No space left on device"}"#)
+        XCTAssertEqual(try ControlMessage.decode(payload: Array(text(failed).utf8)), failed)
         XCTAssertEqual(text(.setUnsavedChanges(SetUnsavedChanges(id: RequestID(3), presenter: PresenterID(17), unsaved: true))),
                        #"{"type":"setUnsavedChanges","id":3,"presenter":17,"unsaved":true}"#)
         XCTAssertEqual(text(.register(Register(id: RequestID(2), path: a, kind: .file, asks: [.save], unsaved: true))),
@@ -70,6 +76,7 @@ final class DocumentMessageTests: XCTestCase {
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"edit","action":"reload"}"#, .invalidValue, "\"kind\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"explode"}"#, .invalidValue, "\"action\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"conflict"}"#, .missingField, "\"conflict\""),
+            (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"failed"}"#, .missingField, "\"message\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"reload","before":{"device":1,"inode":"2","size":3,"mtimeNs":"4"}}"#, .wrongFieldType, "\"device\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"reload","before":{"device":"01","inode":"2","size":3,"mtimeNs":"4"}}"#, .invalidValue, "\"device\""),
             (#"{"type":"notification","presenter":1,"event":"documentChanged","document":3,"path":"a","kind":"change","action":"reload","before":{"device":"18446744073709551616","inode":"2","size":3,"mtimeNs":"4"}}"#, .invalidValue, "\"device\""),

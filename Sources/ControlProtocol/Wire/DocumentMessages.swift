@@ -65,6 +65,10 @@ public enum DocumentAction: Sendable, Hashable {
     case close
     /// Unsaved changes (or a mount configured to ask): resolve this conflict.
     case conflict(ConflictID)
+    /// The store could not record the change (a full disk, an I/O error: `message` says which):
+    /// it decided neither a reload nor a conflict, and may not have kept the version the presenter
+    /// loaded. The file changed; the presenter must look at it itself.
+    case failed(message: String)
 
     /// The wire name (`action`).
     public var name: String {
@@ -72,6 +76,7 @@ public enum DocumentAction: Sendable, Hashable {
         case .reload: return "reload"
         case .close: return "close"
         case .conflict: return "conflict"
+        case .failed: return "failed"
         }
     }
 }

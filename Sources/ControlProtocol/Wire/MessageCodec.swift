@@ -369,6 +369,7 @@ extension ControlMessage {
                 if let after = change.after { o["after"] = Self.encode(identity: after) }
                 o["action"] = .string(change.action.name)
                 if case .conflict(let conflict) = change.action { o["conflict"] = .int(Int64(conflict.rawValue)) }
+                if case .failed(let message) = change.action { o["message"] = .string(message) }
             case .unknown(_, let fields):
                 for (key, value) in fields where o[key] == nil { o[key] = value }
             }
@@ -656,8 +657,9 @@ struct Fields {
         case "reload": action = .reload
         case "close": action = .close
         case "conflict": action = .conflict(ConflictID(try uint("conflict")))
+        case "failed": action = .failed(message: try string("message", maxBytes: 4096))
         case let other:
-            throw fail(.invalidValue, "field \"action\": unknown action \(MountPath.quoted(other)); known: reload, close, conflict")
+            throw fail(.invalidValue, "field \"action\": unknown action \(MountPath.quoted(other)); known: reload, close, conflict, failed")
         }
         return DocumentChange(document: document, path: path, kind: kind, before: before, after: after, action: action)
     }
