@@ -19,8 +19,12 @@ extension ControlRequestHandler {
 
     /// Forwards one store event to the connection holding its presenter (store observer queue).
     func forward(_ event: DocumentChangeEvent) {
-        guard let presenter = event.presenter, let path = MountPath.of(event.path) else { return }
+        guard let presenter = event.presenter, var path = MountPath.of(event.path) else { return }
         guard let client = clients.withLock({ table in table.values.first { $0.presenterID(presenter.rawValue) != nil } }) else { return }
+        // A document moved where the presenter's user cannot see keeps, for it, the last name it knew.
+        if let known = client.presenter(presenter.rawValue)?.path, path != known, !resolver.maySee(path, for: client.peer) {
+            path = known
+        }
         let action: ControlProtocol.DocumentAction
         switch event.action {
         case .reload: action = .reload
@@ -98,7 +102,12 @@ extension ControlRequestHandler {
             for conflict in all {
                 let owner = store.coordinatorID(of: conflict.presenter)
                 if let owners, !(owner.map { owners.contains($0.rawValue) } ?? false) { continue }
-                guard let path = try? MountPath(validating: conflict.path) else { continue }
+                guard var path = try? MountPath(validating: conflict.path) else { continue }
+                if !root && !resolver.maySee(path, for: client.peer) {
+                    // Its own presenter's document, moved where its user cannot see: the name it knew.
+                    guard let known = owner.flatMap({ client.presenter($0.rawValue)?.path }) else { continue }
+                    path = known
+                }
                 list.append(ConflictInfo(
                     conflict: ControlProtocol.ConflictID(UInt64(conflict.id.rawValue)),
                     document: ControlProtocol.DocumentID(UInt64(conflict.document.rawValue)), path: path,

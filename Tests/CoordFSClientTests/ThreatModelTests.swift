@@ -54,6 +54,34 @@ final class ThreatModelTests: ClientMountTestCase {
         return child
     }
 
+    /// Sends one request as nobody over the socket and returns the reply, as JSON text.
+    private func request(_ message: String) throws -> String {
+        let script = root + "/request.py"
+        try """
+        import json, socket, struct, sys
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(20)
+        sock.connect(sys.argv[1])
+        def send(m):
+            body = json.dumps(m).encode()
+            sock.sendall(struct.pack(">I", len(body)) + body)
+        def exactly(n):
+            data = b""
+            while len(data) < n:
+                chunk = sock.recv(n - len(data))
+                if not chunk: raise EOFError
+                data += chunk
+            return data
+        send({"type": "hello", "id": 1, "versions": [1]})
+        exactly(struct.unpack(">I", exactly(4))[0])
+        send(json.loads(sys.argv[2]))
+        print(exactly(struct.unpack(">I", exactly(4))[0]).decode(), flush=True)
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        let reply = try run(["/usr/bin/python3", script, socketPath, message], user: nobody)
+        XCTAssertEqual(reply.status, 0, reply.output)
+        return reply.output
+    }
+
     private func sh(_ command: String) throws -> (status: Int32?, output: String) {
         try run(["/bin/sh", "-c", command])
     }
@@ -144,5 +172,23 @@ final class ThreatModelTests: ClientMountTestCase {
         XCTAssertFalse(watcher.text.contains("other-secret") || watcher.text.contains("/private/"), watcher.text)
         kill(watcher.pid, SIGINT)
         XCTAssertEqual(wait(watcher), 0, watcher.text)
+    }
+
+    /// A document's versions kept while it was in root's 700 folder do not tell nobody the name it
+    /// had there: they show the name nobody asked for.
+    func testVersionsDoNotNameFoldersNobodyCannotSee() throws {
+        let bin = try Self.coordfsBinary()
+        mkdir(backing + "/private", 0o700)
+        try writeBacking("private/draft-name.txt", "one\n")
+        let presenter = try start([bin, "present", mnt + "/private/draft-name.txt"])
+        XCTAssertTrue(eventually { presenter.text.contains("registered presenter#") }, presenter.text)
+        XCTAssertEqual(try sh("echo two > '\(mnt!)/private/draft-name.txt' && mv '\(mnt!)/private/draft-name.txt' '\(mnt!)/report.txt'").status, 0)
+        XCTAssertTrue(eventually {
+            ((try? self.run([bin, "versions", "--json", self.mnt + "/report.txt"]))?.output ?? "").contains("draft-name")
+        }, "root sees where the versions were kept")
+        // Over the socket (the store's files are the owner's; `coordfs versions` reads them).
+        let versions = try request(#"{"type": "versions", "id": 2, "path": "report.txt"}"#)
+        XCTAssertTrue(versions.contains("versionList") && versions.contains("report.txt"), versions)
+        XCTAssertFalse(versions.contains("draft-name") || versions.contains("private"), versions)
     }
 }
