@@ -193,10 +193,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// removes or renames the file. A file removed meanwhile is not told changed: its deletion was.
     private func finish(_ handle: HandleAccess, _ f: OpenFile) {
         handle.finishOnce {
-            if (f.modified || handle.truncated || handle.touched) && !handle.quiet && !Self.isRemoved(f.fd) {
-                documents(handle.path)?.didChange(handle.path, by: handle.grant.origin)
+            // Contents changed: the store hears of it (a version, a conflict). Attributes alone
+            // (a mode, times): presenters are told it changed, the store is not.
+            let contents = f.modified || handle.truncated || handle.resized
+            if (contents || handle.touched) && !handle.quiet && !Self.isRemoved(f.fd) {
+                if contents { documents(handle.path)?.didChange(handle.path, by: handle.grant.origin) }
                 handle.grant.announce(.changed(handle.path))
-                saves.saved(handle.path, by: handle.pid)
+                if contents { saves.saved(handle.path, by: handle.pid) }
             }
             handle.grant.release()
         }
@@ -236,8 +239,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     /// An open write handle of `pid` on `node`, if any.
-    private func openWriter(of node: BackingNode, pid: pid_t) -> HandleAccess? {
-        openWriters.withLock { $0[ObjectIdentifier(node)]?.first { $0.handle.pid == pid }?.handle }
+    private func openWriter(of node: BackingNode, pid: pid_t) -> (handle: HandleAccess, file: OpenFile)? {
+        openWriters.withLock { $0[ObjectIdentifier(node)]?.first { $0.handle.pid == pid } }
     }
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
@@ -292,15 +295,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func setattr(_ request: consuming Request, inode id: InodeID, attributes: stat, changing: SetAttributes, file: FileInfo?) {
         let node = loopback.inode(id)
         let open = file.map { loopback.openFile($0) }
-        // An open for writing already holds the write access (ftruncate, fchmod on it).
-        if let handle = open?.attachment as? HandleAccess, handle.grant.isWrite {
-            return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
+        // An open for writing already holds the write access (ftruncate, fchmod on it). fchmod and
+        // futimens may also arrive without the handle: the caller's own open for writing covers them.
+        // Either way its one "did change" at close reports them too.
+        if let f = open, let handle = f.attachment as? HandleAccess, handle.grant.isWrite {
+            return setattr(request, node, attributes, changing, open: f, covered: handle)
         }
-        // fchmod/futimens arrive without the handle: the caller's own open for writing covers them,
-        // and its one "did change" at close reports them too.
-        if let handle = openWriter(of: node, pid: names.process(of: request.context.pid)) {
-            handle.touch()
-            return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
+        if let writer = openWriter(of: node, pid: names.process(of: request.context.pid)) {
+            return setattr(request, node, attributes, changing, open: open, covered: writer.handle, writer: writer.file)
         }
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
         // Attributes set by path by a process right after it saved the file (its mode, times or
@@ -310,8 +312,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
         withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context, p), write: true) { [self] req, grant in
-            let hooks = documents(p)
-            if changing.contains(.size) { hooks?.beforeInPlaceWrite(p) }
+            // A change of attributes alone is told to presenters, not to the store: not a content
+            // change, so no version and no conflict.
+            let hooks = changing.contains(.size) ? documents(p) : nil
+            hooks?.beforeInPlaceWrite(p)
             let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: req.context)
             if case .success = result, !isTemp(p) {
                 hooks?.didChange(p, by: grant.origin)
@@ -322,6 +326,28 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             case .success(let st): req.reply(attributes: st, timeout: loopback.attributeTimeout(for: st))
             case .failure(let e): req.reply(error: e)
             }
+        }
+    }
+
+    /// A setattr covered by an open for writing (`writer`: the open file it is covered by, when
+    /// the request came without it). A size change is a change of contents; attributes alone are
+    /// noted as such, so the open's close tells a change of attributes unless it also wrote.
+    private func setattr(_ request: consuming Request, _ node: BackingNode, _ attributes: stat, _ changing: SetAttributes,
+                         open: OpenFile?, covered handle: HandleAccess, writer: OpenFile? = nil) {
+        let attributesOnly = !changing.contains(.size)
+        if attributesOnly { (open ?? writer)?.noteChangesSinceOpen() }
+        let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: request.context)
+        if case .success = result {
+            if attributesOnly {
+                handle.touch()
+                (open ?? writer)?.noteAttributesSet()
+            } else {
+                handle.resize()
+            }
+        }
+        switch result {
+        case .success(let st): request.reply(attributes: st, timeout: loopback.attributeTimeout(for: st))
+        case .failure(let e): request.reply(error: e)
         }
     }
 
@@ -566,9 +592,13 @@ final class HandleAccess: Sendable {
     init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool) {
         self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
     }
-    /// Attributes changed by path while open (fchmod, futimens).
+    private let resizedFlag = Atomic<Bool>(false)
+    /// Attributes changed while open (fchmod, futimens).
     var touched: Bool { touchedFlag.load(ordering: .relaxed) }
     func touch() { touchedFlag.store(true, ordering: .relaxed) }
+    /// Truncated or extended by a setattr while open (ftruncate, or truncate by the same process).
+    var resized: Bool { resizedFlag.load(ordering: .relaxed) }
+    func resize() { resizedFlag.store(true, ordering: .relaxed) }
     /// Runs `body` the first time only; a second caller waits until it has run.
     func finishOnce(_ body: () -> Void) {
         finished.withLock { done in

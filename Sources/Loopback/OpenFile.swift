@@ -18,7 +18,7 @@ public final class OpenFile: @unchecked Sendable {
     /// For a passthrough open for writing (not a create, not O_TRUNC): ctime, mtime and size when
     /// opened, to tell at release whether the file changed (multigrain timestamps: a change after
     /// this fstat gets a new ctime).
-    private let openedState: FileState?
+    private let openedState: Mutex<FileState?>
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
@@ -28,7 +28,7 @@ public final class OpenFile: @unchecked Sendable {
         self.backingID = backingID; self.sharesInodeMode = sharesInodeMode
         // A create or an O_TRUNC open is a change whatever it writes: nothing to compare.
         let write = flags & O_ACCMODE != O_RDONLY && flags & (O_TRUNC | O_CREAT) == 0
-        openedState = backingID != nil && write ? FileState(fd) : nil
+        openedState = Mutex(backingID != nil && write ? FileState(fd) : nil)
     }
     deinit { close(fd) }
 
@@ -42,7 +42,13 @@ public final class OpenFile: @unchecked Sendable {
 
     /// Marks the open modified if the file changed since it was opened (passthrough writes).
     public func noteChangesSinceOpen() {
-        if let before = openedState, before != FileState(fd) { markModified() }
+        if let before = openedState.withLock({ $0 }), before != FileState(fd) { markModified() }
+    }
+
+    /// Attributes were just set for this open (a mode, times; call `noteChangesSinceOpen` before
+    /// setting them, so that a write before them counts): the new ctime and times are not a write.
+    public func noteAttributesSet() {
+        openedState.withLock { if $0 != nil { $0 = FileState(fd) } }
     }
 
     /// Opened for writing (O_WRONLY or O_RDWR) or with O_TRUNC.

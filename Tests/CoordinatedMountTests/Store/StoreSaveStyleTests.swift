@@ -56,6 +56,23 @@ final class StoreSaveStyleTests: StoreMountTestCase {
         try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "installed\n")
     }
 
+    /// A change of attributes only (mode, times) is told as a change, never a content conflict: no
+    /// underlying-file-changed event, no conflict, no version.
+    func testChmodAndTouchAreAChangeOfAttributesNotOfContents() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        for command in ["chmod 600 doc.txt", "touch doc.txt", "touch -m -d 2001-01-01 doc.txt", "chmod 644 doc.txt"] {
+            let before = p.log.filter { $0 == "didChange" }.count
+            try sh(command)
+            let deadline = Date().addingTimeInterval(5)
+            while p.log.filter({ $0 == "didChange" }).count == before && Date() < deadline { usleep(10_000) }
+            XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, before + 1, "`\(command)` is told once: \(p.log)")
+        }
+        XCTAssertEqual(p.waitForEvents(1, timeout: 0.5), [], "no content change: \(p.log)")
+        XCTAssertEqual(try service.conflicts(of: id).count, 0)
+        XCTAssertEqual(backingText("doc.txt"), "alpha\n")
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")
