@@ -21,8 +21,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let coordinator: Coordinator
     private let tempPatterns: TempNamePatterns
     private let names = ProcessNames()
-    /// Directories by their kernel file handle bytes.
-    private let directories = Mutex<[[UInt8]: BackingNode]>([:])
+    /// Directories by their kernel file handle bytes, and the handle each was marked with (a
+    /// directory's node may keep no descriptor, and its file may be gone when it is forgotten).
+    private let directories = Mutex<(byHandle: [[UInt8]: BackingNode], handleOf: [ObjectIdentifier: [UInt8]])>(([:], [:]))
     private let ownPID = getpid()
     /// The mount's own writes made by the kernel (passthrough), reported with the writer's pid.
     private let passthroughWrites: PassthroughWrites?
@@ -69,10 +70,17 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     // MARK: DirectoryObserver
 
     func directoryAppeared(_ node: BackingNode) {
-        guard let handle = LinuxCalls.identityHandle(of: node.directoryFD),
-              LinuxCalls.Fanotify.mark(group, add: true, mask: Self.mask, directory: node.directoryFD) == 0 else {
+        // A directory beyond the daemon's descriptor budget is reopened by its handle for this.
+        let marked = node.withDescriptor { fd -> (handle: LinuxCalls.KernelFileHandle, error: Int32)? in
+            guard let handle = LinuxCalls.identityHandle(of: fd) else { return nil }
+            return (handle, LinuxCalls.Fanotify.mark(group, add: true, mask: Self.mask, directory: fd) == 0 ? 0 : errno)
+        }
+        guard case .success(let result) = marked, let (handle, markError) = result, markError == 0 else {
             // A directory this watcher cannot see into: renames there would go unnoticed.
-            let error = errno
+            let error: Int32 = switch marked {
+            case .failure(let e): e.rawValue
+            case .success(let r): r?.error ?? errno
+            }
             if marksComplete.exchange(false, ordering: .relaxed) {
                 // Said once, in the daemon's log: direct changes there show only after the cache timeouts.
                 let place = loopback.path(of: node).map { $0.hasPrefix("/") ? $0 : "/" + $0 } ?? "a directory"
@@ -82,13 +90,21 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             loopback.setPathsAreWatched(false)
             return
         }
-        directories.withLock { $0[LinuxCalls.handleBytes(handle)] = node }
+        directories.withLock { d in
+            d.byHandle[LinuxCalls.handleBytes(handle)] = node
+            d.handleOf[ObjectIdentifier(node)] = LinuxCalls.handleBytes(handle)
+        }
     }
 
     func directoryForgotten(_ node: BackingNode) {
-        guard let handle = LinuxCalls.identityHandle(of: node.directoryFD) else { return }
-        _ = LinuxCalls.Fanotify.mark(group, add: false, mask: Self.mask, directory: node.directoryFD)
-        directories.withLock { _ = $0.removeValue(forKey: LinuxCalls.handleBytes(handle)) }
+        let wasMarked = directories.withLock { d -> Bool in
+            guard let h = d.handleOf.removeValue(forKey: ObjectIdentifier(node)) else { return false }
+            if d.byHandle[h] === node { d.byHandle[h] = nil }
+            return true
+        }
+        // A directory that can no longer be reopened is gone, and its mark with it.
+        guard wasMarked else { return }
+        _ = node.withDescriptor { LinuxCalls.Fanotify.mark(group, add: false, mask: Self.mask, directory: $0) }
     }
 
     // MARK: Events
@@ -159,7 +175,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private func handle(mask eventMask: UInt64, pid: Int32, entries: [(type: UInt8, directory: [UInt8], name: String)]) {
         var mask = eventMask
         let resolved: [(type: UInt8, node: BackingNode, name: String)] = directories.withLock { dirs in
-            entries.compactMap { e in dirs[e.directory].map { (e.type, $0, e.name) } }
+            entries.compactMap { e in dirs.byHandle[e.directory].map { (e.type, $0, e.name) } }
         }
         guard !resolved.isEmpty else { return }
         let contentBits = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
@@ -222,7 +238,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// Events were lost: every cached name and attribute of the known directories may be stale.
     private func overflowed() {
         loopback.pathsChanged()
-        let dirs = directories.withLock { Array($0.values) }
+        let dirs = directories.withLock { Array($0.byHandle.values) }
         for d in dirs { session.invalidate(inode: loopback.id(of: d)) }
     }
 }

@@ -35,17 +35,29 @@ public enum LinuxCalls {
         CFuse3.removexattr(path, name)
     }
 
-    /// A kernel file handle (`struct file_handle`): names an inode without holding it open.
-    public struct KernelFileHandle: Sendable {
+    /// A kernel file handle (`struct file_handle`): names an inode without holding it open. Its bytes
+    /// tell a reused inode number apart (ext4, XFS, btrfs and tmpfs put the inode's generation in
+    /// them), so two handles are equal only for the same inode.
+    public struct KernelFileHandle: Sendable, Equatable {
         var bytes: [UInt8]
         var type: Int32
     }
 
     /// `name_to_handle_at(fd, "", AT_EMPTY_PATH)`: the handle and the mount id of what `fd` refers to.
     public static func fileHandle(of fd: Int32) -> (handle: KernelFileHandle, mountID: Int32)? {
+        fileHandle(in: fd, name: "", flags: CFUSE_AT_EMPTY_PATH)
+    }
+
+    /// `name_to_handle_at(directory, name, 0)`: the handle of `name` in `directory` (a final symlink
+    /// not followed).
+    public static func fileHandle(in directory: Int32, name: UnsafePointer<CChar>) -> KernelFileHandle? {
+        fileHandle(in: directory, name: name, flags: 0)?.handle
+    }
+
+    private static func fileHandle(in directory: Int32, name: UnsafePointer<CChar>, flags: Int32) -> (handle: KernelFileHandle, mountID: Int32)? {
         var h = cfuse_file_handle()
         var mountID: Int32 = 0
-        guard cfuse_name_to_handle_at(fd, "", &h, &mountID, CFUSE_AT_EMPTY_PATH) == 0 else { return nil }
+        guard cfuse_name_to_handle_at(directory, name, &h, &mountID, flags) == 0 else { return nil }
         let bytes = withUnsafeBytes(of: &h.f_handle) { Array($0.prefix(Int(h.handle_bytes))) }
         return (KernelFileHandle(bytes: bytes, type: h.handle_type), mountID)
     }

@@ -1,21 +1,33 @@
 import Glibc
 import FuseKit
+import SystemPackage
 import Synchronization
 
 /// A backing item the kernel knows, and the kernel's lookup count.
 ///
-/// It is reached through an O_PATH descriptor while the daemon's descriptor budget allows (always for
-/// directories: they are the parents every name is resolved against); beyond the budget, a file keeps
-/// only its kernel file handle (a few bytes) and is reopened with `open_by_handle_at` for each use.
-/// So the number of items the kernel may hold is not capped by RLIMIT_NOFILE.
+/// It is reached through an O_PATH descriptor while the daemon's descriptor budget allows; beyond the
+/// budget a node (a directory too) keeps only its kernel file handle (a few bytes) and is reopened
+/// with `open_by_handle_at` for each use, and takes a descriptor of its own again at a use once the
+/// budget has room. So the number of items the kernel may hold is not capped by RLIMIT_NOFILE, and
+/// the daemon's node descriptors never pass the budget.
+///
+/// A node is the backing file it was looked up as, or nothing: a descriptor pins its inode, and a
+/// file handle carries the inode's generation, so a handle whose file is gone fails (ESTALE, given
+/// as ENOENT) instead of reaching a new file that took the same inode number.
 ///
 /// The FUSE node id is the object's address (as libfuse's passthrough_ll does): the kernel sends no
 /// request for a node after its lookup count reached zero, so the address stays valid while used.
 public final class BackingNode: @unchecked Sendable {
-    /// O_PATH | O_NOFOLLOW descriptor on the backing item, or -1 when only `handle` is kept.
-    private let storedFD: Int32
-    private let handle: LinuxCalls.KernelFileHandle?
+    /// O_PATH | O_NOFOLLOW descriptor on the backing item, or -1 while only `handle` is kept. Set at
+    /// most once after init (from -1 to a descriptor), closed only in deinit: a descriptor read from
+    /// it stays valid while the node lives.
+    private let slot: Atomic<Int32>
+    /// Nil for nodes that hold their descriptor from the start (within the budget, or on a file
+    /// system without file handles).
+    let handle: LinuxCalls.KernelFileHandle?
     private let mountFD: Int32
+    /// Where a descriptor this node holds is counted (nil: not counted, the root and items without
+    /// file handles).
     private let budget: DescriptorBudget?
     let key: InodeKey
     /// Guarded by the table's lock.
@@ -36,39 +48,78 @@ public final class BackingNode: @unchecked Sendable {
     let lookedUpIn = Mutex(WeakNode())
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
-        storedFD = fd; handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget
+        slot = Atomic(fd); handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget
     }
 
-    init(handle: LinuxCalls.KernelFileHandle, mountFD: Int32, key: InodeKey, type: mode_t) {
-        storedFD = -1; self.handle = handle; self.mountFD = mountFD; self.key = key; self.type = type; budget = nil
+    init(handle: LinuxCalls.KernelFileHandle, mountFD: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget) {
+        slot = Atomic(-1); self.handle = handle; self.mountFD = mountFD; self.key = key; self.type = type; self.budget = budget
     }
 
     deinit {
-        if storedFD >= 0 {
-            close(storedFD)
+        let fd = slot.load(ordering: .acquiring)
+        if fd >= 0 {
+            close(fd)
             budget?.release()
         }
     }
 
     public var isDirectory: Bool { type == S_IFDIR }
 
-    /// True when the node holds a descriptor (false: reopened by handle for each use).
-    public var holdsDescriptor: Bool { storedFD >= 0 }
+    /// True while the node holds a descriptor (false: reopened by handle for each use). A node that
+    /// holds one pins its backing inode, whose number therefore cannot have been reused.
+    public var holdsDescriptor: Bool { slot.load(ordering: .acquiring) >= 0 }
 
-    /// Runs `body` with an O_PATH descriptor on the item (-1 if it can no longer be reopened: the
-    /// calls then fail with EBADF, as for a vanished file).
+    /// Runs `body` with an O_PATH descriptor on the item (valid only during `body`), or fails with
+    /// the errno of an item that can no longer be reopened: ENOENT when its file is gone (ESTALE),
+    /// as for a name removed natively; EMFILE and the like as they come.
     @inline(__always)
-    public func withFD<R>(_ body: (Int32) -> R) -> R {
-        if storedFD >= 0 { return body(storedFD) }
-        let fd = handle.map { LinuxCalls.open($0, mountFD: mountFD, flags: O_PATH | O_NOFOLLOW | O_CLOEXEC) } ?? -1
-        defer { if fd >= 0 { close(fd) } }
-        return body(fd)
+    public func withDescriptor<R>(_ body: (Int32) -> R) -> Result<R, Errno> {
+        let fd = slot.load(ordering: .acquiring)
+        if fd >= 0 { return .success(body(fd)) }
+        return reopened(body)
     }
 
-    /// The descriptor of a directory (directories always hold one).
-    public var directoryFD: Int32 {
-        precondition(storedFD >= 0, "a directory node always holds its descriptor")
-        return storedFD
+    /// `withDescriptor` for a body that returns an errno or nil.
+    @inline(__always)
+    public func withFD(_ body: (Int32) -> Errno?) -> Errno? {
+        switch withDescriptor(body) {
+        case .success(let e): return e
+        case .failure(let e): return e
+        }
+    }
+
+    /// `withDescriptor` for a body that returns a result.
+    @inline(__always)
+    public func withFD<T>(_ body: (Int32) -> Result<T, Errno>) -> Result<T, Errno> {
+        withDescriptor(body).flatMap { $0 }
+    }
+
+    /// Beyond the budget: opens the item by its handle for `body`, and keeps the descriptor when the
+    /// budget has room again (the kernel forgot other nodes).
+    private func reopened<R>(_ body: (Int32) -> R) -> Result<R, Errno> {
+        guard let handle else { return .failure(.badFileDescriptor) } // cannot happen: such nodes hold one
+        var fd: Int32
+        repeat { fd = LinuxCalls.open(handle, mountFD: mountFD, flags: O_PATH | O_NOFOLLOW | O_CLOEXEC) } while fd < 0 && errno == EINTR
+        guard fd >= 0 else {
+            let e = errno
+            // ESTALE: the inode is gone (its number may belong to another file now).
+            return .failure(e == ESTALE ? .noSuchFileOrDirectory : Errno(rawValue: e))
+        }
+        if let budget, budget.take() {
+            if slot.compareExchange(expected: -1, desired: fd, ordering: .acquiringAndReleasing).exchanged {
+                return .success(body(fd))
+            }
+            budget.release() // another use kept one first
+        }
+        defer { close(fd) }
+        return .success(body(fd))
+    }
+
+    /// True when this node is the backing item `handle` names (`handle` nil: could not be read).
+    func isSameItem(as handleOfItem: LinuxCalls.KernelFileHandle?) -> Bool {
+        if holdsDescriptor { return true } // pinned: its inode number is its own
+        guard let handle, let handleOfItem else { return false }
+        return handle == handleOfItem
     }
 }
 
@@ -95,6 +146,8 @@ final class DescriptorBudget: Sendable {
         limit = max(256, soft / 2)
     }
 
+    init(limit: Int) { self.limit = limit }
+
     /// Takes one descriptor from the budget if there is room.
     func take() -> Bool {
         while true {
@@ -110,16 +163,28 @@ final class DescriptorBudget: Sendable {
 
 /// Every inode the kernel holds, by backing (dev, ino), so hard links and repeated lookups share one
 /// node. Lock order: the table lock is a leaf; nothing else is taken while holding it.
+///
+/// Node identity: a node found by (dev, ino) is the item looked up only if it holds a descriptor (its
+/// inode is pinned, so the number is still its own) or its file handle equals the item's (the
+/// handle carries the inode's generation). Otherwise the node's file is gone and the number was
+/// reused: the new item gets a node of its own, and the old one is kept aside (`displaced`) until
+/// the kernel forgets it, its uses failing with ENOENT.
 final class InodeTable: Sendable {
-    private let byKey = Mutex<[InodeKey: BackingNode]>([:])
+    private struct Nodes {
+        var byKey: [InodeKey: BackingNode] = [:]
+        /// Nodes the kernel still knows whose backing file is gone and whose number another item took.
+        var displaced: [ObjectIdentifier: BackingNode] = [:]
+    }
+    private let nodes = Mutex<Nodes>(Nodes())
     /// Called outside the table lock.
     let observer = Mutex<(any DirectoryObserver)?>(nil)
     /// One descriptor per backing mount, for `open_by_handle_at` (kept for the daemon's life).
     private let mountAnchors = Mutex<[Int32: Int32]>([:])
-    let budget = DescriptorBudget()
+    let budget: DescriptorBudget
     let root: BackingNode
 
-    init(rootFD: Int32, rootStat: stat) {
+    init(rootFD: Int32, rootStat: stat, budget: DescriptorBudget = DescriptorBudget()) {
+        self.budget = budget
         root = BackingNode(fd: rootFD, key: InodeKey(dev: rootStat.st_dev, ino: rootStat.st_ino), type: S_IFDIR, budget: nil)
         root.lookups = 2 // never forgotten
     }
@@ -140,54 +205,67 @@ final class InodeTable: Sendable {
     func remember(fd: Int32, stat st: stat, parent: BackingNode) -> BackingNode {
         let key = InodeKey(dev: st.st_dev, ino: st.st_ino)
         if key == root.key { close(fd); return root }
-        if let existing = retainExisting(key) { close(fd); return existing }
-        let type = st.st_mode & S_IFMT
-        let fresh = makeNode(fd: fd, key: key, type: type, parent: parent)
-        var duplicate: BackingNode? = nil
-        let node = byKey.withLock { table -> BackingNode in
-            if let existing = table[key] {
-                existing.lookups += 1
-                duplicate = existing
-                return existing
+        // The item's handle, read only when a node that keeps just its handle has the same number.
+        var item: (handle: LinuxCalls.KernelFileHandle, mountID: Int32)? = nil
+        if let known = nodes.withLock({ $0.byKey[key] }) {
+            if !known.holdsDescriptor { item = LinuxCalls.fileHandle(of: fd) }
+            if known.isSameItem(as: item?.handle), retainIfCurrent(known) { close(fd); return known }
+        }
+        let fresh = makeNode(fd: fd, key: key, type: st.st_mode & S_IFMT, parent: parent, item: item)
+        var isNew = false
+        let node = nodes.withLock { n -> BackingNode in
+            if let current = n.byKey[key] {
+                // A racing lookup of the same item won: `fresh` is dropped and closes its descriptor.
+                if current.isSameItem(as: fresh.handle ?? item?.handle) {
+                    current.lookups += 1
+                    return current
+                }
+                n.displaced[ObjectIdentifier(current)] = current
             }
             fresh.lookups = 1
-            table[key] = fresh
+            n.byKey[key] = fresh
+            isNew = true
             return fresh
         }
-        // A racing lookup won: `fresh` is dropped and closes its descriptor.
-        if duplicate == nil, type == S_IFDIR { observer.withLock { $0 }?.directoryAppeared(node) }
+        if isNew, node.isDirectory { observer.withLock { $0 }?.directoryAppeared(node) }
         return node
     }
 
-    private func retainExisting(_ key: InodeKey) -> BackingNode? {
-        byKey.withLock { table in
-            guard let existing = table[key] else { return nil }
-            existing.lookups += 1
-            return existing
+    /// Counts one lookup of `node` if it still is the table's node for its key.
+    private func retainIfCurrent(_ node: BackingNode) -> Bool {
+        nodes.withLock { n in
+            guard n.byKey[node.key] === node else { return false }
+            node.lookups += 1
+            return true
         }
     }
 
-    /// A node holding `fd` while the budget allows (always for directories), else its file handle.
-    private func makeNode(fd: Int32, key: InodeKey, type: mode_t, parent: BackingNode) -> BackingNode {
-        if type == S_IFDIR {
-            _ = budget.take() // directories are counted but never refused
-            return BackingNode(fd: fd, key: key, type: type, budget: budget)
-        }
+    /// A node holding `fd` while the budget allows, else keeping only its file handle (`item`, when
+    /// read already). Items without file handles hold their descriptor whatever the budget.
+    private func makeNode(fd: Int32, key: InodeKey, type: mode_t, parent: BackingNode,
+                          item: (handle: LinuxCalls.KernelFileHandle, mountID: Int32)?) -> BackingNode {
         if budget.take() { return BackingNode(fd: fd, key: key, type: type, budget: budget) }
-        guard let (handle, mountID) = LinuxCalls.fileHandle(of: fd), let anchor = anchor(mountID, parent: parent) else {
+        guard let (handle, mountID) = item ?? LinuxCalls.fileHandle(of: fd), let anchor = anchor(mountID, parent: parent) else {
             // No file handles here (or the file is a mount of its own): hold the descriptor anyway.
             return BackingNode(fd: fd, key: key, type: type, budget: nil)
         }
         close(fd)
-        return BackingNode(handle: handle, mountFD: anchor, key: key, type: type)
+        return BackingNode(handle: handle, mountFD: anchor, key: key, type: type, budget: budget)
     }
 
     /// A readable descriptor on the mount `mountID` (open_by_handle_at refuses O_PATH ones): the
-    /// parent directory, opened once per mount and kept.
+    /// backing root, or else the parent directory, opened once per mount and kept.
     private func anchor(_ mountID: Int32, parent: BackingNode) -> Int32? {
         if let a = mountAnchors.withLock({ $0[mountID] }) { return a }
-        guard let (_, parentMount) = LinuxCalls.fileHandle(of: parent.directoryFD), parentMount == mountID else { return nil }
-        let fd = openat(parent.directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        func open(_ directory: BackingNode) -> Int32 {
+            let opened = directory.withDescriptor { dfd -> Int32 in
+                guard let (_, directoryMount) = LinuxCalls.fileHandle(of: dfd), directoryMount == mountID else { return -1 }
+                return openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            }
+            return (try? opened.get()) ?? -1
+        }
+        var fd = open(root)
+        if fd < 0 { fd = open(parent) }
         guard fd >= 0 else { return nil }
         return mountAnchors.withLock { anchors in
             if let a = anchors[mountID] { close(fd); return a }
@@ -199,7 +277,7 @@ final class InodeTable: Sendable {
     /// One more lookup of an inode already known (readdirplus of the same entry, link).
     func retain(_ node: BackingNode) {
         if node === root { return }
-        byKey.withLock { _ in node.lookups += 1 }
+        nodes.withLock { _ in node.lookups += 1 }
     }
 
     /// The kernel forgets `count` lookups; the inode is released at zero.
@@ -207,25 +285,33 @@ final class InodeTable: Sendable {
     @discardableResult
     func forget(_ node: BackingNode, count: UInt64) -> Bool {
         if node === root { return false }
-        let removed = byKey.withLock { table -> Bool in
+        let removed = nodes.withLock { n -> Bool in
             node.lookups = node.lookups >= count ? node.lookups - count : 0
-            guard node.lookups == 0, table[node.key] === node else { return false }
-            table[node.key] = nil
-            return true
+            guard node.lookups == 0 else { return false }
+            if n.byKey[node.key] === node {
+                n.byKey[node.key] = nil
+                return true
+            }
+            return n.displaced.removeValue(forKey: ObjectIdentifier(node)) != nil
         }
         if removed, node.isDirectory { observer.withLock { $0 }?.directoryForgotten(node) }
         return removed
     }
 
-    /// The node of a backing item the kernel knows, without counting a lookup.
-    func existing(dev: dev_t, ino: ino_t) -> BackingNode? {
+    /// The node of a backing item the kernel knows, without counting a lookup. `handle` reads the
+    /// item's file handle, asked for only when the node with its number keeps just a handle.
+    func existing(dev: dev_t, ino: ino_t, handle: () -> LinuxCalls.KernelFileHandle?) -> BackingNode? {
         let key = InodeKey(dev: dev, ino: ino)
         if key == root.key { return root }
-        return byKey.withLock { $0[key] }
+        guard let node = nodes.withLock({ $0.byKey[key] }) else { return nil }
+        return node.isSameItem(as: node.holdsDescriptor ? nil : handle()) ? node : nil
     }
 
     /// Every directory the kernel knows, and the root.
-    var directories: [BackingNode] { [root] + byKey.withLock { $0.values.filter(\.isDirectory) } }
+    var directories: [BackingNode] { [root] + nodes.withLock { $0.byKey.values.filter(\.isDirectory) } }
 
-    var count: Int { byKey.withLock { $0.count } }
+    var count: Int { nodes.withLock { $0.byKey.count + $0.displaced.count } }
+
+    /// Node descriptors held now (counted in the budget).
+    var descriptorsInUse: Int { budget.inUse }
 }

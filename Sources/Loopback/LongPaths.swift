@@ -20,10 +20,10 @@ extension Loopback {
     /// The item's path relative to the backing root, as bytes ("" for the root), or nil when the item
     /// is gone or outside the backing root.
     func pathBytes(of node: BackingNode) -> [UInt8]? {
-        switch node.withFD({ fd in readLinkRelative(fd) }) {
-        case .path(let bytes): return bytes
-        case .gone: return nil
-        case .tooLong: return longPathBytes(of: node)
+        switch node.withDescriptor({ fd in readLinkRelative(fd) }) {
+        case .success(.path(let bytes)): return bytes
+        case .success(.gone), .failure: return nil
+        case .success(.tooLong): return longPathBytes(of: node)
         }
     }
 
@@ -63,13 +63,13 @@ extension Loopback {
     private func longPathBytes(of node: BackingNode) -> [UInt8]? {
         guard node.isDirectory else {
             guard let parent = node.lookedUpIn.withLock({ $0.node }),
-                  let name = parent.withFD({ fd in Self.name(of: node.key, in: fd) }),
+                  let name = (try? parent.withDescriptor({ fd in Self.name(of: node.key, in: fd) }).get()) ?? nil,
                   let above = pathBytes(of: parent)
             else { return nil }
             return Self.join(above, [name])
         }
         // Climb `..` from the directory: every step's name is found in the directory above.
-        var child = openat(node.directoryFD, ".", O_PATH | O_DIRECTORY | O_CLOEXEC)
+        var child = (try? node.withDescriptor({ openat($0, ".", O_PATH | O_DIRECTORY | O_CLOEXEC) }).get()) ?? -1
         guard child >= 0 else { return nil }
         defer { Glibc.close(child) }
         var names: [[UInt8]] = []

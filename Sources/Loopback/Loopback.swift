@@ -89,9 +89,14 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     /// The node of `name` in `directory` if the kernel knows it (no lookup is counted).
     public func knownChild(of directory: BackingNode, named name: String) -> BackingNode? {
-        var st = stat()
-        guard name.withNameCString({ fstatat(directory.directoryFD, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
-        return inodes.existing(dev: st.st_dev, ino: st.st_ino)
+        let found = directory.withDescriptor { dfd -> BackingNode? in
+            name.withNameCString { cname -> BackingNode? in
+                var st = stat()
+                guard fstatat(dfd, cname, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+                return inodes.existing(dev: st.st_dev, ino: st.st_ino) { LinuxCalls.fileHandle(in: dfd, name: cname) }
+            }
+        }
+        return (try? found.get()) ?? nil
     }
 
     /// How many inodes the kernel currently holds (for status and memory measurements).
@@ -134,7 +139,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Looks `name` up in `parent` and counts one kernel lookup.
     public func lookupEntry(parent: BackingNode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
         let fd: Int32
-        switch sysValue({ openat(parent.directoryFD, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) }) {
+        switch parent.withFD({ pfd in sysValue { openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) } }) {
         case .success(let f): fd = f
         case .failure(let e): return .failure(e)
         }
@@ -171,10 +176,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// already chose).
     func giveToCaller(parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext) -> Errno? {
         guard runningAsRoot, context.uid != 0 || context.gid != 0 else { return nil }
-        var pst = stat()
-        if let e = sys({ fstatat(parent.directoryFD, "", &pst, AT_EMPTY_PATH) }) { return e }
-        let gid: gid_t = (pst.st_mode & S_ISGID) != 0 ? gid_t.max : context.gid
-        return sys { fchownat(parent.directoryFD, name, context.uid, gid, AT_SYMLINK_NOFOLLOW) }
+        return parent.withFD { pfd in
+            var pst = stat()
+            if let e = sys({ fstatat(pfd, "", &pst, AT_EMPTY_PATH) }) { return e }
+            let gid: gid_t = (pst.st_mode & S_ISGID) != 0 ? gid_t.max : context.gid
+            return sys { fchownat(pfd, name, context.uid, gid, AT_SYMLINK_NOFOLLOW) }
+        }
     }
 
     /// Drops set-user-ID and set-group-ID as the kernel does for chown(2), a write or a truncate by
@@ -354,29 +361,31 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Hands a just-created item to the caller and looks it up; removes it again on failure.
     private func finishCreate(parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext, directory: Bool) -> Result<EntryReply, Errno> {
         if let e = giveToCaller(parent: parent, name: name, context: context) {
-            unlinkat(parent.directoryFD, name, directory ? AT_REMOVEDIR : 0)
+            _ = parent.withDescriptor { unlinkat($0, name, directory ? AT_REMOVEDIR : 0) }
             return .failure(e)
         }
         return lookupEntry(parent: parent, name: name)
     }
 
     public func makeNode(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t, context: RequestContext) -> Result<EntryReply, Errno> {
-        if let e = sys({ mknodat(parent.directoryFD, name, mode, device) }) { return .failure(e) }
+        if let e = parent.withFD({ pfd in sys { mknodat(pfd, name, mode, device) } }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
     public func makeDirectory(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, context: RequestContext) -> Result<EntryReply, Errno> {
-        if let e = sys({ mkdirat(parent.directoryFD, name, mode) }) { return .failure(e) }
+        if let e = parent.withFD({ pfd in sys { mkdirat(pfd, name, mode) } }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: true)
     }
 
     public func makeSymlink(target: UnsafePointer<CChar>, parent: BackingNode, name: UnsafePointer<CChar>, context: RequestContext) -> Result<EntryReply, Errno> {
-        if let e = sys({ symlinkat(target, parent.directoryFD, name) }) { return .failure(e) }
+        if let e = parent.withFD({ pfd in sys { symlinkat(target, pfd, name) } }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
     public func makeLink(_ node: BackingNode, newParent: BackingNode, newName: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
-        let e = node.withFD { fd in withProcPath(fd) { path in sys { linkat(AT_FDCWD, path, newParent.directoryFD, newName, AT_SYMLINK_FOLLOW) } } }
+        let e = node.withFD { fd in
+            newParent.withFD { pfd in withProcPath(fd) { path in sys { linkat(AT_FDCWD, path, pfd, newName, AT_SYMLINK_FOLLOW) } } }
+        }
         if let e { return .failure(e) }
         return attributes(of: node).map { st in
             inodes.retain(node)
@@ -385,21 +394,24 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removeItem(parent: BackingNode, name: UnsafePointer<CChar>, directory: Bool) -> Errno? {
-        let e = sys { unlinkat(parent.directoryFD, name, directory ? AT_REMOVEDIR : 0) }
+        let e = parent.withFD { pfd in sys { unlinkat(pfd, name, directory ? AT_REMOVEDIR : 0) } }
         if directory { pathsChanged() }
         return e
     }
 
     public func renameItem(parent: BackingNode, name: UnsafePointer<CChar>, newParent: BackingNode, newName: UnsafePointer<CChar>, flags: UInt32) -> Errno? {
-        let e = sys { LinuxCalls.renameat2(parent.directoryFD, name, newParent.directoryFD, newName, flags) }
+        let e = parent.withFD { from in newParent.withFD { to in sys { LinuxCalls.renameat2(from, name, to, newName, flags) } } }
         pathsChanged()
         return e
     }
 
     /// The attributes of `name` in `parent` without following a final symlink, or nil if absent.
     public func itemAttributes(parent: BackingNode, name: UnsafePointer<CChar>) -> stat? {
-        var st = stat()
-        return fstatat(parent.directoryFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+        let found = parent.withDescriptor { pfd -> stat? in
+            var st = stat()
+            return fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+        }
+        return (try? found.get()) ?? nil
     }
 
     // MARK: Adapters
@@ -519,12 +531,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func createFile(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let fd: Int32
-        switch sysValue({ openat(p.directoryFD, name.cString, f, mode) }) {
+        switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f, mode) } }) {
         case .success(let d): fd = d
         case .failure(let e): return .failure(e)
         }
         if let e = giveToCaller(parent: p, name: name.cString, context: context) {
-            close(fd); unlinkat(p.directoryFD, name.cString, 0)
+            close(fd); _ = p.withDescriptor { unlinkat($0, name.cString, 0) }
             return .failure(e)
         }
         switch lookupEntry(parent: p, name: name.cString) {
@@ -591,7 +603,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func opendir(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         let node = inode(id)
         let fd: Int32
-        switch sysValue({ openat(node.directoryFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
+        switch node.withFD({ dfd in sysValue { openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } }) {
         case .success(let f): fd = f
         case .failure(let e): return request.reply(error: e)
         }

@@ -43,7 +43,7 @@ func withProcPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {
         var i = 0
         prefix.withUTF8Buffer { for b in $0 { buf[i] = CChar(bitPattern: b); i += 1 } }
         var digits: (CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar) = (0,0,0,0,0,0,0,0,0,0,0,0)
-        // A vanished node passes -1: "/proc/self/fd/-1" fails with ENOENT, as it should.
+        // Never -1 from a node (`BackingNode.withFD` fails first); "/proc/self/fd/-1" would be ENOENT.
         if fd < 0 { buf[i] = 45; i += 1 }
         var n = abs(Int(fd)), count = 0
         withUnsafeMutableBytes(of: &digits) { d in

@@ -29,6 +29,8 @@ class MountTestCase: XCTestCase {
 
     /// Options passed with `-o` by the default mount; `allow_other` lets the non-root user in.
     var mountOptions: [String] { ["allow_other"] }
+    /// RLIMIT_NOFILE for the daemon (nil: the default, which the daemon raises to its hard limit).
+    var descriptorLimit: Int? { nil }
     /// Whether setUp mounts (the CLI tests mount on their own).
     var mountsInSetUp: Bool { true }
     /// Whether tearDown requires native, mount and backing trees to be identical.
@@ -41,7 +43,7 @@ class MountTestCase: XCTestCase {
         let target = try MountTarget.fromEnvironment()
         let fixture = try MountedFolder(target: target)
         do {
-            if mountsInSetUp { try fixture.mount(options: mountOptions) }
+            if mountsInSetUp { try fixture.mount(options: mountOptions, descriptorLimit: descriptorLimit) }
         } catch {
             fixture.destroy()
             throw error

@@ -101,8 +101,18 @@ final class MountedFolder {
     }
 
     /// Mounts backing on mnt and waits until the kernel lists a FUSE mount there.
-    func mount(options: [String] = ["allow_other"]) throws {
-        guard let (exe, args) = mountCommand(options: options) else { mounted = false; return }
+    /// `descriptorLimit`: the daemon runs with RLIMIT_NOFILE at that (soft and hard), without
+    /// CAP_SYS_RESOURCE so it cannot raise it again (`setpriv`, `prlimit`).
+    func mount(options: [String] = ["allow_other"], descriptorLimit: Int? = nil) throws {
+        guard var (exe, args) = mountCommand(options: options) else { mounted = false; return }
+        if let descriptorLimit {
+            guard let setpriv = Spawn.which("setpriv"), let prlimit = Spawn.which("prlimit") else {
+                throw SpawnError(message: "setpriv and prlimit (util-linux) are needed to mount with a lower descriptor limit")
+            }
+            args = ["--bounding-set=-sys_resource", prlimit,
+                    "--nofile=\(descriptorLimit):\(descriptorLimit)", exe] + args
+            exe = setpriv
+        }
         let result = Spawn.run(exe, args, timeout: 60)
         guard result.status == 0 else {
             throw SpawnError(message: "`\(([exe] + args).joined(separator: " "))` failed: \(result)")
@@ -114,6 +124,30 @@ final class MountedFolder {
         daemonPids = Mounts.daemons(servingPath: mountpoint, programs: ["coordfs", "passthrough_ll"])
     }
 
+    /// The daemon's RLIMIT_NOFILE soft limit (/proc/PID/limits), or nil.
+    func daemonDescriptorLimit() -> Int? {
+        guard let pid = daemonPids.first, let text = try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else { return nil }
+        return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.flatMap { Int($0) }
+    }
+
+    /// How many descriptors the daemon holds now (/proc/PID/fd), or nil.
+    func daemonOpenDescriptors() -> Int? {
+        guard let pid = daemonPids.first else { return nil }
+        return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"))?.count
+    }
+
+    /// How many of the daemon's descriptors are on items in the backing folder (nodes, open files,
+    /// directory streams), the state folder left out; nil when the daemon is unknown.
+    func daemonDescriptorsInBacking() -> Int? {
+        guard let pid = daemonPids.first, let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return nil }
+        let state = backing + "/.coordfs"
+        return fds.filter { fd in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)") else { return false }
+            return (target == backing || target.hasPrefix(backing + "/")) && target != state && !target.hasPrefix(state + "/")
+        }.count
+    }
+
     /// Unmounts everything under `root` (the main mount and any a test added) and hands the
     /// daemons to `Exiting`, which makes sure they end. The kernel unmount is done directly
     /// (`fusermount3 -u`): `coordfs unmount` also waits for its daemon to exit, which costs
@@ -123,14 +157,28 @@ final class MountedFolder {
     func unmount() -> [String] {
         var problems: [String] = []
         let mine = Mounts.list().filter { $0.mountpoint == root || $0.mountpoint.hasPrefix(root + "/") }
+        var unmountedDaemons: [pid_t] = []
         for entry in mine.reversed() where Mounts.isMounted(entry.mountpoint) {
             let daemons = Mounts.daemons(servingPath: entry.mountpoint, programs: ["coordfs", "passthrough_ll"])
-            let r = Spawn.which("fusermount3").map { Spawn.run($0, ["-u", entry.mountpoint], timeout: 20) }
+            // A file system a test mounted itself (a loop-mounted image as the backing folder): once
+            // the daemons above it have ended.
+            let tool = entry.fstype.hasPrefix("fuse") ? "fusermount3" : "umount"
+            if tool == "umount" {
+                let deadline = Date().addingTimeInterval(10)
+                while unmountedDaemons.contains(where: Mounts.isAlive) && Date() < deadline { usleep(10_000) }
+            }
+            var r = Spawn.which(tool).map { Spawn.run($0, tool == "umount" ? [entry.mountpoint] : ["-u", entry.mountpoint], timeout: 20) }
+            // The kernel lets go of an ended daemon's fanotify marks a moment later (EBUSY until then).
+            for _ in 0..<50 where tool == "umount" && r?.status != 0 && Mounts.isMounted(entry.mountpoint) {
+                usleep(100_000)
+                r = Spawn.which(tool).map { Spawn.run($0, [entry.mountpoint], timeout: 20) }
+            }
             if Mounts.isMounted(entry.mountpoint) {
-                problems.append("`fusermount3 -u \(entry.mountpoint)`: \(r.map(String.init(describing:)) ?? "fusermount3 not found")")
+                problems.append("`\(tool) \(entry.mountpoint)`: \(r.map(String.init(describing:)) ?? "\(tool) not found")")
                 Self.forceUnmount(entry.mountpoint)
             }
             Exiting.add(daemons + (entry.mountpoint == mountpoint ? daemonPids : []))
+            unmountedDaemons += daemons + (entry.mountpoint == mountpoint ? daemonPids : [])
         }
         mounted = false
         return problems
