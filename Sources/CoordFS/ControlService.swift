@@ -326,7 +326,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return StatusReport.Presenter(presenter: ControlProtocol.PresenterID(p.id.rawValue), path: path, kind: kind,
                                           pid: p.owner.pid, uid: p.owner.uid)
         }
-        func intents(_ list: [FileAccessIntent]) -> [Intent] { list.compactMap(Self.convert) }
+        // An access is listed when one of its items is visible, and then with those items only.
+        func intents(_ list: [FileAccessIntent]) -> [Intent] { list.filter { visible($0.path) }.compactMap(Self.convert) }
         let accesses = snapshot.held.filter { $0.intents.contains { visible($0.path) } }.map { a in
             StatusReport.Access(access: AccessID(a.id.rawValue), intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid,
                                 heldMs: a.ageNanos / 1_000_000)

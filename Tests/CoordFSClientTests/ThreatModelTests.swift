@@ -135,6 +135,17 @@ final class ThreatModelTests: ClientMountTestCase {
         XCTAssertFalse(status.output.contains("hidden-name"), status.output)
         let asRoot = try run([bin, "status", "--json", mnt])
         XCTAssertTrue(asRoot.output.contains("hidden-name"), asRoot.output)
+
+        // An access to a visible and a hidden item is listed with the visible one only.
+        let client = try RawClient(socket: socketPath)
+        XCTAssertTrue(client.hello())
+        let hiddenPath = try MountPath(validating: "dropbox/hidden-name.txt"), listedPath = try MountPath(validating: "listed.txt")
+        guard case .granted = client.request({ .coordinate(Coordinate(id: $0, intents: [.reading(hiddenPath), .writing(listedPath)])) }) else {
+            return XCTFail("not granted")
+        }
+        let during = try run([bin, "status", "--json", mnt], user: nobody)
+        XCTAssertTrue(during.output.contains("\"accesses\":[{"), during.output)
+        XCTAssertFalse(during.output.contains("hidden-name"), during.output)
     }
 
     /// Issue 17 case 2: the log's files are the daemon's user's alone; nobody reads, and follows,
