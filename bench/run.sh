@@ -15,7 +15,9 @@
 # BENCH_TARGETS ("native passthrough_ll coordfs"), BENCH_ROUNDS (5, for the sequential workloads),
 # BENCH_META_ROUNDS (5, for the metadata workloads, whose rounds vary most),
 # BENCH_FRESH_FS (1: each target's folder is a fresh ext4 image of its own on the bench disk;
-# 0: plain folders under BENCH_DIR).
+# 0: plain folders under BENCH_DIR), BENCH_LOW_NOFILE (1024: the descriptor limit of the second
+# coordfs daemon the metadata workloads run on; 0: none).
+# `bench/run.sh lowfd` runs only that comparison and prints its section.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +45,8 @@ WORKLOADS=(
   "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
   "tar|s|lower|unpack then delete a tarball of /usr/include|-"
 )
-SECTIONS=(section_machine section_mount section_memory section_eventlog section_suites section_how)
+SECTIONS=(section_machine section_mount section_lowfd section_memory section_eventlog section_suites section_how)
+LOW_NOFILE=${BENCH_LOW_NOFILE:-1024}
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "bench: $*"; exit 1; }
@@ -145,6 +148,17 @@ start_target() {   # target: its folder (a fresh file system) and, for a FUSE ta
       PID_OF[coordfs]=$(pgrep -n -f "coordfs mount $WORK/cf/backing $WORK/cf/mnt" || true)
       [ -n "${PID_OF[coordfs]}" ] || die "cannot find the coordfs daemon's pid"
       DIR_OF[coordfs]=$WORK/cf/mnt ;;
+    coordfs_lowfd)
+      # The same daemon with RLIMIT_NOFILE at LOW_NOFILE, soft and hard, and no CAP_SYS_RESOURCE
+      # to raise it again: past half of it, nodes keep only file handles.
+      fresh_fs "$WORK/cflow/backing" cflow; mkdir -p "$WORK/cflow/mnt"
+      MOUNTS+=("$WORK/cflow/mnt")
+      setpriv --bounding-set=-sys_resource prlimit --nofile="$LOW_NOFILE:$LOW_NOFILE" \
+        "$BIN" mount "$WORK/cflow/backing" "$WORK/cflow/mnt" ${COORDFS_OPTS:+-o "$COORDFS_OPTS"} || die "coordfs mount (low limit) failed"
+      wait_mounted "$WORK/cflow/mnt"
+      PID_OF[coordfs_lowfd]=$(pgrep -n -f "coordfs mount $WORK/cflow/backing $WORK/cflow/mnt" || true)
+      [ -n "${PID_OF[coordfs_lowfd]}" ] || die "cannot find the low-limit coordfs daemon's pid"
+      DIR_OF[coordfs_lowfd]=$WORK/cflow/mnt ;;
     *) die "unknown target $1" ;;
   esac
 }
@@ -163,6 +177,7 @@ refresh_target() {   # target
     native) fs=$WORK/native ;;
     passthrough_ll) fs=$WORK/pt/backing; fusermount3 -u "$WORK/pt/mnt" || die "cannot unmount passthrough_ll" ;;
     coordfs) fs=$WORK/cf/backing; "$BIN" unmount "$WORK/cf/mnt" >/dev/null || die "cannot unmount coordfs" ;;
+    coordfs_lowfd) fs=$WORK/cflow/backing; "$BIN" unmount "$WORK/cflow/mnt" >/dev/null || die "cannot unmount coordfs" ;;
   esac
   if [ -n "$pid" ]; then
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
@@ -286,6 +301,39 @@ run_workloads() {
   for t in "${TARGETS[@]}"; do rm -f "${DIR_OF[$t]}/fio-seq.dat"; done
 }
 
+# The metadata workloads on coordfs at its default descriptor limit and at LOW_NOFILE, each round
+# on fresh file systems, the order alternating; the best round counts (medians in the section).
+run_lowfd() {
+  [ "$LOW_NOFILE" != 0 ] || return 0
+  command -v setpriv >/dev/null && command -v prlimit >/dev/null || { say "bench: setpriv/prlimit missing: no low-limit run"; LOW_NOFILE=0; return 0; }
+  [ -n "${DIR_OF[coordfs]:-}" ] || start_target coordfs
+  start_target coordfs_lowfd
+  LOWFD_LIMIT=$(awk '/^Max open files/ {print $4}' "/proc/${PID_OF[coordfs_lowfd]}/limits")
+  DEFAULT_LIMIT=$(awk '/^Max open files/ {print $4}' "/proc/${PID_OF[coordfs]}/limits")
+  local name better r t value pair
+  for name in $FRESH_ROUND; do
+    better=$(printf '%s\n' "${WORKLOADS[@]}" | awk -F'|' -v n="$name" '$1 == n {print $3}')
+    for ((r = 0; r < META_ROUNDS; r++)); do
+      pair="coordfs coordfs_lowfd"; (( r % 2 )) && pair="coordfs_lowfd coordfs"
+      for t in $pair; do
+        say "bench: $name on $t at $([ "$t" = coordfs ] && echo "the default limit" || echo "$LOW_NOFILE descriptors") (round $((r + 1))/$META_ROUNDS)"
+        refresh_target "$t"
+        settle_disk
+        if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
+        say "bench:   $value"
+        [ "$value" != "error" ] && LOWFD_ALL[$name:$t]="${LOWFD_ALL[$name:$t]:-} $value"
+        local prev=${LOWFD[$name:$t]:-}
+        if [ -z "$prev" ] || [ "$prev" = "error" ]; then LOWFD[$name:$t]=$value
+        elif [ "$value" != "error" ]; then
+          LOWFD[$name:$t]=$(awk -v a="$prev" -v b="$value" -v h="$better" 'BEGIN { if ((h == "higher") == (b > a)) print b; else print a }')
+        fi
+      done
+    done
+  done
+}
+declare -A LOWFD=() LOWFD_ALL=()
+LOWFD_LIMIT="" DEFAULT_LIMIT=""
+
 # Daemon memory: resident set after LOOKUP_FILES files were looked up through each mount.
 run_memory() {
   local t dir
@@ -334,7 +382,11 @@ speed_ratio() {   # coordfs-value other-value better: coordfs's speed over the o
 }
 
 median() {   # workload:target -> the median of its rounds
-  tr ' ' '\n' <<<"${ALL[$1]:-}" | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+  median_of "${ALL[$1]:-}"
+}
+
+median_of() {   # space-separated values -> their median
+  tr ' ' '\n' <<<"$1" | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
 median_ratio() {   # workload better: coordfs's median speed relative to passthrough_ll's
@@ -406,6 +458,27 @@ section_mount() {
   echo
 }
 
+section_lowfd() {
+  [ "$LOW_NOFILE" != 0 ] || return 0
+  echo "## Metadata at a ${LOW_NOFILE}-descriptor limit"
+  echo
+  echo "coordfs as above (RLIMIT_NOFILE ${DEFAULT_LIMIT:-?}) beside the same daemon started with RLIMIT_NOFILE"
+  echo "${LOWFD_LIMIT:-?} (\`setpriv --bounding-set=-sys_resource prlimit --nofile=$LOW_NOFILE:$LOW_NOFILE\`). Its node"
+  echo "budget is half the limit: past it, nodes (directories too) keep only their file handles and are"
+  echo "reopened for each use (\`docs/architecture.md\`, \"Inodes beyond the descriptor limit\"). Best of"
+  echo "$META_ROUNDS rounds each, on fresh file systems, the order alternating; medians in brackets."
+  echo
+  echo "| workload | unit | coordfs, default limit | coordfs, $LOW_NOFILE descriptors | low limit / default |"
+  echo "|---|---|---:|---:|---:|"
+  local line name unit better what target
+  for line in "${WORKLOADS[@]}"; do
+    IFS='|' read -r name unit better what target <<<"$line"
+    [[ "$FRESH_ROUND" == *" $name "* ]] || continue
+    echo "| $name: $what | $unit | $(fmt "${LOWFD[$name:coordfs]:-}") ($(fmt "$(median_of "${LOWFD_ALL[$name:coordfs]:-}")")) | $(fmt "${LOWFD[$name:coordfs_lowfd]:-}") ($(fmt "$(median_of "${LOWFD_ALL[$name:coordfs_lowfd]:-}")")) | $(speed_ratio "${LOWFD[$name:coordfs_lowfd]:-}" "${LOWFD[$name:coordfs]:-}" "$better") |"
+  done
+  echo
+}
+
 section_memory() {
   echo "## Daemon memory"
   echo
@@ -470,7 +543,7 @@ section_how() {
   echo
   echo "\`$COMMAND\` (it builds with \`swift build -c release\` first; \`bench/run.sh\` alone uses the"
   echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
-  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS. Every target"
+  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS, BENCH_LOW_NOFILE. Every target"
   echo "runs on the same disk (by default each on a fresh ext4 image of its own there), one after the"
   echo "other, with the page cache dropped before each read workload."
   echo
@@ -479,8 +552,14 @@ section_how() {
 main() {
   local started; started=$(date +%s)
   preflight
+  if [ "${1:-}" = lowfd ]; then   # only the low-limit comparison, its section on stdout
+    run_lowfd
+    section_lowfd
+    return
+  fi
   setup_targets
   run_workloads
+  run_lowfd
   run_memory
   {
     echo "# Benchmarks"
