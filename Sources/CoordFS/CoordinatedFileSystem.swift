@@ -56,6 +56,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         return hooks
     }
 
+    /// The hooks, when `path` is a presented document or a folder with presented documents inside
+    /// (whose move takes them along).
+    func documents(atOrBelow path: ItemPath) -> (any DocumentHooks)? {
+        guard let hooks = documentHooks.withLock({ $0 }), coordinator.isPresented(atOrBelow: path) else { return nil }
+        return hooks
+    }
+
     /// Tells `forgetCached` which session to notify (the daemon, once mounted; nil when stopped).
     public func setSession(_ session: FuseSession?) { kernel.withLock { $0.session = session } }
 
@@ -522,7 +529,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         withAccess(request, intents, origin: who, write: true) { [self] req, grant in
             let replaced = dstStat != nil ? documents(dst) : nil
             replaced?.beforeReplace(dst)
-            let moving = documents(src)
+            let moving = documents(atOrBelow: src)
             let e = doRename()
             if e == nil {
                 replaced?.didDelete(dst, by: who)

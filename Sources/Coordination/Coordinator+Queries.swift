@@ -15,6 +15,20 @@ extension Coordinator {
         }
     }
 
+    /// True when a presenter is registered for `path` or for an item inside it (a folder whose move
+    /// takes presented documents along). Costs the path's depth.
+    public func isPresented(atOrBelow path: ItemPath) -> Bool {
+        lock.withLock {
+            if presenters.isEmpty { return false }
+            var node = presenters.root
+            for component in path.components {
+                guard let next = node.children[ExactName(component)] else { return false }
+                node = next
+            }
+            return !node.records.isEmpty || node.descendantPresenters > 0
+        }
+    }
+
     /// True when a presenter is registered for `path` or for a directory containing it: someone
     /// would hear about a change at `path`. Costs the path's depth. The mount asks it before treating
     /// an unlink or a rename as the first half of a save.

@@ -106,13 +106,17 @@ extension DocumentStore {
 
     /// A path moved (rename without replacing a presented document's contents): the document at
     /// `from` now lives at `to`. A document that was at `to` is detached (keeps its id and versions,
-    /// loses its path). Returns the moved document, or nil when `from` is not a document.
+    /// loses its path). When `from` is not a document, the documents inside it as a folder follow it.
+    /// Returns the moved document, or nil when `from` is not a document.
     @discardableResult
     public func noteMoved(from: String, to: String) throws -> DocumentID? {
         let (source, _) = try resolve(from)
         let (destination, destinationAbsolute) = try resolve(to)
         return try write { db -> DocumentID? in
-            guard let document = try documentID(db, source) else { return nil }
+            guard let document = try documentID(db, source) else {
+                try noteFolderMoved(db, from: source, to: destination)
+                return nil
+            }
             if source == destination { return document }
             try db.execute(sql: "UPDATE document SET path = NULL WHERE path = ?", arguments: [destination])
             try db.execute(sql: "UPDATE document SET path = ? WHERE id = ?", arguments: [destination, document.rawValue])
@@ -120,6 +124,21 @@ extension DocumentStore {
                 try setIdentity(db, document, FileIdentity(st))
             }
             return document
+        }
+    }
+
+    /// A folder moved: the documents inside it follow (their versions and conflicts are theirs by
+    /// document, so `versions` by the new path finds them).
+    private func noteFolderMoved(_ db: Database, from source: String, to destination: String) throws {
+        guard !source.isEmpty, source != destination else { return }
+        let prefix = source + "/"
+        let inside = try Row.fetchAll(db, sql: "SELECT id, path FROM document WHERE instr(path, ?) = 1", arguments: [prefix])
+        for row in inside {
+            let id: Int64 = row["id"], old: String = row["path"]
+            guard old.utf8.starts(with: prefix.utf8) else { continue }
+            let moved = destination + "/" + String(decoding: old.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+            try db.execute(sql: "UPDATE document SET path = NULL WHERE path = ?", arguments: [moved])
+            try db.execute(sql: "UPDATE document SET path = ? WHERE id = ?", arguments: [moved, id])
         }
     }
 

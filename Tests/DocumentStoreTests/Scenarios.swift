@@ -508,6 +508,18 @@ struct Scenarios {
         XCTAssertEqual(try f.store.document(atPath: "b.txt")?.id, registration.document)
         XCTAssertNil(try f.store.document(atPath: "a.txt"))
         XCTAssertNil(try f.store.noteMoved(from: "nothing", to: "else"))
+        // A folder moves: the documents inside follow; a look-alike name beside it stays.
+        XCTAssertEqual(mkdir(f.path("dir"), 0o755), 0)
+        XCTAssertEqual(mkdir(f.path("dir/in"), 0o755), 0)
+        try f.write("dir/in/c.txt", "c\n")
+        try f.write("dirx.txt", "x\n")
+        let inside = try f.store.register(alice, path: "dir/in/c.txt")
+        let beside = try f.store.register(alice, path: "dirx.txt")
+        XCTAssertEqual(rename(f.path("dir"), f.path("moved")), 0)
+        XCTAssertNil(try f.store.noteMoved(from: "dir", to: "moved"))
+        XCTAssertEqual(try f.store.document(atPath: "moved/in/c.txt")?.id, inside.document)
+        XCTAssertNil(try f.store.document(atPath: "dir/in/c.txt"))
+        XCTAssertEqual(try f.store.document(atPath: "dirx.txt")?.id, beside.document)
     }
 
     // MARK: Save styles

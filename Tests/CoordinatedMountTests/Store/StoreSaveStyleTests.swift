@@ -73,6 +73,25 @@ final class StoreSaveStyleTests: StoreMountTestCase {
         XCTAssertEqual(backingText("doc.txt"), "alpha\n")
     }
 
+    /// A folder holding a presented document moves: the store follows the document (its base, a
+    /// later conflict, its versions by the new path), as when the document itself moves.
+    func testMovingAnAncestorFolderKeepsTheDocument() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/sub/inner", withIntermediateDirectories: true)
+        try write("sub/inner/doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("sub/inner/doc.txt", unsaved: true)
+        try sh("mv sub sub2")
+        let deadline = Date().addingTimeInterval(5)
+        while !p.log.contains("didMove sub2/inner/doc.txt") && Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(p.log.contains("didMove sub2/inner/doc.txt"), "\(p.log)")
+        try sh("printf 'theirs\\n' > sub2/inner/doc.txt")
+        let events = p.waitForEvents(1, settle: 0.6)
+        let conflict = try conflict(of: events)
+        XCTAssertEqual(conflict.path, "sub2/inner/doc.txt")
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id])
+        XCTAssertTrue(try keptTexts("sub2/inner/doc.txt").contains("alpha\n"), "the base is kept under the new path")
+        XCTAssertEqual(try keptTexts("sub/inner/doc.txt"), [])
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")
