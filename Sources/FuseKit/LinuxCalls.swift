@@ -1,5 +1,6 @@
 import CFuse3
 import Glibc
+import NameBytes
 
 /// Linux system calls that Swift's Glibc module hides (GNU extensions), for the modules above FuseKit,
 /// which do not import C themselves. Each returns -1 and sets errno on failure, like the C call.
@@ -134,7 +135,9 @@ public enum LinuxCalls {
 /// One line on the daemon's stderr: `daemon.log` in the background, the terminal or the journal with
 /// `-f`. A single write(2), so lines from several threads do not interleave.
 public func sayOnStandardError(_ line: String) {
-    let text = line.hasSuffix("\n") ? line : line + "\n"
+    // Names in messages are shown escaped (`displayEscapedLines`): a name cannot forge daemon.log.
+    let shown = line.displayEscapedLines
+    let text = shown.hasSuffix("\n") ? shown : shown + "\n"
     _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
 }
 

@@ -116,3 +116,55 @@ extension ByteNameCLITests {
         presenter.stop()
     }
 }
+
+extension ByteNameCLITests {
+    func testConflictsAndAKeepBothResolutionOfANameThatIsNotUTF8() throws {
+        let name = Array("c".utf8) + [0xFF] + Array(".txt".utf8)
+        let backingPath = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
+        let fd = open(backingPath, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        _ = "base\n".withCString { Glibc.write(fd, $0, 5) }
+        close(fd)
+        try mount()
+        let mounted = "\"$(printf '\(mnt!)/c\\377.txt')\""
+        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present --unsaved \(mounted)"])
+        let registered = Date().addingTimeInterval(10)
+        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertEqual(sh("printf 'theirs\\n' > \(mounted)").status, 0)
+
+        // The conflict's path is the exact bytes in JSON, escaped in the table.
+        let python = "import json, os, sys; [print(os.fsencode(json.loads(l)[\"path\"]).hex()) for l in sys.stdin]"
+        var listed = CommandResult(status: 1, stdout: "", stderr: "")
+        let deadline = Date().addingTimeInterval(8)
+        repeat {
+            listed = sh("\"$COORDFS\" conflicts '\(mnt!)' --json | python3 -c '\(python)'")
+            if !listed.lines.isEmpty { break }
+            usleep(50_000)
+        } while Date() < deadline
+        XCTAssertEqual(listed.lines, [(Array(mnt.utf8) + [UInt8(ascii: "/")] + name).map { String(format: "%02x", $0) }.joined()], "\(listed)")
+        let table = coordfs("conflicts", mnt)
+        XCTAssertTrue(table.stdout.contains("/c\\xff.txt"), table.stdout)
+        XCTAssertEqual(sh("\"$COORDFS\" conflicts \(mounted) --json").lines.count, 1, "conflicts of the path given as bytes")
+
+        let mine = root + "/mine.txt"
+        try "mine\n".write(toFile: mine, atomically: false, encoding: .utf8)
+        let resolved = sh("\"$COORDFS\" resolve \(mounted) --keep-both --from '\(mine)'")
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        XCTAssertTrue(resolved.stdout.contains("c\\xff"), resolved.stdout)
+        // The copy sits beside the document under a name that starts with the document's bytes.
+        var names: [[UInt8]] = []
+        if let dir = opendir(backing) {
+            while let entry = readdir(dir) {
+                names.append(withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) })
+            }
+            closedir(dir)
+        }
+        XCTAssertTrue(names.contains(name), "\(names)")
+        XCTAssertTrue(names.contains { $0.starts(with: Array("c".utf8) + [0xFF] + Array(" (conflict ".utf8)) && $0.hasSuffixBytes(Array(").txt".utf8)) }, "\(names)")
+        presenter.stop()
+    }
+}
+
+private extension Array where Element == UInt8 {
+    func hasSuffixBytes(_ suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
+}
