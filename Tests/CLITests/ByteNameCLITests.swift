@@ -12,6 +12,36 @@ final class ByteNameCLITests: CLITestCase {
         "\"$(printf '" + bytes.map { String(format: "\\%03o", $0) }.joined() + "')\""
     }
 
+    /// Creates `BACKING/name` (the name as bytes) holding `contents`.
+    func makeBackingFile(_ name: [UInt8], _ contents: String = "") {
+        let fd = open((Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        _ = contents.withCString { Glibc.write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+
+    /// `coordfs present ARGUMENTS` through the shell (so a path can be given as bytes), once registered.
+    func presentThroughShell(_ arguments: String) throws -> Child {
+        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present \(arguments)"])
+        let registered = Date().addingTimeInterval(10)
+        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        return presenter
+    }
+
+    /// `sh(script)` again until it prints something (the store works after the write returned).
+    func untilOutput(_ script: String, timeout: Double = 8) -> CommandResult {
+        var result = sh(script)
+        let deadline = Date().addingTimeInterval(timeout)
+        while result.lines.isEmpty && Date() < deadline {
+            usleep(50_000)
+            result = sh(script)
+        }
+        return result
+    }
+
+    /// `path` (bytes) as the hex Python prints for `os.fsencode(...).hex()`.
+    func hex(_ path: [UInt8]) -> String { path.map { String(format: "%02x", $0) }.joined() }
+
     func testLogJSONRoundTripsTheBytesAndTextEscapesThem() throws {
         try mount()
         let names: [[UInt8]] = [Array("col".utf8) + [0xFF], Array("col".utf8) + [0xFE], Array("\u{1B}[31mred\u{202E}txt.exe".utf8)]
@@ -33,8 +63,7 @@ final class ByteNameCLITests: CLITestCase {
         XCTAssertEqual(r.status, 0, "\(r)")
         let seen = Set(r.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
         for name in names {
-            let hex = ([UInt8(ascii: "/")] + name).map { String(format: "%02x", $0) }.joined()
-            XCTAssertTrue(seen.contains(hex), "no record with the path bytes \(hex): \(r.stdout)")
+            XCTAssertTrue(seen.contains(hex([UInt8(ascii: "/")] + name)), "no record with the path bytes of \(name): \(r.stdout)")
         }
         // Text: \xff, and no raw ESC or U+202E reaches the terminal.
         let text = coordfs("log", mnt)
@@ -51,37 +80,23 @@ final class ByteNameCLITests: CLITestCase {
 extension ByteNameCLITests {
     func testPresentVersionsAndShowWorkForANameThatIsNotUTF8() throws {
         let name = Array("doc".utf8) + [0xFF] + Array(".txt".utf8)
-        let backingPath = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
-        let fd = open(backingPath, O_CREAT | O_WRONLY, 0o644)
-        XCTAssertGreaterThanOrEqual(fd, 0)
-        _ = "one\n".withCString { Glibc.write(fd, $0, 4) }
-        close(fd)
+        makeBackingFile(name, "one\n")
         try mount()
-        let mounted = "\"$(printf '\(mnt!)/doc\\377.txt')\""
+        let mounted = word(Array(mnt.utf8) + [UInt8(ascii: "/")] + name)
         // The path comes from argv as bytes (Swift's CommandLine.arguments would say doc\u{FFFD}.txt).
-        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present \(mounted)"])
-        let registered = Date().addingTimeInterval(10)
-        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        let presenter = try presentThroughShell(mounted)
         XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("registered") && $0.hasSuffix(" doc\\xff.txt") }, presenter.stdout + presenter.stderr)
 
         XCTAssertEqual(sh("printf 'two\\n' > \(mounted)").status, 0)
         let told = Date().addingTimeInterval(5)
         while !presenter.lines.contains(where: { $0.hasPrefix("notification didChange") }) && Date() < told { usleep(20_000) }
-        XCTAssertTrue(presenter.lines.contains("ask 1 relinquishToWriter doc\\xff.txt deadline=5000ms")
-                      || presenter.lines.contains { $0.hasPrefix("ask ") && $0.contains(" relinquishToWriter doc\\xff.txt ") }, presenter.stdout)
+        XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("ask ") && $0.contains(" relinquishToWriter doc\\xff.txt ") }, presenter.stdout)
         XCTAssertTrue(presenter.lines.contains("notification didChange doc\\xff.txt"), presenter.stdout)
 
         // The store kept the old contents under the exact name: JSON carries the bytes, text escapes them.
-        var kept = CommandResult(status: 1, stdout: "", stderr: "")
-        let deadline = Date().addingTimeInterval(5)
-        repeat {
-            kept = sh("\"$COORDFS\" versions --json \(mounted) | python3 -c 'import json, os, sys; [print(os.fsencode(json.loads(l)[\"path\"]).hex(), json.loads(l)[\"version\"]) for l in sys.stdin]'")
-            if !kept.lines.isEmpty { break }
-            usleep(50_000)
-        } while Date() < deadline
+        let kept = untilOutput("\"$COORDFS\" versions --json \(mounted) | python3 -c 'import json, os, sys; [print(os.fsencode(json.loads(l)[\"path\"]).hex(), json.loads(l)[\"version\"]) for l in sys.stdin]'")
         XCTAssertEqual(kept.status, 0, "\(kept)")
-        let hex = ([UInt8(ascii: "/")] + name).map { String(format: "%02x", $0) }.joined()
-        XCTAssertEqual(kept.lines.first?.split(separator: " ").first.map(String.init), hex, "\(kept)")
+        XCTAssertEqual(kept.lines.first?.split(separator: " ").first.map(String.init), hex([UInt8(ascii: "/")] + name), "\(kept)")
         let version = try XCTUnwrap(kept.lines.first?.split(separator: " ").last.map(String.init))
         XCTAssertEqual(sh("\"$COORDFS\" show \(mounted) --version \(version)").stdout, "one\n")
         let table = sh("\"$COORDFS\" versions \(mounted)")
@@ -94,15 +109,9 @@ extension ByteNameCLITests {
 extension ByteNameCLITests {
     func testStatusEscapesHostileNamesInTextAndKeepsTheirBytesInJSON() throws {
         let name = Array("\u{1B}[31mred\u{202E}".utf8) + [0xFF]
-        let backingPath = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
-        let fd = open(backingPath, O_CREAT | O_WRONLY, 0o644)
-        XCTAssertGreaterThanOrEqual(fd, 0)
-        close(fd)
+        makeBackingFile(name)
         try mount()
-        let mounted = "\"$(printf '\(mnt!)/\\033[31mred\\342\\200\\256\\377')\""
-        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present \(mounted)"])
-        let registered = Date().addingTimeInterval(10)
-        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        let presenter = try presentThroughShell(word(Array(mnt.utf8) + [UInt8(ascii: "/")] + name))
         XCTAssertTrue(presenter.lines.contains { $0.hasSuffix(" \\x1b[31mred\\u202e\\xff") }, presenter.stdout + presenter.stderr)
         XCTAssertFalse(presenter.stdout.contains("\u{1B}"), presenter.stdout)
 
@@ -112,7 +121,7 @@ extension ByteNameCLITests {
         XCTAssertFalse(text.stdout.contains("\u{1B}") || text.stdout.contains("\u{202E}") || text.stdout.contains("\u{FFFD}"), text.stdout)
         let json = sh("\"$COORDFS\" status '\(mnt!)' --json | python3 -c 'import json, os, sys; print(\" \".join(os.fsencode(p[\"path\"]).hex() for p in json.load(sys.stdin)[\"presenters\"]))'")
         XCTAssertEqual(json.status, 0, "\(json)")
-        XCTAssertTrue(json.stdout.contains(name.map { String(format: "%02x", $0) }.joined()), "\(json)")
+        XCTAssertTrue(json.stdout.contains(hex(name)), "\(json)")
         presenter.stop()
     }
 }
@@ -120,28 +129,16 @@ extension ByteNameCLITests {
 extension ByteNameCLITests {
     func testConflictsAndAKeepBothResolutionOfANameThatIsNotUTF8() throws {
         let name = Array("c".utf8) + [0xFF] + Array(".txt".utf8)
-        let backingPath = (Array(backing.utf8) + [UInt8(ascii: "/")] + name + [0]).map { CChar(bitPattern: $0) }
-        let fd = open(backingPath, O_CREAT | O_WRONLY, 0o644)
-        XCTAssertGreaterThanOrEqual(fd, 0)
-        _ = "base\n".withCString { Glibc.write(fd, $0, 5) }
-        close(fd)
+        makeBackingFile(name, "base\n")
         try mount()
-        let mounted = "\"$(printf '\(mnt!)/c\\377.txt')\""
-        let presenter = try start("/bin/sh", ["-c", "exec '\(binary!)' present --unsaved \(mounted)"])
-        let registered = Date().addingTimeInterval(10)
-        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        let mounted = word(Array(mnt.utf8) + [UInt8(ascii: "/")] + name)
+        let presenter = try presentThroughShell("--unsaved " + mounted)
         XCTAssertEqual(sh("printf 'theirs\\n' > \(mounted)").status, 0)
 
         // The conflict's path is the exact bytes in JSON, escaped in the table.
         let python = "import json, os, sys; [print(os.fsencode(json.loads(l)[\"path\"]).hex()) for l in sys.stdin]"
-        var listed = CommandResult(status: 1, stdout: "", stderr: "")
-        let deadline = Date().addingTimeInterval(8)
-        repeat {
-            listed = sh("\"$COORDFS\" conflicts '\(mnt!)' --json | python3 -c '\(python)'")
-            if !listed.lines.isEmpty { break }
-            usleep(50_000)
-        } while Date() < deadline
-        XCTAssertEqual(listed.lines, [(Array(mnt.utf8) + [UInt8(ascii: "/")] + name).map { String(format: "%02x", $0) }.joined()], "\(listed)")
+        let listed = untilOutput("\"$COORDFS\" conflicts '\(mnt!)' --json | python3 -c '\(python)'")
+        XCTAssertEqual(listed.lines, [hex(Array(mnt.utf8) + [UInt8(ascii: "/")] + name)], "\(listed)")
         let table = coordfs("conflicts", mnt)
         XCTAssertTrue(table.stdout.contains("/c\\xff.txt"), table.stdout)
         XCTAssertEqual(sh("\"$COORDFS\" conflicts \(mounted) --json").lines.count, 1, "conflicts of the path given as bytes")
