@@ -27,6 +27,10 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let ownPID = getpid()
     /// The mount's own writes made by the kernel (passthrough), reported with the writer's pid.
     private let passthroughWrites: PassthroughWrites?
+    /// The mount, for the document store's hooks: a change made here over a presented document is the
+    /// same change for the store as one made through the mount (a version when it could be kept, a
+    /// conflict for unsaved changes, attributed to whoever made it).
+    private weak let fileSystem: CoordinatedFileSystem?
     private let stopped = Atomic<Bool>(false)
     /// False once a directory could not be marked (the loopback then reads every path afresh).
     private let marksComplete = Atomic<Bool>(true)
@@ -38,7 +42,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// Nil when fanotify is not available (not root, an old kernel): then changes made directly in the
     /// backing folder show through the mount after the cache timeouts, and presenters are not told.
     init?(loopback: Loopback, session: FuseSession, coordinator: Coordinator, tempPatterns: TempNamePatterns,
-          passthroughWrites: PassthroughWrites?) {
+          passthroughWrites: PassthroughWrites?, fileSystem: CoordinatedFileSystem? = nil) {
         let g = LinuxCalls.Fanotify.initialize()
         guard g >= 0 else { return nil }
         var fds: [Int32] = [0, 0]
@@ -50,6 +54,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         self.coordinator = coordinator
         self.tempPatterns = tempPatterns
         self.passthroughWrites = passthroughWrites
+        self.fileSystem = fileSystem
     }
 
     func start() {
@@ -208,9 +213,20 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let from = resolved.first { $0.type == Self.oldDfidName }.flatMap(path)
             let to = resolved.first { $0.type == Self.newDfidName }.flatMap(path)
             switch (from, to) {
-            case let (f?, t?): coordinator.announce(.moved(from: f, to: t), origin: origin)
-            case let (nil, t?): coordinator.announce(.subitemAppeared(t), origin: origin) // from a temp name
-            case let (f?, nil): coordinator.announce(.deleted(f), origin: origin)
+            case let (f?, t?):
+                // Over a presented document: its contents were replaced; otherwise documents follow.
+                if let hooks = fileSystem?.documents(t) {
+                    hooks.didChange(t, by: origin)
+                } else {
+                    fileSystem?.documents(atOrBelow: f)?.didMove(from: f, to: t, by: origin)
+                }
+                coordinator.announce(.moved(from: f, to: t), origin: origin)
+            case let (nil, t?): // from a temp name: over a presented document, a save
+                fileSystem?.documents(t)?.didChange(t, by: origin)
+                coordinator.announce(.subitemAppeared(t), origin: origin)
+            case let (f?, nil):
+                fileSystem?.documents(f)?.didDelete(f, by: origin)
+                coordinator.announce(.deleted(f), origin: origin)
             default: break
             }
             return
@@ -222,9 +238,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             coordinator.announce(.subitemAppeared(p), origin: origin)
         }
         if mask & LinuxCalls.Fanotify.closeWrite != 0 || (mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0) {
+            // Written (a change of attributes alone is not one of contents for the store).
+            if mask & LinuxCalls.Fanotify.closeWrite != 0 { fileSystem?.documents(p)?.didChange(p, by: origin) }
             coordinator.announce(.changed(p), origin: origin)
         }
         if mask & LinuxCalls.Fanotify.delete != 0 {
+            fileSystem?.documents(p)?.didDelete(p, by: origin)
             coordinator.announce(.deleted(p), origin: origin)
         }
     }

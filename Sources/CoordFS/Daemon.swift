@@ -66,7 +66,8 @@ public final class Daemon: @unchecked Sendable {
         }
         if watcher == nil, let session, let w = BackingWatcher(loopback: loopback, session: session, coordinator: coordinator,
                                                                tempPatterns: plan.options.coordination.tempPatterns,
-                                                               passthroughWrites: coordinated?.passthroughWrites) {
+                                                               passthroughWrites: coordinated?.passthroughWrites,
+                                                               fileSystem: coordinated) {
             watcher = w
             w.start()
         } else if watcher == nil, session != nil {

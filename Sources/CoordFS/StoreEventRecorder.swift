@@ -22,9 +22,11 @@ struct StoreEventRecorder: Sendable {
     }
 
     /// A conflict opened (or a further change folded into an open one).
-    func conflictDetected(_ conflict: Conflict, presenter: String) {
+    /// `actor`: who made the change, when known.
+    func conflictDetected(_ conflict: Conflict, presenter: String, actor origin: (pid: Int32, uid: UInt32, executable: String)? = nil) {
         log.append(
             .conflictDetected, path: Self.logPath(conflict.path), documentID: Self.documentID(conflict.document),
+            actor: origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) },
             details: EventDetails(
                 presenterID: presenter, versionID: conflict.baseVersion.map { String($0.rawValue) },
                 reason: conflict.kind.rawValue, message: "\(conflict.id)"))

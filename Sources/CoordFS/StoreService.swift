@@ -379,7 +379,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         do {
             let event = try store.noteExternalChange(path.string, change, by: writer)
             if let writer, case .changed = change { _ = try? store.rebase(writer, path: path.string) }
-            if let event { deliver(event) }
+            if let event { deliver(event, by: origin) }
         } catch DocumentStoreError.notARegularFile {
         } catch {
             var deletion = false
@@ -415,8 +415,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
     }
 
-    /// One event per presenter: conflicts to the log, then to the presenter and the observers.
-    func deliver(_ change: UnderlyingFileChanged) {
+    /// One event per presenter: conflicts to the log (with `origin`, who made the change, when
+    /// known), then to the presenter and the observers.
+    func deliver(_ change: UnderlyingFileChanged, by origin: AccessOrigin? = nil) {
         guard let path = try? ItemPath(change.path) else { return }
         let (entries, observers) = state.withLock { s in
             (s.presenters, Array(s.observers.sorted { $0.key < $1.key }.map(\.value)))
@@ -426,7 +427,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             let action: DocumentAction
             switch outcome.action {
             case .conflict(let conflict):
-                recorder?.conflictDetected(conflict, presenter: outcome.presenter.rawValue)
+                recorder?.conflictDetected(conflict, presenter: outcome.presenter.rawValue,
+                                           actor: origin.map { ($0.pid, $0.uid, $0.executable) })
                 action = .conflict(conflict.id)
             case .applied(.close): action = .close
             case .applied: action = .reload

@@ -92,6 +92,33 @@ final class StoreSaveStyleTests: StoreMountTestCase {
         XCTAssertEqual(try keptTexts("sub/inner/doc.txt"), [])
     }
 
+    /// A change made directly in the backing folder (not through the mount) over a presented
+    /// document with unsaved changes is the same conflict as one made through the mount, at once and
+    /// attributed to whoever made it. The old bytes could not be kept (nothing asked first): the
+    /// conflict has no base version unless the store had kept one.
+    func testAChangeMadeInTheBackingFolderIsTheSameConflict() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        let writer = try sh("printf 'theirs\\n' > doc.txt; echo $$", in: backing).output
+        let events = p.waitForEvents(1, settle: 0.6)
+        let conflict = try conflict(of: events)
+        XCTAssertEqual(events.first?.kind, .change)
+        XCTAssertEqual(conflict.kind, .change)
+        XCTAssertEqual(conflict.state, .open)
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], "one conflict")
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "\(p.log)")
+        XCTAssertEqual(backingText("doc.txt"), "theirs\n")
+        if let base = conflict.baseVersion {
+            XCTAssertEqual(String(decoding: try store.contents(of: base), as: UTF8.self), "alpha\n")
+        }
+        // Nobody else is blamed for it later: a read and a close through the mount change nothing.
+        _ = try sh("cat doc.txt")
+        XCTAssertEqual(p.waitForEvents(2, timeout: 0.5).count, 1)
+        let detected = try logged().filter { $0.kind == .conflictDetected }
+        XCTAssertEqual(detected.count, 1)
+        XCTAssertEqual(detected.first?.actor?.pid, Int32(writer.trimmingCharacters(in: .whitespacesAndNewlines)), "the writer: \(String(describing: detected.first))")
+    }
+
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
         try write("doc.txt", "alpha\n")
