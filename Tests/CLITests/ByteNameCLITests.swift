@@ -65,6 +65,9 @@ final class ByteNameCLITests: CLITestCase {
         for name in names {
             XCTAssertTrue(seen.contains(hex([UInt8(ascii: "/")] + name)), "no record with the path bytes of \(name): \(r.stdout)")
         }
+        // A path given on the command line as bytes selects exactly that name's records.
+        let one = sh("\"$COORDFS\" log \(word(Array(mnt.utf8) + [UInt8(ascii: "/")] + names[0])) --json | python3 -c 'import json, os, sys; print(\" \".join(sorted(set(os.fsencode(json.loads(l)[\"path\"]).hex() for l in sys.stdin))))'")
+        XCTAssertEqual(one.lines, [hex([UInt8(ascii: "/")] + names[0])], "\(one)")
         // Text: \xff, and no raw ESC or U+202E reaches the terminal.
         let text = coordfs("log", mnt)
         XCTAssertEqual(text.status, 0, "\(text)")
