@@ -31,6 +31,10 @@ struct MountCommand: ParsableCommand {
     func run() throws {
         DaemonLauncher.closeInheritedDescriptors(keeping: readyFD)
         if readyFD != nil { DaemonLauncher.detach() }
+        // Names inside the mount are any bytes; the two folders' own paths must be UTF-8.
+        for (role, given) in [("backing folder", backing), ("mountpoint", mountpoint)] where !LosslessName.isPlain(exactArgument(given)) {
+            throw CLIError("the \(role)'s path \(exactArgument(given)) is not UTF-8: coordfs mounts only folders whose own paths are UTF-8 (the names inside may be any bytes)")
+        }
         do {
             let opts = try MountOptions.parse(options)
             let plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: opts)

@@ -168,3 +168,14 @@ extension ByteNameCLITests {
 private extension Array where Element == UInt8 {
     func hasSuffixBytes(_ suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }
+
+extension ByteNameCLITests {
+    /// The one exception to "names are bytes": the folders' own paths. Refused, saying why.
+    func testAMountOfAFolderWhosePathIsNotUTF8IsRefusedSayingWhy() throws {
+        let folder = word(Array(root.utf8) + Array("/b".utf8) + [0xFF])
+        let r = sh("mkdir \(folder) && \"$COORDFS\" mount \(folder) '\(mnt!)'")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stderr.contains("the backing folder's path \(root!)/b\\xff is not UTF-8"), "\(r)")
+        XCTAssertTrue(Self.mounts(under: root).isEmpty)
+    }
+}
