@@ -1,3 +1,4 @@
+import NameBytes
 import Foundation
 import GRDB
 import Glibc
@@ -132,7 +133,7 @@ extension DocumentStore {
     /// The conflicts of the document at `path`, oldest first (open ones by default).
     public func conflicts(atPath path: String, state: ConflictState? = .open) throws -> [Conflict] {
         let (relative, _) = try resolve(path)
-        return try conflicts(state: state).filter { $0.path == relative }
+        return try conflicts(state: state).filter { ExactName.same($0.path, relative) }
     }
 
     /// One conflict.

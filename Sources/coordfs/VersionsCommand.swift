@@ -107,7 +107,7 @@ struct StoreLocation {
         try requireDocumentPath()
         let version = try storeCall { try store.version(VersionID(rawValue: number)) }
         let ofThisDocument = try storeCall { try store.versions(ofPath: relative) }.contains { $0.id == version.id }
-        guard ofThisDocument || version.path == relative else {
+        guard ofThisDocument || ExactName.same(version.path, relative) else {
             throw CLIError("version \(number) is not a version of \(displayPath) (it was kept for /\(version.path); see `coordfs versions \(displayPath)`)")
         }
         return version

@@ -42,8 +42,11 @@ final class ByteNameCLITests: CLITestCase {
     /// `path` (bytes) as the hex Python prints for `os.fsencode(...).hex()`.
     func hex(_ path: [UInt8]) -> String { path.map { String(format: "%02x", $0) }.joined() }
 
-    func testLogJSONRoundTripsTheBytesAndTextEscapesThem() throws {
+    func testWatchAndLogJSONRoundTripTheBytesAndTextEscapesThem() throws {
         try mount()
+        let watcher = try startCoordfs(["watch", mnt, "--json"])
+        let listening = Date().addingTimeInterval(10)
+        while watcher.lines.isEmpty && Date() < listening { _ = sh("touch '\(mnt!)/.poke'"); usleep(50_000) }
         let names: [[UInt8]] = [Array("col".utf8) + [0xFF], Array("col".utf8) + [0xFE], Array("\u{1B}[31mred\u{202E}txt.exe".utf8)]
         for name in names {
             let r = sh("cd '\(mnt!)' && printf x > \(word(name))")
@@ -59,11 +62,15 @@ final class ByteNameCLITests: CLITestCase {
                     seen.add(os.fsencode(r["path"]).hex())
             print(" ".join(sorted(seen)))
             """
-        let r = sh("\"$COORDFS\" log '\(mnt!)' --json | python3 -c '\(python)'")
-        XCTAssertEqual(r.status, 0, "\(r)")
-        let seen = Set(r.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
-        for name in names {
-            XCTAssertTrue(seen.contains(hex([UInt8(ascii: "/")] + name)), "no record with the path bytes of \(name): \(r.stdout)")
+        let all = names.map { hex([UInt8(ascii: "/")] + $0) }
+        let watched = Date().addingTimeInterval(10)
+        while !all.allSatisfy({ h in sh("python3 -c '\(python)' < '\(watcher.stdoutPath)'").stdout.contains(h) }) && Date() < watched { usleep(50_000) }
+        watcher.stop()
+        for source in ["\"$COORDFS\" log '\(mnt!)' --json", "cat '\(watcher.stdoutPath)'"] {
+            let r = sh("\(source) | python3 -c '\(python)'")
+            XCTAssertEqual(r.status, 0, "\(source): \(r)")
+            let seen = Set(r.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init))
+            for h in all { XCTAssertTrue(seen.contains(h), "\(source): no record with the path bytes \(h): \(r.stdout)") }
         }
         // A path given on the command line as bytes selects exactly that name's records.
         let one = sh("\"$COORDFS\" log \(word(Array(mnt.utf8) + [UInt8(ascii: "/")] + names[0])) --json | python3 -c 'import json, os, sys; print(\" \".join(sorted(set(os.fsencode(json.loads(l)[\"path\"]).hex() for l in sys.stdin))))'")
