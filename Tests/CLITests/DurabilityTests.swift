@@ -114,6 +114,18 @@ final class DurabilityTests: CLITestCase {
         return condition()
     }
 
+    /// Puts the backing folder on a 12 MiB tmpfs for this test (root only); at its end the mount
+    /// and then the tmpfs are taken down.
+    private func backingOnSmallTmpfs() throws {
+        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
+        XCTAssertEqual(Glibc.mount("tmpfs", backing, "tmpfs", 0, "size=12m"), 0, String(cString: strerror(errno)))
+        addTeardownBlock { [self] in
+            if Self.mounts(under: mnt).contains(mnt) { _ = coordfs("unmount", mnt) }
+            umount2(mnt, Int32(MNT_DETACH))
+            umount2(backing, Int32(MNT_DETACH))
+        }
+    }
+
     private func statusSays(_ text: String) -> Bool {
         let r = coordfs("status", mnt)
         return r.status == 0 && r.stdout.contains(text)
@@ -125,13 +137,7 @@ final class DurabilityTests: CLITestCase {
     /// records, and the stuck writer said so (status while stuck, daemon.log and a logStalled record
     /// once it could write again, the next mount's logRecovered record after the kill).
     func testAFullDiskThenSIGKILLTakesBackNothingAWatcherShowed() throws {
-        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
-        XCTAssertEqual(Glibc.mount("tmpfs", backing, "tmpfs", 0, "size=12m"), 0, String(cString: strerror(errno)))
-        defer {
-            if Self.mounts(under: mnt).contains(mnt) { _ = coordfs("unmount", mnt) }
-            umount2(mnt, Int32(MNT_DETACH))
-            umount2(backing, Int32(MNT_DETACH))
-        }
+        try backingOnSmallTmpfs()
         try mount()
         let watcher = try startCoordfs(["watch", mnt, "--json", "--since", "1"])
         FileOps.put(mnt + "/f", "x")
@@ -195,13 +201,7 @@ final class DurabilityTests: CLITestCase {
     /// gets a `failed` action naming the error (not a bare didChange, as before), and the log has a
     /// `storeFailed` record once it can be written.
     func testAStoreFailureOnAFullDiskReachesThePresenterAndTheLog() throws {
-        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
-        XCTAssertEqual(Glibc.mount("tmpfs", backing, "tmpfs", 0, "size=12m"), 0, String(cString: strerror(errno)))
-        defer {
-            if Self.mounts(under: mnt).contains(mnt) { _ = coordfs("unmount", mnt) }
-            umount2(mnt, Int32(MNT_DETACH))
-            umount2(backing, Int32(MNT_DETACH))
-        }
+        try backingOnSmallTmpfs()
         FileOps.put(backing + "/doc.txt", String(repeating: "line of the document\n", count: 4000))
         try mount()
         let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])

@@ -82,12 +82,14 @@ final class WireTests: XCTestCase {
         XCTAssertFalse(try MountPath(validating: "a").isAncestor(of: MountPath(validating: "ab")))
         XCTAssertTrue(MountPath.root.isAncestor(of: try MountPath(validating: "x")))
         for bad in ["", "/etc/passwd", "..", "a/../b", "a/..", "a\u{0}b", String(repeating: "x", count: 256),
-                    String(repeating: "a/", count: 2100)] {
+                    String(repeating: "a/", count: 32_800)] {
             XCTAssertThrowsError(try MountPath(validating: bad), bad) { error in
                 XCTAssertEqual((error as? ProtocolError)?.code, .invalidPath)
             }
         }
         XCTAssertNoThrow(try MountPath(validating: "...hidden/..x/x.."))
+        // Past PATH_MAX but within 65,535 bytes: a deep item the mount coordinates.
+        XCTAssertNoThrow(try MountPath(validating: String(repeating: "a/", count: 2100) + "z"))
     }
 
     func testMountInfoParsingAndSocketRule() throws {

@@ -306,18 +306,17 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(UInt64(records.count - gaps.count) + stats.dropped, 20_000)
     }
 
-    /// A full disk: the writer keeps what it could not write, cuts no frame in half, retries, and once
-    /// there is room again every record is there, in order, none twice.
-    func testAFullDiskLosesNothingOnceThereIsRoomAgain() throws {
+    /// A 256 KiB tmpfs for this test, unmounted when it ends (root only).
+    private func smallTmpfs() throws -> String {
         guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
         let root = makeTempDirectory(self)
         XCTAssertEqual(mount("tmpfs", root, "tmpfs", 0, "size=256k"), 0, String(cString: strerror(errno)))
-        defer { umount2(root, Int32(MNT_DETACH)) }
-        let dir = root + "/log"
-        // Small segments, so the failure meets rotations too.
-        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 16 * 1024))
-        // Leave about 8 KiB free.
-        let filler = root + "/filler"
+        addTeardownBlock { umount2(root, Int32(MNT_DETACH)) }
+        return root
+    }
+
+    /// Fills the file system with the file `filler` but for about `leave` bytes.
+    private func fill(_ filler: String, leaving leave: Int) {
         let fd = open(filler, O_WRONLY | O_CREAT, 0o644)
         XCTAssertGreaterThanOrEqual(fd, 0)
         let block = [UInt8](repeating: 0x5a, count: 4096)
@@ -325,7 +324,19 @@ final class WriterTests: XCTestCase {
         close(fd)
         var st = stat()
         XCTAssertEqual(stat(filler, &st), 0)
-        XCTAssertEqual(truncate(filler, max(0, st.st_size - 8192)), 0)
+        XCTAssertEqual(truncate(filler, max(0, st.st_size - off_t(leave))), 0)
+    }
+
+    /// A full disk: the writer keeps what it could not write, cuts no frame in half, retries, and once
+    /// there is room again every record is there, in order, none twice.
+    func testAFullDiskLosesNothingOnceThereIsRoomAgain() throws {
+        let root = try smallTmpfs()
+        let dir = root + "/log"
+        // Small segments, so the failure meets rotations too.
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 16 * 1024))
+        // Leave about 8 KiB free.
+        let filler = root + "/filler"
+        fill(filler, leaving: 8192)
 
         for i in 0..<2000 { w.append(.didChange, path: "/docs/a-somewhat-long-name-\(i).txt") }
         XCTAssertThrowsError(try w.flush(), "the disk is full") { error in
@@ -350,10 +361,7 @@ final class WriterTests: XCTestCase {
     /// reader saw meanwhile is exactly what the files hold, so a SIGKILL then would take nothing back.
     /// Once there is room, the records that waited follow, then one `logStalled` record.
     func testAFullDiskNeverTakesBackARecordAReaderSawAndSaysItIsStuck() throws {
-        guard getuid() == 0 else { throw XCTSkip("mounts a small tmpfs: needs root") }
-        let root = makeTempDirectory(self)
-        XCTAssertEqual(mount("tmpfs", root, "tmpfs", 0, "size=256k"), 0, String(cString: strerror(errno)))
-        defer { umount2(root, Int32(MNT_DETACH)) }
+        let root = try smallTmpfs()
         let dir = root + "/log"
         let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 64 * 1024))
         let notices = NoticeBox()
@@ -362,13 +370,7 @@ final class WriterTests: XCTestCase {
         try w.flush()
         // Leave less room than the next burst needs, not on a frame boundary.
         let filler = root + "/filler"
-        let fd = open(filler, O_WRONLY | O_CREAT, 0o644)
-        let block = [UInt8](repeating: 0x5a, count: 4096)
-        while Glibc.write(fd, block, block.count) == block.count {}
-        close(fd)
-        var st = stat()
-        XCTAssertEqual(stat(filler, &st), 0)
-        XCTAssertEqual(truncate(filler, max(0, st.st_size - 6000)), 0)
+        fill(filler, leaving: 6000)
 
         let reader = try EventLogReader(directory: dir)
         var seen = try reader.read(limit: 100_000)
