@@ -219,8 +219,8 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// Every inode the kernel holds is an open descriptor: take the hard limit (100,000 files looked
-    /// up need 100,000 descriptors).
+    /// Nodes hold descriptors up to half the limit and are reopened by file handle beyond it: take
+    /// the hard limit, so that fewer need reopening.
     /// As root the hard limit itself is raised, up to the kernel's `fs.nr_open`.
     static func raiseDescriptorLimit() {
         var limit = rlimit()

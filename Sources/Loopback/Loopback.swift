@@ -28,7 +28,8 @@ public struct LoopbackOptions: Sendable {
 }
 
 /// A POSIX-correct passthrough of a backing folder (libfuse's passthrough_ll design, in Swift):
-/// inodes are O_PATH descriptors keyed by backing (dev, ino); every path is resolved relative to a
+/// inodes are O_PATH descriptors (or, beyond the descriptor budget, kernel file handles) found by
+/// backing (dev, ino) and told apart by file handle (`InodeTable`); every path is resolved relative to a
 /// parent descriptor, never by string concatenation; open files are real descriptors on the backing
 /// file, and reads and writes splice through them.
 ///
