@@ -13,7 +13,8 @@ struct WeakNode: Sendable {
 /// - a directory climbs `..` until an ancestor's path can be read (or the backing root is reached),
 ///   finding each step's name by its inode number in the directory above;
 /// - another item is found, by inode number, in the directory it was last looked up in, whose path
-///   is built the same way.
+///   is built the same way (and when it was moved from there outside the mount, in every directory
+///   the kernel knows).
 ///
 /// Names are bytes throughout; nothing here is a path string given to a system call.
 extension Loopback {
@@ -62,11 +63,17 @@ extension Loopback {
 
     private func longPathBytes(of node: BackingNode) -> [UInt8]? {
         guard node.isDirectory else {
-            guard let parent = node.lookedUpIn.withLock({ $0.node }),
-                  let name = (try? parent.withDescriptor({ fd in Self.name(of: node.key, in: fd) }).get()) ?? nil,
-                  let above = pathBytes(of: parent)
-            else { return nil }
-            return Self.join(above, [name])
+            let hint = node.lookedUpIn.withLock { $0.node }
+            if let hint, let found = path(of: node, in: hint) { return found }
+            // Moved away from there outside the mount (the kernel did not look it up again): every
+            // directory the kernel knows is searched, so the item is found wherever it is known.
+            for directory in inodes.directories where directory !== hint {
+                if let found = path(of: node, in: directory) {
+                    noteLookup(of: node, in: directory)
+                    return found
+                }
+            }
+            return nil
         }
         // Climb `..` from the directory: every step's name is found in the directory above.
         var child = (try? node.withDescriptor({ openat($0, ".", O_PATH | O_DIRECTORY | O_CLOEXEC) }).get()) ?? -1
@@ -92,6 +99,14 @@ extension Loopback {
             child = parent
         }
         return nil
+    }
+
+    /// The path of `node` as an entry of `directory`, or nil when the directory does not hold it.
+    private func path(of node: BackingNode, in directory: BackingNode) -> [UInt8]? {
+        guard let name = (try? directory.withDescriptor({ fd in Self.name(of: node.key, in: fd) }).get()) ?? nil,
+              let above = pathBytes(of: directory)
+        else { return nil }
+        return Self.join(above, [name])
     }
 
     /// `above` + "/" + each of `names` ("" and no leading slash for the root).

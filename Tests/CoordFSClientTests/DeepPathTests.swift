@@ -102,6 +102,56 @@ final class DeepPathTests: ClientMountTestCase {
         _ = wait(presenter, timeout: 5)
     }
 
+    /// A deep file held open while it is moved to another deep folder outside the mount, then
+    /// fchmod'ed: its path is no longer where it was looked up, and is found among the folders the
+    /// kernel knows (before: no path, so no coordination).
+    func testADeepFileMovedOutsideTheMountIsStillCoordinatedWhereItIs() throws {
+        try makeDeepTree(files: [])
+        var fd = open(backing + "/d", O_RDONLY | O_DIRECTORY)
+        for name in Self.levels {
+            let next = openat(fd, name, O_RDONLY | O_DIRECTORY)
+            close(fd)
+            fd = next
+        }
+        XCTAssertEqual(mkdirat(fd, "a", 0o755), 0)
+        XCTAssertEqual(mkdirat(fd, "b", 0o755), 0)
+        let a = openat(fd, "a", O_RDONLY | O_DIRECTORY), b = openat(fd, "b", O_RDONLY | O_DIRECTORY)
+        defer { close(a); close(b); close(fd) }
+        close(openat(a, "doc.txt", O_WRONLY | O_CREAT, 0o644))
+        let presenter = try start([try Self.coordfsBinary(), "present", mnt + "/d"])
+        XCTAssertTrue(eventually { presenter.text.contains("registered presenter#") }, presenter.text)
+
+        let go = root + "/go"
+        let script = """
+        import os, sys, time
+        fd = os.open(\(quoted(mnt + "/d")), os.O_RDONLY | os.O_DIRECTORY)
+        for i in range(17):
+            n = os.open("%02d" % i + "n" * 248, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = n
+        a = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        b = os.open("b", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        f = os.open("doc.txt", os.O_RDONLY, dir_fd=a)
+        print("opened", flush=True)
+        while not os.path.exists(\(quoted(go))):
+            time.sleep(0.02)
+        os.fchmod(f, 0o600)
+        print("changed", flush=True)
+        """
+        let tool = try start(["/usr/bin/python3", "-c", script])
+        XCTAssertTrue(eventually { tool.text.contains("opened") }, tool.text)
+        // Moved in the backing folder, not through the mount.
+        XCTAssertEqual(renameat(a, "doc.txt", b, "doc.txt"), 0)
+        usleep(300_000)
+        XCTAssertEqual(creat(go, 0o644) >= 0, true)
+        XCTAssertEqual(wait(tool), 0, tool.text)
+        let deep = Self.deepDirectory
+        XCTAssertTrue(eventually { presenter.text.contains("notification subitemDidChange d subitem=\(deep)/b/doc.txt") },
+                      "the fchmod was not told at the file's new path: \(presenter.text.suffix(600))")
+        kill(presenter.pid, SIGTERM)
+        _ = wait(presenter, timeout: 5)
+    }
+
     /// Deeper than the protocol and the log carry (64 KiB of path): refused with ENAMETOOLONG, not
     /// done uncoordinated; the same operation above that depth works.
     func testAnItemDeeperThanCoordinationCarriesIsRefusedWithENAMETOOLONG() throws {
