@@ -258,23 +258,7 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
 
     /// A protocol client in Python run as nobody: each step sends a request (`$conflict` and
     /// `$presenter` stand for what it learned) and prints the reply, or waits for a documentChanged.
-    private static let script = #"""
-    import json, socket, struct, sys
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(20)
-    sock.connect(sys.argv[1])
-    def send(m):
-        body = json.dumps(m).encode()
-        sock.sendall(struct.pack(">I", len(body)) + body)
-    def exactly(n):
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk: raise EOFError
-            data += chunk
-        return data
-    def receive():
-        return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
+    private static let script = pythonClientPrelude + #"""
     known = {"conflict": int(sys.argv[3]) if len(sys.argv) > 3 else 0, "presenter": 0}
     def fill(v):
         if isinstance(v, dict): return {k: fill(x) for k, x in v.items()}

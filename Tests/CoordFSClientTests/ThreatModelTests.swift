@@ -20,35 +20,20 @@ final class ThreatModelTests: ClientMountTestCase {
     /// as a JSON line and refuses every ask with an error.
     private func hostilePresenter(_ path: String) throws -> Child {
         let script = root + "/hostile.py"
-        try """
-        import json, socket, struct, sys
-        def send(sock, message):
-            body = json.dumps(message).encode()
-            sock.sendall(struct.pack(">I", len(body)) + body)
-        def receive(sock):
-            def exactly(n):
-                data = b""
-                while len(data) < n:
-                    chunk = sock.recv(n - len(data))
-                    if not chunk:
-                        raise EOFError
-                    data += chunk
-                return data
-            return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(sys.argv[1])
-        send(sock, {"type": "hello", "id": 1, "versions": [1], "client": "hostile"})
-        send(sock, {"type": "register", "id": 2, "path": sys.argv[2], "kind": "directory",
-                    "asks": ["save", "relinquishToReader", "relinquishToWriter", "accommodateDeletion", "accommodateSubitemDeletion"]})
+        try (pythonClientPrelude + """
+        sock.settimeout(None)
+        send({"type": "hello", "id": 1, "versions": [1], "client": "hostile"})
+        send({"type": "register", "id": 2, "path": sys.argv[2], "kind": "directory",
+              "asks": ["save", "relinquishToReader", "relinquishToWriter", "accommodateDeletion", "accommodateSubitemDeletion"]})
         try:
             while True:
-                message = receive(sock)
+                message = receive()
                 print(json.dumps(message), flush=True)
                 if message["type"] == "ask":
-                    send(sock, {"type": "answer", "id": message["id"], "error": {"code": "failed", "message": "no"}})
+                    send({"type": "answer", "id": message["id"], "error": {"code": "failed", "message": "no"}})
         except (EOFError, ConnectionResetError):
             pass
-        """.write(toFile: script, atomically: true, encoding: .utf8)
+        """).write(toFile: script, atomically: true, encoding: .utf8)
         let child = try start(["/usr/bin/python3", script, socketPath, path], user: nobody)
         XCTAssertTrue(eventually { child.text.contains("\"registered\"") || !self.isRunning(child) }, child.text)
         return child
@@ -57,26 +42,12 @@ final class ThreatModelTests: ClientMountTestCase {
     /// Sends one request as nobody over the socket and returns the reply, as JSON text.
     private func request(_ message: String) throws -> String {
         let script = root + "/request.py"
-        try """
-        import json, socket, struct, sys
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(20)
-        sock.connect(sys.argv[1])
-        def send(m):
-            body = json.dumps(m).encode()
-            sock.sendall(struct.pack(">I", len(body)) + body)
-        def exactly(n):
-            data = b""
-            while len(data) < n:
-                chunk = sock.recv(n - len(data))
-                if not chunk: raise EOFError
-                data += chunk
-            return data
+        try (pythonClientPrelude + """
         send({"type": "hello", "id": 1, "versions": [1]})
-        exactly(struct.unpack(">I", exactly(4))[0])
+        receive()
         send(json.loads(sys.argv[2]))
         print(exactly(struct.unpack(">I", exactly(4))[0]).decode(), flush=True)
-        """.write(toFile: script, atomically: true, encoding: .utf8)
+        """).write(toFile: script, atomically: true, encoding: .utf8)
         let reply = try run(["/usr/bin/python3", script, socketPath, message], user: nobody)
         XCTAssertEqual(reply.status, 0, reply.output)
         return reply.output
