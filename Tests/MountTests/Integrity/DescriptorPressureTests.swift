@@ -58,8 +58,10 @@ class DescriptorPressureTestCase: MountTestCase {
     /// Without coordination: the workers open, write and remove the same names at once, and the
     /// coordinated mount makes such accesses wait for each other (up to `write_wait`, then EBUSY;
     /// `docs/semantics.md`), which is its own subject. This is about the file system underneath.
+    /// Without kernel passthrough: a file opened with it stays registered, its inode in use, while
+    /// the kernel knows it, so deleted files' numbers would not come back while their nodes live.
     override var mountOptions: [String] {
-        (try? MountTarget.fromEnvironment().isCoordFS) == true ? super.mountOptions + ["coordination=off"] : super.mountOptions
+        (try? MountTarget.fromEnvironment().isCoordFS) == true ? super.mountOptions + ["coordination=off", "passthrough=off"] : super.mountOptions
     }
 
     /// Runs `processes` stress workers on the mount, then checks every item through the mount
@@ -75,7 +77,8 @@ class DescriptorPressureTestCase: MountTestCase {
         let budget = (fixture.daemonDescriptorLimit() ?? 1024) / 2
         let files = min(5000, (budget + 600 + processes - 1) / processes)
         let pids = try (0..<processes).map { w in
-            try Spawn.start(python, [script, mnt.root, "\(w)", "\(operations)", "\(files)"], stdout: logs[w], stderr: logs[w])
+            try Spawn.start(python, [script, mnt.root, "\(w)", "\(operations)", "\(files)", "\(processes)", fixture.root],
+                            stdout: logs[w], stderr: logs[w])
         }
         for (w, pid) in pids.enumerated() {
             let status = Spawn.wait(pid, timeout: 120)
@@ -114,14 +117,15 @@ class DescriptorPressureTestCase: MountTestCase {
     }
 
     /// One stress worker: its own 250 directories (so that, with six workers, the kernel knows more
-    /// directories than the daemon's whole descriptor limit 1,024) and `files` files in them, then
-    /// random operations on names shared
+    /// directories than the daemon's whole descriptor limit 1,024) and `files` files in them, waits
+    /// for the others to have made theirs (files `filled-N` in the folder `meeting`), then random
+    /// operations on names shared
     /// with the other workers, holding up to 16 items open with O_PATH. Races between workers give
     /// ENOENT, EEXIST and the like (as natively); any other error fails the run. Every open is
     /// non-blocking (FIFOs among the names).
     static let worker = #"""
-    import errno, os, random, sys
-    root, me, n, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    import errno, os, random, sys, time
+    root, me, n, files, workers, meeting = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
     rng = random.Random(me * 7919 + 17)
     base = os.path.join(root, "w")
     os.makedirs(base, exist_ok=True)
@@ -131,6 +135,11 @@ class DescriptorPressureTestCase: MountTestCase {
         os.mkdir(os.path.join(mine, "d%d" % i))
     for i in range(files):
         os.close(os.open(os.path.join(mine, "d%d" % (i % 250), "f%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+    # Every worker past its filling before any goes on: the node budget is full from here.
+    open(os.path.join(meeting, "filled-%d" % me), "w").close()
+    deadline = time.time() + 60
+    while sum(os.path.exists(os.path.join(meeting, "filled-%d" % w)) for w in range(workers)) < workers and time.time() < deadline:
+        time.sleep(0.01)
     shared = [os.path.join(base, "s%d" % d) for d in range(4)]
     for d in shared:
         os.makedirs(d, exist_ok=True)
