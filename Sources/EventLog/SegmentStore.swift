@@ -55,6 +55,9 @@ final class SegmentStore {
         }
         dirFD = try Sys.open(directory, O_RDONLY | O_DIRECTORY)
         _ = fchmod(dirFD, 0o700)
+        for segment in (try? SegmentName.list(directory: directory)) ?? [] {
+            _ = fchmodat(dirFD, segment.fileName, 0o600, 0)
+        }
         do {
             lockFD = try Sys.openat(dirFD, SegmentStore.lockFileName, O_RDWR | O_CREAT, 0o600,
                                     path: directory + "/" + SegmentStore.lockFileName)
@@ -62,6 +65,7 @@ final class SegmentStore {
             Sys.close(dirFD)
             throw error
         }
+        _ = fchmod(lockFD, 0o600)
         do {
             while flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
                 if errno == EINTR { continue }

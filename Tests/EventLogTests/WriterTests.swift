@@ -28,6 +28,34 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(writer.append(.mount, path: "/"), 0, "appends after close are refused")
     }
 
+    /// The log names every user's items: its folder and files are the writer's user's alone, and a
+    /// log an older version left readable is closed up when a writer opens it.
+    func testTheLogIsReadableByItsOwnerOnly() throws {
+        let dir = makeLogDirectory(self)
+        func modes() -> [String: mode_t] {
+            var out: [String: mode_t] = [:]
+            var st = stat()
+            if stat(dir, &st) == 0 { out["."] = st.st_mode & 0o777 }
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] where stat(dir + "/" + name, &st) == 0 {
+                out[name] = st.st_mode & 0o777
+            }
+            return out
+        }
+        var writer = try EventLogWriter(directory: dir)
+        writer.append(.mount, path: "/")
+        try writer.flush()
+        try writer.close()
+        XCTAssertEqual(modes().filter { $0.key != "." }.values.sorted(), [0o600, 0o600], "\(modes())")
+        XCTAssertEqual(modes()["."], 0o700)
+        // As an older version left it.
+        chmod(dir, 0o755)
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir) { chmod(dir + "/" + name, 0o644) }
+        writer = try EventLogWriter(directory: dir)
+        XCTAssertEqual(Set(modes().values), [0o700, 0o600], "\(modes())")
+        XCTAssertEqual(modes()["."], 0o700)
+        try writer.close()
+    }
+
     /// A source the writer pulls from: its records reach the file in order with direct appends,
     /// with the time they were stamped, without any flush, and a flush after draining has them all.
     func testASourceIsPulledByTheWriterThreadInOrder() throws {
