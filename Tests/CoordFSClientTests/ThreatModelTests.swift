@@ -68,12 +68,17 @@ final class ThreatModelTests: ClientMountTestCase {
         chmod(backing + "/shared", 0o777)
         try writeBacking("shared/open.txt", "o\n", mode: 0o666)
         try writeBacking("public.txt", "p\n")
+        mkdir(backing + "/sticky", 0o777)
+        chmod(backing + "/sticky", 0o1777)
+        try writeBacking("sticky/roots.txt", "r\n", mode: 0o666)
         let hostile = try hostilePresenter(".")
         XCTAssertTrue(isRunning(hostile), hostile.text)
 
         // Root's deletions in root's folders go through: nobody could not make them.
         let privateRm = try sh("rm '\(mnt!)/private/secret.txt' && rmdir '\(mnt!)/private/inner'")
         XCTAssertEqual(privateRm.status, 0, "root's rm in its 700 folder: \(privateRm.output)")
+        let stickyRm = try sh("rm '\(mnt!)/sticky/roots.txt'")
+        XCTAssertEqual(stickyRm.status, 0, "in a sticky folder nobody may not delete root's file: \(stickyRm.output)")
         let publicRm = try sh("rm '\(mnt!)/public.txt'")
         XCTAssertEqual(publicRm.status, 0, "nobody cannot write the root folder: \(publicRm.output)")
         // In a folder nobody may write, it is asked and its refusal holds.
@@ -85,7 +90,7 @@ final class ThreatModelTests: ClientMountTestCase {
         // Told after about what it may see (public.txt went away), never about the private folder.
         XCTAssertTrue(eventually { hostile.text.contains("\"subitemDidChange\"") && hostile.text.contains("public.txt") }, hostile.text)
         let asked = hostile.lines.filter { $0.contains("\"ask\"") }
-        XCTAssertFalse(asked.contains { $0.contains("public.txt") }, "told after, never asked: \(asked)")
+        XCTAssertFalse(asked.contains { $0.contains("public.txt") || $0.contains("roots.txt") }, "told after, never asked: \(asked)")
         XCTAssertFalse(hostile.text.contains("secret") || hostile.text.contains("inner"), hostile.text)
     }
 
