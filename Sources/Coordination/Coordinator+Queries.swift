@@ -4,29 +4,25 @@ extension Coordinator {
     /// True when at least one presenter is registered for exactly `path` (not an ancestor). Costs the
     /// path's depth.
     public func isPresented(_ path: ItemPath) -> Bool {
-        lock.withLock {
-            if presenters.isEmpty { return false }
-            var node = presenters.root
-            for component in path.components {
-                guard let next = node.children[ExactName(component)] else { return false }
-                node = next
-            }
-            return !node.records.isEmpty
-        }
+        lock.withLock { presenterNode(path).map { !$0.records.isEmpty } ?? false }
     }
 
     /// True when a presenter is registered for `path` or for an item inside it (a folder whose move
     /// takes presented documents along). Costs the path's depth.
     public func isPresented(atOrBelow path: ItemPath) -> Bool {
-        lock.withLock {
-            if presenters.isEmpty { return false }
-            var node = presenters.root
-            for component in path.components {
-                guard let next = node.children[ExactName(component)] else { return false }
-                node = next
-            }
-            return !node.records.isEmpty || node.descendantPresenters > 0
+        lock.withLock { presenterNode(path).map { !$0.records.isEmpty || $0.descendantPresenters > 0 } ?? false }
+    }
+
+    /// The presenter trie's node of `path`, nil when no presenter is at or below it (call with the
+    /// lock held). Costs the path's depth.
+    private func presenterNode(_ path: ItemPath) -> PathNode? {
+        if presenters.isEmpty { return nil }
+        var node = presenters.root
+        for component in path.components {
+            guard let next = node.children[ExactName(component)] else { return nil }
+            node = next
         }
+        return node
     }
 
     /// True when a presenter is registered for `path` or for a directory containing it: someone
