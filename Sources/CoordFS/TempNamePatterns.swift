@@ -1,3 +1,4 @@
+import NameBytes
 import Glibc
 
 /// Names of temporary, swap, lock and backup files that editors and tools make beside a document.
@@ -60,7 +61,7 @@ public struct TempNamePatterns: Sendable, Equatable {
             if literal { return name.elementsEqual(head) }
             guard name.count >= head.count + tail.count,
                   name.prefix(head.count).elementsEqual(head), name.suffix(tail.count).elementsEqual(tail) else { return false }
-            return simple || fnmatch(pattern, string, 0) == 0
+            return simple || string.withNameCString { fnmatch(pattern, $0, 0) } == 0
         }
     }
 }

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CoordFS
+import NameBytes
 
 /// The temp/backup name matcher against fnmatch's own answers for the default patterns.
 final class TempNamePatternsTests: XCTestCase {
@@ -13,6 +14,14 @@ final class TempNamePatternsTests: XCTestCase {
         for name in ["doc.txt", "notes", "4914", "sed", "sedAbC12", "#doc", "report.tmpl", ".hidden", "a.swpx", ""] {
             XCTAssertFalse(t.matches(name), name)
         }
+    }
+
+    /// Names are bytes: `?` stands for one byte of a name that is not UTF-8, as fnmatch sees it.
+    func testANameThatIsNotUTF8IsMatchedByItsBytes() {
+        let rsyncTemp = String(nameBytes: Array(".doc.txt.".utf8) + [0x41, 0xFF, 0x62, 0x33, 0x64, 0x45])
+        XCTAssertTrue(TempNamePatterns().matches(rsyncTemp))
+        XCTAssertTrue(TempNamePatterns(["sed??????"]).matches(String(nameBytes: Array("sed".utf8) + [0x80, 0x81, 0x82, 0x83, 0x84, 0x85])))
+        XCTAssertFalse(TempNamePatterns(["sed??????"]).matches(String(nameBytes: Array("sed".utf8) + [0x80, 0x81])))
     }
 
     func testAgreesWithFnmatchOnEveryPatternShape() {
