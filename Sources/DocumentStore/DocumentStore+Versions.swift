@@ -1,3 +1,4 @@
+import NameBytes
 import Foundation
 import GRDB
 import Glibc
@@ -54,7 +55,8 @@ extension DocumentStore {
         let old = try contents(of: id)
         let new = try statDocument(absolute, relative) == nil ? [] : try FileSystem.readAll(absolute)
         return TextMerge.unifiedDiff(
-            old: old, new: new, oldLabel: "a/\(relative) (version \(id))", newLabel: "b/\(relative) (current)")
+            // The labels show the name escaped (`displayEscaped`): it cannot drive the terminal.
+            old: old, new: new, oldLabel: "a/\(relative.displayEscaped) (version \(id))", newLabel: "b/\(relative.displayEscaped) (current)")
     }
 
     /// Writes a kept version back over the file at `path` (its document's current path by

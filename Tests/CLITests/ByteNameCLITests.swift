@@ -109,6 +109,8 @@ extension ByteNameCLITests {
         XCTAssertEqual(kept.lines.first?.split(separator: " ").first.map(String.init), hex([UInt8(ascii: "/")] + name), "\(kept)")
         let version = try XCTUnwrap(kept.lines.first?.split(separator: " ").last.map(String.init))
         XCTAssertEqual(sh("\"$COORDFS\" show \(mounted) --version \(version)").stdout, "one\n")
+        let diff = sh("\"$COORDFS\" diff \(mounted) --version \(version)")
+        XCTAssertTrue(diff.stdout.contains("a/doc\\xff.txt (version \(version))") && diff.stdout.contains("-one\n+two\n"), "\(diff)")
         let table = sh("\"$COORDFS\" versions \(mounted)")
         XCTAssertEqual(table.status, 0, "\(table)")
         XCTAssertFalse(table.stdout.contains("\u{FFFD}"), table.stdout)
