@@ -20,7 +20,7 @@ extension ControlRequestHandler {
     /// Forwards one store event to the connection holding its presenter (store observer queue).
     func forward(_ event: DocumentChangeEvent) {
         guard let presenter = event.presenter, var path = MountPath.of(event.path) else { return }
-        guard let client = clients.withLock({ table in table.values.first { $0.presenterID(presenter.rawValue) != nil } }) else { return }
+        guard let client = owner(of: presenter.rawValue) else { return }
         // A document moved where the presenter's user cannot see keeps, for it, the last name it knew.
         if let known = client.presenter(presenter.rawValue)?.path, path != known, !resolver.maySee(path, for: client.peer) {
             path = known

@@ -79,6 +79,9 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     /// The event log's folder (nil with `log=off`), for `readLog`.
     let logDirectory: String?
     let clients = Mutex<[UInt64: ControlClientState]>([:])
+    /// The connection holding each remote presenter (by wire id): a notification or a status
+    /// entry finds its connection in O(1), however many connections and presenters there are.
+    let owners = Mutex<[UInt64: ControlClientState]>([:])
     private let stopping = Atomic<Bool>(false)
     /// The store observer forwarding `documentChanged` to remote presenters.
     private let observation = Mutex<StoreObservation?>(nil)
@@ -115,7 +118,21 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             defer { table = [:] }
             return Array(table.values)
         }
-        for client in all { client.close() }
+        for client in all { forget(client.close(), of: client) }
+    }
+
+    /// Drops the presenters a closed connection held from the index of owners.
+    private func forget(_ presenters: [UInt64], of client: ControlClientState) {
+        guard !presenters.isEmpty else { return }
+        owners.withLock { table in
+            for id in presenters where table[id] === client { table[id] = nil }
+            table.shrinkIfSparse()
+        }
+    }
+
+    /// The connection holding the remote presenter `id`.
+    func owner(of id: UInt64) -> ControlClientState? {
+        owners.withLock { $0[id] }
     }
 
     // MARK: ControlServerHandler
@@ -162,7 +179,9 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     }
 
     func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason) {
-        clients.withLock { $0.removeValue(forKey: connection.id) }?.close()
+        if let client = clients.withLock({ $0.removeValue(forKey: connection.id) }) {
+            forget(client.close(), of: client)
+        }
     }
 
     // MARK: Requests
@@ -201,7 +220,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
                 return
             }
         }
+        // Indexed before the connection lists it, so that its close always finds it.
+        owners.withLock { $0[id.rawValue] = client }
         guard client.add(presenter, id: id) else {
+            owners.withLock { table in if table[id.rawValue] === client { table[id.rawValue] = nil } }
             coordinator.removeFilePresenter(id: id)  // the connection closed meanwhile
             presenter.removed()
             return
@@ -214,6 +236,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             client.connection.reply(to: request.id, error: ProtocolError(.unknownPresenter, "\(request.presenter) is not registered on this connection"))
             return
         }
+        forget([id.rawValue], of: client)
         coordinator.removeFilePresenter(id: id)
         presenter.removed()
         client.connection.send(.ok(OK(id: request.id)))
@@ -313,6 +336,11 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     }
 
     private func status(_ request: StatusQuery, _ client: ControlClientState) {
+        // A report is sent in parts as the client reads it; one at a time per connection.
+        guard !client.connection.isSendingInOrder else {
+            client.connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "the previous status report is still being sent"))
+            return
+        }
         let snapshot = coordinator.status()
         let peer = client.peer
         // Other users see only what they could find in the folder themselves (Visibility.swift).
@@ -335,12 +363,14 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         let waiting = snapshot.waiting.filter { $0.intents.contains { visible($0.path) } }.map { a in
             StatusReport.Waiting(intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid, waitingMs: a.ageNanos / 1_000_000)
         }
-        client.connection.send(.statusReport(StatusReport(id: request.id, presenters: presenters, accesses: accesses, waiting: waiting)))
+        // Any size: in frames of at most 1 MiB, each but the last marked `more`.
+        let report = StatusReport(id: request.id, presenters: presenters, accesses: accesses, waiting: waiting)
+        client.connection.sendInOrder(report.frames())
     }
 
     /// A presenter's kind: as registered for remote presenters, from the backing item otherwise.
     private func kindOf(_ id: Coordination.PresenterID, _ path: MountPath) -> ItemKind {
-        let remote = clients.withLock { table in table.values.lazy.compactMap { $0.presenter(id.rawValue) }.first }
+        let remote = owner(of: id.rawValue)?.presenter(id.rawValue)
         if let remote { return remote.kind }
         var st = stat()
         let full = path.isRoot ? resolver.backing : resolver.backing + "/" + path.rawValue
@@ -450,7 +480,10 @@ final class ControlClientState: Sendable {
     }
 
     func removePresenter(_ wireID: UInt64) -> (Coordination.PresenterID, RemotePresenter)? {
-        state.withLock { $0.presenters.removeValue(forKey: wireID) }
+        state.withLock { s in
+            defer { s.presenters.shrinkIfSparse() }
+            return s.presenters.removeValue(forKey: wireID)
+        }
     }
 
     /// The wire ids of this connection's presenters.
@@ -517,8 +550,10 @@ final class ControlClientState: Sendable {
     }
 
     /// The connection ended: cancel what waits, release what is held, drop the presenters (their
-    /// pending asks end now, recorded as presenter gone). Idempotent.
-    func close() {
+    /// pending asks end now, recorded as presenter gone). Idempotent. Returns the wire ids of the
+    /// presenters it dropped.
+    @discardableResult
+    func close() -> [UInt64] {
         let (waiting, accesses, presenters) = state.withLock { s -> ([Coordination.RequestID], [CoordinatedAccess], [(Coordination.PresenterID, RemotePresenter)]) in
             guard !s.closed else { return ([], [], []) }
             s.closed = true
@@ -534,5 +569,6 @@ final class ControlClientState: Sendable {
         }
         for id in waiting { coordinator.cancel(id) }
         for access in accesses { access.release() }
+        return presenters.map(\.0.rawValue)
     }
 }

@@ -79,6 +79,17 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
 
     // MARK: Asks
 
+    /// Only the asks the client listed in `register` are sent; the others cost nothing.
+    func wantsAsk(_ ask: PresenterAsk) -> Bool {
+        switch ask {
+        case .relinquishToReader: return asks.contains(.relinquishToReader)
+        case .relinquishToWriter: return asks.contains(.relinquishToWriter)
+        case .saveChanges: return asks.contains(.save)
+        case .accommodateDeletion: return asks.contains(.accommodateDeletion)
+        case .accommodateSubitemDeletion: return asks.contains(.accommodateSubitemDeletion)
+        }
+    }
+
     func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? {
         await relinquish(.relinquishToReader)
     }

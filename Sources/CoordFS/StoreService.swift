@@ -37,9 +37,23 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         var store: DocumentStore
         var options: StoreOptions
         var presenters: [Coordination.PresenterID: Registered] = [:]
+        /// The coordinator id behind each store name (one lookup per event, however many presenters).
+        var byStoreID: [StorePresenterID: Coordination.PresenterID] = [:]
         var observers: [UInt64: StoreObserver] = [:]
         var nextObserver: UInt64 = 1
         var stopped = false
+
+        mutating func add(_ entry: Registered, _ id: Coordination.PresenterID) {
+            presenters[id] = entry
+            byStoreID[entry.storeID] = id
+        }
+
+        mutating func remove(_ id: Coordination.PresenterID) {
+            guard let entry = presenters.removeValue(forKey: id) else { return }
+            byStoreID[entry.storeID] = nil
+            presenters.shrinkIfSparse()
+            byStoreID.shrinkIfSparse()
+        }
     }
     private let state: Mutex<State>
     /// Observers are called one event at a time, in order.
@@ -106,10 +120,10 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
         let (store, registered) = state.withLock { s -> (DocumentStore, [Registered]) in
             s.stopped = true
-            defer { s.presenters = [:]; s.observers = [:] }
+            defer { s.presenters = [:]; s.byStoreID = [:]; s.observers = [:] }
             return (s.store, Array(s.presenters.values))
         }
-        for entry in registered { _ = try? store.unregisterAll(entry.storeID) }
+        _ = try? store.unregisterAll(registered.map(\.storeID))
     }
 
     /// The store itself (versions, conflicts, documents), for queries.
@@ -146,7 +160,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// The coordinator id behind a store presenter name, when it is one of this daemon's.
     public func coordinatorID(of storeID: StorePresenterID) -> Coordination.PresenterID? {
-        state.withLock { s in s.presenters.first { $0.value.storeID == storeID }?.key }
+        state.withLock { $0.byStoreID[storeID] }
     }
 
     /// A presenter registered with the coordinator loaded the document at `path` (mount-relative):
@@ -161,7 +175,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// - Throws: `DocumentStoreError` (no file there, not a regular file, an invalid path).
     @discardableResult
     public func register(_ id: Coordination.PresenterID, path: ItemPath, presenter: (any DocumentPresenter)? = nil) throws -> Registration? {
-        tap?.drain()
+        tap?.drain(path: path)
         let (store, known) = state.withLock { s -> (DocumentStore, Registered?) in
             let known = s.presenters[id]
             if let known, let presenter { known.delivery = presenter }
@@ -171,35 +185,51 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         if known != nil { return nil }
         let entry = Registered(storeID: storeID(of: id), delivery: presenter)
         let registration = try store.register(entry.storeID, path: path.string)
-        state.withLock { $0.presenters[id] = entry }
+        state.withLock { $0.add(entry, id) }
         if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
         return registration
     }
 
-    /// From the coordinator's registration event: documents only (folders and missing files are
-    /// no documents), and never twice.
-    func registerIfNew(_ id: Coordination.PresenterID, path: ItemPath) {
-        guard !path.isRoot, state.withLock({ !$0.stopped && $0.presenters[id] == nil }) else { return }
-        var st = stat()
-        guard (backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
-        let entry = Registered(storeID: storeID(of: id), delivery: nil)
-        do {
-            let registration = try documentStore.register(entry.storeID, path: path.string)
-            state.withLock { $0.presenters[id] = entry }
-            if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
-        } catch {
-            report("register \(id) at \(path)", error)
+    /// From the coordinator's registration events: documents only (folders and missing files are
+    /// no documents), and never twice; all of them in one transaction. A presenter the coordinator
+    /// let go of meanwhile is dropped again (its unregistration may have run first).
+    func registerIfNew(_ presenters: [(Coordination.PresenterID, ItemPath)]) {
+        let fresh = state.withLock { s in s.stopped ? [] : presenters.filter { s.presenters[$0.0] == nil && !$0.1.isRoot } }
+        let documents = fresh.filter { _, path in
+            var st = stat()
+            return (backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFREG
         }
+        guard !documents.isEmpty else { return }
+        let entries = documents.map { id, _ in Registered(storeID: storeID(of: id), delivery: nil) }
+        let results = documentStore.registerAll(zip(entries, documents).map { ($0.storeID, $1.1.string) })
+        var added: [Coordination.PresenterID] = []
+        for ((entry, (id, path)), result) in zip(zip(entries, documents), results) {
+            switch result {
+            case .success(let registration):
+                state.withLock { $0.add(entry, id) }
+                added.append(id)
+                if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
+            case .failure(let error):
+                report("register \(id) at \(path)", error)
+            }
+        }
+        let gone = added.filter { coordinator.presentedPath(of: $0) == nil }
+        if !gone.isEmpty { unregister(gone) }
     }
 
     /// The presenter let go (removed from the coordinator, or its client disconnected): its bases
     /// are released to retention. Its open conflicts stay until resolved.
     public func unregister(_ id: Coordination.PresenterID) {
+        unregister([id])
+    }
+
+    /// ``unregister(_:)`` for many presenters, in one transaction.
+    func unregister(_ ids: [Coordination.PresenterID]) {
         let store = state.withLock { s -> DocumentStore in
-            s.presenters[id] = nil
+            for id in ids { s.remove(id) }
             return s.store
         }
-        _ = try? store.unregisterAll(storeID(of: id))
+        _ = try? store.unregisterAll(ids.map(storeID(of:)))
     }
 
     /// Whether the presenter has unsaved changes in its document: decides between a conflict and
@@ -360,7 +390,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     private func keep(_ path: ItemPath, _ call: (DocumentStore, String) throws -> Snapshot?) {
         guard !path.isRoot else { return }
-        tap?.drain() // presenters registered just before this write: their bases first
+        tap?.drain(path: path) // presenters of this path registered just before this write: their bases first
         do {
             if let snapshot = try call(documentStore, path.string) { recorder?.snapshotTaken(snapshot) }
         } catch DocumentStoreError.notARegularFile {
@@ -419,11 +449,15 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// known), then to the presenter and the observers.
     func deliver(_ change: UnderlyingFileChanged, by origin: AccessOrigin? = nil) {
         guard let path = try? ItemPath(change.path) else { return }
-        let (entries, observers) = state.withLock { s in
-            (s.presenters, Array(s.observers.sorted { $0.key < $1.key }.map(\.value)))
+        // Each outcome's presenter, found by name in O(1), all under one lock.
+        let (found, observers) = state.withLock { s in
+            (change.outcomes.map { outcome -> (Coordination.PresenterID, Registered)? in
+                guard let id = s.byStoreID[outcome.presenter], let entry = s.presenters[id] else { return nil }
+                return (id, entry)
+            }, Array(s.observers.sorted { $0.key < $1.key }.map(\.value)))
         }
         var events: [DocumentChangeEvent] = []
-        for outcome in change.outcomes {
+        for (outcome, presenter) in zip(change.outcomes, found) {
             let action: DocumentAction
             switch outcome.action {
             case .conflict(let conflict):
@@ -433,12 +467,11 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             case .applied(.close): action = .close
             case .applied: action = .reload
             }
-            let id = entries.first { $0.value.storeID == outcome.presenter }
             let event = DocumentChangeEvent(
-                presenter: id?.key, storePresenter: outcome.presenter, document: change.document, path: path,
+                presenter: presenter?.0, storePresenter: outcome.presenter, document: change.document, path: path,
                 kind: change.kind, before: change.before, after: change.after, action: action)
             events.append(event)
-            if let entry = id?.value, let presenter = entry.delivery { entry.mailbox.post(event, to: presenter) }
+            if let entry = presenter?.1, let delivery = entry.delivery { entry.mailbox.post(event, to: delivery) }
         }
         guard !observers.isEmpty, !events.isEmpty else { return }
         let all = events

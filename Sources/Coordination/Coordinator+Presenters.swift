@@ -166,13 +166,29 @@ extension Coordinator {
         }
     }
 
+    /// `need` without the asks the presenter does not want (``FilePresenter/wantsAsk(_:)``); nil
+    /// when nothing is left to ask it.
+    @inline(__always)
+    func wanted(_ need: Need, by record: PresenterRecord) -> Need? {
+        var need = need
+        let presenter = record.presenter
+        if let relinquish = need.relinquish, !presenter.wantsAsk(relinquish) { need.relinquish = nil }
+        if need.save && !presenter.wantsAsk(.saveChanges) { need.save = false }
+        if need.accommodate && !presenter.wantsAsk(.accommodateDeletion) { need.accommodate = false }
+        if let path = need.subitemDeletion, !presenter.wantsAsk(.accommodateSubitemDeletion(path)) { need.subitemDeletion = nil }
+        if need.relinquish == nil && !need.save && !need.accommodate && need.subitemDeletion == nil { return nil }
+        return need
+    }
+
     /// True when some presenter must be asked before `request` (the fast path gives up then).
     func needsAnyAsk(_ request: CoordinatedAccess) -> Bool {
         if presenters.isEmpty { return false }
         var needed = false
         var screen = PresenterScreen(permissions, accessor: request.origin)
         for (index, intent) in request.intents.enumerated() {
-            forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { _, _ in needed = true }
+            forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { record, need in
+                if !needed && wanted(need, by: record) != nil { needed = true }
+            }
             if needed { return true }
         }
         return false
@@ -182,14 +198,18 @@ extension Coordinator {
         if presenters.isEmpty { return [] }
         var plan: [PlanEntry] = []
         var screen = PresenterScreen(permissions, accessor: request.origin)
+        // Where each presenter's entry is: one lookup per presenter, however many are concerned.
+        var entries: [PresenterID: Int] = [:]
         for (index, intent) in request.intents.enumerated() {
             forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { record, need in
+                guard let need = wanted(need, by: record) else { return }
                 let at: Int
-                if let found = plan.firstIndex(where: { $0.record === record }) {
+                if let found = entries[record.id] {
                     at = found
                 } else {
                     plan.append(PlanEntry(record: record))
                     at = plan.count - 1
+                    entries[record.id] = at
                 }
                 if let relinquish = need.relinquish, plan[at].relinquish != .relinquishToWriter {
                     plan[at].relinquish = relinquish
@@ -381,6 +401,9 @@ extension Coordinator {
         let excluded = origin.presenterID
         var out: [(PresenterRecord, PresenterNotification)] = []
         var screen = PresenterScreen(permissions, accessor: origin)
+        // Each (presenter, message) once, found in O(1): a document with many presenters costs
+        // each of them one step, not a search through the others.
+        var seen: Set<NotificationKey> = []
         func add(_ record: PresenterRecord, _ note: PresenterNotification) {
             guard record.id != excluded, !record.removed else { return }
             // A presenter hears only of items its user could see; a move it sees one side of is,
@@ -404,7 +427,7 @@ extension Coordinator {
                 case (false, false): return
                 }
             }
-            if out.contains(where: { $0.0 === record && $0.1 == screened }) { return }
+            guard seen.insert(NotificationKey(presenter: record.id, note: screened)).inserted else { return }
             out.append((record, screened))
         }
         for announcement in announcements {
@@ -445,4 +468,10 @@ extension Coordinator {
             }
         }
     }
+}
+
+/// One "did" message to one presenter, for telling each presenter a message only once.
+struct NotificationKey: Hashable {
+    let presenter: PresenterID
+    let note: PresenterNotification
 }

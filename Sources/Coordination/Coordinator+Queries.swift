@@ -52,11 +52,11 @@ extension Coordinator {
         lock.withLock {
             if presenters.isEmpty { return nil }
             var node = presenters.root
-            var found = node.records.first { $0.owner.pid == pid }?.id
+            var found = node.records.first(ownedBy: pid)?.id
             for component in path.components {
                 guard let next = node.children[ExactName(component)] else { break }
                 node = next
-                if let own = node.records.first(where: { $0.owner.pid == pid }) { found = own.id }
+                if let own = node.records.first(ownedBy: pid) { found = own.id }
             }
             return found
         }

@@ -39,6 +39,10 @@ public protocol FilePresenter: AnyObject, Sendable {
     func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async
     /// An item inside the presented directory is about to be deleted. Throwing fails the access.
     func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws
+    /// Whether the presenter takes part in `ask` (default: every ask). An ask it does not want is
+    /// neither sent nor waited for nor recorded, as Apple skips a presenter that does not
+    /// implement the method: a notification-only presenter costs an access nothing before it.
+    func wantsAsk(_ ask: PresenterAsk) -> Bool
 }
 
 extension FilePresenter {
@@ -52,4 +56,5 @@ extension FilePresenter {
     public func presentedSubitemDidChange(at path: ItemPath) async {}
     public func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async {}
     public func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws {}
+    public func wantsAsk(_ ask: PresenterAsk) -> Bool { true }
 }

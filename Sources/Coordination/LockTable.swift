@@ -16,7 +16,7 @@ final class PathNode {
     /// Entries here with `.subtreeWrite`: descendants check this node only when non-zero.
     var subtreeWrites = 0
     /// Presenters registered at this node.
-    var records: [PresenterRecord] = []
+    var records = PresenterSlots()
     /// Presenters strictly below this node, so descendant searches stop at empty subtrees.
     var descendantPresenters = 0
 

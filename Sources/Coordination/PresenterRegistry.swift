@@ -46,6 +46,8 @@ struct PresenterRegistry {
     mutating func remove(_ record: PresenterRecord) {
         byID[record.id] = nil
         byObject[ObjectIdentifier(record.presenter)] = nil
+        byID.shrinkIfSparse()
+        byObject.shrinkIfSparse()
         detach(record)
     }
 
@@ -71,9 +73,7 @@ struct PresenterRegistry {
     /// Removes `record` below `node`; returns true when `node` became empty and can be pruned.
     private static func detach(_ record: PresenterRecord, from node: PathNode, components: [String], index: Int) -> Bool {
         if index == components.count {
-            if let at = node.records.firstIndex(where: { $0 === record }) {
-                node.records.remove(at: at)
-            }
+            node.records.remove(record)
         } else {
             let key = ExactName(components[index])
             guard let child = node.children[key] else { return false }
@@ -106,7 +106,7 @@ struct PresenterRegistry {
 
     /// Presenters exactly at `path`.
     func presenters(at path: ItemPath) -> [PresenterRecord] {
-        walk(to: path) { _ in }?.records ?? []
+        walk(to: path) { _ in }.map { Array($0.records) } ?? []
     }
 
     /// Calls `body` for every presenter strictly inside `node`.
@@ -121,7 +121,7 @@ struct PresenterRegistry {
     /// Presenters at `path` or inside it.
     func presenters(atOrBelow path: ItemPath) -> [PresenterRecord] {
         guard let node = walk(to: path, ancestor: { _ in }) else { return [] }
-        var result = node.records
+        var result = Array(node.records)
         Self.forEachDescendant(of: node) { result.append($0) }
         return result
     }

@@ -60,6 +60,16 @@ extension DocumentStore {
         if interests.isEmpty && openConflicts == 0 { return nil }
 
         var outcomes: [PresenterOutcome] = []
+        outcomes.reserveCapacity(interests.count)
+        // The file is the same for every presenter: looked at once, not once per presenter.
+        var current: stat??
+        func currentFile() throws -> stat? {
+            if let current { return current }
+            let st = try statDocument(absolute, relative)
+            current = .some(st)
+            return st
+        }
+        var reloads: [PresenterID] = []
         for (row, interest) in interests {
             let preset = kind == .change ? configuration.defaultActions.whenChanged : configuration.defaultActions.whenDeleted
             // Only actions that need nothing from the presenter can be applied for it.
@@ -72,13 +82,17 @@ extension DocumentStore {
                 let conflict = try openConflict(db, document, interest.presenter, kind, before: before, after: after,
                                                 base: row["baseState"] == "kept" ? row["baseVersionId"] as Int64? : nil)
                 outcomes.append(PresenterOutcome(presenter: interest.presenter, action: .conflict(conflict)))
-            } else if automatic == .reload, let st = try statDocument(absolute, relative) {
-                _ = try setBase(db, document, interest.presenter, relative, absolute, st)
+            } else if automatic == .reload, try currentFile() != nil {
+                reloads.append(interest.presenter)
                 outcomes.append(PresenterOutcome(presenter: interest.presenter, action: .applied(.reload)))
             } else {
-                try db.execute(sql: "DELETE FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, interest.presenter.rawValue])
+                try db.cachedStatement(sql: "DELETE FROM interest WHERE documentId = ? AND presenter = ?")
+                    .execute(arguments: [document.rawValue, interest.presenter.rawValue])
                 outcomes.append(PresenterOutcome(presenter: interest.presenter, action: .applied(.close)))
             }
+        }
+        if !reloads.isEmpty, let st = try currentFile() {
+            try setBases(db, document, reloads, relative, absolute, st)
         }
         return UnderlyingFileChanged(document: document, path: relative, kind: kind, before: before, after: after, outcomes: outcomes)
     }

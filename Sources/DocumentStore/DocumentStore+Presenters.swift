@@ -20,20 +20,40 @@ extension DocumentStore {
     @discardableResult
     public func register(_ presenter: PresenterID, path: String) throws -> Registration {
         let (relative, absolute) = try resolve(path)
-        return try write { db in
-            guard let st = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
-            let identity = FileIdentity(st)
-            let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
-            try setIdentity(db, document, identity)
-            try db.execute(
-                sql: """
-                    INSERT INTO interest (documentId, presenter, baseState, registeredAt) VALUES (?, ?, 'lost', ?)
-                    ON CONFLICT (documentId, presenter) DO NOTHING
-                    """,
-                arguments: [document.rawValue, presenter.rawValue, Self.now()])
-            let (base, snapshot) = try setBase(db, document, presenter, relative, absolute, st)
-            return Registration(document: document, base: base, snapshot: snapshot)
+        return try write { db in try register(db, presenter, relative, absolute) }
+    }
+
+    /// ``register(_:path:)`` for many presenters in one transaction (a burst of registrations costs
+    /// one commit and one retention pass, not one each). Each result is that presenter's.
+    public func registerAll(_ presenters: [(presenter: PresenterID, path: String)]) -> [Result<Registration, any Error>] {
+        var results: [Result<Registration, any Error>] = []
+        results.reserveCapacity(presenters.count)
+        do {
+            try write { db in
+                for (presenter, path) in presenters {
+                    results.append(Result { () throws -> Registration in
+                        let (relative, absolute) = try resolve(path)
+                        return try register(db, presenter, relative, absolute)
+                    })
+                }
+            }
+        } catch {
+            return presenters.map { _ in .failure(error) }
         }
+        return results
+    }
+
+    private func register(_ db: Database, _ presenter: PresenterID, _ relative: String, _ absolute: String) throws -> Registration {
+        guard let st = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
+        let identity = FileIdentity(st)
+        let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
+        try setIdentity(db, document, identity)
+        try db.cachedStatement(sql: """
+            INSERT INTO interest (documentId, presenter, baseState, registeredAt) VALUES (?, ?, 'lost', ?)
+            ON CONFLICT (documentId, presenter) DO NOTHING
+            """).execute(arguments: [document.rawValue, presenter.rawValue, Self.now()])
+        let (base, snapshot) = try setBase(db, document, presenter, relative, absolute, st)
+        return Registration(document: document, base: base, snapshot: snapshot)
     }
 
     /// The presenter now has the file as it is on disk (it saved, or it reloaded): its base moves to
@@ -76,9 +96,22 @@ extension DocumentStore {
     /// interests. Returns how many there were.
     @discardableResult
     public func unregisterAll(_ presenter: PresenterID) throws -> Int {
-        try write { db in
-            try db.execute(sql: "DELETE FROM interest WHERE presenter = ?", arguments: [presenter.rawValue])
-            return db.changesCount
+        try unregisterAll([presenter])
+    }
+
+    /// ``unregisterAll(_:)`` for many presenters in one transaction (a connection closing with
+    /// 10,000 presenters costs one commit). Returns how many interests there were.
+    @discardableResult
+    public func unregisterAll(_ presenters: [PresenterID]) throws -> Int {
+        guard !presenters.isEmpty else { return 0 }
+        return try write { db in
+            var removed = 0
+            let statement = try db.cachedStatement(sql: "DELETE FROM interest WHERE presenter = ?")
+            for presenter in presenters {
+                try statement.execute(arguments: [presenter.rawValue])
+                removed += db.changesCount
+            }
+            return removed
         }
     }
 
@@ -157,25 +190,47 @@ extension DocumentStore {
         _ db: Database, _ document: DocumentID, _ presenter: PresenterID, _ relative: String, _ absolute: String, _ st: stat
     ) throws -> (BaseState, Snapshot?) {
         let identity = FileIdentity(st)
-        try db.execute(
-            sql: """
-                UPDATE interest SET baseState = 'pending', baseVersionId = NULL, baseDev = ?, baseIno = ?, baseSize = ?, baseMtimeNs = ?,
-                  hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?
-                """,
-            arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
+        // Cached statements: this runs once per presenter of a document at every change of it.
+        try db.cachedStatement(sql: """
+            UPDATE interest SET baseState = 'pending', baseVersionId = NULL, baseDev = ?, baseIno = ?, baseSize = ?, baseMtimeNs = ?,
+              hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?
+            """).execute(arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
         var snapshot: Snapshot?
         if inPlaceMethod == .reflink && configuration.eagerBaseWhenCloneable {
             snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: .base, preferLink: false)
         } else if let existing = try Int64.fetchOne(
-            db, sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1",
+            db.cachedStatement(sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1"),
             arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
         {
-            try db.execute(
-                sql: "UPDATE interest SET baseState = 'kept', baseVersionId = ? WHERE documentId = ? AND presenter = ?",
-                arguments: [existing, document.rawValue, presenter.rawValue])
+            try db.cachedStatement(sql: "UPDATE interest SET baseState = 'kept', baseVersionId = ? WHERE documentId = ? AND presenter = ?")
+                .execute(arguments: [existing, document.rawValue, presenter.rawValue])
         }
-        let row = try Row.fetchOne(db, sql: "SELECT * FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter.rawValue])!
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM interest WHERE documentId = ? AND presenter = ?"),
+                                   arguments: [document.rawValue, presenter.rawValue])!
         return (Schema.interest(row).base, snapshot)
+    }
+
+    /// ``setBase(_:_:_:_:_:_:)`` for every presenter of a document that reloads the same file: the
+    /// kept version that may hold it is looked up once, then one update per presenter.
+    func setBases(
+        _ db: Database, _ document: DocumentID, _ presenters: [PresenterID], _ relative: String, _ absolute: String, _ st: stat
+    ) throws {
+        if inPlaceMethod == .reflink && configuration.eagerBaseWhenCloneable {
+            for presenter in presenters { _ = try setBase(db, document, presenter, relative, absolute, st) }
+            return
+        }
+        let identity = FileIdentity(st)
+        let existing = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1"),
+            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
+        let update = try db.cachedStatement(sql: """
+            UPDATE interest SET baseState = ?, baseVersionId = ?, baseDev = ?, baseIno = ?, baseSize = ?, baseMtimeNs = ?,
+              hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?
+            """)
+        let values: [DatabaseValue] = [(existing == nil ? "pending" : "kept").databaseValue, existing.databaseValue] + Schema.identityValues(identity)
+        for presenter in presenters {
+            try update.execute(arguments: StatementArguments(values + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
+        }
     }
 
     func documentInfo(_ db: Database, _ id: DocumentID) throws -> DocumentInfo? {

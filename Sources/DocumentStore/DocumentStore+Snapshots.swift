@@ -185,7 +185,7 @@ extension DocumentStore {
     // MARK: Documents
 
     func documentID(_ db: Database, _ relative: String) throws -> DocumentID? {
-        try Int64.fetchOne(db, sql: "SELECT id FROM document WHERE path = ?", arguments: [relative]).map(DocumentID.init(rawValue:))
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM document WHERE path = ?"), arguments: [relative]).map(DocumentID.init(rawValue:))
     }
 
     func createDocument(_ db: Database, _ relative: String, _ identity: FileIdentity?) throws -> DocumentID {
@@ -196,9 +196,8 @@ extension DocumentStore {
     }
 
     func setIdentity(_ db: Database, _ document: DocumentID, _ identity: FileIdentity?) throws {
-        try db.execute(
-            sql: "UPDATE document SET dev = ?, ino = ?, size = ?, mtimeNs = ? WHERE id = ?",
-            arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue]))
+        try db.cachedStatement(sql: "UPDATE document SET dev = ?, ino = ?, size = ?, mtimeNs = ? WHERE id = ?")
+            .execute(arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue]))
     }
 
     // MARK: Retention

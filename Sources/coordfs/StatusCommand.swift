@@ -18,7 +18,8 @@ struct StatusCommand: ParsableCommand {
         relative to the mount's root. Another user sees only what they could reach through the
         mount themselves. The second line says what the event log's writer is doing: writing, or
         STUCK (a full disk, an I/O error) since when, why and how many records wait in memory
-        (shown to users who may read the log; "eventLog" in --json).
+        (shown to users who may read the log; "eventLog" in --json). A report of any size is shown
+        (the daemon sends a large one in parts).
 
         Exit status: 0; 69 when the path is not in a coordfs mount or its daemon cannot be reached.
 
@@ -92,7 +93,18 @@ struct StatusCommand: ParsableCommand {
         }
     }
 
+    /// Each process's name, read once however many entries it has (100,000 presenters of one
+    /// process cost one read of /proc).
+    static func processNames(_ report: StatusReport) -> (Int32) -> String {
+        var names: [Int32: String] = [:]
+        for pid in report.presenters.map(\.pid) + report.accesses.map(\.pid) + report.waiting.map(\.pid) where names[pid] == nil {
+            names[pid] = processName(pid)
+        }
+        return { names[$0] ?? "?" }
+    }
+
     static func text(_ report: StatusReport, mountPoint: String) -> [String] {
+        let processName = processNames(report)
         var lines = ["coordfs mount \(mountPoint.displayEscaped)"]
         func table(_ title: String, _ header: [String], _ cells: [[String]]) {
             // Every cell escaped: a name cannot break the table, drive the terminal or forge output.
@@ -124,6 +136,7 @@ struct StatusCommand: ParsableCommand {
     }
 
     static func json(_ report: StatusReport, mountPoint: String) -> JSONObject {
+        let processName = processNames(report)
         func intents(_ list: [Intent]) -> JSONValue {
             .array(list.map { intent in
                 switch intent {

@@ -31,6 +31,8 @@ public final class ControlClient: @unchecked Sendable {
     private struct State {
         var nextID: UInt64 = 2  // 1 was hello
         var pending: [RequestID: Pending] = [:]
+        /// Status reports arriving in parts (`more`), until their last part.
+        var partialReports: [RequestID: StatusReport] = [:]
         var closed = false
         var closeError: ControlTransportError?
     }
@@ -333,9 +335,21 @@ public final class ControlClient: @unchecked Sendable {
                 }
             }
         default:
-            guard let id = message.requestID,
-                let pending = state.withLock({ $0.pending.removeValue(forKey: id) })
-            else { return }
+            guard let id = message.requestID else { return }
+            var message = message
+            if case .statusReport(let part) = message {
+                // A report in parts is one reply: collected until the part without `more`.
+                let whole = state.withLock { s -> StatusReport? in
+                    guard s.pending[id] != nil else { return nil }
+                    var report = s.partialReports.removeValue(forKey: id) ?? StatusReport(id: id)
+                    report.append(part)
+                    if report.more { s.partialReports[id] = report; return nil }
+                    return report
+                }
+                guard let whole else { return }
+                message = .statusReport(whole)
+            }
+            guard let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) else { return }
             pending.onReply?(message)
             pending.continuation.resume(returning: message)
         }

@@ -44,6 +44,9 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
         /// Set once the transport has torn the connection down.
         var finished = false
         var pendingAsks: [AskID: PendingAsk] = [:]
+        /// Frames of `sendInOrder` not yet moved to `outbound`, from `streamedHead` on.
+        var streamed: [[UInt8]] = []
+        var streamedHead = 0
         /// Dispatch sources watching `fd`; it is closed when the last one's cancel handler runs.
         var readSource: DispatchSourceRead?
         var writeSource: DispatchSourceWrite?
@@ -83,6 +86,40 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
     @discardableResult
     public func send(_ message: ControlMessage) -> Bool {
         enqueue(message.encodedFrame())
+    }
+
+    /// Sends `frames` in order as the client reads them, with at most `streamWindow` bytes of
+    /// them buffered at a time: a reply larger than `Configuration.maxOutboundBytes` (a status
+    /// report of 100,000 presenters) reaches a client that reads, and one that does not read holds
+    /// only the window until it is dropped as slow. Returns false if the connection is closed.
+    @discardableResult
+    public func sendInOrder(_ frames: [[UInt8]]) -> Bool {
+        state.withLock { s in
+            guard s.closing == nil else { return false }
+            s.streamed += frames
+            refill(&s)
+            return true
+        }
+    }
+
+    /// Whether frames of `sendInOrder` are still waiting to be sent.
+    public var isSendingInOrder: Bool { state.withLock { $0.streamedHead < $0.streamed.count } }
+
+    /// Bytes of `sendInOrder` frames buffered at a time.
+    static let streamWindow = 256 * 1024
+
+    /// Moves `sendInOrder` frames to the outbound buffer while it holds less than the window. Lock held.
+    private func refill(_ s: inout State) {
+        while s.streamedHead < s.streamed.count && s.outbound.count - s.outboundOffset < Self.streamWindow && s.closing == nil {
+            let frame = s.streamed[s.streamedHead]
+            s.streamed[s.streamedHead] = []
+            s.streamedHead += 1
+            appendAndFlush(&s, frame)
+        }
+        if s.streamedHead == s.streamed.count {
+            s.streamed = []
+            s.streamedHead = 0
+        }
     }
 
     /// Replies to request `id` with an `error` frame; the connection stays open.
@@ -217,6 +254,7 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
                 if written <= 0 { break }
                 s.outboundOffset += written
             }
+            refill(&s)
             if s.outboundOffset == s.outbound.count {
                 s.outbound = []
                 s.outboundOffset = 0
@@ -235,6 +273,8 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
             if discardOutbound {
                 s.outbound = []
                 s.outboundOffset = 0
+                s.streamed = []
+                s.streamedHead = 0
             }
             if let finalFrame { appendAndFlush(&s, finalFrame) }
             s.closing = reason
@@ -257,6 +297,8 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
             s.pendingAsks = [:]
             s.outbound = []
             s.outboundOffset = 0
+            s.streamed = []
+            s.streamedHead = 0
             s.writeSource?.cancel()
             s.writeSource = nil
             s.readSource?.cancel()

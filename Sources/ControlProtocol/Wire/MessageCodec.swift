@@ -129,6 +129,7 @@ extension ControlMessage {
                     intents: try item.intents("intents"), pid: try item.pid(), uid: try item.uid(),
                     waitingMs: try item.uint("waitingMs")))
             }
+            report.more = try fields.optionalBool("more") ?? false
             return .statusReport(report)
         case "ask":
             let id = AskID(try fields.uint("id"))
@@ -321,24 +322,10 @@ extension ControlMessage {
             id(m.id.rawValue)
         case .statusReport(let m):
             id(m.id.rawValue)
-            o["presenters"] = .array(m.presenters.map { p in
-                .object(JSONObject([
-                    "presenter": .int(Int64(p.presenter.rawValue)), "path": .string(p.path.wireValue),
-                    "kind": .string(p.kind.rawValue), "pid": .int(Int64(p.pid)), "uid": .int(Int64(p.uid)),
-                ]))
-            })
-            o["accesses"] = .array(m.accesses.map { a in
-                .object(JSONObject([
-                    "access": .int(Int64(a.access.rawValue)), "intents": .array(a.intents.map(Self.encode(intent:))),
-                    "pid": .int(Int64(a.pid)), "uid": .int(Int64(a.uid)), "heldMs": .int(Int64(a.heldMs)),
-                ]))
-            })
-            o["waiting"] = .array(m.waiting.map { w in
-                .object(JSONObject([
-                    "intents": .array(w.intents.map(Self.encode(intent:))), "pid": .int(Int64(w.pid)),
-                    "uid": .int(Int64(w.uid)), "waitingMs": .int(Int64(w.waitingMs)),
-                ]))
-            })
+            o["presenters"] = .array(m.presenters.map(Self.encode(presenter:)))
+            o["accesses"] = .array(m.accesses.map(Self.encode(access:)))
+            o["waiting"] = .array(m.waiting.map(Self.encode(waiting:)))
+            if m.more { o["more"] = .bool(true) }
         case .ask(let m):
             id(m.id.rawValue)
             o["presenter"] = .int(Int64(m.presenter.rawValue))
@@ -462,6 +449,27 @@ extension ControlMessage {
         .object(JSONObject([
             "device": .string(String(identity.device)), "inode": .string(String(identity.inode)),
             "size": .int(Int64(identity.size)), "mtimeNs": .string(String(identity.modificationTimeNanoseconds)),
+        ]))
+    }
+
+    static func encode(presenter p: StatusReport.Presenter) -> JSONValue {
+        .object(JSONObject([
+            "presenter": .int(Int64(p.presenter.rawValue)), "path": .string(p.path.wireValue),
+            "kind": .string(p.kind.rawValue), "pid": .int(Int64(p.pid)), "uid": .int(Int64(p.uid)),
+        ]))
+    }
+
+    static func encode(access a: StatusReport.Access) -> JSONValue {
+        .object(JSONObject([
+            "access": .int(Int64(a.access.rawValue)), "intents": .array(a.intents.map(Self.encode(intent:))),
+            "pid": .int(Int64(a.pid)), "uid": .int(Int64(a.uid)), "heldMs": .int(Int64(a.heldMs)),
+        ]))
+    }
+
+    static func encode(waiting w: StatusReport.Waiting) -> JSONValue {
+        .object(JSONObject([
+            "intents": .array(w.intents.map(Self.encode(intent:))), "pid": .int(Int64(w.pid)),
+            "uid": .int(Int64(w.uid)), "waitingMs": .int(Int64(w.waitingMs)),
         ]))
     }
 

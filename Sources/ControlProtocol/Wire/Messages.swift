@@ -290,11 +290,23 @@ public struct StatusReport: Sendable, Hashable {
     public var presenters: [Presenter]
     public var accesses: [Access]
     public var waiting: [Waiting]
-    public init(id: RequestID, presenters: [Presenter] = [], accesses: [Access] = [], waiting: [Waiting] = []) {
+    /// True on every part of a report sent in several frames but the last (docs/protocol.md,
+    /// `status`): the lists of all parts together are the report.
+    public var more: Bool
+    public init(id: RequestID, presenters: [Presenter] = [], accesses: [Access] = [], waiting: [Waiting] = [], more: Bool = false) {
         self.id = id
         self.presenters = presenters
         self.accesses = accesses
         self.waiting = waiting
+        self.more = more
+    }
+
+    /// Appends the lists of a later part.
+    public mutating func append(_ part: StatusReport) {
+        presenters += part.presenters
+        accesses += part.accesses
+        waiting += part.waiting
+        more = part.more
     }
 }
 

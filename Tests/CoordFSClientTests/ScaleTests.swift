@@ -1,0 +1,160 @@
+import XCTest
+import Foundation
+import Glibc
+import Dispatch
+import Synchronization
+import ControlProtocol
+import Coordination
+@testable import CoordFS
+
+/// 100,000 presenters on one mount (issue 17, items 4 and 5): a write to their document, and
+/// `coordfs status`, stay fast and work. The presenters are registered through ten connections,
+/// each sending its 10,000 `register` frames at once and reading the replies after, so setting
+/// them up costs seconds, not minutes.
+final class ScaleTests: ClientMountTestCase {
+    static let presenters = Int(ProcessInfo.processInfo.environment["COORDFS_SCALE_PRESENTERS"] ?? "") ?? 100_000
+    static let perConnection = 10_000
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.askTimeout = 5
+    }
+
+    /// Registers `count` presenters of `path` on `client` (pipelined); returns their ids.
+    func registerMany(_ client: RawClient, _ path: String, count: Int, asks: Set<AskKind> = []) throws -> [ControlProtocol.PresenterID] {
+        let mountPath = try MountPath(validating: path)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count * 100)
+        for _ in 0..<count {
+            bytes += ControlMessage.register(Register(id: client.id(), path: mountPath, kind: .file, asks: asks)).encodedFrame()
+        }
+        client.sendAll(bytes)
+        var ids: [ControlProtocol.PresenterID] = []
+        while ids.count < count, let message = client.receive() {
+            switch message {
+            case .registered(let r): ids.append(r.presenter)
+            case .error(let e): XCTFail("register refused: \(e.code) \(e.message)"); return ids
+            default: continue
+            }
+        }
+        return ids
+    }
+
+    /// `count` presenters of `path` through `count / perConnection` connections.
+    func present(_ path: String, count: Int = ScaleTests.presenters) throws -> [(client: RawClient, presenters: Int)] {
+        var clients: [(client: RawClient, presenters: Int)] = []
+        var registered = 0
+        while registered < count {
+            let client = try RawClient(socket: socketPath)
+            XCTAssertTrue(client.hello())
+            let n = min(Self.perConnection, count - registered)
+            let ids = try registerMany(client, path, count: n)
+            registered += ids.count
+            clients.append((client, ids.count))
+        }
+        XCTAssertEqual(registered, count)
+        return clients
+    }
+
+    /// Item 4: 100,000 notification-only presenters on one document; a write to it through the
+    /// mount and the next writer after it finish in seconds, and every presenter hears of it.
+    func testAWriteToADocumentWith100000PresentersStaysLinear() throws {
+        try writeBacking("doc.txt", "old\n")
+        let started = Date()
+        let clients = try present("doc.txt")
+        let registered = Date().timeIntervalSince(started)
+        XCTAssertTrue(eventually(timeout: 60) { self.presenterCount == Self.presenters })
+        // Each connection is read while the writes happen (a client that stops reading is dropped).
+        let counts = clients.map { client, presenters in
+            Counter(client, until: { if case .notification(let n) = $0, case .didChange = n.event { return true }; return false }, count: 2 * presenters)
+        }
+        let write = Date()
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo new > '\(mnt!)/doc.txt'"], timeout: 120).status, 0)
+        // The access ends at close; the next writer waits for it.
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo newer > '\(mnt!)/doc.txt'"], timeout: 120).status, 0)
+        let written = Date().timeIntervalSince(write)
+        XCTAssertEqual(readBacking("doc.txt"), "newer\n")
+        // Every presenter is told (didChange) of each write.
+        let told = counts.map { $0.wait(timeout: 60) }.reduce(0, +)
+        print("ScaleTests: notified after \(Date().timeIntervalSince(write)) s")
+        let closing = Date()
+        for (client, _) in clients { shutdown(client.fd, Int32(SHUT_RDWR)) }
+        XCTAssertTrue(eventually(timeout: 60) { self.presenterCount == 0 })
+        print("ScaleTests: presenters gone after \(Date().timeIntervalSince(closing)) s")
+        XCTAssertEqual(told, 2 * Self.presenters, "every presenter heard of both writes")
+        print("ScaleTests: registered \(Self.presenters) presenters in \(registered) s; two writes took \(written) s")
+        XCTAssertLessThan(written, 60, "two writes to a document with \(Self.presenters) presenters")
+    }
+
+    /// Item 5: the status of a mount with 100,000 presenters is about 9 MB of JSON, far beyond
+    /// one 1 MiB frame: it comes in parts (each a frame within the limit, all but the last marked
+    /// `more`), and `coordfs status` shows all of it.
+    func testStatusWith100000PresentersComesInParts() throws {
+        try writeBacking("doc.txt", "old\n")
+        let clients = try present("doc.txt")
+        XCTAssertEqual(presenterCount, Self.presenters)
+        // On the wire: parts within the frame limit, `more` on all but the last.
+        let raw = clients[0].client
+        let id = raw.id()
+        raw.send(.status(StatusQuery(id: id)))
+        var parts: [StatusReport] = []
+        while parts.last?.more ?? true, let message = raw.receive() {
+            if case .statusReport(let part) = message, part.id == id { parts.append(part) }
+            if case .error(let error) = message { return XCTFail("status refused: \(error.code) \(error.message)") }
+        }
+        XCTAssertGreaterThan(parts.count, 1, "a 100,000-presenter report does not fit one frame")
+        XCTAssertEqual(parts.map(\.more), Array(repeating: true, count: parts.count - 1) + [false])
+        XCTAssertEqual(parts.map(\.presenters.count).reduce(0, +), Self.presenters)
+        // The command line shows every presenter.
+        let started = Date()
+        let (status, output) = try run([try Self.coordfsBinary(), "status", mnt, "--json"], timeout: 120)
+        XCTAssertEqual(status, 0, String(output.prefix(500)))
+        let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
+        XCTAssertEqual((object?["presenters"] as? [Any])?.count, Self.presenters)
+        print("ScaleTests: coordfs status --json with \(Self.presenters) presenters took \(Date().timeIntervalSince(started)) s")
+    }
+}
+
+extension RawClient {
+    /// Sends every byte (a blocking socket may take a large buffer in several steps).
+    func sendAll(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if n < 0 { if errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+
+    func setReceiveTimeout(seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// Reads a client on a thread of its own and counts the messages that match, up to `count`.
+final class Counter: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private let matched = Mutex(0)
+
+    init(_ client: RawClient, until match: @escaping @Sendable (ControlMessage) -> Bool, count: Int) {
+        client.setReceiveTimeout(seconds: 120)
+        nonisolated(unsafe) let client = client  // read only by this thread from now on
+        let thread = Thread { [self] in
+            var n = 0
+            while n < count, let message = client.receive() {
+                if match(message) { n += 1; matched.withLock { $0 = n } }
+            }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    /// The number matched once `count` were seen, or at the timeout.
+    func wait(timeout: Double) -> Int {
+        _ = done.wait(timeout: .now() + timeout)
+        return matched.withLock { $0 }
+    }
+}
