@@ -27,9 +27,13 @@ public final class ControlService: Sendable {
             _ = chmod(plan.state.path, 0o711)
         }
         let handler = ControlRequestHandler(daemon: daemon)
+        let limits = plan.options.limits
         let configuration = ControlServer.Configuration(
             socketPath: plan.state.controlSocket, permissions: allowOther ? 0o666 : 0o600,
-            serverName: "coordfs \(ControlService.version)", mountPoint: plan.mountpoint)
+            serverName: "coordfs \(ControlService.version)", mountPoint: plan.mountpoint,
+            maxConnections: limits.maxConnections, maxConnectionsPerUser: limits.maxUserConnections,
+            exemptUsers: PeerLimits.exemptUsers, reservedConnections: PeerLimits.reservedConnections,
+            idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), slowTimeout: .milliseconds(Int64(limits.slowTimeout * 1000)))
         let server = ControlServer(configuration: configuration, handler: handler)
         do {
             try server.start()
@@ -83,6 +87,11 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     /// entry finds its connection in O(1), however many connections and presenters there are.
     let owners = Mutex<[UInt64: ControlClientState]>([:])
     private let stopping = Atomic<Bool>(false)
+    /// The per-user limits, and the counts no single connection knows (pending asks).
+    let limits: PeerLimits
+    let quotas: PeerQuotas
+    /// Each user's connections (connection id to state), to count what a user holds.
+    let byUser = Mutex<[UInt32: [UInt64: ControlClientState]]>([:])
     /// The store observer forwarding `documentChanged` to remote presenters.
     private let observation = Mutex<StoreObservation?>(nil)
 
@@ -94,6 +103,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         askDeadline = .nanoseconds(Int64(max(0.001, options.askTimeout) * 1e9))
         onAskTimeout = options.strict ? .strict : .proceed
         store = daemon.store
+        limits = plan.options.limits
+        quotas = PeerQuotas(limits: limits)
         logDirectory = daemon.eventLog == nil ? nil : plan.state.eventLog
         // Remote presenters hear of and are asked about only what their users may see and make.
         coordinator.presenterPermissions = BackingPermissions(resolver: resolver)
@@ -146,6 +157,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             peer: ControlPathResolver.Peer(credentials: peer, groups: peer.supplementaryGroups()),
             coordinator: coordinator)
         clients.withLock { $0[connection.id] = client }
+        byUser.withLock { $0[peer.uid, default: [:]][connection.id] = client }
         if stopping.load(ordering: .relaxed) {
             connection.close(error: ProtocolError(.shuttingDown, "the daemon is stopping"))
         }
@@ -180,8 +192,29 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
 
     func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason) {
         if let client = clients.withLock({ $0.removeValue(forKey: connection.id) }) {
-            forget(client.close(), of: client)
+            byUser.withLock { table in
+                let uid = connection.peer.uid
+                table[uid]?[connection.id] = nil
+                if table[uid]?.isEmpty == true { table[uid] = nil }
+            }
+            let dropped = client.close()
+            forget(dropped, of: client)
+            // A large teardown: give the memory back (the allocator keeps it otherwise).
+            if dropped.count >= 1000 { MemoryTrim.soon() }
         }
+    }
+
+    func controlServer(_ server: ControlServer, holdsNothing connection: ControlConnection) -> Bool {
+        guard let client = clients.withLock({ $0[connection.id] }) else { return true }
+        return client.presenterCount == 0 && client.accessCount == 0
+    }
+
+    /// What the user's connections hold together, measured by `count`; nil for root and the
+    /// owner, whom the per-user limits do not bind.
+    private func held(by uid: UInt32, _ count: (ControlClientState) -> Int) -> Int? {
+        guard !quotas.exempt.contains(uid) else { return nil }
+        let mine = byUser.withLock { Array(($0[uid] ?? [:]).values) }
+        return mine.reduce(0) { $0 + count($1) }
     }
 
     // MARK: Requests
@@ -192,6 +225,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "a connection may register at most \(ControlLimits.presentersPerConnection) presenters"))
             return
         }
+        if let held = held(by: client.origin.uid, \.presenterCount), held >= limits.maxUserPresenters {
+            connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "uid \(client.origin.uid) already has \(held) presenters (max_user_presenters)"))
+            return
+        }
         let item: ControlPathResolver.Item
         do {
             item = try resolver.authorize(request.path, for: client.peer, write: false)
@@ -200,7 +237,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         let presenter = RemotePresenter(connection: connection, path: item.path, itemPath: item.path.itemPath, kind: request.kind,
-                                        asks: request.asks, askDeadline: askDeadline, coordinator: coordinator)
+                                        asks: request.asks, askDeadline: askDeadline, coordinator: coordinator, quotas: quotas)
         let id: Coordination.PresenterID
         do {
             id = try coordinator.addFilePresenter(presenter, at: item.path.itemPath, owner: client.origin,
@@ -264,6 +301,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         var wait = ControlLimits.defaultWait
         if let ms = request.timeoutMs { wait = min(.milliseconds(Int64(ms)), ControlLimits.maxWait) }
         let policy = CoordinationPolicy(askDeadline: askDeadline, onAskTimeout: onAskTimeout, waitDeadline: wait)
+        if let held = held(by: origin.uid, \.accessCount), held >= limits.maxUserAccesses {
+            connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "uid \(origin.uid) already holds or waits for \(held) accesses (max_user_accesses)"))
+            return
+        }
         guard let pending = client.beginWaiting() else {
             connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "a connection may hold or wait for at most \(ControlLimits.accessesPerConnection) accesses"))
             return
@@ -469,6 +510,9 @@ final class ControlClientState: Sendable {
     }
 
     var presenterCount: Int { state.withLock { $0.presenters.count } }
+
+    /// Accesses held and requests waiting.
+    var accessCount: Int { state.withLock { $0.accesses.count + $0.waiting.count } }
 
     /// False when the connection already closed (the caller removes the presenter again).
     func add(_ presenter: RemotePresenter, id: Coordination.PresenterID) -> Bool {

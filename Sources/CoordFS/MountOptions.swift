@@ -40,6 +40,8 @@ public struct MountOptions: Sendable, Equatable {
     public var eventLog = EventLogSettings()
     /// The document store (docs/document-store.md).
     public var store = StoreOptions()
+    /// What the control socket's peers may hold, per user and in total (docs/protocol.md, "Limits").
+    public var limits = PeerLimits()
 
     public init() {}
 
@@ -75,6 +77,7 @@ public struct MountOptions: Sendable, Equatable {
           save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
         \(StoreOptions.documentation)
+        \(PeerLimits.documentation)
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
     }
@@ -156,6 +159,7 @@ public struct MountOptions: Sendable, Equatable {
                     o.spinMicroseconds = n
                 default:
                     if try o.store.parse(key, value, item: item) { continue }
+                    if try o.limits.parse(key, value, item: item) { continue }
                     throw .unknownOption(item)
                 }
             }

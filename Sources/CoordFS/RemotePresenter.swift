@@ -29,9 +29,12 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
     }
     private let state: Mutex<State>
     private let coordinator: Coordinator
+    /// The per-user count of pending asks (`max_user_asks`).
+    private let quotas: PeerQuotas?
 
     init(connection: ControlConnection, path: MountPath, itemPath: ItemPath, kind: ItemKind, asks: Set<AskKind>,
-         askDeadline: Duration, coordinator: Coordinator) {
+         askDeadline: Duration, coordinator: Coordinator, quotas: PeerQuotas? = nil) {
+        self.quotas = quotas
         self.connection = connection
         self.kind = kind
         self.asks = asks
@@ -123,6 +126,10 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
     /// removed the presenter, which ends the ask as presenter gone.
     private func send(_ kind: AskKind, subitem: MountPath? = nil) async throws {
         guard asks.contains(kind) else { return }
+        // A user with `max_user_asks` asks unanswered is not asked more: the daemon answers for it.
+        let uid = connection.peer.uid
+        guard quotas?.beginAsk(uid) ?? true else { return }
+        defer { quotas?.endAsk(uid) }
         switch await connection.ask(kind, presenter: wireID, path: path, subitem: subitem, deadline: askDeadline) {
         case .answered, .timedOut: return
         case .failed(let body, _): throw RemotePresenterRefusal(body: body)

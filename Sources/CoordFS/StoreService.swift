@@ -126,6 +126,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         _ = try? store.unregisterAll(registered.map(\.storeID))
     }
 
+    /// Waits until every presenter registration and unregistration queued so far reached the store.
+    func tapDrain() { tap?.drain() }
+
     /// The store itself (versions, conflicts, documents), for queries.
     public var documentStore: DocumentStore { state.withLock { $0.store } }
 

@@ -60,6 +60,7 @@ final class ScaleTests: ClientMountTestCase {
     /// mount and the next writer after it finish in seconds, and every presenter hears of it.
     func testAWriteToADocumentWith100000PresentersStaysLinear() throws {
         try writeBacking("doc.txt", "old\n")
+        let rssBefore = Self.residentMegabytes()
         let started = Date()
         let clients = try present("doc.txt")
         let registered = Date().timeIntervalSince(started)
@@ -77,10 +78,17 @@ final class ScaleTests: ClientMountTestCase {
         // Every presenter is told (didChange) of each write.
         let told = counts.map { $0.wait(timeout: 60) }.reduce(0, +)
         print("ScaleTests: notified after \(Date().timeIntervalSince(write)) s")
+        let rssPeak = Self.residentMegabytes()
         let closing = Date()
         for (client, _) in clients { shutdown(client.fd, Int32(SHUT_RDWR)) }
         XCTAssertTrue(eventually(timeout: 60) { self.presenterCount == 0 })
         print("ScaleTests: presenters gone after \(Date().timeIntervalSince(closing)) s")
+        // Memory given back once they are gone (the store's queue and the trim run just after).
+        daemon.store?.tapDrain()
+        sleep(2)
+        let rssAfter = Self.residentMegabytes()
+        print("ScaleTests: resident memory \(rssBefore) MB before, \(rssPeak) MB with \(Self.presenters) presenters, \(rssAfter) MB after they left")
+        XCTAssertLessThan(rssAfter - rssBefore, max(0.6 * (rssPeak - rssBefore), 50), "most of the presenters' memory is given back")
         XCTAssertEqual(told, 2 * Self.presenters, "every presenter heard of both writes")
         print("ScaleTests: registered \(Self.presenters) presenters in \(registered) s; two writes took \(written) s")
         XCTAssertLessThan(written, 60, "two writes to a document with \(Self.presenters) presenters")
@@ -112,6 +120,15 @@ final class ScaleTests: ClientMountTestCase {
         let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
         XCTAssertEqual((object?["presenters"] as? [Any])?.count, Self.presenters)
         print("ScaleTests: coordfs status --json with \(Self.presenters) presenters took \(Date().timeIntervalSince(started)) s")
+    }
+}
+
+extension ScaleTests {
+    /// This process's resident memory (the daemon runs in it), from /proc/self/statm.
+    static func residentMegabytes() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        return fields.count > 1 ? (Double(fields[1]) ?? 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576 : 0
     }
 }
 

@@ -44,6 +44,11 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
         /// Set once the transport has torn the connection down.
         var finished = false
         var pendingAsks: [AskID: PendingAsk] = [:]
+        /// When bytes were last received (monotonic nanoseconds), for the idle timeout.
+        var lastReceived = monotonicNanoseconds()
+        /// Since when unsent bytes wait without the client taking any (nil: nothing waits), for
+        /// the slow-client timeout.
+        var pendingSince: UInt64?
         /// Frames of `sendInOrder` not yet moved to `outbound`, from `streamedHead` on.
         var streamed: [[UInt8]] = []
         var streamedHead = 0
@@ -217,6 +222,7 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
                 return
             }
             s.outbound.append(contentsOf: bytes[start...])
+            s.pendingSince = monotonicNanoseconds()
         } else {
             s.outbound.append(contentsOf: bytes)
         }
@@ -253,8 +259,10 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
                 }
                 if written <= 0 { break }
                 s.outboundOffset += written
+                s.pendingSince = monotonicNanoseconds()  // the client reads: not slow
             }
             refill(&s)
+            if s.outboundOffset == s.outbound.count { s.pendingSince = nil }
             if s.outboundOffset == s.outbound.count {
                 s.outbound = []
                 s.outboundOffset = 0

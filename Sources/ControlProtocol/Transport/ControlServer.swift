@@ -24,15 +24,31 @@ public final class ControlServer: @unchecked Sendable {
         public var mountPoint: String?
         /// A client with more unsent bytes than this is disconnected.
         public var maxOutboundBytes: Int
-        /// Connections beyond this are told `limitExceeded` and closed.
+        /// Connections beyond this are told `limitExceeded` and closed (those of `exemptUsers`
+        /// only beyond `maxConnections + reservedConnections`).
         public var maxConnections: Int
+        /// Connections of one user (uid) beyond this are told `limitExceeded` and closed
+        /// (`exemptUsers` are not counted).
+        public var maxConnectionsPerUser: Int
+        /// Users no other user can lock out (root and the daemon's owner): no per-user bound, and
+        /// `reservedConnections` beyond `maxConnections`.
+        public var exemptUsers: Set<UInt32>
+        public var reservedConnections: Int
         /// A client that has not sent `hello` within this time is disconnected.
         public var helloTimeout: Duration
+        /// A negotiated client that sent nothing for this long and holds nothing (the handler's
+        /// `holdsNothing`) is disconnected; nil: never.
+        public var idleTimeout: Duration?
+        /// A client whose unsent messages made no progress for this long (it stopped reading) is
+        /// disconnected; nil: only `maxOutboundBytes` bounds it.
+        public var slowTimeout: Duration?
 
         public init(
             socketPath: String, permissions: UInt32 = 0o600, maxFrameSize: Int = Framing.defaultMaxFrameSize,
             serverName: String = "coordfs", mountPoint: String? = nil, maxOutboundBytes: Int = 8 << 20,
-            maxConnections: Int = 8192, helloTimeout: Duration = .seconds(10)
+            maxConnections: Int = 8192, maxConnectionsPerUser: Int = .max, exemptUsers: Set<UInt32> = [0],
+            reservedConnections: Int = 64, helloTimeout: Duration = .seconds(10), idleTimeout: Duration? = nil,
+            slowTimeout: Duration? = nil
         ) {
             self.socketPath = socketPath
             self.permissions = permissions
@@ -41,7 +57,12 @@ public final class ControlServer: @unchecked Sendable {
             self.mountPoint = mountPoint
             self.maxOutboundBytes = maxOutboundBytes
             self.maxConnections = maxConnections
+            self.maxConnectionsPerUser = maxConnectionsPerUser
+            self.exemptUsers = exemptUsers
+            self.reservedConnections = reservedConnections
             self.helloTimeout = helloTimeout
+            self.idleTimeout = idleTimeout
+            self.slowTimeout = slowTimeout
         }
     }
 
@@ -61,6 +82,10 @@ public final class ControlServer: @unchecked Sendable {
     }
     private let lifecycle = Mutex(Lifecycle())
     private let table = Mutex<[UInt64: ControlConnection]>([:])
+    /// Connections per user, for `maxConnectionsPerUser` (guarded like `table`, taken after it).
+    private let perUser = Mutex<[UInt32: Int]>([:])
+    /// Drops idle and slow connections (`idleTimeout`, `slowTimeout`).
+    private nonisolated(unsafe) var sweeper: DispatchSourceTimer?
     private let counters = Mutex<(connection: UInt64, ask: UInt64)>((0, 0))
 
     public init(configuration: Configuration, handler: any ControlServerHandler) {
@@ -114,6 +139,45 @@ public final class ControlServer: @unchecked Sendable {
             l.started = true
         }
         listenSource.resume()
+        startSweeping()
+    }
+
+    /// Every quarter of the shorter timeout (within 0.1 to 5 s), on the I/O queue: closes the
+    /// connections that stopped reading (`slowTimeout`) and those idle holding nothing (`idleTimeout`).
+    private func startSweeping() {
+        let timeouts = [configuration.idleTimeout, configuration.slowTimeout].compactMap { $0 }
+        guard let shortest = timeouts.min() else { return }
+        let period = min(max(Double(ControlConnection.milliseconds(shortest)) / 4000, 0.1), 5)
+        let timer = DispatchSource.makeTimerSource(queue: ioQueue)
+        timer.schedule(deadline: .now() + period, repeating: period)
+        timer.setEventHandler { [weak self] in self?.sweep() }
+        sweeper = timer
+        timer.resume()
+    }
+
+    private func sweep() {
+        let now = monotonicNanoseconds()
+        func nanoseconds(_ d: Duration?) -> UInt64? { d.map { UInt64(ControlConnection.milliseconds($0)) * 1_000_000 } }
+        let slow = nanoseconds(configuration.slowTimeout)
+        let idle = nanoseconds(configuration.idleTimeout)
+        for connection in table.withLock({ Array($0.values) }) {
+            let (pendingSince, lastReceived, negotiated) = connection.state.withLock { s in
+                (s.closing == nil ? s.pendingSince : nil, s.lastReceived, s.version != nil)
+            }
+            if let slow, let since = pendingSince, now &- since > slow {
+                connection.beginClose(reason: .slowConsumer, finalFrame: nil, discardOutbound: true)
+                continue
+            }
+            if let idle, negotiated, now &- lastReceived > idle, pendingSince == nil {
+                let why = "idle for \(idle / 1_000_000_000) s holding nothing"
+                connection.queue.async { [handler, self] in
+                    guard handler.controlServer(self, holdsNothing: connection) else { return }
+                    connection.beginClose(
+                        reason: .closedByServer(ErrorBody(code: .limitExceeded, message: why)),
+                        finalFrame: ControlMessage.error(ErrorMessage(code: .limitExceeded, message: why)).encodedFrame())
+                }
+            }
+        }
     }
 
     /// Stops serving: closes every connection (handlers see `.serverStopped`) and removes the
@@ -128,6 +192,8 @@ public final class ControlServer: @unchecked Sendable {
         guard let (listenSource, bound) = snapshot else { return }
         let work = { [self] in
             listenSource?.cancel()
+            sweeper?.cancel()
+            sweeper = nil
             for connection in table.withLock({ Array($0.values) }) {
                 teardown(connection, reason: .serverStopped)
             }
@@ -188,13 +254,28 @@ public final class ControlServer: @unchecked Sendable {
             let id = counters.withLock { c in c.connection += 1; return c.connection }
             let queue = DispatchQueue(label: "coordfs.control.connection", target: delivery)
             let connection = ControlConnection(id: id, fd: fd, peer: peer, server: self, queue: queue, maxFrameSize: configuration.maxFrameSize)
-            let admitted = table.withLock { t -> Bool in
-                guard t.count < configuration.maxConnections else { return false }
+            let refusal = table.withLock { t -> String? in
+                let uid = peer.uid
+                if configuration.exemptUsers.contains(uid) {
+                    // Root and the owner: never locked out by other users.
+                    guard t.count < configuration.maxConnections + configuration.reservedConnections else {
+                        return "the daemon already serves \(t.count) connections"
+                    }
+                } else {
+                    guard t.count < configuration.maxConnections else {
+                        return "the daemon already serves \(configuration.maxConnections) connections (max_connections)"
+                    }
+                    let mine = perUser.withLock { $0[uid] ?? 0 }
+                    guard mine < configuration.maxConnectionsPerUser else {
+                        return "uid \(uid) already has \(mine) connections (max_user_connections)"
+                    }
+                }
                 t[id] = connection
-                return true
+                perUser.withLock { $0[uid, default: 0] += 1 }
+                return nil
             }
-            guard admitted else {
-                let frame = ControlMessage.error(ErrorMessage(code: .limitExceeded, message: "the daemon already serves \(configuration.maxConnections) connections")).encodedFrame()
+            if let refusal {
+                let frame = ControlMessage.error(ErrorMessage(code: .limitExceeded, message: refusal)).encodedFrame()
                 _ = frame.withUnsafeBytes { Sys.send(fd, $0) }
                 Glibc.close(fd)
                 continue
@@ -228,6 +309,7 @@ public final class ControlServer: @unchecked Sendable {
         for _ in 0..<16 {
             let n = Sys.read(fd, buffer)
             if n > 0 {
+                connection.state.withLock { $0.lastReceived = monotonicNanoseconds() }
                 connection.decoder.append(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 processFrames(connection)
                 continue
@@ -326,7 +408,13 @@ public final class ControlServer: @unchecked Sendable {
     /// I/O queue only.
     private func teardown(_ connection: ControlConnection, reason: ControlConnection.CloseReason) {
         guard let (final, asks) = connection.finish(reason: reason) else { return }
-        table.withLock { _ = $0.removeValue(forKey: connection.id) }
+        table.withLock { t in
+            guard t.removeValue(forKey: connection.id) != nil else { return }
+            perUser.withLock { counts in
+                let uid = connection.peer.uid
+                if let n = counts[uid], n > 1 { counts[uid] = n - 1 } else { counts[uid] = nil }
+            }
+        }
         connection.queue.async { [handler, self] in
             for ask in asks { ask.completion(.disconnected) }
             handler.controlServer(self, didClose: connection, reason: final)

@@ -16,9 +16,13 @@ public protocol ControlServerHandler: AnyObject, Sendable {
     /// with `.disconnected`. Called at once on disconnect, also for connections that never
     /// completed `hello`.
     func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason)
+    /// Whether the connection holds nothing (no presenter, access or waiting request), so that it
+    /// may be closed once idle for `Configuration.idleTimeout`. Called on the connection's queue.
+    func controlServer(_ server: ControlServer, holdsNothing connection: ControlConnection) -> Bool
 }
 
 extension ControlServerHandler {
+    public func controlServer(_ server: ControlServer, holdsNothing connection: ControlConnection) -> Bool { true }
     public func controlServer(_ server: ControlServer, didOpen connection: ControlConnection) {}
     public func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason) {}
 }

@@ -1,0 +1,114 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// Bounds on what the control socket's peers may hold, per user (uid) and in total
+/// (docs/protocol.md, "Limits"; `-o` options in README.md). Root and the mount's owner (the
+/// daemon's own uid) are exempt from the per-user bounds and may open `reservedConnections`
+/// beyond `maxConnections`: other users cannot lock them out.
+public struct PeerLimits: Sendable, Equatable {
+    /// `max_connections`: connections of users other than root and the owner, in total.
+    public var maxConnections = 8192
+    /// `max_user_connections`: connections of one user.
+    public var maxUserConnections = 256
+    /// `max_user_presenters`: presenters registered by one user's connections.
+    public var maxUserPresenters = 20_000
+    /// `max_user_accesses`: coordinated accesses held or waited for by one user's connections.
+    public var maxUserAccesses = 4096
+    /// `max_user_asks`: asks sent to one user's presenters and not answered yet; beyond it, asks to
+    /// that user's presenters are not sent (the daemon answers them itself at once).
+    public var maxUserAsks = 4096
+    /// `idle_timeout`: seconds after which a connection that holds nothing (no presenter, access
+    /// or waiting request) and sent nothing is closed.
+    public var idleTimeout = 300.0
+    /// `slow_timeout`: seconds after which a connection whose unsent messages made no progress
+    /// (its client stopped reading) is closed.
+    public var slowTimeout = 30.0
+    /// Connections root and the owner may open beyond `maxConnections`.
+    public static let reservedConnections = 64
+
+    public init() {}
+
+    /// The users the per-user bounds do not apply to: root and the daemon's own user.
+    public static var exemptUsers: Set<UInt32> { [0, getuid()] }
+
+    static let documentation = """
+        limits: max_connections=N, max_user_connections=N, max_user_presenters=N, max_user_accesses=N,
+          max_user_asks=N, idle_timeout=S, slow_timeout=S
+        """
+
+    /// Parses one option; false when `key` is not a limit.
+    mutating func parse(_ key: String, _ value: String?, item: String) throws(MountError) -> Bool {
+        func count(_ range: ClosedRange<Int>) throws(MountError) -> Int {
+            guard let value, let n = Int(value), range.contains(n) else {
+                throw .badOption(item, "expects a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return n
+        }
+        func seconds() throws(MountError) -> Double {
+            guard let value, let d = Double(value), d.isFinite, d >= 1, d <= 86_400 else {
+                throw .badOption(item, "expects seconds, 1 to 86400")
+            }
+            return d
+        }
+        switch key {
+        case "max_connections": maxConnections = try count(1...65_536)
+        case "max_user_connections": maxUserConnections = try count(1...65_536)
+        case "max_user_presenters": maxUserPresenters = try count(1...10_000_000)
+        case "max_user_accesses": maxUserAccesses = try count(1...1_000_000)
+        case "max_user_asks": maxUserAsks = try count(1...1_000_000)
+        case "idle_timeout": idleTimeout = try seconds()
+        case "slow_timeout": slowTimeout = try seconds()
+        default: return false
+        }
+        return true
+    }
+}
+
+/// Counts per user that no single connection knows: asks pending on a user's presenters.
+final class PeerQuotas: Sendable {
+    let limits: PeerLimits
+    let exempt: Set<UInt32>
+    private let asks = Mutex<[UInt32: Int]>([:])
+
+    init(limits: PeerLimits, exempt: Set<UInt32> = PeerLimits.exemptUsers) {
+        self.limits = limits
+        self.exempt = exempt
+    }
+
+    /// Reserves one pending ask for `uid`; false at `max_user_asks` (the ask is then not sent).
+    func beginAsk(_ uid: UInt32) -> Bool {
+        if exempt.contains(uid) { return true }
+        return asks.withLock { table in
+            let n = table[uid] ?? 0
+            guard n < limits.maxUserAsks else { return false }
+            table[uid] = n + 1
+            return true
+        }
+    }
+
+    func endAsk(_ uid: UInt32) {
+        if exempt.contains(uid) { return }
+        asks.withLock { table in
+            if let n = table[uid], n > 1 { table[uid] = n - 1 } else { table[uid] = nil }
+        }
+    }
+}
+
+/// Gives freed memory back to the system: after 100,000 presenters leave, the allocator keeps
+/// their pages unless asked (glibc's `malloc_trim`, looked up at run time: Swift's Glibc module
+/// does not declare it). Runs at most once per second, off the caller's thread.
+enum MemoryTrim {
+    private typealias Trim = @convention(c) (Int) -> Int32
+    private static let trim: Trim? = dlsym(nil, "malloc_trim").map { unsafeBitCast($0, to: Trim.self) }
+    private static let pending = Mutex(false)
+
+    /// Trims soon (one second from now, so that the teardown's other queues finish first).
+    static func soon() {
+        guard trim != nil, pending.withLock({ p -> Bool in defer { p = true }; return !p }) else { return }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + 1) {
+            pending.withLock { $0 = false }
+            _ = trim?(0)
+        }
+    }
+}
