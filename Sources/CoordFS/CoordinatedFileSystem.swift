@@ -106,6 +106,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     func isTemp(_ name: String) -> Bool { options.tempPatterns.matches(name) }
+
+    /// True when `p` is a file `pid` created moments ago that nobody has been told of (its creator
+    /// alone has touched it: maybe a temp file). Another process's access tells the folder's
+    /// presenters it appeared first, and then it is an ordinary file.
+    func isFresh(_ p: ItemPath, for pid: pid_t) -> Bool {
+        guard let creator = saves.creator(of: p) else { return false }
+        if creator == pid { return true }
+        saves.settle(p)?()
+        return false
+    }
     func isTemp(_ path: ItemPath) -> Bool { path.name.map(isTemp) ?? false }
 
     // MARK: Getting an access without blocking the worker
@@ -160,6 +170,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard node.type == S_IFREG, let p = path(node) else { return loopback.open(request, inode: id, file: file) }
         let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
         let who = origin(request.context, p)
+        _ = isFresh(p, for: who.pid) // another process opens it: it is told it appeared first
         if write, let adopted = saves.adopt(p) {
             return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, created: false)
         }
@@ -203,7 +214,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             // Contents changed: the store hears of it (a version, a conflict). Attributes alone
             // (a mode, times): presenters are told it changed, the store is not.
             let contents = f.modified || handle.truncated || handle.resized
-            if (contents || handle.touched) && !handle.quiet && !Self.isRemoved(f.fd) {
+            let fresh = saves.creator(of: handle.path) == handle.pid // told when it appears
+            if (contents || handle.touched) && !handle.quiet && !fresh && !Self.isRemoved(f.fd) {
                 if contents { documents(handle.path)?.didChange(handle.path, by: handle.grant.origin) }
                 handle.grant.announce(.changed(handle.path))
                 if contents { saves.saved(handle.path, by: handle.pid) }
@@ -271,20 +283,30 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
         }
         // The new file's own write access lasts as long as the handle; the parent's only for the create.
+        // When a folder above it is presented (and nobody presents the new name), its presenters hear
+        // of it once it outlives save_window or another process touches it: a file its creator
+        // removes or renames away before that was a temp file, and they never hear of it.
+        let deferred = options.saveWindow > 0 && coordinator.isObserved(dirPath) && !coordinator.isPresented(p)
         withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
             withAccess(req, [.writingIntent(with: dirPath)], origin: who, write: true) { [self] req, dirGrant in
-                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, announceAppeared: dirGrant)
+                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, announceAppeared: dirGrant, deferred: deferred)
             }
         }
     }
 
     private func finishCreate(_ request: consuming Request, _ pnode: BackingNode, _ name: NameCopy, _ mode: mode_t, _ file: FileInfo,
-                              _ context: RequestContext, _ grant: Grant, _ p: ItemPath, announceAppeared dirGrant: Grant?) {
+                              _ context: RequestContext, _ grant: Grant, _ p: ItemPath, announceAppeared dirGrant: Grant?,
+                              deferred: Bool = false) {
         let result = name.withCString { loopback.createFile(parent: pnode, name: FileName($0), mode: mode, flags: file.flags, context: context) }
         switch result {
         case .success(let (entry, f)):
             if let dirGrant {
-                if !isTemp(p) { dirGrant.announce(.subitemAppeared(p)) }
+                if deferred {
+                    let who = grant.origin
+                    saves.created(p, by: who.pid) { [coordinator] in coordinator.announce(.subitemAppeared(p), origin: who) }
+                } else if !isTemp(p) {
+                    dirGrant.announce(.subitemAppeared(p))
+                }
                 dirGrant.release()
             }
             let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(p))
@@ -318,13 +340,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }
         let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
+        let quiet = isTemp(p) || isFresh(p, for: names.process(of: request.context.pid))
         withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context, p), write: true) { [self] req, grant in
             // A change of attributes alone is told to presenters, not to the store: not a content
             // change, so no version and no conflict.
             let hooks = changing.contains(.size) ? documents(p) : nil
             hooks?.beforeInPlaceWrite(p)
             let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: req.context)
-            if case .success = result, !isTemp(p) {
+            if case .success = result, !quiet {
                 hooks?.didChange(p, by: grant.origin)
                 grant.announce(.changed(p))
             }
@@ -433,14 +456,17 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 req.reply(e)
             }
         }
-        // Temp, swap and lock files go without asking the directory's presenters to accommodate.
-        let options: FileCoordinator.WritingOptions = isTemp(n) ? [] : .forDeleting
+        // Temp, swap and lock files go without asking the directory's presenters to accommodate, and
+        // so does a file its creator removes before anyone was told of it.
+        let untold = !directory && isFresh(p, for: who.pid) ? saves.settle(p) : nil
+        let quiet = isTemp(n) || untold != nil
+        let options: FileCoordinator.WritingOptions = quiet ? [] : .forDeleting
         withAccess(request, [.writingIntent(with: p, options: options)], origin: who, write: true) { [self] req, grant in
             let hooks = directory ? nil : documents(p)
             hooks?.beforeDelete(p)
             let e = bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
-            if e == nil { hooks?.didDelete(p, by: who) }
-            if e == nil, !isTemp(n) { grant.announce(.deleted(p)) }
+            if e == nil { hooks?.didDelete(p, by: who) } else { untold?() }
+            if e == nil, !quiet { grant.announce(.deleted(p)) }
             grant.release()
             req.reply(e)
         }
@@ -459,8 +485,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let srcStat = loopback.itemAttributes(parent: from, name: name.cString)
         let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
         let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }
+        // A file its creator renames before anyone was told of it is a temp file: written under one
+        // name, then put in place (over a document, or as a new one).
+        let untold = isFile(srcStat) && isFresh(src, for: who.pid) ? saves.settle(src) : nil
+        let tempSource = isTemp(n) || untold != nil
         let doRename: @Sendable () -> Errno? = { [loopback] in
-            bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+            let e = bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+            if e != nil { untold?() } // it stays where it is: told after all
+            return e
         }
 
         if flags & LinuxCalls.renameExchange != 0 {
@@ -482,7 +514,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // Maybe the first half of a rename-to-backup save: the document goes to a backup name (any
         // new name for a presented document, a temp/backup name for one inside a presented folder),
         // and a new file at its name within save_window makes it a save; otherwise it moved.
-        if options.saveWindow > 0, isFile(srcStat), dstStat == nil, !isTemp(n),
+        if options.saveWindow > 0, isFile(srcStat), dstStat == nil, !tempSource,
            isTemp(nn) ? coordinator.isObserved(src) : coordinator.isPresented(src) {
             return withAccess(request, [.writingIntent(with: src)], origin: who, write: true) { [self] req, grant in
                 documents(src)?.beforeReplace(src)
@@ -500,7 +532,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // A new version replaces the document (sed -i, rsync, mv tmp over, LibreOffice, most GUI
         // editors), or comes back after an unlink: the document changed, it was not deleted.
         let adopted = isFile(srcStat) ? saves.adopt(dst) : nil
-        let replacesDocument = isFile(srcStat) && isFile(dstStat) && (isTemp(n) || coordinator.isPresented(dst))
+        let replacesDocument = isFile(srcStat) && isFile(dstStat) && (tempSource || coordinator.isPresented(dst))
         if adopted != nil || replacesDocument {
             var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
             if adopted == nil { intents.append(.writingIntent(with: dst)) }
@@ -534,9 +566,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             if e == nil {
                 replaced?.didDelete(dst, by: who)
                 moving?.didMove(from: src, to: dst, by: who)
-                if isTemp(n) && !isTemp(nn) && dstStat == nil {
+                if tempSource && !isTemp(nn) && dstStat == nil {
                     grant.announce(.subitemAppeared(dst)) // written under a temp name, then named: a new document
-                } else if !(isTemp(n) && isTemp(nn)) {
+                } else if !(tempSource && isTemp(nn)) {
                     grant.announce(.moved(from: src, to: dst))
                 }
             }

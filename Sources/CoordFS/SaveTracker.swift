@@ -26,6 +26,14 @@ final class SaveTracker: Sendable {
     }
 
     private let pending = Mutex<(byPath: [ItemPath: Pending], generation: UInt64)>(([:], 0))
+    /// Files just created and not told to their folder's presenters yet: the creating process, and
+    /// what tells them.
+    private let fresh = Mutex<(byPath: [ItemPath: Fresh], generation: UInt64)>(([:], 0))
+    private struct Fresh {
+        let pid: pid_t
+        let generation: UInt64
+        let reveal: @Sendable () -> Void
+    }
     /// Saves just finished: the saving process, and until when (monotonic nanoseconds) the
     /// attributes it sets by path belong to that save.
     private let finished = Mutex<[ItemPath: (pid: pid_t, until: UInt64)]>([:])
@@ -112,8 +120,44 @@ final class SaveTracker: Sendable {
         }
     }
 
+    /// `pid` just created a file at `path`. Its folder's presenters are told (`reveal`) once `window`
+    /// passes, or at once when another process touches it (`settle`); if its creator removes it or
+    /// renames it away before that, it was a temp file and nobody hears of it.
+    func created(_ path: ItemPath, by pid: pid_t, reveal: @escaping @Sendable () -> Void) {
+        let (generation, previous) = fresh.withLock { state -> (UInt64, Fresh?) in
+            state.generation += 1
+            let old = state.byPath.updateValue(Fresh(pid: pid, generation: state.generation, reveal: reveal), forKey: path)
+            return (state.generation, old)
+        }
+        previous?.reveal()
+        queue.asyncAfter(deadline: .now() + window) { [self] in
+            let due = fresh.withLock { state -> Fresh? in
+                guard let f = state.byPath[path], f.generation == generation else { return nil }
+                state.byPath[path] = nil
+                return f
+            }
+            due?.reveal()
+        }
+    }
+
+    /// The process that created `path`, while nobody has been told of it yet.
+    func creator(of path: ItemPath) -> pid_t? {
+        fresh.withLock { $0.byPath.isEmpty ? nil : $0.byPath[path]?.pid }
+    }
+
+    /// Ends `path`'s wait: returns what tells its folder's presenters (call it, or drop it when the
+    /// file turned out to be a temp), or nil when it was not waiting.
+    func settle(_ path: ItemPath) -> (@Sendable () -> Void)? {
+        fresh.withLock { $0.byPath.removeValue(forKey: path)?.reveal }
+    }
+
     /// Ends every pending save now (unmount).
     func flush() {
+        let waiting = fresh.withLock { state -> [Fresh] in
+            defer { state.byPath.removeAll() }
+            return Array(state.byPath.values)
+        }
+        for f in waiting { f.reveal() }
         let all = pending.withLock { state -> [(ItemPath, Pending)] in
             defer { state.byPath.removeAll() }
             return state.byPath.map { ($0.key, $0.value) }

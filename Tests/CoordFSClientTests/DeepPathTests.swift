@@ -164,9 +164,11 @@ final class DeepPathTests: ClientMountTestCase {
         let r = try runDeep(attempt, levels: 262, digits: 3)
         XCTAssertEqual(r.output.trimmingCharacters(in: .whitespacesAndNewlines), "errno \(ENAMETOOLONG)", r.output)
         XCTAssertFalse(presenter.text.contains("accommodateSubitemDeletion"), presenter.text.suffix(500).description)
-        // 258 levels (64,760 bytes of path) fit: a file made and removed there is coordinated.
-        let fits = try runDeep("os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)); os.unlink('x.txt', dir_fd=fd)",
-                               levels: 258, digits: 3)
+        // 258 levels (64,760 bytes of path) fit: a file made there (by one process) and removed (by
+        // another: not a temp file of the first) is coordinated.
+        let made = try runDeep("os.close(os.open('x.txt', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))", levels: 258, digits: 3)
+        XCTAssertEqual(made.status, 0, made.output)
+        let fits = try runDeep("os.unlink('x.txt', dir_fd=fd)", levels: 258, digits: 3)
         XCTAssertEqual(fits.status, 0, fits.output)
         XCTAssertTrue(eventually { presenter.lines.contains { $0.contains(" accommodateSubitemDeletion d subitem=") && $0.contains("/x.txt ") } },
                       presenter.text.suffix(500).description)

@@ -7,6 +7,21 @@ import FuseKit
 /// Kernel passthrough through a real mount: open files are read and written by the kernel straight
 /// from their backing files, and what the mount tells presenters stays the same.
 final class PassthroughTests: InProcessMountTestCase {
+    static let writeAndRemoveAtOnce = """
+            python3 -c '
+            import os
+            for i in range(20):
+                fd = os.open("d/f%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+                os.write(fd, b"x" * 100); os.close(fd); os.unlink("d/f%d" % i)
+            for i in range(20):
+                fd = os.open("d/g%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+                os.write(fd, b"x" * 100); os.unlink("d/g%d" % i); os.close(fd)
+            for i in range(20):
+                fd = os.open("d/h%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+                os.write(fd, b"x" * 100); os.close(fd); os.rename("d/h%d" % i, "d/k%d" % i)
+            '
+            """
+
     func testReadsAndWritesOfOpenFilesDoNotReachTheDaemon() throws {
         try skipUnlessTheKernelAllowsPassthrough()
         XCTAssertTrue(daemon.session?.passthroughEnabled == true, "the kernel offered passthrough and INIT took it")
@@ -90,41 +105,18 @@ final class PassthroughTests: InProcessMountTestCase {
         XCTAssertEqual(try read("doc.txt"), "direct\n")
     }
 
-    /// A file written, closed and removed at once: the kernel may forget it before the watcher reads
-    /// the write's events, and its RELEASE may come after the UNLINK (close(2) does not wait for it).
-    /// Those writes are still the mount's own, told once, before the deletion; so is the write of a
-    /// file removed while still open.
-    func testAFileWrittenAndRemovedAtOnceIsNotToldChangedAfterItsDeletion() throws {
+    /// The same files, with save recognition on: each was created and removed, or renamed to a new
+    /// name, by its creator within save_window, so each is a temp file the folder's presenter never
+    /// hears of (a renamed one appears under its final name); no change is told after a removal.
+    func testFilesWrittenAndRemovedAtOnceAreTempFiles() throws {
         try sh("mkdir d")
         let p = try present("d")
-        try sh("""
-            python3 -c '
-            import os
-            for i in range(20):
-                fd = os.open("d/f%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
-                os.write(fd, b"x" * 100); os.close(fd); os.unlink("d/f%d" % i)
-            for i in range(20):
-                fd = os.open("d/g%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
-                os.write(fd, b"x" * 100); os.unlink("d/g%d" % i); os.close(fd)
-            for i in range(20):
-                fd = os.open("d/h%d" % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
-                os.write(fd, b"x" * 100); os.close(fd); os.rename("d/h%d" % i, "d/k%d" % i)
-            '
-            """)
-        let log = p.waitUntil(settle: 0.5) { $0.filter { $0.hasPrefix("accommodateSubitemDeletion") || $0.hasPrefix("subitemDidMove") }.count == 60 }
-        for i in 0..<20 {
-            for name in ["d/f\(i)", "d/g\(i)"] {
-                XCTAssertEqual(log.filter { $0.hasSuffix(" " + name) },
-                               ["subitemDidAppear", "subitemDidChange", "accommodateSubitemDeletion", "subitemDidChange"].map { "\($0) \(name)" },
-                               "appeared, written, asked to accommodate the deletion, told it happened")
-            }
-            XCTAssertEqual(log.filter { $0.split(separator: " ").dropFirst().contains("d/h\(i)") },
-                           ["subitemDidAppear d/h\(i)", "subitemDidChange d/h\(i)", "subitemDidMove d/h\(i) d/k\(i)"],
-                           "written, then renamed: the write is told by the name it had")
-        }
+        try sh(Self.writeAndRemoveAtOnce)
+        let log = p.waitUntil(settle: 0.8) { $0.filter { $0.hasPrefix("subitemDidAppear") }.count == 20 }
+        let told = log.filter { !$0.hasPrefix("relinquish") && $0 != "reacquire" }
+        XCTAssertEqual(told.sorted(), (0..<20).map { "subitemDidAppear d/k\($0)" }.sorted(), "\(log)")
         let changes = try logged().filter { $0.kind == .didChange && $0.path.hasPrefix("/d/") }
-        XCTAssertEqual(changes.map(\.path).sorted(), (0..<20).flatMap { ["/d/f\($0)", "/d/g\($0)", "/d/h\($0)"] }.sorted(),
-                       "one change per written file, none after its removal")
+        XCTAssertEqual(changes.map(\.path), [], "nothing told changed")
     }
 
     /// Writes do not reach the daemon, so release compares the file with what it was at open.
@@ -152,5 +144,37 @@ final class NoPassthroughTests: InProcessMountTestCase {
         try "some text\n".write(toFile: mnt + "/a.txt", atomically: false, encoding: .utf8)
         XCTAssertEqual(try read("a.txt"), "some text\n")
         XCTAssertGreaterThanOrEqual(daemon.loopback.dataRequests - before, 2)
+    }
+}
+
+/// Without save recognition (save_window=0) every file a folder's presenter could hear of is told.
+final class PassthroughWithoutSaveRecognitionTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.saveWindow = 0
+    }
+
+    /// A file written, closed and removed at once: the kernel may forget it before the watcher reads
+    /// the write's events, and its RELEASE may come after the UNLINK (close(2) does not wait for it).
+    /// Those writes are still the mount's own, told once, before the deletion; so is the write of a
+    /// file removed while still open.
+    func testAFileWrittenAndRemovedAtOnceIsNotToldChangedAfterItsDeletion() throws {
+        try sh("mkdir d")
+        let p = try present("d")
+        try sh(PassthroughTests.writeAndRemoveAtOnce)
+        let log = p.waitUntil(settle: 0.5) { $0.filter { $0.hasPrefix("accommodateSubitemDeletion") || $0.hasPrefix("subitemDidMove") }.count == 60 }
+        for i in 0..<20 {
+            for name in ["d/f\(i)", "d/g\(i)"] {
+                XCTAssertEqual(log.filter { $0.hasSuffix(" " + name) },
+                               ["subitemDidAppear", "subitemDidChange", "accommodateSubitemDeletion", "subitemDidChange"].map { "\($0) \(name)" },
+                               "appeared, written, asked to accommodate the deletion, told it happened")
+            }
+            XCTAssertEqual(log.filter { $0.split(separator: " ").dropFirst().contains("d/h\(i)") },
+                           ["subitemDidAppear d/h\(i)", "subitemDidChange d/h\(i)", "subitemDidMove d/h\(i) d/k\(i)"],
+                           "written, then renamed: the write is told by the name it had")
+        }
+        let changes = try logged().filter { $0.kind == .didChange && $0.path.hasPrefix("/d/") }
+        XCTAssertEqual(changes.map(\.path).sorted(), (0..<20).flatMap { ["/d/f\($0)", "/d/g\($0)", "/d/h\($0)"] }.sorted(),
+                       "one change per written file, none after its removal")
     }
 }

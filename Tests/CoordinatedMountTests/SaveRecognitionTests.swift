@@ -1,5 +1,6 @@
 import XCTest
 import Coordination
+@testable import CoordFS
 
 /// Every way editors and tools save a document: the document's presenter is asked before, hears
 /// exactly one "did change" after, never a deletion or a move, and keeps presenting the same path.
@@ -153,6 +154,61 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         try assertOneSave(p, expect: "alpha\nbeta\n")
     }
 
+    /// What a folder's presenter heard, without the asks around accesses.
+    private func told(_ presenter: RecordingPresenter) -> [String] {
+        presenter.log.filter { !$0.hasPrefix("relinquish") && $0 != "reacquire" && $0 != "save" }
+    }
+
+    /// Temp files are recognised by what their creator does, whatever their name: created, written
+    /// and renamed over the document, or created and removed, by one process within save_window and
+    /// opened by no other. The folder's presenter hears of the document only.
+    func testTempFilesOfAnyNameNeverReachTheFolderPresenter() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        try write("notes/doc.txt", "alpha\n")
+        let dir = try present("notes")
+        // Python's tempfile names (tmpXXXXXXXX), a probe created and removed at once.
+        try sh("""
+        python3 -c "
+        import os, tempfile
+        f = tempfile.NamedTemporaryFile('w', dir='notes', delete=False); f.write('beta\\n'); f.close()
+        os.replace(f.name, 'notes/doc.txt')
+        fd = os.open('notes/probe-%d' % os.getpid(), os.O_CREAT | os.O_EXCL | os.O_WRONLY); os.close(fd)
+        os.unlink('notes/probe-%d' % os.getpid())
+        "
+        """)
+        let log = dir.waitUntil(settle: 0.8) { $0.contains("subitemDidChange notes/doc.txt") }
+        XCTAssertEqual(told(dir), ["subitemDidChange notes/doc.txt"], "\(log)")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/notes/doc.txt", encoding: .utf8), "beta\n")
+    }
+
+    /// git's lock file is written and renamed over the index: the presenter of the repository hears
+    /// that the index changed, never of a lock file.
+    func testGitsLockFileIsATempFile() throws {
+        try XCTSkipUnless(have("git"), "git is not installed (make test installs it)")
+        try FileManager.default.createDirectory(atPath: backing + "/repo", withIntermediateDirectories: true)
+        try sh("cd repo && git init -q . && echo one > a.txt && git add a.txt")
+        let dir = try present("repo/.git")
+        try sh("cd repo && echo two > b.txt && git add b.txt")
+        let log = dir.waitUntil(settle: 0.8) { $0.contains("subitemDidChange repo/.git/index") }
+        XCTAssertTrue(log.contains("subitemDidChange repo/.git/index"), "\(log)")
+        XCTAssertFalse(log.contains { $0.contains("index.lock") }, "\(log)")
+        // Every item it was told appeared is there.
+        for entry in told(dir) where entry.hasPrefix("subitemDidAppear ") {
+            let item = String(entry.dropFirst("subitemDidAppear ".count))
+            XCTAssertTrue(FileManager.default.fileExists(atPath: backing + "/" + item), "told \(item) appeared: \(log)")
+        }
+    }
+
+    /// A new file that outlives save_window is told once, as having appeared (with what its creator
+    /// wrote).
+    func testANewFileAppearsOnceItOutlivesTheSaveWindow() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        let dir = try present("notes")
+        try sh("echo new > notes/new.txt")
+        let log = dir.waitUntil(settle: 0.5) { $0.contains("subitemDidAppear notes/new.txt") }
+        XCTAssertEqual(told(dir), ["subitemDidAppear notes/new.txt"], "\(log)")
+    }
+
     /// Temp, swap, lock and backup files never show up as documents to a directory's presenter; the
     /// saved document shows up as changed, once.
     func testDirectoryPresenterHearsTheDocumentNotTheTempFiles() throws {
@@ -166,5 +222,34 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         let mentioned = Set(log.compactMap { $0.split(separator: " ").dropFirst().first.map(String.init) })
         XCTAssertEqual(mentioned, ["notes/doc.txt"], "only the document is reported: \(log)")
         XCTAssertFalse(log.contains { $0.hasPrefix("subitemDidAppear") }, "no new documents: \(log)")
+    }
+}
+
+/// With a long save_window: a new file another process opens is told at once, not at the window's end.
+final class NewFileAppearanceTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.saveWindow = 4
+    }
+
+    func testANewFileIsToldWhenSaveWindowCloses() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        let dir = try present("notes")
+        try sh("echo new > notes/new.txt")
+        usleep(1_500_000)
+        XCTAssertFalse(dir.log.contains { $0.hasPrefix("subitem") }, "not before save_window: \(dir.log)")
+        let log = dir.waitUntil(timeout: 5, settle: 0.3) { $0.contains("subitemDidAppear notes/new.txt") }
+        XCTAssertEqual(log.filter { $0.hasPrefix("subitem") }, ["subitemDidAppear notes/new.txt"])
+    }
+
+    func testANewFileAnotherProcessOpensIsToldAtOnce() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        let dir = try present("notes")
+        let started = Date()
+        try sh("python3 -c \"import subprocess; f = open('notes/read.txt', 'w'); f.write('x'); f.flush(); subprocess.run(['cat', 'notes/read.txt'], check=True)\"")
+        let log = dir.waitUntil(timeout: 3, settle: 0) { $0.contains("subitemDidAppear notes/read.txt") }
+        XCTAssertTrue(log.contains("subitemDidAppear notes/read.txt"), "\(log)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3, "told when cat opened it, not when save_window (4 s) closed")
+        XCTAssertEqual(dir.waitUntil(timeout: 0, settle: 0.5) { _ in true }.filter { $0.hasPrefix("subitemDidAppear") }, ["subitemDidAppear notes/read.txt"])
     }
 }
