@@ -49,13 +49,16 @@ final class PeerLimitsTests: ClientMountTestCase {
     for i in range(count):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if rcvbuf: s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        s.connect(sock_path)
-        send(s, {"type": "hello", "id": 1, "versions": [1]})
+        try:
+            s.connect(sock_path)
+            send(s, {"type": "hello", "id": 1, "versions": [1]})
+        except (BrokenPipeError, ConnectionResetError, ConnectionRefusedError):
+            pass  # refused at once: its error frame may still be there to read
         try:
             m = recv(s)
             print("conn", i, m["type"], m.get("code", ""), flush=True)
             if m["type"] == "welcome": socks.append(s)
-        except EOFError:
+        except (EOFError, ConnectionResetError, BrokenPipeError):
             print("conn", i, "closed", flush=True)
     asklist = [a for a in asks.split(",") if a]
     for s in socks:
@@ -102,11 +105,13 @@ final class PeerLimitsTests: ClientMountTestCase {
         let first = try hostile(Self.nobody, connections: 5, seconds: 30)
         XCTAssertTrue(eventually(timeout: 60) { self.lines(first, "conn").count == 5 }, first.text)
         XCTAssertEqual(lines(first, "conn").filter { $0.hasSuffix("welcome ") }.count, 4, first.text)
-        XCTAssertTrue(lines(first, "conn 4").first?.contains("limitExceeded") == true, "the 5th of one user: \(first.text)")
+        // Refused: `limitExceeded`, or closed before the client could read it.
+        XCTAssertFalse(lines(first, "conn 4").first?.contains("welcome") ?? true, "the 5th of one user: \(first.text)")
         let second = try hostile(Self.other, connections: 3, seconds: 30)
         XCTAssertTrue(eventually(timeout: 60) { self.lines(second, "conn").count == 3 }, second.text)
         XCTAssertEqual(lines(second, "conn").filter { $0.hasSuffix("welcome ") }.count, 2, "six in all: \(second.text)")
-        XCTAssertTrue(lines(second, "conn 2").first?.contains("limitExceeded") == true, second.text)
+        XCTAssertFalse(lines(second, "conn 2").first?.contains("welcome") ?? true, second.text)
+        XCTAssertFalse((first.text + second.text).contains("Traceback"), first.text + second.text)
         // Root, with every other connection taken.
         let rootClient = try RawClient(socket: socketPath)
         XCTAssertTrue(rootClient.hello(), "root is never locked out")

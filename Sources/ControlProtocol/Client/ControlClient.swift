@@ -349,7 +349,10 @@ public final class ControlClient: @unchecked Sendable {
                 guard let whole else { return }
                 message = .statusReport(whole)
             }
-            guard let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) else { return }
+            guard let pending = state.withLock({ s -> Pending? in
+                s.partialReports[id] = nil  // an error ending a report in parts
+                return s.pending.removeValue(forKey: id)
+            }) else { return }
             pending.onReply?(message)
             pending.continuation.resume(returning: message)
         }
