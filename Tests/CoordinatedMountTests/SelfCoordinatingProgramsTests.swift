@@ -87,27 +87,21 @@ final class SelfCoordinatingProgramsTests: InProcessMountTestCase {
     let countRows = "python3 -c \"import sqlite3; print(sqlite3.connect('db.sqlite').execute('SELECT who, count(*) FROM t GROUP BY who ORDER BY who').fetchall())\""
 
     /// One process holds its connection while the other inserts: natively both succeed.
-    func testSQLiteRollbackJournalTwoProcesses() throws {
-        try assertSameAsNative(setup: sqliteSetup(journalMode: "DELETE"),
+    func assertTwoProcesses(journalMode: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        try assertSameAsNative(setup: sqliteSetup(journalMode: journalMode),
                                [sqliteWriter("a", rows: 2, pause: 1.5), "sleep 0.3; " + sqliteWriter("b", rows: 3, pause: 0)],
-                               check: countRows)
+                               check: countRows, file: file, line: line)
     }
 
-    func testSQLiteRollbackJournalFourWriters() throws {
-        try assertSameAsNative(setup: sqliteSetup(journalMode: "DELETE"),
-                               ["a", "b", "c", "d"].map { sqliteWriter($0, rows: 15, pause: 0.1) }, check: countRows)
+    func assertFourWriters(journalMode: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        try assertSameAsNative(setup: sqliteSetup(journalMode: journalMode),
+                               ["a", "b", "c", "d"].map { sqliteWriter($0, rows: 15, pause: 0.1) }, check: countRows, file: file, line: line)
     }
 
-    func testSQLiteWALTwoProcesses() throws {
-        try assertSameAsNative(setup: sqliteSetup(journalMode: "WAL"),
-                               [sqliteWriter("a", rows: 2, pause: 1.5), "sleep 0.3; " + sqliteWriter("b", rows: 3, pause: 0)],
-                               check: countRows)
-    }
-
-    func testSQLiteWALFourWriters() throws {
-        try assertSameAsNative(setup: sqliteSetup(journalMode: "WAL"),
-                               ["a", "b", "c", "d"].map { sqliteWriter($0, rows: 15, pause: 0.1) }, check: countRows)
-    }
+    func testSQLiteRollbackJournalTwoProcesses() throws { try assertTwoProcesses(journalMode: "DELETE") }
+    func testSQLiteRollbackJournalFourWriters() throws { try assertFourWriters(journalMode: "DELETE") }
+    func testSQLiteWALTwoProcesses() throws { try assertTwoProcesses(journalMode: "WAL") }
+    func testSQLiteWALFourWriters() throws { try assertFourWriters(journalMode: "WAL") }
 
     /// Processes that each keep a log open for appending and take the lock (`lock`: a Python
     /// expression on file `f`) around each line.
