@@ -171,6 +171,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
         let who = origin(request.context, p)
         _ = isFresh(p, for: who.pid) // another process opens it: it is told it appeared first
+        if write { saves.moveArrives(at: p) } // a document moved here moments ago: told first
         if write, let adopted = saves.adopt(p) {
             return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, created: false)
         }
@@ -334,6 +335,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return setattr(request, node, attributes, changing, open: open, covered: writer.handle, writer: writer.file)
         }
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
+        saves.moveArrives(at: p)
         // Attributes set by path by a process right after it saved the file (its mode, times or
         // owner, after the new contents were closed): part of that save, which was told.
         if !changing.contains(.size), saves.isAftermath(p, by: names.process(of: request.context.pid)) {
@@ -440,7 +442,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let n = name.string, bytes = name.copy
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
         let who = origin(request.context, p)
-        if !directory { finishWrites(of: p, by: who.pid) }
+        if !directory { finishWrites(of: p, by: who.pid); saves.moveArrives(at: p) }
         // A presented document unlinked: maybe the first half of a save (git checkout). Its presenters
         // are asked to relinquish, not to accommodate a deletion, until the save window tells.
         if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
@@ -482,6 +484,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         let who = origin(request.context, src)
         finishWrites(of: src, by: who.pid)
+        saves.moveArrives(at: dst)
+        saves.moveArrives(at: src, unlessBackTo: dst)
         let srcStat = loopback.itemAttributes(parent: from, name: name.cString)
         let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
         let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }

@@ -10,7 +10,8 @@ import Synchronization
 /// released: it waits here for `window` seconds. A create or write-open of the same path in
 /// that time adopts it, so the presenter sees one relinquish before and one "did change" after the
 /// whole save, and keeps presenting the same document. When nothing comes back, the window closes and
-/// the access announces what really happened (a move or a deletion) and ends.
+/// the access announces what really happened (a move or a deletion) and ends; a move, also as soon as
+/// another access writes, truncates, renames or removes the new name (``moveArrives(at:unlessBackTo:)``).
 final class SaveTracker: Sendable {
     enum Departure: Sendable {
         /// Renamed to `to`; `kept`: a name that stays after the save (not a temp name), which the
@@ -74,6 +75,23 @@ final class SaveTracker: Sendable {
         guard let p = pending.withLock({ $0.byPath.removeValue(forKey: path) }) else { return nil }
         if case .renamed(let backup, kept: true) = p.departure { p.access.announce(.subitemAppeared(backup)) }
         return p.access
+    }
+
+    /// Another access is about to write, truncate, rename or remove `path`, where a presented
+    /// document was renamed moments ago: it moved, it is no save in progress. The move is told now
+    /// (the document store follows it, its presenters hear didMove) so that what comes next at
+    /// `path` reaches the document and its presenters. A rename back to `back` (the name it left)
+    /// is left to ``adopt(_:)``.
+    func moveArrives(at path: ItemPath, unlessBackTo back: ItemPath? = nil) {
+        let moved = pending.withLock { state -> (ItemPath, Pending)? in
+            guard !state.byPath.isEmpty, let entry = state.byPath.first(where: { from, p in
+                guard case .renamed(let to, _) = p.departure else { return false }
+                return to == path && from != back
+            }) else { return nil }
+            state.byPath[entry.key] = nil
+            return (entry.key, entry.value)
+        }
+        if let (from, p) = moved { finish(from, p) }
     }
 
     /// True while a save holds `path`.

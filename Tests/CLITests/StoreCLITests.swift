@@ -235,6 +235,38 @@ final class StoreCLITests: CLITestCase {
         _ = presenters
     }
 
+    // MARK: A moved document
+
+    /// `coordfs present --unsaved` on a document moved through the mount and written at once by
+    /// another process (inside save_window): the presenter hears didMove and one documentChanged (a
+    /// conflict), `conflicts` lists it at the new path, `versions` by the new path lists the base,
+    /// and `resolve` by the new path writes there.
+    func testAMovedDocumentKeepsItsConflictAndVersionsThroughTheCLI() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("alpha\n".utf8))
+        try mount()
+        let presenter = try present("doc.txt", unsaved: true)
+        assertUnsaved(interests: 1)
+        XCTAssertEqual(sh("mv '\(mnt!)/doc.txt' '\(mnt!)/doc2.txt' && echo theirs > '\(mnt!)/doc2.txt'").status, 0)
+        let listed = waitForConflicts(1)
+        XCTAssertEqual(listed.first?["path"] as? String, mnt + "/doc2.txt", "\(listed)")
+        XCTAssertEqual(listed.first?["kind"] as? String, "change")
+        let line = documentChanged(presenter)
+        XCTAssertTrue(line?.contains("kind=change action=conflict conflict=") == true, line ?? presenter.stdout)
+        XCTAssertTrue(presenter.lines.contains("notification didMove doc2.txt newPath=doc2.txt"), presenter.stdout)
+        let base = try XCTUnwrap((listed.first?["baseVersion"] as? NSNumber)?.int64Value, "the conflict has its base: \(listed)")
+        XCTAssertTrue(versions("doc2.txt").contains { ($0["version"] as? NSNumber)?.int64Value == base }, "the base is listed by the new path")
+        XCTAssertEqual(coordfs("show", mnt + "/doc2.txt", "--version", String(base)).stdout, "alpha\n")
+
+        let mine = root + "/mine.txt"
+        try "mine\n".write(toFile: mine, atomically: false, encoding: .utf8)
+        let resolved = coordfs("resolve", mnt + "/doc2.txt", "--save", "--from", mine)
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        XCTAssertEqual(text("doc2.txt"), "mine\n")
+        XCTAssertNil(text("doc.txt"))
+        XCTAssertEqual(openConflicts().count, 0)
+        _ = presenter
+    }
+
     // MARK: A daemon killed mid-conflict
 
     func testDaemonKilledMidConflictLosesNothingAndTheConflictIsResolvableAfterAFreshMount() throws {

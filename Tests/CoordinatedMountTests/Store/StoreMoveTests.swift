@@ -1,0 +1,124 @@
+import XCTest
+import Foundation
+@testable import CoordFS
+import Coordination
+import DocumentStore
+
+/// A presented document with unsaved changes is moved through the mount (renamed, in its folder or
+/// to another one) and then changed by another process: the store follows it, so the change is one
+/// underlying-file-changed event at the new path, the base is kept and listed by the new path, one
+/// conflict opens, and its resolution writes the new path. A change right after the move (inside
+/// save_window, while a rename of a presented document may still be the first half of a save) is
+/// the same: the document moved, and the change is told at its new path.
+final class StoreMoveTests: StoreMountTestCase {
+    /// Presents `doc.txt` ("alpha", unsaved), runs `script` (the move and the change), and checks
+    /// the one conflict at `moved`, with "alpha" kept under `moved` and nothing left under doc.txt.
+    @discardableResult
+    private func moveThenChange(_ script: String, moved: String, theirs: String = "theirs\n", waitForMove: String? = nil,
+                                file: StaticString = #filePath, line: UInt = #line) throws -> (DocumentRecorder, Coordination.PresenterID, Conflict) {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        if let waitForMove {
+            try sh(waitForMove)
+            let deadline = Date().addingTimeInterval(5)
+            while !p.log.contains("didMove \(moved)") && Date() < deadline { usleep(10_000) }
+            XCTAssertTrue(p.log.contains("didMove \(moved)"), "told of the move first: \(p.log)", file: file, line: line)
+        }
+        try sh(script)
+        let events = p.waitForEvents(1, settle: 0.8)
+        let conflict = try conflict(of: events, file: file, line: line)
+        XCTAssertEqual(events.first?.kind, .change, file: file, line: line)
+        XCTAssertEqual(events.first?.path.string, moved, file: file, line: line)
+        XCTAssertEqual(conflict.path, moved, file: file, line: line)
+        XCTAssertEqual(conflict.state, .open, file: file, line: line)
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], "one conflict", file: file, line: line)
+        XCTAssertEqual(p.log.filter { $0 == "didMove \(moved)" }.count, 1, "\(p.log)", file: file, line: line)
+        XCTAssertFalse(p.log.contains("accommodateDeletion"), "\(p.log)", file: file, line: line)
+        XCTAssertEqual(backingText(moved), theirs, file: file, line: line)
+        XCTAssertNil(backingText("doc.txt"), file: file, line: line)
+        XCTAssertTrue(try keptTexts(moved).contains("alpha\n"), "the base is kept under the new path", file: file, line: line)
+        XCTAssertEqual(try keptTexts("doc.txt"), [], file: file, line: line)
+        let base = try XCTUnwrap(conflict.baseVersion, "the conflict knows its base", file: file, line: line)
+        XCTAssertEqual(String(decoding: try store.contents(of: base), as: UTF8.self), "alpha\n", file: file, line: line)
+        XCTAssertEqual(try store.document(atPath: moved)?.presenters.count, 1, file: file, line: line)
+        XCTAssertNil(try store.document(atPath: "doc.txt"), file: file, line: line)
+        return (p, id, conflict)
+    }
+
+    // MARK: Changed once the move was told
+
+    func testMovedThenWrittenIsAConflictAtTheNewPath() throws {
+        try moveThenChange("printf 'theirs\\n' > doc2.txt", moved: "doc2.txt", waitForMove: "mv doc.txt doc2.txt")
+    }
+
+    func testMovedThenSavedByRenameOverIsAConflictAtTheNewPath() throws {
+        try moveThenChange("printf 'theirs\\n' > doc2.tmp && mv doc2.tmp doc2.txt", moved: "doc2.txt", waitForMove: "mv doc.txt doc2.txt")
+    }
+
+    func testMovedToAnotherFolderThenWrittenIsAConflictThere() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/other", withIntermediateDirectories: true)
+        try moveThenChange("printf 'theirs\\n' > other/doc.txt", moved: "other/doc.txt", waitForMove: "mv doc.txt other/doc.txt")
+    }
+
+    // MARK: Changed at once (inside save_window)
+
+    func testMovedAndWrittenAtOnceIsAConflictAtTheNewPath() throws {
+        try moveThenChange("mv doc.txt doc2.txt && printf 'theirs\\n' > doc2.txt", moved: "doc2.txt")
+    }
+
+    func testMovedAndSavedByRenameOverAtOnceIsAConflictAtTheNewPath() throws {
+        try moveThenChange("mv doc.txt doc2.txt && printf 'theirs\\n' > doc2.tmp && mv doc2.tmp doc2.txt", moved: "doc2.txt")
+    }
+
+    func testMovedToAnotherFolderAndWrittenAtOnceIsAConflictThere() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/other", withIntermediateDirectories: true)
+        try moveThenChange("mv doc.txt other/doc.txt && printf 'theirs\\n' > other/doc.txt", moved: "other/doc.txt")
+    }
+
+    /// Truncated by path right after the move (no open): the same.
+    func testMovedAndTruncatedAtOnceIsAConflictAtTheNewPath() throws {
+        try moveThenChange("mv doc.txt doc2.txt && truncate -s 0 doc2.txt", moved: "doc2.txt", theirs: "")
+    }
+
+    /// Removed right after the move: a deletion of the document at its new path (a conflict, the
+    /// last version kept), never silence.
+    func testMovedAndRemovedAtOnceIsADeletionAtTheNewPath() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("mv doc.txt doc2.txt && rm doc2.txt")
+        let events = p.waitForEvents(1, settle: 0.8)
+        let conflict = try conflict(of: events)
+        XCTAssertEqual(events.first?.kind, .deletion)
+        XCTAssertEqual(conflict.path, "doc2.txt")
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id])
+        XCTAssertTrue(p.log.contains("didMove doc2.txt"), "\(p.log)")
+        XCTAssertTrue(try keptTexts("doc2.txt").contains("alpha\n"))
+    }
+
+    // MARK: Resolution
+
+    /// The presenter resolves its conflict after the move: the resolution writes the new path and
+    /// leaves the old name alone.
+    func testTheConflictIsResolvedAtTheNewPath() throws {
+        let (_, id, conflict) = try moveThenChange("mv doc.txt doc2.txt && printf 'theirs\\n' > doc2.txt", moved: "doc2.txt")
+        let outcome = try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        XCTAssertEqual(outcome.writtenPath, "doc2.txt")
+        XCTAssertEqual(backingText("doc2.txt"), "mine\n")
+        XCTAssertNil(backingText("doc.txt"))
+        XCTAssertEqual(try service.conflicts(of: id), [])
+        XCTAssertTrue(try keptTexts("doc2.txt").contains("theirs\n"), "the file the save replaced is kept")
+    }
+
+    /// A rename that really is the first half of a save (the document comes back at its name
+    /// inside the window) stays a save: no move, one change at the old name.
+    func testARenameAwayAndBackIsStillASave() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("doc.txt", unsaved: true)
+        try sh("mv doc.txt doc.txt.orig && printf 'new\\n' > doc.txt")
+        let events = p.waitForEvents(1, settle: 0.8)
+        let conflict = try conflict(of: events)
+        XCTAssertEqual(conflict.path, "doc.txt")
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id])
+        XCTAssertFalse(p.log.contains { $0.hasPrefix("didMove") }, "\(p.log)")
+    }
+}
