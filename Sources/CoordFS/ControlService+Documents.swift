@@ -263,6 +263,48 @@ extension ControlRequestHandler {
         }
     }
 
+    /// `restore`: the daemon writes a kept version back for the peer (the only writer of its store).
+    /// The peer must be allowed to replace the document (checked on the backing file with its
+    /// credentials), and the version must be one of that document's: a version of a document it
+    /// may not see, or of another document, is an unknown version to it.
+    func restore(_ request: Restore, _ client: ControlClientState) {
+        let connection = client.connection
+        let store: StoreService
+        let version: Version
+        let target: MountPath
+        do throws(ProtocolError) {
+            store = try requireStore()
+            let item = try resolver.authorize(request.path, for: client.peer, write: true, structural: true, followFinal: false)
+            target = item.path
+            let unknown = ProtocolError(.unknownVersion, "\(target) has no \(request.version) (see its versions)")
+            do {
+                guard let kept = try? store.documentStore.version(StoreVersionID(rawValue: Int64(clamping: request.version.rawValue))) else { throw unknown }
+                let ofDocument = try store.documentStore.versions(ofPath: target.itemPath.string).contains { $0.id == kept.id }
+                guard ofDocument || ExactName.same(kept.path, target.itemPath.string) else { throw unknown }
+                version = kept
+            } catch {
+                throw Self.protocolError(error, presenter: nil)
+            }
+        } catch {
+            connection.reply(to: request.id, error: error)
+            return
+        }
+        let requestID = request.id
+        resolutionQueue.async {
+            do {
+                // A file the restore re-creates belongs to the peer.
+                let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
+                let outcome = try store.restore(version.id, to: target.itemPath, owner: owner)
+                connection.send(.restored(Restored(
+                    id: requestID, version: request.version, path: target,
+                    preservedVersion: outcome.preserved.map { ControlProtocol.VersionID(UInt64($0.version.id.rawValue)) },
+                    after: Self.identity(outcome.after))))
+            } catch {
+                connection.reply(to: requestID, error: Self.protocolError(error, presenter: nil))
+            }
+        }
+    }
+
     // MARK: Support
 
     /// Opens a file the resolver already checked (its path has no symbolic links left) without

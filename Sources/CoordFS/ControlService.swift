@@ -180,6 +180,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         case .resolve(let request): resolve(request, client)
         case .versions(let request): versions(request, client)
         case .readVersion(let request): readVersion(request, client)
+        case .restore(let request): restore(request, client)
         case .readLog(let request): readLog(request, client)
         case .answer, .error:
             break  // a late answer (after its deadline) or a client's error report: nothing to do

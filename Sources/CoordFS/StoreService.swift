@@ -326,15 +326,17 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// Writes a kept version back over its document (or `path`), inside a coordinated write: the
     /// current file is kept first (so the restore is undoable) and the document's presenters other
-    /// than `presenter` are asked before and told after.
+    /// than `presenter` are asked before and told after. `owner`: whom a re-created file belongs to
+    /// (the peer that restores; nil: the daemon's user).
     @discardableResult
-    public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: Coordination.PresenterID? = nil) throws -> RestoreOutcome {
+    public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: Coordination.PresenterID? = nil,
+                        owner: FileOwner? = nil) throws -> RestoreOutcome {
         let store = documentStore
         let kept = try store.version(version)
         let target = try path ?? ItemPath(store.document(kept.document)?.path ?? kept.path)
         let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
         let outcome = try withAccess([.writingIntent(with: target)], origin: origin) { access -> RestoreOutcome in
-            let outcome = try store.restore(version, to: target.string, by: presenter.map(storeID(of:)))
+            let outcome = try store.restore(version, to: target.string, by: presenter.map(storeID(of:)), owner: owner)
             if let access { access.announce(.changed(target)) } else { coordinator.announce(.changed(target), origin: origin) }
             return outcome
         }

@@ -68,6 +68,19 @@ public struct DocumentResolutionResult: Sendable, Hashable {
     public var after: DocumentIdentity?
 }
 
+/// What a restore did.
+public struct DocumentRestoreResult: Sendable, Hashable {
+    /// The version written back.
+    public var version: VersionID
+    /// The document written (absolute).
+    public var path: String
+    /// The version keeping what the restore wrote over (restore it to undo); nil when the document
+    /// did not exist.
+    public var preservedVersion: VersionID?
+    /// The document afterwards.
+    public var after: DocumentIdentity?
+}
+
 extension FilePresenter {
     /// Tells the mount's document store whether this presenter has unsaved changes: when its
     /// document then changes or is deleted underneath it, it gets a conflict to resolve instead
@@ -134,6 +147,21 @@ extension CoordFSMount {
         do { return try await session.contents(ofVersion: version) } catch { throw CoordFSClientError(error) }
     }
 
+    /// Writes kept version `version` back over the document at `path` (inside this mount; a deleted
+    /// document is re-created). The daemon makes it a coordinated write for this process's user,
+    /// who must be allowed to replace the document: its presenters are asked first and told after,
+    /// and what it replaces is kept as a version first. `version` must be one of the document's
+    /// (`unknownVersion` otherwise); `permissionDenied` when the user may not write it.
+    @discardableResult
+    public func restore(_ version: VersionID, to path: MountPath) async throws(CoordFSClientError) -> DocumentRestoreResult {
+        do {
+            let r = try await session.restore(version, to: path)
+            return DocumentRestoreResult(version: r.version, path: absolutePath(r.path), preservedVersion: r.preservedVersion, after: r.after)
+        } catch {
+            throw CoordFSClientError(error)
+        }
+    }
+
     /// "Mine" as the protocol carries it: a path when the file is in this mount, bytes otherwise.
     private func wireContents(_ mine: DocumentContents?) async throws -> ResolutionContents? {
         var bytes: [UInt8]
@@ -156,6 +184,15 @@ extension FileCoordinator {
     public static func versions(ofItemAt path: String, locator: ControlSocketLocator = ControlSocketLocator()) async throws(CoordFSClientError) -> [VersionInfo] {
         let (mount, relative) = try CoordFSMount.containing(path, locator: locator)
         return try await mount.versions(of: relative)
+    }
+
+    /// Writes kept version `version` back over the document at `path` (absolute, inside a coordfs
+    /// mount); see ``CoordFSMount/restore(_:to:)``.
+    @discardableResult
+    public static func restore(_ version: VersionID, toItemAt path: String,
+                               locator: ControlSocketLocator = ControlSocketLocator()) async throws(CoordFSClientError) -> DocumentRestoreResult {
+        let (mount, relative) = try CoordFSMount.containing(path, locator: locator)
+        return try await mount.restore(version, to: relative)
     }
 
     /// The bytes of a kept version of the document at `path`.

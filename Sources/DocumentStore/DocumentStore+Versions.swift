@@ -61,9 +61,11 @@ extension DocumentStore {
 
     /// Writes a kept version back over the file at `path` (its document's current path by
     /// default), atomically. The current file is kept first (reason `restore`), so a restore is
-    /// undoable; the document's presenters other than `presenter` get the change event.
+    /// undoable; the document's presenters other than `presenter` get the change event. A file the
+    /// restore re-creates (its document was deleted) belongs to `owner` (nil: the store's user);
+    /// a file written over keeps its owner.
     @discardableResult
-    public func restore(_ id: VersionID, to path: String? = nil, by presenter: PresenterID? = nil) throws -> RestoreOutcome {
+    public func restore(_ id: VersionID, to path: String? = nil, by presenter: PresenterID? = nil, owner: FileOwner? = nil) throws -> RestoreOutcome {
         let version = try version(id)
         let target = try path ?? document(version.document)?.path ?? version.path
         let (relative, absolute) = try resolve(target)
@@ -74,7 +76,7 @@ extension DocumentStore {
             var preserved: Snapshot?
             if let st { preserved = try takeSnapshot(db, document, relative, absolute, st, reason: .restore, preferLink: true) }
             // Clone or copy, never link: a later write to the restored file must not alter the version.
-            try writeFile(.file(absolutePath: stored), to: absolute, permissionsFrom: st)
+            try writeFile(.file(absolutePath: stored), to: absolute, permissionsFrom: st, owner: st == nil ? owner : nil)
             guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
             let after = FileIdentity(now)
             let event = try announce(db, document, relative, absolute, .change, before: st.map(FileIdentity.init), after: after, writer: presenter)

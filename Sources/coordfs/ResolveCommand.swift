@@ -41,6 +41,20 @@ struct ResolveCommand: ParsableCommand {
         static func name(for value: Choice) -> NameSpecification {
             value == .keepBoth ? .customLong("keep-both") : .long
         }
+
+        /// The resolution, as the protocol names it.
+        var resolution: ConflictResolution {
+            switch self {
+            case .close: .close
+            case .save: .save
+            case .reload: .reload
+            case .keepBoth: .keepBoth
+            case .merge: .merge
+            }
+        }
+
+        /// The same resolution, as the store names it (the raw values are the same words).
+        var storeResolution: Resolution { Resolution(rawValue: resolution.rawValue)! }
     }
 
     @Argument(help: ArgumentHelp("A document inside a coordfs mount.", valueName: "path"))
@@ -89,31 +103,17 @@ struct ResolveCommand: ParsableCommand {
             guard (st.st_mode & S_IFMT) == S_IFREG else { throw CLIError("--from \(from) is not a regular file") }
             mine = .file(absolutePath: absolute(from))
         }
-        let resolution: Resolution = switch choice {
-        case .close: .close
-        case .save: .save
-        case .reload: .reload
-        case .keepBoth: .keepBoth
-        case .merge: .merge
-        }
         let root = location.mount.mountpoint ?? location.mount.backing
         // A live mount resolves through its daemon: the resolution is a coordinated write (presenters
         // are asked and told), the event log records it, and the conflict's presenter hears of it.
         // A dead mount (or an unmounted folder) is resolved in the store directly.
         if !location.mount.stale, let mountPath = location.mountPath {
             let wireID = ControlProtocol.ConflictID(rawValue: UInt64(conflict.id.rawValue))
-            let wireResolution: ConflictResolution = switch choice {
-            case .close: .close
-            case .save: .save
-            case .reload: .reload
-            case .keepBoth: .keepBoth
-            case .merge: .merge
-            }
             let contents: DocumentContents? = from.map { .file(absolute($0)) }
             let result: DocumentResolutionResult
             do {
                 let (mount, _) = try CoordFSMount.containing(mountPath)
-                result = try runBlocking { try await mount.resolve(wireID, with: wireResolution, mine: contents) }
+                result = try runBlocking { try await mount.resolve(wireID, with: choice.resolution, mine: contents) }
             } catch {
                 throw CLIError("cannot resolve conflict \(conflict.id.rawValue) of \(path): \(error)")
             }
@@ -121,7 +121,7 @@ struct ResolveCommand: ParsableCommand {
                           mergeConflicts: result.mergeConflicts))
             return
         }
-        let outcome = try storeCall { try store.resolve(conflict.id, with: resolution, mine: mine, by: "cli:\(getuid())") }
+        let outcome = try storeCall { try store.resolve(conflict.id, with: choice.storeResolution, mine: mine, by: "cli:\(getuid())") }
         print(summary(of: conflict, written: outcome.writtenPath.map { "\(root)/\($0)" }, preserved: outcome.preserved.map { "\($0.version.id)" },
                       mergeConflicts: outcome.mergeConflicts))
     }

@@ -124,6 +124,55 @@ final class StoreCLITests: CLITestCase {
         XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: backing).contains { $0.contains("coordfs-restore") }, "no temp file left")
     }
 
+    /// `coordfs restore` run as nobody (issue 18 item 5): the daemon restores for it over the
+    /// socket (the CLI never opens the store: its database is unreadable to nobody), a coordinated
+    /// write whose presenter is asked and told, and it is refused a document nobody could not write.
+    func testRestoreIsARequestToTheDaemonWithTheCallersRights() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("one\n".utf8), attributes: [.posixPermissions: 0o666])
+        FileManager.default.createFile(atPath: backing + "/secret.txt", contents: Data("root only\n".utf8), attributes: [.posixPermissions: 0o600])
+        try mount(options: ["allow_other"])
+        let presenter = try present("shared/doc.txt")
+        XCTAssertEqual(sh("echo two > '\(mnt!)/shared/doc.txt'").status, 0)
+        var kept = versions("shared/doc.txt")
+        let deadline = Date().addingTimeInterval(5)
+        while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions("shared/doc.txt") }
+        let one = try XCTUnwrap((kept.last?["version"] as? NSNumber)?.int64Value, "\(kept)")
+        // The store's database is nobody's to read in no way: a CLI that opened it would fail.
+        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
+        chmod(backing + "/.coordfs/store", 0o700)
+        func asNobody(_ arguments: String...) -> CommandResult {
+            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
+        }
+        XCTAssertNotEqual(asNobody("versions", mnt + "/shared/doc.txt").status, 0, "the store is unreadable to nobody")
+
+        let askedBefore = presenter.lines.filter { $0.contains("relinquishToWriter") }.count
+        let toldBefore = presenter.lines.filter { $0.hasPrefix("notification didChange") }.count
+        let restore = asNobody("restore", mnt + "/shared/doc.txt", "--version", String(one))
+        XCTAssertEqual(restore.status, 0, "\(restore)")
+        XCTAssertEqual(text("shared/doc.txt"), "one\n")
+        XCTAssertTrue(restore.stdout.contains("undoes this"), restore.stdout)
+        let told = Date().addingTimeInterval(5)
+        while presenter.lines.filter({ $0.hasPrefix("notification didChange") }).count <= toldBefore && Date() < told { usleep(20_000) }
+        XCTAssertEqual(presenter.lines.filter { $0.contains("relinquishToWriter") }.count, askedBefore + 1, presenter.stdout)
+        XCTAssertEqual(presenter.lines.filter { $0.hasPrefix("notification didChange") }.count, toldBefore + 1, presenter.stdout)
+        // The contents it replaced ("two") were kept as a version.
+        XCTAssertTrue(versions("shared/doc.txt").contains { v in
+            let id = (v["version"] as? NSNumber)?.int64Value ?? 0
+            return self.coordfs("show", self.mnt + "/shared/doc.txt", "--version", String(id)).stdout == "two\n"
+        })
+
+        let refused = asNobody("restore", mnt + "/secret.txt", "--version", String(one))
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("permissionDenied") || refused.stderr.contains("may not write"), "\(refused)")
+        XCTAssertEqual(text("secret.txt"), "root only\n")
+        let unknown = asNobody("restore", mnt + "/shared/doc.txt", "--version", "424242")
+        XCTAssertNotEqual(unknown.status, 0)
+        XCTAssertTrue(unknown.stderr.contains("unknownVersion") || unknown.stderr.contains("has no version#424242"), "\(unknown)")
+    }
+
     func testStoreCommandsRefuseBadInputClearly() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         try mount()

@@ -41,6 +41,10 @@ final class DocumentMessageTests: XCTestCase {
                        #"{"type":"resolve","id":4,"conflict":5,"resolution":"merge","minePath":"docs/a.txt"}"#)
         XCTAssertEqual(text(.readVersion(ReadVersion(id: RequestID(6), version: VersionID(9), offset: 0, length: 10))),
                        #"{"type":"readVersion","id":6,"version":9,"offset":0,"length":10}"#)
+        XCTAssertEqual(text(.restore(Restore(id: RequestID(8), version: VersionID(9), path: a))),
+                       #"{"type":"restore","id":8,"version":9,"path":"docs/a.txt"}"#)
+        XCTAssertEqual(text(.restored(Restored(id: RequestID(8), version: VersionID(9), path: a, preservedVersion: VersionID(12)))),
+                       #"{"type":"restored","id":8,"version":9,"path":"docs/a.txt","preservedVersion":12}"#)
         XCTAssertEqual(text(.readLog(ReadLog(id: RequestID(7), from: 1200, limit: 10))), #"{"type":"readLog","id":7,"from":1200,"limit":10}"#)
         XCTAssertEqual(text(.logRecords(LogRecords(id: RequestID(7), records: Array("mine\n".utf8), next: 1210, end: 2000, oldest: 900))),
                        #"{"type":"logRecords","id":7,"records":"bWluZQo=","next":1210,"end":2000,"oldest":900}"#)

@@ -110,7 +110,7 @@ final class FuzzTests: XCTestCase {
                              modificationTimeNanoseconds: Int64(bitPattern: rng.next()))
         }
         func bytes() -> [UInt8] { (0..<Int(rng.next() % 8)).map { _ in UInt8(truncatingIfNeeded: rng.next()) } }
-        switch rng.next() % 20 {
+        switch rng.next() % 21 {
         case 0: return .hello(Hello(id: RequestID(id()), versions: [Int(rng.next() % 4)], client: rng.next() % 2 == 0 ? text() : nil))
         case 1: return .register(Register(id: RequestID(id()), path: path(), kind: rng.next() % 2 == 0 ? .file : .directory,
                                           asks: Set(AskKind.allCases.filter { _ in rng.next() % 2 == 0 })))
@@ -168,6 +168,10 @@ final class FuzzTests: XCTestCase {
                                         limit: rng.next() % 2 == 0 ? UInt32(1 + rng.next() % UInt64(ReadLog.maxLimit)) : nil))
             }
             return .logRecords(LogRecords(id: RequestID(id()), records: bytes(), next: id(), end: id(), oldest: rng.next() % 2 == 0 ? id() : nil))
+        case 19:
+            if rng.next() % 2 == 0 { return .restore(Restore(id: RequestID(id()), version: VersionID(id()), path: path())) }
+            return .restored(Restored(id: RequestID(id()), version: VersionID(id()), path: path(),
+                                      preservedVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil, after: rng.next() % 2 == 0 ? identity() : nil))
         default: return .welcome(Welcome(id: RequestID(id()), version: 1, server: text(), maxFrameSize: Int(rng.next() % 100000), mountPoint: rng.next() % 2 == 0 ? text() : nil))
         }
     }

@@ -203,6 +203,65 @@ final class DocumentStoreClientTests: ClientMountTestCase {
         await cleanUp([changed, deleted])
     }
 
+    /// A presenter that records, in order, the asks it gets (with the file as it was then) and what it is told.
+    final class Witness: CoordFSClient.FilePresenter, @unchecked Sendable {
+        let presentedItemPath: String?
+        let backingFile: String
+        private let seen = Mutex<[String]>([])
+        init(_ path: String, backing: String) { presentedItemPath = path; backingFile = backing }
+        var log: [String] { seen.withLock { $0 } }
+        func relinquishPresentedItemToWriter() async -> Reacquirer? {
+            let now = (try? String(contentsOfFile: backingFile, encoding: .utf8)) ?? "?"
+            seen.withLock { $0.append("asked while \(now.debugDescription)") }
+            return nil
+        }
+        func presentedItemDidChange() async { seen.withLock { $0.append("told didChange") } }
+        func presentedItemDidChangeUnderneath(_ change: UnderlyingFileChange) async {
+            seen.withLock { $0.append("told \(change.action.name)") }
+        }
+    }
+
+    /// Issue 18 item 5: a restore is a request to the daemon (the only writer of its store), a
+    /// coordinated write whose presenters are asked first and told after, and undoable.
+    func testARestoreOverTheSocketIsACoordinatedUndoableWrite() async throws {
+        try writeBacking("doc.txt", "one\n")
+        try writeBacking("other.txt", "other\n")
+        let witness = Witness(mnt + "/doc.txt", backing: backing + "/doc.txt")
+        try await FileCoordinator.addFilePresenter(witness)
+        XCTAssertEqual(try run(["sh", "-c", "echo two > '\(mnt!)/doc.txt'"]).status, 0)
+        XCTAssertTrue(eventually { witness.log.contains("told reload") }, witness.log.description)
+        let kept = try await FileCoordinator.versions(ofItemAt: mnt + "/doc.txt")
+        var one: ControlProtocol.VersionID?
+        for v in kept where try await FileCoordinator.contents(ofVersion: v.version, ofItemAt: mnt + "/doc.txt") == Array("one\n".utf8) { one = v.version }
+        let version = try XCTUnwrap(one, "the version \"one\" is kept: \(kept)")
+        let before = witness.log.count
+
+        let result = try await FileCoordinator.restore(version, toItemAt: mnt + "/doc.txt")
+        XCTAssertEqual(readBacking("doc.txt"), "one\n")
+        XCTAssertEqual(result.path, mnt + "/doc.txt")
+        XCTAssertEqual(result.version, version)
+        XCTAssertTrue(eventually { witness.log.count >= before + 3 }, witness.log.description)
+        let during = Array(witness.log.dropFirst(before))
+        XCTAssertEqual(during.first, "asked while \"two\\n\"", "asked first, before anything was written: \(during)")
+        XCTAssertEqual(Set(during.dropFirst()), ["told didChange", "told reload"], "told after: \(during)")
+        // The replaced contents are a version, itself restorable (undo).
+        let preserved = try XCTUnwrap(result.preservedVersion)
+        let replaced = try await FileCoordinator.contents(ofVersion: preserved, ofItemAt: mnt + "/doc.txt")
+        XCTAssertEqual(replaced, Array("two\n".utf8))
+        let undo = try await FileCoordinator.restore(preserved, toItemAt: mnt + "/doc.txt")
+        XCTAssertEqual(readBacking("doc.txt"), "two\n")
+        XCTAssertNotNil(undo.preservedVersion)
+
+        // Clear errors, and nothing written: an unknown version, and a version of another document.
+        let unknown = await code { try await FileCoordinator.restore(ControlProtocol.VersionID(4242), toItemAt: self.mnt + "/doc.txt") }
+        XCTAssertEqual(unknown, .unknownVersion)
+        let elsewhere = await code { try await FileCoordinator.restore(version, toItemAt: self.mnt + "/other.txt") }
+        XCTAssertEqual(elsewhere, .unknownVersion)
+        XCTAssertEqual(readBacking("other.txt"), "other\n")
+        XCTAssertEqual(readBacking("doc.txt"), "two\n")
+        await FileCoordinator.removeFilePresenter(witness)
+    }
+
     func testRefusalsOverTheRawProtocolChangeNothing() throws {
         try writeBacking("doc.txt", base)
         mkdir(backing + "/folder", 0o755)
@@ -350,6 +409,39 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
         XCTAssertEqual(readBacking(written), "mine\n")
         XCTAssertEqual(lstat(backing + "/shared/doc.txt", &st), 0)
         XCTAssertEqual(st.st_uid, 0, "the document written over keeps its owner")
+    }
+
+    /// A restore acts with the caller's credentials: nobody may not restore a document it could not
+    /// write (nor learn of versions of one it may not see); in a folder it may write, a deleted
+    /// document it restores is re-created as its own.
+    func testARestoreIsRefusedToAUserWhoCouldNotWriteTheDocument() async throws {
+        try writeBacking("secret.txt", "root only\n", mode: 0o600)
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        try writeBacking("shared/doc.txt", "one\n", mode: 0o666)
+        let editors = [DocumentStoreClientTests.Editor(mnt + "/secret.txt"), DocumentStoreClientTests.Editor(mnt + "/shared/doc.txt")]
+        for editor in editors { try await FileCoordinator.addFilePresenter(editor) }
+        XCTAssertEqual(try run(["sh", "-c", "echo changed > '\(mnt!)/secret.txt'; echo two > '\(mnt!)/shared/doc.txt'"]).status, 0)
+        for editor in editors { XCTAssertTrue(eventually { !editor.changes.isEmpty }) }
+        let secret = try await FileCoordinator.versions(ofItemAt: mnt + "/secret.txt")
+        let shared = try await FileCoordinator.versions(ofItemAt: mnt + "/shared/doc.txt")
+        let secretVersion = try XCTUnwrap(secret.first?.version.rawValue), sharedVersion = try XCTUnwrap(shared.last?.version.rawValue)
+        for editor in editors { await FileCoordinator.removeFilePresenter(editor) }
+        XCTAssertEqual(unlink(backing + "/shared/doc.txt"), 0)
+        let replies = try python("""
+            [{"type":"restore","version":\(secretVersion),"path":"secret.txt"},
+             {"type":"restore","version":\(secretVersion),"path":"shared/doc.txt"},
+             {"type":"restore","version":\(sharedVersion),"path":"shared/doc.txt"}]
+            """)
+        XCTAssertEqual(replies.map { ($0["type"] as? String) ?? "" }, ["error", "error", "restored"], "\(replies)")
+        guard replies.count == 3 else { return }
+        XCTAssertEqual(replies[0]["code"] as? String, "permissionDenied", "nobody may not write secret.txt")
+        XCTAssertEqual(replies[1]["code"] as? String, "unknownVersion", "a version of a document nobody may not see is unknown to it")
+        XCTAssertEqual(readBacking("secret.txt"), "changed\n", "nothing written")
+        XCTAssertEqual(readBacking("shared/doc.txt"), "one\n", "the deleted document is re-created")
+        var st = stat()
+        XCTAssertEqual(lstat(backing + "/shared/doc.txt", &st), 0)
+        XCTAssertEqual(st.st_uid, nobody.uid, "re-created for nobody, it is nobody's")
     }
 
     func testTheDaemonNeverWritesOrReadsForAPeerWhatThePeerCouldNot() throws {

@@ -233,6 +233,14 @@ public final class ControlClient: @unchecked Sendable {
         }
     }
 
+    /// Writes kept version `version` back over the document at `path`, as a coordinated write the
+    /// daemon makes for this peer (which must be allowed to replace the document).
+    public func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
+        let reply = try await request { .restore(Restore(id: $0, version: version, path: path)) }
+        guard case .restored(let restored) = reply else { throw .unexpectedReply(reply.typeName) }
+        return restored
+    }
+
     /// Event-log records from `from` (nil: from the end) that this peer may see.
     public func readLog(from: UInt64?, limit: UInt32? = nil) async throws(ControlTransportError) -> LogRecords {
         let reply = try await request { .readLog(ReadLog(id: $0, from: from, limit: limit)) }

@@ -179,6 +179,11 @@ public final class ControlSession: @unchecked Sendable {
         try await connectedClient().versions(path)
     }
 
+    /// Writes a kept version back over the document at `path` (see `ControlClient.restore`).
+    public func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
+        try await connectedClient().restore(version, to: path)
+    }
+
     /// All of a kept version's bytes.
     public func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
         try await connectedClient().contents(ofVersion: version)

@@ -321,3 +321,39 @@ public struct VersionData: Sendable, Hashable {
         self.eof = eof
     }
 }
+
+/// `restore`: writes a kept version back over the document at `path` (re-creating it when it
+/// was deleted), as a coordinated write made by the daemon for the peer: the current file is
+/// kept first as a version (so the restore is undoable), presenters are asked first and told
+/// after. The peer must be allowed to write (replace) the document, and `version` must be one
+/// of that document's. Replied to with `restored`.
+public struct Restore: Sendable, Hashable {
+    public var id: RequestID
+    public var version: VersionID
+    /// The document the version is restored to.
+    public var path: MountPath
+    public init(id: RequestID, version: VersionID, path: MountPath) {
+        self.id = id
+        self.version = version
+        self.path = path
+    }
+}
+
+/// `restored`: what a restore did.
+public struct Restored: Sendable, Hashable {
+    public var id: RequestID
+    public var version: VersionID
+    /// The document written.
+    public var path: MountPath
+    /// The version keeping the file the restore wrote over (restore it to undo); nil when there was none.
+    public var preservedVersion: VersionID?
+    /// The document afterwards.
+    public var after: DocumentIdentity?
+    public init(id: RequestID, version: VersionID, path: MountPath, preservedVersion: VersionID? = nil, after: DocumentIdentity? = nil) {
+        self.id = id
+        self.version = version
+        self.path = path
+        self.preservedVersion = preservedVersion
+        self.after = after
+    }
+}

@@ -235,6 +235,15 @@ extension ControlMessage {
             return .versionData(VersionData(
                 id: id, version: VersionID(try fields.uint("version")), offset: try fields.uint("offset"),
                 size: try fields.uint("size"), data: data, eof: try fields.bool("eof")))
+        case "restore":
+            let id = try fields.requestID()
+            return .restore(Restore(id: id, version: VersionID(try fields.uint("version")), path: try fields.path("path")))
+        case "restored":
+            let id = try fields.requestID()
+            return .restored(Restored(
+                id: id, version: VersionID(try fields.uint("version")), path: try fields.path("path"),
+                preservedVersion: try fields.optionalUInt("preservedVersion").map(VersionID.init(rawValue:)),
+                after: try fields.optionalIdentity("after")))
         case "readLog":
             let id = try fields.requestID()
             var limit: UInt32?
@@ -258,7 +267,7 @@ extension ControlMessage {
             return .close(Close(reason: try fields.optionalString("reason", maxBytes: 4096)))
         default:
             let known = ["hello", "register", "unregister", "coordinate", "release", "status", "answer", "setUnsavedChanges",
-                         "conflicts", "resolve", "versions", "readVersion", "readLog", "close", "error"]
+                         "conflicts", "resolve", "versions", "readVersion", "restore", "readLog", "close", "error"]
             throw ProtocolError(.unknownType, "unknown message type \(MountPath.quoted(type)); a client may send: \(known.joined(separator: ", "))",
                                 requestID: Fields.optionalID(object))
         }
@@ -425,6 +434,16 @@ extension ControlMessage {
             o["size"] = .int(Int64(m.size))
             o["data"] = .string(Base64.encode(m.data))
             o["eof"] = .bool(m.eof)
+        case .restore(let m):
+            id(m.id.rawValue)
+            o["version"] = .int(Int64(m.version.rawValue))
+            path("path", m.path)
+        case .restored(let m):
+            id(m.id.rawValue)
+            o["version"] = .int(Int64(m.version.rawValue))
+            path("path", m.path)
+            if let preserved = m.preservedVersion { o["preservedVersion"] = .int(Int64(preserved.rawValue)) }
+            if let after = m.after { o["after"] = Self.encode(identity: after) }
         case .readLog(let m):
             id(m.id.rawValue)
             if let from = m.from { o["from"] = .int(Int64(from)) }

@@ -22,6 +22,7 @@ public enum ControlMessage: Sendable, Equatable {
     case resolve(Resolve)
     case versions(VersionsQuery)
     case readVersion(ReadVersion)
+    case restore(Restore)
     case readLog(ReadLog)
     // Daemon to client.
     case welcome(Welcome)
@@ -35,6 +36,7 @@ public enum ControlMessage: Sendable, Equatable {
     case resolved(Resolved)
     case versionList(VersionList)
     case versionData(VersionData)
+    case restored(Restored)
     case logRecords(LogRecords)
     // Either way.
     case error(ErrorMessage)
@@ -65,10 +67,12 @@ public enum ControlMessage: Sendable, Equatable {
         case .resolve: return "resolve"
         case .versions: return "versions"
         case .readVersion: return "readVersion"
+        case .restore: return "restore"
         case .conflictList: return "conflictList"
         case .resolved: return "resolved"
         case .versionList: return "versionList"
         case .versionData: return "versionData"
+        case .restored: return "restored"
         case .readLog: return "readLog"
         case .logRecords: return "logRecords"
         case .error: return "error"
@@ -79,10 +83,10 @@ public enum ControlMessage: Sendable, Equatable {
     public var direction: Direction {
         switch self {
         case .hello, .register, .unregister, .coordinate, .release, .status, .answer,
-             .setUnsavedChanges, .conflicts, .resolve, .versions, .readVersion, .readLog:
+             .setUnsavedChanges, .conflicts, .resolve, .versions, .readVersion, .restore, .readLog:
             return .toDaemon
         case .welcome, .registered, .granted, .ok, .statusReport, .ask, .notification,
-             .conflictList, .resolved, .versionList, .versionData, .logRecords:
+             .conflictList, .resolved, .versionList, .versionData, .restored, .logRecords:
             return .toClient
         case .error, .close: return .either
         }
@@ -107,10 +111,12 @@ public enum ControlMessage: Sendable, Equatable {
         case .resolve(let m): return m.id
         case .versions(let m): return m.id
         case .readVersion(let m): return m.id
+        case .restore(let m): return m.id
         case .conflictList(let m): return m.id
         case .resolved(let m): return m.id
         case .versionList(let m): return m.id
         case .versionData(let m): return m.id
+        case .restored(let m): return m.id
         case .readLog(let m): return m.id
         case .logRecords(let m): return m.id
         case .error(let m): return m.id
