@@ -54,7 +54,11 @@ class InodeIdentityTests: MountTestCase {
             throw XCTSkip("the backing folder is not on ext4 (which reuses inode numbers at once); set COORDFS_TEST_TMPDIR to an ext4 folder")
         }
         XCTAssertEqual(fixture.daemonDescriptorLimit(), 1024, "the daemon must run with the lowered descriptor limit")
-        fill(mnt("fill"), count: Self.filler)
+        // The fillers stay open (O_PATH) so that the kernel cannot forget them: a forgotten node
+        // gives its descriptor back to the budget, and x could then take one at its next use, pin
+        // its inode and keep its number from being reused (the scenario would not arise).
+        let fillers = fill(mnt("fill"), count: Self.filler)
+        defer { fillers.forEach { close($0) } }
 
         // x: a file the kernel keeps knowing (held with O_PATH) after it is deleted. Made with
         // mknod, never opened: a file opened with kernel passthrough stays registered (and its
@@ -116,13 +120,19 @@ class InodeIdentityTests: MountTestCase {
         XCTAssertTrue(diff.isEmpty, "the mount differs from its backing folder:\n" + diff.joined(separator: "\n"))
     }
 
-    /// `count` files made and looked up through the mount (the kernel keeps knowing them).
-    func fill(_ dir: String, count: Int) {
+    /// `count` files made through the mount and held open with O_PATH (so the kernel keeps knowing
+    /// them); returns the descriptors.
+    func fill(_ dir: String, count: Int) -> [Int32] {
         XCTAssertEqual(Sys.call { mkdir(dir, 0o755) }, .success())
+        var held: [Int32] = []
         for i in 0..<count {
             let put = Sys.put("\(dir)/f\(i)", [])
-            if !put.ok { return XCTFail("creating filler \(i) through the mount: \(put)") }
+            if !put.ok { XCTFail("creating filler \(i) through the mount: \(put)"); return held }
+            let fd = open("\(dir)/f\(i)", Linux.O_PATH | O_NOFOLLOW)
+            if fd < 0 { XCTFail("O_PATH open of filler \(i): \(errnoName(errno))"); return held }
+            held.append(fd)
         }
+        return held
     }
 
     private func make(_ kind: Kind, _ path: String) -> Outcome {
