@@ -37,7 +37,11 @@ final class SaveTracker: Sendable {
     }
     /// Saves just finished: the saving process, and until when (monotonic nanoseconds) the
     /// attributes it sets by path belong to that save.
-    private let finished = Mutex<[ItemPath: (pid: pid_t, until: UInt64)]>([:])
+    /// Expired entries are dropped when the table reaches `pruneAt`, which then becomes twice what
+    /// is left (at least 64): a tool saving thousands of files within one window (an archive
+    /// extractor) costs O(1) per save, where pruning at a fixed size filtered the whole table at
+    /// every save.
+    private let finished = Mutex<(table: [ItemPath: (pid: pid_t, until: UInt64)], pruneAt: Int)>(([:], 64))
     private let window: Double
     private let coordinator: Coordinator
     private let queue = DispatchQueue(label: "coordfs.saves")
@@ -123,17 +127,20 @@ final class SaveTracker: Sendable {
     func saved(_ path: ItemPath, by pid: pid_t) {
         guard window > 0 else { return }
         let now = DispatchTime.now().uptimeNanoseconds
-        finished.withLock { table in
-            if table.count >= 64 { table = table.filter { $0.value.until > now } }
-            table[path] = (pid, now + UInt64(window * 1e9))
+        finished.withLock { f in
+            if f.table.count >= f.pruneAt {
+                f.table = f.table.filter { $0.value.until > now }
+                f.pruneAt = max(64, f.table.count * 2)
+            }
+            f.table[path] = (pid, now + UInt64(window * 1e9))
         }
     }
 
     /// True when attributes `pid` sets on `path` now belong to a save it just finished.
     func isAftermath(_ path: ItemPath, by pid: pid_t) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
-        return finished.withLock { table in
-            guard let entry = table[path], entry.pid == pid else { return false }
+        return finished.withLock { f in
+            guard let entry = f.table[path], entry.pid == pid else { return false }
             return entry.until > now
         }
     }
