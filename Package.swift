@@ -7,6 +7,7 @@ import PackageDescription
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
 //   CoordFSClient ─▶ ControlProtocol
+//   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
 let package = Package(
     name: "coordfs",
     platforms: [.macOS(.v14)],
@@ -36,6 +37,7 @@ let package = Package(
             dependencies: ["FuseKit", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(name: "Coordination", dependencies: ["NameBytes"]),
+        .target(name: "ClusterKV"),
         .target(name: "EventLog", dependencies: ["NameBytes"]),
         .target(name: "ControlProtocol", dependencies: ["NameBytes"]),
         .target(
