@@ -71,5 +71,6 @@ let package = Package(
         .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
+        .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
     ]
 )
