@@ -186,7 +186,7 @@ struct RecordFormatter {
             case .subitemDidChange(let path): append(.subitemChanged, Self.logPath(path), d)
             case .subitemDidMove(let from, let to): append(.subitemMoved, Self.logPath(to), old: Self.logPath(from), d)
             case .subitemDeleted(let path): append(.subitemDeleted, Self.logPath(path), d)
-            case .itemDidChange, .itemDidMove, .subitemDidAppear:
+            case .itemDidChange, .itemDidMove, .subitemDidAppear, .itemDidDelete:
                 break // recorded once, as the did* record of the access
             }
         case .reacquireScheduled:

@@ -157,6 +157,14 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
         if let p = MountPath.of(path) { connection.notify(wireID, .subitemDidChange(p)) }
     }
 
+    func presentedSubitemDidDelete(at path: ItemPath) async {
+        if let p = MountPath.of(path) { connection.notify(wireID, .subitemDidDelete(p)) }
+    }
+
+    func presentedItemDidDelete() async {
+        connection.notify(wireID, .didDelete)
+    }
+
     func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async {
         if let from = MountPath.of(oldPath), let to = MountPath.of(newPath) {
             connection.notify(wireID, .subitemDidMove(from, to: to))

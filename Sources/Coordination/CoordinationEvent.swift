@@ -10,8 +10,11 @@ public enum PresenterNotification: Hashable, Sendable, CustomStringConvertible {
     case subitemDidChange(ItemPath)
     /// `presentedSubitem(at:didMoveTo:)`.
     case subitemDidMove(from: ItemPath, to: ItemPath)
-    /// A subitem was deleted; delivered as `presentedSubitemDidChange(at:)` (Apple has no separate message).
+    /// A subitem was deleted; `presentedSubitemDidDelete(at:)` (by default `presentedSubitemDidChange(at:)`,
+    /// as Apple has no separate message).
     case subitemDeleted(ItemPath)
+    /// The presented item was deleted; `presentedItemDidDelete()`.
+    case itemDidDelete(ItemPath)
 
     public var description: String {
         switch self {
@@ -21,6 +24,7 @@ public enum PresenterNotification: Hashable, Sendable, CustomStringConvertible {
         case .subitemDidChange(let p): return "subitem did change \(p)"
         case .subitemDidMove(let a, let b): return "subitem did move \(a) -> \(b)"
         case .subitemDeleted(let p): return "subitem deleted \(p)"
+        case .itemDidDelete(let p): return "item did delete \(p)"
         }
     }
 }

@@ -410,7 +410,7 @@ extension Coordinator {
             // for it, an item that went away or appeared.
             let screened: PresenterNotification
             switch note {
-            case .itemDidChange(let p), .subitemDidChange(let p), .subitemDeleted(let p), .subitemDidAppear(let p):
+            case .itemDidChange(let p), .subitemDidChange(let p), .subitemDeleted(let p), .subitemDidAppear(let p), .itemDidDelete(let p):
                 guard screen.maySee(record, p) else { return }
                 screened = note
             case .itemDidMove(let from, let to):
@@ -437,10 +437,16 @@ extension Coordinator {
                 for record in node.records { add(record, .itemDidChange(path)) }
             case .deleted(let path):
                 let node = presenters.walk(to: path, ancestor: { add($0, .subitemDeleted(path)) })
-                // Presenters that were not asked to accommodate the deletion at least learn the item changed.
+                // Presenters that were not asked to accommodate the deletion also learn the item changed
+                // (all Foundation would tell them).
                 let accommodated = intents.contains { $0.isDeleting && $0.path.isSameOrAncestor(of: path) }
                 if let node, !accommodated {
                     for record in node.records { add(record, .itemDidChange(path)) }
+                }
+                // Every presenter of the item, or of an item inside it, is told it is gone.
+                if let node {
+                    for record in node.records { add(record, .itemDidDelete(record.path)) }
+                    PresenterRegistry.forEachDescendant(of: node) { add($0, .itemDidDelete($0.path)) }
                 }
             case .appeared(let path):
                 guard let node = presenters.walk(to: path, ancestor: { add($0, .subitemDidAppear(path)) }) else { break }
@@ -462,7 +468,9 @@ extension Coordinator {
                 case .itemDidChange: await presenter.presentedItemDidChange()
                 case .itemDidMove(_, let to): await presenter.presentedItemDidMove(to: to)
                 case .subitemDidAppear(let path): await presenter.presentedSubitemDidAppear(at: path)
-                case .subitemDidChange(let path), .subitemDeleted(let path): await presenter.presentedSubitemDidChange(at: path)
+                case .subitemDidChange(let path): await presenter.presentedSubitemDidChange(at: path)
+                case .subitemDeleted(let path): await presenter.presentedSubitemDidDelete(at: path)
+                case .itemDidDelete: await presenter.presentedItemDidDelete()
                 case .subitemDidMove(let from, let to): await presenter.presentedSubitem(at: from, didMoveTo: to)
                 }
             }

@@ -33,8 +33,15 @@ public protocol FilePresenter: AnyObject, Sendable {
     func presentedItemDidMove(to newPath: ItemPath) async
     /// An item appeared inside the presented directory.
     func presentedSubitemDidAppear(at path: ItemPath) async
-    /// An item inside the presented directory changed (or was deleted).
+    /// An item inside the presented directory changed.
     func presentedSubitemDidChange(at path: ItemPath) async
+    /// An item inside the presented directory was deleted (default: `presentedSubitemDidChange(at:)`,
+    /// which is how Foundation tells it).
+    func presentedSubitemDidDelete(at path: ItemPath) async
+    /// The item, or a directory containing it, was deleted (after `accommodatePresentedItemDeletion()`
+    /// when the deleter asked; a deletion it did not ask about is also told as
+    /// `presentedItemDidChange()`). Default: nothing, as Foundation has no such message.
+    func presentedItemDidDelete() async
     /// An item inside the presented directory moved.
     func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async
     /// An item inside the presented directory is about to be deleted. Throwing fails the access.
@@ -54,6 +61,8 @@ extension FilePresenter {
     public func presentedItemDidMove(to newPath: ItemPath) async {}
     public func presentedSubitemDidAppear(at path: ItemPath) async {}
     public func presentedSubitemDidChange(at path: ItemPath) async {}
+    public func presentedSubitemDidDelete(at path: ItemPath) async { await presentedSubitemDidChange(at: path) }
+    public func presentedItemDidDelete() async {}
     public func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async {}
     public func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws {}
     public func wantsAsk(_ ask: PresenterAsk) -> Bool { true }

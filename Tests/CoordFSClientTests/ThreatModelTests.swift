@@ -88,7 +88,7 @@ final class ThreatModelTests: ClientMountTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: backing + "/shared/open.txt"))
 
         // Told after about what it may see (public.txt went away), never about the private folder.
-        XCTAssertTrue(eventually { hostile.text.contains("\"subitemDidChange\"") && hostile.text.contains("public.txt") }, hostile.text)
+        XCTAssertTrue(eventually { hostile.text.contains("\"subitemDidDelete\"") && hostile.text.contains("public.txt") }, hostile.text)
         let asked = hostile.lines.filter { $0.contains("\"ask\"") }
         XCTAssertFalse(asked.contains { $0.contains("public.txt") || $0.contains("roots.txt") }, "told after, never asked: \(asked)")
         XCTAssertFalse(hostile.text.contains("secret") || hostile.text.contains("inner"), hostile.text)
