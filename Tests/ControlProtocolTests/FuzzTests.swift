@@ -4,15 +4,20 @@ import XCTest
 
 /// Feeds the frame decoder and the message decoder random and mutated frames. The properties:
 /// nothing traps; every failure is a `ProtocolError` with a message; anything that decodes
-/// re-encodes to a frame that decodes to the same message. `COORDFS_FUZZ_CASES` sets the number
-/// of cases (default 100,000), `COORDFS_FUZZ_SEED` the seed.
+/// re-encodes to a frame that decodes to the same message. Every message of
+/// `ControlMessage.catalog` is fuzzed as often as any other (its samples, mutated), and each must
+/// have had mutated frames that still decode, so the round trip is checked for every message.
+/// `COORDFS_FUZZ_CASES` sets the number of cases (default 100,000), `COORDFS_FUZZ_SEED` the seed.
 final class FuzzTests: XCTestCase {
     func testRandomAndMutatedFrames() throws {
         let environment = ProcessInfo.processInfo.environment
         let cases = environment["COORDFS_FUZZ_CASES"].flatMap(Int.init) ?? 100_000
         let seed = environment["COORDFS_FUZZ_SEED"].flatMap(UInt64.init) ?? 0xC00D_F5
         var rng = SplitMix64(seed: seed)
-        let corpus = Samples.all.map { $0.encodedPayload() }
+        let types = ControlMessage.catalog.map { $0.wireName }
+        let corpus = Dictionary(grouping: Samples.all, by: \.typeName).mapValues { $0.map { $0.encodedPayload() } }
+        for type in types where corpus[type] == nil { XCTFail("\(type) has no sample in Samples.all to fuzz") }
+        var decodedTypes: [String: Int] = [:]
         let dictionary: [[UInt8]] = ["{", "}", "[", "]", ",", ":", "\"", "\\u", "\\ud800", "null", "true", "-0", "1e999",
                                      "\"type\"", "\"id\"", "\"path\"", "\"/etc\"", "\"..\"", "\"a/../..\"", "\"\\u0000\"",
                                      "9007199254740993", "-1", "\"hello\"", "\"ask\"", "\"notification\"", "[[[[[[[[", "\u{FF}",
@@ -31,7 +36,8 @@ final class FuzzTests: XCTestCase {
             case 1:
                 payload = generateMessage(&rng).encodedPayload()
             default:
-                payload = corpus[Int(rng.next() % UInt64(corpus.count))]
+                let samples = corpus[types[Int(rng.next() % UInt64(types.count))]] ?? [[]]
+                payload = samples[Int(rng.next() % UInt64(samples.count))]
                 for _ in 0..<(1 + Int(rng.next() % 4)) { mutate(&payload, &rng, dictionary) }
             }
             // Frame it (sometimes with a lying length prefix) and feed it in random chunks.
@@ -59,6 +65,7 @@ final class FuzzTests: XCTestCase {
                 rejected += 1
             }
             for message in messages {
+                decodedTypes[message.typeName, default: 0] += 1
                 let again = try ControlMessage.decode(payload: message.encodedPayload())
                 if again != message {
                     XCTFail("case \(index) (seed \(seed)): \(message) re-decoded as \(again)")
@@ -70,6 +77,9 @@ final class FuzzTests: XCTestCase {
         print("fuzz: \(cases) cases in \(String(format: "%.1f", seconds)) s (seed \(seed)): \(decoded) decoded, \(rejected) rejected; \(codes.sorted { $0.value > $1.value }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))")
         XCTAssertGreaterThan(decoded, cases / 50, "the generator should produce valid messages too")
         XCTAssertGreaterThan(rejected, cases / 4)
+        if cases >= 10_000 {
+            for type in types { XCTAssertGreaterThan(decodedTypes[type] ?? 0, 0, "no fuzzed \(type) frame decoded: its round trip went unchecked") }
+        }
     }
 
     private func mutate(_ bytes: inout [UInt8], _ rng: inout SplitMix64, _ dictionary: [[UInt8]]) {

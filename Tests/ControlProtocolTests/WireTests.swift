@@ -13,7 +13,48 @@ final class WireTests: XCTestCase {
             XCTAssertNil(try decoder.nextFrame())
             typesSeen.insert(message.typeName)
         }
-        XCTAssertEqual(typesSeen.count, 29, "every message type has a sample")
+        let catalog = ControlMessage.catalog.map { $0.wireName }
+        XCTAssertEqual(Set(catalog).count, catalog.count, "a wire name is used twice in ControlMessage.catalog")
+        XCTAssertEqual(typesSeen, Set(catalog), "every message of ControlMessage.catalog needs a sample in Samples.all (and nothing else)")
+    }
+
+    /// The wire format does not change: payloads recorded before the message catalog decode to the
+    /// same samples, and the samples encode to the same bytes.
+    func testRecordedPayloadsDecodeAndEncodeAsBefore() throws {
+        XCTAssertEqual(RecordedPayloads.all.count, Samples.all.count)
+        for (recorded, sample) in zip(RecordedPayloads.all, Samples.all) {
+            XCTAssertEqual(try ControlMessage.decode(payload: Array(recorded.utf8)), sample, recorded)
+            XCTAssertEqual(String(decoding: sample.encodedPayload(), as: UTF8.self), recorded)
+        }
+    }
+
+    /// Each message of the catalog, through its samples, is strict about every field it writes:
+    /// a field of the wrong JSON type is refused with an error naming it, and a field left out
+    /// either was optional (the message still decodes) or is refused by name, with the request's
+    /// id once it was read.
+    func testEveryMessageIsStrictAboutEachField() throws {
+        for sample in Samples.all {
+            let object = sample.jsonObject
+            let freeForm: Bool
+            if case .notification(let n) = sample, case .unknown = n.event { freeForm = true } else { freeForm = false }
+            for key in object.keys where key != "type" {
+                var without = object
+                without[key] = nil
+                do {
+                    _ = try ControlMessage.decode(without)
+                } catch {
+                    XCTAssertTrue(error.message.contains("\"\(key)\""), "\(sample.typeName) without \(key): \(error.message)")
+                    if key != "id", let id = sample.requestID { XCTAssertEqual(error.requestID, id.rawValue, error.message) }
+                }
+                if freeForm && !["presenter", "event"].contains(key) { continue }
+                var wrong = object
+                if case .array = object[key]! { wrong[key] = .string("x") } else { wrong[key] = .array([]) }
+                XCTAssertThrowsError(try ControlMessage.decode(wrong), "\(sample.typeName) with \(key) of the wrong type") { error in
+                    let error = error as! ProtocolError
+                    XCTAssertTrue(error.message.contains("\"\(key)\""), "\(sample.typeName) with a wrong \(key): \(error.message)")
+                }
+            }
+        }
     }
 
     func testWireFormatIsTheDocumentedOne() throws {

@@ -104,6 +104,20 @@ public struct DocumentChange: Sendable, Hashable {
     }
 }
 
+extension DocumentChange {
+    /// Writes the `documentChanged` notification's fields.
+    func encode(to o: inout JSONObject) {
+        o["document"] = .int(Int64(document.rawValue))
+        o["path"] = .string(path.wireValue)
+        o["kind"] = .string(kind.rawValue)
+        if let before { o["before"] = before.wireValue }
+        if let after { o["after"] = after.wireValue }
+        o["action"] = .string(action.name)
+        if case .conflict(let conflict) = action { o["conflict"] = .int(Int64(conflict.rawValue)) }
+        if case .failed(let message) = action { o["message"] = .string(message) }
+    }
+}
+
 /// `setUnsavedChanges`: whether a presenter has unsaved changes in its document; decides between
 /// a conflict and the default action when the document changes underneath it. Replied to with `ok`.
 public struct SetUnsavedChanges: Sendable, Hashable {
@@ -117,6 +131,25 @@ public struct SetUnsavedChanges: Sendable, Hashable {
     }
 }
 
+extension SetUnsavedChanges: WireMessage {
+    static let wireName = "setUnsavedChanges"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .setUnsavedChanges(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        presenter = PresenterID(try fields.uint("presenter"))
+        unsaved = try fields.bool("unsaved")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["presenter"] = .int(Int64(presenter.rawValue))
+        o["unsaved"] = .bool(unsaved)
+    }
+}
+
 /// `conflicts`: the open conflicts of one presenter, or of every presenter of this connection
 /// (every open conflict in the store, for root). Replied to with `conflictList`.
 public struct ConflictsQuery: Sendable, Hashable {
@@ -125,6 +158,23 @@ public struct ConflictsQuery: Sendable, Hashable {
     public init(id: RequestID, presenter: PresenterID? = nil) {
         self.id = id
         self.presenter = presenter
+    }
+}
+
+extension ConflictsQuery: WireMessage {
+    static let wireName = "conflicts"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .conflicts(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        presenter = try fields.optionalUInt("presenter").map(PresenterID.init(rawValue:))
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        if let presenter { o["presenter"] = .int(Int64(presenter.rawValue)) }
     }
 }
 
@@ -170,6 +220,45 @@ public struct ConflictList: Sendable, Hashable {
     }
 }
 
+extension ConflictList: WireMessage {
+    static let wireName = "conflictList"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .conflictList(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        conflicts = []
+        for (offset, value) in try fields.array("conflicts").enumerated() {
+            let item = try fields.nested(value, "conflicts[\(offset)]")
+            conflicts.append(ConflictInfo(
+                conflict: ConflictID(try item.uint("conflict")), document: DocumentID(try item.uint("document")),
+                path: try item.path("path"), presenter: try item.optionalUInt("presenter").map(PresenterID.init(rawValue:)),
+                storePresenter: try item.string("storePresenter", maxBytes: 512), kind: try item.enumeration("kind"),
+                createdMs: try item.uint("createdMs"), before: try item.optionalIdentity("before"),
+                after: try item.optionalIdentity("after"), baseVersion: try item.optionalUInt("baseVersion").map(VersionID.init(rawValue:))))
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["conflicts"] = .array(conflicts.map { c in
+            var item = JSONObject()
+            item["conflict"] = .int(Int64(c.conflict.rawValue))
+            item["document"] = .int(Int64(c.document.rawValue))
+            item["path"] = .string(c.path.wireValue)
+            if let presenter = c.presenter { item["presenter"] = .int(Int64(presenter.rawValue)) }
+            item["storePresenter"] = .string(c.storePresenter)
+            item["kind"] = .string(c.kind.rawValue)
+            item["createdMs"] = .int(Int64(c.createdMs))
+            if let before = c.before { item["before"] = before.wireValue }
+            if let after = c.after { item["after"] = after.wireValue }
+            if let base = c.baseVersion { item["baseVersion"] = .int(Int64(base.rawValue)) }
+            return .object(item)
+        })
+    }
+}
+
 /// The ways out of a conflict (docs/document-store.md, "Resolutions").
 public enum ConflictResolution: String, Sendable, Hashable, CaseIterable {
     /// Drop the document and "mine"; the file is left as it is.
@@ -209,6 +298,36 @@ public struct Resolve: Sendable, Hashable {
     }
 }
 
+extension Resolve: WireMessage {
+    static let wireName = "resolve"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .resolve(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        conflict = ConflictID(try fields.uint("conflict"))
+        resolution = try fields.enumeration("resolution")
+        mine = nil
+        if let bytes = try fields.optionalBase64("mine") { mine = .bytes(bytes) }
+        if let path = try fields.optionalPath("minePath") {
+            if mine != nil { throw fields.fail(.invalidValue, "give either \"mine\" or \"minePath\", not both") }
+            mine = .path(path)
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["conflict"] = .int(Int64(conflict.rawValue))
+        o["resolution"] = .string(resolution.rawValue)
+        switch mine {
+        case .bytes(let bytes)?: o["mine"] = .string(Base64.encode(bytes))
+        case .path(let path)?: o["minePath"] = .string(path.wireValue)
+        case nil: break
+        }
+    }
+}
+
 /// `resolved`: what a resolution did.
 public struct Resolved: Sendable, Hashable {
     public var id: RequestID
@@ -237,6 +356,35 @@ public struct Resolved: Sendable, Hashable {
     }
 }
 
+extension Resolved: WireMessage {
+    static let wireName = "resolved"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .resolved(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        conflict = ConflictID(try fields.uint("conflict"))
+        resolution = try fields.enumeration("resolution")
+        path = try fields.path("path")
+        writtenPath = try fields.optionalPath("writtenPath")
+        preservedVersion = try fields.optionalUInt("preservedVersion").map(VersionID.init(rawValue:))
+        mergeConflicts = Int(try fields.uint("mergeConflicts", max: UInt64(Int32.max)))
+        after = try fields.optionalIdentity("after")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["conflict"] = .int(Int64(conflict.rawValue))
+        o["resolution"] = .string(resolution.rawValue)
+        o["path"] = .string(path.wireValue)
+        if let writtenPath { o["writtenPath"] = .string(writtenPath.wireValue) }
+        if let preservedVersion { o["preservedVersion"] = .int(Int64(preservedVersion.rawValue)) }
+        o["mergeConflicts"] = .int(Int64(mergeConflicts))
+        if let after { o["after"] = after.wireValue }
+    }
+}
+
 /// `versions`: the kept versions of the document at a path. Replied to with `versionList`.
 public struct VersionsQuery: Sendable, Hashable {
     public var id: RequestID
@@ -244,6 +392,23 @@ public struct VersionsQuery: Sendable, Hashable {
     public init(id: RequestID, path: MountPath) {
         self.id = id
         self.path = path
+    }
+}
+
+extension VersionsQuery: WireMessage {
+    static let wireName = "versions"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .versions(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        path = try fields.path("path")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["path"] = .string(path.wireValue)
     }
 }
 
@@ -286,6 +451,37 @@ public struct VersionList: Sendable, Hashable {
     }
 }
 
+extension VersionList: WireMessage {
+    static let wireName = "versionList"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .versionList(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        versions = []
+        for (offset, value) in try fields.array("versions").enumerated() {
+            let item = try fields.nested(value, "versions[\(offset)]")
+            versions.append(VersionInfo(
+                version: VersionID(try item.uint("version")), document: DocumentID(try item.uint("document")),
+                path: try item.path("path"), createdMs: try item.uint("createdMs"), size: try item.uint("size"),
+                reason: try item.string("reason", maxBytes: 64), method: try item.string("method", maxBytes: 64),
+                pinned: try item.bool("pinned")))
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["versions"] = .array(versions.map { v in
+            .object(JSONObject([
+                "version": .int(Int64(v.version.rawValue)), "document": .int(Int64(v.document.rawValue)),
+                "path": .string(v.path.wireValue), "createdMs": .int(Int64(v.createdMs)), "size": .int(Int64(v.size)),
+                "reason": .string(v.reason), "method": .string(v.method), "pinned": .bool(v.pinned),
+            ]))
+        })
+    }
+}
+
 /// `readVersion`: reads bytes of a kept version. Replied to with `versionData`.
 public struct ReadVersion: Sendable, Hashable {
     public var id: RequestID
@@ -300,6 +496,31 @@ public struct ReadVersion: Sendable, Hashable {
         self.version = version
         self.offset = offset
         self.length = length
+    }
+}
+
+extension ReadVersion: WireMessage {
+    static let wireName = "readVersion"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .readVersion(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        version = VersionID(try fields.uint("version"))
+        offset = try fields.optionalUInt("offset") ?? 0
+        length = nil
+        if let value = try fields.optionalUInt("length", max: UInt64(Self.maxLength)) {
+            if value == 0 { throw fields.fail(.invalidValue, "field \"length\" must be between 1 and \(Self.maxLength)") }
+            length = UInt32(value)
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["version"] = .int(Int64(version.rawValue))
+        o["offset"] = .int(Int64(offset))
+        if let length { o["length"] = .int(Int64(length)) }
     }
 }
 
@@ -322,6 +543,32 @@ public struct VersionData: Sendable, Hashable {
     }
 }
 
+extension VersionData: WireMessage {
+    static let wireName = "versionData"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .versionData(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        guard let data = try fields.optionalBase64("data") else { throw fields.fail(.missingField, "missing field \"data\"") }
+        self.data = data
+        version = VersionID(try fields.uint("version"))
+        offset = try fields.uint("offset")
+        size = try fields.uint("size")
+        eof = try fields.bool("eof")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["version"] = .int(Int64(version.rawValue))
+        o["offset"] = .int(Int64(offset))
+        o["size"] = .int(Int64(size))
+        o["data"] = .string(Base64.encode(data))
+        o["eof"] = .bool(eof)
+    }
+}
+
 /// `restore`: writes a kept version back over the document at `path` (re-creating it when it
 /// was deleted), as a coordinated write made by the daemon for the peer: the current file is
 /// kept first as a version (so the restore is undoable), presenters are asked first and told
@@ -336,6 +583,25 @@ public struct Restore: Sendable, Hashable {
         self.id = id
         self.version = version
         self.path = path
+    }
+}
+
+extension Restore: WireMessage {
+    static let wireName = "restore"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .restore(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        version = VersionID(try fields.uint("version"))
+        path = try fields.path("path")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["version"] = .int(Int64(version.rawValue))
+        o["path"] = .string(path.wireValue)
     }
 }
 
@@ -355,5 +621,28 @@ public struct Restored: Sendable, Hashable {
         self.path = path
         self.preservedVersion = preservedVersion
         self.after = after
+    }
+}
+
+extension Restored: WireMessage {
+    static let wireName = "restored"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .restored(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        version = VersionID(try fields.uint("version"))
+        path = try fields.path("path")
+        preservedVersion = try fields.optionalUInt("preservedVersion").map(VersionID.init(rawValue:))
+        after = try fields.optionalIdentity("after")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["version"] = .int(Int64(version.rawValue))
+        o["path"] = .string(path.wireValue)
+        if let preservedVersion { o["preservedVersion"] = .int(Int64(preservedVersion.rawValue)) }
+        if let after { o["after"] = after.wireValue }
     }
 }

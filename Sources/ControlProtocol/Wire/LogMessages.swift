@@ -17,6 +17,29 @@ public struct ReadLog: Sendable, Hashable {
     }
 }
 
+extension ReadLog: WireMessage {
+    static let wireName = "readLog"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .readLog(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        limit = nil
+        if let value = try fields.optionalUInt("limit", max: UInt64(Self.maxLimit)) {
+            if value == 0 { throw fields.fail(.invalidValue, "field \"limit\" must be between 1 and \(Self.maxLimit)") }
+            limit = UInt32(value)
+        }
+        from = try fields.optionalUInt("from")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        if let from { o["from"] = .int(Int64(from)) }
+        if let limit { o["limit"] = .int(Int64(limit)) }
+    }
+}
+
 /// `logRecords`: records in the log's own binary frames (docs/event-log.md, "On disk"), base64 on
 /// the wire, oldest first, possibly none.
 public struct LogRecords: Sendable, Hashable {
@@ -35,5 +58,29 @@ public struct LogRecords: Sendable, Hashable {
         self.next = next
         self.end = end
         self.oldest = oldest
+    }
+}
+
+extension LogRecords: WireMessage {
+    static let wireName = "logRecords"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .logRecords(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        guard let records = try fields.optionalBase64("records") else { throw fields.fail(.missingField, "missing field \"records\"") }
+        self.records = records
+        next = try fields.uint("next")
+        end = try fields.uint("end")
+        oldest = try fields.optionalUInt("oldest")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["records"] = .string(Base64.encode(records))
+        o["next"] = .int(Int64(next))
+        o["end"] = .int(Int64(end))
+        if let oldest { o["oldest"] = .int(Int64(oldest)) }
     }
 }

@@ -1,129 +1,5 @@
-/// The protocol versions this build speaks, oldest first.
-public enum ProtocolVersion {
-    public static let supported: [Int] = [1]
-    /// The version `hello` negotiation picks: the highest both sides speak.
-    public static func negotiate(_ offered: [Int]) -> Int? {
-        offered.filter { supported.contains($0) }.max()
-    }
-}
-
-/// Every frame on the control socket. `docs/protocol.md` documents each message's fields.
-public enum ControlMessage: Sendable, Equatable {
-    // Client to daemon.
-    case hello(Hello)
-    case register(Register)
-    case unregister(Unregister)
-    case coordinate(Coordinate)
-    case release(Release)
-    case status(StatusQuery)
-    case answer(Answer)
-    case setUnsavedChanges(SetUnsavedChanges)
-    case conflicts(ConflictsQuery)
-    case resolve(Resolve)
-    case versions(VersionsQuery)
-    case readVersion(ReadVersion)
-    case restore(Restore)
-    case readLog(ReadLog)
-    // Daemon to client.
-    case welcome(Welcome)
-    case registered(Registered)
-    case granted(Granted)
-    case ok(OK)
-    case statusReport(StatusReport)
-    case ask(Ask)
-    case notification(PresenterNotification)
-    case conflictList(ConflictList)
-    case resolved(Resolved)
-    case versionList(VersionList)
-    case versionData(VersionData)
-    case restored(Restored)
-    case logRecords(LogRecords)
-    // Either way.
-    case error(ErrorMessage)
-    case close(Close)
-
-    /// Which way a message may travel.
-    public enum Direction: Sendable { case toDaemon, toClient, either }
-
-    /// The message's `type` on the wire.
-    public var typeName: String {
-        switch self {
-        case .hello: return "hello"
-        case .register: return "register"
-        case .unregister: return "unregister"
-        case .coordinate: return "coordinate"
-        case .release: return "release"
-        case .status: return "status"
-        case .answer: return "answer"
-        case .welcome: return "welcome"
-        case .registered: return "registered"
-        case .granted: return "granted"
-        case .ok: return "ok"
-        case .statusReport: return "statusReport"
-        case .ask: return "ask"
-        case .notification: return "notification"
-        case .setUnsavedChanges: return "setUnsavedChanges"
-        case .conflicts: return "conflicts"
-        case .resolve: return "resolve"
-        case .versions: return "versions"
-        case .readVersion: return "readVersion"
-        case .restore: return "restore"
-        case .conflictList: return "conflictList"
-        case .resolved: return "resolved"
-        case .versionList: return "versionList"
-        case .versionData: return "versionData"
-        case .restored: return "restored"
-        case .readLog: return "readLog"
-        case .logRecords: return "logRecords"
-        case .error: return "error"
-        case .close: return "close"
-        }
-    }
-
-    public var direction: Direction {
-        switch self {
-        case .hello, .register, .unregister, .coordinate, .release, .status, .answer,
-             .setUnsavedChanges, .conflicts, .resolve, .versions, .readVersion, .restore, .readLog:
-            return .toDaemon
-        case .welcome, .registered, .granted, .ok, .statusReport, .ask, .notification,
-             .conflictList, .resolved, .versionList, .versionData, .restored, .logRecords:
-            return .toClient
-        case .error, .close: return .either
-        }
-    }
-
-    /// The request id of a client request, or the id a reply echoes.
-    public var requestID: RequestID? {
-        switch self {
-        case .hello(let m): return m.id
-        case .register(let m): return m.id
-        case .unregister(let m): return m.id
-        case .coordinate(let m): return m.id
-        case .release(let m): return m.id
-        case .status(let m): return m.id
-        case .welcome(let m): return m.id
-        case .registered(let m): return m.id
-        case .granted(let m): return m.id
-        case .ok(let m): return m.id
-        case .statusReport(let m): return m.id
-        case .setUnsavedChanges(let m): return m.id
-        case .conflicts(let m): return m.id
-        case .resolve(let m): return m.id
-        case .versions(let m): return m.id
-        case .readVersion(let m): return m.id
-        case .restore(let m): return m.id
-        case .conflictList(let m): return m.id
-        case .resolved(let m): return m.id
-        case .versionList(let m): return m.id
-        case .versionData(let m): return m.id
-        case .restored(let m): return m.id
-        case .readLog(let m): return m.id
-        case .logRecords(let m): return m.id
-        case .error(let m): return m.id
-        case .answer, .ask, .notification, .close: return nil
-        }
-    }
-}
+// The coordination messages (docs/protocol.md, "Handshake and versions", "Client to daemon",
+// "Daemon to client", "Either way"): each struct with its wire name, direction and codec.
 
 /// `hello`: the first frame a client sends; offers protocol versions.
 public struct Hello: Sendable, Hashable {
@@ -135,6 +11,32 @@ public struct Hello: Sendable, Hashable {
         self.id = id
         self.versions = versions
         self.client = client
+    }
+}
+
+extension Hello: WireMessage {
+    static let wireName = "hello"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .hello(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        versions = try fields.array("versions").enumerated().map { (offset, value) throws(ProtocolError) -> Int in
+            guard case .int(let version) = value, version >= 0, version <= Int64(Int32.max) else {
+                throw fields.fail(.wrongFieldType, "field \"versions[\(offset)]\" must be a non-negative integer")
+            }
+            return Int(version)
+        }
+        if versions.isEmpty { throw fields.fail(.invalidValue, "field \"versions\" must not be empty") }
+        if versions.count > 64 { throw fields.fail(.invalidValue, "field \"versions\" lists more than 64 versions") }
+        client = try fields.optionalString("client", maxBytes: 256)
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["versions"] = .array(versions.map { .int(Int64($0)) })
+        if let client { o["client"] = .string(client) }
     }
 }
 
@@ -153,6 +55,29 @@ public struct Welcome: Sendable, Hashable {
         self.server = server
         self.maxFrameSize = maxFrameSize
         self.mountPoint = mountPoint
+    }
+}
+
+extension Welcome: WireMessage {
+    static let wireName = "welcome"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .welcome(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        version = Int(try fields.uint("version", max: UInt64(Int32.max)))
+        server = try fields.string("server", maxBytes: 256)
+        maxFrameSize = Int(try fields.uint("maxFrameSize", max: UInt64(UInt32.max)))
+        mountPoint = try fields.optionalString("mountPoint", maxBytes: 4096)
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["version"] = .int(Int64(version))
+        o["server"] = .string(server)
+        o["maxFrameSize"] = .int(Int64(maxFrameSize))
+        if let mountPoint { o["mountPoint"] = .string(mountPoint) }
     }
 }
 
@@ -175,6 +100,38 @@ public struct Register: Sendable, Hashable {
     }
 }
 
+extension Register: WireMessage {
+    static let wireName = "register"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .register(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        path = try fields.path("path")
+        kind = try fields.enumeration("kind")
+        asks = []
+        for (offset, value) in try fields.array("asks").enumerated() {
+            guard case .string(let name) = value else {
+                throw fields.fail(.wrongFieldType, "field \"asks[\(offset)]\" must be a string")
+            }
+            guard let ask = AskKind(rawValue: name) else {
+                throw fields.fail(.invalidValue, "field \"asks[\(offset)]\": unknown ask \(MountPath.quoted(name)); known: \(AskKind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            asks.insert(ask)
+        }
+        unsaved = try fields.optionalBool("unsaved") ?? false
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["path"] = .string(path.wireValue)
+        o["kind"] = .string(kind.rawValue)
+        o["asks"] = .array(asks.sorted().map { .string($0.rawValue) })
+        if unsaved { o["unsaved"] = .bool(true) }
+    }
+}
+
 /// `registered`: the reply to `register`.
 public struct Registered: Sendable, Hashable {
     public var id: RequestID
@@ -185,6 +142,23 @@ public struct Registered: Sendable, Hashable {
     }
 }
 
+extension Registered: WireMessage {
+    static let wireName = "registered"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .registered(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        presenter = PresenterID(try fields.uint("presenter"))
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["presenter"] = .int(Int64(presenter.rawValue))
+    }
+}
+
 /// `unregister`: stop presenting; replied to with `ok`.
 public struct Unregister: Sendable, Hashable {
     public var id: RequestID
@@ -192,6 +166,23 @@ public struct Unregister: Sendable, Hashable {
     public init(id: RequestID, presenter: PresenterID) {
         self.id = id
         self.presenter = presenter
+    }
+}
+
+extension Unregister: WireMessage {
+    static let wireName = "unregister"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .unregister(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        presenter = PresenterID(try fields.uint("presenter"))
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["presenter"] = .int(Int64(presenter.rawValue))
     }
 }
 
@@ -214,6 +205,28 @@ public struct Coordinate: Sendable, Hashable {
     }
 }
 
+extension Coordinate: WireMessage {
+    static let wireName = "coordinate"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .coordinate(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        intents = try fields.intents("intents")
+        if intents.isEmpty { throw fields.fail(.invalidValue, "field \"intents\" must not be empty") }
+        presenter = try fields.optionalUInt("presenter").map(PresenterID.init(rawValue:))
+        timeoutMs = try fields.optionalUInt("timeoutMs", max: UInt64(UInt32.max)).map { UInt32($0) }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["intents"] = .array(intents.map(\.wireValue))
+        if let presenter { o["presenter"] = .int(Int64(presenter.rawValue)) }
+        if let timeoutMs { o["timeoutMs"] = .int(Int64(timeoutMs)) }
+    }
+}
+
 /// `granted`: the access is held until `release`.
 public struct Granted: Sendable, Hashable {
     public var id: RequestID
@@ -221,6 +234,23 @@ public struct Granted: Sendable, Hashable {
     public init(id: RequestID, access: AccessID) {
         self.id = id
         self.access = access
+    }
+}
+
+extension Granted: WireMessage {
+    static let wireName = "granted"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .granted(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        access = AccessID(try fields.uint("access"))
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["access"] = .int(Int64(access.rawValue))
     }
 }
 
@@ -236,16 +266,81 @@ public struct Release: Sendable, Hashable {
     }
 }
 
+extension Release: WireMessage {
+    static let wireName = "release"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .release(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        access = AccessID(try fields.uint("access"))
+        changes = []
+        if fields.has("changes") {
+            let list = try fields.array("changes")
+            if list.count > Coordinate.maxIntents {
+                throw fields.fail(.invalidValue, "field \"changes\" lists more than \(Coordinate.maxIntents) items")
+            }
+            for (offset, value) in list.enumerated() {
+                let item = try fields.nested(value, "changes[\(offset)]")
+                let path = try item.path("path")
+                switch try item.string("change", maxBytes: 64) {
+                case "changed": changes.append(.changed(path))
+                case "deleted": changes.append(.deleted(path))
+                case "moved": changes.append(.moved(path, to: try item.path("newPath")))
+                case let other:
+                    throw item.fail(.invalidValue, "field \"change\": unknown change \(MountPath.quoted(other)); known: changed, moved, deleted")
+                }
+            }
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["access"] = .int(Int64(access.rawValue))
+        o["changes"] = .array(changes.map { change in
+            var item = JSONObject()
+            item["path"] = .string(change.path.wireValue)
+            switch change {
+            case .changed: item["change"] = .string("changed")
+            case .deleted: item["change"] = .string("deleted")
+            case .moved(_, let to):
+                item["change"] = .string("moved")
+                item["newPath"] = .string(to.wireValue)
+            }
+            return .object(item)
+        })
+    }
+}
+
 /// `ok`: a request without a result succeeded.
 public struct OK: Sendable, Hashable {
     public var id: RequestID
     public init(id: RequestID) { self.id = id }
 }
 
+extension OK: WireMessage {
+    static let wireName = "ok"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .ok(self) }
+    init(wire fields: inout Fields) throws(ProtocolError) { id = try fields.requestID() }
+    func encode(to o: inout JSONObject) { o.put(id: id) }
+}
+
 /// `status`: ask for the daemon's current presenters, accesses and waiting requests.
 public struct StatusQuery: Sendable, Hashable {
     public var id: RequestID
     public init(id: RequestID) { self.id = id }
+}
+
+extension StatusQuery: WireMessage {
+    static let wireName = "status"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .status(self) }
+    init(wire fields: inout Fields) throws(ProtocolError) { id = try fields.requestID() }
+    func encode(to o: inout JSONObject) { o.put(id: id) }
 }
 
 /// `statusReport`: the reply to `status`.
@@ -316,6 +411,71 @@ public struct StatusReport: Sendable, Hashable {
     }
 }
 
+extension StatusReport: WireMessage {
+    static let wireName = "statusReport"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .statusReport(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        self.init(id: try fields.requestID())
+        for (offset, value) in try fields.array("presenters").enumerated() {
+            let item = try fields.nested(value, "presenters[\(offset)]")
+            presenters.append(Presenter(
+                presenter: PresenterID(try item.uint("presenter")), path: try item.path("path"),
+                kind: try item.enumeration("kind"), pid: try item.pid(), uid: try item.uid()))
+        }
+        for (offset, value) in try fields.array("accesses").enumerated() {
+            let item = try fields.nested(value, "accesses[\(offset)]")
+            accesses.append(Access(
+                access: AccessID(try item.uint("access")), intents: try item.intents("intents"),
+                pid: try item.pid(), uid: try item.uid(), heldMs: try item.uint("heldMs")))
+        }
+        for (offset, value) in try fields.array("waiting").enumerated() {
+            let item = try fields.nested(value, "waiting[\(offset)]")
+            waiting.append(Waiting(
+                intents: try item.intents("intents"), pid: try item.pid(), uid: try item.uid(),
+                waitingMs: try item.uint("waitingMs")))
+        }
+        more = try fields.optionalBool("more") ?? false
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["presenters"] = .array(presenters.map(\.wireValue))
+        o["accesses"] = .array(accesses.map(\.wireValue))
+        o["waiting"] = .array(waiting.map(\.wireValue))
+        if more { o["more"] = .bool(true) }
+    }
+}
+
+extension StatusReport.Presenter {
+    var wireValue: JSONValue {
+        .object(JSONObject([
+            "presenter": .int(Int64(presenter.rawValue)), "path": .string(path.wireValue),
+            "kind": .string(kind.rawValue), "pid": .int(Int64(pid)), "uid": .int(Int64(uid)),
+        ]))
+    }
+}
+
+extension StatusReport.Access {
+    var wireValue: JSONValue {
+        .object(JSONObject([
+            "access": .int(Int64(access.rawValue)), "intents": .array(intents.map(\.wireValue)),
+            "pid": .int(Int64(pid)), "uid": .int(Int64(uid)), "heldMs": .int(Int64(heldMs)),
+        ]))
+    }
+}
+
+extension StatusReport.Waiting {
+    var wireValue: JSONValue {
+        .object(JSONObject([
+            "intents": .array(intents.map(\.wireValue)), "pid": .int(Int64(pid)),
+            "uid": .int(Int64(uid)), "waitingMs": .int(Int64(waitingMs)),
+        ]))
+    }
+}
+
 /// `ask`: the daemon asks a presenter to do something before an access; the client must send
 /// an `answer` with the same id before `deadlineMs` milliseconds have passed.
 public struct Ask: Sendable, Hashable {
@@ -337,6 +497,31 @@ public struct Ask: Sendable, Hashable {
     }
 }
 
+extension Ask: WireMessage {
+    static let wireName = "ask"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { nil }
+    var wrapped: ControlMessage { .ask(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = AskID(try fields.uint("id"))
+        kind = try fields.enumeration("ask")
+        presenter = PresenterID(try fields.uint("presenter"))
+        path = try fields.path("path")
+        subitem = try fields.optionalPath("subitem")
+        deadlineMs = UInt32(try fields.uint("deadlineMs", max: UInt64(UInt32.max)))
+    }
+
+    func encode(to o: inout JSONObject) {
+        o["id"] = .int(Int64(id.rawValue))
+        o["presenter"] = .int(Int64(presenter.rawValue))
+        o["ask"] = .string(kind.rawValue)
+        o["path"] = .string(path.wireValue)
+        if let subitem { o["subitem"] = .string(subitem.wireValue) }
+        o["deadlineMs"] = .int(Int64(deadlineMs))
+    }
+}
+
 /// `answer`: the presenter's reply to an ask: done, or failed with an error.
 public struct Answer: Sendable, Hashable {
     public var id: AskID
@@ -347,6 +532,30 @@ public struct Answer: Sendable, Hashable {
     }
 }
 
+extension Answer: WireMessage {
+    static let wireName = "answer"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { nil }
+    var wrapped: ControlMessage { .answer(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = AskID(try fields.uint("id"))
+        error = nil
+        if fields.has("error") {
+            let body = try fields.nested(try fields.required("error"), "error")
+            error = ErrorBody(code: ErrorCode(rawValue: try body.string("code", maxBytes: 64)),
+                              message: try body.string("message", maxBytes: 4096))
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o["id"] = .int(Int64(id.rawValue))
+        if let error {
+            o["error"] = .object(JSONObject(["code": .string(error.code.rawValue), "message": .string(error.message)]))
+        }
+    }
+}
+
 /// `notification`: something happened to a presented item.
 public struct PresenterNotification: Sendable, Equatable {
     public var presenter: PresenterID
@@ -354,6 +563,45 @@ public struct PresenterNotification: Sendable, Equatable {
     public init(presenter: PresenterID, event: PresenterEvent) {
         self.presenter = presenter
         self.event = event
+    }
+}
+
+extension PresenterNotification: WireMessage {
+    static let wireName = "notification"
+    static let direction = ControlMessage.Direction.toClient
+    var requestID: RequestID? { nil }
+    var wrapped: ControlMessage { .notification(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        presenter = PresenterID(try fields.uint("presenter"))
+        let name = try fields.string("event", maxBytes: 64)
+        switch name {
+        case "didChange": event = .didChange
+        case "didMove": event = .didMove(to: try fields.path("newPath"))
+        case "didDelete": event = .didDelete
+        case "subitemDidAppear": event = .subitemDidAppear(try fields.path("subitem"))
+        case "subitemDidChange": event = .subitemDidChange(try fields.path("subitem"))
+        case "subitemDidMove": event = .subitemDidMove(try fields.path("subitem"), to: try fields.path("newPath"))
+        case "subitemDidDelete": event = .subitemDidDelete(try fields.path("subitem"))
+        case "documentChanged": event = .documentChanged(try fields.documentChange())
+        default: event = .unknown(event: name, fields: fields.remaining(except: ["type", "presenter", "event"]))
+        }
+    }
+
+    func encode(to o: inout JSONObject) {
+        o["presenter"] = .int(Int64(presenter.rawValue))
+        o["event"] = .string(event.name)
+        switch event {
+        case .didChange, .didDelete: break
+        case .didMove(let to): o["newPath"] = .string(to.wireValue)
+        case .subitemDidAppear(let p), .subitemDidChange(let p), .subitemDidDelete(let p): o["subitem"] = .string(p.wireValue)
+        case .subitemDidMove(let from, let to):
+            o["subitem"] = .string(from.wireValue)
+            o["newPath"] = .string(to.wireValue)
+        case .documentChanged(let change): change.encode(to: &o)
+        case .unknown(_, let fields):
+            for (key, value) in fields where o[key] == nil { o[key] = value }
+        }
     }
 }
 
@@ -372,8 +620,37 @@ public struct ErrorMessage: Sendable, Hashable {
     }
 }
 
+extension ErrorMessage: WireMessage {
+    static let wireName = "error"
+    static let direction = ControlMessage.Direction.either
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .error(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.optionalUInt("id").map(RequestID.init(rawValue:))
+        fields.requestIDValue = id?.rawValue
+        code = ErrorCode(rawValue: try fields.string("code", maxBytes: 64))
+        message = try fields.string("message", maxBytes: 4096)
+    }
+
+    func encode(to o: inout JSONObject) {
+        if let id { o.put(id: id) }
+        o["code"] = .string(code.rawValue)
+        o["message"] = .string(message)
+    }
+}
+
 /// `close`: the sender is about to close the connection.
 public struct Close: Sendable, Hashable {
     public var reason: String?
     public init(reason: String? = nil) { self.reason = reason }
+}
+
+extension Close: WireMessage {
+    static let wireName = "close"
+    static let direction = ControlMessage.Direction.either
+    var requestID: RequestID? { nil }
+    var wrapped: ControlMessage { .close(self) }
+    init(wire fields: inout Fields) throws(ProtocolError) { reason = try fields.optionalString("reason", maxBytes: 4096) }
+    func encode(to o: inout JSONObject) { if let reason { o["reason"] = .string(reason) } }
 }

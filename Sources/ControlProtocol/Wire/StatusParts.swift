@@ -6,9 +6,9 @@ extension StatusReport {
     /// in a frame of its own.)
     public func frames(maxFrameSize: Int = Framing.defaultMaxFrameSize) -> [[UInt8]] {
         let lists: [(key: String, entries: [[UInt8]])] = [
-            ("presenters", presenters.map { JSONWriter.write(ControlMessage.encode(presenter: $0)) }),
-            ("accesses", accesses.map { JSONWriter.write(ControlMessage.encode(access: $0)) }),
-            ("waiting", waiting.map { JSONWriter.write(ControlMessage.encode(waiting: $0)) }),
+            ("presenters", presenters.map { JSONWriter.write($0.wireValue) }),
+            ("accesses", accesses.map { JSONWriter.write($0.wireValue) }),
+            ("waiting", waiting.map { JSONWriter.write($0.wireValue) }),
         ]
         let head = Array(#"{"type":"statusReport","id":\#(id.rawValue)"#.utf8)
         // Room for the head, the three keys and brackets, and `"more":true`.
