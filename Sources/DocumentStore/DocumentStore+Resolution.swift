@@ -58,6 +58,12 @@ extension DocumentStore {
                     db, conflict.document, relative, absolute, .change, before: st.map(FileIdentity.init), after: outcome.after, writer: conflict.presenter)
             }
 
+            if conflict.kind == .lostUpdate {
+                let (copy, hunks) = try resolveLostUpdate(db, conflict, resolution, mine: mine, relative, absolute, deleted: deleted,
+                                                          owner: owner, replaceDocument: replaceDocument)
+                if let copy { outcome.writtenPath = copy }
+                outcome.mergeConflicts = hunks
+            } else {
             switch resolution {
             case .close:
                 try dropInterest()
@@ -80,22 +86,11 @@ extension DocumentStore {
                 let interestBase = try Int64.fetchOne(
                     db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
                     arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
-                guard let baseID = conflict.baseVersion?.rawValue ?? interestBase,
-                      let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
-                else { throw DocumentStoreError.baseUnavailable(path: relative) }
-                let base = try FileSystem.readAll(storedPath(baseName))
-                let theirs = try FileSystem.readAll(absolute)
-                let mineBytes: [UInt8]
-                switch mine {
-                case let .bytes(bytes): mineBytes = bytes
-                case let .file(path): mineBytes = try FileSystem.readAll(path)
-                }
-                for input in [base, mineBytes, theirs] where TextMerge.looksBinary(input) {
-                    throw DocumentStoreError.binaryContents(relative)
-                }
-                let merged = TextMerge.merge(base: base, mine: mineBytes, theirs: theirs)
+                let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue ?? interestBase, mine: try Self.bytes(of: mine),
+                                               theirs: try FileSystem.readAll(absolute), relative)
                 outcome.mergeConflicts = merged.conflicts
                 try replaceDocument(with: .bytes(merged.text))
+            }
             }
             try db.execute(
                 sql: "UPDATE conflict SET state = 'resolved', resolution = ?, resolvedBy = ?, resolvedAt = ? WHERE id = ?",
@@ -106,6 +101,57 @@ extension DocumentStore {
             }
             outcome.conflict = try fetchConflict(db, id)
             return outcome
+        }
+    }
+
+    /// A lost update's resolutions. "Mine" is the file the late save left (or `mine`, when given),
+    /// "theirs" the version it went over (kept), the base what the saver had read (when kept):
+    /// - close, save without `mine`: the file stays mine (save with `mine` writes that over it);
+    /// - reload: theirs is written back over the file (restored, if the file was deleted since);
+    /// - keep both: theirs is written beside the file as its conflict copy; the file stays mine;
+    /// - merge: three-way merge of mine and theirs against the base, written over the file.
+    private func resolveLostUpdate(
+        _ db: Database, _ conflict: Conflict, _ resolution: Resolution, mine: Contents?, _ relative: String, _ absolute: String,
+        deleted: Bool, owner: FileOwner?, replaceDocument: (Contents) throws -> Void
+    ) throws -> (conflictCopy: String?, mergeConflicts: Int) {
+        switch resolution {
+        case .close:
+            break
+        case .save:
+            if let mine { try replaceDocument(mine) }
+        case .reload:
+            try replaceDocument(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)))
+        case .keepBoth:
+            let copy = try writeConflictCopy(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)), beside: absolute, owner: owner)
+            let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
+            try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, conflict.id.rawValue])
+            return (copyRelative, 0)
+        case .merge:
+            if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
+            let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? FileSystem.readAll(absolute),
+                                           theirs: try FileSystem.readAll(try theirsOfLostUpdate(db, conflict, relative)), relative)
+            try replaceDocument(.bytes(merged.text))
+            return (nil, merged.conflicts)
+        }
+        return (nil, 0)
+    }
+
+    /// Three-way merge of `mine` and `theirs` against the kept version `baseID`; refused without a
+    /// base and for binary input.
+    private func mergeWithBase(_ db: Database, _ baseID: Int64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> TextMerge.Merged {
+        guard let baseID, let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
+        else { throw DocumentStoreError.baseUnavailable(path: relative) }
+        let base = try FileSystem.readAll(storedPath(baseName))
+        for input in [base, mine, theirs] where TextMerge.looksBinary(input) {
+            throw DocumentStoreError.binaryContents(relative)
+        }
+        return TextMerge.merge(base: base, mine: mine, theirs: theirs)
+    }
+
+    private static func bytes(of contents: Contents) throws -> [UInt8] {
+        switch contents {
+        case let .bytes(bytes): bytes
+        case let .file(path): try FileSystem.readAll(path)
         }
     }
 

@@ -157,7 +157,7 @@ extension DocumentStore {
     }
 
     /// A link version of `document` whose stored file is still the inode `identity` names.
-    private func linkVersionSharing(_ db: Database, _ document: DocumentID, _ identity: FileIdentity) throws -> Version? {
+    func linkVersionSharing(_ db: Database, _ document: DocumentID, _ identity: FileIdentity) throws -> Version? {
         try Row.fetchOne(
             db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.method = 'link' AND v.srcDev = ? AND v.srcIno = ? ORDER BY v.id DESC LIMIT 1",
             arguments: [document.rawValue, Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode)]
@@ -165,7 +165,7 @@ extension DocumentStore {
     }
 
     /// Gives a link version its own inode (clone or copy of the shared one).
-    private func detach(_ db: Database, _ version: Version, from absolute: String) throws -> Snapshot {
+    func detach(_ db: Database, _ version: Version, from absolute: String) throws -> Snapshot {
         let started = Self.monotonicNanoseconds()
         let name = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [version.id.rawValue])!
         let scratch = temporaryPath("detach")
@@ -206,7 +206,7 @@ extension DocumentStore {
     /// unlink once the transaction committed.
     func collectGarbage(_ db: Database) throws -> [String] {
         let retention = configuration.retention
-        let pinned = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL))"
+        let pinned = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL) OR v.id IN (SELECT theirsVersionId FROM conflict WHERE state = 'open' AND theirsVersionId IS NOT NULL))"
         // Only documents over the limit are looked at version by version.
         var doomed = try Row.fetchAll(db, sql: """
             SELECT v.id, v.storedName FROM version v

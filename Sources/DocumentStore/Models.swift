@@ -68,6 +68,9 @@ public enum ExternalChange: Sendable, Hashable {
 public enum ChangeKind: String, Sendable, Codable {
     case change
     case deletion
+    /// A process that presents nothing saved over the document after it changed since that process
+    /// read it (only as a conflict's kind: "theirs" is kept, "mine" is the file the save left).
+    case lostUpdate
 }
 
 /// The ways out of a conflict.
@@ -112,6 +115,8 @@ public struct Conflict: Sendable, Hashable, Codable {
     public var baseVersion: VersionID?
     /// The conflict copy written by keep both.
     public var conflictCopyPath: String?
+    /// A lost update's kept version of theirs (the file the late save went over).
+    public var theirsVersion: VersionID? = nil
 }
 
 /// What the store did, or asks to be done, for one presenter of a changed document.

@@ -55,6 +55,10 @@ enum Schema {
                 CREATE TABLE setting (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """)
         }
+        // A lost update's kept "theirs" (docs/document-store.md, "Lost updates").
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: "ALTER TABLE conflict ADD COLUMN theirsVersionId INTEGER REFERENCES version(id) ON DELETE SET NULL")
+        }
         return migrator
     }
 
@@ -81,7 +85,7 @@ enum Schema {
         v.id, v.documentId, v.path, v.createdAt, v.size, v.reason, v.method, v.storedName,
         v.srcDev, v.srcIno, v.srcSize, v.srcMtimeNs,
         (EXISTS (SELECT 1 FROM interest i WHERE i.baseVersionId = v.id)
-         OR EXISTS (SELECT 1 FROM conflict c WHERE c.baseVersionId = v.id AND c.state = 'open')) AS pinned
+         OR EXISTS (SELECT 1 FROM conflict c WHERE (c.baseVersionId = v.id OR c.theirsVersionId = v.id) AND c.state = 'open')) AS pinned
         """
 
     static func version(_ row: Row) throws -> Version {
@@ -103,6 +107,7 @@ enum Schema {
         let resolution: String? = row["resolution"]
         let resolvedAt: Double? = row["resolvedAt"]
         let baseVersion: Int64? = row["baseVersionId"]
+        let theirsVersion: Int64? = row["theirsVersionId"]
         return Conflict(
             id: ConflictID(rawValue: row["id"]), document: DocumentID(rawValue: row["documentId"]),
             path: row["docPath"] ?? "", presenter: PresenterID(rawValue: row["presenter"]), kind: kind,
@@ -110,7 +115,8 @@ enum Schema {
             resolvedBy: row["resolvedBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
             resolvedAt: resolvedAt.map(Date.init(timeIntervalSince1970:)),
             before: identity(row, "before"), after: identity(row, "after"),
-            baseVersion: baseVersion.map(VersionID.init(rawValue:)), conflictCopyPath: row["conflictCopyPath"])
+            baseVersion: baseVersion.map(VersionID.init(rawValue:)), conflictCopyPath: row["conflictCopyPath"],
+            theirsVersion: theirsVersion.map(VersionID.init(rawValue:)))
     }
 
     static func interest(_ row: Row) -> PresenterInterest {

@@ -1,0 +1,255 @@
+import Coordination
+import Dispatch
+import DocumentStore
+import Glibc
+import Synchronization
+
+/// A process as the lost-update rules tell processes apart: its pid and its start time (field 22 of
+/// `/proc/PID/stat`, clock ticks after boot), so a pid the kernel hands out again is another process.
+struct ProcessKey: Hashable, Sendable {
+    var pid: pid_t
+    var start: UInt64
+
+    /// The live process `pid` now, or nil when there is none.
+    static func current(_ pid: pid_t) -> ProcessKey? {
+        processStartTime(pid).map { ProcessKey(pid: pid, start: $0) }
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/PID/stat`, or nil when the process is gone. The command name
+/// (field 2) may hold spaces and parentheses: fields are counted after its last `)`.
+func processStartTime(_ pid: pid_t) -> UInt64? {
+    guard pid > 0 else { return nil }
+    let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> UInt64? in
+        let n = read(fd, buf.baseAddress, 1024)
+        guard n > 0 else { return nil }
+        return parseStartTime(UnsafeBufferPointer(rebasing: buf[0..<n]))
+    }
+}
+
+/// The start time in a `/proc/PID/stat` line (the 20th field after the command's closing `)`).
+func parseStartTime<C: BidirectionalCollection>(_ line: C) -> UInt64? where C.Element == UInt8 {
+    guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+    var field = 2, value: UInt64 = 0, inField = false
+    for byte in line[line.index(after: close)...] {
+        if byte == UInt8(ascii: " ") {
+            if inField {
+                if field == 22 { return value }
+                inField = false
+            }
+            continue
+        }
+        if !inField { inField = true; field += 1; value = 0 }
+        if field == 22 {
+            guard byte >= 48 && byte <= 57 else { return nil }
+            value = value &* 10 &+ UInt64(byte - 48)
+        }
+    }
+    return inField && field == 22 ? value : nil
+}
+
+/// Every live process that opened a document for reading through the mount is an *implicit reader*
+/// of the version it read: the file's identity (device, inode, size, mtime: no copy), per process
+/// (``ProcessKey``) and path. A record ends when its process exits (a sweep drops it within
+/// `sweepInterval`, and every decision checks the processes it relies on) or is replaced when the
+/// process reads or saves the document again. docs/semantics.md, "Lost updates".
+///
+/// The table holds no file descriptors: one process's records cost a dictionary slot per path and
+/// one entry in its process's list (`coordfs-bench readers` measures the bytes per record).
+final class ImplicitReaders: Sendable {
+    /// One reader of one path.
+    struct Entry: Sendable, Equatable {
+        var process: ProcessKey
+        var read: FileIdentity
+    }
+
+    /// The readers of one path: almost always one, held inline.
+    struct Readers: Sendable {
+        var first: Entry
+        var more: [Entry] = []
+
+        var all: [Entry] { [first] + more }
+
+        mutating func set(_ entry: Entry) {
+            if first.process.pid == entry.process.pid { first = entry; return }
+            if let i = more.firstIndex(where: { $0.process.pid == entry.process.pid }) { more[i] = entry } else { more.append(entry) }
+        }
+
+        /// Removes `pid`'s entry; false when none is left.
+        mutating func remove(_ pid: pid_t) -> Bool {
+            if first.process.pid == pid {
+                guard !more.isEmpty else { return false }
+                first = more.removeLast()
+            } else {
+                more.removeAll { $0.process.pid == pid }
+            }
+            return true
+        }
+
+        func entry(of pid: pid_t) -> Entry? {
+            first.process.pid == pid ? first : more.first { $0.process.pid == pid }
+        }
+    }
+
+    /// One tracked process: its start time and the paths it has records for.
+    struct Process: Sendable {
+        var start: UInt64
+        var paths: [ItemPath]
+    }
+
+    struct State: Sendable {
+        var byPath: [ItemPath: Readers] = [:]
+        var processes: [pid_t: Process] = [:]
+        var records = 0
+    }
+
+    private let state = Mutex(State())
+    /// How a pid's start time is found (`/proc`; tests give their own).
+    private let startTime: @Sendable (pid_t) -> UInt64?
+    let sweepInterval: Double
+    private let sweeper = Mutex<DispatchSourceTimer?>(nil)
+    private let queue = DispatchQueue(label: "coordfs.readers.sweep", qos: .utility)
+
+    init(sweepInterval: Double = 0.5, startTime: @escaping @Sendable (pid_t) -> UInt64? = processStartTime) {
+        self.sweepInterval = sweepInterval
+        self.startTime = startTime
+    }
+
+    deinit { sweeper.withLock { $0?.cancel() } }
+
+    /// How many (process, path) records the table holds.
+    var count: Int { state.withLock { $0.records } }
+
+    /// How many processes it holds records for.
+    var processCount: Int { state.withLock { $0.processes.count } }
+
+    /// `pid` opened `path` for reading and got the version `read`.
+    func noteRead(_ path: ItemPath, identity read: FileIdentity, by pid: pid_t) {
+        let known = state.withLock { $0.processes[pid]?.start }
+        // A new process: its start time once (a pid seen before keeps the one it had until the
+        // sweep finds it gone; a record wrongly kept under the old process is never the new one's:
+        // every decision checks the process again).
+        guard let start = known ?? startTime(pid) else { return }
+        let key = ProcessKey(pid: pid, start: start)
+        let first = state.withLock { s -> Bool in
+            let wasEmpty = s.processes.isEmpty
+            s.set(Entry(process: key, read: read), at: path)
+            return wasEmpty
+        }
+        if first { startSweeping() }
+    }
+
+    /// The version `process` last read (or saved) at `path`, if it is the live process it was.
+    func readVersion(at path: ItemPath, by pid: pid_t) -> FileIdentity? {
+        guard let entry = state.withLock({ $0.byPath[path]?.entry(of: pid) }) else { return nil }
+        guard startTime(pid) == entry.process.start else {
+            drop(entry.process)
+            return nil
+        }
+        return entry.read
+    }
+
+    /// True when a live process other than `pid` read `path` as it is now (`current`): its version
+    /// is worth keeping before `pid` changes it.
+    func othersRead(_ path: ItemPath, current: FileIdentity, except pid: pid_t) -> Bool {
+        guard let readers = state.withLock({ $0.byPath[path] }) else { return false }
+        for entry in readers.all where entry.process.pid != pid && entry.read == current {
+            if startTime(entry.process.pid) == entry.process.start { return true }
+            drop(entry.process)
+        }
+        return false
+    }
+
+    /// True when anybody has a record at `path` (a cheap first test before any `stat`).
+    func hasReaders(_ path: ItemPath) -> Bool {
+        state.withLock { !$0.byPath.isEmpty && $0.byPath[path] != nil }
+    }
+
+    /// `pid`, which had read `path`, saved it: its version is now what it wrote. A process with no
+    /// record there gets none (a process that only writes is no reader).
+    func noteSaved(_ path: ItemPath, identity: FileIdentity, by pid: pid_t) {
+        state.withLock { s in
+            guard var readers = s.byPath[path], var entry = readers.entry(of: pid) else { return }
+            entry.read = identity
+            readers.set(entry)
+            s.byPath[path] = readers
+        }
+    }
+
+    /// Drops every record of `process` (it exited, or its pid is another process's now).
+    func drop(_ process: ProcessKey) {
+        state.withLock { s in
+            guard let p = s.processes[process.pid], p.start == process.start else { return }
+            s.removeProcess(process.pid)
+        }
+    }
+
+    /// Drops the records of processes that are gone (or whose pid is another process's now).
+    /// Returns how many processes were dropped.
+    @discardableResult
+    func sweep() -> Int {
+        let tracked = state.withLock { s in s.processes.map { ($0.key, $0.value.start) } }
+        var gone = 0
+        for (pid, start) in tracked where startTime(pid) != start {
+            drop(ProcessKey(pid: pid, start: start))
+            gone += 1
+        }
+        return gone
+    }
+
+    private func startSweeping() {
+        guard sweepInterval > 0 else { return }
+        sweeper.withLock { timer in
+            guard timer == nil else { return }
+            let t = DispatchSource.makeTimerSource(queue: queue)
+            let interval = DispatchTimeInterval.nanoseconds(Int(sweepInterval * 1e9))
+            t.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
+            t.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.sweep()
+                // Nothing left to watch: the timer stops until the next reader.
+                self.sweeper.withLock { timer in
+                    if self.state.withLock({ $0.processes.isEmpty }) {
+                        timer?.cancel()
+                        timer = nil
+                    }
+                }
+            }
+            timer = t
+            t.resume()
+        }
+    }
+}
+
+extension ImplicitReaders.State {
+    mutating func set(_ entry: ImplicitReaders.Entry, at path: ItemPath) {
+        let pid = entry.process.pid
+        if let p = processes[pid], p.start != entry.process.start { removeProcess(pid) }
+        if var readers = byPath[path] {
+            if readers.entry(of: pid) == nil {
+                records += 1
+                processes[pid, default: .init(start: entry.process.start, paths: [])].paths.append(path)
+            }
+            readers.set(entry)
+            byPath[path] = readers
+        } else {
+            records += 1
+            byPath[path] = ImplicitReaders.Readers(first: entry)
+            processes[pid, default: .init(start: entry.process.start, paths: [])].paths.append(path)
+        }
+    }
+
+    mutating func removeProcess(_ pid: pid_t) {
+        guard let p = processes.removeValue(forKey: pid) else { return }
+        for path in p.paths {
+            guard var readers = byPath[path] else { continue }
+            if readers.remove(pid) { byPath[path] = readers } else { byPath[path] = nil }
+            records -= 1
+        }
+        processes.shrinkIfSparse()
+        byPath.shrinkIfSparse()
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import GRDB
+import Glibc
+
+/// Lost updates between processes that present nothing (docs/document-store.md, "Lost updates"):
+/// a process read a version of a document, another changed it, and the first saves over it. The
+/// mount keeps the version being overwritten ("theirs") and, while a reader of it is alive, the
+/// version that reader read (its base) before they go, then records one `lostUpdate` conflict whose
+/// "mine" is the file the late save left.
+extension DocumentStore {
+    /// Keeps the file at `path` as a version, whatever ``StoreConfiguration/unpresentedFiles`` says
+    /// (a live reader of it needs it): a link when `byLink` (it is about to be renamed over, unlinked
+    /// or renamed away), else a clone or copy (it is about to be written in place). Returns nil when
+    /// there is no regular file there; a snapshot with `reused` when the bytes were kept already.
+    @discardableResult
+    public func keepForReaders(_ path: String, byLink: Bool, reason: VersionReason) throws -> Snapshot? {
+        let (relative, absolute) = try resolve(path)
+        return try write { db -> Snapshot? in
+            guard let st = try statDocument(absolute, relative) else { return nil }
+            let identity = FileIdentity(st)
+            let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
+            if !byLink, let shared = try linkVersionSharing(db, document, identity) {
+                // A link version still shares this inode: it gets its own before the write.
+                return try detach(db, shared, from: absolute)
+            }
+            return try takeSnapshot(db, document, relative, absolute, st, reason: reason, preferLink: byLink)
+        }
+    }
+
+    /// The newest kept version of the document at `path` that was the file `identity`, if any.
+    public func version(atPath path: String, identity: FileIdentity) throws -> VersionID? {
+        let (relative, _) = try resolve(path)
+        return try read { db in try keptVersion(db, relative, identity) }
+    }
+
+    private func keptVersion(_ db: Database, _ relative: String, _ identity: FileIdentity) throws -> VersionID? {
+        guard let document = try documentID(db, relative) else { return nil }
+        return try Int64.fetchOne(
+            db, sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? ORDER BY id DESC LIMIT 1",
+            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity))
+        ).map(VersionID.init(rawValue:))
+    }
+
+    /// Records a lost update at `path`: `saver` (a process, named by the integrator) had read the
+    /// file `read` and saved over `theirs` (kept before, by ``keepForReaders(_:byLink:reason:)``);
+    /// the file now at `path` is "mine". The base is the kept version of `read`, when one was kept
+    /// while the saver was alive (nil: merge is refused with `baseUnavailable`). Both versions are
+    /// pinned while the conflict is open.
+    public func recordLostUpdate(_ path: String, saver: PresenterID, read: FileIdentity, theirs: FileIdentity) throws -> Conflict {
+        let (relative, absolute) = try resolve(path)
+        return try write { db -> Conflict in
+            let after = try statDocument(absolute, relative).map(FileIdentity.init)
+            let document = try documentID(db, relative) ?? createDocument(db, relative, after)
+            try setIdentity(db, document, after)
+            let base = try keptVersion(db, relative, read)
+            let kept = try keptVersion(db, relative, theirs)
+            try db.execute(
+                sql: """
+                    INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId, theirsVersionId,
+                      beforeDev, beforeIno, beforeSize, beforeMtimeNs, afterDev, afterIno, afterSize, afterMtimeNs)
+                    VALUES (?, ?, 'lostUpdate', 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: StatementArguments(
+                    [document.rawValue.databaseValue, saver.rawValue.databaseValue, Self.now().databaseValue,
+                     base?.rawValue.databaseValue ?? .null, kept?.rawValue.databaseValue ?? .null]
+                        + Schema.identityValues(theirs) + Schema.identityValues(after)))
+            return try fetchConflict(db, ConflictID(rawValue: db.lastInsertedRowID))
+        }
+    }
+
+    /// The bytes of a lost update's kept version of theirs, or a refusal naming what is missing.
+    func theirsOfLostUpdate(_ db: Database, _ conflict: Conflict, _ relative: String) throws -> String {
+        guard let theirs = conflict.theirsVersion,
+              let name = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [theirs.rawValue])
+        else { throw DocumentStoreError.unknownVersion(conflict.theirsVersion?.rawValue ?? 0) }
+        return storedPath(name)
+    }
+}
