@@ -311,9 +311,12 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         let requestID = request.id
-        // One purpose per process, as for the mount's own accesses: a client's reads and writes
-        // through the mount inside its coordinated access never wait for that access.
-        let id = coordinator.coordinate(intents, origin: origin, purpose: "pid:\(origin.pid)", policy: policy) { [client] result in
+        // The process's purpose (as for its accesses through the mount), or a client coordinator's
+        // sub-purpose of it: two coordinators of one process exclude each other, while the
+        // process's reads and writes through the mount inside either access never wait for it.
+        let process = "pid:\(origin.pid)"
+        let purpose = request.purpose.map { process + "/" + $0 } ?? process
+        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: policy) { [client] result in
             switch result {
             case .success(let access):
                 if client.granted(access, pending: pending) {

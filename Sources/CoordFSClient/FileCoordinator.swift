@@ -35,6 +35,21 @@ public final class FileCoordinator: Sendable {
         self.filePresenter = filePresenter
         self.locator = locator
         self.timeout = timeout
+        purpose = Mutex("fc-\(Self.purposeCounter.add(1, ordering: .relaxed).newValue)")
+    }
+
+    private let purpose: Mutex<String>
+    private static let purposeCounter = Atomic<UInt64>(0)
+
+    /// Identifies this coordinator's accesses (Foundation's `purposeIdentifier`): accesses of one
+    /// process with the same purpose never block each other, so an accessor can nest coordinated
+    /// calls on the same coordinator; two coordinators of one process with different purposes
+    /// exclude each other like two processes. Unique by default; set it (at most 256 bytes) to
+    /// share. The process's own reads and writes through the mount (inside an accessor) never wait
+    /// for its coordinators' accesses.
+    public var purposeIdentifier: String {
+        get { purpose.withLock { $0 } }
+        set { purpose.withLock { $0 = newValue } }
     }
 
     // MARK: Coordinated access
@@ -122,7 +137,7 @@ public final class FileCoordinator: Sendable {
         }
         let access: SessionAccess
         do {
-            access = try await mount.session.coordinate(intents, presenter: presenter?.1, timeoutMs: timeoutMs)
+            access = try await mount.session.coordinate(intents, presenter: presenter?.1, timeoutMs: timeoutMs, purpose: purposeIdentifier)
         } catch {
             throw CoordFSClientError(error)
         }

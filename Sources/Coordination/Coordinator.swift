@@ -255,7 +255,7 @@ public final class Coordinator: @unchecked Sendable {
     @inline(__always)
     func blocks(_ holder: CoordinatedAccess, _ request: CoordinatedAccess, priority: Bool) -> Bool {
         if holder === request { return false }
-        if let purpose = request.purposeIdentifier, purpose == holder.purposeIdentifier { return false }
+        if Self.sharePurpose(request.purposeIdentifier, holder.purposeIdentifier) { return false }
         if holder.phase == .waiting {
             // Queue order keeps writers from starving behind a stream of readers; a presenter saving
             // for someone else's request is not held up by the queue.
@@ -266,6 +266,20 @@ public final class Coordinator: @unchecked Sendable {
             return false
         }
         return true
+    }
+
+    /// Whether accesses of purposes `a` and `b` never block each other: the same purpose, or a
+    /// purpose `P` and one of its sub-purposes `P/x`. The mount gives every process one purpose
+    /// (`pid:N`) and each client coordinator of that process a sub-purpose (`pid:N/x`): two client
+    /// coordinators of one process exclude each other, while the process's own reads and writes
+    /// through the mount never wait for either.
+    @inline(__always)
+    static func sharePurpose(_ a: String?, _ b: String?) -> Bool {
+        guard let a, let b else { return false }
+        if a == b { return true }
+        let (short, long) = a.utf8.count < b.utf8.count ? (a.utf8, b.utf8) : (b.utf8, a.utf8)
+        guard long.starts(with: short) else { return false }
+        return long[long.index(long.startIndex, offsetBy: short.count)] == UInt8(ascii: "/")
     }
 
     /// True when `request` acts for a presenter that some request is waiting on.

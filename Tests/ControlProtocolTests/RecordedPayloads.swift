@@ -71,5 +71,7 @@ enum RecordedPayloads {
         ##"{"type":"error","code":"malformedJSON","message":"bad"}"##,
         ##"{"type":"close","reason":"shutting down"}"##,
         ##"{"type":"close"}"##,
+        // Fields and messages added since are appended with their samples.
+        ##"{"type":"coordinate","id":31,"intents":[{"intent":"write","path":"docs/a.txt","options":[]}],"purpose":"fc-3"}"##,
     ]
 }

@@ -97,6 +97,8 @@ enum Samples {
             .error(ErrorMessage(code: .malformedJSON, message: "bad")),
             .close(Close(reason: "shutting down")),
             .close(Close()),
+            // Added after the catalog (appended, as RecordedPayloads is).
+            .coordinate(Coordinate(id: RequestID(31), intents: [.writing(a)], purpose: "fc-3")),
         ]
     }
 }

@@ -68,4 +68,56 @@ final class ClientAPITests: ClientMountTestCase {
         XCTAssertTrue(eventually { folder.log.contains("subitemDidDelete \(mnt!)/d/sub") }, "\(folder.log)")
         XCTAssertEqual(folder.log, ["accommodateSubitemDeletion \(mnt!)/d/sub", "subitemDidDelete \(mnt!)/d/sub"])
     }
+
+    // MARK: Item 1: a purpose per coordinator
+
+    /// Steps recorded from several tasks, in order.
+    final class Steps: Sendable {
+        private let list = Mutex<[String]>([])
+        func add(_ step: String) { list.withLock { $0.append(step) } }
+        var all: [String] { list.withLock { $0 } }
+    }
+
+    func testTwoCoordinatorsOfOneProcessExcludeEachOtherButNotTheProcesssOwnIO() async throws {
+        try writeBacking("doc.txt", "0\n")
+        let path = mnt + "/doc.txt"
+        let steps = Steps()
+        let first = Task {
+            try await FileCoordinator().coordinate(writingItemAt: path) { _ in
+                steps.add("A in")
+                // The process's own read through the mount does not wait for its coordinator's write.
+                let start = ContinuousClock.now
+                let text = try String(contentsOfFile: path, encoding: .utf8)
+                steps.add("A read \(text == "0\n") \(ContinuousClock.now - start < .seconds(1))")
+                try await Task.sleep(for: .milliseconds(600))
+                steps.add("A out")
+            }
+        }
+        XCTAssertTrue(eventually { steps.all.contains("A in") })
+        // Another coordinator of this process, in another task: it waits for the first.
+        try await FileCoordinator().coordinate(writingItemAt: path) { _ in steps.add("B in") }
+        try await first.value
+        XCTAssertEqual(steps.all, ["A in", "A read true true", "A out", "B in"])
+    }
+
+    func testCoordinatorsWithTheSamePurposeIdentifierDoNotExcludeEachOther() async throws {
+        try writeBacking("doc.txt", "0\n")
+        let path = mnt + "/doc.txt"
+        let steps = Steps()
+        let one = FileCoordinator(), two = FileCoordinator()
+        XCTAssertNotEqual(one.purposeIdentifier, two.purposeIdentifier, "unique by default")
+        one.purposeIdentifier = "editor-save"
+        two.purposeIdentifier = "editor-save"
+        let first = Task {
+            try await one.coordinate(writingItemAt: path) { _ in
+                steps.add("one in")
+                try await Task.sleep(for: .milliseconds(600))
+                steps.add("one out")
+            }
+        }
+        XCTAssertTrue(eventually { steps.all.contains("one in") })
+        try await two.coordinate(writingItemAt: path) { _ in steps.add("two in") }
+        try await first.value
+        XCTAssertEqual(steps.all, ["one in", "two in", "one out"])
+    }
 }

@@ -48,6 +48,13 @@ let arbitrationTable: [ArbitrationCase] = [
     row(w("d", .forDeleting), w("d/f"), waits: false, purposes: ("p", "p")),
     row(w("a"), w("a"), waits: true, purposes: ("p", "q")),
     row(w("a"), w("a"), waits: true, purposes: ("p", nil)),
+    // a process's purpose and its coordinators' sub-purposes (the control socket's rule)
+    row(w("a"), w("a"), waits: false, purposes: ("pid:7/fc-1", "pid:7")),
+    row(w("a"), w("a"), waits: false, purposes: ("pid:7", "pid:7/fc-1")),
+    row(w("a"), w("a"), waits: true, purposes: ("pid:7/fc-1", "pid:7/fc-2")),
+    row(w("a"), w("a"), waits: true, purposes: ("pid:7/fc-1", "pid:71")),
+    row(w("a"), w("a"), waits: true, purposes: ("pid:7/fc-1", "pid:8")),
+    row(w("a"), w("a"), waits: true, purposes: ("pid:7", "pid:71")),
 ]
 
 @Suite struct ArbitrationTests {

@@ -165,8 +165,9 @@ public final class ControlClient: @unchecked Sendable {
     }
 
     /// Waits for a coordinated access; returns its id once granted.
-    public func coordinate(_ intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil) async throws(ControlTransportError) -> AccessID {
-        let reply = try await request { .coordinate(Coordinate(id: $0, intents: intents, presenter: presenter, timeoutMs: timeoutMs)) }
+    public func coordinate(_ intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil,
+                           purpose: String? = nil) async throws(ControlTransportError) -> AccessID {
+        let reply = try await request { .coordinate(Coordinate(id: $0, intents: intents, presenter: presenter, timeoutMs: timeoutMs, purpose: purpose)) }
         guard case .granted(let granted) = reply else { throw .unexpectedReply(reply.typeName) }
         return granted.access
     }

@@ -131,10 +131,11 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// Waits for a coordinated access (on behalf of `presenter`, which is then not asked).
-    public func coordinate(_ intents: [Intent], presenter: SessionPresenter? = nil, timeoutMs: UInt32? = nil) async throws(ControlTransportError) -> SessionAccess {
+    public func coordinate(_ intents: [Intent], presenter: SessionPresenter? = nil, timeoutMs: UInt32? = nil,
+                           purpose: String? = nil) async throws(ControlTransportError) -> SessionAccess {
         let client = try await connectedClient()
         let remote = presenter.flatMap { p in state.withLock { $0.registrations[p.token]?.remote } }
-        return SessionAccess(access: try await client.coordinate(intents, presenter: remote, timeoutMs: timeoutMs), client: client)
+        return SessionAccess(access: try await client.coordinate(intents, presenter: remote, timeoutMs: timeoutMs, purpose: purpose), client: client)
     }
 
     /// Releases an access. If the connection that granted it is gone, the daemon already

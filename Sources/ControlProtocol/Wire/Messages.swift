@@ -195,13 +195,20 @@ public struct Coordinate: Sendable, Hashable {
     public var presenter: PresenterID?
     /// The longest the client will wait for the grant, in milliseconds.
     public var timeoutMs: UInt32?
+    /// The client coordinator's purpose: accesses with the same purpose from one process never
+    /// block each other; those of different purposes do (nil: the process's own purpose, shared
+    /// with its reads and writes through the mount).
+    public var purpose: String?
     /// Most intents in one request.
     public static let maxIntents = 64
-    public init(id: RequestID, intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil) {
+    /// The longest purpose, in bytes.
+    public static let maxPurposeBytes = 256
+    public init(id: RequestID, intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil, purpose: String? = nil) {
         self.id = id
         self.intents = intents
         self.presenter = presenter
         self.timeoutMs = timeoutMs
+        self.purpose = purpose
     }
 }
 
@@ -217,6 +224,7 @@ extension Coordinate: WireMessage {
         if intents.isEmpty { throw fields.fail(.invalidValue, "field \"intents\" must not be empty") }
         presenter = try fields.optionalUInt("presenter").map(PresenterID.init(rawValue:))
         timeoutMs = try fields.optionalUInt("timeoutMs", max: UInt64(UInt32.max)).map { UInt32($0) }
+        purpose = try fields.optionalString("purpose", maxBytes: Self.maxPurposeBytes)
     }
 
     func encode(to o: inout JSONObject) {
@@ -224,6 +232,7 @@ extension Coordinate: WireMessage {
         o["intents"] = .array(intents.map(\.wireValue))
         if let presenter { o["presenter"] = .int(Int64(presenter.rawValue)) }
         if let timeoutMs { o["timeoutMs"] = .int(Int64(timeoutMs)) }
+        if let purpose { o["purpose"] = .string(purpose) }
     }
 }
 
