@@ -36,10 +36,15 @@ struct PresentCommand: ParsableCommand {
         the very access that asked; write elsewhere, or to the backing folder.
 
         Runs until Ctrl-C, SIGTERM or SIGHUP (status 0), or quietly when the reader of its
-        output goes away. Reconnects and registers again after a daemon restart.
+        output goes away. When the mount goes away (unmounted, or its daemon stopped or
+        restarted) it says so at once (a `disconnected` line, and a message on stderr) and waits:
+        once the mount is back at the same place it registers again (a new `registered` line)
+        and goes on. With --exit-when-gone it exits instead, with status 69, as soon as the
+        mount goes away.
 
         Output lines (text):
           registered presenter#17 file report.txt
+          disconnected report.txt
           ask ask#3 relinquishToWriter report.txt deadline=5000ms
           answered ask#3
           notification didChange report.txt
@@ -80,6 +85,9 @@ struct PresentCommand: ParsableCommand {
     @Flag(help: "Print the protocol messages as JSON lines.")
     var json = false
 
+    @Flag(name: .customLong("exit-when-gone"), help: "Exit with status 69 as soon as the mount goes away, instead of waiting for it to come back.")
+    var exitWhenGone = false
+
     func validate() throws {
         if !(delay >= 0) || delay > 3600 { throw ValidationError("--delay expects seconds between 0 and 3600") }
         for ask in asks where AskKind(rawValue: ask) == nil {
@@ -109,23 +117,13 @@ struct PresentCommand: ParsableCommand {
         if mount.absolutePath(relative).withNameCString({ stat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { isDirectory = true }
         let kind: ItemKind = isDirectory ? .directory : .file
         let wanted = asks.isEmpty ? Set(AskKind.allCases) : Set(asks.compactMap(AskKind.init(rawValue:)))
-        let endpoint = ShellPresenter(mount: mount, path: relative, json: json, delay: delay, onSave: onSave, onChange: onChange)
+        let endpoint = ShellPresenter(mount: mount, path: relative, kind: kind, json: json, delay: delay, onSave: onSave, onChange: onChange,
+                                      exitWhenGone: exitWhenGone)
         let session = mount.session
         do {
             let unsaved = self.unsaved
             let handle = try runBlocking { try await session.register(relative, kind: kind, asks: wanted, unsaved: unsaved, endpoint: endpoint) }
-            let id = session.remoteID(of: handle).map(String.init(describing:)) ?? "presenter"
-            if json {
-                var object = JSONObject()
-                object["type"] = .string("registered")
-                object["presenter"] = .int(Int64(session.remoteID(of: handle)?.rawValue ?? 0))
-                object["kind"] = .string(kind.rawValue)
-                object["path"] = .string(relative.wireValue)
-                if unsaved { object["unsaved"] = .bool(true) }
-                endpoint.output(object: object)
-            } else {
-                endpoint.output(line: "registered \(id) \(kind.rawValue) \(relative.description.displayEscaped)" + (unsaved ? " unsaved" : ""))
-            }
+            endpoint.registered(as: session.remoteID(of: handle), unsaved: unsaved)
         } catch {
             let code = (error as? ControlTransportError).flatMap { e -> ErrorCode? in
                 if case .protocolError(let p) = e { return p.code }
@@ -149,15 +147,58 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
     let delay: Double
     let onSave: String?
     let onChange: String?
+    let kind: ItemKind
+    let exitWhenGone: Bool
     private let current: Mutex<MountPath>
 
-    init(mount: CoordFSMount, path: MountPath, json: Bool, delay: Double, onSave: String?, onChange: String?) {
+    init(mount: CoordFSMount, path: MountPath, kind: ItemKind, json: Bool, delay: Double, onSave: String?, onChange: String?,
+         exitWhenGone: Bool) {
         self.mount = mount
         self.current = Mutex(path)
+        self.kind = kind
         self.json = json
         self.delay = delay
         self.onSave = onSave
         self.onChange = onChange
+        self.exitWhenGone = exitWhenGone
+    }
+
+    /// The `registered` line, at the start and after each re-registration.
+    func registered(as presenter: PresenterID?, unsaved: Bool = false) {
+        let path = current.withLock { $0 }
+        if json {
+            var object = JSONObject()
+            object["type"] = .string("registered")
+            object["presenter"] = .int(Int64(presenter?.rawValue ?? 0))
+            object["kind"] = .string(kind.rawValue)
+            object["path"] = .string(path.wireValue)
+            if unsaved { object["unsaved"] = .bool(true) }
+            output(object: object)
+        } else {
+            let id = presenter.map(String.init(describing:)) ?? "presenter"
+            output(line: "registered \(id) \(kind.rawValue) \(path.description.displayEscaped)" + (unsaved ? " unsaved" : ""))
+        }
+    }
+
+    func connectionLost(_ error: ControlTransportError?) async {
+        let path = current.withLock { $0 }
+        if json {
+            var object = JSONObject()
+            object["type"] = .string("disconnected")
+            object["path"] = .string(path.wireValue)
+            output(object: object)
+        } else {
+            output(line: "disconnected \(path.description.displayEscaped)")
+        }
+        if exitWhenGone {
+            Stderr.print("coordfs: the mount at \(mount.mountPoint) went away (unmounted, or its daemon stopped)")
+            exit(ControlExit.unavailable)
+        }
+        Stderr.print("coordfs: the mount at \(mount.mountPoint) went away (unmounted, or its daemon stopped); waiting for it to come back")
+    }
+
+    func registeredAgain(as presenter: PresenterID) async {
+        registered(as: presenter)
     }
 
     func perform(_ ask: Ask) async -> ErrorBody? {

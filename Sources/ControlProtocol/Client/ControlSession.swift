@@ -8,10 +8,17 @@ public protocol PresenterEndpoint: AnyObject, Sendable {
     func receive(_ event: PresenterEvent) async
     /// The presenter could not be registered again after a reconnect (its item may be gone).
     func registrationLost(_ error: ControlTransportError) async
+    /// The connection to the daemon ended (the mount was unmounted, or its daemon stopped or
+    /// restarted); the session keeps trying to reconnect and register the presenter again.
+    func connectionLost(_ error: ControlTransportError?) async
+    /// The presenter was registered again after a reconnect, as `presenter`.
+    func registeredAgain(as presenter: PresenterID) async
 }
 
 extension PresenterEndpoint {
     public func registrationLost(_ error: ControlTransportError) async {}
+    public func connectionLost(_ error: ControlTransportError?) async {}
+    public func registeredAgain(as presenter: PresenterID) async {}
 }
 
 /// A local handle for a presenter registered through a `ControlSession`; it survives
@@ -48,6 +55,8 @@ public final class ControlSession: @unchecked Sendable {
         case ask(Ask, ControlClient)
         case event(PresenterEvent)
         case lost(ControlTransportError)
+        case disconnected(ControlTransportError?)
+        case registeredAgain(PresenterID)
     }
 
     private struct Registration {
@@ -248,10 +257,12 @@ public final class ControlSession: @unchecked Sendable {
             return s.registrations.map { ($0.key, $0.value) }
         }
         for (token, registration) in pending.sorted(by: { $0.0 < $1.0 }) {
+            let inbox = registration.inbox
             do {
                 _ = try await client.register(registration.path, kind: registration.kind, asks: registration.asks,
                                               unsaved: registration.unsaved) { [weak self] remote in
                     self?.bind(token, to: remote)
+                    inbox.yield(.registeredAgain(remote))
                 }
             } catch ControlTransportError.disconnected {
                 throw ControlTransportError.disconnected
@@ -270,16 +281,20 @@ public final class ControlSession: @unchecked Sendable {
         }
     }
 
-    private func connectionEnded(_ client: ControlClient) {
-        let shouldReconnect = state.withLock { s -> Bool in
-            guard s.client === client else { return false }
+    private func connectionEnded(_ client: ControlClient, error: ControlTransportError?) {
+        let (shouldReconnect, told) = state.withLock { s -> (Bool, [AsyncStream<Delivery>.Continuation]) in
+            guard s.client === client else { return (false, []) }
             s.client = nil
             s.byRemote = [:]
             for token in s.registrations.keys { s.registrations[token]?.remote = nil }
-            guard !s.closed, !s.registrations.isEmpty, !s.reconnecting else { return false }
+            guard !s.closed else { return (false, []) }
+            let told = s.registrations.values.map(\.inbox)
+            guard !s.registrations.isEmpty, !s.reconnecting else { return (false, told) }
             s.reconnecting = true
-            return true
+            return (true, told)
         }
+        // Every presenter hears at once that it is not registered any more (until the reconnect).
+        for inbox in told { inbox.yield(.disconnected(error)) }
         guard shouldReconnect else { return }
         Task {
             var delay = options.reconnectDelay.initial
@@ -317,6 +332,10 @@ public final class ControlSession: @unchecked Sendable {
                 await endpoint.receive(event)
             case .lost(let error):
                 await endpoint.registrationLost(error)
+            case .disconnected(let error):
+                await endpoint.connectionLost(error)
+            case .registeredAgain(let remote):
+                await endpoint.registeredAgain(as: remote)
             }
         }
     }
@@ -338,7 +357,7 @@ public final class ControlSession: @unchecked Sendable {
         }
 
         func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?) {
-            session?.connectionEnded(client)
+            session?.connectionEnded(client, error: error)
         }
     }
 }
