@@ -5,6 +5,7 @@ import PackageDescription
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3
 //                      │   └──▶ Loopback
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
+//                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
 //   CoordFSClient ─▶ ControlProtocol
 //   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
@@ -37,6 +38,7 @@ let package = Package(
             dependencies: ["FuseKit", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(name: "Coordination", dependencies: ["NameBytes"]),
+        .target(name: "MountPolicy", dependencies: ["Coordination"]),
         .target(name: "ClusterKV"),
         .target(name: "EventLog", dependencies: ["NameBytes"]),
         .target(name: "ControlProtocol", dependencies: ["NameBytes"]),
@@ -47,7 +49,7 @@ let package = Package(
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
+                "FuseKit", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -64,6 +66,7 @@ let package = Package(
             dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
         ),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
+        .testTarget(name: "MountPolicyTests", dependencies: ["MountPolicy", "Coordination"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),

@@ -2,6 +2,7 @@ import Coordination
 import FuseKit
 import Glibc
 import Loopback
+import MountPolicy
 import NameBytes
 import SystemPackage
 import Synchronization
@@ -21,6 +22,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let saves: SaveTracker
     let readPolicy: CoordinationPolicy
     let writePolicy: CoordinationPolicy
+    /// Which intents, store hooks and announcements each operation is (docs/semantics.md).
+    let policy: OperationPolicy
     /// The document store's hooks (set by the store service), called for presented documents only.
     private let documentHooks = Mutex<(any DocumentHooks)?>(nil)
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
@@ -37,6 +40,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         self.coordinator = coordinator
         self.options = options
         saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
+        policy = OperationPolicy(recognisesSaves: options.saveWindow > 0)
         func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
         readPolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
                                         waitDeadline: seconds(options.readWait), atWaitDeadline: .goAhead)
@@ -49,6 +53,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         documentHooks.withLock { $0 = hooks }
         saves.setDocumentHooks(hooks)
     }
+
+    /// The hooks, whatever the path.
+    var storeHooks: (any DocumentHooks)? { documentHooks.withLock { $0 } }
 
     /// The hooks, when `path` is a presented document.
     func documents(_ path: ItemPath) -> (any DocumentHooks)? {
@@ -118,6 +125,77 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
     func isTemp(_ path: ItemPath) -> Bool { path.name.map(isTemp) ?? false }
 
+    /// Whether `p` is a file created moments ago that nobody has been told of, and by whom.
+    func freshness(_ p: ItemPath, for pid: pid_t) -> Freshness {
+        guard let creator = saves.creator(of: p) else { return .told }
+        return creator == pid ? .byCaller : .byAnother
+    }
+
+    // MARK: Performing the policy's plans
+
+    /// Performs save-recogniser steps. False when a `settleFresh` found nothing waiting (the file's
+    /// window just closed): ask the policy again with the file told.
+    func perform(_ steps: [SaveStep], by pid: pid_t, settled: inout (@Sendable () -> Void)?) -> Bool {
+        for step in steps {
+            switch step {
+            case .finishWrites(let p): finishWrites(of: p, by: pid)
+            case .moveArrives(let p, let back): saves.moveArrives(at: p, unlessBackTo: back)
+            case .revealFresh(let p): saves.settle(p)?()
+            case .settleFresh(let p):
+                guard let reveal = saves.settle(p) else { return false }
+                settled = reveal
+            }
+        }
+        return true
+    }
+
+    func perform(_ steps: [SaveStep], by pid: pid_t) {
+        var settled: (@Sendable () -> Void)?
+        _ = perform(steps, by: pid, settled: &settled)
+    }
+
+    /// Performs a granted plan around `change` (the I/O): the store's hooks before, the change, what
+    /// is told after it succeeded (or the settled file told after all when it failed); then releases
+    /// the accesses, but one a save in progress keeps.
+    func perform(_ plan: Plan, _ grant: Grant, adopted held: Grant? = nil, settled: (@Sendable () -> Void)? = nil,
+                 _ change: () -> Errno?) -> Errno? {
+        let store = StoreView(self, origin: grant.origin, before: plan.before, done: plan.done)
+        for step in plan.before { store.run(step) }
+        let e = change()
+        var kept = false
+        if e == nil {
+            perform(plan.done, grant, adopted: held, store, kept: &kept)
+        } else if plan.revealsSettledOnFailure {
+            settled?() // it stays where it is: told after all
+        }
+        if !kept { grant.release() }
+        held?.release()
+        return e
+    }
+
+    private func perform(_ steps: [Step], _ grant: Grant, adopted held: Grant?, _ store: StoreView, kept: inout Bool) {
+        for step in steps {
+            switch step {
+            case .store(let s): store.run(s)
+            case .announce(let change): grant.announce(change)
+            case .announceAdopted(let change): (held ?? grant).announce(change)
+            case .saved(let p): saves.saved(p, by: grant.origin.pid)
+            case .beginSave(let p, let departure, let otherwise):
+                if let access = grant.access {
+                    saves.begin(p, access: access, departure: departure)
+                    kept = true
+                } else {
+                    grant.announce(otherwise)
+                }
+            case .appearsLater(let p):
+                let who = grant.origin
+                saves.created(p, by: who.pid) { [coordinator] in coordinator.announce(.subitemAppeared(p), origin: who) }
+            case .ifPresented(let p, let steps):
+                if store.isPresented(p) { perform(steps, grant, adopted: held, store, kept: &kept) }
+            }
+        }
+    }
+
     // MARK: Getting an access without blocking the worker
 
     /// Runs `body` once `intents` are granted: at once on this thread when nothing conflicts and no
@@ -167,26 +245,32 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         let node = loopback.inode(id)
-        guard node.type == S_IFREG, let p = path(node) else { return loopback.open(request, inode: id, file: file) }
-        let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
-        let who = origin(request.context, p)
-        _ = isFresh(p, for: who.pid) // another process opens it: it is told it appeared first
-        if write { saves.moveArrives(at: p) } // a document moved here moments ago: told first
-        if write, let adopted = saves.adopt(p) {
-            return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, created: false)
+        // Only regular files are coordinated (the policy's rule, asked before looking the path up).
+        guard policy.coordinatesOpen(of: ItemKind(mode: node.type)), let p = path(node) else {
+            return loopback.open(request, inode: id, file: file)
         }
-        let intent: FileAccessIntent = write ? .writingIntent(with: p) : .readingIntent(with: p)
-        withAccess(request, [intent], origin: who, write: write) { [self] req, grant in
-            finishOpen(req, node, file, grant, p, created: false)
+        let who = origin(request.context, p)
+        let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
+        guard let plan = policy.open(.init(path: p, kind: .file, write: write, truncate: file.flags & O_TRUNC != 0,
+                                           tempName: isTemp(p), fresh: freshness(p, for: who.pid))) else {
+            return loopback.open(request, inode: id, file: file)
+        }
+        perform(plan.first, by: who.pid)
+        if let p = plan.adopts, let adopted = saves.adopt(p) {
+            return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, plan)
+        }
+        withAccess(request, plan.intents, origin: who, write: plan.write) { [self] req, grant in
+            finishOpen(req, node, file, grant, p, plan)
         }
     }
 
-    private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, created: Bool) {
+    private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan) {
         let pid = grant.origin.pid
-        if file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0 { documents(p)?.beforeInPlaceWrite(p) }
+        let store = StoreView(self, origin: grant.origin, before: plan.before, done: [])
+        for step in plan.before { store.run(step) }
         switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
-            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: file.flags & O_TRUNC != 0, quiet: isTemp(p))
+            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             if f.isWrite { track(handle, f) }
@@ -442,35 +526,19 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let n = name.string, bytes = name.copy
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
         let who = origin(request.context, p)
-        if !directory { finishWrites(of: p, by: who.pid); saves.moveArrives(at: p) }
-        // A presented document unlinked: maybe the first half of a save (git checkout). Its presenters
-        // are asked to relinquish, not to accommodate a deletion, until the save window tells.
-        if !directory, options.saveWindow > 0, !isTemp(n), coordinator.isPresented(p) {
-            return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, grant in
-                documents(p)?.beforeDelete(p)
-                let e = bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: false) }
-                if e == nil, let access = grant.access {
-                    saves.begin(p, access: access, departure: .deleted)
-                } else {
-                    if e == nil { grant.announce(.deleted(p)) }
-                    grant.release()
-                }
-                req.reply(e)
-            }
+        perform(policy.removePrelude(p, directory: directory), by: who.pid)
+        var facts = OperationPolicy.Remove(path: p, directory: directory, tempName: isTemp(n), presented: coordinator.isPresented(p),
+                                           fresh: freshness(p, for: who.pid))
+        var plan = policy.remove(facts)
+        var settled: (@Sendable () -> Void)?
+        if !perform(plan.first, by: who.pid, settled: &settled) {
+            facts.fresh = .told
+            plan = policy.remove(facts)
         }
-        // Temp, swap and lock files go without asking the directory's presenters to accommodate, and
-        // so does a file its creator removes before anyone was told of it.
-        let untold = !directory && isFresh(p, for: who.pid) ? saves.settle(p) : nil
-        let quiet = isTemp(n) || untold != nil
-        let options: FileCoordinator.WritingOptions = quiet ? [] : .forDeleting
-        withAccess(request, [.writingIntent(with: p, options: options)], origin: who, write: true) { [self] req, grant in
-            let hooks = directory ? nil : documents(p)
-            hooks?.beforeDelete(p)
-            let e = bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
-            if e == nil { hooks?.didDelete(p, by: who) } else { untold?() }
-            if e == nil, !quiet { grant.announce(.deleted(p)) }
-            grant.release()
-            req.reply(e)
+        withAccess(request, plan.intents, origin: who, write: true) { [self, plan, settled] req, grant in
+            req.reply(perform(plan, grant, settled: settled) {
+                bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
+            })
         }
     }
 
@@ -483,101 +551,33 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return request.reply(loopback.renameItem(parent: from, name: name.cString, newParent: to, newName: newName.cString, flags: flags))
         }
         let who = origin(request.context, src)
-        finishWrites(of: src, by: who.pid)
-        saves.moveArrives(at: dst)
-        saves.moveArrives(at: src, unlessBackTo: dst)
-        let srcStat = loopback.itemAttributes(parent: from, name: name.cString)
-        let dstStat = loopback.itemAttributes(parent: to, name: newName.cString)
-        let isFile = { (st: stat?) in st.map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false }
-        // A file its creator renames before anyone was told of it is a temp file: written under one
-        // name, then put in place (over a document, or as a new one).
-        let untold = isFile(srcStat) && isFresh(src, for: who.pid) ? saves.settle(src) : nil
-        let tempSource = isTemp(n) || untold != nil
-        let doRename: @Sendable () -> Errno? = { [loopback] in
-            let e = bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
-            if e != nil { untold?() } // it stays where it is: told after all
-            return e
+        perform(policy.renamePrelude(from: src, to: dst), by: who.pid)
+        let srcKind = loopback.itemAttributes(parent: from, name: name.cString).map { ItemKind(mode: $0.st_mode) }
+        let dstKind = loopback.itemAttributes(parent: to, name: newName.cString).map { ItemKind(mode: $0.st_mode) }
+        var facts = OperationPolicy.Rename(
+            source: src, destination: dst, exchange: flags & LinuxCalls.renameExchange != 0, sourceKind: srcKind, destinationKind: dstKind,
+            sourceTempName: isTemp(n), destinationTempName: isTemp(nn), sourceFresh: srcKind == .file ? freshness(src, for: who.pid) : .told,
+            sourcePresented: coordinator.isPresented(src), sourceObserved: coordinator.isObserved(src),
+            destinationPresented: coordinator.isPresented(dst), saveInProgressAtDestination: saves.isPending(dst))
+        var plan = policy.rename(facts)
+        var settled: (@Sendable () -> Void)?
+        if !perform(plan.first, by: who.pid, settled: &settled) {
+            facts.sourceFresh = .told
+            plan = policy.rename(facts)
         }
-
-        if flags & LinuxCalls.renameExchange != 0 {
-            // Both items stay, each with the other's contents: a change at both paths.
-            let intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving), .writingIntent(with: dst, options: .forMoving)]
-            return withAccess(request, intents, origin: who, write: true) { [self] req, grant in
-                let a = documents(src), b = documents(dst)
-                a?.beforeReplace(src); b?.beforeReplace(dst)
-                let e = doRename()
-                if e == nil {
-                    a?.didChange(src, by: who); b?.didChange(dst, by: who)
-                    grant.announce(.changed(src)); grant.announce(.changed(dst))
-                }
-                grant.release()
-                req.reply(e)
+        var held: Grant?
+        if let p = plan.adopts {
+            if let adopted = saves.adopt(p) {
+                held = Grant(access: adopted, coordinator: coordinator, origin: who)
+            } else {
+                facts.saveInProgressAtDestination = false
+                plan = policy.rename(facts)
             }
         }
-
-        // Maybe the first half of a rename-to-backup save: the document goes to a backup name (any
-        // new name for a presented document, a temp/backup name for one inside a presented folder),
-        // and a new file at its name within save_window makes it a save; otherwise it moved.
-        if options.saveWindow > 0, isFile(srcStat), dstStat == nil, !tempSource,
-           isTemp(nn) ? coordinator.isObserved(src) : coordinator.isPresented(src) {
-            return withAccess(request, [.writingIntent(with: src)], origin: who, write: true) { [self] req, grant in
-                documents(src)?.beforeReplace(src)
-                let e = doRename()
-                if e == nil, let access = grant.access {
-                    saves.begin(src, access: access, departure: .renamed(to: dst, kept: !isTemp(nn)))
-                } else {
-                    if e == nil { grant.announce(.moved(from: src, to: dst)) }
-                    grant.release()
-                }
-                req.reply(e)
-            }
-        }
-
-        // A new version replaces the document (sed -i, rsync, mv tmp over, LibreOffice, most GUI
-        // editors), or comes back after an unlink: the document changed, it was not deleted.
-        let adopted = isFile(srcStat) ? saves.adopt(dst) : nil
-        let replacesDocument = isFile(srcStat) && isFile(dstStat) && (tempSource || coordinator.isPresented(dst))
-        if adopted != nil || replacesDocument {
-            var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
-            if adopted == nil { intents.append(.writingIntent(with: dst)) }
-            let held = adopted.map { Grant(access: $0, coordinator: coordinator, origin: who) }
-            return withAccess(request, intents, origin: who, write: true) { [self] req, grant in
-                let hooks = documents(dst)
-                if dstStat != nil { hooks?.beforeReplace(dst) }
-                let e = doRename()
-                if e == nil {
-                    if coordinator.isPresented(src) {
-                        documents(src)?.didMove(from: src, to: dst, by: who)
-                        grant.announce(.moved(from: src, to: dst))
-                    }
-                    hooks?.didChange(dst, by: who)
-                    (held ?? grant).announce(.changed(dst))
-                    saves.saved(dst, by: who.pid)
-                }
-                grant.release()
-                held?.release()
-                req.reply(e)
-            }
-        }
-
-        var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
-        if dstStat != nil { intents.append(.writingIntent(with: dst, options: .forReplacing)) }
-        withAccess(request, intents, origin: who, write: true) { [self] req, grant in
-            let replaced = dstStat != nil ? documents(dst) : nil
-            replaced?.beforeReplace(dst)
-            let moving = documents(atOrBelow: src)
-            let e = doRename()
-            if e == nil {
-                replaced?.didDelete(dst, by: who)
-                moving?.didMove(from: src, to: dst, by: who)
-                if tempSource && !isTemp(nn) && dstStat == nil {
-                    grant.announce(.subitemAppeared(dst)) // written under a temp name, then named: a new document
-                } else if !(tempSource && isTemp(nn)) {
-                    grant.announce(.moved(from: src, to: dst))
-                }
-            }
-            grant.release()
-            req.reply(e)
+        withAccess(request, plan.intents, origin: who, write: true) { [self, plan, held, settled] req, grant in
+            req.reply(perform(plan, grant, adopted: held, settled: settled) {
+                bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+            })
         }
     }
 
@@ -646,6 +646,17 @@ final class HandleAccess: Sendable {
     func finishOnce(_ body: () -> Void) {
         finished.withLock { done in
             if !done { done = true; body() }
+        }
+    }
+}
+
+extension ItemKind {
+    /// The kind of a `st_mode`.
+    init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .file
+        case S_IFDIR: self = .directory
+        default: self = .other
         }
     }
 }

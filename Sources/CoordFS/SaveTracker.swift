@@ -1,6 +1,7 @@
 import Coordination
 import Dispatch
 import Glibc
+import MountPolicy
 import Synchronization
 
 /// Recognises the saves that take a document away for a moment: an editor renames it to a backup name
@@ -13,12 +14,8 @@ import Synchronization
 /// the access announces what really happened (a move or a deletion) and ends; a move, also as soon as
 /// another access writes, truncates, renames or removes the new name (``moveArrives(at:unlessBackTo:)``).
 final class SaveTracker: Sendable {
-    enum Departure: Sendable {
-        /// Renamed to `to`; `kept`: a name that stays after the save (not a temp name), which the
-        /// folder's presenters are told appeared when the save completes.
-        case renamed(to: ItemPath, kept: Bool)
-        case deleted
-    }
+    /// How the document left (the operation policy's `SaveDeparture`).
+    typealias Departure = SaveDeparture
 
     private struct Pending {
         let access: CoordinatedAccess

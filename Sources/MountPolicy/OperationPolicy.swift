@@ -1,0 +1,190 @@
+import Coordination
+
+/// The coordinated mount's rules (docs/semantics.md) as a pure function: an operation and the facts
+/// the mount looked up for it (kinds of the items, temp names, what is presented or observed, files
+/// just created, saves in progress) in, a plan out (the intents, the store's hooks, what is told, the
+/// save recogniser's steps). `CoordinatedFileSystem` looks the facts up, asks, and performs the plan;
+/// this type does no I/O and holds no state, so every rule is tested in microseconds
+/// (`MountPolicyTests`).
+public struct OperationPolicy: Hashable, Sendable {
+    /// `save_window` > 0: an unlinked or renamed-away document may come back as the same document,
+    /// and a new file is told once it outlives the window.
+    public var recognisesSaves: Bool
+
+    public init(recognisesSaves: Bool) { self.recognisesSaves = recognisesSaves }
+
+    // MARK: open
+
+    public struct Open: Hashable, Sendable {
+        public var path: ItemPath
+        public var kind: ItemKind?
+        /// Opened for writing, or with O_TRUNC.
+        public var write: Bool
+        /// Opened with O_TRUNC.
+        public var truncate: Bool
+        public var tempName: Bool
+        public var fresh: Freshness
+        public init(path: ItemPath, kind: ItemKind?, write: Bool, truncate: Bool, tempName: Bool = false, fresh: Freshness = .told) {
+            self.path = path; self.kind = kind; self.write = write; self.truncate = truncate
+            self.tempName = tempName; self.fresh = fresh
+        }
+    }
+
+    /// Only opens of regular files are coordinated (the mount asks before it looks the path up).
+    public func coordinatesOpen(of kind: ItemKind?) -> Bool { kind == .file }
+
+    /// An open of a regular file is a read or a write for the life of the handle; nil: not
+    /// coordinated (directories, devices, FIFOs).
+    public func open(_ op: Open) -> HandlePlan? {
+        guard coordinatesOpen(of: op.kind) else { return nil }
+        let p = op.path
+        var first: [SaveStep] = []
+        if op.fresh == .byAnother { first.append(.revealFresh(p)) } // another process opens it: told it appeared first
+        if op.write { first.append(.moveArrives(p, unlessBackTo: nil)) } // a document moved here moments ago: told first
+        return HandlePlan(first: first, adopts: op.write ? p : nil,
+                          intents: [op.write ? .writingIntent(with: p) : .readingIntent(with: p)], write: op.write,
+                          before: op.write ? [.beforeInPlaceWrite(p)] : [], truncated: op.truncate, quiet: op.tempName)
+    }
+
+    // MARK: unlink, rmdir
+
+    /// What an unlink or rmdir settles before its facts are looked up.
+    public func removePrelude(_ path: ItemPath, directory: Bool) -> [SaveStep] {
+        directory ? [] : [.finishWrites(path), .moveArrives(path, unlessBackTo: nil)]
+    }
+
+    public struct Remove: Hashable, Sendable {
+        public var path: ItemPath
+        public var directory: Bool
+        public var tempName: Bool
+        public var presented: Bool
+        public var fresh: Freshness
+        public init(path: ItemPath, directory: Bool, tempName: Bool = false, presented: Bool = false, fresh: Freshness = .told) {
+            self.path = path; self.directory = directory; self.tempName = tempName; self.presented = presented; self.fresh = fresh
+        }
+    }
+
+    public func remove(_ op: Remove) -> Plan {
+        let p = op.path
+        // A presented document unlinked: maybe the first half of a save (git checkout). Its presenters
+        // are asked to relinquish, not to accommodate a deletion, until the save window tells.
+        if !op.directory, recognisesSaves, !op.tempName, op.presented {
+            return Plan(intents: [.writingIntent(with: p)], before: [.beforeDelete(p)],
+                        done: [.beginSave(p, .deleted, otherwise: .deleted(p))])
+        }
+        // Temp, swap and lock files go without asking the directory's presenters to accommodate, and
+        // so does a file its creator removes before anyone was told of it.
+        let first = op.directory ? [] : freshSteps(p, op.fresh)
+        let untold = !op.directory && op.fresh == .byCaller
+        let quiet = op.tempName || untold
+        var done: [Step] = op.directory ? [] : [.store(.didDelete(p))]
+        if !quiet { done.append(.announce(.deleted(p))) }
+        return Plan(first: first, intents: [.writingIntent(with: p, options: quiet ? [] : .forDeleting)],
+                    before: op.directory ? [] : [.beforeDelete(p)], done: done, revealsSettledOnFailure: untold)
+    }
+
+    // MARK: rename
+
+    /// What a rename settles before its facts are looked up: the caller's writes of the source are
+    /// told, and a document renamed to either name moments ago moved (unless this takes it back).
+    public func renamePrelude(from source: ItemPath, to destination: ItemPath) -> [SaveStep] {
+        [.finishWrites(source), .moveArrives(destination, unlessBackTo: nil), .moveArrives(source, unlessBackTo: destination)]
+    }
+
+    public struct Rename: Hashable, Sendable {
+        public var source: ItemPath
+        public var destination: ItemPath
+        /// RENAME_EXCHANGE.
+        public var exchange: Bool
+        public var sourceKind: ItemKind?
+        public var destinationKind: ItemKind?
+        public var sourceTempName: Bool
+        public var destinationTempName: Bool
+        public var sourceFresh: Freshness
+        public var sourcePresented: Bool
+        /// The source, or a folder above it, is presented.
+        public var sourceObserved: Bool
+        public var destinationPresented: Bool
+        /// A save in progress holds the destination (a document renamed or unlinked away from it).
+        public var saveInProgressAtDestination: Bool
+        public init(source: ItemPath, destination: ItemPath, exchange: Bool = false, sourceKind: ItemKind? = .file,
+                    destinationKind: ItemKind? = nil, sourceTempName: Bool = false, destinationTempName: Bool = false,
+                    sourceFresh: Freshness = .told, sourcePresented: Bool = false, sourceObserved: Bool = false,
+                    destinationPresented: Bool = false, saveInProgressAtDestination: Bool = false) {
+            self.source = source; self.destination = destination; self.exchange = exchange
+            self.sourceKind = sourceKind; self.destinationKind = destinationKind
+            self.sourceTempName = sourceTempName; self.destinationTempName = destinationTempName
+            self.sourceFresh = sourceFresh; self.sourcePresented = sourcePresented; self.sourceObserved = sourceObserved
+            self.destinationPresented = destinationPresented; self.saveInProgressAtDestination = saveInProgressAtDestination
+        }
+    }
+
+    public func rename(_ op: Rename) -> Plan {
+        let src = op.source, dst = op.destination
+        let sourceIsFile = op.sourceKind == .file, destinationIsFile = op.destinationKind == .file
+        // A file its creator renames before anyone was told of it is a temp file: written under one
+        // name, then put in place (over a document, or as a new one).
+        let first = sourceIsFile ? freshSteps(src, op.sourceFresh) : []
+        let untold = sourceIsFile && op.sourceFresh == .byCaller
+        let tempSource = op.sourceTempName || untold
+
+        if op.exchange {
+            // Both items stay, each with the other's contents: a change at both paths.
+            return Plan(first: first, intents: [.writingIntent(with: src, options: .forMoving), .writingIntent(with: dst, options: .forMoving)],
+                        before: [.beforeReplace(src), .beforeReplace(dst)],
+                        done: [.store(.didChange(src)), .store(.didChange(dst)), .announce(.changed(src)), .announce(.changed(dst))],
+                        revealsSettledOnFailure: untold)
+        }
+
+        // Maybe the first half of a rename-to-backup save: the document goes to a backup name (any
+        // new name for a presented document, a temp/backup name for one inside a presented folder),
+        // and a new file at its name within save_window makes it a save; otherwise it moved.
+        if recognisesSaves, sourceIsFile, op.destinationKind == nil, !tempSource,
+           op.destinationTempName ? op.sourceObserved : op.sourcePresented {
+            return Plan(first: first, intents: [.writingIntent(with: src)], before: [.beforeReplace(src)],
+                        done: [.beginSave(src, .renamed(to: dst, kept: !op.destinationTempName), otherwise: .moved(from: src, to: dst))],
+                        revealsSettledOnFailure: untold)
+        }
+
+        // A new version replaces the document (sed -i, rsync, mv tmp over, LibreOffice, most GUI
+        // editors), or comes back after an unlink: the document changed, it was not deleted.
+        let adopts = sourceIsFile && op.saveInProgressAtDestination
+        let replacesDocument = sourceIsFile && destinationIsFile && (tempSource || op.destinationPresented)
+        if adopts || replacesDocument {
+            var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
+            if !adopts { intents.append(.writingIntent(with: dst)) }
+            let changed = AccessChange.changed(dst)
+            return Plan(first: first, adopts: adopts ? dst : nil, intents: intents,
+                        before: op.destinationKind != nil ? [.beforeReplace(dst)] : [],
+                        done: [.ifPresented(src, [.store(.didMove(from: src, to: dst)), .announce(.moved(from: src, to: dst))]),
+                               .store(.didChange(dst)), adopts ? .announceAdopted(changed) : .announce(changed), .saved(dst)],
+                        revealsSettledOnFailure: untold)
+        }
+
+        var intents: [FileAccessIntent] = [.writingIntent(with: src, options: .forMoving)]
+        var done: [Step] = []
+        if op.destinationKind != nil {
+            intents.append(.writingIntent(with: dst, options: .forReplacing))
+            done.append(.store(.didDelete(dst)))
+        }
+        done.append(.store(.didMove(from: src, to: dst)))
+        if tempSource && !op.destinationTempName && op.destinationKind == nil {
+            done.append(.announce(.subitemAppeared(dst))) // written under a temp name, then named: a new document
+        } else if !(tempSource && op.destinationTempName) {
+            done.append(.announce(.moved(from: src, to: dst)))
+        }
+        return Plan(first: first, intents: intents, before: op.destinationKind != nil ? [.beforeReplace(dst)] : [],
+                    done: done, revealsSettledOnFailure: untold)
+    }
+
+    // MARK: Helpers
+
+    /// A file just created: another process's access tells its folder first; its creator's settles it.
+    private func freshSteps(_ p: ItemPath, _ fresh: Freshness) -> [SaveStep] {
+        switch fresh {
+        case .told: []
+        case .byCaller: [.settleFresh(p)]
+        case .byAnother: [.revealFresh(p)]
+        }
+    }
+}

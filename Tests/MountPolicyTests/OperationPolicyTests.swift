@@ -1,0 +1,196 @@
+import Coordination
+import MountPolicy
+import XCTest
+
+/// The rows of docs/semantics.md's operations table, as decisions of `OperationPolicy` (no mount,
+/// no coordinator: facts in, a plan out). The mount suites (SemanticsTests, SaveRecognitionTests,
+/// Store/*) check the same rows end to end.
+final class OperationPolicyTests: XCTestCase {
+    let policy = OperationPolicy(recognisesSaves: true)
+    let withoutSaves = OperationPolicy(recognisesSaves: false)
+    let doc = path("dir/doc.txt"), dir = path("dir"), other = path("dir/other.txt")
+
+    // MARK: open
+
+    func testOpenForReadingIsAReadForTheLifeOfTheHandle() throws {
+        let plan = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: false, truncate: false)))
+        XCTAssertEqual(plan.intents, [.readingIntent(with: doc)])
+        XCTAssertFalse(plan.write)
+        XCTAssertNil(plan.adopts, "a read never takes over a save")
+        XCTAssertEqual(plan.first, [])
+        XCTAssertEqual(plan.before, [], "a read keeps no version")
+        XCTAssertFalse(plan.truncated)
+        XCTAssertFalse(plan.quiet)
+    }
+
+    func testOpenForWritingIsAWriteThatKeepsTheLoadedVersionAndCanCompleteASave() throws {
+        let plan = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: true, truncate: true)))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc)])
+        XCTAssertTrue(plan.write)
+        XCTAssertEqual(plan.adopts, doc, "the document of a save in progress comes back (vim writing anew)")
+        XCTAssertEqual(plan.first, [.moveArrives(doc, unlessBackTo: nil)], "a document moved here moments ago is told moved first")
+        XCTAssertEqual(plan.before, [.beforeInPlaceWrite(doc)])
+        XCTAssertTrue(plan.truncated, "O_TRUNC is a change even without a write")
+    }
+
+    func testOpenOfAFileAnotherProcessJustCreatedTellsItsFolderFirst() throws {
+        let plan = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: false, truncate: false, fresh: .byAnother)))
+        XCTAssertEqual(plan.first, [.revealFresh(doc)])
+        let own = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: false, truncate: false, fresh: .byCaller)))
+        XCTAssertEqual(own.first, [], "its creator opening it again tells nobody")
+    }
+
+    func testOpenOfATempNameIsQuietAndOnlyRegularFilesAreCoordinated() throws {
+        let plan = try XCTUnwrap(policy.open(.init(path: path("dir/.doc.txt.swp"), kind: .file, write: true, truncate: false, tempName: true)))
+        XCTAssertTrue(plan.quiet)
+        XCTAssertFalse(plan.truncated)
+        for kind in [ItemKind.directory, .other] {
+            XCTAssertNil(policy.open(.init(path: doc, kind: kind, write: true, truncate: true)))
+            XCTAssertFalse(policy.coordinatesOpen(of: kind))
+        }
+        XCTAssertNil(policy.open(.init(path: doc, kind: nil, write: false, truncate: false)))
+    }
+
+    // MARK: unlink, rmdir
+
+    func testUnlinkOfAFileIsAWriteForDeletingThatTellsDidDelete() {
+        XCTAssertEqual(policy.removePrelude(doc, directory: false), [.finishWrites(doc), .moveArrives(doc, unlessBackTo: nil)],
+                       "the caller's write is told before its file goes, and a move that arrived here first")
+        let plan = policy.remove(.init(path: doc, directory: false))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc, options: .forDeleting)])
+        XCTAssertEqual(plan.before, [.beforeDelete(doc)])
+        XCTAssertEqual(plan.done, [.store(.didDelete(doc)), .announce(.deleted(doc))])
+        XCTAssertFalse(plan.revealsSettledOnFailure)
+    }
+
+    func testRmdirIsAWriteForDeletingWithoutTheStore() {
+        XCTAssertEqual(policy.removePrelude(dir, directory: true), [])
+        let plan = policy.remove(.init(path: dir, directory: true, presented: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: dir, options: .forDeleting)])
+        XCTAssertEqual(plan.before, [])
+        XCTAssertEqual(plan.done, [.announce(.deleted(dir))], "a presented folder is deleted, never a save")
+    }
+
+    func testUnlinkOfAPresentedDocumentIsTheFirstHalfOfASave() {
+        let plan = policy.remove(.init(path: doc, directory: false, presented: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc)], "relinquish to writer, not accommodate deletion")
+        XCTAssertEqual(plan.before, [.beforeDelete(doc)])
+        XCTAssertEqual(plan.done, [.beginSave(doc, .deleted, otherwise: .deleted(doc))])
+        let off = withoutSaves.remove(.init(path: doc, directory: false, presented: true))
+        XCTAssertEqual(off.intents, [.writingIntent(with: doc, options: .forDeleting)], "save_window=0: a deletion at once")
+        XCTAssertEqual(off.done, [.store(.didDelete(doc)), .announce(.deleted(doc))])
+    }
+
+    func testUnlinkOfATempNameOrOfAFileItsCreatorJustMadeTellsNobody() {
+        let swap = path("dir/.doc.txt.swp")
+        let temp = policy.remove(.init(path: swap, directory: false, tempName: true, presented: true))
+        XCTAssertEqual(temp.intents, [.writingIntent(with: swap)], "the folder's presenters are not asked to accommodate")
+        XCTAssertEqual(temp.done, [.store(.didDelete(swap))])
+        let fresh = policy.remove(.init(path: other, directory: false, fresh: .byCaller))
+        XCTAssertEqual(fresh.first, [.settleFresh(other)])
+        XCTAssertEqual(fresh.intents, [.writingIntent(with: other)])
+        XCTAssertEqual(fresh.done, [.store(.didDelete(other))])
+        XCTAssertTrue(fresh.revealsSettledOnFailure, "a file that stays after all is told")
+        let byAnother = policy.remove(.init(path: other, directory: false, fresh: .byAnother))
+        XCTAssertEqual(byAnother.first, [.revealFresh(other)], "another process removes it: it appeared, then it is deleted")
+        XCTAssertEqual(byAnother.done.last, .announce(.deleted(other)))
+    }
+
+    // MARK: rename
+
+    func testRenameMovesThePresentersAndTheStore() {
+        let to = path("elsewhere/doc.txt")
+        XCTAssertEqual(policy.renamePrelude(from: doc, to: to),
+                       [.finishWrites(doc), .moveArrives(to, unlessBackTo: nil), .moveArrives(doc, unlessBackTo: to)])
+        let plan = policy.rename(.init(source: doc, destination: to))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc, options: .forMoving)])
+        XCTAssertEqual(plan.before, [])
+        XCTAssertEqual(plan.done, [.store(.didMove(from: doc, to: to)), .announce(.moved(from: doc, to: to))])
+        let folder = policy.rename(.init(source: dir, destination: path("moved"), sourceKind: .directory, sourcePresented: true))
+        XCTAssertEqual(folder.done, [.store(.didMove(from: dir, to: path("moved"))), .announce(.moved(from: dir, to: path("moved")))],
+                       "a folder moves the documents inside it")
+    }
+
+    func testRenameOverAnotherItemAsksItToAccommodateDeletion() {
+        let plan = policy.rename(.init(source: doc, destination: other, destinationKind: .file, sourcePresented: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc, options: .forMoving), .writingIntent(with: other, options: .forReplacing)])
+        XCTAssertEqual(plan.before, [.beforeReplace(other)])
+        XCTAssertEqual(plan.done, [.store(.didDelete(other)), .store(.didMove(from: doc, to: other)), .announce(.moved(from: doc, to: other))])
+        let overFolder = policy.rename(.init(source: dir, destination: path("b"), sourceKind: .directory, destinationKind: .directory,
+                                             destinationPresented: true))
+        XCTAssertEqual(overFolder.intents.last, .writingIntent(with: path("b"), options: .forReplacing), "folders are never a save")
+    }
+
+    func testRenameOfATempFileOverADocumentIsASave() {
+        let temp = path("dir/sedAbC123")
+        let plan = policy.rename(.init(source: temp, destination: doc, destinationKind: .file, sourceTempName: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: temp, options: .forMoving), .writingIntent(with: doc)],
+                       "the document: relinquish to writer, not a deletion")
+        XCTAssertNil(plan.adopts)
+        XCTAssertEqual(plan.before, [.beforeReplace(doc)])
+        XCTAssertEqual(plan.done, [.ifPresented(temp, [.store(.didMove(from: temp, to: doc)), .announce(.moved(from: temp, to: doc))]),
+                                   .store(.didChange(doc)), .announce(.changed(doc)), .saved(doc)])
+        // Any name over a presented document, and a file its creator just made under any name.
+        let overPresented = policy.rename(.init(source: other, destination: doc, destinationKind: .file, destinationPresented: true))
+        XCTAssertEqual(overPresented.intents.last, .writingIntent(with: doc))
+        let fresh = policy.rename(.init(source: other, destination: doc, destinationKind: .file, sourceFresh: .byCaller))
+        XCTAssertEqual(fresh.first, [.settleFresh(other)])
+        XCTAssertEqual(fresh.intents.last, .writingIntent(with: doc))
+        XCTAssertTrue(fresh.revealsSettledOnFailure)
+    }
+
+    func testARenameThatBringsADocumentBackCompletesTheSaveInProgress() {
+        let temp = path("dir/.doc.txt.AbC123")
+        let plan = policy.rename(.init(source: temp, destination: doc, sourceTempName: true, saveInProgressAtDestination: true))
+        XCTAssertEqual(plan.adopts, doc)
+        XCTAssertEqual(plan.intents, [.writingIntent(with: temp, options: .forMoving)], "the document's access is the save's")
+        XCTAssertEqual(plan.before, [], "nothing at the name to keep")
+        XCTAssertEqual(plan.done, [.ifPresented(temp, [.store(.didMove(from: temp, to: doc)), .announce(.moved(from: temp, to: doc))]),
+                                   .store(.didChange(doc)), .announceAdopted(.changed(doc)), .saved(doc)])
+        let folder = policy.rename(.init(source: dir, destination: doc, sourceKind: .directory, saveInProgressAtDestination: true))
+        XCTAssertNil(folder.adopts, "only a file completes a save")
+    }
+
+    func testRenameOfAPresentedDocumentToANewNameIsTheFirstHalfOfASave() {
+        let backup = path("dir/doc.txt~")
+        let plan = policy.rename(.init(source: doc, destination: backup, destinationTempName: true, sourcePresented: true, sourceObserved: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc)], "relinquish to writer")
+        XCTAssertEqual(plan.before, [.beforeReplace(doc)])
+        XCTAssertEqual(plan.done, [.beginSave(doc, .renamed(to: backup, kept: false), otherwise: .moved(from: doc, to: backup))])
+        let renamed = path("dir/renamed.txt")
+        let anyName = policy.rename(.init(source: doc, destination: renamed, sourcePresented: true, sourceObserved: true))
+        XCTAssertEqual(anyName.done, [.beginSave(doc, .renamed(to: renamed, kept: true), otherwise: .moved(from: doc, to: renamed))],
+                       "any new name: the folder hears the backup name appeared if the save completes")
+        let inFolder = policy.rename(.init(source: other, destination: path("dir/other.txt.bak~"), destinationTempName: true, sourceObserved: true))
+        XCTAssertEqual(inFolder.intents, [.writingIntent(with: other)], "an item of a presented folder to a backup name")
+        let notBackup = policy.rename(.init(source: other, destination: renamed, sourceObserved: true))
+        XCTAssertEqual(notBackup.intents, [.writingIntent(with: other, options: .forMoving)], "to an ordinary name it is a move")
+        let off = withoutSaves.rename(.init(source: doc, destination: backup, destinationTempName: true, sourcePresented: true, sourceObserved: true))
+        XCTAssertEqual(off.intents, [.writingIntent(with: doc, options: .forMoving)], "save_window=0: a move")
+        let over = policy.rename(.init(source: doc, destination: other, destinationKind: .other, sourcePresented: true))
+        XCTAssertEqual(over.intents.last, .writingIntent(with: other, options: .forReplacing), "onto an existing item: not a backup")
+    }
+
+    func testRenameWithExchangeChangesBothPaths() {
+        let plan = policy.rename(.init(source: doc, destination: other, exchange: true, destinationKind: .file, sourcePresented: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc, options: .forMoving), .writingIntent(with: other, options: .forMoving)])
+        XCTAssertEqual(plan.before, [.beforeReplace(doc), .beforeReplace(other)])
+        XCTAssertEqual(plan.done, [.store(.didChange(doc)), .store(.didChange(other)), .announce(.changed(doc)), .announce(.changed(other))])
+    }
+
+    func testTempNamesAreNeverReportedByARename() {
+        let temp = path("dir/.goutputstream-XYZ"), swap = path("dir/doc.tmp")
+        let named = policy.rename(.init(source: temp, destination: doc, sourceTempName: true))
+        XCTAssertEqual(named.done, [.store(.didMove(from: temp, to: doc)), .announce(.subitemAppeared(doc))],
+                       "written under a temp name, then named: a new document appears")
+        let tempToTemp = policy.rename(.init(source: temp, destination: swap, sourceTempName: true, destinationTempName: true))
+        XCTAssertEqual(tempToTemp.done, [.store(.didMove(from: temp, to: swap))])
+        let freshNamed = policy.rename(.init(source: other, destination: path("dir/final.txt"), sourceFresh: .byCaller))
+        XCTAssertEqual(freshNamed.done.last, .announce(.subitemAppeared(path("dir/final.txt"))))
+        let freshFolder = policy.rename(.init(source: dir, destination: path("d2"), sourceKind: .directory, sourceFresh: .byCaller))
+        XCTAssertEqual(freshFolder.first, [], "only files are fresh")
+        XCTAssertEqual(freshFolder.done.last, .announce(.moved(from: dir, to: path("d2"))))
+    }
+}
+
+func path(_ s: String) -> ItemPath { try! ItemPath(s) }
