@@ -14,7 +14,7 @@ import Synchronization
 /// closes; the coordinator records asks that were pending on it as presenter gone.
 public final class ControlService: Sendable {
     /// The socket server.
-    public let server: ControlServer
+    package let server: ControlServer
     let handler: ControlRequestHandler
 
     /// Starts serving `BACKING/.coordfs/control.sock` for `daemon`; nil when the mount runs without it.

@@ -9,7 +9,7 @@ public final class CoordFSMount: Sendable {
     /// The control socket serving it.
     public let socketPath: String
     /// The connection (reconnects after a daemon restart, registering presenters again).
-    public let session: ControlSession
+    package let session: ControlSession
 
     private static let mounts = Mutex<[String: CoordFSMount]>([:])
 

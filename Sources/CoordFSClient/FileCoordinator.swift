@@ -1,4 +1,4 @@
-import ControlProtocol
+@_exported import ControlProtocol
 @_exported import NameBytes
 import Synchronization
 

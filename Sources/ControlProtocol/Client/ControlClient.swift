@@ -4,7 +4,7 @@ import Glibc
 /// Receives what the daemon sends a `ControlClient` unasked. Calls arrive in order on one serial
 /// queue per client (never on the socket's reader thread, so replies keep flowing while a
 /// delegate works).
-public protocol ControlClientDelegate: AnyObject, Sendable {
+package protocol ControlClientDelegate: AnyObject, Sendable {
     /// An ask for one of this client's presenters; answer it with `client.answer(_:error:)`
     /// before its deadline.
     func controlClient(_ client: ControlClient, didReceive ask: Ask)
@@ -16,9 +16,9 @@ public protocol ControlClientDelegate: AnyObject, Sendable {
 
 /// A connection to a coordfs daemon's control socket: handshake, request/reply matching by id,
 /// asks and notifications to a delegate. Thread-safe; requests may be issued concurrently.
-public final class ControlClient: @unchecked Sendable {
+package final class ControlClient: @unchecked Sendable {
     /// The daemon's `welcome`.
-    public let welcome: Welcome
+    package let welcome: Welcome
     private let fd: Int32
     private let delegate: (any ControlClientDelegate)?
     private let deliveryQueue = DispatchQueue(label: "coordfs.control.client")
@@ -39,7 +39,7 @@ public final class ControlClient: @unchecked Sendable {
     private let state = Locked(State())
 
     /// Connects to the socket at `path`, says `hello` and waits (up to `timeout`) for `welcome`.
-    public static func connect(
+    package static func connect(
         socketPath path: String, clientName: String? = nil, delegate: (any ControlClientDelegate)? = nil,
         timeout: Duration = .seconds(5)
     ) throws(ControlTransportError) -> ControlClient {
@@ -104,12 +104,12 @@ public final class ControlClient: @unchecked Sendable {
     }
 
     /// Whether the connection is still open.
-    public var isConnected: Bool { state.withLock { !$0.closed } }
+    package var isConnected: Bool { state.withLock { !$0.closed } }
 
     /// Sends a request built around a fresh id and waits for the reply that echoes it. An
     /// `error` reply throws `.protocolError`. `onReply` runs on the reader thread before any
     /// later frame is handled (so state it installs is visible to later asks).
-    public func request(
+    package func request(
         onReply: (@Sendable (ControlMessage) -> Void)? = nil, _ build: (RequestID) -> ControlMessage
     ) async throws(ControlTransportError) -> ControlMessage {
         let id = state.withLock { s -> RequestID in
@@ -147,7 +147,7 @@ public final class ControlClient: @unchecked Sendable {
 
     /// Registers a presenter; `onRegistered` runs before any ask for it can be delivered.
     /// `unsaved`: the presenter has unsaved changes from the start (see `setUnsavedChanges`).
-    public func register(
+    package func register(
         _ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false,
         onRegistered: (@Sendable (PresenterID) -> Void)? = nil
     ) async throws(ControlTransportError) -> PresenterID {
@@ -159,13 +159,13 @@ public final class ControlClient: @unchecked Sendable {
     }
 
     /// Unregisters a presenter.
-    public func unregister(_ presenter: PresenterID) async throws(ControlTransportError) {
+    package func unregister(_ presenter: PresenterID) async throws(ControlTransportError) {
         let reply = try await request { .unregister(Unregister(id: $0, presenter: presenter)) }
         guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
     }
 
     /// Waits for a coordinated access; returns its id once granted.
-    public func coordinate(_ intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil,
+    package func coordinate(_ intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil,
                            purpose: String? = nil) async throws(ControlTransportError) -> AccessID {
         let reply = try await request { .coordinate(Coordinate(id: $0, intents: intents, presenter: presenter, timeoutMs: timeoutMs, purpose: purpose)) }
         guard case .granted(let granted) = reply else { throw .unexpectedReply(reply.typeName) }
@@ -173,13 +173,13 @@ public final class ControlClient: @unchecked Sendable {
     }
 
     /// Ends a coordinated access, saying what the writer did.
-    public func release(_ access: AccessID, changes: [ItemChange] = []) async throws(ControlTransportError) {
+    package func release(_ access: AccessID, changes: [ItemChange] = []) async throws(ControlTransportError) {
         let reply = try await request { .release(Release(id: $0, access: access, changes: changes)) }
         guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
     }
 
     /// The daemon's presenters, accesses and waiting requests.
-    public func status() async throws(ControlTransportError) -> StatusReport {
+    package func status() async throws(ControlTransportError) -> StatusReport {
         let reply = try await request { .status(StatusQuery(id: $0)) }
         guard case .statusReport(let report) = reply else { throw .unexpectedReply(reply.typeName) }
         return report
@@ -189,42 +189,42 @@ public final class ControlClient: @unchecked Sendable {
 
     /// Tells the store whether the presenter has unsaved changes in its document (a change
     /// underneath it is then a conflict instead of a reload or close).
-    public func setUnsavedChanges(_ presenter: PresenterID, _ unsaved: Bool) async throws(ControlTransportError) {
+    package func setUnsavedChanges(_ presenter: PresenterID, _ unsaved: Bool) async throws(ControlTransportError) {
         let reply = try await request { .setUnsavedChanges(SetUnsavedChanges(id: $0, presenter: presenter, unsaved: unsaved)) }
         guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
     }
 
     /// Open conflicts: one presenter's, or those of every presenter of this connection (all of
     /// them for root).
-    public func conflicts(presenter: PresenterID? = nil) async throws(ControlTransportError) -> [ConflictInfo] {
+    package func conflicts(presenter: PresenterID? = nil) async throws(ControlTransportError) -> [ConflictInfo] {
         let reply = try await request { .conflicts(ConflictsQuery(id: $0, presenter: presenter)) }
         guard case .conflictList(let list) = reply else { throw .unexpectedReply(reply.typeName) }
         return list.conflicts
     }
 
     /// Resolves a conflict of one of this connection's presenters (any conflict, for root).
-    public func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
+    package func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
         let reply = try await request { .resolve(Resolve(id: $0, conflict: conflict, resolution: resolution, mine: mine)) }
         guard case .resolved(let resolved) = reply else { throw .unexpectedReply(reply.typeName) }
         return resolved
     }
 
     /// The kept versions of the document at `path`, newest first.
-    public func versions(_ path: MountPath) async throws(ControlTransportError) -> [VersionInfo] {
+    package func versions(_ path: MountPath) async throws(ControlTransportError) -> [VersionInfo] {
         let reply = try await request { .versions(VersionsQuery(id: $0, path: path)) }
         guard case .versionList(let list) = reply else { throw .unexpectedReply(reply.typeName) }
         return list.versions
     }
 
     /// One chunk of a kept version's bytes.
-    public func readVersion(_ version: VersionID, offset: UInt64 = 0, length: UInt32? = nil) async throws(ControlTransportError) -> VersionData {
+    package func readVersion(_ version: VersionID, offset: UInt64 = 0, length: UInt32? = nil) async throws(ControlTransportError) -> VersionData {
         let reply = try await request { .readVersion(ReadVersion(id: $0, version: version, offset: offset, length: length)) }
         guard case .versionData(let data) = reply else { throw .unexpectedReply(reply.typeName) }
         return data
     }
 
     /// All of a kept version's bytes (read chunk by chunk).
-    public func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
+    package func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
         var bytes: [UInt8] = []
         while true {
             let chunk = try await readVersion(version, offset: UInt64(bytes.count))
@@ -236,27 +236,27 @@ public final class ControlClient: @unchecked Sendable {
 
     /// Writes kept version `version` back over the document at `path`, as a coordinated write the
     /// daemon makes for this peer (which must be allowed to replace the document).
-    public func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
+    package func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
         let reply = try await request { .restore(Restore(id: $0, version: version, path: path)) }
         guard case .restored(let restored) = reply else { throw .unexpectedReply(reply.typeName) }
         return restored
     }
 
     /// Event-log records from `from` (nil: from the end) that this peer may see.
-    public func readLog(from: UInt64?, limit: UInt32? = nil) async throws(ControlTransportError) -> LogRecords {
+    package func readLog(from: UInt64?, limit: UInt32? = nil) async throws(ControlTransportError) -> LogRecords {
         let reply = try await request { .readLog(ReadLog(id: $0, from: from, limit: limit)) }
         guard case .logRecords(let records) = reply else { throw .unexpectedReply(reply.typeName) }
         return records
     }
 
     /// Answers an ask: done (`error == nil`) or failed.
-    public func answer(_ ask: AskID, error: ErrorBody? = nil) {
+    package func answer(_ ask: AskID, error: ErrorBody? = nil) {
         send(.answer(Answer(id: ask, error: error)))
     }
 
     /// Sends a message without waiting for anything. Returns false if the connection is closed.
     @discardableResult
-    public func send(_ message: ControlMessage) -> Bool {
+    package func send(_ message: ControlMessage) -> Bool {
         let frame = message.encodedFrame()
         return writeLocked { () throws(ControlTransportError) in try Sys.sendAll(fd, frame) } == nil
     }
@@ -274,7 +274,7 @@ public final class ControlClient: @unchecked Sendable {
     }
 
     /// Says `close` and closes the connection; pending requests fail with `.disconnected`.
-    public func close() {
+    package func close() {
         let frame = ControlMessage.close(Close()).encodedFrame()
         writeLocked { () throws(ControlTransportError) in
             try? Sys.sendAll(fd, frame)

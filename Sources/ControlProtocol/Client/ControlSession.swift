@@ -1,7 +1,7 @@
 import Glibc
 
 /// The app side of one presenter: what to do for asks, what to make of notifications.
-public protocol PresenterEndpoint: AnyObject, Sendable {
+package protocol PresenterEndpoint: AnyObject, Sendable {
     /// Does what the ask requires; returns nil when done, or why it could not be done.
     func perform(_ ask: Ask) async -> ErrorBody?
     /// Takes a notification.
@@ -16,20 +16,20 @@ public protocol PresenterEndpoint: AnyObject, Sendable {
 }
 
 extension PresenterEndpoint {
-    public func registrationLost(_ error: ControlTransportError) async {}
-    public func connectionLost(_ error: ControlTransportError?) async {}
-    public func registeredAgain(as presenter: PresenterID) async {}
+    package func registrationLost(_ error: ControlTransportError) async {}
+    package func connectionLost(_ error: ControlTransportError?) async {}
+    package func registeredAgain(as presenter: PresenterID) async {}
 }
 
 /// A local handle for a presenter registered through a `ControlSession`; it survives
 /// reconnections (the daemon's `PresenterID` does not).
-public struct SessionPresenter: Hashable, Sendable {
-    public let token: UInt64
+package struct SessionPresenter: Hashable, Sendable {
+    package let token: UInt64
 }
 
 /// A granted access, tied to the connection that holds it.
-public struct SessionAccess: Sendable {
-    public let access: AccessID
+package struct SessionAccess: Sendable {
+    package let access: AccessID
     let client: ControlClient
 }
 
@@ -37,14 +37,14 @@ public struct SessionAccess: Sendable {
 /// daemon restarts reconnects (with backoff) and registers every presenter again, at its latest
 /// path. Asks and notifications reach each presenter's endpoint in order, one presenter at a
 /// time each (presenters do not wait for one another).
-public final class ControlSession: @unchecked Sendable {
-    public struct Options: Sendable {
-        public var clientName: String?
+package final class ControlSession: @unchecked Sendable {
+    package struct Options: Sendable {
+        package var clientName: String?
         /// First and longest wait between reconnection attempts.
-        public var reconnectDelay: (initial: Duration, maximum: Duration)
+        package var reconnectDelay: (initial: Duration, maximum: Duration)
         /// Handshake timeout per attempt.
-        public var connectTimeout: Duration
-        public init(clientName: String? = nil, reconnectDelay: (initial: Duration, maximum: Duration) = (.milliseconds(50), .seconds(2)), connectTimeout: Duration = .seconds(5)) {
+        package var connectTimeout: Duration
+        package init(clientName: String? = nil, reconnectDelay: (initial: Duration, maximum: Duration) = (.milliseconds(50), .seconds(2)), connectTimeout: Duration = .seconds(5)) {
             self.clientName = clientName
             self.reconnectDelay = reconnectDelay
             self.connectTimeout = connectTimeout
@@ -88,7 +88,7 @@ public final class ControlSession: @unchecked Sendable {
 
     /// - Parameter socketPath: computes the socket path at each (re)connection, so a mount that
     ///   moved is found again.
-    public init(socketPath: @escaping @Sendable () throws -> String, options: Options = Options()) {
+    package init(socketPath: @escaping @Sendable () throws -> String, options: Options = Options()) {
         self.socketPath = socketPath
         self.options = options
         self.relay = Relay()
@@ -96,19 +96,19 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// How many times a connection was established (1 after the first, 2 after a reconnect...).
-    public var connectionCount: Int { state.withLock { $0.connections } }
+    package var connectionCount: Int { state.withLock { $0.connections } }
 
     /// Whether a connection is up right now.
-    public var isConnected: Bool { state.withLock { $0.client?.isConnected ?? false } }
+    package var isConnected: Bool { state.withLock { $0.client?.isConnected ?? false } }
 
     /// The daemon's current id for a presenter (nil while disconnected).
-    public func remoteID(of presenter: SessionPresenter) -> PresenterID? {
+    package func remoteID(of presenter: SessionPresenter) -> PresenterID? {
         state.withLock { $0.registrations[presenter.token]?.remote }
     }
 
     /// Registers a presenter; it stays registered across reconnections until `unregister`.
     /// `unsaved`: it has unsaved changes from the start (see `setUnsavedChanges(_:_:)`).
-    public func register(_ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false,
+    package func register(_ path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false,
                          endpoint: any PresenterEndpoint) async throws(ControlTransportError) -> SessionPresenter {
         let client = try await connectedClient()
         let (stream, inbox) = AsyncStream<Delivery>.makeStream()
@@ -129,7 +129,7 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// Unregisters a presenter (locally at once; on the daemon if connected).
-    public func unregister(_ presenter: SessionPresenter) async {
+    package func unregister(_ presenter: SessionPresenter) async {
         let (registration, client) = state.withLock { s -> (Registration?, ControlClient?) in
             let registration = s.registrations.removeValue(forKey: presenter.token)
             if let remote = registration?.remote { s.byRemote[remote] = nil }
@@ -140,7 +140,7 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// Waits for a coordinated access (on behalf of `presenter`, which is then not asked).
-    public func coordinate(_ intents: [Intent], presenter: SessionPresenter? = nil, timeoutMs: UInt32? = nil,
+    package func coordinate(_ intents: [Intent], presenter: SessionPresenter? = nil, timeoutMs: UInt32? = nil,
                            purpose: String? = nil) async throws(ControlTransportError) -> SessionAccess {
         let client = try await connectedClient()
         let remote = presenter.flatMap { p in state.withLock { $0.registrations[p.token]?.remote } }
@@ -149,12 +149,12 @@ public final class ControlSession: @unchecked Sendable {
 
     /// Releases an access. If the connection that granted it is gone, the daemon already
     /// dropped it and this throws `.disconnected`.
-    public func release(_ access: SessionAccess, changes: [ItemChange] = []) async throws(ControlTransportError) {
+    package func release(_ access: SessionAccess, changes: [ItemChange] = []) async throws(ControlTransportError) {
         try await access.client.release(access.access, changes: changes)
     }
 
     /// The daemon's status.
-    public func status() async throws(ControlTransportError) -> StatusReport {
+    package func status() async throws(ControlTransportError) -> StatusReport {
         try await connectedClient().status()
     }
 
@@ -162,7 +162,7 @@ public final class ControlSession: @unchecked Sendable {
 
     /// Tells the daemon's document store whether the presenter has unsaved changes; remembered
     /// and said again when the presenter is registered again after a reconnect.
-    public func setUnsavedChanges(_ presenter: SessionPresenter, _ unsaved: Bool) async throws(ControlTransportError) {
+    package func setUnsavedChanges(_ presenter: SessionPresenter, _ unsaved: Bool) async throws(ControlTransportError) {
         let known = state.withLock { s -> Bool in
             guard s.registrations[presenter.token] != nil else { return false }
             s.registrations[presenter.token]?.unsaved = unsaved
@@ -174,33 +174,33 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// Open conflicts of one presenter of this session, or of all of this connection's presenters.
-    public func conflicts(of presenter: SessionPresenter? = nil) async throws(ControlTransportError) -> [ConflictInfo] {
+    package func conflicts(of presenter: SessionPresenter? = nil) async throws(ControlTransportError) -> [ConflictInfo] {
         let client = try await connectedClient()
         return try await client.conflicts(presenter: try presenter.map { (p) throws(ControlTransportError) in try remote(p) })
     }
 
     /// Resolves a conflict (see `ControlClient.resolve`).
-    public func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
+    package func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
         try await connectedClient().resolve(conflict, with: resolution, mine: mine)
     }
 
     /// The kept versions of the document at `path`, newest first.
-    public func versions(_ path: MountPath) async throws(ControlTransportError) -> [VersionInfo] {
+    package func versions(_ path: MountPath) async throws(ControlTransportError) -> [VersionInfo] {
         try await connectedClient().versions(path)
     }
 
     /// Writes a kept version back over the document at `path` (see `ControlClient.restore`).
-    public func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
+    package func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
         try await connectedClient().restore(version, to: path)
     }
 
     /// All of a kept version's bytes.
-    public func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
+    package func contents(ofVersion version: VersionID) async throws(ControlTransportError) -> [UInt8] {
         try await connectedClient().contents(ofVersion: version)
     }
 
     /// The largest frame the daemon accepts (what one `resolve` with bytes may carry).
-    public func maxFrameSize() async throws(ControlTransportError) -> Int {
+    package func maxFrameSize() async throws(ControlTransportError) -> Int {
         try await connectedClient().welcome.maxFrameSize
     }
 
@@ -211,7 +211,7 @@ public final class ControlSession: @unchecked Sendable {
     }
 
     /// Closes the connection and stops reconnecting; presenters are dropped.
-    public func close() {
+    package func close() {
         let (client, registrations) = state.withLock { s -> (ControlClient?, [Registration]) in
             s.closed = true
             defer { s.registrations = [:]; s.byRemote = [:] }

@@ -4,9 +4,9 @@ import Synchronization
 
 /// One client connected to a `ControlServer`, as the daemon sees it. Thread-safe: `send`, `ask`
 /// and `close` may be called from any thread at any time.
-public final class ControlConnection: @unchecked Sendable, Hashable, CustomStringConvertible {
+package final class ControlConnection: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// Why a connection ended.
-    public enum CloseReason: Sendable, Equatable {
+    package enum CloseReason: Sendable, Equatable {
         /// The client closed the socket, sent `close`, or its process died.
         case peerClosed
         /// The client broke the protocol; it was sent an `error` frame first.
@@ -22,11 +22,11 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
     }
 
     /// Unique for the server's lifetime.
-    public let id: UInt64
+    package let id: UInt64
     /// Who connected, from SO_PEERCRED.
-    public let peer: PeerCredentials
+    package let peer: PeerCredentials
     /// The serial queue all handler calls and ask completions for this connection run on.
-    public let queue: DispatchQueue
+    package let queue: DispatchQueue
 
     struct PendingAsk {
         let startNanoseconds: UInt64
@@ -73,23 +73,23 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
     }
 
     /// The negotiated protocol version (nil until `hello`).
-    public var version: Int? { state.withLock { $0.version } }
+    package var version: Int? { state.withLock { $0.version } }
     /// The name the client gave in `hello`.
-    public var clientName: String? { state.withLock { $0.clientName } }
+    package var clientName: String? { state.withLock { $0.clientName } }
     /// Whether the connection is closed or closing.
-    public var isClosed: Bool { state.withLock { $0.closing != nil } }
+    package var isClosed: Bool { state.withLock { $0.closing != nil } }
 
-    public var description: String { "connection \(id) (\(peer))" }
+    package var description: String { "connection \(id) (\(peer))" }
 
-    public static func == (a: ControlConnection, b: ControlConnection) -> Bool { a === b }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    package static func == (a: ControlConnection, b: ControlConnection) -> Bool { a === b }
+    package func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// Sends a message (a reply, a notification, or an ask you track yourself). Returns false if
     /// the connection is closed. Never blocks: bytes the socket cannot take yet are buffered and
     /// written by the server's I/O queue; a client that lets more than
     /// `Configuration.maxOutboundBytes` pile up is disconnected.
     @discardableResult
-    public func send(_ message: ControlMessage) -> Bool {
+    package func send(_ message: ControlMessage) -> Bool {
         enqueue(message.encodedFrame())
     }
 
@@ -98,7 +98,7 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
     /// report of 100,000 presenters) reaches a client that reads, and one that does not read holds
     /// only the window until it is dropped as slow. Returns false if the connection is closed.
     @discardableResult
-    public func sendInOrder(_ frames: [[UInt8]]) -> Bool {
+    package func sendInOrder(_ frames: [[UInt8]]) -> Bool {
         state.withLock { s in
             guard s.closing == nil else { return false }
             s.streamed += frames
@@ -108,7 +108,7 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
     }
 
     /// Whether frames of `sendInOrder` are still waiting to be sent.
-    public var isSendingInOrder: Bool { state.withLock { $0.streamedHead < $0.streamed.count } }
+    package var isSendingInOrder: Bool { state.withLock { $0.streamedHead < $0.streamed.count } }
 
     /// Bytes of `sendInOrder` frames buffered at a time.
     static let streamWindow = 256 * 1024
@@ -129,20 +129,20 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
 
     /// Replies to request `id` with an `error` frame; the connection stays open.
     @discardableResult
-    public func reply(to id: RequestID, error: ProtocolError) -> Bool {
+    package func reply(to id: RequestID, error: ProtocolError) -> Bool {
         send(.error(ErrorMessage(id: id, error)))
     }
 
     /// Sends a notification to one of this connection's presenters.
     @discardableResult
-    public func notify(_ presenter: PresenterID, _ event: PresenterEvent) -> Bool {
+    package func notify(_ presenter: PresenterID, _ event: PresenterEvent) -> Bool {
         send(.notification(PresenterNotification(presenter: presenter, event: event)))
     }
 
     /// Sends an ask and calls `completion` exactly once, on `queue`: with the answer, with
     /// `.timedOut` at the deadline, or with `.disconnected` as soon as the connection drops.
     @discardableResult
-    public func ask(
+    package func ask(
         _ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil,
         deadline: Duration, completion: @escaping @Sendable (AskOutcome) -> Void
     ) -> AskID {
@@ -170,7 +170,7 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
     }
 
     /// `ask` for async callers.
-    public func ask(_ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil, deadline: Duration) async -> AskOutcome {
+    package func ask(_ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil, deadline: Duration) async -> AskOutcome {
         await withCheckedContinuation { continuation in
             ask(kind, presenter: presenter, path: path, subitem: subitem, deadline: deadline) { continuation.resume(returning: $0) }
         }
@@ -178,7 +178,7 @@ public final class ControlConnection: @unchecked Sendable, Hashable, CustomStrin
 
     /// Closes the connection, first sending an `error` frame (without id) if `error` is given.
     /// The handler's `didClose` follows with `.closedByServer`.
-    public func close(error: ProtocolError? = nil) {
+    package func close(error: ProtocolError? = nil) {
         beginClose(reason: .closedByServer(error.map(ErrorBody.init)), finalFrame: error.map { ControlMessage.error(ErrorMessage($0)).encodedFrame() })
     }
 

@@ -9,41 +9,41 @@ import Synchronization
 /// queue, so thousands are cheap.
 ///
 /// Lock order: `table` before a connection's `state`; never the reverse.
-public final class ControlServer: @unchecked Sendable {
-    public struct Configuration: Sendable {
+package final class ControlServer: @unchecked Sendable {
+    package struct Configuration: Sendable {
         /// Where to bind. Any stale socket there (no daemon answering) is replaced.
-        public var socketPath: String
+        package var socketPath: String
         /// Permission bits of the socket file: 0o600 (owner only) by default, 0o666 for a mount
         /// with `allow_other`.
-        public var permissions: UInt32
+        package var permissions: UInt32
         /// Largest frame payload accepted (and announced in `welcome`).
-        public var maxFrameSize: Int
+        package var maxFrameSize: Int
         /// Name sent in `welcome`.
-        public var serverName: String
+        package var serverName: String
         /// Mount point sent in `welcome`.
-        public var mountPoint: String?
+        package var mountPoint: String?
         /// A client with more unsent bytes than this is disconnected.
-        public var maxOutboundBytes: Int
+        package var maxOutboundBytes: Int
         /// Connections beyond this are told `limitExceeded` and closed (those of `exemptUsers`
         /// only beyond `maxConnections + reservedConnections`).
-        public var maxConnections: Int
+        package var maxConnections: Int
         /// Connections of one user (uid) beyond this are told `limitExceeded` and closed
         /// (`exemptUsers` are not counted).
-        public var maxConnectionsPerUser: Int
+        package var maxConnectionsPerUser: Int
         /// Users no other user can lock out (root and the daemon's owner): no per-user bound, and
         /// `reservedConnections` beyond `maxConnections`.
-        public var exemptUsers: Set<UInt32>
-        public var reservedConnections: Int
+        package var exemptUsers: Set<UInt32>
+        package var reservedConnections: Int
         /// A client that has not sent `hello` within this time is disconnected.
-        public var helloTimeout: Duration
+        package var helloTimeout: Duration
         /// A negotiated client that sent nothing for this long and holds nothing (the handler's
         /// `holdsNothing`) is disconnected; nil: never.
-        public var idleTimeout: Duration?
+        package var idleTimeout: Duration?
         /// A client whose unsent messages made no progress for this long (it stopped reading) is
         /// disconnected; nil: only `maxOutboundBytes` bounds it.
-        public var slowTimeout: Duration?
+        package var slowTimeout: Duration?
 
-        public init(
+        package init(
             socketPath: String, permissions: UInt32 = 0o600, maxFrameSize: Int = Framing.defaultMaxFrameSize,
             serverName: String = "coordfs", mountPoint: String? = nil, maxOutboundBytes: Int = 8 << 20,
             maxConnections: Int = 8192, maxConnectionsPerUser: Int = .max, exemptUsers: Set<UInt32> = [0],
@@ -66,7 +66,7 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let handler: any ControlServerHandler
     private let delivery = DispatchQueue(label: "coordfs.control.delivery", attributes: .concurrent)
 
@@ -88,24 +88,24 @@ public final class ControlServer: @unchecked Sendable {
     private nonisolated(unsafe) var sweeper: DispatchSourceTimer?
     private let counters = Mutex<(connection: UInt64, ask: UInt64)>((0, 0))
 
-    public init(configuration: Configuration, handler: any ControlServerHandler) {
+    package init(configuration: Configuration, handler: any ControlServerHandler) {
         self.configuration = configuration
         self.handler = handler
         ioQueue.setSpecific(key: Self.ioQueueKey, value: true)
     }
 
     /// The connected clients (negotiated or not).
-    public var connections: [ControlConnection] {
+    package var connections: [ControlConnection] {
         table.withLock { Array($0.values) }.sorted { $0.id < $1.id }
     }
 
     /// Number of connected clients.
-    public var connectionCount: Int { table.withLock { $0.count } }
+    package var connectionCount: Int { table.withLock { $0.count } }
 
     /// Binds the socket (atomically: bound under a temporary name, given its permissions, then
     /// renamed into place) and starts serving.
     /// - Throws: `.addressInUse` if a live daemon answers at the path; `.system` otherwise.
-    public func start() throws(ControlTransportError) {
+    package func start() throws(ControlTransportError) {
         let path = configuration.socketPath
         if let fd = try? connectUnixSocket(path) {
             Glibc.close(fd)
@@ -183,7 +183,7 @@ public final class ControlServer: @unchecked Sendable {
     /// Stops serving: closes every connection (handlers see `.serverStopped`) and removes the
     /// socket file if it is still the one this server bound. Do not call it from a handler
     /// that blocks the I/O queue (handlers run elsewhere, so calling it from one is fine).
-    public func stop() {
+    package func stop() {
         let snapshot = lifecycle.withLock { l -> (DispatchSourceRead?, (dev: UInt64, ino: UInt64)?)? in
             guard l.started, !l.stopped else { return nil }
             l.stopped = true
@@ -210,7 +210,7 @@ public final class ControlServer: @unchecked Sendable {
     /// Raises this process's soft descriptor limit to its hard limit (a daemon serving
     /// thousands of clients needs more than the usual 1024). Returns the new soft limit.
     @discardableResult
-    public static func raiseFileDescriptorLimit() -> UInt64 {
+    package static func raiseFileDescriptorLimit() -> UInt64 {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
         if limit.rlim_cur < limit.rlim_max {

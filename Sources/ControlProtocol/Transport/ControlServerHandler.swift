@@ -7,7 +7,7 @@
 /// `ControlConnection.ask`, framing and syntax errors, and messages sent the wrong way. Everything
 /// else (`register`, `unregister`, `coordinate`, `release`, `status`, stray `answer`s and client
 /// `error`s) reaches `didReceive`; reply with `connection.send(_:)` echoing the request id.
-public protocol ControlServerHandler: AnyObject, Sendable {
+package protocol ControlServerHandler: AnyObject, Sendable {
     /// A client completed `hello`; `connection.version` is set.
     func controlServer(_ server: ControlServer, didOpen connection: ControlConnection)
     /// A decoded request from a negotiated client.
@@ -22,13 +22,13 @@ public protocol ControlServerHandler: AnyObject, Sendable {
 }
 
 extension ControlServerHandler {
-    public func controlServer(_ server: ControlServer, holdsNothing connection: ControlConnection) -> Bool { true }
-    public func controlServer(_ server: ControlServer, didOpen connection: ControlConnection) {}
-    public func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason) {}
+    package func controlServer(_ server: ControlServer, holdsNothing connection: ControlConnection) -> Bool { true }
+    package func controlServer(_ server: ControlServer, didOpen connection: ControlConnection) {}
+    package func controlServer(_ server: ControlServer, didClose connection: ControlConnection, reason: ControlConnection.CloseReason) {}
 }
 
 /// How an ask sent with `ControlConnection.ask` ended.
-public enum AskOutcome: Sendable, Equatable {
+package enum AskOutcome: Sendable, Equatable {
     /// The presenter answered that it did what was asked.
     case answered(latencyNanoseconds: UInt64)
     /// The presenter answered with an error.

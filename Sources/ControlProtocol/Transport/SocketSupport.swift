@@ -30,19 +30,19 @@ public enum ControlTransportError: Error, Sendable, Equatable, CustomStringConve
 
 /// The credentials of the process at the other end of a Unix socket, from `SO_PEERCRED`
 /// (as they were when it called `connect`).
-public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+package struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
+    package init(pid: Int32, uid: UInt32, gid: UInt32) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
     }
-    public var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
+    package var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
 
     /// Reads `SO_PEERCRED` of a connected Unix socket.
-    public static func of(socket fd: Int32) throws(ControlTransportError) -> PeerCredentials {
+    package static func of(socket fd: Int32) throws(ControlTransportError) -> PeerCredentials {
         // Layout of `struct ucred` (pid_t, uid_t, gid_t); Glibc only exports it under _GNU_SOURCE.
         var raw: (Int32, UInt32, UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)

@@ -3,7 +3,7 @@
 /// Decoding is strict: the standard alphabet only, no whitespace, padding required, and unused
 /// trailing bits must be zero, so every byte string has exactly one spelling (a frame that
 /// decodes re-encodes to the same frame).
-public enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
     private static let values: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
@@ -12,7 +12,7 @@ public enum Base64 {
     }()
 
     /// The base64 text of `bytes`.
-    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+    package static func encode(_ bytes: some Collection<UInt8>) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var iterator = bytes.makeIterator()
@@ -28,7 +28,7 @@ public enum Base64 {
     }
 
     /// The bytes `text` spells, or nil when it is not canonical base64.
-    public static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         let input = Array(text.utf8)
         guard input.count % 4 == 0 else { return nil }
         var out = [UInt8]()
@@ -64,5 +64,5 @@ public enum Base64 {
     }
 
     /// The length of the base64 text for `count` bytes.
-    public static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+    package static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
 }

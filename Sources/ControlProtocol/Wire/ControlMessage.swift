@@ -11,10 +11,10 @@
 // sample in Tests/ControlProtocolTests/Samples.swift (WireTests fails without one).
 
 /// The protocol versions this build speaks, oldest first.
-public enum ProtocolVersion {
-    public static let supported: [Int] = [1]
+package enum ProtocolVersion {
+    package static let supported: [Int] = [1]
     /// The version `hello` negotiation picks: the highest both sides speak.
-    public static func negotiate(_ offered: [Int]) -> Int? {
+    package static func negotiate(_ offered: [Int]) -> Int? {
         offered.filter { supported.contains($0) }.max()
     }
 }
@@ -44,7 +44,7 @@ extension WireMessage {
 }
 
 /// Every frame on the control socket. `docs/protocol.md` documents each message's fields.
-public enum ControlMessage: Sendable, Equatable {
+package enum ControlMessage: Sendable, Equatable {
     // Client to daemon.
     case hello(Hello)
     case register(Register)
@@ -79,7 +79,7 @@ public enum ControlMessage: Sendable, Equatable {
     case close(Close)
 
     /// Which way a message may travel.
-    public enum Direction: Sendable { case toDaemon, toClient, either }
+    package enum Direction: Sendable { case toDaemon, toClient, either }
 
     /// Every message type, once. Decoding finds a message's type here; the names a client may
     /// send are listed in this order.
@@ -134,25 +134,25 @@ public enum ControlMessage: Sendable, Equatable {
     }
 
     /// The message's `type` on the wire.
-    public var typeName: String { type(of: body).wireName }
+    package var typeName: String { type(of: body).wireName }
 
-    public var direction: Direction { type(of: body).direction }
+    package var direction: Direction { type(of: body).direction }
 
     /// The request id of a client request, or the id a reply echoes.
-    public var requestID: RequestID? { body.requestID }
+    package var requestID: RequestID? { body.requestID }
 
     /// The message as one frame: length prefix and JSON payload.
-    public func encodedFrame() -> [UInt8] {
+    package func encodedFrame() -> [UInt8] {
         Framing.frame(encodedPayload())
     }
 
     /// The message's JSON payload (without the length prefix).
-    public func encodedPayload() -> [UInt8] {
+    package func encodedPayload() -> [UInt8] {
         JSONWriter.write(.object(jsonObject))
     }
 
     /// The message as a JSON object, `type` first.
-    public var jsonObject: JSONObject {
+    package var jsonObject: JSONObject {
         let body = self.body
         var object = JSONObject()
         object["type"] = .string(type(of: body).wireName)
@@ -161,7 +161,7 @@ public enum ControlMessage: Sendable, Equatable {
     }
 
     /// Decodes one frame payload.
-    public static func decode(payload: some Collection<UInt8>) throws(ProtocolError) -> ControlMessage {
+    package static func decode(payload: some Collection<UInt8>) throws(ProtocolError) -> ControlMessage {
         let value = try JSONParser.parse(payload)
         guard case .object(let object) = value else {
             throw ProtocolError(.invalidMessage, "a frame must hold a JSON object, not a \(value.typeName)")
@@ -170,7 +170,7 @@ public enum ControlMessage: Sendable, Equatable {
     }
 
     /// Decodes a parsed JSON object.
-    public static func decode(_ object: JSONObject) throws(ProtocolError) -> ControlMessage {
+    package static func decode(_ object: JSONObject) throws(ProtocolError) -> ControlMessage {
         guard let typeValue = object["type"] else {
             throw ProtocolError(.invalidMessage, "message has no \"type\" field")
         }

@@ -120,11 +120,11 @@ extension DocumentChange {
 
 /// `setUnsavedChanges`: whether a presenter has unsaved changes in its document; decides between
 /// a conflict and the default action when the document changes underneath it. Replied to with `ok`.
-public struct SetUnsavedChanges: Sendable, Hashable {
-    public var id: RequestID
-    public var presenter: PresenterID
-    public var unsaved: Bool
-    public init(id: RequestID, presenter: PresenterID, unsaved: Bool) {
+package struct SetUnsavedChanges: Sendable, Hashable {
+    package var id: RequestID
+    package var presenter: PresenterID
+    package var unsaved: Bool
+    package init(id: RequestID, presenter: PresenterID, unsaved: Bool) {
         self.id = id
         self.presenter = presenter
         self.unsaved = unsaved
@@ -152,10 +152,10 @@ extension SetUnsavedChanges: WireMessage {
 
 /// `conflicts`: the open conflicts of one presenter, or of every presenter of this connection
 /// (every open conflict in the store, for root). Replied to with `conflictList`.
-public struct ConflictsQuery: Sendable, Hashable {
-    public var id: RequestID
-    public var presenter: PresenterID?
-    public init(id: RequestID, presenter: PresenterID? = nil) {
+package struct ConflictsQuery: Sendable, Hashable {
+    package var id: RequestID
+    package var presenter: PresenterID?
+    package init(id: RequestID, presenter: PresenterID? = nil) {
         self.id = id
         self.presenter = presenter
     }
@@ -179,23 +179,23 @@ extension ConflictsQuery: WireMessage {
 }
 
 /// One open conflict, as `conflictList` reports it.
-public struct ConflictInfo: Sendable, Hashable {
-    public var conflict: ConflictID
-    public var document: DocumentID
-    public var path: MountPath
+package struct ConflictInfo: Sendable, Hashable {
+    package var conflict: ConflictID
+    package var document: DocumentID
+    package var path: MountPath
     /// The presenter the conflict belongs to, when it is one of this daemon's (nil for a presenter
     /// that is gone, for example one registered before a restart).
-    public var presenter: PresenterID?
+    package var presenter: PresenterID?
     /// The store's name of that presenter (as `coordfs conflicts` shows it).
-    public var storePresenter: String
-    public var kind: DocumentChangeKind
+    package var storePresenter: String
+    package var kind: DocumentChangeKind
     /// When the conflict opened, in milliseconds since the epoch.
-    public var createdMs: UInt64
-    public var before: DocumentIdentity?
-    public var after: DocumentIdentity?
+    package var createdMs: UInt64
+    package var before: DocumentIdentity?
+    package var after: DocumentIdentity?
     /// The presenter's base (what a merge uses), when it was kept.
-    public var baseVersion: VersionID?
-    public init(conflict: ConflictID, document: DocumentID, path: MountPath, presenter: PresenterID?, storePresenter: String,
+    package var baseVersion: VersionID?
+    package init(conflict: ConflictID, document: DocumentID, path: MountPath, presenter: PresenterID?, storePresenter: String,
                 kind: DocumentChangeKind, createdMs: UInt64, before: DocumentIdentity?, after: DocumentIdentity?, baseVersion: VersionID?) {
         self.conflict = conflict
         self.document = document
@@ -211,10 +211,10 @@ public struct ConflictInfo: Sendable, Hashable {
 }
 
 /// `conflictList`: the reply to `conflicts`, oldest first.
-public struct ConflictList: Sendable, Hashable {
-    public var id: RequestID
-    public var conflicts: [ConflictInfo]
-    public init(id: RequestID, conflicts: [ConflictInfo]) {
+package struct ConflictList: Sendable, Hashable {
+    package var id: RequestID
+    package var conflicts: [ConflictInfo]
+    package init(id: RequestID, conflicts: [ConflictInfo]) {
         self.id = id
         self.conflicts = conflicts
     }
@@ -277,7 +277,7 @@ public enum ConflictResolution: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The presenter's bytes for save, keep both and merge.
-public enum ResolutionContents: Sendable, Hashable {
+package enum ResolutionContents: Sendable, Hashable {
     /// The bytes themselves (`mine`, base64; they must fit in one frame).
     case bytes([UInt8])
     /// A file inside the mount that the peer may read (`minePath`).
@@ -285,12 +285,12 @@ public enum ResolutionContents: Sendable, Hashable {
 }
 
 /// `resolve`: resolves an open conflict. Replied to with `resolved`.
-public struct Resolve: Sendable, Hashable {
-    public var id: RequestID
-    public var conflict: ConflictID
-    public var resolution: ConflictResolution
-    public var mine: ResolutionContents?
-    public init(id: RequestID, conflict: ConflictID, resolution: ConflictResolution, mine: ResolutionContents? = nil) {
+package struct Resolve: Sendable, Hashable {
+    package var id: RequestID
+    package var conflict: ConflictID
+    package var resolution: ConflictResolution
+    package var mine: ResolutionContents?
+    package init(id: RequestID, conflict: ConflictID, resolution: ConflictResolution, mine: ResolutionContents? = nil) {
         self.id = id
         self.conflict = conflict
         self.resolution = resolution
@@ -329,21 +329,21 @@ extension Resolve: WireMessage {
 }
 
 /// `resolved`: what a resolution did.
-public struct Resolved: Sendable, Hashable {
-    public var id: RequestID
-    public var conflict: ConflictID
-    public var resolution: ConflictResolution
+package struct Resolved: Sendable, Hashable {
+    package var id: RequestID
+    package var conflict: ConflictID
+    package var resolution: ConflictResolution
     /// The document's path.
-    public var path: MountPath
+    package var path: MountPath
     /// The file written: the document (save, merge) or the conflict copy (keep both).
-    public var writtenPath: MountPath?
+    package var writtenPath: MountPath?
     /// The version keeping the file the resolution wrote over (restore it to undo).
-    public var preservedVersion: VersionID?
+    package var preservedVersion: VersionID?
     /// Merge: how many hunks conflicted (marked in the file as `git merge-file` marks them).
-    public var mergeConflicts: Int
+    package var mergeConflicts: Int
     /// The document afterwards (nil when it does not exist).
-    public var after: DocumentIdentity?
-    public init(id: RequestID, conflict: ConflictID, resolution: ConflictResolution, path: MountPath, writtenPath: MountPath? = nil,
+    package var after: DocumentIdentity?
+    package init(id: RequestID, conflict: ConflictID, resolution: ConflictResolution, path: MountPath, writtenPath: MountPath? = nil,
                 preservedVersion: VersionID? = nil, mergeConflicts: Int = 0, after: DocumentIdentity? = nil) {
         self.id = id
         self.conflict = conflict
@@ -386,10 +386,10 @@ extension Resolved: WireMessage {
 }
 
 /// `versions`: the kept versions of the document at a path. Replied to with `versionList`.
-public struct VersionsQuery: Sendable, Hashable {
-    public var id: RequestID
-    public var path: MountPath
-    public init(id: RequestID, path: MountPath) {
+package struct VersionsQuery: Sendable, Hashable {
+    package var id: RequestID
+    package var path: MountPath
+    package init(id: RequestID, path: MountPath) {
         self.id = id
         self.path = path
     }
@@ -442,10 +442,10 @@ public struct VersionInfo: Sendable, Hashable {
 }
 
 /// `versionList`: the reply to `versions`, newest first (empty when the store keeps nothing there).
-public struct VersionList: Sendable, Hashable {
-    public var id: RequestID
-    public var versions: [VersionInfo]
-    public init(id: RequestID, versions: [VersionInfo]) {
+package struct VersionList: Sendable, Hashable {
+    package var id: RequestID
+    package var versions: [VersionInfo]
+    package init(id: RequestID, versions: [VersionInfo]) {
         self.id = id
         self.versions = versions
     }
@@ -483,15 +483,15 @@ extension VersionList: WireMessage {
 }
 
 /// `readVersion`: reads bytes of a kept version. Replied to with `versionData`.
-public struct ReadVersion: Sendable, Hashable {
-    public var id: RequestID
-    public var version: VersionID
-    public var offset: UInt64
+package struct ReadVersion: Sendable, Hashable {
+    package var id: RequestID
+    package var version: VersionID
+    package var offset: UInt64
     /// At most this many bytes (default and maximum: `maxLength`).
-    public var length: UInt32?
+    package var length: UInt32?
     /// The most one `versionData` carries (512 KiB: its base64 fits in a 1 MiB frame).
-    public static let maxLength: UInt32 = 512 * 1024
-    public init(id: RequestID, version: VersionID, offset: UInt64 = 0, length: UInt32? = nil) {
+    package static let maxLength: UInt32 = 512 * 1024
+    package init(id: RequestID, version: VersionID, offset: UInt64 = 0, length: UInt32? = nil) {
         self.id = id
         self.version = version
         self.offset = offset
@@ -525,15 +525,15 @@ extension ReadVersion: WireMessage {
 }
 
 /// `versionData`: bytes of a kept version from `offset`; `eof` once the last byte was sent.
-public struct VersionData: Sendable, Hashable {
-    public var id: RequestID
-    public var version: VersionID
-    public var offset: UInt64
+package struct VersionData: Sendable, Hashable {
+    package var id: RequestID
+    package var version: VersionID
+    package var offset: UInt64
     /// The version's total size.
-    public var size: UInt64
-    public var data: [UInt8]
-    public var eof: Bool
-    public init(id: RequestID, version: VersionID, offset: UInt64, size: UInt64, data: [UInt8], eof: Bool) {
+    package var size: UInt64
+    package var data: [UInt8]
+    package var eof: Bool
+    package init(id: RequestID, version: VersionID, offset: UInt64, size: UInt64, data: [UInt8], eof: Bool) {
         self.id = id
         self.version = version
         self.offset = offset
@@ -574,12 +574,12 @@ extension VersionData: WireMessage {
 /// kept first as a version (so the restore is undoable), presenters are asked first and told
 /// after. The peer must be allowed to write (replace) the document, and `version` must be one
 /// of that document's. Replied to with `restored`.
-public struct Restore: Sendable, Hashable {
-    public var id: RequestID
-    public var version: VersionID
+package struct Restore: Sendable, Hashable {
+    package var id: RequestID
+    package var version: VersionID
     /// The document the version is restored to.
-    public var path: MountPath
-    public init(id: RequestID, version: VersionID, path: MountPath) {
+    package var path: MountPath
+    package init(id: RequestID, version: VersionID, path: MountPath) {
         self.id = id
         self.version = version
         self.path = path
@@ -606,16 +606,16 @@ extension Restore: WireMessage {
 }
 
 /// `restored`: what a restore did.
-public struct Restored: Sendable, Hashable {
-    public var id: RequestID
-    public var version: VersionID
+package struct Restored: Sendable, Hashable {
+    package var id: RequestID
+    package var version: VersionID
     /// The document written.
-    public var path: MountPath
+    package var path: MountPath
     /// The version keeping the file the restore wrote over (restore it to undo); nil when there was none.
-    public var preservedVersion: VersionID?
+    package var preservedVersion: VersionID?
     /// The document afterwards.
-    public var after: DocumentIdentity?
-    public init(id: RequestID, version: VersionID, path: MountPath, preservedVersion: VersionID? = nil, after: DocumentIdentity? = nil) {
+    package var after: DocumentIdentity?
+    package init(id: RequestID, version: VersionID, path: MountPath, preservedVersion: VersionID? = nil, after: DocumentIdentity? = nil) {
         self.id = id
         self.version = version
         self.path = path

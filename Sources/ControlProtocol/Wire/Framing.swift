@@ -1,13 +1,13 @@
 /// Frames on the control socket: a 4-byte big-endian payload length, then that many bytes of one
 /// UTF-8 JSON object. No other framing, no padding.
-public enum Framing {
+package enum Framing {
     /// Default (and documented) largest payload: 1 MiB.
-    public static let defaultMaxFrameSize = 1 << 20
+    package static let defaultMaxFrameSize = 1 << 20
     /// Bytes in the length prefix.
-    public static let headerSize = 4
+    package static let headerSize = 4
 
     /// Prepends the length prefix to `payload`.
-    public static func frame(_ payload: [UInt8]) -> [UInt8] {
+    package static func frame(_ payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + headerSize)
         appendFrame(payload, to: &out)
@@ -15,7 +15,7 @@ public enum Framing {
     }
 
     /// Appends one frame (prefix and payload) to `out`.
-    public static func appendFrame(_ payload: [UInt8], to out: inout [UInt8]) {
+    package static func appendFrame(_ payload: [UInt8], to out: inout [UInt8]) {
         let length = UInt32(truncatingIfNeeded: payload.count)
         out.append(UInt8(truncatingIfNeeded: length >> 24))
         out.append(UInt8(truncatingIfNeeded: length >> 16))
@@ -29,32 +29,32 @@ public enum Framing {
 ///
 /// Rejects a length prefix above the maximum as soon as the 4 bytes are in (before buffering the
 /// payload), a zero length, and (at `finish()`) a stream that ends inside a frame.
-public struct FrameDecoder: Sendable {
-    public let maxFrameSize: Int
+package struct FrameDecoder: Sendable {
+    package let maxFrameSize: Int
     private var buffer: [UInt8] = []
     private var consumed = 0
 
-    public init(maxFrameSize: Int = Framing.defaultMaxFrameSize) {
+    package init(maxFrameSize: Int = Framing.defaultMaxFrameSize) {
         self.maxFrameSize = maxFrameSize
     }
 
     /// Bytes received but not yet returned as a frame.
-    public var bufferedByteCount: Int { buffer.count - consumed }
+    package var bufferedByteCount: Int { buffer.count - consumed }
 
     /// Adds bytes read from the stream.
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
+    package mutating func append(_ bytes: some Sequence<UInt8>) {
         compact()
         buffer.append(contentsOf: bytes)
     }
 
     /// Adds bytes read from the stream.
-    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
         compact()
         buffer.append(contentsOf: bytes)
     }
 
     /// The next complete payload, or `nil` if more bytes are needed.
-    public mutating func nextFrame() throws(ProtocolError) -> [UInt8]? {
+    package mutating func nextFrame() throws(ProtocolError) -> [UInt8]? {
         let available = buffer.count - consumed
         guard available >= Framing.headerSize else { return nil }
         let length = Int(buffer[consumed]) << 24 | Int(buffer[consumed + 1]) << 16
@@ -78,7 +78,7 @@ public struct FrameDecoder: Sendable {
     }
 
     /// Call at end of stream: throws `truncatedFrame` if a partial frame is buffered.
-    public func finish() throws(ProtocolError) {
+    package func finish() throws(ProtocolError) {
         let available = buffer.count - consumed
         if available > 0 {
             throw ProtocolError(.truncatedFrame, "connection closed after \(available) bytes of an incomplete frame")

@@ -4,13 +4,13 @@ import NameBytes
 /// keys, no lone surrogates but `\udc80`...`\udcff` (PEP 383: one byte of a name that is not
 /// UTF-8, held by `LosslessName`), bounded nesting. Errors are `ProtocolError`s with code
 /// `malformedJSON` (or `malformedFrame` for bytes that are not UTF-8) and a byte offset.
-public struct JSONParser {
+package struct JSONParser {
     /// Deepest nesting of arrays and objects accepted. Control messages need 4; the margin keeps
     /// room for extension fields without letting a hostile frame recurse deeply.
-    public static let maxDepth = 32
+    package static let maxDepth = 32
 
     /// Parses exactly one JSON value filling all of `bytes` (surrounding whitespace allowed).
-    public static func parse(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> JSONValue {
         let array = Array(bytes)
         return try array.withUnsafeBufferPointer { (buffer) throws(ProtocolError) -> JSONValue in
             var parser = JSONParser(buffer)

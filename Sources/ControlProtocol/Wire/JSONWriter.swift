@@ -2,15 +2,15 @@ import NameBytes
 
 /// Serialises a `JSONValue` compactly as UTF-8, keys in insertion order. Non-finite doubles
 /// (which JSON cannot express) are written as `null`.
-public enum JSONWriter {
-    public static func write(_ value: JSONValue) -> [UInt8] {
+package enum JSONWriter {
+    package static func write(_ value: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)
         write(value, into: &out)
         return out
     }
 
-    public static func write(_ value: JSONValue, into out: inout [UInt8]) {
+    package static func write(_ value: JSONValue, into out: inout [UInt8]) {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)

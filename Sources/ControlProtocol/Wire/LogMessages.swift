@@ -2,15 +2,15 @@
 // the log's files, the daemon reads them and passes on only the records that user may see.
 
 /// `readLog`: event-log records from a cursor, those the peer may see. Replied to with `logRecords`.
-public struct ReadLog: Sendable, Hashable {
-    public var id: RequestID
+package struct ReadLog: Sendable, Hashable {
+    package var id: RequestID
     /// The first sequence number wanted; nil: from the end (only records written from now on).
-    public var from: UInt64?
+    package var from: UInt64?
     /// At most this many records (1 to `maxLimit`; default `maxLimit`).
-    public var limit: UInt32?
+    package var limit: UInt32?
     /// The most records one reply carries.
-    public static let maxLimit: UInt32 = 4096
-    public init(id: RequestID, from: UInt64? = nil, limit: UInt32? = nil) {
+    package static let maxLimit: UInt32 = 4096
+    package init(id: RequestID, from: UInt64? = nil, limit: UInt32? = nil) {
         self.id = id
         self.from = from
         self.limit = limit
@@ -42,17 +42,17 @@ extension ReadLog: WireMessage {
 
 /// `logRecords`: records in the log's own binary frames (docs/event-log.md, "On disk"), base64 on
 /// the wire, oldest first, possibly none.
-public struct LogRecords: Sendable, Hashable {
-    public var id: RequestID
+package struct LogRecords: Sendable, Hashable {
+    package var id: RequestID
     /// The frames, back to back.
-    public var records: [UInt8]
+    package var records: [UInt8]
     /// Where to go on: `from` of the next `readLog` (past records read but not shown, too).
-    public var next: UInt64
+    package var next: UInt64
     /// The sequence number the next record written will have.
-    public var end: UInt64
+    package var end: UInt64
     /// The oldest record the log still keeps (nil when it keeps none).
-    public var oldest: UInt64?
-    public init(id: RequestID, records: [UInt8], next: UInt64, end: UInt64, oldest: UInt64? = nil) {
+    package var oldest: UInt64?
+    package init(id: RequestID, records: [UInt8], next: UInt64, end: UInt64, oldest: UInt64? = nil) {
         self.id = id
         self.records = records
         self.next = next

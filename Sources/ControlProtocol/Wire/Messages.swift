@@ -2,12 +2,12 @@
 // "Daemon to client", "Either way"): each struct with its wire name, direction and codec.
 
 /// `hello`: the first frame a client sends; offers protocol versions.
-public struct Hello: Sendable, Hashable {
-    public var id: RequestID
-    public var versions: [Int]
+package struct Hello: Sendable, Hashable {
+    package var id: RequestID
+    package var versions: [Int]
     /// A free-form name for logs and `coordfs status` (at most 256 bytes).
-    public var client: String?
-    public init(id: RequestID, versions: [Int] = ProtocolVersion.supported, client: String? = nil) {
+    package var client: String?
+    package init(id: RequestID, versions: [Int] = ProtocolVersion.supported, client: String? = nil) {
         self.id = id
         self.versions = versions
         self.client = client
@@ -41,15 +41,15 @@ extension Hello: WireMessage {
 }
 
 /// `welcome`: the reply to `hello` with the chosen version.
-public struct Welcome: Sendable, Hashable {
-    public var id: RequestID
-    public var version: Int
-    public var server: String
+package struct Welcome: Sendable, Hashable {
+    package var id: RequestID
+    package var version: Int
+    package var server: String
     /// Largest frame payload the daemon accepts.
-    public var maxFrameSize: Int
+    package var maxFrameSize: Int
     /// The mount point the socket serves, informational.
-    public var mountPoint: String?
-    public init(id: RequestID, version: Int, server: String, maxFrameSize: Int, mountPoint: String? = nil) {
+    package var mountPoint: String?
+    package init(id: RequestID, version: Int, server: String, maxFrameSize: Int, mountPoint: String? = nil) {
         self.id = id
         self.version = version
         self.server = server
@@ -83,15 +83,15 @@ extension Welcome: WireMessage {
 
 /// `register`: present a file or directory and say which asks to receive. Notifications are
 /// always sent.
-public struct Register: Sendable, Hashable {
-    public var id: RequestID
-    public var path: MountPath
-    public var kind: ItemKind
-    public var asks: Set<AskKind>
+package struct Register: Sendable, Hashable {
+    package var id: RequestID
+    package var path: MountPath
+    package var kind: ItemKind
+    package var asks: Set<AskKind>
     /// The presenter already has unsaved changes in the document (as `setUnsavedChanges` would
     /// say right after registering, without a window in between). Sent only when true.
-    public var unsaved: Bool
-    public init(id: RequestID, path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false) {
+    package var unsaved: Bool
+    package init(id: RequestID, path: MountPath, kind: ItemKind, asks: Set<AskKind> = Set(AskKind.allCases), unsaved: Bool = false) {
         self.id = id
         self.path = path
         self.kind = kind
@@ -133,10 +133,10 @@ extension Register: WireMessage {
 }
 
 /// `registered`: the reply to `register`.
-public struct Registered: Sendable, Hashable {
-    public var id: RequestID
-    public var presenter: PresenterID
-    public init(id: RequestID, presenter: PresenterID) {
+package struct Registered: Sendable, Hashable {
+    package var id: RequestID
+    package var presenter: PresenterID
+    package init(id: RequestID, presenter: PresenterID) {
         self.id = id
         self.presenter = presenter
     }
@@ -160,10 +160,10 @@ extension Registered: WireMessage {
 }
 
 /// `unregister`: stop presenting; replied to with `ok`.
-public struct Unregister: Sendable, Hashable {
-    public var id: RequestID
-    public var presenter: PresenterID
-    public init(id: RequestID, presenter: PresenterID) {
+package struct Unregister: Sendable, Hashable {
+    package var id: RequestID
+    package var presenter: PresenterID
+    package init(id: RequestID, presenter: PresenterID) {
         self.id = id
         self.presenter = presenter
     }
@@ -188,22 +188,22 @@ extension Unregister: WireMessage {
 
 /// `coordinate`: ask for a coordinated access to one or more items; replied to with `granted`
 /// once presenters have answered and no conflicting access is held, or with `error`.
-public struct Coordinate: Sendable, Hashable {
-    public var id: RequestID
-    public var intents: [Intent]
+package struct Coordinate: Sendable, Hashable {
+    package var id: RequestID
+    package var intents: [Intent]
     /// The presenter on whose behalf the client accesses (it is not asked, nor notified).
-    public var presenter: PresenterID?
+    package var presenter: PresenterID?
     /// The longest the client will wait for the grant, in milliseconds.
-    public var timeoutMs: UInt32?
+    package var timeoutMs: UInt32?
     /// The client coordinator's purpose: accesses with the same purpose from one process never
     /// block each other; those of different purposes do (nil: the process's own purpose, shared
     /// with its reads and writes through the mount).
-    public var purpose: String?
+    package var purpose: String?
     /// Most intents in one request.
-    public static let maxIntents = 64
+    package static let maxIntents = 64
     /// The longest purpose, in bytes.
-    public static let maxPurposeBytes = 256
-    public init(id: RequestID, intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil, purpose: String? = nil) {
+    package static let maxPurposeBytes = 256
+    package init(id: RequestID, intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil, purpose: String? = nil) {
         self.id = id
         self.intents = intents
         self.presenter = presenter
@@ -237,10 +237,10 @@ extension Coordinate: WireMessage {
 }
 
 /// `granted`: the access is held until `release`.
-public struct Granted: Sendable, Hashable {
-    public var id: RequestID
-    public var access: AccessID
-    public init(id: RequestID, access: AccessID) {
+package struct Granted: Sendable, Hashable {
+    package var id: RequestID
+    package var access: AccessID
+    package init(id: RequestID, access: AccessID) {
         self.id = id
         self.access = access
     }
@@ -264,11 +264,11 @@ extension Granted: WireMessage {
 }
 
 /// `release`: end an access and say what the writer did; replied to with `ok`.
-public struct Release: Sendable, Hashable {
-    public var id: RequestID
-    public var access: AccessID
-    public var changes: [ItemChange]
-    public init(id: RequestID, access: AccessID, changes: [ItemChange] = []) {
+package struct Release: Sendable, Hashable {
+    package var id: RequestID
+    package var access: AccessID
+    package var changes: [ItemChange]
+    package init(id: RequestID, access: AccessID, changes: [ItemChange] = []) {
         self.id = id
         self.access = access
         self.changes = changes
@@ -323,9 +323,9 @@ extension Release: WireMessage {
 }
 
 /// `ok`: a request without a result succeeded.
-public struct OK: Sendable, Hashable {
-    public var id: RequestID
-    public init(id: RequestID) { self.id = id }
+package struct OK: Sendable, Hashable {
+    package var id: RequestID
+    package init(id: RequestID) { self.id = id }
 }
 
 extension OK: WireMessage {
@@ -338,9 +338,9 @@ extension OK: WireMessage {
 }
 
 /// `status`: ask for the daemon's current presenters, accesses and waiting requests.
-public struct StatusQuery: Sendable, Hashable {
-    public var id: RequestID
-    public init(id: RequestID) { self.id = id }
+package struct StatusQuery: Sendable, Hashable {
+    package var id: RequestID
+    package init(id: RequestID) { self.id = id }
 }
 
 extension StatusQuery: WireMessage {
@@ -396,14 +396,14 @@ public struct StatusReport: Sendable, Hashable {
             self.waitingMs = waitingMs
         }
     }
-    public var id: RequestID
+    package var id: RequestID
     public var presenters: [Presenter]
     public var accesses: [Access]
     public var waiting: [Waiting]
     /// True on every part of a report sent in several frames but the last (docs/protocol.md,
     /// `status`): the lists of all parts together are the report.
-    public var more: Bool
-    public init(id: RequestID, presenters: [Presenter] = [], accesses: [Access] = [], waiting: [Waiting] = [], more: Bool = false) {
+    package var more: Bool
+    package init(id: RequestID, presenters: [Presenter] = [], accesses: [Access] = [], waiting: [Waiting] = [], more: Bool = false) {
         self.id = id
         self.presenters = presenters
         self.accesses = accesses
@@ -412,7 +412,7 @@ public struct StatusReport: Sendable, Hashable {
     }
 
     /// Appends the lists of a later part.
-    public mutating func append(_ part: StatusReport) {
+    package mutating func append(_ part: StatusReport) {
         presenters += part.presenters
         accesses += part.accesses
         waiting += part.waiting
@@ -487,16 +487,16 @@ extension StatusReport.Waiting {
 
 /// `ask`: the daemon asks a presenter to do something before an access; the client must send
 /// an `answer` with the same id before `deadlineMs` milliseconds have passed.
-public struct Ask: Sendable, Hashable {
-    public var id: AskID
-    public var presenter: PresenterID
-    public var kind: AskKind
+package struct Ask: Sendable, Hashable {
+    package var id: AskID
+    package var presenter: PresenterID
+    package var kind: AskKind
     /// The presented item's path.
-    public var path: MountPath
+    package var path: MountPath
     /// The item inside a presented directory the ask is about (`accommodateSubitemDeletion`).
-    public var subitem: MountPath?
-    public var deadlineMs: UInt32
-    public init(id: AskID, presenter: PresenterID, kind: AskKind, path: MountPath, subitem: MountPath? = nil, deadlineMs: UInt32) {
+    package var subitem: MountPath?
+    package var deadlineMs: UInt32
+    package init(id: AskID, presenter: PresenterID, kind: AskKind, path: MountPath, subitem: MountPath? = nil, deadlineMs: UInt32) {
         self.id = id
         self.presenter = presenter
         self.kind = kind
@@ -532,10 +532,10 @@ extension Ask: WireMessage {
 }
 
 /// `answer`: the presenter's reply to an ask: done, or failed with an error.
-public struct Answer: Sendable, Hashable {
-    public var id: AskID
-    public var error: ErrorBody?
-    public init(id: AskID, error: ErrorBody? = nil) {
+package struct Answer: Sendable, Hashable {
+    package var id: AskID
+    package var error: ErrorBody?
+    package init(id: AskID, error: ErrorBody? = nil) {
         self.id = id
         self.error = error
     }
@@ -566,10 +566,10 @@ extension Answer: WireMessage {
 }
 
 /// `notification`: something happened to a presented item.
-public struct PresenterNotification: Sendable, Equatable {
-    public var presenter: PresenterID
-    public var event: PresenterEvent
-    public init(presenter: PresenterID, event: PresenterEvent) {
+package struct PresenterNotification: Sendable, Equatable {
+    package var presenter: PresenterID
+    package var event: PresenterEvent
+    package init(presenter: PresenterID, event: PresenterEvent) {
         self.presenter = presenter
         self.event = event
     }
@@ -615,16 +615,16 @@ extension PresenterNotification: WireMessage {
 }
 
 /// `error`: a request failed (with its `id`), or the connection is about to close (no `id`).
-public struct ErrorMessage: Sendable, Hashable {
-    public var id: RequestID?
-    public var code: ErrorCode
-    public var message: String
-    public init(id: RequestID? = nil, code: ErrorCode, message: String) {
+package struct ErrorMessage: Sendable, Hashable {
+    package var id: RequestID?
+    package var code: ErrorCode
+    package var message: String
+    package init(id: RequestID? = nil, code: ErrorCode, message: String) {
         self.id = id
         self.code = code
         self.message = message
     }
-    public init(id: RequestID? = nil, _ error: ProtocolError) {
+    package init(id: RequestID? = nil, _ error: ProtocolError) {
         self.init(id: id, code: error.code, message: error.message)
     }
 }
@@ -650,9 +650,9 @@ extension ErrorMessage: WireMessage {
 }
 
 /// `close`: the sender is about to close the connection.
-public struct Close: Sendable, Hashable {
-    public var reason: String?
-    public init(reason: String? = nil) { self.reason = reason }
+package struct Close: Sendable, Hashable {
+    package var reason: String?
+    package init(reason: String? = nil) { self.reason = reason }
 }
 
 extension Close: WireMessage {

@@ -4,7 +4,7 @@ extension StatusReport {
     /// (docs/protocol.md, `status`). Each entry is encoded once; an entry is never split. (One
     /// entry alone larger than a frame, an access with 64 intents of 4 KiB paths each, still goes
     /// in a frame of its own.)
-    public func frames(maxFrameSize: Int = Framing.defaultMaxFrameSize) -> [[UInt8]] {
+    package func frames(maxFrameSize: Int = Framing.defaultMaxFrameSize) -> [[UInt8]] {
         let lists: [(key: String, entries: [[UInt8]])] = [
             ("presenters", presenters.map { JSONWriter.write($0.wireValue) }),
             ("accesses", accesses.map { JSONWriter.write($0.wireValue) }),

@@ -89,7 +89,7 @@ public enum Intent: Sendable, Hashable {
 }
 
 /// What a coordinated writer did to an item, reported in `release`.
-public enum ItemChange: Sendable, Hashable {
+package enum ItemChange: Sendable, Hashable {
     /// The contents or attributes changed.
     case changed(MountPath)
     /// The item moved from the first path to the second.
@@ -97,7 +97,7 @@ public enum ItemChange: Sendable, Hashable {
     /// The item was deleted.
     case deleted(MountPath)
 
-    public var path: MountPath {
+    package var path: MountPath {
         switch self {
         case .changed(let path), .moved(let path, _), .deleted(let path): return path
         }
@@ -147,16 +147,16 @@ public enum PresenterEvent: Sendable, Equatable {
 }
 
 /// A code and a message, as carried by `error` frames and failed answers.
-public struct ErrorBody: Sendable, Hashable, CustomStringConvertible {
-    public var code: ErrorCode
-    public var message: String
-    public init(code: ErrorCode, message: String) {
+package struct ErrorBody: Sendable, Hashable, CustomStringConvertible {
+    package var code: ErrorCode
+    package var message: String
+    package init(code: ErrorCode, message: String) {
         self.code = code
         self.message = message
     }
-    public init(_ error: ProtocolError) {
+    package init(_ error: ProtocolError) {
         self.code = error.code
         self.message = error.message
     }
-    public var description: String { "\(code.rawValue): \(message)" }
+    package var description: String { "\(code.rawValue): \(message)" }
 }

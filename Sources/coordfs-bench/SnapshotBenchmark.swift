@@ -1,29 +1,30 @@
+import DocumentStore
 import Foundation
 import Glibc
 
 /// Measures what keeping a version costs against file size, for each snapshot method the
 /// filesystem under `directory` offers, through the store's public calls (so the SQLite commit is
-/// included). For `make bench`; not a test.
-public enum SnapshotBenchmark {
-    public struct Measurement: Sendable, Hashable {
-        public var filesystem: String
-        public var method: SnapshotMethod
-        public var size: Int64
+/// included). `coordfs-bench store` runs it.
+enum SnapshotBenchmark {
+    struct Measurement: Sendable, Hashable {
+        var filesystem: String
+        var method: SnapshotMethod
+        var size: Int64
         /// Median wall time of one snapshot, in nanoseconds.
-        public var medianNanoseconds: UInt64
+        var medianNanoseconds: UInt64
         /// Free space the first snapshot consumed (statvfs, after sync), in bytes.
-        public var extraBytes: Int64
+        var extraBytes: Int64
         /// Median time of a second in-place write to the same base (should be ~0: nothing kept).
-        public var repeatWriteNanoseconds: UInt64?
+        var repeatWriteNanoseconds: UInt64?
     }
 
     /// Runs the measurements; `repetitions` snapshots per (size, method), each of a fresh file state.
-    public static func run(directory: String, sizes: [Int64], repetitions: Int = 3) throws -> [Measurement] {
+    static func run(directory: String, sizes: [Int64], repetitions: Int = 3) throws -> [Measurement] {
         var results: [Measurement] = []
         for size in sizes {
             for method in SnapshotMethod.allCases {
                 let root = directory + "/snapshot-bench-\(UInt64.random(in: 0...UInt64.max))"
-                try FileSystem.mkdirs(root)
+                try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
                 defer { removeTree(root) }
                 let configuration = StoreConfiguration(
                     retention: Retention(maxVersionsPerDocument: 1000, maxTotalBytes: .max),
@@ -34,7 +35,7 @@ public enum SnapshotBenchmark {
                 if method == .link {
                     // Each link snapshot is followed by a rename over the document, as in an
                     // atomic save, so the next round links a fresh single-link inode.
-                    for round in 1..<max(1, repetitions) { try FileSystem.copy(from: root + "/doc.bin", to: root + "/next-\(round).bin") }
+                    for round in 1..<max(1, repetitions) { try FileManager.default.copyItem(atPath: root + "/doc.bin", toPath: root + "/next-\(round).bin") }
                 }
                 var times: [UInt64] = []
                 var extra: Int64 = 0
@@ -42,15 +43,15 @@ public enum SnapshotBenchmark {
                     // A new mtime is a new file state: the store keeps it again instead of reusing.
                     try touch(root + "/doc.bin", round: round)
                     let free = freeBytes(root)
-                    let started = DocumentStore.monotonicNanoseconds()
+                    let started = monotonicNanoseconds()
                     let snapshot = method == .link ? try store.preserveBeforeReplace("doc.bin") : try store.preserveBeforeInPlaceWrite("doc.bin")
-                    times.append(DocumentStore.monotonicNanoseconds() - started)
+                    times.append(monotonicNanoseconds() - started)
                     guard snapshot?.version.method == method else {
-                        throw DocumentStoreError.database("benchmark expected \(method), got \(String(describing: snapshot?.version.method))")
+                        throw StoreBench.BenchError("benchmark expected \(method), got \(String(describing: snapshot?.version.method))")
                     }
                     if round == 0 { extra = free - freeBytes(root) }
                     if method == .link && round + 1 < repetitions {
-                        try FileSystem.rename(root + "/next-\(round + 1).bin", root + "/doc.bin")
+                        try check(rename(root + "/next-\(round + 1).bin", root + "/doc.bin"), "rename", root)
                     }
                 }
                 var repeatWrite: UInt64?
@@ -62,9 +63,9 @@ public enum SnapshotBenchmark {
                     _ = try store.preserveBeforeInPlaceWrite("doc.bin")
                     var repeats: [UInt64] = []
                     for _ in 0..<repetitions {
-                        let started = DocumentStore.monotonicNanoseconds()
+                        let started = monotonicNanoseconds()
                         let none = try store.preserveBeforeInPlaceWrite("doc.bin")
-                        repeats.append(DocumentStore.monotonicNanoseconds() - started)
+                        repeats.append(monotonicNanoseconds() - started)
                         precondition(none == nil, "a second write to the same base kept something")
                     }
                     repeatWrite = repeats.sorted()[repeats.count / 2]
@@ -79,25 +80,25 @@ public enum SnapshotBenchmark {
 
     /// Median cost of the store calls the mount makes for a file that is no document
     /// (`preserveBeforeInPlaceWrite` then `noteExternalChange`), in nanoseconds.
-    public static func callOverheadForUnpresentedFile(directory: String, calls: Int = 2000) throws -> UInt64 {
+    static func callOverheadForUnpresentedFile(directory: String, calls: Int = 2000) throws -> UInt64 {
         let root = directory + "/call-bench-\(UInt64.random(in: 0...UInt64.max))"
-        try FileSystem.mkdirs(root)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { removeTree(root) }
         let store = try DocumentStore(backingRoot: root, stateDirectory: root + "/.coordfs/store",
                                       configuration: StoreConfiguration(unpresentedFiles: .never))
         try fill(root + "/plain.txt", size: 4096)
         var times: [UInt64] = []
         for _ in 0..<calls {
-            let started = DocumentStore.monotonicNanoseconds()
+            let started = monotonicNanoseconds()
             _ = try store.preserveBeforeInPlaceWrite("plain.txt")
             _ = try store.noteExternalChange("plain.txt", .changed(before: nil, after: nil))
-            times.append(DocumentStore.monotonicNanoseconds() - started)
+            times.append(monotonicNanoseconds() - started)
         }
         return times.sorted()[times.count / 2]
     }
 
     /// A Markdown table of measurements.
-    public static func table(_ results: [Measurement]) -> String {
+    static func table(_ results: [Measurement]) -> String {
         var out = "| filesystem | method | size | snapshot (median) | extra space | 2nd write to same base |\n|---|---|---:|---:|---:|---:|\n"
         for r in results {
             out += "| \(r.filesystem) | \(r.method) | \(bytes(r.size)) | \(duration(r.medianNanoseconds)) | \(bytes(r.extraBytes)) | \(r.repeatWriteNanoseconds.map(duration) ?? "n/a") |\n"
@@ -120,22 +121,35 @@ public enum SnapshotBenchmark {
     }
 
     private static func fill(_ path: String, size: Int64) throws {
-        let fd = try FileSystem.open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        defer { FileSystem.close(fd) }
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        try check(fd, "open", path)
+        defer { close(fd) }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         for i in chunk.indices { chunk[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 7) }
         var written: Int64 = 0
         while written < size {
             let n = Int(min(Int64(chunk.count), size - written))
-            try chunk.withUnsafeBytes { try FileSystem.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path) }
-            written += Int64(n)
+            let done = chunk.withUnsafeBytes { write(fd, $0.baseAddress!, n) }
+            if done < 0 && errno == EINTR { continue }
+            try check(Int32(done < 0 ? -1 : 0), "write", path)
+            written += Int64(done)
         }
-        try FileSystem.fsync(fd, path)
+        try check(fsync(fd), "fsync", path)
     }
 
     private static func touch(_ path: String, round: Int) throws {
         var times = [timespec(tv_sec: 1_000_000 + round, tv_nsec: 0), timespec(tv_sec: 1_000_000 + round, tv_nsec: 0)]
-        try FileSystem.retrying("utimensat", path) { utimensat(AT_FDCWD, path, &times, 0) }
+        try check(utimensat(AT_FDCWD, path, &times, 0), "utimensat", path)
+    }
+
+    private static func check(_ result: Int32, _ call: String, _ path: String) throws {
+        if result < 0 { throw StoreBench.BenchError("\(call) \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     private static func freeBytes(_ path: String) -> Int64 {
@@ -146,12 +160,6 @@ public enum SnapshotBenchmark {
     }
 
     private static func removeTree(_ path: String) {
-        guard let entries = try? FileSystem.list(path) else { FileSystem.unlinkIfPresent(path); return }
-        for name in entries {
-            let child = path + "/" + name
-            var st = stat()
-            if lstat(child, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { removeTree(child) } else { FileSystem.unlinkIfPresent(child) }
-        }
-        rmdir(path)
+        try? FileManager.default.removeItem(atPath: path)
     }
 }
