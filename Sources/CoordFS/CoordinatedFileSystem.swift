@@ -114,15 +114,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     func isTemp(_ name: String) -> Bool { options.tempPatterns.matches(name) }
 
-    /// True when `p` is a file `pid` created moments ago that nobody has been told of (its creator
-    /// alone has touched it: maybe a temp file). Another process's access tells the folder's
-    /// presenters it appeared first, and then it is an ordinary file.
-    func isFresh(_ p: ItemPath, for pid: pid_t) -> Bool {
-        guard let creator = saves.creator(of: p) else { return false }
-        if creator == pid { return true }
-        saves.settle(p)?()
-        return false
-    }
     func isTemp(_ path: ItemPath) -> Bool { path.name.map(isTemp) ?? false }
 
     /// Whether `p` is a file created moments ago that nobody has been told of, and by whom.
@@ -171,6 +162,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if !kept { grant.release() }
         held?.release()
         return e
+    }
+
+    /// Performs steps under `grant` (a close's, a create's folder access), the store looked at now.
+    func perform(_ steps: [Step], _ grant: Grant) {
+        guard !steps.isEmpty else { return }
+        var kept = false
+        perform(steps, grant, adopted: nil, StoreView(self, origin: grant.origin, before: [], done: steps), kept: &kept)
     }
 
     private func perform(_ steps: [Step], _ grant: Grant, adopted held: Grant?, _ store: StoreView, kept: inout Bool) {
@@ -296,15 +294,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// removes or renames the file. A file removed meanwhile is not told changed: its deletion was.
     private func finish(_ handle: HandleAccess, _ f: OpenFile) {
         handle.finishOnce {
-            // Contents changed: the store hears of it (a version, a conflict). Attributes alone
-            // (a mode, times): presenters are told it changed, the store is not.
             let contents = f.modified || handle.truncated || handle.resized
-            let fresh = saves.creator(of: handle.path) == handle.pid // told when it appears
-            if (contents || handle.touched) && !handle.quiet && !fresh && !Self.isRemoved(f.fd) {
-                if contents { documents(handle.path)?.didChange(handle.path, by: handle.grant.origin) }
-                handle.grant.announce(.changed(handle.path))
-                if contents { saves.saved(handle.path, by: handle.pid) }
-            }
+            let steps = policy.close(.init(path: handle.path, contentsChanged: contents, attributesChanged: handle.touched, quiet: handle.quiet,
+                                           freshByOpener: saves.creator(of: handle.path) == handle.pid,
+                                           removed: (contents || handle.touched) && Self.isRemoved(f.fd))) // looked at only when it matters
+            perform(steps, handle.grant)
             handle.grant.release()
         }
     }
@@ -356,45 +350,33 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         let who = origin(request.context, p)
         let context = request.context
-        // The document of a save in progress comes back (vim, emacs, git checkout): same document.
-        if let adopted = saves.adopt(p) {
+        let plan = policy.create(.init(path: p, parent: dirPath, tempName: isTemp(n), parentObserved: coordinator.isObserved(dirPath),
+                                       presented: coordinator.isPresented(p)))
+        if let p = plan.adopts, let adopted = saves.adopt(p) {
             let grant = Grant(access: adopted, coordinator: coordinator, origin: who)
-            return finishCreate(request, pnode, bytes, mode, file, context, grant, p, announceAppeared: nil)
+            return finishCreate(request, pnode, bytes, mode, file, context, grant, p, plan, parentGrant: nil)
         }
-        // A temp, swap or lock file: nobody presents it, and its directory's presenters are not asked.
-        if isTemp(n) {
-            return withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
-                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, announceAppeared: nil)
+        // The new file's own write access lasts as long as the handle; the folder's only for the create.
+        withAccess(request, plan.intents, origin: who, write: true) { [self] req, fileGrant in
+            guard !plan.parentIntents.isEmpty else {
+                return finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, plan, parentGrant: nil)
             }
-        }
-        // The new file's own write access lasts as long as the handle; the parent's only for the create.
-        // When a folder above it is presented (and nobody presents the new name), its presenters hear
-        // of it once it outlives save_window or another process touches it: a file its creator
-        // removes or renames away before that was a temp file, and they never hear of it.
-        let deferred = options.saveWindow > 0 && coordinator.isObserved(dirPath) && !coordinator.isPresented(p)
-        withAccess(request, [.writingIntent(with: p)], origin: who, write: true) { [self] req, fileGrant in
-            withAccess(req, [.writingIntent(with: dirPath)], origin: who, write: true) { [self] req, dirGrant in
-                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, announceAppeared: dirGrant, deferred: deferred)
+            withAccess(req, plan.parentIntents, origin: who, write: true) { [self] req, dirGrant in
+                finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, plan, parentGrant: dirGrant)
             }
         }
     }
 
     private func finishCreate(_ request: consuming Request, _ pnode: BackingNode, _ name: NameCopy, _ mode: mode_t, _ file: FileInfo,
-                              _ context: RequestContext, _ grant: Grant, _ p: ItemPath, announceAppeared dirGrant: Grant?,
-                              deferred: Bool = false) {
+                              _ context: RequestContext, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan, parentGrant dirGrant: Grant?) {
         let result = name.withCString { loopback.createFile(parent: pnode, name: FileName($0), mode: mode, flags: file.flags, context: context) }
         switch result {
         case .success(let (entry, f)):
             if let dirGrant {
-                if deferred {
-                    let who = grant.origin
-                    saves.created(p, by: who.pid) { [coordinator] in coordinator.announce(.subitemAppeared(p), origin: who) }
-                } else if !isTemp(p) {
-                    dirGrant.announce(.subitemAppeared(p))
-                }
+                perform(plan.created, dirGrant)
                 dirGrant.release()
             }
-            let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: true, quiet: isTemp(p))
+            let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: plan.truncated, quiet: plan.quiet)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             track(handle, f)
@@ -415,29 +397,25 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if let f = open, let handle = f.attachment as? HandleAccess, handle.grant.isWrite {
             return setattr(request, node, attributes, changing, open: f, covered: handle)
         }
-        if let writer = openWriter(of: node, pid: names.process(of: request.context.pid)) {
+        let pid = names.process(of: request.context.pid)
+        if let writer = openWriter(of: node, pid: pid) {
             return setattr(request, node, attributes, changing, open: open, covered: writer.handle, writer: writer.file)
         }
         guard let p = path(node) else { return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file) }
-        saves.moveArrives(at: p)
-        // Attributes set by path by a process right after it saved the file (its mode, times or
-        // owner, after the new contents were closed): part of that save, which was told.
-        if !changing.contains(.size), saves.isAftermath(p, by: names.process(of: request.context.pid)) {
+        perform(policy.setAttributesPrelude(p), by: pid)
+        let size = changing.contains(.size)
+        guard let plan = policy.setAttributes(.init(path: p, sizeChanges: size, tempName: isTemp(p), fresh: freshness(p, for: pid),
+                                                    afterOwnSave: !size && saves.isAftermath(p, by: pid))) else {
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }
-        let options: FileCoordinator.WritingOptions = changing.contains(.size) ? [] : .contentIndependentMetadataOnly
-        let quiet = isTemp(p) || isFresh(p, for: names.process(of: request.context.pid))
-        withAccess(request, [.writingIntent(with: p, options: options)], origin: origin(request.context, p), write: true) { [self] req, grant in
-            // A change of attributes alone is told to presenters, not to the store: not a content
-            // change, so no version and no conflict.
-            let hooks = changing.contains(.size) ? documents(p) : nil
-            hooks?.beforeInPlaceWrite(p)
-            let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: req.context)
-            if case .success = result, !quiet {
-                hooks?.didChange(p, by: grant.origin)
-                grant.announce(.changed(p))
+        perform(plan.first, by: pid)
+        withAccess(request, plan.intents, origin: origin(request.context, p), write: true) { [self] req, grant in
+            var result: Result<stat, Errno> = .failure(.ioError)
+            _ = perform(plan, grant) {
+                result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: req.context)
+                if case .failure(let e) = result { return e }
+                return nil
             }
-            grant.release()
             switch result {
             case .success(let st): req.reply(attributes: st, timeout: loopback.attributeTimeout(for: st))
             case .failure(let e): req.reply(error: e)
@@ -450,7 +428,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// noted as such, so the open's close tells a change of attributes unless it also wrote.
     private func setattr(_ request: consuming Request, _ node: BackingNode, _ attributes: stat, _ changing: SetAttributes,
                          open: OpenFile?, covered handle: HandleAccess, writer: OpenFile? = nil) {
-        let attributesOnly = !changing.contains(.size)
+        let attributesOnly = policy.setAttributesUnderOpenWrite(sizeChanges: changing.contains(.size)) == .attributes
         if attributesOnly { (open ?? writer)?.noteChangesSinceOpen() }
         let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: request.context)
         if case .success = result {
@@ -477,10 +455,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return request.reply(make(fileName.cString, context))
         }
         let name = fileName.copy
-        withAccess(request, [.writingIntent(with: dirPath)], origin: origin(context, p), write: true) { [self] req, grant in
-            let result = name.withCString { make($0, context) }
-            if case .success = result, !isTemp(p) { grant.announce(.subitemAppeared(p)) }
-            grant.release()
+        let plan = policy.make(p, in: dirPath, tempName: isTemp(p))
+        withAccess(request, plan.intents, origin: origin(context, p), write: true) { [self] req, grant in
+            var result: Result<EntryReply, Errno> = .failure(.ioError)
+            _ = perform(plan, grant) {
+                result = name.withCString { make($0, context) }
+                if case .failure(let e) = result { return e }
+                return nil
+            }
             req.reply(result)
         }
     }

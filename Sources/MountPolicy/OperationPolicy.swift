@@ -46,6 +46,122 @@ public struct OperationPolicy: Hashable, Sendable {
                           before: op.write ? [.beforeInPlaceWrite(p)] : [], truncated: op.truncate, quiet: op.tempName)
     }
 
+    // MARK: close
+
+    public struct Close: Hashable, Sendable {
+        public var path: ItemPath
+        /// Written, truncated or resized while open (with kernel passthrough: its ctime, mtime or size
+        /// moved between open and close).
+        public var contentsChanged: Bool
+        /// Its attributes changed while open (fchmod, futimens, or by path from the same process).
+        public var attributesChanged: Bool
+        /// Opened by a temp name (``HandlePlan/quiet``).
+        public var quiet: Bool
+        /// Its opener created it and nobody has been told of it yet: told when it appears.
+        public var freshByOpener: Bool
+        /// Removed meanwhile (no link left): its deletion was told.
+        public var removed: Bool
+        public init(path: ItemPath, contentsChanged: Bool, attributesChanged: Bool = false, quiet: Bool = false,
+                    freshByOpener: Bool = false, removed: Bool = false) {
+            self.path = path; self.contentsChanged = contentsChanged; self.attributesChanged = attributesChanged
+            self.quiet = quiet; self.freshByOpener = freshByOpener; self.removed = removed
+        }
+    }
+
+    /// What a handle's close tells (at its release, or before its process removes or renames it).
+    /// Contents changed: the store hears of it (a version, a conflict). Attributes alone (a mode,
+    /// times): presenters are told it changed, the store is not.
+    public func close(_ op: Close) -> [Step] {
+        guard op.contentsChanged || op.attributesChanged, !op.quiet, !op.freshByOpener, !op.removed else { return [] }
+        let p = op.path
+        return op.contentsChanged ? [.store(.didChange(p)), .announce(.changed(p)), .saved(p)] : [.announce(.changed(p))]
+    }
+
+    // MARK: create
+
+    public struct Create: Hashable, Sendable {
+        public var path: ItemPath
+        public var parent: ItemPath
+        public var tempName: Bool
+        /// The folder, or one above it, is presented.
+        public var parentObserved: Bool
+        /// The new name is presented (a presenter of a document not there yet).
+        public var presented: Bool
+        public init(path: ItemPath, parent: ItemPath, tempName: Bool = false, parentObserved: Bool = false, presented: Bool = false) {
+            self.path = path; self.parent = parent; self.tempName = tempName; self.parentObserved = parentObserved; self.presented = presented
+        }
+    }
+
+    /// A create writes the new file for the life of its handle and its folder for the create.
+    public func create(_ op: Create) -> HandlePlan {
+        let p = op.path
+        // The document of a save in progress comes back (vim, emacs, git checkout): same document.
+        // A temp, swap or lock file: nobody presents it, and its directory's presenters are not asked.
+        if op.tempName {
+            return HandlePlan(adopts: p, intents: [.writingIntent(with: p)], write: true, truncated: true, quiet: true)
+        }
+        // When a folder above it is presented (and nobody presents the new name), its presenters hear
+        // of it once it outlives save_window or another process touches it: a file its creator
+        // removes or renames away before that was a temp file, and they never hear of it.
+        let later = recognisesSaves && op.parentObserved && !op.presented
+        return HandlePlan(adopts: p, intents: [.writingIntent(with: p)], write: true, parentIntents: [.writingIntent(with: op.parent)],
+                          created: [later ? .appearsLater(p) : .announce(.subitemAppeared(p))], truncated: true)
+    }
+
+    // MARK: mkdir, mknod, symlink, link
+
+    /// A new item other than by create: a short write on its folder; the item appears.
+    public func make(_ path: ItemPath, in parent: ItemPath, tempName: Bool) -> Plan {
+        Plan(intents: [.writingIntent(with: parent)], done: tempName ? [] : [.announce(.subitemAppeared(path))])
+    }
+
+    // MARK: truncate, chmod, chown, utimens
+
+    /// What a change of attributes on a file its caller holds open for writing is: covered by that
+    /// open's access, and its one did change at close reports it.
+    public enum CoveredChange: Hashable, Sendable {
+        /// A size change (ftruncate): a change of contents.
+        case contents
+        /// Attributes alone (fchmod, futimens): a change of attributes unless the open also wrote.
+        case attributes
+    }
+
+    public func setAttributesUnderOpenWrite(sizeChanges: Bool) -> CoveredChange { sizeChanges ? .contents : .attributes }
+
+    /// What a setattr by path settles before its facts are looked up.
+    public func setAttributesPrelude(_ path: ItemPath) -> [SaveStep] { [.moveArrives(path, unlessBackTo: nil)] }
+
+    public struct SetAttributes: Hashable, Sendable {
+        public var path: ItemPath
+        public var sizeChanges: Bool
+        public var tempName: Bool
+        public var fresh: Freshness
+        /// The caller finished saving this path within the save window.
+        public var afterOwnSave: Bool
+        public init(path: ItemPath, sizeChanges: Bool, tempName: Bool = false, fresh: Freshness = .told, afterOwnSave: Bool = false) {
+            self.path = path; self.sizeChanges = sizeChanges; self.tempName = tempName; self.fresh = fresh; self.afterOwnSave = afterOwnSave
+        }
+    }
+
+    /// A setattr by path (not covered by an open). Nil: not coordinated, attributes set by path by a
+    /// process right after it saved the file (its mode, times or owner): part of that save, which
+    /// was told.
+    public func setAttributes(_ op: SetAttributes) -> Plan? {
+        let p = op.path
+        if !op.sizeChanges && op.afterOwnSave { return nil }
+        let quiet = op.tempName || op.fresh == .byCaller
+        // A change of attributes alone is told to presenters, not to the store: not a content
+        // change, so no version and no conflict.
+        var done: [Step] = []
+        if !quiet {
+            if op.sizeChanges { done.append(.store(.didChange(p))) }
+            done.append(.announce(.changed(p)))
+        }
+        return Plan(first: op.fresh == .byAnother ? [.revealFresh(p)] : [],
+                    intents: [.writingIntent(with: p, options: op.sizeChanges ? [] : .contentIndependentMetadataOnly)],
+                    before: op.sizeChanges ? [.beforeInPlaceWrite(p)] : [], done: done)
+    }
+
     // MARK: unlink, rmdir
 
     /// What an unlink or rmdir settles before its facts are looked up.

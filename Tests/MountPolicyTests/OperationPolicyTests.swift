@@ -51,6 +51,95 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertNil(policy.open(.init(path: doc, kind: nil, write: false, truncate: false)))
     }
 
+    // MARK: close of a write
+
+    func testAWriteIsToldChangedOnlyAtCloseAndOnlyIfSomethingChanged() {
+        XCTAssertEqual(policy.close(.init(path: doc, contentsChanged: true)),
+                       [.store(.didChange(doc)), .announce(.changed(doc)), .saved(doc)])
+        XCTAssertEqual(policy.close(.init(path: doc, contentsChanged: false)), [], "opened for writing, nothing written: nothing told")
+        XCTAssertEqual(policy.close(.init(path: doc, contentsChanged: false, attributesChanged: true)), [.announce(.changed(doc))],
+                       "attributes alone (touch): a change of attributes, not of contents, for the store")
+        XCTAssertEqual(policy.close(.init(path: doc, contentsChanged: true, removed: true)), [], "never after the file was removed")
+        XCTAssertEqual(policy.close(.init(path: doc, contentsChanged: true, quiet: true)), [], "a temp name tells nobody")
+        XCTAssertEqual(policy.close(.init(path: doc, contentsChanged: true, freshByOpener: true)), [],
+                       "a new file is told when it appears, with what its creator wrote")
+    }
+
+    // MARK: create
+
+    func testCreateWritesTheNewFileForItsHandleAndTheFolderForTheCreate() {
+        let plan = withoutSaves.create(.init(path: doc, parent: dir, parentObserved: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc)])
+        XCTAssertTrue(plan.write)
+        XCTAssertEqual(plan.parentIntents, [.writingIntent(with: dir)], "the folder's presenters: relinquish to writer")
+        XCTAssertEqual(plan.created, [.announce(.subitemAppeared(doc))])
+        XCTAssertTrue(plan.truncated, "created: a change even without a write")
+        XCTAssertFalse(plan.quiet)
+        XCTAssertEqual(plan.adopts, doc, "the document of a save in progress comes back (emacs, git checkout)")
+        XCTAssertEqual(policy.create(.init(path: doc, parent: dir)).created, [.announce(.subitemAppeared(doc))],
+                       "no presented folder above: told at once")
+    }
+
+    func testANewFileUnderAPresentedFolderIsToldOnceItOutlivesTheSaveWindow() {
+        XCTAssertEqual(policy.create(.init(path: doc, parent: dir, parentObserved: true)).created, [.appearsLater(doc)])
+        XCTAssertEqual(policy.create(.init(path: doc, parent: dir, parentObserved: true, presented: true)).created,
+                       [.announce(.subitemAppeared(doc))], "a name somebody presents is told at once")
+    }
+
+    func testATempFileIsCreatedWithoutAskingOrTellingTheFolder() {
+        let lock = path("dir/.~lock.doc.txt#")
+        let plan = policy.create(.init(path: lock, parent: dir, tempName: true, parentObserved: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: lock)])
+        XCTAssertEqual(plan.parentIntents, [])
+        XCTAssertEqual(plan.created, [])
+        XCTAssertTrue(plan.quiet)
+    }
+
+    // MARK: mkdir, mknod, symlink, link
+
+    func testMkdirMknodSymlinkAndLinkAreAShortWriteOnTheFolderAndAppear() {
+        let plan = policy.make(other, in: dir, tempName: false)
+        XCTAssertEqual(plan.intents, [.writingIntent(with: dir)])
+        XCTAssertEqual(plan.before, [])
+        XCTAssertEqual(plan.done, [.announce(.subitemAppeared(other))])
+        XCTAssertEqual(policy.make(path("dir/4913"), in: dir, tempName: true).done, [], "a temp name does not appear")
+    }
+
+    // MARK: truncate, chmod, chown, utimens
+
+    func testTruncateByPathIsAWriteAndAChangeOfContents() throws {
+        XCTAssertEqual(policy.setAttributesPrelude(doc), [.moveArrives(doc, unlessBackTo: nil)])
+        let plan = try XCTUnwrap(policy.setAttributes(.init(path: doc, sizeChanges: true)))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc)])
+        XCTAssertEqual(plan.before, [.beforeInPlaceWrite(doc)])
+        XCTAssertEqual(plan.done, [.store(.didChange(doc)), .announce(.changed(doc))])
+    }
+
+    func testChmodByPathIsAMetadataWriteAndNotAChangeOfContents() throws {
+        let plan = try XCTUnwrap(policy.setAttributes(.init(path: doc, sizeChanges: false)))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: doc, options: .contentIndependentMetadataOnly)])
+        XCTAssertEqual(plan.before, [], "no version kept")
+        XCTAssertEqual(plan.done, [.announce(.changed(doc))], "presenters hear; the store does not")
+        let temp = try XCTUnwrap(policy.setAttributes(.init(path: doc, sizeChanges: true, tempName: true)))
+        XCTAssertEqual(temp.done, [])
+        let fresh = try XCTUnwrap(policy.setAttributes(.init(path: doc, sizeChanges: false, fresh: .byCaller)))
+        XCTAssertEqual(fresh.done, [], "its creator setting its mode: still nobody's business")
+        XCTAssertEqual(fresh.first, [], "and still fresh")
+        let another = try XCTUnwrap(policy.setAttributes(.init(path: doc, sizeChanges: false, fresh: .byAnother)))
+        XCTAssertEqual(another.first, [.revealFresh(doc)])
+    }
+
+    func testAttributesSetOnAFileTheCallerHoldsOpenForWritingAreCoveredByThatOpen() {
+        XCTAssertEqual(policy.setAttributesUnderOpenWrite(sizeChanges: true), .contents, "ftruncate: folded into the open's change")
+        XCTAssertEqual(policy.setAttributesUnderOpenWrite(sizeChanges: false), .attributes, "fchmod: a change of attributes at close")
+    }
+
+    func testAttributesSetByPathRightAfterTheCallersOwnSaveArePartOfThatSave() throws {
+        XCTAssertNil(policy.setAttributes(.init(path: doc, sizeChanges: false, afterOwnSave: true)), "install's chmod after its save")
+        let truncate = try XCTUnwrap(policy.setAttributes(.init(path: doc, sizeChanges: true, afterOwnSave: true)))
+        XCTAssertEqual(truncate.done.last, .announce(.changed(doc)), "a size change is a change of its own")
+    }
+
     // MARK: unlink, rmdir
 
     func testUnlinkOfAFileIsAWriteForDeletingThatTellsDidDelete() {
