@@ -14,7 +14,7 @@ BIN      := .build/$(CONFIG)/coordfs
 DEMO     ?= $(CURDIR)/demo
 
 # System packages the build, the tests and the benchmarks need (Debian names).
-APT_PACKAGES := libfuse3-dev fuse3 pkg-config libsqlite3-dev attr fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox
+APT_PACKAGES := libfuse3-dev fuse3 pkg-config libsqlite3-dev attr fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox prometheus chromium chromium-driver
 
 .PHONY: all deps build build-debug run test bench fuzz install install-files uninstall clean
 

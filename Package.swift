@@ -8,6 +8,7 @@ import PackageDescription
 //                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
 //   CoordFSClient ─▶ ControlProtocol
+//   CoordFS ─▶ swift-metrics, swift-prometheus (the daemon's metrics endpoint, docs/metrics.md)
 //   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
 let package = Package(
     name: "coordfs",
@@ -21,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -51,6 +54,8 @@ let package = Package(
             dependencies: [
                 "FuseKit", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "NameBytes"]),

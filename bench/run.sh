@@ -45,7 +45,7 @@ WORKLOADS=(
   "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
   "tar|s|lower|unpack then delete a tarball of /usr/include|-"
 )
-SECTIONS=(section_machine section_mount section_lowfd section_memory section_eventlog section_suites section_how)
+SECTIONS=(section_machine section_mount section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
 LOW_NOFILE=${BENCH_LOW_NOFILE:-1024}
 
 say() { printf '%s\n' "$*" >&2; }
@@ -522,6 +522,21 @@ section_eventlog() {
   fresh_fs "$WORK/eventlog" eventlog
   if ! BENCH_TMPDIR="$WORK/eventlog" COORDFS_BIN="$BIN" timeout 900 "$ROOT/bench/eventlog.sh" --header --rounds 15; then
     echo; echo "(bench/eventlog.sh failed)"
+  fi
+  echo
+}
+
+# The Prometheus endpoint's cost (docs/metrics.md): the same workload and method, metrics on vs off.
+section_metrics() {
+  echo "## Metrics endpoint through a real mount"
+  echo
+  echo "\`bench/eventlog.sh --metrics\`: the metadata workload on a mount with \`-o metrics=127.0.0.1:0\`"
+  echo "(scraped every second meanwhile) against mounts without (three mounts in a rotated order each round;"
+  echo "the median of the per-round ratios). Target: at most 1% more."
+  echo
+  fresh_fs "$WORK/metrics" metrics
+  if ! BENCH_TMPDIR="$WORK/metrics" COORDFS_BIN="$BIN" timeout 900 "$ROOT/bench/eventlog.sh" --header --rounds 15 --metrics; then
+    echo; echo "(bench/eventlog.sh --metrics failed)"
   fi
   echo
 }

@@ -117,3 +117,11 @@ static inline long cfuse_splice(int fdin, off_t *offin, int fdout, off_t *offout
 }
 
 #endif
+
+// Relaxed atomic counters (the daemon's FUSE request counts, read by its metrics endpoint).
+static inline void cfuse_counter_add(unsigned long long *counter, unsigned long long n) {
+    __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+static inline unsigned long long cfuse_counter_load(const unsigned long long *counter) {
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}

@@ -25,6 +25,9 @@ public final class Daemon: @unchecked Sendable {
     public private(set) var control: ControlService?
     /// The document store (snapshots, conflicts).
     public private(set) var store: StoreService?
+    /// The Prometheus metrics (`-o metrics=`), and where they are served.
+    public private(set) var metrics: DaemonMetrics?
+    private var metricsEndpoint: MetricsEndpoint?
     /// Sees changes made directly in the backing folder.
     private var watcher: BackingWatcher?
     private let unmounted = Mutex(false)
@@ -76,7 +79,23 @@ public final class Daemon: @unchecked Sendable {
         }
         if store == nil { store = try StoreService.start(daemon: self) }
         if control == nil { control = try ControlService.start(daemon: self) }
+        if metrics == nil, let address = plan.options.metrics {
+            let m = DaemonMetrics()
+            let endpoint = try MetricsEndpoint(address: address) { [weak self] in
+                guard let self else { return [] }
+                return m.scrape(daemon: self)
+            }
+            metrics = m
+            store?.metrics = m
+            coordinator.eventSink = MetricsEventSink(metrics: m, next: coordinator.eventSink)
+            metricsEndpoint = endpoint
+            endpoint.start()
+            sayOnStandardError("coordfs: metrics at http://\(endpoint.address)/metrics")
+        }
     }
+
+    /// The FUSE requests served so far, by operation (nil before the mount).
+    var requestCounters: FuseRequestCounters? { session?.requestCounters }
 
     /// The daemon log's line for a notice of the event log writer.
     static func describe(_ notice: EventLogWriter.Notice) -> String {
@@ -93,6 +112,8 @@ public final class Daemon: @unchecked Sendable {
 
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
+        metricsEndpoint?.stop()
+        metricsEndpoint = nil
         watcher?.stop()
         watcher = nil
         control?.stop()

@@ -42,6 +42,8 @@ public struct MountOptions: Sendable, Equatable {
     public var store = StoreOptions()
     /// What the control socket's peers may hold, per user and in total (docs/protocol.md, "Limits").
     public var limits = PeerLimits()
+    /// Where the daemon serves Prometheus metrics (`metrics=HOST:PORT`; docs/metrics.md); nil: nowhere.
+    public var metrics: MetricsAddress?
 
     public init() {}
 
@@ -78,6 +80,7 @@ public struct MountOptions: Sendable, Equatable {
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
         \(StoreOptions.documentation)
         \(PeerLimits.documentation)
+        metrics: metrics=HOST:PORT (Prometheus text at http://HOST:PORT/metrics; e.g. 127.0.0.1:9464)
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
     }
@@ -152,6 +155,11 @@ public struct MountOptions: Sendable, Equatable {
                         throw .badOption(item, "expects \(Limits.describe(Limits.maxThreads)) threads")
                     }
                     o.maxThreads = n
+                case ("metrics", let v?):
+                    guard let address = MetricsAddress(v) else {
+                        throw .badOption(item, "expects HOST:PORT, an IP address (127.0.0.1, [::1]) or localhost and a port (0 to 65535)")
+                    }
+                    o.metrics = address
                 case ("spin", let v?):
                     guard let n = Int(v), Limits.spin.contains(n) else {
                         throw .badOption(item, "expects microseconds, \(Limits.describe(Limits.spin))")

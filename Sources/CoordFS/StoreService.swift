@@ -25,6 +25,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     let backing: String
     let stateDirectory: String
     let recorder: StoreEventRecorder?
+    /// Counts the versions kept (`-o metrics=`); set once, before the mount serves.
+    var metrics: DaemonMetrics?
     let writePolicy: CoordinationPolicy
     /// Prefix of this daemon's presenter names in the store: interests left by a daemon that is
     /// gone are dropped at start (its presenters cannot come back under the same coordinator ids).
@@ -110,6 +112,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         dropPresentersOfGoneDaemons(store)
     }
 
+    /// A version the store kept: recorded in the event log and counted.
+    private func keptVersion(_ snapshot: Snapshot) {
+        recorder?.snapshotTaken(snapshot)
+        metrics?.snapshotTaken(snapshot)
+    }
+
     /// Removes the hooks and lets go of this daemon's presenters (their bases go to retention;
     /// open conflicts stay, resolvable with `coordfs resolve`).
     func stop() {
@@ -189,7 +197,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let entry = Registered(storeID: storeID(of: id), delivery: presenter)
         let registration = try store.register(entry.storeID, path: path.string)
         state.withLock { $0.add(entry, id) }
-        if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
+        if let snapshot = registration.snapshot { keptVersion(snapshot) }
         return registration
     }
 
@@ -211,7 +219,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             case .success(let registration):
                 state.withLock { $0.add(entry, id) }
                 added.append(id)
-                if let snapshot = registration.snapshot { recorder?.snapshotTaken(snapshot) }
+                if let snapshot = registration.snapshot { keptVersion(snapshot) }
             case .failure(let error):
                 report("register \(id) at \(path)", error)
             }
@@ -318,7 +326,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             return (outcome, written)
         }
         if let written { mount?.forgetCached(written) }
-        if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
+        if let preserved = outcome.preserved { keptVersion(preserved) }
         recorder?.conflictResolved(outcome, actor: who, origin: (getpid(), getuid(), "coordfs"))
         if let others = outcome.othersNotified { deliver(others) }
         return outcome
@@ -341,7 +349,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             return outcome
         }
         mount?.forgetCached(target)
-        if let preserved = outcome.preserved { recorder?.snapshotTaken(preserved) }
+        if let preserved = outcome.preserved { keptVersion(preserved) }
         if let event = outcome.presentersNotified { deliver(event) }
         return outcome
     }
@@ -397,7 +405,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         guard !path.isRoot else { return }
         tap?.drain(path: path) // presenters of this path registered just before this write: their bases first
         do {
-            if let snapshot = try call(documentStore, path.string) { recorder?.snapshotTaken(snapshot) }
+            if let snapshot = try call(documentStore, path.string) { keptVersion(snapshot) }
         } catch DocumentStoreError.notARegularFile {
             // A presented directory: documents are regular files.
         } catch {

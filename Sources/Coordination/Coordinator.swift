@@ -587,6 +587,15 @@ public final class Coordinator: @unchecked Sendable {
     // MARK: Status
 
     /// A consistent snapshot of presenters, holds and waits, for the control socket and `coordfs status`.
+    /// How many presenters, held accesses and waiting requests there are (what `status()` lists,
+    /// counted without building it: the metrics endpoint reads this at each scrape).
+    public func statusCounts() -> (presenters: Int, held: Int, waiting: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        let held = locks.owners().count { $0.phase == .granted || $0.phase == .askingPresenters }
+        return (presenters.count, held, waiters.count { $0.phase == .waiting })
+    }
+
     public func status() -> CoordinationStatus {
         lock.lock()
         defer { lock.unlock() }

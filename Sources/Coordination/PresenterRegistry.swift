@@ -143,6 +143,8 @@ struct PresenterRegistry {
         return moved
     }
 
+    /// How many presenters are registered.
+    var count: Int { byID.count }
     /// Every presenter, in id order.
     var all: [PresenterRecord] { byID.values.sorted { $0.id < $1.id } }
 }

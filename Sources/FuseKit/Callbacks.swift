@@ -5,9 +5,12 @@ import Glibc
 // through the session's userdata, and hand over. Kept out of main.swift on purpose: closures written in
 // top-level code are main-actor isolated, and libfuse calls these on arbitrary threads.
 
+/// The session's file system, counting the request as one of `operation` (`FuseRequestCounters`).
 @inline(__always)
-private func fs(_ req: fuse_req_t?) -> any FuseFileSystem {
-    Unmanaged<SessionState>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue().fileSystem
+private func fs(_ req: fuse_req_t?, _ operation: FuseOperation) -> any FuseFileSystem {
+    let state = Unmanaged<SessionState>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+    state.requests.count(operation)
+    return state.fileSystem
 }
 
 @inline(__always)
@@ -39,98 +42,98 @@ func makeOperations() -> fuse_lowlevel_ops {
         Unmanaged<SessionState>.fromOpaque(userdata).takeUnretainedValue().fileSystem.destroy()
     }
     ops.lookup = { req, parent, name in
-        fs(req).lookup(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!))
+        fs(req, .lookup).lookup(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!))
     }
     ops.forget = { req, ino, n in
-        fs(req).forget(InodeID(rawValue: ino), count: n)
+        fs(req, .forget).forget(InodeID(rawValue: ino), count: n)
         fuse_reply_none(req)
     }
     ops.forget_multi = { req, count, forgets in
-        let f = fs(req)
+        let f = fs(req, .forget)
         if let forgets {
             for i in 0..<count { f.forget(InodeID(rawValue: forgets[i].ino), count: forgets[i].nlookup) }
         }
         fuse_reply_none(req)
     }
     ops.getattr = { req, ino, fi in
-        fs(req).getattr(Request(req!), inode: InodeID(rawValue: ino), file: fi.map { FileInfo($0) })
+        fs(req, .getattr).getattr(Request(req!), inode: InodeID(rawValue: ino), file: fi.map { FileInfo($0) })
     }
     ops.setattr = { req, ino, attr, toSet, fi in
-        fs(req).setattr(Request(req!), inode: InodeID(rawValue: ino), attributes: attr!.pointee,
+        fs(req, .setattr).setattr(Request(req!), inode: InodeID(rawValue: ino), attributes: attr!.pointee,
                         changing: SetAttributes(rawValue: toSet), file: fi.map { FileInfo($0) })
     }
-    ops.readlink = { req, ino in fs(req).readlink(Request(req!), inode: InodeID(rawValue: ino)) }
+    ops.readlink = { req, ino in fs(req, .readlink).readlink(Request(req!), inode: InodeID(rawValue: ino)) }
     ops.mknod = { req, parent, name, mode, rdev in
-        fs(req).mknod(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode, device: rdev)
+        fs(req, .mknod).mknod(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode, device: rdev)
     }
     ops.mkdir = { req, parent, name, mode in
-        fs(req).mkdir(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode)
+        fs(req, .mkdir).mkdir(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode)
     }
     ops.unlink = { req, parent, name in
-        fs(req).unlink(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!))
+        fs(req, .unlink).unlink(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!))
     }
     ops.rmdir = { req, parent, name in
-        fs(req).rmdir(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!))
+        fs(req, .rmdir).rmdir(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!))
     }
     ops.symlink = { req, target, parent, name in
-        fs(req).symlink(Request(req!), target: target!, parent: InodeID(rawValue: parent), name: FileName(name!))
+        fs(req, .symlink).symlink(Request(req!), target: target!, parent: InodeID(rawValue: parent), name: FileName(name!))
     }
     ops.rename = { req, parent, name, newparent, newname, flags in
-        fs(req).rename(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!),
+        fs(req, .rename).rename(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!),
                        newParent: InodeID(rawValue: newparent), newName: FileName(newname!), flags: UInt32(flags))
     }
     ops.link = { req, ino, newparent, newname in
-        fs(req).link(Request(req!), inode: InodeID(rawValue: ino), newParent: InodeID(rawValue: newparent), newName: FileName(newname!))
+        fs(req, .link).link(Request(req!), inode: InodeID(rawValue: ino), newParent: InodeID(rawValue: newparent), newName: FileName(newname!))
     }
-    ops.open = { req, ino, fi in fs(req).open(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
+    ops.open = { req, ino, fi in fs(req, .open).open(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
     ops.read = { req, ino, size, off, fi in
-        fs(req).read(Request(req!), inode: InodeID(rawValue: ino), size: size, offset: off, file: info(fi))
+        fs(req, .read).read(Request(req!), inode: InodeID(rawValue: ino), size: size, offset: off, file: info(fi))
     }
     ops.write_buf = { req, ino, bufv, off, fi in
-        fs(req).write(Request(req!), inode: InodeID(rawValue: ino), data: IncomingData(bufv: bufv!), offset: off, file: info(fi))
+        fs(req, .write).write(Request(req!), inode: InodeID(rawValue: ino), data: IncomingData(bufv: bufv!), offset: off, file: info(fi))
     }
-    ops.flush = { req, ino, fi in fs(req).flush(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
-    ops.release = { req, ino, fi in fs(req).release(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
+    ops.flush = { req, ino, fi in fs(req, .flush).flush(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
+    ops.release = { req, ino, fi in fs(req, .release).release(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
     ops.fsync = { req, ino, datasync, fi in
-        fs(req).fsync(Request(req!), inode: InodeID(rawValue: ino), dataOnly: datasync != 0, file: info(fi))
+        fs(req, .fsync).fsync(Request(req!), inode: InodeID(rawValue: ino), dataOnly: datasync != 0, file: info(fi))
     }
-    ops.opendir = { req, ino, fi in fs(req).opendir(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
+    ops.opendir = { req, ino, fi in fs(req, .opendir).opendir(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
     ops.readdir = { req, ino, size, off, fi in
-        fs(req).readdir(Request(req!), inode: InodeID(rawValue: ino), size: size, offset: off, file: info(fi), plus: false)
+        fs(req, .readdir).readdir(Request(req!), inode: InodeID(rawValue: ino), size: size, offset: off, file: info(fi), plus: false)
     }
     ops.readdirplus = { req, ino, size, off, fi in
-        fs(req).readdir(Request(req!), inode: InodeID(rawValue: ino), size: size, offset: off, file: info(fi), plus: true)
+        fs(req, .readdirplus).readdir(Request(req!), inode: InodeID(rawValue: ino), size: size, offset: off, file: info(fi), plus: true)
     }
-    ops.releasedir = { req, ino, fi in fs(req).releasedir(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
+    ops.releasedir = { req, ino, fi in fs(req, .releasedir).releasedir(Request(req!), inode: InodeID(rawValue: ino), file: info(fi)) }
     ops.fsyncdir = { req, ino, datasync, fi in
-        fs(req).fsyncdir(Request(req!), inode: InodeID(rawValue: ino), dataOnly: datasync != 0, file: info(fi))
+        fs(req, .fsyncdir).fsyncdir(Request(req!), inode: InodeID(rawValue: ino), dataOnly: datasync != 0, file: info(fi))
     }
-    ops.statfs = { req, ino in fs(req).statfs(Request(req!), inode: InodeID(rawValue: ino)) }
+    ops.statfs = { req, ino in fs(req, .statfs).statfs(Request(req!), inode: InodeID(rawValue: ino)) }
     ops.setxattr = { req, ino, name, value, size, flags in
-        fs(req).setxattr(Request(req!), inode: InodeID(rawValue: ino), name: FileName(name!),
+        fs(req, .setxattr).setxattr(Request(req!), inode: InodeID(rawValue: ino), name: FileName(name!),
                          value: UnsafeRawBufferPointer(start: value, count: size), flags: flags)
     }
     ops.getxattr = { req, ino, name, size in
-        fs(req).getxattr(Request(req!), inode: InodeID(rawValue: ino), name: FileName(name!), size: size)
+        fs(req, .getxattr).getxattr(Request(req!), inode: InodeID(rawValue: ino), name: FileName(name!), size: size)
     }
-    ops.listxattr = { req, ino, size in fs(req).listxattr(Request(req!), inode: InodeID(rawValue: ino), size: size) }
+    ops.listxattr = { req, ino, size in fs(req, .listxattr).listxattr(Request(req!), inode: InodeID(rawValue: ino), size: size) }
     ops.removexattr = { req, ino, name in
-        fs(req).removexattr(Request(req!), inode: InodeID(rawValue: ino), name: FileName(name!))
+        fs(req, .removexattr).removexattr(Request(req!), inode: InodeID(rawValue: ino), name: FileName(name!))
     }
-    ops.access = { req, ino, mask in fs(req).access(Request(req!), inode: InodeID(rawValue: ino), mask: mask) }
+    ops.access = { req, ino, mask in fs(req, .access).access(Request(req!), inode: InodeID(rawValue: ino), mask: mask) }
     ops.create = { req, parent, name, mode, fi in
-        fs(req).create(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode, file: info(fi))
+        fs(req, .create).create(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode, file: info(fi))
     }
     ops.fallocate = { req, ino, mode, off, len, fi in
-        fs(req).fallocate(Request(req!), inode: InodeID(rawValue: ino), mode: mode, offset: off, length: len, file: info(fi))
+        fs(req, .fallocate).fallocate(Request(req!), inode: InodeID(rawValue: ino), mode: mode, offset: off, length: len, file: info(fi))
     }
     ops.copy_file_range = { req, inoIn, offIn, fiIn, inoOut, offOut, fiOut, len, flags in
-        fs(req).copyFileRange(Request(req!), input: InodeID(rawValue: inoIn), inputOffset: offIn, inputFile: info(fiIn),
+        fs(req, .copyFileRange).copyFileRange(Request(req!), input: InodeID(rawValue: inoIn), inputOffset: offIn, inputFile: info(fiIn),
                               output: InodeID(rawValue: inoOut), outputOffset: offOut, outputFile: info(fiOut),
                               length: len, flags: flags)
     }
     ops.lseek = { req, ino, off, whence, fi in
-        fs(req).lseek(Request(req!), inode: InodeID(rawValue: ino), offset: off, whence: whence, file: info(fi))
+        fs(req, .lseek).lseek(Request(req!), inode: InodeID(rawValue: ino), offset: off, whence: whence, file: info(fi))
     }
     return ops
 }

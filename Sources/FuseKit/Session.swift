@@ -9,6 +9,8 @@ final class SessionState: Sendable {
     let fileSystem: any FuseFileSystem
     let passthrough: PassthroughHandshake
     let reader: DeviceReader
+    /// The requests served, by operation.
+    let requests = FuseRequestCounters()
     private let onInit: Mutex<(@Sendable () -> Void)?>
     init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, onInit: (@Sendable () -> Void)?) {
         self.fileSystem = fileSystem
@@ -90,6 +92,9 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
             }
         }
     }
+
+    /// The requests the kernel sent this session, by operation (the metrics endpoint reads them).
+    public var requestCounters: FuseRequestCounters { state.requests }
 
     /// The /dev/fuse descriptor (for the daemon to hand to a child, or to check liveness).
     public var fileDescriptor: Int32 { fuse_session_fd(session) }

@@ -14,16 +14,6 @@ final class StoreCLITests: CLITestCase {
     private var storeDatabase: String { backing + "/.coordfs/store/metadata.sqlite" }
 
     /// `coordfs present PATH [--unsaved]` in the background, once it is registered.
-    private func present(_ relative: String, unsaved: Bool = false, file: StaticString = #filePath, line: UInt = #line) throws -> Child {
-        let child = try startCoordfs(["present", mnt + "/" + relative] + (unsaved ? ["--unsaved"] : []))
-        let deadline = Date().addingTimeInterval(10)
-        while !child.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < deadline { usleep(20_000) }
-        guard child.lines.contains(where: { $0.hasPrefix("registered") }) else {
-            throw CLIError("coordfs present \(relative) did not register: \(child.stdout) \(child.stderr)")
-        }
-        return child
-    }
-
     /// Queries the store's database (Python's sqlite3); returns the first column of the first row.
     @discardableResult
     private func sql(_ statement: String, file: StaticString = #filePath, line: UInt = #line) -> String {

@@ -210,6 +210,17 @@ class CLITestCase: XCTestCase {
         run("/bin/sh", ["-c", "COORDFS='\(binary!)'; " + script], timeout: timeout)
     }
 
+    /// `coordfs present MNT/relative [--unsaved]` in the background, once it has registered.
+    func present(_ relative: String, unsaved: Bool = false) throws -> Child {
+        let child = try startCoordfs(["present", mnt + "/" + relative] + (unsaved ? ["--unsaved"] : []))
+        let deadline = Date().addingTimeInterval(10)
+        while !child.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < deadline { usleep(20_000) }
+        guard child.lines.contains(where: { $0.hasPrefix("registered") }) else {
+            throw CLIError("coordfs present \(relative) did not register: \(child.stdout) \(child.stderr)")
+        }
+        return child
+    }
+
     // MARK: Mounting
 
     /// `coordfs mount BACKING MNT [-o options]` (background daemon); fails the test if it fails.

@@ -1,0 +1,201 @@
+import Coordination
+import CoreMetrics
+import DocumentStore
+import EventLog
+import FuseKit
+import Glibc
+import Prometheus
+import Synchronization
+
+/// The daemon's Prometheus metrics (`-o metrics=HOST:PORT`, docs/metrics.md): one registry per
+/// mount, served as Prometheus text at `http://HOST:PORT/metrics` by `MetricsEndpoint`.
+///
+/// What happens on a hot path costs one relaxed atomic add: FUSE requests are counted by FuseKit
+/// (`FuseRequestCounters`), coordination steps by a `CoordinationEventSink` in front of the event
+/// log's (swift-metrics counters and a timer backed by this registry), snapshots by the store.
+/// Levels (presenters, held and waiting accesses, open conflicts, the event log's counters, the
+/// process) are read when Prometheus scrapes.
+public final class DaemonMetrics: @unchecked Sendable {
+    public let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+
+    /// Ask latency buckets, in seconds: a presenter answers in microseconds (in process) to seconds
+    /// (a person's editor saving); `ask_timeout` is 5 s by default.
+    static let askBuckets: [Duration] = [
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
+        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+        .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+    ]
+
+    // Event-driven, through swift-metrics' API.
+    let requests: CoreMetrics.Counter
+    let grants: CoreMetrics.Counter
+    let denials: CoreMetrics.Counter
+    let askTimeouts: CoreMetrics.Counter
+    let askFailures: CoreMetrics.Counter
+    let asksGone: CoreMetrics.Counter
+    let askLatency: CoreMetrics.Timer
+    private let snapshots: [String: (count: CoreMetrics.Counter, bytes: CoreMetrics.Counter)]
+
+    // Read at scrape time.
+    private let fuseRequests: [(FuseOperation, Prometheus.Counter)]
+    private let presenters, heldAccesses, waitingAccesses, openConflicts: Prometheus.Gauge
+    private let logRecords, logDropped, logBytes, logWriteErrors: Prometheus.Counter
+    private let logStuck: Prometheus.Gauge
+    private let cpuSeconds: Prometheus.Counter
+    private let residentBytes, virtualBytes, openFDs, maxFDs, startTime, threads: Prometheus.Gauge
+    /// What the scrape-time counters had reached at the last scrape (they only ever increase by the delta).
+    private let seen = Mutex<[ObjectIdentifier: UInt64]>([:])
+    /// CPU seconds at the last scrape (under `scraping`).
+    private var cpuSeen = 0.0
+    /// One scrape at a time.
+    private let scraping = Mutex(())
+
+    public init() {
+        let f = PrometheusMetricsFactory(registry: registry)
+        factory = f
+        let r = registry
+        func describe(_ name: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+        }
+        func counter(_ name: String, _ help: String, labels: [(String, String)] = []) -> CoreMetrics.Counter {
+            // swift-metrics' handle on the registry's series (declared with its help text).
+            CoreMetrics.Counter(label: name, dimensions: labels, handler: r.makeCounter(descriptor: describe(name, help), labels: labels), factory: f)
+        }
+        requests = counter("coordfs_coordination_requests_total", "Coordinated access requests (tools through the mount and clients of the control socket).")
+        grants = counter("coordfs_coordination_grants_total", "Coordinated accesses granted.")
+        denials = counter("coordfs_coordination_denials_total", "Coordinated access requests that ended without access (a presenter refused or timed out under strict, a wait deadline, a deadlock, cancelled).")
+        askTimeouts = counter("coordfs_presenter_ask_timeouts_total", "Asks to presenters that missed ask_timeout.")
+        askFailures = counter("coordfs_presenter_ask_errors_total", "Asks presenters answered with an error (refusing the access).")
+        asksGone = counter("coordfs_presenter_asks_gone_total", "Asks whose presenter went away before answering.")
+        let asks = r.makeDurationHistogram(descriptor: describe("coordfs_ask_duration_seconds", "Time from asking a presenter to its answer."),
+                                           buckets: Self.askBuckets)
+        askLatency = CoreMetrics.Timer(label: "coordfs_ask_duration_seconds", dimensions: [], handler: asks, factory: f)
+        var s: [String: (CoreMetrics.Counter, CoreMetrics.Counter)] = [:]
+        for m in ["link", "reflink", "copy"] {
+            s[m] = (counter("coordfs_snapshots_total", "Versions the document store kept, by how they are stored.", labels: [("method", m)]),
+                    counter("coordfs_snapshot_bytes_total", "Bytes of the versions the document store kept, by how they are stored (a link or a reflink shares them).", labels: [("method", m)]))
+        }
+        snapshots = s.mapValues { (count: $0.0, bytes: $0.1) }
+        fuseRequests = FuseOperation.allCases.map { op in
+            (op, r.makeCounter(descriptor: describe("coordfs_fuse_requests_total", "FUSE requests the kernel sent the daemon, by operation."), labels: [("operation", op.name)]))
+        }
+        presenters = r.makeGauge(descriptor: describe("coordfs_presenters", "Presenters registered (in the daemon and over the control socket)."))
+        heldAccesses = r.makeGauge(descriptor: describe("coordfs_accesses_held", "Coordinated accesses held now (an open file through the mount is one)."))
+        waitingAccesses = r.makeGauge(descriptor: describe("coordfs_accesses_waiting", "Coordinated access requests waiting for another access to end."))
+        openConflicts = r.makeGauge(descriptor: describe("coordfs_conflicts_open", "Open conflicts in the document store."))
+        logRecords = r.makeCounter(descriptor: describe("coordfs_event_log_records_total", "Records written to the event log (gap records included)."))
+        logDropped = r.makeCounter(descriptor: describe("coordfs_event_log_gap_records_total", "Records the event log could not keep under memory pressure (each range is covered by a gap record)."))
+        logBytes = r.makeCounter(descriptor: describe("coordfs_event_log_written_bytes_total", "Bytes written to the event log's segments."))
+        logWriteErrors = r.makeCounter(descriptor: describe("coordfs_event_log_write_errors_total", "Failed writes of the event log (retried)."))
+        logStuck = r.makeGauge(descriptor: describe("coordfs_event_log_stuck", "1 while the event log cannot be written (a full disk), else 0."))
+        cpuSeconds = r.makeCounter(descriptor: describe("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
+        residentBytes = r.makeGauge(descriptor: describe("process_resident_memory_bytes", "Resident memory size in bytes."))
+        virtualBytes = r.makeGauge(descriptor: describe("process_virtual_memory_bytes", "Virtual memory size in bytes."))
+        openFDs = r.makeGauge(descriptor: describe("process_open_fds", "Number of open file descriptors."))
+        maxFDs = r.makeGauge(descriptor: describe("process_max_fds", "Maximum number of open file descriptors."))
+        startTime = r.makeGauge(descriptor: describe("process_start_time_seconds", "Start time of the process since unix epoch in seconds."))
+        threads = r.makeGauge(descriptor: describe("process_threads", "Number of OS threads in the process."))
+    }
+
+    /// A version the store kept.
+    func snapshotTaken(_ snapshot: Snapshot) {
+        guard !snapshot.reused, let pair = snapshots[snapshot.version.method.rawValue] else { return }
+        pair.count.increment()
+        pair.bytes.increment(by: Int(max(0, snapshot.version.size)))
+    }
+
+    /// The metrics as Prometheus text, with the levels read now.
+    public func scrape(daemon: Daemon) -> [UInt8] {
+        scraping.withLock { _ in
+            if let counters = daemon.requestCounters {
+                for (op, c) in fuseRequests { advance(c, to: counters.value(op)) }
+            }
+            let counts = daemon.coordinator.statusCounts()
+            presenters.set(Double(counts.presenters))
+            heldAccesses.set(Double(counts.held))
+            waitingAccesses.set(Double(counts.waiting))
+            if let store = daemon.store, let open = try? store.documentStore.conflicts(state: .open) {
+                openConflicts.set(Double(open.count))
+            }
+            if let log = daemon.eventLog {
+                let s = log.statistics
+                advance(logRecords, to: s.written)
+                advance(logDropped, to: s.dropped)
+                advance(logBytes, to: s.bytesWritten)
+                advance(logWriteErrors, to: s.writeErrors)
+                logStuck.set(log.stuckSince == nil ? 0.0 : 1.0)
+            }
+            readProcess()
+            return registry.emitToBuffer()
+        }
+    }
+
+    /// Brings a counter read at scrape time up to `value`.
+    private func advance(_ counter: Prometheus.Counter, to value: UInt64) {
+        let id = ObjectIdentifier(counter)
+        let delta = seen.withLock { s -> UInt64 in
+            let last = s[id] ?? 0
+            s[id] = max(last, value)
+            return value > last ? value - last : 0
+        }
+        if delta > 0 { counter.increment(by: Int64(clamping: delta)) }
+    }
+
+    /// The standard process metrics, from /proc/self.
+    private func readProcess() {
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let page = Double(sysconf(Int32(_SC_PAGESIZE)))
+        if let stat = readWholeFile("/proc/self/stat"), let close = stat.lastIndex(of: ")") {
+            // Fields after "(comm)": state is field 3; utime 14, stime 15, num_threads 20, starttime 22,
+            // vsize 23, rss 24.
+            let f = stat[stat.index(after: close)...].split(separator: " ")
+            func field(_ n: Int) -> Double { Double(f[n - 3]) ?? 0 }
+            if f.count >= 22 {
+                let cpu = (field(14) + field(15)) / ticks
+                if cpu > cpuSeen { cpuSeconds.increment(by: cpu - cpuSeen); cpuSeen = cpu }
+                threads.set(field(20))
+                virtualBytes.set(field(23))
+                residentBytes.set(field(24) * page)
+                if let btime = readWholeFile("/proc/stat")?.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+                   let boot = Double(btime.dropFirst(6)) {
+                    startTime.set(boot + field(22) / ticks)
+                }
+            }
+        }
+        var fds = 0
+        if let dir = opendir("/proc/self/fd") {
+            while let e = readdir(dir) { if e.pointee.d_name.0 != 0x2E { fds += 1 } }
+            closedir(dir)
+            fds -= 1  // the directory's own descriptor
+        }
+        openFDs.set(Double(max(0, fds)))
+        var limit = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 { maxFDs.set(Double(limit.rlim_cur)) }
+    }
+}
+
+/// Counts the coordinator's steps, then hands each to the next sink (the event log's).
+final class MetricsEventSink: CoordinationEventSink {
+    let metrics: DaemonMetrics
+    let next: (any CoordinationEventSink)?
+
+    init(metrics: DaemonMetrics, next: (any CoordinationEventSink)?) {
+        self.metrics = metrics
+        self.next = next
+    }
+
+    func record(_ event: CoordinationEvent) {
+        switch event.kind {
+        case .requested: metrics.requests.increment()
+        case .granted: metrics.grants.increment()
+        case .failed: metrics.denials.increment()
+        case .presenterAnswered(_, _, let latency): metrics.askLatency.recordNanoseconds(Int64(clamping: latency))
+        case .presenterTimedOut: metrics.askTimeouts.increment()
+        case .presenterFailed: metrics.askFailures.increment()
+        case .presenterGone: metrics.asksGone.increment()
+        default: break
+        }
+        next?.record(event)
+    }
+}

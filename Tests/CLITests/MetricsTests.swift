@@ -1,0 +1,130 @@
+// The daemon's Prometheus endpoint (`-o metrics=HOST:PORT`, docs/metrics.md): real mount, real
+// scrapes over TCP, `promtool check metrics` on the real output, and the numbers moving with what
+// happens through the mount.
+import Foundation
+import Glibc
+import XCTest
+
+final class MetricsTests: CLITestCase {
+    /// The address the daemon printed to its log (`coordfs: metrics at http://ADDR/metrics`).
+    private func metricsPort(file: StaticString = #filePath, line: UInt = #line) throws -> UInt16 {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let log = (try? String(contentsOfFile: backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+            if let l = log.split(separator: "\n").last(where: { $0.contains("metrics at http://127.0.0.1:") }),
+               let port = l.split(separator: ":").last?.split(separator: "/").first.flatMap({ UInt16($0) }) {
+                return port
+            }
+            usleep(50_000)
+        }
+        throw CLIError("the daemon did not say where its metrics are")
+    }
+
+    /// One scrape: series (name with labels) to value.
+    private func scrape(_ port: UInt16, file: StaticString = #filePath, line: UInt = #line) throws -> (text: String, values: [String: Double]) {
+        guard let r = HTTP.request(port: port, "GET", "/metrics") else { throw CLIError("no answer from the metrics endpoint") }
+        XCTAssertEqual(r.status, 200, "\(r)", file: file, line: line)
+        XCTAssertTrue(r.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true, "\(r.headers)", file: file, line: line)
+        var values: [String: Double] = [:]
+        for l in r.text.split(separator: "\n") where !l.hasPrefix("#") {
+            guard let space = l.lastIndex(of: " "), let v = Double(l[l.index(after: space)...]) else {
+                XCTFail("not a sample: \(l)", file: file, line: line)
+                continue
+            }
+            values[String(l[..<space])] = v
+        }
+        return (r.text, values)
+    }
+
+    private func wait(_ port: UInt16, until series: String, _ ok: (Double) -> Bool, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Double] {
+        let deadline = Date().addingTimeInterval(10)
+        var values = try scrape(port).values
+        while !(values[series].map(ok) ?? false) && Date() < deadline {
+            usleep(100_000)
+            values = try scrape(port).values
+        }
+        XCTAssertTrue(values[series].map(ok) ?? false, "\(series) = \(values[series].map { "\($0)" } ?? "missing")", file: file, line: line)
+        return values
+    }
+
+    func testTheEndpointPassesPromtoolAndCountsWhatHappensThroughTheMount() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("base\n".utf8))
+        try mount(options: ["metrics=127.0.0.1:0"])
+        let port = try metricsPort()
+        let before = try scrape(port).values
+        XCTAssertEqual(before["coordfs_conflicts_open"], 0)
+        XCTAssertEqual(before["coordfs_presenters"], 0)
+
+        // A presenter with unsaved changes, a write through the mount: asks, a kept version, a conflict.
+        let presenter = try present("doc.txt", unsaved: true)
+        XCTAssertEqual(sh("echo theirs > '\(mnt!)/doc.txt' && echo new > '\(mnt!)/new.txt' && cat '\(mnt!)/new.txt' >/dev/null").status, 0)
+        let after = try wait(port, until: "coordfs_conflicts_open") { $0 == 1 }
+        XCTAssertEqual(after["coordfs_presenters"], 1)
+        XCTAssertGreaterThanOrEqual(after["coordfs_fuse_requests_total{operation=\"create\"}"] ?? 0, 1)
+        XCTAssertGreaterThan(after["coordfs_fuse_requests_total{operation=\"lookup\"}"] ?? 0, before["coordfs_fuse_requests_total{operation=\"lookup\"}"] ?? 0)
+        XCTAssertGreaterThanOrEqual(after["coordfs_coordination_requests_total"] ?? 0, 3)
+        XCTAssertGreaterThanOrEqual(after["coordfs_coordination_grants_total"] ?? 0, 3)
+        XCTAssertGreaterThanOrEqual(after["coordfs_ask_duration_seconds_count"] ?? 0, 1, "the presenter was asked and answered")
+        let kept = ["link", "reflink", "copy"].map { after["coordfs_snapshots_total{method=\"\($0)\"}"] ?? 0 }.reduce(0, +)
+        XCTAssertGreaterThanOrEqual(kept, 1, "the presenter's base was kept")
+        let keptBytes = ["link", "reflink", "copy"].map { after["coordfs_snapshot_bytes_total{method=\"\($0)\"}"] ?? 0 }.reduce(0, +)
+        XCTAssertGreaterThanOrEqual(keptBytes, 5, "base\\n")
+        XCTAssertGreaterThan(after["coordfs_event_log_records_total"] ?? 0, 0)
+        XCTAssertGreaterThan(after["coordfs_event_log_written_bytes_total"] ?? 0, 0)
+        XCTAssertEqual(after["coordfs_event_log_gap_records_total"], 0)
+        XCTAssertGreaterThan(after["process_open_fds"] ?? 0, 0)
+        XCTAssertGreaterThan(after["process_resident_memory_bytes"] ?? 0, 1_048_576)
+        XCTAssertGreaterThan(after["process_start_time_seconds"] ?? 0, 1_600_000_000)
+
+        // A presenter that refuses a save: a denial.
+        let refuser = try startCoordfs(["present", mnt + "/locked.txt", "--on-save", "exit 1"])
+        _ = refuser.waitForLines(1)
+        FileManager.default.createFile(atPath: backing + "/locked.txt", contents: Data("x\n".utf8))
+        _ = coordfs("coordinate", "--read", mnt + "/locked.txt", "-q", "--", "/bin/true")
+        _ = try wait(port, until: "coordfs_coordination_denials_total") { $0 >= 1 }
+
+        // promtool, on the real output.
+        let text = try scrape(port).text
+        let file = root + "/metrics.txt"
+        try text.write(toFile: file, atomically: false, encoding: .utf8)
+        guard access("/usr/bin/promtool", X_OK) == 0 else { return XCTFail("promtool is missing: make deps installs Debian's prometheus package") }
+        let check = sh("promtool check metrics < '\(file)'")
+        XCTAssertEqual(check.status, 0, "promtool check metrics: \(check)")
+        for help in ["coordfs_fuse_requests_total", "coordfs_ask_duration_seconds", "coordfs_conflicts_open", "process_cpu_seconds_total"] {
+            XCTAssertTrue(text.contains("# HELP \(help) "), "help for \(help)")
+        }
+        XCTAssertTrue(text.contains("# TYPE coordfs_ask_duration_seconds histogram"), text)
+        XCTAssertTrue(text.contains("# TYPE coordfs_fuse_requests_total counter"), text)
+        XCTAssertFalse(text.contains("doc.txt"), "no names in the metrics")
+
+        // Only /metrics, only GET.
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/")?.status, 404)
+        XCTAssertEqual(HTTP.request(port: port, "POST", "/metrics")?.status, 405)
+        _ = presenter
+    }
+
+    func testABadAddressIsRefusedBeforeAnythingIsMounted() throws {
+        for bad in ["metrics=example.com:80", "metrics=127.0.0.1", "metrics=127.0.0.1:70000", "metrics=:9464"] {
+            let r = coordfs("mount", backing, mnt, "-o", bad)
+            XCTAssertEqual(r.status, 1, "\(bad): \(r)")
+            XCTAssertTrue(r.stderr.contains("metrics"), "\(bad): \(r)")
+            XCTAssertTrue(Self.mounts(under: root).isEmpty, bad)
+        }
+        // A port that is taken: the mount says so and does not stay up half-configured.
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr)
+        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        listen(taken, 1)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
+        let port = UInt16(bigEndian: a.sin_port)
+        let r = coordfs("mount", backing, mnt, "-o", "metrics=127.0.0.1:\(port)")
+        XCTAssertNotEqual(r.status, 0, "\(r)")
+        XCTAssertTrue((r.stderr + r.stdout).contains("cannot listen on 127.0.0.1:\(port)"), "\(r)")
+        usleep(300_000)
+        XCTAssertTrue(Self.mounts(under: root).isEmpty, "nothing mounted")
+    }
+}
