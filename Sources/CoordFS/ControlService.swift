@@ -182,6 +182,9 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         case .readVersion(let request): readVersion(request, client)
         case .restore(let request): restore(request, client)
         case .readLog(let request): readLog(request, client)
+        case .cancel(let request): cancel(request, client)
+        case .willMove(let request): announceMove(request.move, done: false, client)
+        case .didMove(let request): announceMove(request.move, done: true, client)
         case .answer, .error:
             break  // a late answer (after its deadline) or a client's error report: nothing to do
         default:
@@ -306,7 +309,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "uid \(origin.uid) already holds or waits for \(held) accesses (max_user_accesses)"))
             return
         }
-        guard let pending = client.beginWaiting() else {
+        guard let pending = client.beginWaiting(request: request.id.rawValue) else {
             connection.reply(to: request.id, error: ProtocolError(.limitExceeded, "a connection may hold or wait for at most \(ControlLimits.accessesPerConnection) accesses"))
             return
         }
@@ -325,7 +328,11 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
                     access.release()  // the client left while it waited
                 }
             case .failure(let error):
-                if client.failed(pending) {
+                switch client.failed(pending) {
+                case .gone: break
+                case .cancelledByClient:
+                    connection.reply(to: requestID, error: ProtocolError(.cancelled, "cancelled by the client"))
+                case .failed:
                     connection.reply(to: requestID, error: Self.protocolError(error))
                 }
             }
@@ -354,14 +361,9 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         // A writer may only announce changes to what it coordinated for writing.
-        let written = access.intents.filter(\.isWriting)
-        func covered(_ path: MountPath) -> Bool {
-            let item = path.itemPath
-            return written.contains { $0.path == item || ($0.path.isAncestor(of: item) && !$0.writingOptions.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])) }
-        }
         for change in request.changes {
-            var ok = covered(change.path)
-            if case .moved(_, let to) = change { ok = ok && (covered(to) || to.parent.map(covered) == true) }
+            var ok = Self.covers(access, change.path)
+            if case .moved(_, let to) = change { ok = ok && Self.coversDestination(access, to) }
             if !ok {
                 connection.reply(to: request.id, error: ProtocolError(
                     .invalidValue, "changes: \(change.path) was not coordinated for writing in \(request.access)", requestID: request.id.rawValue))
@@ -378,6 +380,46 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         }
         access.release()
         connection.send(.ok(OK(id: request.id)))
+    }
+
+    /// Whether `access` coordinated `path` for writing: the item itself, or an item inside one
+    /// written `forDeleting`, `forMoving` or `forReplacing`.
+    static func covers(_ access: CoordinatedAccess, _ path: MountPath) -> Bool {
+        let item = path.itemPath
+        return access.intents.contains {
+            $0.isWriting && ($0.path == item || ($0.path.isAncestor(of: item) && !$0.writingOptions.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])))
+        }
+    }
+
+    /// Whether a move announced by `access` may end at `path`: it, or its directory, is covered.
+    static func coversDestination(_ access: CoordinatedAccess, _ path: MountPath) -> Bool {
+        covers(access, path) || path.parent.map { covers(access, $0) } == true
+    }
+
+    /// `cancel`: a waiting `coordinate` of this connection ends with `cancelled`.
+    private func cancel(_ request: CancelRequest, _ client: ControlClientState) {
+        if let id = client.cancelWaiting(request: request.request.rawValue) { coordinator.cancel(id) }
+        client.connection.send(.ok(OK(id: request.id)))
+    }
+
+    /// `willMove` / `didMove` from inside a held access's accessor.
+    private func announceMove(_ move: MoveAnnouncement, done: Bool, _ client: ControlClientState) {
+        let connection = client.connection
+        guard let access = client.access(move.access.rawValue) else {
+            connection.reply(to: move.id, error: ProtocolError(.unknownAccess, "\(move.access) is not held by this connection"))
+            return
+        }
+        guard Self.covers(access, move.path), Self.coversDestination(access, move.newPath) else {
+            connection.reply(to: move.id, error: ProtocolError(
+                .invalidValue, "\(move.path) -> \(move.newPath) was not coordinated for writing in \(move.access)", requestID: move.id.rawValue))
+            return
+        }
+        if done {
+            access.didMove(from: move.path.itemPath, to: move.newPath.itemPath)
+        } else {
+            access.willMove(from: move.path.itemPath, to: move.newPath.itemPath)
+        }
+        connection.send(.ok(OK(id: move.id)))
     }
 
     private func status(_ request: StatusQuery, _ client: ControlClientState) {
@@ -491,14 +533,26 @@ final class ControlClientState: Sendable {
     /// One `coordinate` request between its arrival and its grant or failure.
     final class Pending: Sendable {
         let token: UInt64
-        init(token: UInt64) { self.token = token }
+        /// The `coordinate`'s id on the wire.
+        let request: UInt64
+        init(token: UInt64, request: UInt64) {
+            self.token = token
+            self.request = request
+        }
     }
+
+    /// How a waiting request ended without a grant.
+    enum Failure { case failed, cancelledByClient, gone }
 
     private struct State {
         var presenters: [UInt64: (Coordination.PresenterID, RemotePresenter)] = [:]
         var accesses: [UInt64: CoordinatedAccess] = [:]
         /// Waiting requests by token; the coordinator's id arrives once `coordinate` returns.
         var waiting: [UInt64: Coordination.RequestID?] = [:]
+        /// The token of each waiting request by its `coordinate`'s wire id (for `cancel`).
+        var byRequest: [UInt64: UInt64] = [:]
+        /// Tokens the client cancelled.
+        var cancelled: Set<UInt64> = []
         var nextToken: UInt64 = 1
         var closed = false
     }
@@ -554,14 +608,33 @@ final class ControlClientState: Sendable {
     }
 
     /// Reserves a place for a new request; nil at the limit or once closed.
-    func beginWaiting() -> Pending? {
+    func beginWaiting(request: UInt64) -> Pending? {
         state.withLock { s in
             guard !s.closed, s.accesses.count + s.waiting.count < ControlLimits.accessesPerConnection else { return nil }
             let token = s.nextToken
             s.nextToken += 1
             s.waiting[token] = .some(nil)
-            return Pending(token: token)
+            s.byRequest[request] = token
+            return Pending(token: token, request: request)
         }
+    }
+
+    /// Marks the waiting request whose `coordinate` had wire id `request` as cancelled by the
+    /// client; returns the coordinator's id to cancel (nil when it is not known yet: `waiting`
+    /// cancels it then, or when the request no longer waits).
+    func cancelWaiting(request: UInt64) -> Coordination.RequestID? {
+        state.withLock { s in
+            guard let token = s.byRequest[request], let entry = s.waiting[token] else { return nil }
+            s.cancelled.insert(token)
+            return entry
+        }
+    }
+
+    /// Forgets a request that no longer waits (called with the lock held).
+    private static func settle(_ pending: Pending, in s: inout State) -> Bool {
+        s.waiting.removeValue(forKey: pending.token)
+        if s.byRequest[pending.request] == pending.token { s.byRequest.removeValue(forKey: pending.request) }
+        return s.cancelled.remove(pending.token) != nil
     }
 
     /// The coordinator accepted the request as `id` (its completion may already have run).
@@ -573,27 +646,29 @@ final class ControlClientState: Sendable {
                 return true
             }
             s.waiting[pending.token] = .some(id)
-            return false
+            return s.cancelled.contains(pending.token)  // cancelled before its id was known
         }
-        // The connection closed before the id was known: a queued request must not hold others up.
+        // The connection closed (or the client cancelled) before the id was known: a queued
+        // request must not hold others up.
         if abandoned { coordinator.cancel(id) }
     }
 
     /// Records a grant; false when the connection is gone (the caller releases it).
     func granted(_ access: CoordinatedAccess, pending: Pending) -> Bool {
         state.withLock { s in
-            s.waiting.removeValue(forKey: pending.token)
+            _ = Self.settle(pending, in: &s)
             guard !s.closed else { return false }
             s.accesses[access.id.rawValue] = access
             return true
         }
     }
 
-    /// Records a failure; false when the connection is gone (no reply is due).
-    func failed(_ pending: Pending) -> Bool {
+    /// Records a failure: whether a reply is due, and whether the client cancelled it.
+    func failed(_ pending: Pending) -> Failure {
         state.withLock { s in
-            s.waiting.removeValue(forKey: pending.token)
-            return !s.closed
+            let cancelled = Self.settle(pending, in: &s)
+            if s.closed { return .gone }
+            return cancelled ? .cancelledByClient : .failed
         }
     }
 

@@ -1,6 +1,7 @@
 @_exported import ControlProtocol
 @_exported import NameBytes
 import Synchronization
+import FoundationEssentials
 
 /// Coordinated reads and writes of items in coordfs mounts, from any process, with the names
 /// Apple users know (`NSFileCoordinator`), async/await instead of blocks, and absolute paths.
@@ -54,17 +55,53 @@ public final class FileCoordinator: Sendable {
 
     // MARK: Coordinated access
 
-    /// A coordinated read of `path`; the accessor gets the path.
+    /// One item of a batch (Foundation's `NSFileAccessIntent`): a read or a write of a path.
+    public struct AccessIntent: Sendable, Hashable {
+        public enum Kind: Sendable, Hashable {
+            case reading(ReadingOptions)
+            case writing(WritingOptions)
+        }
+        /// The item's absolute path (inside a coordfs mount).
+        public var path: String
+        public var kind: Kind
+        /// The item as a file URL.
+        public var url: URL { URL(fileURLWithPath: path) }
+
+        public static func readingIntent(with path: String, options: ReadingOptions = []) -> AccessIntent {
+            AccessIntent(path: path, kind: .reading(options))
+        }
+        public static func writingIntent(with path: String, options: WritingOptions = []) -> AccessIntent {
+            AccessIntent(path: path, kind: .writing(options))
+        }
+        public static func readingIntent(with url: URL, options: ReadingOptions = []) -> AccessIntent {
+            readingIntent(with: url.path, options: options)
+        }
+        public static func writingIntent(with url: URL, options: WritingOptions = []) -> AccessIntent {
+            writingIntent(with: url.path, options: options)
+        }
+
+        func wire(_ relative: MountPath) -> Intent {
+            switch kind {
+            case .reading(let options): return .reading(relative, options: options)
+            case .writing(let options): return .writing(relative, options: options)
+            }
+        }
+    }
+
+    /// A coordinated read of `path`; the accessor gets the path. Callable from any actor (the
+    /// accessor runs on the caller's, `isolation`).
     public func coordinate<T>(readingItemAt path: String, options: ReadingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
                               byAccessor accessor: (String) async throws -> T) async throws -> T {
-        try await perform([(path, { .reading($0, options: options) })]) { try await accessor($0[0]) }
+        try await perform([.readingIntent(with: path, options: options)]) { try await accessor($0[0]) }
     }
 
     /// A coordinated write of `path`. Afterwards presenters hear that it changed, moved (if the
     /// accessor called `item(at:didMoveTo:)`) or was deleted (if it no longer exists).
     public func coordinate<T>(writingItemAt path: String, options: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
                               byAccessor accessor: (String) async throws -> T) async throws -> T {
-        try await perform([(path, { .writing($0, options: options) })]) { try await accessor($0[0]) }
+        try await perform([.writingIntent(with: path, options: options)]) { try await accessor($0[0]) }
     }
 
     /// A coordinated read of the item whose path is `path`, given as bytes: a Linux name need not
@@ -72,100 +109,225 @@ public final class FileCoordinator: Sendable {
     /// API may also hold such a name losslessly: `String(nameBytes:)`, `.nameBytes`,
     /// `withNameCString`, from `NameBytes`, re-exported here.)
     public func coordinate<T>(readingItemAtPath path: [UInt8], options: ReadingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
                               byAccessor accessor: ([UInt8]) async throws -> T) async throws -> T {
-        try await coordinate(readingItemAt: String(nameBytes: path), options: options) { try await accessor($0.nameBytes) }
+        try await perform([.readingIntent(with: String(nameBytes: path), options: options)]) { try await accessor($0[0].nameBytes) }
     }
 
     /// A coordinated write of the item whose path is `path`, given as bytes (see the read).
     public func coordinate<T>(writingItemAtPath path: [UInt8], options: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
                               byAccessor accessor: ([UInt8]) async throws -> T) async throws -> T {
-        try await coordinate(writingItemAt: String(nameBytes: path), options: options) { try await accessor($0.nameBytes) }
+        try await perform([.writingIntent(with: String(nameBytes: path), options: options)]) { try await accessor($0[0].nameBytes) }
     }
 
     /// A coordinated read of one item and write of another, granted together.
     public func coordinate<T>(readingItemAt readingPath: String, options readingOptions: ReadingOptions = [],
                               writingItemAt writingPath: String, options writingOptions: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
                               byAccessor accessor: (String, String) async throws -> T) async throws -> T {
-        try await perform([(readingPath, { .reading($0, options: readingOptions) }),
-                           (writingPath, { .writing($0, options: writingOptions) })]) { try await accessor($0[0], $0[1]) }
+        try await perform([.readingIntent(with: readingPath, options: readingOptions),
+                           .writingIntent(with: writingPath, options: writingOptions)]) { try await accessor($0[0], $0[1]) }
     }
 
     /// Coordinated writes of two items, granted together (a move: source `forMoving`,
     /// destination `forReplacing`, and `item(at:didMoveTo:)` inside the accessor).
     public func coordinate<T>(writingItemAt path1: String, options options1: WritingOptions = [],
                               writingItemAt path2: String, options options2: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
                               byAccessor accessor: (String, String) async throws -> T) async throws -> T {
-        try await perform([(path1, { .writing($0, options: options1) }),
-                           (path2, { .writing($0, options: options2) })]) { try await accessor($0[0], $0[1]) }
+        try await perform([.writingIntent(with: path1, options: options1),
+                           .writingIntent(with: path2, options: options2)]) { try await accessor($0[0], $0[1]) }
     }
 
-    /// Announces, inside a write accessor, that it moved `oldPath` to `newPath`; presenters of
-    /// the item get `presentedItemDidMove(to:)` after the access.
+    /// Any number of reads and writes (1 to 64, in one mount), granted together (Foundation's
+    /// `coordinate(with:queue:byAccessor:)`); the accessor gets their paths in order.
+    public func coordinate<T>(with intents: [AccessIntent],
+                              isolation: isolated (any Actor)? = #isolation,
+                              byAccessor accessor: ([String]) async throws -> T) async throws -> T {
+        try await perform(intents) { try await accessor($0) }
+    }
+
+    /// Foundation's `prepare(forReadingItemsAt:options:writingItemsAt:options:byAccessor:)`: one
+    /// access to every item, granted together (presenters asked once), inside which the accessor
+    /// makes its own coordinated calls on this coordinator: they share its purpose, so they are
+    /// never held up by the batch.
+    public func prepare<T>(forReadingItemsAt readingPaths: [String], options readingOptions: ReadingOptions = [],
+                           writingItemsAt writingPaths: [String], options writingOptions: WritingOptions = [],
+                           isolation: isolated (any Actor)? = #isolation,
+                           byAccessor accessor: () async throws -> T) async throws -> T {
+        let intents = readingPaths.map { AccessIntent.readingIntent(with: $0, options: readingOptions) }
+            + writingPaths.map { AccessIntent.writingIntent(with: $0, options: writingOptions) }
+        return try await perform(intents) { _ in try await accessor() }
+    }
+
+    // URL overloads (file URLs of items inside a coordfs mount).
+
+    public func coordinate<T>(readingItemAt url: URL, options: ReadingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
+                              byAccessor accessor: (URL) async throws -> T) async throws -> T {
+        try await perform([.readingIntent(with: url, options: options)]) { try await accessor(URL(fileURLWithPath: $0[0])) }
+    }
+
+    public func coordinate<T>(writingItemAt url: URL, options: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
+                              byAccessor accessor: (URL) async throws -> T) async throws -> T {
+        try await perform([.writingIntent(with: url, options: options)]) { try await accessor(URL(fileURLWithPath: $0[0])) }
+    }
+
+    public func coordinate<T>(readingItemAt readingURL: URL, options readingOptions: ReadingOptions = [],
+                              writingItemAt writingURL: URL, options writingOptions: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
+                              byAccessor accessor: (URL, URL) async throws -> T) async throws -> T {
+        try await perform([.readingIntent(with: readingURL, options: readingOptions), .writingIntent(with: writingURL, options: writingOptions)]) {
+            try await accessor(URL(fileURLWithPath: $0[0]), URL(fileURLWithPath: $0[1]))
+        }
+    }
+
+    public func coordinate<T>(writingItemAt url1: URL, options options1: WritingOptions = [],
+                              writingItemAt url2: URL, options options2: WritingOptions = [],
+                              isolation: isolated (any Actor)? = #isolation,
+                              byAccessor accessor: (URL, URL) async throws -> T) async throws -> T {
+        try await perform([.writingIntent(with: url1, options: options1), .writingIntent(with: url2, options: options2)]) {
+            try await accessor(URL(fileURLWithPath: $0[0]), URL(fileURLWithPath: $0[1]))
+        }
+    }
+
+    public func prepare<T>(forReadingItemsAt readingURLs: [URL], options readingOptions: ReadingOptions = [],
+                           writingItemsAt writingURLs: [URL], options writingOptions: WritingOptions = [],
+                           isolation: isolated (any Actor)? = #isolation,
+                           byAccessor accessor: () async throws -> T) async throws -> T {
+        try await prepare(forReadingItemsAt: readingURLs.map(\.path), options: readingOptions,
+                          writingItemsAt: writingURLs.map(\.path), options: writingOptions, byAccessor: accessor)
+    }
+
+    public func item(at oldURL: URL, willMoveTo newURL: URL) { item(at: oldURL.path, willMoveTo: newURL.path) }
+    public func item(at oldURL: URL, didMoveTo newURL: URL) { item(at: oldURL.path, didMoveTo: newURL.path) }
+
+    // MARK: Moves and cancellation
+
+    /// Announces, inside a write accessor, that it moved `oldPath` to `newPath`. The daemon hears
+    /// it at once: presenters of the item (and of items inside it) follow it now, and are told
+    /// `presentedItemDidMove(to:)` after the access (a move out of the mount is a deletion).
     public func item(at oldPath: String, didMoveTo newPath: String) {
-        FileCoordinator.currentMoves?.record(oldPath, newPath)
+        FileCoordinator.currentAccess?.announce(oldPath, newPath, done: true)
     }
 
-    /// Announces a move before doing it (accepted for Foundation compatibility; the move is
-    /// reported by `item(at:didMoveTo:)`).
-    public func item(at oldPath: String, willMoveTo newPath: String) {}
-
-    /// The moves announced inside the accessor running in this task.
-    @TaskLocal private static var currentMoves: MoveLog?
-
-    private final class MoveLog: Sendable {
-        private let moves = Mutex<[(String, String)]>([])
-        func record(_ from: String, _ to: String) { moves.withLock { $0.append((from, to)) } }
-        var all: [(String, String)] { moves.withLock { $0 } }
+    /// Announces, inside a write accessor, that it is about to move `oldPath` to `newPath` (the
+    /// daemon records it in the event log).
+    public func item(at oldPath: String, willMoveTo newPath: String) {
+        FileCoordinator.currentAccess?.announce(oldPath, newPath, done: false)
     }
 
-    private func perform<T>(_ items: [(String, (MountPath) -> Intent)], accessor: ([String]) async throws -> T) async throws -> T {
+    /// Ends this coordinator's waits at once (Foundation's `cancel()`): each pending
+    /// `coordinate` throws `CancellationError` and runs no accessor; the daemon forgets the
+    /// request. An accessor already running is not interrupted. Cancelling the task that waits
+    /// does the same for that wait.
+    public func cancel() {
+        let waits = waiting.withLock { Array($0.values) }
+        for wait in waits { wait.cancel() }
+    }
+
+    private let waiting = Mutex<[UInt64: Task<SessionAccess, any Error>]>([:])
+    private static let waitCounter = Atomic<UInt64>(0)
+
+    /// The access whose accessor runs in this task.
+    @TaskLocal private static var currentAccess: RunningAccess?
+
+    /// The access an accessor runs in, and the moves it announced.
+    private final class RunningAccess: Sendable {
+        let mount: CoordFSMount
+        let access: SessionAccess
+        private let moves = Mutex<[(String, String, posted: Bool)]>([])
+        init(mount: CoordFSMount, access: SessionAccess) {
+            self.mount = mount
+            self.access = access
+        }
+
+        func announce(_ from: String, _ to: String, done: Bool) {
+            let source = try? CoordFSMount.containing(from), destination = try? CoordFSMount.containing(to)
+            var posted = false
+            if let (m1, p1) = source, let (m2, p2) = destination, m1 === mount, m2 === mount {
+                mount.session.announceMove(access, from: p1, to: p2, done: done)
+                posted = true
+            }
+            if done { moves.withLock { $0.append((from, to, posted)) } }
+        }
+
+        var all: [(String, String, posted: Bool)] { moves.withLock { $0 } }
+    }
+
+    private func perform<T>(_ items: [AccessIntent], isolation: isolated (any Actor)? = #isolation,
+                            accessor: ([String]) async throws -> T) async throws -> T {
         var mount: CoordFSMount?
         var intents: [Intent] = []
-        for (path, makeIntent) in items {
-            let (itemMount, relative) = try CoordFSMount.containing(path, locator: locator)
+        for item in items {
+            let (itemMount, relative) = try CoordFSMount.containing(item.path, locator: locator)
             if let mount, mount !== itemMount {
-                throw CoordFSClientError.notInMount(path, reason: "items in different mounts cannot be coordinated together")
+                throw CoordFSClientError.notInMount(item.path, reason: "items in different mounts cannot be coordinated together")
             }
             mount = itemMount
-            intents.append(makeIntent(relative))
+            intents.append(item.wire(relative))
         }
         guard let mount else { throw CoordFSClientError.notInMount("", reason: "no items to coordinate") }
-        let presenter = filePresenter.flatMap { FileCoordinator.registration(of: $0) }
-        let timeoutMs = timeout.map { duration -> UInt32 in
-            let (seconds, attoseconds) = duration.components
-            return UInt32(clamping: max(0, seconds) * 1000 + attoseconds / 1_000_000_000_000_000)
-        }
-        let access: SessionAccess
-        do {
-            access = try await mount.session.coordinate(intents, presenter: presenter?.1, timeoutMs: timeoutMs, purpose: purposeIdentifier)
-        } catch {
-            throw CoordFSClientError(error)
-        }
+        let access = try await acquire(intents, on: mount)
         let paths = intents.map { mount.absolutePath($0.path) }
-        let moves = MoveLog()
+        let running = RunningAccess(mount: mount, access: access)
         let result: Result<T, any Error>
         do {
-            result = .success(try await FileCoordinator.$currentMoves.withValue(moves) { try await accessor(paths) })
+            result = .success(try await FileCoordinator.$currentAccess.withValue(running) { try await accessor(paths) })
         } catch {
             result = .failure(error)
         }
-        let changes = Self.changes(intents, paths: paths, moves: moves.all, mount: mount)
+        let changes = Self.changes(intents, paths: paths, moves: running.all, mount: mount)
         // A release that fails because the connection broke needs nothing: the daemon dropped
         // the access with the connection.
         try? await mount.session.release(access, changes: changes)
         return try result.get()
     }
 
+    /// Waits for the grant; `cancel()` and task cancellation end the wait at once.
+    private func acquire(_ intents: [Intent], on mount: CoordFSMount) async throws -> SessionAccess {
+        let presenter = filePresenter.flatMap { FileCoordinator.registration(of: $0) }?.1
+        let timeoutMs = timeout.map { duration -> UInt32 in
+            let (seconds, attoseconds) = duration.components
+            return UInt32(clamping: max(0, seconds) * 1000 + attoseconds / 1_000_000_000_000_000)
+        }
+        let purpose = purposeIdentifier
+        let session = mount.session
+        let key = Self.waitCounter.add(1, ordering: .relaxed).newValue
+        let wait = Task { try await session.coordinate(intents, presenter: presenter, timeoutMs: timeoutMs, purpose: purpose) }
+        waiting.withLock { $0[key] = wait }
+        defer { waiting.withLock { _ = $0.removeValue(forKey: key) } }
+        let outcome = await withTaskCancellationHandler {
+            await wait.result
+        } onCancel: {
+            wait.cancel()
+        }
+        switch outcome {
+        case .success(let access):
+            if wait.isCancelled || Task.isCancelled {
+                // Granted in the same instant it was cancelled: give it back, run no accessor.
+                try? await session.release(access)
+                throw CancellationError()
+            }
+            return access
+        case .failure(let error):
+            if let error = error as? ControlTransportError {
+                if case .protocolError(let p) = error, p.code == .cancelled { throw CancellationError() }
+                throw CoordFSClientError(error)
+            }
+            throw error
+        }
+    }
+
     /// What each write did, as far as the client can tell.
-    private static func changes(_ intents: [Intent], paths: [String], moves: [(String, String)], mount: CoordFSMount) -> [ItemChange] {
+    private static func changes(_ intents: [Intent], paths: [String], moves: [(String, String, posted: Bool)], mount: CoordFSMount) -> [ItemChange] {
         var changes: [ItemChange] = []
         for (intent, path) in zip(intents, paths) where intent.isWriting {
-            if let move = moves.last(where: { $0.0 == path }) {
-                if let (destinationMount, destination) = try? CoordFSMount.containing(move.1), destinationMount === mount {
-                    changes.append(.moved(intent.path, to: destination))
-                } else {
-                    changes.append(.deleted(intent.path))  // moved out of the mount
-                }
+            if let move = moves.last(where: { $0.0 == path || $0.1 == path }) {
+                // A move told to the daemon already needs nothing more; one out of the mount is a deletion.
+                if !move.posted && move.0 == path { changes.append(.deleted(intent.path)) }
             } else if LocalFileSystem.exists(path) {
                 changes.append(.changed(intent.path))
             } else {

@@ -93,6 +93,10 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     public func didChange(_ path: ItemPath) { announce(.changed(path)) }
     /// Announces that the item at `from` (and everything inside it) is now at `to`.
     public func didMove(from: ItemPath, to: ItemPath) { announce(.moved(from: from, to: to)) }
+    /// Records that the accessor is about to move `from` to `to` (`item(at:willMoveTo:)`; an event only).
+    public func willMove(from: ItemPath, to: ItemPath) {
+        coordinator.announceWillMove(from: from, to: to, during: self, origin: origin)
+    }
     /// Announces that the item at `path` was deleted.
     public func didDelete(_ path: ItemPath) { announce(.deleted(path)) }
     /// Announces that a new item appeared at `path`.

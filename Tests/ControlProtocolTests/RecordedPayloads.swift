@@ -73,5 +73,8 @@ enum RecordedPayloads {
         ##"{"type":"close"}"##,
         // Fields and messages added since are appended with their samples.
         ##"{"type":"coordinate","id":31,"intents":[{"intent":"write","path":"docs/a.txt","options":[]}],"purpose":"fc-3"}"##,
+        ##"{"type":"cancel","id":32,"request":31}"##,
+        ##"{"type":"willMove","id":33,"access":99,"path":"docs/a.txt","newPath":"docs/b.txt"}"##,
+        ##"{"type":"didMove","id":34,"access":99,"path":"docs/a.txt","newPath":"docs/b.txt"}"##,
     ]
 }

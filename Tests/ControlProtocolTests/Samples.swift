@@ -99,6 +99,9 @@ enum Samples {
             .close(Close()),
             // Added after the catalog (appended, as RecordedPayloads is).
             .coordinate(Coordinate(id: RequestID(31), intents: [.writing(a)], purpose: "fc-3")),
+            .cancel(CancelRequest(id: RequestID(32), request: RequestID(31))),
+            .willMove(WillMove(MoveAnnouncement(id: RequestID(33), access: AccessID(99), path: a, newPath: b))),
+            .didMove(DidMove(MoveAnnouncement(id: RequestID(34), access: AccessID(99), path: a, newPath: b))),
         ]
     }
 }

@@ -120,4 +120,123 @@ final class ClientAPITests: ClientMountTestCase {
         try await first.value
         XCTAssertEqual(steps.all, ["one in", "two in", "one out"])
     }
+
+    // MARK: Item 2: client parity
+
+    /// Holds a write on `path` from another coordinator until `release` is called.
+    private func holdWrite(_ path: String, steps: Steps) -> (Task<Void, any Error>, @Sendable () -> Void) {
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let task = Task {
+            try await FileCoordinator().coordinate(writingItemAt: path) { _ in
+                steps.add("held")
+                for await _ in gate { break }
+            }
+        }
+        return (task, { open.yield(); open.finish() })
+    }
+
+    private var waitingCount: Int { daemon.coordinator.status().waiting.count }
+
+    func testCancelEndsAPendingWaitAtOnceAndTheDaemonForgetsIt() async throws {
+        try writeBacking("doc.txt", "0\n")
+        let path = mnt + "/doc.txt"
+        let steps = Steps()
+        let (holder, release) = holdWrite(path, steps: steps)
+        XCTAssertTrue(eventually { steps.all.contains("held") })
+        let waiter = FileCoordinator()
+        let wait = Task { try await waiter.coordinate(writingItemAt: path) { _ in steps.add("accessor ran") } }
+        XCTAssertTrue(eventually { waitingCount == 1 }, "the request waits at the daemon")
+        let start = ContinuousClock.now
+        waiter.cancel()
+        do {
+            try await wait.value
+            XCTFail("a cancelled wait must throw")
+        } catch is CancellationError {
+        }
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(2), "at once, not at the wait deadline")
+        XCTAssertTrue(eventually { waitingCount == 0 }, "the daemon forgot the request")
+        release()
+        try await holder.value
+        XCTAssertFalse(steps.all.contains("accessor ran"), "\(steps.all)")
+    }
+
+    func testCancellingTheTaskEndsItsWaitAtOnce() async throws {
+        try writeBacking("doc.txt", "0\n")
+        let url = URL(fileURLWithPath: mnt + "/doc.txt")
+        let steps = Steps()
+        let (holder, release) = holdWrite(url.path, steps: steps)
+        XCTAssertTrue(eventually { steps.all.contains("held") })
+        let wait = Task { try await FileCoordinator().coordinate(readingItemAt: url) { _ in steps.add("accessor ran") } }
+        XCTAssertTrue(eventually { waitingCount == 1 })
+        wait.cancel()
+        let outcome = await wait.result
+        XCTAssertThrowsError(try outcome.get()) { XCTAssertTrue($0 is CancellationError, "\($0)") }
+        XCTAssertTrue(eventually { waitingCount == 0 })
+        release()
+        try await holder.value
+        // The coordinator is still usable afterwards.
+        let text = try await FileCoordinator().coordinate(readingItemAt: url) { try String(contentsOf: $0, encoding: .utf8) }
+        XCTAssertEqual(text, "0\n")
+        XCTAssertFalse(steps.all.contains("accessor ran"))
+    }
+
+    func testABatchOfIntentsIsGrantedTogetherAndAPresenterIsAskedOnce() async throws {
+        for name in ["a", "b", "c"] { try writeBacking(name, name) }
+        let presenter = Recorder(mnt + "/b")
+        try await FileCoordinator.addFilePresenter(presenter)
+        defer { Task { await FileCoordinator.removeFilePresenter(presenter) } }
+        let coordinator = FileCoordinator()
+        let paths = try await coordinator.coordinate(with: [.readingIntent(with: mnt + "/a"), .writingIntent(with: mnt + "/b", options: .forMerging),
+                                                            .readingIntent(with: URL(fileURLWithPath: mnt + "/c"))]) { paths in
+            XCTAssertEqual(self.daemon.coordinator.status().held.first?.intents.count, 3, "one access for the three")
+            return paths
+        }
+        XCTAssertEqual(paths, [mnt + "/a", mnt + "/b", mnt + "/c"])
+        XCTAssertTrue(eventually { presenter.log.contains("didChange") }, "\(presenter.log)")
+        // prepare: one access, and the accessor's own calls on the same coordinator are not held up by it.
+        let inner = try await coordinator.prepare(forReadingItemsAt: [mnt + "/a"], writingItemsAt: [mnt + "/b", mnt + "/c"]) {
+            try await coordinator.coordinate(writingItemAt: mnt + "/b") { _ in "nested write granted" }
+        }
+        XCTAssertEqual(inner, "nested write granted")
+    }
+
+    func testItemDidMoveToReachesTheDaemonInsideTheAccessor() async throws {
+        mkdir(backing + "/d", 0o755)
+        try writeBacking("d/old.txt", "x\n")
+        let presenter = Recorder(mnt + "/d/old.txt")
+        try await FileCoordinator.addFilePresenter(presenter)
+        defer { Task { await FileCoordinator.removeFilePresenter(presenter) } }
+        let coordinator = FileCoordinator()
+        let old = mnt + "/d/old.txt", new = mnt + "/d/new.txt"
+        let seenInside = try await coordinator.coordinate(writingItemAt: old, options: .forMoving, writingItemAt: new, options: .forReplacing) { from, to in
+            coordinator.item(at: from, willMoveTo: to)
+            XCTAssertEqual(rename(self.backing + "/d/old.txt", self.backing + "/d/new.txt"), 0)
+            coordinator.item(at: URL(fileURLWithPath: from), didMoveTo: URL(fileURLWithPath: to))
+            // The daemon follows the move now, before the access ends.
+            return self.eventually(timeout: 5) { self.daemon.coordinator.status().presenters.contains { $0.path.string == "d/new.txt" } }
+        }
+        XCTAssertTrue(seenInside, "the presenter followed the move during the access")
+        XCTAssertTrue(eventually { presenter.log.contains("didMove \(new)") }, "\(presenter.log)")
+        XCTAssertFalse(recorded { if case .willMove = $0 { return true }; return false }.isEmpty, "willMove is recorded")
+    }
+
+    @MainActor private var ranOnMainThread: [Bool] = []
+
+    /// Swift 6: a @MainActor caller passes an accessor that touches main-actor state and calls
+    /// other code; it runs on the caller's actor. Before the `isolation` parameter this did not
+    /// compile ("sending value of non-Sendable type ... risks causing data races").
+    @MainActor func testCallableFromTheMainActor() async throws {
+        try writeBacking("doc.txt", "0\n")
+        let coordinator = FileCoordinator()
+        try await coordinator.coordinate(writingItemAt: mnt + "/doc.txt") { _ in ranOnMainThread.append(onMainThread()) }
+        try await coordinator.coordinate(readingItemAt: URL(fileURLWithPath: mnt + "/doc.txt")) { _ in ranOnMainThread.append(onMainThread()) }
+        XCTAssertEqual(ranOnMainThread, [true, true])
+    }
+}
+
+/// Whether this is the process's main thread (where the main actor runs).
+private func onMainThread() -> Bool {
+    var buffer = [CChar](repeating: 0, count: 64)
+    let n = readlink("/proc/thread-self", &buffer, 63)
+    return String(decoding: buffer[0..<max(0, n)].map { UInt8(bitPattern: $0) }, as: UTF8.self) == "\(getpid())/task/\(getpid())"
 }

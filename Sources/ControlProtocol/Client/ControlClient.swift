@@ -110,7 +110,8 @@ package final class ControlClient: @unchecked Sendable {
     /// `error` reply throws `.protocolError`. `onReply` runs on the reader thread before any
     /// later frame is handled (so state it installs is visible to later asks).
     package func request(
-        onReply: (@Sendable (ControlMessage) -> Void)? = nil, _ build: (RequestID) -> ControlMessage
+        onReply: (@Sendable (ControlMessage) -> Void)? = nil, onSent: (@Sendable (RequestID) -> Void)? = nil,
+        _ build: (RequestID) -> ControlMessage
     ) async throws(ControlTransportError) -> ControlMessage {
         let id = state.withLock { s -> RequestID in
             defer { s.nextID += 1 }
@@ -128,10 +129,10 @@ package final class ControlClient: @unchecked Sendable {
                     continuation.resume(throwing: error)
                     return
                 }
-                if let error = writeLocked({ () throws(ControlTransportError) in try Sys.sendAll(fd, frame) }),
-                    let pending = state.withLock({ $0.pending.removeValue(forKey: id) })
-                {
-                    pending.continuation.resume(throwing: error)
+                if let error = writeLocked({ () throws(ControlTransportError) in try Sys.sendAll(fd, frame) }) {
+                    if let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) { pending.continuation.resume(throwing: error) }
+                } else {
+                    onSent?(id)
                 }
             }
             if case .error(let error) = reply {
@@ -165,11 +166,48 @@ package final class ControlClient: @unchecked Sendable {
     }
 
     /// Waits for a coordinated access; returns its id once granted.
+    /// Task cancellation sends `cancel`: the wait then ends with the error `cancelled` (or, when
+    /// the grant crossed it, with the grant: the caller releases it).
     package func coordinate(_ intents: [Intent], presenter: PresenterID? = nil, timeoutMs: UInt32? = nil,
                            purpose: String? = nil) async throws(ControlTransportError) -> AccessID {
-        let reply = try await request { .coordinate(Coordinate(id: $0, intents: intents, presenter: presenter, timeoutMs: timeoutMs, purpose: purpose)) }
+        // The request's id once sent, and whether the task was cancelled: whichever comes second
+        // sends `cancel`.
+        let sent = Locked<(id: RequestID?, cancelled: Bool)>((nil, false))
+        let reply: ControlMessage
+        do {
+            reply = try await withTaskCancellationHandler {
+                try await request(onSent: { [self] id in
+                    if sent.withLock({ $0.id = id; return $0.cancelled }) { post { .cancel(CancelRequest(id: $0, request: id)) } }
+                }) { .coordinate(Coordinate(id: $0, intents: intents, presenter: presenter, timeoutMs: timeoutMs, purpose: purpose)) }
+            } onCancel: { [self] in
+                if let id = sent.withLock({ $0.cancelled = true; return $0.id }) { post { .cancel(CancelRequest(id: $0, request: id)) } }
+            }
+        } catch let error as ControlTransportError {
+            throw error
+        } catch {
+            throw .disconnected
+        }
         guard case .granted(let granted) = reply else { throw .unexpectedReply(reply.typeName) }
         return granted.access
+    }
+
+    /// Says the accessor of `access` is about to move (`done` false) or has moved `path` to `newPath`.
+    /// Sent at once without waiting for the reply: it reaches the daemon before a later `release`.
+    package func announceMove(_ access: AccessID, from path: MountPath, to newPath: MountPath, done: Bool) {
+        post { id in
+            let move = MoveAnnouncement(id: id, access: access, path: path, newPath: newPath)
+            return done ? .didMove(DidMove(move)) : .willMove(WillMove(move))
+        }
+    }
+
+    /// Sends a request with a fresh id without waiting for its reply (which is ignored).
+    @discardableResult
+    package func post(_ build: (RequestID) -> ControlMessage) -> Bool {
+        let id = state.withLock { s -> RequestID in
+            defer { s.nextID += 1 }
+            return RequestID(s.nextID)
+        }
+        return send(build(id))
     }
 
     /// Ends a coordinated access, saying what the writer did.

@@ -147,6 +147,12 @@ package final class ControlSession: @unchecked Sendable {
         return SessionAccess(access: try await client.coordinate(intents, presenter: remote, timeoutMs: timeoutMs, purpose: purpose), client: client)
     }
 
+    /// Says the accessor of `access` is about to move, or moved, `path` to `newPath` (see
+    /// `ControlClient.announceMove`).
+    package func announceMove(_ access: SessionAccess, from path: MountPath, to newPath: MountPath, done: Bool) {
+        access.client.announceMove(access.access, from: path, to: newPath, done: done)
+    }
+
     /// Releases an access. If the connection that granted it is gone, the daemon already
     /// dropped it and this throws `.disconnected`.
     package func release(_ access: SessionAccess, changes: [ItemChange] = []) async throws(ControlTransportError) {

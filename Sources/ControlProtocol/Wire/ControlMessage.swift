@@ -60,6 +60,9 @@ package enum ControlMessage: Sendable, Equatable {
     case readVersion(ReadVersion)
     case restore(Restore)
     case readLog(ReadLog)
+    case cancel(CancelRequest)
+    case willMove(WillMove)
+    case didMove(DidMove)
     // Daemon to client.
     case welcome(Welcome)
     case registered(Registered)
@@ -86,7 +89,7 @@ package enum ControlMessage: Sendable, Equatable {
     static let catalog: [any WireMessage.Type] = [
         Hello.self, Register.self, Unregister.self, Coordinate.self, Release.self, StatusQuery.self, Answer.self,
         SetUnsavedChanges.self, ConflictsQuery.self, Resolve.self, VersionsQuery.self, ReadVersion.self, Restore.self,
-        ReadLog.self,
+        ReadLog.self, CancelRequest.self, WillMove.self, DidMove.self,
         Welcome.self, Registered.self, Granted.self, OK.self, StatusReport.self, Ask.self, PresenterNotification.self,
         ConflictList.self, Resolved.self, VersionList.self, VersionData.self, Restored.self, LogRecords.self,
         Close.self, ErrorMessage.self,
@@ -115,6 +118,9 @@ package enum ControlMessage: Sendable, Equatable {
         case .readVersion(let m): return m
         case .restore(let m): return m
         case .readLog(let m): return m
+        case .cancel(let m): return m
+        case .willMove(let m): return m
+        case .didMove(let m): return m
         case .welcome(let m): return m
         case .registered(let m): return m
         case .granted(let m): return m

@@ -56,6 +56,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let limitExceeded: ErrorCode = "limitExceeded"
     /// The daemon is shutting down.
     public static let shuttingDown: ErrorCode = "shuttingDown"
+    /// The client cancelled the waiting request (`cancel`).
+    public static let cancelled: ErrorCode = "cancelled"
     /// A bug or an unexpected system error in the daemon.
     public static let internalError: ErrorCode = "internalError"
     /// A presenter could not do what an ask required (used in failed answers).
