@@ -344,7 +344,9 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     private func authorize(_ intent: Intent, _ client: ControlClientState) throws(ProtocolError) -> FileAccessIntent {
         switch intent {
         case .reading(let path, let options):
-            let item = try resolver.authorize(path, for: client.peer, write: false)
+            // A link in the last component is the item read, unless the reader asks to resolve it
+            // (Foundation's resolvesSymbolicLink).
+            let item = try resolver.authorize(path, for: client.peer, write: false, followFinal: options.contains(.resolvesSymbolicLink))
             return .readingIntent(with: item.path.itemPath, options: Self.convert(options))
         case .writing(let path, let options):
             // Deleting, moving and replacing act on a symbolic link itself and change its directory.

@@ -272,18 +272,55 @@ public final class FileCoordinator: Sendable {
         guard let mount else { throw CoordFSClientError.notInMount("", reason: "no items to coordinate") }
         let access = try await acquire(intents, on: mount)
         let paths = intents.map { mount.absolutePath($0.path) }
+        // forUploading: the accessor reads a snapshot copy, made inside the access; when every
+        // intent is such a read the access ends before the accessor runs, so others may write.
+        let uploads = items.map { if case .reading(let o) = $0.kind { o.contains(.forUploading) } else { false } }
+        var snapshot: (folder: String, paths: [String])?
+        if uploads.contains(true) {
+            do {
+                snapshot = try Self.snapshot(paths, where: uploads)
+            } catch {
+                try? await mount.session.release(access)
+                throw error
+            }
+            if !uploads.contains(false) { try? await mount.session.release(access) }
+        }
+        defer { if let snapshot { LocalFileSystem.removeTree(snapshot.folder) } }
         let running = RunningAccess(mount: mount, access: access)
         let result: Result<T, any Error>
         do {
-            result = .success(try await FileCoordinator.$currentAccess.withValue(running) { try await accessor(paths) })
+            result = .success(try await FileCoordinator.$currentAccess.withValue(running) { try await accessor(snapshot?.paths ?? paths) })
         } catch {
             result = .failure(error)
         }
-        let changes = Self.changes(intents, paths: paths, moves: running.all, mount: mount)
-        // A release that fails because the connection broke needs nothing: the daemon dropped
-        // the access with the connection.
-        try? await mount.session.release(access, changes: changes)
+        if uploads.contains(false) {
+            let changes = Self.changes(intents, paths: paths, moves: running.all, mount: mount)
+            // A release that fails because the connection broke needs nothing: the daemon dropped
+            // the access with the connection.
+            try? await mount.session.release(access, changes: changes)
+        }
         return try result.get()
+    }
+
+    /// Copies the items marked in `which` into a new private folder; returns it and the paths to
+    /// give the accessor (the copies, and the others unchanged).
+    private static func snapshot(_ paths: [String], where which: [Bool]) throws(CoordFSClientError) -> (folder: String, paths: [String]) {
+        let folder = try LocalFileSystem.makeSnapshotFolder()
+        var result: [String] = []
+        do throws(CoordFSClientError) {
+            for (index, (path, copy)) in zip(paths, which).enumerated() {
+                guard copy else { result.append(path); continue }
+                let name = path.split(separator: "/").last.map(String.init) ?? "item"
+                try? LocalFileSystem.makeFolder(folder + "/\(index)")
+                let destination = folder + "/\(index)/" + name
+                try LocalFileSystem.copyItem(path, to: destination)
+                result.append(destination)
+            }
+        } catch {
+            LocalFileSystem.removeTree(folder)
+            throw error
+        }
+        return (folder, result)
     }
 
     /// Waits for the grant; `cancel()` and task cancellation end the wait at once.

@@ -220,6 +220,47 @@ final class ClientAPITests: ClientMountTestCase {
         XCTAssertFalse(recorded { if case .willMove = $0 { return true }; return false }.isEmpty, "willMove is recorded")
     }
 
+    // MARK: Item 5: forUploading and resolvesSymbolicLink
+
+    func testForUploadingGivesASnapshotCopyWhileOthersMayWrite() async throws {
+        try writeBacking("doc.txt", "before\n")
+        mkdir(backing + "/folder", 0o755)
+        try writeBacking("folder/inner.txt", "inner\n")
+        let path = mnt + "/doc.txt"
+        var copyPath = ""
+        let seen = try await FileCoordinator().coordinate(readingItemAt: path, options: .forUploading) { copy in
+            copyPath = copy
+            // The access is over: another coordinator of this process writes the document now.
+            try await FileCoordinator().coordinate(writingItemAt: path) { _ in
+                try "after\n".write(toFile: self.backing + "/doc.txt", atomically: false, encoding: .utf8)
+            }
+            return try String(contentsOfFile: copy, encoding: .utf8)
+        }
+        XCTAssertNotEqual(copyPath, path, "a copy, not the document")
+        XCTAssertEqual(seen, "before\n", "the snapshot keeps what was read")
+        XCTAssertEqual(readBacking("doc.txt"), "after\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: copyPath), "the copy is gone after the accessor")
+        // A folder is copied with what is inside it.
+        let inner = try await FileCoordinator().coordinate(readingItemAt: mnt + "/folder", options: .forUploading) { copy in
+            try String(contentsOfFile: copy + "/inner.txt", encoding: .utf8)
+        }
+        XCTAssertEqual(inner, "inner\n")
+    }
+
+    func testALinkIsResolvedOnlyWhenTheReaderAsks() async throws {
+        try writeBacking("doc.txt", "x\n")
+        symlink("doc.txt", backing + "/link")
+        func heldPath(_ options: FileCoordinator.ReadingOptions) async throws -> String? {
+            try await FileCoordinator().coordinate(readingItemAt: mnt + "/link", options: options) { _ in
+                self.daemon.coordinator.status().held.first?.intents.first?.path.string
+            }
+        }
+        let plain = try await heldPath([])
+        XCTAssertEqual(plain, "link", "without resolvesSymbolicLink the link itself is read")
+        let resolved = try await heldPath(.resolvesSymbolicLink)
+        XCTAssertEqual(resolved, "doc.txt")
+    }
+
     @MainActor private var ranOnMainThread: [Bool] = []
 
     /// Swift 6: a @MainActor caller passes an accessor that touches main-actor state and calls

@@ -124,7 +124,8 @@ public struct ControlSocketLocator: Sendable {
     }
 
     /// Absolute, with `.`/`..` folded and symbolic links resolved in the longest existing prefix
-    /// (the rest may not exist yet).
+    /// (the rest may not exist yet). A symbolic link in the last component is kept: the daemon
+    /// follows it or not (a read without `resolvesSymbolicLink` coordinates the link itself).
     static func resolve(_ path: String) -> String {
         var absolute = path
         if absolute.utf8.first != UInt8(ascii: "/") {
@@ -142,6 +143,11 @@ public struct ControlSocketLocator: Sendable {
         }
         // Resolve the longest existing prefix with realpath; keep the remainder as written.
         var split = components.count
+        var info = stat()
+        if split > 0, ("/" + components.joined(separator: "/")).withNameCString({ lstat($0, &info) }) == 0,
+           info.st_mode & S_IFMT == S_IFLNK {
+            split -= 1
+        }
         while split >= 0 {
             let prefix = "/" + components[0..<split].joined(separator: "/")
             if let real = prefix.withNameCString({ realpath($0, nil) }) {
