@@ -71,6 +71,7 @@ let package = Package(
             dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
         ),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
+        .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "Loopback"]),
         .testTarget(name: "MountPolicyTests", dependencies: ["MountPolicy", "Coordination"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),

@@ -13,76 +13,137 @@ import Dispatch
 /// A request that must wait (for a presenter, for a conflicting access) is `park()`ed: the FUSE worker
 /// thread returns at once and the `ParkedRequest` is answered later from any thread.
 public struct Request: ~Copyable {
-    @usableFromInline let raw: fuse_req_t
+    /// The kernel's request, or nil for an ``EmbeddedRequest``'s.
+    @usableFromInline let raw: fuse_req_t?
+    /// The double this request answers to instead of the kernel (retained once, released with the
+    /// one answer or handed to the parked request): trivially destroyed, as `discard` needs.
+    @usableFromInline let embedded: Unmanaged<EmbeddedRequest>?
 
-    @inlinable init(_ raw: fuse_req_t) { self.raw = raw }
+    @inlinable init(_ raw: fuse_req_t) { self.raw = raw; embedded = nil }
 
-    deinit { fuse_reply_err(raw, EIO) }
+    init(embedded: EmbeddedRequest) {
+        raw = nil
+        self.embedded = .passRetained(embedded)
+    }
+
+    deinit { send(.error(.ioError)) }
+
+    /// The one answer: to the kernel, or recorded by the double.
+    private func send(_ reply: Reply) {
+        if let embedded {
+            embedded.takeRetainedValue().record(reply)
+            return
+        }
+        let raw = raw!
+        switch reply {
+        case .error(let e): fuse_reply_err(raw, e?.rawValue ?? 0)
+        case .entry(let entry):
+            var c = entry.c
+            fuse_reply_entry(raw, &c)
+        case .create(let entry, let open, let flags):
+            var e = entry.c
+            var fi = fuse_file_info()
+            fi.flags = flags
+            open.apply(to: &fi)
+            withPendingBackingID(open.backingID) { _ = fuse_reply_create(raw, &e, &fi) }
+        case .attributes(let attributes, let timeout):
+            var st = attributes
+            fuse_reply_attr(raw, &st, timeout)
+        case .open(let open, let flags):
+            var fi = fuse_file_info()
+            fi.flags = flags
+            open.apply(to: &fi)
+            withPendingBackingID(open.backingID) { _ = fuse_reply_open(raw, &fi) }
+        case .written(let count): fuse_reply_write(raw, count)
+        case .statfs(let statfs):
+            var s = statfs
+            fuse_reply_statfs(raw, &s)
+        case .xattrSize(let size): fuse_reply_xattr(raw, size)
+        case .lock(let lock):
+            var l = lock
+            fuse_reply_lock(raw, &l)
+        case .seekOffset(let offset): fuse_reply_lseek(raw, offset)
+        case .none: fuse_reply_none(raw)
+        case .link, .buffer: preconditionFailure("sent by their own methods")
+        }
+    }
 
     /// The calling process (`fuse_req_ctx`).
     public var context: RequestContext {
-        let c = fuse_req_ctx(raw)!.pointee
+        if let embedded { return embedded.takeUnretainedValue().context }
+        let c = fuse_req_ctx(raw!)!.pointee
         return RequestContext(uid: c.uid, gid: c.gid, pid: c.pid, umask: c.umask)
     }
 
     /// The caller's supplementary groups (from /proc; costs a read, use only when needed).
     public func supplementaryGroups(max: Int = 64) -> [gid_t] {
+        if let embedded { return Array(embedded.takeUnretainedValue().groups.prefix(max)) }
         var list = [gid_t](repeating: 0, count: max)
-        let n = list.withUnsafeMutableBufferPointer { fuse_req_getgroups(raw, Int32(max), $0.baseAddress) }
+        let n = list.withUnsafeMutableBufferPointer { fuse_req_getgroups(raw!, Int32(max), $0.baseAddress) }
         return n > 0 ? Array(list.prefix(Int(min(n, Int32(max))))) : []
     }
 
     /// True when the kernel interrupted this request (the caller got a signal).
-    public var isInterrupted: Bool { fuse_req_interrupted(raw) != 0 }
+    public var isInterrupted: Bool {
+        if let embedded { return embedded.takeUnretainedValue().isInterrupted }
+        return fuse_req_interrupted(raw!) != 0
+    }
 
     public consuming func reply(error: Errno) {
-        fuse_reply_err(raw, error.rawValue)
+        send(.error(error))
         discard self
     }
     /// Success without data (`fuse_reply_err(req, 0)`).
     public consuming func replyOK() {
-        fuse_reply_err(raw, 0)
+        send(.error(nil))
         discard self
     }
     public consuming func reply(entry: EntryReply) {
-        var e = entry.c
-        fuse_reply_entry(raw, &e)
+        send(.entry(entry))
         discard self
     }
     public consuming func reply(create entry: EntryReply, open: OpenReply, flags: Int32) {
-        var e = entry.c
-        var fi = fuse_file_info()
-        fi.flags = flags
-        open.apply(to: &fi)
-        withPendingBackingID(open.backingID) { _ = fuse_reply_create(raw, &e, &fi) }
+        send(.create(entry, open, flags: flags))
         discard self
     }
     public consuming func reply(attributes: stat, timeout: Double) {
-        var st = attributes
-        fuse_reply_attr(raw, &st, timeout)
+        send(.attributes(attributes, timeout: timeout))
         discard self
     }
     public consuming func reply(link target: UnsafePointer<CChar>) {
-        fuse_reply_readlink(raw, target)
+        if embedded != nil {
+            send(.link(Array(UnsafeBufferPointer(start: target, count: strlen(target))).map { UInt8(bitPattern: $0) }))
+        } else {
+            fuse_reply_readlink(raw!, target)
+        }
         discard self
     }
     public consuming func reply(open: OpenReply, flags: Int32) {
-        var fi = fuse_file_info()
-        fi.flags = flags
-        open.apply(to: &fi)
-        withPendingBackingID(open.backingID) { _ = fuse_reply_open(raw, &fi) }
+        send(.open(open, flags: flags))
         discard self
     }
     public consuming func reply(written count: Int) {
-        fuse_reply_write(raw, count)
+        send(.written(count))
         discard self
     }
     public consuming func reply(buffer: UnsafeRawBufferPointer) {
-        fuse_reply_buf(raw, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count)
+        if embedded != nil {
+            send(.buffer(Array(buffer)))
+        } else {
+            fuse_reply_buf(raw!, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count)
+        }
         discard self
     }
     /// Reply to a read with up to `size` bytes of `fd` at `offset`; libfuse splices when it can.
+    /// (The double records the bytes read.)
     public consuming func reply(dataFrom fd: Int32, offset: Int, size: Int) {
+        if embedded != nil {
+            var bytes = [UInt8](repeating: 0, count: size)
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, size, off_t(offset)) }
+            send(n >= 0 ? .buffer(Array(bytes.prefix(n))) : .error(Errno(rawValue: errno)))
+            discard self
+            return
+        }
         var bufv = fuse_bufvec()
         bufv.count = 1
         bufv.idx = 0
@@ -91,60 +152,56 @@ public struct Request: ~Copyable {
         bufv.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
         bufv.buf.fd = fd
         bufv.buf.pos = offset
-        fuse_reply_data(raw, &bufv, FUSE_BUF_SPLICE_MOVE)
+        fuse_reply_data(raw!, &bufv, FUSE_BUF_SPLICE_MOVE)
         discard self
     }
     public consuming func reply(statfs: statvfs) {
-        var s = statfs
-        fuse_reply_statfs(raw, &s)
+        send(.statfs(statfs))
         discard self
     }
     /// The size of an attribute value or list, for a getxattr/listxattr with size 0.
     public consuming func reply(xattrSize: Int) {
-        fuse_reply_xattr(raw, xattrSize)
+        send(.xattrSize(xattrSize))
         discard self
     }
     public consuming func reply(lock: flock) {
-        var l = lock
-        fuse_reply_lock(raw, &l)
+        send(.lock(lock))
         discard self
     }
     public consuming func reply(seekOffset: Int) {
-        fuse_reply_lseek(raw, seekOffset)
+        send(.seekOffset(seekOffset))
         discard self
     }
     /// For forget: the kernel expects no answer.
     public consuming func replyNone() {
-        fuse_reply_none(raw)
+        send(.none)
         discard self
     }
 
     /// Success without data, or the error.
     public consuming func reply(_ error: Errno?) {
-        fuse_reply_err(raw, error?.rawValue ?? 0)
+        send(.error(error))
         discard self
     }
     /// The entry, or the error.
     public consuming func reply(_ result: Result<EntryReply, Errno>) {
         switch result {
-        case .success(let e):
-            var c = e.c
-            fuse_reply_entry(raw, &c)
-        case .failure(let e):
-            fuse_reply_err(raw, e.rawValue)
+        case .success(let e): send(.entry(e))
+        case .failure(let e): send(.error(e))
         }
         discard self
     }
 
     /// Detach the request from this worker thread so it can be answered later from any thread.
     public consuming func park() -> ParkedRequest {
-        let p = ParkedRequest(raw)
+        let p = embedded.map { ParkedRequest(embedded: $0.takeRetainedValue()) } ?? ParkedRequest(raw!)
         discard self
         return p
     }
 
     /// Add directory entries into a caller-owned buffer (`fuse_add_direntry`); returns the entry size
-    /// (which may exceed `capacity`: then nothing was written).
+    /// (which may exceed `capacity`: then nothing was written). libfuse only formats here: the
+    /// request itself is not read, so a double's works the same.
     public func addDirectoryEntry(into buffer: UnsafeMutableRawPointer?, capacity: Int, name: UnsafePointer<CChar>, attributes: stat, nextOffset: Int) -> Int {
         var st = attributes
         return fuse_add_direntry(raw, buffer?.assumingMemoryBound(to: CChar.self), capacity, name, &st, nextOffset)
@@ -159,17 +216,20 @@ public struct Request: ~Copyable {
 /// A request waiting off the FUSE worker threads. Answer it once from any thread; a second answer is
 /// ignored, and one never answered gets EIO when the last reference goes away.
 public final class ParkedRequest: Sendable {
-    private let raw: UInt // fuse_req_t as bits: libfuse allows the reply from any thread
+    private let raw: UInt // fuse_req_t as bits: libfuse allows the reply from any thread; 0 for a double's
+    private let embedded: EmbeddedRequest?
     /// True once resumed. Guards the request's life: libfuse frees it when it is answered, so
     /// nothing may touch it after. Lock order: `answered`, then libfuse's request lock, then
     /// `interruptHandler` (a leaf, taken by the interrupt callback under libfuse's lock).
     private let answered = Mutex<Bool>(false)
     private let interruptHandler = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init(_ raw: fuse_req_t) { self.raw = UInt(bitPattern: raw) }
+    init(_ raw: fuse_req_t) { self.raw = UInt(bitPattern: raw); embedded = nil }
+    init(embedded: EmbeddedRequest) { raw = 0; self.embedded = embedded }
 
     deinit {
-        if !answered.withLock({ $0 }) { fuse_reply_err(req, EIO) }
+        guard !answered.withLock({ $0 }) else { return }
+        if let embedded { embedded.record(.error(.ioError)) } else { fuse_reply_err(req, EIO) }
     }
 
     private var req: fuse_req_t { fuse_req_t(bitPattern: raw)! }
@@ -181,6 +241,13 @@ public final class ParkedRequest: Sendable {
         answered.withLock { done in
             guard !done else { return }
             interruptHandler.withLock { $0 = body }
+            if let embedded {
+                embedded.onInterrupt { [self] in
+                    let handler = interruptHandler.withLock { h in defer { h = nil }; return h }
+                    if let handler { DispatchQueue.global().async(execute: handler) }
+                }
+                return
+            }
             // The parked request stays alive until answered (its owner holds it), and libfuse never
             // calls back after `resume` cleared the callback, so the unretained pointer is valid.
             fuse_req_interrupt_func(req, { _, data in
@@ -199,14 +266,18 @@ public final class ParkedRequest: Sendable {
         let first = answered.withLock { done -> Bool in
             guard !done else { return false }
             done = true
-            fuse_req_interrupt_func(req, nil, nil)
+            if let embedded { embedded.onInterrupt(nil) } else { fuse_req_interrupt_func(req, nil, nil) }
             return true
         }
         guard first else { return nil }
         interruptHandler.withLock { $0 = nil }
+        if let embedded { return Request(embedded: embedded) }
         return Request(req)
     }
 
     /// Whether the kernel interrupted the waiting caller (e.g. Ctrl-C on a blocked `cat`).
-    public var isInterrupted: Bool { fuse_req_interrupted(req) != 0 }
+    public var isInterrupted: Bool {
+        if let embedded { return embedded.isInterrupted }
+        return fuse_req_interrupted(req) != 0
+    }
 }

@@ -102,6 +102,13 @@ public struct FileInfo: Sendable {
             flags = 0; handle = FileHandleID(rawValue: 0); writePage = false; flush = false; lockOwner = 0; flockRelease = false
         }
     }
+    /// A file info as the kernel would send it (for requests given to a file system by a test,
+    /// `EmbeddedRequest`).
+    public init(flags: Int32, handle: FileHandleID = FileHandleID(rawValue: 0), writePage: Bool = false, flush: Bool = false,
+                lockOwner: UInt64 = 0, flockRelease: Bool = false) {
+        self.flags = flags; self.handle = handle; self.writePage = writePage; self.flush = flush
+        self.lockOwner = lockOwner; self.flockRelease = flockRelease
+    }
 }
 
 /// Which attributes a setattr call changes (`FUSE_SET_ATTR_*`).
