@@ -10,6 +10,7 @@ import PackageDescription
 //   CoordFSClient ─▶ ControlProtocol
 //   CoordFS ─▶ swift-metrics, swift-prometheus (the daemon's metrics endpoint, docs/metrics.md)
 //   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
+//   EtcdKV ─▶ ClusterKV: ClusterStore against a real etcd (v3 JSON gateway, async-http-client)
 let package = Package(
     name: "coordfs",
     platforms: [.macOS(.v14)],
@@ -24,6 +25,9 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
     ],
     targets: [
         .systemLibrary(
@@ -43,6 +47,18 @@ let package = Package(
         .target(name: "Coordination", dependencies: ["NameBytes"]),
         .target(name: "MountPolicy", dependencies: ["Coordination"]),
         .target(name: "ClusterKV"),
+        .target(
+            name: "EtcdKV",
+            dependencies: [
+                "ClusterKV",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         .target(name: "EventLog", dependencies: ["NameBytes"]),
         .target(name: "ControlProtocol", dependencies: ["NameBytes"]),
         .target(
@@ -81,5 +97,8 @@ let package = Package(
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
+        // Real etcd members for the tests (started on free loopback ports, always stopped).
+        .target(name: "EtcdTestSupport", path: "Tests/EtcdTestSupport"),
+        .testTarget(name: "EtcdKVTests", dependencies: ["EtcdKV", "ClusterKV", "EtcdTestSupport"]),
     ]
 )

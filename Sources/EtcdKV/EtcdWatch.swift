@@ -1,0 +1,169 @@
+import AsyncHTTPClient
+import ClusterKV
+import Foundation
+import NIOCore
+
+extension EtcdClusterStore {
+    /// A watch through the gateway: one POST of a `create_request` whose answer streams one JSON
+    /// line per watch response. When its endpoint goes away the watch goes on from the next
+    /// revision on another endpoint (nothing lost, nothing twice); the stream throws
+    /// `unavailable` once every endpoint failed in a row, `compacted` when etcd no longer has
+    /// `fromRevision`, `unauthenticated` when it refuses the credentials. The watch asks etcd to
+    /// end it when its member loses the leader (`hasleader`), so a member cut off from the others
+    /// does not keep it silent.
+    public func watch(_ key: [UInt8], prefix: Bool, fromRevision: Revision) -> AsyncThrowingStream<WatchBatch, Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: WatchBatch.self)
+        let task = Task {
+            var next = fromRevision
+            var failedInARow = 0
+            var endpoint = endpointOrder()[0]
+            while !Task.isCancelled {
+                do {
+                    try await watchOnce(key, prefix: prefix, endpoint: endpoint, next: &next) { batch in
+                        failedInARow = 0
+                        continuation.yield(batch)
+                    } created: {
+                        failedInARow = 0
+                        self.markPreferred(endpoint)
+                    }
+                    // The member ended the stream (stopping): go on elsewhere.
+                    failedInARow += 1
+                } catch let failure as EndpointFailure {
+                    failedInARow += 1
+                    if failedInARow >= endpoints.count {
+                        continuation.finish(throwing: failure.error)
+                        return
+                    }
+                } catch is CancellationError {
+                    break
+                } catch {
+                    if Task.isCancelled { break }
+                    continuation.finish(throwing: error)
+                    return
+                }
+                if failedInARow >= endpoints.count {
+                    continuation.finish(throwing: ClusterStoreError.unavailable("every etcd endpoint ended the watch"))
+                    return
+                }
+                endpoint = rotate(from: endpoint)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// One watch stream on one endpoint, until it ends. `next` follows the revision to resume from.
+    private func watchOnce(
+        _ key: [UInt8], prefix: Bool, endpoint: Int, next: inout Revision,
+        deliver: (WatchBatch) -> Void, created: () -> Void
+    ) async throws {
+        var token = try await currentToken(endpoint: endpoint)
+        for attempt in 0..<2 {
+            var create = KeyRange.fields(key, prefix: prefix)
+            if next > 0 { create["start_revision"] = String(next) }
+            let payload = try JSONSerialization.data(withJSONObject: ["create_request": create])
+            var request = makeRequest(endpoint: endpoint, path: "/v3/watch", payload: payload, token: token)
+            request.headers.add(name: "Grpc-Metadata-hasleader", value: "true")
+            let response: HTTPClientResponse
+            do {
+                response = try await http.execute(request, deadline: .distantFuture)
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                throw EndpointFailure(
+                    error: .unavailable("etcd at \(endpoints[endpoint]): \(Self.describe(error))"), mayHaveApplied: false)
+            }
+            if response.status != .ok {
+                let body = (try? await response.body.collect(upTo: 1 << 20)).map { Data($0.readableBytesView) } ?? Data()
+                let error = Self.error(Self.decodeError(body), status: response.status)
+                if case .unavailable = error { throw EndpointFailure(error: error, mayHaveApplied: false) }
+                if case .unauthenticated = error, attempt == 0, configuration.credentials != nil {
+                    state.withLockedValue { $0.token = nil }
+                    token = try await currentToken(endpoint: endpoint)
+                    continue
+                }
+                throw error
+            }
+            var pending: [UInt8] = []
+            var renewToken = false
+            do {
+                stream: for try await chunk in response.body {
+                    pending.append(contentsOf: chunk.readableBytesView)
+                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                        let line = Data(pending[..<newline])
+                        pending.removeSubrange(...newline)
+                        if line.isEmpty { continue }
+                        do {
+                            try handle(line: line, next: &next, deliver: deliver, created: created)
+                        } catch ClusterStoreError.unauthenticated(let message) {
+                            guard attempt == 0, configuration.credentials != nil else {
+                                throw ClusterStoreError.unauthenticated(message)
+                            }
+                            renewToken = true
+                            break stream
+                        }
+                    }
+                }
+            } catch let error as ClusterStoreError {
+                throw error
+            } catch let failure as EndpointFailure {
+                throw failure
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                throw EndpointFailure(
+                    error: .unavailable("etcd at \(endpoints[endpoint]) ended the watch: \(Self.describe(error))"),
+                    mayHaveApplied: false)
+            }
+            guard renewToken else { return }
+            state.withLockedValue { $0.token = nil }
+            token = try await currentToken(endpoint: endpoint)
+        }
+    }
+
+    private func handle(
+        line: Data, next: inout Revision, deliver: (WatchBatch) -> Void, created: () -> Void
+    ) throws {
+        let decoded: WireStreamLine<WireWatchResponse>
+        do {
+            decoded = try JSONDecoder().decode(WireStreamLine<WireWatchResponse>.self, from: line)
+        } catch {
+            throw ClusterStoreError.failed("etcd sent a watch line that does not decode")
+        }
+        if let error = decoded.error {
+            let mapped = Self.error(error, status: .ok)
+            if case .unavailable = mapped { throw EndpointFailure(error: mapped, mayHaveApplied: false) }
+            throw mapped
+        }
+        guard let result = decoded.result else { return }
+        let headerRevision = result.header?.revision?.value ?? 0
+        if result.canceled == true {
+            if let compacted = result.compact_revision?.value, compacted > 0 {
+                throw ClusterStoreError.compacted(oldestAvailable: compacted)
+            }
+            let reason = result.cancel_reason ?? "etcd canceled the watch"
+            if reason.contains("no leader") || reason.contains("leader") {
+                throw EndpointFailure(error: .unavailable(reason), mayHaveApplied: false)
+            }
+            throw Self.error(WireError(error: reason, message: reason, code: 3), status: .ok)
+        }
+        if result.created == true {
+            if next <= 0 { next = headerRevision + 1 }
+            created()
+        }
+        let events = try (result.events ?? []).compactMap { event -> WatchEvent? in
+            guard let kv = try event.kv?.keyValue() else { return nil }
+            return event.type == "DELETE" ? .delete(key: kv.key, modRevision: kv.modRevision) : .put(kv)
+        }
+        guard let last = events.last else { return }
+        let lastRevision: Revision =
+            switch last {
+            case .put(let kv): kv.modRevision
+            case .delete(_, let revision): revision
+            }
+        next = lastRevision + 1
+        deliver(WatchBatch(revision: max(headerRevision, lastRevision), events: events))
+    }
+}

@@ -1,0 +1,166 @@
+import ClusterKV
+import EtcdKV
+import EtcdTestSupport
+import Foundation
+import XCTest
+
+/// What only the real client has: authentication, failover between members, bounded failure
+/// when no member answers, configuration checks.
+final class EtcdAuthTests: XCTestCase {
+    let password = "s3cret-\(UInt32.random(in: 0...UInt32.max))"
+
+    /// With auth on: the right password works for every call and for a watch; a wrong or missing
+    /// one is `unauthenticated`, and no error nor description shows the password.
+    func testAuthOnAndOff() async throws {
+        let etcd = try EtcdCluster(size: 1)
+        defer { etcd.stop() }
+        // Off: credentials given anyway are not needed, and calls work.
+        let passwordFile = etcd.root + "/password"
+        try (password + "\n").write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        let credentials = try EtcdConfiguration.Credentials(user: "root", passwordFile: passwordFile)
+        XCTAssertFalse("\(credentials)".contains(password))
+        XCTAssertFalse(String(reflecting: credentials).contains(password))
+        let before = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints, credentials: credentials))
+        try await before.put(Array("k".utf8), [1], lease: 0)
+        try await before.shutdown()
+
+        try etcd.enableAuth(rootPassword: password)
+
+        let good = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints, credentials: credentials))
+        addTeardownBlock { try await good.shutdown() }
+        let revision = try await good.put(Array("k".utf8), [2], lease: 0)
+        let (lease, _) = try await good.grantLease(ttl: 10)
+        _ = try await good.keepAlive(lease)
+        let watched = try await firstEvent(good.watch(Array("k".utf8), prefix: false, fromRevision: revision))
+        XCTAssertEqual(watched, revision, "a watch with the token")
+
+        let wrong = try EtcdClusterStore(
+            EtcdConfiguration(endpoints: etcd.endpoints, credentials: .init(user: "root", password: "not-" + password)))
+        let none = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints))
+        for (name, store) in [("wrong password", wrong), ("no credentials", none)] {
+            do {
+                _ = try await store.range(Array("k".utf8), prefix: false)
+                XCTFail("\(name): read without a valid token")
+            } catch ClusterStoreError.unauthenticated(let message) {
+                XCTAssertFalse(message.contains(password), "\(name): the error shows the password")
+            } catch {
+                XCTFail("\(name): \(error), expected unauthenticated")
+            }
+            do {
+                _ = try await firstEvent(store.watch(Array("k".utf8), prefix: false, fromRevision: revision))
+                XCTFail("\(name): watch without a valid token")
+            } catch ClusterStoreError.unauthenticated {
+            } catch {
+                XCTFail("\(name): watch: \(error), expected unauthenticated")
+            }
+            try await store.shutdown()
+        }
+        XCTAssertThrowsError(try EtcdConfiguration.Credentials(user: "root", passwordFile: etcd.root + "/none")) {
+            XCTAssertFalse("\($0)".contains(password))
+        }
+    }
+
+    /// When etcd forgets the token (a restart forgets simple tokens), the client asks for a new
+    /// one and the call goes through.
+    func testAnExpiredTokenIsRenewed() async throws {
+        let etcd = try EtcdCluster(size: 1)
+        defer { etcd.stop() }
+        try etcd.enableAuth(rootPassword: password)
+        let store = try EtcdClusterStore(
+            EtcdConfiguration(endpoints: etcd.endpoints, credentials: .init(user: "root", password: password)))
+        try await store.put(Array("k".utf8), [1], lease: 0)
+        etcd.kill(0)
+        try etcd.restart(0)
+        let values = try await store.range(Array("k".utf8), prefix: false).values
+        XCTAssertEqual(values.map(\.value), [[1]])
+        try await store.shutdown()
+    }
+
+    func firstEvent(_ stream: AsyncThrowingStream<WatchBatch, Error>) async throws -> Revision? {
+        for try await batch in stream {
+            if let event = batch.events.first { return ClusterStoreConformance.revision(of: event) }
+        }
+        return nil
+    }
+}
+
+final class EtcdFailoverTests: XCTestCase {
+    /// Three members, the client's first endpoint killed: reads, writes, leases and a watch go on
+    /// through the others (the watch without losing or repeating an event); the member back, it
+    /// serves again.
+    func testOneMemberOfThreeKilled() async throws {
+        let etcd = try EtcdCluster(size: 3)
+        defer { etcd.stop() }
+        let store = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints))
+        let key = Array("f/k".utf8)
+        let (lease, _) = try await store.grantLease(ttl: 5)
+        let first = try await store.put(key, [0], lease: 0)
+        let watch = store.watch(Array("f/".utf8), prefix: true, fromRevision: first)
+        var iterator = watch.makeAsyncIterator()
+        var seen: [Revision] = []
+        if let batch = try await iterator.next() { seen += batch.events.map(ClusterStoreConformance.revision) }
+
+        etcd.kill(0)
+        var written = [first]
+        for i in 1...5 { written.append(try await store.put(key, [UInt8(i)], lease: 0)) }
+        _ = try await store.keepAlive(lease)
+        let values = try await store.range(key, prefix: false).values
+        XCTAssertEqual(values.map(\.value), [[5]])
+        while seen.count < written.count, let batch = try await iterator.next() {
+            seen += batch.events.map(ClusterStoreConformance.revision)
+        }
+        XCTAssertEqual(seen, written, "the watch went on elsewhere, nothing lost, nothing twice")
+
+        try etcd.restart(0)
+        let alone = try EtcdClusterStore(EtcdConfiguration(endpoints: [etcd.endpoints[0]]))
+        let back = try await alone.range(key, prefix: false).values
+        XCTAssertEqual(back.map(\.value), [[5]], "the member back serves the cluster's data")
+        try await alone.shutdown()
+        try await store.shutdown()
+    }
+
+    /// No member answers: every call fails `unavailable` within its bound, and so does a watch;
+    /// etcd back, the same store works again.
+    func testEveryMemberDownIsUnavailableWithinTheBound() async throws {
+        let etcd = try EtcdCluster(size: 1)
+        defer { etcd.stop() }
+        let store = try EtcdClusterStore(
+            EtcdConfiguration(endpoints: etcd.endpoints, connectTimeout: .milliseconds(500), requestTimeout: .seconds(1)))
+        let (lease, _) = try await store.grantLease(ttl: 30)
+        etcd.signal(0, SIGSTOP)  // accepts connections, answers nothing
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            _ = try await store.keepAlive(lease)
+            XCTFail("keepAlive answered by a stopped etcd")
+        } catch ClusterStoreError.unavailable {}
+        XCTAssertLessThan(clock.now - start, .seconds(3), "bounded by the request timeout")
+        etcd.signal(0, SIGCONT)
+        etcd.kill(0)
+        let killed = clock.now
+        do {
+            try await store.put(Array("k".utf8), [1], lease: 0)
+            XCTFail("put answered with etcd down")
+        } catch ClusterStoreError.unavailable(let message) {
+            XCTAssertTrue(message.contains(etcd.endpoints[0]), message)
+        }
+        do {
+            for try await _ in store.watch(Array("k".utf8), prefix: false, fromRevision: 0) {}
+            XCTFail("a watch with etcd down ended without an error")
+        } catch ClusterStoreError.unavailable {}
+        XCTAssertLessThan(clock.now - killed, .seconds(3))
+        try etcd.restart(0)
+        let revision = try await store.put(Array("k".utf8), [2], lease: 0)
+        XCTAssertGreaterThan(revision, 1)
+        try await store.shutdown()
+    }
+
+    func testEndpointsAreChecked() {
+        for bad in ["127.0.0.1:2379", "ftp://h:1", "http://", "http://h:1/v3", "http://u:p@h:1"] {
+            XCTAssertThrowsError(try EtcdClusterStore(EtcdConfiguration(endpoints: [bad])), bad)
+        }
+        XCTAssertThrowsError(try EtcdClusterStore(EtcdConfiguration(endpoints: [])))
+        XCTAssertThrowsError(
+            try EtcdClusterStore(EtcdConfiguration(endpoints: ["https://h:1"], tls: .init(certificateFile: "/etc/hostname"))))
+    }
+}

@@ -1,0 +1,310 @@
+// Real etcd for the tests: one member or a three-member cluster of Debian's `etcd` (installed by
+// the Makefile), on free loopback ports, with data under a temporary folder. `stop()` ends every
+// member and removes the folder; a guard process per member does the same if the test process
+// dies first (a crash, a SIGKILL), so no etcd and no data folder outlive the tests.
+import Foundation
+import Glibc
+
+public struct EtcdFixtureError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+public final class EtcdCluster: @unchecked Sendable {
+    public struct Member {
+        public var name: String
+        public var clientPort: UInt16
+        public var peerPort: UInt16
+        public var dataDir: String
+        public var logFile: String
+        public var clientURL: String { "http://\(EtcdCluster.host(of: self)):\(clientPort)" }
+        /// The address it listens on (127.0.0.1 unless the cluster was started on another one).
+        var address: String
+        var pid: pid_t = 0
+        var guardPid: pid_t = 0
+    }
+
+    public private(set) var members: [Member]
+    public let root: String
+    private let lock = NSLock()
+    private var stopped = false
+    /// Root's password once `enableAuth` turned auth on.
+    public private(set) var rootPassword: String?
+
+    /// Client URLs of every member.
+    public var endpoints: [String] { members.map(\.clientURL) }
+
+    static func host(of member: Member) -> String { member.address }
+
+    /// Starts `size` members on free ports of `address` and waits until the cluster answers.
+    public init(size: Int = 1, address: String = "127.0.0.1", extraArguments: [String] = []) throws {
+        guard let etcd = Self.etcdPath() else {
+            throw EtcdFixtureError("etcd is not installed (make deps installs etcd-server)")
+        }
+        var template = Array("/tmp/coordfs-etcd-\(getpid())-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw EtcdFixtureError("mkdtemp failed: \(errno)") }
+        root = String(cString: made)
+        var members: [Member] = []
+        for i in 0..<size {
+            let ports = try Self.freePorts(2, address: address)
+            members.append(
+                Member(
+                    name: "m\(i)", clientPort: ports[0], peerPort: ports[1], dataDir: root + "/m\(i).etcd",
+                    logFile: root + "/m\(i).log", address: address))
+        }
+        self.members = members
+        self.etcd = etcd
+        self.extraArguments = extraArguments
+        do {
+            for i in members.indices { try launch(i, initial: true) }
+            try waitUntilHealthy(timeout: 20)
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    deinit { stop() }
+
+    private let etcd: String
+    private let extraArguments: [String]
+
+    private func arguments(_ m: Member, initial: Bool) -> [String] {
+        let cluster = members.map { "\($0.name)=http://\($0.address):\($0.peerPort)" }.joined(separator: ",")
+        return [
+            "--name", m.name, "--data-dir", m.dataDir,
+            "--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+            "--listen-peer-urls", "http://\(m.address):\(m.peerPort)",
+            "--initial-advertise-peer-urls", "http://\(m.address):\(m.peerPort)",
+            "--initial-cluster", cluster, "--initial-cluster-token", "coordfs-test-\(getpid())",
+            "--initial-cluster-state", initial ? "new" : "existing",
+            "--heartbeat-interval", "50", "--election-timeout", "500",
+            "--logger", "zap", "--log-outputs", "stderr",
+        ] + extraArguments
+    }
+
+    private func launch(_ i: Int, initial: Bool) throws {
+        let m = members[i]
+        let pid = try Self.spawn(etcd, arguments(m, initial: initial), output: m.logFile)
+        // The guard: when this test process is gone, kill the member and remove the data.
+        let script =
+            "while kill -0 \(getpid()) 2>/dev/null; do sleep 0.5; done; kill -9 \(pid) 2>/dev/null; sleep 0.2; rm -rf '\(root)'"
+        let guardPid = try Self.spawn("/bin/sh", ["-c", script], output: "/dev/null")
+        lock.lock()
+        members[i].pid = pid
+        members[i].guardPid = guardPid
+        lock.unlock()
+    }
+
+    /// Waits until every running member answers a read (which needs a leader).
+    public func waitUntilHealthy(timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        for m in members where m.pid > 0 {
+            while !Self.answers(m.clientURL, rootPassword: rootPassword) {
+                if Date() > deadline {
+                    let log = (try? String(contentsOfFile: m.logFile, encoding: .utf8)) ?? ""
+                    throw EtcdFixtureError("etcd member \(m.name) did not answer in \(timeout) s; log tail: \(log.suffix(1500))")
+                }
+                if m.pid > 0, waitpid(m.pid, nil, WNOHANG) == m.pid {
+                    lock.lock()
+                    members[members.firstIndex { $0.name == m.name }!].pid = 0
+                    lock.unlock()
+                    let log = (try? String(contentsOfFile: m.logFile, encoding: .utf8)) ?? ""
+                    throw EtcdFixtureError("etcd member \(m.name) exited; log tail: \(log.suffix(1500))")
+                }
+                usleep(50_000)
+            }
+        }
+    }
+
+    /// SIGKILLs member `i` (its data stays, so `restart` brings it back).
+    public func kill(_ i: Int) {
+        lock.lock()
+        let pid = members[i].pid
+        members[i].pid = 0
+        lock.unlock()
+        guard pid > 0 else { return }
+        Glibc.kill(pid, SIGKILL)
+        _ = waitpid(pid, nil, 0)
+    }
+
+    /// Sends `signal` to member `i` (SIGSTOP, SIGCONT).
+    public func signal(_ i: Int, _ signal: Int32) {
+        if members[i].pid > 0 { Glibc.kill(members[i].pid, signal) }
+    }
+
+    /// Starts member `i` again on its data and ports and waits until the cluster answers.
+    public func restart(_ i: Int) throws {
+        if members[i].pid > 0 { return }
+        if members[i].guardPid > 0 {
+            Glibc.kill(members[i].guardPid, SIGKILL)
+            _ = waitpid(members[i].guardPid, nil, 0)
+        }
+        try launch(i, initial: false)
+        try waitUntilHealthy(timeout: 20)
+    }
+
+    /// Runs etcdctl (API v3) against the members; returns its output, throws on failure.
+    @discardableResult
+    public func etcdctl(_ arguments: [String], user: String? = nil) throws -> String {
+        var args = ["--endpoints", endpoints.joined(separator: ","), "--command-timeout", "5s"]
+        if let user {
+            args += ["--user", user]
+        } else if let rootPassword {
+            args += ["--user", "root:" + rootPassword]
+        }
+        let out = root + "/etcdctl.\(UInt32.random(in: 0...UInt32.max)).out"
+        defer { unlink(out) }
+        let pid = try Self.spawn("/usr/bin/etcdctl", args + arguments, output: out, environment: ["ETCDCTL_API=3"])
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        guard status == 0 else { throw EtcdFixtureError("etcdctl \(arguments.first ?? "") failed: \(text)") }
+        return text
+    }
+
+    /// Turns on auth with a root user (role root) of password `password`.
+    public func enableAuth(rootPassword password: String) throws {
+        try etcdctl(["user", "add", "root", "--new-user-password", password, "--interactive=false"])
+        try etcdctl(["user", "grant-role", "root", "root"])
+        try etcdctl(["auth", "enable"])
+        rootPassword = password
+    }
+
+    /// Compacts the store's history up to `revision`.
+    public func compact(_ revision: Int64) throws {
+        try etcdctl(["compaction", String(revision)])
+    }
+
+    /// Ends every member and its guard and removes the data. Safe to call more than once.
+    public func stop() {
+        lock.lock()
+        if stopped {
+            lock.unlock()
+            return
+        }
+        stopped = true
+        let all = members
+        lock.unlock()
+        for m in all where m.pid > 0 {
+            Glibc.kill(m.pid, SIGCONT)
+            Glibc.kill(m.pid, SIGTERM)
+        }
+        let deadline = Date().addingTimeInterval(5)
+        for m in all where m.pid > 0 {
+            var status: Int32 = 0
+            while waitpid(m.pid, &status, WNOHANG) == 0 {
+                if Date() > deadline {
+                    Glibc.kill(m.pid, SIGKILL)
+                    _ = waitpid(m.pid, &status, 0)
+                    break
+                }
+                usleep(20_000)
+            }
+        }
+        for m in all where m.guardPid > 0 {
+            Glibc.kill(m.guardPid, SIGKILL)
+            _ = waitpid(m.guardPid, nil, 0)
+        }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// The tail of member `i`'s log, for a failure message.
+    public func logTail(_ i: Int, bytes: Int = 2000) -> String {
+        String(((try? String(contentsOfFile: members[i].logFile, encoding: .utf8)) ?? "").suffix(bytes))
+    }
+
+    // MARK: Helpers
+
+    public static func etcdPath() -> String? {
+        ["/usr/bin/etcd", "/usr/local/bin/etcd"].first { access($0, X_OK) == 0 }
+    }
+
+    /// Whether `url` answers `/v3/kv/range` (a linearizable read: a leader exists), asked over a
+    /// plain socket with one-second timeouts.
+    static func answers(_ url: String, rootPassword: String? = nil) -> Bool {
+        guard let u = URL(string: url), let host = u.host, let port = u.port else { return false }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &addr.sin_addr)
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { return false }
+        // With auth on, a token is given only through the leader: asking for one proves there is one.
+        let (path, body) =
+            if let rootPassword {
+                ("/v3/auth/authenticate", #"{"name":"root","password":"\#(rootPassword)"}"#)
+            } else {
+                ("/v3/kv/range", #"{"key":"AA=="}"#)
+            }
+        let request = "POST \(path) HTTP/1.0\r\nHost: \(host)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        let sent = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        guard sent > 0 else { return false }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            response += buffer[0..<n]
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        return text.hasPrefix("HTTP/1.0 200") || text.hasPrefix("HTTP/1.1 200") ? text.contains(rootPassword == nil ? "\"header\"" : "\"token\"") : false
+    }
+
+    /// `count` distinct free TCP ports on `address` (bound and released: etcd binds them next).
+    static func freePorts(_ count: Int, address: String) throws -> [UInt16] {
+        var ports: [UInt16] = []
+        var fds: [Int32] = []
+        defer { fds.forEach { close($0) } }
+        for _ in 0..<count {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw EtcdFixtureError("socket: \(errno)") }
+            fds.append(fd)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = 0
+            inet_pton(AF_INET, address, &addr.sin_addr)
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw EtcdFixtureError("bind \(address): \(errno)") }
+            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+            }
+            ports.append(UInt16(bigEndian: addr.sin_port))
+        }
+        return ports
+    }
+
+    static func spawn(_ executable: String, _ arguments: [String], output: String, environment: [String] = []) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var env: [String] = []
+        var e = environ
+        while let p = e.pointee {
+            env.append(String(cString: p))
+            e += 1
+        }
+        let envp: [UnsafeMutablePointer<CChar>?] = (env + environment).map { strdup($0) } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard rc == 0 else { throw EtcdFixtureError("cannot start \(executable): \(rc)") }
+        return pid
+    }
+}
