@@ -34,7 +34,9 @@ public struct KeyValue: Sendable, Hashable {
 }
 
 /// A condition of a transaction (etcd's `Compare`). A key that does not exist has version 0,
-/// create and mod revision 0 and an empty value.
+/// create and mod revision 0 and lease 0; a comparison of its value is false whatever the operator
+/// (etcd cannot tell a missing value from an empty one, so it fails them all). A transaction that
+/// puts a key twice, or puts a key it also deletes, in either branch, is refused (`failed`).
 public struct Compare: Sendable, Hashable {
     public enum Target: Sendable, Hashable {
         case version(Int64)
@@ -109,7 +111,8 @@ public enum ClusterStoreError: Error, Sendable, Hashable {
     case unavailable(String)
     /// The lease expired or was revoked.
     case leaseNotFound(LeaseID)
-    /// A watch asked for revisions the store has compacted away; the oldest it still has.
+    /// A watch asked for revisions the store has compacted away; the oldest it still has (the
+    /// revision compacted to: a watch from it works).
     case compacted(oldestAvailable: Revision)
     /// Authentication failed or is missing.
     case unauthenticated(String)

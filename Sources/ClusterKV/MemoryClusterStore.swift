@@ -152,13 +152,15 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
     public func transaction(_ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]) async throws -> TransactionResult {
         try mutex.withLock {
             try enter("txn")
+            // As etcd: both branches are checked for a key put twice or put and deleted, whichever runs.
+            for branch in [success, failure] where Self.hasDuplicateKey(branch) {
+                throw ClusterStoreError.failed("duplicate key given in txn request")
+            }
             let ok = compare.allSatisfy(holds)
             let ops = ok ? success : failure
-            var written = Set<[UInt8]>()
             for op in ops {
-                if case .put(let key, _, let lease) = op {
-                    guard written.insert(key).inserted else { throw ClusterStoreError.failed("duplicate key given in txn request") }
-                    if lease != 0 && leases[lease] == nil { throw ClusterStoreError.leaseNotFound(lease) }
+                if case .put(_, _, let lease) = op, lease != 0 && leases[lease] == nil {
+                    throw ClusterStoreError.leaseNotFound(lease)
                 }
             }
             var events: [WatchEvent] = []
@@ -213,7 +215,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
                 return
             }
             let start = fromRevision <= 0 ? revision + 1 : fromRevision
-            if start <= compactedTo {
+            if start < compactedTo {
                 continuation.finish(throwing: ClusterStoreError.compacted(oldestAvailable: compactedTo))
                 return
             }
@@ -295,6 +297,20 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
         return keys.count
     }
 
+    /// Whether `ops` put one key twice, or put a key they also delete (etcd's `checkIntervals`).
+    private static func hasDuplicateKey(_ ops: [ClusterOperation]) -> Bool {
+        var puts = Set<[UInt8]>()
+        var deletes: [(key: [UInt8], prefix: Bool)] = []
+        for op in ops {
+            switch op {
+            case .put(let key, _, _): if !puts.insert(key).inserted { return true }
+            case .delete(let key, let prefix): deletes.append((key, prefix))
+            case .range: break
+            }
+        }
+        return puts.contains { put in deletes.contains { $0.prefix ? put.starts(with: $0.key) : put == $0.key } }
+    }
+
     private func holds(_ c: Compare) -> Bool {
         let kv = data[c.key]
         func order<T: Comparable>(_ a: T, _ b: T) -> Bool {
@@ -311,7 +327,8 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
         case .modRevision(let r): return order(kv?.modRevision ?? 0, r)
         case .lease(let l): return order(kv?.lease ?? 0, l)
         case .value(let v):
-            let a = kv?.value ?? []
+            // etcd fails every comparison of a missing key's value, whatever the operator.
+            guard let a = kv?.value else { return false }
             switch c.result {
             case .equal: return a == v
             case .notEqual: return a != v
