@@ -15,11 +15,16 @@ public struct EtcdConfiguration: Sendable {
     public var connectTimeout: Duration
     /// How long one call (on one endpoint) may take; a watch is not bounded by it.
     public var requestTimeout: Duration
+    /// How often a watch checks that its member still serves (a linearizable read there), so a
+    /// member stopped, cut off or without a leader does not keep a watch silent; nil: never.
+    public var watchProbeInterval: Duration?
 
     public init(
         endpoints: [String], tls: TLS? = nil, credentials: Credentials? = nil,
-        connectTimeout: Duration = .seconds(1), requestTimeout: Duration = .seconds(3)
+        connectTimeout: Duration = .seconds(1), requestTimeout: Duration = .seconds(3),
+        watchProbeInterval: Duration? = .seconds(2)
     ) {
+        self.watchProbeInterval = watchProbeInterval
         self.endpoints = endpoints
         self.tls = tls
         self.credentials = credentials

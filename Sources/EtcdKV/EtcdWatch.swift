@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import ClusterKV
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 
 extension EtcdClusterStore {
@@ -14,23 +15,15 @@ extension EtcdClusterStore {
     public func watch(_ key: [UInt8], prefix: Bool, fromRevision: Revision) -> AsyncThrowingStream<WatchBatch, Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: WatchBatch.self)
         let task = Task {
-            var next = fromRevision
-            var failedInARow = 0
+            let cursor = WatchCursor(next: fromRevision)
             var endpoint = endpointOrder()[0]
             while !Task.isCancelled {
                 do {
-                    try await watchOnce(key, prefix: prefix, endpoint: endpoint, next: &next) { batch in
-                        failedInARow = 0
-                        continuation.yield(batch)
-                    } created: {
-                        failedInARow = 0
-                        self.markPreferred(endpoint)
-                    }
+                    try await watchWithProbe(key, prefix: prefix, endpoint: endpoint, cursor: cursor, continuation: continuation)
                     // The member ended the stream (stopping): go on elsewhere.
-                    failedInARow += 1
+                    cursor.failed()
                 } catch let failure as EndpointFailure {
-                    failedInARow += 1
-                    if failedInARow >= endpoints.count {
+                    if cursor.failed() >= endpoints.count {
                         continuation.finish(throwing: failure.error)
                         return
                     }
@@ -41,7 +34,7 @@ extension EtcdClusterStore {
                     continuation.finish(throwing: error)
                     return
                 }
-                if failedInARow >= endpoints.count {
+                if cursor.failedInARow >= endpoints.count {
                     continuation.finish(throwing: ClusterStoreError.unavailable("every etcd endpoint ended the watch"))
                     return
                 }
@@ -53,10 +46,69 @@ extension EtcdClusterStore {
         return stream
     }
 
+    /// Where a watch is: the revision to resume from, and how many endpoints failed in a row.
+    final class WatchCursor: Sendable {
+        private let state: NIOLockedValueBox<(next: Revision, failedInARow: Int)>
+        init(next: Revision) { state = NIOLockedValueBox((next, 0)) }
+        var next: Revision {
+            get { state.withLockedValue { $0.next } }
+            set { state.withLockedValue { $0.next = newValue } }
+        }
+        var failedInARow: Int { state.withLockedValue { $0.failedInARow } }
+        @discardableResult func failed() -> Int { state.withLockedValue { $0.failedInARow += 1; return $0.failedInARow } }
+        func succeeded() { state.withLockedValue { $0.failedInARow = 0 } }
+    }
+
+    /// The watch stream on `endpoint` beside a probe: a quiet stream cannot tell a member that is
+    /// idle from one that is stopped or cut off (the TCP connection stays open), so every
+    /// `watchProbeInterval` a linearizable read goes to the same member, and when it fails as
+    /// unavailable the stream is dropped and the watch goes on elsewhere.
+    private func watchWithProbe(
+        _ key: [UInt8], prefix: Bool, endpoint: Int, cursor: WatchCursor,
+        continuation: AsyncThrowingStream<WatchBatch, Error>.Continuation
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var next = cursor.next
+                defer { cursor.next = next }
+                try await self.watchOnce(key, prefix: prefix, endpoint: endpoint, next: &next) { batch, resume in
+                    cursor.succeeded()
+                    cursor.next = resume
+                    continuation.yield(batch)
+                } created: { resume in
+                    cursor.succeeded()
+                    cursor.next = resume
+                    self.markPreferred(endpoint)
+                }
+            }
+            if let interval = configuration.watchProbeInterval {
+                group.addTask {
+                    let payload = try JSONSerialization.data(withJSONObject: [
+                        "key": Base64.encode(key), "limit": "1", "keys_only": true,
+                    ])
+                    while true {
+                        try await Task.sleep(for: interval)
+                        do {
+                            _ = try await self.authorizedPost(endpoint: endpoint, path: "/v3/kv/range", payload: payload)
+                        } catch let failure as EndpointFailure {
+                            throw failure
+                        } catch is CancellationError {
+                            throw CancellationError()
+                        } catch {
+                            // Refusals (auth) are the stream's to report.
+                        }
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
     /// One watch stream on one endpoint, until it ends. `next` follows the revision to resume from.
     private func watchOnce(
         _ key: [UInt8], prefix: Bool, endpoint: Int, next: inout Revision,
-        deliver: (WatchBatch) -> Void, created: () -> Void
+        deliver: (WatchBatch, Revision) -> Void, created: (Revision) -> Void
     ) async throws {
         var token = try await currentToken(endpoint: endpoint)
         for attempt in 0..<2 {
@@ -124,7 +176,7 @@ extension EtcdClusterStore {
     }
 
     private func handle(
-        line: Data, next: inout Revision, deliver: (WatchBatch) -> Void, created: () -> Void
+        line: Data, next: inout Revision, deliver: (WatchBatch, Revision) -> Void, created: (Revision) -> Void
     ) throws {
         let decoded: WireStreamLine<WireWatchResponse>
         do {
@@ -151,7 +203,7 @@ extension EtcdClusterStore {
         }
         if result.created == true {
             if next <= 0 { next = headerRevision + 1 }
-            created()
+            created(next)
         }
         let events = try (result.events ?? []).compactMap { event -> WatchEvent? in
             guard let kv = try event.kv?.keyValue() else { return nil }
@@ -164,6 +216,6 @@ extension EtcdClusterStore {
             case .delete(_, let revision): revision
             }
         next = lastRevision + 1
-        deliver(WatchBatch(revision: max(headerRevision, lastRevision), events: events))
+        deliver(WatchBatch(revision: max(headerRevision, lastRevision), events: events), next)
     }
 }

@@ -76,6 +76,43 @@ final class EtcdAuthTests: XCTestCase {
         try await store.shutdown()
     }
 
+    /// TLS with a private CA and client certificates: with the CA, the certificate and its key
+    /// every call and a watch work; without a client certificate, or without the CA, none does.
+    func testTLSWithAClientCertificate() async throws {
+        let folder = NSTemporaryDirectory() + "/coordfs-etcd-tls-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let files = try EtcdCluster.TLSFiles.make(in: folder)
+        let etcd = try EtcdCluster(size: 1, tls: files)
+        defer { etcd.stop() }
+        XCTAssertTrue(etcd.endpoints[0].hasPrefix("https://"))
+        let good = try EtcdClusterStore(
+            EtcdConfiguration(
+                endpoints: etcd.endpoints,
+                tls: .init(caFile: files.ca, certificateFile: files.clientCertificate, keyFile: files.clientKey)))
+        let noCertificate = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints, tls: .init(caFile: files.ca)))
+        let noCA = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints))
+        addTeardownBlock {
+            try await good.shutdown()
+            try await noCertificate.shutdown()
+            try await noCA.shutdown()
+        }
+        let revision = try await good.put(Array("t".utf8), [1], lease: 0)
+        let values = try await good.range(Array("t".utf8), prefix: false).values
+        XCTAssertEqual(values.map(\.value), [[1]])
+        let watched = try await firstEvent(good.watch(Array("t".utf8), prefix: false, fromRevision: revision))
+        XCTAssertEqual(watched, revision)
+        for (name, store) in [("no client certificate", noCertificate), ("no CA", noCA)] {
+            do {
+                _ = try await store.range(Array("t".utf8), prefix: false)
+                XCTFail("\(name): answered")
+            } catch ClusterStoreError.unavailable {
+            } catch {
+                XCTFail("\(name): \(error), expected unavailable")
+            }
+        }
+    }
+
     func firstEvent(_ stream: AsyncThrowingStream<WatchBatch, Error>) async throws -> Revision? {
         for try await batch in stream {
             if let event = batch.events.first { return ClusterStoreConformance.revision(of: event) }
@@ -155,6 +192,48 @@ final class EtcdFailoverTests: XCTestCase {
         try await store.shutdown()
     }
 
+    /// A member that stops answering (SIGSTOP: its connections stay open) does not keep a watch
+    /// silent: the watch's probe finds it and the watch goes on through another member from the
+    /// revision after its last event; with no other member, the watch ends `unavailable`.
+    func testAStoppedMemberDoesNotKeepAWatchSilent() async throws {
+        let etcd = try EtcdCluster(size: 3)
+        defer { etcd.stop() }
+        let watcher = try EtcdClusterStore(
+            EtcdConfiguration(endpoints: etcd.endpoints, requestTimeout: .seconds(1), watchProbeInterval: .milliseconds(500)))
+        let writer = try EtcdClusterStore(EtcdConfiguration(endpoints: Array(etcd.endpoints.dropFirst())))
+        let alone = try EtcdClusterStore(
+            EtcdConfiguration(endpoints: [etcd.endpoints[0]], requestTimeout: .seconds(1), watchProbeInterval: .milliseconds(500)))
+        addTeardownBlock {
+            try await watcher.shutdown()
+            try await writer.shutdown()
+            try await alone.shutdown()
+        }
+        let key = Array("s/k".utf8)
+        let first = try await writer.put(key, [0], lease: 0)
+        var iterator = watcher.watch(key, prefix: false, fromRevision: first).makeAsyncIterator()
+        var aloneIterator = alone.watch(key, prefix: false, fromRevision: first).makeAsyncIterator()
+        var seen = try await iterator.next().map { $0.events.map(ClusterStoreConformance.revision) } ?? []
+        _ = try await aloneIterator.next()
+        XCTAssertEqual(seen, [first])
+
+        etcd.signal(0, SIGSTOP)
+        defer { etcd.signal(0, SIGCONT) }
+        let clock = ContinuousClock()
+        let stopped = clock.now
+        var written: [Revision] = [first]
+        for i in 1...3 { written.append(try await writer.put(key, [UInt8(i)], lease: 0)) }
+        while seen.count < written.count, let batch = try await iterator.next() {
+            seen += batch.events.map(ClusterStoreConformance.revision)
+        }
+        XCTAssertEqual(seen, written, "the watch went on through another member, nothing lost or twice")
+        XCTAssertLessThan(clock.now - stopped, .seconds(5), "found within the probe interval and the request timeout")
+        do {
+            while try await aloneIterator.next() != nil {}
+            XCTFail("a watch on a stopped member alone ended without an error")
+        } catch ClusterStoreError.unavailable {}
+        XCTAssertLessThan(clock.now - stopped, .seconds(6))
+    }
+
     func testEndpointsAreChecked() {
         for bad in ["127.0.0.1:2379", "ftp://h:1", "http://", "http://h:1/v3", "http://u:p@h:1"] {
             XCTAssertThrowsError(try EtcdClusterStore(EtcdConfiguration(endpoints: [bad])), bad)
@@ -162,5 +241,73 @@ final class EtcdFailoverTests: XCTestCase {
         XCTAssertThrowsError(try EtcdClusterStore(EtcdConfiguration(endpoints: [])))
         XCTAssertThrowsError(
             try EtcdClusterStore(EtcdConfiguration(endpoints: ["https://h:1"], tls: .init(certificateFile: "/etc/hostname"))))
+    }
+}
+
+/// A partition made on this machine: etcd in its own network namespace, reached over a veth pair
+/// whose link the test cuts and restores.
+final class EtcdPartitionTests: XCTestCase {
+    /// Cut off: calls fail `unavailable` within their bound and a watch ends `unavailable` (its
+    /// probe finds the silence); the lease not renewed meanwhile is gone when the link is back
+    /// (`leaseNotFound`: the session is lost), and a new watch from the revision after the last
+    /// event seen misses nothing written while cut off.
+    func testACutLinkIsUnavailableWithinTheBoundThenTheLeaseIsGone() async throws {
+        let ns = try NetworkNamespace()
+        defer { ns.remove() }
+        let etcd = try EtcdCluster(size: 1, address: ns.innerAddress, launcher: ns.enter)
+        defer { etcd.stop() }
+        let configuration = EtcdConfiguration(
+            endpoints: etcd.endpoints, connectTimeout: .milliseconds(500), requestTimeout: .seconds(1),
+            watchProbeInterval: .milliseconds(500))
+        let store = try EtcdClusterStore(configuration)
+        addTeardownBlock { try await store.shutdown() }
+        let key = Array("p/k".utf8)
+        let (lease, _) = try await store.grantLease(ttl: 2)
+        let first = try await store.put(key, [0], lease: lease)
+        var iterator = store.watch(key, prefix: false, fromRevision: first).makeAsyncIterator()
+        let seen = try await iterator.next()
+        XCTAssertEqual(seen?.events.map(ClusterStoreConformance.revision), [first])
+
+        try ns.cut()
+        let clock = ContinuousClock()
+        let cut = clock.now
+        for (what, call) in [
+            ("keepAlive", { _ = try await store.keepAlive(lease) }),
+            ("put", { try await store.put(key, [1], lease: 0) }),
+            ("range", { _ = try await store.range(key, prefix: false) }),
+        ] as [(String, () async throws -> Void)] {
+            let start = clock.now
+            do {
+                try await call()
+                XCTFail("\(what) answered across a cut link")
+            } catch ClusterStoreError.unavailable {
+            } catch {
+                XCTFail("\(what): \(error), expected unavailable")
+            }
+            XCTAssertLessThan(clock.now - start, .milliseconds(2500), "\(what) bounded")
+        }
+        do {
+            while try await iterator.next() != nil {}
+            XCTFail("a watch across a cut link ended without an error")
+        } catch ClusterStoreError.unavailable {}
+        XCTAssertLessThan(clock.now - cut, .seconds(5), "the watch found the silence")
+        try await Task.sleep(for: .seconds(3))  // past the lease's TTL, not renewed
+
+        try ns.restore()
+        try etcd.waitUntilHealthy(timeout: 10)  // the link up again (a first connection may still fail)
+        do {
+            _ = try await store.keepAlive(lease)
+            XCTFail("a lease not renewed past its TTL is still alive")
+        } catch ClusterStoreError.leaseNotFound(let id) {
+            XCTAssertEqual(id, lease)
+        }
+        let values = try await store.range(key, prefix: false).values
+        XCTAssertEqual(values, [], "the expired lease took its key")
+        var after: [WatchEvent] = []
+        for try await batch in store.watch(key, prefix: false, fromRevision: first + 1) {
+            after += batch.events
+            break
+        }
+        XCTAssertEqual(after.map(ClusterStoreConformance.describe), ["delete \(key) \(first + 1)"], "the expiry, seen after the link is back")
     }
 }

@@ -17,7 +17,8 @@ public final class EtcdCluster: @unchecked Sendable {
         public var peerPort: UInt16
         public var dataDir: String
         public var logFile: String
-        public var clientURL: String { "http://\(EtcdCluster.host(of: self)):\(clientPort)" }
+        public var clientURL: String { "\(tls ? "https" : "http")://\(EtcdCluster.host(of: self)):\(clientPort)" }
+        var tls = false
         /// The address it listens on (127.0.0.1 unless the cluster was started on another one).
         var address: String
         var pid: pid_t = 0
@@ -34,10 +35,19 @@ public final class EtcdCluster: @unchecked Sendable {
     /// Client URLs of every member.
     public var endpoints: [String] { members.map(\.clientURL) }
 
+    /// Client URLs of every member on another address it listens on (`alsoListenOn`).
+    public func endpoints(on address: String) -> [String] { members.map { "http://\(address):\($0.clientPort)" } }
+
     static func host(of member: Member) -> String { member.address }
 
     /// Starts `size` members on free ports of `address` and waits until the cluster answers.
-    public init(size: Int = 1, address: String = "127.0.0.1", extraArguments: [String] = []) throws {
+    /// `launcher` runs them through a command (`NetworkNamespace.enter`: inside a namespace, on
+    /// its address); `alsoListenOn` are more addresses their client ports listen on (the host end
+    /// of a namespace's veth pair, for a node inside it).
+    public init(
+        size: Int = 1, address: String = "127.0.0.1", launcher: [String] = [], alsoListenOn: [String] = [],
+        tls: TLSFiles? = nil, extraArguments: [String] = []
+    ) throws {
         guard let etcd = Self.etcdPath() else {
             throw EtcdFixtureError("etcd is not installed (make deps installs etcd-server)")
         }
@@ -46,14 +56,18 @@ public final class EtcdCluster: @unchecked Sendable {
         root = String(cString: made)
         var members: [Member] = []
         for i in 0..<size {
-            let ports = try Self.freePorts(2, address: address)
+            // Ports inside a namespace cannot be checked from here; its ports are all free.
+            let ports = try Self.freePorts(2, address: launcher.isEmpty ? address : "127.0.0.1")
             members.append(
                 Member(
                     name: "m\(i)", clientPort: ports[0], peerPort: ports[1], dataDir: root + "/m\(i).etcd",
-                    logFile: root + "/m\(i).log", address: address))
+                    logFile: root + "/m\(i).log", tls: tls != nil, address: address))
         }
         self.members = members
         self.etcd = etcd
+        self.launcher = launcher
+        self.alsoListenOn = alsoListenOn
+        self.tls = tls
         self.extraArguments = extraArguments
         do {
             for i in members.indices { try launch(i, initial: true) }
@@ -67,25 +81,62 @@ public final class EtcdCluster: @unchecked Sendable {
     deinit { stop() }
 
     private let etcd: String
+    private let launcher: [String]
+    private let alsoListenOn: [String]
     private let extraArguments: [String]
+    private let tls: TLSFiles?
+
+    /// PEM files for members serving their clients over TLS and asking for a client certificate.
+    public struct TLSFiles: Sendable {
+        public var ca: String, serverCertificate: String, serverKey: String
+        public var clientCertificate: String, clientKey: String
+
+        /// A CA, a certificate for 127.0.0.1 and a client certificate made with openssl in `folder`.
+        public static func make(in folder: String) throws -> TLSFiles {
+            let f = TLSFiles(
+                ca: folder + "/ca.pem", serverCertificate: folder + "/server.pem", serverKey: folder + "/server.key",
+                clientCertificate: folder + "/client.pem", clientKey: folder + "/client.key")
+            let script = """
+                set -e; cd '\(folder)'
+                openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=coordfs-test-ca 2>/dev/null
+                printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext
+                for n in server client; do
+                  openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n 2>/dev/null
+                  openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 2 -extfile ext 2>/dev/null
+                done
+                """
+            let pid = try EtcdCluster.spawn("/bin/sh", ["-c", script], output: folder + "/openssl.log")
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, 0)
+            guard status == 0 else { throw EtcdFixtureError("openssl failed: \((try? String(contentsOfFile: folder + "/openssl.log", encoding: .utf8)) ?? "")") }
+            return f
+        }
+    }
 
     private func arguments(_ m: Member, initial: Bool) -> [String] {
         let cluster = members.map { "\($0.name)=http://\($0.address):\($0.peerPort)" }.joined(separator: ",")
         return [
             "--name", m.name, "--data-dir", m.dataDir,
-            "--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+            "--listen-client-urls", ([m.clientURL] + alsoListenOn.map { "http://\($0):\(m.clientPort)" }).joined(separator: ","),
+            "--advertise-client-urls", m.clientURL,
             "--listen-peer-urls", "http://\(m.address):\(m.peerPort)",
             "--initial-advertise-peer-urls", "http://\(m.address):\(m.peerPort)",
             "--initial-cluster", cluster, "--initial-cluster-token", "coordfs-test-\(getpid())",
             "--initial-cluster-state", initial ? "new" : "existing",
             "--heartbeat-interval", "50", "--election-timeout", "500",
             "--logger", "zap", "--log-outputs", "stderr",
-        ] + extraArguments
+        ] + (tls.map {
+            [
+                "--cert-file", $0.serverCertificate, "--key-file", $0.serverKey, "--trusted-ca-file", $0.ca,
+                "--client-cert-auth",
+            ]
+        } ?? []) + extraArguments
     }
 
     private func launch(_ i: Int, initial: Bool) throws {
         let m = members[i]
-        let pid = try Self.spawn(etcd, arguments(m, initial: initial), output: m.logFile)
+        let command = launcher + [etcd] + arguments(m, initial: initial)
+        let pid = try Self.spawn(command[0], Array(command.dropFirst()), output: m.logFile)
         // The guard: when this test process is gone, kill the member and remove the data.
         let script =
             "while kill -0 \(getpid()) 2>/dev/null; do sleep 0.5; done; kill -9 \(pid) 2>/dev/null; sleep 0.2; rm -rf '\(root)'"
@@ -100,7 +151,7 @@ public final class EtcdCluster: @unchecked Sendable {
     public func waitUntilHealthy(timeout: Double = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
         for m in members where m.pid > 0 {
-            while !Self.answers(m.clientURL, rootPassword: rootPassword) {
+            while !(tls == nil ? Self.answers(m.clientURL, rootPassword: rootPassword) : etcdctlAnswers(m.clientURL)) {
                 if Date() > deadline {
                     let log = (try? String(contentsOfFile: m.logFile, encoding: .utf8)) ?? ""
                     throw EtcdFixtureError("etcd member \(m.name) did not answer in \(timeout) s; log tail: \(log.suffix(1500))")
@@ -148,6 +199,7 @@ public final class EtcdCluster: @unchecked Sendable {
     @discardableResult
     public func etcdctl(_ arguments: [String], user: String? = nil) throws -> String {
         var args = ["--endpoints", endpoints.joined(separator: ","), "--command-timeout", "5s"]
+        if let tls { args += ["--cacert", tls.ca, "--cert", tls.clientCertificate, "--key", tls.clientKey] }
         if let user {
             args += ["--user", user]
         } else if let rootPassword {
@@ -161,6 +213,21 @@ public final class EtcdCluster: @unchecked Sendable {
         let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         guard status == 0 else { throw EtcdFixtureError("etcdctl \(arguments.first ?? "") failed: \(text)") }
         return text
+    }
+
+    /// Whether a TLS member answers (etcdctl with the client certificate).
+    func etcdctlAnswers(_ url: String) -> Bool {
+        guard let tls else { return false }
+        let pid = try? Self.spawn(
+            "/usr/bin/etcdctl",
+            [
+                "--endpoints", url, "--cacert", tls.ca, "--cert", tls.clientCertificate, "--key", tls.clientKey,
+                "--command-timeout", "1s", "endpoint", "health",
+            ], output: "/dev/null", environment: ["ETCDCTL_API=3"])
+        guard let pid else { return false }
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        return status == 0
     }
 
     /// Turns on auth with a root user (role root) of password `password`.
