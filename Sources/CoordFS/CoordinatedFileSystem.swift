@@ -116,84 +116,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     func isTemp(_ path: ItemPath) -> Bool { path.name.map(isTemp) ?? false }
 
-    /// Whether `p` is a file created moments ago that nobody has been told of, and by whom.
-    func freshness(_ p: ItemPath, for pid: pid_t) -> Freshness {
-        guard let creator = saves.creator(of: p) else { return .told }
-        return creator == pid ? .byCaller : .byAnother
-    }
-
-    // MARK: Performing the policy's plans
-
-    /// Performs save-recogniser steps. False when a `settleFresh` found nothing waiting (the file's
-    /// window just closed): ask the policy again with the file told.
-    func perform(_ steps: [SaveStep], by pid: pid_t, settled: inout (@Sendable () -> Void)?) -> Bool {
-        for step in steps {
-            switch step {
-            case .finishWrites(let p): finishWrites(of: p, by: pid)
-            case .moveArrives(let p, let back): saves.moveArrives(at: p, unlessBackTo: back)
-            case .revealFresh(let p): saves.settle(p)?()
-            case .settleFresh(let p):
-                guard let reveal = saves.settle(p) else { return false }
-                settled = reveal
-            }
-        }
-        return true
-    }
-
-    func perform(_ steps: [SaveStep], by pid: pid_t) {
-        var settled: (@Sendable () -> Void)?
-        _ = perform(steps, by: pid, settled: &settled)
-    }
-
-    /// Performs a granted plan around `change` (the I/O): the store's hooks before, the change, what
-    /// is told after it succeeded (or the settled file told after all when it failed); then releases
-    /// the accesses, but one a save in progress keeps.
-    func perform(_ plan: Plan, _ grant: Grant, adopted held: Grant? = nil, settled: (@Sendable () -> Void)? = nil,
-                 _ change: () -> Errno?) -> Errno? {
-        let store = StoreView(self, origin: grant.origin, before: plan.before, done: plan.done)
-        for step in plan.before { store.run(step) }
-        let e = change()
-        var kept = false
-        if e == nil {
-            perform(plan.done, grant, adopted: held, store, kept: &kept)
-        } else if plan.revealsSettledOnFailure {
-            settled?() // it stays where it is: told after all
-        }
-        if !kept { grant.release() }
-        held?.release()
-        return e
-    }
-
-    /// Performs steps under `grant` (a close's, a create's folder access), the store looked at now.
-    func perform(_ steps: [Step], _ grant: Grant) {
-        guard !steps.isEmpty else { return }
-        var kept = false
-        perform(steps, grant, adopted: nil, StoreView(self, origin: grant.origin, before: [], done: steps), kept: &kept)
-    }
-
-    private func perform(_ steps: [Step], _ grant: Grant, adopted held: Grant?, _ store: StoreView, kept: inout Bool) {
-        for step in steps {
-            switch step {
-            case .store(let s): store.run(s)
-            case .announce(let change): grant.announce(change)
-            case .announceAdopted(let change): (held ?? grant).announce(change)
-            case .saved(let p): saves.saved(p, by: grant.origin.pid)
-            case .beginSave(let p, let departure, let otherwise):
-                if let access = grant.access {
-                    saves.begin(p, access: access, departure: departure)
-                    kept = true
-                } else {
-                    grant.announce(otherwise)
-                }
-            case .appearsLater(let p):
-                let who = grant.origin
-                saves.created(p, by: who.pid) { [coordinator] in coordinator.announce(.subitemAppeared(p), origin: who) }
-            case .ifPresented(let p, let steps):
-                if store.isPresented(p) { perform(steps, grant, adopted: held, store, kept: &kept) }
-            }
-        }
-    }
-
     // MARK: Getting an access without blocking the worker
 
     /// Runs `body` once `intents` are granted: at once on this thread when nothing conflicts and no
@@ -307,7 +229,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// not wait for the RELEASE (no FLUSH at close on local file systems, and RELEASE is asynchronous
     /// anyway), which may come after the next request: the write is told first, as it happened. An
     /// open still held goes on uncoordinated (the name it was opened by is about to go).
-    private func finishWrites(of p: ItemPath, by pid: pid_t) {
+    func finishWrites(of p: ItemPath, by pid: pid_t) {
         let mine = openWriters.withLock { table in
             table.isEmpty ? [] : table.values.flatMap { $0.filter { $0.handle.pid == pid && $0.handle.path == p } }
         }
@@ -586,50 +508,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) { loopback.fallocate(request, inode: inode, mode: mode, offset: offset, length: length, file: file) }
     public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) { loopback.copyFileRange(request, input: input, inputOffset: inputOffset, inputFile: inputFile, output: output, outputOffset: outputOffset, outputFile: outputFile, length: length, flags: flags) }
     public func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo) { loopback.lseek(request, inode: inode, offset: offset, whence: whence, file: file) }
-}
-
-/// An access granted to one operation, or none: announcements then go to the coordinator directly,
-/// so presenters still hear.
-struct Grant: Sendable {
-    let access: CoordinatedAccess?
-    let coordinator: Coordinator
-    let origin: AccessOrigin
-
-    func announce(_ change: AccessChange) {
-        if let access { access.announce(change) } else { coordinator.announce(change, origin: origin) }
-    }
-    func release() { access?.release() }
-    var isWrite: Bool { access?.intents.contains(where: \.isWriting) ?? true }
-}
-
-/// What an open file holds: its access, for the life of the handle.
-final class HandleAccess: Sendable {
-    let grant: Grant
-    let path: ItemPath
-    /// The process that opened it.
-    let pid: pid_t
-    /// Opened with O_TRUNC (or created): a change even without a write.
-    let truncated: Bool
-    /// A temp/backup name: nobody is told about it.
-    let quiet: Bool
-    private let touchedFlag = Atomic<Bool>(false)
-    private let finished = Mutex<Bool>(false)
-    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool) {
-        self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
-    }
-    private let resizedFlag = Atomic<Bool>(false)
-    /// Attributes changed while open (fchmod, futimens).
-    var touched: Bool { touchedFlag.load(ordering: .relaxed) }
-    func touch() { touchedFlag.store(true, ordering: .relaxed) }
-    /// Truncated or extended by a setattr while open (ftruncate, or truncate by the same process).
-    var resized: Bool { resizedFlag.load(ordering: .relaxed) }
-    func resize() { resizedFlag.store(true, ordering: .relaxed) }
-    /// Runs `body` the first time only; a second caller waits until it has run.
-    func finishOnce(_ body: () -> Void) {
-        finished.withLock { done in
-            if !done { done = true; body() }
-        }
-    }
 }
 
 extension ItemKind {

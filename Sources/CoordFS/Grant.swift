@@ -1,0 +1,47 @@
+import Coordination
+import Glibc
+import Synchronization
+
+/// An access granted to one operation, or none: announcements then go to the coordinator directly,
+/// so presenters still hear.
+struct Grant: Sendable {
+    let access: CoordinatedAccess?
+    let coordinator: Coordinator
+    let origin: AccessOrigin
+
+    func announce(_ change: AccessChange) {
+        if let access { access.announce(change) } else { coordinator.announce(change, origin: origin) }
+    }
+    func release() { access?.release() }
+    var isWrite: Bool { access?.intents.contains(where: \.isWriting) ?? true }
+}
+
+/// What an open file holds: its access, for the life of the handle.
+final class HandleAccess: Sendable {
+    let grant: Grant
+    let path: ItemPath
+    /// The process that opened it.
+    let pid: pid_t
+    /// Opened with O_TRUNC (or created): a change even without a write.
+    let truncated: Bool
+    /// A temp/backup name: nobody is told about it.
+    let quiet: Bool
+    private let touchedFlag = Atomic<Bool>(false)
+    private let finished = Mutex<Bool>(false)
+    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool) {
+        self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
+    }
+    private let resizedFlag = Atomic<Bool>(false)
+    /// Attributes changed while open (fchmod, futimens).
+    var touched: Bool { touchedFlag.load(ordering: .relaxed) }
+    func touch() { touchedFlag.store(true, ordering: .relaxed) }
+    /// Truncated or extended by a setattr while open (ftruncate, or truncate by the same process).
+    var resized: Bool { resizedFlag.load(ordering: .relaxed) }
+    func resize() { resizedFlag.store(true, ordering: .relaxed) }
+    /// Runs `body` the first time only; a second caller waits until it has run.
+    func finishOnce(_ body: () -> Void) {
+        finished.withLock { done in
+            if !done { done = true; body() }
+        }
+    }
+}
