@@ -7,6 +7,9 @@ import PackageDescription
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
 //                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
+//   Coordination, EventLog, ControlProtocol, DocumentStore, CoordFSClient ─▶ Vocabulary (the shared
+//     ids and enums: PresenterID, DocumentID, ConflictID, VersionID, Resolution, SnapshotMethod,
+//     reading/writing options; dependency-free, re-exported by each, so one type of each everywhere)
 //   CoordFSClient ─▶ ControlProtocol
 //   CoordFS ─▶ swift-metrics, swift-prometheus (the daemon's metrics endpoint, docs/metrics.md)
 //   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
@@ -36,6 +39,7 @@ let package = Package(
             providers: [.apt(["libfuse3-dev"])]
         ),
         .target(name: "NameBytes"),
+        .target(name: "Vocabulary"),
         .target(
             name: "FuseKit",
             dependencies: ["CFuse3", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
@@ -44,7 +48,7 @@ let package = Package(
             name: "Loopback",
             dependencies: ["FuseKit", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .target(name: "Coordination", dependencies: ["NameBytes"]),
+        .target(name: "Coordination", dependencies: ["NameBytes", "Vocabulary"]),
         .target(name: "MountPolicy", dependencies: ["Coordination"]),
         .target(name: "ClusterKV"),
         .target(
@@ -59,11 +63,11 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
-        .target(name: "EventLog", dependencies: ["NameBytes"]),
-        .target(name: "ControlProtocol", dependencies: ["NameBytes"]),
+        .target(name: "EventLog", dependencies: ["NameBytes", "Vocabulary"]),
+        .target(name: "ControlProtocol", dependencies: ["NameBytes", "Vocabulary"]),
         .target(
             name: "DocumentStore",
-            dependencies: ["NameBytes", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CoordFS",
@@ -74,7 +78,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
-        .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "NameBytes"]),
+        .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "NameBytes", "Vocabulary"]),
         .executableTarget(
             name: "coordfs",
             dependencies: [

@@ -29,14 +29,14 @@ extension ControlRequestHandler {
         switch event.action {
         case .reload: action = .reload
         case .close: action = .close
-        case .conflict(let id): action = .conflict(ControlProtocol.ConflictID(UInt64(id.rawValue)))
+        case .conflict(let id): action = .conflict(id)
         case .failed(let message): action = .failed(message: message)
         }
         let change = DocumentChange(
-            document: ControlProtocol.DocumentID(UInt64(event.document.rawValue)), path: path,
+            document: event.document, path: path,
             kind: event.kind == .deletion ? .deletion : .change,
             before: event.before.map(Self.identity), after: event.after.map(Self.identity), action: action)
-        client.connection.notify(ControlProtocol.PresenterID(presenter.rawValue), .documentChanged(change))
+        client.connection.notify(presenter, .documentChanged(change))
     }
 
     // MARK: Requests
@@ -49,7 +49,7 @@ extension ControlRequestHandler {
 
     /// `register` with `unsaved`: the store must know the presenter's document now. Throws (and
     /// the caller unregisters) when it is no document.
-    func registerUnsaved(_ id: Coordination.PresenterID, path: MountPath) throws(ProtocolError) {
+    func registerUnsaved(_ id: PresenterID, path: MountPath) throws(ProtocolError) {
         let store = try requireStore()
         do {
             try store.register(id, path: path.itemPath)
@@ -109,13 +109,13 @@ extension ControlRequestHandler {
                     path = known
                 }
                 list.append(ConflictInfo(
-                    conflict: ControlProtocol.ConflictID(UInt64(conflict.id.rawValue)),
-                    document: ControlProtocol.DocumentID(UInt64(conflict.document.rawValue)), path: path,
-                    presenter: owner.map { ControlProtocol.PresenterID($0.rawValue) }, storePresenter: conflict.presenter.rawValue,
+                    conflict: conflict.id,
+                    document: conflict.document, path: path,
+                    presenter: owner, storePresenter: conflict.presenter.rawValue,
                     kind: conflict.kind == .deletion ? .deletion : .change,
                     createdMs: UInt64(max(0, conflict.createdAt.timeIntervalSince1970 * 1000)),
                     before: conflict.before.map(Self.identity), after: conflict.after.map(Self.identity),
-                    baseVersion: conflict.baseVersion.map { ControlProtocol.VersionID(UInt64($0.rawValue)) }))
+                    baseVersion: conflict.baseVersion))
             }
             connection.send(.conflictList(ConflictList(id: request.id, conflicts: list)))
         } catch {
@@ -128,12 +128,12 @@ extension ControlRequestHandler {
         // Everything is checked before anything is written: a refused request changes nothing.
         let conflict: Conflict
         let store: StoreService
-        let owner: Coordination.PresenterID?
+        let owner: PresenterID?
         var mineFD: Int32 = -1
         do throws(ProtocolError) {
             store = try requireStore()
             do {
-                conflict = try store.documentStore.conflict(StoreConflictID(rawValue: Int64(clamping: request.conflict.rawValue)))
+                conflict = try store.documentStore.conflict(request.conflict)
             } catch {
                 throw Self.protocolError(error, presenter: nil)
             }
@@ -176,7 +176,7 @@ extension ControlRequestHandler {
         }
         let actor = owner.map { client.presenterID($0.rawValue) != nil } == true
             ? nil : "control:uid:\(client.peer.credentials.uid):pid:\(client.origin.pid)"
-        let resolution = Self.convert(request.resolution)
+        let resolution = request.resolution
         let requestID = request.id
         resolutionQueue.async { [mine, mineFD] in
             defer { if mineFD >= 0 { Glibc.close(mineFD) } }
@@ -188,7 +188,7 @@ extension ControlRequestHandler {
                     id: requestID, conflict: request.conflict, resolution: request.resolution,
                     path: (try? MountPath(validating: outcome.conflict.path)) ?? .root,
                     writtenPath: outcome.writtenPath.flatMap { try? MountPath(validating: $0) },
-                    preservedVersion: outcome.preserved.map { ControlProtocol.VersionID(UInt64($0.version.id.rawValue)) },
+                    preservedVersion: outcome.preserved.map(\.version.id),
                     mergeConflicts: outcome.mergeConflicts, after: outcome.after.map(Self.identity))))
             } catch {
                 connection.reply(to: requestID, error: Self.protocolError(error, presenter: owner))
@@ -210,7 +210,7 @@ extension ControlRequestHandler {
                 // A version kept under an older name the peer may not see shows the name it asked for.
                 if path != item.path && !resolver.maySee(path, for: client.peer) { path = item.path }
                 return VersionInfo(
-                    version: ControlProtocol.VersionID(UInt64(v.id.rawValue)), document: ControlProtocol.DocumentID(UInt64(v.document.rawValue)),
+                    version: v.id, document: v.document,
                     path: path, createdMs: UInt64(max(0, v.createdAt.timeIntervalSince1970 * 1000)), size: UInt64(max(0, v.size)),
                     reason: v.reason.rawValue, method: v.method.rawValue, pinned: v.isPinned)
             }
@@ -227,7 +227,7 @@ extension ControlRequestHandler {
             let stored: String
             let documentPath: String
             do {
-                let version = try store.documentStore.version(StoreVersionID(rawValue: Int64(clamping: request.version.rawValue)))
+                let version = try store.documentStore.version(request.version)
                 documentPath = (try store.documentStore.document(version.document)?.path) ?? version.path
                 stored = try store.documentStore.storedFile(of: version.id)
             } catch {
@@ -278,7 +278,7 @@ extension ControlRequestHandler {
             target = item.path
             let unknown = ProtocolError(.unknownVersion, "\(target) has no \(request.version) (see its versions)")
             do {
-                guard let kept = try? store.documentStore.version(StoreVersionID(rawValue: Int64(clamping: request.version.rawValue))) else { throw unknown }
+                guard let kept = try? store.documentStore.version(request.version) else { throw unknown }
                 let ofDocument = try store.documentStore.versions(ofPath: target.itemPath.string).contains { $0.id == kept.id }
                 guard ofDocument || ExactName.same(kept.path, target.itemPath.string) else { throw unknown }
                 version = kept
@@ -297,7 +297,7 @@ extension ControlRequestHandler {
                 let outcome = try store.restore(version.id, to: target.itemPath, owner: owner)
                 connection.send(.restored(Restored(
                     id: requestID, version: request.version, path: target,
-                    preservedVersion: outcome.preserved.map { ControlProtocol.VersionID(UInt64($0.version.id.rawValue)) },
+                    preservedVersion: outcome.preserved.map(\.version.id),
                     after: Self.identity(outcome.after))))
             } catch {
                 connection.reply(to: requestID, error: Self.protocolError(error, presenter: nil))
@@ -349,18 +349,8 @@ extension ControlRequestHandler {
                          modificationTimeNanoseconds: identity.modificationTimeNanoseconds)
     }
 
-    static func convert(_ resolution: ConflictResolution) -> DocumentResolution {
-        switch resolution {
-        case .close: return .close
-        case .save: return .save
-        case .reload: return .reload
-        case .keepBoth: return .keepBoth
-        case .merge: return .merge
-        }
-    }
-
     /// The protocol's error for what the store (or the coordinated write of a resolution) threw.
-    static func protocolError(_ error: any Error, presenter: Coordination.PresenterID?) -> ProtocolError {
+    static func protocolError(_ error: any Error, presenter: PresenterID?) -> ProtocolError {
         if let error = error as? ProtocolError { return error }
         if let error = error as? CoordinationError { return protocolError(error) }
         guard let error = error as? DocumentStoreError else {

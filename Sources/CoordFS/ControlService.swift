@@ -242,7 +242,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         }
         let presenter = RemotePresenter(connection: connection, path: item.path, itemPath: item.path.itemPath, kind: request.kind,
                                         asks: request.asks, askDeadline: askDeadline, coordinator: coordinator, quotas: quotas)
-        let id: Coordination.PresenterID
+        let id: PresenterID
         do {
             id = try coordinator.addFilePresenter(presenter, at: item.path.itemPath, owner: client.origin,
                                                   credentials: client.peer.presenterCredentials)
@@ -269,7 +269,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             presenter.removed()
             return
         }
-        connection.send(.registered(Registered(id: request.id, presenter: ControlProtocol.PresenterID(id.rawValue))))
+        connection.send(.registered(Registered(id: request.id, presenter: id)))
     }
 
     private func unregister(_ request: Unregister, _ client: ControlClientState) {
@@ -347,12 +347,12 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             // A link in the last component is the item read, unless the reader asks to resolve it
             // (Foundation's resolvesSymbolicLink).
             let item = try resolver.authorize(path, for: client.peer, write: false, followFinal: options.contains(.resolvesSymbolicLink))
-            return .readingIntent(with: item.path.itemPath, options: Self.convert(options))
+            return .readingIntent(with: item.path.itemPath, options: options)
         case .writing(let path, let options):
             // Deleting, moving and replacing act on a symbolic link itself and change its directory.
             let structural = !options.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])
             let item = try resolver.authorize(path, for: client.peer, write: true, structural: structural, followFinal: !structural)
-            return .writingIntent(with: item.path.itemPath, options: Self.convert(options))
+            return .writingIntent(with: item.path.itemPath, options: options)
         }
     }
 
@@ -440,7 +440,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         let presenters = snapshot.presenters.filter { visible($0.path) }.compactMap { p -> StatusReport.Presenter? in
             guard let path = MountPath.of(p.path) else { return nil }
             let kind = kindOf(p.id, path)
-            return StatusReport.Presenter(presenter: ControlProtocol.PresenterID(p.id.rawValue), path: path, kind: kind,
+            return StatusReport.Presenter(presenter: p.id, path: path, kind: kind,
                                           pid: p.owner.pid, uid: p.owner.uid)
         }
         // An access is listed when one of its items is visible, and then with those items only.
@@ -458,7 +458,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     }
 
     /// A presenter's kind: as registered for remote presenters, from the backing item otherwise.
-    private func kindOf(_ id: Coordination.PresenterID, _ path: MountPath) -> ItemKind {
+    private func kindOf(_ id: PresenterID, _ path: MountPath) -> ItemKind {
         let remote = owner(of: id.rawValue)?.presenter(id.rawValue)
         if let remote { return remote.kind }
         var st = stat()
@@ -481,43 +481,13 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         }
     }
 
-    static func convert(_ options: ControlProtocol.ReadingOptions) -> FileCoordinator.ReadingOptions {
-        var result: FileCoordinator.ReadingOptions = []
-        if options.contains(.withoutChanges) { result.insert(.withoutChanges) }
-        if options.contains(.resolvesSymbolicLink) { result.insert(.resolvesSymbolicLink) }
-        if options.contains(.immediatelyAvailableMetadataOnly) { result.insert(.immediatelyAvailableMetadataOnly) }
-        if options.contains(.forUploading) { result.insert(.forUploading) }
-        return result
-    }
-
-    static func convert(_ options: ControlProtocol.WritingOptions) -> FileCoordinator.WritingOptions {
-        var result: FileCoordinator.WritingOptions = []
-        if options.contains(.forDeleting) { result.insert(.forDeleting) }
-        if options.contains(.forMoving) { result.insert(.forMoving) }
-        if options.contains(.forMerging) { result.insert(.forMerging) }
-        if options.contains(.forReplacing) { result.insert(.forReplacing) }
-        if options.contains(.contentIndependentMetadataOnly) { result.insert(.contentIndependentMetadataOnly) }
-        return result
-    }
-
     static func convert(_ intent: FileAccessIntent) -> Intent? {
         guard let path = MountPath.of(intent.path) else { return nil }
         switch intent.kind {
         case .reading(let o):
-            var options: ControlProtocol.ReadingOptions = []
-            if o.contains(.withoutChanges) { options.insert(.withoutChanges) }
-            if o.contains(.resolvesSymbolicLink) { options.insert(.resolvesSymbolicLink) }
-            if o.contains(.immediatelyAvailableMetadataOnly) { options.insert(.immediatelyAvailableMetadataOnly) }
-            if o.contains(.forUploading) { options.insert(.forUploading) }
-            return .reading(path, options: options)
+            return .reading(path, options: o)
         case .writing(let o):
-            var options: ControlProtocol.WritingOptions = []
-            if o.contains(.forDeleting) { options.insert(.forDeleting) }
-            if o.contains(.forMoving) { options.insert(.forMoving) }
-            if o.contains(.forMerging) { options.insert(.forMerging) }
-            if o.contains(.forReplacing) { options.insert(.forReplacing) }
-            if o.contains(.contentIndependentMetadataOnly) { options.insert(.contentIndependentMetadataOnly) }
-            return .writing(path, options: options)
+            return .writing(path, options: o)
         }
     }
 }
@@ -547,7 +517,7 @@ final class ControlClientState: Sendable {
     enum Failure { case failed, cancelledByClient, gone }
 
     private struct State {
-        var presenters: [UInt64: (Coordination.PresenterID, RemotePresenter)] = [:]
+        var presenters: [UInt64: (PresenterID, RemotePresenter)] = [:]
         var accesses: [UInt64: CoordinatedAccess] = [:]
         /// Waiting requests by token; the coordinator's id arrives once `coordinate` returns.
         var waiting: [UInt64: Coordination.RequestID?] = [:]
@@ -575,7 +545,7 @@ final class ControlClientState: Sendable {
     var accessCount: Int { state.withLock { $0.accesses.count + $0.waiting.count } }
 
     /// False when the connection already closed (the caller removes the presenter again).
-    func add(_ presenter: RemotePresenter, id: Coordination.PresenterID) -> Bool {
+    func add(_ presenter: RemotePresenter, id: PresenterID) -> Bool {
         state.withLock { s in
             guard !s.closed else { return false }
             s.presenters[id.rawValue] = (id, presenter)
@@ -583,7 +553,7 @@ final class ControlClientState: Sendable {
         }
     }
 
-    func removePresenter(_ wireID: UInt64) -> (Coordination.PresenterID, RemotePresenter)? {
+    func removePresenter(_ wireID: UInt64) -> (PresenterID, RemotePresenter)? {
         state.withLock { s in
             defer { s.presenters.shrinkIfSparse() }
             return s.presenters.removeValue(forKey: wireID)
@@ -593,7 +563,7 @@ final class ControlClientState: Sendable {
     /// The wire ids of this connection's presenters.
     var presenterWireIDs: Set<UInt64> { state.withLock { Set($0.presenters.keys) } }
 
-    func presenterID(_ wireID: UInt64) -> Coordination.PresenterID? {
+    func presenterID(_ wireID: UInt64) -> PresenterID? {
         state.withLock { $0.presenters[wireID]?.0 }
     }
 
@@ -679,7 +649,7 @@ final class ControlClientState: Sendable {
     /// presenters it dropped.
     @discardableResult
     func close() -> [UInt64] {
-        let (waiting, accesses, presenters) = state.withLock { s -> ([Coordination.RequestID], [CoordinatedAccess], [(Coordination.PresenterID, RemotePresenter)]) in
+        let (waiting, accesses, presenters) = state.withLock { s -> ([Coordination.RequestID], [CoordinatedAccess], [(PresenterID, RemotePresenter)]) in
             guard !s.closed else { return ([], [], []) }
             s.closed = true
             // Requests whose id is not known yet stay listed: `waiting(_:id:)` cancels them.

@@ -11,7 +11,7 @@ extension Daemon {
     /// - Throws: the coordinator's error (no path, already registered), or the store's (an invalid
     ///   path); nothing stays registered after an error.
     @discardableResult
-    public func addDocumentPresenter(_ presenter: any DocumentPresenter) throws -> Coordination.PresenterID {
+    public func addDocumentPresenter(_ presenter: any DocumentPresenter) throws -> PresenterID {
         let id = try coordinator.addFilePresenter(presenter)
         guard let store, let path = coordinator.presentedPath(of: id), !path.isRoot else { return id }
         var st = stat()

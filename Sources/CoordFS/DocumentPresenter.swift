@@ -21,7 +21,7 @@ public enum DocumentAction: Sendable, Hashable {
 public struct DocumentChangeEvent: Sendable, Hashable, CustomStringConvertible {
     /// The coordinator's id of the presenter this event is for (nil when the presenter is only
     /// known to the store, for example one registered before a restart).
-    public var presenter: Coordination.PresenterID?
+    public var presenter: PresenterID?
     /// The store's name of the presenter.
     public var storePresenter: StorePresenterID
     /// The document's stable id.

@@ -221,24 +221,14 @@ struct RecordFormatter {
         switch intent.kind {
         case .reading(let o):
             fields.intent(.read)
-            for (option, name) in readingOptionNames where o.contains(option) { fields.option(name) }
+            for (name, option) in ReadingOptions.names where o.contains(option) { fields.option(name) }
         case .writing(let o):
             fields.intent(.write)
-            for (option, name) in writingOptionNames where o.contains(option) { fields.option(name) }
+            for (name, option) in WritingOptions.names where o.contains(option) { fields.option(name) }
         }
     }
 
-    /// Options by their Foundation names, in the order records list them.
-    static let readingOptionNames: [(FileCoordinator.ReadingOptions, String)] = [
-        (.withoutChanges, "withoutChanges"), (.resolvesSymbolicLink, "resolvesSymbolicLink"),
-        (.immediatelyAvailableMetadataOnly, "immediatelyAvailableMetadataOnly"), (.forUploading, "forUploading"),
-    ]
-    static let writingOptionNames: [(FileCoordinator.WritingOptions, String)] = [
-        (.forDeleting, "forDeleting"), (.forMoving, "forMoving"), (.forMerging, "forMerging"),
-        (.forReplacing, "forReplacing"), (.contentIndependentMetadataOnly, "contentIndependentMetadataOnly"),
-    ]
-
-    static func ask(_ a: PresenterAsk) -> AskKind {
+    static func ask(_ a: PresenterAsk) -> LoggedAsk {
         switch a {
         case .relinquishToReader: return .relinquishToReader
         case .relinquishToWriter: return .relinquishToWriter

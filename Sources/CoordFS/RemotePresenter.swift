@@ -20,7 +20,7 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
     let presentedItemPath: ItemPath?
 
     private struct State {
-        var id: Coordination.PresenterID?
+        var id: PresenterID?
         var path: MountPath
         /// Set once the control service removed this presenter from the coordinator.
         var removed = false
@@ -45,13 +45,13 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
     }
 
     /// Records the id the coordinator gave this presenter.
-    func bind(_ id: Coordination.PresenterID) { state.withLock { $0.id = id } }
+    func bind(_ id: PresenterID) { state.withLock { $0.id = id } }
 
     /// The id on the wire (the coordinator's id, so that the event log and `status` agree).
-    var wireID: ControlProtocol.PresenterID {
+    var wireID: PresenterID {
         // An ask can reach a presenter between `addFilePresenter` and `bind`: ask the coordinator then.
         let id = state.withLock { $0.id } ?? coordinator.presenterID(of: self)
-        return ControlProtocol.PresenterID(id?.rawValue ?? 0)
+        return id ?? PresenterID(0)
     }
 
     /// The presented item's current path.

@@ -16,7 +16,7 @@ struct StoreEventRecorder: Sendable {
             actor: origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) },
             details: EventDetails(
                 latencyMicros: snapshot.elapsedNanoseconds / 1000,
-                snapshotMethod: EventLog.SnapshotMethod(rawValue: version.method.rawValue),
+                snapshotMethod: Recorded(version.method),
                 bytes: UInt64(max(0, version.size)), versionID: String(version.id.rawValue),
                 reason: version.reason.rawValue))
     }
@@ -44,7 +44,7 @@ struct StoreEventRecorder: Sendable {
             details: EventDetails(
                 presenterID: conflict.presenter.rawValue,
                 versionID: outcome.preserved.map { String($0.version.id.rawValue) },
-                resolution: conflict.resolution.map { EventLog.Resolution(rawValue: $0.rawValue) },
+                resolution: conflict.resolution.map(Recorded.init),
                 reason: conflict.kind.rawValue, message: message))
     }
 

@@ -23,11 +23,11 @@ final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
 
     /// One queued registration (`path` set) or unregistration.
     fileprivate final class Operation: @unchecked Sendable {
-        let id: Coordination.PresenterID
+        let id: PresenterID
         let path: ItemPath?
         /// Taken by the worker or by `drain(path:)`, or cancelled (guarded by the state's lock).
         var taken = false
-        init(id: Coordination.PresenterID, path: ItemPath?) {
+        init(id: PresenterID, path: ItemPath?) {
             self.id = id
             self.path = path
         }
@@ -66,9 +66,9 @@ final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
         var ring: [UInt32] = []
         var turn = 0
         /// Each registered presenter's uid (unregistrations go to its owner's queue).
-        var owners: [Coordination.PresenterID: UInt32] = [:]
+        var owners: [PresenterID: UInt32] = [:]
         /// Registrations queued and not taken yet, by presenter and by path.
-        var registrations: [Coordination.PresenterID: Operation] = [:]
+        var registrations: [PresenterID: Operation] = [:]
         var byPath: [ItemPath: PathQueue] = [:]
         /// The paths of the batch the worker runs now, and how to wait for it.
         var running: (paths: Set<ItemPath>, done: DispatchGroup)?

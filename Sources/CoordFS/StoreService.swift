@@ -38,19 +38,19 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     private struct State {
         var store: DocumentStore
         var options: StoreOptions
-        var presenters: [Coordination.PresenterID: Registered] = [:]
+        var presenters: [PresenterID: Registered] = [:]
         /// The coordinator id behind each store name (one lookup per event, however many presenters).
-        var byStoreID: [StorePresenterID: Coordination.PresenterID] = [:]
+        var byStoreID: [StorePresenterID: PresenterID] = [:]
         var observers: [UInt64: StoreObserver] = [:]
         var nextObserver: UInt64 = 1
         var stopped = false
 
-        mutating func add(_ entry: Registered, _ id: Coordination.PresenterID) {
+        mutating func add(_ entry: Registered, _ id: PresenterID) {
             presenters[id] = entry
             byStoreID[entry.storeID] = id
         }
 
-        mutating func remove(_ id: Coordination.PresenterID) {
+        mutating func remove(_ id: PresenterID) {
             guard let entry = presenters.removeValue(forKey: id) else { return }
             byStoreID[entry.storeID] = nil
             presenters.shrinkIfSparse()
@@ -165,12 +165,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     // MARK: Presenters
 
     /// The store's name for a coordinator presenter of this daemon.
-    public func storeID(of presenter: Coordination.PresenterID) -> StorePresenterID {
+    public func storeID(of presenter: PresenterID) -> StorePresenterID {
         StorePresenterID("\(instance)/\(presenter)")
     }
 
     /// The coordinator id behind a store presenter name, when it is one of this daemon's.
-    public func coordinatorID(of storeID: StorePresenterID) -> Coordination.PresenterID? {
+    public func coordinatorID(of storeID: StorePresenterID) -> PresenterID? {
         state.withLock { $0.byStoreID[storeID] }
     }
 
@@ -185,7 +185,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     ///
     /// - Throws: `DocumentStoreError` (no file there, not a regular file, an invalid path).
     @discardableResult
-    public func register(_ id: Coordination.PresenterID, path: ItemPath, presenter: (any DocumentPresenter)? = nil) throws -> Registration? {
+    public func register(_ id: PresenterID, path: ItemPath, presenter: (any DocumentPresenter)? = nil) throws -> Registration? {
         tap?.drain(path: path)
         let (store, known) = state.withLock { s -> (DocumentStore, Registered?) in
             let known = s.presenters[id]
@@ -204,7 +204,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// From the coordinator's registration events: documents only (folders and missing files are
     /// no documents), and never twice; all of them in one transaction. A presenter the coordinator
     /// let go of meanwhile is dropped again (its unregistration may have run first).
-    func registerIfNew(_ presenters: [(Coordination.PresenterID, ItemPath)]) {
+    func registerIfNew(_ presenters: [(PresenterID, ItemPath)]) {
         let fresh = state.withLock { s in s.stopped ? [] : presenters.filter { s.presenters[$0.0] == nil && !$0.1.isRoot } }
         let documents = fresh.filter { _, path in
             var st = stat()
@@ -213,7 +213,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         guard !documents.isEmpty else { return }
         let entries = documents.map { id, _ in Registered(storeID: storeID(of: id), delivery: nil) }
         let results = documentStore.registerAll(zip(entries, documents).map { ($0.storeID, $1.1.string) })
-        var added: [Coordination.PresenterID] = []
+        var added: [PresenterID] = []
         for ((entry, (id, path)), result) in zip(zip(entries, documents), results) {
             switch result {
             case .success(let registration):
@@ -230,12 +230,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// The presenter let go (removed from the coordinator, or its client disconnected): its bases
     /// are released to retention. Its open conflicts stay until resolved.
-    public func unregister(_ id: Coordination.PresenterID) {
+    public func unregister(_ id: PresenterID) {
         unregister([id])
     }
 
     /// ``unregister(_:)`` for many presenters, in one transaction.
-    func unregister(_ ids: [Coordination.PresenterID]) {
+    func unregister(_ ids: [PresenterID]) {
         let store = state.withLock { s -> DocumentStore in
             for id in ids { s.remove(id) }
             return s.store
@@ -245,18 +245,18 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// Whether the presenter has unsaved changes in its document: decides between a conflict and
     /// the default action (reload, close) when the document changes underneath it.
-    public func setUnsavedChanges(_ id: Coordination.PresenterID, _ hasUnsavedChanges: Bool) throws {
+    public func setUnsavedChanges(_ id: PresenterID, _ hasUnsavedChanges: Bool) throws {
         try documentStore.setUnsavedChanges(storeID(of: id), path: try currentPath(of: id).string, hasUnsavedChanges)
     }
 
     /// The presenter saved or reloaded: the current file becomes its base and its unsaved flag clears.
     @discardableResult
-    public func rebase(_ id: Coordination.PresenterID) throws -> Registration {
+    public func rebase(_ id: PresenterID) throws -> Registration {
         try documentStore.rebase(storeID(of: id), path: try currentPath(of: id).string)
     }
 
     /// The presenter's document path: the coordinator's (it follows moves).
-    private func currentPath(of id: Coordination.PresenterID) throws -> ItemPath {
+    private func currentPath(of id: PresenterID) throws -> ItemPath {
         guard let path = coordinator.presentedPath(of: id) else {
             throw DocumentStoreError.unknownPresenter(presenter: "\(id)", path: "?")
         }
@@ -284,7 +284,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     // MARK: Conflicts, resolution, restore
 
     /// Open conflicts (all of them, or one presenter's), oldest first.
-    public func conflicts(of presenter: Coordination.PresenterID? = nil) throws -> [Conflict] {
+    public func conflicts(of presenter: PresenterID? = nil) throws -> [Conflict] {
         let all = try documentStore.conflicts(state: .open)
         guard let presenter else { return all }
         let name = storeID(of: presenter)
@@ -302,7 +302,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// kernel's cached name and attributes are dropped once the access is released).
     @discardableResult
     /// `owner`: whom a file the resolution creates belongs to (the peer that resolves; nil: the daemon's user).
-    public func resolve(_ id: ConflictID, with resolution: DocumentResolution, mine: Contents? = nil, by actor: String? = nil,
+    public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String? = nil,
                         owner: FileOwner? = nil) throws -> ResolutionOutcome {
         let store = documentStore
         let conflict = try store.conflict(id)
@@ -337,7 +337,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// than `presenter` are asked before and told after. `owner`: whom a re-created file belongs to
     /// (the peer that restores; nil: the daemon's user).
     @discardableResult
-    public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: Coordination.PresenterID? = nil,
+    public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: PresenterID? = nil,
                         owner: FileOwner? = nil) throws -> RestoreOutcome {
         let store = documentStore
         let kept = try store.version(version)
@@ -464,7 +464,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         guard let path = try? ItemPath(change.path) else { return }
         // Each outcome's presenter, found by name in O(1), all under one lock.
         let (found, observers) = state.withLock { s in
-            (change.outcomes.map { outcome -> (Coordination.PresenterID, Registered)? in
+            (change.outcomes.map { outcome -> (PresenterID, Registered)? in
                 guard let id = s.byStoreID[outcome.presenter], let entry = s.presenters[id] else { return nil }
                 return (id, entry)
             }, Array(s.observers.sorted { $0.key < $1.key }.map(\.value)))

@@ -57,7 +57,7 @@ public struct DocumentConflict: Sendable, Hashable {
 /// What a resolution did.
 public struct DocumentResolutionResult: Sendable, Hashable {
     public var conflict: ConflictID
-    public var resolution: ConflictResolution
+    public var resolution: Resolution
     /// The file written (absolute): the document for save and merge, the conflict copy for keep both.
     public var writtenPath: String?
     /// The version keeping what the resolution wrote over.
@@ -109,7 +109,7 @@ extension FilePresenter {
     /// keep both and merge need `mine`. A refusal (`notApplicable`, `binaryContents`,
     /// `baseUnavailable`, ...) changes nothing; the conflict stays open.
     @discardableResult
-    public func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: DocumentContents? = nil) async throws(CoordFSClientError) -> DocumentResolutionResult {
+    public func resolve(_ conflict: ConflictID, with resolution: Resolution, mine: DocumentContents? = nil) async throws(CoordFSClientError) -> DocumentResolutionResult {
         let (mount, _) = try registered()
         return try await mount.resolve(conflict, with: resolution, mine: mine)
     }
@@ -122,7 +122,7 @@ extension FilePresenter {
 
 extension CoordFSMount {
     /// Resolves a conflict of a presenter of this process (any conflict, for root).
-    public func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: DocumentContents? = nil) async throws(CoordFSClientError) -> DocumentResolutionResult {
+    public func resolve(_ conflict: ConflictID, with resolution: Resolution, mine: DocumentContents? = nil) async throws(CoordFSClientError) -> DocumentResolutionResult {
         do {
             let contents = try await wireContents(mine)
             let r = try await session.resolve(conflict, with: resolution, mine: contents)

@@ -1,5 +1,6 @@
 @_exported import ControlProtocol
 @_exported import NameBytes
+@_exported import Vocabulary
 import Synchronization
 import FoundationEssentials
 
@@ -22,8 +23,8 @@ import FoundationEssentials
 /// }
 /// ```
 public final class FileCoordinator: Sendable {
-    public typealias ReadingOptions = ControlProtocol.ReadingOptions
-    public typealias WritingOptions = ControlProtocol.WritingOptions
+    public typealias ReadingOptions = Vocabulary.ReadingOptions
+    public typealias WritingOptions = Vocabulary.WritingOptions
 
     /// The presenter on whose behalf accesses are made (it is neither asked nor told about them).
     public let filePresenter: (any FilePresenter)?

@@ -3,14 +3,9 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// Identifies one registered presenter within a ``Coordinator``.
-public struct PresenterID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
-    public let rawValue: UInt64
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public static func < (lhs: PresenterID, rhs: PresenterID) -> Bool { lhs.rawValue < rhs.rawValue }
-    public var description: String { "presenter#\(rawValue)" }
-}
+// The shared identifiers and options (PresenterID, ReadingOptions, ...) are Vocabulary's; every
+// module that speaks of presenters and accesses sees the same types through this module.
+@_exported import Vocabulary
 
 /// Identifies one coordination request (and, once granted, its access) within a ``Coordinator``.
 /// Ids increase in submission order.

@@ -13,7 +13,7 @@ extension DocumentStore {
     /// Identities left nil are filled in: before from the store's records, after from the disk.
     /// Returns nil when `path` is not a document anybody presents or has an open conflict on.
     @discardableResult
-    public func noteExternalChange(_ path: String, _ change: ExternalChange, by writer: PresenterID? = nil) throws -> UnderlyingFileChanged? {
+    public func noteExternalChange(_ path: String, _ change: ExternalChange, by writer: StorePresenterID? = nil) throws -> UnderlyingFileChanged? {
         let (relative, absolute) = try resolve(path)
         // Not a document: nothing to record, and no need for the writer lock.
         if try read({ db in try documentID(db, relative) }) == nil { return nil }
@@ -43,7 +43,7 @@ extension DocumentStore {
     /// Records the change and decides, per presenter, between a conflict and the default action.
     func announce(
         _ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ kind: ChangeKind,
-        before: FileIdentity?, after: FileIdentity?, writer: PresenterID?
+        before: FileIdentity?, after: FileIdentity?, writer: StorePresenterID?
     ) throws -> UnderlyingFileChanged? {
         try setIdentity(db, document, after)
         // Bases still pending are not this file any more and were never captured.
@@ -69,7 +69,7 @@ extension DocumentStore {
             current = .some(st)
             return st
         }
-        var reloads: [PresenterID] = []
+        var reloads: [StorePresenterID] = []
         for (row, interest) in interests {
             let preset = kind == .change ? configuration.defaultActions.whenChanged : configuration.defaultActions.whenDeleted
             // Only actions that need nothing from the presenter can be applied for it.
@@ -100,10 +100,10 @@ extension DocumentStore {
     /// Opens a conflict for (document, presenter), or folds this change into the open one: one
     /// conflict per presenter however many changes land before it is resolved.
     private func openConflict(
-        _ db: Database, _ document: DocumentID, _ presenter: PresenterID, _ kind: ChangeKind,
+        _ db: Database, _ document: DocumentID, _ presenter: StorePresenterID, _ kind: ChangeKind,
         before: FileIdentity?, after: FileIdentity?, base: Int64?
     ) throws -> Conflict {
-        if let id = try Int64.fetchOne(
+        if let id = try UInt64.fetchOne(
             db, sql: "SELECT id FROM conflict WHERE documentId = ? AND presenter = ? AND state = 'open'",
             arguments: [document.rawValue, presenter.rawValue])
         {
@@ -121,7 +121,7 @@ extension DocumentStore {
             arguments: StatementArguments(
                 [document.rawValue.databaseValue, presenter.rawValue.databaseValue, kind.rawValue.databaseValue,
                  Self.now().databaseValue, base.databaseValue] + Schema.identityValues(before) + Schema.identityValues(after)))
-        return try fetchConflict(db, ConflictID(rawValue: db.lastInsertedRowID))
+        return try fetchConflict(db, ConflictID(rawValue: UInt64(db.lastInsertedRowID)))
     }
 
     func fetchConflict(_ db: Database, _ id: ConflictID) throws -> Conflict {

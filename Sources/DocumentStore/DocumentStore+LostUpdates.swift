@@ -35,7 +35,7 @@ extension DocumentStore {
 
     private func keptVersion(_ db: Database, _ relative: String, _ identity: FileIdentity) throws -> VersionID? {
         guard let document = try documentID(db, relative) else { return nil }
-        return try Int64.fetchOne(
+        return try UInt64.fetchOne(
             db, sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? ORDER BY id DESC LIMIT 1",
             arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity))
         ).map(VersionID.init(rawValue:))
@@ -46,7 +46,7 @@ extension DocumentStore {
     /// the file now at `path` is "mine". The base is the kept version of `read`, when one was kept
     /// while the saver was alive (nil: merge is refused with `baseUnavailable`). Both versions are
     /// pinned while the conflict is open.
-    public func recordLostUpdate(_ path: String, saver: PresenterID, read: FileIdentity, theirs: FileIdentity) throws -> Conflict {
+    public func recordLostUpdate(_ path: String, saver: StorePresenterID, read: FileIdentity, theirs: FileIdentity) throws -> Conflict {
         let (relative, absolute) = try resolve(path)
         return try write { db -> Conflict in
             let after = try statDocument(absolute, relative).map(FileIdentity.init)
@@ -64,7 +64,7 @@ extension DocumentStore {
                     [document.rawValue.databaseValue, saver.rawValue.databaseValue, Self.now().databaseValue,
                      base?.rawValue.databaseValue ?? .null, kept?.rawValue.databaseValue ?? .null]
                         + Schema.identityValues(theirs) + Schema.identityValues(after)))
-            return try fetchConflict(db, ConflictID(rawValue: db.lastInsertedRowID))
+            return try fetchConflict(db, ConflictID(rawValue: UInt64(db.lastInsertedRowID)))
         }
     }
 

@@ -18,14 +18,14 @@ extension DocumentStore {
     /// lazily by the first snapshot of the document: a link when the next mutation is a rename over
     /// it or its deletion, a copy before the first in-place write. Registering again rebases.
     @discardableResult
-    public func register(_ presenter: PresenterID, path: String) throws -> Registration {
+    public func register(_ presenter: StorePresenterID, path: String) throws -> Registration {
         let (relative, absolute) = try resolve(path)
         return try write { db in try register(db, presenter, relative, absolute) }
     }
 
     /// ``register(_:path:)`` for many presenters in one transaction (a burst of registrations costs
     /// one commit and one retention pass, not one each). Each result is that presenter's.
-    public func registerAll(_ presenters: [(presenter: PresenterID, path: String)]) -> [Result<Registration, any Error>] {
+    public func registerAll(_ presenters: [(presenter: StorePresenterID, path: String)]) -> [Result<Registration, any Error>] {
         var results: [Result<Registration, any Error>] = []
         results.reserveCapacity(presenters.count)
         do {
@@ -43,7 +43,7 @@ extension DocumentStore {
         return results
     }
 
-    private func register(_ db: Database, _ presenter: PresenterID, _ relative: String, _ absolute: String) throws -> Registration {
+    private func register(_ db: Database, _ presenter: StorePresenterID, _ relative: String, _ absolute: String) throws -> Registration {
         guard let st = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
         let identity = FileIdentity(st)
         let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
@@ -59,7 +59,7 @@ extension DocumentStore {
     /// The presenter now has the file as it is on disk (it saved, or it reloaded): its base moves to
     /// the current file and its unsaved-changes flag clears.
     @discardableResult
-    public func rebase(_ presenter: PresenterID, path: String) throws -> Registration {
+    public func rebase(_ presenter: StorePresenterID, path: String) throws -> Registration {
         let (relative, absolute) = try resolve(path)
         return try write { db in
             let document = try requireInterest(db, presenter, relative)
@@ -72,7 +72,7 @@ extension DocumentStore {
 
     /// Whether the presenter has unsaved changes in the document (decides between a conflict and
     /// the default action when the file changes underneath it).
-    public func setUnsavedChanges(_ presenter: PresenterID, path: String, _ hasUnsavedChanges: Bool) throws {
+    public func setUnsavedChanges(_ presenter: StorePresenterID, path: String, _ hasUnsavedChanges: Bool) throws {
         let (relative, _) = try resolve(path)
         try write { db in
             let document = try requireInterest(db, presenter, relative)
@@ -84,7 +84,7 @@ extension DocumentStore {
 
     /// The presenter lets go of the document: its base is released and retention may drop it.
     /// Its open conflicts stay (they can still be resolved, for example from the command line).
-    public func unregister(_ presenter: PresenterID, path: String) throws {
+    public func unregister(_ presenter: StorePresenterID, path: String) throws {
         let (relative, _) = try resolve(path)
         try write { db in
             let document = try requireInterest(db, presenter, relative)
@@ -95,14 +95,14 @@ extension DocumentStore {
     /// The presenter is gone (disconnected, or not reconnected after a restart): drops all its
     /// interests. Returns how many there were.
     @discardableResult
-    public func unregisterAll(_ presenter: PresenterID) throws -> Int {
+    public func unregisterAll(_ presenter: StorePresenterID) throws -> Int {
         try unregisterAll([presenter])
     }
 
     /// ``unregisterAll(_:)`` for many presenters in one transaction (a connection closing with
     /// 10,000 presenters costs one commit). Returns how many interests there were.
     @discardableResult
-    public func unregisterAll(_ presenters: [PresenterID]) throws -> Int {
+    public func unregisterAll(_ presenters: [StorePresenterID]) throws -> Int {
         guard !presenters.isEmpty else { return 0 }
         return try write { db in
             var removed = 0
@@ -117,9 +117,9 @@ extension DocumentStore {
 
     /// Every presenter with an interest recorded (they survive a restart; the integrator drops the
     /// ones that do not come back with ``unregisterAll(_:)``).
-    public func presenters() throws -> [PresenterID] {
+    public func presenters() throws -> [StorePresenterID] {
         try read { db in
-            try String.fetchAll(db, sql: "SELECT DISTINCT presenter FROM interest ORDER BY presenter").map(PresenterID.init(rawValue:))
+            try String.fetchAll(db, sql: "SELECT DISTINCT presenter FROM interest ORDER BY presenter").map(StorePresenterID.init(rawValue:))
         }
     }
 
@@ -177,7 +177,7 @@ extension DocumentStore {
 
     // MARK: Internals
 
-    func requireInterest(_ db: Database, _ presenter: PresenterID, _ relative: String) throws -> DocumentID {
+    func requireInterest(_ db: Database, _ presenter: StorePresenterID, _ relative: String) throws -> DocumentID {
         guard let document = try documentID(db, relative),
               try Bool.fetchOne(db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter.rawValue]) != nil
         else { throw DocumentStoreError.unknownPresenter(presenter: presenter.rawValue, path: relative) }
@@ -187,7 +187,7 @@ extension DocumentStore {
     /// Makes the file as it is now the presenter's base: cloned when cheap, otherwise pending
     /// (or reusing a version that already holds exactly this file).
     func setBase(
-        _ db: Database, _ document: DocumentID, _ presenter: PresenterID, _ relative: String, _ absolute: String, _ st: stat
+        _ db: Database, _ document: DocumentID, _ presenter: StorePresenterID, _ relative: String, _ absolute: String, _ st: stat
     ) throws -> (BaseState, Snapshot?) {
         let identity = FileIdentity(st)
         // Cached statements: this runs once per presenter of a document at every change of it.
@@ -213,7 +213,7 @@ extension DocumentStore {
     /// ``setBase(_:_:_:_:_:_:)`` for every presenter of a document that reloads the same file: the
     /// kept version that may hold it is looked up once, then one update per presenter.
     func setBases(
-        _ db: Database, _ document: DocumentID, _ presenters: [PresenterID], _ relative: String, _ absolute: String, _ st: stat
+        _ db: Database, _ document: DocumentID, _ presenters: [StorePresenterID], _ relative: String, _ absolute: String, _ st: stat
     ) throws {
         if inPlaceMethod == .reflink && configuration.eagerBaseWhenCloneable {
             for presenter in presenters { _ = try setBase(db, document, presenter, relative, absolute, st) }

@@ -83,7 +83,7 @@ extension DocumentStore {
             case .merge:
                 if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
                 guard let mine else { throw DocumentStoreError.missingContents("merge") }
-                let interestBase = try Int64.fetchOne(
+                let interestBase = try UInt64.fetchOne(
                     db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
                     arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
                 let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue ?? interestBase, mine: try Self.bytes(of: mine),
@@ -138,7 +138,7 @@ extension DocumentStore {
 
     /// Three-way merge of `mine` and `theirs` against the kept version `baseID`; refused without a
     /// base and for binary input.
-    private func mergeWithBase(_ db: Database, _ baseID: Int64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> TextMerge.Merged {
+    private func mergeWithBase(_ db: Database, _ baseID: UInt64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> TextMerge.Merged {
         guard let baseID, let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
         else { throw DocumentStoreError.baseUnavailable(path: relative) }
         let base = try FileSystem.readAll(storedPath(baseName))

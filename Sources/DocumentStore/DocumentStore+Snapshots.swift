@@ -185,14 +185,14 @@ extension DocumentStore {
     // MARK: Documents
 
     func documentID(_ db: Database, _ relative: String) throws -> DocumentID? {
-        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM document WHERE path = ?"), arguments: [relative]).map(DocumentID.init(rawValue:))
+        try UInt64.fetchOne(db.cachedStatement(sql: "SELECT id FROM document WHERE path = ?"), arguments: [relative]).map(DocumentID.init(rawValue:))
     }
 
     func createDocument(_ db: Database, _ relative: String, _ identity: FileIdentity?) throws -> DocumentID {
         try db.execute(
             sql: "INSERT INTO document (path, dev, ino, size, mtimeNs, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
             arguments: StatementArguments([relative.databaseValue] + Schema.identityValues(identity) + [Self.now().databaseValue]))
-        return DocumentID(rawValue: db.lastInsertedRowID)
+        return DocumentID(rawValue: UInt64(db.lastInsertedRowID))
     }
 
     func setIdentity(_ db: Database, _ document: DocumentID, _ identity: FileIdentity?) throws {

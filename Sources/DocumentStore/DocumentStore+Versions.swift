@@ -56,7 +56,7 @@ extension DocumentStore {
         let new = try statDocument(absolute, relative) == nil ? [] : try FileSystem.readAll(absolute)
         return TextMerge.unifiedDiff(
             // The labels show the name escaped (`displayEscaped`): it cannot drive the terminal.
-            old: old, new: new, oldLabel: "a/\(relative.displayEscaped) (version \(id))", newLabel: "b/\(relative.displayEscaped) (current)")
+            old: old, new: new, oldLabel: "a/\(relative.displayEscaped) (version \(id.rawValue))", newLabel: "b/\(relative.displayEscaped) (current)")
     }
 
     /// Writes a kept version back over the file at `path` (its document's current path by
@@ -65,7 +65,7 @@ extension DocumentStore {
     /// restore re-creates (its document was deleted) belongs to `owner` (nil: the store's user);
     /// a file written over keeps its owner.
     @discardableResult
-    public func restore(_ id: VersionID, to path: String? = nil, by presenter: PresenterID? = nil, owner: FileOwner? = nil) throws -> RestoreOutcome {
+    public func restore(_ id: VersionID, to path: String? = nil, by presenter: StorePresenterID? = nil, owner: FileOwner? = nil) throws -> RestoreOutcome {
         let version = try version(id)
         let target = try path ?? document(version.document)?.path ?? version.path
         let (relative, absolute) = try resolve(target)

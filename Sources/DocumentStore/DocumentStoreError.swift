@@ -15,11 +15,11 @@ public enum DocumentStoreError: Error, Equatable, Sendable, CustomStringConverti
     /// The presenter has not registered interest in this document.
     case unknownPresenter(presenter: String, path: String)
     /// No kept version with this id.
-    case unknownVersion(Int64)
+    case unknownVersion(UInt64)
     /// No conflict with this id.
-    case unknownConflict(Int64)
+    case unknownConflict(UInt64)
     /// The conflict was already resolved.
-    case conflictAlreadyResolved(Int64, resolution: String)
+    case conflictAlreadyResolved(UInt64, resolution: String)
     /// Reload and merge need the file on disk; it was deleted.
     case resolutionNotApplicableToDeletion(String)
     /// Save, keep both and merge need the presenter's bytes ("mine").

@@ -1,17 +1,5 @@
 import Foundation
 
-/// How a version's bytes are kept, cheapest first.
-public enum SnapshotMethod: String, Sendable, Codable, CaseIterable {
-    /// A hard link to the old inode, kept when the document is replaced (renamed over) or deleted:
-    /// no data is copied, O(1) whatever the size.
-    case link
-    /// A `FICLONE` clone (XFS with reflink=1, btrfs): shares extents, O(extents), no extra space
-    /// until one side is written.
-    case reflink
-    /// A full copy (ext4 and other filesystems without clones): paid once per base.
-    case copy
-}
-
 /// Why a version was kept.
 public enum VersionReason: String, Sendable, Codable, CaseIterable {
     /// A presenter's loaded version, captured when it registered (where cloning is cheap).
@@ -73,21 +61,6 @@ public enum ChangeKind: String, Sendable, Codable {
     case lostUpdate
 }
 
-/// The ways out of a conflict.
-public enum Resolution: String, Sendable, Codable, CaseIterable {
-    /// Drop the document (and "mine"); the presenter lets go.
-    case close
-    /// Write "mine" over "theirs"; restores a deleted file.
-    case save
-    /// Discard "mine" and load "theirs"; not for deletions.
-    case reload
-    /// Write "mine" as a named conflict copy beside the file; the presenter takes "theirs" (or
-    /// closes, when the file was deleted).
-    case keepBoth
-    /// Three-way merge of "mine" and "theirs" against the base, for text; written over the file.
-    case merge
-}
-
 /// A conflict's life cycle.
 public enum ConflictState: String, Sendable, Codable {
     case open
@@ -100,7 +73,7 @@ public struct Conflict: Sendable, Hashable, Codable {
     public var id: ConflictID
     public var document: DocumentID
     public var path: String
-    public var presenter: PresenterID
+    public var presenter: StorePresenterID
     public var kind: ChangeKind
     public var state: ConflictState
     public var resolution: Resolution?
@@ -130,7 +103,7 @@ public enum PresenterAction: Sendable, Hashable {
 
 /// One presenter's share of an underlying-file-changed event.
 public struct PresenterOutcome: Sendable, Hashable {
-    public var presenter: PresenterID
+    public var presenter: StorePresenterID
     public var action: PresenterAction
 }
 
@@ -190,7 +163,7 @@ public enum BaseState: Sendable, Hashable {
 
 /// One presenter's interest in a document.
 public struct PresenterInterest: Sendable, Hashable {
-    public var presenter: PresenterID
+    public var presenter: StorePresenterID
     public var base: BaseState
     public var hasUnsavedChanges: Bool
     public var registeredAt: Date

@@ -106,11 +106,11 @@ enum Schema {
         else { throw DocumentStoreError.database("unreadable conflict row \(row)") }
         let resolution: String? = row["resolution"]
         let resolvedAt: Double? = row["resolvedAt"]
-        let baseVersion: Int64? = row["baseVersionId"]
-        let theirsVersion: Int64? = row["theirsVersionId"]
+        let baseVersion: UInt64? = row["baseVersionId"]
+        let theirsVersion: UInt64? = row["theirsVersionId"]
         return Conflict(
             id: ConflictID(rawValue: row["id"]), document: DocumentID(rawValue: row["documentId"]),
-            path: row["docPath"] ?? "", presenter: PresenterID(rawValue: row["presenter"]), kind: kind,
+            path: row["docPath"] ?? "", presenter: StorePresenterID(rawValue: row["presenter"]), kind: kind,
             state: state, resolution: resolution.flatMap(Resolution.init(rawValue:)),
             resolvedBy: row["resolvedBy"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
             resolvedAt: resolvedAt.map(Date.init(timeIntervalSince1970:)),
@@ -122,7 +122,7 @@ enum Schema {
     static func interest(_ row: Row) -> PresenterInterest {
         let state: String = row["baseState"]
         let base: BaseState
-        if state == "kept", let id: Int64 = row["baseVersionId"] {
+        if state == "kept", let id: UInt64 = row["baseVersionId"] {
             base = .kept(VersionID(rawValue: id))
         } else if state == "pending", let identity = identity(row, "base") {
             base = .pending(identity)
@@ -130,7 +130,7 @@ enum Schema {
             base = .lost
         }
         return PresenterInterest(
-            presenter: PresenterID(rawValue: row["presenter"]), base: base,
+            presenter: StorePresenterID(rawValue: row["presenter"]), base: base,
             hasUnsavedChanges: row["hasUnsavedChanges"], registeredAt: Date(timeIntervalSince1970: row["registeredAt"]))
     }
 }

@@ -11,17 +11,17 @@ public struct EventDetails: Sendable, Hashable, Codable {
     /// The presenter concerned.
     public var presenterID: String?
     /// What a presenter was asked.
-    public var ask: AskKind?
+    public var ask: LoggedAsk?
     /// Microseconds: presenter answer time, time waited before a timeout, or request-to-grant time.
     public var latencyMicros: UInt64?
     /// How a snapshot was taken.
-    public var snapshotMethod: SnapshotMethod?
+    public var snapshotMethod: Recorded<SnapshotMethod>?
     /// A byte count: snapshot size, bytes freed by retention, bytes cut from a torn tail.
     public var bytes: UInt64?
     /// The document store's id of a kept version.
     public var versionID: String?
     /// How a conflict was resolved.
-    public var resolution: Resolution?
+    public var resolution: Recorded<Resolution>?
     /// The errno an access failed with or a presenter answered with.
     public var errno: Int32?
     /// A short machine-friendly reason (`GapReason` for gaps, `strict`, `deadline`, ...).
@@ -35,9 +35,9 @@ public struct EventDetails: Sendable, Hashable, Codable {
 
     public init(
         intent: IntentKind? = nil, options: [String] = [], requestID: UInt64? = nil,
-        presenterID: String? = nil, ask: AskKind? = nil, latencyMicros: UInt64? = nil,
-        snapshotMethod: SnapshotMethod? = nil, bytes: UInt64? = nil, versionID: String? = nil,
-        resolution: Resolution? = nil, errno: Int32? = nil, reason: String? = nil,
+        presenterID: String? = nil, ask: LoggedAsk? = nil, latencyMicros: UInt64? = nil,
+        snapshotMethod: Recorded<SnapshotMethod>? = nil, bytes: UInt64? = nil, versionID: String? = nil,
+        resolution: Recorded<Resolution>? = nil, errno: Int32? = nil, reason: String? = nil,
         message: String? = nil, gapFrom: UInt64? = nil, gapTo: UInt64? = nil
     ) {
         self.intent = intent
@@ -71,12 +71,12 @@ public struct EventDetails: Sendable, Hashable, Codable {
         options = try c.decodeIfPresent([String].self, forKey: .options) ?? []
         requestID = try c.decodeIfPresent(UInt64.self, forKey: .requestID)
         presenterID = try c.decodeIfPresent(String.self, forKey: .presenterID)
-        ask = try c.decodeIfPresent(AskKind.self, forKey: .ask)
+        ask = try c.decodeIfPresent(LoggedAsk.self, forKey: .ask)
         latencyMicros = try c.decodeIfPresent(UInt64.self, forKey: .latencyMicros)
-        snapshotMethod = try c.decodeIfPresent(SnapshotMethod.self, forKey: .snapshotMethod)
+        snapshotMethod = try c.decodeIfPresent(Recorded<SnapshotMethod>.self, forKey: .snapshotMethod)
         bytes = try c.decodeIfPresent(UInt64.self, forKey: .bytes)
         versionID = try c.decodeIfPresent(String.self, forKey: .versionID)
-        resolution = try c.decodeIfPresent(Resolution.self, forKey: .resolution)
+        resolution = try c.decodeIfPresent(Recorded<Resolution>.self, forKey: .resolution)
         errno = try c.decodeIfPresent(Int32.self, forKey: .errno)
         reason = try c.decodeIfPresent(String.self, forKey: .reason)
         message = try c.decodeIfPresent(String.self, forKey: .message)

@@ -1,23 +1,41 @@
 // Open-ended, string-backed names for detail values. They are structs rather than enums so the
-// coordinator can log a value this module has not heard of yet without a schema change; the
-// well-known values are static constants.
+// coordinator can log a value this module has not heard of yet without a schema change, and a
+// reader keeps a value a newer writer logged: the values the log alone has are static constants
+// here; the snapshot method and the resolution are Vocabulary's enums, held as `Recorded`.
+@_exported import Vocabulary
 
-/// What a presenter was asked to do (`presenterAsked`, `presenterAnswered`, `presenterTimedOut`).
-public struct AskKind: RawRepresentable, Sendable, Hashable, Codable, ExpressibleByStringLiteral {
+/// A value of one of Vocabulary's string enums (`SnapshotMethod`, `Resolution`) as a record holds
+/// it: open, so a value this build does not know is kept as it was logged.
+public struct Recorded<Known: RawRepresentable & Sendable & Hashable>: RawRepresentable, Sendable, Hashable, Codable,
+    ExpressibleByStringLiteral where Known.RawValue == String
+{
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    public init(_ known: Known) { rawValue = known.rawValue }
+
+    /// The value, when this build knows it.
+    public var known: Known? { Known(rawValue: rawValue) }
+}
+
+/// What a presenter was asked to do (`presenterAsked`, `presenterAnswered`, `presenterTimedOut`), by
+/// the coordinator's names. Not the protocol's `AskKind`: the wire says `save` where the log says
+/// `saveChanges`, and has `reacquire`, which is no ask of the coordinator's.
+public struct LoggedAsk: RawRepresentable, Sendable, Hashable, Codable, ExpressibleByStringLiteral {
     public var rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
     public init(stringLiteral value: String) { rawValue = value }
 
     /// `relinquishPresentedItem(toReader:)`.
-    public static let relinquishToReader: AskKind = "relinquishToReader"
+    public static let relinquishToReader: LoggedAsk = "relinquishToReader"
     /// `relinquishPresentedItem(toWriter:)`.
-    public static let relinquishToWriter: AskKind = "relinquishToWriter"
+    public static let relinquishToWriter: LoggedAsk = "relinquishToWriter"
     /// `savePresentedItemChanges(completionHandler:)`.
-    public static let saveChanges: AskKind = "saveChanges"
+    public static let saveChanges: LoggedAsk = "saveChanges"
     /// `accommodatePresentedItemDeletion(completionHandler:)`.
-    public static let accommodateDeletion: AskKind = "accommodateDeletion"
+    public static let accommodateDeletion: LoggedAsk = "accommodateDeletion"
     /// `accommodatePresentedSubitemDeletion(at:completionHandler:)`.
-    public static let accommodateSubitemDeletion: AskKind = "accommodateSubitemDeletion"
+    public static let accommodateSubitemDeletion: LoggedAsk = "accommodateSubitemDeletion"
 }
 
 /// The direction of a coordinated access.
@@ -28,37 +46,6 @@ public struct IntentKind: RawRepresentable, Sendable, Hashable, Codable, Express
 
     public static let read: IntentKind = "read"
     public static let write: IntentKind = "write"
-}
-
-/// How the document store kept a version (`snapshotTaken`).
-public struct SnapshotMethod: RawRepresentable, Sendable, Hashable, Codable, ExpressibleByStringLiteral {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { rawValue = value }
-
-    /// `link()` of the old inode into the store (rename over or deletion; no copy).
-    public static let link: SnapshotMethod = "link"
-    /// `FICLONE` copy-on-write clone (XFS reflink, btrfs).
-    public static let reflink: SnapshotMethod = "reflink"
-    /// A byte copy before the first in-place write (ext4 and others).
-    public static let copy: SnapshotMethod = "copy"
-}
-
-/// How a conflict was resolved (`conflictResolved`).
-public struct Resolution: RawRepresentable, Sendable, Hashable, Codable, ExpressibleByStringLiteral {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { rawValue = value }
-
-    public static let close: Resolution = "close"
-    /// Mine over theirs (restores a deleted file).
-    public static let save: Resolution = "save"
-    /// Theirs.
-    public static let reload: Resolution = "reload"
-    /// A named conflict copy next to the document.
-    public static let keepBoth: Resolution = "keepBoth"
-    /// A three-way text merge using the base.
-    public static let merge: Resolution = "merge"
 }
 
 /// Why a `gap` record exists.

@@ -76,7 +76,7 @@ enum ProtocolBench {
     final class BenchHandler: ControlServerHandler, @unchecked Sendable {
         let lock = NSLock()
         var opened: [ControlConnection] = []
-        var registered: [(ControlConnection, ControlProtocol.PresenterID, MountPath)] = []
+        var registered: [(ControlConnection, PresenterID, MountPath)] = []
         var next: UInt64 = 0
 
         func controlServer(_ server: ControlServer, didOpen connection: ControlConnection) {
@@ -84,10 +84,10 @@ enum ProtocolBench {
         }
         func controlServer(_ server: ControlServer, didReceive message: ControlMessage, on connection: ControlConnection) {
             if case .register(let r) = message {
-                let id = lock.withLock { () -> ControlProtocol.PresenterID in
+                let id = lock.withLock { () -> PresenterID in
                     next += 1
-                    registered.append((connection, ControlProtocol.PresenterID(next), r.path))
-                    return ControlProtocol.PresenterID(next)
+                    registered.append((connection, PresenterID(next), r.path))
+                    return PresenterID(next)
                 }
                 connection.send(.registered(Registered(id: r.id, presenter: id)))
             }

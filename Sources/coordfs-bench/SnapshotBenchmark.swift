@@ -57,7 +57,7 @@ enum SnapshotBenchmark {
                 var repeatWrite: UInt64?
                 if method != .link {
                     // A presenter's base: the first in-place write pays, the next ones do not.
-                    let presenter = PresenterID("bench")
+                    let presenter = StorePresenterID("bench")
                     try touch(root + "/doc.bin", round: repetitions)
                     try store.register(presenter, path: "doc.bin")
                     _ = try store.preserveBeforeInPlaceWrite("doc.bin")

@@ -50,7 +50,7 @@ struct ConflictsCommand: ParsableCommand {
             var state = c.state.rawValue
             if let r = c.resolution { state += " (\(r.rawValue))" }
             rows.append(["\(c.id.rawValue)", root + "/" + c.path, c.kind.rawValue, state, c.presenter.rawValue,
-                         StoreFormat.time(c.createdAt), c.baseVersion.map { "\($0)" } ?? "-"])
+                         StoreFormat.time(c.createdAt), c.baseVersion.map { "\($0.rawValue)" } ?? "-"])
         }
         print(StoreFormat.table(rows), terminator: "")
     }

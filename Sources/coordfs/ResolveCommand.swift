@@ -42,8 +42,8 @@ struct ResolveCommand: ParsableCommand {
             value == .keepBoth ? .customLong("keep-both") : .long
         }
 
-        /// The resolution, as the protocol names it.
-        var resolution: ConflictResolution {
+        /// The resolution (the protocol's and the store's).
+        var resolution: Resolution {
             switch self {
             case .close: .close
             case .save: .save
@@ -52,9 +52,6 @@ struct ResolveCommand: ParsableCommand {
             case .merge: .merge
             }
         }
-
-        /// The same resolution, as the store names it (the raw values are the same words).
-        var storeResolution: Resolution { Resolution(rawValue: resolution.rawValue)! }
     }
 
     @Argument(help: ArgumentHelp("A document inside a coordfs mount.", valueName: "path"))
@@ -108,12 +105,11 @@ struct ResolveCommand: ParsableCommand {
         // are asked and told), the event log records it, and the conflict's presenter hears of it.
         // A dead mount (or an unmounted folder) is resolved in the store directly.
         if !location.mount.stale, let mountPath = location.mountPath {
-            let wireID = ControlProtocol.ConflictID(rawValue: UInt64(conflict.id.rawValue))
-            let contents: DocumentContents? = from.map { .file(absolute($0)) }
+                        let contents: DocumentContents? = from.map { .file(absolute($0)) }
             let result: DocumentResolutionResult
             do {
                 let (mount, _) = try CoordFSMount.containing(mountPath)
-                result = try runBlocking { try await mount.resolve(wireID, with: choice.resolution, mine: contents) }
+                result = try runBlocking { try await mount.resolve(conflict.id, with: choice.resolution, mine: contents) }
             } catch {
                 throw CLIError("cannot resolve conflict \(conflict.id.rawValue) of \(path): \(error)")
             }
@@ -121,8 +117,8 @@ struct ResolveCommand: ParsableCommand {
                           mergeConflicts: result.mergeConflicts))
             return
         }
-        let outcome = try storeCall { try store.resolve(conflict.id, with: choice.storeResolution, mine: mine, by: "cli:\(getuid())") }
-        print(summary(of: conflict, written: outcome.writtenPath.map { "\(root)/\($0)" }, preserved: outcome.preserved.map { "\($0.version.id)" },
+        let outcome = try storeCall { try store.resolve(conflict.id, with: choice.resolution, mine: mine, by: "cli:\(getuid())") }
+        print(summary(of: conflict, written: outcome.writtenPath.map { "\(root)/\($0)" }, preserved: outcome.preserved.map { "\($0.version.id.rawValue)" },
                       mergeConflicts: outcome.mergeConflicts))
     }
 

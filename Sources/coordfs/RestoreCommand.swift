@@ -38,7 +38,7 @@ struct RestoreCommand: ParsableCommand {
         guard let target = location.mountPath, !location.mount.stale else {
             throw CLIError("the mount of \(location.mount.backing) is not running: a restore is a coordinated write; mount it again first")
         }
-        let wanted = ControlProtocol.VersionID(UInt64(version))
+        let wanted = VersionID(UInt64(version))
         let result: DocumentRestoreResult
         do {
             let (mount, relative) = try CoordFSMount.containing(target)

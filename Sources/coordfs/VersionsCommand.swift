@@ -49,7 +49,7 @@ struct VersionsCommand: ParsableCommand {
         }
         var rows = [["VERSION", "TIME", "SIZE", "WHY", "HOW", ""]]
         for v in versions {
-            rows.append(["\(v.id)", StoreFormat.time(v.createdAt), StoreFormat.size(v.size), v.reason.rawValue, v.method.rawValue, v.isPinned ? "pinned" : ""])
+            rows.append(["\(v.id.rawValue)", StoreFormat.time(v.createdAt), StoreFormat.size(v.size), v.reason.rawValue, v.method.rawValue, v.isPinned ? "pinned" : ""])
         }
         print(StoreFormat.table(rows), terminator: "")
     }
@@ -105,7 +105,9 @@ struct StoreLocation {
     /// The kept version `number`, which must be one of this document's.
     func version(_ number: Int64, in store: DocumentStore) throws -> Version {
         try requireDocumentPath()
-        let version = try storeCall { try store.version(VersionID(rawValue: number)) }
+        // A negative number names no version, as the store would say of a number it never gave.
+        guard let id = UInt64(exactly: number) else { throw CLIError("no kept version \(number)") }
+        let version = try storeCall { try store.version(VersionID(id)) }
         let ofThisDocument = try storeCall { try store.versions(ofPath: relative) }.contains { $0.id == version.id }
         guard ofThisDocument || ExactName.same(version.path, relative) else {
             throw CLIError("version \(number) is not a version of \(displayPath) (it was kept for /\(version.path); see `coordfs versions \(displayPath)`)")

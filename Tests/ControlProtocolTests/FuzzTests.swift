@@ -112,8 +112,8 @@ final class FuzzTests: XCTestCase {
         }
         func intent() -> Intent {
             rng.next() % 2 == 0
-                ? .reading(path(), options: ReadingOptions(rawValue: UInt32(rng.next() % 16)))
-                : .writing(path(), options: WritingOptions(rawValue: UInt32(rng.next() % 32)))
+                ? .reading(path(), options: ReadingOptions(rawValue: UInt(rng.next() % 16)))
+                : .writing(path(), options: WritingOptions(rawValue: UInt(rng.next() % 32)))
         }
         func identity() -> DocumentIdentity {
             DocumentIdentity(device: rng.next(), inode: rng.next() % 2 == 0 ? rng.next() % 1000 : rng.next(), size: id(),
@@ -157,8 +157,8 @@ final class FuzzTests: XCTestCase {
         }))
         case 14:
             let mine: ResolutionContents? = [nil, .bytes(bytes()), .path(path())][Int(rng.next() % 3)]
-            return .resolve(Resolve(id: RequestID(id()), conflict: ConflictID(id()), resolution: ConflictResolution.allCases[Int(rng.next() % 5)], mine: mine))
-        case 15: return .resolved(Resolved(id: RequestID(id()), conflict: ConflictID(id()), resolution: ConflictResolution.allCases[Int(rng.next() % 5)],
+            return .resolve(Resolve(id: RequestID(id()), conflict: ConflictID(id()), resolution: Resolution.allCases[Int(rng.next() % 5)], mine: mine))
+        case 15: return .resolved(Resolved(id: RequestID(id()), conflict: ConflictID(id()), resolution: Resolution.allCases[Int(rng.next() % 5)],
                                            path: path(), writtenPath: rng.next() % 2 == 0 ? path() : nil,
                                            preservedVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil, mergeConflicts: Int(rng.next() % 9),
                                            after: rng.next() % 2 == 0 ? identity() : nil))

@@ -64,10 +64,10 @@ final class ControlServiceTests: ClientMountTestCase {
         try writeBacking("b.txt", "b")
         let client = try RawClient(socket: socketPath)
         XCTAssertTrue(client.hello())
-        XCTAssertEqual(code(client.request { .unregister(Unregister(id: $0, presenter: ControlProtocol.PresenterID(999))) }), .unknownPresenter)
+        XCTAssertEqual(code(client.request { .unregister(Unregister(id: $0, presenter: PresenterID(999))) }), .unknownPresenter)
         XCTAssertEqual(code(client.request { .release(Release(id: $0, access: AccessID(999))) }), .unknownAccess)
         let a = try MountPath(validating: "a.txt"), b = try MountPath(validating: "b.txt")
-        XCTAssertEqual(code(client.request { .coordinate(Coordinate(id: $0, intents: [.reading(a)], presenter: ControlProtocol.PresenterID(5))) }), .unknownPresenter)
+        XCTAssertEqual(code(client.request { .coordinate(Coordinate(id: $0, intents: [.reading(a)], presenter: PresenterID(5))) }), .unknownPresenter)
         guard case .granted(let granted) = client.request({ .coordinate(Coordinate(id: $0, intents: [.writing(a)])) }) else {
             return XCTFail("no grant")
         }

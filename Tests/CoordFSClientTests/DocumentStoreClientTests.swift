@@ -272,7 +272,7 @@ final class DocumentStoreClientTests: ClientMountTestCase {
             return nil
         }
         let doc = try MountPath(validating: "doc.txt"), folder = try MountPath(validating: "folder")
-        XCTAssertEqual(code(client.request { .setUnsavedChanges(SetUnsavedChanges(id: $0, presenter: ControlProtocol.PresenterID(999), unsaved: true)) }), .unknownPresenter)
+        XCTAssertEqual(code(client.request { .setUnsavedChanges(SetUnsavedChanges(id: $0, presenter: PresenterID(999), unsaved: true)) }), .unknownPresenter)
         XCTAssertEqual(code(client.request { .register(Register(id: $0, path: folder, kind: .directory, unsaved: true)) }), .notADocument)
         XCTAssertEqual(code(client.request { .register(Register(id: $0, path: try! MountPath(validating: "new.txt"), kind: .file, unsaved: true)) }), .notADocument)
         XCTAssertEqual(presenterCount, 0, "a refused registration leaves nothing registered")

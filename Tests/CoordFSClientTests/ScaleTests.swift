@@ -21,7 +21,7 @@ final class ScaleTests: ClientMountTestCase {
     }
 
     /// Registers `count` presenters of `path` on `client` (pipelined); returns their ids.
-    func registerMany(_ client: RawClient, _ path: String, count: Int, asks: Set<AskKind> = []) throws -> [ControlProtocol.PresenterID] {
+    func registerMany(_ client: RawClient, _ path: String, count: Int, asks: Set<AskKind> = []) throws -> [PresenterID] {
         let mountPath = try MountPath(validating: path)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(count * 100)
@@ -29,7 +29,7 @@ final class ScaleTests: ClientMountTestCase {
             bytes += ControlMessage.register(Register(id: client.id(), path: mountPath, kind: .file, asks: asks)).encodedFrame()
         }
         client.sendAll(bytes)
-        var ids: [ControlProtocol.PresenterID] = []
+        var ids: [PresenterID] = []
         while ids.count < count, let message = client.receive() {
             switch message {
             case .registered(let r): ids.append(r.presenter)

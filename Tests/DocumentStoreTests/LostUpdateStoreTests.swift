@@ -7,7 +7,7 @@ import XCTest
 /// for its readers, recording the conflict, and every resolution.
 final class LostUpdateStoreTests: XCTestCase {
     var f: Fixture!
-    let saver = PresenterID("process:4242:77:uid:0")
+    let saver = StorePresenterID("process:4242:77:uid:0")
 
     override func setUpWithError() throws {
         let parent = "/tmp/coordfs-store-tests"

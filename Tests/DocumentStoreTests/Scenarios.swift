@@ -11,8 +11,8 @@ struct Scenarios {
     /// Whether that filesystem clones (decides the expected methods).
     let expectsReflink: Bool
 
-    let alice = PresenterID("alice")
-    let bob = PresenterID("bob")
+    let alice = StorePresenterID("alice")
+    let bob = StorePresenterID("bob")
 
     func fixture(_ configuration: StoreConfiguration = StoreConfiguration()) throws -> Fixture { try make(configuration) }
 
@@ -413,7 +413,7 @@ struct Scenarios {
         XCTAssertEqual(versions.map(\.size), [15, 14])
         XCTAssertEqual(try f.text(versions[1].id), "# Notes\nfirst\n")
         XCTAssertEqual(try f.store.diff(versions[1].id), """
-            --- a/notes.md (version \(versions[1].id))
+            --- a/notes.md (version \(versions[1].id.rawValue))
             +++ b/notes.md (current)
             @@ -1,2 +1,2 @@
              # Notes
@@ -584,7 +584,7 @@ struct Scenarios {
         let errors = ErrorBox()
         DispatchQueue.concurrentPerform(iterations: 8) { i in
             do {
-                let presenter = PresenterID("p\(i)")
+                let presenter = StorePresenterID("p\(i)")
                 for round in 0..<5 {
                     try store.register(presenter, path: "f\(i).txt")
                     try store.setUnsavedChanges(presenter, path: "f\(i).txt", round % 2 == 0)

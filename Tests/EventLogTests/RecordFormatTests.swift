@@ -63,6 +63,31 @@ final class RecordFormatTests: XCTestCase {
 
     /// The standard CRC-32 check values, and a bit-by-bit reference for every length and alignment
     /// the 8-byte loop and its tail can meet.
+    /// The snapshot method and the resolution are Vocabulary's enums, but a record holds them
+    /// open: a value a newer writer logged (unknown to this build) survives the binary codec, the
+    /// JSON line and Codable, and a known one reads back as the enum's case.
+    func testSnapshotMethodAndResolutionStayOpenEnded() throws {
+        var r = EventRecord(seq: 9, time: EventTime(millisecondsSinceEpoch: 0), kind: .conflictResolved, path: "/d")
+        r.details.snapshotMethod = "dedupe"
+        r.details.resolution = "rebase"
+        var frame: [UInt8] = []
+        RecordCodec.appendFrame(r, to: &frame)
+        let binary = try frame.withUnsafeBytes {
+            try RecordCodec.decode(UnsafeRawBufferPointer(rebasing: $0[RecordCodec.frameHeaderSize...]))
+        }
+        let line = EventFormatter(style: .json).format(r)
+        let json = try JSONDecoder().decode(EventRecord.self, from: Data(line.utf8))
+        let codable = try JSONDecoder().decode(EventRecord.self, from: JSONEncoder().encode(r))
+        for decoded in [binary, json, codable] {
+            XCTAssertEqual(decoded.details.snapshotMethod?.rawValue, "dedupe")
+            XCTAssertEqual(decoded.details.resolution?.rawValue, "rebase")
+            XCTAssertNil(decoded.details.resolution?.known)
+        }
+        XCTAssertTrue(line.contains(#""snapshotMethod":"dedupe""#) && line.contains(#""resolution":"rebase""#), line)
+        XCTAssertEqual(Recorded(Resolution.keepBoth).rawValue, "keepBoth")
+        XCTAssertEqual(Recorded<SnapshotMethod>(rawValue: "reflink").known, .reflink)
+    }
+
     func testCRC32MatchesTheStandardAndABitwiseReference() {
         XCTAssertEqual(CRC32.checksum(Array("123456789".utf8)), 0xCBF4_3926)
         XCTAssertEqual(CRC32.checksum(Array("The quick brown fox jumps over the lazy dog".utf8)), 0x414F_A339)

@@ -31,8 +31,8 @@ func sampleRecords() -> [EventRecord] {
             actor: EventActor(pid: 4242 + Int32(i), uid: 1000, executable: "/usr/bin/vim"),
             details: EventDetails(
                 intent: .write, options: ["forDeleting", "forMoving"], requestID: UInt64(i) * 7,
-                presenterID: "p\(i)", ask: .saveChanges, latencyMicros: 1234, snapshotMethod: .reflink,
-                bytes: 1 << 40, versionID: "v\(i)", resolution: .keepBoth, errno: -13, reason: "deadline",
+                presenterID: "p\(i)", ask: .saveChanges, latencyMicros: 1234, snapshotMethod: Recorded(.reflink),
+                bytes: 1 << 40, versionID: "v\(i)", resolution: Recorded(.keepBoth), errno: -13, reason: "deadline",
                 message: "tab\there \u{1B}[31m ünïcode", gapFrom: 3, gapTo: 9))
     }
 }

@@ -488,7 +488,7 @@ final class WriterTests: XCTestCase {
     func testSyncEveryBatchPolicyWrites() throws {
         let dir = makeLogDirectory(self)
         let w = try EventLogWriter(directory: dir, options: EventLogOptions(sync: .everyBatch, segmentBytes: 8192))
-        for i in 0..<500 { w.append(.snapshotTaken, path: "/s\(i)", details: EventDetails(snapshotMethod: .copy, bytes: UInt64(i))) }
+        for i in 0..<500 { w.append(.snapshotTaken, path: "/s\(i)", details: EventDetails(snapshotMethod: Recorded(.copy), bytes: UInt64(i))) }
         try w.close()
         let all = try readAll(dir)
         XCTAssertEqual(all.count, 500)

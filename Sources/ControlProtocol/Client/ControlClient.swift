@@ -241,7 +241,7 @@ package final class ControlClient: @unchecked Sendable {
     }
 
     /// Resolves a conflict of one of this connection's presenters (any conflict, for root).
-    package func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
+    package func resolve(_ conflict: ConflictID, with resolution: Resolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
         let reply = try await request { .resolve(Resolve(id: $0, conflict: conflict, resolution: resolution, mine: mine)) }
         guard case .resolved(let resolved) = reply else { throw .unexpectedReply(reply.typeName) }
         return resolved

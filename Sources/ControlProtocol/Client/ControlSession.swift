@@ -186,7 +186,7 @@ package final class ControlSession: @unchecked Sendable {
     }
 
     /// Resolves a conflict (see `ControlClient.resolve`).
-    package func resolve(_ conflict: ConflictID, with resolution: ConflictResolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
+    package func resolve(_ conflict: ConflictID, with resolution: Resolution, mine: ResolutionContents? = nil) async throws(ControlTransportError) -> Resolved {
         try await connectedClient().resolve(conflict, with: resolution, mine: mine)
     }
 

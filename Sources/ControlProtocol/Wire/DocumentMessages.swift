@@ -1,33 +1,6 @@
 // The document store's messages (docs/protocol.md, "The document store"): a presenter's unsaved
 // flag, the "underlying file changed" event, conflicts and their resolution, kept versions.
 
-/// A document's stable id in the mount's document store (`document` on the wire).
-public struct DocumentID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt64
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    public var description: String { "doc#\(rawValue)" }
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-}
-
-/// A conflict's id in the document store; never reused (`coordfs conflicts` shows the same number).
-public struct ConflictID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt64
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    public var description: String { "conflict#\(rawValue)" }
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-}
-
-/// A kept version's id in the document store (`coordfs versions` shows the same number).
-public struct VersionID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt64
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    public var description: String { "version#\(rawValue)" }
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-}
-
 /// One state of a file: its inode (device, inode number), size and modification time. Two equal
 /// identities are the same bytes as far as the store can tell.
 ///
@@ -260,22 +233,6 @@ extension ConflictList: WireMessage {
 }
 
 /// The ways out of a conflict (docs/document-store.md, "Resolutions").
-public enum ConflictResolution: String, Sendable, Hashable, CaseIterable {
-    /// Drop the document and "mine"; the file is left as it is.
-    case close
-    /// Write "mine" over the file (restores a deleted file).
-    case save
-    /// Take "theirs"; refused for a deletion.
-    case reload
-    /// Write "mine" as a named conflict copy beside the file.
-    case keepBoth
-    /// Three-way merge of "mine" and the file against the base, for text; refused for a deletion.
-    case merge
-
-    /// Whether the resolution needs the presenter's bytes.
-    public var needsContents: Bool { self == .save || self == .keepBoth || self == .merge }
-}
-
 /// The presenter's bytes for save, keep both and merge.
 package enum ResolutionContents: Sendable, Hashable {
     /// The bytes themselves (`mine`, base64; they must fit in one frame).
@@ -288,9 +245,9 @@ package enum ResolutionContents: Sendable, Hashable {
 package struct Resolve: Sendable, Hashable {
     package var id: RequestID
     package var conflict: ConflictID
-    package var resolution: ConflictResolution
+    package var resolution: Resolution
     package var mine: ResolutionContents?
-    package init(id: RequestID, conflict: ConflictID, resolution: ConflictResolution, mine: ResolutionContents? = nil) {
+    package init(id: RequestID, conflict: ConflictID, resolution: Resolution, mine: ResolutionContents? = nil) {
         self.id = id
         self.conflict = conflict
         self.resolution = resolution
@@ -332,7 +289,7 @@ extension Resolve: WireMessage {
 package struct Resolved: Sendable, Hashable {
     package var id: RequestID
     package var conflict: ConflictID
-    package var resolution: ConflictResolution
+    package var resolution: Resolution
     /// The document's path.
     package var path: MountPath
     /// The file written: the document (save, merge) or the conflict copy (keep both).
@@ -343,7 +300,7 @@ package struct Resolved: Sendable, Hashable {
     package var mergeConflicts: Int
     /// The document afterwards (nil when it does not exist).
     package var after: DocumentIdentity?
-    package init(id: RequestID, conflict: ConflictID, resolution: ConflictResolution, path: MountPath, writtenPath: MountPath? = nil,
+    package init(id: RequestID, conflict: ConflictID, resolution: Resolution, path: MountPath, writtenPath: MountPath? = nil,
                 preservedVersion: VersionID? = nil, mergeConflicts: Int = 0, after: DocumentIdentity? = nil) {
         self.id = id
         self.conflict = conflict

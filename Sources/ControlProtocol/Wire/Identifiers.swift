@@ -1,3 +1,8 @@
+// PresenterID, DocumentID, ConflictID, VersionID, Resolution and the reading and writing options
+// are Vocabulary's (shared with the coordinator, the store and the log); this module's users see
+// them through it.
+@_exported import Vocabulary
+
 /// The id of a request a client sends (`hello`, `register`, `coordinate`, ...); the reply echoes it.
 /// Clients choose it; it must be unique among that connection's outstanding requests.
 package struct RequestID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
@@ -15,15 +20,6 @@ package struct AskID: RawRepresentable, Hashable, Comparable, Sendable, CustomSt
     package init(_ rawValue: UInt64) { self.rawValue = rawValue }
     package var description: String { "ask#\(rawValue)" }
     package static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-}
-
-/// A registered presenter, as numbered by the daemon (unique for the daemon's lifetime).
-public struct PresenterID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt64
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    public var description: String { "presenter#\(rawValue)" }
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 }
 
 /// A granted coordinated access, as numbered by the daemon; `release` ends it.

@@ -23,52 +23,6 @@ public enum AskKind: String, Sendable, Hashable, CaseIterable, Comparable {
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 }
 
-/// `NSFileCoordinator.ReadingOptions`, by Apple's names.
-public struct ReadingOptions: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
-
-    /// Read without asking presenters to save first.
-    public static let withoutChanges = ReadingOptions(rawValue: 1 << 0)
-    /// Resolve a symbolic link at the path and coordinate on its target.
-    public static let resolvesSymbolicLink = ReadingOptions(rawValue: 1 << 1)
-    /// Only metadata that is available at once (no saves).
-    public static let immediatelyAvailableMetadataOnly = ReadingOptions(rawValue: 1 << 2)
-    /// Read for uploading a copy elsewhere.
-    public static let forUploading = ReadingOptions(rawValue: 1 << 3)
-
-    /// Wire names in a fixed order.
-    public static let names: [(String, ReadingOptions)] = [
-        ("withoutChanges", .withoutChanges), ("resolvesSymbolicLink", .resolvesSymbolicLink),
-        ("immediatelyAvailableMetadataOnly", .immediatelyAvailableMetadataOnly),
-        ("forUploading", .forUploading),
-    ]
-}
-
-/// `NSFileCoordinator.WritingOptions`, by Apple's names.
-public struct WritingOptions: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
-
-    /// The write deletes the item; presenters get `accommodateDeletion`.
-    public static let forDeleting = WritingOptions(rawValue: 1 << 0)
-    /// The write moves the item; presenters get `didMove` afterwards.
-    public static let forMoving = WritingOptions(rawValue: 1 << 1)
-    /// The write merges with the current contents; presenters save first.
-    public static let forMerging = WritingOptions(rawValue: 1 << 2)
-    /// The write replaces the item; presenters get `accommodateDeletion`.
-    public static let forReplacing = WritingOptions(rawValue: 1 << 3)
-    /// Only metadata that does not depend on the contents changes.
-    public static let contentIndependentMetadataOnly = WritingOptions(rawValue: 1 << 4)
-
-    /// Wire names in a fixed order.
-    public static let names: [(String, WritingOptions)] = [
-        ("forDeleting", .forDeleting), ("forMoving", .forMoving), ("forMerging", .forMerging),
-        ("forReplacing", .forReplacing),
-        ("contentIndependentMetadataOnly", .contentIndependentMetadataOnly),
-    ]
-}
-
 /// One item of a coordinated access: read or write, which path, which options.
 public enum Intent: Sendable, Hashable {
     case reading(MountPath, options: ReadingOptions = [])

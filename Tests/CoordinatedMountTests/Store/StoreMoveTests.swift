@@ -15,7 +15,7 @@ final class StoreMoveTests: StoreMountTestCase {
     /// the one conflict at `moved`, with "alpha" kept under `moved` and nothing left under doc.txt.
     @discardableResult
     private func moveThenChange(_ script: String, moved: String, theirs: String = "theirs\n", waitForMove: String? = nil,
-                                file: StaticString = #filePath, line: UInt = #line) throws -> (DocumentRecorder, Coordination.PresenterID, Conflict) {
+                                file: StaticString = #filePath, line: UInt = #line) throws -> (DocumentRecorder, PresenterID, Conflict) {
         try write("doc.txt", "alpha\n")
         let (p, id) = try presentDocument("doc.txt", unsaved: true)
         if let waitForMove {

@@ -8,7 +8,7 @@ import DocumentStore
 /// `StoreService`, on a real mount; the event-log records of each step.
 final class StoreResolutionTests: StoreMountTestCase {
     /// A presented document changed underneath unsaved work ("alpha" → "theirs").
-    private func changedConflict(unsaved: Bool = true, base: String = "alpha\nline 2\nline 3\n", theirs: String = "alpha\nline 2\nline 3 theirs\n") throws -> (DocumentRecorder, Coordination.PresenterID, Conflict) {
+    private func changedConflict(unsaved: Bool = true, base: String = "alpha\nline 2\nline 3\n", theirs: String = "alpha\nline 2\nline 3 theirs\n") throws -> (DocumentRecorder, PresenterID, Conflict) {
         try write("doc.txt", base)
         let (p, id) = try presentDocument("doc.txt", unsaved: unsaved)
         try sh("printf '\(theirs.replacingOccurrences(of: "\n", with: "\\n"))' > doc.tmp && mv doc.tmp doc.txt")
@@ -16,7 +16,7 @@ final class StoreResolutionTests: StoreMountTestCase {
     }
 
     /// A presented document deleted (for good: after the save window) underneath unsaved work.
-    private func deletedConflict() throws -> (DocumentRecorder, Coordination.PresenterID, Conflict) {
+    private func deletedConflict() throws -> (DocumentRecorder, PresenterID, Conflict) {
         try write("doc.txt", "alpha\n")
         let (p, id) = try presentDocument("doc.txt", unsaved: true)
         try sh("rm doc.txt")

@@ -9,7 +9,7 @@ import DocumentStore
 /// identity), the base kept as a version, one open conflict; the presenter's own "did change" from
 /// the coordinator arrives too, once.
 final class StoreSaveStyleTests: StoreMountTestCase {
-    private func assertConflictAfterSave(_ presenter: DocumentRecorder, id: Coordination.PresenterID, base: String, expect content: String,
+    private func assertConflictAfterSave(_ presenter: DocumentRecorder, id: PresenterID, base: String, expect content: String,
                                          file: StaticString = #filePath, line: UInt = #line) throws {
         let events = presenter.waitForEvents(1, settle: 0.8)
         let conflict = try conflict(of: events, file: file, line: line)

@@ -46,7 +46,7 @@ class StoreMountTestCase: InProcessMountTestCase {
     var store: DocumentStore { service.documentStore }
 
     /// Registers a document presenter (coordinator and store) for a mount-relative path.
-    func presentDocument(_ relative: String, unsaved: Bool = false) throws -> (DocumentRecorder, Coordination.PresenterID) {
+    func presentDocument(_ relative: String, unsaved: Bool = false) throws -> (DocumentRecorder, PresenterID) {
         let p = DocumentRecorder(path: try ItemPath(relative))
         let id = try daemon.addDocumentPresenter(p)
         if unsaved { try service.setUnsavedChanges(id, true) }
