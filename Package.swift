@@ -1,9 +1,12 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Module layout (dependency arrows point down; only FuseKit imports the C module):
+// Module layout (dependency arrows point down; only FuseKit imports libfuse's CFuse3, only Linux
+// imports CLinux, the GNU calls Glibc's module hides; Glibc itself is fine anywhere):
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3
 //                      │   └──▶ Loopback
+//   CoordFS, Loopback, FuseKit ─▶ Linux ─▶ CLinux (LinuxCalls: renameat2, xattrs, file handles,
+//     fanotify; stderr lines, small file reads)
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
 //                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
@@ -39,14 +42,16 @@ let package = Package(
             providers: [.apt(["libfuse3-dev"])]
         ),
         .target(name: "NameBytes"),
+        .systemLibrary(name: "CLinux"),
+        .target(name: "Linux", dependencies: ["CLinux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Vocabulary"),
         .target(
             name: "FuseKit",
-            dependencies: ["CFuse3", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CFuse3", "Linux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(
             name: "Loopback",
-            dependencies: ["FuseKit", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["FuseKit", "Linux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(name: "Coordination", dependencies: ["NameBytes", "Vocabulary"]),
         .target(name: "MountPolicy", dependencies: ["Coordination"]),
@@ -72,7 +77,7 @@ let package = Package(
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
+                "FuseKit", "Linux", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -96,8 +101,8 @@ let package = Package(
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
-        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
+        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "Linux"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Linux", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),

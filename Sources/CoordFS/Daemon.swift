@@ -4,6 +4,7 @@ import Loopback
 import Synchronization
 import Coordination
 import EventLog
+import Linux
 
 /// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
 ///

@@ -1,5 +1,6 @@
 import Glibc
 import FuseKit
+import Linux
 
 /// Starts a daemon in the foreground or in the background.
 ///

@@ -1,5 +1,6 @@
 import FuseKit
 import Glibc
+import Linux
 
 /// One line of /proc/self/mountinfo.
 public struct MountEntry: Sendable, Equatable {

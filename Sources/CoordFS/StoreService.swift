@@ -5,6 +5,7 @@ import DocumentStore
 import FuseKit
 import Glibc
 import Synchronization
+import Linux
 
 /// The mount's document store (docs/document-store.md, "The store in a mount").
 ///

@@ -1,5 +1,6 @@
 import FuseKit
 import Glibc
+import Linux
 
 /// `coordfs unmount`: unmounts and waits for the daemon to end.
 public enum Unmounter {

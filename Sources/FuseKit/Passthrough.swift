@@ -2,6 +2,7 @@ import CFuse3
 import Glibc
 import SystemPackage
 import Synchronization
+import Linux
 
 // Kernel passthrough (Linux 6.9+): the kernel reads and writes an open regular file straight from a
 // backing file the daemon registered, and the daemon still answers open, release and everything else.

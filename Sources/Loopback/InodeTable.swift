@@ -2,6 +2,7 @@ import Glibc
 import FuseKit
 import SystemPackage
 import Synchronization
+import Linux
 
 /// A backing item the kernel knows, and the kernel's lookup count.
 ///

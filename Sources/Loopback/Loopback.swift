@@ -3,6 +3,7 @@ import FuseKit
 import NameBytes
 import SystemPackage
 import Synchronization
+import Linux
 
 /// Settings of the passthrough.
 public struct LoopbackOptions: Sendable {

@@ -8,6 +8,7 @@ import Glibc
 import SystemPackage
 import XCTest
 @testable import Loopback
+import Linux
 
 final class InodeTableTests: XCTestCase {
     private var root = ""

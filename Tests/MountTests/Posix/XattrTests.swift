@@ -2,6 +2,7 @@
 // probing, attributes on directories, and on an fd.
 import Glibc
 import XCTest
+import Linux
 
 final class XattrTests: MountTestCase {
     func testSetGetListRemove() {

@@ -1,39 +1,40 @@
-import CFuse3
+import CLinux
 import Glibc
 import NameBytes
 
-/// Linux system calls that Swift's Glibc module hides (GNU extensions), for the modules above FuseKit,
-/// which do not import C themselves. Each returns -1 and sets errno on failure, like the C call.
+/// Linux system calls that Swift's Glibc module hides (GNU extensions), for the modules that do not
+/// import C themselves (this module's `CLinux` declares them). Each returns -1 and sets errno on
+/// failure, like the C call.
 public enum LinuxCalls {
-    public static let O_PATH: Int32 = CFUSE_O_PATH
-    public static let O_DIRECT: Int32 = CFUSE_O_DIRECT
-    public static let AT_EMPTY_PATH: Int32 = CFUSE_AT_EMPTY_PATH
-    public static let UTIME_NOW: Int = CFUSE_UTIME_NOW
-    public static let UTIME_OMIT: Int = CFUSE_UTIME_OMIT
-    public static let FALLOC_FL_KEEP_SIZE: Int32 = CFUSE_FALLOC_FL_KEEP_SIZE
-    public static let FALLOC_FL_PUNCH_HOLE: Int32 = CFUSE_FALLOC_FL_PUNCH_HOLE
-    public static let renameNoReplace: UInt32 = CFUSE_RENAME_NOREPLACE
-    public static let renameExchange: UInt32 = CFUSE_RENAME_EXCHANGE
-    public static let renameWhiteout: UInt32 = CFUSE_RENAME_WHITEOUT
+    public static let O_PATH: Int32 = CLINUX_O_PATH
+    public static let O_DIRECT: Int32 = CLINUX_O_DIRECT
+    public static let AT_EMPTY_PATH: Int32 = CLINUX_AT_EMPTY_PATH
+    public static let UTIME_NOW: Int = CLINUX_UTIME_NOW
+    public static let UTIME_OMIT: Int = CLINUX_UTIME_OMIT
+    public static let FALLOC_FL_KEEP_SIZE: Int32 = CLINUX_FALLOC_FL_KEEP_SIZE
+    public static let FALLOC_FL_PUNCH_HOLE: Int32 = CLINUX_FALLOC_FL_PUNCH_HOLE
+    public static let renameNoReplace: UInt32 = CLINUX_RENAME_NOREPLACE
+    public static let renameExchange: UInt32 = CLINUX_RENAME_EXCHANGE
+    public static let renameWhiteout: UInt32 = CLINUX_RENAME_WHITEOUT
 
     /// `fallocate(2)`.
     public static func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int, _ length: Int) -> Int32 {
-        cfuse_fallocate(fd, mode, Int64(offset), Int64(length))
+        clinux_fallocate(fd, mode, Int64(offset), Int64(length))
     }
     /// The file system type of `fd`'s file (`statfs` f_type, as in linux/magic.h), or -1.
-    public static func fileSystemType(_ fd: Int32) -> Int { cfuse_fs_type(fd) }
+    public static func fileSystemType(_ fd: Int32) -> Int { clinux_fs_type(fd) }
     /// `setxattr(2)` and friends (from <sys/xattr.h>, which Glibc's module does not include).
     public static func setxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32 {
-        CFuse3.setxattr(path, name, value, size, flags)
+        CLinux.setxattr(path, name, value, size, flags)
     }
     public static func getxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
-        CFuse3.getxattr(path, name, value, size)
+        CLinux.getxattr(path, name, value, size)
     }
     public static func listxattr(_ path: UnsafePointer<CChar>, _ list: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
-        CFuse3.listxattr(path, list, size)
+        CLinux.listxattr(path, list, size)
     }
     public static func removexattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> Int32 {
-        CFuse3.removexattr(path, name)
+        CLinux.removexattr(path, name)
     }
 
     /// A kernel file handle (`struct file_handle`): names an inode without holding it open. Its bytes
@@ -46,7 +47,7 @@ public enum LinuxCalls {
 
     /// `name_to_handle_at(fd, "", AT_EMPTY_PATH)`: the handle and the mount id of what `fd` refers to.
     public static func fileHandle(of fd: Int32) -> (handle: KernelFileHandle, mountID: Int32)? {
-        fileHandle(in: fd, name: "", flags: CFUSE_AT_EMPTY_PATH)
+        fileHandle(in: fd, name: "", flags: CLINUX_AT_EMPTY_PATH)
     }
 
     /// `name_to_handle_at(directory, name, 0)`: the handle of `name` in `directory` (a final symlink
@@ -56,9 +57,9 @@ public enum LinuxCalls {
     }
 
     private static func fileHandle(in directory: Int32, name: UnsafePointer<CChar>, flags: Int32) -> (handle: KernelFileHandle, mountID: Int32)? {
-        var h = cfuse_file_handle()
+        var h = clinux_file_handle()
         var mountID: Int32 = 0
-        guard cfuse_name_to_handle_at(directory, name, &h, &mountID, flags) == 0 else { return nil }
+        guard clinux_name_to_handle_at(directory, name, &h, &mountID, flags) == 0 else { return nil }
         let bytes = withUnsafeBytes(of: &h.f_handle) { Array($0.prefix(Int(h.handle_bytes))) }
         return (KernelFileHandle(bytes: bytes, type: h.handle_type), mountID)
     }
@@ -67,10 +68,10 @@ public enum LinuxCalls {
     /// whose handles cannot be opened again, such as overlayfs. Before Linux 6.5 (EINVAL), the
     /// ordinary handle.
     public static func identityHandle(of fd: Int32) -> KernelFileHandle? {
-        var h = cfuse_file_handle()
+        var h = clinux_file_handle()
         var mountID: Int32 = 0
-        var rc = cfuse_name_to_handle_at(fd, "", &h, &mountID, CFUSE_AT_EMPTY_PATH | CFUSE_AT_HANDLE_FID)
-        if rc != 0 && errno == EINVAL { rc = cfuse_name_to_handle_at(fd, "", &h, &mountID, CFUSE_AT_EMPTY_PATH) }
+        var rc = clinux_name_to_handle_at(fd, "", &h, &mountID, CLINUX_AT_EMPTY_PATH | CLINUX_AT_HANDLE_FID)
+        if rc != 0 && errno == EINVAL { rc = clinux_name_to_handle_at(fd, "", &h, &mountID, CLINUX_AT_EMPTY_PATH) }
         guard rc == 0 else { return nil }
         let bytes = withUnsafeBytes(of: &h.f_handle) { Array($0.prefix(Int(h.handle_bytes))) }
         return KernelFileHandle(bytes: bytes, type: h.handle_type)
@@ -78,35 +79,35 @@ public enum LinuxCalls {
 
     /// `open_by_handle_at(2)` (needs CAP_DAC_READ_SEARCH); -1 and errno on failure.
     public static func open(_ handle: KernelFileHandle, mountFD: Int32, flags: Int32) -> Int32 {
-        var h = cfuse_file_handle()
+        var h = clinux_file_handle()
         h.handle_bytes = UInt32(handle.bytes.count)
         h.handle_type = handle.type
         withUnsafeMutableBytes(of: &h.f_handle) { dst in
             handle.bytes.withUnsafeBytes { src in dst.copyMemory(from: src) }
         }
-        return cfuse_open_by_handle_at(mountFD, &h, flags)
+        return clinux_open_by_handle_at(mountFD, &h, flags)
     }
 
     /// fanotify(7) with directory file handles and names (`FAN_REPORT_DFID_NAME`).
     public enum Fanotify {
-        public static let modify: UInt64 = CFUSE_FAN_MODIFY
-        public static let attrib: UInt64 = CFUSE_FAN_ATTRIB
-        public static let closeWrite: UInt64 = CFUSE_FAN_CLOSE_WRITE
-        public static let create: UInt64 = CFUSE_FAN_CREATE
-        public static let delete: UInt64 = CFUSE_FAN_DELETE
-        public static let rename: UInt64 = CFUSE_FAN_RENAME
-        public static let onChild: UInt64 = CFUSE_FAN_EVENT_ON_CHILD
-        public static let onDirectory: UInt64 = CFUSE_FAN_ONDIR
-        public static let overflow: UInt64 = CFUSE_FAN_Q_OVERFLOW
+        public static let modify: UInt64 = CLINUX_FAN_MODIFY
+        public static let attrib: UInt64 = CLINUX_FAN_ATTRIB
+        public static let closeWrite: UInt64 = CLINUX_FAN_CLOSE_WRITE
+        public static let create: UInt64 = CLINUX_FAN_CREATE
+        public static let delete: UInt64 = CLINUX_FAN_DELETE
+        public static let rename: UInt64 = CLINUX_FAN_RENAME
+        public static let onChild: UInt64 = CLINUX_FAN_EVENT_ON_CHILD
+        public static let onDirectory: UInt64 = CLINUX_FAN_ONDIR
+        public static let overflow: UInt64 = CLINUX_FAN_Q_OVERFLOW
 
         /// A notification group reporting directory handles and names; -1 and errno on failure.
         public static func initialize() -> Int32 {
-            cfuse_fanotify_init(CFUSE_FAN_CLASS_NOTIF | CFUSE_FAN_REPORT_DFID_NAME, UInt32(O_RDONLY | O_CLOEXEC))
+            clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | CLINUX_FAN_REPORT_DFID_NAME, UInt32(O_RDONLY | O_CLOEXEC))
         }
         /// Adds (or removes) a mark on the directory `fd` refers to (an O_PATH descriptor works as the
         /// base of "."; with no path fanotify wants a readable descriptor).
         public static func mark(_ group: Int32, add: Bool, mask: UInt64, directory fd: Int32) -> Int32 {
-            cfuse_fanotify_mark(group, add ? CFUSE_FAN_MARK_ADD : CFUSE_FAN_MARK_REMOVE, mask, fd, ".")
+            clinux_fanotify_mark(group, add ? CLINUX_FAN_MARK_ADD : CLINUX_FAN_MARK_REMOVE, mask, fd, ".")
         }
     }
 
@@ -115,7 +116,7 @@ public enum LinuxCalls {
 
     /// `renameat2(2)`.
     public static func renameat2(_ olddirfd: Int32, _ oldpath: UnsafePointer<CChar>, _ newdirfd: Int32, _ newpath: UnsafePointer<CChar>, _ flags: UInt32) -> Int32 {
-        cfuse_renameat2(olddirfd, oldpath, newdirfd, newpath, flags)
+        clinux_renameat2(olddirfd, oldpath, newdirfd, newpath, flags)
     }
 
     /// `copy_file_range(2)`; offsets are updated in place.
@@ -123,7 +124,7 @@ public enum LinuxCalls {
         var i = Int64(offIn), o = Int64(offOut)
         let n = withUnsafeMutablePointer(to: &i) { ip in
             withUnsafeMutablePointer(to: &o) { op in
-                cfuse_copy_file_range(fdIn, UnsafeMutableRawPointer(ip).assumingMemoryBound(to: CLongLong.self), fdOut,
+                clinux_copy_file_range(fdIn, UnsafeMutableRawPointer(ip).assumingMemoryBound(to: CLongLong.self), fdOut,
                                       UnsafeMutableRawPointer(op).assumingMemoryBound(to: CLongLong.self), length, flags)
             }
         }
