@@ -37,6 +37,14 @@ extension ControlRequestHandler {
             kind: event.kind == .deletion ? .deletion : .change,
             before: event.before.map(Self.identity), after: event.after.map(Self.identity), action: action)
         client.connection.notify(presenter, .documentChanged(change))
+        // Foundation's presentedItemDidGainConflictVersion, right after the change that opened it.
+        if case .conflict(let id) = action { client.connection.notify(presenter, .didGainConflict(id)) }
+    }
+
+    /// Tells the presenter a conflict belonged to that it was resolved (whoever resolved it).
+    func tellResolved(_ conflict: ConflictID, _ resolution: Resolution, presenter: PresenterID?) {
+        guard let presenter, let client = owner(of: presenter.rawValue) else { return }
+        client.connection.notify(presenter, .didResolveConflict(conflict, resolution: resolution))
     }
 
     // MARK: Requests
@@ -178,6 +186,7 @@ extension ControlRequestHandler {
             ? nil : "control:uid:\(client.peer.credentials.uid):pid:\(client.origin.pid)"
         let resolution = request.resolution
         let requestID = request.id
+        let conflictOwner = owner
         resolutionQueue.async { [mine, mineFD] in
             defer { if mineFD >= 0 { Glibc.close(mineFD) } }
             do {
@@ -190,6 +199,7 @@ extension ControlRequestHandler {
                     writtenPath: outcome.writtenPath.flatMap { try? MountPath(validating: $0) },
                     preservedVersion: outcome.preserved.map(\.version.id),
                     mergeConflicts: outcome.mergeConflicts, after: outcome.after.map(Self.identity))))
+                self.tellResolved(request.conflict, request.resolution, presenter: conflictOwner)
             } catch {
                 connection.reply(to: requestID, error: Self.protocolError(error, presenter: owner))
             }
@@ -302,6 +312,21 @@ extension ControlRequestHandler {
             } catch {
                 connection.reply(to: requestID, error: Self.protocolError(error, presenter: nil))
             }
+        }
+    }
+
+    /// `removeVersions`: needs the permission to replace the document (as `restore`).
+    func removeVersions(_ request: RemoveVersions, _ client: ControlClientState) {
+        let connection = client.connection
+        do throws(ProtocolError) {
+            let store = try requireStore()
+            let item = try resolver.authorize(request.path, for: client.peer, write: true, structural: true, followFinal: false)
+            do { try store.documentStore.removeOtherVersions(ofPath: item.path.itemPath.string) } catch {
+                throw Self.protocolError(error, presenter: nil)
+            }
+            connection.send(.ok(OK(id: request.id)))
+        } catch {
+            connection.reply(to: request.id, error: error)
         }
     }
 

@@ -183,6 +183,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         case .restore(let request): restore(request, client)
         case .readLog(let request): readLog(request, client)
         case .cancel(let request): cancel(request, client)
+        case .removeVersions(let request): removeVersions(request, client)
         case .willMove(let request): announceMove(request.move, done: false, client)
         case .didMove(let request): announceMove(request.move, done: true, client)
         case .answer, .error:

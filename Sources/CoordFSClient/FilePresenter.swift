@@ -54,6 +54,12 @@ public protocol FilePresenter: AnyObject, Sendable {
     /// not record the change, a full disk for one: nothing was decided, look at the file yourself).
     /// Like Nutrient's "underlying file changed".
     func presentedItemDidChangeUnderneath(_ change: UnderlyingFileChange) async
+    /// Foundation's `presentedItemDidGainConflictVersion(_:)`: a conflict opened for this
+    /// presenter (right after the `presentedItemDidChangeUnderneath` that names it).
+    func presentedItemDidGainConflictVersion(_ version: FileVersion) async
+    /// Foundation's `presentedItemDidResolveConflictVersion(_:)`: one of this presenter's
+    /// conflicts was resolved, by it or by someone else (`coordfs resolve`, root); `how` says how.
+    func presentedItemDidResolveConflictVersion(_ version: FileVersion, how: Resolution) async
     /// Any other event: events newer than this library.
     func presentedItemDidReceive(_ event: PresenterEvent) async
     /// The presenter could not be registered again after the daemon restarted (its item may be
@@ -80,6 +86,8 @@ extension FilePresenter {
     public func presentedSubitem(at oldPath: String, didMoveTo newPath: String) async {}
     public func presentedSubitemDidDelete(at path: String) async {}
     public func presentedItemDidChangeUnderneath(_ change: UnderlyingFileChange) async {}
+    public func presentedItemDidGainConflictVersion(_ version: FileVersion) async {}
+    public func presentedItemDidResolveConflictVersion(_ version: FileVersion, how: Resolution) async {}
     public func presentedItemDidReceive(_ event: PresenterEvent) async {}
     public func presentedItemRegistrationLost(_ error: CoordFSClientError) async {}
 }

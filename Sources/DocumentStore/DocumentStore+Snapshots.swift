@@ -204,9 +204,12 @@ extension DocumentStore {
 
     /// Applies retention and forgets documents nothing refers to; returns the stored files to
     /// unlink once the transaction committed.
+    /// SQL true for a version `v` that a presenter's base or an open conflict holds on to.
+    static let pinnedVersion = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL) OR v.id IN (SELECT theirsVersionId FROM conflict WHERE state = 'open' AND theirsVersionId IS NOT NULL))"
+
     func collectGarbage(_ db: Database) throws -> [String] {
         let retention = configuration.retention
-        let pinned = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL) OR v.id IN (SELECT theirsVersionId FROM conflict WHERE state = 'open' AND theirsVersionId IS NOT NULL))"
+        let pinned = Self.pinnedVersion
         // Only documents over the limit are looked at version by version.
         var doomed = try Row.fetchAll(db, sql: """
             SELECT v.id, v.storedName FROM version v

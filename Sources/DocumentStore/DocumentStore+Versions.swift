@@ -14,6 +14,28 @@ extension DocumentStore {
         }
     }
 
+    /// Foundation's `removeOtherVersionsOfItem(at:)`: forgets every kept version of the document
+    /// at `path` that no presenter's base nor open conflict holds on to (those stay until they are
+    /// let go). Returns how many were removed.
+    @discardableResult
+    public func removeOtherVersions(ofPath path: String) throws -> Int {
+        let (relative, _) = try resolve(path)
+        var dropped: [String] = []
+        do {
+            try database.write { db in
+                guard let document = try documentID(db, relative) else { return }
+                let rows = try Row.fetchAll(db, sql: "SELECT v.id, v.storedName FROM version v WHERE v.documentId = ? AND NOT \(Self.pinnedVersion)",
+                                            arguments: [document.rawValue])
+                for row in rows { try db.execute(sql: "DELETE FROM version WHERE id = ?", arguments: [row["id"] as Int64]) }
+                dropped = rows.map { $0["storedName"] as String }
+            }
+        } catch let error as DatabaseError {
+            throw DocumentStoreError.database(error.description)
+        }
+        for name in dropped { FileSystem.unlinkIfPresent(storedPath(name)) }
+        return dropped.count
+    }
+
     /// All kept versions, newest first.
     public func allVersions() throws -> [Version] {
         try read { db in try Row.fetchAll(db, sql: "SELECT \(Schema.versionColumns) FROM version v ORDER BY v.id DESC").map(Schema.version) }

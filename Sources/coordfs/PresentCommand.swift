@@ -254,6 +254,8 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
                 if case .failed(let message) = document.action { line += " message=\(message)" }
                 line += " document=\(document.document.rawValue)"
             }
+            if case .didGainConflict(let conflict) = event { line += " conflict=\(conflict.rawValue)" }
+            if case .didResolveConflict(let conflict, let resolution) = event { line += " conflict=\(conflict.rawValue) resolution=\(resolution.rawValue)" }
             output(line: line)
         }
         if let onChange {

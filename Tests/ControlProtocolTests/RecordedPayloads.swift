@@ -76,5 +76,8 @@ enum RecordedPayloads {
         ##"{"type":"cancel","id":32,"request":31}"##,
         ##"{"type":"willMove","id":33,"access":99,"path":"docs/a.txt","newPath":"docs/b.txt"}"##,
         ##"{"type":"didMove","id":34,"access":99,"path":"docs/a.txt","newPath":"docs/b.txt"}"##,
+        ##"{"type":"notification","presenter":17,"event":"didGainConflict","conflict":5}"##,
+        ##"{"type":"notification","presenter":17,"event":"didResolveConflict","conflict":5,"resolution":"keepBoth"}"##,
+        ##"{"type":"removeVersions","id":35,"path":"docs/a.txt"}"##,
     ]
 }

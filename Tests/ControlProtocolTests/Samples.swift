@@ -102,6 +102,9 @@ enum Samples {
             .cancel(CancelRequest(id: RequestID(32), request: RequestID(31))),
             .willMove(WillMove(MoveAnnouncement(id: RequestID(33), access: AccessID(99), path: a, newPath: b))),
             .didMove(DidMove(MoveAnnouncement(id: RequestID(34), access: AccessID(99), path: a, newPath: b))),
+            .notification(PresenterNotification(presenter: PresenterID(17), event: .didGainConflict(ConflictID(5)))),
+            .notification(PresenterNotification(presenter: PresenterID(17), event: .didResolveConflict(ConflictID(5), resolution: .keepBoth))),
+            .removeVersions(RemoveVersions(id: RequestID(35), path: a)),
         ]
     }
 }

@@ -261,6 +261,83 @@ final class ClientAPITests: ClientMountTestCase {
         XCTAssertEqual(resolved, "doc.txt")
     }
 
+    // MARK: Item 4: versions as NSFileVersion
+
+    /// A presenter that records the conflict versions it is told of.
+    final class Editor: CoordFSClient.FilePresenter, @unchecked Sendable {
+        let presentedItemPath: String?
+        private let entries = Mutex<[String]>([])
+        init(_ path: String) { presentedItemPath = path }
+        var log: [String] { entries.withLock { $0 } }
+        func presentedItemDidGainConflictVersion(_ version: FileVersion) async {
+            if case .conflict(let id) = version.persistentIdentifier { entries.withLock { $0.append("gained \(id.rawValue) \(version.isResolved)") } }
+        }
+        func presentedItemDidResolveConflictVersion(_ version: FileVersion, how: Resolution) async {
+            if case .conflict(let id) = version.persistentIdentifier { entries.withLock { $0.append("resolved \(id.rawValue) \(how.rawValue)") } }
+        }
+    }
+
+    func testConflictVersionsAreGainedListedAndResolvedByAnotherProcessAsFoundationSays() async throws {
+        try writeBacking("doc.txt", "base\n")
+        let path = mnt + "/doc.txt"
+        let editor = Editor(path)
+        try await FileCoordinator.addFilePresenter(editor, hasUnsavedChanges: true)
+        defer { Task { await FileCoordinator.removeFilePresenter(editor) } }
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo theirs > '\(path)'"]).status, 0)
+        XCTAssertTrue(eventually { editor.log.contains { $0.hasPrefix("gained") } }, "presentedItemDidGainConflictVersion: \(editor.log)")
+        let open = try await FileVersion.unresolvedConflictVersionsOfItem(at: URL(fileURLWithPath: path))
+        XCTAssertEqual(open.count, 1)
+        guard case .conflict(let id)? = open.first?.persistentIdentifier else { return XCTFail("\(open)") }
+        XCTAssertEqual(editor.log, ["gained \(id.rawValue) false"])
+        XCTAssertTrue(open[0].isConflict && !open[0].isResolved)
+        // Someone else resolves it (coordfs resolve, another process): the presenter is told.
+        let resolved = try run([try Self.coordfsBinary(), "resolve", path, "--reload"])
+        XCTAssertEqual(resolved.status, 0, resolved.output)
+        XCTAssertTrue(eventually { editor.log.contains("resolved \(id.rawValue) reload") }, "presentedItemDidResolveConflictVersion: \(editor.log)")
+        let left = try await FileVersion.unresolvedConflictVersionsOfItem(at: path)
+        XCTAssertTrue(left.isEmpty)
+
+        // Another conflict, marked resolved through FileVersion (Foundation's isResolved = true).
+        // (A reload took theirs: the editor says again that it has unsaved changes.)
+        try await editor.setHasUnsavedChanges(true)
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo again > '\(path)'"]).status, 0)
+        XCTAssertTrue(eventually { editor.log.filter { $0.hasPrefix("gained") }.count == 2 }, "\(editor.log)")
+        let second = try await FileVersion.unresolvedConflictVersionsOfItem(at: path)
+        let marked = try await XCTUnwrap(second.first).markResolved()
+        XCTAssertTrue(marked.isResolved)
+        XCTAssertTrue(eventually { editor.log.filter { $0.hasPrefix("resolved") }.count == 2 }, "\(editor.log)")
+        XCTAssertEqual(readBacking("doc.txt"), "again\n", "the document on disk stays")
+    }
+
+    func testOtherVersionsAreKeptVersionsAndReplaceItemIsACoordinatedWrite() async throws {
+        try writeBacking("doc.txt", "one\n")
+        let path = mnt + "/doc.txt"
+        let editor = Recorder(path)
+        try await FileCoordinator.addFilePresenter(editor)
+        defer { Task { await FileCoordinator.removeFilePresenter(editor) } }
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo two > '\(path)'"]).status, 0)
+        var kept: FileVersion?
+        for _ in 0..<100 where kept == nil {
+            for version in try await FileVersion.otherVersionsOfItem(at: path) where try await version.contents() == Array("one\n".utf8) {
+                kept = version
+            }
+            if kept == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let version = try XCTUnwrap(kept, "the replaced contents are kept as a version")
+        XCTAssertFalse(version.isConflict)
+        try await version.replaceItem(at: path)
+        XCTAssertEqual(readBacking("doc.txt"), "one\n")
+        XCTAssertTrue(eventually { editor.log.filter { $0 == "didChange" }.count >= 2 }, "told as a write: \(editor.log)")
+        // removeOtherVersionsOfItem forgets every version nothing holds on to.
+        let before = try await FileVersion.otherVersionsOfItem(at: path)
+        let stored = try XCTUnwrap(daemon.store).documentStore.versions(ofPath: "doc.txt")
+        XCTAssertGreaterThan(stored.filter { !$0.isPinned }.count, 0, "\(stored)")
+        try await FileVersion.removeOtherVersionsOfItem(at: URL(fileURLWithPath: path))
+        let after = try await FileVersion.otherVersionsOfItem(at: path)
+        XCTAssertEqual(after.count, stored.filter { $0.isPinned }.count, "only what a presenter's base holds stays: \(before) -> \(after)")
+        XCTAssertEqual(readBacking("doc.txt"), "one\n", "the document itself is untouched")
+    }
+
     @MainActor private var ranOnMainThread: [Bool] = []
 
     /// Swift 6: a @MainActor caller passes an accessor that touches main-actor state and calls

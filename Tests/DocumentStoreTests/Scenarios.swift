@@ -437,6 +437,24 @@ struct Scenarios {
         }
     }
 
+    /// removeOtherVersions forgets the document's kept versions and their stored files.
+    func removeOtherVersions() throws {
+        let f = try fixture(StoreConfiguration(eagerBaseWhenCloneable: false))
+        try f.write("notes.md", "first\n")
+        try f.store.preserveBeforeReplace("notes.md")
+        try f.replace("notes.md", "second\n")
+        try f.write("other.md", "x\n")
+        try f.store.preserveBeforeReplace("other.md")
+        try f.replace("other.md", "y\n")
+        let files = try f.store.versions(ofPath: "notes.md").map { try f.store.storedFile(of: $0.id) }
+        XCTAssertEqual(files.count, 1)
+        XCTAssertEqual(try f.store.removeOtherVersions(ofPath: "notes.md"), 1)
+        XCTAssertEqual(try f.store.versions(ofPath: "notes.md"), [])
+        XCTAssertFalse(files.contains { access($0, F_OK) == 0 }, "the stored files are gone")
+        XCTAssertEqual(try f.store.versions(ofPath: "other.md").count, 1, "another document's versions stay")
+        XCTAssertEqual(try f.read("notes.md"), "second\n")
+    }
+
     // MARK: Retention
 
     func retention() throws {

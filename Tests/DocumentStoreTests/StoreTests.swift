@@ -33,6 +33,7 @@ final class StoreOnDiskTests: XCTestCase {
     func testRestartMidConflict() throws { try scenarios.restartMidConflict() }
     func testKilledMidConflict() throws { try scenarios.killedMidConflict() }
     func testVersionsDiffRestore() throws { try scenarios.versionsDiffRestore() }
+    func testRemoveOtherVersions() throws { try scenarios.removeOtherVersions() }
     func testRetention() throws { try scenarios.retention() }
     func testHostilePaths() throws { try scenarios.hostilePaths() }
     func testMoves() throws { try scenarios.moves() }

@@ -254,6 +254,12 @@ package final class ControlClient: @unchecked Sendable {
         return list.versions
     }
 
+    /// Forgets the kept versions of the document at `path` that nothing holds on to.
+    package func removeVersions(_ path: MountPath) async throws(ControlTransportError) {
+        let reply = try await request { .removeVersions(RemoveVersions(id: $0, path: path)) }
+        guard case .ok = reply else { throw .unexpectedReply(reply.typeName) }
+    }
+
     /// One chunk of a kept version's bytes.
     package func readVersion(_ version: VersionID, offset: UInt64 = 0, length: UInt32? = nil) async throws(ControlTransportError) -> VersionData {
         let reply = try await request { .readVersion(ReadVersion(id: $0, version: version, offset: offset, length: length)) }

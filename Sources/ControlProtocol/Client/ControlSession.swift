@@ -195,6 +195,11 @@ package final class ControlSession: @unchecked Sendable {
         try await connectedClient().versions(path)
     }
 
+    /// Forgets the kept versions of the document at `path` that nothing holds on to.
+    package func removeVersions(_ path: MountPath) async throws(ControlTransportError) {
+        try await connectedClient().removeVersions(path)
+    }
+
     /// Writes a kept version back over the document at `path` (see `ControlClient.restore`).
     package func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {
         try await connectedClient().restore(version, to: path)

@@ -63,6 +63,7 @@ package enum ControlMessage: Sendable, Equatable {
     case cancel(CancelRequest)
     case willMove(WillMove)
     case didMove(DidMove)
+    case removeVersions(RemoveVersions)
     // Daemon to client.
     case welcome(Welcome)
     case registered(Registered)
@@ -89,7 +90,7 @@ package enum ControlMessage: Sendable, Equatable {
     static let catalog: [any WireMessage.Type] = [
         Hello.self, Register.self, Unregister.self, Coordinate.self, Release.self, StatusQuery.self, Answer.self,
         SetUnsavedChanges.self, ConflictsQuery.self, Resolve.self, VersionsQuery.self, ReadVersion.self, Restore.self,
-        ReadLog.self, CancelRequest.self, WillMove.self, DidMove.self,
+        ReadLog.self, CancelRequest.self, WillMove.self, DidMove.self, RemoveVersions.self,
         Welcome.self, Registered.self, Granted.self, OK.self, StatusReport.self, Ask.self, PresenterNotification.self,
         ConflictList.self, Resolved.self, VersionList.self, VersionData.self, Restored.self, LogRecords.self,
         Close.self, ErrorMessage.self,
@@ -121,6 +122,7 @@ package enum ControlMessage: Sendable, Equatable {
         case .cancel(let m): return m
         case .willMove(let m): return m
         case .didMove(let m): return m
+        case .removeVersions(let m): return m
         case .welcome(let m): return m
         case .registered(let m): return m
         case .granted(let m): return m

@@ -369,6 +369,34 @@ extension VersionsQuery: WireMessage {
     }
 }
 
+/// `removeVersions`: forget the kept versions of the document at a path that nothing holds on to
+/// (Foundation's `removeOtherVersionsOfItem(at:)`). Replied to with `ok`.
+package struct RemoveVersions: Sendable, Hashable {
+    package var id: RequestID
+    package var path: MountPath
+    package init(id: RequestID, path: MountPath) {
+        self.id = id
+        self.path = path
+    }
+}
+
+extension RemoveVersions: WireMessage {
+    static let wireName = "removeVersions"
+    static let direction = ControlMessage.Direction.toDaemon
+    var requestID: RequestID? { id }
+    var wrapped: ControlMessage { .removeVersions(self) }
+
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        id = try fields.requestID()
+        path = try fields.path("path")
+    }
+
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["path"] = .string(path.wireValue)
+    }
+}
+
 /// One kept version, as `versionList` reports it.
 public struct VersionInfo: Sendable, Hashable {
     public var version: VersionID

@@ -593,6 +593,9 @@ extension PresenterNotification: WireMessage {
         case "subitemDidMove": event = .subitemDidMove(try fields.path("subitem"), to: try fields.path("newPath"))
         case "subitemDidDelete": event = .subitemDidDelete(try fields.path("subitem"))
         case "documentChanged": event = .documentChanged(try fields.documentChange())
+        case "didGainConflict": event = .didGainConflict(ConflictID(try fields.uint("conflict")))
+        case "didResolveConflict":
+            event = .didResolveConflict(ConflictID(try fields.uint("conflict")), resolution: try fields.enumeration("resolution"))
         default: event = .unknown(event: name, fields: fields.remaining(except: ["type", "presenter", "event"]))
         }
     }
@@ -608,6 +611,10 @@ extension PresenterNotification: WireMessage {
             o["subitem"] = .string(from.wireValue)
             o["newPath"] = .string(to.wireValue)
         case .documentChanged(let change): change.encode(to: &o)
+        case .didGainConflict(let conflict): o["conflict"] = .int(Int64(conflict.rawValue))
+        case .didResolveConflict(let conflict, let resolution):
+            o["conflict"] = .int(Int64(conflict.rawValue))
+            o["resolution"] = .string(resolution.rawValue)
         case .unknown(_, let fields):
             for (key, value) in fields where o[key] == nil { o[key] = value }
         }

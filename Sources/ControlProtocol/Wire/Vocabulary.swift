@@ -80,6 +80,11 @@ public enum PresenterEvent: Sendable, Equatable {
     /// The document store's "underlying file changed": the presented document was changed or
     /// deleted by someone else, and what the store did (reload, close) or asks (a conflict).
     case documentChanged(DocumentChange)
+    /// Foundation's `presentedItemDidGainConflictVersion(_:)`: a conflict opened for this presenter.
+    case didGainConflict(ConflictID)
+    /// Foundation's `presentedItemDidResolveConflictVersion(_:)`: one of this presenter's
+    /// conflicts was resolved, by it or by someone else (`coordfs resolve`, root), and how.
+    case didResolveConflict(ConflictID, resolution: Resolution)
     /// An event this build does not know: the `event` name and all fields but `type`,
     /// `presenter` and `event`.
     case unknown(event: String, fields: JSONObject)
@@ -95,6 +100,8 @@ public enum PresenterEvent: Sendable, Equatable {
         case .subitemDidMove: return "subitemDidMove"
         case .subitemDidDelete: return "subitemDidDelete"
         case .documentChanged: return "documentChanged"
+        case .didGainConflict: return "didGainConflict"
+        case .didResolveConflict: return "didResolveConflict"
         case .unknown(let event, _): return event
         }
     }
