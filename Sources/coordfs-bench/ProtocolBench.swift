@@ -1,6 +1,6 @@
 // Control-protocol benchmarks: the ask -> answer round trip to an out-of-process presenter over
 // the control socket (median, p99), with a minimal raw-socket presenter and with the Swift
-// client library, and the daemon-side memory for 1,000 connected presenters; then the same end to
+// client library (its bare client, and its session as CoordFSClient's presenters use it), and the daemon-side memory for 1,000 connected presenters; then the same end to
 // end through a real mount served by this process (the daemon's ControlService): a read through
 // the mount asks an out-of-process presenter to save, and 1,000 presenter connections are held.
 // Build with `-c release` to measure: `swift run -c release coordfs-bench protocol`.
@@ -15,9 +15,9 @@ import Glibc
 
 enum ProtocolBench {
     /// `coordfs-bench protocol [--iterations N] [--clients N] [--mount-iterations N] [--no-mount]`
-    /// (internal: `--child-presenter SOCKET raw|library`, `--child-idle SOCKET N`)
+    /// (internal: `--child-presenter SOCKET raw|library|session`, `--child-idle SOCKET N`)
     static func run(_ args: [String]) async throws {
-        if args.first == "--child-presenter", args.count >= 3 { return try await childPresenter(socket: args[1], library: args[2] == "library") }
+        if args.first == "--child-presenter", args.count >= 3 { return try await childPresenter(socket: args[1], mode: args[2]) }
         if args.first == "--child-idle", args.count >= 3 { return try childIdle(socket: args[1], count: Int(args[2]) ?? 1000) }
         var iterations = 20_000
         var clients = 1000
@@ -46,6 +46,7 @@ enum ProtocolBench {
 
         let raw = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "raw", iterations: iterations)
         let library = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "library", iterations: iterations)
+        let session = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "session", iterations: iterations)
         let memory = try measureMemory(server: server, handler: handler, socketPath: socketPath, clients: clients)
         let mounted = withMount ? try measureThroughMount(directory: directory, iterations: mountIterations, clients: clients) : nil
 
@@ -56,6 +57,7 @@ enum ProtocolBench {
         print("|---|---|")
         print("| ask -> answer round trip, out-of-process raw-socket presenter (\(raw.count) asks): median / p99 / max | \(us(raw.median)) / \(us(raw.p99)) / \(us(raw.max)) |")
         print("| same, presenter using the Swift client library: median / p99 / max | \(us(library.median)) / \(us(library.p99)) / \(us(library.max)) |")
+        print("| same, presenter behind the library's session (as CoordFSClient's FilePresenters are: one task per presenter answers): median / p99 / max | \(us(session.median)) / \(us(session.p99)) / \(us(session.max)) |")
         print("| \(memory.clients) connected presenters (hello done, one registered presenter each): daemon RSS before / after / per client | \(mib(memory.before)) / \(mib(memory.after)) / \(String(format: "%.1f KiB", Double(memory.after - memory.before) / 1024 / Double(max(memory.clients, 1)))) |")
         if let mounted {
             print("| through a real mount (ControlService): save ask -> answer, out-of-process raw presenter, as the coordinator measures it (\(mounted.asks.count) asks): median / p99 / max | \(us(mounted.asks.median)) / \(us(mounted.asks.p99)) / \(us(mounted.asks.max)) |")
@@ -64,6 +66,7 @@ enum ProtocolBench {
         }
         let mountMet = mounted.map { $0.asks.median < 100_000 && $0.after < 128 << 20 } ?? true
         print("| target: median under 100 µs; 1,000 presenters under 128 MiB | \(raw.median < 100_000 && memory.after < 128 << 20 && mountMet ? "met" : "NOT met") |")
+        print("| target: median at most 50 µs through the Swift client (client and session) | \(library.median <= 50_000 && session.median <= 50_000 ? "met" : "NOT met") |")
     }
 
     enum BenchError: Error { case usage(String), child(String) }
@@ -264,10 +267,20 @@ enum ProtocolBench {
     // MARK: Child processes
 
     /// A presenter process: registers `bench.txt` and answers every ask at once.
-    private static func childPresenter(socket path: String, library: Bool) async throws {
-        if library {
+    private static func childPresenter(socket path: String, mode: String) async throws {
+        if mode == "session" {
+            final class Answering: PresenterEndpoint {
+                func perform(_ ask: Ask) async -> ErrorBody? { nil }
+                func receive(_ event: PresenterEvent) async {}
+            }
+            let session = ControlSession(socketPath: { path }, options: .init(clientName: "bench-presenter"))
+            _ = try await session.register(try MountPath(validating: "bench.txt"), kind: .file, asks: [.save], endpoint: Answering())
+            while true { try await Task.sleep(for: .seconds(3600)) }
+        }
+        if mode == "library" {
             final class Answering: ControlClientDelegate, @unchecked Sendable {
                 let closed = DispatchSemaphore(value: 0)
+                var receivesOnReaderThread: Bool { true }
                 func controlClient(_ client: ControlClient, didReceive ask: Ask) { client.answer(ask.id) }
                 func controlClient(_ client: ControlClient, didReceive notification: ControlProtocol.PresenterNotification) {}
                 func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?) { closed.signal() }

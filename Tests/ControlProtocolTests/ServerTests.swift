@@ -110,6 +110,74 @@ final class ServerTests: XCTestCase {
         writer.close()
     }
 
+    /// An answer completes its ask in order with what the client sent before it: a message still
+    /// being handled when the answer arrives is handled first (the client's `setUnsavedChanges`
+    /// before its answer to a save ask must count for that save); with nothing pending, the
+    /// answer completes at once.
+    func testAnAnswerNeverOvertakesWhatTheClientSentBeforeIt() throws {
+        final class SlowHandler: ControlServerHandler, @unchecked Sendable {
+            let seen = Recorder<String>()
+            let opened = Recorder<ControlConnection>()
+            func controlServer(_ server: ControlServer, didOpen connection: ControlConnection) { opened.append(connection) }
+            func controlServer(_ server: ControlServer, didReceive message: ControlMessage, on connection: ControlConnection) {
+                usleep(100_000)
+                seen.append(message.typeName)
+            }
+        }
+        let handler = SlowHandler()
+        let path = directory.path + "/ordered.sock"
+        let server = ControlServer(configuration: .init(socketPath: path), handler: handler)
+        try server.start()
+        defer { server.stop() }
+        let raw = try RawClient(path: path)
+        _ = try raw.hello()
+        let connection = handler.opened.wait { $0.count == 1 }[0]
+        for round in 0..<2 {
+            let asked = Recorder<Ask>()
+            connection.ask(.save, presenter: PresenterID(1), path: Samples.path("a.txt"), deadline: .seconds(10)) { outcome in
+                if case .answered = outcome { handler.seen.append("answered") } else { handler.seen.append("\(outcome)") }
+            }
+            guard case .ask(let ask)? = try raw.receive() else { return XCTFail("no ask") }
+            asked.append(ask)
+            if round == 0 {
+                // Both in one write: the answer reaches the server while the first is handled.
+                try raw.send(ControlMessage.setUnsavedChanges(SetUnsavedChanges(id: RequestID(7), presenter: PresenterID(1), unsaved: false)).encodedFrame()
+                             + ControlMessage.answer(Answer(id: ask.id)).encodedFrame())
+                XCTAssertEqual(handler.seen.wait { $0.count == 2 }, ["setUnsavedChanges", "answered"])
+            } else {
+                try raw.send(.answer(Answer(id: ask.id)))
+                XCTAssertEqual(handler.seen.wait { $0.count == 3 }.last, "answered")
+            }
+        }
+    }
+
+    /// A delegate that takes its calls on the client's reader thread gets asks and notifications
+    /// in order, and its answers go out from there.
+    func testAReaderThreadDelegateAnswersAsks() async throws {
+        final class Inline: ControlClientDelegate, @unchecked Sendable {
+            let asks = Recorder<Ask>()
+            var receivesOnReaderThread: Bool { true }
+            func controlClient(_ client: ControlClient, didReceive ask: Ask) {
+                asks.append(ask)
+                client.answer(ask.id)
+            }
+            func controlClient(_ client: ControlClient, didReceive notification: PresenterNotification) {}
+            func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?) {}
+        }
+        let inline = Inline()
+        let presenterClient = try ControlClient.connect(socketPath: socketPath, delegate: inline)
+        _ = try await presenterClient.register(Samples.path("inline.txt"), kind: .file)
+        let writer = try ControlClient.connect(socketPath: socketPath)
+        for _ in 0..<3 {
+            let access = try await writer.coordinate([.writing(Samples.path("inline.txt"))])
+            try await writer.release(access)
+        }
+        XCTAssertEqual(inline.asks.wait { $0.count >= 3 }.map(\.kind).prefix(3).allSatisfy { $0 == .relinquishToWriter }, true)
+        XCTAssertEqual(daemon.askOutcomes.all.filter { if case .answered = $0 { return true } else { return false } }.count, daemon.askOutcomes.all.count)
+        presenterClient.close()
+        writer.close()
+    }
+
     func testAskTimesOutAtItsDeadline() async throws {
         daemon.askDeadline = .milliseconds(200)
         let silent = RecordingDelegate()

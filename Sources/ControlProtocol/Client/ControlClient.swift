@@ -1,10 +1,13 @@
 import Dispatch
 import Glibc
 
-/// Receives what the daemon sends a `ControlClient` unasked. Calls arrive in order on one serial
-/// queue per client (never on the socket's reader thread, so replies keep flowing while a
-/// delegate works).
+/// Receives what the daemon sends a `ControlClient` unasked. Calls arrive in order, on one serial
+/// queue per client (so replies keep flowing while a delegate works), or, for a delegate whose
+/// calls never block (`receivesOnReaderThread`), on the socket's reader thread itself.
 package protocol ControlClientDelegate: AnyObject, Sendable {
+    /// Whether calls may arrive on the reader thread: one thread hop fewer per ask, for a delegate
+    /// that only hands the work on (or answers at once). Default false.
+    var receivesOnReaderThread: Bool { get }
     /// An ask for one of this client's presenters; answer it with `client.answer(_:error:)`
     /// before its deadline.
     func controlClient(_ client: ControlClient, didReceive ask: Ask)
@@ -12,6 +15,10 @@ package protocol ControlClientDelegate: AnyObject, Sendable {
     func controlClient(_ client: ControlClient, didReceive notification: PresenterNotification)
     /// The connection ended; `error` says why if it was not a plain close.
     func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?)
+}
+
+extension ControlClientDelegate {
+    package var receivesOnReaderThread: Bool { false }
 }
 
 /// A connection to a coordfs daemon's control socket: handshake, request/reply matching by id,
@@ -364,7 +371,16 @@ package final class ControlClient: @unchecked Sendable {
         for request in pending { request.continuation.resume(throwing: failure ?? .disconnected) }
         if let delegate {
             let error = failure
-            deliveryQueue.async { delegate.controlClient(self, didCloseWith: error) }
+            deliver(to: delegate) { $0.controlClient(self, didCloseWith: error) }
+        }
+    }
+
+    /// Calls the delegate on the reader thread or on the delivery queue, as it wants (reader thread only).
+    private func deliver(to delegate: any ControlClientDelegate, _ call: @escaping @Sendable (any ControlClientDelegate) -> Void) {
+        if delegate.receivesOnReaderThread {
+            call(delegate)
+        } else {
+            deliveryQueue.async { call(delegate) }
         }
     }
 
@@ -372,12 +388,12 @@ package final class ControlClient: @unchecked Sendable {
         switch message {
         case .ask(let ask):
             if let delegate {
-                deliveryQueue.async { delegate.controlClient(self, didReceive: ask) }
+                deliver(to: delegate) { $0.controlClient(self, didReceive: ask) }
             } else {
                 answer(ask.id, error: ErrorBody(code: .failed, message: "this client presents nothing"))
             }
         case .notification(let notification):
-            if let delegate { deliveryQueue.async { delegate.controlClient(self, didReceive: notification) } }
+            if let delegate { deliver(to: delegate) { $0.controlClient(self, didReceive: notification) } }
         case .error(let error) where error.id == nil:
             // The daemon is about to close the connection; remember why.
             state.withLock { $0.closeError = .protocolError(ProtocolError(error.code, error.message)) }

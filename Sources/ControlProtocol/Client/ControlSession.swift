@@ -354,6 +354,8 @@ package final class ControlSession: @unchecked Sendable {
     /// The client delegate, kept apart so the session's public surface stays small.
     private final class Relay: ControlClientDelegate, @unchecked Sendable {
         weak var session: ControlSession?
+        /// Routing only takes a lock and hands the delivery to the presenter's inbox.
+        var receivesOnReaderThread: Bool { true }
 
         func controlClient(_ client: ControlClient, didReceive ask: Ask) {
             guard let session else {

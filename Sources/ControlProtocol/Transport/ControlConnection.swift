@@ -59,6 +59,9 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
     }
 
     let state: Locked<State>
+    /// Blocks given to `queue` by the I/O queue and not finished yet: while it is zero, nothing
+    /// the client sent earlier is still waiting for the handler.
+    let queued = Atomic<Int>(0)
     private unowned let server: ControlServer
     /// Only touched by the server's I/O queue.
     nonisolated(unsafe) var decoder: FrameDecoder
@@ -139,8 +142,11 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         send(.notification(PresenterNotification(presenter: presenter, event: event)))
     }
 
-    /// Sends an ask and calls `completion` exactly once, on `queue`: with the answer, with
-    /// `.timedOut` at the deadline, or with `.disconnected` as soon as the connection drops.
+    /// Sends an ask and calls `completion` exactly once: with the answer, with `.timedOut` at the
+    /// deadline, or with `.disconnected` as soon as the connection drops. It runs on `queue`, in
+    /// order with the handler's calls for this connection; an answer that arrives while nothing
+    /// this connection sent before it is still waiting for the handler completes at once on the
+    /// server's I/O thread (one thread hop fewer per ask), so `completion` must not block.
     @discardableResult
     package func ask(
         _ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil,
@@ -321,7 +327,20 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         guard let pending = state.withLock({ $0.pendingAsks.removeValue(forKey: answer.id) }) else { return false }
         let latency = monotonicNanoseconds() &- pending.startNanoseconds
         let outcome: AskOutcome = answer.error.map { .failed($0, latencyNanoseconds: latency) } ?? .answered(latencyNanoseconds: latency)
-        queue.async { pending.completion(outcome) }
+        if queued.load(ordering: .acquiring) == 0 {
+            pending.completion(outcome)
+        } else {
+            queue.async { pending.completion(outcome) }
+        }
         return true
+    }
+
+    /// Runs `work` on `queue`, counted in `queued` (I/O queue only).
+    func deliver(_ work: @escaping @Sendable () -> Void) {
+        queued.add(1, ordering: .relaxed)
+        queue.async { [self] in
+            work()
+            queued.subtract(1, ordering: .releasing)
+        }
     }
 }

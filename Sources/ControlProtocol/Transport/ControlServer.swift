@@ -383,7 +383,7 @@ package final class ControlServer: @unchecked Sendable {
             connection.send(.welcome(Welcome(
                 id: hello.id, version: version, server: configuration.serverName,
                 maxFrameSize: configuration.maxFrameSize, mountPoint: configuration.mountPoint)))
-            connection.queue.async { [handler, self] in handler.controlServer(self, didOpen: connection) }
+            connection.deliver { [handler, self] in handler.controlServer(self, didOpen: connection) }
             return
         case _ where !negotiated:
             reject(connection, ProtocolError(.notNegotiated, "the first message must be hello, not \(message.typeName)"))
@@ -402,7 +402,7 @@ package final class ControlServer: @unchecked Sendable {
             _ = connection.send(.error(ErrorMessage(id: id, error)))
             return
         }
-        connection.queue.async { [handler, self] in handler.controlServer(self, didReceive: message, on: connection) }
+        connection.deliver { [handler, self] in handler.controlServer(self, didReceive: message, on: connection) }
     }
 
     /// I/O queue only.
