@@ -42,11 +42,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         self.options = options
         saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
         policy = OperationPolicy(recognisesSaves: options.saveWindow > 0)
-        func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
-        readPolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
-                                        waitDeadline: seconds(options.readWait), atWaitDeadline: .goAhead)
-        writePolicy = CoordinationPolicy(askDeadline: seconds(options.askTimeout), onAskTimeout: options.strict ? .strict : .proceed,
-                                         waitDeadline: seconds(options.writeWait), atWaitDeadline: .goAheadPastYieldingHolds)
+        let waits = OperationPolicy.Waits(askTimeout: options.askTimeout, strict: options.strict, readWait: options.readWait,
+                                          writeWait: options.writeWait)
+        readPolicy = policy.waits(write: false, waits)
+        writePolicy = policy.waits(write: true, waits)
     }
 
     /// Installs (or removes, with nil) the document store's hooks.

@@ -13,6 +13,33 @@ public struct OperationPolicy: Hashable, Sendable {
 
     public init(recognisesSaves: Bool) { self.recognisesSaves = recognisesSaves }
 
+    // MARK: waits and deadlines
+
+    /// The `-o` options that bound an operation's waits (docs/semantics.md, "Waits and deadlines").
+    public struct Waits: Hashable, Sendable {
+        /// `ask_timeout`: each presenter ask.
+        public var askTimeout: Double
+        /// `strict`: a missed ask fails the operation (ETIMEDOUT) instead of being passed over.
+        public var strict: Bool
+        /// `read_wait`: how long a read waits for a writer.
+        public var readWait: Double
+        /// `write_wait`: how long a write waits for other accesses.
+        public var writeWait: Double
+        public init(askTimeout: Double = 5, strict: Bool = false, readWait: Double = 1, writeWait: Double = 5) {
+            self.askTimeout = askTimeout; self.strict = strict; self.readWait = readWait; self.writeWait = writeWait
+        }
+    }
+
+    /// How long a read or a write waits and what it gets at each deadline: a read goes ahead without
+    /// exclusion; a write goes ahead past readers and other programs' open files, and gets EBUSY
+    /// while an explicit coordinated write holds the item.
+    public func waits(write: Bool, _ w: Waits) -> CoordinationPolicy {
+        func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
+        return CoordinationPolicy(askDeadline: seconds(w.askTimeout), onAskTimeout: w.strict ? .strict : .proceed,
+                                  waitDeadline: seconds(write ? w.writeWait : w.readWait),
+                                  atWaitDeadline: write ? .goAheadPastYieldingHolds : .goAhead)
+    }
+
     // MARK: open
 
     public struct Open: Hashable, Sendable {

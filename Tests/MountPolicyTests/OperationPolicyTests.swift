@@ -2,13 +2,37 @@ import Coordination
 import MountPolicy
 import XCTest
 
-/// The rows of docs/semantics.md's operations table, as decisions of `OperationPolicy` (no mount,
+/// The rows of docs/semantics.md's operations and waits tables, as decisions of `OperationPolicy` (no mount,
 /// no coordinator: facts in, a plan out). The mount suites (SemanticsTests, SaveRecognitionTests,
 /// Store/*) check the same rows end to end.
 final class OperationPolicyTests: XCTestCase {
     let policy = OperationPolicy(recognisesSaves: true)
     let withoutSaves = OperationPolicy(recognisesSaves: false)
     let doc = path("dir/doc.txt"), dir = path("dir"), other = path("dir/other.txt")
+
+    // MARK: waits and deadlines
+
+    func testAReadWaitsForAWriterUpToReadWaitThenProceeds() {
+        let read = policy.waits(write: false, .init(readWait: 1))
+        XCTAssertEqual(read.waitDeadline, .seconds(1))
+        XCTAssertEqual(read.atWaitDeadline, .goAhead, "proceeds without exclusion")
+    }
+
+    func testAWriteWaitsUpToWriteWaitThenGoesPastReadersAndOpenFilesButNotACoordinatedWrite() {
+        let write = policy.waits(write: true, .init(readWait: 1, writeWait: 5))
+        XCTAssertEqual(write.waitDeadline, .seconds(5))
+        XCTAssertEqual(write.atWaitDeadline, .goAheadPastYieldingHolds, "EBUSY while an explicit coordinated write holds")
+    }
+
+    func testAPresenterThatDoesNotAnswerIsPassedOverUnlessStrict() {
+        let lenient = policy.waits(write: true, .init(askTimeout: 2))
+        XCTAssertEqual(lenient.askDeadline, .seconds(2))
+        XCTAssertEqual(lenient.onAskTimeout, .proceed)
+        for write in [false, true] {
+            XCTAssertEqual(policy.waits(write: write, .init(askTimeout: 0.5, strict: true)).onAskTimeout, .strict, "ETIMEDOUT")
+            XCTAssertEqual(policy.waits(write: write, .init(askTimeout: 0.5, strict: true)).askDeadline, .milliseconds(500))
+        }
+    }
 
     // MARK: open
 
