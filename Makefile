@@ -15,7 +15,7 @@ DEMO     ?= $(CURDIR)/demo
 
 # System packages the build, the tests and the benchmarks need (Debian names).
 APT_PACKAGES := libfuse3-dev fuse3 pkg-config libsqlite3-dev attr fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox prometheus chromium chromium-driver \
-                etcd-server etcd-client iproute2
+                etcd-server etcd-client iproute2 tmux nano
 
 .PHONY: all deps build build-debug run test bench fuzz install install-files uninstall clean
 

@@ -109,7 +109,9 @@ extension ControlRequestHandler {
             var list: [ConflictInfo] = []
             for conflict in all {
                 let owner = store.coordinatorID(of: conflict.presenter)
-                if let owners, !(owner.map { owners.contains($0.rawValue) } ?? false) { continue }
+                // Also a lost update of this user's own process, when no presenter was asked for.
+                let ownSave = request.presenter == nil && StoreService.saverUID(conflict.presenter) == client.peer.credentials.uid
+                if let owners, !ownSave, !(owner.map { owners.contains($0.rawValue) } ?? false) { continue }
                 guard var path = try? MountPath(validating: conflict.path) else { continue }
                 if !root && !resolver.maySee(path, for: client.peer) {
                     // Its own presenter's document, moved where its user cannot see: the name it knew.
@@ -120,7 +122,7 @@ extension ControlRequestHandler {
                     conflict: conflict.id,
                     document: conflict.document, path: path,
                     presenter: owner, storePresenter: conflict.presenter.rawValue,
-                    kind: conflict.kind == .deletion ? .deletion : .change,
+                    kind: DocumentChangeKind(rawValue: conflict.kind.rawValue) ?? .change,
                     createdMs: UInt64(max(0, conflict.createdAt.timeIntervalSince1970 * 1000)),
                     before: conflict.before.map(Self.identity), after: conflict.after.map(Self.identity),
                     baseVersion: conflict.baseVersion))
@@ -147,13 +149,15 @@ extension ControlRequestHandler {
             }
             owner = store.coordinatorID(of: conflict.presenter)
             let ownConnection = owner.map { client.presenterID($0.rawValue) != nil } ?? false
-            guard ownConnection || client.peer.credentials.uid == 0 else {
+            // A lost update belongs to the user whose process saved late.
+            let ownSave = StoreService.saverUID(conflict.presenter) == client.peer.credentials.uid
+            guard ownConnection || ownSave || client.peer.credentials.uid == 0 else {
                 throw ProtocolError(.permissionDenied, "\(request.conflict) belongs to \(conflict.presenter.rawValue), which is not a presenter of this connection")
             }
             guard conflict.state == .open else {
                 throw ProtocolError(.alreadyResolved, "\(request.conflict) is already resolved (\(conflict.resolution?.rawValue ?? "?"))")
             }
-            if request.resolution.needsContents && request.mine == nil {
+            if request.resolution.needsContents && request.mine == nil && conflict.kind != .lostUpdate {
                 throw ProtocolError(.invalidValue, "resolve: \(request.resolution.rawValue) needs the presenter's contents (\"mine\" or \"minePath\")")
             }
             guard let document = try? MountPath(validating: conflict.path) else {

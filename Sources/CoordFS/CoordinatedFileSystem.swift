@@ -32,6 +32,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
     /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
     let passthroughWrites = PassthroughWrites()
+    /// Implicit readers and their late saves (docs/semantics.md, "Lost updates"); off until the store configures it.
+    let lostUpdates: LostUpdates
     /// The mounted session, for `forgetCached` (weak: the session owns this file system).
     private let kernel = Mutex(WeakSession())
     private struct WeakSession { weak var session: FuseSession? }
@@ -41,6 +43,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         self.coordinator = coordinator
         self.options = options
         saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
+        lostUpdates = LostUpdates(coordinator: coordinator, backingRoot: loopback.backingRoot)
         policy = OperationPolicy(recognisesSaves: options.saveWindow > 0)
         let waits = OperationPolicy.Waits(askTimeout: options.askTimeout, strict: options.strict, readWait: options.readWait,
                                           writeWait: options.writeWait)
@@ -186,10 +189,15 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan) {
         let pid = grant.origin.pid
+        if plan.write, !plan.quiet, let refused = lostUpdates.beforeSave(p, by: grant.origin, .inPlace) {
+            grant.release()
+            return request.reply(error: refused)
+        }
         let store = StoreView(self, origin: grant.origin, before: plan.before, done: [])
         for step in plan.before { store.run(step) }
         switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
+            if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid) }
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
@@ -217,6 +225,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func finish(_ handle: HandleAccess, _ f: OpenFile) {
         handle.finishOnce {
             let contents = f.modified || handle.truncated || handle.resized
+            if contents && !handle.quiet {
+                lostUpdates.didSave(handle.path, by: handle.grant.origin, file: f.fd)
+            } else if f.isWrite {
+                lostUpdates.didNotSave(handle.path, by: handle.grant.origin)
+            }
             let steps = policy.close(.init(path: handle.path, contentsChanged: contents, attributesChanged: handle.touched, quiet: handle.quiet,
                                            freshByOpener: saves.creator(of: handle.path) == handle.pid,
                                            removed: (contents || handle.touched) && Self.isRemoved(f.fd))) // looked at only when it matters
@@ -334,8 +347,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         withAccess(request, plan.intents, origin: origin(request.context, p), write: true) { [self] req, grant in
             var result: Result<stat, Errno> = .failure(.ioError)
             _ = perform(plan, grant) {
+                // A truncate by path is a save: maybe a late one.
+                if size, let refused = lostUpdates.beforeSave(p, by: grant.origin, .inPlace) {
+                    result = .failure(refused)
+                    return refused
+                }
                 result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: req.context)
                 if case .failure(let e) = result { return e }
+                if size { lostUpdates.didSave(p, by: grant.origin) }
                 return nil
             }
             switch result {
@@ -441,7 +460,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         withAccess(request, plan.intents, origin: who, write: true) { [self, plan, settled] req, grant in
             req.reply(perform(plan, grant, settled: settled) {
-                bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
+                // Maybe the first half of a save (unlink, then create): kept, never refused.
+                if !directory && !isTemp(n) { _ = lostUpdates.beforeSave(p, by: who, .replace, mayRefuse: false) }
+                return bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
             })
         }
     }
@@ -479,8 +500,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
         }
         withAccess(request, plan.intents, origin: who, write: true) { [self, plan, held, settled] req, grant in
+            let save = LostUpdates.RenameSave(src: src, dst: dst, srcIsFile: srcKind == .file, dstIsFile: dstKind == .file,
+                                              dstExists: dstKind != nil, flags: flags)
             req.reply(perform(plan, grant, adopted: held, settled: settled) {
-                bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+                if let refused = lostUpdates.beforeRename(save, by: who) { return refused }
+                let e = bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }
+                if e == nil { lostUpdates.didRename(save, by: who) }
+                return e
             })
         }
     }

@@ -4,17 +4,44 @@ import DocumentStore
 import Glibc
 import Synchronization
 
-/// A process as the lost-update rules tell processes apart: its pid and its start time (field 22 of
-/// `/proc/PID/stat`, clock ticks after boot), so a pid the kernel hands out again is another process.
+/// A process as the lost-update rules tell processes apart: its pid and its start, so a pid the
+/// kernel hands out again is another process. `start` is the inode number of a pidfd of it where the
+/// kernel has pidfs (Linux 6.9 and later: unique per process, never reused; a process that exits
+/// and one that gets its pid can start within the same clock tick), else its start time (field 22 of
+/// `/proc/PID/stat`, in clock ticks after boot).
 struct ProcessKey: Hashable, Sendable {
     var pid: pid_t
     var start: UInt64
 
     /// The live process `pid` now, or nil when there is none.
     static func current(_ pid: pid_t) -> ProcessKey? {
-        processStartTime(pid).map { ProcessKey(pid: pid, start: $0) }
+        processStart(pid).map { ProcessKey(pid: pid, start: $0) }
     }
 }
+
+@_silgen_name("pidfd_open") private func pidfd_open(_ pid: pid_t, _ flags: UInt32) -> Int32
+
+/// What tells the process `pid` from any other that had or will have its pid (see ``ProcessKey``),
+/// or nil when there is no such process.
+func processStart(_ pid: pid_t) -> UInt64? {
+    guard pid > 0 else { return nil }
+    guard pidfsInodes else { return processStartTime(pid) }
+    let fd = pidfd_open(pid, 0)
+    guard fd >= 0 else { return errno == ESRCH ? nil : processStartTime(pid) }
+    defer { close(fd) }
+    var st = stat()
+    return fstat(fd, &st) == 0 ? UInt64(st.st_ino) : processStartTime(pid)
+}
+
+/// True when pidfds of two processes have two inode numbers (pidfs); before it, every pidfd was the
+/// one anonymous inode.
+private let pidfsInodes: Bool = {
+    let mine = pidfd_open(getpid(), 0), first = pidfd_open(1, 0)
+    defer { if mine >= 0 { close(mine) }; if first >= 0 { close(first) } }
+    var a = stat(), b = stat()
+    guard mine >= 0, first >= 0, fstat(mine, &a) == 0, fstat(first, &b) == 0 else { return false }
+    return a.st_ino != b.st_ino
+}()
 
 /// Field 22 (`starttime`) of `/proc/PID/stat`, or nil when the process is gone. The command name
 /// (field 2) may hold spaces and parentheses: fields are counted after its last `)`.
@@ -113,7 +140,7 @@ final class ImplicitReaders: Sendable {
     private let sweeper = Mutex<DispatchSourceTimer?>(nil)
     private let queue = DispatchQueue(label: "coordfs.readers.sweep", qos: .utility)
 
-    init(sweepInterval: Double = 0.5, startTime: @escaping @Sendable (pid_t) -> UInt64? = processStartTime) {
+    init(sweepInterval: Double = 0.5, startTime: @escaping @Sendable (pid_t) -> UInt64? = processStart) {
         self.sweepInterval = sweepInterval
         self.startTime = startTime
     }

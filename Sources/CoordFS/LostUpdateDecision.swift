@@ -9,7 +9,7 @@ public enum LostUpdateMode: String, Sendable, Equatable, CaseIterable {
     case keep
     /// Not tracked at all: no reader table, no check.
     case off
-    /// The late save fails with ``LostUpdateDecision/refusal`` (ESTALE) and changes nothing.
+    /// The late save fails with ``LostUpdateDecision/refusal`` (ECANCELED) and changes nothing.
     case refuse
 }
 
@@ -25,8 +25,9 @@ enum LostUpdateDecision: Equatable, Sendable {
     /// A lost update refused (`lost_updates=refuse`): fail with ``refusal``, change nothing.
     case refuse(read: FileIdentity, current: FileIdentity)
 
-    /// The errno a refused late save gets: "Stale file handle", the saver's copy is stale.
-    static let refusal = ESTALE
+    /// The errno a refused late save gets: ECANCELED, "Operation canceled". (Not ESTALE, which
+    /// would fit: the kernel retries an open or a rename that gets it, so every refusal came twice.)
+    static let refusal = ECANCELED
 
     /// - Parameters:
     ///   - mode: the mount's `lost_updates` option.

@@ -48,6 +48,24 @@ struct StoreEventRecorder: Sendable {
                 reason: conflict.kind.rawValue, message: message))
     }
 
+    /// A process saved over a document changed since it read it: `conflict` opened (kept), or the
+    /// save was refused (`conflict` nil, `errno` the caller's).
+    func lostUpdate(path: String, conflict: Conflict?, errno code: Int32? = nil, saver origin: (pid: Int32, uid: UInt32, executable: String)) {
+        var message: String
+        if let conflict {
+            message = "conflict \(conflict.id) of \(conflict.presenter.rawValue)"
+            message += conflict.baseVersion.map { ", base version \($0.rawValue)" } ?? ", base not kept (changed where coordfs could not keep it)"
+        } else {
+            message = "a save over a version changed since the saver read it, refused"
+        }
+        log.append(
+            .lostUpdate, path: Self.logPath(path), documentID: conflict.map { Self.documentID($0.document) },
+            actor: EventActor(pid: origin.pid, uid: origin.uid, executable: origin.executable),
+            details: EventDetails(
+                presenterID: conflict?.presenter.rawValue, versionID: conflict?.theirsVersion.map { String($0.rawValue) },
+                errno: code, reason: conflict == nil ? "refused" : "kept", message: message))
+    }
+
     /// The store failed to keep a version of, or record a change to, the document at `path`.
     func storeFailed(path: String, reason: String, error: any Error) {
         var code: Int32?

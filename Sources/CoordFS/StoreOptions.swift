@@ -9,6 +9,7 @@ import DocumentStore
 /// | `on_delete=close\|ask` | close | the same for a deletion: its interest ends (close), or a conflict is recorded (ask) |
 /// | `keep_versions=N` | 20 | versions kept per document (pinned ones always stay) |
 /// | `keep_mb=N` | 4096 | total size of kept versions, in MiB |
+/// | `lost_updates=keep\|off\|refuse` | keep | a save over a document changed since the saver read it: kept and recorded as a conflict (keep), not tracked (off), or refused with ECANCELED (refuse) |
 public struct StoreOptions: Sendable, Equatable {
     /// Off: the mount runs without a document store.
     public var enabled = true
@@ -16,11 +17,13 @@ public struct StoreOptions: Sendable, Equatable {
     public var defaultActions = DefaultActions()
     /// How long versions are kept.
     public var retention = Retention()
+    /// Saves by processes that read an older version (docs/semantics.md, "Lost updates").
+    public var lostUpdates = LostUpdateMode.keep
 
     public init() {}
 
     /// The option names, for `coordfs mount --help` and error messages.
-    public static let documentation = "document store: store=on|off, on_change=reload|ask, on_delete=close|ask, keep_versions=N (1 to 100000), keep_mb=N (1 to 1099511627776)"
+    public static let documentation = "document store: store=on|off, on_change=reload|ask, on_delete=close|ask, keep_versions=N (1 to 100000), keep_mb=N (1 to 1099511627776), lost_updates=keep|off|refuse"
 
     /// Applies one `-o` item if it is a store option. Returns false for names that are not the
     /// store's (the caller goes on with its own), throws for a store option with a bad value.
@@ -44,6 +47,9 @@ public struct StoreOptions: Sendable, Equatable {
             guard let n = Int64(v), n > 0, n <= 1 << 40 else { throw .badOption(item, "expects 1 to \(Int64(1) << 40) MiB") }
             retention.maxTotalBytes = n << 20
         case ("keep_versions", nil), ("keep_mb", nil): throw .badOption(item, "expects a number")
+        case ("lost_updates", let v):
+            guard let mode = v.flatMap(LostUpdateMode.init(rawValue:)) else { throw .badOption(item, "expects keep, off or refuse") }
+            lostUpdates = mode
         default: return false
         }
         return true

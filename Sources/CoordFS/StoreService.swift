@@ -88,6 +88,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         service.tap = tap
         daemon.coordinator.eventSink = tap
         mount.setDocumentHooks(service)
+        mount.lostUpdates.configure(options.lostUpdates, store: service)
         return service
     }
 
@@ -123,6 +124,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// open conflicts stay, resolvable with `coordfs resolve`).
     func stop() {
         mount?.setDocumentHooks(nil)
+        mount?.lostUpdates.configure(.off, store: nil)
         if let tap {
             if coordinator.eventSink as AnyObject? === tap { coordinator.eventSink = tap.next }
             tap.drain()
@@ -494,7 +496,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
     }
 
-    private func report(_ what: String, _ error: any Error) {
+    func report(_ what: String, _ error: any Error) {
         sayOnStandardError("coordfs: document store: \(what): \(error)")
     }
 }

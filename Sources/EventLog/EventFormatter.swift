@@ -98,7 +98,7 @@ public struct EventFormatter: Sendable {
         case .didChange, .didMove, .didDelete: "34"
         case .subitemAppeared, .subitemChanged, .subitemMoved, .subitemDeleted: "94"
         case .snapshotTaken: "35"
-        case .conflictDetected: "1;31"
+        case .conflictDetected, .lostUpdate: "1;31"
         case .conflictResolved: "1;32"
         case .gap, .retention, .logRecovered, .logStalled, .storeFailed: "7;31"
         }

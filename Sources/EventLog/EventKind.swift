@@ -69,6 +69,12 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
     /// error): the presenters of that document were not given their base or conflict. Details:
     /// errno (when the failure had one), reason (what the store was doing), message.
     case storeFailed
+    /// A process saved over a document that changed since it read it (an implicit reader, no
+    /// presenter): the version it went over was kept and a conflict of kind `lostUpdate` opened (or,
+    /// with `lost_updates=refuse`, the save was refused). The actor is the saver. Details:
+    /// versionID (theirs, kept), reason (`kept` or `refused`), errno (refused), message (the
+    /// conflict id, the base version or why there is none).
+    case lostUpdate
 
     /// The stable on-disk code. Append new kinds with new codes; never reuse a code.
     public var code: UInt8 {
@@ -100,6 +106,7 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
         case .logRecovered: 25
         case .logStalled: 26
         case .storeFailed: 27
+        case .lostUpdate: 28
         }
     }
 

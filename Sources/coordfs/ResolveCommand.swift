@@ -21,6 +21,10 @@ struct ResolveCommand: ParsableCommand {
           --merge      three-way merge of yours (--from FILE) and theirs against the base, written \
         over the file; overlapping changes are marked <<<<<<< mine / ======= / >>>>>>> theirs as \
         git merge-file marks them. Text only; refused for deletions.
+        A lost update (KIND lostUpdate: a process saved over a version changed since it read it) \
+        needs no --from: "yours" is the file the late save left and "theirs" the version it went \
+        over (kept). --save and --close keep the file, --reload restores theirs, --keep-both writes \
+        theirs beside the file, --merge merges the two against what the saver had read.
         Whatever --save and --merge write over is kept as a version first (undo with `coordfs \
         restore`). A refused resolution changes nothing and the conflict stays open. When several \
         presenters have a conflict on PATH, pick one with --conflict ID.
@@ -69,9 +73,16 @@ struct ResolveCommand: ParsableCommand {
     func validate() throws {
         switch choice {
         case .save, .keepBoth, .merge:
-            guard from != nil else { throw ValidationError("--\(choice == .keepBoth ? "keep-both" : choice.rawValue) needs your version: --from FILE") }
+            break // --from is needed unless the conflict is a lost update (checked once it is known)
         case .close, .reload:
             if from != nil { throw ValidationError("--from is only for --save, --keep-both and --merge") }
+        }
+    }
+
+    /// Save, keep both and merge of a presenter's conflict need its version.
+    private func requireMine() throws {
+        if from == nil, [.save, .keepBoth, .merge].contains(choice) {
+            throw CLIError("--\(choice == .keepBoth ? "keep-both" : choice.rawValue) needs your version: --from FILE")
         }
     }
 
@@ -80,6 +91,7 @@ struct ResolveCommand: ParsableCommand {
         try location.requireDocumentPath()
         let store = try location.openStore()
         let open = try storeCall { try store.conflicts(atPath: location.relative) }
+        if !open.contains(where: { $0.kind == .lostUpdate }) { try requireMine() }
         let conflict: Conflict
         if let conflictID {
             guard let c = open.first(where: { $0.id.rawValue == conflictID }) else {
@@ -93,6 +105,8 @@ struct ResolveCommand: ParsableCommand {
             }
             conflict = first
         }
+        // A lost update's "mine" is the file the late save left; a presenter's is its own bytes.
+        if conflict.kind != .lostUpdate { try requireMine() }
         var mine: Contents?
         if let from = from.map(exactArgument) {
             var st = stat()

@@ -16,7 +16,7 @@ final class LostUpdateDecisionTests: XCTestCase {
         // The same inode written in place since (only its mtime moved) is a change too.
         XCTAssertEqual(LostUpdateDecision.decide(mode: .keep, presented: false, read: v1, current: v1Touched), .keep(read: v1, current: v1Touched))
         XCTAssertEqual(LostUpdateDecision.decide(mode: .refuse, presented: false, read: v1, current: v2), .refuse(read: v1, current: v2))
-        XCTAssertEqual(LostUpdateDecision.refusal, ESTALE)
+        XCTAssertEqual(LostUpdateDecision.refusal, ECANCELED)
     }
 
     func testNoLostUpdateWhenUnchangedNeverReadGoneOffOrPresented() {
@@ -33,9 +33,13 @@ final class LostUpdateDecisionTests: XCTestCase {
         let line = "4242 (a) b (c) R 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100"
         XCTAssertEqual(parseStartTime(Array(line.utf8)), 987_654)
         XCTAssertNil(parseStartTime(Array("12 (x) R 1 2".utf8)))
-        XCTAssertEqual(processStartTime(getpid()), ProcessKey.current(getpid())?.start)
         XCTAssertNotNil(processStartTime(getpid()))
         XCTAssertNil(processStartTime(0))
+        // The key of a live process is stable, and differs between two processes.
+        XCTAssertEqual(ProcessKey.current(getpid()), ProcessKey.current(getpid()))
+        XCTAssertNotNil(processStart(1))
+        XCTAssertNil(processStart(0))
+        XCTAssertNil(processStart(Int32.max), "no such process")
     }
 
     /// Simulated processes: pid → start time, changed by the test.
@@ -122,5 +126,14 @@ final class LostUpdateDecisionTests: XCTestCase {
         let deadline = Date().addingTimeInterval(1)
         while readers.count > 0 && Date() < deadline { usleep(10_000) }
         XCTAssertEqual(readers.count, 0)
+    }
+
+    func testLostUpdatesOptionIsParsedAndChecked() throws {
+        XCTAssertEqual(try MountOptions.parse([]).store.lostUpdates, .keep)
+        XCTAssertEqual(try MountOptions.parse(["lost_updates=off"]).store.lostUpdates, .off)
+        XCTAssertEqual(try MountOptions.parse(["lost_updates=refuse"]).store.lostUpdates, .refuse)
+        XCTAssertThrowsError(try MountOptions.parse(["lost_updates=maybe"]))
+        XCTAssertThrowsError(try MountOptions.parse(["lost_updates"]))
+        XCTAssertTrue(MountOptions.documentation.contains("lost_updates=keep|off|refuse"))
     }
 }

@@ -28,6 +28,8 @@ public struct DocumentIdentity: Sendable, Hashable, CustomStringConvertible {
 public enum DocumentChangeKind: String, Sendable, Hashable, CaseIterable {
     case change
     case deletion
+    /// A conflict's kind only: a process saved over a version changed since it read it.
+    case lostUpdate
 }
 
 /// What the store did for a presenter whose document changed underneath it, or asks it to do.

@@ -1,0 +1,171 @@
+import Coordination
+import DocumentStore
+import Dispatch
+import Linux
+import Glibc
+import NameBytes
+import SystemPackage
+import Synchronization
+
+/// The mount's side of lost updates between processes that present nothing (docs/semantics.md,
+/// "Lost updates"). The coordinated mount calls it at a few points, inside the operation's access:
+///
+/// - ``didRead(_:file:by:)`` after an open for reading: the process is an implicit reader of that
+///   version (``ImplicitReaders``);
+/// - ``beforeSave(_:by:_:mayRefuse:)`` before a process overwrites a document (open for writing,
+///   truncate, rename over, unlink, rename away): ``LostUpdateDecision`` says whether it is a lost
+///   update; if so the version it goes over (theirs) is kept and the save is pending (or refused),
+///   and, lost update or not, the version is kept when another live process read it (its base);
+/// - ``didSave(_:by:file:)`` once the new contents are in place (the handle's release, the rename,
+///   the truncate): a pending lost update becomes a conflict in the store, and the saver's own
+///   record moves to what it wrote.
+///
+/// The decision never blocks: the store's work is a link, a clone or a copy and one transaction.
+final class LostUpdates: Sendable {
+    let readers: ImplicitReaders
+    private let coordinator: Coordinator
+    private let backingRoot: String
+    private struct Config: Sendable {
+        var mode: LostUpdateMode = .off
+        var store: StoreService?
+    }
+    private let config = Mutex(Config())
+
+    /// A late save in progress: what the saver had read and what it goes over (kept).
+    private struct Pending: Sendable {
+        let read: FileIdentity
+        let theirs: FileIdentity
+        let since: UInt64
+    }
+    private struct Key: Hashable, Sendable {
+        let pid: pid_t
+        let path: ItemPath
+    }
+    private let pending = Mutex<[Key: Pending]>([:])
+    /// A save begun by an unlink or a rename away that no new file completes is dropped after this.
+    private static let pendingLifetime: UInt64 = 60_000_000_000
+
+    init(coordinator: Coordinator, backingRoot: String, readers: ImplicitReaders = ImplicitReaders()) {
+        self.coordinator = coordinator
+        self.backingRoot = backingRoot
+        self.readers = readers
+    }
+
+    /// Turns tracking on (`keep`, `refuse`, with the store that keeps versions and records
+    /// conflicts) or off.
+    func configure(_ mode: LostUpdateMode, store: StoreService?) {
+        config.withLock { $0 = Config(mode: store == nil ? .off : mode, store: store) }
+    }
+
+    var mode: LostUpdateMode { config.withLock { $0.mode } }
+
+    /// `pid` opened `path` for reading only (`fd`: its backing file): it read that version.
+    func didRead(_ path: ItemPath, file fd: Int32, by pid: pid_t) {
+        guard mode != .off else { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
+        readers.noteRead(path, identity: Self.identity(st), by: pid)
+    }
+
+    /// `origin` is about to overwrite the document at `path`. Returns the errno to fail the
+    /// operation with (a refused late save), or nil to go on. `mayRefuse`: false for the first half
+    /// of a save that cannot be told from a removal or a move (unlink, rename away): kept, never refused.
+    func beforeSave(_ path: ItemPath, by origin: AccessOrigin, _ overwrite: LostUpdateDecision.Overwrite, mayRefuse: Bool = true) -> Errno? {
+        let (mode, store) = config.withLock { ($0.mode, $0.store) }
+        // The fast path of every write: nobody read this path.
+        guard mode != .off, let store, readers.hasReaders(path) else { return nil }
+        let key = Key(pid: origin.pid, path: path)
+        pending.withLock { _ = $0.removeValue(forKey: key) }
+        guard let current = identity(of: path) else { return nil }
+        let presented = coordinator.isPresented(path)
+        let read = readers.readVersion(at: path, by: origin.pid)
+        switch LostUpdateDecision.decide(mode: mode == .refuse && !mayRefuse ? .keep : mode, presented: presented, read: read, current: current) {
+        case .refuse:
+            store.recordRefusedLostUpdate(path, by: origin, errno: LostUpdateDecision.refusal)
+            return Errno(rawValue: LostUpdateDecision.refusal)
+        case .keep(let read, let theirs):
+            store.keepForReaders(path, byLink: overwrite == .replace, reason: overwrite == .replace ? .replaced : .beforeWrite, by: origin)
+            let now = DispatchTime.now().uptimeNanoseconds
+            pending.withLock { table in
+                if table.count >= 64 { table = table.filter { now - $0.value.since < Self.pendingLifetime } }
+                table[key] = Pending(read: read, theirs: theirs, since: now)
+            }
+        case .save:
+            // Not this process's lost update; but another live process read this very version:
+            // keep it as that reader's base while it can still be had.
+            if !presented, readers.othersRead(path, current: current, except: origin.pid) {
+                store.keepForReaders(path, byLink: overwrite == .replace, reason: .base, by: origin)
+            }
+        }
+        return nil
+    }
+
+    /// `origin`'s save of `path` landed (`fd`: the file it wrote, when it was a handle; else the
+    /// path is looked at).
+    func didSave(_ path: ItemPath, by origin: AccessOrigin, file fd: Int32? = nil) {
+        let (mode, store) = config.withLock { ($0.mode, $0.store) }
+        guard mode != .off, let store else { return }
+        let late = pending.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: Key(pid: origin.pid, path: path)) }
+        guard late != nil || readers.hasReaders(path) else { return }
+        var st = stat()
+        if let fd {
+            guard fstat(fd, &st) == 0, st.st_nlink > 0 else { return }
+        } else {
+            guard let found = statPath(path) else { return }
+            st = found
+        }
+        if let late { store.recordLostUpdate(path, by: origin, read: late.read, theirs: late.theirs) }
+        readers.noteSaved(path, identity: Self.identity(st), by: origin.pid)
+    }
+
+    /// A rename through the mount, as the save rules see it.
+    struct RenameSave: Sendable {
+        let src: ItemPath
+        let dst: ItemPath
+        let srcIsFile: Bool
+        let dstIsFile: Bool
+        let dstExists: Bool
+        let flags: UInt32
+
+        /// A file renamed over a file: a save of `dst` (temp file renamed over, `mv` over).
+        var replaces: Bool { srcIsFile && dstIsFile && flags & LinuxCalls.renameExchange == 0 }
+        /// A file renamed to a new name: maybe the first half of a save of `src` (renamed to a
+        /// backup name, then written anew).
+        var departs: Bool { srcIsFile && !dstExists && flags & LinuxCalls.renameExchange == 0 }
+    }
+
+    /// Before a rename (inside its access): a save over `dst`, or `src` leaving for a backup name.
+    func beforeRename(_ r: RenameSave, by origin: AccessOrigin) -> Errno? {
+        if r.replaces { return beforeSave(r.dst, by: origin, .replace) }
+        if r.departs { _ = beforeSave(r.src, by: origin, .replace, mayRefuse: false) }
+        return nil
+    }
+
+    /// After the rename: a save over `dst` landed. (A departure waits for the new file.)
+    func didRename(_ r: RenameSave, by origin: AccessOrigin) {
+        if r.replaces { didSave(r.dst, by: origin) }
+    }
+
+    /// A write open of `origin` ended without changing the contents: no save.
+    func didNotSave(_ path: ItemPath, by origin: AccessOrigin) {
+        pending.withLock { table in
+            if !table.isEmpty { table[Key(pid: origin.pid, path: path)] = nil }
+        }
+    }
+
+    // MARK: Files
+
+    private func statPath(_ path: ItemPath) -> stat? {
+        var st = stat()
+        let absolute = backingRoot + "/" + path.string
+        guard absolute.withNameCString({ lstat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return st
+    }
+
+    private func identity(of path: ItemPath) -> FileIdentity? { statPath(path).map(Self.identity) }
+
+    static func identity(_ st: stat) -> FileIdentity {
+        FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                     modificationTimeNanoseconds: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+    }
+}

@@ -1,0 +1,50 @@
+import Coordination
+import DocumentStore
+import Glibc
+
+/// The store's work for ``LostUpdates`` (docs/document-store.md, "Lost updates").
+extension StoreService {
+    /// The store's name for a saving process: `process:PID:START:uid:UID` (START: what tells it from
+    /// another process with its pid, see ``ProcessKey``). `coordfs conflicts` shows it.
+    static func saverName(_ origin: AccessOrigin) -> StorePresenterID {
+        let start = processStart(origin.pid).map(String.init) ?? "?"
+        return StorePresenterID("process:\(origin.pid):\(start):uid:\(origin.uid)")
+    }
+
+    /// The uid in a saver's name (nil for a presenter's name).
+    static func saverUID(_ name: StorePresenterID) -> UInt32? {
+        let parts = name.rawValue.split(separator: ":")
+        guard parts.count == 5, parts[0] == "process", parts[3] == "uid" else { return nil }
+        return UInt32(parts[4])
+    }
+
+    /// Keeps the file at `path` for its readers (theirs before a late save, or a live reader's
+    /// base); a failure is reported as the store's other failures are, never fails the operation.
+    func keepForReaders(_ path: ItemPath, byLink: Bool, reason: VersionReason, by origin: AccessOrigin) {
+        do {
+            if let snapshot = try documentStore.keepForReaders(path.string, byLink: byLink, reason: reason) {
+                recorder?.snapshotTaken(snapshot, actor: (origin.pid, origin.uid, origin.executable))
+            }
+        } catch DocumentStoreError.notARegularFile {
+        } catch {
+            report("keepVersion \(path)", error)
+            recorder?.storeFailed(path: path.string, reason: "keepVersion", error: error)
+        }
+    }
+
+    /// A late save landed: the conflict (base, theirs, mine) is recorded and logged as `lostUpdate`.
+    func recordLostUpdate(_ path: ItemPath, by origin: AccessOrigin, read: FileIdentity, theirs: FileIdentity) {
+        do {
+            let conflict = try documentStore.recordLostUpdate(path.string, saver: Self.saverName(origin), read: read, theirs: theirs)
+            recorder?.lostUpdate(path: path.string, conflict: conflict, saver: (origin.pid, origin.uid, origin.executable))
+        } catch {
+            report("noteChange \(path)", error)
+            recorder?.storeFailed(path: path.string, reason: "noteChange", error: error)
+        }
+    }
+
+    /// A late save refused (`lost_updates=refuse`): logged, nothing else changes.
+    func recordRefusedLostUpdate(_ path: ItemPath, by origin: AccessOrigin, errno code: Int32) {
+        recorder?.lostUpdate(path: path.string, conflict: nil, errno: code, saver: (origin.pid, origin.uid, origin.executable))
+    }
+}
