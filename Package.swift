@@ -5,8 +5,9 @@ import PackageDescription
 // imports CLinux, the GNU calls Glibc's module hides; Glibc itself is fine anywhere):
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3
 //                      │   └──▶ Loopback
-//   CoordFS, Loopback, FuseKit ─▶ Linux ─▶ CLinux (LinuxCalls: renameat2, xattrs, file handles,
-//     fanotify; stderr lines, small file reads)
+//   CoordFS, Loopback, FuseKit, EventLog, ControlProtocol, DocumentStore, CoordFSClient ─▶ Linux ─▶
+//     CLinux (the one EINTR retry, LinuxCalls: renameat2, xattrs, file handles, fanotify; the one
+//     mountinfo reader; stderr lines, small file reads)
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
 //                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
@@ -68,11 +69,11 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
-        .target(name: "EventLog", dependencies: ["NameBytes", "Vocabulary"]),
-        .target(name: "ControlProtocol", dependencies: ["NameBytes", "Vocabulary"]),
+        .target(name: "EventLog", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
+        .target(name: "ControlProtocol", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
         .target(
             name: "DocumentStore",
-            dependencies: ["NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["Linux", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CoordFS",
@@ -83,7 +84,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
-        .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "NameBytes", "Vocabulary"]),
+        .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "Linux", "NameBytes", "Vocabulary"]),
         .executableTarget(
             name: "coordfs",
             dependencies: [

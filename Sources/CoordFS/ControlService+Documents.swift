@@ -4,6 +4,7 @@ import Coordination
 import Dispatch
 import DocumentStore
 import Glibc
+import Linux
 
 // The document store over the control socket (docs/protocol.md, "The document store"): a
 // presenter's unsaved flag, `documentChanged` notifications, conflicts and their resolution, and
@@ -262,8 +263,7 @@ extension ControlRequestHandler {
             var data = [UInt8](repeating: 0, count: wanted)
             var done = 0
             while done < wanted {
-                let n = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, wanted - done, off_t(request.offset) + off_t(done)) }
-                if n < 0 && errno == EINTR { continue }
+                let n = retryingEINTR { data.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, wanted - done, off_t(request.offset) + off_t(done)) } }
                 guard n >= 0 else { throw ProtocolError(.internalError, "cannot read \(request.version): \(ControlPathResolver.describe(errno))") }
                 if n == 0 { break }
                 done += n

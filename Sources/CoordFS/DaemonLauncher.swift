@@ -60,8 +60,7 @@ public enum DaemonLauncher {
     public static func tell(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)
         while !bytes.isEmpty {
-            let n = write(fd, bytes, bytes.count)
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingEINTR { write(fd, bytes, bytes.count) }
             if n <= 0 { break }
             bytes.removeFirst(n)
         }
@@ -111,7 +110,7 @@ public enum DaemonLauncher {
         // whatever it mounted, and say why.
         if !ended || said.isEmpty { kill(pid, SIGKILL) }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = retryingEINTR { waitpid(pid, &status, 0) }
         if MountTable.coordfsMount(at: plan.mountpoint) != nil { umount2(plan.mountpoint, Int32(MNT_DETACH)) }
         if !said.isEmpty { throw .system(said) }
         let tail = readWholeFile(plan.state.daemonLog).map { String($0.suffix(2000)) } ?? ""

@@ -1,5 +1,6 @@
 import FuseKit
 import Glibc
+import Linux
 
 /// Where `-o metrics=HOST:PORT` serves: an IPv4 address (`127.0.0.1`), `localhost`, or an IPv6
 /// address in brackets (`[::1]`), and a port (0: any free one; the daemon's log names it).
@@ -149,8 +150,7 @@ final class MetricsEndpoint: @unchecked Sendable {
         if parts.first != "HEAD" { out += body }
         var done = 0
         while done < out.count {
-            let n = out.withUnsafeBytes { write(c, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingEINTR { out.withUnsafeBytes { write(c, $0.baseAddress! + done, $0.count - done) } }
             if n <= 0 { return }
             done += n
         }

@@ -1,5 +1,6 @@
 import NameBytes
 import Glibc
+import Linux
 
 /// The few local file system questions the client asks.
 enum LocalFileSystem {
@@ -23,8 +24,7 @@ extension LocalFileSystem {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingEINTR { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
             guard n >= 0 else { throw .unreadable(path, errno: errno) }
             if n == 0 { return bytes }
             bytes += buffer[0..<n]
@@ -76,8 +76,7 @@ extension LocalFileSystem {
             defer { close(fd) }
             var offset = 0
             while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-                if n < 0 && errno == EINTR { continue }
+                let n = retryingEINTR { bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) } }
                 guard n > 0 else { throw .unreadable(destination, errno: errno) }
                 offset += n
             }

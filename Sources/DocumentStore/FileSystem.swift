@@ -1,5 +1,6 @@
 import Glibc
 import NameBytes
+import Linux
 
 /// The few system calls the store makes, each retrying `EINTR` and turning errno into
 /// ``DocumentStoreError/system(operation:path:errno:)``.
@@ -46,12 +47,9 @@ enum FileSystem {
     /// Runs a call that returns -1 and sets errno on failure, retrying EINTR.
     @discardableResult
     static func retrying<T: BinaryInteger>(_ operation: String, _ path: String, _ call: () -> T) throws -> T {
-        while true {
-            let result = call()
-            if result >= 0 { return result }
-            let code = errno
-            if code == EINTR { continue }
-            throw error(operation, path, code)
+        switch sysValue(call) {
+        case .success(let result): return result
+        case .failure(let e): throw error(operation, path, e.rawValue)
         }
     }
 
@@ -134,15 +132,15 @@ enum FileSystem {
     static func copy(fd src: Int32, sourcePath: String, to dst: Int32, destinationPath: String) throws -> Int64 {
         var total: Int64 = 0
         if let copyFileRange {
-            while true {
-                let n = copyFileRange(src, nil, dst, nil, 1 << 30, 0)
-                if n > 0 { total += Int64(n); continue }
-                if n == 0 { return total }
-                let code = errno
-                if code == EINTR { continue }
-                // Not supported here (old kernel, cross-filesystem, special files): fall back.
-                if total == 0 && [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(code) { break }
-                throw error("copy_file_range", destinationPath, code)
+            copying: while true {
+                switch sysValue({ copyFileRange(src, nil, dst, nil, 1 << 30, 0) }) {
+                case .success(0): return total
+                case .success(let n): total += Int64(n)
+                case .failure(let e):
+                    // Not supported here (old kernel, cross-filesystem, special files): fall back.
+                    if total == 0 && [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(e.rawValue) { break copying }
+                    throw error("copy_file_range", destinationPath, e.rawValue)
+                }
             }
         }
         let bufferSize = 1 << 20

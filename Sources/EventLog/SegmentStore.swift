@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 
 /// The files of one log directory as the writer sees them: recovery at open, appending framed
 /// records with rotation, and retention. Used only by the writer thread (and by the opening
@@ -67,10 +68,9 @@ final class SegmentStore {
         }
         _ = fchmod(lockFD, 0o600)
         do {
-            while flock(lockFD, LOCK_EX | LOCK_NB) != 0 {
-                if errno == EINTR { continue }
-                if errno == EWOULDBLOCK { throw EventLogError.locked(path: directory) }
-                throw EventLogError.system(operation: "flock", path: directory, errno: errno)
+            if let e = sys({ flock(lockFD, LOCK_EX | LOCK_NB) }) {
+                if e.rawValue == EWOULDBLOCK { throw EventLogError.locked(path: directory) }
+                throw EventLogError.system(operation: "flock", path: directory, errno: e.rawValue)
             }
             previousState = EventLogWriterState.read(fd: lockFD)
             writeState(EventLogWriterState(phase: .writing))

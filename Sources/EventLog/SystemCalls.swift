@@ -1,22 +1,19 @@
 import Glibc
+import Linux
 
-/// Thin errno-checked wrappers: every syscall retries EINTR and becomes a typed error.
+/// Thin errno-checked wrappers: every syscall retries EINTR (`Linux.sys`) and becomes a typed error.
 enum Sys {
     static func openat(_ dir: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0, path: String) throws -> Int32 {
-        while true {
-            let fd = Glibc.openat(dir, name, flags | O_CLOEXEC, mode)
-            if fd >= 0 { return fd }
-            if errno == EINTR { continue }
-            throw EventLogError.system(operation: "open", path: path, errno: errno)
+        switch sysValue({ Glibc.openat(dir, name, flags | O_CLOEXEC, mode) }) {
+        case .success(let fd): return fd
+        case .failure(let e): throw EventLogError.system(operation: "open", path: path, errno: e.rawValue)
         }
     }
 
     static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) throws -> Int32 {
-        while true {
-            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
-            if fd >= 0 { return fd }
-            if errno == EINTR { continue }
-            throw EventLogError.system(operation: "open", path: path, errno: errno)
+        switch sysValue({ Glibc.open(path, flags | O_CLOEXEC, mode) }) {
+        case .success(let fd): return fd
+        case .failure(let e): throw EventLogError.system(operation: "open", path: path, errno: e.rawValue)
         }
     }
 
@@ -31,13 +28,10 @@ enum Sys {
     static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) -> (written: Int, error: EventLogError?) {
         var done = 0
         while done < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n > 0 {
-                done += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                return (done, .system(operation: "write", path: path, errno: n < 0 ? errno : EIO))
+            switch sysValue({ Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) }) {
+            case .success(let n) where n > 0: done += n
+            case .success: return (done, .system(operation: "write", path: path, errno: EIO))
+            case .failure(let e): return (done, .system(operation: "write", path: path, errno: e.rawValue))
             }
         }
         return (done, nil)
@@ -47,13 +41,10 @@ enum Sys {
     static func pread(_ fd: Int32, _ buf: UnsafeMutableRawPointer, _ count: Int, _ offset: Int, path: String) throws -> Int {
         var done = 0
         while done < count {
-            let n = Glibc.pread(fd, buf + done, count - done, off_t(offset + done))
-            if n > 0 {
-                done += n
-            } else if n == 0 {
-                break
-            } else if errno != EINTR {
-                throw EventLogError.system(operation: "read", path: path, errno: errno)
+            switch sysValue({ Glibc.pread(fd, buf + done, count - done, off_t(offset + done)) }) {
+            case .success(0): return done
+            case .success(let n): done += n
+            case .failure(let e): throw EventLogError.system(operation: "read", path: path, errno: e.rawValue)
             }
         }
         return done

@@ -1,6 +1,7 @@
 import CFuse3
 import Glibc
 import Synchronization
+import Linux
 
 /// Reads requests from /dev/fuse for libfuse's worker threads: one worker at a time holds the
 /// device, serves the quick requests itself, and polls the device for a short while before it
@@ -227,7 +228,7 @@ final class DeviceReader: @unchecked Sendable {
                     if !watchdogParked.exchange(false, ordering: .sequentiallyConsistent) { sem_wait(doorbell) }
                     continue
                 }
-                while sem_wait(doorbell) != 0 && errno == EINTR {}
+                _ = retryingEINTR { sem_wait(doorbell) }
                 continue
             }
             // On the doorbell, so that `stop` need not wait out the pause (a ring meanwhile only

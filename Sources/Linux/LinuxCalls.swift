@@ -142,18 +142,24 @@ public func sayOnStandardError(_ line: String) {
     _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
 }
 
-/// Reads a whole (small) file, or nil.
+/// Reads a whole (small) file, or nil; the text as UTF-8 (bytes that are not become U+FFFD: for
+/// files of text, such as /proc's; `readWholeFileBytes` for names).
 public func readWholeFile(_ path: String) -> String? {
+    readWholeFileBytes(path).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// Reads a whole (small) file's bytes, or nil.
+public func readWholeFileBytes(_ path: String) -> [UInt8]? {
     let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { Glibc.close(fd) }
     var data: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
-        let n = Glibc.read(fd, &chunk, chunk.count)
-        if n < 0 { if errno == EINTR { continue }; return nil }
+        let n = retryingEINTR { Glibc.read(fd, &chunk, chunk.count) }
+        if n < 0 { return nil }
         if n == 0 { break }
         data.append(contentsOf: chunk[0..<n])
     }
-    return String(decoding: data, as: UTF8.self)
+    return data
 }

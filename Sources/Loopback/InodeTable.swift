@@ -99,8 +99,7 @@ public final class BackingNode: @unchecked Sendable {
     /// budget has room again (the kernel forgot other nodes).
     private func reopened<R>(_ body: (Int32) -> R) -> Result<R, Errno> {
         guard let handle else { return .failure(.badFileDescriptor) } // cannot happen: such nodes hold one
-        var fd: Int32
-        repeat { fd = LinuxCalls.open(handle, mountFD: mountFD, flags: O_PATH | O_NOFOLLOW | O_CLOEXEC) } while fd < 0 && errno == EINTR
+        let fd = retryingEINTR { LinuxCalls.open(handle, mountFD: mountFD, flags: O_PATH | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else {
             let e = errno
             // ESTALE: the inode is gone (its number may belong to another file now).

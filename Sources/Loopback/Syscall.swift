@@ -9,32 +9,6 @@ let AT_EMPTY_PATH = LinuxCalls.AT_EMPTY_PATH
 let UTIME_NOW = LinuxCalls.UTIME_NOW
 let UTIME_OMIT = LinuxCalls.UTIME_OMIT
 
-/// Runs a system call that returns -1 and sets errno on failure, retrying EINTR.
-/// Returns the errno, or nil on success. EFAULT and EBADF can only mean a bug here: they trap.
-@inline(__always)
-func sys(_ call: () -> Int32) -> Errno? {
-    while true {
-        if call() != -1 { return nil }
-        let e = errno
-        if e == EINTR { continue }
-        precondition(e != EFAULT, "EFAULT from a system call: a bad pointer in coordfs")
-        return Errno(rawValue: e)
-    }
-}
-
-/// As `sys`, for calls that return a value (a descriptor, a byte count).
-@inline(__always)
-func sysValue<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {
-    while true {
-        let r = call()
-        if r != -1 { return .success(r) }
-        let e = errno
-        if e == EINTR { continue }
-        precondition(e != EFAULT, "EFAULT from a system call: a bad pointer in coordfs")
-        return .failure(Errno(rawValue: e))
-    }
-}
-
 /// "/proc/self/fd/N": reopens an O_PATH descriptor, or names it for calls without an fd variant.
 @inline(__always)
 func withProcPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {

@@ -1,6 +1,7 @@
 import DocumentStore
 import Foundation
 import Glibc
+import Linux
 
 /// Measures what keeping a version costs against file size, for each snapshot method the
 /// filesystem under `directory` offers, through the store's public calls (so the SQLite commit is
@@ -129,8 +130,7 @@ enum SnapshotBenchmark {
         var written: Int64 = 0
         while written < size {
             let n = Int(min(Int64(chunk.count), size - written))
-            let done = chunk.withUnsafeBytes { write(fd, $0.baseAddress!, n) }
-            if done < 0 && errno == EINTR { continue }
+            let done = retryingEINTR { chunk.withUnsafeBytes { write(fd, $0.baseAddress!, n) } }
             try check(Int32(done < 0 ? -1 : 0), "write", path)
             written += Int64(done)
         }

@@ -5,6 +5,7 @@ import ControlProtocol
 import Dispatch
 import Glibc
 import Synchronization
+import Linux
 
 /// Runs `body` in a Task and blocks this (synchronous) thread until it ends.
 func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
@@ -95,8 +96,7 @@ enum Stdout {
             bytes.append(UInt8(ascii: "\n"))
             var offset = 0
             while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-                if n < 0 && errno == EINTR { continue }
+                let n = retryingEINTR { bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress! + offset, $0.count - offset) } }
                 if n <= 0 { return false }
                 offset += n
             }

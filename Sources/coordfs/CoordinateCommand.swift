@@ -1,6 +1,7 @@
 import ArgumentParser
 import ControlProtocol
 import Glibc
+import Linux
 
 /// `coordfs coordinate`: runs a command inside a coordinated access, as flock(1) does for a lock.
 struct CoordinateCommand: ParsableCommand {
@@ -164,8 +165,7 @@ enum BlockingControlConnection {
         let frame = message.encodedFrame()
         var offset = 0
         while offset < frame.count {
-            let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingEINTR { frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) } }
             guard n > 0 else { throw failure("the daemon closed the connection", ControlExit.unavailable) }
             offset += n
         }
@@ -179,8 +179,7 @@ enum BlockingControlConnection {
             } catch {
                 throw failure("bad reply from the daemon: \(error)", ControlExit.unavailable)
             }
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingEINTR { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }
             guard n > 0 else { throw failure("the daemon closed the connection", ControlExit.unavailable) }
             decoder.append(buffer[0..<n])
         }

@@ -3,6 +3,7 @@ import ArgumentParser
 import CoordFS
 import EventLog
 import Glibc
+import Linux
 
 /// What `coordfs watch` and `coordfs log` share: which mount, which records, in which format.
 struct EventQueryOptions: ParsableArguments {
@@ -153,8 +154,7 @@ enum Stderr {
         var bytes = Array((line + "\n").utf8)
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingEINTR { bytes.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress! + done, $0.count - done) } }
             if n <= 0 { return }
             done += n
         }

@@ -5,6 +5,7 @@ import CoordFSClient
 import Dispatch
 import Glibc
 import Synchronization
+import Linux
 
 /// `coordfs present PATH`: a presenter from the shell.
 struct PresentCommand: ParsableCommand {
@@ -334,7 +335,7 @@ enum ShellCommand {
         return await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 var status: Int32 = 0
-                while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+                _ = retryingEINTR { waitpid(child, &status, 0) }
                 let signal = status & 0x7f
                 continuation.resume(returning: signal == 0 ? (status >> 8) & 0xff : 128 + signal)
             }

@@ -1,6 +1,7 @@
 import EventLog
 import Glibc
 import Synchronization
+import Linux
 
 /// Formatted records on stdout, written with `write(2)` in batches: one call per batch of records
 /// read, so a live watcher shows a record as soon as it is read and a catch-up of a million
@@ -57,10 +58,9 @@ final class RecordOutput {
         var done = 0
         defer { buffer.removeAll(keepingCapacity: true) }
         while done < buffer.count {
-            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            let n = retryingEINTR { buffer.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) } }
             if n >= 0 { done += n; continue }
             switch errno {
-            case EINTR: continue
             case EAGAIN:
                 // A non-blocking stdout (inherited from a shell that set O_NONBLOCK): wait for room.
                 var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)

@@ -2,6 +2,7 @@ import NameBytes
 import ArgumentParser
 import DocumentStore
 import Glibc
+import Linux
 
 /// `coordfs show PATH --version N`: a kept version's bytes on stdout.
 struct ShowCommand: ParsableCommand {
@@ -34,14 +35,13 @@ struct ShowCommand: ParsableCommand {
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let n = read(fd, &buffer, buffer.count)
-            if n < 0 { if errno == EINTR { continue }; throw CLIError("reading version \(version): \(String(cString: strerror(errno)))") }
+            let n = retryingEINTR { read(fd, &buffer, buffer.count) }
+            if n < 0 { throw CLIError("reading version \(version): \(String(cString: strerror(errno)))") }
             if n == 0 { break }
             var offset = 0
             while offset < n {
-                let w = buffer.withUnsafeBytes { write(1, $0.baseAddress! + offset, n - offset) }
+                let w = retryingEINTR { buffer.withUnsafeBytes { write(1, $0.baseAddress! + offset, n - offset) } }
                 if w < 0 {
-                    if errno == EINTR { continue }
                     if errno == EPIPE { return } // the reader went away (| head)
                     throw CLIError("writing: \(String(cString: strerror(errno)))")
                 }

@@ -88,7 +88,7 @@ package final class ControlClient: @unchecked Sendable {
             if now >= deadline { throw .timedOut }
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&poller, 1, Int32((deadline - now) / 1_000_000) + 1)
-            if ready < 0 && errno == EINTR { continue }
+            if ready < 0 && errno == EINTR { continue }  // the deadline is computed again
             if ready <= 0 { throw .timedOut }
             let n = buffer.withUnsafeMutableBytes { Sys.read(fd, $0) }
             if n == 0 { throw .disconnected }

@@ -1,5 +1,6 @@
 import NameBytes
 import Glibc
+import Linux
 
 /// Finds a mount's control socket from the mount path alone.
 ///
@@ -64,7 +65,7 @@ public struct ControlSocketLocator: Sendable {
     /// - Throws: `notFound` if no coordfs mount contains the path.
     public func locate(_ path: String) throws(ProtocolError) -> Location {
         let absolute = Self.resolve(path)
-        let text = Self.readFile(mountInfoPath) ?? ""
+        let text = MountInfo.text(mountInfoPath) ?? ""
         let mounts = Self.parseMountInfo(text).filter { fileSystemTypes.contains($0.fileSystemType) }
         var best: (Mount, String)?
         for mount in mounts {
@@ -78,41 +79,10 @@ public struct ControlSocketLocator: Sendable {
         return Location(mount: mount, socketPath: socketPathForMount(mount), relativePath: relativePath)
     }
 
-    /// Parses `/proc/self/mountinfo` text (see proc(5)).
+    /// Parses `/proc/self/mountinfo` text (see proc(5)) with `Linux.MountInfo`, the one
+    /// mountinfo reader.
     public static func parseMountInfo(_ text: String) -> [Mount] {
-        var mounts: [Mount] = []
-        for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 10, let dash = fields.firstIndex(of: "-"), dash >= 6, fields.count > dash + 2 else { continue }
-            mounts.append(Mount(
-                mountPoint: unescape(fields[4]), fileSystemType: unescape(fields[dash + 1]),
-                source: unescape(fields[dash + 2])))
-        }
-        return mounts
-    }
-
-    /// Decodes mountinfo's octal escapes (`\040` for space, `\011`, `\012`, `\134`).
-    static func unescape(_ field: Substring) -> String {
-        guard field.contains("\\") else { return String(field) }
-        var bytes: [UInt8] = []
-        let utf8 = Array(field.utf8)
-        var index = 0
-        while index < utf8.count {
-            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count {
-                let digits = utf8[(index + 1)..<min(index + 4, utf8.count)]
-                if digits.count == 3, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "7") }) {
-                    let value = digits.reduce(0) { $0 * 8 + Int($1 - UInt8(ascii: "0")) }
-                    if value < 256 {
-                        bytes.append(UInt8(value))
-                        index += 4
-                        continue
-                    }
-                }
-            }
-            bytes.append(utf8[index])
-            index += 1
-        }
-        return String(nameBytes: bytes)
+        MountInfo.parse(text).map { Mount(mountPoint: $0.mountPoint, fileSystemType: $0.fileSystemType, source: $0.source) }
     }
 
     /// `path` relative to `mountPoint` ("" for the mount point itself), or nil if outside.
@@ -160,19 +130,5 @@ public struct ControlSocketLocator: Sendable {
             split -= 1
         }
         return "/" + components.joined(separator: "/")
-    }
-
-    static func readFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Sys.read(fd, $0) }
-            if n <= 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-        }
-        return String(nameBytes: bytes)
     }
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Synchronization
+import Linux
 
 /// The daemon's end of the control socket: a Unix-domain stream socket. Readiness comes from
 /// Dispatch sources (epoll underneath) on one serial I/O queue, where frames are read and
@@ -237,9 +238,8 @@ package final class ControlServer: @unchecked Sendable {
         while true {
             // accept4 is GNU-only in Glibc's module; accept + fcntl does the same here since
             // the daemon does not fork.
-            let fd = accept(listenFD, nil, nil)
+            let fd = retryingEINTR { accept(listenFD, nil, nil) }
             if fd < 0 {
-                if errno == EINTR { continue }
                 return  // EAGAIN, or EMFILE and friends: try again on the next wake-up
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)

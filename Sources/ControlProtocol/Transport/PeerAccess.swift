@@ -1,10 +1,11 @@
 import Glibc
+import Linux
 
 extension PeerCredentials {
     /// The peer's supplementary groups, from `/proc/<pid>/status` (empty if the process is gone).
     /// Read it when the connection opens: a pid can be reused after the peer exits.
     package func supplementaryGroups() -> [UInt32] {
-        guard let text = ControlSocketLocator.readFile("/proc/\(pid)/status"),
+        guard let text = readWholeFile("/proc/\(pid)/status"),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") })
         else { return [] }
         return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }

@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 
 /// A failure of the control socket's transport (not of the protocol).
 public enum ControlTransportError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -54,7 +55,7 @@ package struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Small wrappers over the socket calls the transport needs; EINTR is retried here, once.
+/// Small wrappers over the socket calls the transport needs; EINTR is retried (`retryingEINTR`).
 enum Sys {
     static func check(_ result: Int32, _ operation: String) throws(ControlTransportError) {
         if result < 0 { throw .system(operation: operation, errno: errno) }
@@ -68,20 +69,12 @@ enum Sys {
 
     /// `read`, retrying EINTR.
     static func read(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
-        while true {
-            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            return n
-        }
+        retryingEINTR { Glibc.read(fd, buffer.baseAddress, buffer.count) }
     }
 
     /// `send` with MSG_NOSIGNAL (a dead peer must not SIGPIPE the daemon), retrying EINTR.
     static func send(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Int {
-        while true {
-            let n = Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
-            if n < 0 && errno == EINTR { continue }
-            return n
-        }
+        retryingEINTR { Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
     }
 
     /// Writes all bytes to a blocking socket.
@@ -131,11 +124,7 @@ func connectUnixSocket(_ path: String) throws(ControlTransportError) -> Int32 {
     let result: Int32
     do {
         result = try withUnixAddress(path) { address, length in
-            while true {
-                let r = connect(fd, address, length)
-                if r < 0 && errno == EINTR { continue }
-                return r < 0 ? -errno : 0
-            }
+            retryingEINTR { connect(fd, address, length) } < 0 ? -errno : 0
         }
     } catch {
         close(fd)
