@@ -94,7 +94,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "coordfs-bench",
-            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore"]
+            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "DocumentStore", "ClusterKV", "EtcdKV", "EtcdTestSupport"]
         ),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "Loopback"]),

@@ -4,6 +4,7 @@ import Foundation
 
 let suites: [String: ([String]) async throws -> Void] = [
     "coordination": CoordinationBench.run,
+    "etcd": EtcdBench.run,
     "eventlog": EventLogBench.run,
     "protocol": ProtocolBench.run,
     "recorder": RecorderBench.run,

@@ -7,37 +7,53 @@ import Foundation
 import Glibc
 
 public final class NetworkNamespace: @unchecked Sendable {
+    /// One veth pair: `hostAddress` on this side, `innerAddress` in the namespace.
+    public struct Link: Sendable {
+        public var hostInterface: String
+        public var hostAddress: String
+        public var innerAddress: String
+    }
+
     public let name: String
-    public let hostInterface: String
-    public let hostAddress: String
-    public let innerAddress: String
+    public let links: [Link]
+    public var hostInterface: String { links[0].hostInterface }
+    public var hostAddress: String { links[0].hostAddress }
+    public var innerAddress: String { links[0].innerAddress }
     private var guardPid: pid_t = 0
     private var removed = false
 
     nonisolated(unsafe) private static var counter = 0
 
-    public init() throws {
+    /// A namespace with `links` veth pairs to this one (several: one per node that reaches a
+    /// process inside, each cut on its own).
+    public init(links count: Int = 1) throws {
         Self.counter += 1
         let tag = "\(getpid() % 100_000)x\(Self.counter)"
         name = "coordfs-\(tag)"
-        hostInterface = "cfh\(tag)"
-        let inner = "cfn\(tag)"
-        // A /30 in 10.213.0.0/16 picked from the pid and the counter.
-        let subnet = (Int(getpid()) * 7 + Self.counter) % 16_000
-        let base = subnet * 4
-        hostAddress = "10.213.\(base / 256).\(base % 256 + 1)"
-        innerAddress = "10.213.\(base / 256).\(base % 256 + 2)"
+        var links: [Link] = []
+        for i in 0..<count {
+            // A /30 in 10.213.0.0/16 picked from the pid, the counter and the link.
+            let base = ((Int(getpid()) * 7 + Self.counter * 5 + i) % 16_000) * 4
+            links.append(
+                Link(
+                    hostInterface: "cfh\(tag)\(i)", hostAddress: "10.213.\(base / 256).\(base % 256 + 1)",
+                    innerAddress: "10.213.\(base / 256).\(base % 256 + 2)"))
+        }
+        self.links = links
         do {
             try Self.ip(["netns", "add", name])
             let script = "while kill -0 \(getpid()) 2>/dev/null; do sleep 0.5; done; ip netns del '\(name)' 2>/dev/null"
             guardPid = try EtcdCluster.spawn("/bin/sh", ["-c", script], output: "/dev/null")
-            try Self.ip(["link", "add", hostInterface, "type", "veth", "peer", "name", inner])
-            try Self.ip(["link", "set", inner, "netns", name])
-            try Self.ip(["addr", "add", hostAddress + "/30", "dev", hostInterface])
-            try Self.ip(["link", "set", hostInterface, "up"])
-            try Self.ip(["-n", name, "addr", "add", innerAddress + "/30", "dev", inner])
-            try Self.ip(["-n", name, "link", "set", inner, "up"])
             try Self.ip(["-n", name, "link", "set", "lo", "up"])
+            for (i, link) in links.enumerated() {
+                let inner = "cfn\(tag)\(i)"
+                try Self.ip(["link", "add", link.hostInterface, "type", "veth", "peer", "name", inner])
+                try Self.ip(["link", "set", inner, "netns", name])
+                try Self.ip(["addr", "add", link.hostAddress + "/30", "dev", link.hostInterface])
+                try Self.ip(["link", "set", link.hostInterface, "up"])
+                try Self.ip(["-n", name, "addr", "add", link.innerAddress + "/30", "dev", inner])
+                try Self.ip(["-n", name, "link", "set", inner, "up"])
+            }
         } catch {
             remove()
             throw error
@@ -49,18 +65,18 @@ public final class NetworkNamespace: @unchecked Sendable {
     /// The command prefix that runs a program in the namespace (network only).
     public var enter: [String] { ["/usr/bin/nsenter", "--net=/run/netns/\(name)", "--"] }
 
-    /// Cuts the link: this side's end down.
-    public func cut() throws { try Self.ip(["link", "set", hostInterface, "down"]) }
+    /// Cuts link `i`: this side's end down.
+    public func cut(_ i: Int = 0) throws { try Self.ip(["link", "set", links[i].hostInterface, "down"]) }
 
-    /// Restores the link.
-    public func restore() throws { try Self.ip(["link", "set", hostInterface, "up"]) }
+    /// Restores link `i`.
+    public func restore(_ i: Int = 0) throws { try Self.ip(["link", "set", links[i].hostInterface, "up"]) }
 
     /// Deletes the namespace (and with it the pair). Safe to call more than once.
     public func remove() {
         if removed { return }
         removed = true
         try? Self.ip(["netns", "del", name])
-        try? Self.ip(["link", "del", hostInterface])
+        for link in links { try? Self.ip(["link", "del", link.hostInterface]) }
         if guardPid > 0 {
             kill(guardPid, SIGKILL)
             _ = waitpid(guardPid, nil, 0)
