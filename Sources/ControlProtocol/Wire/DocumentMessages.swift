@@ -388,15 +388,14 @@ extension RemoveVersions: WireMessage {
     var requestID: RequestID? { id }
     var wrapped: ControlMessage { .removeVersions(self) }
 
+    // The same fields as `versions`.
     init(wire fields: inout Fields) throws(ProtocolError) {
-        id = try fields.requestID()
-        path = try fields.path("path")
+        let query = try VersionsQuery(wire: &fields)
+        id = query.id
+        path = query.path
     }
 
-    func encode(to o: inout JSONObject) {
-        o.put(id: id)
-        o["path"] = .string(path.wireValue)
-    }
+    func encode(to o: inout JSONObject) { VersionsQuery(id: id, path: path).encode(to: &o) }
 }
 
 /// One kept version, as `versionList` reports it.
