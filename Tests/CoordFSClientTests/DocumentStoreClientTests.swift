@@ -411,6 +411,24 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
         XCTAssertEqual(st.st_uid, 0, "the document written over keeps its owner")
     }
 
+    /// removeVersions (Foundation's removeOtherVersionsOfItem) needs the permission to replace the
+    /// document: nobody, who may read root's 0644 document but not write it, cannot drop its versions.
+    func testRemovingVersionsIsRefusedToAUserWhoCouldNotWriteTheDocument() async throws {
+        try writeBacking("doc.txt", "one\n", mode: 0o644)
+        let editor = DocumentStoreClientTests.Editor(mnt + "/doc.txt")
+        try await FileCoordinator.addFilePresenter(editor)
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo two > '\(mnt!)/doc.txt'"]).status, 0)
+        XCTAssertTrue(eventually { !editor.changes.isEmpty })
+        await FileCoordinator.removeFilePresenter(editor)
+        let store = try XCTUnwrap(daemon.store).documentStore
+        let before = try store.versions(ofPath: "doc.txt")
+        XCTAssertFalse(before.isEmpty)
+        let replies = try python(#"[{"type":"versions","path":"doc.txt"},{"type":"removeVersions","path":"doc.txt"}]"#)
+        XCTAssertEqual(replies.map { ($0["type"] as? String) ?? "" }, ["versionList", "error"], "\(replies)")
+        XCTAssertEqual(replies.last?["code"] as? String, "permissionDenied", "\(replies)")
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").map(\.id), before.map(\.id), "nothing removed")
+    }
+
     /// A restore acts with the caller's credentials: nobody may not restore a document it could not
     /// write (nor learn of versions of one it may not see); in a folder it may write, a deleted
     /// document it restores is re-created as its own.
