@@ -43,6 +43,44 @@ extension WireMessage {
     }
 }
 
+/// A message of a request id and a presenter (`registered`, `unregister`): one codec for all.
+protocol PresenterMessage: WireMessage {
+    var id: RequestID { get }
+    var presenter: PresenterID { get }
+    init(id: RequestID, presenter: PresenterID)
+}
+
+extension PresenterMessage {
+    var requestID: RequestID? { id }
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        let id = try fields.requestID()
+        self.init(id: id, presenter: PresenterID(try fields.uint("presenter")))
+    }
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["presenter"] = .int(Int64(presenter.rawValue))
+    }
+}
+
+/// A request that names one item and nothing else (`versions`, `removeVersions`): one codec for all.
+protocol PathRequest: WireMessage {
+    var id: RequestID { get }
+    var path: MountPath { get }
+    init(id: RequestID, path: MountPath)
+}
+
+extension PathRequest {
+    var requestID: RequestID? { id }
+    init(wire fields: inout Fields) throws(ProtocolError) {
+        let id = try fields.requestID()
+        self.init(id: id, path: try fields.path("path"))
+    }
+    func encode(to o: inout JSONObject) {
+        o.put(id: id)
+        o["path"] = .string(path.wireValue)
+    }
+}
+
 /// Every frame on the control socket. `docs/protocol.md` documents each message's fields.
 package enum ControlMessage: Sendable, Equatable {
     // Client to daemon.

@@ -354,21 +354,10 @@ package struct VersionsQuery: Sendable, Hashable {
     }
 }
 
-extension VersionsQuery: WireMessage {
+extension VersionsQuery: PathRequest {
     static let wireName = "versions"
     static let direction = ControlMessage.Direction.toDaemon
-    var requestID: RequestID? { id }
     var wrapped: ControlMessage { .versions(self) }
-
-    init(wire fields: inout Fields) throws(ProtocolError) {
-        id = try fields.requestID()
-        path = try fields.path("path")
-    }
-
-    func encode(to o: inout JSONObject) {
-        o.put(id: id)
-        o["path"] = .string(path.wireValue)
-    }
 }
 
 /// `removeVersions`: forget the kept versions of the document at a path that nothing holds on to
@@ -382,20 +371,10 @@ package struct RemoveVersions: Sendable, Hashable {
     }
 }
 
-extension RemoveVersions: WireMessage {
+extension RemoveVersions: PathRequest {
     static let wireName = "removeVersions"
     static let direction = ControlMessage.Direction.toDaemon
-    var requestID: RequestID? { id }
     var wrapped: ControlMessage { .removeVersions(self) }
-
-    // The same fields as `versions`.
-    init(wire fields: inout Fields) throws(ProtocolError) {
-        let query = try VersionsQuery(wire: &fields)
-        id = query.id
-        path = query.path
-    }
-
-    func encode(to o: inout JSONObject) { VersionsQuery(id: id, path: path).encode(to: &o) }
 }
 
 /// One kept version, as `versionList` reports it.

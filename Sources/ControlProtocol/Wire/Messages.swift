@@ -142,21 +142,10 @@ package struct Registered: Sendable, Hashable {
     }
 }
 
-extension Registered: WireMessage {
+extension Registered: PresenterMessage {
     static let wireName = "registered"
     static let direction = ControlMessage.Direction.toClient
-    var requestID: RequestID? { id }
     var wrapped: ControlMessage { .registered(self) }
-
-    init(wire fields: inout Fields) throws(ProtocolError) {
-        id = try fields.requestID()
-        presenter = PresenterID(try fields.uint("presenter"))
-    }
-
-    func encode(to o: inout JSONObject) {
-        o.put(id: id)
-        o["presenter"] = .int(Int64(presenter.rawValue))
-    }
 }
 
 /// `unregister`: stop presenting; replied to with `ok`.
@@ -169,21 +158,10 @@ package struct Unregister: Sendable, Hashable {
     }
 }
 
-extension Unregister: WireMessage {
+extension Unregister: PresenterMessage {
     static let wireName = "unregister"
     static let direction = ControlMessage.Direction.toDaemon
-    var requestID: RequestID? { id }
     var wrapped: ControlMessage { .unregister(self) }
-
-    init(wire fields: inout Fields) throws(ProtocolError) {
-        id = try fields.requestID()
-        presenter = PresenterID(try fields.uint("presenter"))
-    }
-
-    func encode(to o: inout JSONObject) {
-        o.put(id: id)
-        o["presenter"] = .int(Int64(presenter.rawValue))
-    }
 }
 
 /// `coordinate`: ask for a coordinated access to one or more items; replied to with `granted`
