@@ -10,6 +10,20 @@ final class PublicSurfaceTests: XCTestCase {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("Modules").path
     }
 
+    /// The folders of the C modules the package's dependencies bring (swift-system's CSystem, ...),
+    /// as SwiftPM passes them to a client package's build.
+    private func cModuleSearchPaths() -> [String] {
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        var folders: [String] = []
+        for root in [repo + "/.build/checkouts", repo + "/Sources"] {
+            guard let walker = FileManager.default.enumerator(atPath: root) else { continue }
+            while let item = walker.nextObject() as? String {
+                if item.hasSuffix("/module.modulemap") { folders.append(root + "/" + String(item.dropLast("/module.modulemap".count))) }
+            }
+        }
+        return folders
+    }
+
     private func typecheck(_ source: String) throws -> (status: Int32, output: String) {
         guard FileManager.default.fileExists(atPath: modules + "/CoordFSClient.swiftmodule") else {
             throw XCTSkip("no built modules at \(modules)")
@@ -20,7 +34,8 @@ final class PublicSurfaceTests: XCTestCase {
         try source.write(toFile: directory + "/main.swift", atomically: true, encoding: .utf8)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["swiftc", "-typecheck", "-I", modules, "-module-name", "SomeApp", directory + "/main.swift"]
+        p.arguments = ["swiftc", "-typecheck", "-I", modules] + cModuleSearchPaths().flatMap { ["-Xcc", "-I" + $0] }
+            + ["-module-name", "SomeApp", directory + "/main.swift"]
         let pipe = Pipe()
         p.standardOutput = pipe
         p.standardError = pipe
