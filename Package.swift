@@ -18,6 +18,7 @@ import PackageDescription
 //   CoordFS ─▶ swift-metrics, swift-prometheus (the daemon's metrics endpoint, docs/metrics.md)
 //   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
 //   EtcdKV ─▶ ClusterKV: ClusterStore against a real etcd (v3 JSON gateway, async-http-client)
+//   Cluster ─▶ ClusterKV, Coordination: a node of a cluster, the coordinator's gate (FUSE-free, etcd-free)
 let package = Package(
     name: "coordfs",
     platforms: [.macOS(.v14)],
@@ -69,6 +70,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        .target(name: "Cluster", dependencies: ["ClusterKV", "Coordination", "NameBytes"]),
         .target(name: "EventLog", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
         .target(name: "ControlProtocol", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
         .target(
@@ -110,5 +112,6 @@ let package = Package(
         // Real etcd members for the tests (started on free loopback ports, always stopped).
         .target(name: "EtcdTestSupport", path: "Tests/EtcdTestSupport"),
         .testTarget(name: "EtcdKVTests", dependencies: ["EtcdKV", "ClusterKV", "EtcdTestSupport"]),
+        .testTarget(name: "ClusterTests", dependencies: ["Cluster", "ClusterKV", "Coordination"]),
     ]
 )

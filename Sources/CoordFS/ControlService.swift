@@ -477,7 +477,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             let why = (underlying as? RemotePresenterRefusal)?.body.message ?? String(describing: underlying)
             return ProtocolError(.failed, "\(presenter) refused '\(ask)': \(why)")
         case .cancelled: return ProtocolError(.shuttingDown, error.description)
-        case .deadlock: return ProtocolError(.failed, error.description)
+        case .deadlock, .cluster: return ProtocolError(.failed, error.description)
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return ProtocolError(.invalidValue, error.description)
         }
     }

@@ -31,6 +31,8 @@ struct RecordFormatter {
     /// Requests that went ahead without exclusion at their wait deadline, with what they went past:
     /// their `granted` record says so.
     private var unexcluded: [UInt64: String] = [:]
+    /// Fencing tokens of requests a cluster admitted, until their `granted` record.
+    private var fences: [UInt64: Int64] = [:]
     /// Records formatted and not yet handed to the log.
     var formatted = EncodedRecords()
     /// Steps taken from the backlog a few at a time (`EventRecorder.help`), for `formatSteps`.
@@ -96,13 +98,17 @@ struct RecordFormatter {
             formatted.finish(kind, at: time)
         }
         // One record per item: its path and intent, the event's fields, and the latency if any.
-        func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil, note: String? = nil) {
+        func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil, note: String? = nil, fence: Int64? = nil) {
             var start = 0
             for b in items.bounds {
                 formatted.fields.append(items.fields, start..<b.end)
                 start = b.end
                 if let latencyMicros { formatted.fields.latencyMicros(latencyMicros) }
-                if let note { formatted.fields.note(reason: "waitDeadline", message: note) }
+                if let note {
+                    formatted.fields.note(reason: "waitDeadline", message: note + (fence.map { "; fencing token \($0)" } ?? ""))
+                } else if let fence {
+                    formatted.fields.note(reason: "fencingToken", message: String(fence))
+                }
                 finish(kind)
             }
         }
@@ -133,13 +139,19 @@ struct RecordFormatter {
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
         case .granted(let intents, let waited):
             let note = request.flatMap { unexcluded.removeValue(forKey: $0) }
-            finish(.granted, request.flatMap { requestItems[$0] } ?? Items(intents), latencyMicros: waited / 1000, note: note)
+            let fence = request.flatMap { fences.removeValue(forKey: $0) }
+            finish(.granted, request.flatMap { requestItems[$0] } ?? Items(intents), latencyMicros: waited / 1000, note: note, fence: fence)
+        case .fenced(let token):
+            if let request { fences[request] = token }
         case .wentAheadWithoutExclusion(let blocker, let deadline):
             if let request {
                 unexcluded[request] = "went ahead without exclusion after \(deadline)" + (blocker.map { " past \($0)" } ?? "")
             }
         case .failed(let error):
-            if let request { unexcluded[request] = nil }
+            if let request {
+                unexcluded[request] = nil
+                fences[request] = nil
+            }
             let items = request.flatMap { requestItems.removeValue(forKey: $0) }
             let first = items?.bounds.first
             if let path = Self.path(of: error) {
@@ -252,6 +264,7 @@ struct RecordFormatter {
         case .waitTimedOut: return "waitTimedOut"
         case .busy: return "busy"
         case .deadlock: return "deadlock"
+        case .cluster: return "cluster"
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return "invalid"
         }
     }

@@ -6,7 +6,7 @@ extension FileCoordinator {
 }
 
 /// How an intent occupies its path in the arbitration tree.
-enum LockMode: UInt8, Sendable {
+public enum LockMode: UInt8, Sendable {
     /// Shared with other readers of the same item.
     case read
     /// Exclusive on the item itself; items inside are unaffected.
@@ -57,9 +57,10 @@ public struct FileAccessIntent: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// True for a write that deletes or replaces what is at `path`.
-    var isDeleting: Bool { !writingOptions.isDisjoint(with: [.forDeleting, .forReplacing]) }
+    public var isDeleting: Bool { !writingOptions.isDisjoint(with: [.forDeleting, .forReplacing]) }
 
-    @inline(__always) var lockMode: LockMode {
+    /// How the intent holds its path: shared, exclusive on the item, or exclusive on its subtree.
+    @inline(__always) public var lockMode: LockMode {
         switch kind {
         case .reading: return .read
         case .writing(let o):

@@ -64,6 +64,13 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// False only when the fast path saw no presenter at, above or below the (single) path at
     /// grant time: announcements about that path then have nobody to tell.
     var presentersNearby = true
+    /// What the coordination gate (a cluster) gave this access, given back at release.
+    var gatePass: (any GatePass)?
+    /// What the access announced, for the gate.
+    var gateChanges: [AccessChange] = []
+
+    /// The fencing token of the gate's grant (nil without a gate).
+    public var fencingToken: Int64? { coordinator.lock.withLock { gatePass?.fencingToken } }
 
     init(id: RequestID, intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?,
          policy: CoordinationPolicy, coordinator: Coordinator, now: UInt64, parent: CoordinatedAccess? = nil) {

@@ -45,12 +45,18 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
     case presenterAlreadyRegistered(PresenterID)
     /// The presenter has no `presentedItemPath` to register at.
     case presenterHasNoPath
+    /// The cluster (issue 19) could not admit the request: etcd unreachable under the `fail`
+    /// policy (EIO), this node's session lost (EIO), or a presenter on another node refused (EBUSY)
+    /// or missed its deadline (ETIMEDOUT). `errno` is what the mount replies.
+    case cluster(RequestID?, errno: Int32, reason: String)
 
     /// The request this error ended, when there is one.
     public var requestID: RequestID? {
         switch self {
         case .cancelled(let id), .presenterTimedOut(let id, _, _, _), .presenterFailed(let id, _, _, _),
              .waitTimedOut(let id, _, _, _), .busy(let id, _, _, _), .deadlock(let id, _, _):
+            return id
+        case .cluster(let id, _, _):
             return id
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath:
             return nil
@@ -67,6 +73,7 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
         case .presenterFailed, .busy: return EBUSY
         case .deadlock: return EDEADLK
         case .invalidRequest, .presenterAlreadyRegistered, .presenterHasNoPath: return EINVAL
+        case .cluster(_, let errno, _): return errno
         }
     }
 
@@ -90,6 +97,8 @@ public enum CoordinationError: Error, Sendable, CustomStringConvertible {
             return "presenter already registered as \(p)"
         case .presenterHasNoPath:
             return "presenter has no presentedItemPath"
+        case .cluster(let id, _, let reason):
+            return (id.map { "\($0): " } ?? "") + "cluster: " + reason
         }
     }
 }

@@ -47,6 +47,9 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
         case presenterGone(PresenterID, ask: PresenterAsk)
         /// A presenter answered with an error.
         case presenterFailed(PresenterID, ask: PresenterAsk, error: String)
+        /// The coordination gate (a cluster) admitted the request with this fencing token; its
+        /// `granted` follows.
+        case fenced(token: Int64)
         /// Access granted; `waitedNanos` since the request arrived.
         case granted(intents: [FileAccessIntent], waitedNanos: UInt64)
         /// The wait deadline passed and the request goes ahead without exclusion (policy
@@ -100,6 +103,7 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
         case .presenterTimedOut(let p, let a, let d): return head + "\(p) timed out on \(a) after \(d)"
         case .presenterGone(let p, let a): return head + "\(p) gone during \(a)"
         case .presenterFailed(let p, let a, let e): return head + "\(p) failed \(a): \(e)"
+        case .fenced(let t): return head + "fencing token \(t)"
         case .granted(let i, let w): return head + "granted \(i) after \(w) ns"
         case .wentAheadWithoutExclusion(let b, let d):
             return head + "went ahead without exclusion after \(d)" + (b.map { " past \($0)" } ?? "")

@@ -349,6 +349,8 @@ extension Coordinator {
     func announce(_ change: AccessChange, during access: CoordinatedAccess) {
         lock.lock()
         emit(access, .announced(change))
+        // The gate (other nodes) hears of every change, whoever presents it here.
+        if access.gatePass != nil && access.phase == .granted { access.gateChanges.append(change) }
         if !mayConcernPresenters(change, during: access) {
             // Nobody presents the item or anything above it: nothing to deliver, nothing to keep.
             // (A presenter registered later in this access does not hear of it, as with Apple.)

@@ -35,6 +35,8 @@ public final class Coordinator: @unchecked Sendable {
     /// Waiting requests that have a parent access (deadlock checks run only when non-zero).
     var nestedWaiting = 0
     var nextPresenter: UInt64 = 1
+    /// The gate every access passes first (a cluster), or nil. Set before the first request.
+    nonisolated(unsafe) var gate: (any CoordinationGate)?
 
     public init(configuration: CoordinatorConfiguration = CoordinatorConfiguration(),
                 eventSink: (any CoordinationEventSink)? = nil) {
@@ -49,6 +51,13 @@ public final class Coordinator: @unchecked Sendable {
     public var presenterPermissions: (any PresenterPermissions)? {
         get { lock.withLock { permissions } }
         set { lock.withLock { permissions = newValue } }
+    }
+
+    /// What every access must pass before its holds are taken here (the cluster, issue 19), or nil.
+    /// Install it before the first request; it is read without the lock.
+    public var coordinationGate: (any CoordinationGate)? {
+        get { gate }
+        set { gate = newValue }
     }
 
     /// Where events go (see ``CoordinationEventSink`` for the rules a sink must keep).
@@ -79,12 +88,48 @@ public final class Coordinator: @unchecked Sendable {
                            policy: CoordinationPolicy? = nil, within parent: CoordinatedAccess? = nil,
                            completion: @escaping CoordinationCompletion) -> RequestID {
         let resolved = resolveLinks(intents)
+        let policy = policy ?? configuration.defaultPolicy
+        guard let gate, !resolved.isEmpty else {
+            return start(resolved, origin: origin, purpose: purpose, policy: policy, within: parent, id: nil,
+                         pass: nil, completion: completion)
+        }
+        if let pass = gate.admitNow(resolved, origin: origin, purpose: purpose) {
+            return start(resolved, origin: origin, purpose: purpose, policy: policy, within: parent, id: nil,
+                         pass: pass, completion: completion)
+        }
+        // The gate must ask elsewhere first: the request id is taken now, so it can be cancelled.
+        let id = lock.withLock {
+            defer { nextRequest += 1 }
+            let id = RequestID(rawValue: nextRequest)
+            emit(id, origin, .requested(intents: resolved, purpose: purpose))
+            return id
+        }
+        gate.admit(resolved, origin: origin, purpose: purpose, policy: policy, request: id) { [self] result in
+            switch result {
+            case .success(let pass):
+                start(resolved, origin: origin, purpose: purpose, policy: policy, within: parent, id: id,
+                      pass: pass, completion: completion)
+            case .failure(let error):
+                lock.withLock { emit(id, origin, .failed(error)) }
+                completion(.failure(error))
+            }
+        }
+        return id
+    }
+
+    /// The local part of ``coordinate(_:origin:purpose:policy:within:completion:)``: holds, waits,
+    /// asks, grant. `id` is the request's when the gate already gave it one (and logged the request).
+    @discardableResult
+    private func start(_ resolved: [FileAccessIntent], origin: AccessOrigin, purpose: String?, policy: CoordinationPolicy,
+                       within parent: CoordinatedAccess?, id: RequestID?, pass: (any GatePass)?,
+                       completion: @escaping CoordinationCompletion) -> RequestID {
         lock.lock()
-        let request = CoordinatedAccess(id: RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
-                                        purpose: purpose, policy: policy ?? configuration.defaultPolicy,
+        let request = CoordinatedAccess(id: id ?? RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
+                                        purpose: purpose, policy: policy,
                                         coordinator: self, now: MonotonicClock.now(),
                                         parent: parent?.coordinator === self ? parent : nil)
-        nextRequest += 1
+        request.gatePass = pass
+        if id == nil { nextRequest += 1 }
         guard !resolved.isEmpty else {
             request.phase = .failed
             let error = CoordinationError.invalidRequest("no intents")
@@ -93,7 +138,7 @@ public final class Coordinator: @unchecked Sendable {
             completion(.failure(error))
             return request.id
         }
-        emit(request, .requested(intents: resolved, purpose: purpose))
+        if id == nil { emit(request, .requested(intents: resolved, purpose: purpose)) }
         request.completion = completion
         insertEntries(request)
         if let blocker = firstBlocker(request) {
@@ -137,6 +182,18 @@ public final class Coordinator: @unchecked Sendable {
 
     private func grantImmediately(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?) -> CoordinatedAccess? {
         let resolved = resolveLinks(intents)
+        var pass: (any GatePass)?
+        if let gate {
+            guard let admitted = gate.admitNow(resolved, origin: origin, purpose: purpose) else { return nil }
+            pass = admitted
+        }
+        let granted = grantImmediately(resolved, origin: origin, purpose: purpose, pass: pass)
+        if granted == nil, let pass { gate?.release(pass, changes: [], origin: origin) }
+        return granted
+    }
+
+    private func grantImmediately(_ resolved: [FileAccessIntent], origin: AccessOrigin, purpose: String?,
+                                  pass: (any GatePass)?) -> CoordinatedAccess? {
         let now = MonotonicClock.now()
         lock.lock()
         let request = CoordinatedAccess(id: RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
@@ -170,8 +227,10 @@ public final class Coordinator: @unchecked Sendable {
         nextRequest += 1
         request.phase = .granted
         request.grantedAt = now
+        request.gatePass = pass
         if sink != nil {
             emit(request, at: now, .requested(intents: resolved, purpose: purpose))
+            if let pass { emit(request, at: now, .fenced(token: pass.fencingToken)) }
             emit(request, at: now, .granted(intents: resolved, waitedNanos: 0))
         }
         lock.unlock()
@@ -184,11 +243,13 @@ public final class Coordinator: @unchecked Sendable {
     public func cancel(_ id: RequestID) {
         lock.lock()
         var effects = Effects()
-        if let request = pending[id] {
+        let local = pending[id]
+        if let request = local {
             fail(request, .cancelled(id), &effects)
         }
         lock.unlock()
         effects.run()
+        if local == nil { gate?.cancel(id) }
     }
 
     /// Delivers an announcement that happened outside any coordinated access (for example, a
@@ -211,7 +272,10 @@ public final class Coordinator: @unchecked Sendable {
     /// Result callbacks gathered under the lock and run after it is released.
     struct Effects {
         var completions: [(CoordinationCompletion, Result<CoordinatedAccess, CoordinationError>)] = []
+        /// Passes of requests that failed after the gate admitted them, given back after the lock.
+        var passes: [(gate: any CoordinationGate, pass: any GatePass, origin: AccessOrigin)] = []
         func run() {
+            for (gate, pass, origin) in passes { gate.release(pass, changes: [], origin: origin) }
             for (completion, result) in completions { completion(result) }
         }
     }
@@ -314,6 +378,7 @@ public final class Coordinator: @unchecked Sendable {
             request.isPending = false
             pending[request.id] = nil
         }
+        if let pass = request.gatePass { emit(request, .fenced(token: pass.fencingToken)) }
         emit(request, .granted(intents: request.intents, waitedNanos: request.grantedAt &- request.requestedAt))
         if let completion = request.completion {
             request.completion = nil
@@ -338,6 +403,10 @@ public final class Coordinator: @unchecked Sendable {
         }
         removeEntries(request)
         scheduleReacquirers(request)
+        if let pass = request.gatePass, let gate {
+            request.gatePass = nil
+            effects.passes.append((gate, pass, request.origin))
+        }
         emit(request, .failed(error))
         if let completion = request.completion {
             request.completion = nil
@@ -531,6 +600,11 @@ public final class Coordinator: @unchecked Sendable {
         }
         request.phase = .released
         removeEntries(request)
+        let pass = request.gatePass
+        request.gatePass = nil
+        let changes = request.gateChanges
+        request.gateChanges = []
+        defer { if let pass { gate?.release(pass, changes: changes, origin: request.origin) } }
         if !request.announcements.isEmpty {
             deliver(request.announcements, origin: request.origin, requestID: request.id, intents: request.intents)
             request.announcements = []

@@ -1,0 +1,133 @@
+import ClusterKV
+import Coordination
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a node does with an access that needs the cluster while etcd cannot be reached.
+public enum UnreachablePolicy: String, Sendable, CaseIterable {
+    /// The access fails with EIO (the default: no node ever lets a write through that another node
+    /// could not have arbitrated).
+    case fail
+    /// The access goes on with this node's own coordination only, and each such grant is recorded
+    /// (a cluster step, the daemon's log, `coordfs status`).
+    case local
+}
+
+/// A node's settings (the mount's `cluster_*` options).
+public struct ClusterConfiguration: Sendable {
+    /// This node's name, unique in the cluster (default: the host name).
+    public var node: String
+    /// Every key of this cluster starts with `<prefix>/`: several clusters share one etcd.
+    public var prefix: String
+    /// The node's lease in seconds: a node that stops renewing it is gone from the cluster (its
+    /// presenters, rights and asks) this long after its last renewal.
+    public var leaseTTL: Int64
+    /// What an access that needs the cluster does while etcd is unreachable.
+    public var unreachable: UnreachablePolicy
+    /// Rights kept idle (delegations) at most; beyond, the least recently used are given back.
+    public var maxIdleRights: Int
+    /// Whether a node takes a right on a whole folder when nobody else holds or presents anything
+    /// in it (one round trip for a folder's worth of new files), or only on items.
+    public var folderRights: Bool
+    /// The clock of session validity in seconds (monotonic by default; tests drive their own).
+    public var clock: @Sendable () -> Double
+
+    public init(node: String = ClusterConfiguration.hostName(), prefix: String = "coordfs", leaseTTL: Int64 = 10,
+                unreachable: UnreachablePolicy = .fail, maxIdleRights: Int = 4096, folderRights: Bool = true,
+                clock: @escaping @Sendable () -> Double = ClusterConfiguration.monotonicSeconds) {
+        self.node = node
+        self.prefix = prefix
+        self.leaseTTL = leaseTTL
+        self.unreachable = unreachable
+        self.maxIdleRights = maxIdleRights
+        self.folderRights = folderRights
+        self.clock = clock
+    }
+
+    /// A node name is 1-64 bytes of letters, digits, `.`, `-` and `_` (it is a key component).
+    public static func isValidNodeName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64 && name.utf8.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x2E || b == 0x5F
+        }
+    }
+
+    /// A prefix is 1-128 bytes of the node name's characters and `/`.
+    public static func isValidPrefix(_ prefix: String) -> Bool {
+        !prefix.isEmpty && prefix.utf8.count <= 128
+            && prefix.split(separator: "/").allSatisfy { isValidNodeName(String($0)) }
+    }
+
+    /// The host name (gethostname), or "localhost".
+    public static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "localhost" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "localhost" : name
+    }
+
+    @Sendable public static func monotonicSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// What the node needs from the mount it serves (the daemon; tests implement it to watch order).
+public protocol ClusterHost: AnyObject, Sendable {
+    /// Another node's access was granted here after this node's presenters were asked, and is about
+    /// to change `intents`' items: keep the versions presenters loaded (the store's method).
+    func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin)
+    /// Another node changed, moved or deleted these items: drop the kernel's cached names,
+    /// attributes and pages for them. Called before this node's presenters hear of the changes.
+    func clusterDropCaches(_ changes: [AccessChange])
+    /// After the caches were dropped and before the presenters are told: what the store does for a
+    /// local change (conflicts, reloads, following a move).
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin)
+}
+
+/// One step of the cluster's coordination, as etcd ordered it (`coordfs watch --cluster`).
+public struct ClusterStep: Sendable, CustomStringConvertible {
+    /// The etcd revision of the step: one order for every node.
+    public var revision: Revision
+    /// The node that took the step.
+    public var node: String
+    /// What happened, in words.
+    public var what: String
+    /// The item, when there is one.
+    public var path: ItemPath?
+
+    public var description: String { "rev \(revision) \(node): \(what)" + (path.map { " \($0)" } ?? "") }
+}
+
+/// The cluster as one node sees it (`coordfs status --cluster`).
+public struct ClusterStatus: Sendable {
+    public struct Hold: Sendable, Hashable {
+        public var path: ItemPath
+        /// `read`, `write` or `tree` (the item and everything inside it).
+        public var mode: String
+        /// The fencing token of the right (the etcd revision that granted it).
+        public var token: Revision
+    }
+    public struct Node: Sendable {
+        public var name: String
+        /// Wall-clock seconds since the epoch when its session began.
+        public var since: Double
+        public var lease: LeaseID
+        public var ttl: Int64
+        public var presenters: [ItemPath]
+        public var holds: [Hold]
+    }
+    public var node: String
+    public var prefix: String
+    /// Whether this node's last call to etcd succeeded.
+    public var reachable: Bool
+    /// Whether this node has a live session (its lease renewed within its TTL).
+    public var sessionValid: Bool
+    public var unreachablePolicy: UnreachablePolicy
+    /// Accesses granted locally while etcd was unreachable (policy `local`).
+    public var localGrants: Int
+    /// The last etcd revision this node has seen.
+    public var revision: Revision
+    public var nodes: [Node]
+}

@@ -1,0 +1,110 @@
+import ClusterKV
+import Coordination
+import Foundation
+
+/// A path on the wire: its components' bytes.
+struct WirePath: Codable, Hashable, Sendable {
+    var c: [[UInt8]]
+    init(_ path: ItemPath) { c = path.components.map(LosslessBytes.of) }
+    var path: ItemPath? { try? ItemPath(components: c.map { LosslessBytes.string($0) }) }
+}
+
+struct WireIntent: Codable, Sendable {
+    var path: WirePath
+    var write: Bool
+    var options: UInt
+    init(_ i: FileAccessIntent) {
+        path = WirePath(i.path)
+        switch i.kind {
+        case .reading(let o): write = false; options = o.rawValue
+        case .writing(let o): write = true; options = o.rawValue
+        }
+    }
+    var intent: FileAccessIntent? {
+        guard let p = path.path else { return nil }
+        return write ? .writingIntent(with: p, options: .init(rawValue: options)) : .readingIntent(with: p, options: .init(rawValue: options))
+    }
+}
+
+struct WireOrigin: Codable, Sendable {
+    var pid: Int32, uid: UInt32, gid: UInt32, exe: String
+    init(_ o: AccessOrigin) { pid = o.pid; uid = o.uid; gid = o.gid; exe = o.executable }
+    /// The origin as the node that receives it records it: the executable named with its node.
+    func origin(node: String) -> AccessOrigin { AccessOrigin(pid: pid, uid: uid, gid: gid, executable: "\(exe)@\(node)") }
+}
+
+struct WireChange: Codable, Sendable {
+    var kind: String // changed, deleted, appeared, moved
+    var path: WirePath
+    var to: WirePath?
+    init(_ c: AccessChange) {
+        switch c {
+        case .changed(let p): kind = "changed"; path = WirePath(p)
+        case .deleted(let p): kind = "deleted"; path = WirePath(p)
+        case .subitemAppeared(let p): kind = "appeared"; path = WirePath(p)
+        case .moved(let a, let b): kind = "moved"; path = WirePath(a); to = WirePath(b)
+        }
+    }
+    var change: AccessChange? {
+        guard let p = path.path else { return nil }
+        switch kind {
+        case "changed": return .changed(p)
+        case "deleted": return .deleted(p)
+        case "appeared": return .subitemAppeared(p)
+        case "moved": return to?.path.map { .moved(from: p, to: $0) }
+        default: return nil
+        }
+    }
+}
+
+/// `n/<node>`.
+struct NodeValue: Codable, Sendable {
+    /// Wall-clock seconds since the epoch when this session began.
+    var since: Double
+    var lease: Int64
+    var ttl: Int64
+}
+
+/// `p/<node>/<id>`.
+struct PresenterValue: Codable, Sendable {
+    var path: WirePath
+    var uid: UInt32
+}
+
+/// `h...`: a right. `order` is set on rights split off a wider one: they keep its place.
+struct RightValue: Codable, Sendable {
+    var mode: UInt8
+    var order: Revision?
+}
+
+/// `a/<to>/<from>/<serial>`.
+struct AskValue: Codable, Sendable {
+    var intents: [WireIntent]
+    var origin: WireOrigin
+    var token: Revision
+}
+
+/// `r/<from>/<serial>/<to>`: 0 for granted, else the errno the access fails with.
+struct AnswerValue: Codable, Sendable {
+    var errno: Int32
+    var message: String
+}
+
+/// One access's changes in `c/<node>`.
+struct ChangeRecord: Codable, Sendable {
+    var serial: UInt64
+    var token: Revision
+    var origin: WireOrigin
+    var changes: [WireChange]
+    /// The nodes asked before the access (they release their proxies with these changes).
+    var asked: [String]
+}
+
+enum Wire {
+    static func encode<T: Encodable>(_ value: T) -> [UInt8] {
+        (try? Array(JSONEncoder().encode(value))) ?? []
+    }
+    static func decode<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
+        try? JSONDecoder().decode(type, from: Data(bytes))
+    }
+}

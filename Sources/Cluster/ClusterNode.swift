@@ -1,0 +1,1254 @@
+import ClusterKV
+import Coordination
+import Foundation
+
+/// One node of a cluster: the mount's coordinator's gate (``CoordinationGate``) and the tap of its
+/// events. It keeps the node's session (a lease), mirrors its presenters into etcd, arbitrates its
+/// accesses against every other node's through rights in etcd, asks presenters on other nodes
+/// through ask keys (their node runs the access as a local one: its presenters are asked, its store
+/// keeps versions), and tells every node what an access changed (change records), so each drops its
+/// kernel caches and then tells its presenters. See docs/cluster.md.
+public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchecked Sendable {
+    public let configuration: ClusterConfiguration
+    let store: any ClusterStore
+    let keys: ClusterKeys
+    public var name: String { configuration.node }
+    weak var coordinator: Coordinator?
+    public weak var host: (any ClusterHost)?
+    /// The purpose of the accesses this node runs for other nodes' asks (they pass the gate freely).
+    static let proxyPurpose = "cluster-proxy:"
+
+    let lock = NSLock()
+    // Guarded by `lock`:
+    var state = State()
+
+    struct State {
+        var lease: LeaseID = 0
+        var validUntil: Double = -1
+        var since: Double = 0
+        var establishing = false
+        var sessionWaiters: [CheckedContinuation<Void, Never>] = []
+        var reachable = true
+        var localGrants = 0
+        var stopped = false
+        var watchedRevision: Revision = 0
+        var serial: UInt64 = 0
+        // This node's rights and presenters.
+        var rights: [ItemPath: [Right]] = [:]
+        var rightsByKey: [[UInt8]: Right] = [:]
+        var idleRights = 0
+        var presenters: [UInt64: PresenterValue] = [:]
+        // The cluster as seen through the watch (every node, this one too).
+        var nodes: [String: NodeValue] = [:]
+        var presenterKeys: [[UInt8]: (node: String, path: ItemPath)] = [:]
+        var presentersAt: [ItemPath: [String: Int]] = [:]
+        var presenceBelow: [ItemPath: [String: Int]] = [:]
+        var holds: [[UInt8]: Hold] = [:]
+        var holdsBelow: [ItemPath: [String: Int]] = [:]
+        // Waits.
+        var waiters: [ObjectIdentifier: KeyWaiter] = [:]
+        var admitting: [RequestID: KeyWaiter] = [:]
+        var cancelled: Set<RequestID> = []
+        var askWaits: [UInt64: AskWait] = [:]
+        var proxies: [String: Proxy] = [:]
+        var unansweredProxies: [String: Int] = [:]
+        // The publisher's queue: one op per key, the change records, and who to wake after.
+        var ops: [[UInt8]: PendingOp] = [:]
+        var opOrder: [[UInt8]] = []
+        var changeRecords: [ChangeRecord] = []
+        var flushing = false
+        var flushWaiters: [CheckedContinuation<Void, Never>] = []
+        var stepSubscribers: [UUID: AsyncStream<ClusterStep>.Continuation] = [:]
+    }
+
+    enum PendingOp {
+        case put([UInt8])
+        case delete
+    }
+
+    struct Hold {
+        var node: String
+        var path: ItemPath
+        var mode: LockMode
+        var order: Revision
+    }
+
+    /// A right this node holds in etcd (granted, or still waiting for older conflicting ones).
+    final class Right: @unchecked Sendable {
+        let key: [UInt8]
+        let path: ItemPath
+        let mode: LockMode
+        var order: Revision
+        var granted = false
+        var inUse = 0
+        /// The items and modes its current accesses use (a folder right is split along them).
+        var uses: [ItemPath: [LockMode]] = [:]
+        var recalled = false
+        /// Taken past another node's right (a presenter saving for that node's ask): never kept.
+        var ephemeral = false
+        var dead = false
+        var replacement: [ItemPath: Right] = [:]
+        var lastUsed: Double = 0
+
+        init(key: [UInt8], path: ItemPath, mode: LockMode, order: Revision) {
+            self.key = key
+            self.path = path
+            self.mode = mode
+            self.order = order
+        }
+
+        func covers(_ p: ItemPath, _ m: LockMode) -> Bool {
+            (path == p && m.rank <= mode.rank) || (mode == .subtreeWrite && path.isAncestor(of: p))
+        }
+
+        /// The right that now carries a use of `p` (itself, or the part it was split into).
+        func current(for p: ItemPath) -> Right {
+            var r = self
+            while let next = r.replacement[p] { r = next }
+            return r
+        }
+    }
+
+    /// What an access holds from the cluster.
+    final class Pass: GatePass, @unchecked Sendable {
+        let fencingToken: Int64
+        let uses: [(right: Right, path: ItemPath, mode: LockMode)]
+        let serial: UInt64
+        let asked: [String]
+        /// A proxy's pass: what its access announces is another node's change, never published again.
+        let isProxy: Bool
+        init(token: Int64, uses: [(right: Right, path: ItemPath, mode: LockMode)], serial: UInt64, asked: [String], isProxy: Bool = false) {
+            fencingToken = token
+            self.uses = uses
+            self.serial = serial
+            self.asked = asked
+            self.isProxy = isProxy
+        }
+        static func proxy() -> Pass { Pass(token: 0, uses: [], serial: 0, asked: [], isProxy: true) }
+    }
+
+    /// Another node's access, run here so this node's presenters are asked and told.
+    final class Proxy: @unchecked Sendable {
+        let from: String
+        let serial: UInt64
+        let intents: [FileAccessIntent]
+        let origin: AccessOrigin
+        var access: CoordinatedAccess?
+        var answered = false
+        var ended = false
+        init(from: String, serial: UInt64, intents: [FileAccessIntent], origin: AccessOrigin) {
+            self.from = from
+            self.serial = serial
+            self.intents = intents
+            self.origin = origin
+        }
+    }
+
+    /// An access of this node waiting for answers from other nodes.
+    final class AskWait: @unchecked Sendable {
+        var remaining: Set<String>
+        var refusal: AnswerValue?
+        var continuation: CheckedContinuation<Bool, Never>?
+        init(remaining: Set<String>) { self.remaining = remaining }
+    }
+
+    /// A wait for rights of other nodes to go (or a deadline, or a cancellation).
+    final class KeyWaiter: @unchecked Sendable {
+        enum Outcome { case changed, timedOut, cancelled }
+        var keys: Set<[UInt8]>
+        var continuation: CheckedContinuation<Outcome, Never>?
+        var outcome: Outcome?
+        init(keys: Set<[UInt8]>) { self.keys = keys }
+        /// Called with the node's lock held.
+        func finish(_ o: Outcome) -> CheckedContinuation<Outcome, Never>? {
+            guard outcome == nil else { return nil }
+            outcome = o
+            defer { continuation = nil }
+            return continuation
+        }
+    }
+
+    private var tasks: [Task<Void, Never>] = []
+
+    public init(store: any ClusterStore, configuration: ClusterConfiguration) {
+        self.store = store
+        self.configuration = configuration
+        self.keys = ClusterKeys(prefix: configuration.prefix, node: configuration.node)
+    }
+
+    // MARK: Life
+
+    /// Joins the cluster: a session (lease and node key), the watch of the cluster's keys, renewals.
+    /// Installs itself as `coordinator`'s gate. Throws when etcd cannot be reached.
+    public func start(coordinator: Coordinator) async throws {
+        self.coordinator = coordinator
+        let (values, revision) = try await store.range(keys.base, prefix: true)
+        let effects = lock.withLock { () -> Effects in
+            var effects = Effects()
+            for kv in values { apply(.put(kv), revision: revision, &effects, initial: true) }
+            state.watchedRevision = revision
+            return effects
+        }
+        run(effects)
+        try await establishSession()
+        coordinator.coordinationGate = self
+        tasks.append(Task.detached { [weak self] in await self?.watchLoop(from: revision + 1) })
+        tasks.append(Task.detached { [weak self] in await self?.renewLoop() })
+    }
+
+    /// Leaves the cluster: revokes the lease (its keys go at once) and stops.
+    public func stop() async {
+        let lease = lock.withLock { () -> LeaseID in
+            state.stopped = true
+            return state.lease
+        }
+        coordinator?.coordinationGate = nil
+        for t in tasks { t.cancel() }
+        if lease != 0 { try? await store.revokeLease(lease) }
+        let subscribers = lock.withLock { () -> [AsyncStream<ClusterStep>.Continuation] in
+            defer { state.stepSubscribers = [:] }
+            return Array(state.stepSubscribers.values)
+        }
+        for s in subscribers { s.finish() }
+    }
+
+    /// For tests: stop renewing the lease, as a paused or cut-off node does (nothing else changes).
+    public func stopRenewingForTesting() {
+        lock.withLock { state.stopped = true }
+    }
+
+    /// For tests: renew again (a paused node woken up).
+    public func resumeForTesting() {
+        lock.withLock { state.stopped = false }
+        tasks.append(Task.detached { [weak self] in await self?.renewLoop() })
+    }
+
+    var now: Double { configuration.clock() }
+
+    func sessionValid() -> Bool { state.lease != 0 && now < state.validUntil }
+
+    private func establishSession() async throws {
+        let wait = lock.withLock { () -> Bool in
+            if state.establishing { return true }
+            state.establishing = true
+            return false
+        }
+        if wait {
+            await withCheckedContinuation { c in
+                lock.withLock {
+                    if state.establishing { state.sessionWaiters.append(c) } else { c.resume() }
+                }
+            }
+            guard lock.withLock({ sessionValid() }) else { throw ClusterStoreError.unavailable("no session") }
+            return
+        }
+        defer {
+            let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+                state.establishing = false
+                defer { state.sessionWaiters = [] }
+                return state.sessionWaiters
+            }
+            for w in waiters { w.resume() }
+        }
+        do {
+            let start = now
+            let (lease, ttl) = try await store.grantLease(ttl: configuration.leaseTTL)
+            let since = Date().timeIntervalSince1970
+            let presenters = lock.withLock { state.presenters }
+            var puts: [ClusterOperation] = [.put(key: keys.nodeKey(name), value: Wire.encode(NodeValue(since: since, lease: lease, ttl: ttl)), lease: lease)]
+            for (id, value) in presenters { puts.append(.put(key: keys.presenterKey(id), value: Wire.encode(value), lease: lease)) }
+            // etcd takes at most 128 operations per transaction by default.
+            var at = 0
+            while at < puts.count {
+                let chunk = Array(puts[at..<min(at + 128, puts.count)])
+                _ = try await store.transaction([], success: chunk, failure: [])
+                at += 128
+            }
+            lock.withLock {
+                state.lease = lease
+                state.since = since
+                state.validUntil = start + Double(ttl)
+                state.reachable = true
+            }
+            startFlush()
+        } catch {
+            lock.withLock { state.reachable = false }
+            throw error
+        }
+    }
+
+    /// The session ended (the lease expired while this node was paused or cut off): no right of
+    /// it may be used again; a new session is made when the next access needs one.
+    private func sessionLost() {
+        lock.withLock {
+            state.lease = 0
+            state.validUntil = -1
+            for r in state.rightsByKey.values { r.dead = true }
+            state.rights = [:]
+            state.rightsByKey = [:]
+            state.idleRights = 0
+            state.ops = [:]
+            state.opOrder = []
+        }
+    }
+
+    private func renewLoop() async {
+        let interval = max(0.2, Double(configuration.leaseTTL) / 3)
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+            let (stopped, lease) = lock.withLock { (state.stopped, state.lease) }
+            if stopped || Task.isCancelled { return }
+            do {
+                if lease == 0 {
+                    try await establishSession()
+                    continue
+                }
+                let start = now
+                let ttl = try await store.keepAlive(lease)
+                lock.withLock {
+                    if state.lease == lease { state.validUntil = start + Double(ttl) }
+                    state.reachable = true
+                }
+            } catch ClusterStoreError.leaseNotFound {
+                step(node: name, "session lost: lease \(lease) expired", path: nil)
+                sessionLost()
+                try? await establishSession()
+            } catch {
+                lock.withLock { state.reachable = false }
+            }
+        }
+    }
+
+    /// A live session for an access, or an error (etcd unreachable, or no new session).
+    private func ensureSession() async throws {
+        let (valid, lease) = lock.withLock { (sessionValid(), state.lease) }
+        if valid { return }
+        if lease != 0 {
+            // Past its validity (paused?): the lease may still be alive; ask etcd before using it.
+            do {
+                let start = now
+                let ttl = try await store.keepAlive(lease)
+                lock.withLock {
+                    if state.lease == lease { state.validUntil = start + Double(ttl) }
+                    state.reachable = true
+                }
+                return
+            } catch ClusterStoreError.leaseNotFound {
+                step(node: name, "session lost: lease \(lease) expired", path: nil)
+                sessionLost()
+            }
+        }
+        try await establishSession()
+    }
+
+    // MARK: CoordinationGate
+
+    public func admitNow(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?) -> (any GatePass)? {
+        if let purpose, purpose.hasPrefix(Self.proxyPurpose) { return Pass.proxy() }
+        lock.lock()
+        defer { lock.unlock() }
+        if !state.reachable && configuration.unreachable == .local {
+            state.localGrants += 1
+            return Pass(token: 0, uses: [], serial: 0, asked: [])
+        }
+        guard sessionValid(), askTargets(intents).isEmpty else { return nil }
+        var uses: [(right: Right, path: ItemPath, mode: LockMode)] = []
+        for intent in intents {
+            guard let right = usableRight(intent.path, intent.lockMode) else { return nil }
+            uses.append((right, intent.path, intent.lockMode))
+        }
+        var token: Revision = 0
+        for use in uses {
+            take(use.right, use.path, use.mode)
+            token = max(token, use.right.order)
+        }
+        return Pass(token: token, uses: uses, serial: 0, asked: [])
+    }
+
+    public func admit(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?, policy: CoordinationPolicy,
+                      request: RequestID, completion: @escaping @Sendable (Result<any GatePass, CoordinationError>) -> Void) {
+        Task.detached { [self] in
+            let result = await admitAsync(intents, origin: origin, purpose: purpose, policy: policy, request: request)
+            lock.withLock { _ = state.cancelled.remove(request) }
+            completion(result)
+        }
+    }
+
+    public func cancel(_ request: RequestID) {
+        let c = lock.withLock { () -> CheckedContinuation<KeyWaiter.Outcome, Never>? in
+            state.cancelled.insert(request)
+            return state.admitting[request]?.finish(.cancelled)
+        }
+        c?.resume(returning: .cancelled)
+    }
+
+    public func release(_ pass: any GatePass, changes: [AccessChange], origin: AccessOrigin) {
+        guard let pass = pass as? Pass, !pass.isProxy else { return }
+        lock.lock()
+        for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode) }
+        if !changes.isEmpty || !pass.asked.isEmpty {
+            var serial = pass.serial
+            if serial == 0 {
+                state.serial += 1
+                serial = state.serial
+            }
+            state.changeRecords.append(ChangeRecord(serial: serial, token: pass.fencingToken, origin: WireOrigin(origin),
+                                                    changes: changes.map(WireChange.init), asked: pass.asked))
+            for target in pass.asked { queue(keys.askKey(to: target, serial: serial), .delete) }
+        }
+        let flush = !state.changeRecords.isEmpty || !state.ops.isEmpty
+        lock.unlock()
+        if flush { startFlush() }
+    }
+
+    // MARK: Rights (called with the lock held)
+
+    func usableRight(_ path: ItemPath, _ mode: LockMode) -> Right? {
+        var p: ItemPath? = path
+        while let at = p {
+            if let list = state.rights[at] {
+                for r in list where r.granted && !r.recalled && !r.dead && !r.ephemeral && r.covers(path, mode) { return r }
+            }
+            p = at.parent
+        }
+        return nil
+    }
+
+    func take(_ r: Right, _ path: ItemPath, _ mode: LockMode) {
+        if r.inUse == 0 && r.granted { state.idleRights -= 1 }
+        r.inUse += 1
+        r.uses[path, default: []].append(mode)
+        r.lastUsed = now
+    }
+
+    func give(_ r: Right, _ path: ItemPath, _ mode: LockMode) {
+        guard !r.dead else { return }
+        r.inUse -= 1
+        if var modes = r.uses[path], let i = modes.firstIndex(of: mode) {
+            modes.remove(at: i)
+            r.uses[path] = modes.isEmpty ? nil : modes
+        }
+        guard r.inUse == 0 else { return }
+        if r.recalled || r.ephemeral || !r.granted {
+            drop(r)
+        } else {
+            state.idleRights += 1
+            if state.idleRights > configuration.maxIdleRights { trimIdleRights() }
+        }
+    }
+
+    /// Gives a right back (queued for the publisher).
+    func drop(_ r: Right) {
+        guard !r.dead else { return }
+        r.dead = true
+        if r.inUse == 0 && r.granted && !r.recalled && !r.ephemeral { state.idleRights -= 1 }
+        state.rights[r.path]?.removeAll { $0 === r }
+        if state.rights[r.path]?.isEmpty == true { state.rights[r.path] = nil }
+        state.rightsByKey[r.key] = nil
+        queue(r.key, .delete)
+    }
+
+    func trimIdleRights() {
+        let idle = state.rightsByKey.values.filter { $0.inUse == 0 && $0.granted && !$0.dead }.sorted { $0.lastUsed < $1.lastUsed }
+        for r in idle.prefix(max(1, idle.count / 4)) { drop(r) }
+    }
+
+    /// Another node's right `hold` was put: this node's older rights in its way are recalled. An idle
+    /// one goes at once; a folder right in use is split into rights on the items its accesses use
+    /// (they keep its place in the order), so only accesses that really conflict are waited for.
+    func recall(for hold: Hold) {
+        var hit: [Right] = []
+        var p: ItemPath? = hold.path
+        while let at = p {
+            for r in state.rights[at] ?? [] where r.order < hold.order && Self.conflict(r.path, r.mode, hold.path, hold.mode) { hit.append(r) }
+            p = at.parent
+        }
+        if hold.mode == .subtreeWrite {
+            for (path, list) in state.rights where hold.path.isAncestor(of: path) {
+                for r in list where r.order < hold.order { hit.append(r) }
+            }
+        }
+        for r in hit where !r.dead && !r.recalled {
+            r.recalled = true
+            if r.inUse == 0 {
+                if r.granted { state.idleRights -= 1 }
+                r.dead = true
+                state.rights[r.path]?.removeAll { $0 === r }
+                state.rightsByKey[r.key] = nil
+                queue(r.key, .delete)
+            } else if r.mode == .subtreeWrite && r.granted && !r.uses.keys.allSatisfy({ $0 == r.path }) {
+                split(r)
+            }
+        }
+    }
+
+    func split(_ r: Right) {
+        r.dead = true
+        state.rights[r.path]?.removeAll { $0 === r }
+        state.rightsByKey[r.key] = nil
+        queue(r.key, .delete)
+        for (path, modes) in r.uses {
+            let mode = modes.max { $0.rank < $1.rank } ?? .read
+            state.serial += 1
+            let key = keys.rightKey(path, serial: state.serial)
+            let part = Right(key: key, path: path, mode: mode, order: r.order)
+            part.granted = true
+            part.recalled = true
+            part.inUse = modes.count
+            part.uses = [path: modes]
+            r.replacement[path] = part
+            state.rights[path, default: []].append(part)
+            state.rightsByKey[key] = part
+            queue(key, .put(Wire.encode(RightValue(mode: mode.rawValue, order: r.order))))
+        }
+    }
+
+    static func conflict(_ a: ItemPath, _ ma: LockMode, _ b: ItemPath, _ mb: LockMode) -> Bool {
+        if a == b { return !(ma == .read && mb == .read) }
+        if a.isAncestor(of: b) { return ma == .subtreeWrite }
+        if b.isAncestor(of: a) { return mb == .subtreeWrite }
+        return false
+    }
+
+    /// Nodes (not this one) with presenters that `intents` must ask first.
+    func askTargets(_ intents: [FileAccessIntent]) -> Set<String> {
+        var out = Set<String>()
+        if state.presenceBelow.isEmpty { return out }
+        func addAtOrBelow(_ p: ItemPath) { for (n, c) in state.presenceBelow[p] ?? [:] where c > 0 && n != name { out.insert(n) } }
+        func addAt(_ p: ItemPath) { for (n, c) in state.presentersAt[p] ?? [:] where c > 0 && n != name { out.insert(n) } }
+        for intent in intents {
+            switch intent.kind {
+            case .reading(let o):
+                if !o.contains(.immediatelyAvailableMetadataOnly) { addAtOrBelow(intent.path) }
+            case .writing(let o):
+                if o.contains(.contentIndependentMetadataOnly) { continue }
+                if intent.lockMode == .subtreeWrite { addAtOrBelow(intent.path) } else { addAt(intent.path) }
+                if intent.isDeleting {
+                    var p = intent.path.parent
+                    while let at = p {
+                        addAt(at)
+                        p = at.parent
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    // MARK: Admission (the slow path)
+
+    private func admitAsync(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?, policy: CoordinationPolicy,
+                            request: RequestID) async -> Result<any GatePass, CoordinationError> {
+        if let purpose, purpose.hasPrefix(Self.proxyPurpose) { return .success(Pass.proxy()) }
+        // Deadlines run on the monotonic clock (the session's clock may be a test's).
+        let started = ClusterConfiguration.monotonicSeconds()
+        do {
+            try await ensureSession()
+        } catch {
+            return unreachable(request, error)
+        }
+        // The rights it holds already, and the ones to get.
+        var uses: [(right: Right, path: ItemPath, mode: LockMode)] = []
+        var wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)] = []
+        let (lease, exempt, serial) = lock.withLock { () -> (LeaseID, Set<String>, UInt64) in
+            for intent in intents {
+                if let r = usableRight(intent.path, intent.lockMode) {
+                    take(r, intent.path, intent.lockMode)
+                    uses.append((r, intent.path, intent.lockMode))
+                } else {
+                    let (p, m) = rightToTake(intent.path, intent.lockMode)
+                    wanted.append((p, m, intent.path, intent.lockMode))
+                }
+            }
+            // A presenter saving for another node's ask is not held up by that node's right.
+            let exempt = origin.presenterID != nil ? Set(state.unansweredProxies.filter { $0.value > 0 }.keys) : []
+            state.serial += 1
+            return (state.lease, exempt, state.serial)
+        }
+        var fresh: [Right] = []
+        func giveBack() {
+            lock.withLock {
+                for use in uses { give(use.right.current(for: use.path), use.path, use.mode) }
+                for r in fresh where r.inUse == 0 { drop(r) }
+            }
+            startFlush()
+        }
+        if !wanted.isEmpty {
+            var ops: [ClusterOperation] = []
+            var keysFor: [[UInt8]] = []
+            lock.withLock {
+                for w in wanted {
+                    state.serial += 1
+                    let key = keys.rightKey(w.path, serial: state.serial)
+                    keysFor.append(key)
+                    ops.append(.put(key: key, value: Wire.encode(RightValue(mode: w.mode.rawValue, order: nil)), lease: lease))
+                }
+            }
+            let ranges = wanted.flatMap { conflictRanges($0.path, $0.mode) }
+            let result: TransactionResult
+            do {
+                result = try await store.transaction([], success: ops + ranges, failure: [])
+            } catch {
+                giveBack()
+                if case ClusterStoreError.leaseNotFound = error { sessionLost() }
+                return unreachable(request, error)
+            }
+            lock.withLock {
+                for (i, w) in wanted.enumerated() {
+                    let r = Right(key: keysFor[i], path: w.path, mode: w.mode, order: result.revision)
+                    r.ephemeral = !exempt.isEmpty
+                    state.rights[w.path, default: []].append(r)
+                    state.rightsByKey[r.key] = r
+                    fresh.append(r)
+                    take(r, w.use, w.useMode)
+                    uses.append((r, w.use, w.useMode))
+                }
+            }
+            var found = result.ranges
+            while true {
+                let blockers = conflicts(found, wanted: wanted, order: result.revision, exempt: exempt)
+                if blockers.isEmpty { break }
+                let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: result.revision, request: request,
+                                            until: policy.waitDeadline.map { started + Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
+                switch outcome {
+                case .changed:
+                    do {
+                        found = try await store.transaction([], success: wanted.flatMap { conflictRanges($0.path, $0.mode) }, failure: []).ranges
+                    } catch {
+                        giveBack()
+                        return unreachable(request, error)
+                    }
+                    continue
+                case .cancelled:
+                    giveBack()
+                    return .failure(.cancelled(request))
+                case .timedOut:
+                    let writer = blockers.first { $0.mode != .read }
+                    let deadline = policy.waitDeadline ?? .seconds(0)
+                    switch policy.atWaitDeadline {
+                    case .fail:
+                        giveBack()
+                        return .failure(.waitTimedOut(request, path: wanted[0].use, blockedBy: nil, deadline: deadline))
+                    case .goAheadPastYieldingHolds where writer != nil:
+                        giveBack()
+                        return .failure(.cluster(request, errno: EBUSY, reason: "\(writer!.path) still held for writing by node \(writer!.node) after \(deadline)"))
+                    default:
+                        step(node: name, "went ahead without exclusion past node \(blockers[0].node) after \(deadline)", path: blockers[0].path)
+                    }
+                }
+                break
+            }
+            lock.withLock {
+                for r in fresh where !r.dead {
+                    r.granted = true
+                    // A right recalled while it waited goes as soon as its access ends.
+                }
+            }
+        }
+        let token = uses.map(\.right.order).max() ?? 0
+        // Presenters on other nodes.
+        let targets = lock.withLock { askTargets(intents) }
+        if targets.isEmpty { return .success(Pass(token: token, uses: uses, serial: serial, asked: [])) }
+        let ask = AskValue(intents: intents.map(WireIntent.init), origin: WireOrigin(origin), token: token)
+        let wait = AskWait(remaining: targets)
+        lock.withLock { state.askWaits[serial] = wait }
+        do {
+            let ops = targets.sorted().map { ClusterOperation.put(key: keys.askKey(to: $0, serial: serial), value: Wire.encode(ask), lease: lease) }
+            _ = try await store.transaction([], success: ops, failure: [])
+        } catch {
+            lock.withLock { _ = state.askWaits.removeValue(forKey: serial) }
+            giveBack()
+            return unreachable(request, error)
+        }
+        let askBudget = policy.askDeadline * 4 + .seconds(2)
+        let answered = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let ready = lock.withLock { () -> Bool in
+                if wait.remaining.isEmpty { return true }
+                wait.continuation = c
+                return false
+            }
+            if ready { c.resume(returning: true) }
+            let seconds = Double(askBudget.components.seconds) + Double(askBudget.components.attoseconds) / 1e18
+            Task.detached { [self] in
+                try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                let c = lock.withLock { () -> CheckedContinuation<Bool, Never>? in
+                    defer { wait.continuation = nil }
+                    return wait.continuation
+                }
+                c?.resume(returning: false)
+            }
+        }
+        let refusal = lock.withLock { () -> AnswerValue? in
+            state.askWaits[serial] = nil
+            return wait.refusal
+        }
+        let pass = Pass(token: token, uses: uses, serial: serial, asked: targets.sorted())
+        if let refusal {
+            release(pass, changes: [], origin: origin)
+            return .failure(.cluster(request, errno: refusal.errno, reason: refusal.message))
+        }
+        if !answered {
+            step(node: name, "no answer from \(wait.remaining.sorted().joined(separator: ", ")) within \(askBudget)", path: intents.first?.path)
+            if policy.onAskTimeout == .strict {
+                release(pass, changes: [], origin: origin)
+                return .failure(.cluster(request, errno: ETIMEDOUT, reason: "no answer from node \(wait.remaining.sorted().joined(separator: ", ")) within \(askBudget)"))
+            }
+        }
+        return .success(pass)
+    }
+
+    /// The right to take for an access to `path` in `mode`: the folder's, when nobody else holds or
+    /// presents anything in it (a delegation: the next accesses there cost no round trip), or the item's.
+    func rightToTake(_ path: ItemPath, _ mode: LockMode) -> (ItemPath, LockMode) {
+        guard configuration.folderRights, mode != .subtreeWrite, let folder = path.parent else { return (path, mode) }
+        let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
+        if others(state.holdsBelow[folder]) || others(state.presenceBelow[folder]) { return (path, mode) }
+        // A folder right of another node above it would conflict anyway: take the item's then.
+        var p = folder.parent
+        while let at = p {
+            for h in state.holds.values where h.path == at && h.node != name && h.mode == .subtreeWrite { return (path, mode) }
+            p = at.parent
+        }
+        return (folder, .subtreeWrite)
+    }
+
+    func conflictRanges(_ path: ItemPath, _ mode: LockMode) -> [ClusterOperation] {
+        var ops: [ClusterOperation] = [.range(key: keys.rightsOn(path), prefix: true)]
+        var p = path.parent
+        while let at = p {
+            ops.append(.range(key: keys.rightsOn(at), prefix: true))
+            p = at.parent
+        }
+        if mode == .subtreeWrite { ops.append(.range(key: keys.rightsInside(path), prefix: true)) }
+        return ops
+    }
+
+    /// The rights of other nodes, older than `order`, in the way of `wanted`.
+    func conflicts(_ ranges: [[KeyValue]], wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)],
+                   order: Revision, exempt: Set<String>) -> [(key: [UInt8], node: String, path: ItemPath, mode: LockMode)] {
+        var out: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode)] = []
+        var seen = Set<[UInt8]>()
+        for kv in ranges.joined() {
+            guard seen.insert(kv.key).inserted, let hold = decodeHold(kv), hold.node != name, !exempt.contains(hold.node),
+                  hold.order < order else { continue }
+            if wanted.contains(where: { Self.conflict($0.path, $0.mode, hold.path, hold.mode) }) {
+                out.append((kv.key, hold.node, hold.path, hold.mode))
+            }
+        }
+        return out
+    }
+
+    func decodeHold(_ kv: KeyValue) -> Hold? {
+        guard case .right(let path, let node)? = keys.parse(kv.key), let v = Wire.decode(RightValue.self, kv.value),
+              let mode = LockMode(rawValue: v.mode) else { return nil }
+        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision)
+    }
+
+    private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, request: RequestID, until deadline: Double?) async -> KeyWaiter.Outcome {
+        let waiter = KeyWaiter(keys: blockers)
+        let id = ObjectIdentifier(waiter)
+        let outcome = await withCheckedContinuation { (c: CheckedContinuation<KeyWaiter.Outcome, Never>) in
+            let immediate = lock.withLock { () -> KeyWaiter.Outcome? in
+                if state.cancelled.contains(request) { return .cancelled }
+                // Gone already (the watch is past the revision that showed them)?
+                if state.watchedRevision >= seenAt && blockers.contains(where: { state.holds[$0] == nil }) { return .changed }
+                if !sessionValid() { return .changed }
+                waiter.continuation = c
+                state.waiters[id] = waiter
+                state.admitting[request] = waiter
+                return nil
+            }
+            if let immediate {
+                c.resume(returning: immediate)
+                return
+            }
+            // A slow re-check bounds what a missed wake-up could cost.
+            Task.detached { [self] in
+                var slept = 0.0
+                while true {
+                    let step = 0.5
+                    try? await Task.sleep(nanoseconds: UInt64(step * 1e9))
+                    slept += step
+                    let timedOut = deadline.map { ClusterConfiguration.monotonicSeconds() >= $0 } ?? false
+                    let c = lock.withLock { () -> CheckedContinuation<KeyWaiter.Outcome, Never>? in
+                        if waiter.outcome != nil { return nil }
+                        if timedOut { return waiter.finish(.timedOut) }
+                        if slept >= 2 { return waiter.finish(.changed) }
+                        return nil
+                    }
+                    if let c {
+                        c.resume(returning: timedOut ? .timedOut : .changed)
+                        return
+                    }
+                    if lock.withLock({ waiter.outcome != nil }) { return }
+                }
+            }
+        }
+        lock.withLock {
+            state.waiters[id] = nil
+            if state.admitting[request] === waiter { state.admitting[request] = nil }
+        }
+        return outcome
+    }
+
+    private func unreachable(_ request: RequestID, _ error: Error) -> Result<any GatePass, CoordinationError> {
+        let policy = configuration.unreachable
+        lock.withLock {
+            state.reachable = false
+            if policy == .local { state.localGrants += 1 }
+        }
+        if policy == .local {
+            step(node: name, "etcd unreachable (\(error)): granted locally", path: nil)
+            return .success(Pass(token: 0, uses: [], serial: 0, asked: []))
+        }
+        return .failure(.cluster(request, errno: EIO, reason: "etcd unreachable (\(error)); unreachable policy is fail"))
+    }
+
+    // MARK: Presenters (the event tap)
+
+    /// Mirrors this node's presenters into etcd (registered, moved, unregistered). Called under the
+    /// coordinator's lock: it only queues.
+    public func record(_ event: CoordinationEvent) {
+        var changed = false
+        lock.lock()
+        switch event.kind {
+        case .presenterRegistered(let id, let path, let owner):
+            let value = PresenterValue(path: WirePath(path), uid: owner.uid)
+            state.presenters[id.rawValue] = value
+            queue(keys.presenterKey(id.rawValue), .put(Wire.encode(value)))
+            changed = true
+        case .presenterUnregistered(let id, _):
+            state.presenters[id.rawValue] = nil
+            queue(keys.presenterKey(id.rawValue), .delete)
+            changed = true
+        case .notified(let id, .itemDidMove(_, let to)):
+            if var value = state.presenters[id.rawValue] {
+                value.path = WirePath(to)
+                state.presenters[id.rawValue] = value
+                queue(keys.presenterKey(id.rawValue), .put(Wire.encode(value)))
+                changed = true
+            }
+        default:
+            break
+        }
+        lock.unlock()
+        if changed { startFlush() }
+    }
+
+    // MARK: The publisher
+
+    /// Queues one write of this node (with the lock held); the last op on a key wins.
+    func queue(_ key: [UInt8], _ op: PendingOp) {
+        if state.ops[key] == nil { state.opOrder.append(key) }
+        state.ops[key] = op
+    }
+
+    /// Sends what is queued, in one transaction at a time, in order (change records before the
+    /// rights that go with them, so another node sees the change before it can get the item).
+    func startFlush() {
+        let go = lock.withLock { () -> Bool in
+            if state.flushing { return false }
+            state.flushing = true
+            return true
+        }
+        guard go else { return }
+        Task.detached { [self] in await flushLoop() }
+    }
+
+    /// Waits until what was queued before the call is in etcd (tests, status).
+    public func flush() async {
+        startFlush()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock { () -> Bool in
+                if !state.flushing && state.ops.isEmpty && state.changeRecords.isEmpty { return true }
+                state.flushWaiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+    }
+
+    private func flushLoop() async {
+        while true {
+            let batch = lock.withLock { () -> (ops: [ClusterOperation], records: [ChangeRecord], taken: [([UInt8], PendingOp)])? in
+                if state.ops.isEmpty && state.changeRecords.isEmpty || state.lease == 0 {
+                    state.flushing = false
+                    return nil
+                }
+                var ops: [ClusterOperation] = []
+                let records = state.changeRecords
+                state.changeRecords = []
+                if !records.isEmpty { ops.append(.put(key: keys.changeKey, value: Wire.encode(records), lease: state.lease)) }
+                var taken: [([UInt8], PendingOp)] = []
+                var order = state.opOrder
+                let n = min(order.count, 127)
+                for key in order.prefix(n) {
+                    guard let op = state.ops.removeValue(forKey: key) else { continue }
+                    taken.append((key, op))
+                    switch op {
+                    case .put(let value): ops.append(.put(key: key, value: value, lease: state.lease))
+                    case .delete: ops.append(.delete(key: key, prefix: false))
+                    }
+                }
+                order.removeFirst(n)
+                state.opOrder = order
+                return (ops, records, taken)
+            }
+            guard let batch else {
+                let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+                    defer { state.flushWaiters = [] }
+                    return state.flushWaiters
+                }
+                for w in waiters { w.resume() }
+                return
+            }
+            do {
+                _ = try await store.transaction([], success: batch.ops, failure: [])
+                lock.withLock { state.reachable = true }
+            } catch ClusterStoreError.leaseNotFound {
+                // The session is gone, and every key of it with it.
+                sessionLost()
+            } catch {
+                // Put back what was not sent (newer ops on the same keys win) and try again soon.
+                lock.withLock {
+                    state.reachable = false
+                    state.changeRecords = batch.records + state.changeRecords
+                    for (key, op) in batch.taken.reversed() where state.ops[key] == nil {
+                        state.ops[key] = op
+                        state.opOrder.insert(key, at: 0)
+                    }
+                }
+                try? await Task.sleep(nanoseconds: 200_000_000)
+                if lock.withLock({ state.stopped }) {
+                    lock.withLock { state.flushing = false }
+                    return
+                }
+            }
+        }
+    }
+
+    // MARK: The watch
+
+    private func watchLoop(from start: Revision) async {
+        var from = start
+        while !Task.isCancelled && !lock.withLock({ state.stopped && state.lease == 0 }) {
+            do {
+                for try await batch in store.watch(keys.base, prefix: true, fromRevision: from) {
+                    let effects = lock.withLock { () -> Effects in
+                        var effects = Effects()
+                        // Change records first: a node drops its caches before anything else of
+                        // the revision (an ask's end, a right's release) lets it go on.
+                        let ordered = batch.events.filter { Self.isChange($0, keys) } + batch.events.filter { !Self.isChange($0, keys) }
+                        for e in ordered { apply(e, revision: e.revision, &effects, initial: false) }
+                        state.watchedRevision = max(state.watchedRevision, batch.revision)
+                        state.reachable = true
+                        return effects
+                    }
+                    run(effects)
+                    from = batch.revision + 1
+                }
+            } catch ClusterStoreError.compacted {
+                await resync(&from)
+            } catch {
+                lock.withLock { state.reachable = false }
+            }
+            if Task.isCancelled { return }
+            try? await Task.sleep(nanoseconds: 200_000_000)
+            await resync(&from)
+        }
+    }
+
+    /// Reads the whole cluster again (after a compaction or an outage) and starts over from there.
+    private func resync(_ from: inout Revision) async {
+        guard let (values, revision) = try? await store.range(keys.base, prefix: true) else { return }
+        let effects = lock.withLock { () -> Effects in
+            var effects = Effects()
+            let present = Set(values.map(\.key))
+            // Keys that went while the watch was down.
+            for key in state.presenterKeys.keys where !present.contains(key) { apply(.delete(key: key, modRevision: revision), revision: revision, &effects, initial: false) }
+            for key in state.holds.keys where !present.contains(key) { apply(.delete(key: key, modRevision: revision), revision: revision, &effects, initial: false) }
+            for n in state.nodes.keys where !present.contains(keys.nodeKey(n)) { apply(.delete(key: keys.nodeKey(n), modRevision: revision), revision: revision, &effects, initial: false) }
+            for p in state.proxies.values where !present.contains(keys.key("a", name, p.from, String(p.serial))) {
+                apply(.delete(key: keys.key("a", name, p.from, String(p.serial)), modRevision: revision), revision: revision, &effects, initial: false)
+            }
+            for kv in values where state.holds[kv.key] == nil && state.presenterKeys[kv.key] == nil {
+                apply(.put(kv), revision: revision, &effects, initial: true)
+            }
+            state.watchedRevision = revision
+            for w in state.waiters.values { if let c = w.finish(.changed) { effects.wakes.append(c) } }
+            return effects
+        }
+        run(effects)
+        from = revision + 1
+    }
+
+    static func isChange(_ e: WatchEvent, _ keys: ClusterKeys) -> Bool {
+        if case .put(let kv) = e, case .change? = keys.parse(kv.key) { return true }
+        return false
+    }
+
+    /// What an event makes the node do once its lock is released.
+    struct Effects {
+        var steps: [ClusterStep] = []
+        /// Other nodes' change records, with the serials whose presenters here hear through a proxy.
+        var remoteChanges: [(records: [ChangeRecord], node: String, viaProxy: Set<UInt64>)] = []
+        var proxiesToStart: [Proxy] = []
+        var proxiesToEnd: [(Proxy, [AccessChange])] = []
+        var answers: [CheckedContinuation<Bool, Never>] = []
+        var wakes: [CheckedContinuation<KeyWaiter.Outcome, Never>] = []
+        var flush = false
+    }
+
+    /// Takes one event into the cache (with the lock held).
+    func apply(_ event: WatchEvent, revision: Revision, _ effects: inout Effects, initial: Bool) {
+        let key = event.key
+        guard let parsed = keys.parse(key) else { return }
+        func step(_ node: String, _ what: String, _ path: ItemPath? = nil) {
+            if !initial && !state.stepSubscribers.isEmpty { effects.steps.append(ClusterStep(revision: revision, node: node, what: what, path: path)) }
+        }
+        switch (parsed, event) {
+        case (.node(let n), .put(let kv)):
+            guard let v = Wire.decode(NodeValue.self, kv.value) else { return }
+            let joined = state.nodes[n]?.lease != v.lease
+            state.nodes[n] = v
+            if joined { step(n, "joined (lease \(v.lease), ttl \(v.ttl) s)") }
+        case (.node(let n), .delete):
+            state.nodes[n] = nil
+            step(n, "left (its lease ended: its presenters, rights and asks are gone)")
+            // Asks waiting for it need no answer any more.
+            for wait in state.askWaits.values where wait.remaining.remove(n) != nil && wait.remaining.isEmpty {
+                if let c = wait.continuation {
+                    wait.continuation = nil
+                    effects.answers.append(c)
+                }
+            }
+        case (.presenter(let n, _), .put(let kv)):
+            guard let v = Wire.decode(PresenterValue.self, kv.value), let path = v.path.path else { return }
+            if let old = state.presenterKeys[key] { countPresenter(old.node, old.path, -1) }
+            state.presenterKeys[key] = (n, path)
+            countPresenter(n, path, 1)
+            step(n, "presents", path)
+        case (.presenter, .delete):
+            if let old = state.presenterKeys.removeValue(forKey: key) {
+                countPresenter(old.node, old.path, -1)
+                step(old.node, "no longer presents", old.path)
+            }
+        case (.right(let path, let n), .put(let kv)):
+            guard let hold = decodeHold(kv) else { return }
+            if state.holds[key] == nil { countHold(n, path, 1) }
+            state.holds[key] = hold
+            step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)
+            if n != name {
+                let before = state.ops.count
+                recall(for: hold)
+                if state.ops.count != before { effects.flush = true }
+            }
+        case (.right, .delete):
+            if let old = state.holds.removeValue(forKey: key) {
+                countHold(old.node, old.path, -1)
+                step(old.node, "released \(Self.modeName(old.mode)) (token \(old.order))", old.path)
+            }
+            for w in state.waiters.values where w.keys.contains(key) {
+                if let c = w.finish(.changed) { effects.wakes.append(c) }
+            }
+        case (.ask(let to, let from, let serial), .put(let kv)):
+            step(from, "asks \(to)", nil)
+            guard to == name, let v = Wire.decode(AskValue.self, kv.value) else { return }
+            let intents = v.intents.compactMap(\.intent)
+            guard intents.count == v.intents.count, !intents.isEmpty else { return }
+            let id = "\(from)/\(serial)"
+            guard state.proxies[id] == nil else { return }
+            let proxy = Proxy(from: from, serial: serial, intents: intents, origin: v.origin.origin(node: from))
+            state.proxies[id] = proxy
+            state.unansweredProxies[from, default: 0] += 1
+            effects.proxiesToStart.append(proxy)
+        case (.ask(let to, let from, let serial), .delete):
+            guard to == name, let proxy = state.proxies.removeValue(forKey: "\(from)/\(serial)") else { return }
+            if !proxy.ended {
+                proxy.ended = true
+                effects.proxiesToEnd.append((proxy, []))
+            }
+            if !proxy.answered { state.unansweredProxies[from, default: 1] -= 1 }
+        case (.answer(let from, let serial, let to), .put(let kv)):
+            let v = Wire.decode(AnswerValue.self, kv.value)
+            step(to, v.map { $0.errno == 0 ? "answered \(from)" : "refused \(from): \($0.message)" } ?? "answered \(from)")
+            guard from == name, let wait = state.askWaits[serial], let v else { return }
+            if v.errno != 0 && wait.refusal == nil { wait.refusal = v }
+            wait.remaining.remove(to)
+            if wait.remaining.isEmpty || wait.refusal != nil, let c = wait.continuation {
+                wait.continuation = nil
+                effects.answers.append(c)
+            }
+        case (.change(let n), .put(let kv)):
+            guard let records = Wire.decode([ChangeRecord].self, kv.value) else { return }
+            for r in records {
+                let what = r.changes.compactMap(\.change).map(\.description).joined(separator: ", ")
+                step(n, "did " + (what.isEmpty ? "nothing" : what) + " (token \(r.token))")
+            }
+            guard n != name, !initial else { return }
+            var viaProxy = Set<UInt64>()
+            for r in records where r.asked.contains(name) {
+                if let proxy = state.proxies["\(n)/\(r.serial)"], !proxy.ended {
+                    proxy.ended = true
+                    if proxy.access != nil { viaProxy.insert(r.serial) }
+                    effects.proxiesToEnd.append((proxy, proxy.access != nil ? r.changes.compactMap(\.change) : []))
+                }
+            }
+            effects.remoteChanges.append((records, n, viaProxy))
+        default:
+            break
+        }
+    }
+
+    func countPresenter(_ node: String, _ path: ItemPath, _ delta: Int) {
+        state.presentersAt[path, default: [:]][node, default: 0] += delta
+        if state.presentersAt[path]?[node] == 0 { state.presentersAt[path]?[node] = nil }
+        if state.presentersAt[path]?.isEmpty == true { state.presentersAt[path] = nil }
+        Self.countBelow(&state.presenceBelow, node, path, delta)
+    }
+
+    func countHold(_ node: String, _ path: ItemPath, _ delta: Int) {
+        Self.countBelow(&state.holdsBelow, node, path, delta)
+    }
+
+    static func countBelow(_ table: inout [ItemPath: [String: Int]], _ node: String, _ path: ItemPath, _ delta: Int) {
+        var p: ItemPath? = path
+        while let at = p {
+            table[at, default: [:]][node, default: 0] += delta
+            if table[at]?[node] == 0 { table[at]?[node] = nil }
+            if table[at]?.isEmpty == true { table[at] = nil }
+            p = at.parent
+        }
+    }
+
+    static func modeName(_ m: LockMode) -> String {
+        switch m {
+        case .read: return "read"
+        case .write: return "write"
+        case .subtreeWrite: return "tree"
+        }
+    }
+
+    /// Runs what events asked for, outside the lock, in order: drop caches and tell presenters of
+    /// other nodes' changes, end and start proxies, wake waits.
+    func run(_ effects: Effects) {
+        for (records, node, viaProxy) in effects.remoteChanges {
+            for r in records {
+                let changes = r.changes.compactMap(\.change)
+                guard !changes.isEmpty else { continue }
+                let origin = r.origin.origin(node: node)
+                host?.clusterDropCaches(changes)
+                host?.clusterDidChange(changes, origin: origin)
+                // Presenters asked through a proxy hear it from the proxy's release, after their
+                // own asks; the others now.
+                if !viaProxy.contains(r.serial) { for c in changes { coordinator?.announce(c, origin: origin) } }
+            }
+        }
+        for (proxy, changes) in effects.proxiesToEnd { endProxy(proxy, changes) }
+        for proxy in effects.proxiesToStart { startProxy(proxy) }
+        for c in effects.answers { c.resume(returning: true) }
+        for c in effects.wakes { c.resume(returning: .changed) }
+        if effects.flush { startFlush() }
+        if !effects.steps.isEmpty {
+            let subscribers = lock.withLock { Array(state.stepSubscribers.values) }
+            for s in effects.steps { for sub in subscribers { sub.yield(s) } }
+        }
+    }
+
+    private func startProxy(_ proxy: Proxy) {
+        guard let coordinator else { return }
+        coordinator.coordinate(proxy.intents, origin: proxy.origin, purpose: Self.proxyPurpose + proxy.from) { [self] result in
+            var answer = AnswerValue(errno: 0, message: "")
+            switch result {
+            case .success(let access):
+                let releaseNow = lock.withLock { () -> Bool in
+                    if proxy.ended { return true }
+                    proxy.access = access
+                    return false
+                }
+                if releaseNow {
+                    access.release()
+                    return
+                }
+                host?.clusterWillLetChangeThrough(proxy.intents, origin: proxy.origin)
+            case .failure(let error):
+                answer = AnswerValue(errno: error.posixErrorCode, message: error.description)
+            }
+            lock.withLock {
+                if !proxy.answered {
+                    proxy.answered = true
+                    state.unansweredProxies[proxy.from, default: 1] -= 1
+                }
+                queue(keys.answerKey(from: proxy.from, serial: proxy.serial), .put(Wire.encode(answer)))
+            }
+            startFlush()
+        }
+    }
+
+    private func endProxy(_ proxy: Proxy, _ changes: [AccessChange]) {
+        let access = lock.withLock { () -> CoordinatedAccess? in
+            if !proxy.answered {
+                proxy.answered = true
+                state.unansweredProxies[proxy.from, default: 1] -= 1
+            }
+            state.proxies["\(proxy.from)/\(proxy.serial)"] = nil
+            // The answer key goes with the ask.
+            queue(keys.answerKey(from: proxy.from, serial: proxy.serial), .delete)
+            return proxy.access
+        }
+        startFlush()
+        guard let access else { return }
+        for c in changes { access.announce(c) }
+        access.release()
+    }
+
+    // MARK: Steps and status
+
+    /// Every step of the cluster from now on, in etcd's order (one stream for all nodes).
+    public func steps() -> AsyncStream<ClusterStep> {
+        let (stream, continuation) = AsyncStream<ClusterStep>.makeStream()
+        let id = UUID()
+        lock.withLock { state.stepSubscribers[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.lock.withLock { _ = self.state.stepSubscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// A step of this node that etcd has no key for (a lost session, an unreachable etcd).
+    func step(node: String, _ what: String, path: ItemPath?) {
+        let (subscribers, revision) = lock.withLock { (Array(state.stepSubscribers.values), state.watchedRevision) }
+        let s = ClusterStep(revision: revision, node: node, what: what, path: path)
+        for sub in subscribers { sub.yield(s) }
+    }
+
+    public func status() -> ClusterStatus {
+        lock.withLock {
+            var presenters: [String: [ItemPath]] = [:]
+            for (_, v) in state.presenterKeys { presenters[v.node, default: []].append(v.path) }
+            var holds: [String: [ClusterStatus.Hold]] = [:]
+            for h in state.holds.values { holds[h.node, default: []].append(.init(path: h.path, mode: Self.modeName(h.mode), token: h.order)) }
+            let names = Set(state.nodes.keys).union(presenters.keys).union(holds.keys)
+            let nodes = names.sorted().map { n in
+                ClusterStatus.Node(name: n, since: state.nodes[n]?.since ?? 0, lease: state.nodes[n]?.lease ?? 0,
+                                   ttl: state.nodes[n]?.ttl ?? 0, presenters: (presenters[n] ?? []).sorted(),
+                                   holds: (holds[n] ?? []).sorted { ($0.path, $0.token) < ($1.path, $1.token) })
+            }
+            return ClusterStatus(node: name, prefix: configuration.prefix, reachable: state.reachable, sessionValid: sessionValid(),
+                                 unreachablePolicy: configuration.unreachable, localGrants: state.localGrants,
+                                 revision: state.watchedRevision, nodes: nodes)
+        }
+    }
+}
+
+extension LockMode {
+    var rank: Int {
+        switch self {
+        case .read: return 0
+        case .write: return 1
+        case .subtreeWrite: return 2
+        }
+    }
+}
+

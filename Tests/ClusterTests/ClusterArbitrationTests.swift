@@ -1,0 +1,163 @@
+import Cluster
+import ClusterKV
+import Coordination
+import Foundation
+import Testing
+
+/// No two writers of one item, no writer beside readers, anywhere in the cluster; the single-host
+/// deadlines and errnos; the fast path (rights kept until recalled) and fencing tokens.
+@Suite(.serialized) struct ClusterArbitrationTests {
+    @Test func twoWritersOfOneItemOnTwoNodesAreNeverGrantedAtOnce() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let first = try await access(cluster.coordinator("a"), [write("d/x")]).get()
+        let firstToken = first.fencingToken ?? 0
+        let second = Pending(cluster.coordinator("b"), [write("d/x")])
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(second.result == nil, "b's write was granted beside a's")
+        first.release()
+        #expect(await eventually { second.access != nil })
+        let tokens = (firstToken, second.access?.fencingToken ?? 0)
+        #expect(tokens.0 > 0 && tokens.1 > tokens.0, "fencing tokens \(tokens) must order the writers")
+        second.access?.release()
+    }
+
+    @Test func readersShareAcrossNodesAndAWriterWaitsForAllOfThem() async throws {
+        let cluster = TestCluster()
+        for n in ["a", "b", "c"] { try await cluster.add(n) }
+        defer { Task { await cluster.stop() } }
+        let ra = try await access(cluster.coordinator("a"), [read("d/x")]).get()
+        let rb = try await access(cluster.coordinator("b"), [read("d/x")]).get()
+        let w = Pending(cluster.coordinator("c"), [write("d/x")])
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(w.result == nil)
+        ra.release()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(w.result == nil, "a writer was granted beside b's reader")
+        rb.release()
+        #expect(await eventually { w.access != nil })
+        // And now a reader elsewhere waits for that writer.
+        let r = Pending(cluster.coordinator("a"), [read("d/x")])
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(r.result == nil)
+        w.access?.release()
+        #expect(await eventually { r.access != nil })
+        r.access?.release()
+    }
+
+    @Test func aDeletionOfAFolderWaitsForAWriterInsideItOnAnotherNode() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let inner = try await access(cluster.coordinator("a"), [write("top/d/x")]).get()
+        let delete = Pending(cluster.coordinator("b"), [write("top/d", .forDeleting)])
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(delete.result == nil)
+        // Unrelated items are not held up.
+        let other = try await access(cluster.coordinator("b"), [write("top/e/y")]).get()
+        other.release()
+        inner.release()
+        #expect(await eventually { delete.access != nil })
+        delete.access?.release()
+    }
+
+    @Test func theWaitDeadlineAcrossNodesGivesTheSingleHostErrnos() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let held = try await access(cluster.coordinator("a"), [write("d/x")]).get()
+        let fail = CoordinationPolicy(waitDeadline: .seconds(1), atWaitDeadline: .fail)
+        let r1 = await access(cluster.coordinator("b"), [write("d/x")], policy: fail)
+        guard case .failure(let e1) = r1 else { Issue.record("granted past a held write"); return }
+        #expect(e1.posixErrorCode == ETIMEDOUT)
+        let yielding = CoordinationPolicy(waitDeadline: .seconds(1), atWaitDeadline: .goAheadPastYieldingHolds)
+        let r2 = await access(cluster.coordinator("b"), [write("d/x")], policy: yielding)
+        guard case .failure(let e2) = r2 else { Issue.record("granted past a held write"); return }
+        #expect(e2.posixErrorCode == EBUSY)
+        // A read goes ahead without exclusion at its deadline under .goAhead, as on one host.
+        let goAhead = CoordinationPolicy(waitDeadline: .seconds(1), atWaitDeadline: .goAhead)
+        let r3 = try await access(cluster.coordinator("b"), [read("d/x")], policy: goAhead).get()
+        r3.release()
+        held.release()
+    }
+
+    @Test func aNodeKeepsItsRightUntilAnotherNodeRecallsIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        // The first access gets a right (one round trip)...
+        try await access(a, [write("d/x")]).get().release()
+        await cluster.node("a").flush()
+        let before = cluster.store.calls
+        // ...and the next ones, reads and writes in that folder, cost none.
+        for i in 0..<200 {
+            let intent = i % 2 == 0 ? read("d/x") : write("d/f\(i)")
+            let grant = a.tryCoordinateImmediately(intent, origin: origin)
+            #expect(grant != nil, "access \(i) was not served locally")
+            grant?.release()
+        }
+        await cluster.node("a").flush()
+        let after = cluster.store.calls
+        #expect(after["txn", default: 0] == before["txn", default: 0] && after["range", default: 0] == before["range", default: 0],
+                "the fast path went to etcd: \(before) -> \(after)")
+        // b needs d/x: a's right is recalled, b is granted promptly, and a's next access asks etcd again.
+        let start = ContinuousClock.now
+        let b = try await access(cluster.coordinator("b"), [write("d/x")]).get()
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(a.tryCoordinateImmediately(read("d/x"), origin: origin) == nil)
+        let r = Pending(a, [read("d/x")])
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(r.result == nil)
+        b.release()
+        #expect(await eventually { r.access != nil })
+        r.access?.release()
+    }
+
+    @Test func aRecalledFolderRightKeepsOnlyWhatItsAccessesUse() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        // a gets a right on folder d (nobody else is there) and keeps d/open in use.
+        let open = try await access(cluster.coordinator("a"), [write("d/open")]).get()
+        #expect(cluster.node("a").status().nodes.first { $0.name == "a" }?.holds.contains { $0.path == path("d") && $0.mode == "tree" } == true)
+        // b's access to another file of d does not wait for d/open's access to end.
+        let other = try await access(cluster.coordinator("b"), [write("d/other")], policy: CoordinationPolicy(waitDeadline: .seconds(3))).get()
+        other.release()
+        // But b's access to d/open does.
+        let same = Pending(cluster.coordinator("b"), [read("d/open")])
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(same.result == nil, "b read d/open while a wrote it")
+        open.release()
+        #expect(await eventually { same.access != nil })
+        same.access?.release()
+    }
+
+    @Test func grantsCarryTheirFencingTokenIntoTheEvents() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        defer { Task { await cluster.stop() } }
+        let grant = try await access(cluster.coordinator("a"), [write("d/x")]).get()
+        let token = try #require(grant.fencingToken)
+        grant.release()
+        let events = cluster.nodes["a"]!.tap.all.filter { $0.requestID == grant.id }
+        let fenced = events.firstIndex { if case .fenced(token) = $0.kind { return true }; return false }
+        let granted = events.firstIndex { if case .granted = $0.kind { return true }; return false }
+        #expect(fenced != nil && granted != nil && fenced! < granted!)
+        #expect(token <= cluster.store.currentRevision)
+    }
+
+    @Test func nothingChangesWithoutAGate() async throws {
+        // The coordinator alone: no fencing token, nothing asked of anyone.
+        let coordinator = Coordinator()
+        let grant = try #require(coordinator.tryCoordinateImmediately(write("d/x"), origin: origin))
+        #expect(grant.fencingToken == nil)
+        grant.release()
+    }
+}

@@ -1,0 +1,135 @@
+import Cluster
+import ClusterKV
+import Coordination
+import Foundation
+import Testing
+
+/// A node gone (its lease expired), a node paused past its lease, etcd unreachable under each
+/// policy, and the steps of every node in one order.
+@Suite(.serialized) struct ClusterFaultTests {
+    @Test func aNodeWhoseLeaseEndsLeavesNoPresentersHoldsOrAsksBehind() async throws {
+        let cluster = TestCluster(manualClock: true)
+        try await cluster.add("a", ttl: 3)
+        try await cluster.add("b", ttl: 3)
+        defer { Task { await cluster.stop() } }
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        let held = try await access(cluster.coordinator("a"), [write("docs/x.txt")]).get()
+        await cluster.node("a").flush()
+        var steps = cluster.node("b").steps().makeAsyncIterator()
+        let waiting = Pending(cluster.coordinator("b"), [write("docs/x.txt")])
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(waiting.result == nil)
+        // a stops renewing (killed): once its TTL passes, everything of it is gone.
+        cluster.node("a").stopRenewingForTesting()
+        cluster.advance(3.5)
+        #expect(await eventually { waiting.access != nil }, "b still waits for a dead node")
+        let status = cluster.node("b").status()
+        #expect(status.nodes.first { $0.name == "a" } == nil, "a is still listed: \(status.nodes.map(\.name))")
+        // b recorded it.
+        var sawLeft = false
+        for _ in 0..<50 {
+            guard let s = await steps.next() else { break }
+            if s.node == "a" && s.what.hasPrefix("left") { sawLeft = true; break }
+        }
+        #expect(sawLeft)
+        waiting.access?.release()
+        held.release()
+    }
+
+    @Test func aPausedNodeGrantsNothingOnAStaleRightAndReregistersItsPresenters() async throws {
+        let cluster = TestCluster(manualClock: true)
+        try await cluster.add("a", ttl: 3)
+        try await cluster.add("b", ttl: 3)
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        _ = try a.addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        try await access(a, [write("docs/x.txt")]).get().release()
+        await cluster.node("a").flush()
+        #expect(a.tryCoordinateImmediately(write("docs/x.txt"), origin: origin).map { $0.release(); return true } == true)
+        // a is paused past its TTL: b takes the item.
+        cluster.node("a").stopRenewingForTesting()
+        cluster.advance(4)
+        let b = try await access(cluster.coordinator("b"), [write("docs/x.txt")], policy: CoordinationPolicy(waitDeadline: .seconds(3))).get()
+        // a wakes up: its right is stale, nothing is granted on it while b writes.
+        cluster.node("a").resumeForTesting()
+        #expect(a.tryCoordinateImmediately(write("docs/x.txt"), origin: origin) == nil)
+        let late = Pending(a, [write("docs/x.txt")])
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(late.result == nil, "a let a write through on a stale right")
+        b.release()
+        #expect(await eventually { late.access != nil })
+        late.access?.release()
+        // Its presenter is registered again under its new session.
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
+    }
+
+    @Test func etcdUnreachableUnderTheFailPolicyFailsAccessesThatNeedTheCluster() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a", unreachable: .fail)
+        defer { Task { await cluster.stop() } }
+        cluster.store.setReachable(false)
+        let result = await access(cluster.coordinator("a"), [write("elsewhere/y")])
+        guard case .failure(let error) = result else { Issue.record("granted without etcd"); return }
+        #expect(error.posixErrorCode == EIO)
+        #expect(cluster.node("a").status().reachable == false)
+        // etcd back: it works again without a restart.
+        cluster.store.setReachable(true)
+        let again = try await access(cluster.coordinator("a"), [write("elsewhere/y")]).get()
+        again.release()
+    }
+
+    @Test func etcdUnreachableUnderTheLocalPolicyGoesOnAndCountsIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a", unreachable: .local)
+        defer { Task { await cluster.stop() } }
+        var steps = cluster.node("a").steps().makeAsyncIterator()
+        cluster.store.setReachable(false)
+        let grant = try await access(cluster.coordinator("a"), [write("elsewhere/y")]).get()
+        grant.release()
+        #expect(cluster.node("a").status().localGrants >= 1)
+        let s = await steps.next()
+        #expect(s?.what.contains("granted locally") == true)
+        cluster.store.setReachable(true)
+    }
+
+    @Test func everyNodesStepsComeInOneOrder() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        var steps = cluster.node("a").steps().makeAsyncIterator()
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let grant = try await access(cluster.coordinator("b"), [write("docs/p.txt")]).get()
+        grant.didChange(path("docs/p.txt"))
+        grant.release()
+        var seen: [ClusterStep] = []
+        while seen.count < 6, let s = await steps.next() {
+            seen.append(s)
+            if s.node == "b" && s.what.hasPrefix("did") { break }
+        }
+        #expect(seen.contains { $0.node == "a" && $0.what == "presents" })
+        #expect(seen.contains { $0.node == "b" && $0.what.hasPrefix("asks a") })
+        #expect(seen.contains { $0.node == "a" && $0.what.hasPrefix("answered b") })
+        #expect(seen.map(\.revision) == seen.map(\.revision).sorted(), "\(seen)")
+    }
+
+    @Test func clustersUnderOtherPrefixesNeverSeeEachOther() async throws {
+        let store = MemoryClusterStore()
+        let one = ClusterNode(store: store, configuration: ClusterConfiguration(node: "a", prefix: "one"))
+        let two = ClusterNode(store: store, configuration: ClusterConfiguration(node: "a", prefix: "two"))
+        let c1 = Coordinator(), c2 = Coordinator()
+        try await one.start(coordinator: c1)
+        try await two.start(coordinator: c2)
+        let g1 = try await access(c1, [write("d/x")]).get()
+        // The same item in another cluster is not held.
+        let g2 = try await access(c2, [write("d/x")], policy: CoordinationPolicy(waitDeadline: .seconds(2))).get()
+        #expect(one.status().nodes.map(\.name) == ["a"] && one.status().nodes[0].holds.count == 1)
+        #expect(store.snapshot.allSatisfy { $0.key.starts(with: Array("one/".utf8)) || $0.key.starts(with: Array("two/".utf8)) })
+        g1.release()
+        g2.release()
+        await one.stop()
+        await two.stop()
+    }
+}

@@ -1,0 +1,151 @@
+import Cluster
+import ClusterKV
+import Coordination
+import Foundation
+import Testing
+
+/// Presenters on one node are asked before and told after another node's accesses, as on one host;
+/// the presenter's node keeps the version first and drops its caches before its presenters hear.
+@Suite(.serialized) struct ClusterPresenterTests {
+    @Test func aPresenterOnAnotherNodeIsAskedBeforeAndToldAfterAWrite() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        let p = LoggingPresenter("P", at: path("docs/report.txt"), journal: j)
+        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
+        await cluster.node("a").flush()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/report.txt")] })
+
+        let grant = try await access(cluster.coordinator("b"), [write("docs/report.txt", .forMerging)]).get()
+        j.log("B:ACCESS")
+        grant.didChange(path("docs/report.txt"))
+        grant.release()
+        #expect(await eventually { j.contains("P:reacquire") })
+        let order = ["P:relinquishToWriter", "P:save", "a:keepVersion(docs/report.txt)", "B:ACCESS",
+                     "a:dropCaches(changed docs/report.txt)", "a:store(changed docs/report.txt)", "P:didChange", "P:reacquire"]
+        let indices = order.map { j.index($0) }
+        #expect(indices.allSatisfy { $0 != nil }, "missing steps: \(j.all)")
+        #expect(indices.compactMap { $0 } == indices.compactMap { $0 }.sorted(), "out of order: \(j.all)")
+    }
+
+    @Test func aFolderPresenterHearsOfSubitemsChangedOnAnotherNode() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        let folder = LoggingPresenter("F", at: path("docs"), journal: j)
+        _ = try cluster.coordinator("a").addFilePresenter(folder, owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let grant = try await access(cluster.coordinator("b"), [write("docs/new.txt")]).get()
+        grant.subitemDidAppear(path("docs/new.txt"))
+        grant.release()
+        #expect(await eventually { j.contains("F:subitemDidAppear(docs/new.txt)") }, "\(j.all)")
+        // The drop of the caches came first.
+        #expect((j.index("a:dropCaches(appeared docs/new.txt)") ?? .max) < (j.index("F:subitemDidAppear(docs/new.txt)") ?? .min))
+    }
+
+    @Test func aDeletionOnAnotherNodeAsksTheDocumentAndItsFolderToAccommodateIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("D", at: path("docs/x.txt"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("F", at: path("docs"), journal: j), owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let grant = try await access(cluster.coordinator("b"), [write("docs/x.txt", .forDeleting)]).get()
+        #expect(j.contains("D:accommodateDeletion") && j.contains("F:accommodateSubitemDeletion(docs/x.txt)"), "\(j.all)")
+        grant.didDelete(path("docs/x.txt"))
+        grant.release()
+        #expect(await eventually { j.contains("F:subitemDidChange(docs/x.txt)") }, "\(j.all)")
+    }
+
+    @Test func aPresentersRefusalFailsTheOtherNodesAccessWithEBUSY() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("D", at: path("docs/x.txt"), journal: cluster.journal, behavior: .refuseDeletion), owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let result = await access(cluster.coordinator("b"), [write("docs/x.txt", .forDeleting)])
+        guard case .failure(let error) = result else { Issue.record("the deletion went through a refusal"); return }
+        #expect(error.posixErrorCode == EBUSY)
+        // And nothing is left held: the item is free again on both nodes.
+        let again = try await access(cluster.coordinator("a"), [write("docs/x.txt")], policy: CoordinationPolicy(waitDeadline: .seconds(3))).get()
+        again.release()
+    }
+
+    @Test func aMovedDocumentsPresentersFollowItAcrossNodes() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        let p = LoggingPresenter("P", at: path("docs/a.txt"), journal: j)
+        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let move = try await access(cluster.coordinator("b"), [write("docs/a.txt", .forMoving), write("docs/b.txt", .forReplacing)]).get()
+        #expect(j.contains("P:relinquishToWriter"))
+        move.didMove(from: path("docs/a.txt"), to: path("docs/b.txt"))
+        move.release()
+        #expect(await eventually { j.contains("P:didMove(docs/b.txt)") }, "\(j.all)")
+        #expect(p.path == path("docs/b.txt"))
+        // Every node now knows it at its new name, and a write there asks it.
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/b.txt")] })
+        let write2 = try await access(cluster.coordinator("b"), [write("docs/b.txt")]).get()
+        write2.release()
+        #expect(j.all.filter { $0 == "P:relinquishToWriter" }.count == 2, "\(j.all)")
+    }
+
+    @Test func aPresenterSavingForAnotherNodesAskIsNotHeldUpByIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        let a = cluster.coordinator("a")
+        let box = PresenterBox()
+        let p = LoggingPresenter("P", at: path("docs/x.txt"), journal: j) {
+            // The presenter saves its document through a coordinated write on its own behalf.
+            let own = AccessOrigin(pid: 7, uid: 0, gid: 0, executable: "editor", presenterID: box.id)
+            let save = try await access(a, [write("docs/x.txt")], origin: own).get()
+            save.didChange(path("docs/x.txt"))
+            save.release()
+        }
+        box.id = try a.addFilePresenter(p, owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let start = ContinuousClock.now
+        let grant = try await access(cluster.coordinator("b"), [write("docs/x.txt", .forMerging)]).get()
+        #expect(ContinuousClock.now - start < .seconds(2), "the save waited for the ask's own right")
+        #expect(j.contains("P:saved"))
+        grant.release()
+    }
+
+    @Test func aReadOnAnotherNodeAsksForSaveAndLeavesNoChange() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/x.txt"), journal: j), owner: origin)
+        await cluster.node("a").flush()
+        try await Task.sleep(for: .milliseconds(100))
+        let grant = try await access(cluster.coordinator("b"), [read("docs/x.txt")]).get()
+        #expect(j.contains("P:relinquishToReader") && j.contains("P:save"))
+        grant.release()
+        #expect(await eventually { j.contains("P:reacquire") })
+        #expect(!j.all.contains { $0.hasPrefix("P:didChange") || $0.hasPrefix("a:dropCaches") }, "\(j.all)")
+    }
+}
+
+final class PresenterBox: @unchecked Sendable {
+    var id: PresenterID?
+}

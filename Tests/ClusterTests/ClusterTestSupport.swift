@@ -1,0 +1,184 @@
+import Cluster
+import ClusterKV
+import Coordination
+import Synchronization
+import Testing
+
+/// A log shared by the nodes, presenters and hosts of one test, to check order across nodes.
+final class Journal: Sendable {
+    private let entries = Mutex<[String]>([])
+    func log(_ entry: String) { entries.withLock { $0.append(entry) } }
+    var all: [String] { entries.withLock { $0 } }
+    func index(_ entry: String) -> Int? { all.firstIndex(of: entry) }
+    func contains(_ entry: String) -> Bool { all.contains(entry) }
+}
+
+/// A presenter that logs each message as "name:message".
+final class LoggingPresenter: FilePresenter, @unchecked Sendable {
+    enum Behavior: Sendable { case answer, refuseDeletion }
+    let name: String
+    let journal: Journal
+    let behavior: Behavior
+    private let pathBox: Mutex<ItemPath?>
+    let onSave: (@Sendable () async throws -> Void)?
+
+    init(_ name: String, at path: ItemPath, journal: Journal, behavior: Behavior = .answer,
+         onSave: (@Sendable () async throws -> Void)? = nil) {
+        self.name = name
+        self.journal = journal
+        self.behavior = behavior
+        self.pathBox = Mutex(path)
+        self.onSave = onSave
+    }
+
+    struct Refusal: Error {}
+
+    var presentedItemPath: ItemPath? { pathBox.withLock { $0 } }
+    var path: ItemPath? { presentedItemPath }
+    func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? {
+        journal.log("\(name):relinquishToReader")
+        return { [journal, name] in journal.log("\(name):reacquire") }
+    }
+    func relinquishPresentedItem(toWriter writer: AccessOrigin) async -> Reacquirer? {
+        journal.log("\(name):relinquishToWriter")
+        return { [journal, name] in journal.log("\(name):reacquire") }
+    }
+    func savePresentedItemChanges() async throws {
+        journal.log("\(name):save")
+        try await onSave?()
+        journal.log("\(name):saved")
+    }
+    func accommodatePresentedItemDeletion() async throws {
+        journal.log("\(name):accommodateDeletion")
+        if behavior == .refuseDeletion { throw Refusal() }
+    }
+    func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws {
+        journal.log("\(name):accommodateSubitemDeletion(\(path))")
+    }
+    func presentedItemDidChange() async { journal.log("\(name):didChange") }
+    func presentedItemDidMove(to newPath: ItemPath) async {
+        pathBox.withLock { $0 = newPath }
+        journal.log("\(name):didMove(\(newPath))")
+    }
+    func presentedSubitemDidAppear(at path: ItemPath) async { journal.log("\(name):subitemDidAppear(\(path))") }
+    func presentedSubitemDidChange(at path: ItemPath) async { journal.log("\(name):subitemDidChange(\(path))") }
+    func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async {
+        journal.log("\(name):subitemDidMove(\(oldPath)->\(newPath))")
+    }
+}
+
+/// The mount side of a node in a test: logs what the cluster asks of it.
+final class LoggingHost: ClusterHost, @unchecked Sendable {
+    let node: String
+    let journal: Journal
+    init(node: String, journal: Journal) {
+        self.node = node
+        self.journal = journal
+    }
+    func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin) {
+        for i in intents { journal.log("\(node):keepVersion(\(i.path))") }
+    }
+    func clusterDropCaches(_ changes: [AccessChange]) {
+        for c in changes { journal.log("\(node):dropCaches(\(c))") }
+    }
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin) {
+        for c in changes { journal.log("\(node):store(\(c))") }
+    }
+}
+
+/// Forwards coordinator events to the node (presenter mirror) and keeps them.
+final class Tap: CoordinationEventSink, @unchecked Sendable {
+    let node: ClusterNode
+    private let events = Mutex<[CoordinationEvent]>([])
+    init(node: ClusterNode) { self.node = node }
+    func record(_ event: CoordinationEvent) {
+        node.record(event)
+        events.withLock { $0.append(event) }
+    }
+    var all: [CoordinationEvent] { events.withLock { $0 } }
+}
+
+/// A clock tests move by hand.
+final class ManualClock: Sendable {
+    private let t = Mutex<Double>(1000)
+    var now: Double { t.withLock { $0 } }
+    func advance(_ s: Double) { t.withLock { $0 += s } }
+}
+
+/// Several nodes of one cluster in one process, over one in-memory etcd.
+final class TestCluster: @unchecked Sendable {
+    let store: MemoryClusterStore
+    let clock = ManualClock()
+    let journal = Journal()
+    var nodes: [String: (node: ClusterNode, coordinator: Coordinator, tap: Tap, host: LoggingHost)] = [:]
+
+    init(manualClock: Bool = false) {
+        store = MemoryClusterStore(clock: manualClock ? .manual : .system)
+    }
+
+    @discardableResult
+    func add(_ name: String, ttl: Int64 = 3, unreachable: UnreachablePolicy = .fail, folderRights: Bool = true,
+             policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20))) async throws -> ClusterNode {
+        let clock = self.clock
+        let config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
+                                          folderRights: folderRights, clock: { clock.now })
+        let node = ClusterNode(store: store, configuration: config)
+        let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy))
+        let tap = Tap(node: node)
+        coordinator.eventSink = tap
+        let host = LoggingHost(node: name, journal: journal)
+        node.host = host
+        try await node.start(coordinator: coordinator)
+        nodes[name] = (node, coordinator, tap, host)
+        return node
+    }
+
+    func coordinator(_ name: String) -> Coordinator { nodes[name]!.coordinator }
+    func node(_ name: String) -> ClusterNode { nodes[name]!.node }
+
+    func stop() async {
+        for n in nodes.values { await n.node.stop() }
+    }
+
+    /// Advances etcd's and the nodes' clocks together.
+    func advance(_ seconds: Double) {
+        clock.advance(seconds)
+        store.advance(seconds: seconds)
+    }
+}
+
+let origin = AccessOrigin(pid: 4242, uid: 0, gid: 0, executable: "tool")
+
+func path(_ s: String) -> ItemPath { try! ItemPath(s) }
+
+/// Requests `intents` on `coordinator` and waits for the grant (or the error).
+func access(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: AccessOrigin = origin,
+            policy: CoordinationPolicy? = nil) async -> Result<CoordinatedAccess, CoordinationError> {
+    await withCheckedContinuation { c in
+        coordinator.coordinate(intents, origin: origin, purpose: nil, policy: policy) { c.resume(returning: $0) }
+    }
+}
+
+func write(_ p: String, _ options: FileCoordinator.WritingOptions = []) -> FileAccessIntent { .writingIntent(with: path(p), options: options) }
+func read(_ p: String) -> FileAccessIntent { .readingIntent(with: path(p)) }
+
+/// Polls `condition` until it holds or `seconds` pass.
+func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// A task that requests `intents` and records when it is granted.
+final class Pending: @unchecked Sendable {
+    private let box = Mutex<Result<CoordinatedAccess, CoordinationError>?>(nil)
+    init(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: AccessOrigin = origin, policy: CoordinationPolicy? = nil) {
+        coordinator.coordinate(intents, origin: origin, purpose: nil, policy: policy) { r in self.box.withLock { $0 = r } }
+    }
+    var result: Result<CoordinatedAccess, CoordinationError>? { box.withLock { $0 } }
+    var access: CoordinatedAccess? { if case .success(let a)? = result { return a }; return nil }
+    var error: CoordinationError? { if case .failure(let e)? = result { return e }; return nil }
+}
