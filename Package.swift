@@ -81,6 +81,7 @@ let package = Package(
             name: "CoordFS",
             dependencies: [
                 "FuseKit", "Linux", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
+                "Cluster", "ClusterKV", "EtcdKV",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -105,7 +106,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "Linux"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Linux", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Linux", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),

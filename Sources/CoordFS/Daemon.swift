@@ -5,6 +5,8 @@ import Synchronization
 import Coordination
 import EventLog
 import Linux
+import Cluster
+import ClusterKV
 
 /// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
 ///
@@ -31,6 +33,11 @@ public final class Daemon: @unchecked Sendable {
     private var metricsEndpoint: MetricsEndpoint?
     /// Sees changes made directly in the backing folder.
     private var watcher: BackingWatcher?
+    /// This mount as a node of a cluster (`-o cluster=`; docs/cluster.md), nil on one host.
+    public internal(set) var cluster: ClusterNode?
+    var clusterHost: DaemonClusterHost?
+    /// The cluster store tests give (several daemons over one in-memory etcd); nil: etcd from the options.
+    public var clusterStoreForTesting: (any ClusterStore)?
     private let unmounted = Mutex(false)
     private let finished = Mutex<Bool>(false)
 
@@ -80,6 +87,7 @@ public final class Daemon: @unchecked Sendable {
         }
         if store == nil { store = try StoreService.start(daemon: self) }
         if control == nil { control = try ControlService.start(daemon: self) }
+        try startCluster(store: clusterStoreForTesting)
         if metrics == nil, let address = plan.options.metrics {
             let m = DaemonMetrics()
             let endpoint = try MetricsEndpoint(address: address) { [weak self] in
@@ -113,6 +121,7 @@ public final class Daemon: @unchecked Sendable {
 
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
+        stopCluster()
         metricsEndpoint?.stop()
         metricsEndpoint = nil
         watcher?.stop()

@@ -44,6 +44,8 @@ public struct MountOptions: Sendable, Equatable {
     public var limits = PeerLimits()
     /// Where the daemon serves Prometheus metrics (`metrics=HOST:PORT`; docs/metrics.md); nil: nowhere.
     public var metrics: MetricsAddress?
+    /// The cluster (docs/cluster.md): etcd endpoints, node, lease; off without `cluster=`.
+    public var cluster = ClusterOptions()
 
     public init() {}
 
@@ -80,6 +82,7 @@ public struct MountOptions: Sendable, Equatable {
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
         \(StoreOptions.documentation)
         \(PeerLimits.documentation)
+        \(ClusterOptions.documentation)
         metrics: metrics=HOST:PORT (Prometheus text at http://HOST:PORT/metrics; e.g. 127.0.0.1:9464)
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
@@ -89,13 +92,17 @@ public struct MountOptions: Sendable, Equatable {
     public static func parse(_ lists: [String]) throws(MountError) -> MountOptions {
         var o = MountOptions()
         for list in lists {
+            var previousWasEndpoint = false
             for raw in list.split(separator: ",", omittingEmptySubsequences: true) {
                 let item = String(raw)
+                let continuesEndpoints = previousWasEndpoint
+                previousWasEndpoint = item.hasPrefix("cluster=") || (continuesEndpoints && ClusterOptions.isEndpoint(item))
                 let (key, value): (String, String?) = {
                     guard let eq = item.firstIndex(of: "=") else { return (item, nil) }
                     return (String(item[..<eq]), String(item[item.index(after: eq)...]))
                 }()
                 if ignoredFlags.contains(item) || ignoredPrefixes.contains(where: { item.hasPrefix($0) }) { continue }
+                if try o.cluster.parse(key, value, item: item, previousWasEndpoint: continuesEndpoints) { continue }
                 if value == nil, passThroughFlags.contains(key) {
                     switch key {
                     case "default_permissions": o.defaultPermissions = true; continue
@@ -173,6 +180,7 @@ public struct MountOptions: Sendable, Equatable {
             }
         }
         if o.readOnly { o.fuseOptions.append("ro") }
+        try o.cluster.check()
         return o
     }
 

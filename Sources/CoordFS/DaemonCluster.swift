@@ -1,0 +1,143 @@
+import Cluster
+import ClusterKV
+import Coordination
+import Dispatch
+import EtcdKV
+import Foundation
+import Linux
+
+/// The mount's side of a cluster node (docs/cluster.md): another node's change reaches the kernel's
+/// caches and the document store here, before this node's presenters hear of it.
+final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
+    weak var daemon: Daemon?
+    /// Invalidations go through the kernel, which may wait for a directory a parked request holds:
+    /// they run here, and the cluster waits for them at most `invalidationWait`.
+    private let kernelQueue = DispatchQueue(label: "coordfs.cluster.invalidate")
+    static let invalidationWait = DispatchTimeInterval.milliseconds(200)
+
+    init(daemon: Daemon) { self.daemon = daemon }
+
+    func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin) {
+        guard let fs = daemon?.coordinated else { return }
+        for intent in intents where intent.isWriting {
+            guard let hooks = fs.documents(atOrBelow: intent.path) else { continue }
+            if intent.isDeleting { hooks.beforeDelete(intent.path) }
+            else if intent.lockMode == .subtreeWrite { hooks.beforeReplace(intent.path) }
+            else { hooks.beforeInPlaceWrite(intent.path) }
+        }
+    }
+
+    func clusterDropCaches(_ changes: [AccessChange]) {
+        guard let fs = daemon?.coordinated else { return }
+        var paths: [ItemPath] = []
+        for c in changes {
+            switch c {
+            case .changed(let p), .deleted(let p), .subitemAppeared(let p): paths.append(p)
+            case .moved(let a, let b): paths += [a, b]
+            }
+        }
+        let done = DispatchSemaphore(value: 0)
+        let all = paths
+        kernelQueue.async {
+            for p in all { fs.forgetCached(p) }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + Self.invalidationWait)
+    }
+
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin) {
+        guard let hooks = daemon?.coordinated?.storeHooks else { return }
+        for c in changes {
+            switch c {
+            case .changed(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didChange(p, by: origin) }
+            case .deleted(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didDelete(p, by: origin) }
+            case .moved(let a, let b): if daemon?.coordinator.isPresented(atOrBelow: a) == true { hooks.didMove(from: a, to: b, by: origin) }
+            case .subitemAppeared: break
+            }
+        }
+    }
+}
+
+/// Sends the coordinator's events to the cluster node (its presenters mirrored in etcd) and on.
+struct ClusterEventTap: CoordinationEventSink {
+    let node: ClusterNode
+    let next: (any CoordinationEventSink)?
+    func record(_ event: CoordinationEvent) {
+        node.record(event)
+        next?.record(event)
+    }
+}
+
+extension ClusterOptions {
+    /// The etcd client these options describe (the password read from its file).
+    func makeStore() throws(MountError) -> any ClusterStore {
+        var tls: EtcdConfiguration.TLS?
+        if caFile != nil || certificateFile != nil {
+            tls = EtcdConfiguration.TLS(caFile: caFile, certificateFile: certificateFile, keyFile: keyFile)
+        }
+        var credentials: EtcdConfiguration.Credentials?
+        do {
+            if let user, let passwordFile { credentials = try EtcdConfiguration.Credentials(user: user, passwordFile: passwordFile) }
+            return try EtcdClusterStore(EtcdConfiguration(endpoints: endpoints, tls: tls, credentials: credentials))
+        } catch {
+            throw .system("cannot set up the etcd client: \(error)")
+        }
+    }
+
+    func configuration() -> ClusterConfiguration {
+        var c = ClusterConfiguration(node: node ?? ClusterConfiguration.hostName(), prefix: prefix, leaseTTL: leaseTTL, unreachable: unreachable)
+        if !ClusterConfiguration.isValidNodeName(c.node) {
+            // A host name with other characters: keep what a key may hold.
+            c.node = String(c.node.unicodeScalars.map { ClusterConfiguration.isValidNodeName(String($0)) ? Character($0) : "_" }.prefix(64))
+        }
+        return c
+    }
+}
+
+/// Runs `body` on a task and waits for it (the daemon's start and stop are synchronous).
+func waitForTask<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do { box.set(.success(try await body())) } catch { box.set(.failure(error)) }
+        done.signal()
+    }
+    done.wait()
+    return try box.get()
+}
+
+private final class ResultBox<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<T, Error>?
+    func set(_ r: Result<T, Error>) { lock.withLock { result = r } }
+    func get() throws -> T { try lock.withLock { result! }.get() }
+}
+
+extension Daemon {
+    /// Joins the cluster when the mount has `cluster=` (after the store and the control socket, so
+    /// every presenter registration reaches the node). The store is given by tests (two daemons over
+    /// one `MemoryClusterStore`); otherwise it is the etcd client of the options.
+    func startCluster(store given: (any ClusterStore)?) throws(MountError) {
+        let options = plan.options.cluster
+        guard options.enabled || given != nil, cluster == nil else { return }
+        let store: any ClusterStore
+        if let given { store = given } else { store = try options.makeStore() }
+        let node = ClusterNode(store: store, configuration: options.configuration())
+        let host = DaemonClusterHost(daemon: self)
+        node.host = host
+        clusterHost = host
+        coordinator.eventSink = ClusterEventTap(node: node, next: coordinator.eventSink)
+        do {
+            try waitForTask { [coordinator] in try await node.start(coordinator: coordinator) }
+        } catch {
+            throw .system("cannot join the cluster at \(options.endpoints.joined(separator: ",")) as node \(node.name): \(error)")
+        }
+        cluster = node
+        sayOnStandardError("coordfs: node \(node.name) of cluster \(options.prefix) (etcd \(options.endpoints.joined(separator: ",")), lease \(options.leaseTTL) s, unreachable=\(options.unreachable.rawValue))")
+    }
+
+    func stopCluster() {
+        guard let node = cluster else { return }
+        _ = try? waitForTask { await node.stop() }
+    }
+}

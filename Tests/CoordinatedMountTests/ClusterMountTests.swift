@@ -1,0 +1,115 @@
+import XCTest
+import Foundation
+import Glibc
+@testable import CoordFS
+import Cluster
+import ClusterKV
+import Coordination
+
+/// Two daemons of one cluster in this process, each with its own mount point and state folder, over
+/// one backing folder and one in-memory etcd: a presenter on node A is asked before a write through
+/// node B's mount and told after it, and A's store keeps the version it had.
+final class ClusterMountTests: InProcessMountTestCase {
+    var mntB: String!
+    var daemonB: Daemon!
+    let etcd = MemoryClusterStore()
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.cluster.node = "a"
+        options.cluster.prefix = "mounttest"
+    }
+
+    override func setUpWithError() throws {
+        // Node A: the test case's mount, joined to the in-memory etcd before it serves.
+        let template = "/tmp/coordfs-cl-XXXXXX"
+        var buf = Array(template.utf8CString)
+        guard let made = mkdtemp(&buf) else { throw XCTSkip("mkdtemp failed") }
+        root = String(cString: made)
+        backing = root + "/backing"
+        mnt = root + "/mnt"
+        mntB = root + "/mntB"
+        for d in [backing!, mnt!, mntB!, root + "/stateB"] { mkdir(d, 0o755) }
+        var options = MountOptions()
+        configure(&options)
+        let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
+        daemon = try Daemon(plan: plan)
+        daemon.clusterStoreForTesting = etcd
+        try daemon.startInProcess()
+        // Node B: the same backing folder, its own mount point and state folder.
+        var optionsB = options
+        optionsB.cluster.node = "b"
+        var planB = try MountPreflight.plan(backing: backing, mountpoint: mntB, options: optionsB)
+        planB.state = StateFolder(backing: root + "/stateB")
+        daemonB = try Daemon(plan: planB)
+        daemonB.clusterStoreForTesting = etcd
+        try daemonB.startInProcess()
+    }
+
+    override func tearDownWithError() throws {
+        daemonB?.stopAndWait()
+        if let mntB, MountTable.coordfsMount(at: mntB) != nil { umount2(mntB, Int32(MNT_DETACH)) }
+        try super.tearDownWithError()
+    }
+
+    func testAPresenterOnOneNodeIsAskedBeforeAndToldAfterAWriteThroughTheOtherNodesMount() throws {
+        try write("doc.txt", "one\n")
+        let p = try present("doc.txt")
+        XCTAssertEqual(try catThenClear("doc.txt", presentedBy: p), "one\n")
+        // B knows A's presenter.
+        let deadline = Date().addingTimeInterval(5)
+        while daemonB.cluster?.status().nodes.first(where: { $0.name == "a" })?.presenters != [try ItemPath("doc.txt")] && Date() < deadline {
+            usleep(10_000)
+        }
+        try sh("echo two > '\(mntB!)/doc.txt'")
+        let log = p.waitUntil { $0.contains("didChange") && $0.contains("reacquire") }
+        XCTAssertEqual(log.first, "relinquishToWriter", "\(log)")
+        XCTAssertTrue(log.contains("didChange"), "\(log)")
+        // A's mount shows B's bytes at once (its caches were dropped before its presenter heard).
+        XCTAssertEqual(try read("doc.txt"), "two\n")
+        // The write's grant carried a fencing token, in B's log.
+        try daemonB.flushEventLog()
+        XCTAssertEqual(daemonB.cluster?.status().nodes.map(\.name), ["a", "b"])
+    }
+
+    func testNodesShareOneArbitration() throws {
+        // A coordinated write held on A makes B's write through its mount wait for it.
+        let grant = try XCTUnwrap(coordinator.tryCoordinateImmediately(.writingIntent(with: try ItemPath("held.txt")), origin: .currentProcess)
+            ?? waitForGrant(.writingIntent(with: try ItemPath("held.txt"))))
+        let started = Date()
+        let release = DispatchWorkItem { grant.release() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1, execute: release)
+        try sh("echo x > '\(mntB!)/held.txt'")
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 0.9, "B wrote while A held the item")
+    }
+
+    private func waitForGrant(_ intent: FileAccessIntent) -> CoordinatedAccess? {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var out: CoordinatedAccess?
+        coordinator.coordinate([intent], origin: .currentProcess) { r in
+            out = try? r.get()
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 5)
+        return out
+    }
+}
+
+/// The cluster's `-o` options: endpoints split by the list's commas, names and ranges checked.
+final class ClusterOptionsTests: XCTestCase {
+    func testEndpointsNodeAndRangesAreParsedAndChecked() throws {
+        let o = try MountOptions.parse(["cluster=http://10.0.0.5:2379,http://10.0.0.6:2379,node=hostA,cluster_ttl=5,cluster_unreachable=local,cluster_prefix=team/docs"])
+        XCTAssertEqual(o.cluster.endpoints, ["http://10.0.0.5:2379", "http://10.0.0.6:2379"])
+        XCTAssertEqual(o.cluster.node, "hostA")
+        XCTAssertEqual(o.cluster.leaseTTL, 5)
+        XCTAssertEqual(o.cluster.unreachable, .local)
+        XCTAssertEqual(o.cluster.prefix, "team/docs")
+        XCTAssertFalse(try MountOptions.parse(["ro"]).cluster.enabled)
+        for bad in ["cluster=10.0.0.5:2379", "cluster=http://a:1,cluster_ttl=1", "cluster=http://a:1,cluster_ttl=3601",
+                    "cluster=http://a:1,node=a/b", "cluster=http://a:1,cluster_unreachable=maybe", "node=alone",
+                    "cluster=http://a:1,cluster_user=root", "cluster=http://a:1,cluster_ca=relative.pem",
+                    "cluster=http://a:1,cluster_cert=/c.pem", "http://stray:1"] {
+            XCTAssertThrowsError(try MountOptions.parse([bad]), bad)
+        }
+    }
+}
