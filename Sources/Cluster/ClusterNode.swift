@@ -279,8 +279,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// The session ended (the lease expired while this node was paused or cut off): no right of
     /// it may be used again; a new session is made when the next access needs one.
-    private func sessionLost() {
+    private func sessionLost(_ lease: LeaseID) {
         lock.withLock {
+            // Another path may have made a new session already: only the lost one ends.
+            guard state.lease == lease else { return }
             state.lease = 0
             state.validUntil = -1
             for r in state.rightsByKey.values { r.dead = true }
@@ -311,7 +313,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
             } catch ClusterStoreError.leaseNotFound {
                 step(node: name, "session lost: lease \(lease) expired", path: nil)
-                sessionLost()
+                sessionLost(lease)
                 try? await establishSession()
             } catch {
                 lock.withLock { state.reachable = false }
@@ -335,7 +337,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 return
             } catch ClusterStoreError.leaseNotFound {
                 step(node: name, "session lost: lease \(lease) expired", path: nil)
-                sessionLost()
+                sessionLost(lease)
             }
         }
         try await establishSession()
@@ -346,11 +348,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     public func admitNow(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?) -> (any GatePass)? {
         if let purpose, purpose.hasPrefix(Self.proxyPurpose) { return Pass.proxy() }
         lock.lock()
-        defer { lock.unlock() }
         if !state.reachable && configuration.unreachable == .local {
             state.localGrants += 1
+            lock.unlock()
+            step(node: name, "etcd unreachable: granted locally", path: intents.first?.path)
             return Pass(token: 0, uses: [], serial: 0, asked: [])
         }
+        defer { lock.unlock() }
         guard sessionValid(), askTargets(intents).isEmpty else { return nil }
         var uses: [(right: Right, path: ItemPath, mode: LockMode)] = []
         for intent in intents {
@@ -590,7 +594,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 result = try await store.transaction([], success: ops + ranges, failure: [])
             } catch {
                 giveBack()
-                if case ClusterStoreError.leaseNotFound = error { sessionLost() }
+                if case ClusterStoreError.leaseNotFound = error { sessionLost(lease) }
                 return unreachable(request, error)
             }
             lock.withLock {
@@ -860,7 +864,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         startFlush()
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = lock.withLock { () -> Bool in
-                if !state.flushing && state.ops.isEmpty && state.changeRecords.isEmpty { return true }
+                if !state.flushing && (state.ops.isEmpty && state.changeRecords.isEmpty || state.lease == 0) { return true }
                 state.flushWaiters.append(c)
                 return false
             }
@@ -905,9 +909,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             do {
                 _ = try await store.transaction([], success: batch.ops, failure: [])
                 lock.withLock { state.reachable = true }
-            } catch ClusterStoreError.leaseNotFound {
+            } catch ClusterStoreError.leaseNotFound(let lease) {
                 // The session is gone, and every key of it with it.
-                sessionLost()
+                sessionLost(lease)
             } catch {
                 // Put back what was not sent (newer ops on the same keys win) and try again soon.
                 lock.withLock {

@@ -15,7 +15,7 @@ import Testing
         _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
         let held = try await access(cluster.coordinator("a"), [write("docs/x.txt")]).get()
         await cluster.node("a").flush()
-        var steps = cluster.node("b").steps().makeAsyncIterator()
+        let steps = StepLog(cluster.node("b"))
         let waiting = Pending(cluster.coordinator("b"), [write("docs/x.txt")])
         try await Task.sleep(for: .milliseconds(300))
         #expect(waiting.result == nil)
@@ -26,12 +26,7 @@ import Testing
         let status = cluster.node("b").status()
         #expect(status.nodes.first { $0.name == "a" } == nil, "a is still listed: \(status.nodes.map(\.name))")
         // b recorded it.
-        var sawLeft = false
-        for _ in 0..<50 {
-            guard let s = await steps.next() else { break }
-            if s.node == "a" && s.what.hasPrefix("left") { sawLeft = true; break }
-        }
-        #expect(sawLeft)
+        #expect(await eventually { steps.all.contains { $0.node == "a" && $0.what.hasPrefix("left") } })
         waiting.access?.release()
         held.release()
     }
@@ -82,13 +77,12 @@ import Testing
         let cluster = TestCluster()
         try await cluster.add("a", unreachable: .local)
         defer { Task { await cluster.stop() } }
-        var steps = cluster.node("a").steps().makeAsyncIterator()
+        let steps = StepLog(cluster.node("a"))
         cluster.store.setReachable(false)
         let grant = try await access(cluster.coordinator("a"), [write("elsewhere/y")]).get()
         grant.release()
         #expect(cluster.node("a").status().localGrants >= 1)
-        let s = await steps.next()
-        #expect(s?.what.contains("granted locally") == true)
+        #expect(await eventually { steps.all.contains { $0.what.contains("granted locally") } })
         cluster.store.setReachable(true)
     }
 
@@ -97,18 +91,15 @@ import Testing
         try await cluster.add("a")
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
-        var steps = cluster.node("a").steps().makeAsyncIterator()
+        let steps = StepLog(cluster.node("a"))
         _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
         let grant = try await access(cluster.coordinator("b"), [write("docs/p.txt")]).get()
         grant.didChange(path("docs/p.txt"))
         grant.release()
-        var seen: [ClusterStep] = []
-        while seen.count < 6, let s = await steps.next() {
-            seen.append(s)
-            if s.node == "b" && s.what.hasPrefix("did") { break }
-        }
+        #expect(await eventually { steps.all.contains { $0.node == "b" && $0.what.hasPrefix("did") } })
+        let seen = steps.all
         #expect(seen.contains { $0.node == "a" && $0.what == "presents" })
         #expect(seen.contains { $0.node == "b" && $0.what.hasPrefix("asks a") })
         #expect(seen.contains { $0.node == "a" && $0.what.hasPrefix("answered b") })

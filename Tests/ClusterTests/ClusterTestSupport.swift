@@ -182,3 +182,18 @@ final class Pending: @unchecked Sendable {
     var access: CoordinatedAccess? { if case .success(let a)? = result { return a }; return nil }
     var error: CoordinationError? { if case .failure(let e)? = result { return e }; return nil }
 }
+
+/// Every step a node sees from now on, collected in the background (so a test never waits on a
+/// stream that has nothing more to say).
+final class StepLog: @unchecked Sendable {
+    private let steps = Mutex<[ClusterStep]>([])
+    private var task: Task<Void, Never>?
+    init(_ node: ClusterNode) {
+        let stream = node.steps()
+        task = Task { [weak self] in
+            for await s in stream { self?.steps.withLock { $0.append(s) } }
+        }
+    }
+    deinit { task?.cancel() }
+    var all: [ClusterStep] { steps.withLock { $0 } }
+}
