@@ -195,6 +195,19 @@ public final class EtcdCluster: @unchecked Sendable {
         try waitUntilHealthy(timeout: 20)
     }
 
+    /// Starts every stopped member again (after all were killed: none can elect a leader alone, so
+    /// they start together) and waits until the cluster answers.
+    public func restartAll() throws {
+        for i in members.indices where members[i].pid == 0 {
+            if members[i].guardPid > 0 {
+                Glibc.kill(members[i].guardPid, SIGKILL)
+                _ = waitpid(members[i].guardPid, nil, 0)
+            }
+            try launch(i, initial: false)
+        }
+        try waitUntilHealthy(timeout: 20)
+    }
+
     /// Runs etcdctl (API v3) against the members; returns its output, throws on failure.
     @discardableResult
     public func etcdctl(_ arguments: [String], user: String? = nil) throws -> String {
