@@ -73,4 +73,13 @@ static const unsigned int CLINUX_RENAME_NOREPLACE = RENAME_NOREPLACE;
 static const unsigned int CLINUX_RENAME_EXCHANGE = RENAME_EXCHANGE;
 static const unsigned int CLINUX_RENAME_WHITEOUT = RENAME_WHITEOUT;
 
+#include <malloc.h>
+/* A pidfd of process pid (Linux 5.3): its inode number tells processes apart with pidfs (6.9). */
+static inline int clinux_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+/* The heap bytes in use (mallinfo2's uordblks), for memory benchmarks. */
+static inline size_t clinux_heap_in_use(void) {
+    return mallinfo2().uordblks;
+}
 #endif

@@ -2,6 +2,7 @@ import Coordination
 import Dispatch
 import DocumentStore
 import Glibc
+import Linux
 import Synchronization
 
 /// A process as the lost-update rules tell processes apart: its pid and its start, so a pid the
@@ -19,14 +20,12 @@ struct ProcessKey: Hashable, Sendable {
     }
 }
 
-@_silgen_name("pidfd_open") private func pidfd_open(_ pid: pid_t, _ flags: UInt32) -> Int32
-
 /// What tells the process `pid` from any other that had or will have its pid (see ``ProcessKey``),
 /// or nil when there is no such process.
 func processStart(_ pid: pid_t) -> UInt64? {
     guard pid > 0 else { return nil }
     guard pidfsInodes else { return processStartTime(pid) }
-    let fd = pidfd_open(pid, 0)
+    let fd = LinuxCalls.pidfdOpen(pid)
     guard fd >= 0 else { return errno == ESRCH ? nil : processStartTime(pid) }
     defer { close(fd) }
     var st = stat()
@@ -36,7 +35,7 @@ func processStart(_ pid: pid_t) -> UInt64? {
 /// True when pidfds of two processes have two inode numbers (pidfs); before it, every pidfd was the
 /// one anonymous inode.
 private let pidfsInodes: Bool = {
-    let mine = pidfd_open(getpid(), 0), first = pidfd_open(1, 0)
+    let mine = LinuxCalls.pidfdOpen(getpid()), first = LinuxCalls.pidfdOpen(1)
     defer { if mine >= 0 { close(mine) }; if first >= 0 { close(first) } }
     var a = stat(), b = stat()
     guard mine >= 0, first >= 0, fstat(mine, &a) == 0, fstat(first, &b) == 0 else { return false }
@@ -87,9 +86,9 @@ func parseStartTime<C: BidirectionalCollection>(_ line: C) -> UInt64? where C.El
 /// The table holds no file descriptors: one process's records cost a dictionary slot per path and
 /// one entry in its process's list (`coordfs-bench readers` measures the bytes per record).
 final class ImplicitReaders: Sendable {
-    /// One reader of one path.
+    /// One reader of one path (its start is its process's, in ``Process``: 40 bytes a record).
     struct Entry: Sendable, Equatable {
-        var process: ProcessKey
+        var pid: pid_t
         var read: FileIdentity
     }
 
@@ -101,23 +100,23 @@ final class ImplicitReaders: Sendable {
         var all: [Entry] { [first] + more }
 
         mutating func set(_ entry: Entry) {
-            if first.process.pid == entry.process.pid { first = entry; return }
-            if let i = more.firstIndex(where: { $0.process.pid == entry.process.pid }) { more[i] = entry } else { more.append(entry) }
+            if first.pid == entry.pid { first = entry; return }
+            if let i = more.firstIndex(where: { $0.pid == entry.pid }) { more[i] = entry } else { more.append(entry) }
         }
 
         /// Removes `pid`'s entry; false when none is left.
         mutating func remove(_ pid: pid_t) -> Bool {
-            if first.process.pid == pid {
+            if first.pid == pid {
                 guard !more.isEmpty else { return false }
                 first = more.removeLast()
             } else {
-                more.removeAll { $0.process.pid == pid }
+                more.removeAll { $0.pid == pid }
             }
             return true
         }
 
         func entry(of pid: pid_t) -> Entry? {
-            first.process.pid == pid ? first : more.first { $0.process.pid == pid }
+            first.pid == pid ? first : more.first { $0.pid == pid }
         }
     }
 
@@ -163,7 +162,7 @@ final class ImplicitReaders: Sendable {
         let key = ProcessKey(pid: pid, start: start)
         let first = state.withLock { s -> Bool in
             let wasEmpty = s.processes.isEmpty
-            s.set(Entry(process: key, read: read), at: path)
+            s.set(Entry(pid: pid, read: read), of: key, at: path)
             return wasEmpty
         }
         if first { startSweeping() }
@@ -171,9 +170,12 @@ final class ImplicitReaders: Sendable {
 
     /// The version `process` last read (or saved) at `path`, if it is the live process it was.
     func readVersion(at path: ItemPath, by pid: pid_t) -> FileIdentity? {
-        guard let entry = state.withLock({ $0.byPath[path]?.entry(of: pid) }) else { return nil }
-        guard startTime(pid) == entry.process.start else {
-            drop(entry.process)
+        guard let (entry, start) = state.withLock({ s -> (Entry, UInt64)? in
+            guard let entry = s.byPath[path]?.entry(of: pid), let start = s.processes[pid]?.start else { return nil }
+            return (entry, start)
+        }) else { return nil }
+        guard startTime(pid) == start else {
+            drop(ProcessKey(pid: pid, start: start))
             return nil
         }
         return entry.read
@@ -182,10 +184,16 @@ final class ImplicitReaders: Sendable {
     /// True when a live process other than `pid` read `path` as it is now (`current`): its version
     /// is worth keeping before `pid` changes it.
     func othersRead(_ path: ItemPath, current: FileIdentity, except pid: pid_t) -> Bool {
-        guard let readers = state.withLock({ $0.byPath[path] }) else { return false }
-        for entry in readers.all where entry.process.pid != pid && entry.read == current {
-            if startTime(entry.process.pid) == entry.process.start { return true }
-            drop(entry.process)
+        let candidates = state.withLock { s -> [ProcessKey] in
+            guard let readers = s.byPath[path] else { return [] }
+            return readers.all.compactMap { entry in
+                guard entry.pid != pid, entry.read == current, let start = s.processes[entry.pid]?.start else { return nil }
+                return ProcessKey(pid: entry.pid, start: start)
+            }
+        }
+        for process in candidates {
+            if startTime(process.pid) == process.start { return true }
+            drop(process)
         }
         return false
     }
@@ -252,20 +260,20 @@ final class ImplicitReaders: Sendable {
 }
 
 extension ImplicitReaders.State {
-    mutating func set(_ entry: ImplicitReaders.Entry, at path: ItemPath) {
-        let pid = entry.process.pid
-        if let p = processes[pid], p.start != entry.process.start { removeProcess(pid) }
+    mutating func set(_ entry: ImplicitReaders.Entry, of process: ProcessKey, at path: ItemPath) {
+        let pid = process.pid
+        if let p = processes[pid], p.start != process.start { removeProcess(pid) }
         if var readers = byPath[path] {
             if readers.entry(of: pid) == nil {
                 records += 1
-                processes[pid, default: .init(start: entry.process.start, paths: [])].paths.append(path)
+                processes[pid, default: .init(start: process.start, paths: [])].paths.append(path)
             }
             readers.set(entry)
             byPath[path] = readers
         } else {
             records += 1
             byPath[path] = ImplicitReaders.Readers(first: entry)
-            processes[pid, default: .init(start: entry.process.start, paths: [])].paths.append(path)
+            processes[pid, default: .init(start: process.start, paths: [])].paths.append(path)
         }
     }
 

@@ -23,6 +23,10 @@ public enum LinuxCalls {
     }
     /// The file system type of `fd`'s file (`statfs` f_type, as in linux/magic.h), or -1.
     public static func fileSystemType(_ fd: Int32) -> Int { clinux_fs_type(fd) }
+    /// `pidfd_open(pid, 0)`: a descriptor of process `pid`, or -1 (errno ESRCH: no such process).
+    public static func pidfdOpen(_ pid: Int32) -> Int32 { clinux_pidfd_open(pid) }
+    /// Heap bytes in use (glibc's `mallinfo2().uordblks`), for memory benchmarks.
+    public static func heapBytesInUse() -> Int { Int(clinux_heap_in_use()) }
     /// `setxattr(2)` and friends (from <sys/xattr.h>, which Glibc's module does not include).
     public static func setxattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32 {
         CLinux.setxattr(path, name, value, size, flags)

@@ -9,6 +9,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "protocol": ProtocolBench.run,
     "recorder": RecorderBench.run,
     "mount": MountBench.run,
+    "readers": ReadersBench.run,
     "store": StoreBench.run,
 ]
 

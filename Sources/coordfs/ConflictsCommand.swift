@@ -10,9 +10,11 @@ struct ConflictsCommand: ParsableCommand {
         abstract: "List the conflicts of a coordfs mount.",
         discussion: """
         A conflict opens when a presented document changes or is deleted while its presenter has \
-        unsaved changes. Lists the open ones (with --all, resolved ones too), oldest first: id, \
-        document, kind (change or deletion), the presenter, since when, the base version kept for \
-        a merge. Given a folder or a file inside the mount, lists only the conflicts there. \
+        unsaved changes, or when a process saves over a document changed since it read it (kind \
+        lostUpdate, the presenter named process:PID:START:uid:UID; --json adds theirsVersion, the \
+        version it went over). Lists the open ones (with --all, resolved ones too), oldest first: \
+        id, document, kind (change, deletion or lostUpdate), the presenter, since when, the base \
+        version kept for a merge. Given a folder or a file inside the mount, lists only the conflicts there. \
         Conflicts survive a daemon restart; resolve them with `coordfs resolve`.
 
         Examples:
@@ -62,6 +64,7 @@ struct ConflictsCommand: ParsableCommand {
             "before": StoreFormat.identity(c.before), "after": StoreFormat.identity(c.after),
         ]
         if let b = c.baseVersion { o["baseVersion"] = b.rawValue }
+        if let t = c.theirsVersion { o["theirsVersion"] = t.rawValue }
         if let r = c.resolution { o["resolution"] = r.rawValue }
         if let by = c.resolvedBy { o["resolvedBy"] = by }
         if let at = c.resolvedAt { o["resolvedAt"] = StoreFormat.isoTime(at) }
