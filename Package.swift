@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "Linux"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["CoordFS", "FuseKit", "Linux", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "Linux", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
