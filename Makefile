@@ -1,5 +1,6 @@
 # coordfs: build, test, run, benchmark, install.
-#   make run      install what is missing, build, mount a demo folder and show the live event log
+#   make run      install what is missing, build, mount a demo folder, print its page's URL (coordfs web)
+#                 and show the live event log
 #   make test     install what is missing, build, run every test
 #   make bench    benchmarks; results in docs/benchmarks.md
 #   make fuzz     the control-protocol fuzzer, longer than in make test
@@ -67,6 +68,8 @@ install: build install-files
 install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/coordfs
+	install -d $(DESTDIR)$(PREFIX)/share/coordfs/web
+	install -m 0644 Sources/CoordFSWeb/Assets/index.html Sources/CoordFSWeb/Assets/app.js Sources/CoordFSWeb/Assets/app.css $(DESTDIR)$(PREFIX)/share/coordfs/web/
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' mount-scripts/mount.coordfs > $(DESTDIR)$(PREFIX)/sbin/mount.coordfs
 	chmod 0755 $(DESTDIR)$(PREFIX)/sbin/mount.coordfs
 	ln -sf mount.coordfs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.coordfs
@@ -76,6 +79,7 @@ install-files:
 	  echo "linked $(MOUNT_HELPER_DIR)/mount.coordfs and $(MOUNT_HELPER_DIR)/mount.fuse.coordfs"; fi
 
 uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/share/coordfs/web
 	rm -f $(DESTDIR)$(PREFIX)/bin/coordfs $(DESTDIR)$(PREFIX)/sbin/mount.coordfs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.coordfs
 	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/coordfs@.service
 	@if [ -z "$(DESTDIR)" ]; then for n in mount.coordfs mount.fuse.coordfs; do \

@@ -16,6 +16,7 @@ import PackageDescription
 //     reading/writing options; dependency-free, re-exported by each, so one type of each everywhere)
 //   CoordFSClient ─▶ ControlProtocol
 //   CoordFS ─▶ swift-metrics, swift-prometheus (the daemon's metrics endpoint, docs/metrics.md)
+//   coordfs ─▶ CoordFSWeb ─▶ CoordFSClient, EventLog, DocumentStore (TextMerge), Hummingbird (coordfs web, docs/web.md)
 //   ClusterKV: the etcd v3 primitives the cluster (issue 19) is built on, dependency-free
 //   EtcdKV ─▶ ClusterKV: ClusterStore against a real etcd (v3 JSON gateway, async-http-client)
 //   Cluster ─▶ ClusterKV, Coordination: a node of a cluster, the coordinator's gate (FUSE-free, etcd-free)
@@ -36,6 +37,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.100.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         .systemLibrary(
@@ -87,11 +90,22 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        .target(
+            name: "CoordFSWeb",
+            dependencies: [
+                "CoordFSClient", "ControlProtocol", "EventLog", "DocumentStore", "NameBytes",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                // DocumentStore's own dependency, whose module a release build needs to see.
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            resources: [.copy("Assets")]
+        ),
         .target(name: "CoordFSClient", dependencies: ["ControlProtocol", "Linux", "NameBytes", "Vocabulary"]),
         .executableTarget(
             name: "coordfs",
             dependencies: [
-                "CoordFS", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "NameBytes",
+                "CoordFS", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "NameBytes", "CoordFSWeb",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -15,10 +15,19 @@ fi
 # A mount left over from an earlier run (or a crashed one) is unmounted or cleaned first.
 if grep -q " $mnt fuse.coordfs " /proc/mounts; then "$BIN" unmount --lazy "$mnt" || true; fi
 "$BIN" mount "$backing" "$mnt"
-cleanup() { "$BIN" unmount --lazy "$mnt" 2>/dev/null || true; }
+web=""
+cleanup() { [ -n "$web" ] && kill "$web" 2>/dev/null; "$BIN" unmount --lazy "$mnt" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
+# The page (coordfs web): its URL, with its token, is printed beside the mount.
+weblog=$(mktemp)
+"$BIN" web "$mnt" > "$weblog" 2>&1 &
+web=$!
+url=""
+for _ in $(seq 100); do url=$(grep -o 'http://[^ ]*' "$weblog" || true); [ -n "$url" ] && break; sleep 0.1; done
+rm -f "$weblog"
 cat <<MSG
 coordfs: $backing is mounted on $mnt
+  the page:                   ${url:-(coordfs web did not start)}
   try, in another terminal:   echo hello > $mnt/notes/todo.txt
                               $BIN present $mnt/notes/todo.txt
   the event log follows here; Ctrl-C unmounts.

@@ -179,3 +179,17 @@ public enum TextMerge {
         return out
     }
 }
+
+extension TextMerge {
+    /// The lines (0-based) of `old` a diff to `new` removes or replaces, and those of `new` it
+    /// adds: what a side-by-side view marks.
+    public static func changedLines(old: [UInt8], new: [UInt8]) -> (old: Set<Int>, new: Set<Int>) {
+        let ids = LineDiff.intern([LineDiff.lines(old), LineDiff.lines(new)])
+        var a = Set<Int>(), b = Set<Int>()
+        for h in LineDiff.hunks(ids[0], ids[1]) {
+            a.formUnion(h.aStart..<h.aEnd)
+            b.formUnion(h.bStart..<h.bEnd)
+        }
+        return (a, b)
+    }
+}

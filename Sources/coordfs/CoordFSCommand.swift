@@ -14,6 +14,7 @@ struct CoordFSCommand: ParsableCommand {
             WatchCommand.self, LogCommand.self,
             PresentCommand.self, CoordinateCommand.self,
             VersionsCommand.self, ShowCommand.self, DiffCommand.self, RestoreCommand.self, ConflictsCommand.self, ResolveCommand.self,
+            WebCommand.self,
         ]
     )
 }

@@ -1,4 +1,5 @@
 import ControlProtocol
+import CoordFSWeb
 import CoordFS
 import EventLog
 import Glibc
@@ -6,14 +7,8 @@ import Glibc
 /// Where `watch` and `log` read records: the log's files when this user may read them (the user
 /// who mounted, root), otherwise the daemon, which passes on only the records naming items this
 /// user may see (docs/event-log.md, "Who may read the log").
-protocol RecordSource: AnyObject {
-    /// The next matching record, or nil when everything written so far was read.
-    func next() throws -> EventRecord?
-    /// Waits for more records (or `timeout`).
-    @discardableResult func waitForChanges(timeout: Duration) -> Bool
-    /// The last sequence number read.
-    var cursor: UInt64 { get }
-}
+/// (`next`, `waitForChanges`, `cursor`: `WebRecordSource`'s, so `coordfs web` reads the same way.)
+protocol RecordSource: WebRecordSource {}
 
 extension EventLogReader: RecordSource {}
 

@@ -54,9 +54,13 @@ final class InstallTests: XCTestCase {
         let unit = try String(contentsOfFile: dest + "/opt/cfs/lib/systemd/system/coordfs@.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("ExecStart=/opt/cfs/bin/coordfs mount -f"), unit)
         XCTAssertFalse(unit.contains("@BINDIR@"))
+        // coordfs web's page, where the installed binary looks for it (BIN/../share/coordfs/web).
+        for f in ["index.html", "app.js", "app.css"] {
+            XCTAssertEqual(fm.contents(atPath: dest + "/opt/cfs/share/coordfs/web/" + f), fm.contents(atPath: repo + "/Sources/CoordFSWeb/Assets/" + f), f)
+        }
         let uninstall = try run("/usr/bin/make", ["-C", repo, "uninstall", "DESTDIR=\(dest)", "PREFIX=/opt/cfs"])
         XCTAssertEqual(uninstall.status, 0, uninstall.output)
-        for f in ["bin/coordfs", "sbin/mount.coordfs", "sbin/mount.fuse.coordfs", "lib/systemd/system/coordfs@.service"] {
+        for f in ["bin/coordfs", "sbin/mount.coordfs", "sbin/mount.fuse.coordfs", "lib/systemd/system/coordfs@.service", "share/coordfs/web"] {
             XCTAssertFalse(fm.fileExists(atPath: dest + "/opt/cfs/" + f), f)
         }
     }

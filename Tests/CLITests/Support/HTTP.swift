@@ -26,7 +26,9 @@ enum HTTP {
         inet_pton(AF_INET, "127.0.0.1", &a.sin_addr)
         let rc = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard rc == 0 else { return nil }
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        var head = "\(method) \(path) HTTP/1.1\r\n"
+        if !headers.keys.contains(where: { $0.lowercased() == "host" }) { head += "Host: 127.0.0.1:\(port)\r\n" }
+        if !headers.keys.contains(where: { $0.lowercased() == "connection" }) { head += "Connection: close\r\n" }
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
@@ -43,6 +45,12 @@ enum HTTP {
             let n = read(fd, &buffer, buffer.count)
             if n <= 0 { break }
             answer += buffer[..<n]
+            // A server that keeps the connection open (chromedriver does) has said all once the
+            // body reaches its Content-Length.
+            if let r = parse(answer) {
+                if let length = r.headers["content-length"].flatMap({ Int($0) }), r.body.count >= length { return r }
+                if r.status == 101 { return r }  // a WebSocket: the connection stays open
+            }
         }
         return parse(answer)
     }

@@ -1,0 +1,420 @@
+// coordfs web: the page. Plain JavaScript, no library. Everything from the mount (names, contents,
+// executables) reaches the document as text nodes only (textContent, never innerHTML), so a file
+// named <img src=x onerror=alert(1)> shows as those characters.
+"use strict";
+
+const TOKEN = document.querySelector('meta[name="coordfs-token"]').content;
+const KINDS = ["mount", "unmount", "intentRequested", "presenterAsked", "presenterAnswered", "presenterTimedOut",
+  "presenterGone", "presenterAdded", "presenterRemoved", "granted", "denied", "released", "didChange", "didMove",
+  "didDelete", "subitemAppeared", "subitemChanged", "subitemMoved", "subitemDeleted", "snapshotTaken",
+  "conflictDetected", "conflictResolved", "gap", "retention", "logRecovered", "logStalled", "storeFailed"];
+const MAX_ROWS = 2000;
+
+// ---------------------------------------------------------------- helpers
+
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "on") for (const [ev, fn] of Object.entries(v)) e.addEventListener(ev, fn);
+    else if (k === "data") for (const [dk, dv] of Object.entries(v)) e.dataset[dk] = dv;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+
+function toast(message, isError) {
+  const t = document.getElementById("toast");
+  t.textContent = message;
+  t.className = isError ? "toast error" : "toast";
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, isError ? 8000 : 4000);
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: { "X-CoordFS-Token": TOKEN }, credentials: "same-origin" };
+  if (body !== undefined) { init.body = JSON.stringify(body); init.headers["Content-Type"] = "application/json"; }
+  const r = await fetch(path, init);
+  const text = await r.text();
+  if (!r.ok) throw new Error(text.trim() || (r.status + " " + r.statusText));
+  return JSON.parse(text);
+}
+
+function time(ms) { const d = new Date(ms); return d.toLocaleDateString() + " " + d.toLocaleTimeString(); }
+function shortTime(iso) { const d = new Date(iso); return isNaN(d) ? iso : d.toTimeString().slice(0, 8) + "." + String(d.getMilliseconds()).padStart(3, "0"); }
+function size(n) { return n >= 1048576 ? (n / 1048576).toFixed(1) + " MiB" : n >= 1024 ? (n / 1024).toFixed(1) + " KiB" : n + " B"; }
+
+// Path globs as `coordfs watch --path` takes them: * within a name, ** across folders, ? one character.
+function globRegex(glob) {
+  let g = glob.trim();
+  if (g.startsWith("/")) g = g.slice(1);
+  let re = "";
+  for (let i = 0; i < g.length; i++) {
+    const c = g[i];
+    if (c === "*" && g[i + 1] === "*") { re += ".*"; i++; if (g[i + 1] === "/") i++; }
+    else if (c === "*") re += "[^/]*";
+    else if (c === "?") re += "[^/]";
+    else re += c.replace(/[.+^${}()|[\]\\]/g, "\\$&");
+  }
+  return new RegExp("^" + re + "(/.*)?$");
+}
+
+// ---------------------------------------------------------------- tabs
+
+const tabs = document.querySelectorAll("nav button");
+for (const b of tabs) b.addEventListener("click", () => showTab(b.dataset.tab));
+function showTab(name) {
+  for (const b of tabs) b.classList.toggle("active", b.dataset.tab === name);
+  for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== "tab-" + name;
+  if (name === "status") refreshStatus();
+  if (name === "conflicts") refreshConflicts();
+  if (name === "charts") drawCharts();
+  if (name === "versions") showKnownPaths();
+  location.hash = name;
+}
+
+// ---------------------------------------------------------------- the live event stream
+
+const events = { all: [], cursor: null, paused: false, held: [], socket: null, retry: 500, seenPaths: new Set() };
+const kindSelect = document.getElementById("f-kind");
+for (const k of KINDS) kindSelect.append(el("option", { value: k }, k));
+const body = document.querySelector("#events tbody");
+const filters = { path: document.getElementById("f-path"), kind: kindSelect, actor: document.getElementById("f-actor") };
+for (const f of Object.values(filters)) f.addEventListener("input", rerender);
+
+function matches(r) {
+  const glob = filters.path.value.trim();
+  if (glob) {
+    const re = globRegex(glob);
+    const p = (r.path || "").replace(/^\//, ""), o = (r.oldPath || "").replace(/^\//, "");
+    if (!re.test(p) && !(o && re.test(o))) return false;
+  }
+  if (filters.kind.value && r.kind !== filters.kind.value) return false;
+  const who = filters.actor.value.trim();
+  if (who) {
+    const a = r.actor || {};
+    if (String(a.pid) !== who && String(a.uid) !== who && (a.executable || "") !== who) return false;
+  }
+  return true;
+}
+
+function details(r) {
+  const d = r.details || {};
+  const parts = [];
+  for (const [k, v] of Object.entries(d)) parts.push(k + "=" + (typeof v === "object" ? JSON.stringify(v) : v));
+  return parts.join(" ");
+}
+
+function row(r, fresh) {
+  const a = r.actor || {};
+  const actor = a.pid !== undefined ? (a.executable || "?") + " (pid " + a.pid + ", uid " + a.uid + ")" : "";
+  const path = r.oldPath ? r.oldPath + " → " + r.path : (r.path || "");
+  return el("tr", { class: fresh ? "new" : "", data: { seq: r.seq } },
+    el("td", {}, r.seq), el("td", {}, shortTime(r.time)), el("td", { class: "k-" + r.kind }, r.kind),
+    el("td", { class: "path" }, path), el("td", {}, actor), el("td", { class: "mono" }, details(r)));
+}
+
+function rerender() {
+  clear(body);
+  const shown = events.all.filter(matches).slice(-MAX_ROWS).reverse();
+  for (const r of shown) body.append(row(r, false));
+  info();
+}
+
+function info() {
+  const held = events.held.length ? ", " + events.held.length + " held while paused" : "";
+  document.getElementById("ev-info").textContent = events.all.length + " records, cursor " + (events.cursor ?? "-") + held;
+}
+
+function add(records) {
+  for (const r of records) {
+    events.all.push(r);
+    if (r.path) events.seenPaths.add(r.path.replace(/^\//, ""));
+    chartNote(r);
+    if (r.kind === "conflictDetected" || r.kind === "conflictResolved") refreshConflictsSoon();
+    if (/presenter|granted|released|intentRequested/.test(r.kind)) refreshStatusSoon();
+    if (matches(r)) body.prepend(row(r, true));
+  }
+  if (events.all.length > MAX_ROWS * 5) events.all.splice(0, events.all.length - MAX_ROWS * 5);
+  while (body.childElementCount > MAX_ROWS) body.lastElementChild.remove();
+}
+
+document.getElementById("pause").addEventListener("click", (e) => {
+  events.paused = !events.paused;
+  e.target.textContent = events.paused ? "Resume" : "Pause";
+  if (!events.paused) { const h = events.held; events.held = []; add(h); }
+  info();
+});
+
+function connect() {
+  const conn = document.getElementById("conn");
+  const after = events.cursor === null ? "" : "after=" + events.cursor + "&";
+  const ws = new WebSocket("ws://" + location.host + "/api/events?" + after + "token=" + TOKEN);
+  events.socket = ws;
+  ws.onopen = () => { conn.textContent = "live"; conn.className = "conn live"; events.retry = 500; };
+  ws.onmessage = (m) => {
+    const msg = JSON.parse(m.data);
+    if (msg.error) { toast(msg.error, true); return; }
+    // The cursor is the last record the server read: a reconnect asks for what follows it.
+    const fresh = msg.records.filter((r) => events.cursor === null || r.seq > events.cursor);
+    events.cursor = msg.cursor;
+    if (events.paused) events.held.push(...fresh); else add(fresh);
+    info();
+  };
+  ws.onclose = () => {
+    conn.textContent = "reconnecting…"; conn.className = "conn down";
+    setTimeout(connect, events.retry);
+    events.retry = Math.min(events.retry * 2, 5000);
+  };
+}
+
+// ---------------------------------------------------------------- status
+
+let statusTimer = null;
+function refreshStatusSoon() { clearTimeout(statusTimer); statusTimer = setTimeout(refreshStatus, 200); }
+function intents(list) { return (list || []).map((i) => i.intent + " " + i.path + (i.options && i.options.length ? " (" + i.options.join(", ") + ")" : "")).join("; "); }
+
+async function refreshStatus() {
+  try {
+    const s = await api("GET", "/api/status");
+    document.getElementById("mount").textContent = s.mountPoint;
+    const log = s.eventLog;
+    document.getElementById("status-log").textContent = log ? "event log: " + (log.state === "stuck" ? "STUCK since " + log.since + ": " + log.error : "writing (pid " + log.pid + ")") : "";
+    fill("presenters", s.presenters, (p) => [p.presenter, p.pid, p.executable, p.uid, p.kind, p.path], 5);
+    fill("accesses", s.accesses, (a) => [a.access, a.pid, a.executable, a.uid, a.heldMs + " ms", intents(a.intents)], 5);
+    fill("waiting", s.waiting, (w) => [w.pid, w.executable, w.uid, w.waitingMs + " ms", intents(w.intents)], 4);
+    for (const p of s.presenters) events.seenPaths.add(p.path);
+  } catch (e) { toast("status: " + e.message, true); }
+}
+
+function fill(id, list, cells, pathColumn) {
+  const tb = document.querySelector("#" + id + " tbody");
+  clear(tb);
+  document.getElementById("n-" + id).textContent = "(" + list.length + ")";
+  for (const item of list) tb.append(el("tr", {}, ...cells(item).map((c, i) => el("td", { class: i === pathColumn ? "path" : "" }, c))));
+}
+
+// ---------------------------------------------------------------- conflicts
+
+let conflictTimer = null;
+function refreshConflictsSoon() { clearTimeout(conflictTimer); conflictTimer = setTimeout(refreshConflicts, 300); }
+let openConflict = null;
+
+async function refreshConflicts() {
+  try {
+    const { conflicts } = await api("GET", "/api/conflicts");
+    document.getElementById("conflict-count").textContent = conflicts.length ? String(conflicts.length) : "";
+    const tb = document.querySelector("#conflicts tbody");
+    clear(tb);
+    for (const c of conflicts) {
+      events.seenPaths.add(c.path);
+      tb.append(el("tr", { data: { id: c.id } }, el("td", {}, c.id), el("td", { class: "path" }, c.path), el("td", {}, c.kind),
+        el("td", { class: "mono" }, c.presenter), el("td", {}, time(c.createdMs)), el("td", {}, c.baseVersion ?? "-"),
+        el("td", {}, el("button", { class: "open-conflict", on: { click: () => showConflict(c.id) } }, "Open"))));
+    }
+    if (openConflict !== null && !conflicts.some((c) => c.id === openConflict)) { openConflict = null; clear(document.getElementById("conflict-view")); }
+  } catch (e) { toast("conflicts: " + e.message, true); }
+}
+
+function lines(view, cls) {
+  const pre = el("pre", {});
+  const changed = new Set(view.changed);
+  view.lines.forEach((l, i) => pre.append(el("span", { class: "line" + (changed.has(i) ? " changed" : "") }, l)));
+  return el("div", { class: "side " + cls }, el("h3", {}, cls === "base" ? "base (what the presenter loaded)" : "theirs (the file now)"), pre);
+}
+
+const LABELS = { save: "Save mine", reload: "Reload theirs", keepBoth: "Keep both", merge: "Merge", close: "Close (drop mine)" };
+
+async function showConflict(id) {
+  const view = document.getElementById("conflict-view");
+  clear(view);
+  openConflict = id;
+  let c;
+  try { c = await api("POST", "/api/conflict", { id }); } catch (e) { toast(e.message, true); return; }
+  view.append(el("h2", {}, "Conflict " + id + ": ", el("span", { class: "path" }, c.conflict.path), " (" + c.conflict.kind + ")"));
+  if (c.binary) { view.append(el("p", { class: "muted" }, "Binary contents: no side-by-side view or merge; the other resolutions apply.")); }
+  const mineText = el("textarea", { id: "mine", spellcheck: "false" });
+  mineText.value = c.baseText ?? "";
+  const mineView = el("pre", {});
+  const merged = el("pre", {});
+  const mergeInfo = el("span", { class: "muted" });
+  if (!c.binary) {
+    view.append(el("div", { class: "sides" }, lines(c.base, "base"), lines(c.theirs, "theirs"),
+      el("div", { class: "side mine" }, el("h3", {}, "mine (your version: edit, or load a file)"), mineView, mineText)));
+    view.append(el("div", { class: "merged" }, el("h3", {}, "three-way merge preview ", mergeInfo), merged));
+  } else {
+    view.append(mineText);
+  }
+  const file = el("input", { type: "file" });
+  file.addEventListener("change", async () => { if (file.files[0]) { mineText.value = await file.files[0].text(); preview(); } });
+  const actions = el("div", { class: "actions" }, el("span", {}, "Load mine from a file: "), file);
+  for (const r of c.resolutions) {
+    actions.append(el("button", { class: r === "merge" ? "primary resolve" : "resolve", data: { resolution: r },
+      on: { click: () => resolve(id, r, mineText.value) } }, LABELS[r] || r));
+  }
+  view.append(actions);
+  let pending = null;
+  async function preview() {
+    if (c.binary || !c.baseAvailable) { mergeInfo.textContent = c.baseAvailable ? "" : "(the base was not kept: no merge)"; return; }
+    try {
+      const p = await api("POST", "/api/merge-preview", { id, mine: mineText.value });
+      clear(merged); clear(mineView);
+      for (const l of p.merged.replace(/\n$/, "").split("\n")) merged.append(el("span", { class: "line" + (/^(<<<<<<<|=======|>>>>>>>)/.test(l) ? " marker" : "") }, l));
+      const ch = new Set(p.mine.changed);
+      p.mine.lines.forEach((l, i) => mineView.append(el("span", { class: "line" + (ch.has(i) ? " changed" : "") }, l)));
+      mergeInfo.textContent = p.conflicts ? "(" + p.conflicts + " conflicting hunk(s) marked)" : "(merges cleanly)";
+    } catch (e) { mergeInfo.textContent = "(" + e.message + ")"; }
+  }
+  mineText.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(preview, 250); });
+  preview();
+}
+
+async function resolve(id, resolution, mine) {
+  const body = { id, resolution };
+  if (resolution === "save" || resolution === "keepBoth" || resolution === "merge") body.mine = mine;
+  try {
+    const r = await api("POST", "/api/resolve", body);
+    let msg = "Resolved conflict " + r.conflict + " with " + r.resolution;
+    if (r.written) msg += "; wrote " + r.written;
+    if (r.preservedVersion) msg += "; the file it replaced is version " + r.preservedVersion;
+    if (r.resolution === "merge") msg += r.mergeConflicts ? "; " + r.mergeConflicts + " conflicting hunk(s) marked" : "; merged cleanly";
+    toast(msg);
+    openConflict = null;
+    clear(document.getElementById("conflict-view"));
+    document.getElementById("last-resolution").textContent = msg;
+    refreshConflicts();
+  } catch (e) { toast("resolve: " + e.message, true); }
+}
+
+// ---------------------------------------------------------------- versions
+
+document.getElementById("v-form").addEventListener("submit", (e) => { e.preventDefault(); showVersions(document.getElementById("v-path").value); });
+
+function showKnownPaths() {
+  const known = document.getElementById("v-known");
+  clear(known);
+  const paths = [...events.seenPaths].filter((p) => p && !p.endsWith("/")).sort().slice(0, 60);
+  if (paths.length) known.append(el("span", { class: "muted" }, "Seen: "));
+  for (const p of paths) known.append(el("button", { on: { click: () => { document.getElementById("v-path").value = p; showVersions(p); } } }, p));
+}
+
+async function showVersions(path) {
+  const list = document.getElementById("timeline");
+  const view = document.getElementById("v-view");
+  clear(list); clear(view);
+  let v;
+  try { v = await api("POST", "/api/versions", { path }); } catch (e) { toast("versions: " + e.message, true); return; }
+  list.append(el("li", { class: "current" }, el("strong", {}, "now"), " ", el("span", { class: "path" }, v.path)));
+  if (!v.versions.length) view.append(el("p", { class: "muted" }, "No kept versions of this document."));
+  for (const x of v.versions) {
+    list.append(el("li", { data: { version: x.version } },
+      el("strong", {}, "version " + x.version), " ", el("span", { class: "muted" }, time(x.createdMs)),
+      el("div", {}, size(x.size) + " · " + x.reason + " · " + x.method + (x.pinned ? " · pinned" : "")),
+      el("div", { class: "row" },
+        el("button", { on: { click: () => viewVersion(x.version) } }, "View"),
+        el("button", { class: "diff", on: { click: () => diffVersion(v.path, x.version) } }, "Diff against now"),
+        el("button", { class: "restore", on: { click: () => restoreVersion(v.path, x.version) } }, "Restore"))));
+  }
+}
+
+async function viewVersion(version) {
+  const view = document.getElementById("v-view");
+  clear(view);
+  try {
+    const r = await api("POST", "/api/version", { version });
+    view.append(el("h3", {}, "version " + version + " (" + size(r.size) + ")"), el("pre", {}, r.binary ? "(binary contents)" : r.text));
+  } catch (e) { toast(e.message, true); }
+}
+
+async function diffVersion(path, version) {
+  const view = document.getElementById("v-view");
+  clear(view);
+  try {
+    const r = await api("POST", "/api/diff", { path, version });
+    const pre = el("pre", { id: "diff" });
+    if (r.equal) pre.append("(version " + version + " is the file as it is now)");
+    for (const l of r.diff.replace(/\n$/, "").split("\n")) {
+      if (!l) continue;
+      const cls = l.startsWith("@@") ? "diff-hunk" : l.startsWith("+") && !l.startsWith("+++") ? "diff-add" : l.startsWith("-") && !l.startsWith("---") ? "diff-del" : "";
+      pre.append(el("span", { class: cls || "line" }, l));
+    }
+    view.append(el("h3", {}, "version " + version + " → now"), pre);
+  } catch (e) { toast(e.message, true); }
+}
+
+async function restoreVersion(path, version) {
+  if (!confirm("Restore version " + version + " over " + path + "? (The file it replaces is kept as a version.)")) return;
+  try {
+    const r = await api("POST", "/api/restore", { path, version });
+    toast("Restored " + r.path + " to version " + r.version + (r.preservedVersion ? "; the file it replaced is version " + r.preservedVersion : ""));
+    showVersions(path);
+  } catch (e) { toast("restore: " + e.message, true); }
+}
+
+// ---------------------------------------------------------------- charts (drawn here, on canvases)
+
+const chart = { latencies: [], perSecond: new Map() };
+const LAT_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, Infinity]; // ms
+
+function chartNote(r) {
+  const t = Math.floor(new Date(r.time).getTime() / 1000);
+  if (!isNaN(t)) chart.perSecond.set(t, (chart.perSecond.get(t) || 0) + 1);
+  if (r.kind === "presenterAnswered" && r.details && r.details.latencyMicros !== undefined) chart.latencies.push(r.details.latencyMicros / 1000);
+  if (chart.latencies.length > 100000) chart.latencies.splice(0, 50000);
+  if (!document.getElementById("tab-charts").hidden) drawChartsSoon();
+}
+
+let chartTimer = null;
+function drawChartsSoon() { if (!chartTimer) chartTimer = setTimeout(() => { chartTimer = null; drawCharts(); }, 500); }
+
+function bars(canvas, values, labels, title) {
+  const g = canvas.getContext("2d");
+  const W = canvas.width, H = canvas.height, left = 44, bottom = 34, top = 16;
+  g.clearRect(0, 0, W, H);
+  g.font = "11px system-ui, sans-serif";
+  const max = Math.max(1, ...values);
+  const bw = (W - left - 10) / values.length;
+  g.strokeStyle = "#dcdfe2"; g.fillStyle = "#6b7075";
+  for (let i = 0; i <= 4; i++) {
+    const y = top + (H - top - bottom) * (1 - i / 4);
+    g.beginPath(); g.moveTo(left, y); g.lineTo(W - 10, y); g.stroke();
+    g.fillText(String(Math.round(max * i / 4)), 4, y + 4);
+  }
+  g.fillStyle = "#1f6feb";
+  values.forEach((v, i) => {
+    const h = (H - top - bottom) * v / max;
+    g.fillRect(left + i * bw + 1, H - bottom - h, Math.max(1, bw - 2), h);
+  });
+  g.fillStyle = "#6b7075";
+  labels.forEach((l, i) => { if (l) g.fillText(l, left + i * bw + 2, H - bottom + 14); });
+  g.fillText(title, left, H - 4);
+}
+
+function drawCharts() {
+  const counts = LAT_BUCKETS.map(() => 0);
+  for (const ms of chart.latencies) counts[LAT_BUCKETS.findIndex((b) => ms <= b)]++;
+  bars(document.getElementById("latency"), counts, LAT_BUCKETS.map((b) => b === Infinity ? ">5 s" : "≤" + (b >= 1000 ? b / 1000 + " s" : b + " ms")),
+    chart.latencies.length + " answers; bars: answers per latency bucket");
+  const now = Math.floor(Date.now() / 1000);
+  const secs = [], labels = [];
+  for (let t = now - 299; t <= now; t++) { secs.push(chart.perSecond.get(t) || 0); labels.push((now - t) % 60 === 0 ? "-" + (now - t) + " s" : ""); }
+  for (const t of chart.perSecond.keys()) if (t < now - 600) chart.perSecond.delete(t);
+  bars(document.getElementById("rate"), secs, labels, "records per second, oldest left");
+}
+setInterval(() => { if (!document.getElementById("tab-charts").hidden) drawCharts(); }, 1000);
+
+// ---------------------------------------------------------------- start
+
+connect();
+refreshStatus();
+refreshConflicts();
+setInterval(() => { if (!document.getElementById("tab-status").hidden) refreshStatus(); }, 2000);
+setInterval(refreshConflicts, 5000);
+if (location.hash.length > 1) showTab(location.hash.slice(1));

@@ -1,0 +1,93 @@
+import Dispatch
+import EventLog
+import HummingbirdWebSocket
+import Synchronization
+
+/// The live event stream of one WebSocket: the log read from a cursor on a thread of its own (the
+/// reader blocks), its records sent as JSON batches `{"records":[...],"cursor":N}`. A page that
+/// reconnects with `?after=CURSOR` gets exactly the records after the last one it had: nothing
+/// lost, nothing twice (a range retention deleted meanwhile arrives as a `gap` record).
+struct EventStream: Sendable {
+    let backend: WebBackend
+    /// Records shown to a page that connects without a cursor (its recent history).
+    static let recent = 500
+    /// Records per message.
+    static let batch = 256
+
+    func run(after: UInt64?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+        let source: any WebRecordSource
+        do {
+            source = try backend.openLog(after, Self.recent)
+        } catch {
+            try await outbound.write(.text(#"{"error":"cannot read the event log"}"#))
+            return
+        }
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        let state = PumpState(source)
+        DispatchQueue.global().async {
+            Self.pump(state, continuation)
+        }
+        defer {
+            state.stopped.store(true, ordering: .relaxed)
+            continuation.finish()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for try await _ in inbound {}  // the page sends nothing; this ends at its close
+            }
+            group.addTask {
+                for await message in stream {
+                    try await outbound.write(.text(message))
+                    state.inFlight.subtract(1, ordering: .relaxed)
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Reads records and hands them on as messages until `stopped`; holds back while the page is
+    /// slow (a bounded number of messages waiting), so memory stays bounded and nothing is dropped.
+    private static func pump(_ state: PumpState, _ out: AsyncStream<String>.Continuation) {
+        let source = state.source
+        let formatter = EventFormatter(style: .json)
+        var first = true
+        while !state.stopped.load(ordering: .relaxed) {
+            if state.inFlight.load(ordering: .relaxed) > 16 {
+                _ = source.waitForChanges(timeout: .milliseconds(20))
+                continue
+            }
+            var records: [UInt8] = []
+            var n = 0
+            do {
+                while n < batch, let r = try source.next() {
+                    if n > 0 { records.append(UInt8(ascii: ",")) }
+                    var line: [UInt8] = []
+                    formatter.append(r, to: &line)
+                    while line.last == 10 { line.removeLast() }
+                    records += line
+                    n += 1
+                }
+            } catch {
+                out.yield(#"{"error":"reading the event log failed"}"#)
+                return
+            }
+            if n > 0 || first {
+                // The first message says where the stream stands even when there is nothing yet.
+                first = false
+                state.inFlight.add(1, ordering: .relaxed)
+                out.yield(#"{"cursor":"# + String(source.cursor) + #","records":["# + String(decoding: records, as: UTF8.self) + "]}")
+            }
+            if n < batch { _ = source.waitForChanges(timeout: .milliseconds(100)) }
+        }
+    }
+}
+
+/// What the WebSocket's task and its reader thread share. The reader is used by that thread only.
+private final class PumpState: @unchecked Sendable {
+    let source: any WebRecordSource
+    let stopped = Atomic<Bool>(false)
+    /// Messages handed on and not yet written to the socket.
+    let inFlight = Atomic<Int>(0)
+    init(_ source: any WebRecordSource) { self.source = source }
+}

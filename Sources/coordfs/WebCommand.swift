@@ -1,0 +1,115 @@
+import ArgumentParser
+import ControlProtocol
+import CoordFS
+import CoordFSClient
+import CoordFSWeb
+import EventLog
+import Glibc
+import NameBytes
+
+/// `coordfs web MOUNTPOINT`: a page in the browser for what the CLI does (docs/web.md).
+struct WebCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "web",
+        abstract: "Serve a page showing a mount live: events, status, conflicts, versions, charts.",
+        discussion: """
+        Prints one URL with a random token (open it in a browser on this machine) and serves until \
+        Ctrl-C or SIGTERM. The page shows the event log live (filter by path glob, kind and actor; \
+        pause), the presenters, held accesses and waiting requests (coordfs status), the open \
+        conflicts with base, theirs and mine side by side, a three-way merge preview and a button \
+        for each resolution coordfs resolve has, each document's kept versions as a timeline (view, \
+        diff against now, restore), and charts of presenters' answer latency and events per second.
+
+        It runs as the user who starts it and reaches the mount only as the CLI does: the daemon's \
+        control socket, the event log (through the daemon for a user who may not read its files), \
+        and reads through the mount, so the page can show or do no more than that user may. Every \
+        request and the live connection need the token (compared in constant time); the live \
+        connection must come from the page's own origin, and a change (resolve, restore) must carry \
+        the token in a header no other site can set. It listens on 127.0.0.1 unless told otherwise.
+
+        Exit status: 0 after Ctrl-C or SIGTERM; 69 when the path is not in a running coordfs mount; \
+        1 when the address cannot be listened on.
+
+        Examples:
+          coordfs web /mnt/docs
+          coordfs web /mnt/docs --listen 127.0.0.1:8765
+        """
+    )
+
+    @Argument(help: ArgumentHelp("The mountpoint (or any path inside the mount).", valueName: "mountpoint"))
+    var mountpoint: String
+
+    @Option(help: ArgumentHelp("Where to listen: an IP address and a port (0: any free one).", valueName: "host:port"))
+    var listen: String = "127.0.0.1:0"
+
+    func validate() throws {
+        guard MetricsAddress(listen) != nil else {
+            throw ValidationError("--listen expects HOST:PORT, an IP address (127.0.0.1, [::1]) or localhost and a port (0 to 65535)")
+        }
+    }
+
+    func run() throws {
+        let address = MetricsAddress(listen)!
+        let path = exactArgument(mountpoint)
+        let located: LocatedMount
+        do { located = try MountLocator.locate(path) } catch {
+            ControlCommandFailure(message: error.description, status: ControlExit.unavailable).exit()
+        }
+        guard let mountPoint = located.mountpoint, !located.stale else {
+            ControlCommandFailure(message: "the mount of \(located.backing) is not running (mount it again first)", status: ControlExit.unavailable).exit()
+        }
+        let mount: CoordFSMount
+        do { (mount, _) = try CoordFSMount.containing(mountPoint) } catch {
+            ControlCommandFailure(message: "\(error)", status: ControlExit.unavailable).exit()
+        }
+        let assets: WebAssets
+        do { assets = try WebAssets.load(executable: Self.executablePath()) } catch {
+            throw CLIError("\(error)")
+        }
+        let backend = WebBackend(
+            mountPoint: mountPoint, mount: mount,
+            openLog: { after, recent in try Self.openLog(located, after: after, recent: recent) },
+            status: { try await Self.status(located) })
+        let token = WebToken.generate()
+        let server = WebServer(backend: backend, token: token, host: address.host, port: Int(address.port), assets: assets)
+        let shown = address.isIPv6 ? "[\(address.host)]" : address.host
+        do {
+            try runBlocking {
+                try await server.run { port in
+                    Stdout.line("coordfs web: \(mountPoint.displayEscaped) at")
+                    Stdout.line("    http://\(shown):\(port)/?token=\(token.value)")
+                }
+            }
+        } catch {
+            throw CLIError("cannot serve on \(address): \(error)")
+        }
+    }
+
+    /// A reader of the log: the last `recent` records then live ones, or those after `after`.
+    static func openLog(_ mount: LocatedMount, after: UInt64?, recent: Int) throws -> any WebRecordSource {
+        let filter = EventFilter()
+        if let after { return try mount.recordSource(position: .after(after), filter: filter) }
+        let bounds = try mount.recordBounds()
+        let start = max(bounds.oldestSeq ?? 1, bounds.nextSeq > UInt64(recent) ? bounds.nextSeq - UInt64(recent) : 1)
+        return try mount.recordSource(position: .from(start), filter: filter)
+    }
+
+    /// `coordfs status --json`'s object, with the event log's state.
+    static func status(_ mount: LocatedMount) async throws -> [UInt8] {
+        let socket = mount.state.controlSocket
+        let client = try ControlClient.connect(socketPath: socket, clientName: "coordfs web")
+        defer { client.close() }
+        let report = try await client.status()
+        var object = StatusCommand.json(report, mountPoint: mount.mountpoint ?? mount.backing)
+        if let state = EventLogWriterState.read(directory: StatusCommand.eventLogDirectory(socketPath: socket)) {
+            object["eventLog"] = .object(StatusCommand.json(state))
+        }
+        return JSONWriter.write(.object(object))
+    }
+
+    static func executablePath() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return n > 0 ? String(nameCString: buffer) : CommandLine.arguments[0]
+    }
+}

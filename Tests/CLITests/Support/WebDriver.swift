@@ -1,0 +1,95 @@
+// A W3C WebDriver client for Debian's chromium and chromium-driver (headless): enough to open a
+// page, find and click elements, run a script, accept a confirm() and take a screenshot. It
+// speaks chromedriver's HTTP API with the fixture's plain HTTP client: nothing from PyPI.
+import Foundation
+import Glibc
+
+final class WebDriver {
+    let port: UInt16
+    let session: String
+    private let driver: Child
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    /// Starts chromedriver (a child of the test case, killed at teardown) and a headless chromium session.
+    init(test: CLITestCase, profile: String) throws {
+        guard access("/usr/bin/chromedriver", X_OK) == 0, access("/usr/bin/chromium", X_OK) == 0 else {
+            throw Failure(description: "chromium and chromium-driver are missing: make deps installs them")
+        }
+        port = UInt16(20000 + Int(getpid() % 20000))
+        driver = try test.start("/usr/bin/chromedriver", ["--port=\(port)"])
+        let deadline = Date().addingTimeInterval(20)
+        while HTTP.request(port: port, "GET", "/status", timeout: 2)?.status != 200 {
+            guard Date() < deadline else { throw Failure(description: "chromedriver did not start: \(driver.stderr)") }
+            usleep(100_000)
+        }
+        let caps: [String: Any] = ["capabilities": ["alwaysMatch": [
+            "browserName": "chrome",
+            "goog:chromeOptions": ["binary": "/usr/bin/chromium",
+                                   "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                            "--window-size=1400,1000", "--user-data-dir=\(profile)", "--no-first-run"]],
+        ]]]
+        let reply = try Self.call(port, "POST", "/session", caps, timeout: 60)
+        guard let value = reply["value"] as? [String: Any], let id = value["sessionId"] as? String else {
+            throw Failure(description: "no session: \(reply)")
+        }
+        session = id
+    }
+
+    static func call(_ port: UInt16, _ method: String, _ path: String, _ body: [String: Any]? = nil, timeout: Int = 30) throws -> [String: Any] {
+        let data = try body.map { try JSONSerialization.data(withJSONObject: $0) } ?? Data()
+        guard let r = HTTP.request(port: port, method, path, headers: ["Content-Type": "application/json"], body: Array(data), timeout: timeout) else {
+            throw Failure(description: "chromedriver did not answer \(method) \(path)")
+        }
+        let object = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any] ?? [:]
+        if r.status != 200 { throw Failure(description: "\(method) \(path): \(r.status) \(r.text.prefix(600))") }
+        return object
+    }
+
+    @discardableResult
+    func call(_ method: String, _ path: String, _ body: [String: Any]? = nil) throws -> Any? {
+        try Self.call(port, method, "/session/\(session)" + path, body)["value"]
+    }
+
+    func open(_ url: String) throws { try call("POST", "/url", ["url": url]) }
+
+    /// Runs `script` (a function body; `arguments` are `args`) in the page and returns its value.
+    @discardableResult
+    func run(_ script: String, _ args: [Any] = []) throws -> Any? {
+        try call("POST", "/execute/sync", ["script": script, "args": args])
+    }
+
+    /// The element for a CSS selector.
+    func element(_ css: String) throws -> String {
+        guard let v = try call("POST", "/element", ["using": "css selector", "value": css]) as? [String: Any],
+              let id = v.values.first as? String else { throw Failure(description: "no element \(css)") }
+        return id
+    }
+
+    func click(_ css: String) throws { try call("POST", "/element/\(try element(css))/click", [:]) }
+
+    func acceptAlert() throws { try call("POST", "/alert/accept", [:]) }
+
+    /// Waits until `script` returns true (polling every 25 ms); returns the seconds it took, nil at the timeout.
+    func wait(_ script: String, timeout: Double = 10) throws -> Double? {
+        let start = Date()
+        while Date().timeIntervalSince(start) < timeout {
+            if (try run(script) as? Bool) == true { return Date().timeIntervalSince(start) }
+            usleep(25_000)
+        }
+        return nil
+    }
+
+    /// A PNG of the viewport, written to `path`.
+    func screenshot(_ path: String) throws {
+        guard let b64 = try call("GET", "/screenshot") as? String, let png = Data(base64Encoded: b64) else {
+            throw Failure(description: "no screenshot")
+        }
+        try png.write(to: URL(fileURLWithPath: path))
+    }
+
+    func quit() {
+        _ = try? Self.call(port, "DELETE", "/session/\(session)")
+        driver.stop()
+    }
+}

@@ -1,0 +1,168 @@
+// `coordfs web` in a real browser (Debian's chromium, headless, driven through chromium-driver's
+// WebDriver API) on a real mount: the live event stream, a conflict made by a real save under a
+// presenter with unsaved changes and resolved with the page's button, the versions timeline, the
+// token and origin rules, and a hostile file name shown as text. Screenshots of each tab go to
+// $COORDFS_WEB_SCREENSHOTS (docs/ keeps the ones we looked at).
+import Foundation
+import Glibc
+import XCTest
+
+final class WebPageTests: CLITestCase {
+    static let hostile = "<img src=x onerror=alert(1)>"
+
+    /// Starts `coordfs web` on the mount; returns it, its URL and its port.
+    private func startWeb() throws -> (Child, String, UInt16) {
+        let web = try startCoordfs(["web", mnt])
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let line = web.lines.first(where: { $0.contains("http://127.0.0.1:") }) {
+                let url = line.trimmingCharacters(in: .whitespaces)
+                let port = url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }
+                return (web, url, UInt16(port)!)
+            }
+            if web.wait(timeout: 0) != nil { break }
+            usleep(50_000)
+        }
+        throw CLIError("coordfs web did not print its URL: \(web.stdout) \(web.stderr)")
+    }
+
+    private var screenshots: String {
+        let dir = ProcessInfo.processInfo.environment["COORDFS_WEB_SCREENSHOTS"] ?? root + "/screenshots"
+        mkdir(dir, 0o755)
+        return dir
+    }
+
+    func testTheTokenIsNeededAndChangesCannotBeForgedFromAnotherSite() throws {
+        try mount()
+        let (_, url, port) = try startWeb()
+        let token = String(url.split(separator: "=").last!)
+        XCTAssertEqual(token.count, 64)
+        let host = ["Host": "127.0.0.1:\(port)"]
+        // No token, a wrong one, one of the right length but one character off: refused, and the page is not sent.
+        for bad in ["/", "/?token=", "/?token=nope", "/?token=" + String(token.dropLast()) + (token.last == "0" ? "1" : "0"), "/api/status", "/app.js"] {
+            let r = HTTP.request(port: port, "GET", bad, headers: host)
+            XCTAssertEqual(r?.status, 401, "\(bad): \(String(describing: r))")
+            XCTAssertFalse(r?.text.contains("coordfs-token") ?? true, bad)
+        }
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: host.merging(["Cookie": "coordfs_web=\(token.dropLast())x"]) { $1 })?.status, 401)
+        // The right token: the page, its cookie (HttpOnly, SameSite=Strict), the API with the cookie alone.
+        let page = HTTP.request(port: port, "GET", "/?token=\(token)", headers: host)
+        XCTAssertEqual(page?.status, 200)
+        XCTAssertTrue(page?.headers["set-cookie"]?.contains("HttpOnly; SameSite=Strict") == true, "\(String(describing: page))")
+        XCTAssertTrue(page?.headers["content-security-policy"]?.contains("script-src 'self'") == true)
+        let cookie = ["Cookie": "coordfs_web=\(token)"]
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: host.merging(cookie) { $1 })?.status, 200)
+        // Another Host (DNS rebinding): refused.
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: ["Host": "evil.example:\(port)"].merging(cookie) { $1 })?.status, 421)
+        // A change with the cookie only (what a form on another site could send), or from another origin: refused.
+        let resolve = Array(#"{"id":1,"resolution":"close"}"#.utf8)
+        XCTAssertEqual(HTTP.request(port: port, "POST", "/api/resolve", headers: host.merging(cookie) { $1 }, body: resolve)?.status, 403)
+        XCTAssertEqual(HTTP.request(port: port, "POST", "/api/resolve", headers: host.merging(cookie) { $1 }.merging(["X-CoordFS-Token": token, "Origin": "http://evil.example"]) { $1 }, body: resolve)?.status, 403)
+        XCTAssertEqual(HTTP.request(port: port, "POST", "/api/restore", headers: host.merging(["X-CoordFS-Token": "0" + token.dropFirst()]) { $1 }, body: resolve)?.status, 401)
+        // The live connection: a WebSocket handshake from another origin, or without the token, is not upgraded.
+        let ws = ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="]
+        let own = ["Origin": "http://127.0.0.1:\(port)"]
+        let foreign = HTTP.request(port: port, "GET", "/api/events?token=\(token)", headers: host.merging(ws) { $1 }.merging(["Origin": "http://evil.example"]) { $1 }, timeout: 3)
+        XCTAssertTrue([400, 403].contains(foreign?.status ?? 0), "not upgraded: \(String(describing: foreign))")
+        let noOrigin = HTTP.request(port: port, "GET", "/api/events?token=\(token)", headers: host.merging(ws) { $1 }, timeout: 3)
+        XCTAssertTrue([400, 403].contains(noOrigin?.status ?? 0), "not upgraded: \(String(describing: noOrigin))")
+        let noToken = HTTP.request(port: port, "GET", "/api/events", headers: host.merging(ws) { $1 }.merging(own) { $1 }, timeout: 3)
+        XCTAssertTrue([400, 401].contains(noToken?.status ?? 0), "not upgraded: \(String(describing: noToken))")
+        // The same handshake from the page's own origin with the token is upgraded.
+        let upgraded = HTTP.request(port: port, "GET", "/api/events?token=\(token)", headers: host.merging(ws) { $1 }.merging(own) { $1 }, timeout: 3)
+        XCTAssertEqual(upgraded?.status, 101, "\(String(describing: upgraded))")
+        // Listening on loopback only.
+        let listening = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        let hexPort = String(format: "%04X", Int(port))
+        XCTAssertTrue(listening.contains("0100007F:\(hexPort)"), "bound to 127.0.0.1")
+        XCTAssertFalse(listening.contains("00000000:\(hexPort)"), "not to every address")
+    }
+
+    func testThePageFollowsTheMountAndResolvesAConflictInABrowser() throws {
+        let base = "first\nmiddle\nlast\n"
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data(base.utf8))
+        try mount()
+        XCTAssertEqual(sh("echo boo > '\(mnt!)/\(Self.hostile)'").status, 0)
+        let presenter = try present("doc.txt", unsaved: true)
+        let (_, url, _) = try startWeb()
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(url)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the live connection")
+
+        // A write through the mount shows within a second.
+        XCTAssertNotNil(try browser.wait("return document.querySelectorAll('#events tbody tr').length > 0"))
+        XCTAssertEqual(sh("echo hello > '\(mnt!)/fresh.txt'").status, 0)
+        let seen = try browser.wait("return [...document.querySelectorAll('#events td.path')].some(td => td.textContent === '/fresh.txt')", timeout: 5)
+        XCTAssertNotNil(seen, "the write's records appear")
+        XCTAssertLessThan(seen ?? 99, 1.0, "within a second of the write")
+
+        // The hostile name is text: no element made of it, no script run (an alert would fail every later command).
+        XCTAssertEqual(try browser.run("return [...document.querySelectorAll('#events td.path')].some(td => td.textContent.includes(arguments[0]))", [Self.hostile]) as? Bool, true)
+        XCTAssertEqual(try browser.run("return document.querySelectorAll('img').length") as? Int, 0)
+        try browser.screenshot(screenshots + "/web-events.png")
+
+        // Status: the presenter.
+        try browser.click("nav button[data-tab=status]")
+        XCTAssertNotNil(try browser.wait("return [...document.querySelectorAll('#presenters td.path')].some(td => td.textContent === 'doc.txt')"))
+        try browser.screenshot(screenshots + "/web-status.png")
+
+        // A real save under the presenter with unsaved changes: a conflict.
+        XCTAssertEqual(sh("printf 'first\\nmiddle\\nlast theirs\\n' > '\(mnt!)/doc.txt.tmp' && mv '\(mnt!)/doc.txt.tmp' '\(mnt!)/doc.txt'").status, 0)
+        try browser.click("nav button[data-tab=conflicts]")
+        XCTAssertNotNil(try browser.wait("return document.querySelectorAll('#conflicts tbody tr').length === 1", timeout: 15), "the conflict is listed")
+        XCTAssertEqual(try browser.run("return document.getElementById('conflict-count').textContent") as? String, "1")
+        try browser.click("#conflicts button.open-conflict")
+        XCTAssertNotNil(try browser.wait("return document.querySelectorAll('button.resolve').length >= 4"))
+        let offered = try browser.run("return [...document.querySelectorAll('button.resolve')].map(b => b.dataset.resolution)") as? [String]
+        XCTAssertEqual(Set(offered ?? []), ["save", "reload", "keepBoth", "merge", "close"], "every resolution the CLI has")
+        // Base and theirs side by side, theirs' changed line marked.
+        XCTAssertEqual(try browser.run("return [...document.querySelectorAll('.side.theirs .line.changed')].map(l => l.textContent)") as? [String], ["last theirs"])
+        // Mine: the base with its first line changed; the preview merges cleanly.
+        try browser.run("const t = document.getElementById('mine'); t.value = 'first mine\\nmiddle\\nlast\\n'; t.dispatchEvent(new Event('input'))")
+        XCTAssertNotNil(try browser.wait("return [...document.querySelectorAll('.merged .line')].map(l => l.textContent).join('|') === 'first mine|middle|last theirs'"),
+                        "the merge preview")
+        XCTAssertTrue((try browser.run("return document.querySelector('.merged h3').textContent") as? String)?.contains("merges cleanly") == true)
+        try browser.screenshot(screenshots + "/web-conflicts.png")
+        try browser.click("button.resolve[data-resolution=merge]")
+        let done = try browser.wait("return document.getElementById('last-resolution').textContent.startsWith('Resolved conflict')")
+        let message = try browser.run("return document.getElementById('toast').textContent")
+        XCTAssertNotNil(done, "resolved: \(String(describing: message))")
+
+        // The file on disk, the versions and the log say so.
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "first mine\nmiddle\nlast theirs\n")
+        let versions = coordfs("versions", mnt + "/doc.txt", "--json").lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertTrue(versions.contains { ($0["reason"] as? String) == "resolution" }, "the file merge wrote over is kept: \(versions)")
+        let resolved = coordfs("log", mnt, "--kind", "conflictResolved", "--json").lines
+        XCTAssertEqual(resolved.count, 1, "\(resolved)")
+        XCTAssertTrue(resolved.first?.contains("\"resolution\":\"merge\"") == true, "\(resolved)")
+        XCTAssertEqual(coordfs("conflicts", mnt).stdout, "no open conflicts\n")
+        XCTAssertNotNil(try browser.wait("return [...document.querySelectorAll('#events td')].some(td => td.textContent === 'conflictResolved')"), "the page's stream shows it")
+
+        // Versions: the timeline, a diff against now, a restore (a coordinated write, itself undoable).
+        try browser.click("nav button[data-tab=versions]")
+        try browser.run("document.getElementById('v-path').value = 'doc.txt'; document.querySelector('#v-form button').click()")
+        XCTAssertNotNil(try browser.wait("return document.querySelectorAll('#timeline li[data-version]').length >= 2"))
+        try browser.click("#timeline li[data-version] button.diff")
+        XCTAssertNotNil(try browser.wait("return document.getElementById('diff') !== null"))
+        let before = versions.count
+        let oldest = try browser.run("const l = [...document.querySelectorAll('#timeline li[data-version]')]; return Number(l[l.length - 1].dataset.version)") as? Int
+        try browser.run("const l = [...document.querySelectorAll('#timeline li[data-version]')]; l[l.length - 1].querySelector('button.diff').click()")
+        XCTAssertNotNil(try browser.wait("return document.querySelectorAll('#diff .diff-add, #diff .diff-del').length > 0"))
+        try browser.screenshot(screenshots + "/web-versions.png")
+        try browser.run("const l = [...document.querySelectorAll('#timeline li[data-version]')]; setTimeout(() => l[l.length - 1].querySelector('button.restore').click(), 0)")
+        usleep(300_000)
+        try browser.acceptAlert()
+        XCTAssertNotNil(try browser.wait("return !document.getElementById('toast').hidden && document.getElementById('toast').textContent.startsWith('Restored')"))
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), base, "version \(oldest ?? -1) (the base) is back")
+        let after = coordfs("versions", mnt + "/doc.txt", "--json").lines
+        XCTAssertEqual(after.count, before + 1, "the restore kept what it replaced: \(after)")
+        XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("notification documentChanged doc.txt") }, "the presenter heard")
+
+        // Charts: drawn by the page from the stream.
+        try browser.click("nav button[data-tab=charts]")
+        XCTAssertNotNil(try browser.wait("return document.getElementById('rate').getContext('2d').getImageData(0, 0, 900, 240).data.some((v, i) => i % 4 === 2 && v > 200 && v < 255)"), "bars drawn")
+        try browser.screenshot(screenshots + "/web-charts.png")
+        _ = presenter
+    }
+}
