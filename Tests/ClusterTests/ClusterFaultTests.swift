@@ -116,7 +116,7 @@ import Testing
         let g1 = try await access(c1, [write("d/x")]).get()
         // The same item in another cluster is not held.
         let g2 = try await access(c2, [write("d/x")], policy: CoordinationPolicy(waitDeadline: .seconds(2))).get()
-        #expect(one.status().nodes.map(\.name) == ["a"] && one.status().nodes[0].holds.count == 1)
+        #expect(await eventually { one.status().nodes.map(\.name) == ["a"] && one.status().nodes[0].holds.count == 1 })
         #expect(store.snapshot.allSatisfy { $0.key.starts(with: Array("one/".utf8)) || $0.key.starts(with: Array("two/".utf8)) })
         g1.release()
         g2.release()

@@ -20,24 +20,18 @@ final class ClusterMountTests: InProcessMountTestCase {
         options.cluster.prefix = "mounttest"
     }
 
-    override func setUpWithError() throws {
+    override func willStart(_ daemon: Daemon) {
         // Node A: the test case's mount, joined to the in-memory etcd before it serves.
-        let template = "/tmp/coordfs-cl-XXXXXX"
-        var buf = Array(template.utf8CString)
-        guard let made = mkdtemp(&buf) else { throw XCTSkip("mkdtemp failed") }
-        root = String(cString: made)
-        backing = root + "/backing"
-        mnt = root + "/mnt"
-        mntB = root + "/mntB"
-        for d in [backing!, mnt!, mntB!, root + "/stateB"] { mkdir(d, 0o755) }
-        var options = MountOptions()
-        configure(&options)
-        let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
-        daemon = try Daemon(plan: plan)
         daemon.clusterStoreForTesting = etcd
-        try daemon.startInProcess()
+    }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
         // Node B: the same backing folder, its own mount point and state folder.
-        var optionsB = options
+        mntB = root + "/mntB"
+        mkdir(mntB, 0o755)
+        mkdir(root + "/stateB", 0o755)
+        var optionsB = daemon.plan.options
         optionsB.cluster.node = "b"
         var planB = try MountPreflight.plan(backing: backing, mountpoint: mntB, options: optionsB)
         planB.state = StateFolder(backing: root + "/stateB")

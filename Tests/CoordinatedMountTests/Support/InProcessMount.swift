@@ -35,8 +35,12 @@ class InProcessMountTestCase: XCTestCase {
         configure(&options)
         let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
         daemon = try Daemon(plan: plan)
+        willStart(daemon)
         try daemon.startInProcess()
     }
+
+    /// Override to set up the daemon before it mounts (a cluster store, ...).
+    func willStart(_ daemon: Daemon) {}
 
     override func tearDownWithError() throws {
         daemon?.stopAndWait()
