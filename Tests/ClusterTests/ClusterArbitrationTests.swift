@@ -6,7 +6,7 @@ import Testing
 
 /// No two writers of one item, no writer beside readers, anywhere in the cluster; the single-host
 /// deadlines and errnos; the fast path (rights kept until recalled) and fencing tokens.
-@Suite(.serialized) struct ClusterArbitrationTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterArbitrationTests {
     @Test func twoWritersOfOneItemOnTwoNodesAreNeverGrantedAtOnce() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")

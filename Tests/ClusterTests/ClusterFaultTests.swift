@@ -6,7 +6,7 @@ import Testing
 
 /// A node gone (its lease expired), a node paused past its lease, etcd unreachable under each
 /// policy, and the steps of every node in one order.
-@Suite(.serialized) struct ClusterFaultTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterFaultTests {
     @Test func aNodeWhoseLeaseEndsLeavesNoPresentersHoldsOrAsksBehind() async throws {
         let cluster = TestCluster(manualClock: true)
         try await cluster.add("a", ttl: 3)

@@ -6,7 +6,7 @@ import Testing
 
 /// Presenters on one node are asked before and told after another node's accesses, as on one host;
 /// the presenter's node keeps the version first and drops its caches before its presenters hear.
-@Suite(.serialized) struct ClusterPresenterTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterPresenterTests {
     @Test func aPresenterOnAnotherNodeIsAskedBeforeAndToldAfterAWrite() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")
