@@ -1,13 +1,14 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Module layout (dependency arrows point down; only FuseKit imports libfuse's CFuse3, only Linux
+// Module layout (dependency arrows point down; only FuseKit imports libfuse's CFuse3, only LinuxGNU
 // imports CLinux, the GNU calls Glibc's module hides; Glibc itself is fine anywhere):
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3
 //                      │   └──▶ Loopback
-//   CoordFS, Loopback, FuseKit, EventLog, ControlProtocol, DocumentStore, CoordFSClient ─▶ Linux ─▶
-//     CLinux (the one EINTR retry, LinuxCalls: renameat2, xattrs, file handles, fanotify; the one
-//     mountinfo reader; stderr lines, small file reads)
+//   CoordFS, Loopback, EventLog, DocumentStore ─▶ LinuxGNU ─▶ CLinux (LinuxCalls: renameat2, xattrs,
+//     file handles, fanotify; sys/sysValue giving swift-system's Errno) and ─▶ Linux
+//   FuseKit, ControlProtocol, CoordFSClient ─▶ Linux (no C: the one EINTR retry, the one mountinfo
+//     reader, stderr lines, small file reads; an app linking CoordFSClient needs no C module)
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
 //                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
 //   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
@@ -48,7 +49,8 @@ let package = Package(
         ),
         .target(name: "NameBytes"),
         .systemLibrary(name: "CLinux"),
-        .target(name: "Linux", dependencies: ["CLinux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "Linux", dependencies: ["NameBytes"]),
+        .target(name: "LinuxGNU", dependencies: ["CLinux", "Linux", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Vocabulary"),
         .target(
             name: "FuseKit",
@@ -56,7 +58,7 @@ let package = Package(
         ),
         .target(
             name: "Loopback",
-            dependencies: ["FuseKit", "Linux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["FuseKit", "LinuxGNU", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(name: "Coordination", dependencies: ["NameBytes", "Vocabulary"]),
         .target(name: "MountPolicy", dependencies: ["Coordination"]),
@@ -74,16 +76,16 @@ let package = Package(
             ]
         ),
         .target(name: "Cluster", dependencies: ["ClusterKV", "Coordination", "NameBytes"]),
-        .target(name: "EventLog", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
+        .target(name: "EventLog", dependencies: ["LinuxGNU", "NameBytes", "Vocabulary"]),
         .target(name: "ControlProtocol", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
         .target(
             name: "DocumentStore",
-            dependencies: ["Linux", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["LinuxGNU", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CoordFS",
             dependencies: [
-                "FuseKit", "Linux", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
+                "FuseKit", "LinuxGNU", "Loopback", "Coordination", "MountPolicy", "EventLog", "ControlProtocol", "DocumentStore", "NameBytes",
                 "Cluster", "ClusterKV", "EtcdKV",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -119,8 +121,8 @@ let package = Package(
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
-        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "Linux"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "Linux", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
+        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: []),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),

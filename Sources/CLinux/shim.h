@@ -2,7 +2,7 @@
 #define COORDFS_CLINUX_SHIM_H
 
 // The Linux calls and constants Swift's Glibc module hides (it is built without _GNU_SOURCE), for
-// the Linux module alone: renameat2, copy_file_range, fallocate, fstatfs's type, xattrs, file
+// the LinuxGNU module alone: renameat2, copy_file_range, fallocate, fstatfs's type, xattrs, file
 // handles, fanotify. Nothing of libfuse (that is CFuse3, FuseKit's).
 #include <sys/syscall.h>
 #include <unistd.h>

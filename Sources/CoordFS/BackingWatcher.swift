@@ -4,7 +4,7 @@ import Glibc
 import Loopback
 import NameBytes
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// Sees changes made directly in the backing folder (a sync agent, a process that does not use the
 /// mount) and makes them visible through the mount at once: the kernel's cached names, attributes

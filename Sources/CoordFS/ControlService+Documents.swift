@@ -4,7 +4,7 @@ import Coordination
 import Dispatch
 import DocumentStore
 import Glibc
-import Linux
+import LinuxGNU
 
 // The document store over the control socket (docs/protocol.md, "The document store"): a
 // presenter's unsaved flag, `documentChanged` notifications, conflicts and their resolution, and

@@ -6,7 +6,7 @@ import MountPolicy
 import NameBytes
 import SystemPackage
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// The coordinated mount: every open, create, write, truncate, rename and delete an unmodified tool
 /// makes through the mount is a coordinated access (docs/semantics.md has the whole table). Presenters

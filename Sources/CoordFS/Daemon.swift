@@ -4,7 +4,7 @@ import Loopback
 import Synchronization
 import Coordination
 import EventLog
-import Linux
+import LinuxGNU
 import Cluster
 import ClusterKV
 

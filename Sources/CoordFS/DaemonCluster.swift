@@ -4,7 +4,7 @@ import Coordination
 import Dispatch
 import EtcdKV
 import Foundation
-import Linux
+import LinuxGNU
 
 /// The mount's side of a cluster node (docs/cluster.md): another node's change reaches the kernel's
 /// caches and the document store here, before this node's presenters hear of it.

@@ -1,6 +1,6 @@
 import Glibc
 import FuseKit
-import Linux
+import LinuxGNU
 
 /// Starts a daemon in the foreground or in the background.
 ///

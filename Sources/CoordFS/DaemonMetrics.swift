@@ -6,7 +6,7 @@ import FuseKit
 import Glibc
 import Prometheus
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// The daemon's Prometheus metrics (`-o metrics=HOST:PORT`, docs/metrics.md): one registry per
 /// mount, served as Prometheus text at `http://HOST:PORT/metrics` by `MetricsEndpoint`.

@@ -2,7 +2,7 @@ import Coordination
 import Dispatch
 import DocumentStore
 import Glibc
-import Linux
+import LinuxGNU
 import Synchronization
 
 /// A process as the lost-update rules tell processes apart: its pid and its start, so a pid the

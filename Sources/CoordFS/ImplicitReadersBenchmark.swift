@@ -2,7 +2,7 @@ import Coordination
 import DocumentStore
 import Dispatch
 import Glibc
-import Linux
+import LinuxGNU
 
 /// What one implicit reader costs (`coordfs-bench readers`, docs/benchmarks.md): the heap bytes
 /// per (process, path) record, measured with glibc's `mallinfo2` (heap bytes in use) around filling a table, and the time of a

@@ -1,7 +1,7 @@
 import Coordination
 import DocumentStore
 import Dispatch
-import Linux
+import LinuxGNU
 import Glibc
 import NameBytes
 import SystemPackage

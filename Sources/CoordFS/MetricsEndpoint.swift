@@ -1,6 +1,6 @@
 import FuseKit
 import Glibc
-import Linux
+import LinuxGNU
 
 /// Where `-o metrics=HOST:PORT` serves: an IPv4 address (`127.0.0.1`), `localhost`, or an IPv6
 /// address in brackets (`[::1]`), and a port (0: any free one; the daemon's log names it).

@@ -1,6 +1,6 @@
 import FuseKit
 import Glibc
-import Linux
+import LinuxGNU
 
 /// One line of /proc/self/mountinfo.
 public struct MountEntry: Sendable, Equatable {

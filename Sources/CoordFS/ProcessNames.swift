@@ -1,7 +1,7 @@
 import FuseKit
 import Glibc
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// Who a FUSE caller is: the kernel reports the calling *thread*; coordination is per process
 /// (`Tgid` in `/proc/TID/status`), and every record names the executable (`/proc/TID/comm`).

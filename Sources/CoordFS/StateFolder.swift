@@ -1,6 +1,6 @@
 import FuseKit
 import Glibc
-import Linux
+import LinuxGNU
 
 /// The reserved folder inside the backing folder where a mount keeps its state (the event log, the
 /// document store, the control socket, the daemon's pid and log). It does not exist through the mount.

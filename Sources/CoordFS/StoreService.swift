@@ -5,7 +5,7 @@ import DocumentStore
 import FuseKit
 import Glibc
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// The mount's document store (docs/document-store.md, "The store in a mount").
 ///

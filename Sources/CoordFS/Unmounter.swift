@@ -1,6 +1,6 @@
 import FuseKit
 import Glibc
-import Linux
+import LinuxGNU
 
 /// `coordfs unmount`: unmounts and waits for the daemon to end.
 public enum Unmounter {

@@ -1,6 +1,6 @@
 import Glibc
 import NameBytes
-import Linux
+import LinuxGNU
 
 /// The few system calls the store makes, each retrying `EINTR` and turning errno into
 /// ``DocumentStoreError/system(operation:path:errno:)``.

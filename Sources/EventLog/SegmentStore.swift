@@ -1,5 +1,5 @@
 import Glibc
-import Linux
+import LinuxGNU
 
 /// The files of one log directory as the writer sees them: recovery at open, appending framed
 /// records with rotation, and retention. Used only by the writer thread (and by the opening

@@ -1,5 +1,5 @@
 import Glibc
-import Linux
+import LinuxGNU
 
 /// Thin errno-checked wrappers: every syscall retries EINTR (`Linux.sys`) and becomes a typed error.
 enum Sys {

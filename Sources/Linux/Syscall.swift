@@ -1,9 +1,8 @@
 import Glibc
-import SystemPackage
 
 // The one EINTR-retrying wrapper of the system calls (as swift-nio keeps one, `syscall`). Every
-// module that makes a call returning -1 and errno goes through these; each turns the `Errno` into
-// its own error type.
+// module that makes a call returning -1 and errno goes through it, directly or through LinuxGNU's
+// `sys`/`sysValue`, which give swift-system's `Errno`; each module turns that into its own error.
 
 /// Runs a call that returns -1 and sets errno on failure, again while it fails with EINTR; returns
 /// what the last call returned (-1 with errno set on any other failure).
@@ -14,24 +13,4 @@ public func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
         if r == -1 && errno == EINTR { continue }
         return r
     }
-}
-
-/// Runs a system call that returns -1 and sets errno on failure, retrying EINTR.
-/// Returns the errno, or nil on success. EFAULT can only mean a bad pointer in coordfs: it traps.
-@inlinable @inline(__always)
-public func sys(_ call: () -> Int32) -> Errno? {
-    if retryingEINTR(call) != -1 { return nil }
-    let e = errno
-    precondition(e != EFAULT, "EFAULT from a system call: a bad pointer in coordfs")
-    return Errno(rawValue: e)
-}
-
-/// As `sys`, for calls that return a value (a descriptor, a byte count).
-@inlinable @inline(__always)
-public func sysValue<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {
-    let r = retryingEINTR(call)
-    if r != -1 { return .success(r) }
-    let e = errno
-    precondition(e != EFAULT, "EFAULT from a system call: a bad pointer in coordfs")
-    return .failure(Errno(rawValue: e))
 }

@@ -2,7 +2,7 @@ import Glibc
 import FuseKit
 import SystemPackage
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// A backing item the kernel knows, and the kernel's lookup count.
 ///

@@ -1,5 +1,5 @@
 import FuseKit
-import Linux
+import LinuxGNU
 
 /// File systems whose contents change only through this machine's kernel: a close never reports a
 /// delayed error (no flush operation), and fanotify sees every change (a network file system's

@@ -3,7 +3,7 @@ import FuseKit
 import NameBytes
 import SystemPackage
 import Synchronization
-import Linux
+import LinuxGNU
 
 /// Settings of the passthrough.
 public struct LoopbackOptions: Sendable {

@@ -1,6 +1,6 @@
 import FuseKit
 import Glibc
-import Linux
+import LinuxGNU
 
 /// Group membership of a calling process, for the VFS rules that depend on it.
 enum ProcessGroups {

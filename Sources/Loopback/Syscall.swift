@@ -1,7 +1,7 @@
 import Glibc
 import SystemPackage
 import FuseKit
-import Linux
+import LinuxGNU
 
 let O_PATH = LinuxCalls.O_PATH
 let O_DIRECT = LinuxCalls.O_DIRECT

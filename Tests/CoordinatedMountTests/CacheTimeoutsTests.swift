@@ -4,7 +4,7 @@ import Glibc
 @testable import CoordFS
 @testable import Loopback
 import FuseKit
-import Linux
+import LinuxGNU
 
 /// How long the kernel may keep names and attributes: 1 s by default, 10 s for items the backing
 /// watcher keeps fresh (every directory watched, the backing root's own local file system); an

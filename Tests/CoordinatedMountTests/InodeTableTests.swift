@@ -8,7 +8,7 @@ import Glibc
 import SystemPackage
 import XCTest
 @testable import Loopback
-import Linux
+import LinuxGNU
 
 final class InodeTableTests: XCTestCase {
     private var root = ""

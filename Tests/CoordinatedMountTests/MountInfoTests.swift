@@ -1,7 +1,7 @@
 import XCTest
 @testable import CoordFS
 import ControlProtocol
-import Linux
+import LinuxGNU
 import NameBytes
 
 /// `/proc/self/mountinfo` is read one way (`Linux.MountInfo`): the daemon's mount table (unmount,

@@ -4,7 +4,7 @@ import Glibc
 @testable import CoordFS
 @testable import Loopback
 import FuseKit
-import Linux
+import LinuxGNU
 
 /// close(2) through the mount asks the daemon (FLUSH) only for files whose own close can report an
 /// error: not for a backing folder on a local file system, yes for one on another FUSE mount.

@@ -2,7 +2,7 @@
 // lseek SEEK_DATA / SEEK_HOLE on a sparse file, and statfs/statvfs.
 import Glibc
 import XCTest
-import Linux
+import LinuxGNU
 
 final class SpaceTests: MountTestCase {
     private let block = 4096

@@ -2,7 +2,7 @@
 // probing, attributes on directories, and on an fd.
 import Glibc
 import XCTest
-import Linux
+import LinuxGNU
 
 final class XattrTests: MountTestCase {
     func testSetGetListRemove() {

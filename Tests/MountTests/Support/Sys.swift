@@ -3,7 +3,7 @@
 // SEEK_DATA, OFD locks, ...). Everything returns values, never throws, so that one operation can
 // be run on the native folder and on the mount and the two outcomes compared with `==`.
 import Glibc
-import Linux
+import LinuxGNU
 
 /// The result of one syscall: its return value, and the errno when it failed.
 struct Outcome: Equatable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
-import NameBytes
+// retryingEINTR, MountInfo and the small file helpers (C-free, for the client side too).
+@_exported import Linux
 
 /// Linux system calls that Swift's Glibc module hides (GNU extensions), for the modules that do not
 /// import C themselves (this module's `CLinux` declares them). Each returns -1 and sets errno on
@@ -135,35 +136,4 @@ public enum LinuxCalls {
         offIn = Int(i); offOut = Int(o)
         return n
     }
-}
-
-/// One line on the daemon's stderr: `daemon.log` in the background, the terminal or the journal with
-/// `-f`. A single write(2), so lines from several threads do not interleave.
-public func sayOnStandardError(_ line: String) {
-    // Names in messages are shown escaped (`displayEscapedLines`): a name cannot forge daemon.log.
-    let shown = line.displayEscapedLines
-    let text = shown.hasSuffix("\n") ? shown : shown + "\n"
-    _ = text.withCString { Glibc.write(2, $0, strlen($0)) }
-}
-
-/// Reads a whole (small) file, or nil; the text as UTF-8 (bytes that are not become U+FFFD: for
-/// files of text, such as /proc's; `readWholeFileBytes` for names).
-public func readWholeFile(_ path: String) -> String? {
-    readWholeFileBytes(path).map { String(decoding: $0, as: UTF8.self) }
-}
-
-/// Reads a whole (small) file's bytes, or nil.
-public func readWholeFileBytes(_ path: String) -> [UInt8]? {
-    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { Glibc.close(fd) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = retryingEINTR { Glibc.read(fd, &chunk, chunk.count) }
-        if n < 0 { return nil }
-        if n == 0 { break }
-        data.append(contentsOf: chunk[0..<n])
-    }
-    return data
 }
