@@ -11,7 +11,8 @@ import PackageDescription
 //     reader, stderr lines, small file reads; an app linking CoordFSClient needs no C module)
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
 //                      └──▶ MountPolicy ─▶ Coordination (the operation → intent rules, pure)
-//   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName)
+//   every module but CFuse3 ─▶ NameBytes (names as bytes: LosslessName, ExactName; JSONString, the
+//     one JSON writer of the protocol, the log and the CLI)
 //   Coordination, EventLog, ControlProtocol, DocumentStore, CoordFSClient ─▶ Vocabulary (the shared
 //     ids and enums: PresenterID, DocumentID, ConflictID, VersionID, Resolution, SnapshotMethod,
 //     reading/writing options; dependency-free, re-exported by each, so one type of each everywhere)
@@ -119,7 +120,7 @@ let package = Package(
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "Loopback"]),
         .testTarget(name: "MountPolicyTests", dependencies: ["MountPolicy", "Coordination"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
-        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "NameBytes"]),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "EventLog", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU"]),
         .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),

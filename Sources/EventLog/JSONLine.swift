@@ -67,21 +67,8 @@ enum JSON {
         out.append(contentsOf: #"":"#.utf8)
     }
 
-    static func appendNumber(_ v: UInt64, to out: inout [UInt8]) {
-        var digits: (UInt64, Int) = (v, 0)
-        var tmp = [UInt8](repeating: 0, count: 20)
-        repeat {
-            tmp[19 - digits.1] = UInt8(48 + digits.0 % 10)
-            digits.0 /= 10
-            digits.1 += 1
-        } while digits.0 > 0
-        out.append(contentsOf: tmp[(20 - digits.1)...])
-    }
-
-    static func appendNumber(_ v: Int64, to out: inout [UInt8]) {
-        if v < 0 { out.append(UInt8(ascii: "-")) }
-        appendNumber(v.magnitude, to: &out)
-    }
+    static func appendNumber(_ v: UInt64, to out: inout [UInt8]) { JSONString.appendNumber(v, to: &out) }
+    static func appendNumber(_ v: Int64, to out: inout [UInt8]) { JSONString.appendNumber(v, to: &out) }
 
     /// A JSON string literal: PEP 383 for bytes that are not UTF-8 (`\udcNN`), controls escaped.
     static func appendString(_ s: String, to out: inout [UInt8]) { JSONString.append(s, to: &out) }

@@ -1,4 +1,7 @@
-/// JSON string literals for lossless strings (`LosslessName`), PEP 383 on the wire: a byte that is
+/// The one JSON text writer's primitives, for the protocol (ControlProtocol's `JSONWriter`), the
+/// event log (`JSONLine`) and the CLI's JSON output: string literals and integers.
+///
+/// String literals are for lossless strings (`LosslessName`), PEP 383 on the wire: a byte that is
 /// not UTF-8 is written as the lone surrogate escape `\udcNN` (what Python's `json` and
 /// `os.fsencode` read back as exactly that byte); everything else is plain JSON, controls escaped.
 /// The output is always valid UTF-8 and valid JSON.
@@ -32,5 +35,30 @@ public enum JSONString {
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `v` in decimal.
+    public static func appendNumber(_ v: UInt64, to out: inout [UInt8]) {
+        var digits: (UInt64, Int) = (v, 0)
+        var tmp = [UInt8](repeating: 0, count: 20)
+        repeat {
+            tmp[19 - digits.1] = UInt8(48 + digits.0 % 10)
+            digits.0 /= 10
+            digits.1 += 1
+        } while digits.0 > 0
+        out.append(contentsOf: tmp[(20 - digits.1)...])
+    }
+
+    /// Appends `v` in decimal.
+    public static func appendNumber(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        appendNumber(v.magnitude, to: &out)
+    }
+
+    /// `s` as a quoted JSON string literal.
+    public static func literal(_ s: String) -> String {
+        var out: [UInt8] = []
+        append(s, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CoordFS
 import EventLog
 import Glibc
+import NameBytes
 
 /// `coordfs log`: prints a mount's stored event history and exits.
 struct LogCommand: ParsableCommand {
@@ -151,17 +152,6 @@ struct LogCommand: ParsableCommand {
         do { try out.flush() } catch { if let e = error.commandError { throw e } }
     }
 
-    private func jsonString(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            default:
-                if u.value < 0x20 { out += "\\u" + String(repeating: "0", count: 4 - String(u.value, radix: 16).count) + String(u.value, radix: 16) } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
-    }
+    /// A JSON string literal as every JSON coordfs writes has it (`JSONString`).
+    private func jsonString(_ s: String) -> String { JSONString.literal(s) }
 }

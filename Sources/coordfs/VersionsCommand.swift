@@ -180,11 +180,11 @@ enum StoreFormat {
         switch value {
         case let s as String: JSONString.append(s, to: &out)
         case let b as Bool: out.append(contentsOf: (b ? "true" : "false").utf8)
-        case let n as Int: out.append(contentsOf: String(n).utf8)
-        case let n as Int64: out.append(contentsOf: String(n).utf8)
-        case let n as Int32: out.append(contentsOf: String(n).utf8)
-        case let n as UInt64: out.append(contentsOf: String(n).utf8)
-        case let n as UInt32: out.append(contentsOf: String(n).utf8)
+        case let n as Int: JSONString.appendNumber(Int64(n), to: &out)
+        case let n as Int64: JSONString.appendNumber(n, to: &out)
+        case let n as Int32: JSONString.appendNumber(Int64(n), to: &out)
+        case let n as UInt64: JSONString.appendNumber(n, to: &out)
+        case let n as UInt32: JSONString.appendNumber(UInt64(n), to: &out)
         case let d as Double: out.append(contentsOf: (d.isFinite ? d.description : "null").utf8)
         case let o as [String: Any]:
             out.append(UInt8(ascii: "{"))

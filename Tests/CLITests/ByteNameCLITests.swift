@@ -42,6 +42,24 @@ final class ByteNameCLITests: CLITestCase {
     /// `path` (bytes) as the hex Python prints for `os.fsencode(...).hex()`.
     func hex(_ path: [UInt8]) -> String { path.map { String(format: "%02x", $0) }.joined() }
 
+    /// `coordfs log --info --json` writes strings as every JSON coordfs writes does (the protocol,
+    /// the log's records, `versions`/`conflicts`): a backing folder named with a tab, a quote, a
+    /// backslash and DEL is `\t`, `\"`, `\\` and `\u007f` there (it wrote `\u0009` and DEL raw
+    /// with an escaper of its own).
+    func testLogInfoJSONEscapesAsTheOtherJSONDoes() throws {
+        let name = "b\t\"q\\\u{7F}k"
+        backing = root + "/" + name
+        XCTAssertEqual(mkdir(backing, 0o755), 0)
+        try mount()
+        FileOps.put(mnt + "/f", "x")
+        unmount()
+        let r = coordfs("log", "--backing", backing, "--info", "--json")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertTrue(r.stdout.contains(#""backing":""# + root + #"/b\t\"q\\\u007fk""#), r.stdout)
+        let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        XCTAssertEqual(object?["backing"] as? String, backing)
+    }
+
     func testWatchAndLogJSONRoundTripTheBytesAndTextEscapesThem() throws {
         try mount()
         let watcher = try startCoordfs(["watch", mnt, "--json"])

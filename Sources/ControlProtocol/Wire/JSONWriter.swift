@@ -1,6 +1,7 @@
 import NameBytes
 
-/// Serialises a `JSONValue` compactly as UTF-8, keys in insertion order. Non-finite doubles
+/// Serialises a `JSONValue` compactly as UTF-8, keys in insertion order, with `JSONString`'s
+/// literals and numbers (the event log's and the CLI's JSON use the same). Non-finite doubles
 /// (which JSON cannot express) are written as `null`.
 package enum JSONWriter {
     package static func write(_ value: JSONValue) -> [UInt8] {
@@ -14,7 +15,7 @@ package enum JSONWriter {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
-        case .int(let number): out.append(contentsOf: String(number).utf8)
+        case .int(let number): JSONString.appendNumber(number, to: &out)
         case .double(let number):
             if number.isFinite {
                 // Swift prints the shortest representation that reads back exactly; it keeps
