@@ -2,6 +2,7 @@ import Coordination
 import FuseKit
 import Glibc
 import Loopback
+import MountPolicy
 import NameBytes
 import Synchronization
 import LinuxGNU
@@ -203,6 +204,14 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             if mask & contentBits != 0, let child = i == 0 ? changed : loopback.knownChild(of: r.node, named: r.name) {
                 session.invalidate(inode: loopback.id(of: child))
             }
+        }
+        // A document renamed through the mount moments ago to a name changed here moved: told first
+        // (the store follows it), so the change reaches it at its new path as through the mount.
+        if let fs = fileSystem {
+            let renamed = mask & LinuxCalls.Fanotify.rename != 0
+            let touched = renamed ? [Self.newDfidName, Self.oldDfidName].compactMap { t in resolved.first { $0.type == t } }
+                                : Array(resolved.prefix(1))
+            fs.perform(fs.policy.backingChangePrelude(touched.compactMap(pathOf)), by: pid)
         }
         // Then tell presenters, once per change (a write's many MODIFY events are not announced).
         let who = names.identity(of: pid)

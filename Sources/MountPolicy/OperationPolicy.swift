@@ -320,6 +320,18 @@ public struct OperationPolicy: Hashable, Sendable {
                     done: done, revealsSettledOnFailure: untold)
     }
 
+    // MARK: changes made directly in the backing folder
+
+    /// What a change seen in the backing folder settles before the store and presenters hear of it
+    /// (`paths`: the path written, truncated or removed; for a rename, both names): a document
+    /// renamed through the mount moments ago to one of them moved, as when the same change is made
+    /// through the mount, so the change is the document's change at its new path. A rename back to
+    /// the name it left is a move back, not a save: it is seen after it happened, with no access to
+    /// hand over.
+    public func backingChangePrelude(_ paths: [ItemPath]) -> [SaveStep] {
+        paths.map { .moveArrives($0, unlessBackTo: nil) }
+    }
+
     // MARK: Helpers
 
     /// A file just created: another process's access tells its folder first; its creator's settles it.

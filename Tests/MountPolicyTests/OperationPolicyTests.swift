@@ -209,6 +209,16 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(byAnother.done.last, .announce(.deleted(other)))
     }
 
+    // MARK: changes made directly in the backing folder
+
+    func testABackingChangeFirstTellsADocumentMovedToItsPaths() {
+        let to = path("elsewhere/doc.txt")
+        XCTAssertEqual(policy.backingChangePrelude([doc]), [.moveArrives(doc, unlessBackTo: nil)], "written, truncated or removed")
+        XCTAssertEqual(policy.backingChangePrelude([to, doc]), [.moveArrives(to, unlessBackTo: nil), .moveArrives(doc, unlessBackTo: nil)],
+                       "renamed: both names, a rename back included (seen after it happened, nothing to adopt)")
+        XCTAssertEqual(policy.backingChangePrelude([]), [])
+    }
+
     // MARK: rename
 
     func testRenameMovesThePresentersAndTheStore() {
