@@ -36,6 +36,12 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
     }
 
     private let mutex = StoreMutex()
+    /// The watches whose streams ended, for the next change to drop. A leaf lock: nothing else is
+    /// taken while it is held. A stream's termination handler runs under the stream's own lock,
+    /// and handing a batch to a stream (under `mutex`) takes that lock, so the handler must never
+    /// take `mutex` (that lock-order inversion deadlocked a test run on two cores).
+    private let endedMutex = StoreMutex()
+    private var ended: [Int] = []
     private let clockKind: Clock
     // Guarded by `mutex`:
     private var revision: Revision = 1
@@ -89,14 +95,14 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
 
     /// An unreachable store fails every call with `unavailable` and ends every watch with it.
     public func setReachable(_ value: Bool) {
-        let ended: [Watcher] = mutex.withLock {
+        let finished: [Watcher] = mutex.withLock {
             reachable = value
             guard !value else { return [] }
             defer { watchers = [:] }
             return Array(watchers.values)
         }
-        // Outside the lock: finishing runs the stream's termination handler, which takes it.
-        for watcher in ended {
+        // Outside the lock, so a stream's end never runs under it.
+        for watcher in finished {
             watcher.continuation.finish(throwing: ClusterStoreError.unavailable("memory store unreachable"))
         }
     }
@@ -229,7 +235,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
             watchers[id] = watcher
             continuation.onTermination = { [weak self] _ in
                 guard let self else { return }
-                self.mutex.withLock { _ = self.watchers.removeValue(forKey: id) }
+                self.endedMutex.withLock { self.ended.append(id) }
             }
         }
         return stream
@@ -343,6 +349,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
         guard !events.isEmpty else { return }
         revision += 1
         history.append((revision, events))
+        for id in endedMutex.withLock({ defer { ended = [] }; return ended }) { watchers.removeValue(forKey: id) }
         for watcher in watchers.values {
             let mine = events.filter { watcher.matches($0.key) }
             if !mine.isEmpty { watcher.continuation.yield(WatchBatch(revision: revision, events: mine)) }
