@@ -35,12 +35,12 @@ extension LocalFileSystem {
 extension LocalFileSystem {
     /// A private folder (0700) for snapshot copies, under $TMPDIR or /tmp.
     static func makeSnapshotFolder() throws(CoordFSClientError) -> String {
-        let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array((base + "/coordfs-snapshot-XXXXXX").utf8CString)
+        let base = getenv("TMPDIR").map { String(nameCString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = (base + "/coordfs-snapshot-XXXXXX").nameBytes.map { CChar(bitPattern: $0) } + [0]
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw .unreadable(base, errno: errno)
         }
-        return String(cString: made)
+        return String(nameCString: made)
     }
 
     /// Copies the item at `source` (a file, a folder with what is inside it, or a symbolic link)

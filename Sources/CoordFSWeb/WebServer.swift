@@ -185,9 +185,9 @@ public struct WebAssets: Sendable {
         let dir = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let source = #filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/") + "/Assets"
         var candidates: [String] = []
-        if let env = getenv("COORDFS_WEB_ASSETS") { candidates.append(String(cString: env)) }
+        if let env = getenv("COORDFS_WEB_ASSETS") { candidates.append(String(nameCString: env)) }
         candidates += [dir + "/coordfs_CoordFSWeb.resources/Assets", dir + "/../share/coordfs/web", source]
-        for c in candidates where access(c + "/index.html", R_OK) == 0 {
+        for c in candidates where (c + "/index.html").withNameCString({ access($0, R_OK) }) == 0 {
             var files: [String: [UInt8]] = [:]
             for name in ["index.html", "app.js", "app.css"] {
                 guard let bytes = readFile(c + "/" + name) else { throw WebError(status: 500, "cannot read \(c)/\(name)") }
@@ -199,7 +199,7 @@ public struct WebAssets: Sendable {
     }
 
     static func readFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = path.withNameCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var out: [UInt8] = []

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import ControlProtocol
 import CoordFSClient
+import NameBytes
 @testable import CoordFS
 
 /// What an app author using NSFileCoordinator expects of the client library (issue 20), through a
@@ -245,6 +246,33 @@ final class ClientAPITests: ClientMountTestCase {
             try String(contentsOfFile: copy + "/inner.txt", encoding: .utf8)
         }
         XCTAssertEqual(inner, "inner\n")
+    }
+
+    func testTheSnapshotCopyIsMadeUnderATMPDIRWhoseNameIsNotUTF8() async throws {
+        try writeBacking("doc.txt", "before\n")
+        // A temp folder named with the byte 0xFF: its name must reach mkdtemp byte for byte.
+        let parent = NSTemporaryDirectory() + "coordfs-tmpdir-" + UUID().uuidString
+        var raw = Array(parent.utf8) + [0x2F, 0x74, 0xFF]
+        XCTAssertEqual(mkdir(parent, 0o700), 0)
+        raw.append(0)
+        XCTAssertEqual(raw.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o700) } }, 0)
+        defer {
+            _ = raw.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } }
+            rmdir(parent)
+        }
+        let old = getenv("TMPDIR").map { String(cString: $0) }
+        raw.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { _ = setenv("TMPDIR", $0.baseAddress!, 1) } }
+        defer { if let old { setenv("TMPDIR", old, 1) } else { unsetenv("TMPDIR") } }
+        let seen = try await FileCoordinator().coordinate(readingItemAt: mnt + "/doc.txt", options: .forUploading) { copy in
+            XCTAssertTrue(copy.nameBytes.starts(with: raw.dropLast()), "the copy is under the TMPDIR given, byte for byte")
+            let fd = copy.withNameCString { open($0, O_RDONLY) }
+            XCTAssertGreaterThanOrEqual(fd, 0, "the copy opens by its bytes")
+            defer { close(fd) }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let n = read(fd, &buffer, buffer.count)
+            return String(decoding: buffer[0..<max(0, n)], as: UTF8.self)
+        }
+        XCTAssertEqual(seen, "before\n")
     }
 
     func testALinkIsResolvedOnlyWhenTheReaderAsks() async throws {
