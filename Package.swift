@@ -96,7 +96,7 @@ let package = Package(
         .target(
             name: "CoordFSWeb",
             dependencies: [
-                "CoordFSClient", "ControlProtocol", "EventLog", "DocumentStore", "NameBytes",
+                "CoordFSClient", "ControlProtocol", "EventLog", "DocumentStore", "Linux", "NameBytes",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 // DocumentStore's own dependency, whose module a release build needs to see.

@@ -7,6 +7,7 @@ import Glibc
 import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
+import Linux
 import Logging
 import NameBytes
 import NIOCore
@@ -190,27 +191,12 @@ public struct WebAssets: Sendable {
         for c in candidates where (c + "/index.html").withNameCString({ access($0, R_OK) }) == 0 {
             var files: [String: [UInt8]] = [:]
             for name in ["index.html", "app.js", "app.css"] {
-                guard let bytes = readFile(c + "/" + name) else { throw WebError(status: 500, "cannot read \(c)/\(name)") }
+                guard let bytes = readWholeFileBytes(c + "/" + name) else { throw WebError(status: 500, "cannot read \(c)/\(name)") }
                 files[name] = bytes
             }
             return WebAssets(files: files, directory: c)
         }
         throw WebError(status: 500, "the page's files are missing (looked in \(candidates.joined(separator: ", ")))")
-    }
-
-    static func readFile(_ path: String) -> [UInt8]? {
-        let fd = path.withNameCString { open($0, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = read(fd, &buffer, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
-            if n == 0 { return out }
-            out += buffer[..<n]
-        }
     }
 
     func file(_ name: String, type: String) -> Response {

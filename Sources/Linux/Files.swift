@@ -16,9 +16,9 @@ public func readWholeFile(_ path: String) -> String? {
     readWholeFileBytes(path).map { String(decoding: $0, as: UTF8.self) }
 }
 
-/// Reads a whole (small) file's bytes, or nil.
+/// Reads a whole (small) file's bytes, or nil. `path` is a lossless name (`LosslessName`).
 public func readWholeFileBytes(_ path: String) -> [UInt8]? {
-    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    let fd = path.withNameCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
     guard fd >= 0 else { return nil }
     defer { Glibc.close(fd) }
     var data: [UInt8] = []
