@@ -58,7 +58,7 @@ final class WebPageTests: CLITestCase {
         let resolve = Array(#"{"id":1,"resolution":"close"}"#.utf8)
         XCTAssertEqual(HTTP.request(port: port, "POST", "/api/resolve", headers: host.merging(cookie) { $1 }, body: resolve)?.status, 403)
         XCTAssertEqual(HTTP.request(port: port, "POST", "/api/resolve", headers: host.merging(cookie) { $1 }.merging(["X-CoordFS-Token": token, "Origin": "http://evil.example"]) { $1 }, body: resolve)?.status, 403)
-        XCTAssertEqual(HTTP.request(port: port, "POST", "/api/restore", headers: host.merging(["X-CoordFS-Token": "0" + token.dropFirst()]) { $1 }, body: resolve)?.status, 401)
+        XCTAssertEqual(HTTP.request(port: port, "POST", "/api/restore", headers: host.merging(["X-CoordFS-Token": (token.first == "0" ? "1" : "0") + token.dropFirst()]) { $1 }, body: resolve)?.status, 401)
         // The live connection: a WebSocket handshake from another origin, or without the token, is not upgraded.
         let ws = ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="]
         let own = ["Origin": "http://127.0.0.1:\(port)"]
