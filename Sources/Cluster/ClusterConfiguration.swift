@@ -30,12 +30,18 @@ public struct ClusterConfiguration: Sendable {
     /// Whether a node takes a right on a whole folder when nobody else holds or presents anything
     /// in it (one round trip for a folder's worth of new files), or only on items.
     public var folderRights: Bool
+    /// How long, in seconds, an access retries etcd that cannot serve (a member lost, a leader
+    /// being elected: a few seconds) before the unreachable policy applies: the access's wait
+    /// deadline, and at least this. Each retry is guarded so no change is applied twice.
+    public var failoverWait: Double
     /// The clock of session validity in seconds (monotonic by default; tests drive their own).
     public var clock: @Sendable () -> Double
 
     public init(node: String = ClusterConfiguration.hostName(), prefix: String = "coordfs", leaseTTL: Int64 = 10,
                 unreachable: UnreachablePolicy = .fail, maxIdleRights: Int = 4096, folderRights: Bool = true,
+                failoverWait: Double = 5,
                 clock: @escaping @Sendable () -> Double = ClusterConfiguration.monotonicSeconds) {
+        self.failoverWait = failoverWait
         self.node = node
         self.prefix = prefix
         self.leaseTTL = leaseTTL
@@ -130,4 +136,8 @@ public struct ClusterStatus: Sendable {
     /// The last etcd revision this node has seen.
     public var revision: Revision
     public var nodes: [Node]
+    /// Since when (wall-clock seconds) etcd has been unreachable, nil while it answers.
+    public var unreachableSince: Double? = nil
+    /// The last error etcd's client gave (kept after etcd answers again).
+    public var lastError: String? = nil
 }

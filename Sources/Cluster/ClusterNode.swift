@@ -29,6 +29,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var establishing = false
         var sessionWaiters: [CheckedContinuation<Void, Never>] = []
         var reachable = true
+        /// Wall-clock time etcd became unreachable, and why (for status and the log).
+        var unreachableSince: Double?
+        var lastError: String?
+        /// Monotonic time of the first failed call since etcd last answered.
+        var failingSince: Double?
+        /// The mod revision of this node's change-record key as its last write left it (0: none):
+        /// the guard that keeps a record whose answer was lost from being put twice.
+        var changeKeyRevision: Revision = 0
         var localGrants = 0
         var stopped = false
         var watchedRevision: Revision = 0
@@ -257,22 +265,29 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             let presenters = lock.withLock { state.presenters }
             var puts: [ClusterOperation] = [.put(key: keys.nodeKey(name), value: Wire.encode(NodeValue(since: since, lease: lease, ttl: ttl)), lease: lease)]
             for (id, value) in presenters { puts.append(.put(key: keys.presenterKey(id), value: Wire.encode(value), lease: lease)) }
-            // etcd takes at most 128 operations per transaction by default.
+            // etcd takes at most 128 operations per transaction by default. The puts are the same
+            // when sent again (a lost answer), and the first chunk reads where the change-record
+            // key stands (a record of an earlier session may still be there).
             var at = 0
+            var changeKeyRevision: Revision = 0
             while at < puts.count {
                 let chunk = Array(puts[at..<min(at + 128, puts.count)])
-                _ = try await store.transaction([], success: chunk, failure: [])
+                let read: [ClusterOperation] = at == 0 ? [.range(key: keys.changeKey, prefix: false)] : []
+                let result = try await store.transaction([], success: chunk + read, failure: [])
+                if at == 0 { changeKeyRevision = result.ranges.first?.first?.modRevision ?? 0 }
                 at += 128
             }
             lock.withLock {
                 state.lease = lease
                 state.since = since
                 state.validUntil = start + Double(ttl)
-                state.reachable = true
+                state.changeKeyRevision = changeKeyRevision
             }
+            reachability(true)
+            step(node: name, "session \(lease) began (ttl \(ttl) s, \(presenters.count) presenters registered)", path: nil)
             startFlush()
         } catch {
-            lock.withLock { state.reachable = false }
+            reachability(false, error)
             throw error
         }
     }
@@ -309,14 +324,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 let ttl = try await store.keepAlive(lease)
                 lock.withLock {
                     if state.lease == lease { state.validUntil = start + Double(ttl) }
-                    state.reachable = true
                 }
+                reachability(true)
             } catch ClusterStoreError.leaseNotFound {
                 step(node: name, "session lost: lease \(lease) expired", path: nil)
                 sessionLost(lease)
                 try? await establishSession()
             } catch {
-                lock.withLock { state.reachable = false }
+                reachability(false, error)
             }
         }
     }
@@ -332,8 +347,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 let ttl = try await store.keepAlive(lease)
                 lock.withLock {
                     if state.lease == lease { state.validUntil = start + Double(ttl) }
-                    state.reachable = true
                 }
+                reachability(true)
                 return
             } catch ClusterStoreError.leaseNotFound {
                 step(node: name, "session lost: lease \(lease) expired", path: nil)
@@ -542,12 +557,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     // MARK: Admission (the slow path)
 
     private func admitAsync(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?, policy: CoordinationPolicy,
-                            request: RequestID) async -> Result<any GatePass, CoordinationError> {
+                            request: RequestID, sessionsLeft: Int = 2) async -> Result<any GatePass, CoordinationError> {
         if let purpose, purpose.hasPrefix(Self.proxyPurpose) { return .success(Pass.proxy()) }
         // Deadlines run on the monotonic clock (the session's clock may be a test's).
         let started = ClusterConfiguration.monotonicSeconds()
+        let retryUntil = started + max(policy.waitDeadline.map(Self.seconds) ?? 0, configuration.failoverWait)
         do {
-            try await ensureSession()
+            try await retrying(until: retryUntil, request) { try await self.ensureSession() }
         } catch {
             return unreachable(request, error)
         }
@@ -589,17 +605,46 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
             }
             let ranges = wanted.flatMap { conflictRanges($0.path, $0.mode) }
-            let result: TransactionResult
+            // Guarded, so it can be sent again when an answer was lost (a member or the leader
+            // gone mid-call): the keys are new, so a first put finds none of them; finding them,
+            // an earlier attempt put them, and their create revision is the right's order.
+            let fresh0 = keysFor.map { Compare(key: $0, .equal, .createRevision(0)) }
+            let readBack = keysFor.map { ClusterOperation.range(key: $0, prefix: false) }
+            var order: Revision = 0
+            var found: [[KeyValue]] = []
             do {
-                result = try await store.transaction([], success: ops + ranges, failure: [])
+                let success = ops + ranges
+                let result = try await retrying(until: retryUntil, request) {
+                    try await self.store.transaction(fresh0, success: success, failure: readBack + ranges)
+                }
+                if result.succeeded {
+                    order = result.revision
+                    found = result.ranges
+                } else {
+                    let mine = result.ranges.prefix(keysFor.count).compactMap(\.first)
+                    guard mine.count == keysFor.count, let created = mine.first?.createRevision else {
+                        throw ClusterStoreError.unavailable("this node's right went while it was being taken")
+                    }
+                    order = created
+                    found = Array(result.ranges.dropFirst(keysFor.count))
+                }
             } catch {
+                // An attempt whose answer was lost may have put them: they go again.
+                lock.withLock { for k in keysFor { queue(k, .delete) } }
                 giveBack()
-                if case ClusterStoreError.leaseNotFound = error { sessionLost(lease) }
+                if case ClusterStoreError.leaseNotFound = error {
+                    // The session ended (etcd was away longer than the lease): a new one, again.
+                    sessionLost(lease)
+                    if sessionsLeft > 0 {
+                        return await admitAsync(intents, origin: origin, purpose: purpose, policy: policy, request: request,
+                                                sessionsLeft: sessionsLeft - 1)
+                    }
+                }
                 return unreachable(request, error)
             }
             lock.withLock {
                 for (i, w) in wanted.enumerated() {
-                    let r = Right(key: keysFor[i], path: w.path, mode: w.mode, order: result.revision)
+                    let r = Right(key: keysFor[i], path: w.path, mode: w.mode, order: order)
                     r.ephemeral = !exempt.isEmpty
                     state.rights[w.path, default: []].append(r)
                     state.rightsByKey[r.key] = r
@@ -608,16 +653,18 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     uses.append((r, w.use, w.useMode))
                 }
             }
-            var found = result.ranges
             while true {
-                let blockers = conflicts(found, wanted: wanted, order: result.revision, exempt: exempt)
+                let blockers = conflicts(found, wanted: wanted, order: order, exempt: exempt)
                 if blockers.isEmpty { break }
-                let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: result.revision, request: request,
-                                            until: policy.waitDeadline.map { started + Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 })
+                let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, request: request,
+                                            until: policy.waitDeadline.map { started + Self.seconds($0) })
                 switch outcome {
                 case .changed:
                     do {
-                        found = try await store.transaction([], success: wanted.flatMap { conflictRanges($0.path, $0.mode) }, failure: []).ranges
+                        let recheckUntil = max(retryUntil, ClusterConfiguration.monotonicSeconds() + configuration.failoverWait)
+                        found = try await retrying(until: recheckUntil, request) {
+                            try await self.store.transaction([], success: ranges, failure: [])
+                        }.ranges
                     } catch {
                         giveBack()
                         return unreachable(request, error)
@@ -656,12 +703,26 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let ask = AskValue(intents: intents.map(WireIntent.init), origin: WireOrigin(origin), token: token)
         let wait = AskWait(remaining: targets)
         lock.withLock { state.askWaits[serial] = wait }
+        let askKeys = targets.sorted().map { keys.askKey(to: $0, serial: serial) }
         do {
-            let ops = targets.sorted().map { ClusterOperation.put(key: keys.askKey(to: $0, serial: serial), value: Wire.encode(ask), lease: lease) }
-            _ = try await store.transaction([], success: ops, failure: [])
+            let ops = askKeys.map { ClusterOperation.put(key: $0, value: Wire.encode(ask), lease: lease) }
+            // Guarded as the rights are: sent again, it finds its keys and puts nothing twice.
+            let guardNew = [Compare(key: askKeys[0], .equal, .createRevision(0))]
+            let askUntil = max(retryUntil, ClusterConfiguration.monotonicSeconds() + configuration.failoverWait)
+            _ = try await retrying(until: askUntil, request) { try await self.store.transaction(guardNew, success: ops, failure: []) }
         } catch {
-            lock.withLock { _ = state.askWaits.removeValue(forKey: serial) }
+            lock.withLock {
+                _ = state.askWaits.removeValue(forKey: serial)
+                for k in askKeys { queue(k, .delete) }
+            }
             giveBack()
+            if case ClusterStoreError.leaseNotFound = error {
+                sessionLost(lease)
+                if sessionsLeft > 0 {
+                    return await admitAsync(intents, origin: origin, purpose: purpose, policy: policy, request: request,
+                                            sessionsLeft: sessionsLeft - 1)
+                }
+            }
             return unreachable(request, error)
         }
         let askBudget = policy.askDeadline * 4 + .seconds(2)
@@ -795,10 +856,56 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         return outcome
     }
 
+    /// Runs `call` again while etcd cannot serve (a member lost, a leader being elected: the
+    /// client's `unavailable`), until `deadline` (monotonic seconds) or the request's cancellation.
+    /// Each call is bounded by the client's own timeouts. Whatever `call` changes in etcd must be
+    /// safe to send twice: its answer may have been lost after etcd applied it.
+    func retrying<T: Sendable>(until deadline: Double, _ request: RequestID,
+                               _ call: @Sendable () async throws -> T) async throws -> T {
+        var pause = 0.05
+        while true {
+            do {
+                return try await call()
+            } catch ClusterStoreError.unavailable(let message) {
+                if lock.withLock({ state.cancelled.contains(request) }) { throw CoordinationError.cancelled(request) }
+                let remaining = deadline - ClusterConfiguration.monotonicSeconds()
+                guard remaining > 0 else { throw ClusterStoreError.unavailable(message) }
+                try? await Task.sleep(nanoseconds: UInt64(min(pause, remaining) * 1e9))
+                pause = min(pause * 2, 0.4)
+            }
+        }
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    /// Records whether etcd answered; a change either way is a step (and a line in the daemon's
+    /// log). A failure makes etcd unreachable `atOnce` (an access that retried for its whole wait),
+    /// or once calls have failed for `failoverWait` (a renewal, the publisher, the watch: one
+    /// failed call during a failover is not an outage, and under `cluster_unreachable=local` it
+    /// would let accesses through unarbitrated).
+    func reachability(_ ok: Bool, _ error: Error? = nil, atOnce: Bool = false) {
+        let changed = lock.withLock { () -> Bool in
+            if let error { state.lastError = String(describing: error) }
+            let t = ClusterConfiguration.monotonicSeconds()
+            if ok { state.failingSince = nil } else if state.failingSince == nil { state.failingSince = t }
+            guard state.reachable != ok else { return false }
+            if !ok && !atOnce && t - (state.failingSince ?? t) < configuration.failoverWait { return false }
+            state.reachable = ok
+            state.unreachableSince = ok ? nil : Date().timeIntervalSince1970
+            return true
+        }
+        guard changed else { return }
+        let policy = configuration.unreachable == .fail ? "accesses that need the cluster fail with EIO" : "accesses go on locally"
+        step(node: name, ok ? "etcd reachable again" : "etcd unreachable (\(error.map { String(describing: $0) } ?? "no answer")): \(policy)", path: nil)
+    }
+
     private func unreachable(_ request: RequestID, _ error: Error) -> Result<any GatePass, CoordinationError> {
         let policy = configuration.unreachable
+        if case CoordinationError.cancelled? = error as? CoordinationError { return .failure(.cancelled(request)) }
+        reachability(false, error, atOnce: true)
         lock.withLock {
-            state.reachable = false
             if policy == .local { state.localGrants += 1 }
         }
         if policy == .local {
@@ -872,9 +979,27 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
     }
 
+    /// One batch of the publisher, kept as it was sent until etcd has it: a batch whose answer was
+    /// lost is sent again as it was, guarded by where the change-record key stood before it, so its
+    /// change records are never put twice (other nodes would tell their presenters twice).
+    struct FlushBatch {
+        var ops: [ClusterOperation]
+        var records: [ChangeRecord]
+        var taken: [([UInt8], PendingOp)]
+        var lease: LeaseID
+    }
+
     private func flushLoop() async {
+        var inFlight: FlushBatch?
         while true {
-            let batch = lock.withLock { () -> (ops: [ClusterOperation], records: [ChangeRecord], taken: [([UInt8], PendingOp)])? in
+            let next = lock.withLock { () -> (batch: FlushBatch, guardRevision: Revision)? in
+                if let batch = inFlight {
+                    if batch.lease == state.lease { return (batch, state.changeKeyRevision) }
+                    // Its session ended: its keys went with it, its change records still tell
+                    // other nodes what changed (sent with the next session; told twice at worst).
+                    state.changeRecords = batch.records + state.changeRecords
+                    inFlight = nil
+                }
                 if state.ops.isEmpty && state.changeRecords.isEmpty || state.lease == 0 {
                     state.flushing = false
                     return nil
@@ -896,9 +1021,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 order.removeFirst(n)
                 state.opOrder = order
-                return (ops, records, taken)
+                return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease), state.changeKeyRevision)
             }
-            guard let batch else {
+            guard let (batch, guardRevision) = next else {
                 let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
                     defer { state.flushWaiters = [] }
                     return state.flushWaiters
@@ -907,21 +1032,32 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 return
             }
             do {
-                _ = try await store.transaction([], success: batch.ops, failure: [])
-                lock.withLock { state.reachable = true }
-            } catch ClusterStoreError.leaseNotFound(let lease) {
-                // The session is gone, and every key of it with it.
-                sessionLost(lease)
-            } catch {
-                // Put back what was not sent (newer ops on the same keys win) and try again soon.
+                // Only this node writes its change-record key: found moved, the batch is in etcd.
+                let guardRecords = batch.records.isEmpty ? [] : [Compare(key: keys.changeKey, .equal, .modRevision(guardRevision))]
+                let result = try await store.transaction(guardRecords, success: batch.ops,
+                                                         failure: [.range(key: keys.changeKey, prefix: false)])
+                inFlight = nil
                 lock.withLock {
-                    state.reachable = false
-                    state.changeRecords = batch.records + state.changeRecords
-                    for (key, op) in batch.taken.reversed() where state.ops[key] == nil {
-                        state.ops[key] = op
-                        state.opOrder.insert(key, at: 0)
+                    if result.succeeded {
+                        if !batch.records.isEmpty { state.changeKeyRevision = result.revision }
+                    } else if let kv = result.ranges.first?.first {
+                        state.changeKeyRevision = kv.modRevision
+                    } else {
+                        // The key is gone (its lease ended with an earlier session): not sent.
+                        state.changeKeyRevision = 0
+                        inFlight = batch
                     }
                 }
+                reachability(true)
+            } catch ClusterStoreError.leaseNotFound(let lease) {
+                // The session is gone, and every key of it with it; its records wait for the next.
+                inFlight = nil
+                lock.withLock { state.changeRecords = batch.records + state.changeRecords }
+                sessionLost(lease)
+            } catch {
+                // Sent again as it was (newer ops on the same keys follow it), soon.
+                inFlight = batch
+                reachability(false, error)
                 try? await Task.sleep(nanoseconds: 200_000_000)
                 if lock.withLock({ state.stopped }) {
                     lock.withLock { state.flushing = false }
@@ -945,16 +1081,16 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                         let ordered = batch.events.filter { Self.isChange($0, keys) } + batch.events.filter { !Self.isChange($0, keys) }
                         for e in ordered { apply(e, revision: e.revision, &effects, initial: false) }
                         state.watchedRevision = max(state.watchedRevision, batch.revision)
-                        state.reachable = true
                         return effects
                     }
+                    reachability(true)
                     run(effects)
                     from = batch.revision + 1
                 }
             } catch ClusterStoreError.compacted {
                 await resync(&from)
             } catch {
-                lock.withLock { state.reachable = false }
+                reachability(false, error)
             }
             if Task.isCancelled { return }
             try? await Task.sleep(nanoseconds: 200_000_000)
@@ -1241,7 +1377,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             return ClusterStatus(node: name, prefix: configuration.prefix, reachable: state.reachable, sessionValid: sessionValid(),
                                  unreachablePolicy: configuration.unreachable, localGrants: state.localGrants,
-                                 revision: state.watchedRevision, nodes: nodes)
+                                 revision: state.watchedRevision, nodes: nodes, unreachableSince: state.unreachableSince,
+                                 lastError: state.lastError)
         }
     }
 }

@@ -55,6 +55,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
     private var watchers: [Int: Watcher] = [:]
     private var nextWatcher = 0
     private var reachable = true
+    private var answersToLose = 0
     private var expiryTask: Task<Void, Never>?
 
     /// Counts of calls by kind ("range", "put", "delete", "txn", "grant", "keepalive", "revoke",
@@ -105,6 +106,13 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
         for watcher in finished {
             watcher.continuation.finish(throwing: ClusterStoreError.unavailable("memory store unreachable"))
         }
+    }
+
+    /// The next `count` transactions that change something are applied, and then their answer is
+    /// lost: they throw `unavailable`, as a call to etcd does when its member or the leader goes
+    /// away after etcd took the change.
+    public func loseAnswers(ofNextChanges count: Int) {
+        mutex.withLock { answersToLose = count }
     }
 
     /// Forgets the history before `revision` (etcd's compaction): watches from older revisions fail.
@@ -180,6 +188,10 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
                 }
             }
             commit(events)
+            if answersToLose > 0 && !events.isEmpty {
+                answersToLose -= 1
+                throw ClusterStoreError.unavailable("memory store: the answer was lost")
+            }
             return TransactionResult(succeeded: ok, revision: revision, ranges: ranges)
         }
     }

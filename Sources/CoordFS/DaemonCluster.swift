@@ -127,6 +127,7 @@ extension Daemon {
         node.host = host
         clusterHost = host
         coordinator.eventSink = ClusterEventTap(node: node, next: coordinator.eventSink)
+        logClusterSteps(node)
         do {
             try waitForTask { [coordinator] in try await node.start(coordinator: coordinator) }
         } catch {
@@ -134,6 +135,24 @@ extension Daemon {
         }
         cluster = node
         sayOnStandardError("coordfs: node \(node.name) of cluster \(options.prefix) (etcd \(options.endpoints.joined(separator: ",")), lease \(options.leaseTTL) s, unreachable=\(options.unreachable.rawValue))")
+    }
+
+    /// The node's steps that say how the cluster stands go to the daemon's log (its stderr):
+    /// nodes joining and leaving, its session lost and begun, etcd unreachable and back, accesses
+    /// granted locally or past another node; the steps of single accesses do not.
+    func logClusterSteps(_ node: ClusterNode) {
+        let steps = node.steps()
+        Task.detached {
+            for await step in steps where Self.isLogged(step) {
+                sayOnStandardError("coordfs: cluster: \(step)")
+            }
+        }
+    }
+
+    static func isLogged(_ step: ClusterStep) -> Bool {
+        let what = step.what
+        return what.hasPrefix("joined") || what.hasPrefix("left") || what.hasPrefix("session")
+            || what.hasPrefix("etcd") || what.hasPrefix("went ahead") || what.hasPrefix("no answer")
     }
 
     func stopCluster() {

@@ -133,31 +133,46 @@ public final class EtcdClusterStore: ClusterStore {
 
     /// Posts `body` to `path` on the preferred endpoint, then on the others in turn while an
     /// endpoint cannot be reached or cannot serve; decodes the answer.
+    /// When every endpoint failed and at least one of them is up but has no leader (an election
+    /// after the leader was lost), the call goes round again after a pause, for as long as
+    /// `requestTimeout`: nothing was proposed, so a change is sent again safely.
     func call<Response: Decodable>(_ path: String, _ body: [String: Any], mutates: Bool) async throws -> Response {
         let payload = try JSONSerialization.data(withJSONObject: body)
         var lastFailure = ClusterStoreError.unavailable("no etcd endpoint answered")
-        for endpoint in endpointOrder() {
-            do {
-                let data = try await authorizedPost(endpoint: endpoint, path: path, payload: payload)
-                markPreferred(endpoint)
+        let clock = ContinuousClock()
+        let started = clock.now
+        var round = 0
+        while true {
+            var electing = false
+            for endpoint in endpointOrder() {
                 do {
-                    return try JSONDecoder().decode(Response.self, from: data)
-                } catch {
-                    throw ClusterStoreError.failed("etcd sent an answer to \(path) that does not decode")
+                    let data = try await authorizedPost(endpoint: endpoint, path: path, payload: payload)
+                    markPreferred(endpoint)
+                    do {
+                        return try JSONDecoder().decode(Response.self, from: data)
+                    } catch {
+                        throw ClusterStoreError.failed("etcd sent an answer to \(path) that does not decode")
+                    }
+                } catch let failure as EndpointFailure {
+                    lastFailure = failure.error
+                    // A change sent whose answer was lost may have been applied: not sent again.
+                    if mutates && failure.mayHaveApplied { throw failure.error }
+                    electing = electing || failure.noLeader
                 }
-            } catch let failure as EndpointFailure {
-                lastFailure = failure.error
-                // A change sent whose answer was lost may have been applied: not sent again.
-                if mutates && failure.mayHaveApplied { throw failure.error }
             }
+            round += 1
+            let pause = Duration.milliseconds(50 * min(round, 4))
+            guard electing, clock.now - started + pause < configuration.requestTimeout else { throw lastFailure }
+            try await Task.sleep(for: pause)
         }
-        throw lastFailure
     }
 
     /// A failure of one endpoint, after which the next is tried.
     struct EndpointFailure: Error {
         var error: ClusterStoreError
         var mayHaveApplied: Bool
+        /// The member is up but has no leader (it answered so): another round may find one.
+        var noLeader = false
     }
 
     /// One call on one endpoint with the token (asking for one first, and again once when etcd
@@ -173,8 +188,9 @@ public final class EtcdClusterStore: ClusterStore {
                 token = try await currentToken(endpoint: endpoint)
                 continue
             }
-            if case .unavailable = error {
-                throw EndpointFailure(error: error, mayHaveApplied: Self.mayHaveApplied(data))
+            if case .unavailable(let message) = error {
+                throw EndpointFailure(error: error, mayHaveApplied: Self.mayHaveApplied(data),
+                                      noLeader: message.contains("no leader"))
             }
             throw error
         }
@@ -229,6 +245,9 @@ public final class EtcdClusterStore: ClusterStore {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         if let token { request.headers.add(name: "Authorization", value: token) }
+        // etcd's "require leader": a member that has no leader says so at once ("no leader",
+        // never proposed) rather than holding a change until it times out.
+        request.headers.add(name: "Grpc-Metadata-hasleader", value: "true")
         request.body = .bytes(ByteBuffer(bytes: payload))
         return request
     }
@@ -285,7 +304,7 @@ public final class EtcdClusterStore: ClusterStore {
     /// after the proposal; "no leader" and the like were never proposed).
     static func mayHaveApplied(_ data: Data) -> Bool {
         guard let message = decodeError(data)?.message else { return true }
-        return message.contains("timed out") || message.contains("timeout")
+        return message.contains("timed out") || message.contains("timeout") || message.contains("stopped")
     }
 
     /// Whether a transport error happened before the request could be sent (connecting).

@@ -60,26 +60,95 @@ import Testing
 
     @Test func etcdUnreachableUnderTheFailPolicyFailsAccessesThatNeedTheCluster() async throws {
         let cluster = TestCluster()
-        try await cluster.add("a", unreachable: .fail)
+        try await cluster.add("a", unreachable: .fail, failoverWait: 1)
         defer { Task { await cluster.stop() } }
+        let steps = StepLog(cluster.node("a"))
         cluster.store.setReachable(false)
-        let result = await access(cluster.coordinator("a"), [write("elsewhere/y")])
+        let started = ContinuousClock.now
+        let result = await access(cluster.coordinator("a"), [write("elsewhere/y")], policy: CoordinationPolicy(waitDeadline: .milliseconds(500)))
+        let took = ContinuousClock.now - started
         guard case .failure(let error) = result else { Issue.record("granted without etcd"); return }
         #expect(error.posixErrorCode == EIO)
+        // It retried for the failover wait (longer than its own wait deadline), and no longer.
+        #expect(took >= .milliseconds(900) && took < .seconds(3), "\(took)")
         #expect(cluster.node("a").status().reachable == false)
+        #expect(cluster.node("a").status().unreachableSince != nil)
+        #expect(await eventually { steps.all.contains { $0.what.hasPrefix("etcd unreachable") && $0.what.contains("fail with EIO") } })
         // etcd back: it works again without a restart.
         cluster.store.setReachable(true)
         let again = try await access(cluster.coordinator("a"), [write("elsewhere/y")]).get()
         again.release()
+        #expect(await eventually { steps.all.contains { $0.what == "etcd reachable again" } })
+        #expect(cluster.node("a").status().unreachableSince == nil)
+    }
+
+    /// etcd unable to serve for less than the failover wait (a member lost, a leader elected): the
+    /// access waits for it and is granted; nothing fails.
+    @Test func etcdAwayForLessThanTheFailoverWaitDelaysAccessesAndFailsNone() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a", failoverWait: 5)
+        try await cluster.add("b", failoverWait: 5)
+        defer { Task { await cluster.stop() } }
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        await cluster.node("a").flush()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
+        cluster.store.setReachable(false)
+        let write1 = Pending(cluster.coordinator("b"), [write("docs/p.txt")], policy: CoordinationPolicy(waitDeadline: .milliseconds(500)))
+        let write2 = Pending(cluster.coordinator("b"), [write("docs/new.txt")], policy: CoordinationPolicy(waitDeadline: .milliseconds(500)))
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(write1.result == nil && write2.result == nil, "an access failed while etcd was away for less than the failover wait")
+        cluster.store.setReachable(true)
+        #expect(await eventually { write1.access != nil && write2.access != nil }, "\(String(describing: write1.error)) \(String(describing: write2.error))")
+        #expect(cluster.journal.contains("P:relinquishToWriter"))
+        write1.access?.release()
+        write2.access?.release()
+    }
+
+    /// etcd applied a change and its answer was lost (the member or the leader gone mid-call): the
+    /// node sends it again guarded, so nothing is applied twice. Its right keeps the order etcd gave
+    /// it the first time, the presenter on the other node is asked once and told once.
+    @Test func aChangeWhoseAnswerWasLostIsNeverAppliedTwice() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: j), owner: origin)
+        await cluster.node("a").flush()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
+        let steps = StepLog(cluster.node("a"))
+        // The right's transaction, the ask's, and a's answer: each applied, each answer lost.
+        cluster.store.loseAnswers(ofNextChanges: 3)
+        let grant = try await access(cluster.coordinator("b"), [write("docs/p.txt")]).get()
+        let token = try #require(grant.fencingToken)
+        let rights = cluster.store.snapshot.filter { String(decoding: $0.key, as: UTF8.self).hasPrefix("test/cluster/h/docs/p.txt\0b\0") }
+        #expect(rights.count == 1, "\(rights.map { String(decoding: $0.key, as: UTF8.self) })")
+        #expect(rights.first?.createRevision == token, "the right's order is the revision etcd first put it at")
+        #expect(cluster.node("b").status().nodes.first { $0.name == "b" }?.holds.map(\.token) == [token])
+        // The change record's transaction: applied, its answer lost.
+        cluster.store.loseAnswers(ofNextChanges: 1)
+        grant.didChange(path("docs/p.txt"))
+        grant.release()
+        #expect(await eventually { j.contains("P:reacquire") })
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(j.all.filter { $0 == "P:relinquishToWriter" }.count == 1, "\(j.all)")
+        #expect(j.all.filter { $0 == "P:didChange" }.count == 1, "\(j.all)")
+        #expect(j.all.filter { $0 == "a:dropCaches(changed docs/p.txt)" }.count == 1, "\(j.all)")
+        #expect(steps.all.filter { $0.node == "b" && $0.what.hasPrefix("asks a") }.count == 1, "\(steps.all)")
+        #expect(steps.all.filter { $0.node == "b" && $0.what.hasPrefix("did changed") }.count == 1, "\(steps.all)")
+        // a's next write comes after b's in the order.
+        let next = try await access(cluster.coordinator("a"), [write("docs/p.txt")]).get()
+        #expect(try #require(next.fencingToken) > token)
+        next.release()
     }
 
     @Test func etcdUnreachableUnderTheLocalPolicyGoesOnAndCountsIt() async throws {
         let cluster = TestCluster()
-        try await cluster.add("a", unreachable: .local)
+        try await cluster.add("a", unreachable: .local, failoverWait: 1)
         defer { Task { await cluster.stop() } }
         let steps = StepLog(cluster.node("a"))
         cluster.store.setReachable(false)
-        let grant = try await access(cluster.coordinator("a"), [write("elsewhere/y")]).get()
+        let grant = try await access(cluster.coordinator("a"), [write("elsewhere/y")], policy: CoordinationPolicy(waitDeadline: .milliseconds(500))).get()
         grant.release()
         #expect(cluster.node("a").status().localGrants >= 1)
         #expect(await eventually { steps.all.contains { $0.what.contains("granted locally") } })

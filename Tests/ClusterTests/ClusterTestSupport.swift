@@ -118,10 +118,10 @@ final class TestCluster: @unchecked Sendable {
 
     @discardableResult
     func add(_ name: String, ttl: Int64 = 3, unreachable: UnreachablePolicy = .fail, folderRights: Bool = true,
-             policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20))) async throws -> ClusterNode {
+             failoverWait: Double = 5, policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20))) async throws -> ClusterNode {
         let clock = self.clock
         let config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
-                                          folderRights: folderRights, clock: { clock.now })
+                                          folderRights: folderRights, failoverWait: failoverWait, clock: { clock.now })
         let node = ClusterNode(store: store, configuration: config)
         let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy))
         let tap = Tap(node: node)

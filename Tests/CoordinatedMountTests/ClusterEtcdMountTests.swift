@@ -9,8 +9,8 @@ import EtcdTestSupport
 
 /// ClusterMountTests' two nodes (two daemons in this process, each with its own mount point and
 /// state folder over one backing folder) over a real three-member etcd through the daemon's own
-/// etcd client (EtcdKV), with etcd's faults: all of them down, all back. (One member of three
-/// killed is not here yet: B's write then failed with EIO, see docs/cluster.md.)
+/// etcd client (EtcdKV), with etcd's faults: one member of three killed (the leader, then the
+/// member the clients used), all of them down, all back.
 final class ClusterEtcdMountTests: InProcessMountTestCase {
     var mntB: String!
     var daemonB: Daemon!
@@ -63,6 +63,40 @@ final class ClusterEtcdMountTests: InProcessMountTestCase {
     private func bKnowsPresenter(_ path: String) throws -> Bool {
         let item = try ItemPath(path)
         return waitUntil(10) { daemonB.cluster?.status().nodes.first(where: { $0.name == "a" })?.presenters == [item] }
+    }
+
+    /// One etcd member of three killed, the leader first and then another member the clients
+    /// used: every write through B's mount to a document presented on A goes through right after
+    /// the kill (A's presenter asked before, told after), A's mount shows B's bytes, and a file
+    /// written through A shows through B. Before the client resent on "no leader" and the node
+    /// retried its guarded changes, the first write after the leader's kill failed with EIO.
+    func testOneEtcdMemberOfThreeKilledTheLeaderTooCoordinationGoesOn() throws {
+        try write("doc.txt", "one\n")
+        let p = try present("doc.txt")
+        XCTAssertEqual(try catThenClear("doc.txt", presentedBy: p), "one\n")
+        XCTAssertTrue(try bKnowsPresenter("doc.txt"))
+        for round in 0..<2 {
+            let leader = try XCTUnwrap(etcd.leaderIndex(), "no etcd leader")
+            // The leader, then a member that does not lead (the first: the clients' first choice).
+            let victim = round == 0 ? leader : (0..<3).first { $0 != leader }!
+            etcd.kill(victim)
+            let killed = Date()
+            for i in 0..<3 {
+                p.clear()
+                let text = "r\(round)w\(i)"
+                let b = try sh("echo \(text) > '\(mntB!)/doc.txt'", allowFailure: true, timeout: 30)
+                XCTAssertEqual(b.status, 0, "write \(i) through B after member \(victim) (leader: \(victim == leader)) was killed: \(b.output)")
+                let log = p.waitUntil(timeout: 10) { $0.contains("didChange") && $0.contains("reacquire") }
+                XCTAssertEqual(log.first, "relinquishToWriter", "round \(round) write \(i): \(log)")
+                XCTAssertTrue(log.contains("didChange"), "round \(round) write \(i): \(log)")
+                XCTAssertEqual(try read("doc.txt"), text + "\n")
+                let a = try sh("echo \(text) > a-\(round)-\(i).txt", allowFailure: true, timeout: 30)
+                XCTAssertEqual(a.status, 0, "write through A: \(a.output)")
+                XCTAssertEqual(try sh("cat '\(mntB!)/a-\(round)-\(i).txt'", allowFailure: true, timeout: 30).output, text + "\n")
+            }
+            print("round \(round): member \(victim) killed (leader: \(victim == leader)); 3 writes through each node in \(Date().timeIntervalSince(killed)) s")
+            try etcd.restart(victim)
+        }
     }
 
     /// All of etcd down under the default policy (fail): a write through B's mount that needs the

@@ -243,6 +243,21 @@ public final class EtcdCluster: @unchecked Sendable {
         return status == 0
     }
 
+    /// The index of the member that leads now (asked of every running member with etcdctl), or nil
+    /// while none does.
+    public func leaderIndex() -> Int? {
+        let running = members.indices.filter { members[$0].pid > 0 }
+        guard !running.isEmpty,
+            let text = try? etcdctl(["endpoint", "status", "--endpoints", running.map { members[$0].clientURL }.joined(separator: ",")])
+        else { return nil }
+        // One line per member: endpoint, ID, version, DB size, is leader, is learner, ...
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            if fields.count > 4, fields[4] == "true" { return members.firstIndex { $0.clientURL == fields[0] } }
+        }
+        return nil
+    }
+
     /// Turns on auth with a root user (role root) of password `password`.
     public func enableAuth(rootPassword password: String) throws {
         try etcdctl(["user", "add", "root", "--new-user-password", password, "--interactive=false"])
