@@ -24,4 +24,17 @@ public enum MountTable {
     public static func coordfsMount(at mountpoint: String, in entries: [MountEntry] = entries()) -> MountEntry? {
         entries.last { $0.mountpoint == mountpoint && $0.fsType == "fuse.coordfs" }
     }
+
+    /// The kernel's id (mountinfo's first field) of the topmost coordfs mount at exactly
+    /// `mountpoint`, nil when none is there: a new mount at the same place has another id.
+    public static func coordfsMountID(at mountpoint: String, text: String? = nil) -> Int? {
+        guard let text = text ?? MountInfo.text() else { return nil }
+        var found: Int?
+        for line in text.split(separator: "\n") {
+            guard let entry = MountInfo.parse(String(line)).first, entry.fileSystemType == "fuse.coordfs",
+                  entry.mountPoint == mountpoint, let id = line.split(separator: " ").first.flatMap({ Int($0) }) else { continue }
+            found = id
+        }
+        return found
+    }
 }

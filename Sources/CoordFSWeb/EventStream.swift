@@ -1,3 +1,4 @@
+import ControlProtocol
 import Dispatch
 import EventLog
 import HummingbirdWebSocket
@@ -23,7 +24,7 @@ struct EventStream: Sendable {
             return
         }
         let (stream, continuation) = AsyncStream<String>.makeStream()
-        let state = PumpState(source)
+        let state = PumpState(source, watch: backend.watch)
         DispatchQueue.global().async {
             Self.pump(state, continuation)
         }
@@ -53,6 +54,8 @@ struct EventStream: Sendable {
         let formatter = EventFormatter(style: .json)
         var first = true
         while !state.stopped.load(ordering: .relaxed) {
+            // Read before draining: the records written before the mount went away are sent first.
+            let gone = state.watch.goneReason
             if state.inFlight.load(ordering: .relaxed) > 16 {
                 _ = source.waitForChanges(timeout: .milliseconds(20))
                 continue
@@ -78,7 +81,15 @@ struct EventStream: Sendable {
                 state.inFlight.add(1, ordering: .relaxed)
                 out.yield(#"{"cursor":"# + String(source.cursor) + #","records":["# + String(decoding: records, as: UTF8.self) + "]}")
             }
-            if n < batch { _ = source.waitForChanges(timeout: .milliseconds(100)) }
+            if n < batch {
+                if let gone {
+                    // The last message: the page shows why and does not reconnect.
+                    out.yield(String(decoding: JSONWriter.write(.object(JSONObject(["gone": .string(gone), "cursor": .int(Int64(clamping: source.cursor))]))), as: UTF8.self))
+                    out.finish()
+                    return
+                }
+                _ = source.waitForChanges(timeout: .milliseconds(100))
+            }
         }
     }
 }
@@ -86,8 +97,12 @@ struct EventStream: Sendable {
 /// What the WebSocket's task and its reader thread share. The reader is used by that thread only.
 private final class PumpState: @unchecked Sendable {
     let source: any WebRecordSource
+    let watch: MountWatch
     let stopped = Atomic<Bool>(false)
     /// Messages handed on and not yet written to the socket.
     let inFlight = Atomic<Int>(0)
-    init(_ source: any WebRecordSource) { self.source = source }
+    init(_ source: any WebRecordSource, watch: MountWatch) {
+        self.source = source
+        self.watch = watch
+    }
 }

@@ -28,14 +28,17 @@ public struct WebBackend: Sendable {
     public var openLog: @Sendable (_ after: UInt64?, _ recent: Int) throws -> any WebRecordSource
     /// `coordfs status --json`'s object.
     public var status: @Sendable () async throws -> [UInt8]
+    /// Whether the mount is still there (the command watches it).
+    public var watch: MountWatch
 
     public init(mountPoint: String, mount: CoordFSMount,
                 openLog: @escaping @Sendable (_ after: UInt64?, _ recent: Int) throws -> any WebRecordSource,
-                status: @escaping @Sendable () async throws -> [UInt8]) {
+                status: @escaping @Sendable () async throws -> [UInt8], watch: MountWatch = MountWatch()) {
         self.mountPoint = mountPoint
         self.mount = mount
         self.openLog = openLog
         self.status = status
+        self.watch = watch
     }
 
     /// The file at `path` (inside the mount) as it is now, read through the mount as this user;

@@ -30,12 +30,14 @@ public struct WebServer: Sendable {
         self.assets = assets
     }
 
-    /// Serves until SIGINT or SIGTERM. `ready` gets the port bound (for port 0) once it listens.
-    public func run(ready: @escaping @Sendable (Int) -> Void) async throws {
+    /// Serves until SIGINT or SIGTERM (then nil), or until `backend.watch` says the mount is gone:
+    /// then every live page is told why, and this returns the reason. `ready` gets the port bound
+    /// (for port 0) once it listens.
+    public func run(ready: @escaping @Sendable (Int) -> Void) async throws -> String? {
         let bound = Mutex<WebAccessPolicy?>(nil)
         let policy: @Sendable () -> WebAccessPolicy? = { bound.withLock { $0 } }
         let router = Router()
-        router.add(middleware: Guard(policy: policy, assets: assets))
+        router.add(middleware: Guard(policy: policy, assets: assets, watch: backend.watch))
         let api = WebAPI(backend: backend)
         router.get("/") { _, _ in try assets.page(token: token) }
         router.get("/app.js") { _, _ in assets.file("app.js", type: "text/javascript; charset=utf-8") }
@@ -78,8 +80,32 @@ public struct WebServer: Sendable {
             },
             logger: Self.quietLogger()
         )
-        try await app.runService()
+        let watch = backend.watch
+        return try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                try await app.runService()
+                return nil
+            }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: .milliseconds(100))
+                    if let reason = watch.goneReason {
+                        // The live streams send their last records and the reason, then close.
+                        try await Task.sleep(for: .milliseconds(Self.goneGrace))
+                        return reason
+                    }
+                }
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            // Cancelling the server may end it with an error; the mount being gone is the news.
+            while let next = try? await group.next() { _ = next }
+            return first ?? watch.goneReason
+        }
     }
+
+    /// Milliseconds the live streams get to tell their pages that the mount is gone.
+    static let goneGrace = 500
 
     static func quietLogger() -> Logger {
         var logger = Logger(label: "coordfs-web")
@@ -141,6 +167,7 @@ struct Guard: RouterMiddleware {
     typealias Context = BasicRequestContext
     let policy: @Sendable () -> WebAccessPolicy?
     let assets: WebAssets
+    let watch: MountWatch
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let policy = policy() else { return WebServer.text(503, "starting") }
@@ -151,6 +178,9 @@ struct Guard: RouterMiddleware {
                                       cookie: request.headers[.cookie], headerToken: request.headers[tokenHeader],
                                       origin: request.headers[.origin], fetchSite: request.headers[HTTPField.Name("Sec-Fetch-Site")!]) {
             return secured(WebServer.text(refusal.status, refusal.message), policy: policy)
+        }
+        if let gone = watch.goneReason {
+            return secured(WebServer.text(503, "the mount is gone: \(gone)"), policy: policy)
         }
         var response = try await next(request, context)
         // The token in the URL becomes a cookie (HttpOnly, this site only), so the page's own

@@ -4,6 +4,7 @@ import CoordFS
 import CoordFSClient
 import CoordFSWeb
 import EventLog
+import Foundation
 import Glibc
 import NameBytes
 
@@ -27,8 +28,13 @@ struct WebCommand: ParsableCommand {
         connection must come from the page's own origin, and a change (resolve, restore) must carry \
         the token in a header no other site can set. It listens on 127.0.0.1 unless told otherwise.
 
-        Exit status: 0 after Ctrl-C or SIGTERM; 69 when the path is not in a running coordfs mount; \
-        1 when the address cannot be listened on.
+        When the mount goes away (unmounted, or its daemon stopped or crashed), the page says so \
+        ("mount gone", with the reason) and stops following it, and coordfs web exits with a \
+        message on stderr and status 69; it does not wait for a new mount (run it again, or let \
+        a service manager restart it).
+
+        Exit status: 0 after Ctrl-C or SIGTERM; 69 when the path is not in a running coordfs mount, \
+        or when the mount went away while serving; 1 when the address cannot be listened on.
 
         Examples:
           coordfs web /mnt/docs
@@ -66,15 +72,21 @@ struct WebCommand: ParsableCommand {
         do { assets = try WebAssets.load(executable: Self.executablePath()) } catch {
             throw CLIError("\(error)")
         }
+        let watch = MountWatch()
+        guard let watcher = DaemonWatcher(mountPoint: mountPoint, socket: located.state.controlSocket, watch: watch) else {
+            ControlCommandFailure(message: "the mount at \(mountPoint.displayEscaped) is not running (mount it again first)", status: ControlExit.unavailable).exit()
+        }
+        watcher.start()
         let backend = WebBackend(
             mountPoint: mountPoint, mount: mount,
             openLog: { after, recent in try Self.openLog(located, after: after, recent: recent) },
-            status: { try await Self.status(located) })
+            status: { try await Self.status(located) }, watch: watch)
         let token = WebToken.generate()
         let server = WebServer(backend: backend, token: token, host: address.host, port: Int(address.port), assets: assets)
         let shown = address.isIPv6 ? "[\(address.host)]" : address.host
+        let gone: String?
         do {
-            try runBlocking {
+            gone = try runBlocking {
                 try await server.run { port in
                     Stdout.line("coordfs web: \(mountPoint.displayEscaped) at")
                     Stdout.line("    http://\(shown):\(port)/?token=\(token.value)")
@@ -82,6 +94,9 @@ struct WebCommand: ParsableCommand {
             }
         } catch {
             throw CLIError("cannot serve on \(address): \(error)")
+        }
+        if let gone {
+            ControlCommandFailure(message: "web: the mount at \(mountPoint.displayEscaped) is gone (\(gone)); stopped serving", status: ControlExit.unavailable).exit()
         }
     }
 
@@ -111,5 +126,54 @@ struct WebCommand: ParsableCommand {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         return n > 0 ? String(nameCString: buffer) : CommandLine.arguments[0]
+    }
+}
+
+/// Watches the mount `coordfs web` shows, on a thread of its own, and tells `MountWatch` when it
+/// is gone: the mount table no longer lists this mount (unmounted; a new mount at the same place
+/// is another mount), or its daemon's control socket closed and cannot be connected again (the
+/// daemon stopped or crashed). One idle control connection is held; the daemon may drop it when
+/// idle (`idle_timeout`), which a reconnect tells apart from a daemon that is gone.
+final class DaemonWatcher: @unchecked Sendable {
+    let mountPoint: String
+    let socket: String
+    let watch: MountWatch
+    /// The kernel's id of the mount (mountinfo's first field), so a remount is not taken for it.
+    let mountID: Int
+    private var client: ControlClient?
+    /// How often the mount table and the connection are looked at.
+    static let interval: useconds_t = 200_000
+
+    init?(mountPoint: String, socket: String, watch: MountWatch) {
+        guard let id = MountTable.coordfsMountID(at: mountPoint) else { return nil }
+        self.mountPoint = mountPoint
+        self.socket = socket
+        self.watch = watch
+        self.mountID = id
+        client = try? ControlClient.connect(socketPath: socket, clientName: "coordfs web (watch)")
+    }
+
+    func start() {
+        Thread.detachNewThread { [self] in
+            while watch.goneReason == nil {
+                if let reason = check() { watch.markGone(reason) } else { usleep(Self.interval) }
+            }
+            client?.close()
+        }
+    }
+
+    /// Why the mount is gone, or nil while it is there.
+    func check() -> String? {
+        guard MountTable.coordfsMountID(at: mountPoint) == mountID else { return "it was unmounted" }
+        if client?.isConnected == true { return nil }
+        client = nil  // its reader closed the descriptor
+        do {
+            client = try ControlClient.connect(socketPath: socket, clientName: "coordfs web (watch)", timeout: .seconds(2))
+            return nil
+        } catch {
+            // Gone for good when nobody listens any more; other failures (a busy daemon) are retried.
+            if case .system(_, let e) = error, e == ECONNREFUSED || e == ENOENT { return "its daemon stopped" }
+            return nil
+        }
     }
 }

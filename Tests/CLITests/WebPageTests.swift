@@ -165,4 +165,42 @@ final class WebPageTests: CLITestCase {
         try browser.screenshot(screenshots + "/web-charts.png")
         _ = presenter
     }
+
+    /// The mount goes away under the page (unmounted): the page says so and stops reconnecting,
+    /// and `coordfs web` exits with a message and status 69 instead of serving a dead mount.
+    func testWhenTheMountIsUnmountedThePageSaysSoAndTheCommandExits() throws {
+        try mount()
+        let (web, url, port) = try startWeb()
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(url)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the live connection")
+        XCTAssertEqual(try browser.run("return document.getElementById('gone').hidden") as? Bool, true)
+        XCTAssertNil(web.wait(timeout: 1), "serving while the mount is there: \(web.stderr)")
+        unmount()
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'mount gone'", timeout: 5), "the page shows the mount is gone")
+        let banner = try browser.run("return document.getElementById('gone').hidden ? '' : document.getElementById('gone').textContent") as? String
+        XCTAssertTrue(banner?.contains("it was unmounted") == true, "\(String(describing: banner))")
+        XCTAssertEqual(web.wait(timeout: 10), 69, "exits with EX_UNAVAILABLE: \(web.stderr)")
+        XCTAssertTrue(web.stderr.contains("is gone (it was unmounted)"), web.stderr)
+        XCTAssertNil(HTTP.request(port: port, "GET", "/api/status", headers: ["Host": "127.0.0.1:\(port)"], timeout: 2), "nothing listens any more")
+        // The page does not keep trying a server that has stopped.
+        usleep(1_500_000)
+        XCTAssertEqual(try browser.run("return document.getElementById('conn').textContent") as? String, "mount gone")
+    }
+
+    /// The daemon dies (the kernel mount stays, dead): `coordfs web` notices through the control
+    /// socket and exits 69 naming why; a restart of the command then refuses the dead mount.
+    func testWhenTheDaemonDiesTheCommandExits() throws {
+        try mount()
+        let (web, _, _) = try startWeb()
+        XCTAssertNil(web.wait(timeout: 1), "serving while the daemon runs: \(web.stderr)")
+        guard let daemon = daemonPID() else { return XCTFail("no daemon pid") }
+        kill(daemon, SIGKILL)
+        XCTAssertEqual(web.wait(timeout: 10), 69, "exits with EX_UNAVAILABLE: \(web.stderr)")
+        XCTAssertTrue(web.stderr.contains("is gone (its daemon stopped)"), web.stderr)
+        let again = coordfs("web", mnt)
+        XCTAssertEqual(again.status, 69, "\(again)")
+    }
+
 }

@@ -162,6 +162,15 @@ function connect() {
   ws.onmessage = (m) => {
     const msg = JSON.parse(m.data);
     if (msg.error) { toast(msg.error, true); return; }
+    if (msg.gone !== undefined) {
+      // The mount went away: coordfs web stops; there is nothing to reconnect to.
+      events.gone = msg.gone;
+      conn.textContent = "mount gone"; conn.className = "conn gone";
+      const banner = document.getElementById("gone");
+      banner.textContent = "The mount is gone (" + msg.gone + "). coordfs web has stopped: what is shown is what the log held until then. Start coordfs web again once the folder is mounted.";
+      banner.hidden = false;
+      return;
+    }
     // The cursor is the last record the server read: a reconnect asks for what follows it.
     const fresh = msg.records.filter((r) => events.cursor === null || r.seq > events.cursor);
     events.cursor = msg.cursor;
@@ -169,6 +178,7 @@ function connect() {
     info();
   };
   ws.onclose = () => {
+    if (events.gone !== undefined) return;
     conn.textContent = "reconnecting…"; conn.className = "conn down";
     setTimeout(connect, events.retry);
     events.retry = Math.min(events.retry * 2, 5000);
