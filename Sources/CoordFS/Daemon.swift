@@ -104,7 +104,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// The FUSE requests served so far, by operation (nil before the mount).
-    var requestCounters: FuseRequestCounters? { session?.requestCounters }
+    public var requestCounters: FuseRequestCounters? { session?.requestCounters }
 
     /// The daemon log's line for a notice of the event log writer.
     static func describe(_ notice: EventLogWriter.Notice) -> String {

@@ -10,6 +10,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "recorder": RecorderBench.run,
     "mount": MountBench.run,
     "readers": ReadersBench.run,
+    "requests": RequestsBench.run,
     "store": StoreBench.run,
 ]
 
