@@ -125,7 +125,7 @@ let package = Package(
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU"]),
         .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
-        .testTarget(name: "CLITests", dependencies: []),
+        .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
         // Real etcd members for the tests (started on free loopback ports, always stopped).
         .target(name: "EtcdTestSupport", path: "Tests/EtcdTestSupport"),

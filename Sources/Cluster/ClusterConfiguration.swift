@@ -53,7 +53,7 @@ public struct ClusterConfiguration: Sendable {
 
     /// A node name is 1-64 bytes of letters, digits, `.`, `-` and `_` (it is a key component).
     public static func isValidNodeName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64 && name.utf8.allSatisfy { b in
+        !name.isEmpty && name.utf8.count <= 64 && name != "." && name != ".." && name.utf8.allSatisfy { b in
             (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x2E || b == 0x5F
         }
     }

@@ -6,7 +6,7 @@ import Cluster
 /// | option | default | meaning |
 /// |---|---|---|
 /// | `cluster=URL[,URL...]` | none | etcd's client endpoints (`http://` or `https://`); further URLs may follow as items of their own |
-/// | `node=NAME` | the host name | this node's name in the cluster (letters, digits, `.`, `-`, `_`) |
+/// | `node=NAME` | the host name | this node's name in the cluster (1 to 64 letters, digits, `.`, `-`, `_`; not `.` or `..`); its state folder is `BACKING/.coordfs/nodes/NAME` |
 /// | `cluster_prefix=P` | `coordfs` | every key under `P/`: several clusters on one etcd |
 /// | `cluster_ttl=S` | 10 | the node's lease, in seconds (2 to 3600) |
 /// | `cluster_ca=FILE`, `cluster_cert=FILE`, `cluster_key=FILE` | none | TLS: the members' CA, this node's client certificate and key (PEM) |
@@ -34,6 +34,18 @@ public struct ClusterOptions: Sendable, Equatable {
     public static let documentation = "cluster: cluster=URL,URL... (etcd endpoints), node=NAME, cluster_prefix=P, cluster_ttl=S (2 to 3600), "
         + "cluster_ca=FILE, cluster_cert=FILE, cluster_key=FILE, cluster_user=U, cluster_password_file=FILE, cluster_unreachable=fail|local"
 
+    /// A node name: 1 to 64 letters, digits, `.`, `-`, `_`, never `.` or `..` (it names the node's
+    /// state folder, `BACKING/.coordfs/nodes/NODE`, and its keys in etcd).
+    public static func isValidNodeName(_ name: String) -> Bool { ClusterConfiguration.isValidNodeName(name) }
+
+    /// This node's name: `node=`, else the host name with every character a name may not hold
+    /// replaced by `_` (at most 64; `localhost` when nothing is left).
+    public var nodeName: String {
+        if let node { return node }
+        let host = String(ClusterConfiguration.hostName().unicodeScalars.map { ClusterConfiguration.isValidNodeName("a" + String($0)) ? Character($0) : "_" }.prefix(64))
+        return Self.isValidNodeName(host) ? host : "localhost"
+    }
+
     static func isEndpoint(_ s: String) -> Bool { s.hasPrefix("http://") || s.hasPrefix("https://") }
 
     /// Applies one `-o` item if it is a cluster option (false otherwise). `previousWasEndpoint`: the
@@ -55,7 +67,7 @@ public struct ClusterOptions: Sendable, Equatable {
             guard Self.isEndpoint(value) else { throw .badOption(item, "expects etcd endpoints, http://HOST:PORT or https://HOST:PORT") }
             endpoints.append(value)
         case "node":
-            guard ClusterConfiguration.isValidNodeName(value) else { throw .badOption(item, "expects 1 to 64 letters, digits, '.', '-' or '_'") }
+            guard Self.isValidNodeName(value) else { throw .badOption(item, "expects 1 to 64 letters, digits, '.', '-' or '_' (not '.' or '..')") }
             node = value
         case "cluster_prefix":
             guard ClusterConfiguration.isValidPrefix(value) else { throw .badOption(item, "expects 1 to 128 bytes of letters, digits, '.', '-', '_' and '/'") }

@@ -24,7 +24,7 @@ public final class ControlService: Sendable {
         let allowOther = plan.options.allowOther
         if allowOther {
             // Other users must reach the socket inside the state folder, but never list or change it.
-            _ = chmod(plan.state.path, 0o711)
+            plan.state.openForSearch()
         }
         let handler = ControlRequestHandler(daemon: daemon)
         let limits = plan.options.limits

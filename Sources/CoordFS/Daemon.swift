@@ -75,7 +75,9 @@ public final class Daemon: @unchecked Sendable {
                 throw .system("cannot open the event log in '\(plan.state.eventLog)': \(error)")
             }
         }
-        if watcher == nil, let session, let w = BackingWatcher(loopback: loopback, session: session, coordinator: coordinator,
+        if !plan.options.backingWatcher {
+            // backing_watcher=off: nothing watched, the plain cache timeouts.
+        } else if watcher == nil, let session, let w = BackingWatcher(loopback: loopback, session: session, coordinator: coordinator,
                                                                tempPatterns: plan.options.coordination.tempPatterns,
                                                                passthroughWrites: coordinated?.passthroughWrites,
                                                                fileSystem: coordinated) {
@@ -121,6 +123,7 @@ public final class Daemon: @unchecked Sendable {
 
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
+        plan.state.removeMountRecord()
         stopCluster()
         metricsEndpoint?.stop()
         metricsEndpoint = nil
@@ -166,6 +169,8 @@ public final class Daemon: @unchecked Sendable {
             throw .system("cannot mount '\(plan.backing)' on '\(plan.mountpoint)': \(error)")
         }
         session = s
+        // A cluster node's record, by which the CLI finds its state folder from the mount point.
+        plan.state.writeMountRecord(mountpoint: plan.mountpoint)
     }
 
     /// Serves until the mount goes away (`coordfs unmount`, `umount`) or SIGINT/SIGTERM/SIGHUP arrives,

@@ -85,12 +85,7 @@ extension ClusterOptions {
     }
 
     func configuration() -> ClusterConfiguration {
-        var c = ClusterConfiguration(node: node ?? ClusterConfiguration.hostName(), prefix: prefix, leaseTTL: leaseTTL, unreachable: unreachable)
-        if !ClusterConfiguration.isValidNodeName(c.node) {
-            // A host name with other characters: keep what a key may hold.
-            c.node = String(c.node.unicodeScalars.map { ClusterConfiguration.isValidNodeName(String($0)) ? Character($0) : "_" }.prefix(64))
-        }
-        return c
+        ClusterConfiguration(node: nodeName, prefix: prefix, leaseTTL: leaseTTL, unreachable: unreachable)
     }
 }
 

@@ -14,9 +14,18 @@ public struct LocatedMount: Sendable, Equatable {
     /// True when the kernel no longer reaches the daemon (`ENOTCONN`: it crashed or was killed).
     public var stale: Bool
 
-    public var state: StateFolder { StateFolder(backing: backing) }
-    /// The event log directory, `BACKING/.coordfs/log`.
+    /// Its state folder: `BACKING/.coordfs`, or a cluster node's `BACKING/.coordfs/nodes/NODE`.
+    public var state: StateFolder
+    /// The event log directory, `BACKING/.coordfs/log` (a node's: `.../nodes/NODE/log`).
     public var eventLog: String { state.eventLog }
+
+    public init(mountpoint: String?, backing: String, pathInMount: String, stale: Bool, state: StateFolder? = nil) {
+        self.mountpoint = mountpoint
+        self.backing = backing
+        self.pathInMount = pathInMount
+        self.stale = stale
+        self.state = state ?? StateFolder(backing: backing)
+    }
 }
 
 /// Finds the coordfs mount a path belongs to, through the kernel's mount table.
@@ -42,8 +51,9 @@ public enum MountLocator {
                 if innermostOther == nil { innermostOther = entry }
                 continue
             }
-            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner,
-                                stale: MountPreflight.isDeadMount(entry.mountpoint))
+            let stale = MountPreflight.isDeadMount(entry.mountpoint)
+            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner, stale: stale,
+                                state: StateFolder.of(backing: entry.source, mountpoint: entry.mountpoint, stale: stale))
         }
         var message = "'\(path)' is not in a coordfs mount"
         if let other = innermostOther, other.mountpoint != "/" {
@@ -57,10 +67,13 @@ public enum MountLocator {
         throw .system(message)
     }
 
-    /// A backing folder given directly: it must hold a coordfs state folder with an event log.
-    public static func locate(backing: String) throws(MountError) -> LocatedMount {
+    /// A backing folder given directly: it must hold a coordfs state folder with an event log. In a
+    /// cluster's shared folder, `node` names the node's (`--node`); without it, the one-host state
+    /// folder, else the only node's.
+    public static func locate(backing: String, node: String? = nil) throws(MountError) -> LocatedMount {
         let b = try MountPreflight.resolveFolder(backing, role: "backing")
-        let log = StateFolder(backing: b).eventLog
+        let state = try stateFolder(backing: b, given: backing, node: node)
+        let log = state.eventLog
         var st = stat()
         if stat(log, &st) != 0 {
             let e = errno
@@ -71,8 +84,30 @@ public enum MountLocator {
                 + (e == EACCES ? " (the state folder belongs to the user who mounted; run as that user)" : ""))
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else { throw .system("'\(log)' is not a folder") }
-        let mounted = MountTable.entries().last { $0.fsType == "fuse.coordfs" && $0.source == b }
-        return LocatedMount(mountpoint: mounted?.mountpoint, backing: b, pathInMount: "/", stale: false)
+        let mounted = MountTable.entries().last {
+            $0.fsType == "fuse.coordfs" && $0.source == b && StateFolder.of(backing: b, mountpoint: $0.mountpoint, stale: false) == state
+        }
+        return LocatedMount(mountpoint: mounted?.mountpoint, backing: b, pathInMount: "/", stale: false, state: state)
+    }
+
+    /// The state folder `--backing` (and `--node`) name.
+    static func stateFolder(backing b: String, given: String, node: String?) throws(MountError) -> StateFolder {
+        let nodes = StateFolder.nodes(backing: b)
+        if let node {
+            guard ClusterOptions.isValidNodeName(node) else { throw .system("--node \(node): expects 1 to 64 letters, digits, '.', '-' or '_' (not '.' or '..')") }
+            guard nodes.contains(node) else {
+                throw .system("'\(given)' has no state of cluster node \(node)"
+                    + (nodes.isEmpty ? " (it holds no cluster node's state)" : " (its nodes: \(nodes.joined(separator: ", ")))"))
+            }
+            return StateFolder(backing: b, node: node)
+        }
+        let single = StateFolder(backing: b)
+        var st = stat()
+        if stat(single.eventLog, &st) == 0 || nodes.isEmpty { return single }
+        guard nodes.count == 1 else {
+            throw .system("'\(given)' holds the state of several cluster nodes (\(nodes.joined(separator: ", "))): give --node NAME")
+        }
+        return StateFolder(backing: b, node: nodes[0])
     }
 
     /// The mount whose mountpoint is the longest prefix of `path` (the last one when stacked), and
@@ -99,6 +134,6 @@ public enum MountLocator {
 
     private static func isBackingFolder(_ path: String) -> Bool {
         var st = stat()
-        return stat(StateFolder(backing: path).eventLog, &st) == 0
+        return stat(StateFolder(backing: path).eventLog, &st) == 0 || !StateFolder.nodes(backing: path).isEmpty
     }
 }

@@ -25,6 +25,11 @@ public struct MountOptions: Sendable, Equatable {
     /// The default cache lifetime of attributes and names the backing watcher keeps fresh.
     public static let watchedTimeout = 10.0
     public var negativeTimeout = 0.0
+    /// Whether the daemon watches the backing folder (fanotify) for changes made directly in it
+    /// (`backing_watcher=on|off`). On network storage it sees no other host's writes; with it off
+    /// the kernel's caches keep the plain timeouts (1 s unless given) and changes made beside the
+    /// mount reach presenters only through a cluster.
+    public var backingWatcher = true
     public var keepCache = true
     public var maxThreads = 16
     /// How long the worker reading /dev/fuse polls it after a request before it sleeps, in
@@ -76,7 +81,7 @@ public struct MountOptions: Sendable, Equatable {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N (1 to 2147483647)
         coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
-          max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000), debug
+          backing_watcher=on|off, max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000), debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
@@ -131,6 +136,9 @@ public struct MountOptions: Sendable, Equatable {
                 case ("passthrough", "on"): o.passthrough = true
                 case ("passthrough", "off"): o.passthrough = false
                 case ("passthrough", _): throw .badOption(item, "expects on or off")
+                case ("backing_watcher", "on"): o.backingWatcher = true
+                case ("backing_watcher", "off"): o.backingWatcher = false
+                case ("backing_watcher", _): throw .badOption(item, "expects on or off")
                 case ("coordination", "on"): o.coordination.enabled = true
                 case ("coordination", "off"): o.coordination.enabled = false
                 case ("coordination", _): throw .badOption(item, "expects on or off")

@@ -18,7 +18,7 @@ public enum MountPreflight {
         if m.hasPrefix(b + "/") || m == b { throw .mountpointInsideBacking(mountpoint: m, backing: b) }
         if b.hasPrefix(m + "/") { throw .backingInsideMountpoint(mountpoint: m, backing: b) }
         if MountTable.coordfsMount(at: m) != nil { throw .alreadyMounted(m) }
-        return MountPlan(backing: b, mountpoint: m, options: options, state: StateFolder(backing: b))
+        return MountPlan(backing: b, mountpoint: m, options: options, state: StateFolder(backing: b, options: options))
     }
 
     static func resolveFolder(_ path: String, role: String) throws(MountError) -> String {

@@ -1,30 +1,77 @@
 import FuseKit
 import Glibc
 import LinuxGNU
+import NameBytes
 
 /// The reserved folder inside the backing folder where a mount keeps its state (the event log, the
 /// document store, the control socket, the daemon's pid and log). It does not exist through the mount.
+///
+/// A mount on one host keeps it in `BACKING/.coordfs`. A node of a cluster (`-o cluster=`) keeps
+/// its own in `BACKING/.coordfs/nodes/NODE`: several hosts mount one shared folder (NFS, SMB,
+/// CephFS), and each node's log, store, socket and pid file are its own (docs/cluster.md, "State
+/// folders"). A node's folder also holds its mount record (`mount`: this boot, the daemon's pid and
+/// the mount point), by which the CLI finds the node mounted at a mount point.
 public struct StateFolder: Sendable, Equatable {
     /// Its name in the backing folder's root.
     public static let name = ".coordfs"
+    /// The folder of the nodes' state folders, inside `name`.
+    public static let nodesName = "nodes"
 
     public let path: String
-    public init(backing: String) { path = backing + "/" + StateFolder.name }
+    /// The cluster node whose state this is; nil on one host.
+    public let node: String?
+    /// The backing folder's `.coordfs`.
+    public let root: String
+
+    public init(backing: String) {
+        root = backing + "/" + StateFolder.name
+        path = root
+        node = nil
+    }
+
+    /// A cluster node's state folder (`node` is a valid node name: no `/`, never `.` or `..`).
+    public init(backing: String, node: String) {
+        root = backing + "/" + StateFolder.name
+        path = root + "/" + StateFolder.nodesName + "/" + node
+        self.node = node
+    }
+
+    /// A mount's state folder: the node's when the options make it a cluster node.
+    public init(backing: String, options: MountOptions) {
+        if options.cluster.enabled { self.init(backing: backing, node: options.cluster.nodeName) } else { self.init(backing: backing) }
+    }
 
     public var pidFile: String { path + "/daemon.pid" }
     public var daemonLog: String { path + "/daemon.log" }
     public var controlSocket: String { path + "/control.sock" }
     public var eventLog: String { path + "/log" }
     public var store: String { path + "/store" }
+    /// A node's mount record (`writeMountRecord`).
+    public var mountRecord: String { path + "/mount" }
 
-    /// Creates the folder (owner only) if missing.
+    /// The folders from `.coordfs` down to this one.
+    var chain: [String] { node == nil ? [root] : [root, root + "/" + StateFolder.nodesName, path] }
+
+    /// Creates the folder (owner only) if missing, with `.coordfs/nodes` above a node's.
     public func create() throws(MountError) {
-        if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw .system("cannot create the state folder '\(path)': \(String(cString: strerror(errno)))")
+        for folder in chain {
+            if folder.withNameCString({ mkdir($0, 0o700) }) != 0 && errno != EEXIST {
+                throw .system("cannot create the state folder '\(folder)': \(String(cString: strerror(errno)))")
+            }
+            var st = stat()
+            guard folder.withNameCString({ lstat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw .system("'\(folder)' is reserved for coordfs's state but is not a folder; move it away")
+            }
         }
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
-            throw .system("'\(path)' is reserved for coordfs's state but is not a folder; move it away")
+    }
+
+    /// Lets other users reach the control socket (search only, never list or change): every folder
+    /// of the chain this user owns.
+    func openForSearch() {
+        for folder in chain {
+            var st = stat()
+            guard folder.withNameCString({ lstat($0, &st) }) == 0, st.st_uid == geteuid() else { continue }
+            _ = folder.withNameCString { chmod($0, 0o711) }
         }
     }
 
@@ -32,6 +79,35 @@ public struct StateFolder: Sendable, Equatable {
     public func runningDaemonPID() -> pid_t? {
         guard let text = readWholeFile(pidFile), let pid = pid_t(text.trimmingCharacters(in: " \n")), pid > 0 else { return nil }
         return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
+    }
+
+    // MARK: Mount records (cluster nodes)
+
+    /// Writes the node's mount record (after the mount, by the daemon; `NodeMountRecord`).
+    func writeMountRecord(mountpoint: String) {
+        if node != nil { NodeMountRecord.write(in: path, mountpoint: mountpoint) }
+    }
+
+    /// Removes the node's mount record (a clean end; a killed daemon leaves it, so that its stale
+    /// mount is still found).
+    func removeMountRecord() {
+        if node != nil { NodeMountRecord.remove(in: path) }
+    }
+
+    /// The cluster nodes whose state folders are in `backing` (valid names only, sorted).
+    public static func nodes(backing: String) -> [String] {
+        NodeMountRecord.nodes(backing: backing).filter(ClusterOptions.isValidNodeName)
+    }
+
+    /// The state folder of the coordfs mount of `backing` at `mountpoint` on this host: the node
+    /// whose mount record names this mount point in this boot (a live daemon first; for a stale
+    /// mount, whose daemon died, the newest record), else the one-host folder.
+    public static func of(backing: String, mountpoint: String, stale: Bool) -> StateFolder {
+        let single = StateFolder(backing: backing)
+        let deadCount = stale || single.runningDaemonPID() == nil
+        guard let folder = NodeMountRecord.nodeStateFolder(backing: backing, mountpoint: mountpoint, deadDaemonsCount: deadCount),
+              let node = folder.split(separator: "/").last.map(String.init), ClusterOptions.isValidNodeName(node) else { return single }
+        return StateFolder(backing: backing, node: node)
     }
 }
 

@@ -7,7 +7,7 @@ public enum Unmounter {
     public static func unmount(_ mountpoint: String, lazy: Bool, waitSeconds: Double = 10) throws(MountError) {
         let m = MountPreflight.absolute(mountpoint)
         guard let entry = MountTable.coordfsMount(at: m) else { throw .notMounted(m) }
-        let state = StateFolder(backing: entry.source)
+        let state = StateFolder.of(backing: entry.source, mountpoint: entry.mountpoint, stale: MountPreflight.isDeadMount(m))
         let pid = state.runningDaemonPID()
         if MountPreflight.isDeadMount(m) {
             try MountPreflight.cleanStaleMount(m)

@@ -18,6 +18,11 @@ struct EventQueryOptions: ParsableArguments {
     var backing: String?
 
     @Option(help: ArgumentHelp(
+        "With --backing, in a cluster's shared folder: read this node's log (BACKING/.coordfs/nodes/NODE).",
+        valueName: "node"))
+    var node: String?
+
+    @Option(help: ArgumentHelp(
         "Start at this sequence number (a cursor: to resume after record N, pass N+1).",
         valueName: "seq"))
     var since: UInt64?
@@ -54,6 +59,9 @@ struct EventQueryOptions: ParsableArguments {
         if mountpoint != nil && backing != nil {
             throw ValidationError("give either a mountpoint or --backing DIR, not both")
         }
+        if node != nil && backing == nil {
+            throw ValidationError("--node goes with --backing DIR (a mountpoint finds its node by itself)")
+        }
         if let bad = pids.first(where: { $0 <= 0 }) { throw ValidationError("--pid \(bad): expects a process id above 0") }
         if since == 0 { throw ValidationError("--since 0: sequence numbers start at 1") }
         _ = try filter(pathInMount: "/", mountpoint: nil)
@@ -63,7 +71,7 @@ struct EventQueryOptions: ParsableArguments {
     func locate() throws -> LocatedMount {
         let mount: LocatedMount
         do {
-            if let backing { mount = try MountLocator.locate(backing: exactArgument(backing)) } else { mount = try MountLocator.locate(exactArgument(mountpoint ?? "")) }
+            if let backing { mount = try MountLocator.locate(backing: exactArgument(backing), node: node) } else { mount = try MountLocator.locate(exactArgument(mountpoint ?? "")) }
         } catch {
             throw CLIError(error.description)
         }

@@ -12,6 +12,12 @@ struct MountCommand: ParsableCommand {
         Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly.
         A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first.
 
+        A node of a cluster (-o cluster=URL,...) keeps its state (log, store, socket, daemon log) in
+        BACKING/.coordfs/nodes/NODE (NODE: node=, by default the host name), so several hosts can
+        mount one shared folder (NFS, SMB, CephFS). On network storage the backing watcher sees no
+        other host's writes: backing_watcher=off turns it off; the cluster tells nodes of each
+        other's changes (docs/cluster.md).
+
         Options (-o, comma-separated, repeatable):
         \(MountOptions.documentation)
         With allow_other or allow_root (or when given), default_permissions is on: the kernel checks

@@ -102,8 +102,24 @@ final class ClusterOptionsTests: XCTestCase {
         for bad in ["cluster=10.0.0.5:2379", "cluster=http://a:1,cluster_ttl=1", "cluster=http://a:1,cluster_ttl=3601",
                     "cluster=http://a:1,node=a/b", "cluster=http://a:1,cluster_unreachable=maybe", "node=alone",
                     "cluster=http://a:1,cluster_user=root", "cluster=http://a:1,cluster_ca=relative.pem",
-                    "cluster=http://a:1,cluster_cert=/c.pem", "http://stray:1"] {
+                    "cluster=http://a:1,cluster_cert=/c.pem", "http://stray:1",
+                    "cluster=http://a:1,node=..", "cluster=http://a:1,node=.", "cluster=http://a:1,node=" + String(repeating: "n", count: 65),
+                    "backing_watcher=maybe"] {
             XCTAssertThrowsError(try MountOptions.parse([bad]), bad)
         }
+        XCTAssertTrue(try MountOptions.parse(["ro"]).backingWatcher)
+        XCTAssertFalse(try MountOptions.parse(["backing_watcher=off"]).backingWatcher)
+    }
+
+    /// A node's state folder is its own, under `.coordfs/nodes`; a mount on one host keeps `.coordfs`.
+    func testEachNodeHasItsOwnStateFolder() throws {
+        let node = try MountOptions.parse(["cluster=http://a:1,node=host-1.example"])
+        XCTAssertEqual(StateFolder(backing: "/srv/shared", options: node).path, "/srv/shared/.coordfs/nodes/host-1.example")
+        XCTAssertEqual(StateFolder(backing: "/srv/shared", options: node).controlSocket, "/srv/shared/.coordfs/nodes/host-1.example/control.sock")
+        XCTAssertEqual(StateFolder(backing: "/srv/shared", options: try MountOptions.parse(["ro"])).path, "/srv/shared/.coordfs")
+        // Without node=, the host name, kept to what a node name may hold (never "." or "..").
+        let byHost = try MountOptions.parse(["cluster=http://a:1"]).cluster.nodeName
+        XCTAssertTrue(ClusterOptions.isValidNodeName(byHost), byHost)
+        XCTAssertEqual(StateFolder(backing: "/b", options: try MountOptions.parse(["cluster=http://a:1"])).path, "/b/.coordfs/nodes/" + byHost)
     }
 }

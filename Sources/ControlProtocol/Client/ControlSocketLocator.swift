@@ -39,9 +39,17 @@ public struct ControlSocketLocator: Sendable {
     /// Maps a mount to its socket path.
     public var socketPathForMount: @Sendable (Mount) -> String
 
-    /// The default rule: the socket lives in the backing folder's state directory.
+    /// The default rule: the socket lives in the backing folder's state directory; for a node of
+    /// a cluster, in that node's (`BACKING/.coordfs/nodes/NODE/control.sock`, the node whose mount
+    /// record names this mount point: `NodeMountRecord`).
     public static func defaultSocketPath(for mount: Mount) -> String {
-        defaultSocketPath(backingFolder: mount.source)
+        let single = defaultSocketPath(backingFolder: mount.source)
+        var pid = stat()
+        let singleRuns = (single.dropLast("control.sock".count) + "daemon.pid").withNameCString { stat($0, &pid) } == 0
+        if let node = NodeMountRecord.nodeStateFolder(backing: mount.source, mountpoint: mount.mountPoint, deadDaemonsCount: !singleRuns) {
+            return node + "/control.sock"
+        }
+        return single
     }
 
     /// `<backing>/.coordfs/control.sock`: what the daemon binds, what clients find.

@@ -1,0 +1,150 @@
+import EtcdTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Two cluster nodes as a user starts them (issue 19): two `coordfs mount ... -o cluster=...,node=`
+/// daemons over one backing folder (what NFS or SMB shared by two hosts is), with a real one-member
+/// etcd and the backing watcher off, so that whatever one node learns of the other's writes comes
+/// from the cluster. Each node keeps its own state folder (`BACKING/.coordfs/nodes/NODE`), and the
+/// CLI finds the right one from a mount point. Teardown always unmounts both and stops etcd.
+class ClusterCLITestCase: CLITestCase {
+    var etcd: EtcdCluster!
+    var mntB: String!
+    var prefix: String!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        do { etcd = try EtcdCluster(size: 1) } catch { throw XCTSkip("no etcd: \(error)") }
+        mntB = root + "/mntB"
+        mkdir(mntB, 0o755)
+        prefix = "clitest\(getpid())"
+    }
+
+    override func tearDownWithError() throws {
+        // The mounts first (their daemons leave etcd cleanly), then etcd, also when the test failed.
+        defer { etcd?.stop() }
+        try super.tearDownWithError()
+    }
+
+    /// The cluster options of node `node`.
+    func clusterOptions(_ node: String, _ extra: [String] = []) -> [String] {
+        ["cluster=\(etcd.endpoints.joined(separator: ","))", "node=\(node)", "cluster_prefix=\(prefix!)", "backing_watcher=off"] + extra
+    }
+
+    /// `coordfs mount BACKING MOUNTPOINT -o cluster=...,node=NODE` (a background daemon).
+    func mountNode(_ node: String, at mountpoint: String, _ extra: [String] = []) throws {
+        let args = ["mount", backing!, mountpoint, "-o", clusterOptions(node, extra).joined(separator: ",")]
+        let r = coordfs(arguments: args)
+        guard r.status == 0, Self.mounts(under: root).contains(mountpoint) else {
+            throw CLIError("`coordfs \(args.joined(separator: " "))` failed: \(r)")
+        }
+    }
+
+    func nodeState(_ node: String) -> String { backing + "/.coordfs/nodes/" + node }
+
+    /// The keys etcd holds under `prefix/sub` (etcdctl, as an operator would look).
+    func etcdKeys(_ sub: String) -> [String] {
+        let r = run("/usr/bin/env", ["ETCDCTL_API=3", "etcdctl", "--endpoints", etcd.endpoints.joined(separator: ","),
+                                     "get", "--prefix", "--keys-only", "\(prefix!)/\(sub)"], timeout: 20)
+        return r.lines
+    }
+
+    func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !condition() && Date() < deadline { usleep(50_000) }
+        return condition()
+    }
+
+    /// `coordfs present MOUNTPOINT/relative` on node at `mountpoint`, once registered.
+    func present(_ relative: String, on mountpoint: String) throws -> Child {
+        let child = try startCoordfs(["present", mountpoint + "/" + relative])
+        guard waitUntil(10, { child.lines.contains { $0.hasPrefix("registered") } }) else {
+            throw CLIError("coordfs present \(relative) did not register: \(child.stdout) \(child.stderr)")
+        }
+        return child
+    }
+}
+
+final class ClusterCLITests: ClusterCLITestCase {
+    func testTwoNodesOverOneFolderKeepTheirOwnStateAndAPresenterOnAIsAskedWhenBWrites() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        try mountNode("a", at: mnt)
+        try mountNode("b", at: mntB)
+
+        // Each node its own log, store, socket, pid file and daemon log; nothing at the top.
+        for node in ["a", "b"] {
+            for item in ["daemon.pid", "daemon.log", "control.sock", "log", "mount"] {
+                XCTAssertEqual(access(nodeState(node) + "/" + item, F_OK), 0, "node \(node) has its own \(item)")
+            }
+        }
+        for item in ["daemon.pid", "control.sock", "log"] {
+            XCTAssertNotEqual(access(backing + "/.coordfs/" + item, F_OK), 0, "no shared \(item) in .coordfs")
+        }
+        let pidA = try String(contentsOfFile: nodeState("a") + "/daemon.pid", encoding: .utf8)
+        let pidB = try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8)
+        XCTAssertNotEqual(pidA, pidB, "two daemons")
+        // The reserved name stays hidden through both mounts.
+        for m in [mnt!, mntB!] {
+            XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: m).contains(".coordfs"), "listed in \(m)")
+            XCTAssertNotEqual(access(m + "/.coordfs/nodes", F_OK), 0, "reachable through \(m)")
+        }
+
+        // A presenter on A; B learns of it through etcd.
+        let presenter = try present("doc.txt", on: mnt)
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "A's presenter in etcd: \(etcdKeys(""))")
+        XCTAssertEqual(sh("echo two > '\(mntB!)/doc.txt'").status, 0)
+        XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("notification didChange doc.txt") } }, presenter.stdout)
+        let asked = try XCTUnwrap(presenter.lines.firstIndex { $0.contains("relinquishToWriter doc.txt") }, "asked: \(presenter.stdout)")
+        let told = try XCTUnwrap(presenter.lines.firstIndex { $0.hasPrefix("notification didChange doc.txt") })
+        XCTAssertLessThan(asked, told, "asked before, told after: \(presenter.stdout)")
+        XCTAssertEqual(FileOps.get(mnt + "/doc.txt"), "two\n", "A's mount shows B's bytes")
+
+        // The CLI finds each node's own log and store from its mount point.
+        let logA = log(), logB = coordfsLog(mntB)
+        XCTAssertTrue(logA.contains { $0.kind == "mount" && ($0.details["message"] as? String)?.hasSuffix(" on \(mnt!)") == true }, "A's log")
+        XCTAssertTrue(logB.contains { $0.kind == "mount" && ($0.details["message"] as? String)?.hasSuffix(" on \(mntB!)") == true }, "B's log")
+        XCTAssertFalse(logB.contains { $0.kind == "mount" && ($0.details["message"] as? String)?.hasSuffix(" on \(mnt!)") == true }, "not A's")
+        XCTAssertTrue(logA.contains { $0.kind == "presenterAsked" }, "A's presenter was asked, in A's log")
+        let versions = coordfs("versions", mnt + "/doc.txt", "--json")
+        XCTAssertEqual(versions.status, 0, "\(versions)")
+        XCTAssertFalse(versions.lines.isEmpty, "A's store kept the version A's presenter had: \(versions)")
+        // --backing of a folder holding several nodes' state needs --node.
+        let ambiguous = coordfs("log", "--backing", backing)
+        XCTAssertNotEqual(ambiguous.status, 0)
+        XCTAssertTrue(ambiguous.stderr.contains("several cluster nodes (a, b)") && ambiguous.stderr.contains("--node"), "\(ambiguous)")
+        let byNode = coordfs("log", "--backing", backing, "--node", "b", "--json")
+        XCTAssertEqual(byNode.status, 0, "\(byNode)")
+        XCTAssertTrue(byNode.stdout.contains(" on \(mntB!)") && !byNode.stdout.contains(" on \(mnt!)\""), "B's log by --node")
+
+        // The backing watcher is off: a change made beside the mounts, in the backing folder itself,
+        // reaches no presenter (only the cluster tells nodes of each other's writes).
+        let toldBefore = presenter.lines.filter { $0.hasPrefix("notification didChange") }.count
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("beside\n".utf8))
+        usleep(1_500_000)
+        XCTAssertEqual(presenter.lines.filter { $0.hasPrefix("notification didChange") }.count, toldBefore, presenter.stdout)
+
+        XCTAssertEqual(presenter.stop(), 0)
+        XCTAssertEqual(coordfs("unmount", mntB).status, 0)
+        XCTAssertNotEqual(access(nodeState("b") + "/mount", F_OK), 0, "B's mount record is gone with its mount")
+        XCTAssertEqual(access(nodeState("a") + "/mount", F_OK), 0, "A's stays")
+        XCTAssertTrue(waitUntil(10) { etcdKeys("n/b").isEmpty }, "B left the cluster")
+        unmount()
+    }
+
+    func testNodeNamesThatCouldLeaveTheStateFolderAreRefused() throws {
+        for bad in ["..", ".", "a/b", String(repeating: "n", count: 65)] {
+            let r = coordfs(arguments: ["mount", backing!, mnt!, "-o", clusterOptions(bad).joined(separator: ",")])
+            XCTAssertNotEqual(r.status, 0, "node=\(bad) mounted")
+            XCTAssertTrue(r.stderr.contains("node="), "\(r)")
+        }
+        XCTAssertTrue(Self.mounts(under: root).isEmpty)
+        XCTAssertNotEqual(access(backing + "/.coordfs/nodes", F_OK), 0, "no state folder made for a refused name")
+    }
+
+    private func coordfsLog(_ mountpoint: String) -> [Record] {
+        let r = coordfs(arguments: ["log", mountpoint, "--json"])
+        XCTAssertEqual(r.status, 0, "coordfs log \(mountpoint): \(r)")
+        return records(r.lines)
+    }
+}
