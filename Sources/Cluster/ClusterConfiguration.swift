@@ -102,8 +102,22 @@ public struct ClusterStep: Sendable, CustomStringConvertible {
     public var what: String
     /// The item, when there is one.
     public var path: ItemPath?
+    /// Every item the step concerns (`path` among them): the control socket shows a step to a user
+    /// only if the user may see them all (docs/protocol.md, "Threat model").
+    public var paths: [ItemPath]
+    /// What another node said with it (a refusal's reason), which may name items.
+    public var detail: String?
 
-    public var description: String { "rev \(revision) \(node): \(what)" + (path.map { " \($0)" } ?? "") }
+    public init(revision: Revision, node: String, what: String, path: ItemPath?, paths: [ItemPath]? = nil, detail: String? = nil) {
+        self.revision = revision
+        self.node = node
+        self.what = what
+        self.path = path
+        self.paths = paths ?? path.map { [$0] } ?? []
+        self.detail = detail
+    }
+
+    public var description: String { "rev \(revision) \(node): \(what)" + (detail.map { ": \($0)" } ?? "") + (path.map { " \($0)" } ?? "") }
 }
 
 /// The cluster as one node sees it (`coordfs status --cluster`).

@@ -1143,8 +1143,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func apply(_ event: WatchEvent, revision: Revision, _ effects: inout Effects, initial: Bool) {
         let key = event.key
         guard let parsed = keys.parse(key) else { return }
-        func step(_ node: String, _ what: String, _ path: ItemPath? = nil) {
-            if !initial && !state.stepSubscribers.isEmpty { effects.steps.append(ClusterStep(revision: revision, node: node, what: what, path: path)) }
+        func step(_ node: String, _ what: String, _ path: ItemPath? = nil, paths: [ItemPath]? = nil, detail: String? = nil) {
+            if !initial && !state.stepSubscribers.isEmpty {
+                effects.steps.append(ClusterStep(revision: revision, node: node, what: what, path: path, paths: paths, detail: detail))
+            }
         }
         switch (parsed, event) {
         case (.node(let n), .put(let kv)):
@@ -1192,8 +1194,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 if let c = w.finish(.changed) { effects.wakes.append(c) }
             }
         case (.ask(let to, let from, let serial), .put(let kv)):
-            step(from, "asks \(to)", nil)
-            guard to == name, let v = Wire.decode(AskValue.self, kv.value) else { return }
+            let v = Wire.decode(AskValue.self, kv.value)
+            let asked = v?.intents.compactMap(\.intent).map(\.path) ?? []
+            step(from, "asks \(to)", asked.first, paths: asked)
+            guard to == name, let v else { return }
             let intents = v.intents.compactMap(\.intent)
             guard intents.count == v.intents.count, !intents.isEmpty else { return }
             let id = "\(from)/\(serial)"
@@ -1211,7 +1215,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             if !proxy.answered { state.unansweredProxies[from, default: 1] -= 1 }
         case (.answer(let from, let serial, let to), .put(let kv)):
             let v = Wire.decode(AnswerValue.self, kv.value)
-            step(to, v.map { $0.errno == 0 ? "answered \(from)" : "refused \(from): \($0.message)" } ?? "answered \(from)")
+            step(to, v.map { $0.errno == 0 ? "answered \(from)" : "refused \(from)" } ?? "answered \(from)",
+                 detail: v.flatMap { $0.errno == 0 ? nil : $0.message })
             guard from == name, let wait = state.askWaits[serial], let v else { return }
             if v.errno != 0 && wait.refusal == nil { wait.refusal = v }
             wait.remaining.remove(to)
@@ -1222,8 +1227,15 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         case (.change(let n), .put(let kv)):
             guard let records = Wire.decode([ChangeRecord].self, kv.value) else { return }
             for r in records {
-                let what = r.changes.compactMap(\.change).map(\.description).joined(separator: ", ")
-                step(n, "did " + (what.isEmpty ? "nothing" : what) + " (token \(r.token))")
+                let changes = r.changes.compactMap(\.change)
+                let what = changes.map(\.description).joined(separator: ", ")
+                let paths = changes.flatMap { c -> [ItemPath] in
+                    switch c {
+                    case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
+                    case .moved(let a, let b): return [a, b]
+                    }
+                }
+                step(n, "did " + (what.isEmpty ? "nothing" : what) + " (token \(r.token))", nil, paths: paths)
             }
             guard n != name, !initial else { return }
             var viaProxy = Set<UInt64>()
@@ -1291,7 +1303,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         if effects.flush { startFlush() }
         if !effects.steps.isEmpty {
             let subscribers = lock.withLock { Array(state.stepSubscribers.values) }
-            for s in effects.steps { for sub in subscribers { sub.yield(s) } }
+            // In etcd's order: a batch spans revisions, and its change records were applied first.
+            let ordered = effects.steps.enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(\.element)
+            for s in ordered { for sub in subscribers { sub.yield(s) } }
         }
     }
 

@@ -83,6 +83,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     /// The event log's folder (nil with `log=off`), for `readLog`.
     let logDirectory: String?
     let clients = Mutex<[UInt64: ControlClientState]>([:])
+    /// The mount's node of a cluster, once it joined (nil on one host): `clusterStatus`, `clusterSteps`.
+    let clusterView = Mutex<ClusterView?>(nil)
     /// The connection holding each remote presenter (by wire id): a notification or a status
     /// entry finds its connection in O(1), however many connections and presenters there are.
     let owners = Mutex<[UInt64: ControlClientState]>([:])
@@ -184,6 +186,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         case .readLog(let request): readLog(request, client)
         case .cancel(let request): cancel(request, client)
         case .removeVersions(let request): removeVersions(request, client)
+        case .clusterStatus(let request): clusterStatus(request, client)
+        case .clusterSteps(let request): clusterSteps(request, client)
         case .willMove(let request): announceMove(request.move, done: false, client)
         case .didMove(let request): announceMove(request.move, done: true, client)
         case .answer, .error:

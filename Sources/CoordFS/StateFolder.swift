@@ -66,12 +66,13 @@ public struct StateFolder: Sendable, Equatable {
     }
 
     /// Lets other users reach the control socket (search only, never list or change): every folder
-    /// of the chain this user owns.
+    /// of the chain this user owns. `nodes` may be listed too, so that a client finds the node whose
+    /// mount record names its mount point (the names of nodes are no secret: `status --cluster`).
     func openForSearch() {
         for folder in chain {
             var st = stat()
             guard folder.withNameCString({ lstat($0, &st) }) == 0, st.st_uid == geteuid() else { continue }
-            _ = folder.withNameCString { chmod($0, 0o711) }
+            _ = folder.withNameCString { chmod($0, node != nil && folder == chain[1] ? 0o755 : 0o711) }
         }
     }
 

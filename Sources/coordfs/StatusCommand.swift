@@ -21,11 +21,19 @@ struct StatusCommand: ParsableCommand {
         (shown to users who may read the log; "eventLog" in --json). A report of any size is shown
         (the daemon sends a large one in parts).
 
+        With --cluster, for a node of a cluster (-o cluster=, docs/cluster.md): this node, whether \
+        etcd is reachable and this node's session valid, the policy when it is not and how many \
+        accesses were granted locally; every node with when its session began, its lease and TTL; \
+        the presenters and holds (rights, with their fencing tokens) of each node. Other users see \
+        only the items they could find in the folder themselves, on every node. A mount that is no \
+        node of a cluster says so, with exit status 66.
+
         Exit status: 0; 69 when the path is not in a coordfs mount or its daemon cannot be reached.
 
         Examples:
           coordfs status /mnt/docs
           coordfs status /mnt/docs --json | jq '.presenters[].path'
+          coordfs status /mnt/docs --cluster
         """
     )
 
@@ -35,9 +43,13 @@ struct StatusCommand: ParsableCommand {
     @Flag(help: "Print one JSON object instead of tables.")
     var json = false
 
+    @Flag(help: "The cluster instead (a node of a cluster, -o cluster=): its nodes (alive since, lease, TTL), presenters and holds per node, whether etcd is reachable, accesses granted locally.")
+    var cluster = false
+
     func run() throws {
         let location: ControlSocketLocator.Location
         do { location = try locateControlSocket(mountpoint) } catch { error.exit() }
+        if cluster { return ClusterViews.status(location, json: json) }
         let socketPath = location.socketPath
         let report: StatusReport
         do {
@@ -106,7 +118,21 @@ struct StatusCommand: ParsableCommand {
     static func text(_ report: StatusReport, mountPoint: String) -> [String] {
         let processName = processNames(report)
         var lines = ["coordfs mount \(mountPoint.displayEscaped)"]
-        func table(_ title: String, _ header: [String], _ cells: [[String]]) {
+        table("presenters", ["ID", "PID", "EXECUTABLE", "UID", "KIND", "PATH"], report.presenters.map { p in
+            [String(p.presenter.rawValue), String(p.pid), processName(p.pid), String(p.uid), p.kind.rawValue, p.path.description]
+        }, into: &lines)
+        table("held accesses", ["ID", "PID", "EXECUTABLE", "UID", "HELD", "INTENTS"], report.accesses.map { a in
+            [String(a.access.rawValue), String(a.pid), processName(a.pid), String(a.uid), "\(a.heldMs) ms",
+             a.intents.map(describe).joined(separator: "; ")]
+        }, into: &lines)
+        table("waiting requests", ["PID", "EXECUTABLE", "UID", "WAITING", "INTENTS"], report.waiting.map { w in
+            [String(w.pid), processName(w.pid), String(w.uid), "\(w.waitingMs) ms", w.intents.map(describe).joined(separator: "; ")]
+        }, into: &lines)
+        return lines
+    }
+
+    /// A titled table of `cells` under `header`, appended to `lines`.
+    static func table(_ title: String, _ header: [String], _ cells: [[String]], into lines: inout [String]) {
             // Every cell escaped: a name cannot break the table, drive the terminal or forge output.
             let rows = cells.map { $0.map(\.displayEscaped) }
             lines.append("")
@@ -121,18 +147,6 @@ struct StatusCommand: ParsableCommand {
             }
             lines.append("  " + render(header))
             for row in rows { lines.append("  " + render(row)) }
-        }
-        table("presenters", ["ID", "PID", "EXECUTABLE", "UID", "KIND", "PATH"], report.presenters.map { p in
-            [String(p.presenter.rawValue), String(p.pid), processName(p.pid), String(p.uid), p.kind.rawValue, p.path.description]
-        })
-        table("held accesses", ["ID", "PID", "EXECUTABLE", "UID", "HELD", "INTENTS"], report.accesses.map { a in
-            [String(a.access.rawValue), String(a.pid), processName(a.pid), String(a.uid), "\(a.heldMs) ms",
-             a.intents.map(describe).joined(separator: "; ")]
-        })
-        table("waiting requests", ["PID", "EXECUTABLE", "UID", "WAITING", "INTENTS"], report.waiting.map { w in
-            [String(w.pid), processName(w.pid), String(w.uid), "\(w.waitingMs) ms", w.intents.map(describe).joined(separator: "; ")]
-        })
-        return lines
     }
 
     static func json(_ report: StatusReport, mountPoint: String) -> JSONObject {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ControlProtocol
 import CoordFS
 import EventLog
 import Glibc
@@ -24,6 +25,12 @@ struct WatchCommand: ParsableCommand {
         stderr names the range; it then continues from the oldest kept record. Ends on Ctrl-C (status \
         0), at --limit, or quietly when the reader of a pipe exits.
 
+        With --cluster, on a node of a cluster (-o cluster=, docs/cluster.md): every node's \
+        coordination steps (joined, left, presents, holds, asks, answered, did ...) in one stream, \
+        in the order of etcd's revisions, as the mount's node sees them, live from now; another \
+        user sees only steps about items it could find in the folder itself. A mount that is no \
+        node of a cluster says so, with exit status 66.
+
         Examples:
           coordfs watch /mnt/docs
           coordfs watch /mnt/docs/reports         # only records under reports/
@@ -32,6 +39,7 @@ struct WatchCommand: ParsableCommand {
           coordfs watch /mnt/docs --json | jq -c 'select(.kind == "didMove")'
           coordfs watch /mnt/docs --json --since 1200   # resume after 1199
           coordfs watch --backing /srv/shared --since 1 # folder not mounted
+          coordfs watch /mnt/docs --cluster --json      # every node's steps
         """
     )
 
@@ -40,11 +48,22 @@ struct WatchCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Exit after printing this many records.", valueName: "n"))
     var limit: Int?
 
+    @Flag(help: "Every node's coordination steps instead (a node of a cluster, -o cluster=), one stream in etcd's revision order.")
+    var cluster = false
+
     func validate() throws {
         if let limit, limit <= 0 { throw ValidationError("--limit expects a number above 0") }
+        if cluster && (query.backing != nil || query.since != nil || !query.paths.isEmpty || !query.kinds.isEmpty || !query.pids.isEmpty) {
+            throw ValidationError("--cluster follows a mounted node's daemon: give its mountpoint, with --json and --limit only")
+        }
     }
 
     func run() throws {
+        if cluster {
+            let location: ControlSocketLocator.Location
+            do { location = try locateControlSocket(query.mountpoint ?? "") } catch { error.exit() }
+            return ClusterViews.watch(location, json: query.json, limit: limit)
+        }
         let mount = try query.locate()
         let filter = try query.filter(pathInMount: mount.pathInMount, mountpoint: mount.mountpoint)
         let reader: any RecordSource

@@ -79,5 +79,10 @@ enum RecordedPayloads {
         ##"{"type":"notification","presenter":17,"event":"didGainConflict","conflict":5}"##,
         ##"{"type":"notification","presenter":17,"event":"didResolveConflict","conflict":5,"resolution":"keepBoth"}"##,
         ##"{"type":"removeVersions","id":35,"path":"docs/a.txt"}"##,
+        ##"{"type":"clusterStatus","id":36}"##,
+        ##"{"type":"clusterStatusReport","id":36,"node":"a","prefix":"coordfs","reachable":true,"sessionValid":true,"unreachable":"fail","localGrants":0,"revision":57,"nodes":[{"name":"a","sinceMs":1764115200000,"lease":"7587870373546463500","ttl":10,"presenters":["docs/a.txt"],"holds":[{"path":"docs/a.txt","mode":"write","token":42}]},{"name":"b","sinceMs":0,"lease":"0","ttl":0,"presenters":[],"holds":[]}],"lastError":"etcd at http://10.0.0.5:2379: connection refused"}"##,
+        ##"{"type":"clusterSteps","id":37}"##,
+        ##"{"type":"clusterSteps","id":38,"from":12}"##,
+        ##"{"type":"clusterStepList","id":38,"steps":[{"seq":12,"revision":57,"node":"b","what":"holds write (token 57)","path":"docs/a.txt"},{"seq":13,"revision":58,"node":"a","what":"joined (lease 1, ttl 10 s)"}],"next":14,"oldest":1}"##,
     ]
 }

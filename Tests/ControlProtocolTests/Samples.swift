@@ -105,6 +105,20 @@ enum Samples {
             .notification(PresenterNotification(presenter: PresenterID(17), event: .didGainConflict(ConflictID(5)))),
             .notification(PresenterNotification(presenter: PresenterID(17), event: .didResolveConflict(ConflictID(5), resolution: .keepBoth))),
             .removeVersions(RemoveVersions(id: RequestID(35), path: a)),
+            .clusterStatus(ClusterStatusQuery(id: RequestID(36))),
+            .clusterStatusReport(ClusterStatusReport(
+                id: RequestID(36), node: "a", prefix: "coordfs", reachable: true, sessionValid: true, unreachable: "fail",
+                localGrants: 0, revision: 57, nodes: [
+                    .init(name: "a", sinceMs: 1_764_115_200_000, lease: 7_587_870_373_546_463_500, ttl: 10, presenters: [a],
+                          holds: [.init(path: a, mode: "write", token: 42)]),
+                    .init(name: "b", sinceMs: 0, lease: 0, ttl: 0),
+                ], lastError: "etcd at http://10.0.0.5:2379: connection refused")),
+            .clusterSteps(ClusterStepsQuery(id: RequestID(37))),
+            .clusterSteps(ClusterStepsQuery(id: RequestID(38), from: 12)),
+            .clusterStepList(ClusterStepList(id: RequestID(38), steps: [
+                .init(seq: 12, revision: 57, node: "b", what: "holds write (token 57)", path: a),
+                .init(seq: 13, revision: 58, node: "a", what: "joined (lease 1, ttl 10 s)"),
+            ], next: 14, oldest: 1)),
         ]
     }
 }

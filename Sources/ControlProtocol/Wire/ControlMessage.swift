@@ -102,6 +102,8 @@ package enum ControlMessage: Sendable, Equatable {
     case willMove(WillMove)
     case didMove(DidMove)
     case removeVersions(RemoveVersions)
+    case clusterStatus(ClusterStatusQuery)
+    case clusterSteps(ClusterStepsQuery)
     // Daemon to client.
     case welcome(Welcome)
     case registered(Registered)
@@ -116,6 +118,8 @@ package enum ControlMessage: Sendable, Equatable {
     case versionData(VersionData)
     case restored(Restored)
     case logRecords(LogRecords)
+    case clusterStatusReport(ClusterStatusReport)
+    case clusterStepList(ClusterStepList)
     // Either way.
     case error(ErrorMessage)
     case close(Close)
@@ -132,6 +136,7 @@ package enum ControlMessage: Sendable, Equatable {
         Welcome.self, Registered.self, Granted.self, OK.self, StatusReport.self, Ask.self, PresenterNotification.self,
         ConflictList.self, Resolved.self, VersionList.self, VersionData.self, Restored.self, LogRecords.self,
         Close.self, ErrorMessage.self,
+        ClusterStatusQuery.self, ClusterStatusReport.self, ClusterStepsQuery.self, ClusterStepList.self,
     ]
 
     private static let byName: [String: any WireMessage.Type] =
@@ -161,6 +166,10 @@ package enum ControlMessage: Sendable, Equatable {
         case .willMove(let m): return m
         case .didMove(let m): return m
         case .removeVersions(let m): return m
+        case .clusterStatus(let m): return m
+        case .clusterSteps(let m): return m
+        case .clusterStatusReport(let m): return m
+        case .clusterStepList(let m): return m
         case .welcome(let m): return m
         case .registered(let m): return m
         case .granted(let m): return m
