@@ -1,6 +1,8 @@
 # coordfs: build, test, run, benchmark, install.
 #   make run      install what is missing, build, mount a demo folder, print its page's URL (coordfs web)
 #                 and show the live event log
+#   make cluster-demo  two nodes over one folder through etcd: status --cluster, a cross-node ask and
+#                 its conflict, then every node's steps live (mount-scripts/cluster-demo.sh)
 #   make test     install what is missing, build, run every test
 #   make bench    benchmarks; results in docs/benchmarks.md
 #   make fuzz     the control-protocol fuzzer, longer than in make test
@@ -18,7 +20,7 @@ DEMO     ?= $(CURDIR)/demo
 APT_PACKAGES := libfuse3-dev fuse3 pkg-config libsqlite3-dev attr fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox prometheus chromium chromium-driver \
                 etcd-server etcd-client iproute2 tmux nano
 
-.PHONY: all deps build build-debug run test bench fuzz install install-files uninstall clean
+.PHONY: all deps build build-debug run cluster-demo test bench fuzz install install-files uninstall clean
 
 all: build
 
@@ -42,6 +44,10 @@ build-debug: deps
 
 run: build
 	@CONFIG=$(CONFIG) DEMO="$(DEMO)" ./mount-scripts/demo.sh
+
+# Two nodes over one folder through a one-member etcd (docs/cluster.md); Ctrl-C cleans up.
+cluster-demo: build
+	@CONFIG=$(CONFIG) DEMO="$(DEMO)-cluster" ./mount-scripts/cluster-demo.sh
 
 # The whole output also goes to .build/test.log; on failure its failing lines are printed again
 # at the end, where a truncated CI log still shows them.
