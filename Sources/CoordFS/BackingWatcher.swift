@@ -198,7 +198,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                 if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
             }
         }
-        // First make the kernel forget what it cached, so the next access through the mount sees it.
+        // First make the kernel forget what it cached, so the next access through the mount sees it:
+        // also its "no such name" for a name that appeared (a lookup answering meanwhile caches none).
+        if mask & (LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.rename) != 0 { loopback.namesMayHaveAppeared() }
         for (i, r) in resolved.enumerated() where !r.name.isEmpty {
             session.invalidateEntry(parent: loopback.id(of: r.node), name: r.name)
             if mask & contentBits != 0, let child = i == 0 ? changed : loopback.knownChild(of: r.node, named: r.name) {
@@ -267,6 +269,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// Events were lost: every cached name and attribute of the known directories may be stale.
     private func overflowed() {
         loopback.pathsChanged()
+        loopback.namesMayHaveAppeared()
         let dirs = directories.withLock { Array($0.byHandle.values) }
         for d in dirs { session.invalidate(inode: loopback.id(of: d)) }
     }

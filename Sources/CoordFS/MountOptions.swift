@@ -24,7 +24,9 @@ public struct MountOptions: Sendable, Equatable {
     public var entryTimeout: Double?
     /// The default cache lifetime of attributes and names the backing watcher keeps fresh.
     public static let watchedTimeout = 10.0
-    public var negativeTimeout = 0.0
+    /// Seconds the kernel caches "no such name"; nil: the default (0, or `watchedTimeout` in a
+    /// directory where the backing watcher sees every name that appears).
+    public var negativeTimeout: Double?
     /// Whether the daemon watches the backing folder (fanotify) for changes made directly in it
     /// (`backing_watcher=on|off`). On network storage it sees no other host's writes; with it off
     /// the kernel's caches keep the plain timeouts (1 s unless given) and changes made beside the
@@ -131,7 +133,7 @@ public struct MountOptions: Sendable, Equatable {
                 case ("entry_timeout", let v?): o.entryTimeout = try seconds(item, v)
                 case ("negative_timeout", let v?): o.negativeTimeout = try seconds(item, v)
                 case ("cache", "auto"): o.keepCache = true
-                case ("cache", "none"): o.keepCache = false; o.attributeTimeout = 0; o.entryTimeout = 0
+                case ("cache", "none"): o.keepCache = false; o.attributeTimeout = 0; o.entryTimeout = 0; o.negativeTimeout = 0
                 case ("cache", _): throw .badOption(item, "expects auto or none")
                 case ("passthrough", "on"): o.passthrough = true
                 case ("passthrough", "off"): o.passthrough = false
@@ -230,7 +232,8 @@ public struct MountOptions: Sendable, Equatable {
         // Given explicitly (or cache=none): that, whatever the watcher sees.
         l.watchedAttributeTimeout = attributeTimeout == nil ? Self.watchedTimeout : nil
         l.watchedEntryTimeout = entryTimeout == nil ? Self.watchedTimeout : nil
-        l.negativeTimeout = negativeTimeout
+        l.negativeTimeout = negativeTimeout ?? 0
+        l.watchedNegativeTimeout = negativeTimeout == nil ? Self.watchedTimeout : nil
         l.keepCache = keepCache
         l.hiddenRootNames = names
         l.readOnly = readOnly

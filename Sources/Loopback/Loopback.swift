@@ -19,6 +19,11 @@ public struct LoopbackOptions: Sendable {
     public var watchedEntryTimeout: Double? = nil
     /// Seconds the kernel may cache "no such name" (0: a file created in the backing folder shows at once).
     public var negativeTimeout: Double = 0
+    /// Seconds instead, in a directory on the backing root's own local file system while a watcher
+    /// sees every change made there directly: it drops the cached "no such name" when the name
+    /// appears (created, linked or renamed there; `namesMayHaveAppeared()`). Nil: `negativeTimeout`
+    /// always.
+    public var watchedNegativeTimeout: Double? = nil
     /// Keep page cache across opens; the kernel drops it when it sees mtime or size change.
     public var keepCache: Bool = true
     /// Names in the root directory that do not exist through the mount (the state folder).
@@ -52,6 +57,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     private let rootDevice: dev_t
     private let rootIsLocal: Bool
     private let pathGeneration = Atomic<UInt64>(0)
+    /// Counts the watcher's reports of names that may have appeared (`namesMayHaveAppeared()`): a
+    /// lookup that found nothing gives a cacheable "no such name" only if none came in meanwhile.
+    private let appearances = Atomic<UInt64>(0)
     private let backingFiles = Mutex<(any BackingFileRegistry)?>(nil)
     private let dataRequestCount = Atomic<Int>(0)
     private let quietCloses = QuietCloses()
@@ -258,18 +266,42 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         c.want.insert([.exportSupport, .atomicOTrunc, .spliceRead, .spliceWrite, .spliceMove, .autoInvalidateData,
                        .readdirPlus, .readdirPlusAuto, .parallelDirectoryOps, .asyncDirectIO])
         c.want.remove(.writebackCache)
+        // A symlink's target is kept in the kernel's page cache of its inode: a link's target never
+        // changes in place (a new target is a new link: a new inode, and a new node here).
+        c.want.insert(.cacheSymlinks)
         // Locks stay in the kernel (POSIX and flock semantics among every user of the mount).
         c.want.remove([.posixLocks, .flockLocks])
     }
 
     public func lookup(_ request: consuming Request, parent: InodeID, name: FileName) {
         if isHidden(parent: parent, name) { return request.reply(entry: .negative(timeout: options.negativeTimeout)) }
-        switch lookupEntry(parent: inode(parent), name: name.cString) {
+        let node = inode(parent)
+        let seen = appearances.load(ordering: .acquiring)
+        switch lookupEntry(parent: node, name: name.cString) {
         case .success(let e): request.reply(entry: e)
-        case .failure(.noSuchFileOrDirectory): request.reply(entry: .negative(timeout: options.negativeTimeout))
+        case .failure(.noSuchFileOrDirectory): request.reply(entry: .negative(timeout: negativeTimeout(in: node, since: seen)))
         case .failure(let e): request.reply(error: e)
         }
     }
+
+    /// Seconds the kernel may cache "no such name" in `directory` (the watched lifetime when the
+    /// backing watcher sees every name that appears there: `timeouts(for:)`'s rule), for a lookup
+    /// that began when `appearances` was `seen`. A name the watcher reported meanwhile may be this
+    /// one, and its invalidation may have come before the kernel has the answer to drop (it drops
+    /// only what it holds): then nothing is cached.
+    func negativeTimeout(in directory: BackingNode, since seen: UInt64) -> Double {
+        guard let watched = options.watchedNegativeTimeout, rootIsLocal, directory.key.dev == rootDevice,
+              pathsAreWatched.load(ordering: .relaxed) else { return options.negativeTimeout }
+        return appearances.load(ordering: .acquiring) == seen ? watched : 0
+    }
+
+    /// The backing watcher saw a name appear, or may have (a create, link or rename made directly in
+    /// the backing folder, or lost events), and is about to drop the kernel's cached entry for it:
+    /// a lookup answering "no such name" right now caches nothing.
+    public func namesMayHaveAppeared() { appearances.add(1, ordering: .releasing) }
+
+    /// How many `namesMayHaveAppeared()` so far.
+    var appearanceCount: UInt64 { appearances.load(ordering: .acquiring) }
 
     public func forget(_ id: InodeID, count: UInt64) {
         forget(inode(id), count: count)

@@ -1,0 +1,152 @@
+import XCTest
+import Foundation
+import Glibc
+@testable import CoordFS
+@testable import Loopback
+import FuseKit
+
+/// Requests the kernel is spared (issue 23 item 2), each with the change made directly in the
+/// backing folder, by another process, while the kernel holds the answer: it never shows stale.
+final class KernelCacheTests: InProcessMountTestCase {
+    private func requests(_ operation: FuseOperation) -> UInt64 { daemon.requestCounters?.value(operation) ?? 0 }
+
+    private func exists(_ relative: String) -> Bool {
+        var st = stat()
+        return lstat(mnt + "/" + relative, &st) == 0
+    }
+
+    /// Lookups the daemon was sent while `body` ran.
+    private func lookups(_ body: () throws -> Void) rethrows -> UInt64 {
+        let before = requests(.lookup)
+        try body()
+        return requests(.lookup) - before
+    }
+
+    private func soon(_ what: String, file: StaticString = #filePath, line: UInt = #line, _ check: () -> Bool) {
+        let deadline = Date().addingTimeInterval(1)
+        while !check() && Date() < deadline { usleep(2_000) }
+        XCTAssertTrue(check(), what, file: file, line: line)
+    }
+
+    // MARK: Negative entries
+
+    func testOptionsGiveTheNegativeLifetimes() throws {
+        let defaults = try MountOptions.parse([]).loopbackOptions(hiding: [])
+        XCTAssertEqual(defaults.negativeTimeout, 0, "without the watcher a name created in BACKING must show at once")
+        XCTAssertEqual(defaults.watchedNegativeTimeout, MountOptions.watchedTimeout)
+        let asked = try MountOptions.parse(["negative_timeout=2"]).loopbackOptions(hiding: [])
+        XCTAssertEqual(asked.negativeTimeout, 2)
+        XCTAssertNil(asked.watchedNegativeTimeout, "an explicit negative_timeout applies everywhere")
+        let none = try MountOptions.parse(["cache=none"]).loopbackOptions(hiding: [])
+        XCTAssertEqual(none.negativeTimeout, 0)
+        XCTAssertNil(none.watchedNegativeTimeout)
+    }
+
+    /// A missing name looked up again is answered by the kernel while the watcher watches its folder.
+    func testAMissingNameIsAskedOnceWhileWatched() throws {
+        mkdir(mnt + "/sub", 0o755)
+        XCTAssertEqual(lookups {
+            XCTAssertFalse(exists("missing"))
+            XCTAssertFalse(exists("missing"))
+            XCTAssertFalse(exists("sub/missing"))
+            XCTAssertFalse(exists("sub/missing"))
+        }, 2)
+    }
+
+    /// Every way a name can appear directly in the backing folder drops the kernel's cached "no such
+    /// name" at once: created, made a folder, hard-linked, symlinked, renamed into place in the
+    /// folder, moved in from outside the backing folder, and a folder renamed into place.
+    func testANameThatAppearsInTheBackingFolderShowsAtOnce() throws {
+        let outside = root + "/outside"
+        mkdir(outside, 0o755)
+        mkdir(mnt + "/sub", 0o755)
+        try write("existing", "e")
+        let ways: [(String, (String) -> String)] = [
+            ("created", { "echo x > \($0)" }),
+            ("made a folder", { "mkdir \($0)" }),
+            ("hard-linked", { "ln existing \($0)" }),
+            ("symlinked", { "ln -s existing \($0)" }),
+            ("renamed into place", { "echo x > tmp.$$ && mv tmp.$$ \($0)" }),
+            ("moved in from outside", { "echo x > \(outside)/o.$$ && mv \(outside)/o.$$ \($0)" }),
+            ("a folder renamed into place", { "mkdir d.$$ && mv d.$$ \($0)" }),
+        ]
+        for (i, (way, command)) in ways.enumerated() {
+            for folder in ["", "sub/"] {
+                let name = folder + "appears\(i)"
+                XCTAssertFalse(exists(name))
+                XCTAssertEqual(lookups { XCTAssertFalse(exists(name)) }, 0, "\(way): the kernel did not cache the missing \(name)")
+                try sh(command(name), in: backing)
+                soon("\(name) \(way) in the backing folder does not show through the mount") { exists(name) }
+            }
+        }
+    }
+
+    /// The watcher's report of a name that appeared may come before the kernel has the lookup's
+    /// answer to drop: a lookup that overlapped one caches nothing.
+    func testALookupOverlappingAnAppearanceCachesNothing() throws {
+        let loopback = daemon.loopback
+        let root = loopback.inode(.root)
+        let seen = loopback.appearanceCount
+        XCTAssertEqual(loopback.negativeTimeout(in: root, since: seen), MountOptions.watchedTimeout)
+        loopback.namesMayHaveAppeared()
+        XCTAssertEqual(loopback.negativeTimeout(in: root, since: seen), 0)
+        XCTAssertEqual(loopback.negativeTimeout(in: root, since: loopback.appearanceCount), MountOptions.watchedTimeout)
+    }
+
+    /// Without a watcher that sees every folder (not root, no fanotify, a folder it could not mark,
+    /// `backing_watcher=off`), "no such name" is not cached: the next lookup asks again, and a name
+    /// created directly in the backing folder shows at once.
+    func testWithoutAWatcherAMissingNameIsNotCached() throws {
+        daemon.loopback.setPathsAreWatched(false)
+        defer { daemon.loopback.setPathsAreWatched(true) }
+        XCTAssertEqual(lookups {
+            XCTAssertFalse(exists("unwatched"))
+            XCTAssertFalse(exists("unwatched"))
+        }, 2)
+        try sh("echo x > unwatched", in: backing)
+        XCTAssertTrue(exists("unwatched"))
+    }
+
+    // MARK: Symlinks
+
+    private func target(_ relative: String) -> String? {
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink(mnt + "/" + relative, &buf, buf.count - 1)
+        return n < 0 ? nil : String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// A symlink's target is read once (the kernel keeps it: FUSE_CACHE_SYMLINKS); a link replaced
+    /// directly in the backing folder, in place or by a rename over it, shows its new target at once.
+    func testASymlinksTargetIsReadOnceAndAReplacedLinkShowsAtOnce() throws {
+        try sh("ln -s one link && ln -s three other", in: backing)
+        XCTAssertEqual(target("link"), "one")
+        let before = requests(.readlink)
+        XCTAssertEqual(target("link"), "one")
+        XCTAssertEqual(target("link"), "one")
+        XCTAssertEqual(requests(.readlink) - before, 0, "the kernel asked for a cached symlink's target again")
+        try sh("rm link && ln -s two link", in: backing)
+        soon("a symlink replaced in the backing folder shows its old target") { target("link") == "two" }
+        XCTAssertEqual(target("other"), "three")
+        try sh("ln -s four tmp && mv tmp other", in: backing)
+        soon("a symlink renamed over in the backing folder shows its old target") { target("other") == "four" }
+    }
+}
+
+/// `backing_watcher=off` (cluster nodes on shared storage): nothing the watcher would drop is kept
+/// long; "no such name" is not cached at all.
+final class KernelCacheWithoutWatcherTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.backingWatcher = false
+    }
+
+    func testAMissingNameIsAskedEachTimeAndANameCreatedBesideShowsAtOnce() throws {
+        let before = daemon.requestCounters?.value(.lookup) ?? 0
+        var st = stat()
+        XCTAssertNotEqual(lstat(mnt + "/beside", &st), 0)
+        XCTAssertNotEqual(lstat(mnt + "/beside", &st), 0)
+        XCTAssertEqual((daemon.requestCounters?.value(.lookup) ?? 0) - before, 2)
+        try sh("echo x > beside", in: backing)
+        XCTAssertEqual(lstat(mnt + "/beside", &st), 0, "a name created beside the mount is hidden by a cached negative entry")
+    }
+}
