@@ -3,7 +3,7 @@ import PackageDescription
 
 // Module layout (dependency arrows point down; only FuseKit imports libfuse's CFuse3, only LinuxGNU
 // imports CLinux, the GNU calls Glibc's module hides; Glibc itself is fine anywhere):
-//   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3
+//   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3, CURing (FUSE over io_uring, C over liburing)
 //                      │   └──▶ Loopback
 //   CoordFS, Loopback, EventLog, DocumentStore ─▶ LinuxGNU ─▶ CLinux (LinuxCalls: renameat2, xattrs,
 //     file handles, fanotify; sys/sysValue giving swift-system's Errno) and ─▶ Linux
@@ -48,6 +48,8 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        // FUSE over io_uring's few calls in C over liburing (liburing-dev); only opaque rings cross.
+        .target(name: "CURing", linkerSettings: [.linkedLibrary("uring")]),
         .target(name: "NameBytes"),
         .systemLibrary(name: "CLinux"),
         .target(name: "Linux", dependencies: ["NameBytes"]),
@@ -55,7 +57,7 @@ let package = Package(
         .target(name: "Vocabulary"),
         .target(
             name: "FuseKit",
-            dependencies: ["CFuse3", "Linux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CFuse3", "CURing", "Linux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(
             name: "Loopback",

@@ -17,7 +17,8 @@
 # BENCH_FRESH_FS (1: each target's folder is a fresh ext4 image of its own on the bench disk;
 # 0: plain folders under BENCH_DIR), BENCH_LOW_NOFILE (1024: the descriptor limit of the second
 # coordfs daemon the metadata workloads run on; 0: none).
-# `bench/run.sh lowfd` runs only that comparison and prints its section.
+# `bench/run.sh lowfd` runs only that comparison and prints its section; `bench/run.sh transport`
+# the same for the comparison of the two transports (BENCH_TRANSPORT=0: none).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,8 +46,11 @@ WORKLOADS=(
   "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
   "tar|s|lower|unpack then delete a tarball of /usr/include|-"
 )
-SECTIONS=(section_machine section_mount section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
+SECTIONS=(section_machine section_mount section_transport section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
 LOW_NOFILE=${BENCH_LOW_NOFILE:-1024}
+TRANSPORT=${BENCH_TRANSPORT:-1}
+URING_SWITCH=/sys/module/fuse/parameters/enable_uring
+URING_SAVED=""
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "bench: $*"; exit 1; }
@@ -64,6 +68,7 @@ TMP=""
 
 cleanup() {
   local m
+  [ -z "$URING_SAVED" ] || echo "$URING_SAVED" > "$URING_SWITCH" 2>/dev/null || true
   for m in "${MOUNTS[@]}"; do
     if mountpoint -q "$m" 2>/dev/null || grep -q " $m fuse" /proc/mounts; then
       fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
@@ -159,6 +164,17 @@ start_target() {   # target: its folder (a fresh file system) and, for a FUSE ta
       PID_OF[coordfs_lowfd]=$(pgrep -n -f "coordfs mount $WORK/cflow/backing $WORK/cflow/mnt" || true)
       [ -n "${PID_OF[coordfs_lowfd]}" ] || die "cannot find the low-limit coordfs daemon's pid"
       DIR_OF[coordfs_lowfd]=$WORK/cflow/mnt ;;
+    coordfs_dev|coordfs_uring)   # the transport comparison: each with a metrics endpoint to count requests
+      local tr=${1#coordfs_} port=19464; [ "$tr" = uring ] && port=19465
+      fresh_fs "$WORK/cf$tr/backing" "cf$tr"; mkdir -p "$WORK/cf$tr/mnt"
+      MOUNTS+=("$WORK/cf$tr/mnt")
+      "$BIN" mount "$WORK/cf$tr/backing" "$WORK/cf$tr/mnt" -o "transport=$tr,metrics=127.0.0.1:$port${COORDFS_OPTS:+,$COORDFS_OPTS}" \
+        || die "coordfs mount (transport=$tr) failed"
+      wait_mounted "$WORK/cf$tr/mnt"
+      PID_OF[$1]=$(pgrep -n -f "coordfs mount $WORK/cf$tr/backing $WORK/cf$tr/mnt" || true)
+      [ -n "${PID_OF[$1]}" ] || die "cannot find the coordfs daemon's pid (transport=$tr)"
+      METRICS_PORT[$1]=$port
+      DIR_OF[$1]=$WORK/cf$tr/mnt ;;
     *) die "unknown target $1" ;;
   esac
 }
@@ -178,6 +194,7 @@ refresh_target() {   # target
     passthrough_ll) fs=$WORK/pt/backing; fusermount3 -u "$WORK/pt/mnt" || die "cannot unmount passthrough_ll" ;;
     coordfs) fs=$WORK/cf/backing; "$BIN" unmount "$WORK/cf/mnt" >/dev/null || die "cannot unmount coordfs" ;;
     coordfs_lowfd) fs=$WORK/cflow/backing; "$BIN" unmount "$WORK/cflow/mnt" >/dev/null || die "cannot unmount coordfs" ;;
+    coordfs_dev|coordfs_uring) fs=$WORK/cf${t#coordfs_}/backing; "$BIN" unmount "${DIR_OF[$t]}" >/dev/null || die "cannot unmount coordfs" ;;
   esac
   if [ -n "$pid" ]; then
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
@@ -334,6 +351,62 @@ run_lowfd() {
 declare -A LOWFD=() LOWFD_ALL=()
 LOWFD_LIMIT="" DEFAULT_LIMIT=""
 
+# The metadata workloads on coordfs through /dev/fuse and through io_uring (`-o transport=`), each
+# round on fresh file systems, the order alternating; the best round counts (medians in the
+# section). Daemon CPU (user + system, from /proc/PID/stat) and FUSE requests (the daemon's metrics
+# endpoint, coordfs_fuse_requests_total) are summed over every round.
+run_transport() {
+  [ "$TRANSPORT" != 0 ] || return 0
+  [ -f "$URING_SWITCH" ] || { say "bench: this kernel has no FUSE over io_uring: no transport comparison"; TRANSPORT=0; return 0; }
+  URING_SAVED=$(cat "$URING_SWITCH")
+  echo Y > "$URING_SWITCH" || { say "bench: cannot turn on $URING_SWITCH: no transport comparison"; URING_SAVED=""; TRANSPORT=0; return 0; }
+  start_target coordfs_dev
+  start_target coordfs_uring
+  local name better r t value pair cpu0 req0 cpu1 req1
+  for name in $FRESH_ROUND; do
+    better=$(printf '%s\n' "${WORKLOADS[@]}" | awk -F'|' -v n="$name" '$1 == n {print $3}')
+    for ((r = 0; r < META_ROUNDS; r++)); do
+      pair="coordfs_dev coordfs_uring"; (( r % 2 )) && pair="coordfs_uring coordfs_dev"
+      for t in $pair; do
+        say "bench: $name on coordfs, transport=${t#coordfs_} (round $((r + 1))/$META_ROUNDS)"
+        refresh_target "$t"
+        if grep -q "requests come through io_uring" "$WORK/cf${t#coordfs_}/backing/.coordfs/daemon.log"; then
+          TRANSPORT_SEEN[$t]=uring; else TRANSPORT_SEEN[$t]=dev; fi
+        settle_disk
+        cpu0=$(daemon_cpu_ticks "${PID_OF[$t]}"); req0=$(daemon_requests "${METRICS_PORT[$t]}")
+        if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
+        cpu1=$(daemon_cpu_ticks "${PID_OF[$t]}"); req1=$(daemon_requests "${METRICS_PORT[$t]}")
+        say "bench:   $value ($((cpu1 - cpu0)) ticks, $((req1 - req0)) requests)"
+        TRANSPORT_CPU[$name:$t]=$(( ${TRANSPORT_CPU[$name:$t]:-0} + cpu1 - cpu0 ))
+        TRANSPORT_REQ[$name:$t]=$(( ${TRANSPORT_REQ[$name:$t]:-0} + req1 - req0 ))
+        [ "$value" != "error" ] && TRANSPORT_ALL[$name:$t]="${TRANSPORT_ALL[$name:$t]:-} $value"
+        local prev=${TRANSPORT_BEST[$name:$t]:-}
+        if [ -z "$prev" ] || [ "$prev" = "error" ]; then TRANSPORT_BEST[$name:$t]=$value
+        elif [ "$value" != "error" ]; then
+          TRANSPORT_BEST[$name:$t]=$(awk -v a="$prev" -v b="$value" -v h="$better" 'BEGIN { if ((h == "higher") == (b > a)) print b; else print a }')
+        fi
+      done
+    done
+  done
+  echo "$URING_SAVED" > "$URING_SWITCH"; URING_SAVED=""
+}
+declare -A TRANSPORT_BEST=() TRANSPORT_ALL=() TRANSPORT_CPU=() TRANSPORT_REQ=() TRANSPORT_SEEN=() METRICS_PORT=()
+
+daemon_cpu_ticks() {   # pid -> user + system clock ticks so far
+  awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+daemon_requests() {   # metrics port -> FUSE requests so far
+  python3 -c '
+import sys, urllib.request
+try:
+    text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+except Exception:
+    print(0); sys.exit()
+print(int(sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("coordfs_fuse_requests_total"))))
+' "$1"
+}
+
 # Daemon memory: resident set after LOOKUP_FILES files were looked up through each mount.
 run_memory() {
   local t dir
@@ -458,6 +531,33 @@ section_mount() {
   echo
 }
 
+section_transport() {
+  [ "$TRANSPORT" != 0 ] || return 0
+  echo "## Metadata through /dev/fuse and through io_uring"
+  echo
+  echo "coordfs with \`-o transport=dev\` (read and write on /dev/fuse) beside \`-o transport=uring\`"
+  echo "(FUSE over io_uring: one commit-and-fetch per request; \`docs/architecture.md\`, \"The transport\"),"
+  echo "each with a metrics endpoint (to count the requests), enable_uring set to Y for the run. Best of"
+  echo "$META_ROUNDS rounds each, on fresh file systems, the order alternating; medians in brackets. Daemon"
+  echo "CPU per request: the daemon's user and system time over every round of the workload, divided by"
+  echo "the FUSE requests it served in them (\`coordfs_fuse_requests_total\`). The transport each mount"
+  echo "used, from its daemon.log: dev: ${TRANSPORT_SEEN[coordfs_dev]:-?}, uring: ${TRANSPORT_SEEN[coordfs_uring]:-?}."
+  echo
+  echo "| workload | unit | transport=dev | transport=uring | uring / dev | CPU per request, dev | CPU per request, uring | requests per round |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
+  local line name unit better what target hz; hz=$(getconf CLK_TCK)
+  for line in "${WORKLOADS[@]}"; do
+    IFS='|' read -r name unit better what target <<<"$line"
+    [[ "$FRESH_ROUND" == *" $name "* ]] || continue
+    echo "| $name: $what | $unit | $(fmt "${TRANSPORT_BEST[$name:coordfs_dev]:-}") ($(fmt "$(median_of "${TRANSPORT_ALL[$name:coordfs_dev]:-}")")) | $(fmt "${TRANSPORT_BEST[$name:coordfs_uring]:-}") ($(fmt "$(median_of "${TRANSPORT_ALL[$name:coordfs_uring]:-}")")) | $(speed_ratio "${TRANSPORT_BEST[$name:coordfs_uring]:-}" "${TRANSPORT_BEST[$name:coordfs_dev]:-}" "$better") | $(per_request "${TRANSPORT_CPU[$name:coordfs_dev]:-0}" "${TRANSPORT_REQ[$name:coordfs_dev]:-0}" "$hz") | $(per_request "${TRANSPORT_CPU[$name:coordfs_uring]:-0}" "${TRANSPORT_REQ[$name:coordfs_uring]:-0}" "$hz") | $(( ${TRANSPORT_REQ[$name:coordfs_uring]:-0} / META_ROUNDS )) |"
+  done
+  echo
+}
+
+per_request() {   # ticks requests hz -> microseconds of daemon CPU per request
+  awk -v t="$1" -v n="$2" -v hz="$3" 'BEGIN { if (n > 0) printf "%.1f µs", t / hz * 1e6 / n; else print "-" }'
+}
+
 section_lowfd() {
   [ "$LOW_NOFILE" != 0 ] || return 0
   echo "## Metadata at a ${LOW_NOFILE}-descriptor limit"
@@ -558,7 +658,7 @@ section_how() {
   echo
   echo "\`$COMMAND\` (it builds with \`swift build -c release\` first; \`bench/run.sh\` alone uses the"
   echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
-  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS, BENCH_LOW_NOFILE. Every target"
+  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS, BENCH_LOW_NOFILE, BENCH_TRANSPORT. Every target"
   echo "runs on the same disk (by default each on a fresh ext4 image of its own there), one after the"
   echo "other, with the page cache dropped before each read workload."
   echo
@@ -572,8 +672,14 @@ main() {
     section_lowfd
     return
   fi
+  if [ "${1:-}" = transport ]; then   # only the transport comparison, its section on stdout
+    run_transport
+    section_transport
+    return
+  fi
   setup_targets
   run_workloads
+  run_transport
   run_lowfd
   run_memory
   {

@@ -161,7 +161,7 @@ public final class Daemon: @unchecked Sendable {
         do {
             s = try FuseSession(fileSystem: fileSystem, options: fuse, debug: plan.options.debug,
                                 passthrough: plan.options.passthrough, spin: .microseconds(plan.options.spinMicroseconds),
-                                onInit: onReady)
+                                transport: plan.options.transport, onInit: onReady)
             try s.mount(at: plan.mountpoint)
             loopback.setBackingFileRegistry(s)
             coordinated?.setSession(s)
@@ -234,6 +234,9 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// Unmounts and waits for the serving thread of `startInProcess` to end.
+    /// The serving loop has ended (after `stop`, or an unmount from outside).
+    public var hasFinished: Bool { finished.withLock { $0 } }
+
     public func stopAndWait(timeoutSeconds: Double = 10) {
         stop()
         var waited = 0.0

@@ -1,3 +1,4 @@
+import FuseKit
 import Loopback
 
 /// The `-o` options of a coordfs mount, validated: libfuse/kernel mount options pass through, coordfs's
@@ -38,6 +39,11 @@ public struct MountOptions: Sendable, Equatable {
     /// microseconds (FuseKit's `DeviceReader`); 0: every worker sleeps in read(2), as with libfuse's
     /// own loop.
     public var spinMicroseconds = 200
+    /// How requests come from the kernel (FuseKit's `RingTransport`): `auto` is io_uring when the
+    /// kernel offers it at INIT, else /dev/fuse; `uring` the same, for a mount that asks for io_uring
+    /// (either way the daemon's log says which one it uses and why); `dev` is read(2)/write(2) on
+    /// /dev/fuse only.
+    public var transport: FuseTransport = .dev
     /// Kernel passthrough for open regular files (Linux 6.9+, CAP_SYS_ADMIN): reads and writes go
     /// from the kernel to the backing file without the daemon.
     public var passthrough = true
@@ -83,7 +89,8 @@ public struct MountOptions: Sendable, Equatable {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N (1 to 2147483647)
         coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
-          backing_watcher=on|off, max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000), debug
+          backing_watcher=on|off, max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000),
+          transport=auto|uring|dev, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
@@ -177,6 +184,9 @@ public struct MountOptions: Sendable, Equatable {
                         throw .badOption(item, "expects HOST:PORT, an IP address (127.0.0.1, [::1]) or localhost and a port (0 to 65535)")
                     }
                     o.metrics = address
+                case ("transport", let v?):
+                    guard let t = FuseTransport(rawValue: v) else { throw .badOption(item, "expects auto, uring or dev") }
+                    o.transport = t
                 case ("spin", let v?):
                     guard let n = Int(v), Limits.spin.contains(n) else {
                         throw .badOption(item, "expects microseconds, \(Limits.describe(Limits.spin))")

@@ -30,6 +30,11 @@ func makeOperations() -> fuse_lowlevel_ops {
         conn.pointee.want = c.want.rawValue & conn.pointee.capable
         // The spinning reader looks at each request's opcode, which a splice leaves in a pipe.
         if state.reader.spins { conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ) }
+        // A ring entry takes its request and reply in memory: nothing is spliced.
+        if state.ringWillBeUsed {
+            conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+        }
+        state.sayTransport()
         conn.pointee.max_write = c.maxWrite
         conn.pointee.max_readahead = c.maxReadahead
         conn.pointee.max_background = c.maxBackground

@@ -137,6 +137,14 @@ final class DeviceReader: @unchecked Sendable {
     /// waits are cancellation points (libfuse cancels idle workers at the end of its loop).
     @inline(__always)
     func receive(_ fd: Int32, into buffer: UnsafeMutableRawPointer?, _ attempt: () -> Int) -> Int {
+        receive(fd, opcode: { buffer?.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }, beforeBlocking: nil, attempt)
+    }
+
+    /// `receive` for a source other than the device itself (`RingTransport`): `opcode` gives the
+    /// opcode of what `attempt` took (nil: none), and `beforeBlocking` runs before each poll(2) of `fd`
+    /// (which then only says that something may have come), so that poll blocks until something new.
+    @inline(__always)
+    func receive(_ fd: Int32, opcode: () -> UInt32?, beforeBlocking: (() -> Void)?, _ attempt: () -> Int) -> Int {
         guard spins else { return attempt() }
         let me = UInt(pthread_self())
         if !keepsDevice(me) {
@@ -145,9 +153,9 @@ final class DeviceReader: @unchecked Sendable {
             holder.store(me, ordering: .relaxed)
         }
         var queued = false
-        let n = read(fd, attempt, queued: &queued)
+        let n = read(fd, attempt, beforeBlocking: beforeBlocking, queued: &queued)
         if queued { backlog &+= 1 } else { backlog = 0 }
-        guard n > 0, let buffer, n >= 8 else {
+        guard n >= 8, let opcode = opcode() else {
             let saved = errno
             passOn()
             errno = saved
@@ -155,7 +163,6 @@ final class DeviceReader: @unchecked Sendable {
         }
         let now = Self.now()
         lastRequest.store(now, ordering: .relaxed)
-        let opcode = buffer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
         if backlog >= Self.backlogToShare || !Self.servesInline(opcode) {
             passOn()
         } else {
@@ -184,7 +191,7 @@ final class DeviceReader: @unchecked Sendable {
 
     /// Polls the device for `spin`, then blocks in poll(2) until a request comes. `queued`: the first
     /// look found one.
-    private func read(_ fd: Int32, _ attempt: () -> Int, queued: inout Bool) -> Int {
+    private func read(_ fd: Int32, _ attempt: () -> Int, beforeBlocking: (() -> Void)?, queued: inout Bool) -> Int {
         var n = attempt()
         if n >= 0 || errno != EAGAIN {
             queued = n > 0
@@ -201,6 +208,15 @@ final class DeviceReader: @unchecked Sendable {
         if let session, fuse_session_exited(session) != 0 {
             errno = EINTR   // libfuse then sees the session's end
             return -1
+        }
+        if let beforeBlocking {
+            while true {
+                beforeBlocking()
+                n = attempt()
+                if n >= 0 || errno != EAGAIN { return n }
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&p, 1, -1) < 0 && errno != EINTR { return -1 }
+            }
         }
         while true {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

@@ -1,4 +1,5 @@
 import CFuse3
+import CURing
 import Glibc
 import SystemPackage
 import Synchronization
@@ -60,6 +61,8 @@ final class PassthroughHandshake: Sendable {
     private let initUnique = Atomic<UInt64>(0)
     private let answered = Atomic<Bool>(false)
     private let offered = Atomic<Bool>(false)
+    /// The kernel offered FUSE_OVER_IO_URING (`RingTransport`).
+    let ringOffered = Atomic<Bool>(false)
     /// The kernel offered FUSE_HANDLE_KILLPRIV_V2.
     private let killPrivilegesOffered = Atomic<Bool>(false)
     let enabled = Atomic<Bool>(false)
@@ -88,6 +91,7 @@ final class PassthroughHandshake: Sendable {
         let flags2 = bytes.loadUnaligned(fromByteOffset: 56, as: UInt32.self)
         offered.store(flags & CFUSE_INIT_EXT != 0 && flags2 & CFUSE_PASSTHROUGH_FLAGS2 != 0, ordering: .relaxed)
         killPrivilegesOffered.store(flags & CFUSE_HANDLE_KILLPRIV_V2 != 0, ordering: .relaxed)
+        ringOffered.store(flags & CFUSE_INIT_EXT != 0 && flags2 & CURING_FUSE_OVER_IO_URING_FLAGS2 != 0, ordering: .relaxed)
         initUnique.store(bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .releasing)
     }
 
@@ -118,24 +122,52 @@ final class PassthroughHandshake: Sendable {
     /// file system clears set-user-ID and set-group-ID itself: the kernel sends an otherwise empty
     /// SETATTR where it would have changed the mode (`SetAttributes.dropsPrivileges`), a truncate
     /// carries `killSUID`, and an O_TRUNC open leaves it to the daemon (the Loopback does all three).
-    func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer) {
-        guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return }
+    ///
+    /// With `ring` (the session's `RingTransport` is wanted and ready, and the kernel offered it), the
+    /// reply also takes FUSE_OVER_IO_URING. Returns nil when `iov` is not the INIT reply; else what was
+    /// answered: `ringPayload`, the payload buffer size the ring's entries need, when the ring was taken.
+    @discardableResult
+    func editInitReply(_ iov: UnsafeMutablePointer<iovec>, _ count: Int32, into copy: UnsafeMutableRawBufferPointer,
+                       ring: Bool = false) -> InitAnswer? {
+        guard !answered.load(ordering: .relaxed), count == 2, let header = iov[0].iov_base, iov[0].iov_len >= 16 else { return nil }
         let unique = initUnique.load(ordering: .acquiring)
-        guard unique != 0, header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return }
+        guard unique != 0, header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == unique else { return nil }
         answered.store(true, ordering: .releasing)
         if wanted, let why = unavailable { say("coordfs: passthrough=on, but open files use the daemon: \(why)") }
         let error = header.loadUnaligned(fromByteOffset: 4, as: Int32.self)
-        // fuse_init_out: flags at 12, flags2 at 32, max_stack_depth at 36 (64 bytes since protocol 7.23).
-        guard wanted, offered.load(ordering: .relaxed), error == 0, let body = iov[1].iov_base,
-              iov[1].iov_len == 64, copy.count >= 64 else { return }
+        let passthrough = wanted && offered.load(ordering: .relaxed)
+        // fuse_init_out: flags at 12, max_write at 20, max_pages at 28, flags2 at 32, max_stack_depth at 36
+        // (64 bytes since protocol 7.23).
+        guard passthrough || ring, error == 0, let body = iov[1].iov_base, iov[1].iov_len == 64, copy.count >= 64 else {
+            return InitAnswer(ringPayload: nil)
+        }
         copy.copyMemory(from: UnsafeRawBufferPointer(start: body, count: 64))
-        let killPrivileges = killPrivilegesOffered.load(ordering: .relaxed) ? CFUSE_HANDLE_KILLPRIV_V2 : 0
-        copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 12, as: UInt32.self) | CFUSE_INIT_EXT | killPrivileges,
-                        toByteOffset: 12, as: UInt32.self)
-        copy.storeBytes(of: copy.loadUnaligned(fromByteOffset: 32, as: UInt32.self) | CFUSE_PASSTHROUGH_FLAGS2, toByteOffset: 32, as: UInt32.self)
-        copy.storeBytes(of: Self.maxStackDepth, toByteOffset: 36, as: UInt32.self)
+        var flags = copy.loadUnaligned(fromByteOffset: 12, as: UInt32.self) | CFUSE_INIT_EXT
+        var flags2 = copy.loadUnaligned(fromByteOffset: 32, as: UInt32.self)
+        if passthrough {
+            flags |= killPrivilegesOffered.load(ordering: .relaxed) ? CFUSE_HANDLE_KILLPRIV_V2 : 0
+            flags2 |= CFUSE_PASSTHROUGH_FLAGS2
+            copy.storeBytes(of: Self.maxStackDepth, toByteOffset: 36, as: UInt32.self)
+        }
+        var ringPayload: Int?
+        if ring {
+            flags2 |= CURING_FUSE_OVER_IO_URING_FLAGS2
+            // The kernel's payload size: max(FUSE_MIN_READ_BUFFER, max_write, max_pages pages), with
+            // its default of 32 pages when the reply sets none.
+            let maxWrite = Int(copy.loadUnaligned(fromByteOffset: 20, as: UInt32.self))
+            let maxPages = max(32, Int(copy.loadUnaligned(fromByteOffset: 28, as: UInt16.self)))
+            ringPayload = max(8192, maxWrite, maxPages * Int(sysconf(Int32(_SC_PAGESIZE))))
+        }
+        copy.storeBytes(of: flags, toByteOffset: 12, as: UInt32.self)
+        copy.storeBytes(of: flags2, toByteOffset: 32, as: UInt32.self)
         iov[1].iov_base = copy.baseAddress
-        enabled.store(true, ordering: .releasing)
+        if passthrough { enabled.store(true, ordering: .releasing) }
+        return InitAnswer(ringPayload: ringPayload)
+    }
+
+    /// What the INIT reply said (`editInitReply`).
+    struct InitAnswer {
+        var ringPayload: Int?
     }
 }
 
@@ -164,6 +196,19 @@ private func reader(_ userdata: UnsafeMutableRawPointer?) -> DeviceReader? {
     userdata.map { Unmanaged<SessionState>.fromOpaque($0).takeUnretainedValue().reader }
 }
 
+/// Writes a reply: into its ring entry when the ring holds the request (`RingTransport`), else to
+/// /dev/fuse.
+@inline(__always)
+private func deliver(_ fd: Int32, _ iov: UnsafePointer<iovec>?, _ count: Int32, _ userdata: UnsafeMutableRawPointer?) -> Int {
+    if let iov, count >= 1, iov[0].iov_len >= 16, let header = iov[0].iov_base, let userdata {
+        let ring = Unmanaged<SessionState>.fromOpaque(userdata).takeUnretainedValue().ring
+        if let entry = ring.entry(holding: header.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) {
+            return ring.commit(entry, iov, count)
+        }
+    }
+    return Glibc.writev(fd, iov, count)
+}
+
 /// libfuse's I/O hooks: plain system calls, plus the two edits above, with requests read through the
 /// session's `DeviceReader` (DeviceReader.swift).
 func passthroughIO() -> fuse_custom_io {
@@ -174,11 +219,11 @@ func passthroughIO() -> fuse_custom_io {
         return n
     }
     io.writev = { fd, iov, count, userdata in
-        guard let iov, count == 2 else { return Glibc.writev(fd, iov, count) }
+        guard let iov, count == 2 else { return deliver(fd, iov, count, userdata) }
         if let raw = pthread_getspecific(pendingBackingKey) {
             // fuse_open_out ends the reply (after fuse_entry_out for create): fh, open_flags, backing_id.
             let body = iov[1]
-            guard let base = body.iov_base, body.iov_len >= 16, body.iov_len <= 256 else { return Glibc.writev(fd, iov, count) }
+            guard let base = body.iov_base, body.iov_len >= 16, body.iov_len <= 256 else { return deliver(fd, iov, count, userdata) }
             return withUnsafeTemporaryAllocation(byteCount: body.iov_len, alignment: 8) { copy in
                 copy.copyMemory(from: UnsafeRawBufferPointer(start: base, count: body.iov_len))
                 let at = body.iov_len - 16
@@ -186,13 +231,16 @@ func passthroughIO() -> fuse_custom_io {
                                 toByteOffset: at + 8, as: UInt32.self)
                 copy.storeBytes(of: Int32(Int(bitPattern: raw)), toByteOffset: at + 12, as: Int32.self)
                 var vec = (iov[0], iovec(iov_base: copy.baseAddress, iov_len: body.iov_len))
-                return withUnsafeMutableBytes(of: &vec) { Glibc.writev(fd, $0.baseAddress!.assumingMemoryBound(to: iovec.self), 2) }
+                return withUnsafeMutableBytes(of: &vec) { deliver(fd, $0.baseAddress!.assumingMemoryBound(to: iovec.self), 2, userdata) }
             }
         }
-        guard let shake = handshake(userdata), shake.awaitingInit else { return Glibc.writev(fd, iov, count) }
+        guard let userdata, let shake = handshake(userdata), shake.awaitingInit else { return deliver(fd, iov, count, userdata) }
+        let state = Unmanaged<SessionState>.fromOpaque(userdata).takeUnretainedValue()
         return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { copy in
-            shake.editInitReply(iov, count, into: copy)
-            return Glibc.writev(fd, iov, count)
+            let answer = shake.editInitReply(iov, count, into: copy, ring: state.ringWillBeUsed)
+            let n = Glibc.writev(fd, iov, count)
+            if let answer { state.initAnswered(ringPayload: n > 0 ? answer.ringPayload : nil) }
+            return n
         }
     }
     io.splice_receive = { fdin, offin, fdout, offout, len, flags, userdata in

@@ -3,20 +3,59 @@ import Glibc
 import NameBytes
 import SystemPackage
 import Synchronization
+import Linux
 
 /// What the C callbacks reach through the session's userdata.
 final class SessionState: Sendable {
     let fileSystem: any FuseFileSystem
     let passthrough: PassthroughHandshake
     let reader: DeviceReader
+    /// FUSE over io_uring (RingTransport.swift), when wanted.
+    let ring: RingTransport
+    /// The rings are set up (before INIT).
+    let ringPrepared = Atomic<Bool>(false)
+    /// The transport in use once INIT is answered.
+    let ringInUse = Atomic<Bool>(false)
     /// The requests served, by operation.
     let requests = FuseRequestCounters()
     private let onInit: Mutex<(@Sendable () -> Void)?>
-    init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, onInit: (@Sendable () -> Void)?) {
+    private let say: @Sendable (String) -> Void
+    init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, transport: FuseTransport,
+         say: @escaping @Sendable (String) -> Void = sayOnStandardError, onInit: (@Sendable () -> Void)?) {
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
         self.reader = DeviceReader(spinNanoseconds: spinNanoseconds)
+        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, say: say)
+        self.say = say
         self.onInit = Mutex(onInit)
+    }
+
+    /// The INIT reply takes FUSE_OVER_IO_URING (known once the kernel's INIT has been read).
+    var ringWillBeUsed: Bool {
+        ring.isWanted && ringPrepared.load(ordering: .acquiring) && passthrough.ringOffered.load(ordering: .relaxed)
+    }
+
+    /// Says which transport the mount uses and why (one line in the daemon's log), from libfuse's INIT.
+    func sayTransport() {
+        let option = "transport=\(ring.wanted.rawValue)"
+        if ringWillBeUsed {
+            say("coordfs: requests come through io_uring (\(option), and the kernel offers FUSE over io_uring): \(ring.shape)")
+        } else if !ring.isWanted {
+            say("coordfs: requests come through /dev/fuse (\(option))")
+        } else if let why = ring.setupFailure {
+            say("coordfs: requests come through /dev/fuse (\(option), but io_uring could not be set up: \(why))")
+        } else {
+            say("coordfs: requests come through /dev/fuse (\(option), but the kernel does not offer FUSE over io_uring: "
+                + "it needs Linux 6.14 or later built with CONFIG_FUSE_IO_URING, and /sys/module/fuse/parameters/enable_uring set to Y)")
+        }
+    }
+
+    /// The INIT reply was written; `ringPayload`: it took the ring, whose entries need payload buffers
+    /// of that size.
+    func initAnswered(ringPayload: Int?) {
+        guard let ringPayload else { return }
+        ringInUse.store(true, ordering: .releasing)
+        ring.start(payloadSize: ringPayload)
     }
     func initialized() {
         let f = onInit.withLock { f in defer { f = nil }; return f }
@@ -44,10 +83,13 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     ///     (`DeviceReader`); zero: every idle worker sleeps in read(2), as in libfuse's own loop.
     ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
     ///     serves requests from then on.
+    ///   - transport: how requests come (RingTransport.swift): through io_uring when the kernel offers
+    ///     it (`.auto`, `.uring`), or read(2)/write(2) on /dev/fuse.
     public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, passthrough: Bool = false,
-                spin: Duration = .zero, onInit: (@Sendable () -> Void)? = nil) throws {
+                spin: Duration = .zero, transport: FuseTransport = .dev, onInit: (@Sendable () -> Void)? = nil) throws {
         let spinNanoseconds = Int(spin.components.seconds * 1_000_000_000 + spin.components.attoseconds / 1_000_000_000)
-        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds, onInit: onInit)
+        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds,
+                             transport: transport, onInit: onInit)
         var argv: [String] = ["coordfs"]
         if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
         if debug { argv.append("-d") }
@@ -68,6 +110,7 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
 
     deinit {
         state.reader.stop()   // a session that was mounted but never served still has its watchdog
+        state.ring.stop()     // and its ring's threads
         fuse_session_destroy(session)
         // The userdata reference taken in init (libfuse is done with it: destroy called the file
         // system's destroy last). Without this the file system and its descriptors would outlive an
@@ -80,10 +123,14 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         guard fuse_session_mount(session, mountpoint) == 0 else {
             throw FuseSessionError(description: "cannot mount on \(mountpoint)")
         }
-        if state.passthrough.wanted || state.reader.spins {
+        if state.passthrough.wanted || state.reader.spins || state.ring.isWanted {
             guard state.reader.start(fuse_session_fd(session), session: session) else {
                 fuse_session_unmount(session)
                 throw FuseSessionError(description: "cannot set up the reader of /dev/fuse (non-blocking descriptor, watchdog thread)")
+            }
+            // The ring's failure to set up is said at INIT (the mount then uses /dev/fuse).
+            if state.ring.prepare(session: session, devfd: fuse_session_fd(session)) {
+                state.ringPrepared.store(true, ordering: .releasing)
             }
             var io = passthroughIO()
             guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
@@ -112,8 +159,15 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         fuse_loop_cfg_set_clone_fd(config, 0)
         let rc = cfuse_session_loop_mt(session, config)
         state.reader.stop()
+        state.ring.stop()
         return rc
     }
+
+    /// The transport requests come through (`.dev` until INIT is answered).
+    public var transportInUse: FuseTransportInUse { state.ringInUse.load(ordering: .acquiring) ? .uring : .dev }
+
+    /// Requests served through io_uring so far.
+    public var requestsThroughRing: Int { state.ring.served.load(ordering: .relaxed) }
 
     /// Sets (nil: removes) work for the worker that holds /dev/fuse to do while it polls the empty
     /// device after a request it served: `work` is called between its looks, each call one small slice

@@ -165,12 +165,25 @@ final class DeviceReaderTests: XCTestCase {
     // MARK: A real mount
 
     func testAStalledLookupDoesNotHoldUpTheMount() throws {
+        try stalledLookup(transport: .dev)
+    }
+
+    /// The same through io_uring: a queue's ring is shared as the device is, so its watchdog passes it on.
+    func testAStalledLookupDoesNotHoldUpTheRing() throws {
+        guard geteuid() == 0 else { throw XCTSkip("needs root") }
+        let restore = try KernelRingSwitch.turnOn()
+        defer { KernelRingSwitch.restore(restore) }
+        try stalledLookup(transport: .uring)
+    }
+
+    private func stalledLookup(transport: FuseTransport) throws {
         guard geteuid() == 0, access("/dev/fuse", R_OK | W_OK) == 0 else { throw XCTSkip("needs root and /dev/fuse") }
         let root = NSTemporaryDirectory() + "coordfs-reader-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let fs = StallingFileSystem()
-        let session = try FuseSession(fileSystem: fs, options: ["fsname=stall", "subtype=coordfs-test"], spin: .microseconds(200))
+        let session = try FuseSession(fileSystem: fs, options: ["fsname=stall", "subtype=coordfs-test"], spin: .microseconds(200),
+                                      transport: transport)
         try session.mount(at: root)
         let served = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
@@ -209,6 +222,8 @@ final class DeviceReaderTests: XCTestCase {
             answered.signal()
         }
         XCTAssertEqual(answered.wait(timeout: .now() + 10), .success, "the mount answers while a lookup stalls")
+        XCTAssertEqual(session.transportInUse, transport == .dev ? .dev : .uring)
+        if transport != .dev { XCTAssertGreaterThan(session.requestsThroughRing, 20) }
         XCTAssertEqual(results.withLock { $0 }, Array(repeating: "size 7", count: 20))
         XCTAssertEqual(stalled.wait(timeout: .now() + 0.2), .timedOut, "the stalled lookup is still waiting")
         fs.release()

@@ -225,6 +225,11 @@ class CLITestCase: XCTestCase {
 
     /// `coordfs mount BACKING MNT [-o options]` (background daemon); fails the test if it fails.
     func mount(options: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws {
+        // `make test`'s second pass serves the suites through the other transport.
+        var options = options
+        if let t = ProcessInfo.processInfo.environment["COORDFS_TEST_TRANSPORT"], !options.contains(where: { $0.hasPrefix("transport=") }) {
+            options.append("transport=" + t)
+        }
         let args = ["mount", backing!, mnt!] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
         let r = coordfs(arguments: args)
         guard r.status == 0, Self.mounts(under: root).contains(mnt) else {

@@ -1,0 +1,65 @@
+#ifndef COORDFS_CURING_H
+#define COORDFS_CURING_H
+
+// FUSE over io_uring (Linux 6.14+, FUSE protocol 7.42) for FuseKit's ring transport, over liburing
+// (Debian's liburing-dev 2.3). Only opaque rings cross into Swift: liburing's own copy of
+// <linux/io_uring.h> clashes with the system's in Swift's module map, so its types stay in ring.c.
+// The kernel's ABI is newer than libfuse 3.14 and the system's <linux/fuse.h>, so its few structures
+// are declared here from include/uapi/linux/fuse.h.
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* FUSE_OVER_IO_URING (1ULL << 41): in fuse_init_in/out.flags2. */
+static const uint32_t CURING_FUSE_OVER_IO_URING_FLAGS2 = 1u << 9;
+
+enum {
+    CURING_CMD_REGISTER = 1,          /* FUSE_IO_URING_CMD_REGISTER */
+    CURING_CMD_COMMIT_AND_FETCH = 2,  /* FUSE_IO_URING_CMD_COMMIT_AND_FETCH */
+};
+
+/* struct fuse_uring_ent_in_out */
+struct curing_ent_in_out {
+    uint64_t flags;
+    uint64_t commit_id;   /* the request's unique; given back with the commit */
+    uint32_t payload_sz;  /* bytes of the payload buffer in use (request, then reply) */
+    uint32_t padding;
+    uint64_t reserved;
+};
+
+/* struct fuse_uring_req_header: the entry's header buffer. */
+struct curing_req_header {
+    char in_out[128];     /* fuse_in_header, then the reply's fuse_out_header */
+    char op_in[128];      /* the operation's own header (fuse_write_in, fuse_open_in, ...) */
+    struct curing_ent_in_out ring_ent_in_out;
+};
+
+/* struct fuse_uring_cmd_req: in the SQE's 80-byte command area (SQE128). */
+struct curing_cmd_req {
+    uint64_t flags;
+    uint64_t commit_id;
+    uint16_t qid;
+    uint8_t padding[6];
+};
+
+typedef struct curing_ring curing_ring;
+
+/* A ring whose SQEs are 128 bytes (the fuse command needs them), with `entries` submission slots.
+   NULL with *error set (a negative errno) when io_uring cannot be set up. */
+curing_ring *curing_create(unsigned entries, int *error);
+void curing_destroy(curing_ring *ring);
+
+/* Queues one fuse command (REGISTER with the entry's two buffers, or COMMIT_AND_FETCH of
+   commit_id) and submits it. 1, or a negative errno. */
+int curing_submit_fuse_cmd(curing_ring *ring, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
+                           const struct iovec *iov, uint64_t user_data);
+
+/* Takes one completion if there is one: 1 (user_data and res set), else 0. Never blocks. */
+int curing_take_cqe(curing_ring *ring, uint64_t *user_data, int32_t *res);
+
+/* The ring signals `fd` (an eventfd) at each completion. 0 or a negative errno. */
+int curing_register_eventfd(curing_ring *ring, int fd);
+
+/* A non-blocking eventfd. */
+int curing_eventfd(void);
+
+#endif

@@ -1,0 +1,479 @@
+import CFuse3
+import CURing
+import Glibc
+import Synchronization
+import Linux
+
+/// How the session talks to the kernel (`-o transport=`).
+public enum FuseTransport: String, Sendable, CaseIterable {
+    /// io_uring when the kernel offers it at INIT, else /dev/fuse.
+    case auto
+    /// io_uring; /dev/fuse (saying why) only when the kernel does not offer it or refuses the ring.
+    case uring
+    /// read(2) and write(2) on /dev/fuse (`DeviceReader`), as before io_uring.
+    case dev
+}
+
+/// The transport a mount ended up with (after INIT).
+public enum FuseTransportInUse: String, Sendable {
+    case dev
+    case uring
+}
+
+// FUSE over io_uring (Linux 6.14+; docs/architecture.md, "The transport").
+//
+// The kernel does INIT over /dev/fuse as always. When it offers FUSE_OVER_IO_URING and the session
+// wants the ring, the INIT reply (edited by the session's I/O hooks, as for passthrough: libfuse 3.14
+// predates both) takes the flag, and the ring's threads register their entries: per CPU queue
+// (the kernel sends a request to the queue of the CPU its caller runs on, and uses the ring only once
+// every queue has an entry), `entriesPerQueue` entries, each a header buffer (fuse_in_header, the
+// operation's header, the ring's own in/out record) and a payload buffer of the negotiated max_write.
+// A request arrives as a completion of the entry's command; it is put back together as libfuse's
+// reader would have read it (header, operation header and payload, contiguous: the payload stays where
+// the kernel put it, the headers are copied in front of it) and handed to libfuse's own processing
+// (`fuse_session_process_buf`). Its reply comes back through the writev hook, from this thread or,
+// for a parked request, from any thread later: it is copied into the entry and committed with
+// COMMIT_AND_FETCH, which also fetches the entry's next request in the same submission.
+//
+// Forgets, interrupts and the daemon's notifications stay on /dev/fuse (the kernel sends forgets and
+// interrupts there, and takes notifications only there), served by libfuse's loop and DeviceReader
+// as before.
+//
+// Threads: each queue has one ring and a pool of threads that share it as the device's workers share
+// /dev/fuse (a `DeviceReader` per queue: one holds the ring, polls its completions for `spin` after a
+// request, serves metadata requests itself and passes the ring on before a slow one; the watchdog
+// passes it on when a request stalls; idle work runs between looks). Only these threads submit to the
+// ring: the kernel delivers an entry's next request in the task of whoever committed it, and cancels
+// an entry whose committer exits; so a reply from another thread (a parked request resumed by a
+// presenter's answer) is queued for the queue's holder, woken through an eventfd the ring also signals
+// on every completion.
+final class RingTransport: @unchecked Sendable {
+    static let entriesPerQueue = 32
+    /// The payload buffer starts this far into an entry's memory; the header buffer is at its start,
+    /// and the request's headers are copied just before the payload.
+    static let payloadOffset = 4096
+
+    enum State: Int {
+        case idle = 0, starting, running, failed, stopped
+    }
+
+    final class Entry: @unchecked Sendable {
+        let queue: Int
+        let index: Int
+        /// [header buffer | ... | payload], from the first registration to deinit.
+        var memory: UnsafeMutableRawPointer?
+        let iov: UnsafeMutablePointer<iovec>
+        /// The unique id of the request the entry holds (0: none, or its reply is on its way).
+        let unique = Atomic<UInt64>(0)
+        /// Where the request taken last starts (its headers, copied in front of the payload).
+        var request: UnsafeMutableRawPointer?
+        init(queue: Int, index: Int) {
+            self.queue = queue
+            self.index = index
+            iov = .allocate(capacity: 2)
+            iov.initialize(repeating: iovec(), count: 2)
+        }
+        deinit {
+            free(memory)
+            iov.deallocate()
+        }
+        var header: UnsafeMutableRawPointer { memory! }
+        var payload: UnsafeMutableRawPointer { memory! + RingTransport.payloadOffset }
+    }
+
+    final class Queue: @unchecked Sendable {
+        let id: Int
+        let ring: OpaquePointer
+        let eventfd: Int32
+        let reader: DeviceReader
+        let sq = Mutex<Void>(())
+        /// Commits made outside the pool (entry index, commit id), for the holder to submit.
+        let pending = Mutex<[(Int, UInt64)]>([])
+        let hasPending = Atomic<Bool>(false)
+        var entries: [Entry] = []
+        /// Entries whose command the kernel ended (teardown).
+        let ended = Atomic<Int>(0)
+        init(id: Int, ring: OpaquePointer, eventfd: Int32, reader: DeviceReader) {
+            self.id = id
+            self.ring = ring
+            self.eventfd = eventfd
+            self.reader = reader
+        }
+    }
+
+    let wanted: FuseTransport
+    private let spinNanoseconds: Int
+    private let say: @Sendable (String) -> Void
+    private(set) var queues: [Queue] = []
+    private var threads: [pthread_t] = []
+    private var session: OpaquePointer?
+    private var devfd: Int32 = -1
+    /// Set once INIT is answered; the payload buffer's size the kernel wants.
+    private var payloadSize = 0
+    private let go: UnsafeMutablePointer<sem_t>
+    let state = Atomic<Int>(State.idle.rawValue)
+    /// Why the ring could not be set up before the mount (nil: it could, or it was not wanted).
+    private(set) var setupFailure: String?
+    /// Requests served through the ring.
+    let served = Atomic<Int>(0)
+    private let refusalSaid = Atomic<Bool>(false)
+
+    init(wanted: FuseTransport, spinNanoseconds: Int, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
+        self.wanted = wanted
+        // The ring's workers always take turns and poll (a zero spin: they block at once).
+        self.spinNanoseconds = max(1, spinNanoseconds)
+        self.say = say
+        go = .allocate(capacity: 1)
+        sem_init(go, 0, 0)
+    }
+
+    deinit {
+        stop()
+        sem_destroy(go)
+        go.deallocate()
+    }
+
+    var isWanted: Bool { wanted != .dev }
+
+    /// The queues: one per possible CPU (the kernel's count; a queue it never uses still needs an
+    /// entry before the ring is used).
+    static func possibleCPUs() -> Int {
+        guard let text = readWholeFile("/sys/devices/system/cpu/possible") else { return Int(sysconf(Int32(_SC_NPROCESSORS_CONF))) }
+        var highest = 0
+        for part in text.split(whereSeparator: { $0 == "," || $0 == "\n" || $0 == " " }) {
+            let bounds = part.split(separator: "-")
+            if let last = bounds.last, let n = Int(last) { highest = max(highest, n) }
+        }
+        return highest + 1
+    }
+
+    /// Threads per queue: 16 in all, as libfuse's loop, at least two per queue.
+    static func threadsPerQueue(_ queues: Int) -> Int { max(2, 16 / max(1, queues)) }
+
+    /// Sets up the rings and their threads (which wait for INIT) before the mount's INIT is answered.
+    /// False (and `setupFailure` says why) when io_uring cannot be used: the INIT reply then does not
+    /// take the ring.
+    func prepare(session: OpaquePointer, devfd: Int32) -> Bool {
+        guard isWanted else { return false }
+        self.session = session
+        self.devfd = devfd
+        let count = Self.possibleCPUs()
+        for q in 0..<count {
+            var error: Int32 = 0
+            guard let ring = curing_create(UInt32(Self.entriesPerQueue), &error) else {
+                setupFailure = "io_uring_setup failed: \(String(cString: strerror(-error)))"
+                closeRings()
+                return false
+            }
+            let efd = curing_eventfd()
+            let registered = efd >= 0 ? curing_register_eventfd(ring, efd) : -errno
+            guard registered == 0 else {
+                setupFailure = "cannot register an eventfd with io_uring: \(String(cString: strerror(-registered)))"
+                if efd >= 0 { close(efd) }
+                curing_destroy(ring)
+                closeRings()
+                return false
+            }
+            let queue = Queue(id: q, ring: ring, eventfd: efd, reader: DeviceReader(spinNanoseconds: spinNanoseconds))
+            queue.entries = (0..<Self.entriesPerQueue).map { Entry(queue: q, index: $0) }
+            queues.append(queue)
+        }
+        for queue in queues {
+            guard queue.reader.start(queue.eventfd) else {
+                setupFailure = "cannot start the ring's watchdog thread"
+                closeRings()
+                return false
+            }
+        }
+        let perQueue = Self.threadsPerQueue(count)
+        for queue in queues {
+            for t in 0..<perQueue {
+                let work = ThreadStart(transport: self, queue: queue, slot: t, of: perQueue)
+                var thread = pthread_t()
+                let arg = Unmanaged.passRetained(work).toOpaque()
+                guard pthread_create(&thread, nil, { arg in
+                    let work = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()
+                    var all = sigset_t()
+                    sigfillset(&all)
+                    pthread_sigmask(SIG_BLOCK, &all, nil)
+                    work.transport.serve(work.queue, slot: work.slot, of: work.of)
+                    return nil
+                }, arg) == 0 else {
+                    Unmanaged<ThreadStart>.fromOpaque(arg).release()
+                    setupFailure = "cannot start the ring's threads"
+                    stop()
+                    return false
+                }
+                threads.append(thread)
+            }
+        }
+        return true
+    }
+
+    private final class ThreadStart {
+        let transport: RingTransport
+        let queue: Queue
+        let slot: Int, of: Int
+        init(transport: RingTransport, queue: Queue, slot: Int, of: Int) {
+            self.transport = transport; self.queue = queue; self.slot = slot; self.of = of
+        }
+    }
+
+    /// A description for the daemon's log: queues, entries, threads.
+    var shape: String {
+        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries, \(Self.threadsPerQueue(queues.count)) threads each"
+    }
+
+    /// INIT was answered with FUSE_OVER_IO_URING: register the entries (payload buffers of
+    /// `payloadSize` bytes). From the writev hook, right after the reply was written.
+    func start(payloadSize: Int) {
+        guard state.compareExchange(expected: State.idle.rawValue, desired: State.starting.rawValue, ordering: .acquiringAndReleasing).exchanged else { return }
+        self.payloadSize = payloadSize
+        state.store(State.running.rawValue, ordering: .releasing)
+        for _ in threads { sem_post(go) }
+    }
+
+    /// Ends the threads and closes the rings (after the session's loop returned; idempotent).
+    func stop() {
+        let previous = state.exchange(State.stopped.rawValue, ordering: .acquiringAndReleasing)
+        guard previous != State.stopped.rawValue else { return }
+        for _ in threads { sem_post(go) }
+        for queue in queues { wake(queue) }
+        for t in threads { pthread_join(t, nil) }
+        threads = []
+        closeRings()
+    }
+
+    private func closeRings() {
+        for queue in queues {
+            queue.reader.stop()
+            curing_destroy(queue.ring)
+            close(queue.eventfd)
+        }
+        // The entries (their memory) stay until deinit: a parked request's late reply may look at them.
+        let kept = queues.flatMap(\.entries)
+        queues = []
+        retiredEntries += kept
+    }
+    private var retiredEntries: [Entry] = []
+
+    @inline(__always)
+    private var isStopping: Bool {
+        let s = state.load(ordering: .acquiring)
+        return s == State.stopped.rawValue || s == State.failed.rawValue
+    }
+
+    private func wake(_ queue: Queue) {
+        var one: UInt64 = 1
+        _ = Glibc.write(queue.eventfd, &one, 8)
+    }
+
+    // MARK: a queue's thread
+
+    private func serve(_ queue: Queue, slot: Int, of count: Int) {
+        pthread_setspecific(ringThreadKey, UnsafeRawPointer(bitPattern: 1))
+        _ = retryingEINTR { sem_wait(go) }
+        guard state.load(ordering: .acquiring) == State.running.rawValue else { return }
+        // This thread registers its share of the queue's entries.
+        for entry in queue.entries where entry.index % count == slot {
+            guard register(entry, in: queue) else { return }
+        }
+        var taken: Entry?
+        while true {
+            taken = nil
+            let n = queue.reader.receive(queue.eventfd, opcode: {
+                taken.map { $0.header.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }
+            }, beforeBlocking: {
+                var counter: UInt64 = 0
+                _ = Glibc.read(queue.eventfd, &counter, 8)
+            }) { attempt(queue, &taken) }
+            if n > 0, let entry = taken {
+                process(entry, length: n)
+            } else if isStopping {
+                return
+            }
+        }
+    }
+
+    private func register(_ entry: Entry, in queue: Queue) -> Bool {
+        if entry.memory == nil {
+            var memory: UnsafeMutableRawPointer?
+            guard posix_memalign(&memory, 4096, Self.payloadOffset + payloadSize) == 0, let memory else {
+                refused("cannot allocate the ring's buffers")
+                return false
+            }
+            memset(memory, 0, Self.payloadOffset)
+            entry.memory = memory
+            entry.iov[0] = iovec(iov_base: memory, iov_len: MemoryLayout<curing_req_header>.size)
+            entry.iov[1] = iovec(iov_base: memory + Self.payloadOffset, iov_len: payloadSize)
+        }
+        let rc: Int32 = queue.sq.withLock { _ in
+            curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_REGISTER), UInt16(queue.id), 0,
+                                   entry.iov, UInt64(entry.index))
+        }
+        if rc < 0 {
+            refused("submitting a registration failed: \(String(cString: strerror(-rc)))")
+            return false
+        }
+        return true
+    }
+
+    /// The kernel refused the ring (or the daemon could not set it up after INIT): say so once. A
+    /// refused registration makes the kernel serve the mount over /dev/fuse.
+    private func refused(_ why: String) {
+        guard !refusalSaid.exchange(true, ordering: .relaxed) else { return }
+        say("coordfs: the kernel's io_uring queues could not be used (\(why)); requests keep coming through /dev/fuse")
+    }
+
+    /// Takes a fetched request (after submitting commits queued by other threads). The request's
+    /// length, or -1 with errno EAGAIN (nothing yet) or ESHUTDOWN (stopping).
+    @inline(__always)
+    private func attempt(_ queue: Queue, _ taken: inout Entry?) -> Int {
+        if queue.hasPending.load(ordering: .acquiring) { submitPending(queue) }
+        var userData: UInt64 = 0
+        var res: Int32 = 0
+        while curing_take_cqe(queue.ring, &userData, &res) != 0 {
+            let entry = queue.entries[Int(userData)]
+            if res < 0 {
+                switch -res {
+                case ENOTCONN, ECONNABORTED, ECANCELED:
+                    queue.ended.add(1, ordering: .relaxed)  // the connection ends
+                default:
+                    refused("an entry's command failed: \(String(cString: strerror(-res)))")
+                }
+                continue
+            }
+            let n = reassemble(entry)
+            if n > 0 {
+                taken = entry
+                return n
+            }
+        }
+        errno = isStopping ? ESHUTDOWN : EAGAIN
+        return -1
+    }
+
+    /// Puts the request in `entry` back together in front of its payload, as libfuse reads one from
+    /// /dev/fuse: fuse_in_header, the operation's header, the payload. Its length, or 0 when the
+    /// kernel's lengths do not add up (answered EIO then).
+    private func reassemble(_ entry: Entry) -> Int {
+        let header = entry.header
+        let length = Int(header.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+        let unique = header.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        let record = header + MemoryLayout<curing_req_header>.offset(of: \.ring_ent_in_out)!
+        let commitID = record.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        let payloadLength = Int(record.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
+        let inHeader = 40
+        let operationHeader = length - inHeader - payloadLength
+        entry.unique.store(commitID, ordering: .releasing)
+        guard commitID == unique, operationHeader >= 0, operationHeader <= 128, payloadLength <= payloadSize else {
+            answerError(entry, unique: commitID, error: EIO)
+            return 0
+        }
+        let start = entry.payload - operationHeader - inHeader
+        memcpy(start, header, inHeader)
+        if operationHeader > 0 { memcpy(start + inHeader, header + 128, operationHeader) }
+        entry.request = start
+        return length
+    }
+
+    private func process(_ entry: Entry, length: Int) {
+        served.add(1, ordering: .relaxed)
+        pthread_setspecific(currentEntryKey, Unmanaged.passUnretained(entry).toOpaque())
+        defer { pthread_setspecific(currentEntryKey, nil) }
+        var buf = fuse_buf()
+        buf.size = length
+        buf.mem = entry.request
+        buf.fd = -1
+        fuse_session_process_buf(session, &buf)
+    }
+
+    private func answerError(_ entry: Entry, unique: UInt64, error: Int32) {
+        var out = (UInt32(16), -error, unique)
+        withUnsafeMutableBytes(of: &out) { raw in
+            var iov = iovec(iov_base: raw.baseAddress, iov_len: 16)
+            _ = commit(entry, &iov, 1)
+        }
+    }
+
+    // MARK: replies
+
+    /// The ring entry holding the request with `unique`, if the ring holds it.
+    @inline(__always)
+    func entry(holding unique: UInt64) -> Entry? {
+        guard unique != 0, state.load(ordering: .acquiring) == State.running.rawValue else { return nil }
+        if let raw = pthread_getspecific(currentEntryKey) {
+            let current = Unmanaged<Entry>.fromOpaque(raw).takeUnretainedValue()
+            if current.unique.load(ordering: .acquiring) == unique { return current }
+        }
+        for queue in queues {
+            for entry in queue.entries where entry.unique.load(ordering: .acquiring) == unique { return entry }
+        }
+        return nil
+    }
+
+    /// Sends a reply (fuse_out_header, then its arguments) through `entry` with COMMIT_AND_FETCH.
+    /// Returns the reply's length, as writev(2) would.
+    func commit(_ entry: Entry, _ iov: UnsafePointer<iovec>, _ count: Int32) -> Int {
+        var total = 0
+        for i in 0..<Int(count) { total += iov[i].iov_len }
+        guard count >= 1, iov[0].iov_len == 16, let out = iov[0].iov_base else { errno = EINVAL; return -1 }
+        let header = entry.header
+        memcpy(header, out, 16)
+        var copied = 0
+        for i in 1..<Int(count) where iov[i].iov_len > 0 {
+            guard copied + iov[i].iov_len <= payloadSize else {
+                // Larger than the kernel can take: the caller gets EIO, as from a short write.
+                header.storeBytes(of: UInt32(16), toByteOffset: 0, as: UInt32.self)
+                header.storeBytes(of: -EIO, toByteOffset: 4, as: Int32.self)
+                copied = 0
+                break
+            }
+            memmove(entry.payload + copied, iov[i].iov_base, iov[i].iov_len)
+            copied += iov[i].iov_len
+        }
+        let record = header + MemoryLayout<curing_req_header>.offset(of: \.ring_ent_in_out)!
+        record.storeBytes(of: UInt32(copied), toByteOffset: 16, as: UInt32.self)
+        let id = entry.unique.exchange(0, ordering: .acquiringAndReleasing)
+        let queue = queues[entry.queue]
+        if pthread_getspecific(ringThreadKey) != nil {
+            submitCommit(queue, entry: entry.index, id: id)
+        } else {
+            queue.pending.withLock { $0.append((entry.index, id)) }
+            queue.hasPending.store(true, ordering: .releasing)
+            wake(queue)
+        }
+        return total
+    }
+
+    private func submitCommit(_ queue: Queue, entry: Int, id: UInt64) {
+        let rc: Int32 = queue.sq.withLock { _ in
+            curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
+                                   queue.entries[entry].iov, UInt64(entry))
+        }
+        if rc < 0 { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+    }
+
+    private func submitPending(_ queue: Queue) {
+        let commits: [(Int, UInt64)] = queue.pending.withLock { list in
+            queue.hasPending.store(false, ordering: .releasing)
+            defer { list.removeAll(keepingCapacity: true) }
+            return list
+        }
+        for (entry, id) in commits { submitCommit(queue, entry: entry, id: id) }
+    }
+}
+
+/// Set on the ring's own threads (they may submit to the rings).
+private let ringThreadKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
+
+/// The entry the calling ring thread is serving (its reply usually comes on the same thread).
+private let currentEntryKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
