@@ -762,19 +762,25 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         return .success(pass)
     }
 
-    /// The right to take for an access to `path` in `mode`: the folder's, when nobody else holds or
-    /// presents anything in it (a delegation: the next accesses there cost no round trip), or the item's.
+    /// The right to take for an access to `path` in `mode`: a tree right on its folder when nobody
+    /// else holds or presents anything in it (a delegation: the next accesses there, deletions and
+    /// moves too, cost no round trip); for the mount's root, which has no folder, a tree right on
+    /// it when nobody else holds or presents anything at all; else the item's.
     func rightToTake(_ path: ItemPath, _ mode: LockMode) -> (ItemPath, LockMode) {
-        guard configuration.folderRights, mode != .subtreeWrite, let folder = path.parent else { return (path, mode) }
+        guard configuration.folderRights else { return (path, mode) }
         let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
-        if others(state.holdsBelow[folder]) || others(state.presenceBelow[folder]) { return (path, mode) }
-        // A folder right of another node above it would conflict anyway: take the item's then.
-        var p = folder.parent
-        while let at = p {
-            for h in state.holds.values where h.path == at && h.node != name && h.mode == .subtreeWrite { return (path, mode) }
-            p = at.parent
+        func free(_ folder: ItemPath) -> Bool {
+            if others(state.holdsBelow[folder]) || others(state.presenceBelow[folder]) { return false }
+            // A folder right of another node above it would conflict anyway: take the item's then.
+            var p = folder.parent
+            while let at = p {
+                for h in state.holds.values where h.path == at && h.node != name && h.mode == .subtreeWrite { return false }
+                p = at.parent
+            }
+            return true
         }
-        return (folder, .subtreeWrite)
+        guard let folder = path.parent else { return free(path) ? (path, .subtreeWrite) : (path, mode) }
+        return free(folder) ? (folder, .subtreeWrite) : (path, mode)
     }
 
     func conflictRanges(_ path: ItemPath, _ mode: LockMode) -> [ClusterOperation] {

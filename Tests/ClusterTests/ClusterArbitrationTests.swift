@@ -85,6 +85,38 @@ import Testing
         held.release()
     }
 
+    /// The delegation covers deletions, moves and replacements in the folder too, and on the
+    /// mount's root (creates there are writes on the root) the whole tree while nobody else is in it:
+    /// a node alone pays one round trip for a metadata workload, not one per deletion.
+    @Test func deletionsMovesAndCreatesInAFolderNobodyElseUsesCostNoRoundTrip() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        try await access(a, [write("d/f0", .forDeleting)]).get().release()
+        try await access(a, [.writingIntent(with: .root)]).get().release()
+        await cluster.node("a").flush()
+        let before = cluster.store.calls
+        for i in 0..<100 {
+            for intent in [write("d"), write("d/f\(i)", .forDeleting), write("d/g\(i)", .forMoving), write("d/h\(i)", .forReplacing),
+                           .writingIntent(with: .root), write("top\(i)", .forDeleting), write("e\(i)/x")] {
+                let grant = a.tryCoordinateImmediately(intent, origin: origin)
+                #expect(grant != nil, "\(intent) was not served locally")
+                grant?.release()
+            }
+        }
+        await cluster.node("a").flush()
+        let after = cluster.store.calls
+        #expect(after["txn", default: 0] == before["txn", default: 0], "the fast path went to etcd: \(before) -> \(after)")
+        // b's deletion in d recalls a's rights there; b is granted promptly.
+        let start = ContinuousClock.now
+        let b = try await access(cluster.coordinator("b"), [write("d/f1", .forDeleting)]).get()
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(a.tryCoordinateImmediately(write("d/f1", .forDeleting), origin: origin) == nil)
+        b.release()
+    }
+
     @Test func aNodeKeepsItsRightUntilAnotherNodeRecallsIt() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")
