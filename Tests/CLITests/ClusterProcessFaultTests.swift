@@ -1,0 +1,243 @@
+import EtcdTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// Issue 19's node faults with each node a daemon of its own, started as a user starts it
+/// (`coordfs mount BACKING MNT -o cluster=...,node=...,backing_watcher=off`), over one backing
+/// folder and a real etcd, through the real mounts and the real CLI (docs/cluster.md, "Failure
+/// table"): a node SIGKILLed, a node SIGSTOPped past its lease and woken, a node cut off by a
+/// network partition (its daemon in a network namespace of its own, reaching etcd over a veth
+/// pair whose link is cut and restored). Fencing tokens in the nodes' event logs order the writers
+/// of an item across the fault. Teardown wakes a stopped daemon, restores the link, unmounts every
+/// mount (a killed daemon's dead one lazily), deletes the namespace and stops etcd, also when a
+/// test fails.
+final class ClusterProcessFaultTests: ClusterCLITestCase {
+    /// Lease TTL of both nodes, in seconds.
+    let ttl = 2.0
+    var namespace: NetworkNamespace?
+    /// Daemons a test stopped (SIGSTOP): woken in teardown, so their mounts can go.
+    var stopped: [pid_t] = []
+
+    override func tearDownWithError() throws {
+        for pid in stopped { kill(pid, SIGCONT) }
+        try? namespace?.restore()
+        defer {
+            namespace?.remove()
+            if let name = namespace?.name { XCTAssertFalse(NetworkNamespace.exists(name), "namespace \(name) left behind") }
+        }
+        try super.tearDownWithError()
+    }
+
+    // MARK: Helpers
+
+    func nodeOptions(_ node: String, endpoints: [String]? = nil, _ extra: [String] = []) -> String {
+        var options = clusterOptions(node, ["cluster_ttl=\(Int(ttl))"] + extra)
+        if let endpoints { options[0] = "cluster=" + endpoints.joined(separator: ",") }
+        return options.joined(separator: ",")
+    }
+
+    /// Mounts node `node` at `mountpoint`; `launcher` runs `coordfs mount` (and so its daemon)
+    /// through a command: `nsenter --net=...` for a daemon in a network namespace.
+    func mount(_ node: String, at mountpoint: String, launcher: [String] = [], endpoints: [String]? = nil,
+               _ extra: [String] = []) throws {
+        let command = launcher + [binary!, "mount", backing!, mountpoint, "-o", nodeOptions(node, endpoints: endpoints, extra)]
+        let r = run(command[0], Array(command.dropFirst()))
+        guard r.status == 0, Self.mounts(under: root).contains(mountpoint) else {
+            throw CLIError("`\(command.joined(separator: " "))` failed: \(r)")
+        }
+    }
+
+    func daemonPID(_ node: String) throws -> pid_t {
+        let text = try String(contentsOfFile: nodeState(node) + "/daemon.pid", encoding: .utf8)
+        return try XCTUnwrap(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), "pid file of \(node)")
+    }
+
+    func daemonLog(_ node: String) -> String {
+        (try? String(contentsOfFile: nodeState(node) + "/daemon.log", encoding: .utf8)) ?? ""
+    }
+
+    /// Every key node `node` has in etcd, by kind: n (its node key), p (presenters), h (rights),
+    /// a (asks it made), c (its change records).
+    func keys(of node: String) -> [String: Int] {
+        var out: [String: Int] = [:]
+        for key in etcdKeys("") {
+            let rest = key.dropFirst(prefix.count + 1)
+            let parts = rest.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            guard let kind = parts.first else { continue }
+            let mine: Bool
+            switch kind {
+            case "n", "c": mine = parts.count == 2 && parts[1] == node
+            case "p": mine = parts.count > 2 && parts[1] == node
+            case "a": mine = parts.count > 3 && parts[2] == node
+            case "h": mine = rest.contains("\0\(node)\0")
+            default: mine = false
+            }
+            if mine { out[kind, default: 0] += 1 }
+        }
+        return out
+    }
+
+    /// A process that opens `path` for writing (a coordinated write for the handle's life) and
+    /// keeps it open until it is killed; returned once the open succeeded.
+    func holdOpenForWriting(_ path: String) throws -> Child {
+        let child = try start("/bin/sh", ["-c", "exec 3>>'\(path)' && echo open && exec sleep 600"])
+        guard waitUntil(30, { child.lines.contains("open") }) else {
+            throw CLIError("could not open \(path) for writing: \(child.stdout) \(child.stderr)")
+        }
+        return child
+    }
+
+    /// `sh -c SCRIPT` in the background.
+    func background(_ script: String) throws -> Child { try start("/bin/sh", ["-c", script]) }
+
+    /// The grants with a fencing token of writes to `path` (relative to the mount) in both nodes'
+    /// event logs (`granted` records whose note is `fencingToken`), in the order of their times.
+    func fencedGrants(_ path: String) -> [(node: String, token: Int64, time: String)] {
+        var out: [(node: String, token: Int64, time: String)] = []
+        for (node, mountpoint) in [("a", mnt!), ("b", mntB!)] {
+            let r = coordfs(arguments: ["log", mountpoint, "--json"])
+            XCTAssertEqual(r.status, 0, "coordfs log \(mountpoint): \(r)")
+            for record in records(r.lines) where record.kind == "granted" && record.path == "/" + path {
+                guard let message = record.details["message"] as? String,
+                    let range = message.range(of: "fencing token ") ?? (record.reason == "fencingToken" ? message.startIndex..<message.startIndex : nil),
+                    let token = Int64(message[range.upperBound...].prefix { $0.isNumber }), token > 0
+                else { continue }
+                out.append((node, token, record.time))
+            }
+        }
+        return out.sorted { $0.time < $1.time }
+    }
+
+    // MARK: A node killed
+
+    /// Node b SIGKILLed while it presents a document, holds a file open for writing (a right in
+    /// etcd) and asks a's slow presenter: within the lease's TTL + 1 s etcd has nothing of b's
+    /// left, a's write that waited for b's right goes on, and a's daemon log says b left. b's dead
+    /// FUSE mount is unmounted by the teardown.
+    func testANodeKilledLeavesNothingBehindWithinItsTTLAndAWaitingAccessGoesOn() throws {
+        try mount("a", at: mnt, ["write_wait=30", "ask_timeout=60"])
+        try mount("b", at: mntB)
+        FileManager.default.createFile(atPath: backing + "/slow.txt", contents: Data("s\n".utf8))
+        FileManager.default.createFile(atPath: backing + "/b-doc.txt", contents: Data("d\n".utf8))
+        let bPresenter = try present("b-doc.txt", on: mntB)
+        let slow = try startCoordfs(["present", mnt + "/slow.txt", "--delay", "60"])
+        XCTAssertTrue(waitUntil(10) { slow.lines.contains { $0.hasPrefix("registered") } }, slow.stdout)
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        let holder = try holdOpenForWriting(mntB + "/held.txt")
+        let asking = try background("echo b > '\(mntB!)/slow.txt'")
+        XCTAssertTrue(waitUntil(10) { slow.lines.contains { $0.contains("ask") && $0.contains("slow.txt") } }, "b asks a's presenter: \(slow.stdout)")
+        let waiting = try background("echo a > '\(mnt!)/held.txt'")
+        usleep(700_000)
+        XCTAssertNil(waiting.wait(timeout: 0), "a wrote while b held the file open for writing")
+        let before = keys(of: "b")
+        for kind in ["n", "p", "h", "a"] { XCTAssertGreaterThan(before[kind] ?? 0, 0, "b has no \(kind) key before the kill: \(before)") }
+
+        let pid = try daemonPID("b")
+        kill(pid, SIGKILL)
+        let killed = Date()
+        let status = waiting.wait(timeout: ttl + 15)
+        let goneAfter = Date().timeIntervalSince(killed)
+        XCTAssertEqual(status, 0, "a's waiting write: \(waiting.stderr)")
+        XCTAssertLessThanOrEqual(goneAfter, ttl + 1, "a's waiting write went on \(goneAfter) s after b was killed (TTL \(ttl) s)")
+        XCTAssertTrue(waitUntil(1) { keys(of: "b").isEmpty }, "b's keys left in etcd: \(keys(of: "b"))")
+        XCTAssertEqual(FileOps.get(backing + "/held.txt"), "a\n")
+        XCTAssertTrue(waitUntil(5) { daemonLog("a").contains(" b: left") }, "a's log: \(daemonLog("a"))")
+        print("a node killed: a's waiting write went on after \(String(format: "%.2f", goneAfter)) s (TTL \(ttl) s)")
+        for child in [holder, asking, bPresenter, slow] { child.stop(SIGKILL) }
+    }
+
+    // MARK: A node paused, a node partitioned
+
+    /// The guarantees of a node that lost its session while it could not renew it (paused or cut
+    /// off): b wrote x.txt (a right it keeps), then `isolate` makes it miss its lease; a takes
+    /// x.txt and holds it open; `rejoin` brings b back: b's write to x.txt does not go through on
+    /// its stale right while a holds the file, and goes through once a lets go; b's presenter is
+    /// registered again and asked when a writes its document; the fencing tokens in both logs
+    /// order the three writers.
+    func assertANodeBackFromLosingItsSessionGrantsNothingStale(
+        isolate: () throws -> Void, whileIsolated: () throws -> Void = {}, rejoin: () throws -> Void
+    ) throws {
+        let presenter = try present("doc.txt", on: mntB)
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/b/").isEmpty }, "b's presenter in etcd")
+        XCTAssertEqual(sh("echo b0 > '\(mntB!)/x.txt'").status, 0)
+
+        try isolate()
+        let isolated = Date()
+        XCTAssertTrue(waitUntil(ttl + 5) { etcdKeys("n/b").isEmpty }, "b's lease outlived its TTL")
+        print("b's lease ended \(String(format: "%.2f", Date().timeIntervalSince(isolated))) s after it was cut off (TTL \(ttl) s)")
+        XCTAssertTrue(waitUntil(5) { daemonLog("a").contains(" b: left") }, "a's log: \(daemonLog("a"))")
+        try whileIsolated()
+        let holder = try holdOpenForWriting(mnt + "/x.txt")
+
+        try rejoin()
+        let late = try background("echo b1 > '\(mntB!)/x.txt'")
+        usleep(1_500_000)
+        XCTAssertNil(late.wait(timeout: 0), "b let a write through on a stale right while a holds x.txt: \(late.stderr)")
+        holder.stop(SIGKILL)
+        XCTAssertEqual(late.wait(timeout: 20), 0, "b's write once a let go: \(late.stderr)")
+        XCTAssertEqual(FileOps.get(backing + "/x.txt"), "b1\n")
+
+        // b has a new session, and its presenter is registered again and asked.
+        XCTAssertTrue(waitUntil(15) { !etcdKeys("p/b/").isEmpty && !etcdKeys("n/b").isEmpty }, "b back: \(etcdKeys(""))")
+        XCTAssertTrue(daemonLog("b").contains("session lost"), "b's log: \(daemonLog("b"))")
+        let askedBefore = presenter.lines.filter { $0.contains("relinquishToWriter doc.txt") }.count
+        XCTAssertEqual(sh("echo a > '\(mnt!)/doc.txt'").status, 0)
+        XCTAssertTrue(waitUntil(10) { presenter.lines.filter { $0.contains("relinquishToWriter doc.txt") }.count > askedBefore },
+                      "b's presenter not asked after b came back: \(presenter.stdout)")
+
+        // The writers of x.txt, audited from the logs: b, then a, then b, in token order.
+        let grants = fencedGrants("x.txt")
+        let writers = grants.map(\.node).reduce(into: [String]()) { if $0.last != $1 { $0.append($1) } }
+        XCTAssertEqual(writers, ["b", "a", "b"], "\(grants)")
+        XCTAssertEqual(grants.map(\.token), grants.map(\.token).sorted(), "tokens not in the order of the grants: \(grants)")
+        XCTAssertEqual(Set(grants.map(\.token)).count >= 3, true, "\(grants)")
+        presenter.stop(SIGKILL)
+    }
+
+    /// Node b SIGSTOPped past its lease's TTL, then SIGCONTed.
+    func testANodePausedPastItsTTLGrantsNothingStaleAndRegistersItsPresentersAgain() throws {
+        try mount("a", at: mnt, ["write_wait=30"])
+        try mount("b", at: mntB, ["write_wait=30"])
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("d\n".utf8))
+        let pid = try daemonPID("b")
+        try assertANodeBackFromLosingItsSessionGrantsNothingStale(
+            isolate: {
+                stopped.append(pid)
+                kill(pid, SIGSTOP)
+            },
+            rejoin: { kill(pid, SIGCONT) })
+    }
+
+    /// Node b's daemon in a network namespace of its own, reaching etcd over a veth pair: the link
+    /// cut past b's TTL (b's write that needs the cluster fails with EIO within the bound and b's
+    /// log says etcd is unreachable), then restored.
+    func testANodeCutOffByAPartitionGrantsNothingStaleAndRegistersItsPresentersAgain() throws {
+        let ns: NetworkNamespace
+        do { ns = try NetworkNamespace() } catch { throw XCTSkip("no network namespace: \(error)") }
+        namespace = ns
+        // etcd also on the host's end of the pair, for b.
+        etcd.stop()
+        etcd = try EtcdCluster(size: 1, alsoListenOn: [ns.hostAddress])
+        try mount("a", at: mnt, ["write_wait=30"])
+        try mount("b", at: mntB, launcher: ns.enter, endpoints: etcd.endpoints(on: ns.hostAddress), ["write_wait=2"])
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("d\n".utf8))
+        try assertANodeBackFromLosingItsSessionGrantsNothingStale(
+            isolate: { try ns.cut() },
+            whileIsolated: {
+                let started = Date()
+                let r = sh("echo cut > '\(mntB!)/y.txt'", timeout: 60)
+                let took = Date().timeIntervalSince(started)
+                XCTAssertNotEqual(r.status, 0, "a write through b went through while b was cut off: \(r)")
+                XCTAssertTrue(r.stderr.contains("Input/output error"), "\(r)")
+                XCTAssertLessThan(took, 15, "bounded: the failover wait (5 s) and the client's timeouts")
+                print("b cut off: its write failed with EIO after \(String(format: "%.2f", took)) s")
+                XCTAssertTrue(daemonLog("b").contains("etcd unreachable"), "b's log: \(daemonLog("b"))")
+                let status = coordfs("status", mntB, "--cluster")
+                XCTAssertTrue(status.stdout.contains("etcd: UNREACHABLE since"), "\(status)")
+            },
+            rejoin: { try ns.restore() })
+        XCTAssertTrue(waitUntil(10) { daemonLog("b").contains("etcd reachable again") }, "b's log: \(daemonLog("b"))")
+        XCTAssertTrue(waitUntil(10) { coordfs("status", mntB, "--cluster").stdout.contains("etcd: reachable") })
+    }
+}
