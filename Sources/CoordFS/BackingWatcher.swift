@@ -201,8 +201,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // First make the kernel forget what it cached, so the next access through the mount sees it:
         // also its "no such name" for a name that appeared (a lookup answering meanwhile caches none).
         if mask & (LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.rename) != 0 { loopback.namesMayHaveAppeared() }
+        // A name that appeared, went or moved changed its folder's times and maybe its link count:
+        // the kernel drops the folder's attributes only for a name it held (a new name it never had).
+        let nameEvents = LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
         for (i, r) in resolved.enumerated() where !r.name.isEmpty {
             session.invalidateEntry(parent: loopback.id(of: r.node), name: r.name)
+            if mask & nameEvents != 0 { session.invalidate(inode: loopback.id(of: r.node)) }
             if mask & contentBits != 0, let child = i == 0 ? changed : loopback.knownChild(of: r.node, named: r.name) {
                 session.invalidate(inode: loopback.id(of: child))
             }

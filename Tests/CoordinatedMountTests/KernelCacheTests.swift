@@ -107,6 +107,29 @@ final class KernelCacheTests: InProcessMountTestCase {
         XCTAssertTrue(exists("unwatched"))
     }
 
+    // MARK: A folder's attributes
+
+    /// A folder's times and link count follow names made, removed and renamed directly in the
+    /// backing folder, also names the kernel never looked up (it drops a folder's attributes by
+    /// itself only for a name it held).
+    func testAFoldersAttributesFollowNamesThatAppearOrGoInTheBackingFolder() throws {
+        mkdir(mnt + "/d", 0o755)
+        func attributes(_ path: String) -> (Int, Int, UInt) {
+            var st = stat()
+            XCTAssertEqual(lstat(path, &st), 0)
+            return (st.st_mtim.tv_sec, st.st_mtim.tv_nsec, UInt(st.st_nlink))
+        }
+        func same() -> Bool { attributes(mnt + "/d") == attributes(backing + "/d") }
+        XCTAssertTrue(same())
+        for (what, command) in [("a folder made", "mkdir d/sub"), ("a file made", "echo x > d/f"), ("a file renamed", "mv d/f d/g"),
+                                ("a file removed", "rm d/g"), ("a folder removed", "rmdir d/sub")] {
+            _ = attributes(mnt + "/d")   // cached
+            usleep(10_000)
+            try sh(command, in: backing)
+            soon("\(what) in the backing folder: the folder's times or link count through the mount are stale") { same() }
+        }
+    }
+
     // MARK: Symlinks
 
     private func target(_ relative: String) -> String? {
