@@ -123,7 +123,7 @@ let package = Package(
         .testTarget(name: "MountPolicyTests", dependencies: ["MountPolicy", "Coordination"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "EventLog", "NameBytes"]),
-        .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore"]),
+        .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU"]),
         .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),

@@ -9,9 +9,9 @@ public protocol DocumentHooks: AnyObject, Sendable {
     /// the presenters loaded (a clone, or a copy before the first in-place write of a base).
     func beforeInPlaceWrite(_ path: ItemPath)
     /// Something is about to be renamed over `path`, or `path` renamed away to a backup name (the
-    /// first half of a save): keep the old inode (a link).
+    /// first half of a save): keep the old file (a clone or a copy, never a link to the inode).
     func beforeReplace(_ path: ItemPath)
-    /// `path` is about to be unlinked: keep the old inode (a link).
+    /// `path` is about to be unlinked: keep the old file (a clone or a copy).
     func beforeDelete(_ path: ItemPath)
     /// The document at `path` changed (written, replaced, re-created by a save).
     func didChange(_ path: ItemPath, by origin: AccessOrigin)

@@ -20,7 +20,7 @@ import Synchronization
 ///   the truncate): a pending lost update becomes a conflict in the store, and the saver's own
 ///   record moves to what it wrote.
 ///
-/// The decision never blocks: the store's work is a link, a clone or a copy and one transaction.
+/// The decision never blocks: the store's work is a clone or a copy and one transaction.
 final class LostUpdates: Sendable {
     let readers: ImplicitReaders
     private let coordinator: Coordinator
@@ -84,7 +84,7 @@ final class LostUpdates: Sendable {
             store.recordRefusedLostUpdate(path, by: origin, errno: LostUpdateDecision.refusal)
             return Errno(rawValue: LostUpdateDecision.refusal)
         case .keep(let read, let theirs):
-            store.keepForReaders(path, byLink: overwrite == .replace, reason: overwrite == .replace ? .replaced : .beforeWrite, by: origin)
+            store.keepForReaders(path, reason: overwrite == .replace ? .replaced : .beforeWrite, by: origin)
             let now = DispatchTime.now().uptimeNanoseconds
             pending.withLock { table in
                 if table.count >= 64 { table = table.filter { now - $0.value.since < Self.pendingLifetime } }
@@ -94,7 +94,7 @@ final class LostUpdates: Sendable {
             // Not this process's lost update; but another live process read this very version:
             // keep it as that reader's base while it can still be had.
             if !presented, readers.othersRead(path, current: current, except: origin.pid) {
-                store.keepForReaders(path, byLink: overwrite == .replace, reason: .base, by: origin)
+                store.keepForReaders(path, reason: .base, by: origin)
             }
         }
         return nil

@@ -20,9 +20,9 @@ extension StoreService {
 
     /// Keeps the file at `path` for its readers (theirs before a late save, or a live reader's
     /// base); a failure is reported as the store's other failures are, never fails the operation.
-    func keepForReaders(_ path: ItemPath, byLink: Bool, reason: VersionReason, by origin: AccessOrigin) {
+    func keepForReaders(_ path: ItemPath, reason: VersionReason, by origin: AccessOrigin) {
         do {
-            if let snapshot = try documentStore.keepForReaders(path.string, byLink: byLink, reason: reason) {
+            if let snapshot = try documentStore.keepForReaders(path.string, reason: reason) {
                 recorder?.snapshotTaken(snapshot, actor: (origin.pid, origin.uid, origin.executable))
             }
         } catch DocumentStoreError.notARegularFile {

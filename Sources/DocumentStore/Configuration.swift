@@ -30,8 +30,8 @@ public struct DefaultActions: Sendable, Hashable {
 public enum UnpresentedFilePolicy: String, Sendable, Hashable {
     /// Keep nothing.
     case never
-    /// Keep what costs no copy: replaced and deleted inodes by link, in-place writes by reflink
-    /// where the filesystem clones. (Default.)
+    /// Keep replaced and deleted files (a clone, or a copy where the filesystem does not clone),
+    /// and in-place writes only where the filesystem clones. (Default.)
     case whenCheap
     /// Also copy before in-place writes on filesystems without clones.
     case always

@@ -9,21 +9,17 @@ import Glibc
 /// "mine" is the file the late save left.
 extension DocumentStore {
     /// Keeps the file at `path` as a version, whatever ``StoreConfiguration/unpresentedFiles`` says
-    /// (a live reader of it needs it): a link when `byLink` (it is about to be renamed over, unlinked
-    /// or renamed away), else a clone or copy (it is about to be written in place). Returns nil when
-    /// there is no regular file there; a snapshot with `reused` when the bytes were kept already.
+    /// (a live reader of it needs it), as a clone or a copy (never a link: a write by another name
+    /// would change it). Returns nil when there is no regular file there; a snapshot with `reused`
+    /// when the bytes were kept already.
     @discardableResult
-    public func keepForReaders(_ path: String, byLink: Bool, reason: VersionReason) throws -> Snapshot? {
+    public func keepForReaders(_ path: String, reason: VersionReason) throws -> Snapshot? {
         let (relative, absolute) = try resolve(path)
         return try write { db -> Snapshot? in
             guard let st = try statDocument(absolute, relative) else { return nil }
             let identity = FileIdentity(st)
             let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
-            if !byLink, let shared = try linkVersionSharing(db, document, identity) {
-                // A link version still shares this inode: it gets its own before the write.
-                return try detach(db, shared, from: absolute)
-            }
-            return try takeSnapshot(db, document, relative, absolute, st, reason: reason, preferLink: byLink)
+            return try takeSnapshot(db, document, relative, absolute, st, reason: reason)
         }
     }
 
@@ -42,7 +38,7 @@ extension DocumentStore {
     }
 
     /// Records a lost update at `path`: `saver` (a process, named by the integrator) had read the
-    /// file `read` and saved over `theirs` (kept before, by ``keepForReaders(_:byLink:reason:)``);
+    /// file `read` and saved over `theirs` (kept before, by ``keepForReaders(_:reason:)``);
     /// the file now at `path` is "mine". The base is the kept version of `read`, when one was kept
     /// while the saver was alive (nil: merge is refused with `baseUnavailable`). Both versions are
     /// pinned while the conflict is open.

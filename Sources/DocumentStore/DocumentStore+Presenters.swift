@@ -197,7 +197,7 @@ extension DocumentStore {
             """).execute(arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
         var snapshot: Snapshot?
         if inPlaceMethod == .reflink && configuration.eagerBaseWhenCloneable {
-            snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: .base, preferLink: false)
+            snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: .base)
         } else if let existing = try Int64.fetchOne(
             db.cachedStatement(sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1"),
             arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))

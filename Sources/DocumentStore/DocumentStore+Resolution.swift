@@ -48,7 +48,7 @@ extension DocumentStore {
             }
             /// Writes new contents over the document, keeping what was there, and tells the others.
             func replaceDocument(with contents: Contents) throws {
-                if let st { outcome.preserved = try takeSnapshot(db, conflict.document, relative, absolute, st, reason: .resolution, preferLink: true) }
+                if let st { outcome.preserved = try takeSnapshot(db, conflict.document, relative, absolute, st, reason: .resolution) }
                 try writeFile(contents, to: absolute, permissionsFrom: st, owner: st == nil ? owner : nil)
                 guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
                 outcome.after = FileIdentity(now)
@@ -180,7 +180,7 @@ extension DocumentStore {
                 defer { FileSystem.close(fd) }
                 try bytes.withUnsafeBytes { try FileSystem.writeAll(fd, $0, scratch) }
             case let .file(path):
-                _ = try keep(path, as: scratch, preferLink: false)
+                _ = try keep(path, as: scratch)
             }
             let fd = try FileSystem.open(scratch, O_WRONLY)
             defer { FileSystem.close(fd) }

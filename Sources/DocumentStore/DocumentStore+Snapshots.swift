@@ -5,18 +5,19 @@ import Glibc
 extension DocumentStore {
     // MARK: Preserving before mutations (called by the mount before it lets the operation through)
 
-    /// Keeps the file at `path` before something is renamed over it: a hard link to the old inode
-    /// (O(1), no copy). Returns nil when there is nothing to keep (no file, or an unpresented file
-    /// under the `.never` policy).
+    /// Keeps the file at `path` before something is renamed over it: a clone (FICLONE) where the
+    /// filesystem supports it, else a copy; never a hard link, since the old inode may live on
+    /// (another name, a backup rename, an open descriptor) and be written. Returns nil when there
+    /// is nothing to keep (no file, or an unpresented file the policy does not keep).
     @discardableResult
     public func preserveBeforeReplace(_ path: String) throws -> Snapshot? {
-        try preserveByLink(path, reason: .replaced)
+        try preserveBeforeReplacement(path, reason: .replaced)
     }
 
-    /// Keeps the file at `path` before it is deleted: a hard link to the old inode (O(1)).
+    /// Keeps the file at `path` before it is deleted: a clone or a copy, as for a replace.
     @discardableResult
     public func preserveBeforeDelete(_ path: String) throws -> Snapshot? {
-        try preserveByLink(path, reason: .deleted)
+        try preserveBeforeReplacement(path, reason: .deleted)
     }
 
     /// Keeps the file at `path` before it is written in place (opened for writing, truncated):
@@ -33,11 +34,6 @@ extension DocumentStore {
             guard let st = try statDocument(absolute, relative) else { return nil }
             let identity = FileIdentity(st)
             let document = try documentID(db, relative)
-            if let document, let shared = try linkVersionSharing(db, document, identity) {
-                // A link version still shares this inode (the rename that should have followed
-                // never happened): detach it before the write changes its bytes.
-                return try detach(db, shared, from: absolute)
-            }
             let interests = try document.map { try Row.fetchAll(db, sql: "SELECT * FROM interest WHERE documentId = ?", arguments: [$0.rawValue]) } ?? []
             if !interests.isEmpty {
                 let pending = interests.map(Schema.interest).filter { if case .pending = $0.base { return true } else { return false } }
@@ -46,40 +42,43 @@ extension DocumentStore {
                     try markPendingBasesLost(db, document!)
                     return nil
                 }
-                return try takeSnapshot(db, document!, relative, absolute, st, reason: .beforeWrite, preferLink: false)
+                return try takeSnapshot(db, document!, relative, absolute, st, reason: .beforeWrite)
             }
-            switch configuration.unpresentedFiles {
-            case .never: return nil
-            case .whenCheap where inPlaceMethod != .reflink: return nil
-            case .whenCheap, .always:
-                let document = try document ?? createDocument(db, relative, identity)
-                return try takeSnapshot(db, document, relative, absolute, st, reason: .beforeWrite, preferLink: false)
-            }
+            guard keepsUnpresentedFiles else { return nil }
+            return try takeSnapshot(db, document ?? createDocument(db, relative, identity), relative, absolute, st, reason: .beforeWrite)
+        }
+    }
+
+    /// Whether ``StoreConfiguration/unpresentedFiles`` keeps a file nobody presents before an
+    /// in-place write on this filesystem: `.whenCheap` only where it clones.
+    var keepsUnpresentedFiles: Bool {
+        switch configuration.unpresentedFiles {
+        case .never: false
+        case .whenCheap: inPlaceMethod == .reflink
+        case .always: true
         }
     }
 
     /// True when `preserveBeforeInPlaceWrite` would certainly keep and change nothing.
     private func nothingToKeepBeforeWrite(_ db: Database, _ relative: String, _ absolute: String) throws -> Bool {
-        guard let st = try statDocument(absolute, relative) else { return true }
-        let unpresentedKept = configuration.unpresentedFiles == .always
-            || (configuration.unpresentedFiles == .whenCheap && inPlaceMethod == .reflink)
-        guard let document = try documentID(db, relative) else { return !unpresentedKept }
-        if try linkVersionSharing(db, document, FileIdentity(st)) != nil { return false }
+        guard try statDocument(absolute, relative) != nil else { return true }
+        guard let document = try documentID(db, relative) else { return !keepsUnpresentedFiles }
         let states = try String.fetchAll(db, sql: "SELECT baseState FROM interest WHERE documentId = ?", arguments: [document.rawValue])
-        if states.isEmpty { return !unpresentedKept }
+        if states.isEmpty { return !keepsUnpresentedFiles }
         return !states.contains("pending")
     }
 
-    private func preserveByLink(_ path: String, reason: VersionReason) throws -> Snapshot? {
+    private func preserveBeforeReplacement(_ path: String, reason: VersionReason) throws -> Snapshot? {
         let (relative, absolute) = try resolve(path)
         return try write { db -> Snapshot? in
             guard let st = try statDocument(absolute, relative) else { return nil }
             var document = try documentID(db, relative)
             if document == nil {
-                if configuration.unpresentedFiles == .never { return nil }
+                // Asked to keep what a replace or a deletion would lose: kept unless `.never`.
+                guard configuration.unpresentedFiles != .never else { return nil }
                 document = try createDocument(db, relative, FileIdentity(st))
             }
-            return try takeSnapshot(db, document!, relative, absolute, st, reason: reason, preferLink: true)
+            return try takeSnapshot(db, document!, relative, absolute, st, reason: reason)
         }
     }
 
@@ -89,7 +88,7 @@ extension DocumentStore {
     /// captures every pending base that is this very file.
     func takeSnapshot(
         _ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat,
-        reason: VersionReason, preferLink: Bool
+        reason: VersionReason
     ) throws -> Snapshot {
         let started = Self.monotonicNanoseconds()
         let identity = FileIdentity(st)
@@ -110,9 +109,7 @@ extension DocumentStore {
                      identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)))
             let id = db.lastInsertedRowID
             let name = "\(id)"
-            // Another name for the same inode is only a safe copy while nothing else can write
-            // through it: with other hard links, clone or copy instead.
-            let method = try keep(absolute, as: storedPath(name), preferLink: preferLink && st.st_nlink == 1)
+            let method = try keep(absolute, as: storedPath(name))
             try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
             let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
             snapshot = Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
@@ -133,17 +130,10 @@ extension DocumentStore {
         try db.execute(sql: "UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND baseState = 'pending'", arguments: [document.rawValue])
     }
 
-    /// Puts the bytes of `source` at the new path `destination` the cheapest way available and
-    /// says how.
-    func keep(_ source: String, as destination: String, preferLink: Bool) throws -> SnapshotMethod {
-        if preferLink {
-            do {
-                try FileSystem.link(source, destination)
-                return .link
-            } catch DocumentStoreError.system(_, _, let code) where [EXDEV, EPERM, EMLINK].contains(code) {
-                // Different filesystem, protected_hardlinks, link count limit: clone or copy.
-            }
-        }
+    /// Puts the bytes of `source` in the new file `destination`, a clone where the filesystem
+    /// supports it, else a copy, and says how. Never a hard link: `destination` gets its own inode,
+    /// so no later write to `source` (by any name or descriptor) can change it.
+    func keep(_ source: String, as destination: String) throws -> SnapshotMethod {
         if inPlaceMethod == .reflink {
             do {
                 try FileSystem.reflink(from: source, to: destination)
@@ -156,30 +146,21 @@ extension DocumentStore {
         return .copy
     }
 
-    /// A link version of `document` whose stored file is still the inode `identity` names.
-    func linkVersionSharing(_ db: Database, _ document: DocumentID, _ identity: FileIdentity) throws -> Version? {
-        try Row.fetchOne(
-            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.method = 'link' AND v.srcDev = ? AND v.srcIno = ? ORDER BY v.id DESC LIMIT 1",
-            arguments: [document.rawValue, Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode)]
-        ).map(Schema.version)
-    }
-
-    /// Gives a link version its own inode (clone or copy of the shared one).
-    func detach(_ db: Database, _ version: Version, from absolute: String) throws -> Snapshot {
-        let started = Self.monotonicNanoseconds()
-        let name = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [version.id.rawValue])!
-        let scratch = temporaryPath("detach")
-        let method = try keep(absolute, as: scratch, preferLink: false)
-        do {
-            try FileSystem.rename(scratch, storedPath(name))
-        } catch {
-            FileSystem.unlinkIfPresent(scratch)
-            throw error
+    /// Gives every `link` version (made by older builds: a name for an inode that may still be a
+    /// live file, or open for writing) its own clone or copy of the bytes it holds now. Run at open.
+    func detachLinkVersions(_ db: Database) throws {
+        for row in try Row.fetchAll(db, sql: "SELECT id, storedName FROM version WHERE method = 'link'") {
+            let stored = storedPath(row["storedName"])
+            let scratch = temporaryPath("detach")
+            let method = try keep(stored, as: scratch)
+            do {
+                try FileSystem.rename(scratch, stored)
+            } catch {
+                FileSystem.unlinkIfPresent(scratch)
+                throw error
+            }
+            try db.execute(sql: "UPDATE version SET method = ? WHERE id = ?", arguments: [method.rawValue, row["id"] as Int64])
         }
-        try db.execute(sql: "UPDATE version SET method = ? WHERE id = ?", arguments: [method.rawValue, version.id.rawValue])
-        var updated = version
-        updated.method = method
-        return Snapshot(version: updated, reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
     }
 
     // MARK: Documents
@@ -202,11 +183,11 @@ extension DocumentStore {
 
     // MARK: Retention
 
-    /// Applies retention and forgets documents nothing refers to; returns the stored files to
-    /// unlink once the transaction committed.
     /// SQL true for a version `v` that a presenter's base or an open conflict holds on to.
     static let pinnedVersion = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL) OR v.id IN (SELECT theirsVersionId FROM conflict WHERE state = 'open' AND theirsVersionId IS NOT NULL))"
 
+    /// Applies retention and forgets documents nothing refers to; returns the stored files to
+    /// unlink once the transaction committed.
     func collectGarbage(_ db: Database) throws -> [String] {
         let retention = configuration.retention
         let pinned = Self.pinnedVersion

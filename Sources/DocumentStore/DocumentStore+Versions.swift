@@ -96,7 +96,7 @@ extension DocumentStore {
             let st = try statDocument(absolute, relative)
             let document = try documentID(db, relative) ?? createDocument(db, relative, st.map(FileIdentity.init))
             var preserved: Snapshot?
-            if let st { preserved = try takeSnapshot(db, document, relative, absolute, st, reason: .restore, preferLink: true) }
+            if let st { preserved = try takeSnapshot(db, document, relative, absolute, st, reason: .restore) }
             // Clone or copy, never link: a later write to the restored file must not alter the version.
             try writeFile(.file(absolutePath: stored), to: absolute, permissionsFrom: st, owner: st == nil ? owner : nil)
             guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }

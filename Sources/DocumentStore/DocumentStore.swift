@@ -9,12 +9,12 @@ import Glibc
 /// It works directly on the backing folder with plain paths relative to `backingRoot`; the mount
 /// calls the `preserveBefore…` methods before it lets a mutation through, and
 /// ``noteExternalChange(_:_:by:)`` after. The state directory (metadata database and kept files)
-/// must live on the backing filesystem, so that `link()` and `FICLONE` work, and the mount must
-/// hide it.
+/// must live on the backing filesystem, so that `FICLONE` works, and the mount must hide it. A
+/// kept version never shares an inode with a live file (no hard links): it is a clone or a copy.
 ///
 /// Every public method is one SQLite transaction (WAL mode) that also performs the file operations
 /// it needs; a thrown error leaves files and metadata as they were. Calls are serialised, so a long
-/// full copy (ext4) holds up other store calls for its duration; links and clones take microseconds.
+/// full copy (ext4) holds up other store calls for its duration; clones take microseconds.
 public final class DocumentStore: @unchecked Sendable {
     /// The canonical absolute path of the backing folder.
     public let backingRoot: String
@@ -102,7 +102,8 @@ public final class DocumentStore: @unchecked Sendable {
         return ((try? FileSystem.reflink(from: a, to: b)) != nil, name)
     }
 
-    /// Drops kept files nobody references and versions whose file vanished.
+    /// Drops kept files nobody references and versions whose file vanished; gives hard-linked
+    /// versions of older builds their own bytes.
     private func sweepOrphans() throws {
         do {
             try database.writeWithoutTransaction { db in
@@ -115,6 +116,7 @@ public final class DocumentStore: @unchecked Sendable {
                         try db.execute(sql: "DELETE FROM version WHERE storedName = ?", arguments: [missing])
                     }
                     for orphan in names.subtracting(known) { FileSystem.unlinkIfPresent(objectsDirectory + "/" + orphan) }
+                    try detachLinkVersions(db)
                     return .commit
                 }
             }

@@ -20,8 +20,10 @@ public enum Resolution: String, Sendable, Hashable, Codable, CaseIterable {
 
 /// How the document store kept a version's bytes, cheapest first (`snapshotTaken` records say which).
 public enum SnapshotMethod: String, Sendable, Hashable, Codable, CaseIterable {
-    /// A hard link to the old inode, kept when the document is replaced (renamed over) or deleted:
-    /// no data is copied, O(1) whatever the size.
+    /// A hard link to the old inode. No longer made: a name sharing the inode of a live file lets
+    /// a write to that file (through another name, an open descriptor, a program working in the
+    /// backing folder) change the kept version. Stores written by older builds have such versions;
+    /// the store gives each its own copy when it opens.
     case link
     /// A `FICLONE` clone (XFS with reflink=1, btrfs): shares extents, O(extents), no extra space
     /// until one side is written.

@@ -7,8 +7,17 @@ import Linux
 /// filesystem under `directory` offers, through the store's public calls (so the SQLite commit is
 /// included). `coordfs-bench store` runs it.
 enum SnapshotBenchmark {
+    /// What the snapshot is kept before.
+    enum Operation: String, Sendable, Hashable, CaseIterable {
+        /// A rename over the document (`preserveBeforeReplace`; a deletion costs the same).
+        case replace
+        /// An in-place write (`preserveBeforeInPlaceWrite`).
+        case inPlace = "in-place write"
+    }
+
     struct Measurement: Sendable, Hashable {
         var filesystem: String
+        var operation: Operation
         var method: SnapshotMethod
         var size: Int64
         /// Median wall time of one snapshot, in nanoseconds.
@@ -19,64 +28,65 @@ enum SnapshotBenchmark {
         var repeatWriteNanoseconds: UInt64?
     }
 
-    /// Runs the measurements; `repetitions` snapshots per (size, method), each of a fresh file state.
+    /// Runs the measurements; `repetitions` snapshots per (size, operation, method), each of a
+    /// fresh file state. Every snapshot is a clone or a copy (the store keeps no hard links).
     static func run(directory: String, sizes: [Int64], repetitions: Int = 3) throws -> [Measurement] {
         var results: [Measurement] = []
         for size in sizes {
-            for method in SnapshotMethod.allCases {
-                let root = directory + "/snapshot-bench-\(UInt64.random(in: 0...UInt64.max))"
-                try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-                defer { removeTree(root) }
-                let configuration = StoreConfiguration(
-                    retention: Retention(maxVersionsPerDocument: 1000, maxTotalBytes: .max),
-                    unpresentedFiles: .always, eagerBaseWhenCloneable: false, allowReflink: method != .copy)
-                let store = try DocumentStore(backingRoot: root, stateDirectory: root + "/.coordfs/store", configuration: configuration)
-                if method == .reflink && !store.cloneSupported { continue }
-                try fill(root + "/doc.bin", size: size)
-                if method == .link {
-                    // Each link snapshot is followed by a rename over the document, as in an
-                    // atomic save, so the next round links a fresh single-link inode.
-                    for round in 1..<max(1, repetitions) { try FileManager.default.copyItem(atPath: root + "/doc.bin", toPath: root + "/next-\(round).bin") }
-                }
-                var times: [UInt64] = []
-                var extra: Int64 = 0
-                for round in 0..<repetitions {
-                    // A new mtime is a new file state: the store keeps it again instead of reusing.
-                    try touch(root + "/doc.bin", round: round)
-                    let free = freeBytes(root)
-                    let started = monotonicNanoseconds()
-                    let snapshot = method == .link ? try store.preserveBeforeReplace("doc.bin") : try store.preserveBeforeInPlaceWrite("doc.bin")
-                    times.append(monotonicNanoseconds() - started)
-                    guard snapshot?.version.method == method else {
-                        throw StoreBench.BenchError("benchmark expected \(method), got \(String(describing: snapshot?.version.method))")
-                    }
-                    if round == 0 { extra = free - freeBytes(root) }
-                    if method == .link && round + 1 < repetitions {
-                        try check(rename(root + "/next-\(round + 1).bin", root + "/doc.bin"), "rename", root)
+            for operation in Operation.allCases {
+                for method in [SnapshotMethod.reflink, .copy] {
+                    if let m = try measure(directory: directory, size: size, operation: operation, method: method, repetitions: repetitions) {
+                        results.append(m)
                     }
                 }
-                var repeatWrite: UInt64?
-                if method != .link {
-                    // A presenter's base: the first in-place write pays, the next ones do not.
-                    let presenter = StorePresenterID("bench")
-                    try touch(root + "/doc.bin", round: repetitions)
-                    try store.register(presenter, path: "doc.bin")
-                    _ = try store.preserveBeforeInPlaceWrite("doc.bin")
-                    var repeats: [UInt64] = []
-                    for _ in 0..<repetitions {
-                        let started = monotonicNanoseconds()
-                        let none = try store.preserveBeforeInPlaceWrite("doc.bin")
-                        repeats.append(monotonicNanoseconds() - started)
-                        precondition(none == nil, "a second write to the same base kept something")
-                    }
-                    repeatWrite = repeats.sorted()[repeats.count / 2]
-                }
-                results.append(Measurement(
-                    filesystem: store.filesystemName, method: method, size: size,
-                    medianNanoseconds: times.sorted()[times.count / 2], extraBytes: extra, repeatWriteNanoseconds: repeatWrite))
             }
         }
         return results
+    }
+
+    private static func measure(directory: String, size: Int64, operation: Operation, method: SnapshotMethod, repetitions: Int) throws -> Measurement? {
+        let root = directory + "/snapshot-bench-\(UInt64.random(in: 0...UInt64.max))"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { removeTree(root) }
+        let configuration = StoreConfiguration(
+            retention: Retention(maxVersionsPerDocument: 1000, maxTotalBytes: .max),
+            unpresentedFiles: .always, eagerBaseWhenCloneable: false, allowReflink: method != .copy)
+        let store = try DocumentStore(backingRoot: root, stateDirectory: root + "/.coordfs/store", configuration: configuration)
+        if method == .reflink && !store.cloneSupported { return nil }
+        try fill(root + "/doc.bin", size: size)
+        var times: [UInt64] = []
+        var extra: Int64 = 0
+        for round in 0..<repetitions {
+            // A new mtime is a new file state: the store keeps it again instead of reusing.
+            try touch(root + "/doc.bin", round: round)
+            let free = freeBytes(root)
+            let started = monotonicNanoseconds()
+            let snapshot = operation == .replace ? try store.preserveBeforeReplace("doc.bin") : try store.preserveBeforeInPlaceWrite("doc.bin")
+            times.append(monotonicNanoseconds() - started)
+            guard snapshot?.version.method == method else {
+                throw StoreBench.BenchError("benchmark expected \(method), got \(String(describing: snapshot?.version.method))")
+            }
+            if round == 0 { extra = free - freeBytes(root) }
+        }
+        var repeatWrite: UInt64?
+        if operation == .inPlace {
+            // A presenter's base: the first in-place write pays, the next ones do not.
+            let presenter = StorePresenterID("bench")
+            try touch(root + "/doc.bin", round: repetitions)
+            try store.register(presenter, path: "doc.bin")
+            _ = try store.preserveBeforeInPlaceWrite("doc.bin")
+            var repeats: [UInt64] = []
+            for _ in 0..<repetitions {
+                let started = monotonicNanoseconds()
+                let none = try store.preserveBeforeInPlaceWrite("doc.bin")
+                repeats.append(monotonicNanoseconds() - started)
+                precondition(none == nil, "a second write to the same base kept something")
+            }
+            repeatWrite = repeats.sorted()[repeats.count / 2]
+        }
+        return Measurement(
+            filesystem: store.filesystemName, operation: operation, method: method, size: size,
+            medianNanoseconds: times.sorted()[times.count / 2], extraBytes: extra, repeatWriteNanoseconds: repeatWrite)
     }
 
     /// Median cost of the store calls the mount makes for a file that is no document
@@ -100,9 +110,9 @@ enum SnapshotBenchmark {
 
     /// A Markdown table of measurements.
     static func table(_ results: [Measurement]) -> String {
-        var out = "| filesystem | method | size | snapshot (median) | extra space | 2nd write to same base |\n|---|---|---:|---:|---:|---:|\n"
+        var out = "| filesystem | before | method | size | snapshot (median) | extra space | 2nd write to same base |\n|---|---|---|---:|---:|---:|---:|\n"
         for r in results {
-            out += "| \(r.filesystem) | \(r.method) | \(bytes(r.size)) | \(duration(r.medianNanoseconds)) | \(bytes(r.extraBytes)) | \(r.repeatWriteNanoseconds.map(duration) ?? "n/a") |\n"
+            out += "| \(r.filesystem) | \(r.operation.rawValue) | \(r.method) | \(bytes(r.size)) | \(duration(r.medianNanoseconds)) | \(bytes(r.extraBytes)) | \(r.repeatWriteNanoseconds.map(duration) ?? "n/a") |\n"
         }
         return out
     }

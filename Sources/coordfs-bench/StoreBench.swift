@@ -1,6 +1,6 @@
-// The document store's snapshot cost against file size, for each method the filesystem offers:
-// link (rename over / deletion), reflink (FICLONE before an in-place write, where the filesystem
-// clones) and copy (before the first in-place write elsewhere), on the machine's disk (ext4) and on
+// The document store's snapshot cost against file size, before a rename over (or a deletion) and
+// before an in-place write, for each method the filesystem offers: reflink (FICLONE, where the
+// filesystem clones) and copy (elsewhere; the store keeps no hard links), on the machine's disk (ext4) and on
 // a small XFS image with reflink=1 on a loop device when this runs as root with loop devices.
 // Each figure goes through the store's public calls, SQLite commit included.
 // `coordfs-bench store [--sizes 1,16,128,1024] [--dir DIR] [--repetitions N] [--no-xfs]`

@@ -16,17 +16,18 @@ final class LostUpdateStoreTests: XCTestCase {
         f = try Fixture(under: parent, configuration: StoreConfiguration(unpresentedFiles: .never))
     }
 
-    /// A reads "a\nb\nc\n"; B changes the first line (rename over, the base kept by link before it);
-    /// A saves its change of the last line in place (theirs kept by copy before it).
+    /// A reads "a\nb\nc\n"; B changes the first line (rename over, the base kept before it);
+    /// A saves its change of the last line in place (theirs kept before it). Both are copies or
+    /// clones, never links.
     private func lostUpdate() throws -> (conflict: Conflict, read: FileIdentity, theirs: FileIdentity) {
         try f.write("doc", "a\nb\nc\n")
         let read = try XCTUnwrap(f.identity("doc"))
-        let base = try XCTUnwrap(f.store.keepForReaders("doc", byLink: true, reason: .base))
-        XCTAssertEqual(base.version.method, .link)
+        let base = try XCTUnwrap(f.store.keepForReaders("doc", reason: .base))
+        XCTAssertEqual(base.version.method, f.store.inPlaceMethod)
         try f.replace("doc", "A\nb\nc\n")
         let theirs = try XCTUnwrap(f.identity("doc"))
-        let kept = try XCTUnwrap(f.store.keepForReaders("doc", byLink: false, reason: .beforeWrite))
-        XCTAssertNotEqual(kept.version.method, .link)
+        let kept = try XCTUnwrap(f.store.keepForReaders("doc", reason: .beforeWrite))
+        XCTAssertEqual(kept.version.method, f.store.inPlaceMethod)
         try f.writeInPlace("doc", "a\nb\nC\n")
         let conflict = try f.store.recordLostUpdate("doc", saver: saver, read: read, theirs: theirs)
         XCTAssertEqual(conflict.kind, .lostUpdate)
@@ -47,11 +48,11 @@ final class LostUpdateStoreTests: XCTestCase {
         // Pinned: retention keeps them while the conflict is open, even beyond the limit.
         f = try Fixture(under: "/tmp/coordfs-store-tests", configuration: StoreConfiguration(retention: Retention(maxVersionsPerDocument: 2), unpresentedFiles: .never))
         let again = try lostUpdate()
-        try f.store.keepForReaders("doc", byLink: false, reason: .beforeWrite)
+        try f.store.keepForReaders("doc", reason: .beforeWrite)
         try f.writeInPlace("doc", "x\n")
-        try f.store.keepForReaders("doc", byLink: false, reason: .beforeWrite)
+        try f.store.keepForReaders("doc", reason: .beforeWrite)
         try f.writeInPlace("doc", "yy\n")
-        try f.store.keepForReaders("doc", byLink: false, reason: .beforeWrite)
+        try f.store.keepForReaders("doc", reason: .beforeWrite)
         try f.store.collectGarbage()
         // The two newest unpinned ones, plus the two pinned ones: the oldest unpinned one went.
         XCTAssertEqual(try f.store.versions(ofPath: "doc").count, 4)
@@ -95,7 +96,7 @@ final class LostUpdateStoreTests: XCTestCase {
         let read = try XCTUnwrap(f.identity("doc"))
         try f.replace("doc", "A\nb\nc\n") // changed where the store could not keep the base
         let theirs = try XCTUnwrap(f.identity("doc"))
-        try f.store.keepForReaders("doc", byLink: true, reason: .replaced)
+        try f.store.keepForReaders("doc", reason: .replaced)
         try f.replace("doc", "a\nb\nC\n")
         let conflict = try f.store.recordLostUpdate("doc", saver: saver, read: read, theirs: theirs)
         XCTAssertNil(conflict.baseVersion)

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import XCTest
 @testable import DocumentStore
+import GRDB
 
 /// The behaviour every backing filesystem must show; run on the machine's own disk and on XFS
 /// with reflink (see StoreOnDiskTests and StoreOnReflinkTests).
@@ -59,31 +60,31 @@ struct Scenarios {
         XCTAssertEqual(f.store.cloneSupported, expectsReflink, "filesystem \(f.store.filesystemName)")
         let inPlace: SnapshotMethod = expectsReflink ? .reflink : .copy
 
-        // Rename over: the old inode itself is kept.
+        // Rename over: the old file's bytes are kept in an inode of their own (never a link).
         try f.write("a.txt", "old a\n")
         try f.store.register(alice, path: "a.txt")
         let oldInode = try XCTUnwrap(f.identity("a.txt")).inode
         let replaced = try XCTUnwrap(f.store.preserveBeforeReplace("a.txt"))
         try f.replace("a.txt", "new a\n")
+        XCTAssertEqual(replaced.version.method, inPlace)
         if expectsReflink {
             // The base was cloned at register and holds exactly these bytes: nothing more to do.
             XCTAssertTrue(replaced.reused)
-            XCTAssertEqual(replaced.version.method, .reflink)
             XCTAssertEqual(replaced.version.reason, .base)
         } else {
             XCTAssertFalse(replaced.reused)
-            XCTAssertEqual(replaced.version.method, .link)
             XCTAssertEqual(replaced.version.reason, .replaced)
         }
         let kept = try FileIdentity.of(absolutePath: f.store.storedFile(of: replaced.version.id))
-        if !expectsReflink { XCTAssertEqual(kept?.inode, oldInode, "link keeps the same inode") }
+        XCTAssertNotEqual(kept?.inode, oldInode, "the kept version is no other name of the old inode")
         XCTAssertEqual(try f.text(replaced.version.id), "old a\n")
 
-        // Deletion: link again.
+        // Deletion: a clone or copy again.
         try f.write("b.txt", "old b\n")
+        try f.store.register(bob, path: "b.txt")
         let deleted = try XCTUnwrap(f.store.preserveBeforeDelete("b.txt"))
-        XCTAssertEqual(deleted.version.method, .link)
-        XCTAssertEqual(deleted.version.reason, .deleted)
+        XCTAssertEqual(deleted.version.method, inPlace)
+        XCTAssertEqual(deleted.version.reason, expectsReflink ? .base : .deleted)
         XCTAssertEqual(unlink(f.path("b.txt")), 0)
         XCTAssertEqual(try f.text(deleted.version.id), "old b\n")
 
@@ -123,31 +124,88 @@ struct Scenarios {
         try never.write("d.txt", "d0\n")
         XCTAssertNil(try never.store.preserveBeforeReplace("d.txt"))
         XCTAssertNil(try never.store.preserveBeforeInPlaceWrite("d.txt"))
+        // Replaced and deleted unpresented files: kept (cloned or copied) unless `.never`.
+        try f.write("e.txt", "e0\n")
+        XCTAssertEqual(try f.store.preserveBeforeReplace("e.txt")?.version.method, inPlace)
+        XCTAssertEqual(try always.store.preserveBeforeDelete("d.txt")?.version.method, inPlace)
     }
 
-    /// A replace that never happened leaves a link version sharing the live inode; the next
-    /// in-place write must give the version its own bytes first.
-    func abortedReplaceThenWrite() throws {
+    /// The version kept before a replace, a deletion or a backup rename must not change when the
+    /// old inode lives on and is written: renamed to a backup name and written in place, written
+    /// through an open descriptor after the unlink, or the replace never happened and the file is
+    /// written in place behind the store's back (another program in the backing folder).
+    func keptVersionsShareNoInodeWithLiveFiles() throws {
         let f = try fixture(StoreConfiguration(eagerBaseWhenCloneable: false))
-        try f.write("a.txt", "original\n")
-        let linked = try XCTUnwrap(f.store.preserveBeforeReplace("a.txt"))
-        XCTAssertEqual(linked.version.method, .link)
-        let detached = try XCTUnwrap(f.store.preserveBeforeInPlaceWrite("a.txt"))
-        XCTAssertEqual(detached.version.id, linked.version.id)
-        XCTAssertNotEqual(detached.version.method, .link)
-        try f.writeInPlace("a.txt", "scribbled\n")
-        XCTAssertEqual(try f.text(linked.version.id), "original\n")
+        // Backup rename (doc -> doc~), then the backup is written in place.
+        try f.write("a.txt", "original a\n")
+        try f.store.register(alice, path: "a.txt")
+        let backedUp = try XCTUnwrap(f.store.preserveBeforeReplace("a.txt"))
+        XCTAssertEqual(rename(f.path("a.txt"), f.path("a.txt~")), 0)
+        try f.write("a.txt", "new a\n")
+        try f.writeInPlace("a.txt~", "scribbled over the backup\n")
+        XCTAssertEqual(try f.text(backedUp.version.id), "original a\n")
+        XCTAssertEqual(try f.store.document(atPath: "a.txt")?.presenters.first?.base, .kept(backedUp.version.id))
+
+        // Deleted while another process holds it open for writing.
+        try f.write("b.txt", "original b\n")
+        try f.store.register(alice, path: "b.txt")
+        let fd = open(f.path("b.txt"), O_WRONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let deleted = try XCTUnwrap(f.store.preserveBeforeDelete("b.txt"))
+        XCTAssertEqual(unlink(f.path("b.txt")), 0)
+        XCTAssertEqual(ftruncate(fd, 0), 0)
+        XCTAssertEqual(pwrite(fd, "late\n", 5, 0), 5)
+        XCTAssertEqual(try f.text(deleted.version.id), "original b\n")
+
+        // The announced replace never happened; the file is then truncated and written in place
+        // without the store being asked first.
+        try f.write("c.txt", "original c\n")
+        try f.store.register(alice, path: "c.txt")
+        let announced = try XCTUnwrap(f.store.preserveBeforeReplace("c.txt"))
+        try f.writeInPlace("c.txt", "written behind the store's back\n")
+        XCTAssertEqual(try f.text(announced.version.id), "original c\n")
+
+        for version in [backedUp, deleted, announced] {
+            XCTAssertNotEqual(version.version.method, .link)
+            var st = stat()
+            XCTAssertEqual(lstat(try f.store.storedFile(of: version.version.id), &st), 0)
+            XCTAssertEqual(st.st_nlink, 1, "the kept file has no other name")
+        }
     }
 
-    /// Lazy base: captured by link when the next mutation is a rename over.
-    func lazyBaseCapturedByLink() throws {
+    /// A store written by an older build holds `link` versions (other names of documents' inodes);
+    /// opening it gives each its own bytes, so a write to the live file no longer reaches them.
+    func linkVersionsOfOlderStoresAreDetachedAtOpen() throws {
+        let f = try fixture(StoreConfiguration(eagerBaseWhenCloneable: false))
+        try f.write("doc.txt", "kept\n")
+        let snapshot = try XCTUnwrap(f.store.preserveBeforeReplace("doc.txt"))
+        // What an older build left: the stored name a hard link to the live file.
+        let stored = try f.store.storedFile(of: snapshot.version.id)
+        XCTAssertEqual(unlink(stored), 0)
+        XCTAssertEqual(link(f.path("doc.txt"), stored), 0)
+        try f.store.database.write { db in
+            try db.execute(sql: "UPDATE version SET method = 'link' WHERE id = ?", arguments: [snapshot.version.id.rawValue])
+        }
+        try f.reopen()
+        let version = try XCTUnwrap(f.store.versions(ofPath: "doc.txt").first)
+        XCTAssertEqual(version.method, expectsReflink ? .reflink : .copy)
+        try f.writeInPlace("doc.txt", "changed\n")
+        XCTAssertEqual(try f.text(version.id), "kept\n")
+        var st = stat()
+        XCTAssertEqual(lstat(stored, &st), 0)
+        XCTAssertEqual(st.st_nlink, 1)
+    }
+
+    /// Lazy base: captured (a copy, or a clone) when the next mutation is a rename over.
+    func lazyBaseCapturedBeforeARename() throws {
         let f = try fixture(StoreConfiguration(eagerBaseWhenCloneable: false))
         try f.write("doc.txt", "base\n")
         let registration = try f.store.register(alice, path: "doc.txt")
         guard case .pending = registration.base else { return XCTFail("expected a pending base, got \(registration.base)") }
         let snapshot = try XCTUnwrap(f.store.preserveBeforeReplace("doc.txt"))
         try f.replace("doc.txt", "theirs\n")
-        XCTAssertEqual(snapshot.version.method, .link)
+        XCTAssertEqual(snapshot.version.method, expectsReflink ? .reflink : .copy)
         XCTAssertEqual(try f.store.document(atPath: "doc.txt")?.presenters.first?.base, .kept(snapshot.version.id))
         XCTAssertTrue(try XCTUnwrap(f.store.versions(ofPath: "doc.txt").first).isPinned)
     }
@@ -409,7 +467,7 @@ struct Scenarios {
         try f.replace("notes.md", "# Notes\nthird\n")
         let versions = try f.store.versions(ofPath: "notes.md")
         XCTAssertEqual(versions.map(\.reason), [.replaced, .replaced])
-        XCTAssertEqual(versions.map(\.method), [.link, .link])
+        XCTAssertEqual(versions.map(\.method), Array(repeating: expectsReflink ? .reflink : .copy, count: 2))
         XCTAssertEqual(versions.map(\.size), [15, 14])
         XCTAssertEqual(try f.text(versions[1].id), "# Notes\nfirst\n")
         XCTAssertEqual(try f.store.diff(versions[1].id), """

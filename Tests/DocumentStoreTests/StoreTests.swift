@@ -16,8 +16,9 @@ final class StoreOnDiskTests: XCTestCase {
     }
 
     func testSnapshotMethods() throws { try scenarios.snapshotMethods() }
-    func testAbortedReplaceThenWrite() throws { try scenarios.abortedReplaceThenWrite() }
-    func testLazyBaseCapturedByLink() throws { try scenarios.lazyBaseCapturedByLink() }
+    func testKeptVersionsShareNoInodeWithLiveFiles() throws { try scenarios.keptVersionsShareNoInodeWithLiveFiles() }
+    func testLinkVersionsOfOlderStoresAreDetachedAtOpen() throws { try scenarios.linkVersionsOfOlderStoresAreDetachedAtOpen() }
+    func testLazyBaseCapturedBeforeARename() throws { try scenarios.lazyBaseCapturedBeforeARename() }
     func testBaseLostOutsideTheStore() throws { try scenarios.baseLostOutsideTheStore() }
     func testDefaultActions() throws { try scenarios.defaultActions() }
     func testOneConflictPerPresenter() throws { try scenarios.oneConflictPerPresenter() }
@@ -74,8 +75,9 @@ final class StoreOnReflinkTests: XCTestCase {
     }
 
     func testSnapshotMethods() throws { try scenarios.snapshotMethods() }
-    func testAbortedReplaceThenWrite() throws { try scenarios.abortedReplaceThenWrite() }
-    func testLazyBaseCapturedByLink() throws { try scenarios.lazyBaseCapturedByLink() }
+    func testKeptVersionsShareNoInodeWithLiveFiles() throws { try scenarios.keptVersionsShareNoInodeWithLiveFiles() }
+    func testLinkVersionsOfOlderStoresAreDetachedAtOpen() throws { try scenarios.linkVersionsOfOlderStoresAreDetachedAtOpen() }
+    func testLazyBaseCapturedBeforeARename() throws { try scenarios.lazyBaseCapturedBeforeARename() }
     func testBaseLostOutsideTheStore() throws { try scenarios.baseLostOutsideTheStore() }
     func testDefaultActions() throws { try scenarios.defaultActions() }
     func testOneConflictPerPresenter() throws { try scenarios.oneConflictPerPresenter() }

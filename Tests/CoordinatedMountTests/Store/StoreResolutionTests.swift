@@ -38,8 +38,8 @@ final class StoreResolutionTests: StoreMountTestCase {
         XCTAssertEqual(events.map(\.action), [.close], "\(events)")
         XCTAssertEqual(events.first?.kind, .deletion)
         XCTAssertEqual(try service.conflicts(of: id), [])
-        XCTAssertEqual(try keptTexts("doc.txt"), ["alpha\n"], "the deleted file is kept (link)")
-        XCTAssertEqual(try store.versions(ofPath: "doc.txt").first?.method, .link)
+        XCTAssertEqual(try keptTexts("doc.txt"), ["alpha\n"], "the deleted file is kept (a copy or a clone)")
+        XCTAssertEqual(try store.versions(ofPath: "doc.txt").first?.method, store.inPlaceMethod)
         XCTAssertEqual(try store.document(atPath: "doc.txt")?.presenters ?? [], [], "interest dropped")
     }
 
@@ -214,7 +214,7 @@ final class StoreResolutionTests: StoreMountTestCase {
         try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
         let records = try daemon.storeLogRecords().filter { $0.path == "/doc.txt" }
         let snapshot = try XCTUnwrap(records.first { $0.kind == "snapshotTaken" }, "\(records.map(\.kind))")
-        XCTAssertEqual(snapshot.snapshotMethod, "link")
+        XCTAssertEqual(snapshot.snapshotMethod, store.inPlaceMethod.rawValue)
         XCTAssertEqual(snapshot.bytes, UInt64("alpha\nline 2\nline 3\n".utf8.count))
         XCTAssertNotNil(snapshot.versionID)
         XCTAssertNotNil(snapshot.documentID)
