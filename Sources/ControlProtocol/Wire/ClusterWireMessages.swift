@@ -8,13 +8,10 @@ package struct ClusterStatusQuery: Sendable, Hashable {
     package init(id: RequestID) { self.id = id }
 }
 
-extension ClusterStatusQuery: WireMessage {
+extension ClusterStatusQuery: IDOnlyRequest {
     static let wireName = "clusterStatus"
     static let direction = ControlMessage.Direction.toDaemon
-    var requestID: RequestID? { id }
     var wrapped: ControlMessage { .clusterStatus(self) }
-    init(wire fields: inout Fields) throws(ProtocolError) { id = try fields.requestID() }
-    func encode(to o: inout JSONObject) { o.put(id: id) }
 }
 
 /// `clusterStatusReport`: this node, etcd's reachability, and every node with its presenters and

@@ -62,6 +62,18 @@ extension PresenterMessage {
     }
 }
 
+/// A request of a request id and nothing else (`status`, `clusterStatus`): one codec for all.
+protocol IDOnlyRequest: WireMessage {
+    var id: RequestID { get }
+    init(id: RequestID)
+}
+
+extension IDOnlyRequest {
+    var requestID: RequestID? { id }
+    init(wire fields: inout Fields) throws(ProtocolError) { self.init(id: try fields.requestID()) }
+    func encode(to o: inout JSONObject) { o.put(id: id) }
+}
+
 /// A request that names one item and nothing else (`versions`, `removeVersions`): one codec for all.
 protocol PathRequest: WireMessage {
     var id: RequestID { get }

@@ -321,13 +321,10 @@ package struct StatusQuery: Sendable, Hashable {
     package init(id: RequestID) { self.id = id }
 }
 
-extension StatusQuery: WireMessage {
+extension StatusQuery: IDOnlyRequest {
     static let wireName = "status"
     static let direction = ControlMessage.Direction.toDaemon
-    var requestID: RequestID? { id }
     var wrapped: ControlMessage { .status(self) }
-    init(wire fields: inout Fields) throws(ProtocolError) { id = try fields.requestID() }
-    func encode(to o: inout JSONObject) { o.put(id: id) }
 }
 
 /// `statusReport`: the reply to `status`.
