@@ -10,7 +10,8 @@ struct LogCommand: ParsableCommand {
         commandName: "log",
         abstract: "Print a mount's stored coordination events and exit.",
         discussion: """
-        Prints the records stored in the mount's event log (BACKING/.coordfs/log), oldest first, up to \
+        Prints the records stored in the mount's event log (BACKING/.coordfs/log; a cluster node's: \
+        BACKING/.coordfs/nodes/NODE/log, with --backing DIR --node NODE), oldest first, up to \
         the last record written when the command started. Takes the same filters and formats as `coordfs \
         watch`. The log is read without the daemon, so the history of a crashed mount is readable from \
         its mountpoint, and that of an unmounted folder with --backing. The log's files belong to the user \

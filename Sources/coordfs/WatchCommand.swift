@@ -16,7 +16,8 @@ struct WatchCommand: ParsableCommand {
         then live records, with nothing missed in between: a slow or paused watcher catches up from the \
         log on disk, never from a queue that could overflow.
 
-        The log lives on the backing side (BACKING/.coordfs/log), so watching needs no daemon: a watcher \
+        The log lives on the backing side (BACKING/.coordfs/log; a cluster node's in \
+        BACKING/.coordfs/nodes/NODE/log), so watching needs no daemon: a watcher \
         keeps following across an unmount and the next mount of the same folder. The log's files belong \
         to the user who mounted; any other user watches through the daemon and sees only the records \
         naming items it could find in the folder itself. On a terminal the \
