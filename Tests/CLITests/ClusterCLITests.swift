@@ -132,6 +132,32 @@ final class ClusterCLITests: ClusterCLITestCase {
         unmount()
     }
 
+    /// A node's daemon killed (SIGKILL): its mount is stale, its record stays, and the CLI still finds
+    /// that node's log from the mount point (not the other node's, not the one-host folder); the
+    /// next `coordfs mount` of the node cleans the stale mount and writes a new record.
+    func testAKilledNodesStaleMountStillFindsItsOwnLog() throws {
+        try mountNode("a", at: mnt)
+        try mountNode("b", at: mntB)
+        let pid = try XCTUnwrap(pid_t(try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(waitUntil(10) { kill(pid, 0) != 0 }, "daemon \(pid) gone")
+        XCTAssertEqual(access(nodeState("b") + "/mount", F_OK), 0, "a killed daemon leaves its record")
+        let logB = coordfs("log", mntB, "--json")
+        XCTAssertEqual(logB.status, 0, "\(logB)")
+        XCTAssertTrue(logB.stdout.contains(" on \(mntB!)\""), "B's own log through its stale mount: \(logB.stdout.prefix(500))")
+        XCTAssertFalse(logB.stdout.contains(" on \(mnt!)\""), "not A's")
+        // A's mount is unaffected and still found.
+        XCTAssertTrue(coordfs("log", mnt!, "--json").stdout.contains(" on \(mnt!)\""))
+        try mountNode("b", at: mntB)
+        let newPID = try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertNotEqual(newPID, String(pid), "a new daemon")
+        XCTAssertEqual(sh("echo back > '\(mntB!)/back.txt'").status, 0, "the new mount works")
+        XCTAssertEqual(FileOps.get(mnt + "/back.txt"), "back\n")
+        XCTAssertEqual(coordfs("unmount", mntB).status, 0)
+        unmount()
+    }
+
     func testNodeNamesThatCouldLeaveTheStateFolderAreRefused() throws {
         for bad in ["..", ".", "a/b", String(repeating: "n", count: 65)] {
             let r = coordfs(arguments: ["mount", backing!, mnt!, "-o", clusterOptions(bad).joined(separator: ",")])
