@@ -137,6 +137,7 @@ final class ImplicitReaders: Sendable {
     private let startTime: @Sendable (pid_t) -> UInt64?
     let sweepInterval: Double
     private let sweeper = Mutex<DispatchSourceTimer?>(nil)
+    private let departures = Mutex<(@Sendable (ProcessKey) -> Void)?>(nil)
     private let queue = DispatchQueue(label: "coordfs.readers.sweep", qos: .utility)
 
     init(sweepInterval: Double = 0.5, startTime: @escaping @Sendable (pid_t) -> UInt64? = processStart) {
@@ -184,6 +185,12 @@ final class ImplicitReaders: Sendable {
     /// True when a live process other than `pid` read `path` as it is now (`current`): its version
     /// is worth keeping before `pid` changes it.
     func othersRead(_ path: ItemPath, current: FileIdentity, except pid: pid_t) -> Bool {
+        !liveReaders(path, current: current, except: pid, all: false).isEmpty
+    }
+
+    /// The live processes other than `pid` that read `path` as it is now (`current`); with `all`
+    /// false, the first one found.
+    func liveReaders(_ path: ItemPath, current: FileIdentity, except pid: pid_t, all: Bool = true) -> [ProcessKey] {
         let candidates = state.withLock { s -> [ProcessKey] in
             guard let readers = s.byPath[path] else { return [] }
             return readers.all.compactMap { entry in
@@ -191,11 +198,27 @@ final class ImplicitReaders: Sendable {
                 return ProcessKey(pid: entry.pid, start: start)
             }
         }
+        var live: [ProcessKey] = []
         for process in candidates {
-            if startTime(process.pid) == process.start { return true }
-            drop(process)
+            if startTime(process.pid) == process.start {
+                live.append(process)
+                if !all { break }
+            } else {
+                drop(process)
+            }
         }
-        return false
+        return live
+    }
+
+    /// The tracked process `pid` (its start as the table knows it).
+    func process(_ pid: pid_t) -> ProcessKey? {
+        state.withLock { s in s.processes[pid].map { ProcessKey(pid: pid, start: $0.start) } }
+    }
+
+    /// Calls `body` with each process whose records are dropped (it exited, or its pid is another
+    /// process's now), after the drop. One observer; set once.
+    func onDeparture(_ body: @escaping @Sendable (ProcessKey) -> Void) {
+        departures.withLock { $0 = body }
     }
 
     /// True when anybody has a record at `path` (a cheap first test before any `stat`).
@@ -216,10 +239,12 @@ final class ImplicitReaders: Sendable {
 
     /// Drops every record of `process` (it exited, or its pid is another process's now).
     func drop(_ process: ProcessKey) {
-        state.withLock { s in
-            guard let p = s.processes[process.pid], p.start == process.start else { return }
+        let dropped = state.withLock { s -> Bool in
+            guard let p = s.processes[process.pid], p.start == process.start else { return false }
             s.removeProcess(process.pid)
+            return true
         }
+        if dropped, let observer = departures.withLock({ $0 }) { observer(process) }
     }
 
     /// Drops the records of processes that are gone (or whose pid is another process's now).

@@ -20,7 +20,9 @@ import Synchronization
 ///   the truncate): a pending lost update becomes a conflict in the store, and the saver's own
 ///   record moves to what it wrote.
 ///
-/// The decision never blocks: the store's work is a clone or a copy and one transaction.
+/// The decision never blocks: the store's work is a clone or a copy and one transaction. The
+/// versions kept for live readers are held for them in the store (retention never drops them) until
+/// the reader reads or saves the path again or exits.
 final class LostUpdates: Sendable {
     let readers: ImplicitReaders
     private let coordinator: Coordinator
@@ -42,6 +44,10 @@ final class LostUpdates: Sendable {
         let path: ItemPath
     }
     private let pending = Mutex<[Key: Pending]>([:])
+    /// The versions live processes hold in the store (a reader's base, a late saver's theirs), by
+    /// process and path: the store's holder names. Released when the process reads or saves that
+    /// path again or exits, so retention cannot drop a lost update's base before it is recorded.
+    private let holds = Mutex<[pid_t: [ItemPath: Set<String>]]>([:])
     /// A save begun by an unlink or a rename away that no new file completes is dropped after this.
     private static let pendingLifetime: UInt64 = 60_000_000_000
 
@@ -49,6 +55,7 @@ final class LostUpdates: Sendable {
         self.coordinator = coordinator
         self.backingRoot = backingRoot
         self.readers = readers
+        readers.onDeparture { [weak self] process in self?.releaseHolds(of: process.pid, at: nil) }
     }
 
     /// Turns tracking on (`keep`, `refuse`, with the store that keeps versions and records
@@ -65,6 +72,37 @@ final class LostUpdates: Sendable {
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
         readers.noteRead(path, identity: Self.identity(st), by: pid)
+        // What it read before is no longer its base.
+        releaseHolds(of: pid, at: path)
+    }
+
+    /// The store's name for what `process` holds.
+    static func holderName(_ process: ProcessKey) -> String { "process:\(process.pid):\(process.start)" }
+
+    /// Keeps the file at `path` for `holders` (held in the store until they let go).
+    private func keep(_ path: ItemPath, reason: VersionReason, for holders: [ProcessKey], store: StoreService, by origin: AccessOrigin) {
+        let names = holders.map(Self.holderName)
+        guard store.keepForReaders(path, reason: reason, holders: names, by: origin) else { return }
+        holds.withLock { table in
+            for (process, name) in zip(holders, names) { table[process.pid, default: [:]][path, default: []].insert(name) }
+        }
+    }
+
+    /// `pid` no longer needs what it holds at `path` (nil: anywhere).
+    private func releaseHolds(of pid: pid_t, at path: ItemPath?) {
+        let released = holds.withLock { table -> [(String, ItemPath)] in
+            guard !table.isEmpty, let paths = table[pid] else { return [] }
+            if let path {
+                guard let names = paths[path] else { return [] }
+                table[pid]?[path] = nil
+                if table[pid]?.isEmpty == true { table[pid] = nil }
+                return names.map { ($0, path) }
+            }
+            table[pid] = nil
+            return paths.flatMap { path, names in names.map { ($0, path) } }
+        }
+        guard !released.isEmpty, let store = config.withLock({ $0.store }) else { return }
+        for (name, path) in released { store.documentStore.releaseHolds(of: name, atPath: path.string) }
     }
 
     /// `origin` is about to overwrite the document at `path`. Returns the errno to fail the
@@ -84,7 +122,8 @@ final class LostUpdates: Sendable {
             store.recordRefusedLostUpdate(path, by: origin, errno: LostUpdateDecision.refusal)
             return Errno(rawValue: LostUpdateDecision.refusal)
         case .keep(let read, let theirs):
-            store.keepForReaders(path, reason: overwrite == .replace ? .replaced : .beforeWrite, by: origin)
+            // Theirs, held for the saver until its save is recorded (the conflict pins it then).
+            keep(path, reason: overwrite == .replace ? .replaced : .beforeWrite, for: readers.process(origin.pid).map { [$0] } ?? [], store: store, by: origin)
             let now = DispatchTime.now().uptimeNanoseconds
             pending.withLock { table in
                 if table.count >= 64 { table = table.filter { now - $0.value.since < Self.pendingLifetime } }
@@ -93,8 +132,9 @@ final class LostUpdates: Sendable {
         case .save:
             // Not this process's lost update; but another live process read this very version:
             // keep it as that reader's base while it can still be had.
-            if !presented, readers.othersRead(path, current: current, except: origin.pid) {
-                store.keepForReaders(path, reason: .base, by: origin)
+            if !presented {
+                let others = readers.liveReaders(path, current: current, except: origin.pid)
+                if !others.isEmpty { keep(path, reason: .base, for: others, store: store, by: origin) }
             }
         }
         return nil
@@ -116,6 +156,8 @@ final class LostUpdates: Sendable {
         }
         if let late { store.recordLostUpdate(path, by: origin, read: late.read, theirs: late.theirs) }
         readers.noteSaved(path, identity: Self.identity(st), by: origin.pid)
+        // Its base and theirs are the conflict's now (pinned), or no longer its own.
+        releaseHolds(of: origin.pid, at: path)
     }
 
     /// A rename through the mount, as the save rules see it.

@@ -19,17 +19,20 @@ extension StoreService {
     }
 
     /// Keeps the file at `path` for its readers (theirs before a late save, or a live reader's
-    /// base); a failure is reported as the store's other failures are, never fails the operation.
-    func keepForReaders(_ path: ItemPath, reason: VersionReason, by origin: AccessOrigin) {
+    /// base), held for `holders`; a failure is reported as the store's other failures are, never
+    /// fails the operation. True when a version is kept (and held).
+    @discardableResult
+    func keepForReaders(_ path: ItemPath, reason: VersionReason, holders: [String] = [], by origin: AccessOrigin) -> Bool {
         do {
-            if let snapshot = try documentStore.keepForReaders(path.string, reason: reason) {
-                recorder?.snapshotTaken(snapshot, actor: (origin.pid, origin.uid, origin.executable))
-            }
+            guard let snapshot = try documentStore.keepForReaders(path.string, reason: reason, holders: holders) else { return false }
+            recorder?.snapshotTaken(snapshot, actor: (origin.pid, origin.uid, origin.executable))
+            return true
         } catch DocumentStoreError.notARegularFile {
         } catch {
             report("keepVersion \(path)", error)
             recorder?.storeFailed(path: path.string, reason: "keepVersion", error: error)
         }
+        return false
     }
 
     /// A late save landed: the conflict (base, theirs, mine) is recorded and logged as `lostUpdate`.

@@ -150,7 +150,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// observers stay.
     public func reconfigure(_ options: StoreOptions) throws {
         let store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: options.configuration)
-        state.withLock { $0.store = store; $0.options = options }
+        state.withLock {
+            // What live readers hold stays held in the reopened store.
+            store.adoptHolds(of: $0.store)
+            $0.store = store
+            $0.options = options
+        }
     }
 
     private func dropPresentersOfGoneDaemons(_ store: DocumentStore) {

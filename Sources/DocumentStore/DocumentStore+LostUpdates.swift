@@ -12,15 +12,50 @@ extension DocumentStore {
     /// (a live reader of it needs it), as a clone or a copy (never a link: a write by another name
     /// would change it). Returns nil when there is no regular file there; a snapshot with `reused`
     /// when the bytes were kept already.
+    ///
+    /// Each of `holders` (a live reader, named by the integrator) holds the version until
+    /// ``releaseHolds(of:atPath:)``: retention and ``removeOtherVersions(ofPath:)`` never drop a
+    /// held version, so the base of a lost update that is not detected yet stays available
+    /// whatever the limits. The hold is taken in the same transaction as the snapshot.
     @discardableResult
-    public func keepForReaders(_ path: String, reason: VersionReason) throws -> Snapshot? {
+    public func keepForReaders(_ path: String, reason: VersionReason, holders: [String] = []) throws -> Snapshot? {
         let (relative, absolute) = try resolve(path)
         return try write { db -> Snapshot? in
             guard let st = try statDocument(absolute, relative) else { return nil }
             let identity = FileIdentity(st)
             let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
-            return try takeSnapshot(db, document, relative, absolute, st, reason: reason)
+            let snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: reason)
+            if !holders.isEmpty {
+                readerHolds.withLock { holds in
+                    for holder in holders { holds[holder, default: [:]][relative, default: []].insert(snapshot.version.id) }
+                }
+            }
+            return snapshot
         }
+    }
+
+    /// `holder` no longer needs what it held at `path` (nil: anywhere): it read the document again,
+    /// its late save was recorded (the conflict pins what it needs), or it exited. The versions
+    /// go back to retention (applied at the next change of the store).
+    public func releaseHolds(of holder: String, atPath path: String? = nil) {
+        let relative = path.flatMap { try? resolve($0).relative }
+        readerHolds.withLock { holds in
+            guard let relative else { holds[holder] = nil; return }
+            holds[holder]?[relative] = nil
+            if holds[holder]?.isEmpty == true { holds[holder] = nil }
+        }
+    }
+
+    /// Takes over what live readers hold in `other` (the same store, opened before with another
+    /// configuration).
+    public func adoptHolds(of other: DocumentStore) {
+        let theirs = other.readerHolds.withLock { $0 }
+        readerHolds.withLock { mine in mine.merge(theirs) { a, b in a.merging(b) { $0.union($1) } } }
+    }
+
+    /// Every version a live reader holds.
+    public var heldVersions: Set<VersionID> {
+        readerHolds.withLock { holds in holds.values.reduce(into: Set<VersionID>()) { all, paths in paths.values.forEach { all.formUnion($0) } } }
     }
 
     /// The newest kept version of the document at `path` that was the file `identity`, if any.

@@ -183,7 +183,8 @@ extension DocumentStore {
 
     // MARK: Retention
 
-    /// SQL true for a version `v` that a presenter's base or an open conflict holds on to.
+    /// SQL true for a version `v` that a presenter's base or an open conflict holds on to. (Versions
+    /// live readers hold, ``heldVersions``, are kept as well; they are in memory, not in SQL.)
     static let pinnedVersion = "(v.id IN (SELECT baseVersionId FROM interest WHERE baseVersionId IS NOT NULL) OR v.id IN (SELECT baseVersionId FROM conflict WHERE state = 'open' AND baseVersionId IS NOT NULL) OR v.id IN (SELECT theirsVersionId FROM conflict WHERE state = 'open' AND theirsVersionId IS NOT NULL))"
 
     /// Applies retention and forgets documents nothing refers to; returns the stored files to
@@ -192,12 +193,15 @@ extension DocumentStore {
         let retention = configuration.retention
         let pinned = Self.pinnedVersion
         // Only documents over the limit are looked at version by version.
+        // Versions a live reader holds (the base of a lost update not detected yet) stay too.
+        let held = Set(heldVersions.map { Int64(bitPattern: $0.rawValue) })
         var doomed = try Row.fetchAll(db, sql: """
             SELECT v.id, v.storedName FROM version v
             WHERE v.documentId IN (SELECT documentId FROM version GROUP BY documentId HAVING COUNT(*) > ?)
               AND NOT \(pinned)
               AND (SELECT COUNT(*) FROM version w WHERE w.documentId = v.documentId AND w.id > v.id) >= ?
-            """, arguments: [retention.maxVersionsPerDocument, retention.maxVersionsPerDocument])
+            """, arguments: [retention.maxVersionsPerDocument, retention.maxVersionsPerDocument]
+        ).filter { !held.contains($0["id"]) }
         let doomedIDs = Set(doomed.map { $0["id"] as Int64 })
         var total = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM version") ?? 0
         for row in doomed {
@@ -206,7 +210,7 @@ extension DocumentStore {
         if total > retention.maxTotalBytes {
             for row in try Row.fetchAll(db, sql: "SELECT v.id, v.storedName, v.size FROM version v WHERE NOT \(pinned) ORDER BY v.id") {
                 if total <= retention.maxTotalBytes { break }
-                if doomedIDs.contains(row["id"]) { continue }
+                if doomedIDs.contains(row["id"]) || held.contains(row["id"]) { continue }
                 doomed.append(row)
                 total -= row["size"] as Int64
             }

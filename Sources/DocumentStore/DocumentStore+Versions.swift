@@ -15,8 +15,8 @@ extension DocumentStore {
     }
 
     /// Foundation's `removeOtherVersionsOfItem(at:)`: forgets every kept version of the document
-    /// at `path` that no presenter's base nor open conflict holds on to (those stay until they are
-    /// let go). Returns how many were removed.
+    /// at `path` that no presenter's base, open conflict nor live reader holds on to (those stay
+    /// until they are let go). Returns how many were removed.
     @discardableResult
     public func removeOtherVersions(ofPath path: String) throws -> Int {
         let (relative, _) = try resolve(path)
@@ -24,8 +24,9 @@ extension DocumentStore {
         do {
             try database.write { db in
                 guard let document = try documentID(db, relative) else { return }
+                let held = Set(heldVersions.map { Int64(bitPattern: $0.rawValue) })
                 let rows = try Row.fetchAll(db, sql: "SELECT v.id, v.storedName FROM version v WHERE v.documentId = ? AND NOT \(Self.pinnedVersion)",
-                                            arguments: [document.rawValue])
+                                            arguments: [document.rawValue]).filter { !held.contains($0["id"]) }
                 for row in rows { try db.execute(sql: "DELETE FROM version WHERE id = ?", arguments: [row["id"] as Int64]) }
                 dropped = rows.map { $0["storedName"] as String }
             }

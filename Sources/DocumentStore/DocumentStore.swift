@@ -2,6 +2,7 @@ import NameBytes
 import Foundation
 import GRDB
 import Glibc
+import Synchronization
 
 /// The document store: copy-on-write snapshots of presented documents, their presenters' bases,
 /// the "underlying file changed" events and conflicts, and their resolution.
@@ -30,6 +31,9 @@ public final class DocumentStore: @unchecked Sendable {
     public var inPlaceMethod: SnapshotMethod { cloneSupported && configuration.allowReflink ? .reflink : .copy }
 
     let database: DatabasePool
+    /// Versions live readers hold (``keepForReaders(_:reason:holders:)``): holder → path → versions.
+    /// In memory only: the readers are processes of this daemon's mount.
+    let readerHolds = Mutex<[String: [String: Set<VersionID>]]>([:])
     let objectsDirectory: String
     let temporaryDirectory: String
     /// The state directory relative to the backing root, when inside it (paths there are refused).

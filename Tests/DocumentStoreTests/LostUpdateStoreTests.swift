@@ -106,4 +106,50 @@ final class LostUpdateStoreTests: XCTestCase {
         XCTAssertEqual(try f.read("doc"), "a\nb\nC\n")
         XCTAssertEqual(try f.store.conflicts(atPath: "doc").count, 1)
     }
+
+    /// What live readers read is held for them: with one version per document and one byte in all,
+    /// retention keeps every held version until its reader lets go, so a late save still finds its
+    /// base (and merge works); released, the versions go.
+    func testVersionsHeldForLiveReadersSurviveTightRetention() throws {
+        f = try Fixture(under: "/tmp/coordfs-store-tests", configuration: StoreConfiguration(
+            retention: Retention(maxVersionsPerDocument: 1, maxTotalBytes: 1), unpresentedFiles: .never))
+        // Reader 1 read "a b c d e"; a writer renames over it: kept for reader 1.
+        try f.write("doc", "a\nb\nc\nd\ne\n")
+        let read1 = try XCTUnwrap(f.identity("doc"))
+        let base1 = try XCTUnwrap(f.store.keepForReaders("doc", reason: .base, holders: ["reader-1"]))
+        try f.replace("doc", "A\nb\nc\nd\ne\n")
+        // Reader 2 read that; another writer changes it in place: kept for reader 2.
+        let read2 = try XCTUnwrap(f.identity("doc"))
+        let base2 = try XCTUnwrap(f.store.keepForReaders("doc", reason: .base, holders: ["reader-2"]))
+        try f.writeInPlace("doc", "A\nb\nc\nd\nE\n")
+        // Versions nobody holds are dropped at once under these limits.
+        try f.store.keepForReaders("doc", reason: .beforeWrite)
+        try f.writeInPlace("doc", "A\nb\nc\nd\nEE\n")
+        try f.store.collectGarbage()
+        XCTAssertEqual(Set(try f.store.versions(ofPath: "doc").map(\.id)), [base1.version.id, base2.version.id], "both held, nothing else")
+        XCTAssertEqual(f.store.heldVersions, [base1.version.id, base2.version.id])
+        XCTAssertEqual(try f.store.removeOtherVersions(ofPath: "doc"), 0, "removing versions leaves held ones too")
+
+        // Reader 1 saves late over what it did not read: the base it read is found.
+        let theirs = try XCTUnwrap(f.identity("doc"))
+        let kept = try XCTUnwrap(f.store.keepForReaders("doc", reason: .beforeWrite, holders: ["reader-1"]))
+        try f.writeInPlace("doc", "a\nb\nC\nd\ne\n")
+        let conflict = try f.store.recordLostUpdate("doc", saver: saver, read: read1, theirs: theirs)
+        XCTAssertEqual(conflict.baseVersion, base1.version.id)
+        XCTAssertEqual(conflict.theirsVersion, kept.version.id)
+        f.store.releaseHolds(of: "reader-1", atPath: "doc")
+        XCTAssertEqual(f.store.heldVersions, [base2.version.id])
+        try f.store.collectGarbage()
+        XCTAssertEqual(try f.text(XCTUnwrap(conflict.baseVersion)), "a\nb\nc\nd\ne\n", "pinned by the open conflict now")
+        let merged = try f.store.resolve(conflict.id, with: .merge, by: "test")
+        XCTAssertEqual(merged.mergeConflicts, 0)
+        XCTAssertEqual(try f.read("doc"), "A\nb\nC\nd\nEE\n")
+
+        // Reader 2 exits: what it held goes back to retention.
+        XCTAssertEqual(try f.store.version(atPath: "doc", identity: read2), base2.version.id)
+        f.store.releaseHolds(of: "reader-2")
+        XCTAssertEqual(f.store.heldVersions, [])
+        try f.store.collectGarbage()
+        XCTAssertNil(try f.store.version(atPath: "doc", identity: read2))
+    }
 }

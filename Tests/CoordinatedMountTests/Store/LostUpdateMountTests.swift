@@ -183,6 +183,39 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
         XCTAssertTrue(try store.conflicts(state: nil).isEmpty, "a reused pid never inherits a read")
     }
 
+    /// With one version per document and one byte in all, retention still keeps what each live
+    /// reader read (held for it) until its late save is recorded; then the open conflict pins it,
+    /// and merge has its base.
+    func testWhatALiveReaderReadSurvivesTightRetentionUntilItsLateSaveIsRecorded() throws {
+        var tight = StoreOptions()
+        tight.retention = Retention(maxVersionsPerDocument: 1, maxTotalBytes: 1)
+        try service.reconfigure(tight)
+        try write("doc", "a\nb\nc\nd\ne\n")
+        let first = try startReader("inplace")
+        try sh("sed -i 's/^a$/A/' doc")
+        let second = try startReader("rename")
+        try sh("sed -i 's/^e$/E/' doc")
+        // Two readers alive, two held versions; the limits would allow none.
+        XCTAssertEqual(Set(try store.versions(ofPath: "doc").map { try text($0.id) }), ["a\nb\nc\nd\ne\n", "A\nb\nc\nd\ne\n"])
+        finish(first)
+        let conflict = try XCTUnwrap(try store.conflicts(atPath: "doc").first)
+        XCTAssertEqual(try text(conflict.baseVersion), "a\nb\nc\nd\ne\n", "what the first reader read")
+        XCTAssertEqual(try text(conflict.theirsVersion), "A\nb\nc\nd\nE\n")
+        let merged = try service.resolve(conflict.id, with: .merge, by: "test")
+        XCTAssertEqual(merged.mergeConflicts, 0)
+        XCTAssertEqual(try read("doc"), "A\nb\nC\nd\nE\n")
+        finish(second)
+        let late = try XCTUnwrap(try store.conflicts(atPath: "doc").first)
+        XCTAssertEqual(try text(late.baseVersion), "A\nb\nc\nd\ne\n", "what the second reader read")
+        try service.resolve(late.id, with: .close, by: "test")
+        // Both readers gone and every conflict resolved: nothing is held, retention applies.
+        let deadline = Date().addingTimeInterval(3)
+        while !store.heldVersions.isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(store.heldVersions, [])
+        try store.collectGarbage()
+        XCTAssertEqual(try store.versions(ofPath: "doc").count, 0)
+    }
+
     /// A presented document keeps the presenter rules: one save, one event, no lost-update conflict.
     func testAPresentedDocumentIsLeftToItsPresenter() throws {
         try write("doc", "a\nb\nc\n")
