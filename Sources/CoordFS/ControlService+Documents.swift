@@ -308,7 +308,7 @@ extension ControlRequestHandler {
             do {
                 // A file the restore re-creates belongs to the peer.
                 let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
-                let outcome = try store.restore(version.id, to: target.itemPath, owner: owner)
+                let outcome = try store.restore(version.id, to: target.itemPath, owner: owner, requestedBy: client.origin)
                 connection.send(.restored(Restored(
                     id: requestID, version: request.version, path: target,
                     preservedVersion: outcome.preserved.map(\.version.id),

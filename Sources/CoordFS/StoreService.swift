@@ -115,8 +115,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     }
 
     /// A version the store kept: recorded in the event log and counted.
-    private func keptVersion(_ snapshot: Snapshot) {
-        recorder?.snapshotTaken(snapshot)
+    private func keptVersion(_ snapshot: Snapshot, actor: AccessOrigin? = nil) {
+        recorder?.snapshotTaken(snapshot, actor: actor.map { ($0.pid, $0.uid, $0.executable) })
         metrics?.snapshotTaken(snapshot)
     }
 
@@ -346,19 +346,21 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// (the peer that restores; nil: the daemon's user).
     @discardableResult
     public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: PresenterID? = nil,
-                        owner: FileOwner? = nil) throws -> RestoreOutcome {
+                        owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil) throws -> RestoreOutcome {
         let store = documentStore
         let kept = try store.version(version)
         let target = try path ?? ItemPath(store.document(kept.document)?.path ?? kept.path)
-        let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
+        // The write is the requester's (`coordfs restore`'s process over the socket): the log shows
+        // it, not the daemon, as for any other access it makes.
+        let origin = requester ?? AccessOrigin.currentProcess.onBehalf(of: presenter)
         let outcome = try withAccess([.writingIntent(with: target)], origin: origin) { access -> RestoreOutcome in
             let outcome = try store.restore(version, to: target.string, by: presenter.map(storeID(of:)), owner: owner)
             if let access { access.announce(.changed(target)) } else { coordinator.announce(.changed(target), origin: origin) }
             return outcome
         }
         mount?.forgetCached(target)
-        if let preserved = outcome.preserved { keptVersion(preserved) }
-        if let event = outcome.presentersNotified { deliver(event) }
+        if let preserved = outcome.preserved { keptVersion(preserved, actor: requester) }
+        if let event = outcome.presentersNotified { deliver(event, by: requester) }
         return outcome
     }
 

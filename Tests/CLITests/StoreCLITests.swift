@@ -150,6 +150,16 @@ final class StoreCLITests: CLITestCase {
         while presenter.lines.filter({ $0.hasPrefix("notification didChange") }).count <= toldBefore && Date() < told { usleep(20_000) }
         XCTAssertEqual(presenter.lines.filter { $0.contains("relinquishToWriter") }.count, askedBefore + 1, presenter.stdout)
         XCTAssertEqual(presenter.lines.filter { $0.hasPrefix("notification didChange") }.count, toldBefore + 1, presenter.stdout)
+        // The log shows who asked for the restore (nobody's `coordfs restore` process), not the
+        // daemon: its coordinated write and the version it kept first.
+        let restored = log().filter { $0.path == "/shared/doc.txt" && $0.uid == 65534 }
+        XCTAssertFalse(restored.isEmpty, "no record of the restore names its requester: \(log().filter { $0.path == "/shared/doc.txt" })")
+        XCTAssertTrue(restored.contains { $0.kind == "snapshotTaken" }, "\(restored)")
+        XCTAssertTrue(restored.contains { $0.kind != "snapshotTaken" }, "the write itself: \(restored)")
+        for record in restored {
+            XCTAssertTrue(record.executable?.hasSuffix("coordfs") == true, "\(record)")
+            XCTAssertNotNil(record.pid, "\(record)")
+        }
         // The contents it replaced ("two") were kept as a version.
         XCTAssertTrue(versions("shared/doc.txt").contains { v in
             let id = (v["version"] as? NSNumber)?.int64Value ?? 0

@@ -13,6 +13,10 @@ struct StoreLogRecord: Sendable {
     var resolution: String?
     var reason: String?
     var presenterID: String?
+    /// Who the record says acted (pid, uid, executable), when it says.
+    var actorPID: Int32? = nil
+    var actorUID: UInt32? = nil
+    var actorExecutable: String? = nil
 }
 
 extension Daemon {
@@ -25,7 +29,8 @@ extension Daemon {
             out.append(StoreLogRecord(
                 kind: r.kind.rawValue, path: r.path, documentID: r.documentID,
                 snapshotMethod: r.details.snapshotMethod?.rawValue, bytes: r.details.bytes, versionID: r.details.versionID,
-                resolution: r.details.resolution?.rawValue, reason: r.details.reason, presenterID: r.details.presenterID))
+                resolution: r.details.resolution?.rawValue, reason: r.details.reason, presenterID: r.details.presenterID,
+                actorPID: r.actor?.pid, actorUID: r.actor?.uid, actorExecutable: r.actor?.executable))
         }
         return out
     }

@@ -140,6 +140,27 @@ final class StoreResolutionTests: StoreMountTestCase {
         XCTAssertEqual(try read("doc.txt"), "alpha\nline 2\nline 3 theirs\n", "the mount still shows the file a restore replaced")
     }
 
+    /// A restore another process asked for (the control socket's `restore`, `coordfs restore`) is
+    /// that process's write in the log: its coordinated write and the version kept first name it,
+    /// not the daemon.
+    func testARestoreIsLoggedAsTheRequestersAccess() throws {
+        let (_, _, conflict) = try changedConflict()
+        try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        let kept = try XCTUnwrap(try store.versions(ofPath: "doc.txt").first)
+        let requester = AccessOrigin(pid: 4242, uid: 1234, gid: 1234, executable: "/usr/bin/restorer")
+        let before = try daemon.storeLogRecords().count
+        try service.restore(kept.id, requestedBy: requester)
+        let records = try daemon.storeLogRecords().dropFirst(before).filter { $0.path == "/doc.txt" }
+        XCTAssertTrue(records.contains { $0.kind == "snapshotTaken" && $0.actorPID == 4242 }, "\(records)")
+        let granted = records.filter { $0.kind == "granted" }
+        XCTAssertFalse(granted.isEmpty, "\(records.map(\.kind))")
+        for record in granted {
+            XCTAssertEqual(record.actorPID, 4242)
+            XCTAssertEqual(record.actorUID, 1234)
+            XCTAssertEqual(record.actorExecutable, "/usr/bin/restorer")
+        }
+    }
+
     func testChangeResolvedByKeepBoth() throws {
         let (_, _, conflict) = try changedConflict()
         let outcome = try service.resolve(conflict.id, with: .keepBoth, mine: .bytes(Array("mine\n".utf8)))
