@@ -108,7 +108,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     func path(_ node: BackingNode) -> ItemPath? {
-        loopback.path(of: node) { try? ItemPath($0) }
+        // A file's path from its folder's (kept per path generation) and the name it was looked up
+        // by, when that name still is the file: no read of /proc/self/fd on every open.
+        if let (directory, name) = loopback.lookedUpName(of: node), let folder = path(directory),
+           let p = try? folder.appending(name) {
+            return p
+        }
+        return loopback.path(of: node) { try? ItemPath($0) }
     }
 
     func path(_ parent: BackingNode, _ name: String) -> ItemPath? {

@@ -41,6 +41,18 @@ public enum LinuxCalls {
     public static func removexattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> Int32 {
         CLinux.removexattr(path, name)
     }
+    public static func fsetxattr(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32 {
+        CLinux.fsetxattr(fd, name, value, size, flags)
+    }
+    public static func fgetxattr(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+        CLinux.fgetxattr(fd, name, value, size)
+    }
+    public static func flistxattr(_ fd: Int32, _ list: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
+        CLinux.flistxattr(fd, list, size)
+    }
+    public static func fremovexattr(_ fd: Int32, _ name: UnsafePointer<CChar>) -> Int32 {
+        CLinux.fremovexattr(fd, name)
+    }
 
     /// A kernel file handle (`struct file_handle`): names an inode without holding it open. Its bytes
     /// tell a reused inode number apart (ext4, XFS, btrfs and tmpfs put the inode's generation in

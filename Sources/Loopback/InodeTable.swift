@@ -26,7 +26,8 @@ public final class BackingNode: @unchecked Sendable {
     /// Nil for nodes that hold their descriptor from the start (within the budget, or on a file
     /// system without file handles).
     let handle: LinuxCalls.KernelFileHandle?
-    private let mountFD: Int32
+    /// A readable descriptor on the item's mount, for `open_by_handle_at` with `handle`.
+    let mountFD: Int32
     /// Where a descriptor this node holds is counted (nil: not counted, the root and items without
     /// file handles).
     private let budget: DescriptorBudget?
@@ -47,6 +48,10 @@ public final class BackingNode: @unchecked Sendable {
     /// The directory a non-directory was last looked up in: its path when /proc cannot give it
     /// (beyond PATH_MAX; `LongPaths.swift`).
     let lookedUpIn = Mutex(WeakNode())
+    /// How the item itself (not O_PATH) is opened (`Loopback.reopen`): by a file handle read at its
+    /// first such open, or through /proc/self/fd where it has none.
+    let reopening = Mutex<Reopening>(.unknown)
+    enum Reopening { case unknown, byHandle(LinuxCalls.KernelFileHandle, mountFD: Int32), byProcPath }
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
         slot = Atomic(fd); handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget
@@ -251,6 +256,25 @@ final class InodeTable: Sendable {
         }
         close(fd)
         return BackingNode(handle: handle, mountFD: anchor, key: key, type: type, budget: budget)
+    }
+
+    /// The file handle and mount descriptor to open `node` by (`Loopback.reopen`): the handle a node
+    /// beyond the budget keeps, else one read from its descriptor at its first reopening and kept.
+    /// Nil where the item has none (its file system gives no handles, or it is a mount of its own).
+    func handleToOpen(_ node: BackingNode) -> (handle: LinuxCalls.KernelFileHandle, mountFD: Int32)? {
+        if let handle = node.handle { return (handle, node.mountFD) }
+        switch node.reopening.withLock({ $0 }) {
+        case .byHandle(let h, let m): return (h, m)
+        case .byProcPath: return nil
+        case .unknown: break
+        }
+        var found: (handle: LinuxCalls.KernelFileHandle, mountFD: Int32)? = nil
+        if case .success(let item?) = node.withDescriptor({ LinuxCalls.fileHandle(of: $0) }),
+           let anchor = anchor(item.mountID, parent: root) {
+            found = (item.handle, anchor)
+        }
+        node.reopening.withLock { $0 = found.map { .byHandle($0.handle, mountFD: $0.mountFD) } ?? .byProcPath }
+        return found
     }
 
     /// A readable descriptor on the mount `mountID` (open_by_handle_at refuses O_PATH ones): the

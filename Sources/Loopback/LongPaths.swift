@@ -1,9 +1,12 @@
 import Glibc
 import Synchronization
+import NameBytes
 
-/// A weak reference to a node (the directory a file was last looked up in).
+/// A weak reference to a node (the directory a file was last looked up in), and the name it was
+/// looked up by there (its bytes and a NUL; empty: not known).
 struct WeakNode: Sendable {
     weak var node: BackingNode?
+    var name: [UInt8] = []
 }
 
 /// Paths beyond PATH_MAX. The kernel gives an item's path through `/proc/self/fd/N` only while it
@@ -55,10 +58,36 @@ extension Loopback {
     }
 
     /// Remembers the directory a file, symlink or special file was looked up in (a directory has
-    /// its `..`).
-    func noteLookup(of node: BackingNode, in parent: BackingNode) {
+    /// its `..`), and the name (nil: not known).
+    func noteLookup(of node: BackingNode, in parent: BackingNode, name: UnsafePointer<CChar>?) {
         guard !node.isDirectory else { return }
-        node.lookedUpIn.withLock { if $0.node !== parent { $0.node = parent } }
+        node.lookedUpIn.withLock { last in
+            if last.node !== parent { last.node = parent }
+            guard let name else { last.name = []; return }
+            let count = strlen(name) + 1
+            // Unchanged (the usual case: the same file looked up again) costs no allocation.
+            if last.name.count == count, last.name.withUnsafeBytes({ memcmp($0.baseAddress!, name, count) == 0 }) { return }
+            last.name = Array(UnsafeRawBufferPointer(start: name, count: count))
+        }
+    }
+
+    /// Where a non-directory was last looked up and by what name, while that name in that directory
+    /// still is this item (checked now: a rename or removal since, through the mount or directly in
+    /// the backing folder, fails the check). The item's path is then the directory's path and the
+    /// name, without reading /proc/self/fd (a procfs walk: most of what an open cost).
+    public func lookedUpName(of node: BackingNode) -> (directory: BackingNode, name: String)? {
+        guard !node.isDirectory else { return nil }
+        let (directory, name) = node.lookedUpIn.withLock { ($0.node, $0.name) }
+        guard let directory, name.count > 1 else { return nil }
+        let same = directory.withDescriptor { dfd in
+            name.withUnsafeBytes { raw -> Bool in
+                var st = stat()
+                return fstatat(dfd, raw.baseAddress!.assumingMemoryBound(to: CChar.self), &st, AT_SYMLINK_NOFOLLOW) == 0
+                    && st.st_dev == node.key.dev && st.st_ino == node.key.ino
+            }
+        }
+        guard case .success(true) = same else { return nil }
+        return (directory, String(nameBytes: name.dropLast()))
     }
 
     private func longPathBytes(of node: BackingNode) -> [UInt8]? {
@@ -69,7 +98,7 @@ extension Loopback {
             // directory the kernel knows is searched, so the item is found wherever it is known.
             for directory in inodes.directories where directory !== hint {
                 if let found = path(of: node, in: directory) {
-                    noteLookup(of: node, in: directory)
+                    noteLookup(of: node, in: directory, name: nil)
                     return found
                 }
             }

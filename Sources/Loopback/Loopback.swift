@@ -69,6 +69,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     private let flushRequestCount = Atomic<Int>(0)
     /// FLUSH requests so far (close(2) of a file whose close can report an error; `QuietCloses`).
     public var flushRequests: Int { flushRequestCount.load(ordering: .relaxed) }
+    /// Whether items can be opened by their file handles (`reopen`): the daemon has
+    /// CAP_DAC_READ_SEARCH and the backing root's file system gives handles (probed at start).
+    let opensByHandle: Bool
+    /// Walks through `/proc/self/fd` by every Loopback of this process so far (tests count them).
+    public static var procPathWalks: Int { procPathWalkCount.load(ordering: .relaxed) }
 
     public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
         self.options = options
@@ -86,6 +91,52 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             return fstatat(fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && (sub.st_mode & S_IFMT) == S_IFDIR
         }.count
         inodes = InodeTable(rootFD: fd, rootStat: st)
+        opensByHandle = Self.canOpenByHandle(fd)
+    }
+
+    /// True when `open_by_handle_at` opens the backing root by its handle (not without
+    /// CAP_DAC_READ_SEARCH, nor on a file system without handles: overlayfs without nfs_export).
+    private static func canOpenByHandle(_ rootFD: Int32) -> Bool {
+        guard let (handle, _) = LinuxCalls.fileHandle(of: rootFD) else { return false }
+        let anchor = openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard anchor >= 0 else { return false }
+        defer { close(anchor) }
+        let fd = LinuxCalls.open(handle, mountFD: anchor, flags: O_PATH | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+    }
+
+    /// Opens the backing item itself (not O_PATH) with `flags`: by its kernel file handle where it
+    /// can (`open_by_handle_at`, a couple of microseconds), else through `/proc/self/fd/N` (a procfs
+    /// walk, ten times that: it was most of the cost of an open through the mount). Both reach the
+    /// inode the node holds, whatever its names are now, and check the daemon's access the same
+    /// way; a handle that fails for any reason (the file is gone, a file system that refuses)
+    /// leaves the answer to /proc.
+    func reopen(_ node: BackingNode, flags: Int32) -> Result<Int32, Errno> {
+        if opensByHandle, let (handle, mountFD) = inodes.handleToOpen(node) {
+            let fd = retryingEINTR { LinuxCalls.open(handle, mountFD: mountFD, flags: flags) }
+            if fd >= 0 { return .success(fd) }
+        }
+        return node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, flags) } } }
+    }
+
+    /// An xattr call on `node`: on a descriptor of the item for regular files and directories (a
+    /// directory reopened from its own descriptor, a file by `reopen`, read-only: f*xattr need no
+    /// more), by its /proc path for the others (symlinks, devices, FIFOs and sockets, which must not
+    /// or cannot be opened) and when the item cannot be opened (a daemon that is not root, on a
+    /// file it may not read: the path call needs no read permission).
+    func xattrCall<T: BinaryInteger>(_ node: BackingNode, onDescriptor: (Int32) -> T, onPath: (UnsafePointer<CChar>) -> T) -> Result<T, Errno> {
+        let opened: Result<Int32, Errno>? = switch node.type {
+        case S_IFDIR: node.withFD { fd in sysValue { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } }
+        case S_IFREG: reopen(node, flags: O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        default: nil
+        }
+        if case .success(let fd)? = opened {
+            defer { close(fd) }
+            return sysValue { onDescriptor(fd) }
+        }
+        return node.withFD { fd in withProcPath(fd) { p in sysValue { onPath(p) } } }
     }
 
     /// Installs the observer of known directories and tells it about those known already.
@@ -156,7 +207,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); return .failure(e) }
         let node = inodes.remember(fd: fd, stat: st, parent: parent)
-        noteLookup(of: node, in: parent)
+        noteLookup(of: node, in: parent, name: name)
         return .success(entry(node, st))
     }
 
@@ -495,7 +546,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// leaves this to the file system).
     public func openFile(_ node: BackingNode, flags: Int32, caller: RequestContext) -> Result<OpenFile, Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
-        let opened = node.withFD { fd in withProcPath(fd) { p in sysValue { Glibc.open(p, f) } } }
+        let opened = reopen(node, flags: f)
         if case .success = opened, flags & O_TRUNC != 0, caller.uid != 0 {
             _ = dropPrivileges(of: node, caller: caller, onlyIfSet: true)
         }
@@ -739,17 +790,18 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func setxattr(_ request: consuming Request, inode id: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) {
-        let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { LinuxCalls.setxattr(p, name.cString, value.baseAddress, value.count, flags) } } }
-        if let e { return request.reply(error: e) }
+        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fsetxattr($0, name.cString, value.baseAddress, value.count, flags) },
+                               onPath: { LinuxCalls.setxattr($0, name.cString, value.baseAddress, value.count, flags) })
+        if case .failure(let e) = result { return request.reply(error: e) }
         request.replyOK()
     }
 
     public func getxattr(_ request: consuming Request, inode id: InodeID, name: FileName, size: Int) {
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
         defer { buf.deallocate() }
-        let result = inode(id).withFD { fd in
-            withProcPath(fd) { p in sysValue { LinuxCalls.getxattr(p, name.cString, size == 0 ? nil : buf.baseAddress, size) } }
-        }
+        let value = size == 0 ? nil : buf.baseAddress
+        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fgetxattr($0, name.cString, value, size) },
+                               onPath: { LinuxCalls.getxattr($0, name.cString, value, size) })
         switch result {
         case .success(let n) where size == 0: request.reply(xattrSize: n)
         case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
@@ -760,9 +812,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func listxattr(_ request: consuming Request, inode id: InodeID, size: Int) {
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
         defer { buf.deallocate() }
-        let result = inode(id).withFD { fd in
-            withProcPath(fd) { p in sysValue { LinuxCalls.listxattr(p, size == 0 ? nil : buf.baseAddress?.assumingMemoryBound(to: CChar.self), size) } }
-        }
+        let list = size == 0 ? nil : buf.baseAddress?.assumingMemoryBound(to: CChar.self)
+        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.flistxattr($0, list, size) },
+                               onPath: { LinuxCalls.listxattr($0, list, size) })
         switch result {
         case .success(let n) where size == 0: request.reply(xattrSize: n)
         case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
@@ -771,15 +823,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
-        let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { LinuxCalls.removexattr(p, name.cString) } } }
-        if let e { return request.reply(error: e) }
+        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fremovexattr($0, name.cString) },
+                               onPath: { LinuxCalls.removexattr($0, name.cString) })
+        if case .failure(let e) = result { return request.reply(error: e) }
         request.replyOK()
     }
 
     public func access(_ request: consuming Request, inode id: InodeID, mask: Int32) {
         // Only reached without default_permissions: a single-user mount, whose one user the daemon
         // acts as (same ids), so the daemon's own answer is the caller's.
-        let e = inode(id).withFD { fd in withProcPath(fd) { p in sys { faccessat(AT_FDCWD, p, mask, 0) } } }
+        // On the descriptor itself (faccessat2's AT_EMPTY_PATH), not through /proc.
+        let e = inode(id).withFD { fd in sys { faccessat(fd, "", mask, AT_EMPTY_PATH) } }
         if let e { return request.reply(error: e) }
         request.replyOK()
     }

@@ -1,5 +1,6 @@
 import Glibc
 import SystemPackage
+import Synchronization
 import FuseKit
 import LinuxGNU
 
@@ -9,11 +10,17 @@ let AT_EMPTY_PATH = LinuxCalls.AT_EMPTY_PATH
 let UTIME_NOW = LinuxCalls.UTIME_NOW
 let UTIME_OMIT = LinuxCalls.UTIME_OMIT
 
+/// Walks through `/proc/self/fd` so far (`Loopback.procPathWalks`).
+let procPathWalkCount = Atomic<Int>(0)
+
 /// "/proc/self/fd/N": reopens an O_PATH descriptor, or names it for calls without an fd variant.
+/// Each use is a walk through procfs, which makes a new dentry and inode for the descriptor every
+/// time (measured here: 20-40 µs, against 2 µs for `open_by_handle_at`): not for hot paths.
 @inline(__always)
 func withProcPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {
+    procPathWalkCount.add(1, ordering: .relaxed)
     // Formatted by hand into a stack buffer: this is on every open.
-    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 32) { buf in
+    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 32) { buf in
         let prefix: StaticString = "/proc/self/fd/"
         var i = 0
         prefix.withUTF8Buffer { for b in $0 { buf[i] = CChar(bitPattern: b); i += 1 } }

@@ -1,0 +1,79 @@
+import XCTest
+import Foundation
+import Glibc
+@testable import CoordFS
+import FuseKit
+import Loopback
+import LinuxGNU
+
+/// The request kinds a benchmark does not count: extended attributes and opens. What the daemon
+/// does for one: no walk through /proc/self/fd for an open or an xattr of a file or folder.
+final class RequestKindsTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.allowOther = true   // the kernel checks permissions, as for other users
+    }
+
+    private var getxattrRequests: UInt64 { daemon.requestCounters?.value(.getxattr) ?? 0 }
+
+    /// A POSIX ACL (`system.posix_acl_access`) for a 0600 file: the owner rw, the user `uid` with
+    /// `perm`, no group, mask `perm`, no others.
+    private func acl(user uid: UInt32, perm: UInt16) -> [UInt8] {
+        var bytes: [UInt8] = []
+        func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+        func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+        u32(2) // POSIX_ACL_XATTR_VERSION
+        for (tag, p, id) in [(UInt16(0x01), UInt16(6), UInt32.max), (0x02, perm, uid), (0x04, 0, UInt32.max),
+                             (0x10, perm, UInt32.max), (0x20, 0, UInt32.max)] {
+            u16(tag); u16(p); u32(id)
+        }
+        return bytes
+    }
+
+    private func setxattr(_ path: String, _ name: String, _ value: [UInt8]) -> Int32 {
+        value.withUnsafeBytes { LinuxCalls.setxattr(path, name, $0.baseAddress, $0.count, 0) }
+    }
+
+    private func getxattr(_ path: String, _ name: String) -> (Int, Int32) {
+        var buf = [UInt8](repeating: 0, count: 256)
+        let n = buf.withUnsafeMutableBytes { LinuxCalls.getxattr(path, name, $0.baseAddress, 256) }
+        return (n, n < 0 ? errno : 0)
+    }
+
+    func testOpensAndXattrsOfFilesAndFoldersDoNotWalkProc() throws {
+        try write("f", "hello")
+        mkdir(backing + "/d", 0o755)
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/f", &st), 0)
+        XCTAssertEqual(stat(mnt + "/d", &st), 0)
+        XCTAssertEqual(setxattr(mnt + "/f", "user.k", Array("v".utf8)), 0)
+        let before = Loopback.procPathWalks
+        for _ in 0..<5 {
+            XCTAssertEqual(try read("f"), "hello")
+            XCTAssertEqual(getxattr(mnt + "/f", "user.k").0, 1)
+            XCTAssertEqual(getxattr(mnt + "/f", "security.selinux").1, ENODATA)
+            XCTAssertEqual(getxattr(mnt + "/d", "user.none").1, ENODATA)
+            XCTAssertEqual(LinuxCalls.listxattr(mnt + "/f", nil, 0), 7)
+            XCTAssertEqual(access(mnt + "/f", R_OK), 0)
+        }
+        let fd = open(mnt + "/f", O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(Glibc.write(fd, "!", 1), 1)
+        close(fd)
+        XCTAssertEqual(Loopback.procPathWalks - before, 0, "every open and xattr call went by file handle or descriptor")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/f", encoding: .utf8), "hello!")
+    }
+
+    func testAFileRenamedOutsideTheMountIsCoordinatedUnderItsNewName() throws {
+        try write("a", "one")
+        XCTAssertEqual(try read("a"), "one")   // looked up as "a"
+        XCTAssertEqual(rename(backing + "/a", backing + "/b"), 0)
+        // Through a descriptor opened by the old name's node, the path is found anew (not "a").
+        mkdir(backing + "/sub", 0o755)
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/sub", &st), 0)
+        let node = try XCTUnwrap(daemon.loopback.knownChild(of: daemon.loopback.inode(.root), named: "b"))
+        XCTAssertNil(daemon.loopback.lookedUpName(of: node), "the name it was looked up by is gone")
+        XCTAssertEqual(daemon.coordinated?.path(node)?.description, "b")
+    }
+}
