@@ -3,6 +3,7 @@
 import Foundation
 
 let suites: [String: ([String]) async throws -> Void] = [
+    "cluster": ClusterBench.run,
     "coordination": CoordinationBench.run,
     "etcd": EtcdBench.run,
     "eventlog": EventLogBench.run,

@@ -1,0 +1,187 @@
+// What the cluster costs a node (issue 19, docs/cluster.md "The fast path"), through real mounts
+// served in this process, against a real one-member etcd on loopback started for the run: the
+// metadata and tar workloads on a node alone in its cluster against the same mount without a
+// cluster (its first access takes a right, the rest are local); one access on a node that holds
+// its right (the fast path) against the same access on a mount without a cluster; the first access
+// to an item that goes to etcd (another node presents something in its folder, so the node takes a
+// right on the item: one transaction); and an access that asks a presenter on the other node.
+// Ratios are within one run. `coordfs-bench cluster [--files N] [--opens N] [--asks N] [--rounds N] [--dir DIR]`
+import ClusterKV
+import Coordination
+import CoordFS
+import EtcdTestSupport
+import Foundation
+import Glibc
+
+enum ClusterBench {
+    struct Options {
+        var files = 10_000
+        var opens = 5_000
+        var asks = 300
+        var rounds = 2
+        var dir = "/var/tmp"
+        mutating func parse(_ args: [String]) throws {
+            var i = args.makeIterator()
+            while let a = i.next() {
+                switch a {
+                case "--files": files = Int(i.next() ?? "") ?? files
+                case "--opens": opens = Int(i.next() ?? "") ?? opens
+                case "--asks": asks = Int(i.next() ?? "") ?? asks
+                case "--rounds": rounds = Int(i.next() ?? "") ?? rounds
+                case "--dir": dir = i.next() ?? dir
+                default: throw MountBench.BenchError("unknown option \(a)")
+                }
+            }
+        }
+    }
+
+    static func run(_ args: [String]) async throws {
+        var o = Options()
+        try o.parse(args)
+        guard EtcdCluster.etcdPath() != nil else {
+            print("## Cluster\n\n(etcd is not installed: `make deps` installs etcd-server)\n")
+            return
+        }
+        let etcd = try EtcdCluster(size: 1)
+        defer { etcd.stop() }
+        let root = o.dir + "/coordfs-bench-cluster-\(getpid())"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let tarball = try MountBench.makeTarball(in: o.dir)
+        let metadata = "python3 -c \"import os\nfor i in range(\(o.files)):\n  p='f%d' % i\n  open(p, 'w').close(); os.stat(p); os.unlink(p)\""
+        let unpack = "tar xf \(tarball) && tar cf - usr | cat > /dev/null && rm -rf usr"
+
+        // The workloads, rounds alternating the order; the best round counts.
+        var best = Array(repeating: (Double.infinity, Double.infinity), count: 2)
+        for round in 0..<o.rounds {
+            for k in 0..<2 {
+                let i = (k + round) % 2
+                let r = try withNodes(root: root + "/w\(i)", etcd: i == 1 ? etcd.endpoints : nil, second: false) { mnt, _ in
+                    MountBench.settle(tarball, freshFileSystem: false)
+                    let m = try MountBench.time(metadata, in: mnt)
+                    MountBench.settle(tarball, freshFileSystem: false)
+                    return (m, try MountBench.time(unpack, in: mnt))
+                }
+                best[i] = (min(best[i].0, r.0), min(best[i].1, r.1))
+            }
+        }
+
+        // One access, many times: open and close an existing file for reading, and for writing.
+        func opens(_ mnt: String, _ name: String, write: Bool, _ count: Int) -> Stats {
+            Stats((0..<count).map { _ in
+                let t = now()
+                let fd = open(mnt + "/" + name, write ? O_WRONLY : O_RDONLY)
+                if fd >= 0 { close(fd) }
+                return now() - t
+            })
+        }
+        let single = try withNodes(root: root + "/s", etcd: nil, second: false) { mnt, _ in
+            FileManager.default.createFile(atPath: mnt + "/one.txt", contents: Data("x".utf8))
+            _ = opens(mnt, "one.txt", write: true, 100)
+            return (opens(mnt, "one.txt", write: false, o.opens), opens(mnt, "one.txt", write: true, o.opens))
+        }
+        let cluster = try withNodes(root: root + "/c", etcd: etcd.endpoints, second: true) { mnt, mntB in
+            FileManager.default.createFile(atPath: mnt + "/one.txt", contents: Data("x".utf8))
+            _ = opens(mnt, "one.txt", write: true, 100)
+            let held = (opens(mnt, "one.txt", write: false, o.opens), opens(mnt, "one.txt", write: true, o.opens))
+            // Node b presents contended/p.txt: node a's rights in that folder are rights on items.
+            let items = min(o.opens, 1_000)
+            for i in 0..<items { FileManager.default.createFile(atPath: mnt + "/contended/f\(i).txt", contents: nil) }
+            let first = Stats((0..<items).map { i in
+                let t = now()
+                let fd = open(mnt + "/contended/f\(i).txt", O_WRONLY)
+                if fd >= 0 { close(fd) }
+                return now() - t
+            })
+            let again = Stats((0..<items).map { i in
+                let t = now()
+                let fd = open(mnt + "/contended/f\(i).txt", O_WRONLY)
+                if fd >= 0 { close(fd) }
+                return now() - t
+            })
+            let asked = opens(mnt, "contended/p.txt", write: true, o.asks)
+            _ = mntB
+            return (held, first, again, asked)
+        }
+
+        func us(_ s: Double) -> String { String(format: "%.1f µs", s * 1e6) }
+        func ms(_ s: Double) -> String { String(format: "%.2f ms", s * 1e3) }
+        print("## Cluster (in-process mounts, one-member etcd on loopback)")
+        print("")
+        print("| mount | create+stat+unlink \(o.files) files | ratio | unpack+read+delete \(tarball.split(separator: "/").last ?? "") | ratio |")
+        print("|---|---|---|---|---|")
+        print(String(format: "| one host (no cluster) | %.2f s | 1.000 | %.2f s | 1.000 |", best[0].0, best[0].1))
+        print(String(format: "| cluster node alone (its rights delegated) | %.2f s | %.3f | %.2f s | %.3f |", best[1].0, best[1].0 / best[0].0, best[1].1, best[1].1 / best[0].1))
+        print("")
+        print("| access (open + close through the mount) | one host | cluster node | ratio |")
+        print("|---|---|---|---|")
+        for (name, a, b) in [("for reading, \(o.opens) times, right held (fast path): median / p99", single.0, cluster.0.0),
+                             ("for writing, \(o.opens) times, right held (fast path): median / p99", single.1, cluster.0.1)] {
+            print("| \(name) | \(us(a.median)) / \(us(a.p99)) | \(us(b.median)) / \(us(b.p99)) | \(String(format: "%.2f", b.median / a.median)) |")
+        }
+        print("")
+        print("| cluster access that goes to etcd | median / p99 |")
+        print("|---|---|")
+        print("| first open for writing of a file, \(cluster.1.count) files, in a folder another node presents in (one etcd transaction: a right on the item) | \(ms(cluster.1.median)) / \(ms(cluster.1.p99)) |")
+        print("| the same files again (the rights kept: local) | \(us(cluster.2.median)) / \(us(cluster.2.p99)) |")
+        print("| open for writing of a file another node presents, \(cluster.3.count) times (its presenter asked through etcd, answering at once) | \(ms(cluster.3.median)) / \(ms(cluster.3.p99)) |")
+        print("")
+    }
+
+    struct Stats {
+        var count: Int, median: Double, p99: Double
+        init(_ samples: [Double]) {
+            let sorted = samples.sorted()
+            count = sorted.count
+            median = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+            p99 = sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, sorted.count * 99 / 100)]
+        }
+    }
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Mounts `root`/backing on `root`/mnt in this process (node a of a cluster over `etcd`, or no
+    /// cluster), with `second` a node b on `root`/mntB over the same backing folder that presents
+    /// `contended/p.txt`; runs `body` with both mount points; unmounts and removes everything.
+    static func withNodes<T>(root: String, etcd: [String]?, second: Bool, _ body: (String, String?) throws -> T) throws -> T {
+        for sub in ["/backing", "/mnt", "/mntB", "/stateA", "/stateB", "/backing/contended"] {
+            try FileManager.default.createDirectory(atPath: root + sub, withIntermediateDirectories: true)
+        }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var options = MountOptions()
+        options.eventLog.enabled = false
+        if let etcd {
+            options.cluster.endpoints = etcd
+            options.cluster.node = "a"
+            options.cluster.prefix = "bench\(getpid())"
+        }
+        var plan = try MountPreflight.plan(backing: root + "/backing", mountpoint: root + "/mnt", options: options)
+        plan.state = StateFolder(backing: root + "/stateA")
+        let a = try Daemon(plan: plan)
+        try a.startInProcess()
+        defer { a.stopAndWait() }
+        var b: Daemon?
+        defer { b?.stopAndWait() }
+        if second, etcd != nil {
+            var optionsB = options
+            optionsB.cluster.node = "b"
+            var planB = try MountPreflight.plan(backing: root + "/backing", mountpoint: root + "/mntB", options: optionsB)
+            planB.state = StateFolder(backing: root + "/stateB")
+            let daemon = try Daemon(plan: planB)
+            try daemon.startInProcess()
+            b = daemon
+            FileManager.default.createFile(atPath: root + "/backing/contended/p.txt", contents: Data("p".utf8))
+            _ = try daemon.coordinator.addFilePresenter(MountBench.QuietPresenter(try ItemPath("contended/p.txt")))
+            // Until node a knows b's presenter.
+            let deadline = now() + 10
+            while now() < deadline, a.cluster?.status().nodes.first(where: { $0.name == "b" })?.presenters.isEmpty != false {
+                usleep(10_000)
+            }
+        }
+        return try body(root + "/mnt", second ? root + "/mntB" : nil)
+    }
+}
