@@ -43,7 +43,7 @@ public struct MountOptions: Sendable, Equatable {
     /// kernel offers it at INIT, else /dev/fuse; `uring` the same, for a mount that asks for io_uring
     /// (either way the daemon's log says which one it uses and why); `dev` is read(2)/write(2) on
     /// /dev/fuse only.
-    public var transport: FuseTransport = .dev
+    public var transport: FuseTransport = .auto
     /// Kernel passthrough for open regular files (Linux 6.9+, CAP_SYS_ADMIN): reads and writes go
     /// from the kernel to the backing file without the daemon.
     public var passthrough = true

@@ -86,7 +86,8 @@ final class RingTransport: @unchecked Sendable {
         let ring: OpaquePointer
         let eventfd: Int32
         let reader: DeviceReader
-        let sq = Mutex<Void>(())
+        /// Submissions, and the ring's and eventfd's end (`closed`): a late reply finds them closed.
+        let sq = Mutex<Bool>(false)
         /// Commits made outside the pool (entry index, commit id), for the holder to submit.
         let pending = Mutex<[(Int, UInt64)]>([])
         let hasPending = Atomic<Bool>(false)
@@ -244,18 +245,20 @@ final class RingTransport: @unchecked Sendable {
         closeRings()
     }
 
+    /// Closes the rings and eventfds (under each queue's lock, so a late reply submits nothing). The
+    /// queues and their entries' memory stay until deinit: a parked request's late reply may look at
+    /// them.
     private func closeRings() {
         for queue in queues {
             queue.reader.stop()
-            curing_destroy(queue.ring)
-            close(queue.eventfd)
+            queue.sq.withLock { closed in
+                guard !closed else { return }
+                closed = true
+                curing_destroy(queue.ring)
+                close(queue.eventfd)
+            }
         }
-        // The entries (their memory) stay until deinit: a parked request's late reply may look at them.
-        let kept = queues.flatMap(\.entries)
-        queues = []
-        retiredEntries += kept
     }
-    private var retiredEntries: [Entry] = []
 
     @inline(__always)
     private var isStopping: Bool {
@@ -264,8 +267,11 @@ final class RingTransport: @unchecked Sendable {
     }
 
     private func wake(_ queue: Queue) {
-        var one: UInt64 = 1
-        _ = Glibc.write(queue.eventfd, &one, 8)
+        queue.sq.withLock { closed in
+            guard !closed else { return }
+            var one: UInt64 = 1
+            _ = Glibc.write(queue.eventfd, &one, 8)
+        }
     }
 
     // MARK: a queue's thread
@@ -307,9 +313,9 @@ final class RingTransport: @unchecked Sendable {
             entry.iov[0] = iovec(iov_base: memory, iov_len: MemoryLayout<curing_req_header>.size)
             entry.iov[1] = iovec(iov_base: memory + Self.payloadOffset, iov_len: payloadSize)
         }
-        let rc: Int32 = queue.sq.withLock { _ in
-            curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_REGISTER), UInt16(queue.id), 0,
-                                   entry.iov, UInt64(entry.index))
+        let rc: Int32 = queue.sq.withLock { closed in
+            closed ? -ESHUTDOWN : curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_REGISTER), UInt16(queue.id), 0,
+                                                         entry.iov, UInt64(entry.index))
         }
         if rc < 0 {
             refused("submitting a registration failed: \(String(cString: strerror(-rc)))")
@@ -447,11 +453,11 @@ final class RingTransport: @unchecked Sendable {
     }
 
     private func submitCommit(_ queue: Queue, entry: Int, id: UInt64) {
-        let rc: Int32 = queue.sq.withLock { _ in
-            curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
-                                   queue.entries[entry].iov, UInt64(entry))
+        let rc: Int32 = queue.sq.withLock { closed in
+            closed ? 0 : curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
+                                                queue.entries[entry].iov, UInt64(entry))
         }
-        if rc < 0 { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
     }
 
     private func submitPending(_ queue: Queue) {
