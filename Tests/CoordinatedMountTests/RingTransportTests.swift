@@ -26,11 +26,8 @@ enum KernelRingSwitch {
     }
 }
 
-/// Requests through io_uring (`-o transport=uring`, FuseKit's `RingTransport`): they come through the
-/// ring's entries, a parked request's reply from another thread goes back through its entry (and the
-/// entry serves again), the kernel's interrupt still reaches it, an unmount with a request parked on
-/// the ring does not hang, and `transport=dev` never touches the ring.
-final class RingTransportTests: InProcessMountTestCase {
+/// An in-process mount with the kernel's FUSE over io_uring turned on (and put back after).
+class KernelRingMountTestCase: InProcessMountTestCase {
     private var restore: String?
 
     override func setUpWithError() throws {
@@ -42,7 +39,13 @@ final class RingTransportTests: InProcessMountTestCase {
         try super.tearDownWithError()
         KernelRingSwitch.restore(restore)
     }
+}
 
+/// Requests through io_uring (`-o transport=uring`, FuseKit's `RingTransport`): they come through the
+/// ring's entries, a parked request's reply from another thread goes back through its entry (and the
+/// entry serves again), and the kernel ending the connection with a request parked on the ring ends
+/// the daemon. (The kernel's interrupt of a parked request: `InterruptTests`, on both transports.)
+final class RingTransportTests: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
         options.transport = .uring
@@ -75,17 +78,6 @@ final class RingTransportTests: InProcessMountTestCase {
                                     "every unlink waited for the presenter: \(presenter.log.prefix(5))")
         XCTAssertGreaterThanOrEqual(session.requestsThroughRing - before, count)
         XCTAssertEqual(try sh("echo after > e && cat e").output, "after\n", "the mount still answers")
-    }
-
-    func testAnInterruptReachesARequestParkedOnTheRing() throws {
-        try write("doc.txt", "alpha\n")
-        _ = try present("doc.txt", behaviour: .init(hang: true))
-        let started = Date()
-        let r = try sh("timeout -s INT 0.5 cat doc.txt", allowFailure: true)
-        XCTAssertNotEqual(r.status, 0)
-        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "the wait ended with the signal, not at the deadline")
-        XCTAssertEqual(session.transportInUse, .uring)
-        XCTAssertEqual(try sh("echo after > e && cat e").output, "after\n", "the interrupted entry serves again")
     }
 
     /// The kernel ends the connection (as at the end of an unmount, here at once through
@@ -137,19 +129,7 @@ final class RingTransportTests: InProcessMountTestCase {
 }
 
 /// `transport=dev`: /dev/fuse only, although the kernel offers io_uring.
-final class DeviceTransportTests: InProcessMountTestCase {
-    private var restore: String?
-
-    override func setUpWithError() throws {
-        restore = try KernelRingSwitch.turnOn()
-        try super.setUpWithError()
-    }
-
-    override func tearDownWithError() throws {
-        try super.tearDownWithError()
-        KernelRingSwitch.restore(restore)
-    }
-
+final class DeviceTransportTests: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
         options.transport = .dev
