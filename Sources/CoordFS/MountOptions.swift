@@ -247,6 +247,7 @@ public struct MountOptions: Sendable, Equatable {
         l.keepCache = keepCache
         l.hiddenRootNames = names
         l.readOnly = readOnly
+        l.posixACLs = kernelChecksPermissions
         return l
     }
 }

@@ -127,6 +127,7 @@ public struct Capabilities: OptionSet, Sendable {
     public static let parallelDirectoryOps = Capabilities(rawValue: UInt32(FUSE_CAP_PARALLEL_DIROPS))
     public static let handleKillPriv = Capabilities(rawValue: UInt32(FUSE_CAP_HANDLE_KILLPRIV))
     public static let cacheSymlinks = Capabilities(rawValue: UInt32(FUSE_CAP_CACHE_SYMLINKS))
+    public static let posixACL = Capabilities(rawValue: UInt32(FUSE_CAP_POSIX_ACL))
 }
 
 /// The connection parameters at INIT (`fuse_conn_info`).

@@ -30,6 +30,11 @@ public struct LoopbackOptions: Sendable {
     public var hiddenRootNames: Set<String> = []
     /// Refuse every change (the mount is read-only).
     public var readOnly: Bool = false
+    /// Take FUSE_POSIX_ACL at INIT: the kernel then honours POSIX ACLs in its own permission checks
+    /// and keeps each inode's ACLs (asking the daemon once, until the item changes), instead of
+    /// passing every `system.posix_acl_*` read on. The kernel then always checks permissions itself
+    /// (as `default_permissions`), so only for mounts that do that anyway.
+    public var posixACLs: Bool = false
     public init() {}
 }
 
@@ -317,6 +322,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         c.want.insert([.exportSupport, .atomicOTrunc, .spliceRead, .spliceWrite, .spliceMove, .autoInvalidateData,
                        .readdirPlus, .readdirPlusAuto, .parallelDirectoryOps, .asyncDirectIO])
         c.want.remove(.writebackCache)
+        if options.posixACLs { c.want.insert(.posixACL) }
         // A symlink's target is kept in the kernel's page cache of its inode: a link's target never
         // changes in place (a new target is a new link: a new inode, and a new node here).
         c.want.insert(.cacheSymlinks)

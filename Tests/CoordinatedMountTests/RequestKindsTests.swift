@@ -7,11 +7,12 @@ import Loopback
 import LinuxGNU
 
 /// The request kinds a benchmark does not count: extended attributes and opens. What the daemon
-/// does for one: no walk through /proc/self/fd for an open or an xattr of a file or folder.
+/// does for one (no walk through /proc/self/fd for an open or an xattr of a file or folder), and
+/// what the kernel keeps (POSIX ACLs, once the mount takes FUSE_POSIX_ACL) without going stale.
 final class RequestKindsTests: InProcessMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
-        options.allowOther = true   // the kernel checks permissions, as for other users
+        options.allowOther = true   // the kernel checks permissions: the mount takes POSIX ACLs
     }
 
     private var getxattrRequests: UInt64 { daemon.requestCounters?.value(.getxattr) ?? 0 }
@@ -75,5 +76,30 @@ final class RequestKindsTests: InProcessMountTestCase {
         let node = try XCTUnwrap(daemon.loopback.knownChild(of: daemon.loopback.inode(.root), named: "b"))
         XCTAssertNil(daemon.loopback.lookedUpName(of: node), "the name it was looked up by is gone")
         XCTAssertEqual(daemon.coordinated?.path(node)?.description, "b")
+    }
+
+    func testPOSIXACLsAreCachedByTheKernelAndDroppedWhenTheyChange() throws {
+        try write("f", "secret")
+        chmod(backing + "/f", 0o600)
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/f", &st), 0)
+        XCTAssertEqual(setxattr(mnt + "/f", "system.posix_acl_access", acl(user: 65534, perm: 4)), 0)
+        XCTAssertEqual(getxattr(mnt + "/f", "system.posix_acl_access").0, 44)
+        let asked = getxattrRequests
+        for _ in 0..<5 { XCTAssertEqual(getxattr(mnt + "/f", "system.posix_acl_access").0, 44) }
+        XCTAssertEqual(getxattrRequests, asked, "the kernel answered from its cached ACL")
+        // Changed directly in the backing folder by another process (the watcher skips this one's,
+        // the daemon's own): the watcher drops the kernel's copy.
+        try sh("setfattr -x system.posix_acl_access f", in: backing)
+        let deadline = Date().addingTimeInterval(3)
+        while getxattr(mnt + "/f", "system.posix_acl_access").1 != ENODATA, Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(getxattr(mnt + "/f", "system.posix_acl_access").1, ENODATA, "the removal shows through the mount")
+        // user.* attributes are never kept: one set in the backing folder shows at once.
+        try sh("setfattr -n user.a -v 1 f", in: backing)
+        XCTAssertEqual(getxattr(mnt + "/f", "user.a").0, 1)
+        try sh("setfattr -n user.a -v 22 f", in: backing)
+        XCTAssertEqual(getxattr(mnt + "/f", "user.a").0, 2)
+        XCTAssertEqual(setxattr(mnt + "/f", "user.b", Array("333".utf8)), 0)
+        XCTAssertEqual(try sh("getfattr --only-values -n user.b f", in: backing).output, "333")
     }
 }
