@@ -15,7 +15,7 @@ import Glibc
 
 enum ProtocolBench {
     /// `coordfs-bench protocol [--iterations N] [--clients N] [--mount-iterations N] [--no-mount]`
-    /// (internal: `--child-presenter SOCKET raw|library|session`, `--child-idle SOCKET N`)
+    /// (internal: `--child-presenter SOCKET raw|library|session|session-pool`, `--child-idle SOCKET N`)
     static func run(_ args: [String]) async throws {
         if args.first == "--child-presenter", args.count >= 3 { return try await childPresenter(socket: args[1], mode: args[2]) }
         if args.first == "--child-idle", args.count >= 3 { return try childIdle(socket: args[1], count: Int(args[2]) ?? 1000) }
@@ -47,6 +47,7 @@ enum ProtocolBench {
         let raw = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "raw", iterations: iterations)
         let library = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "library", iterations: iterations)
         let session = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "session", iterations: iterations)
+        let sessionPool = try measureRoundTrips(server: server, handler: handler, socketPath: socketPath, mode: "session-pool", iterations: iterations)
         let memory = try measureMemory(server: server, handler: handler, socketPath: socketPath, clients: clients)
         let mounted = withMount ? try measureThroughMount(directory: directory, iterations: mountIterations, clients: clients) : nil
 
@@ -57,7 +58,8 @@ enum ProtocolBench {
         print("|---|---|")
         print("| ask -> answer round trip, out-of-process raw-socket presenter (\(raw.count) asks): median / p99 / max | \(us(raw.median)) / \(us(raw.p99)) / \(us(raw.max)) |")
         print("| same, presenter using the Swift client library: median / p99 / max | \(us(library.median)) / \(us(library.p99)) / \(us(library.max)) |")
-        print("| same, presenter behind the library's session (as CoordFSClient's FilePresenters are: one task per presenter answers): median / p99 / max | \(us(session.median)) / \(us(session.p99)) / \(us(session.max)) |")
+        print("| same, presenter behind the library's session (as CoordFSClient's FilePresenters are: one task per presenter answers, run on the reader thread when made ready there): median / p99 / max | \(us(session.median)) / \(us(session.p99)) / \(us(session.max)) |")
+        print("| same, the presenter's task on the global pool instead (as before: a thread wake-up per ask): median / p99 / max | \(us(sessionPool.median)) / \(us(sessionPool.p99)) / \(us(sessionPool.max)) |")
         print("| \(memory.clients) connected presenters (hello done, one registered presenter each): daemon RSS before / after / per client | \(mib(memory.before)) / \(mib(memory.after)) / \(String(format: "%.1f KiB", Double(memory.after - memory.before) / 1024 / Double(max(memory.clients, 1)))) |")
         if let mounted {
             print("| through a real mount (ControlService): save ask -> answer, out-of-process raw presenter, as the coordinator measures it (\(mounted.asks.count) asks): median / p99 / max | \(us(mounted.asks.median)) / \(us(mounted.asks.p99)) / \(us(mounted.asks.max)) |")
@@ -268,12 +270,12 @@ enum ProtocolBench {
 
     /// A presenter process: registers `bench.txt` and answers every ask at once.
     private static func childPresenter(socket path: String, mode: String) async throws {
-        if mode == "session" {
+        if mode == "session" || mode == "session-pool" {
             final class Answering: PresenterEndpoint {
                 func perform(_ ask: Ask) async -> ErrorBody? { nil }
                 func receive(_ event: PresenterEvent) async {}
             }
-            let session = ControlSession(socketPath: { path }, options: .init(clientName: "bench-presenter"))
+            let session = ControlSession(socketPath: { path }, options: .init(clientName: "bench-presenter", presentersOnReaderThread: mode == "session"))
             _ = try await session.register(try MountPath(validating: "bench.txt"), kind: .file, asks: [.save], endpoint: Answering())
             while true { try await Task.sleep(for: .seconds(3600)) }
         }

@@ -339,10 +339,15 @@ package final class ControlClient: @unchecked Sendable {
         var decoder = initial
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var failure: ControlTransportError?
+        // Sessions' presenter tasks made ready by a frame run here before the next read.
+        let executor = ReaderThreadExecutor.shared
+        executor.beginReaderThread()
+        defer { executor.endReaderThread() }
         reading: while true {
             do {
                 while let payload = try decoder.nextFrame() {
                     handle(try ControlMessage.decode(payload: payload))
+                    executor.runReadyJobs()
                 }
             } catch {
                 failure = .protocolError(error)

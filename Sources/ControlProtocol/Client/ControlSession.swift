@@ -44,10 +44,15 @@ package final class ControlSession: @unchecked Sendable {
         package var reconnectDelay: (initial: Duration, maximum: Duration)
         /// Handshake timeout per attempt.
         package var connectTimeout: Duration
-        package init(clientName: String? = nil, reconnectDelay: (initial: Duration, maximum: Duration) = (.milliseconds(50), .seconds(2)), connectTimeout: Duration = .seconds(5)) {
+        /// Presenters' tasks prefer `ReaderThreadExecutor` (true), or run on the global pool
+        /// (false: a thread wake-up per ask; `coordfs-bench protocol` compares the two).
+        package var presentersOnReaderThread: Bool
+        package init(clientName: String? = nil, reconnectDelay: (initial: Duration, maximum: Duration) = (.milliseconds(50), .seconds(2)), connectTimeout: Duration = .seconds(5),
+                     presentersOnReaderThread: Bool = true) {
             self.clientName = clientName
             self.reconnectDelay = reconnectDelay
             self.connectTimeout = connectTimeout
+            self.presentersOnReaderThread = presentersOnReaderThread
         }
     }
 
@@ -117,7 +122,8 @@ package final class ControlSession: @unchecked Sendable {
             s.registrations[s.nextToken] = Registration(path: path, kind: kind, asks: asks, unsaved: unsaved, endpoint: endpoint, inbox: inbox)
             return s.nextToken
         }
-        Task { await Self.drain(stream, endpoint: endpoint) }
+        // A presenter that answers without suspending answers on the reader thread (no wake-up).
+        Task(executorPreference: options.presentersOnReaderThread ? ReaderThreadExecutor.shared : nil) { await Self.drain(stream, endpoint: endpoint) }
         do {
             _ = try await client.register(path, kind: kind, asks: asks, unsaved: unsaved) { [weak self] remote in self?.bind(token, to: remote) }
         } catch {
