@@ -11,11 +11,14 @@ import LinuxGNU
 /// The daemon's Prometheus metrics (`-o metrics=HOST:PORT`, docs/metrics.md): one registry per
 /// mount, served as Prometheus text at `http://HOST:PORT/metrics` by `MetricsEndpoint`.
 ///
-/// What happens on a hot path costs one relaxed atomic add: FUSE requests are counted by FuseKit
+/// What happens on a hot path costs one relaxed atomic add on a preallocated slot of its own cache
+/// line (no lock, no allocation, no label lookup): FUSE requests are counted by FuseKit
 /// (`FuseRequestCounters`), coordination steps by a `CoordinationEventSink` in front of the event
-/// log's (swift-metrics counters and a timer backed by this registry), snapshots by the store.
-/// Levels (presenters, held and waiting accesses, open conflicts, the event log's counters, the
-/// process) are read when Prometheus scrapes.
+/// log's and kept versions by the store (`MetricSlots`). The registry's counters are brought up
+/// to those slots when Prometheus scrapes, as the levels (presenters, held and waiting accesses,
+/// open conflicts, the event log's counters, the process) are read then. Only the ask latency,
+/// once per answer of a presenter, is recorded at once (a swift-metrics timer on the registry's
+/// histogram). `coordfs-bench metrics` measures what this costs per FUSE request.
 public final class DaemonMetrics: @unchecked Sendable {
     public let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
@@ -28,15 +31,12 @@ public final class DaemonMetrics: @unchecked Sendable {
         .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
     ]
 
-    // Event-driven, through swift-metrics' API.
-    let requests: CoreMetrics.Counter
-    let grants: CoreMetrics.Counter
-    let denials: CoreMetrics.Counter
-    let askTimeouts: CoreMetrics.Counter
-    let askFailures: CoreMetrics.Counter
-    let asksGone: CoreMetrics.Counter
+    /// Counted as it happens, read at scrape.
+    let slots = MetricSlots()
+    /// Per answer of a presenter, through swift-metrics' API.
     let askLatency: CoreMetrics.Timer
-    private let snapshots: [String: (count: CoreMetrics.Counter, bytes: CoreMetrics.Counter)]
+    /// The registry's counters for the slots, by slot.
+    private let slotCounters: [(MetricSlots.Slot, Prometheus.Counter)]
 
     // Read at scrape time.
     private let fuseRequests: [(FuseOperation, Prometheus.Counter)]
@@ -59,25 +59,25 @@ public final class DaemonMetrics: @unchecked Sendable {
         func describe(_ name: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
         }
-        func counter(_ name: String, _ help: String, labels: [(String, String)] = []) -> CoreMetrics.Counter {
-            // swift-metrics' handle on the registry's series (declared with its help text).
-            CoreMetrics.Counter(label: name, dimensions: labels, handler: r.makeCounter(descriptor: describe(name, help), labels: labels), factory: f)
+        func counter(_ name: String, _ help: String, labels: [(String, String)] = []) -> Prometheus.Counter {
+            r.makeCounter(descriptor: describe(name, help), labels: labels)
         }
-        requests = counter("coordfs_coordination_requests_total", "Coordinated access requests (tools through the mount and clients of the control socket).")
-        grants = counter("coordfs_coordination_grants_total", "Coordinated accesses granted.")
-        denials = counter("coordfs_coordination_denials_total", "Coordinated access requests that ended without access (a presenter refused or timed out under strict, a wait deadline, a deadlock, cancelled).")
-        askTimeouts = counter("coordfs_presenter_ask_timeouts_total", "Asks to presenters that missed ask_timeout.")
-        askFailures = counter("coordfs_presenter_ask_errors_total", "Asks presenters answered with an error (refusing the access).")
-        asksGone = counter("coordfs_presenter_asks_gone_total", "Asks whose presenter went away before answering.")
+        var c: [(MetricSlots.Slot, Prometheus.Counter)] = [
+            (.requests, counter("coordfs_coordination_requests_total", "Coordinated access requests (tools through the mount and clients of the control socket).")),
+            (.grants, counter("coordfs_coordination_grants_total", "Coordinated accesses granted.")),
+            (.denials, counter("coordfs_coordination_denials_total", "Coordinated access requests that ended without access (a presenter refused or timed out under strict, a wait deadline, a deadlock, cancelled).")),
+            (.askTimeouts, counter("coordfs_presenter_ask_timeouts_total", "Asks to presenters that missed ask_timeout.")),
+            (.askErrors, counter("coordfs_presenter_ask_errors_total", "Asks presenters answered with an error (refusing the access).")),
+            (.asksGone, counter("coordfs_presenter_asks_gone_total", "Asks whose presenter went away before answering.")),
+        ]
         let asks = r.makeDurationHistogram(descriptor: describe("coordfs_ask_duration_seconds", "Time from asking a presenter to its answer."),
                                            buckets: Self.askBuckets)
         askLatency = CoreMetrics.Timer(label: "coordfs_ask_duration_seconds", dimensions: [], handler: asks, factory: f)
-        var s: [String: (CoreMetrics.Counter, CoreMetrics.Counter)] = [:]
-        for m in ["link", "reflink", "copy"] {
-            s[m] = (counter("coordfs_snapshots_total", "Versions the document store kept, by how they are stored.", labels: [("method", m)]),
-                    counter("coordfs_snapshot_bytes_total", "Bytes of the versions the document store kept, by how they are stored (a link or a reflink shares them).", labels: [("method", m)]))
+        for method in SnapshotMethod.allCases {
+            c.append((MetricSlots.snapshots(method), counter("coordfs_snapshots_total", "Versions the document store kept, by how they are stored.", labels: [("method", method.rawValue)])))
+            c.append((MetricSlots.snapshotBytes(method), counter("coordfs_snapshot_bytes_total", "Bytes of the versions the document store kept, by how they are stored (a link or a reflink shares them).", labels: [("method", method.rawValue)])))
         }
-        snapshots = s.mapValues { (count: $0.0, bytes: $0.1) }
+        slotCounters = c
         fuseRequests = FuseOperation.allCases.map { op in
             (op, r.makeCounter(descriptor: describe("coordfs_fuse_requests_total", "FUSE requests the kernel sent the daemon, by operation."), labels: [("operation", op.name)]))
         }
@@ -101,9 +101,15 @@ public final class DaemonMetrics: @unchecked Sendable {
 
     /// A version the store kept.
     func snapshotTaken(_ snapshot: Snapshot) {
-        guard !snapshot.reused, let pair = snapshots[snapshot.version.method.rawValue] else { return }
-        pair.count.increment()
-        pair.bytes.increment(by: Int(max(0, snapshot.version.size)))
+        guard !snapshot.reused else { return }
+        slots.add(MetricSlots.snapshots(snapshot.version.method))
+        slots.add(MetricSlots.snapshotBytes(snapshot.version.method), UInt64(max(0, snapshot.version.size)))
+    }
+
+    /// The sink that counts the coordinator's steps, then hands each to `next` (the daemon puts
+    /// it in front of the event log's; `coordfs-bench metrics` times it).
+    public func eventSink(next: (any CoordinationEventSink)?) -> any CoordinationEventSink {
+        MetricsEventSink(metrics: self, next: next)
     }
 
     /// The metrics as Prometheus text, with the levels read now.
@@ -112,6 +118,7 @@ public final class DaemonMetrics: @unchecked Sendable {
             if let counters = daemon.requestCounters {
                 for (op, c) in fuseRequests { advance(c, to: counters.value(op)) }
             }
+            for (slot, c) in slotCounters { advance(c, to: slots.value(slot)) }
             let counts = daemon.coordinator.statusCounts()
             presenters.set(Double(counts.presenters))
             heldAccesses.set(Double(counts.held))
@@ -188,15 +195,57 @@ final class MetricsEventSink: CoordinationEventSink {
 
     func record(_ event: CoordinationEvent) {
         switch event.kind {
-        case .requested: metrics.requests.increment()
-        case .granted: metrics.grants.increment()
-        case .failed: metrics.denials.increment()
+        case .requested: metrics.slots.add(.requests)
+        case .granted: metrics.slots.add(.grants)
+        case .failed: metrics.slots.add(.denials)
         case .presenterAnswered(_, _, let latency): metrics.askLatency.recordNanoseconds(Int64(clamping: latency))
-        case .presenterTimedOut: metrics.askTimeouts.increment()
-        case .presenterFailed: metrics.askFailures.increment()
-        case .presenterGone: metrics.asksGone.increment()
+        case .presenterTimedOut: metrics.slots.add(.askTimeouts)
+        case .presenterFailed: metrics.slots.add(.askErrors)
+        case .presenterGone: metrics.slots.add(.asksGone)
         default: break
         }
         next?.record(event)
+    }
+}
+
+/// The daemon's counts of what happens, one slot each, each slot on a cache line of its own so
+/// threads counting different things do not share one: a count is one relaxed atomic add (no
+/// lock, no allocation, no label lookup). Read when Prometheus scrapes (`DaemonMetrics.scrape`).
+final class MetricSlots: @unchecked Sendable {
+    enum Slot: Int, CaseIterable {
+        case requests, grants, denials, askTimeouts, askErrors, asksGone
+        case snapshotsLink, snapshotsReflink, snapshotsCopy
+        case snapshotBytesLink, snapshotBytesReflink, snapshotBytesCopy
+    }
+    /// 8 × 8 bytes per slot: one cache line each.
+    private static let stride = 8
+    private let storage: InlineArray<96, Atomic<UInt64>>
+
+    init() {
+        precondition(Slot.allCases.count * Self.stride <= 96)
+        storage = InlineArray { _ in Atomic<UInt64>(0) }
+    }
+
+    @inline(__always)
+    func add(_ slot: Slot, _ amount: UInt64 = 1) {
+        storage[slot.rawValue &* Self.stride].add(amount, ordering: .relaxed)
+    }
+
+    func value(_ slot: Slot) -> UInt64 { storage[slot.rawValue * Self.stride].load(ordering: .relaxed) }
+
+    static func snapshots(_ method: SnapshotMethod) -> Slot {
+        switch method {
+        case .link: .snapshotsLink
+        case .reflink: .snapshotsReflink
+        case .copy: .snapshotsCopy
+        }
+    }
+
+    static func snapshotBytes(_ method: SnapshotMethod) -> Slot {
+        switch method {
+        case .link: .snapshotBytesLink
+        case .reflink: .snapshotBytesReflink
+        case .copy: .snapshotBytesCopy
+        }
     }
 }

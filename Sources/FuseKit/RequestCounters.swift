@@ -31,7 +31,7 @@ public final class FuseRequestCounters: @unchecked Sendable {
     deinit { slots.deallocate() }
 
     @inline(__always)
-    func count(_ operation: FuseOperation) {
+    public func count(_ operation: FuseOperation) {
         (slots + operation.rawValue * Self.stride).withMemoryRebound(to: CUnsignedLongLong.self, capacity: 1) { cfuse_counter_add($0, 1) }
     }
 

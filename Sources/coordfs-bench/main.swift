@@ -9,6 +9,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "eventlog": EventLogBench.run,
     "protocol": ProtocolBench.run,
     "recorder": RecorderBench.run,
+    "metrics": MetricsBench.run,
     "mount": MountBench.run,
     "readers": ReadersBench.run,
     "requests": RequestsBench.run,
