@@ -97,6 +97,24 @@ final class WebPageTests: CLITestCase {
         XCTAssertNotNil(seen, "the write's records appear")
         XCTAssertLessThan(seen ?? 99, 1.0, "within a second of the write")
 
+        // The filters: a path glob ("**/" is any folders, none too, and never part of a name), a kind, an actor.
+        XCTAssertEqual(sh("mkdir '\(mnt!)/sub' && echo a > '\(mnt!)/sub/fresh.txt' && echo b > '\(mnt!)/xfresh.txt'").status, 0)
+        XCTAssertNotNil(try browser.wait("return [...document.querySelectorAll('#events td.path')].some(td => td.textContent === '/xfresh.txt')", timeout: 5))
+        func shownPaths() throws -> Set<String> {
+            Set((try browser.run("return [...document.querySelectorAll('#events td.path')].map(td => td.textContent)") as? [String]) ?? [])
+        }
+        try browser.run("const f = document.getElementById('f-path'); f.value = '**/fresh.txt'; f.dispatchEvent(new Event('input'))")
+        XCTAssertEqual(try shownPaths(), ["/fresh.txt", "/sub/fresh.txt"], "the glob matches in any folder and nothing else")
+        try browser.run("const f = document.getElementById('f-path'); f.value = 'sub/*'; f.dispatchEvent(new Event('input'))")
+        XCTAssertEqual(try shownPaths(), ["/sub/fresh.txt"])
+        try browser.run("const k = document.getElementById('f-kind'); k.value = 'granted'; k.dispatchEvent(new Event('input'))")
+        let kinds = try browser.run("return [...document.querySelectorAll('#events tbody tr')].map(tr => tr.children[2].textContent)") as? [String]
+        XCTAssertFalse(kinds?.isEmpty ?? true, "the write to sub/fresh.txt was granted")
+        XCTAssertEqual(Set(kinds ?? []), ["granted"])
+        try browser.run("const a = document.getElementById('f-actor'); a.value = '999999'; a.dispatchEvent(new Event('input'))")
+        XCTAssertEqual(try shownPaths(), [], "no record of an actor that never wrote")
+        try browser.run("for (const id of ['f-path', 'f-kind', 'f-actor']) { const f = document.getElementById(id); f.value = ''; f.dispatchEvent(new Event('input')) }")
+
         // The hostile name is text: no element made of it, no script run (an alert would fail every later command).
         XCTAssertEqual(try browser.run("return [...document.querySelectorAll('#events td.path')].some(td => td.textContent.includes(arguments[0]))", [Self.hostile]) as? Bool, true)
         XCTAssertEqual(try browser.run("return document.querySelectorAll('img').length") as? Int, 0)

@@ -58,7 +58,9 @@ function globRegex(glob) {
   let re = "";
   for (let i = 0; i < g.length; i++) {
     const c = g[i];
-    if (c === "*" && g[i + 1] === "*") { re += ".*"; i++; if (g[i + 1] === "/") i++; }
+    // "**/" is any number of whole folders (none too): "**/a.txt" is a.txt in any folder, not ba.txt.
+    if (c === "*" && g[i + 1] === "*" && g[i + 2] === "/") { re += "(?:.*/)?"; i += 2; }
+    else if (c === "*" && g[i + 1] === "*") { re += ".*"; i++; }
     else if (c === "*") re += "[^/]*";
     else if (c === "?") re += "[^/]";
     else re += c.replace(/[.+^${}()|[\]\\]/g, "\\$&");
