@@ -44,10 +44,13 @@ public enum MountPreflight {
 
     /// A FUSE mount at `path` whose daemon is gone. statvfs(3) (statfs(2)), not stat(2): the kernel answers a stat
     /// from attributes it still caches (for a second after the daemon died, the mountpoint looked
-    /// alive), while every statfs is a request, which a dead connection fails at once.
+    /// alive), while every statfs is a request, which a dead connection fails at once. Through
+    /// io_uring (`-o transport`) the kernel ends a dead daemon's connection a moment later, when its
+    /// ring is torn down: a statfs that came in meanwhile is given to one of the ring's cancelled
+    /// entries and fails with ECANCELED.
     public static func isDeadMount(_ path: String) -> Bool {
         var fs = statvfs()
-        return statvfs(path, &fs) != 0 && (errno == ENOTCONN || errno == ECONNABORTED)
+        return statvfs(path, &fs) != 0 && (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED)
     }
 
     /// Detaches a dead FUSE mount at `path`.
