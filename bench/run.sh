@@ -19,6 +19,10 @@
 # coordfs daemon the metadata workloads run on; 0: none).
 # `bench/run.sh lowfd` runs only that comparison and prints its section; `bench/run.sh transport`
 # the same for the comparison of the two transports (BENCH_TRANSPORT=0: none).
+# Request kinds (section_kinds): BENCH_LSL_FILES (50000), BENCH_KINDS_ROUNDS (3), BENCH_GROWTH
+# ("1000 10000 100000"), BENCH_LIBFUSE_SRC (a libfuse source tree, or a git directory holding the
+# tag of the installed libfuse, for passthrough_hp; else that tag is cloned from GitHub).
+# `bench/run.sh kinds` runs only that comparison and prints its section.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +50,7 @@ WORKLOADS=(
   "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
   "tar|s|lower|unpack then delete a tarball of /usr/include|-"
 )
-SECTIONS=(section_machine section_mount section_transport section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
+SECTIONS=(section_machine section_mount section_kinds section_transport section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
 LOW_NOFILE=${BENCH_LOW_NOFILE:-1024}
 TRANSPORT=${BENCH_TRANSPORT:-1}
 URING_SWITCH=/sys/module/fuse/parameters/enable_uring
@@ -114,6 +118,25 @@ build_passthrough() {
     || die "cannot build passthrough_ll"
 }
 
+# passthrough_hp (C++) from the libfuse sources of the installed version: BENCH_LIBFUSE_SRC (a
+# source tree, or a git directory holding the tag), else a shallow clone of that tag.
+build_passthrough_hp() {
+  [ -x "$TMP/passthrough_hp" ] && return 0
+  local v tag src=${BENCH_LIBFUSE_SRC:-} f
+  v=$(pkg-config --modversion fuse3); tag="fuse-$v"
+  if [ -n "$src" ] && [ -f "$src/example/passthrough_hp.cc" ]; then
+    cp "$src/example/passthrough_hp.cc" "$src/example/cxxopts.hpp" "$TMP/"
+  elif [ -n "$src" ] && git -C "$src" rev-parse -q --verify "$tag^{commit}" >/dev/null 2>&1; then
+    for f in passthrough_hp.cc cxxopts.hpp; do git -C "$src" show "$tag:example/$f" > "$TMP/$f"; done
+  elif git clone -q --depth 1 -b "$tag" https://github.com/libfuse/libfuse "$TMP/libfuse" 2>/dev/null; then
+    cp "$TMP/libfuse/example/passthrough_hp.cc" "$TMP/libfuse/example/cxxopts.hpp" "$TMP/"
+  else
+    return 1
+  fi
+  # shellcheck disable=SC2046
+  c++ -O2 -std=c++17 -o "$TMP/passthrough_hp" "$TMP/passthrough_hp.cc" $(pkg-config --cflags --libs fuse3) 2>>"$TMP/hp-build.log"
+}
+
 wait_mounted() {   # mountpoint
   for _ in $(seq 200); do grep -q " $1 fuse" /proc/mounts && return 0; sleep 0.05; done
   die "$1 did not mount"
@@ -145,6 +168,14 @@ start_target() {   # target: its folder (a fresh file system) and, for a FUSE ta
       PID_OF[passthrough_ll]=$!
       wait_mounted "$WORK/pt/mnt"
       DIR_OF[passthrough_ll]=$WORK/pt/mnt ;;
+    passthrough_hp)
+      build_passthrough_hp || die "cannot build passthrough_hp (set BENCH_LIBFUSE_SRC to a libfuse $(pkg-config --modversion fuse3) checkout)"
+      fresh_fs "$WORK/hp/backing" hp; mkdir -p "$WORK/hp/mnt"
+      MOUNTS+=("$WORK/hp/mnt")
+      "$TMP/passthrough_hp" --foreground "$WORK/hp/backing" "$WORK/hp/mnt" 2>>"$TMP/hp.log" &
+      PID_OF[passthrough_hp]=$!
+      wait_mounted "$WORK/hp/mnt"
+      DIR_OF[passthrough_hp]=$WORK/hp/mnt ;;
     coordfs)
       fresh_fs "$WORK/cf/backing" cf; mkdir -p "$WORK/cf/mnt"
       MOUNTS+=("$WORK/cf/mnt")
@@ -441,6 +472,159 @@ EOF
   done
 }
 
+# ---------------------------------------------------------------- request kinds
+
+# Request kinds a tool makes besides data and names (issue 23): `ls -l` of a big folder (a stat
+# and two xattr reads per file: security.selinux, system.posix_acl_access), a recursive grep of a
+# /usr/include copy (every file opened, read, closed) and a folder's listing as it grows. The
+# trees are made directly in each target's backing folder (the same trees for every target); in
+# each round, per target, the kernel's inodes are dropped, then each workload runs once untimed
+# (caches warm) and once timed; best of KINDS_ROUNDS, the target order rotating each round. A
+# failing command (the examples keep a descriptor per inode: past the limit they fail fast) is
+# counted as failed, not as a time.
+LSL_FILES=${BENCH_LSL_FILES:-50000}
+KINDS_ROUNDS=${BENCH_KINDS_ROUNDS:-3}
+GROWTH=(${BENCH_GROWTH:-1000 10000 100000})
+KIND_TARGETS=(native passthrough_ll passthrough_hp coordfs)
+declare -A KIND=() KIND_ALL=() KIND_ERRORS=()
+KIND_LOAD_BEFORE="" KIND_LOAD_AFTER=""
+
+backing_of() {   # target -> the folder on disk its mount shows
+  case $1 in
+    native) echo "$WORK/native" ;;
+    passthrough_ll) echo "$WORK/pt/backing" ;;
+    passthrough_hp) echo "$WORK/hp/backing" ;;
+    coordfs) echo "$WORK/cf/backing" ;;
+  esac
+}
+
+make_kind_trees() {   # backing folder
+  python3 - "$1" "$LSL_FILES" "${GROWTH[@]}" <<'EOF'
+import os, sys
+root, n, sizes = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
+for name, count in [("lsl", n)] + [(f"grow{k}", k) for k in sizes]:
+    d = os.path.join(root, name)
+    os.mkdir(d)
+    for i in range(count):
+        os.close(os.open(os.path.join(d, f"file-{i:06d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+EOF
+  mkdir "$1/inc"
+  tar -C "$1/inc" -xf "$WORK/include.tar"
+}
+
+elapsed() {   # worst-good-status command...: the seconds it took (output discarded), or "error"
+  local ok=$1 start end rc=0
+  shift
+  start=$(date +%s.%N)
+  "$@" >/dev/null 2>&1 || rc=$?
+  end=$(date +%s.%N)
+  # A daemon out of descriptors (EMFILE) answers fast and wrong: never a time.
+  if [ "$rc" -gt "$ok" ]; then echo error; return; fi
+  awk -v a="$start" -v b="$end" 'BEGIN {printf "%.4f\n", b - a}'
+}
+
+kind_run() {   # kind dir
+  case $1 in
+    lsl) elapsed 0 ls -l "$2/lsl" ;;
+    grep) elapsed 1 grep -r -l --binary-files=text 'coordfs-bench: no such text' "$2/inc" ;;   # 1: no match
+    grow*) elapsed 0 ls -U -1 "$2/$1" ;;
+  esac
+}
+
+KIND_NAMES=(grep)
+for k in "${GROWTH[@]}"; do KIND_NAMES+=("grow$k"); done
+KIND_NAMES+=(lsl)   # last: it makes the examples, a descriptor per inode, pass their limit
+
+run_kinds() {
+  [ -f "$WORK/include.tar" ] || tar -C /usr -cf "$WORK/include.tar" include
+  local t r i n=${#KIND_TARGETS[@]} name value
+  for t in "${KIND_TARGETS[@]}"; do
+    [ -n "${DIR_OF[$t]:-}" ] || start_target "$t"
+    say "bench: request-kind trees on $t"
+    make_kind_trees "$(backing_of "$t")"
+  done
+  sync
+  KIND_LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+  for ((r = 0; r < KINDS_ROUNDS; r++)); do
+    for ((i = 0; i < n; i++)); do
+      t=${KIND_TARGETS[$(((i + r) % n))]}
+      # The kernel forgets every inode first (the FUSE daemons close their descriptors), then each
+      # workload runs once untimed (caches warm) and once timed.
+      sync; echo 2 > /proc/sys/vm/drop_caches 2>/dev/null || true
+      for name in "${KIND_NAMES[@]}"; do
+        kind_run "$name" "${DIR_OF[$t]}" >/dev/null
+        value=$(kind_run "$name" "${DIR_OF[$t]}")
+        say "bench: $name on $t (round $((r + 1))/$KINDS_ROUNDS): $value s"
+        [ "$value" = error ] && { KIND_ERRORS[$name:$t]=1; continue; }
+        KIND_ALL[$name:$t]="${KIND_ALL[$name:$t]:-} $value"
+        if [ -z "${KIND[$name:$t]:-}" ] || awk -v a="$value" -v b="${KIND[$name:$t]}" 'BEGIN {exit !(a < b)}'; then
+          KIND[$name:$t]=$value
+        fi
+      done
+    done
+  done
+  KIND_LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+}
+
+meets() {   # ratio target
+  [[ $1 =~ ^[0-9.]+$ ]] || { echo "not shown"; return; }
+  awk -v r="$1" -v t="$2" 'BEGIN {print (r >= t) ? "met" : "missed"}'
+}
+
+section_kinds() {
+  [ -n "${KIND[lsl:coordfs]:-}" ] || return 0
+  echo "## Request kinds: ls -l, grep -r, a growing folder"
+  echo
+  echo "\`bench/run.sh kinds\`. Seconds, best of $KINDS_ROUNDS rounds (medians in brackets), caches warm (each workload"
+  echo "run once untimed just before), the target order rotating each round; ratios are"
+  echo "coordfs's speed over the other's (above 1: coordfs is faster), best against best. passthrough_ll"
+  echo "and passthrough_hp are libfuse $(pkg-config --modversion fuse3)'s examples with their default options (passthrough_hp"
+  echo "caches attributes and names for a day); coordfs runs with its defaults (coordination, event log,"
+  echo "store and watcher on; a single-user mount). Load average (1, 5, 15 min) at the start of the"
+  echo "rounds: $KIND_LOAD_BEFORE; at the end: $KIND_LOAD_AFTER ($(nproc) cores)."
+  echo
+  echo "| workload | native | passthrough_ll | passthrough_hp | coordfs | coordfs / native | / passthrough_ll | / passthrough_hp | target |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+  local name what rn rl rh verdict k t cells row
+  local files; files=$(tar -tf "$WORK/include.tar" | grep -vc '/$')
+  local rows=("lsl|\`ls -l\` of a $LSL_FILES-file folder" "grep|\`grep -r\` of a /usr/include copy ($files files)")
+  for k in "${GROWTH[@]}"; do rows+=("grow$k|\`ls -U\` of a $k-entry folder"); done
+  for row in "${rows[@]}"; do
+    IFS='|' read -r name what <<<"$row"
+    rn=$(speed_ratio "${KIND[$name:coordfs]:-}" "${KIND[$name:native]:-}" lower)
+    rl=$(speed_ratio "${KIND[$name:coordfs]:-}" "${KIND[$name:passthrough_ll]:-}" lower)
+    rh=$(speed_ratio "${KIND[$name:coordfs]:-}" "${KIND[$name:passthrough_hp]:-}" lower)
+    case $name in
+      lsl) verdict="≥ 0.5 of native: $(meets "$rn" 0.5)" ;;
+      grep) verdict="≥ 0.33 of native: $(meets "$rn" 0.33); ≥ 1.5× passthrough_hp: $(meets "$rh" 1.5)" ;;
+      *) verdict="-" ;;
+    esac
+    cells=""
+    for t in native passthrough_ll passthrough_hp coordfs; do
+      if [ -n "${KIND[$name:$t]:-}" ]; then
+        cells="$cells | $(printf '%.3f' "${KIND[$name:$t]}") ($(printf '%.3f' "$(median_of "${KIND_ALL[$name:$t]:-}")"))${KIND_ERRORS[$name:$t]:+, a round failed}"
+      else
+        cells="$cells | failed"
+      fi
+    done
+    echo "| $what$cells | $rn | $rl | $rh | $verdict |"
+  done
+  echo
+  echo "The growing folder's listing per entry (best round, microseconds): flat means the cost of an"
+  echo "entry does not grow with the folder."
+  echo
+  echo "| entries | native | passthrough_ll | passthrough_hp | coordfs |"
+  echo "|---:|---:|---:|---:|---:|"
+  for k in "${GROWTH[@]}"; do
+    cells=""
+    for t in native passthrough_ll passthrough_hp coordfs; do
+      cells="$cells | $([ -n "${KIND[grow$k:$t]:-}" ] && awk -v s="${KIND[grow$k:$t]}" -v n="$k" 'BEGIN {printf "%.2f", s * 1e6 / n}' || echo failed)"
+    done
+    echo "| $k$cells |"
+  done
+  echo
+}
+
 # ---------------------------------------------------------------- report
 
 # Speed of coordfs relative to another target: >1 means coordfs is faster.
@@ -691,8 +875,14 @@ main() {
     section_transport
     return
   fi
+  if [ "${1:-}" = kinds ]; then   # only the request kinds, their section on stdout
+    run_kinds
+    section_kinds
+    return
+  fi
   setup_targets
   run_workloads
+  run_kinds
   run_transport
   run_lowfd
   run_memory
