@@ -14,6 +14,22 @@ public enum FuseTransport: String, Sendable, CaseIterable {
     case dev
 }
 
+extension FuseTransport {
+    /// What `auto` gives a mount with these FUSE options, and why when it is not what was asked:
+    /// a mount other users may use (`allow_other`, `allow_root`) stays on /dev/fuse. On the ring a
+    /// request holds its entry until it is answered, and the kernel queues a CPU's requests behind
+    /// its queue's `RingTransport.entriesPerQueue` entries, so one user whose requests wait (parked on
+    /// a presenter or a held access, up to their deadline) could hold up every other user's requests
+    /// on that CPU; on /dev/fuse a parked request holds nothing. `uring` and `dev` are as asked.
+    public func resolved(forOptions options: [String]) -> (transport: FuseTransport, why: String?) {
+        guard self == .auto else { return (self, nil) }
+        let shared = options.contains { $0 == "allow_other" || $0 == "allow_root" }
+        guard shared else { return (self, nil) }
+        return (.dev, "the mount is shared with other users (allow_other or allow_root), and on the ring one user's "
+                + "waiting requests could hold a CPU's \(RingTransport.entriesPerQueue) entries and so every other user's requests there")
+    }
+}
+
 /// The transport a mount ended up with (after INIT).
 public enum FuseTransportInUse: String, Sendable {
     case dev

@@ -20,8 +20,12 @@ final class SessionState: Sendable {
     let requests = FuseRequestCounters()
     private let onInit: Mutex<(@Sendable () -> Void)?>
     private let say: @Sendable (String) -> Void
+    /// Why `transport=auto` was given /dev/fuse before INIT (`FuseTransport.resolved`), if it was.
+    let autoChoseDevice: String?
     init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, transport: FuseTransport,
+         autoChoseDevice: String? = nil,
          say: @escaping @Sendable (String) -> Void = sayOnStandardError, onInit: (@Sendable () -> Void)?) {
+        self.autoChoseDevice = autoChoseDevice
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
         self.reader = DeviceReader(spinNanoseconds: spinNanoseconds)
@@ -38,7 +42,9 @@ final class SessionState: Sendable {
     /// Says which transport the mount uses and why (one line in the daemon's log), from libfuse's INIT.
     func sayTransport() {
         let option = "transport=\(ring.wanted.rawValue)"
-        if ringWillBeUsed {
+        if let why = autoChoseDevice {
+            say("coordfs: requests come through /dev/fuse (transport=auto, but \(why))")
+        } else if ringWillBeUsed {
             say("coordfs: requests come through io_uring (\(option), and the kernel offers FUSE over io_uring): \(ring.shape)")
         } else if !ring.isWanted {
             say("coordfs: requests come through /dev/fuse (\(option))")
@@ -84,12 +90,14 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
     ///     serves requests from then on.
     ///   - transport: how requests come (RingTransport.swift): through io_uring when the kernel offers
-    ///     it (`.auto`, `.uring`), or read(2)/write(2) on /dev/fuse.
+    ///     it (`.auto`, `.uring`), or read(2)/write(2) on /dev/fuse; `.auto` keeps a mount other users
+    ///     may use on /dev/fuse (`FuseTransport.resolved`).
     public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, passthrough: Bool = false,
                 spin: Duration = .zero, transport: FuseTransport = .dev, onInit: (@Sendable () -> Void)? = nil) throws {
         let spinNanoseconds = Int(spin.components.seconds * 1_000_000_000 + spin.components.attoseconds / 1_000_000_000)
+        let (resolved, why) = transport.resolved(forOptions: options.flatMap { $0.split(separator: ",").map(String.init) })
         state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds,
-                             transport: transport, onInit: onInit)
+                             transport: resolved, autoChoseDevice: why, onInit: onInit)
         var argv: [String] = ["coordfs"]
         if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
         if debug { argv.append("-d") }

@@ -141,3 +141,45 @@ final class DeviceTransportTests: KernelRingMountTestCase {
         XCTAssertEqual(daemon.session!.requestsThroughRing, 0)
     }
 }
+
+/// `transport=auto` on a mount other users may use (`allow_other`) stays on /dev/fuse although the
+/// kernel offers io_uring: on the ring a request holds its entry until answered and the kernel queues
+/// a CPU's requests behind its entries, so one user's parked requests would hold up everyone's.
+final class SharedMountTransportTests: KernelRingMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .auto
+        options.allowOther = true
+    }
+
+    func testAutoKeepsAMountSharedWithOtherUsersOnTheDevice() throws {
+        try sh("echo a > f && cat f && rm f")
+        XCTAssertEqual(daemon.session!.transportInUse, .dev)
+        XCTAssertEqual(daemon.session!.requestsThroughRing, 0)
+    }
+
+    func testWhatAutoGivesEachMount() {
+        XCTAssertEqual(FuseTransport.auto.resolved(forOptions: ["fsname=x", "allow_other"]).transport, .dev)
+        XCTAssertEqual(FuseTransport.auto.resolved(forOptions: ["allow_root"]).transport, .dev)
+        XCTAssertNotNil(FuseTransport.auto.resolved(forOptions: ["allow_other"]).why)
+        XCTAssertEqual(FuseTransport.auto.resolved(forOptions: ["fsname=x", "default_permissions"]).transport, .auto)
+        XCTAssertNil(FuseTransport.auto.resolved(forOptions: []).why)
+        XCTAssertEqual(FuseTransport.uring.resolved(forOptions: ["allow_other"]).transport, .uring, "asked for by name: as asked")
+        XCTAssertEqual(FuseTransport.dev.resolved(forOptions: []).transport, .dev)
+    }
+}
+
+/// `transport=auto` on a mount of its owner alone takes the ring the kernel offers.
+final class PrivateMountTransportTests: KernelRingMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .auto
+        options.allowOther = false
+    }
+
+    func testAutoTakesTheRingForAMountOfItsOwnerAlone() throws {
+        try sh("echo a > f && cat f && rm f")
+        XCTAssertEqual(daemon.session!.transportInUse, .uring)
+        XCTAssertGreaterThan(daemon.session!.requestsThroughRing, 0)
+    }
+}
