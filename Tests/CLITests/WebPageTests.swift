@@ -221,4 +221,56 @@ final class WebPageTests: CLITestCase {
         XCTAssertEqual(again.status, 69, "\(again)")
     }
 
+    /// The live connection drops and comes back: the page asks for what follows the last record it
+    /// had (`?after=CURSOR`), so the records written while it was away are shown, none twice, and
+    /// none of the log's records since the page's first is missing.
+    func testAReconnectResumesFromTheCursorWithNothingLostOrShownTwice() throws {
+        try mount()
+        let (_, url, _) = try startWeb()
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(url)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the live connection")
+        XCTAssertEqual(sh("echo a > '\(mnt!)/before.txt'").status, 0)
+        XCTAssertNotNil(try browser.wait("return events.all.some(r => r.path === '/before.txt')", timeout: 5))
+
+        // The connection drops; the page waits 3 s before it reconnects, and files are written meanwhile.
+        guard let cursor = try browser.run("return events.cursor") as? Int else { return XCTFail("the page has no cursor") }
+        try browser.run("events.retry = 3000; events.socket.close()")
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent !== 'live'", timeout: 5), "disconnected")
+        for i in 1...5 { XCTAssertEqual(sh("echo \(i) > '\(mnt!)/gap\(i).txt'").status, 0) }
+        XCTAssertEqual(try browser.run("return events.all.some(r => (r.path || '').startsWith('/gap'))") as? Bool, false,
+                       "nothing of the gap reached the page while it was away")
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 15), "reconnected")
+        XCTAssertNotNil(try browser.wait("return [1, 2, 3, 4, 5].every(i => events.all.some(r => r.path === '/gap' + i + '.txt'))", timeout: 5),
+                        "the records written while the page was away are shown")
+
+        XCTAssertEqual(try browser.run("return events.socket.url.includes('after=\(cursor)&')") as? Bool, true, "the page asked for what follows its cursor")
+
+        // The server itself sends only what follows a cursor (the page's own filter aside): a second
+        // connection from the cursor the page had before it dropped gets the gap's records and nothing older.
+        try browser.run("""
+            window.probe = null;
+            const ws = new WebSocket("ws://" + location.host + "/api/events?after=\(cursor)&token=" + TOKEN);
+            ws.onmessage = (m) => { const msg = JSON.parse(m.data); if (msg.records && window.probe === null) { window.probe = msg.records.map(r => r.seq); ws.close(); } };
+            """)
+        XCTAssertNotNil(try browser.wait("return window.probe !== null", timeout: 5), "the server answered a connection with a cursor")
+        let probe = (try browser.run("return window.probe") as? [Int]) ?? []
+        let gap = (try browser.run("return events.all.filter(r => (r.path || '').startsWith('/gap')).map(r => r.seq)") as? [Int]) ?? []
+        XCTAssertTrue(probe.allSatisfy { $0 > cursor }, "nothing at or before the cursor \(cursor): \(probe)")
+        XCTAssertTrue(Set(gap).isSubset(of: probe), "the gap's records \(gap) follow the cursor: \(probe)")
+
+        let shown = (try browser.run("return events.all.map(r => r.seq)") as? [Int]) ?? []
+        XCTAssertEqual(shown.count, Set(shown).count, "no record shown twice: \(shown)")
+        guard let first = shown.min(), let last = shown.max() else { return XCTFail("no records shown") }
+        let logged = coordfs("log", mnt, "--json").lines.compactMap { line -> Int? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            return (object["seq"] as? NSNumber)?.intValue
+        }
+        let expected = logged.filter { $0 >= first && $0 <= last }
+        XCTAssertFalse(expected.isEmpty, "the log has the records")
+        XCTAssertEqual(Set(shown).intersection(expected).count, expected.count,
+                       "every record the log holds from the page's first to its last is shown: missing \(Set(expected).subtracting(shown).sorted())")
+    }
+
 }
