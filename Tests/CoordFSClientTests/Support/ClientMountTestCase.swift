@@ -219,6 +219,9 @@ final class RawClient {
         while true {
             if let payload = try? decoder.nextFrame() { return try? ControlMessage.decode(payload: payload) }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            // A signal handled anywhere in the test process (a child's SIGCHLD) can land on this
+            // thread: with SO_RCVTIMEO set, a socket read is then never restarted (signal(7)).
+            if n < 0 && errno == EINTR { continue }
             if n <= 0 { return nil }
             decoder.append(buffer[0..<n])
         }
