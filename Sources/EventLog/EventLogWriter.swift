@@ -547,6 +547,19 @@ private final class WriterCore: @unchecked Sendable {
             let tell = told.flatMap { t in notice.map { n in { n(t) } } }
             retentionRuns = retentionTicket
             if let pruned { stats.segmentsDeleted += UInt64(pruned.segments) }
+            // The writer's own records are queued here, under the lock and before `done` is decided:
+            // appended after it (as before), a close() that came meanwhile refused them, so a log
+            // closed right after it could write again lost its logStalled record.
+            if var stalledRecord { _ = enqueue(&stalledRecord, at: EventTime.now()) }
+            if let pruned {
+                var record = EventRecord(
+                    kind: .retention, path: "/",
+                    details: EventDetails(
+                        bytes: pruned.bytes, reason: GapReason.retention.rawValue,
+                        message: "retention deleted \(pruned.segments) segment(s), records \(pruned.firstSeq)-\(pruned.lastSeq)",
+                        gapFrom: pruned.firstSeq, gapTo: pruned.lastSeq))
+                _ = enqueue(&record, at: EventTime.now())
+            }
             // Closing: stop once everything is written, or after one more failed attempt on a
             // failing disk, counting what could not be written (close() reports it).
             let done = stopping && ((queue.isEmpty && pendingDrop == nil && stalled.isEmpty) || writeError != nil)
@@ -559,15 +572,6 @@ private final class WriterCore: @unchecked Sendable {
 
             if let state { store.writeState(state) }
             tell?()
-            if let stalledRecord { _ = append(stalledRecord) }
-            if let pruned {
-                _ = append(EventRecord(
-                    kind: .retention, path: "/",
-                    details: EventDetails(
-                        bytes: pruned.bytes, reason: GapReason.retention.rawValue,
-                        message: "retention deleted \(pruned.segments) segment(s), records \(pruned.firstSeq)-\(pruned.lastSeq)",
-                        gapFrom: pruned.firstSeq, gapTo: pruned.lastSeq)))
-            }
             if done { break }
         }
         // Closed with nothing left unwritten: the next writer finds a clean log. Otherwise

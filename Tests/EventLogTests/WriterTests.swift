@@ -384,6 +384,25 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(records.last?.kind, .logStalled)
     }
 
+    /// A full disk, room again, and the log closed at once (no flush first): the records that waited
+    /// are written on the way out, and so is the logStalled record saying they waited (the writer
+    /// queued it after deciding it was done, when close() already refused appends).
+    func testALogClosedAsItWritesAgainStillSaysItStalled() throws {
+        let root = try smallTmpfs()
+        let dir = root + "/log"
+        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 16 * 1024))
+        let filler = root + "/filler"
+        fill(filler, leaving: 8192)
+        for i in 0..<2000 { w.append(.didChange, path: "/docs/a-somewhat-long-name-\(i).txt") }
+        XCTAssertThrowsError(try w.flush(), "the disk is full")
+        XCTAssertEqual(unlink(filler), 0)
+        try w.close()
+        let records = try readAll(dir)
+        XCTAssertEqual(records.count, 2001, "the 2,000 records, then the logStalled record")
+        assertContinuous(records, from: 1)
+        XCTAssertEqual(records.last?.kind, .logStalled)
+    }
+
     /// A full disk: the writer keeps the whole records the file took (readers may have shown them),
     /// cuts only the partial one, and says it is stuck (its notice, `stuckSince`, writer.lock); what a
     /// reader saw meanwhile is exactly what the files hold, so a SIGKILL then would take nothing back.
