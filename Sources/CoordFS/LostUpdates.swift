@@ -33,10 +33,12 @@ final class LostUpdates: Sendable {
     }
     private let config = Mutex(Config())
 
-    /// A late save in progress: what the saver had read and what it goes over (kept).
+    /// A late save in progress: what the saver had read, what it goes over (kept), and the saver's
+    /// start as known when the save began (see ``ProcessKey``; it may have exited when the save lands).
     private struct Pending: Sendable {
         let read: FileIdentity
         let theirs: FileIdentity
+        let saverStart: UInt64?
         let since: UInt64
     }
     private struct Key: Hashable, Sendable {
@@ -123,11 +125,12 @@ final class LostUpdates: Sendable {
             return Errno(rawValue: LostUpdateDecision.refusal)
         case .keep(let read, let theirs):
             // Theirs, held for the saver until its save is recorded (the conflict pins it then).
-            keep(path, reason: overwrite == .replace ? .replaced : .beforeWrite, for: readers.process(origin.pid).map { [$0] } ?? [], store: store, by: origin)
+            let saver = readers.process(origin.pid)
+            keep(path, reason: overwrite == .replace ? .replaced : .beforeWrite, for: saver.map { [$0] } ?? [], store: store, by: origin)
             let now = DispatchTime.now().uptimeNanoseconds
             pending.withLock { table in
                 if table.count >= 64 { table = table.filter { now - $0.value.since < Self.pendingLifetime } }
-                table[key] = Pending(read: read, theirs: theirs, since: now)
+                table[key] = Pending(read: read, theirs: theirs, saverStart: saver?.start, since: now)
             }
         case .save:
             // Not this process's lost update; but another live process read this very version:
@@ -154,7 +157,7 @@ final class LostUpdates: Sendable {
             guard let found = statPath(path) else { return }
             st = found
         }
-        if let late { store.recordLostUpdate(path, by: origin, read: late.read, theirs: late.theirs) }
+        if let late { store.recordLostUpdate(path, by: origin, saverStart: late.saverStart, read: late.read, theirs: late.theirs) }
         readers.noteSaved(path, identity: Self.identity(st), by: origin.pid)
         // Its base and theirs are the conflict's now (pinned), or no longer its own.
         releaseHolds(of: origin.pid, at: path)

@@ -6,8 +6,10 @@ import Glibc
 extension StoreService {
     /// The store's name for a saving process: `process:PID:START:uid:UID` (START: what tells it from
     /// another process with its pid, see ``ProcessKey``). `coordfs conflicts` shows it.
-    static func saverName(_ origin: AccessOrigin) -> StorePresenterID {
-        let start = processStart(origin.pid).map(String.init) ?? "?"
+    /// `start`: the saver's as it was known while it lived (its save lands at the handle's RELEASE,
+    /// which the kernel sends without waiting, so the process may be gone by then); nil: looked up now.
+    static func saverName(_ origin: AccessOrigin, start known: UInt64? = nil) -> StorePresenterID {
+        let start = (known ?? processStart(origin.pid)).map(String.init) ?? "?"
         return StorePresenterID("process:\(origin.pid):\(start):uid:\(origin.uid)")
     }
 
@@ -36,9 +38,9 @@ extension StoreService {
     }
 
     /// A late save landed: the conflict (base, theirs, mine) is recorded and logged as `lostUpdate`.
-    func recordLostUpdate(_ path: ItemPath, by origin: AccessOrigin, read: FileIdentity, theirs: FileIdentity) {
+    func recordLostUpdate(_ path: ItemPath, by origin: AccessOrigin, saverStart: UInt64? = nil, read: FileIdentity, theirs: FileIdentity) {
         do {
-            let conflict = try documentStore.recordLostUpdate(path.string, saver: Self.saverName(origin), read: read, theirs: theirs)
+            let conflict = try documentStore.recordLostUpdate(path.string, saver: Self.saverName(origin, start: saverStart), read: read, theirs: theirs)
             recorder?.lostUpdate(path: path.string, conflict: conflict, saver: (origin.pid, origin.uid, origin.executable))
         } catch {
             report("noteChange \(path)", error)

@@ -34,6 +34,15 @@ class LostUpdateMountTestCase: StoreMountTestCase {
     elif style == "backup":
         os.rename(doc, doc + ".bak")
         with open(doc, "w") as f: f.write(new)
+    elif style == "inherited":
+        # In place, but a child keeps the descriptor until this process is gone: the save lands
+        # (the RELEASE) after the saver exited.
+        f = open(doc, "w"); f.write(new); f.flush()
+        if os.fork() == 0:
+            parent = os.getppid()
+            while os.getppid() == parent: time.sleep(0.01)
+            os._exit(0)
+        os._exit(0)
     """#
 
     struct Reader {
@@ -57,14 +66,24 @@ class LostUpdateMountTestCase: StoreMountTestCase {
         return Reader(process: p, go: go)
     }
 
-    /// Lets the reader save and waits for it to exit.
+    /// Lets the reader save and waits for it to exit, and then for the mount to have finished its
+    /// write handles: close(2) and the exit do not wait for the kernel's RELEASE (asynchronous, and
+    /// no FLUSH on a local backing folder), and a save written through a handle (in place, or the
+    /// new file of an unlink or backup save) lands, and its lost update is recorded, at that RELEASE.
     func finish(_ reader: Reader, file: StaticString = #filePath, line: UInt = #line) {
         FileManager.default.createFile(atPath: reader.go, contents: nil)
-        let deadline = Date().addingTimeInterval(10)
+        var deadline = Date().addingTimeInterval(10)
         while reader.process.isRunning && Date() < deadline { usleep(10_000) }
         if reader.process.isRunning { reader.process.terminate() }
         reader.process.waitUntilExit()
         XCTAssertEqual(reader.process.terminationStatus, 0, "the reader saved", file: file, line: line)
+        let pid = reader.process.processIdentifier
+        func writing() -> Bool {
+            daemon.coordinated!.openWriters.withLock { $0.values.contains { $0.contains { $0.handle.pid == pid } } }
+        }
+        deadline = Date().addingTimeInterval(10)
+        while writing() && Date() < deadline { usleep(5_000) }
+        XCTAssertFalse(writing(), "the mount never had the reader's RELEASE", file: file, line: line)
     }
 
     var readers: ImplicitReaders { daemon.coordinated!.lostUpdates.readers }
@@ -103,6 +122,20 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
             unlink(backing + "/doc.bak")
         }
         XCTAssertEqual(try lostUpdateRecords().count, 4, "one record per late save")
+    }
+
+    /// The saver is named by the process it was (pid and start) when its save lands after it
+    /// exited: the RELEASE of its last descriptor comes later (here a child holds it).
+    func testASaverThatExitedBeforeItsSaveLandedIsStillNamedByItsStart() throws {
+        try write("doc", "a\nb\nc\n")
+        let reader = try startReader("inherited")
+        let pid = reader.process.processIdentifier
+        let start = try XCTUnwrap(readers.process(pid)?.start, "the reader is tracked")
+        try sh("sed -i 's/^a$/A/' doc")
+        finish(reader)
+        let conflict = try XCTUnwrap(try store.conflicts(atPath: "doc").first)
+        XCTAssertEqual(conflict.presenter.rawValue, "process:\(pid):\(start):uid:\(getuid())")
+        XCTAssertEqual(backingText("doc"), "a\nb\nC\n")
     }
 
     func testAChangeMadeInTheBackingFolderIsALostUpdateTooButItsBaseIsGone() throws {
