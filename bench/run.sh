@@ -18,7 +18,10 @@
 # 0: plain folders under BENCH_DIR), BENCH_LOW_NOFILE (1024: the descriptor limit of the second
 # coordfs daemon the metadata workloads run on; 0: none).
 # `bench/run.sh lowfd` runs only that comparison and prints its section; `bench/run.sh transport`
-# the same for the comparison of the two transports (BENCH_TRANSPORT=0: none).
+# the same for the comparison of the two transports (BENCH_TRANSPORT=0: none; BENCH_TRANSPORT_TARGETS,
+# default "coordfs_dev coordfs_uring", may add coordfs_dev_fixed, coordfs_uring_fixed (spin_adapt=off)
+# and passthrough_hp; BENCH_TRANSPORT_LOADS, default "quiet", may add "hog": BENCH_HOGS_PER_CPU (1)
+# CPU-bound `yes` per CPU during those workloads).
 # Request kinds (section_kinds): BENCH_LSL_FILES (50000), BENCH_KINDS_ROUNDS (3), BENCH_GROWTH
 # ("1000 10000 100000"), BENCH_LIBFUSE_SRC (a libfuse source tree, or a git directory holding the
 # tag of the installed libfuse, for passthrough_hp; else that tag is cloned from GitHub).
@@ -73,6 +76,7 @@ TMP=""
 cleanup() {
   local m
   [ -z "$URING_SAVED" ] || echo "$URING_SAVED" > "$URING_SWITCH" 2>/dev/null || true
+  stop_hogs
   for m in "${MOUNTS[@]}"; do
     if mountpoint -q "$m" 2>/dev/null || grep -q " $m fuse" /proc/mounts; then
       fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
@@ -195,17 +199,21 @@ start_target() {   # target: its folder (a fresh file system) and, for a FUSE ta
       PID_OF[coordfs_lowfd]=$(pgrep -n -f "coordfs mount $WORK/cflow/backing $WORK/cflow/mnt" || true)
       [ -n "${PID_OF[coordfs_lowfd]}" ] || die "cannot find the low-limit coordfs daemon's pid"
       DIR_OF[coordfs_lowfd]=$WORK/cflow/mnt ;;
-    coordfs_dev|coordfs_uring)   # the transport comparison: each with a metrics endpoint to count requests
-      local tr=${1#coordfs_} port=19464; [ "$tr" = uring ] && port=19465
-      fresh_fs "$WORK/cf$tr/backing" "cf$tr"; mkdir -p "$WORK/cf$tr/mnt"
-      MOUNTS+=("$WORK/cf$tr/mnt")
-      "$BIN" mount "$WORK/cf$tr/backing" "$WORK/cf$tr/mnt" -o "transport=$tr,metrics=127.0.0.1:$port${COORDFS_OPTS:+,$COORDFS_OPTS}" \
-        || die "coordfs mount (transport=$tr) failed"
-      wait_mounted "$WORK/cf$tr/mnt"
-      PID_OF[$1]=$(pgrep -n -f "coordfs mount $WORK/cf$tr/backing $WORK/cf$tr/mnt" || true)
-      [ -n "${PID_OF[$1]}" ] || die "cannot find the coordfs daemon's pid (transport=$tr)"
+    coordfs_dev|coordfs_uring|coordfs_dev_fixed|coordfs_uring_fixed)
+      # The transport comparison: each with a metrics endpoint to count requests; _fixed: spin_adapt=off.
+      local v=${1#coordfs_} tr port=19464 extra=""
+      tr=${v%_fixed}
+      case $v in dev) port=19464 ;; uring) port=19465 ;; dev_fixed) port=19466 ;; uring_fixed) port=19467 ;; esac
+      [ "$v" != "$tr" ] && extra=",spin_adapt=off"
+      fresh_fs "$WORK/cf$v/backing" "cf$v"; mkdir -p "$WORK/cf$v/mnt"
+      MOUNTS+=("$WORK/cf$v/mnt")
+      "$BIN" mount "$WORK/cf$v/backing" "$WORK/cf$v/mnt" -o "transport=$tr,metrics=127.0.0.1:$port$extra${COORDFS_OPTS:+,$COORDFS_OPTS}" \
+        || die "coordfs mount (transport=$tr$extra) failed"
+      wait_mounted "$WORK/cf$v/mnt"
+      PID_OF[$1]=$(pgrep -n -f "coordfs mount $WORK/cf$v/backing $WORK/cf$v/mnt" || true)
+      [ -n "${PID_OF[$1]}" ] || die "cannot find the coordfs daemon's pid (transport=$tr$extra)"
       METRICS_PORT[$1]=$port
-      DIR_OF[$1]=$WORK/cf$tr/mnt ;;
+      DIR_OF[$1]=$WORK/cf$v/mnt ;;
     *) die "unknown target $1" ;;
   esac
 }
@@ -225,7 +233,8 @@ refresh_target() {   # target
     passthrough_ll) fs=$WORK/pt/backing; fusermount3 -u "$WORK/pt/mnt" || die "cannot unmount passthrough_ll" ;;
     coordfs) fs=$WORK/cf/backing; "$BIN" unmount "$WORK/cf/mnt" >/dev/null || die "cannot unmount coordfs" ;;
     coordfs_lowfd) fs=$WORK/cflow/backing; "$BIN" unmount "$WORK/cflow/mnt" >/dev/null || die "cannot unmount coordfs" ;;
-    coordfs_dev|coordfs_uring) fs=$WORK/cf${t#coordfs_}/backing; "$BIN" unmount "${DIR_OF[$t]}" >/dev/null || die "cannot unmount coordfs" ;;
+    coordfs_dev|coordfs_uring|coordfs_dev_fixed|coordfs_uring_fixed) fs=$WORK/cf${t#coordfs_}/backing; "$BIN" unmount "${DIR_OF[$t]}" >/dev/null || die "cannot unmount coordfs" ;;
+    passthrough_hp) fs=$WORK/hp/backing; fusermount3 -u "$WORK/hp/mnt" || die "cannot unmount passthrough_hp" ;;
   esac
   if [ -n "$pid" ]; then
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
@@ -383,51 +392,87 @@ declare -A LOWFD=() LOWFD_ALL=()
 LOWFD_LIMIT="" DEFAULT_LIMIT=""
 
 # The metadata workloads on coordfs through /dev/fuse and through io_uring (`-o transport=`), each
-# round on fresh file systems, the order alternating; the best round counts (medians in the
-# section). Daemon CPU (user + system, from /proc/PID/stat) and FUSE requests (the daemon's metrics
-# endpoint, coordfs_fuse_requests_total) are summed over every round.
+# round on fresh file systems, the target order rotating; the best round counts (medians in the
+# section). TRANSPORT_TARGETS may add the same daemons with `spin_adapt=off` (coordfs_dev_fixed,
+# coordfs_uring_fixed: the reader polls for the whole spin after every request, as before the
+# SpinGovernor) and passthrough_hp. TRANSPORT_LOADS: "quiet" (nothing of the bench's own) and/or
+# "hog" (HOGS_PER_CPU `yes >/dev/null` per online CPU, not niced, running through that load's
+# workloads and killed after); each round runs every load, so the loads are interleaved too.
+# Daemon CPU (user + system, from /proc/PID/stat) and FUSE requests (the daemon's metrics endpoint,
+# coordfs_fuse_requests_total) are summed over every round; the load average (1 min) is read before
+# each workload.
+TRANSPORT_TARGETS=(${BENCH_TRANSPORT_TARGETS:-coordfs_dev coordfs_uring})
+TRANSPORT_LOADS=(${BENCH_TRANSPORT_LOADS:-quiet})
+HOGS_PER_CPU=${BENCH_HOGS_PER_CPU:-1}
+HOG_PIDS=()
+
+start_hogs() {
+  local i
+  for ((i = 0; i < $(nproc) * HOGS_PER_CPU; i++)); do yes >/dev/null & HOG_PIDS+=($!); done
+}
+
+stop_hogs() {
+  local p
+  for p in "${HOG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${HOG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  HOG_PIDS=()
+}
+
 run_transport() {
   [ "$TRANSPORT" != 0 ] || return 0
   [ -f "$URING_SWITCH" ] || { say "bench: this kernel has no FUSE over io_uring: no transport comparison"; TRANSPORT=0; return 0; }
   URING_SAVED=$(cat "$URING_SWITCH")
   echo Y > "$URING_SWITCH" || { say "bench: cannot turn on $URING_SWITCH: no transport comparison"; URING_SAVED=""; TRANSPORT=0; return 0; }
-  start_target coordfs_dev
-  start_target coordfs_uring
-  local name better r t value pair cpu0 req0 cpu1 req1
+  local t
+  for t in "${TRANSPORT_TARGETS[@]}"; do start_target "$t"; done
+  TRANSPORT_LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+  local name better r i n t value cpu0 req0 cpu1 req1 load k
+  n=${#TRANSPORT_TARGETS[@]}
   for name in $FRESH_ROUND; do
     better=$(printf '%s\n' "${WORKLOADS[@]}" | awk -F'|' -v n="$name" '$1 == n {print $3}')
     for ((r = 0; r < META_ROUNDS; r++)); do
-      pair="coordfs_dev coordfs_uring"; (( r % 2 )) && pair="coordfs_uring coordfs_dev"
-      for t in $pair; do
-        say "bench: $name on coordfs, transport=${t#coordfs_} (round $((r + 1))/$META_ROUNDS)"
-        refresh_target "$t"
-        if grep -q "requests come through io_uring" "$WORK/cf${t#coordfs_}/backing/.coordfs/daemon.log"; then
-          TRANSPORT_SEEN[$t]=uring; else TRANSPORT_SEEN[$t]=dev; fi
-        settle_disk
-        cpu0=$(daemon_cpu_ticks "${PID_OF[$t]}"); req0=$(daemon_requests "${METRICS_PORT[$t]}")
-        if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
-        cpu1=$(daemon_cpu_ticks "${PID_OF[$t]}"); req1=$(daemon_requests "${METRICS_PORT[$t]}")
-        say "bench:   $value ($((cpu1 - cpu0)) ticks, $((req1 - req0)) requests)"
-        TRANSPORT_CPU[$name:$t]=$(( ${TRANSPORT_CPU[$name:$t]:-0} + cpu1 - cpu0 ))
-        TRANSPORT_REQ[$name:$t]=$(( ${TRANSPORT_REQ[$name:$t]:-0} + req1 - req0 ))
-        [ "$value" != "error" ] && TRANSPORT_ALL[$name:$t]="${TRANSPORT_ALL[$name:$t]:-} $value"
-        local prev=${TRANSPORT_BEST[$name:$t]:-}
-        if [ -z "$prev" ] || [ "$prev" = "error" ]; then TRANSPORT_BEST[$name:$t]=$value
-        elif [ "$value" != "error" ]; then
-          TRANSPORT_BEST[$name:$t]=$(awk -v a="$prev" -v b="$value" -v h="$better" 'BEGIN { if ((h == "higher") == (b > a)) print b; else print a }')
-        fi
+      for load in "${TRANSPORT_LOADS[@]}"; do
+        for ((i = 0; i < n; i++)); do
+          t=${TRANSPORT_TARGETS[$(((i + r) % n))]}
+          k=$name:$load:$t
+          say "bench: $name on $t, $load (round $((r + 1))/$META_ROUNDS)"
+          refresh_target "$t"
+          if [ -f "$WORK/cf${t#coordfs_}/backing/.coordfs/daemon.log" ]; then
+            if grep -q "requests come through io_uring" "$WORK/cf${t#coordfs_}/backing/.coordfs/daemon.log"; then
+              TRANSPORT_SEEN[$t]=uring; else TRANSPORT_SEEN[$t]=dev; fi
+          fi
+          settle_disk
+          [ "$load" = hog ] && { start_hogs; sleep 1; }
+          TRANSPORT_LOADAVG[$name:$load]="${TRANSPORT_LOADAVG[$name:$load]:-} $(cut -d' ' -f1 /proc/loadavg)"
+          cpu0=$(daemon_cpu_ticks "${PID_OF[$t]}"); req0=$(daemon_requests "${METRICS_PORT[$t]:-}")
+          if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
+          cpu1=$(daemon_cpu_ticks "${PID_OF[$t]}"); req1=$(daemon_requests "${METRICS_PORT[$t]:-}")
+          [ "$load" = hog ] && stop_hogs
+          say "bench:   $value ($((cpu1 - cpu0)) ticks, $((req1 - req0)) requests)"
+          TRANSPORT_CPU[$k]=$(( ${TRANSPORT_CPU[$k]:-0} + cpu1 - cpu0 ))
+          TRANSPORT_REQ[$k]=$(( ${TRANSPORT_REQ[$k]:-0} + req1 - req0 ))
+          [ "$value" != "error" ] && TRANSPORT_ALL[$k]="${TRANSPORT_ALL[$k]:-} $value"
+          local prev=${TRANSPORT_BEST[$k]:-}
+          if [ -z "$prev" ] || [ "$prev" = "error" ]; then TRANSPORT_BEST[$k]=$value
+          elif [ "$value" != "error" ]; then
+            TRANSPORT_BEST[$k]=$(awk -v a="$prev" -v b="$value" -v h="$better" 'BEGIN { if ((h == "higher") == (b > a)) print b; else print a }')
+          fi
+        done
       done
     done
   done
+  TRANSPORT_LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "$URING_SAVED" > "$URING_SWITCH"; URING_SAVED=""
 }
-declare -A TRANSPORT_BEST=() TRANSPORT_ALL=() TRANSPORT_CPU=() TRANSPORT_REQ=() TRANSPORT_SEEN=() METRICS_PORT=()
+declare -A TRANSPORT_BEST=() TRANSPORT_ALL=() TRANSPORT_CPU=() TRANSPORT_REQ=() TRANSPORT_SEEN=() METRICS_PORT=() TRANSPORT_LOADAVG=()
+TRANSPORT_LOADAVG_START="" TRANSPORT_LOADAVG_END=""
 
 daemon_cpu_ticks() {   # pid -> user + system clock ticks so far
   awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-daemon_requests() {   # metrics port -> FUSE requests so far
+daemon_requests() {   # metrics port -> FUSE requests so far (0 without one)
+  [ -n "$1" ] || { echo 0; return; }
   python3 -c '
 import sys, urllib.request
 try:
@@ -721,19 +766,46 @@ section_transport() {
   echo
   echo "coordfs with \`-o transport=dev\` (read and write on /dev/fuse) beside \`-o transport=uring\`"
   echo "(FUSE over io_uring: one commit-and-fetch per request; \`docs/architecture.md\`, \"The transport\"),"
-  echo "each with a metrics endpoint (to count the requests), enable_uring set to Y for the run. Best of"
-  echo "$META_ROUNDS rounds each, on fresh file systems, the order alternating; medians in brackets. Daemon"
-  echo "CPU per request: the daemon's user and system time over every round of the workload, divided by"
-  echo "the FUSE requests it served in them (\`coordfs_fuse_requests_total\`). The transport each mount"
-  echo "used, from its daemon.log: dev: ${TRANSPORT_SEEN[coordfs_dev]:-?}, uring: ${TRANSPORT_SEEN[coordfs_uring]:-?}."
+  echo "each with a metrics endpoint (to count the requests), enable_uring set to Y for the run; \`_fixed\`:"
+  echo "the same with \`spin_adapt=off\` (the reader polls for the whole spin after every request, as"
+  echo "before the spin became adaptive). Loads: quiet (nothing of the bench's own running) and hog"
+  echo "($HOGS_PER_CPU \`yes >/dev/null\` per CPU, not niced, through the workload); each round runs every"
+  echo "load, the target order rotating. Best of $META_ROUNDS rounds each, on fresh file systems; medians in"
+  echo "brackets; ratios against the first column. Daemon CPU per request: the daemon's user and system"
+  echo "time over every round, divided by the FUSE requests it served in them (\`coordfs_fuse_requests_total\`)."
+  echo "The load average (1 min) before the workloads: min-max over the rounds; over the whole run"
+  echo "${TRANSPORT_LOADAVG_START:-?} at the start and ${TRANSPORT_LOADAVG_END:-?} at the end. The transport each mount used,"
+  echo "from its daemon.log:$(for t in "${TRANSPORT_TARGETS[@]}"; do [ -n "${TRANSPORT_SEEN[$t]:-}" ] && printf ' %s: %s,' "${t#coordfs_}" "${TRANSPORT_SEEN[$t]}"; done | sed 's/,$//')."
   echo
-  echo "| workload | unit | transport=dev | transport=uring | uring / dev | CPU per request, dev | CPU per request, uring | requests per round |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|"
-  local line name unit better what target hz; hz=$(getconf CLK_TCK)
+  local t header="| workload | load | load average |" rule="|---|---|---|" first=${TRANSPORT_TARGETS[0]}
+  for t in "${TRANSPORT_TARGETS[@]}"; do header+=" ${t#coordfs_} |"; rule+="---:|"; done
+  for t in "${TRANSPORT_TARGETS[@]:1}"; do header+=" ${t#coordfs_} / ${first#coordfs_} |"; rule+="---:|"; done
+  for t in "${TRANSPORT_TARGETS[@]}"; do [[ $t == coordfs_* ]] && { header+=" CPU per request, ${t#coordfs_} |"; rule+="---:|"; }; done
+  header+=" requests per round (coordfs) |"; rule+="---:|"
+  echo "$header"
+  echo "$rule"
+  local line name unit better what target hz load row k la; hz=$(getconf CLK_TCK)
   for line in "${WORKLOADS[@]}"; do
     IFS='|' read -r name unit better what target <<<"$line"
     [[ "$FRESH_ROUND" == *" $name "* ]] || continue
-    echo "| $name: $what | $unit | $(fmt "${TRANSPORT_BEST[$name:coordfs_dev]:-}") ($(fmt "$(median_of "${TRANSPORT_ALL[$name:coordfs_dev]:-}")")) | $(fmt "${TRANSPORT_BEST[$name:coordfs_uring]:-}") ($(fmt "$(median_of "${TRANSPORT_ALL[$name:coordfs_uring]:-}")")) | $(speed_ratio "${TRANSPORT_BEST[$name:coordfs_uring]:-}" "${TRANSPORT_BEST[$name:coordfs_dev]:-}" "$better") | $(per_request "${TRANSPORT_CPU[$name:coordfs_dev]:-0}" "${TRANSPORT_REQ[$name:coordfs_dev]:-0}" "$hz") | $(per_request "${TRANSPORT_CPU[$name:coordfs_uring]:-0}" "${TRANSPORT_REQ[$name:coordfs_uring]:-0}" "$hz") | $(( ${TRANSPORT_REQ[$name:coordfs_uring]:-0} / META_ROUNDS )) |"
+    for load in "${TRANSPORT_LOADS[@]}"; do
+      la=$(tr ' ' '\n' <<<"${TRANSPORT_LOADAVG[$name:$load]:-}" | grep . | sort -g | sed -n '1p;$p' | paste -sd- -)
+      row="| $name: $what ($unit) | $load | ${la:-?} |"
+      for t in "${TRANSPORT_TARGETS[@]}"; do
+        k=$name:$load:$t
+        row+=" $(fmt "${TRANSPORT_BEST[$k]:-}") ($(fmt "$(median_of "${TRANSPORT_ALL[$k]:-}")")) |"
+      done
+      for t in "${TRANSPORT_TARGETS[@]:1}"; do
+        row+=" $(speed_ratio "${TRANSPORT_BEST[$name:$load:$t]:-}" "${TRANSPORT_BEST[$name:$load:$first]:-}" "$better") |"
+      done
+      for t in "${TRANSPORT_TARGETS[@]}"; do
+        k=$name:$load:$t
+        [[ $t == coordfs_* ]] && row+=" $(per_request "${TRANSPORT_CPU[$k]:-0}" "${TRANSPORT_REQ[$k]:-0}" "$hz") |"
+      done
+      for t in "${TRANSPORT_TARGETS[@]}"; do [[ $t == coordfs_* ]] && break; done
+      row+=" $(( ${TRANSPORT_REQ[$name:$load:$t]:-0} / META_ROUNDS )) |"
+      echo "$row"
+    done
   done
   echo
 }

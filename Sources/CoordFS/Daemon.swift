@@ -161,6 +161,7 @@ public final class Daemon: @unchecked Sendable {
         do {
             s = try FuseSession(fileSystem: fileSystem, options: fuse, debug: plan.options.debug,
                                 passthrough: plan.options.passthrough, spin: .microseconds(plan.options.spinMicroseconds),
+                                adaptiveSpin: plan.options.adaptiveSpin,
                                 transport: plan.options.transport, onInit: onReady)
             try s.mount(at: plan.mountpoint)
             loopback.setBackingFileRegistry(s)

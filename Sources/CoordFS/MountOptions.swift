@@ -39,6 +39,9 @@ public struct MountOptions: Sendable, Equatable {
     /// microseconds (FuseKit's `DeviceReader`); 0: every worker sleeps in read(2), as with libfuse's
     /// own loop.
     public var spinMicroseconds = 200
+    /// Whether the reader polls only while it pays (FuseKit's `SpinGovernor`: requests mostly come
+    /// within the spin, and a core is idle); off: it polls for the whole spin after every request.
+    public var adaptiveSpin = true
     /// How requests come from the kernel (FuseKit's `RingTransport`): `auto` is io_uring when the
     /// kernel offers it at INIT, else /dev/fuse; `uring` the same, for a mount that asks for io_uring
     /// (either way the daemon's log says which one it uses and why); `dev` is read(2)/write(2) on
@@ -90,7 +93,7 @@ public struct MountOptions: Sendable, Equatable {
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N (1 to 2147483647)
         coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
           backing_watcher=on|off, max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000),
-          transport=auto|uring|dev, debug
+          spin_adapt=on|off, transport=auto|uring|dev, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
@@ -148,6 +151,9 @@ public struct MountOptions: Sendable, Equatable {
                 case ("backing_watcher", "on"): o.backingWatcher = true
                 case ("backing_watcher", "off"): o.backingWatcher = false
                 case ("backing_watcher", _): throw .badOption(item, "expects on or off")
+                case ("spin_adapt", "on"): o.adaptiveSpin = true
+                case ("spin_adapt", "off"): o.adaptiveSpin = false
+                case ("spin_adapt", _): throw .badOption(item, "expects on or off")
                 case ("coordination", "on"): o.coordination.enabled = true
                 case ("coordination", "off"): o.coordination.enabled = false
                 case ("coordination", _): throw .badOption(item, "expects on or off")

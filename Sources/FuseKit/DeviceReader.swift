@@ -15,7 +15,8 @@ import Linux
 /// Here the worker that holds the device (the reader):
 ///   - polls the device with non-blocking reads for `spin` after its last request before it blocks
 ///     in poll(2), so the next request of a tool that is working through files is taken without a
-///     wake-up;
+///     wake-up; but only while that pays (`SpinGovernor`: requests mostly come within the spin, and
+///     a core is idle), else it blocks at once;
 ///   - keeps the device while it serves a quick request (lookup, getattr, create, unlink, rename,
 ///     open, release, readdir, the xattrs, forget: `servesInline`) and passes it on, waking the next
 ///     worker, before a request that may take long (read, write, fsync, locks, fallocate,
@@ -69,12 +70,27 @@ final class DeviceReader: @unchecked Sendable {
     let idleWork = Mutex<IdleWork?>(nil)
     /// How many requests in a row the holder found already queued (only the holder touches it).
     private var backlog = 0
+    /// Whether the next wait polls (`SpinGovernor`; only the holder touches it).
+    private var governor: SpinGovernor
+    private let runnable: @Sendable () -> Int?
+    /// When the holder's current wait found the device empty (0: it found a request queued).
+    private var waitStarted = 0
+    /// Waits that polled the empty device for the spin, and waits that blocked at once because the
+    /// spin did not pay (`SpinGovernor`) or is 0 (tests, the daemon's log).
+    let spunWaits = Atomic<Int>(0)
+    let sleptWaits = Atomic<Int>(0)
     /// After this many, the holder passes the device on: requests are coming faster than one worker serves them.
     static let backlogToShare = 3
 
-    init(spinNanoseconds: Int, stallNanoseconds: Int = 2_000_000) {
+    /// `adaptive`: poll only while it pays (`SpinGovernor`); false: for the whole spin every time.
+    /// `runnable`: the machine's runnable tasks (`RunQueue`; the tests pass their own).
+    init(spinNanoseconds: Int, stallNanoseconds: Int = 2_000_000, adaptive: Bool = true,
+         runnable: @escaping @Sendable () -> Int? = RunQueue.runnable) {
+        self.runnable = runnable
         self.spinNanoseconds = max(0, spinNanoseconds)
         self.stallNanoseconds = max(100_000, stallNanoseconds)
+        // Below a microsecond a spin is only the ring's way of taking turns (`RingTransport`).
+        governor = SpinGovernor(cap: spinNanoseconds >= 1_000 ? spinNanoseconds : 0, cpus: RunQueue.onlineCPUs, adaptive: adaptive)
         token = .allocate(capacity: 1)
         doorbell = .allocate(capacity: 1)
         sem_init(token, 0, 1)
@@ -162,6 +178,10 @@ final class DeviceReader: @unchecked Sendable {
             return n
         }
         let now = Self.now()
+        if waitStarted != 0 {
+            governor.record(waited: now &- waitStarted)
+            waitStarted = 0
+        }
         lastRequest.store(now, ordering: .relaxed)
         if backlog >= Self.backlogToShare || !Self.servesInline(opcode) {
             passOn()
@@ -192,13 +212,18 @@ final class DeviceReader: @unchecked Sendable {
     /// Polls the device for `spin`, then blocks in poll(2) until a request comes. `queued`: the first
     /// look found one.
     private func read(_ fd: Int32, _ attempt: () -> Int, beforeBlocking: (() -> Void)?, queued: inout Bool) -> Int {
+        waitStarted = 0
         var n = attempt()
         if n >= 0 || errno != EAGAIN {
             queued = n > 0
             return n
         }
         var work = idleWork.withLock { $0 }
-        let deadline = Self.now() &+ spinNanoseconds
+        let start = Self.now()
+        waitStarted = start
+        let spin = governor.budget(now: start, runnable: runnable)
+        if spin > 0 { spunWaits.add(1, ordering: .relaxed) } else { sleptWaits.add(1, ordering: .relaxed) }
+        let deadline = start &+ spin
         while true {
             if let w = work, !w.run() { work = nil }
             n = attempt()

@@ -120,6 +120,7 @@ final class RingTransport: @unchecked Sendable {
 
     let wanted: FuseTransport
     private let spinNanoseconds: Int
+    private let adaptiveSpin: Bool
     private let say: @Sendable (String) -> Void
     private(set) var queues: [Queue] = []
     private var threads: [pthread_t] = []
@@ -135,10 +136,11 @@ final class RingTransport: @unchecked Sendable {
     let served = Atomic<Int>(0)
     private let refusalSaid = Atomic<Bool>(false)
 
-    init(wanted: FuseTransport, spinNanoseconds: Int, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
+    init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
         self.wanted = wanted
         // The ring's workers always take turns and poll (a zero spin: they block at once).
         self.spinNanoseconds = max(1, spinNanoseconds)
+        self.adaptiveSpin = adaptiveSpin
         self.say = say
         go = .allocate(capacity: 1)
         sem_init(go, 0, 0)
@@ -191,7 +193,7 @@ final class RingTransport: @unchecked Sendable {
                 closeRings()
                 return false
             }
-            let queue = Queue(id: q, ring: ring, eventfd: efd, reader: DeviceReader(spinNanoseconds: spinNanoseconds))
+            let queue = Queue(id: q, ring: ring, eventfd: efd, reader: DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin))
             queue.entries = (0..<Self.entriesPerQueue).map { Entry(queue: q, index: $0) }
             queues.append(queue)
         }

@@ -22,14 +22,14 @@ final class SessionState: Sendable {
     private let say: @Sendable (String) -> Void
     /// Why `transport=auto` was given /dev/fuse before INIT (`FuseTransport.resolved`), if it was.
     let autoChoseDevice: String?
-    init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, transport: FuseTransport,
+    init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, adaptiveSpin: Bool = true, transport: FuseTransport,
          autoChoseDevice: String? = nil,
          say: @escaping @Sendable (String) -> Void = sayOnStandardError, onInit: (@Sendable () -> Void)?) {
         self.autoChoseDevice = autoChoseDevice
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
-        self.reader = DeviceReader(spinNanoseconds: spinNanoseconds)
-        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, say: say)
+        self.reader = DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin)
+        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin, say: say)
         self.say = say
         self.onInit = Mutex(onInit)
     }
@@ -86,17 +86,20 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     ///     backing files without the daemon, when the kernel offers it and the daemon may register
     ///     backing files (CAP_SYS_ADMIN).
     ///   - spin: how long the worker that holds /dev/fuse polls it after a request before it sleeps
-    ///     (`DeviceReader`); zero: every idle worker sleeps in read(2), as in libfuse's own loop.
+    ///     (`DeviceReader`), and so the ring's threads (`RingTransport`); zero: every idle worker
+    ///     sleeps in read(2), as in libfuse's own loop.
+    ///   - adaptiveSpin: poll only while it pays (`SpinGovernor`: requests mostly come within the
+    ///     spin, and a core is idle); false: for the whole spin after every request.
     ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
     ///     serves requests from then on.
     ///   - transport: how requests come (RingTransport.swift): through io_uring when the kernel offers
     ///     it (`.auto`, `.uring`), or read(2)/write(2) on /dev/fuse; `.auto` keeps a mount other users
     ///     may use on /dev/fuse (`FuseTransport.resolved`).
     public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, passthrough: Bool = false,
-                spin: Duration = .zero, transport: FuseTransport = .dev, onInit: (@Sendable () -> Void)? = nil) throws {
+                spin: Duration = .zero, adaptiveSpin: Bool = true, transport: FuseTransport = .dev, onInit: (@Sendable () -> Void)? = nil) throws {
         let spinNanoseconds = Int(spin.components.seconds * 1_000_000_000 + spin.components.attoseconds / 1_000_000_000)
         let (resolved, why) = transport.resolved(forOptions: options.flatMap { $0.split(separator: ",").map(String.init) })
-        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds,
+        state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin,
                              transport: resolved, autoChoseDevice: why, onInit: onInit)
         var argv: [String] = ["coordfs"]
         if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }

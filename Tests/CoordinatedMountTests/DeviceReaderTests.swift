@@ -13,11 +13,11 @@ final class DeviceReaderTests: XCTestCase {
     private var kernel: Int32 = -1
     private var reader: DeviceReader!
 
-    private func makeReader(stall: Int = 60_000_000_000) throws {
+    private func makeReader(stall: Int = 60_000_000_000, adaptive: Bool = false, runnable: @escaping @Sendable () -> Int? = { 0 }) throws {
         var fds: [Int32] = [0, 0]
         guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { throw XCTSkip("socketpair failed") }
         device = fds[0]; kernel = fds[1]
-        reader = DeviceReader(spinNanoseconds: 200_000, stallNanoseconds: stall)
+        reader = DeviceReader(spinNanoseconds: 200_000, stallNanoseconds: stall, adaptive: adaptive, runnable: runnable)
         XCTAssertTrue(reader.start(device))
         XCTAssertNotEqual(fcntl(device, F_GETFL) & O_NONBLOCK, 0, "a spinning reader polls a non-blocking device")
     }
@@ -160,6 +160,50 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(other.unique.withLock { $0 }, 2)
         XCTAssertEqual(idleRuns.load(ordering: .relaxed), 0, "no spin, no idle work: the workers sleep in read(2)")
+    }
+
+    // MARK: Spinning only while it pays (SpinGovernor)
+
+    /// Sends `count` requests, each `delay` after the last was taken, and takes them.
+    private func serveLate(_ count: Int, delay: Double, first: UInt64) {
+        for u in 0..<UInt64(count) {
+            let fd = kernel
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                var header = (UInt32(40), UInt32(3), first + u)
+                _ = withUnsafeBytes(of: &header) { Glibc.write(fd, $0.baseAddress, 16) }
+            }
+            XCTAssertEqual(receive(), first + u)
+        }
+    }
+
+    /// Requests that keep coming long after the spin would have ended: after one window of such
+    /// waits the reader stops polling and blocks at once (no core spent on a spin that catches
+    /// nothing). With `spin_adapt=off` it polls every time.
+    func testAReaderWhoseRequestsComeAfterTheSpinStopsPolling() throws {
+        try makeReader(adaptive: true)
+        serveLate(SpinGovernor.window + 6, delay: 0.02, first: 1)
+        let spun = reader.spunWaits.load(ordering: .relaxed)
+        let slept = reader.sleptWaits.load(ordering: .relaxed)
+        XCTAssertLessThanOrEqual(spun, SpinGovernor.window, "it stopped polling after one window of misses (\(spun) spun, \(slept) slept)")
+        XCTAssertGreaterThanOrEqual(slept, 4, "the waits after the window blocked at once (\(spun) spun, \(slept) slept)")
+
+        reader.stop(); close(device); close(kernel)
+        try makeReader(adaptive: false)
+        serveLate(SpinGovernor.window + 6, delay: 0.02, first: 100)
+        XCTAssertEqual(reader.sleptWaits.load(ordering: .relaxed), 0, "spin_adapt=off: every wait polls")
+        XCTAssertGreaterThanOrEqual(reader.spunWaits.load(ordering: .relaxed), SpinGovernor.window)
+    }
+
+    /// A machine with more runnable tasks than cores: the reader stops polling once most of its recent
+    /// samples say so, whatever its catch rate.
+    func testOnABusyMachineTheReaderDoesNotPoll() throws {
+        let cpus = RunQueue.onlineCPUs
+        try makeReader(adaptive: true, runnable: { cpus + 2 })
+        serveLate(8, delay: 0.02, first: 1)
+        let spun = reader.spunWaits.load(ordering: .relaxed)
+        let slept = reader.sleptWaits.load(ordering: .relaxed)
+        XCTAssertLessThanOrEqual(spun, 3, "polled only until half of its samples saw the busy machine (\(spun) spun, \(slept) slept)")
+        XCTAssertGreaterThanOrEqual(slept, 4, "\(spun) spun, \(slept) slept")
     }
 
     // MARK: A real mount

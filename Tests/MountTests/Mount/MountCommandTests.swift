@@ -41,6 +41,10 @@ final class MountCommandTests: MountTestCase {
             XCTAssertTrue(spin.output.contains("spin=\(value)") && spin.output.contains("microseconds"), "\(spin)")
             assertNotMounted(fixture.mountpoint, "after spin=\(value)")
         }
+        let adapt = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "spin_adapt=maybe")
+        XCTAssertNotEqual(adapt.status, 0, "spin_adapt=maybe was accepted: \(adapt)")
+        XCTAssertTrue(adapt.output.contains("spin_adapt=maybe") && adapt.output.contains("on or off"), "\(adapt)")
+        assertNotMounted(fixture.mountpoint, "after spin_adapt=maybe")
     }
 
     /// Values past an option's range (which once overflowed in the daemon: "daemon did not come up")

@@ -1,0 +1,88 @@
+import Foundation
+import Glibc
+import XCTest
+
+/// A mount nobody uses costs nothing: a second after the last request, the daemon's threads (the
+/// readers that poll after a request, their watchdogs, the ring's threads, the log writer) all sleep.
+/// Measured from outside, as a user would see it: the CPU time the kernel charged the daemon's
+/// threads (/proc/PID/task/*/schedstat, in nanoseconds, and utime+stime in /proc/PID/stat) over two
+/// seconds of idleness after a burst of metadata requests. Through /dev/fuse and through io_uring.
+final class IdleDaemonTests: MountTestCase {
+    override var mountsInSetUp: Bool { false }
+    override var comparesTreesAtEnd: Bool { false }
+
+    /// The most CPU two idle seconds may cost: well under what one poll of the spin takes per request
+    /// (a reader that kept polling would take the whole two seconds; a watchdog that kept looking,
+    /// every millisecond, about 2,000 wake-ups).
+    private let idleBudgetNanoseconds = 2_000_000
+
+    func testAnIdleMountOverDevFuseUsesNoCPUAfterASecond() throws {
+        try idleMountUsesNoCPU(options: ["transport=dev"], expect: "requests come through /dev/fuse")
+    }
+
+    func testAnIdleMountOverTheRingUsesNoCPUAfterASecond() throws {
+        let path = "/sys/module/fuse/parameters/enable_uring"
+        guard let saved = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw XCTSkip("this kernel has no FUSE over io_uring (\(path) is missing)")
+        }
+        if !saved.hasPrefix("Y") {
+            guard (try? "Y".write(toFile: path, atomically: false, encoding: .utf8)) != nil else { throw XCTSkip("cannot turn on \(path)") }
+        }
+        defer { if !saved.hasPrefix("Y") { try? saved.trimmingCharacters(in: .whitespacesAndNewlines).write(toFile: path, atomically: false, encoding: .utf8) } }
+        try idleMountUsesNoCPU(options: ["transport=uring"], expect: "requests come through io_uring")
+    }
+
+    private func idleMountUsesNoCPU(options: [String], expect: String) throws {
+        guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's CPU is measured") }
+        try fixture.mount(options: options)
+        guard let pid = fixture.daemonPids.first else { return XCTFail("no daemon serves \(fixture.mountpoint)") }
+        let log = (try? String(contentsOfFile: fixture.backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(log.contains(expect), "the daemon's log says \(expect): \(log.suffix(600))")
+
+        // A burst of metadata requests: the readers poll after each, the log records them.
+        for i in 0..<300 {
+            let path = mnt("f\(i)")
+            let fd = open(path, O_CREAT | O_WRONLY, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0, "create \(path): \(String(cString: strerror(errno)))")
+            if fd >= 0 { _ = write(fd, "x", 1); close(fd) }
+            var st = stat()
+            XCTAssertEqual(stat(path, &st), 0)
+        }
+        for i in 0..<300 { XCTAssertEqual(unlink(mnt("f\(i)")), 0) }
+
+        Thread.sleep(forTimeInterval: 1.2)   // "after a second"
+        let before = try XCTUnwrap(Self.cpu(of: pid))
+        Thread.sleep(forTimeInterval: 2)
+        let after = try XCTUnwrap(Self.cpu(of: pid))
+        let used = after.nanoseconds - before.nanoseconds
+        XCTAssertLessThan(used, idleBudgetNanoseconds,
+                          "the idle daemon used \(used / 1000) µs of CPU in 2 s (\(after.ticks - before.ticks) clock ticks); its busiest threads: \(Self.busiest(of: pid, since: before.perThread))")
+        XCTAssertLessThanOrEqual(after.ticks - before.ticks, 1, "utime+stime grew by \(after.ticks - before.ticks) ticks in 2 idle seconds")
+    }
+
+    /// The daemon's CPU time: every thread's runtime (schedstat, ns) and utime+stime (clock ticks).
+    private static func cpu(of pid: pid_t) -> (nanoseconds: Int, ticks: Int, perThread: [String: Int])? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"),
+              let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let utime = Int(fields[11]), let stime = Int(fields[12]) else { return nil }
+        var perThread: [String: Int] = [:]
+        for task in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8),
+                  let first = text.split(separator: " ").first, let ns = Int(first) else { continue }
+            let name = ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? "?")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            perThread["\(task) \(name)"] = ns
+        }
+        return (perThread.values.reduce(0, +), utime + stime, perThread)
+    }
+
+    private static func busiest(of pid: pid_t, since: [String: Int]) -> String {
+        guard let now = cpu(of: pid) else { return "?" }
+        return now.perThread.map { ($0.key, $0.value - (since[$0.key] ?? 0)) }
+            .filter { $0.1 > 0 }.sorted { $0.1 > $1.1 }.prefix(4)
+            .map { "\($0.0): \($0.1 / 1000) µs" }.joined(separator: ", ")
+    }
+}
