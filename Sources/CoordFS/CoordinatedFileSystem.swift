@@ -37,9 +37,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// The mounted session, for `forgetCached` (weak: the session owns this file system).
     private let kernel = Mutex(WeakSession())
     private struct WeakSession { weak var session: FuseSession? }
+    /// Each user's requests waiting at once (`max_user_waits`).
+    let waits: UserCounts
 
-    public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions) {
+    public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions, maxUserWaits: Int = PeerLimits().maxUserWaits) {
         self.loopback = loopback
+        waits = UserCounts(limit: maxUserWaits)
         self.coordinator = coordinator
         self.options = options
         saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
@@ -137,6 +140,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     ///
     /// Every access of one process shares a purpose identifier, so a process never waits for itself
     /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
+    ///
+    /// A user (other than root and the mount's owner) may have `max_user_waits` requests waiting at
+    /// once; a further one that would wait fails with EAGAIN, nothing done.
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
@@ -145,8 +151,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }
+        guard waits.begin(origin.uid) else { return request.reply(error: .resourceTemporarilyUnavailable) }
         let parked = request.park()
         let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? writePolicy : readPolicy) { [self] result in
+            waits.end(origin.uid)
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
                 return

@@ -51,7 +51,8 @@ public final class Daemon: @unchecked Sendable {
             throw .system("cannot open the backing folder '\(plan.backing)': \(error)")
         }
         coordinated = plan.options.coordination.enabled
-            ? CoordinatedFileSystem(loopback: loopback, coordinator: coordinator, options: plan.options.coordination)
+            ? CoordinatedFileSystem(loopback: loopback, coordinator: coordinator, options: plan.options.coordination,
+                                    maxUserWaits: plan.options.limits.maxUserWaits)
             : nil
     }
 

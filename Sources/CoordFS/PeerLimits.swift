@@ -18,6 +18,10 @@ public struct PeerLimits: Sendable, Equatable {
     /// `max_user_asks`: asks sent to one user's presenters and not answered yet; beyond it, asks to
     /// that user's presenters are not sent (the daemon answers them itself at once).
     public var maxUserAsks = 4096
+    /// `max_user_waits`: requests through the mount of one user waiting at once (parked for a
+    /// presenter's answer or an access held elsewhere); beyond it, the request fails with EAGAIN.
+    /// On io_uring each such request holds a ring entry (FuseKit's `RingTransport`).
+    public var maxUserWaits = 1024
     /// `idle_timeout`: seconds after which a connection that holds nothing (no presenter, access
     /// or waiting request) and sent nothing is closed.
     public var idleTimeout = 300.0
@@ -34,7 +38,7 @@ public struct PeerLimits: Sendable, Equatable {
 
     static let documentation = """
         limits: max_connections=N, max_user_connections=N, max_user_presenters=N, max_user_accesses=N,
-          max_user_asks=N, idle_timeout=S, slow_timeout=S
+          max_user_asks=N, max_user_waits=N, idle_timeout=S, slow_timeout=S
         """
 
     /// Parses one option; false when `key` is not a limit.
@@ -57,6 +61,7 @@ public struct PeerLimits: Sendable, Equatable {
         case "max_user_presenters": maxUserPresenters = try count(1...10_000_000)
         case "max_user_accesses": maxUserAccesses = try count(1...1_000_000)
         case "max_user_asks": maxUserAsks = try count(1...1_000_000)
+        case "max_user_waits": maxUserWaits = try count(1...1_000_000)
         case "idle_timeout": idleTimeout = try seconds()
         case "slow_timeout": slowTimeout = try seconds()
         default: return false
@@ -69,30 +74,54 @@ public struct PeerLimits: Sendable, Equatable {
 final class PeerQuotas: Sendable {
     let limits: PeerLimits
     let exempt: Set<UInt32>
-    private let asks = Mutex<[UInt32: Int]>([:])
+    private let asks: UserCounts
 
     init(limits: PeerLimits, exempt: Set<UInt32> = PeerLimits.exemptUsers) {
         self.limits = limits
         self.exempt = exempt
+        asks = UserCounts(limit: limits.maxUserAsks, exempt: exempt)
     }
 
     /// Reserves one pending ask for `uid`; false at `max_user_asks` (the ask is then not sent).
-    func beginAsk(_ uid: UInt32) -> Bool {
+    func beginAsk(_ uid: UInt32) -> Bool { asks.begin(uid) }
+
+    func endAsk(_ uid: UInt32) { asks.end(uid) }
+}
+
+/// Something each user may hold up to `limit` of at once (root and the mount's owner: unbounded).
+/// `max_user_asks`, and `max_user_waits`: requests through the mount waiting at once, counted from
+/// the park to the coordinator's completion, so one user's waiting requests stay bounded on either
+/// transport.
+final class UserCounts: Sendable {
+    let limit: Int
+    let exempt: Set<UInt32>
+    private let counts = Mutex<[UInt32: Int]>([:])
+
+    init(limit: Int, exempt: Set<UInt32> = PeerLimits.exemptUsers) {
+        self.limit = limit
+        self.exempt = exempt
+    }
+
+    /// Reserves one for `uid`; false at the limit.
+    func begin(_ uid: UInt32) -> Bool {
         if exempt.contains(uid) { return true }
-        return asks.withLock { table in
+        return counts.withLock { table in
             let n = table[uid] ?? 0
-            guard n < limits.maxUserAsks else { return false }
+            guard n < limit else { return false }
             table[uid] = n + 1
             return true
         }
     }
 
-    func endAsk(_ uid: UInt32) {
+    func end(_ uid: UInt32) {
         if exempt.contains(uid) { return }
-        asks.withLock { table in
+        counts.withLock { table in
             if let n = table[uid], n > 1 { table[uid] = n - 1 } else { table[uid] = nil }
         }
     }
+
+    /// What `uid` holds.
+    func count(_ uid: UInt32) -> Int { counts.withLock { $0[uid] ?? 0 } }
 }
 
 /// Gives freed memory back to the system: after 100,000 presenters leave, the allocator keeps

@@ -6,28 +6,13 @@ import Linux
 
 /// How the session talks to the kernel (`-o transport=`).
 public enum FuseTransport: String, Sendable, CaseIterable {
-    /// io_uring when the kernel offers it at INIT, else /dev/fuse.
+    /// io_uring when the kernel offers it at INIT, else /dev/fuse; for a mount other users may use
+    /// too: one user's parked requests get ring entries of their own (`RingTransport.addedEntries`).
     case auto
     /// io_uring; /dev/fuse (saying why) only when the kernel does not offer it or refuses the ring.
     case uring
     /// read(2) and write(2) on /dev/fuse (`DeviceReader`), as before io_uring.
     case dev
-}
-
-extension FuseTransport {
-    /// What `auto` gives a mount with these FUSE options, and why when it is not what was asked:
-    /// a mount other users may use (`allow_other`, `allow_root`) stays on /dev/fuse. On the ring a
-    /// request holds its entry until it is answered, and the kernel queues a CPU's requests behind
-    /// its queue's `RingTransport.entriesPerQueue` entries, so one user whose requests wait (parked on
-    /// a presenter or a held access, up to their deadline) could hold up every other user's requests
-    /// on that CPU; on /dev/fuse a parked request holds nothing. `uring` and `dev` are as asked.
-    public func resolved(forOptions options: [String]) -> (transport: FuseTransport, why: String?) {
-        guard self == .auto else { return (self, nil) }
-        let shared = options.contains { $0 == "allow_other" || $0 == "allow_root" }
-        guard shared else { return (self, nil) }
-        return (.dev, "the mount is shared with other users (allow_other or allow_root), and on the ring one user's "
-                + "waiting requests could hold a CPU's \(RingTransport.entriesPerQueue) entries and so every other user's requests there")
-    }
 }
 
 /// The transport a mount ended up with (after INIT).
@@ -64,7 +49,12 @@ public enum FuseTransportInUse: String, Sendable {
 // presenter's answer) is queued for the queue's holder, woken through an eventfd the ring also signals
 // on every completion.
 final class RingTransport: @unchecked Sendable {
+    /// Entries registered per queue at the start.
     static let entriesPerQueue = 32
+    /// Entries that may be added, over all queues, while requests are parked: a queue keeps
+    /// `entriesPerQueue` entries that are not parked as long as these last. The daemon bounds the
+    /// requests one user may have parked (`max_user_waits`), so one user cannot take them all.
+    static let addedEntries = 4096
     /// The payload buffer starts this far into an entry's memory; the header buffer is at its start,
     /// and the request's headers are copied just before the payload.
     static let payloadOffset = 4096
@@ -76,11 +66,21 @@ final class RingTransport: @unchecked Sendable {
     final class Entry: @unchecked Sendable {
         let queue: Int
         let index: Int
-        /// [header buffer | ... | payload], from the first registration to deinit.
+        /// [header buffer | ... | payload], mapped at the entry's registration (MAP_NORESERVE: a page
+        /// costs memory once it is touched), unmapped at deinit.
         var memory: UnsafeMutableRawPointer?
+        var mapped = 0
         let iov: UnsafeMutablePointer<iovec>
         /// The unique id of the request the entry holds (0: none, or its reply is on its way).
         let unique = Atomic<UInt64>(0)
+        /// The request it holds as the ring's threads see it: 0 (none, or answered), its unique id
+        /// while a thread serves it, the id with `parkedBit` once parked (the serving thread returned
+        /// without answering it: a presenter is being asked). Unique ids are even (the kernel keeps
+        /// the low bit for interrupts) and never repeat, so a late look at an entry that moved on to
+        /// another request changes nothing.
+        let phase = Atomic<UInt64>(0)
+        /// Bytes at the payload's start that may be resident (an added entry gives back the rest).
+        var touched = 0
         /// Where the request taken last starts (its headers, copied in front of the payload).
         var request: UnsafeMutableRawPointer?
         init(queue: Int, index: Int) {
@@ -90,12 +90,16 @@ final class RingTransport: @unchecked Sendable {
             iov.initialize(repeating: iovec(), count: 2)
         }
         deinit {
-            free(memory)
+            if let memory { munmap(memory, mapped) }
             iov.deallocate()
         }
         var header: UnsafeMutableRawPointer { memory! }
         var payload: UnsafeMutableRawPointer { memory! + RingTransport.payloadOffset }
+        /// Registered beyond the queue's first `entriesPerQueue` (while requests were parked).
+        var isAdded: Bool { index >= RingTransport.entriesPerQueue }
     }
+
+    static let parkedBit: UInt64 = 1
 
     final class Queue: @unchecked Sendable {
         let id: Int
@@ -107,14 +111,37 @@ final class RingTransport: @unchecked Sendable {
         /// Commits made outside the pool (entry index, commit id), for the holder to submit.
         let pending = Mutex<[(Int, UInt64)]>([])
         let hasPending = Atomic<Bool>(false)
-        var entries: [Entry] = []
+        /// The entries, `count` of them published (an entry is never removed: the kernel has no
+        /// command to take one back).
+        private let slots: UnsafeMutablePointer<Entry?>
+        let capacity: Int
+        let count = Atomic<Int>(0)
+        /// Entries holding a parked request.
+        let parked = Atomic<Int>(0)
+        /// Taken to add entries.
+        let growing = Mutex<Void>(())
         /// Entries whose command the kernel ended (teardown).
         let ended = Atomic<Int>(0)
-        init(id: Int, ring: OpaquePointer, eventfd: Int32, reader: DeviceReader) {
+        init(id: Int, ring: OpaquePointer, eventfd: Int32, reader: DeviceReader, capacity: Int) {
             self.id = id
             self.ring = ring
             self.eventfd = eventfd
             self.reader = reader
+            self.capacity = capacity
+            slots = .allocate(capacity: capacity)
+            slots.initialize(repeating: nil, count: capacity)
+        }
+        deinit {
+            slots.deinitialize(count: capacity)
+            slots.deallocate()
+        }
+        @inline(__always)
+        func entry(_ index: Int) -> Entry { slots[index].unsafelyUnwrapped }
+        /// Publishes the next entry (one adder at a time: at setup, or under `growing`).
+        func append(_ entry: Entry) {
+            let n = count.load(ordering: .relaxed)
+            slots[n] = entry
+            count.store(n + 1, ordering: .releasing)
         }
     }
 
@@ -135,6 +162,9 @@ final class RingTransport: @unchecked Sendable {
     /// Requests served through the ring.
     let served = Atomic<Int>(0)
     private let refusalSaid = Atomic<Bool>(false)
+    /// Entries that may still be added (`addedEntries` at the start).
+    private let addable = Atomic<Int>(RingTransport.addedEntries)
+    private let exhaustionSaid = Atomic<Bool>(false)
 
     init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
         self.wanted = wanted
@@ -193,8 +223,9 @@ final class RingTransport: @unchecked Sendable {
                 closeRings()
                 return false
             }
-            let queue = Queue(id: q, ring: ring, eventfd: efd, reader: DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin))
-            queue.entries = (0..<Self.entriesPerQueue).map { Entry(queue: q, index: $0) }
+            let queue = Queue(id: q, ring: ring, eventfd: efd, reader: DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin),
+                              capacity: Self.entriesPerQueue + Self.addedEntries)
+            for i in 0..<Self.entriesPerQueue { queue.append(Entry(queue: q, index: i)) }
             queues.append(queue)
         }
         for queue in queues {
@@ -240,7 +271,8 @@ final class RingTransport: @unchecked Sendable {
 
     /// A description for the daemon's log: queues, entries, threads.
     var shape: String {
-        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries, \(Self.threadsPerQueue(queues.count)) threads each"
+        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries, \(Self.threadsPerQueue(queues.count)) threads each; "
+            + "an entry is added while one is parked (up to \(Self.addedEntries) in all)"
     }
 
     /// INIT was answered with FUSE_OVER_IO_URING: register the entries (payload buffers of
@@ -298,9 +330,9 @@ final class RingTransport: @unchecked Sendable {
         pthread_setspecific(ringThreadKey, UnsafeRawPointer(bitPattern: 1))
         _ = retryingEINTR { sem_wait(go) }
         guard state.load(ordering: .acquiring) == State.running.rawValue else { return }
-        // This thread registers its share of the queue's entries.
-        for entry in queue.entries where entry.index % count == slot {
-            guard register(entry, in: queue) else { return }
+        // This thread registers its share of the queue's first entries.
+        for index in stride(from: slot, to: Self.entriesPerQueue, by: count) {
+            guard register(queue.entry(index), in: queue) else { return }
         }
         var taken: Entry?
         while true {
@@ -312,25 +344,63 @@ final class RingTransport: @unchecked Sendable {
                 _ = Glibc.read(queue.eventfd, &counter, 8)
             }) { attempt(queue, &taken) }
             if n > 0, let entry = taken {
+                let id = entry.phase.load(ordering: .acquiring)
                 process(entry, length: n)
+                // Returned unanswered: parked until a presenter answers. The kernel gives this
+                // queue's next requests to its free entries only, so one is added for it.
+                if id != 0, entry.phase.compareExchange(expected: id, desired: id | Self.parkedBit,
+                                                        ordering: .acquiringAndReleasing).exchanged {
+                    queue.parked.add(1, ordering: .acquiringAndReleasing)
+                    addEntries(queue)
+                }
             } else if isStopping {
                 return
             }
         }
     }
 
-    private func register(_ entry: Entry, in queue: Queue) -> Bool {
-        if entry.memory == nil {
-            var memory: UnsafeMutableRawPointer?
-            guard posix_memalign(&memory, 4096, Self.payloadOffset + payloadSize) == 0, let memory else {
-                refused("cannot allocate the ring's buffers")
-                return false
+    /// Adds entries to `queue` until it has `entriesPerQueue` that hold no parked request (or
+    /// `addedEntries` are used up). A new entry only takes requests that come after it is registered:
+    /// the kernel gives those already queued to entries that commit.
+    private func addEntries(_ queue: Queue) {
+        queue.growing.withLock { _ in
+            while queue.count.load(ordering: .acquiring) - queue.parked.load(ordering: .acquiring) < Self.entriesPerQueue {
+                guard queue.count.load(ordering: .relaxed) < queue.capacity,
+                      addable.wrappingSubtract(1, ordering: .relaxed).oldValue > 0 else {
+                    addable.store(0, ordering: .relaxed)
+                    if !exhaustionSaid.exchange(true, ordering: .relaxed) {
+                        say("coordfs: the ring's \(Self.addedEntries) added entries are in use; a CPU whose queue's entries are all "
+                            + "parked holds its further requests until one is answered")
+                    }
+                    return
+                }
+                let entry = Entry(queue: queue.id, index: queue.count.load(ordering: .relaxed))
+                guard map(entry) else { return }
+                queue.append(entry)
+                guard register(entry, in: queue) else { return }
             }
-            memset(memory, 0, Self.payloadOffset)
-            entry.memory = memory
-            entry.iov[0] = iovec(iov_base: memory, iov_len: MemoryLayout<curing_req_header>.size)
-            entry.iov[1] = iovec(iov_base: memory + Self.payloadOffset, iov_len: payloadSize)
         }
+    }
+
+    /// Maps the entry's memory: its header buffer, then at `payloadOffset` a payload buffer of
+    /// `payloadSize`. MAP_NORESERVE: only the pages a request or reply touches cost memory.
+    private func map(_ entry: Entry) -> Bool {
+        guard entry.memory == nil else { return true }
+        let size = (Self.payloadOffset + payloadSize + 4095) & ~4095
+        let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+        guard let memory = mapped, memory != MAP_FAILED else {
+            refused("cannot map the ring's buffers: \(String(cString: strerror(errno)))")
+            return false
+        }
+        entry.mapped = size
+        entry.memory = memory
+        entry.iov[0] = iovec(iov_base: memory, iov_len: MemoryLayout<curing_req_header>.size)
+        entry.iov[1] = iovec(iov_base: memory + Self.payloadOffset, iov_len: payloadSize)
+        return true
+    }
+
+    private func register(_ entry: Entry, in queue: Queue) -> Bool {
+        guard map(entry) else { return false }
         let rc: Int32 = queue.sq.withLock { closed in
             closed ? -ESHUTDOWN : curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_REGISTER), UInt16(queue.id), 0,
                                                          entry.iov, UInt64(entry.index))
@@ -357,7 +427,7 @@ final class RingTransport: @unchecked Sendable {
         var userData: UInt64 = 0
         var res: Int32 = 0
         while curing_take_cqe(queue.ring, &userData, &res) != 0 {
-            let entry = queue.entries[Int(userData)]
+            let entry = queue.entry(Int(userData))
             if res < 0 {
                 switch -res {
                 case ENOTCONN, ECONNABORTED, ECANCELED:
@@ -389,6 +459,8 @@ final class RingTransport: @unchecked Sendable {
         let payloadLength = Int(record.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
         let inHeader = 40
         let operationHeader = length - inHeader - payloadLength
+        entry.phase.store(commitID & ~Self.parkedBit, ordering: .relaxed)
+        entry.touched = max(entry.touched, payloadLength)
         entry.unique.store(commitID, ordering: .releasing)
         guard commitID == unique, operationHeader >= 0, operationHeader <= 128, payloadLength <= payloadSize else {
             answerError(entry, unique: commitID, error: EIO)
@@ -431,7 +503,10 @@ final class RingTransport: @unchecked Sendable {
             if current.unique.load(ordering: .acquiring) == unique { return current }
         }
         for queue in queues {
-            for entry in queue.entries where entry.unique.load(ordering: .acquiring) == unique { return entry }
+            for i in 0..<queue.count.load(ordering: .acquiring) {
+                let entry = queue.entry(i)
+                if entry.unique.load(ordering: .acquiring) == unique { return entry }
+            }
         }
         return nil
     }
@@ -458,8 +533,12 @@ final class RingTransport: @unchecked Sendable {
         }
         let record = header + MemoryLayout<curing_req_header>.offset(of: \.ring_ent_in_out)!
         record.storeBytes(of: UInt32(copied), toByteOffset: 16, as: UInt32.self)
-        let id = entry.unique.exchange(0, ordering: .acquiringAndReleasing)
         let queue = queues[entry.queue]
+        if entry.isAdded { giveBack(entry, keeping: copied) }
+        if entry.phase.exchange(0, ordering: .acquiringAndReleasing) & Self.parkedBit != 0 {
+            queue.parked.subtract(1, ordering: .acquiringAndReleasing)
+        }
+        let id = entry.unique.exchange(0, ordering: .acquiringAndReleasing)
         if pthread_getspecific(ringThreadKey) != nil {
             submitCommit(queue, entry: entry.index, id: id)
         } else {
@@ -473,9 +552,48 @@ final class RingTransport: @unchecked Sendable {
     private func submitCommit(_ queue: Queue, entry: Int, id: UInt64) {
         let rc: Int32 = queue.sq.withLock { closed in
             closed ? 0 : curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
-                                                queue.entries[entry].iov, UInt64(entry))
+                                                queue.entry(entry).iov, UInt64(entry))
         }
         if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+    }
+
+    /// An added entry keeps no more payload memory than its reply uses: the pages past it that a
+    /// request or reply touched go back to the system (they read as zeros when touched again). Before
+    /// the commit, which may bring the entry's next request at once.
+    private func giveBack(_ entry: Entry, keeping bytes: Int) {
+        let kept = (bytes + 4095) & ~4095
+        let touched = (entry.touched + 4095) & ~4095
+        entry.touched = bytes
+        guard touched > kept else { return }
+        _ = madvise(entry.payload + kept, touched - kept, MADV_DONTNEED)
+    }
+
+    /// What the ring holds: entries registered over all queues, the parked requests among them,
+    /// the entries added while requests were parked, and the bytes of those added entries' memory
+    /// that are resident (mincore).
+    struct Usage: Sendable {
+        var entries = 0, parked = 0, added = 0, addedResident = 0
+    }
+
+    var usage: Usage {
+        var u = Usage()
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var vector = [UInt8]()
+        for queue in queues {
+            let n = queue.count.load(ordering: .acquiring)
+            u.entries += n
+            u.parked += queue.parked.load(ordering: .relaxed)
+            for i in Self.entriesPerQueue..<max(Self.entriesPerQueue, n) {
+                let entry = queue.entry(i)
+                u.added += 1
+                guard let memory = entry.memory else { continue }
+                let pages = entry.mapped / page
+                if vector.count < pages { vector = [UInt8](repeating: 0, count: pages) }
+                guard mincore(memory, entry.mapped, &vector) == 0 else { continue }
+                u.addedResident += vector.prefix(pages).reduce(0) { $0 + Int($1 & 1) } * page
+            }
+        }
+        return u
     }
 
     private func submitPending(_ queue: Queue) {

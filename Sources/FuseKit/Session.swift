@@ -20,12 +20,12 @@ final class SessionState: Sendable {
     let requests = FuseRequestCounters()
     private let onInit: Mutex<(@Sendable () -> Void)?>
     private let say: @Sendable (String) -> Void
-    /// Why `transport=auto` was given /dev/fuse before INIT (`FuseTransport.resolved`), if it was.
-    let autoChoseDevice: String?
+    /// Whether other users may use the mount (`allow_other`, `allow_root`), for the log's line.
+    let shared: Bool
     init(fileSystem: any FuseFileSystem, passthrough: Bool, spinNanoseconds: Int, adaptiveSpin: Bool = true, transport: FuseTransport,
-         autoChoseDevice: String? = nil,
+         shared: Bool = false,
          say: @escaping @Sendable (String) -> Void = sayOnStandardError, onInit: (@Sendable () -> Void)?) {
-        self.autoChoseDevice = autoChoseDevice
+        self.shared = shared
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
         self.reader = DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin)
@@ -42,10 +42,12 @@ final class SessionState: Sendable {
     /// Says which transport the mount uses and why (one line in the daemon's log), from libfuse's INIT.
     func sayTransport() {
         let option = "transport=\(ring.wanted.rawValue)"
-        if let why = autoChoseDevice {
-            say("coordfs: requests come through /dev/fuse (transport=auto, but \(why))")
-        } else if ringWillBeUsed {
-            say("coordfs: requests come through io_uring (\(option), and the kernel offers FUSE over io_uring): \(ring.shape)")
+        if ringWillBeUsed {
+            // A shared mount is served through the ring too: a parked request holds an entry added
+            // for it, so another user's requests on that CPU still find free entries.
+            let sharing = shared ? "; the mount is shared with other users, and one user's parked requests (at most max_user_waits) "
+                + "hold entries added for them, never the free entries another user's requests need" : ""
+            say("coordfs: requests come through io_uring (\(option), and the kernel offers FUSE over io_uring): \(ring.shape)\(sharing)")
         } else if !ring.isWanted {
             say("coordfs: requests come through /dev/fuse (\(option))")
         } else if let why = ring.setupFailure {
@@ -93,14 +95,13 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     ///   - onInit: called once, on a worker thread, when the kernel's INIT has been answered: the mount
     ///     serves requests from then on.
     ///   - transport: how requests come (RingTransport.swift): through io_uring when the kernel offers
-    ///     it (`.auto`, `.uring`), or read(2)/write(2) on /dev/fuse; `.auto` keeps a mount other users
-    ///     may use on /dev/fuse (`FuseTransport.resolved`).
+    ///     it (`.auto`, `.uring`), or read(2)/write(2) on /dev/fuse.
     public init(fileSystem: any FuseFileSystem, options: [String], debug: Bool = false, passthrough: Bool = false,
                 spin: Duration = .zero, adaptiveSpin: Bool = true, transport: FuseTransport = .dev, onInit: (@Sendable () -> Void)? = nil) throws {
         let spinNanoseconds = Int(spin.components.seconds * 1_000_000_000 + spin.components.attoseconds / 1_000_000_000)
-        let (resolved, why) = transport.resolved(forOptions: options.flatMap { $0.split(separator: ",").map(String.init) })
+        let shared = options.flatMap { $0.split(separator: ",") }.contains { $0 == "allow_other" || $0 == "allow_root" }
         state = SessionState(fileSystem: fileSystem, passthrough: passthrough, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin,
-                             transport: resolved, autoChoseDevice: why, onInit: onInit)
+                             transport: transport, shared: shared, onInit: onInit)
         var argv: [String] = ["coordfs"]
         if !options.isEmpty { argv += ["-o", options.joined(separator: ",")] }
         if debug { argv.append("-d") }
@@ -179,6 +180,9 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
 
     /// Requests served through io_uring so far.
     public var requestsThroughRing: Int { state.ring.served.load(ordering: .relaxed) }
+
+    /// The ring's entries, the parked requests they hold, and what the entries added for them cost.
+    var ringUsage: RingTransport.Usage { state.ring.usage }
 
     /// Sets (nil: removes) work for the worker that holds /dev/fuse to do while it polls the empty
     /// device after a request it served: `work` is called between its looks, each call one small slice

@@ -1,6 +1,8 @@
 import XCTest
 import Foundation
 import Glibc
+import Synchronization
+import Coordination
 @testable import CoordFS
 @testable import FuseKit
 
@@ -128,6 +130,125 @@ final class RingTransportTests: KernelRingMountTestCase {
     private func minor(_ dev: UInt) -> UInt { (dev & 0xff) | ((dev >> 12) & 0xffffff00) }
 }
 
+/// A presenter that answers no ask until it is opened: the accesses that ask it stay parked.
+final class GatePresenter: FilePresenter, @unchecked Sendable {
+    let path: ItemPath
+    private let opened = Mutex(false)
+    let asks = Mutex(0)
+    init(path: ItemPath) { self.path = path }
+    var presentedItemPath: ItemPath? { path }
+    func open() { opened.withLock { $0 = true } }
+    private func waitUntilOpen() async {
+        asks.withLock { $0 += 1 }
+        while !opened.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+    }
+    func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? { await waitUntilOpen(); return nil }
+    func relinquishPresentedItem(toWriter writer: AccessOrigin) async -> Reacquirer? { await waitUntilOpen(); return nil }
+}
+
+/// One local user's parked requests on one CPU never hold up another user's requests on that CPU
+/// through io_uring (an `allow_other` mount, `transport=uring`): the kernel gives a CPU's requests
+/// to that CPU's queue's free entries only, so the ring adds an entry for each parked request; one
+/// user's parked requests are bounded by `max_user_waits`, and so are the entries added for them.
+final class RingParkedRequestsTests: KernelRingMountTestCase {
+    static let maxUserWaits = RingTransport.entriesPerQueue + 8
+    static let parkers = RingTransport.entriesPerQueue + 16
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .uring
+        options.allowOther = true
+        options.coordination.askTimeout = 30
+        options.limits.maxUserWaits = Self.maxUserWaits
+    }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        // The test's folder is mkdtemp's (0700): nobody must reach the mount inside it.
+        chmod(root, 0o755)
+        guard access("/usr/bin/taskset", X_OK) == 0, access("/usr/bin/setpriv", X_OK) == 0 else {
+            throw XCTSkip("needs taskset and setpriv (util-linux)")
+        }
+    }
+
+    private var session: FuseSession { daemon.session! }
+
+    /// Runs `command` (pinned to CPU 0) and returns how long it took; fails the test when it failed.
+    private func timed(_ command: String, file: StaticString = #filePath, line: UInt = #line) throws -> Double {
+        let started = Date()
+        try sh("taskset -c 0 " + command, timeout: 20, file: file, line: line)
+        return Date().timeIntervalSince(started)
+    }
+
+    func testOneUsersParkedRequestsOnACPUDoNotHoldUpAnotherUsersRequestsThere() throws {
+        try write("held.txt", "held\n")
+        try write("other.txt", "other\n")
+        chmod(backing + "/held.txt", 0o644)
+        chmod(backing + "/other.txt", 0o644)
+        let out = root + "/out"
+        mkdir(out, 0o755)
+        XCTAssertEqual(session.transportInUse, .uring)
+        let presenter = GatePresenter(path: try ItemPath("held.txt"))
+        _ = try coordinator.addFilePresenter(presenter)
+        defer { presenter.open() }
+
+        // nobody opens the presented file from `parkers` processes, all on CPU 0: each open waits
+        // for the presenter (up to ask_timeout, 30 s), max_user_waits of them parked.
+        let parkers = Process()
+        parkers.executableURL = URL(fileURLWithPath: "/bin/sh")
+        parkers.arguments = ["-c", "for i in $(seq 1 \(Self.parkers)); do taskset -c 0 setpriv --reuid=65534 --regid=65534 --clear-groups "
+                             + "cat '\(mnt!)/held.txt' > '\(out)/'$i 2> '\(out)/'$i.err & done; wait"]
+        parkers.standardOutput = FileHandle.nullDevice
+        parkers.standardError = FileHandle.nullDevice
+        try parkers.run()
+        defer { if parkers.isRunning { presenter.open(); parkers.waitUntilExit() } }
+        let deadline = Date().addingTimeInterval(20)
+        while session.ringUsage.parked < Self.maxUserWaits && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(session.ringUsage.parked, Self.maxUserWaits,
+                       "nobody's opens are parked on the ring, as many as max_user_waits: \(session.ringUsage)")
+        XCTAssertEqual(daemon.coordinated!.waits.count(65534), Self.maxUserWaits)
+        usleep(200_000)  // the opens beyond the bound have failed by now
+        XCTAssertTrue(parkers.isRunning, "the parked opens wait for the presenter")
+
+        // Another user's requests on the same CPU are answered at once, not at the ask's deadline.
+        let stat = try timed("stat other.txt")
+        let read = try timed("cat other.txt")
+        let create = try timed("sh -c 'echo new > created.txt'")
+        let list = try timed("ls -l")
+        for (what, seconds) in [("stat", stat), ("read", read), ("create", create), ("list", list)] {
+            XCTAssertLessThan(seconds, 5, "\(what) on CPU 0 waited behind nobody's parked requests")
+        }
+        XCTAssertEqual(try String(contentsOfFile: backing + "/created.txt", encoding: .utf8), "new\n")
+
+        // Bounded: an entry was added for each parked request (queue 0's) and no more; those entries
+        // hold a page or two each, not their 1 MiB payload buffers.
+        let usage = session.ringUsage
+        XCTAssertGreaterThanOrEqual(usage.added, Self.maxUserWaits, "\(usage)")
+        XCTAssertLessThanOrEqual(usage.added, Self.maxUserWaits + 4, "\(usage)")
+        XCTAssertLessThanOrEqual(usage.addedResident, usage.added * 2 * Int(sysconf(Int32(_SC_PAGESIZE))), "\(usage)")
+        XCTAssertEqual(usage.parked, Self.maxUserWaits)
+
+        // Answered: the parked opens complete and read the file; those beyond the bound got EAGAIN.
+        presenter.open()
+        let done = Date().addingTimeInterval(20)
+        while parkers.isRunning && Date() < done { usleep(10_000) }
+        XCTAssertFalse(parkers.isRunning)
+        var read_ = 0, refused = 0
+        for i in 1...Self.parkers {
+            let text = (try? String(contentsOfFile: "\(out)/\(i)", encoding: .utf8)) ?? ""
+            let error = (try? String(contentsOfFile: "\(out)/\(i).err", encoding: .utf8)) ?? ""
+            if text == "held\n" && error.isEmpty { read_ += 1 }
+            else if text.isEmpty && error.contains("Resource temporarily unavailable") { refused += 1 }
+            else { XCTFail("parker \(i): \(text.debugDescription) \(error.debugDescription)") }
+        }
+        XCTAssertEqual(read_, Self.maxUserWaits, "every parked open read the file once answered")
+        XCTAssertEqual(refused, Self.parkers - Self.maxUserWaits, "the opens beyond max_user_waits failed at once")
+        XCTAssertEqual(session.ringUsage.parked, 0)
+        XCTAssertEqual(daemon.coordinated!.waits.count(65534), 0)
+        XCTAssertEqual(try sh("cat held.txt other.txt").output, "held\nother\n", "the mount still answers")
+    }
+}
+
 /// `transport=dev`: /dev/fuse only, although the kernel offers io_uring.
 final class DeviceTransportTests: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {
@@ -142,9 +263,8 @@ final class DeviceTransportTests: KernelRingMountTestCase {
     }
 }
 
-/// `transport=auto` on a mount other users may use (`allow_other`) stays on /dev/fuse although the
-/// kernel offers io_uring: on the ring a request holds its entry until answered and the kernel queues
-/// a CPU's requests behind its entries, so one user's parked requests would hold up everyone's.
+/// `transport=auto` on a mount other users may use (`allow_other`) takes the ring the kernel offers
+/// too (their parked requests get entries of their own: `RingParkedRequestsTests`), and says so.
 final class SharedMountTransportTests: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
@@ -152,20 +272,10 @@ final class SharedMountTransportTests: KernelRingMountTestCase {
         options.allowOther = true
     }
 
-    func testAutoKeepsAMountSharedWithOtherUsersOnTheDevice() throws {
+    func testAutoTakesTheRingForAMountSharedWithOtherUsers() throws {
         try sh("echo a > f && cat f && rm f")
-        XCTAssertEqual(daemon.session!.transportInUse, .dev)
-        XCTAssertEqual(daemon.session!.requestsThroughRing, 0)
-    }
-
-    func testWhatAutoGivesEachMount() {
-        XCTAssertEqual(FuseTransport.auto.resolved(forOptions: ["fsname=x", "allow_other"]).transport, .dev)
-        XCTAssertEqual(FuseTransport.auto.resolved(forOptions: ["allow_root"]).transport, .dev)
-        XCTAssertNotNil(FuseTransport.auto.resolved(forOptions: ["allow_other"]).why)
-        XCTAssertEqual(FuseTransport.auto.resolved(forOptions: ["fsname=x", "default_permissions"]).transport, .auto)
-        XCTAssertNil(FuseTransport.auto.resolved(forOptions: []).why)
-        XCTAssertEqual(FuseTransport.uring.resolved(forOptions: ["allow_other"]).transport, .uring, "asked for by name: as asked")
-        XCTAssertEqual(FuseTransport.dev.resolved(forOptions: []).transport, .dev)
+        XCTAssertEqual(daemon.session!.transportInUse, .uring)
+        XCTAssertGreaterThan(daemon.session!.requestsThroughRing, 0)
     }
 }
 
