@@ -116,7 +116,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "coordfs-bench",
-            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "FuseKit", "DocumentStore", "ClusterKV", "EtcdKV", "EtcdTestSupport"]
+            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "FuseKit", "DocumentStore", "ClusterKV", "CoordFSClient", "EtcdKV", "EtcdTestSupport"]
         ),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "Loopback"]),

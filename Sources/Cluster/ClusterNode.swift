@@ -1334,12 +1334,38 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             case .failure(let error):
                 answer = AnswerValue(errno: error.posixErrorCode, message: error.description)
             }
-            lock.withLock {
+            let lease = lock.withLock { () -> LeaseID? in
                 if !proxy.answered {
                     proxy.answered = true
                     state.unansweredProxies[proxy.from, default: 1] -= 1
                 }
-                queue(keys.answerKey(from: proxy.from, serial: proxy.serial), .put(Wire.encode(answer)))
+                // An ask that ended meanwhile (its access gave up) waits for no answer.
+                return proxy.ended ? nil : state.lease
+            }
+            if let lease { send(answer, to: proxy, lease: lease) }
+        }
+    }
+
+    /// Sends the answer to another node's ask at once, beside the publisher: the asking access
+    /// waits for it, and the publisher may be sending a batch (a change record, rights or answers
+    /// given back), one at a time, which cost the ask a whole round trip more. It is guarded by the
+    /// ask: an ask deleted meanwhile (its access ended or gave up) gets no answer, so no answer key
+    /// outlives its ask. When etcd cannot take it now (or there is no session), the publisher
+    /// sends it, as long as the ask is still there.
+    private func send(_ answer: AnswerValue, to proxy: Proxy, lease: LeaseID) {
+        let key = keys.answerKey(from: proxy.from, serial: proxy.serial)
+        let value = Wire.encode(answer)
+        let ask = keys.key("a", name, proxy.from, String(proxy.serial))
+        Task.detached { [self] in
+            if lease != 0 {
+                do {
+                    _ = try await store.transaction([Compare(key: ask, .greater, .createRevision(0))],
+                                                    success: [.put(key: key, value: value, lease: lease)], failure: [])
+                    return
+                } catch {}
+            }
+            lock.withLock {
+                if state.proxies["\(proxy.from)/\(proxy.serial)"] === proxy { queue(key, .put(value)) }
             }
             startFlush()
         }

@@ -30,6 +30,36 @@ import Testing
         #expect(indices.compactMap { $0 } == indices.compactMap { $0 }.sorted(), "out of order: \(j.all)")
     }
 
+    /// The answer to an ask goes to etcd at once, not behind the publisher's batch in flight (a
+    /// presenter registered, a change record, a right given back): node a's publisher is kept
+    /// sending a presenter of its own while node b writes a document a's presenter presents.
+    @Test func anAnswerDoesNotWaitForTheBatchThePublisherIsSending() async throws {
+        let cluster = TestCluster()
+        let slow = HoldingStore(cluster.store)
+        try await cluster.add("a", through: slow)
+        try await cluster.add("b")
+        defer {
+            slow.release()
+            Task { await cluster.stop() }
+        }
+        let j = cluster.journal
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/report.txt"), journal: j), owner: origin)
+        await cluster.node("a").flush()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters.count == 1 })
+        // a's publisher is now sending a batch that does not come back.
+        slow.hold("test/cluster/p/a/")
+        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("Q", at: path("other/q.txt"), journal: j), owner: origin)
+        #expect(await eventually { slow.held == 1 })
+
+        let asked = Pending(cluster.coordinator("b"), [write("docs/report.txt")])
+        #expect(await eventually(3) { asked.access != nil }, "b's write still waits for a's answer: \(j.all)")
+        #expect(j.contains("P:relinquishToWriter"))
+        #expect(slow.held == 1, "the publisher's batch went meanwhile: the test proves nothing")
+        asked.access?.release()
+        slow.release()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters.count == 2 })
+    }
+
     @Test func aFolderPresenterHearsOfSubitemsChangedOnAnotherNode() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")

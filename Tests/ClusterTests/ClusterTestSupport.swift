@@ -116,13 +116,15 @@ final class TestCluster: @unchecked Sendable {
         store = MemoryClusterStore(clock: manualClock ? .manual : .system)
     }
 
+    /// `through`: the node's own view of the store (a wrapper of `store`), else `store`.
     @discardableResult
     func add(_ name: String, ttl: Int64 = 3, unreachable: UnreachablePolicy = .fail, folderRights: Bool = true,
-             failoverWait: Double = 5, policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20))) async throws -> ClusterNode {
+             failoverWait: Double = 5, policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20)),
+             through: (any ClusterStore)? = nil) async throws -> ClusterNode {
         let clock = self.clock
         let config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
                                           folderRights: folderRights, failoverWait: failoverWait, clock: { clock.now })
-        let node = ClusterNode(store: store, configuration: config)
+        let node = ClusterNode(store: through ?? store, configuration: config)
         let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy))
         let tap = Tap(node: node)
         coordinator.eventSink = tap
@@ -196,4 +198,42 @@ final class StepLog: @unchecked Sendable {
     }
     deinit { task?.cancel() }
     var all: [ClusterStep] { steps.withLock { $0 } }
+}
+
+/// A node's view of a store whose transactions that put a key starting with `heldPrefix` wait
+/// until `release()` (a call to etcd that takes long: a slow disk, a loaded member), as the
+/// publisher's batch carrying them does; every other call goes through at once.
+final class HoldingStore: ClusterStore, @unchecked Sendable {
+    let inner: any ClusterStore
+    private let state = Mutex<(prefix: [UInt8]?, held: Int)>((nil, 0))
+    init(_ inner: any ClusterStore) { self.inner = inner }
+
+    func hold(_ prefix: String) { state.withLock { $0.prefix = Array(prefix.utf8) } }
+    func release() { state.withLock { $0.prefix = nil } }
+    /// Transactions waiting now.
+    var held: Int { state.withLock { $0.held } }
+
+    func range(_ key: [UInt8], prefix: Bool) async throws -> (values: [KeyValue], revision: Revision) { try await inner.range(key, prefix: prefix) }
+    func put(_ key: [UInt8], _ value: [UInt8], lease: LeaseID) async throws -> Revision { try await inner.put(key, value, lease: lease) }
+    func delete(_ key: [UInt8], prefix: Bool) async throws -> (revision: Revision, deleted: Int) { try await inner.delete(key, prefix: prefix) }
+    func transaction(_ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]) async throws -> TransactionResult {
+        func holds() -> Bool {
+            state.withLock { s in
+                guard let p = s.prefix else { return false }
+                return success.contains { if case .put(let key, _, _) = $0 { return key.starts(with: p) }; return false }
+            }
+        }
+        if holds() {
+            state.withLock { $0.held += 1 }
+            while holds() { try await Task.sleep(for: .milliseconds(5)) }
+            state.withLock { $0.held -= 1 }
+        }
+        return try await inner.transaction(compare, success: success, failure: failure)
+    }
+    func grantLease(ttl: Int64) async throws -> (id: LeaseID, ttl: Int64) { try await inner.grantLease(ttl: ttl) }
+    func keepAlive(_ lease: LeaseID) async throws -> Int64 { try await inner.keepAlive(lease) }
+    func revokeLease(_ lease: LeaseID) async throws { try await inner.revokeLease(lease) }
+    func watch(_ key: [UInt8], prefix: Bool, fromRevision: Revision) -> AsyncThrowingStream<WatchBatch, Error> {
+        inner.watch(key, prefix: prefix, fromRevision: fromRevision)
+    }
 }

@@ -1,0 +1,234 @@
+// Issue 19's "3 nodes × 1,000 presenters" row of `coordfs-bench cluster`: three real daemons (the
+// `coordfs` binary beside `coordfs-bench`, or $COORDFS_BIN; each its own process, so its RSS is its
+// own) mount one shared backing folder as nodes a, b and c of one cluster over the suite's etcd,
+// with the backing watcher off as on network storage. This process registers the presenters
+// through the client library over each mount's control socket, as an application would (one
+// control session per mount), and watches the cluster's prefix in etcd: the revisions (etcd
+// transactions) and key writes each phase cost, the keys under the prefix, each daemon's RSS, and
+// how long until every node knows every presenter (`coordfs status --cluster --json`).
+import ClusterKV
+import ControlProtocol
+import CoordFSClient
+import EtcdKV
+import Foundation
+import Glibc
+import Synchronization
+
+enum ClusterScaleBench {
+    /// A presenter of a file that answers every ask at once (an application with nothing unsaved).
+    final class IdlePresenter: FilePresenter {
+        let presentedItemPath: String?
+        init(_ path: String) { presentedItemPath = path }
+        var presentedItemKind: ItemKind { .file }
+    }
+
+    struct BenchFailure: Error, CustomStringConvertible { var description: String }
+
+    /// The `coordfs` binary: $COORDFS_BIN, else beside this executable.
+    static func coordfsBinary() -> String? {
+        if let env = ProcessInfo.processInfo.environment["COORDFS_BIN"], FileManager.default.isExecutableFile(atPath: env) { return env }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let candidate = (exe as NSString).deletingLastPathComponent + "/coordfs"
+        return FileManager.default.isExecutableFile(atPath: candidate) ? candidate : nil
+    }
+
+    static func rssKiB(_ pid: pid_t) -> Int {
+        guard let s = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    static func sh(_ command: String) -> (status: Int32, output: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        do { try p.run() } catch { return (127, "\(error)") }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Counts the events and revisions of every change under the prefix, from a watch.
+    final class Counter: Sendable {
+        let state = Mutex<(events: Int, revisions: Set<Int64>, last: Double)>((0, [], 0))
+        func snapshot() -> (events: Int, revisions: Int) { state.withLock { ($0.events, $0.revisions.count) } }
+        /// Waits until nothing changed in etcd for `quiet` seconds (at most `limit`).
+        func settle(quiet: Double = 0.5, limit: Double = 60) {
+            let start = ClusterBench.now()
+            while ClusterBench.now() - start < limit {
+                let last = state.withLock { $0.last }
+                if last > 0 && ClusterBench.now() - last >= quiet { return }
+                if last == 0 && ClusterBench.now() - start >= quiet { return }
+                usleep(50_000)
+            }
+        }
+    }
+
+    /// The markdown of the row, or a line saying why it was not measured.
+    static func run(etcd endpoints: [String], dir: String, presenters count: Int) async throws -> String {
+        guard let coordfs = coordfsBinary() else {
+            return "3 nodes × \(count) presenters: not measured (no `coordfs` beside coordfs-bench; build it, or set COORDFS_BIN)\n"
+        }
+        let root = dir + "/coordfs-bench-scale-\(getpid())"
+        let backing = root + "/shared"
+        let nodes = ["a", "b", "c"]
+        let prefix = "scale\(getpid())"
+        for n in nodes {
+            try FileManager.default.createDirectory(atPath: "\(root)/mnt-\(n)", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: "\(backing)/docs-\(n)", withIntermediateDirectories: true)
+            for i in 0..<count { FileManager.default.createFile(atPath: "\(backing)/docs-\(n)/d\(i).txt", contents: Data("x".utf8)) }
+        }
+        var daemons: [String: Process] = [:]
+        defer {
+            for n in nodes where daemons[n] != nil {
+                _ = sh("'\(coordfs)' unmount '\(root)/mnt-\(n)' >/dev/null 2>&1 || '\(coordfs)' unmount --lazy '\(root)/mnt-\(n)' >/dev/null 2>&1")
+            }
+            for (_, p) in daemons {
+                let deadline = ClusterBench.now() + 10
+                while p.isRunning && ClusterBench.now() < deadline { usleep(20_000) }
+                if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+            }
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        for n in nodes {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: coordfs)
+            p.arguments = ["mount", backing, "\(root)/mnt-\(n)", "-f", "-o",
+                           "cluster=\(endpoints.joined(separator: ",")),node=\(n),cluster_prefix=\(prefix),backing_watcher=off"]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try p.run()
+            daemons[n] = p
+            let deadline = ClusterBench.now() + 30
+            while !((try? String(contentsOfFile: "/proc/mounts", encoding: .utf8))?.contains(" \(root)/mnt-\(n) ") ?? false) {
+                guard p.isRunning, ClusterBench.now() < deadline else { throw BenchFailure(description: "node \(n) did not mount") }
+                usleep(20_000)
+            }
+        }
+
+        let store = try EtcdClusterStore(EtcdConfiguration(endpoints: endpoints))
+        let base = Array((prefix + "/").utf8)
+        let counter = Counter()
+        let (_, startRevision) = try await store.range(base, prefix: true)
+        let watcher = Task.detached {
+            do {
+                for try await batch in store.watch(base, prefix: true, fromRevision: startRevision + 1) {
+                    counter.state.withLock {
+                        $0.events += batch.events.count
+                        for e in batch.events {
+                            switch e {
+                            case .put(let kv): $0.revisions.insert(kv.modRevision)
+                            case .delete(_, let r): $0.revisions.insert(r)
+                            }
+                        }
+                        $0.last = ClusterBench.now()
+                    }
+                }
+            } catch {}
+        }
+        defer { watcher.cancel() }
+
+        func keys() async throws -> (all: Int, presenters: Int) {
+            let (values, _) = try await store.range(base, prefix: true)
+            return (values.count, values.filter { $0.key.starts(with: base + Array("p/".utf8)) }.count)
+        }
+        func rss() -> [Int] { nodes.map { rssKiB(daemons[$0]!.processIdentifier) } }
+        /// Seconds from `start` until every node's status lists `expected` presenters in all.
+        func everyNodeKnows(_ expected: Int, since start: Double) throws -> Double {
+            let deadline = ClusterBench.now() + 120
+            var pending = Set(nodes)
+            while !pending.isEmpty {
+                for n in pending.sorted() {
+                    let r = sh("'\(coordfs)' status '\(root)/mnt-\(n)' --cluster --json")
+                    guard let o = try? JSONSerialization.jsonObject(with: Data(r.output.utf8)) as? [String: Any],
+                          let list = o["nodes"] as? [[String: Any]] else { continue }
+                    let known = list.reduce(0) { $0 + (($1["presenters"] as? [Any])?.count ?? 0) }
+                    if known == expected { pending.remove(n) }
+                }
+                guard ClusterBench.now() < deadline else { throw BenchFailure(description: "nodes \(pending.sorted()) never listed \(expected) presenters") }
+                if !pending.isEmpty { usleep(50_000) }
+            }
+            return ClusterBench.now() - start
+        }
+        struct Phase { var name: String; var seconds: Double; var known: Double?; var events: Int; var revisions: Int; var changes: Int }
+        var phases: [Phase] = []
+        func measure(_ name: String, changes: Int, expected: Int?, _ body: () async throws -> Void) async throws {
+            counter.settle()
+            let before = counter.snapshot()
+            let start = ClusterBench.now()
+            try await body()
+            let seconds = ClusterBench.now() - start
+            let known = try expected.map { try everyNodeKnows($0, since: start) }
+            counter.settle()
+            let after = counter.snapshot()
+            phases.append(Phase(name: name, seconds: seconds, known: known, events: after.events - before.events,
+                                revisions: after.revisions - before.revisions, changes: changes))
+        }
+
+        counter.settle()
+        let idleKeys = try await keys()
+        let idleRSS = rss()
+        // Each node's presenters, registered from this process through its mount, concurrently.
+        var registered: [String: [IdlePresenter]] = [:]
+        for n in nodes { registered[n] = (0..<count).map { IdlePresenter("\(root)/mnt-\(n)/docs-\(n)/d\($0).txt") } }
+        let all = registered
+        try await measure("register \(count) presenters on each node (3 nodes at once)", changes: 3 * count, expected: 3 * count) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in nodes {
+                    group.addTask { for p in all[n]! { try await FileCoordinator.addFilePresenter(p) } }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let fullKeys = try await keys()
+        let fullRSS = rss()
+        // One presenter more, and gone again, on node a.
+        let one = IdlePresenter("\(root)/mnt-a/docs-b/d0.txt")
+        try await measure("register one presenter more", changes: 1, expected: 3 * count + 1) {
+            try await FileCoordinator.addFilePresenter(one)
+        }
+        try await measure("unregister it", changes: 1, expected: 3 * count) {
+            await FileCoordinator.removeFilePresenter(one)
+        }
+        // A folder with node b's presenters renamed through node a: b's presenters follow the move.
+        try await measure("rename node b's folder through node a (its \(count) presenters move)", changes: count, expected: 3 * count) {
+            guard rename("\(root)/mnt-a/docs-b", "\(root)/mnt-a/docs-b2") == 0 else { throw BenchFailure(description: "rename failed: \(errno)") }
+            // Until b's presenters are at their new paths in etcd.
+            let deadline = ClusterBench.now() + 60
+            while ClusterBench.now() < deadline {
+                let (values, _) = try await store.range(base + Array("p/b/".utf8), prefix: true)
+                if values.filter({ String(decoding: $0.value, as: UTF8.self).contains("docs-b2") }).count == count { break }
+                usleep(20_000)
+            }
+        }
+        try await measure("unregister every presenter (3 nodes at once)", changes: 3 * count, expected: 0) {
+            await withTaskGroup(of: Void.self) { group in
+                for n in nodes { group.addTask { for p in all[n]! { await FileCoordinator.removeFilePresenter(p) } } }
+            }
+        }
+        let emptyKeys = try await keys()
+        let emptyRSS = rss()
+
+        func kib(_ k: [Int]) -> String { k.map { String(format: "%.1f", Double($0) / 1024) }.joined(separator: " / ") + " MiB" }
+        var out = "### 3 nodes × \(count) presenters\n\n"
+        out += "Three `coordfs mount` daemons (nodes a, b, c; separate processes) over one shared folder, backing watcher off; "
+        out += "this process registers each node's presenters through the client library (one control session per mount). "
+        out += "etcd writes are counted by a watch of the cluster's prefix: revisions are etcd transactions, key writes the puts "
+        out += "and deletions they carry; \"every node knows\" is until each node's `coordfs status --cluster --json` lists them all.\n\n"
+        out += "| state | keys under the prefix (presenter keys) | daemon RSS a / b / c |\n|---|---|---|\n"
+        out += "| mounted, no presenters | \(idleKeys.all) (\(idleKeys.presenters)) | \(kib(idleRSS)) |\n"
+        out += "| \(count) presenters on each node | \(fullKeys.all) (\(fullKeys.presenters)) | \(kib(fullRSS)) |\n"
+        out += "| every presenter unregistered | \(emptyKeys.all) (\(emptyKeys.presenters)) | \(kib(emptyRSS)) |\n\n"
+        out += "| presenter change | time | every node knows | etcd revisions (per presenter) | key writes (per presenter) |\n|---|---|---|---|---|\n"
+        for p in phases {
+            let known = p.known.map { String(format: "%.2f s", $0) } ?? "-"
+            out += "| \(p.name) | " + String(format: "%.2f s", p.seconds) + " | \(known) | "
+            out += String(format: "%d (%.3f) | %d (%.2f) |\n", p.revisions, Double(p.revisions) / Double(max(1, p.changes)),
+                          p.events, Double(p.events) / Double(max(1, p.changes)))
+        }
+        return out + "\n"
+    }
+}
