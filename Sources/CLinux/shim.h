@@ -73,6 +73,19 @@ static const unsigned int CLINUX_RENAME_NOREPLACE = RENAME_NOREPLACE;
 static const unsigned int CLINUX_RENAME_EXCHANGE = RENAME_EXCHANGE;
 static const unsigned int CLINUX_RENAME_WHITEOUT = RENAME_WHITEOUT;
 
+/* getxattrat(2) (Linux 6.13; one syscall number on every architecture since 424): an xattr of the
+   name `name` in directory dirfd, without a path through /proc. -1 with errno ENOSYS before 6.13. */
+struct clinux_xattr_args {
+    unsigned long long value;
+    unsigned int size;
+    unsigned int flags;
+};
+static inline long clinux_getxattrat(int dirfd, const char *name, int at_flags, const char *attribute, void *value, unsigned int size) {
+    struct clinux_xattr_args args = { (unsigned long long)(unsigned long)value, size, 0 };
+    return syscall(464, dirfd, name, at_flags, attribute, &args, sizeof(args));
+}
+static const int CLINUX_AT_SYMLINK_NOFOLLOW = 0x100;
+
 #include <malloc.h>
 /* A pidfd of process pid (Linux 5.3): its inode number tells processes apart with pidfs (6.9). */
 static inline int clinux_pidfd_open(int pid) {

@@ -11,8 +11,9 @@ import NameBytes
 /// the mount (an absolute target outside the mountpoint and the backing folder, or too many `..`).
 /// The state folder `.coordfs` is not part of the mount and is refused as not found.
 ///
-/// Permissions are POSIX, judged with the peer's uid, gid and supplementary groups against the
-/// backing items (root may do anything; ACLs and the sticky bit are not consulted):
+/// Permissions are judged as the kernel judges them, with the peer's uid, gid and supplementary
+/// groups against the backing items: an item's POSIX access ACL when it has one (`AccessACL`),
+/// else its mode bits (root may do anything; the sticky bit is not consulted here):
 /// every directory walked must be searchable; a read needs read permission on the item (or on its
 /// parent when it does not exist yet); a write needs write permission on the item, and on its
 /// parent directory when the item does not exist yet or is deleted, moved or replaced.
@@ -39,11 +40,19 @@ struct ControlPathResolver: Sendable {
         var mode: UInt32
         var uid: UInt32
         var gid: UInt32
+        /// The item's access ACL, nil when it has none (its mode bits decide).
+        var acl: AccessACL?
         var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
-        init(_ st: stat) {
+        init(_ st: stat, acl: AccessACL? = nil) {
             mode = UInt32(st.st_mode)
             uid = UInt32(st.st_uid)
             gid = UInt32(st.st_gid)
+            // Symbolic links have no ACL (and are never checked).
+            self.acl = UInt32(st.st_mode) & UInt32(S_IFMT) == UInt32(S_IFLNK) ? nil : acl
+        }
+        /// `name`'s attributes in the folder `directory`, its ACL read too.
+        init(_ st: stat, in directory: Int32, _ name: String) {
+            self.init(st, acl: UInt32(st.st_mode) & UInt32(S_IFMT) == UInt32(S_IFLNK) ? nil : AccessACL.read(in: directory, name))
         }
     }
 
@@ -54,6 +63,12 @@ struct ControlPathResolver: Sendable {
 
         func may(_ attributes: Attributes, _ access: Access) -> Bool {
             let c = credentials
+            // The kernel consults an ACL only while the mode's group bits (its mask) are not all
+            // clear (`acl_permission_check`): with a mask of ---, the mode bits decide.
+            if c.uid != 0, let acl = attributes.acl, attributes.mode & 0o070 != 0 {
+                let want: UInt16 = switch access { case .read: 4; case .write: 2; case .search: 1 }
+                return acl.permits(uid: c.uid, gid: c.gid, groups: groups, ownerUID: attributes.uid, ownerGID: attributes.gid, want: want)
+            }
             switch access {
             case .read: return c.mayAccess(mode: attributes.mode, ownerUID: attributes.uid, ownerGID: attributes.gid, write: false, groups: groups)
             case .write: return c.mayAccess(mode: attributes.mode, ownerUID: attributes.uid, ownerGID: attributes.gid, write: true, groups: groups)
@@ -85,7 +100,7 @@ struct ControlPathResolver: Sendable {
         var links = 0
         var rootAttributes = stat()
         guard fstat(rootFD, &rootAttributes) == 0 else { throw ProtocolError(.internalError, "cannot stat the backing folder: \(Self.describe(errno))") }
-        var dirAttributes: [Attributes] = [Attributes(rootAttributes)]
+        var dirAttributes: [Attributes] = [Attributes(rootAttributes, acl: AccessACL.read(path: backing))]
 
         while !pending.isEmpty {
             let name = pending.removeFirst()
@@ -138,7 +153,7 @@ struct ControlPathResolver: Sendable {
             }
             if last {
                 names.append(name)
-                return Item(path: try Self.mountPath(names), attributes: Attributes(st), parent: dirAttributes.last)
+                return Item(path: try Self.mountPath(names), attributes: Attributes(st, in: directoryFD, name), parent: dirAttributes.last)
             }
             guard type == UInt32(S_IFDIR) else {
                 throw ProtocolError(.notFound, "\(path): \(Self.show(names + [name])) is not a directory")
@@ -149,7 +164,7 @@ struct ControlPathResolver: Sendable {
             }
             fds.append(next)
             names.append(name)
-            dirAttributes.append(Attributes(st))
+            dirAttributes.append(Attributes(st, in: directoryFD, name))
         }
         // The root itself (or a path that resolved back to it).
         return Item(path: try Self.mountPath(names), attributes: dirAttributes.last, parent: names.isEmpty ? nil : dirAttributes[dirAttributes.count - 2])

@@ -349,7 +349,7 @@ extension ControlRequestHandler {
             Glibc.close(fd)
             guard next >= 0 else { throw ProtocolError(.notFound, "minePath \(path): \(ControlPathResolver.describe(errno))") }
             var st = stat()
-            guard fstat(next, &st) == 0, peer.may(ControlPathResolver.Attributes(st), .search) else {
+            guard fstat(next, &st) == 0, peer.may(ControlPathResolver.Attributes(st, acl: AccessACL.read(fd: next)), .search) else {
                 Glibc.close(next)
                 throw ProtocolError(.permissionDenied, "uid \(peer.credentials.uid) may not read \(path)")
             }
@@ -366,7 +366,7 @@ extension ControlRequestHandler {
             Glibc.close(file)
             throw ProtocolError(.invalidValue, "minePath \(path) is not a regular file")
         }
-        guard peer.may(ControlPathResolver.Attributes(st), .read) else {
+        guard peer.may(ControlPathResolver.Attributes(st, acl: AccessACL.read(fd: file)), .read) else {
             Glibc.close(file)
             throw ProtocolError(.permissionDenied, "uid \(peer.credentials.uid) may not read \(path)")
         }

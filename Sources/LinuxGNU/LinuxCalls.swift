@@ -41,6 +41,12 @@ public enum LinuxCalls {
     public static func removexattr(_ path: UnsafePointer<CChar>, _ name: UnsafePointer<CChar>) -> Int32 {
         CLinux.removexattr(path, name)
     }
+    /// `getxattrat(2)` (Linux 6.13) of `name` in `directory`, the last component not followed:
+    /// an xattr of an item by its folder's descriptor (an O_PATH one too). -1 with errno ENOSYS on
+    /// older kernels.
+    public static func getxattrat(_ directory: Int32, _ name: UnsafePointer<CChar>, _ attribute: UnsafePointer<CChar>, _ value: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+        clinux_getxattrat(directory, name, CLINUX_AT_SYMLINK_NOFOLLOW, attribute, value, UInt32(clamping: size))
+    }
     public static func fsetxattr(_ fd: Int32, _ name: UnsafePointer<CChar>, _ value: UnsafeRawPointer?, _ size: Int, _ flags: Int32) -> Int32 {
         CLinux.fsetxattr(fd, name, value, size, flags)
     }

@@ -161,6 +161,49 @@ final class ThreatModelTests: ClientMountTestCase {
         XCTAssertEqual(wait(watcher), 0, watcher.text)
     }
 
+    /// Visibility follows the kernel, POSIX ACLs included (set with setfacl on the backing folders):
+    /// a folder whose mode bits shut nobody out but whose ACL lets nobody (by name, or its group)
+    /// list it shows in nobody's `status` and `log`; one whose mode bits let nobody in but whose ACL
+    /// does not (a named entry without r-x, or a mask that takes the grant away) does not, except
+    /// where the kernel itself looks at the mode bits alone (a mask of ---). Each folder is checked
+    /// natively as nobody first, so the rule is the kernel's.
+    func testACLsDecideWhatNobodySeesInStatusAndLog() throws {
+        let bin = try Self.coordfsBinary()
+        let folders: [(name: String, mode: mode_t, acl: String, visible: Bool)] = [
+            ("user-granted", 0o700, "u:nobody:rx", true),
+            ("group-granted", 0o700, "g:nogroup:rx", true),
+            ("user-denied", 0o755, "u:nobody:---", false),
+            ("mask-denied", 0o755, "u:nobody:rx,m::w", false),
+            // The kernel consults no ACL whose mask is empty (the mode's group bits clear).
+            ("mask-empty", 0o755, "u:nobody:---,m::---", true),
+        ]
+        for folder in folders {
+            XCTAssertEqual(mkdir(backing + "/" + folder.name, folder.mode), 0)
+            chmod(backing + "/" + folder.name, folder.mode)
+            let set = try run(["/usr/bin/setfacl", "-m", folder.acl, backing + "/" + folder.name])
+            XCTAssertEqual(set.status, 0, "setfacl \(folder.acl): \(set.output)")
+            try writeBacking("\(folder.name)/doc-\(folder.name).txt", "d\n")
+            let native = try run(["/bin/ls", backing + "/" + folder.name], user: nobody)
+            XCTAssertEqual(native.status == 0, folder.visible, "nobody lists \(folder.name) natively: \(native.output)")
+        }
+        let presenters = try folders.map { try start([bin, "present", mnt + "/\($0.name)/doc-\($0.name).txt"]) }
+        XCTAssertTrue(eventually { self.presenterCount == folders.count }, presenters.map(\.text).joined())
+        XCTAssertEqual(try sh(folders.map { "echo w > '\(mnt!)/\($0.name)/written-\($0.name).txt'" }.joined(separator: " && ")).status, 0)
+        XCTAssertTrue(eventually {
+            let all = (try? self.run([bin, "log", "--json", self.mnt]))?.output ?? ""
+            return folders.allSatisfy { all.contains("written-\($0.name).txt") }
+        }, "root reads every record")
+
+        let status = try run([bin, "status", "--json", mnt], user: nobody)
+        XCTAssertEqual(status.status, 0, status.output)
+        let log = try run([bin, "log", "--json", mnt], user: nobody)
+        XCTAssertEqual(log.status, 0, log.output)
+        for folder in folders {
+            XCTAssertEqual(status.output.contains("doc-\(folder.name).txt"), folder.visible, "status, \(folder.acl): \(status.output)")
+            XCTAssertEqual(log.output.contains("written-\(folder.name).txt"), folder.visible, "log, \(folder.acl): \(log.output)")
+        }
+    }
+
     /// A document's versions kept while it was in root's 700 folder do not tell nobody the name it
     /// had there: they show the name nobody asked for.
     func testVersionsDoNotNameFoldersNobodyCannotSee() throws {
