@@ -1,6 +1,7 @@
 import Glibc
 import FuseKit
 import LinuxGNU
+import NameBytes
 
 /// Starts a daemon in the foreground or in the background.
 ///
@@ -111,7 +112,7 @@ public enum DaemonLauncher {
         if !ended || said.isEmpty { kill(pid, SIGKILL) }
         var status: Int32 = 0
         _ = retryingEINTR { waitpid(pid, &status, 0) }
-        if MountTable.coordfsMount(at: plan.mountpoint) != nil { umount2(plan.mountpoint, Int32(MNT_DETACH)) }
+        if MountTable.coordfsMount(at: plan.mountpoint) != nil { _ = plan.mountpoint.withNameCString { umount2($0, Int32(MNT_DETACH)) } }
         if !said.isEmpty { throw .system(said) }
         let tail = readWholeFile(plan.state.daemonLog).map { String($0.suffix(2000)) } ?? ""
         throw .system("the coordfs daemon did not come up\(tail.isEmpty ? "" : ":\n" + tail)")

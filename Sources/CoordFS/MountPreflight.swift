@@ -15,21 +15,23 @@ public enum MountPreflight {
     public static func plan(backing: String, mountpoint: String, options: MountOptions) throws(MountError) -> MountPlan {
         let b = try resolveFolder(backing, role: "backing")
         let m = try resolveMountpoint(mountpoint)
-        if m.hasPrefix(b + "/") || m == b { throw .mountpointInsideBacking(mountpoint: m, backing: b) }
-        if b.hasPrefix(m + "/") { throw .backingInsideMountpoint(mountpoint: m, backing: b) }
+        // Bytes, not characters: a name is its bytes (NFC and NFD spellings are two folders).
+        if m.utf8.starts(with: (b + "/").utf8) || ExactName.same(m, b) { throw .mountpointInsideBacking(mountpoint: m, backing: b) }
+        if b.utf8.starts(with: (m + "/").utf8) { throw .backingInsideMountpoint(mountpoint: m, backing: b) }
         if MountTable.coordfsMount(at: m) != nil { throw .alreadyMounted(m) }
         return MountPlan(backing: b, mountpoint: m, options: options, state: StateFolder(backing: b, options: options))
     }
 
     static func resolveFolder(_ path: String, role: String) throws(MountError) -> String {
-        guard let r = realpath(path, nil) else {
+        guard let r = path.withNameCString({ realpath($0, nil) }) else {
             if errno == ENOENT { throw .missingFolder(role: role, path: path) }
             throw .system("cannot use \(role) folder '\(path)': \(String(cString: strerror(errno)))")
         }
         defer { free(r) }
         var st = stat()
         guard stat(r, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { throw .notADirectory(role: role, path: path) }
-        return String(cString: r)
+        // The resolved path's bytes, as `LosslessName` keeps them (a byte that is not UTF-8 stays that byte).
+        return String(nameCString: r)
     }
 
     /// The mountpoint, resolved; a stale FUSE mount there ("Transport endpoint is not connected", or
@@ -50,12 +52,12 @@ public enum MountPreflight {
     /// entries and fails with ECANCELED.
     public static func isDeadMount(_ path: String) -> Bool {
         var fs = statvfs()
-        return statvfs(path, &fs) != 0 && (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED)
+        return path.withNameCString({ statvfs($0, &fs) }) != 0 && (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED)
     }
 
     /// Detaches a dead FUSE mount at `path`.
     public static func cleanStaleMount(_ path: String) throws(MountError) {
-        if umount2(path, Int32(MNT_DETACH)) == 0 { return }
+        if path.withNameCString({ umount2($0, Int32(MNT_DETACH)) }) == 0 { return }
         let e = errno
         // Not root: fusermount3 can detach a user's own FUSE mount.
         if Unmounter.runFusermount(["-uz", path]) { return }

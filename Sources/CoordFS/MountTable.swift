@@ -1,6 +1,7 @@
 import FuseKit
 import Glibc
 import LinuxGNU
+import NameBytes
 
 /// One line of /proc/self/mountinfo.
 public struct MountEntry: Sendable, Equatable {
@@ -20,9 +21,11 @@ public enum MountTable {
         }
     }
 
-    /// The topmost coordfs mount at exactly `mountpoint` (an absolute, normalised path).
+    /// The topmost coordfs mount at exactly `mountpoint` (an absolute, normalised path), compared
+    /// byte for byte: names are bytes, so two spellings of one word in NFC and NFD are two mount
+    /// points (String `==` would take one for the other).
     public static func coordfsMount(at mountpoint: String, in entries: [MountEntry] = entries()) -> MountEntry? {
-        entries.last { $0.mountpoint == mountpoint && $0.fsType == "fuse.coordfs" }
+        entries.last { ExactName.same($0.mountpoint, mountpoint) && $0.fsType == "fuse.coordfs" }
     }
 
     /// The kernel's id (mountinfo's first field) of the topmost coordfs mount at exactly
@@ -32,7 +35,7 @@ public enum MountTable {
         var found: Int?
         for line in text.split(separator: "\n") {
             guard let entry = MountInfo.parse(String(line)).first, entry.fileSystemType == "fuse.coordfs",
-                  entry.mountPoint == mountpoint, let id = line.split(separator: " ").first.flatMap({ Int($0) }) else { continue }
+                  ExactName.same(entry.mountPoint, mountpoint), let id = line.split(separator: " ").first.flatMap({ Int($0) }) else { continue }
             found = id
         }
         return found

@@ -1,6 +1,7 @@
 import FuseKit
 import Glibc
 import LinuxGNU
+import NameBytes
 
 /// `coordfs unmount`: unmounts and waits for the daemon to end.
 public enum Unmounter {
@@ -13,7 +14,7 @@ public enum Unmounter {
             try MountPreflight.cleanStaleMount(m)
             return
         }
-        if umount2(m, lazy ? Int32(MNT_DETACH) : 0) != 0 {
+        if m.withNameCString({ umount2($0, lazy ? Int32(MNT_DETACH) : 0) }) != 0 {
             let e = errno
             if e == EBUSY { throw .system("'\(m)' is busy (files are open or a process is inside it); close them, or use --lazy") }
             if e == EPERM {
@@ -60,7 +61,8 @@ public enum Unmounter {
 
     static func runFusermount(_ args: [String]) -> Bool {
         var pid: pid_t = 0
-        var cargs = (["fusermount3"] + args).map { strdup($0) } + [nil]
+        // Each argument's bytes (a mount point's name need not be UTF-8).
+        var cargs = (["fusermount3"] + args).map { $0.withNameCString { strdup($0) } } + [nil]
         defer { for a in cargs { free(a) } }
         guard posix_spawnp(&pid, "fusermount3", nil, nil, &cargs, environ) == 0 else { return false }
         var status: Int32 = 0

@@ -205,4 +205,41 @@ extension ByteNameCLITests {
         XCTAssertTrue(r.stderr.contains("the backing folder's path \(root!)/b\\xff is not UTF-8"), "\(r)")
         XCTAssertTrue(Self.mounts(under: root).isEmpty)
     }
+
+    /// Mount points are bytes: the NFC and NFD spellings of one name are two folders, so a mount on
+    /// one does not make the other "already mounted", and `coordfs unmount` finds each by its own
+    /// bytes (given with a trailing slash, or through `..`), leaving the other mounted; a mount point
+    /// whose name mountinfo escapes (space, tab, newline, backslash) is found too.
+    func testNFCAndNFDMountPointsAreTwoMounts() throws {
+        let nfd = root + "/m-cafe\u{301}", nfc = root + "/m-caf\u{E9}"
+        func mounted(_ path: String) -> Bool { Self.mounts(under: root).contains { Array($0.utf8) == Array(path.utf8) } }
+        XCTAssertEqual(mkdir(nfd, 0o755), 0)
+        XCTAssertEqual(mkdir(nfc, 0o755), 0)
+        let second = root + "/backing2"
+        XCTAssertEqual(mkdir(second, 0o755), 0)
+        mnt = nfd
+        try mount()
+        let r = coordfs("mount", second, nfc)
+        XCTAssertEqual(r.status, 0, "a mount on the NFD name is none on the NFC one: \(r)")
+        XCTAssertTrue(mounted(nfc) && mounted(nfd), "\(Self.mounts(under: root))")
+        let u = coordfs("unmount", nfc + "/")
+        XCTAssertEqual(u.status, 0, "\(u)")
+        XCTAssertFalse(mounted(nfc))
+        XCTAssertTrue(mounted(nfd), "the NFD mount is another mount: left alone")
+        XCTAssertEqual(coordfs("unmount", nfc).status == 0, false, "nothing mounted there any more")
+        let v = coordfs("unmount", root + "/backing2/../m-cafe\u{301}")
+        XCTAssertEqual(v.status, 0, "\(v)")
+        XCTAssertFalse(mounted(nfd))
+        // mountinfo writes a space, tab, newline and backslash as octal escapes: found all the same.
+        let escaped = root + "/m a\tb\\c\nd"
+        XCTAssertEqual(mkdir(escaped, 0o755), 0)
+        mnt = escaped
+        try mount()
+        let again = coordfs("mount", second, escaped)
+        XCTAssertNotEqual(again.status, 0, "\(again)")
+        XCTAssertTrue(again.stderr.contains("is already a coordfs mount"), "\(again)")
+        let w = coordfs("unmount", escaped)
+        XCTAssertEqual(w.status, 0, "\(w)")
+        XCTAssertFalse(mounted(escaped))
+    }
 }

@@ -33,6 +33,24 @@ final class MountInfoTests: XCTestCase {
                        "/srv/back ing")
     }
 
+    /// A mount point is found by its bytes: NFC and NFD spellings of one word are two mount points
+    /// (Swift's String `==` takes them for one), and a name that is not UTF-8 is found only by
+    /// exactly its bytes.
+    func testACoordfsMountIsFoundByItsBytesOnly() {
+        let nfd = "/mnt/cafe\u{301}", nfc = "/mnt/caf\u{E9}"
+        let latin1 = String(nameBytes: Array("/mnt/caf".utf8) + [0xE9])
+        let table = [
+            MountEntry(mountpoint: nfd, fsType: "fuse.coordfs", source: "/srv/nfd", options: "rw"),
+            MountEntry(mountpoint: latin1, fsType: "fuse.coordfs", source: "/srv/latin1", options: "rw"),
+        ]
+        XCTAssertEqual(MountTable.coordfsMount(at: nfd, in: table)?.source, "/srv/nfd")
+        XCTAssertNil(MountTable.coordfsMount(at: nfc, in: table), "the NFC spelling is another folder, with nothing mounted")
+        XCTAssertEqual(MountTable.coordfsMount(at: latin1, in: table)?.source, "/srv/latin1")
+        let text = "40 1 0:50 / /mnt/cafe\u{301} rw - fuse.coordfs /srv/nfd rw\n"
+        XCTAssertEqual(MountTable.coordfsMountID(at: nfd, text: text), 40)
+        XCTAssertNil(MountTable.coordfsMountID(at: nfc, text: text))
+    }
+
     func testLinesThatAreNotMountinfoAreSkippedAndBadEscapesKept() {
         let entries = MountInfo.parse("garbage\n\n1 2 3\n36 35 0:42 / /x\\09y rw - tmpfs none rw\n")
         XCTAssertEqual(entries.map(\.mountPoint), ["/x\\09y"])

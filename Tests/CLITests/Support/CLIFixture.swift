@@ -255,9 +255,27 @@ class CLITestCase: XCTestCase {
         return text.split(separator: "\n").compactMap { line -> String? in
             let f = line.split(separator: " ")
             guard f.count > 4 else { return nil }
-            let m = String(f[4]).replacingOccurrences(of: "\\040", with: " ")
+            let m = unescapeMountInfo(f[4])
             return m == root || m.hasPrefix(root + "/") ? m : nil
         }
+    }
+
+    /// A mountinfo field with its octal escapes (`\040` space, `\011` tab, `\012` newline, `\134`
+    /// backslash) decoded.
+    static func unescapeMountInfo(_ field: Substring) -> String {
+        let u = Array(field.utf8)
+        var bytes: [UInt8] = []
+        var i = 0
+        while i < u.count {
+            if u[i] == UInt8(ascii: "\\"), i + 3 < u.count, u[(i + 1)...(i + 3)].allSatisfy({ (48...55).contains($0) }) {
+                bytes.append(u[(i + 1)...(i + 3)].reduce(0) { $0 &* 8 &+ ($1 - 48) })
+                i += 4
+            } else {
+                bytes.append(u[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `coordfs unmount`, then harder; waits for the daemons to exit. Returns what did not work.
