@@ -42,4 +42,32 @@ final class StatusPartsTests: XCTestCase {
         for part in parts { whole.append(part) }
         XCTAssertEqual(whole, big)
     }
+    /// One access (and one waiting request) larger than a frame: 64 intents whose paths are 40
+    /// components of 250 control characters (each `\\u0001` in JSON), about 3.8 MiB
+    /// each. Every frame stays within the 1 MiB limit the client enforces; the access arrives as
+    /// several entries marked `continues`, joined again into the one access.
+    func testAnAccessLargerThanAFrameIsSplitAndJoined() throws {
+        let component = String(repeating: "\u{1}", count: 250)
+        let paths = try (0..<64).map { n in
+            try MountPath(validating: (Array(repeating: component, count: 39) + ["\(n)-" + component]).joined(separator: "/"))
+        }
+        let big = StatusReport(
+            id: RequestID(9),
+            presenters: [StatusReport.Presenter(presenter: PresenterID(1), path: paths[0], kind: .file, pid: 42, uid: 0)],
+            accesses: [StatusReport.Access(access: AccessID(5), intents: paths.map { .writing($0) }, pid: 43, uid: 0, heldMs: 5),
+                       StatusReport.Access(access: AccessID(6), intents: [.reading(paths[1])], pid: 43, uid: 0, heldMs: 5)],
+            waiting: [StatusReport.Waiting(intents: paths.map { .reading($0) }, pid: 44, uid: 0, waitingMs: 1)])
+        let limit = Framing.defaultMaxFrameSize
+        let frames = big.frames()
+        XCTAssertGreaterThanOrEqual(frames.count, 8, "about 7.6 MiB of JSON")
+        for frame in frames { XCTAssertLessThanOrEqual(frame.count - Framing.headerSize, limit) }
+        XCTAssertTrue(frames.contains { String(decoding: $0, as: UTF8.self).contains(#""continues":true"#) })
+        let parts = try decode(frames, limit: limit)
+        XCTAssertEqual(parts.map(\.more), Array(repeating: true, count: parts.count - 1) + [false])
+        var whole = StatusReport(id: RequestID(9))
+        for part in parts { whole.append(part) }
+        XCTAssertEqual(whole, big)
+        XCTAssertEqual(whole.accesses.map(\.intents.count), [64, 1])
+        XCTAssertEqual(whole.waiting.map(\.intents.count), [64])
+    }
 }

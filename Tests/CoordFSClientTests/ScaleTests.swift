@@ -121,6 +121,50 @@ final class ScaleTests: ClientMountTestCase {
         XCTAssertEqual((object?["presenters"] as? [Any])?.count, Self.presenters)
         print("ScaleTests: coordfs status --json with \(Self.presenters) presenters took \(Date().timeIntervalSince(started)) s")
     }
+
+    /// One status entry larger than a frame: an access held with 64 intents whose paths are 13
+    /// names of 250 DEL characters. A client may send DEL as it is (1 byte; the request is about
+    /// 200 KiB), while the daemon writes it as `\\u007f` (6 bytes), so the access is about 1.2 MiB
+    /// as one entry. It reaches the client in entries within the 1 MiB frame limit, marked
+    /// `continues`, and `coordfs status --json` shows the one access with all 64 intents (the old
+    /// daemon sent one oversized frame, which the client refused: `frameTooLarge`).
+    func testAStatusEntryLargerThanAFrameIsSplitAndShownWhole() throws {
+        let name = String(repeating: "\u{7F}", count: 250)
+        let folder = Array(repeating: name, count: 12).joined(separator: "/")
+        try FileManager.default.createDirectory(atPath: backing + "/" + folder, withIntermediateDirectories: true)
+        let raw = try RawClient(socket: socketPath)
+        XCTAssertTrue(raw.hello())
+        let paths = (0..<64).map { folder + "/\($0)-" + name }
+        let intents = try paths.map { Intent.writing(try MountPath(validating: $0)) }
+        // The request written by hand, DEL unescaped (valid JSON: only controls below 0x20 must be escaped).
+        let request = raw.id()
+        let body = #"{"type":"coordinate","id":\#(request.rawValue),"intents":["#
+            + paths.map { #"{"intent":"write","path":"\#($0)"}"# }.joined(separator: ",") + "]}"
+        XCTAssertLessThan(body.utf8.count, Framing.defaultMaxFrameSize)
+        raw.sendBytes(Framing.frame(Array(body.utf8)))
+        var reply: ControlMessage?
+        repeat { reply = raw.receive() } while reply != nil && reply?.requestID != request
+        guard case .granted(let granted)? = reply else {
+            return XCTFail("the access with 64 intents was not granted: \(String(describing: reply).prefix(300))")
+        }
+        // On the wire: every frame within the limit, the access sent in several entries.
+        let id = raw.id()
+        raw.send(.status(StatusQuery(id: id)))
+        var whole = StatusReport(id: id)
+        repeat {
+            guard let message = raw.receive() else { return XCTFail("status: no reply within the frame limit") }
+            if case .error(let error) = message { return XCTFail("status refused: \(error.code) \(error.message)") }
+            if case .statusReport(let part) = message, part.id == id { whole.append(part) }
+        } while whole.more
+        XCTAssertEqual(whole.accesses.first { $0.access == granted.access }?.intents, intents)
+
+        let (status, output) = try run([try Self.coordfsBinary(), "status", mnt, "--json"], timeout: 60)
+        XCTAssertEqual(status, 0, String(output.prefix(500)))
+        let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
+        let accesses = object?["accesses"] as? [[String: Any]] ?? []
+        XCTAssertEqual(accesses.map { ($0["intents"] as? [Any])?.count }, [64], "one access, every intent: \(String(output.prefix(300)))")
+        XCTAssertFalse(output.contains("continues"), "the entries are joined again")
+    }
 }
 
 extension ScaleTests {

@@ -350,6 +350,9 @@ public struct StatusReport: Sendable, Hashable {
         public var uid: UInt32
         /// Milliseconds held so far.
         public var heldMs: UInt64
+        /// On the wire only: this entry's intents go on in the next entry of the list (an access
+        /// too large for one frame is sent in several entries; decoding joins them).
+        package var continues = false
         public init(access: AccessID, intents: [Intent], pid: Int32, uid: UInt32, heldMs: UInt64) {
             self.access = access
             self.intents = intents
@@ -364,6 +367,8 @@ public struct StatusReport: Sendable, Hashable {
         public var uid: UInt32
         /// Milliseconds waited so far.
         public var waitingMs: UInt64
+        /// On the wire only, as `Access.continues`.
+        package var continues = false
         public init(intents: [Intent], pid: Int32, uid: UInt32, waitingMs: UInt64) {
             self.intents = intents
             self.pid = pid
@@ -392,6 +397,29 @@ public struct StatusReport: Sendable, Hashable {
         accesses += part.accesses
         waiting += part.waiting
         more = part.more
+        joinContinued()
+    }
+
+    /// Joins the entries an access (or a waiting request) too large for one frame was sent in:
+    /// each entry marked `continues` takes the next one's intents.
+    mutating func joinContinued() {
+        accesses = Self.joined(accesses)
+        waiting = Self.joined(waiting)
+    }
+
+    private static func joined<Entry: IntentsEntry>(_ list: [Entry]) -> [Entry] {
+        guard list.contains(where: \.continues) else { return list }
+        var out: [Entry] = []
+        for entry in list {
+            if var last = out.last, last.continues {
+                last.intents += entry.intents
+                last.continues = entry.continues
+                out[out.count - 1] = last
+            } else {
+                out.append(entry)
+            }
+        }
+        return out
     }
 }
 
@@ -411,17 +439,22 @@ extension StatusReport: WireMessage {
         }
         for (offset, value) in try fields.array("accesses").enumerated() {
             let item = try fields.nested(value, "accesses[\(offset)]")
-            accesses.append(Access(
+            var access = Access(
                 access: AccessID(try item.uint("access")), intents: try item.intents("intents"),
-                pid: try item.pid(), uid: try item.uid(), heldMs: try item.uint("heldMs")))
+                pid: try item.pid(), uid: try item.uid(), heldMs: try item.uint("heldMs"))
+            access.continues = try item.optionalBool("continues") ?? false
+            accesses.append(access)
         }
         for (offset, value) in try fields.array("waiting").enumerated() {
             let item = try fields.nested(value, "waiting[\(offset)]")
-            waiting.append(Waiting(
+            var entry = Waiting(
                 intents: try item.intents("intents"), pid: try item.pid(), uid: try item.uid(),
-                waitingMs: try item.uint("waitingMs")))
+                waitingMs: try item.uint("waitingMs"))
+            entry.continues = try item.optionalBool("continues") ?? false
+            waiting.append(entry)
         }
         more = try fields.optionalBool("more") ?? false
+        joinContinued()
     }
 
     func encode(to o: inout JSONObject) {
@@ -444,19 +477,23 @@ extension StatusReport.Presenter {
 
 extension StatusReport.Access {
     var wireValue: JSONValue {
-        .object(JSONObject([
+        var o = JSONObject([
             "access": .int(Int64(access.rawValue)), "intents": .array(intents.map(\.wireValue)),
             "pid": .int(Int64(pid)), "uid": .int(Int64(uid)), "heldMs": .int(Int64(heldMs)),
-        ]))
+        ])
+        if continues { o["continues"] = .bool(true) }
+        return .object(o)
     }
 }
 
 extension StatusReport.Waiting {
     var wireValue: JSONValue {
-        .object(JSONObject([
+        var o = JSONObject([
             "intents": .array(intents.map(\.wireValue)), "pid": .int(Int64(pid)),
             "uid": .int(Int64(uid)), "waitingMs": .int(Int64(waitingMs)),
-        ]))
+        ])
+        if continues { o["continues"] = .bool(true) }
+        return .object(o)
     }
 }
 
