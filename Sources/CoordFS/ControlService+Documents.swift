@@ -197,7 +197,7 @@ extension ControlRequestHandler {
             do {
                 // What the daemon creates for the peer belongs to the peer.
                 let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
-                let outcome = try store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: owner)
+                let outcome = try store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: owner, requestedBy: client.origin)
                 connection.send(.resolved(Resolved(
                     id: requestID, conflict: request.conflict, resolution: request.resolution,
                     path: (try? MountPath(validating: outcome.conflict.path)) ?? .root,

@@ -310,8 +310,10 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// kernel's cached name and attributes are dropped once the access is released).
     @discardableResult
     /// `owner`: whom a file the resolution creates belongs to (the peer that resolves; nil: the daemon's user).
+    /// `requester`: the process that asked (a control socket peer): the write is its access, made on
+    /// behalf of the conflict's presenter, and the log's `conflictResolved` names it (nil: the daemon).
     public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String? = nil,
-                        owner: FileOwner? = nil) throws -> ResolutionOutcome {
+                        owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil) throws -> ResolutionOutcome {
         let store = documentStore
         let conflict = try store.conflict(id)
         let presenter = coordinatorID(of: conflict.presenter)
@@ -322,7 +324,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         case .save, .merge, .keepBoth: writes = true
         case .close, .reload: writes = false
         }
-        let origin = AccessOrigin.currentProcess.onBehalf(of: presenter)
+        let origin = (requester ?? AccessOrigin.currentProcess).onBehalf(of: presenter)
         let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
         let (outcome, written) = try withAccess(writes ? intents : [], origin: origin) { access -> (ResolutionOutcome, ItemPath?) in
             let outcome = try store.resolve(id, with: resolution, mine: mine, by: who, owner: owner)
@@ -334,9 +336,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             return (outcome, written)
         }
         if let written { mount?.forgetCached(written) }
-        if let preserved = outcome.preserved { keptVersion(preserved) }
-        recorder?.conflictResolved(outcome, actor: who, origin: (getpid(), getuid(), "coordfs"))
-        if let others = outcome.othersNotified { deliver(others) }
+        if let preserved = outcome.preserved { keptVersion(preserved, actor: requester) }
+        recorder?.conflictResolved(outcome, actor: who, origin: requester.map { ($0.pid, $0.uid, $0.executable) } ?? (getpid(), getuid(), "coordfs"))
+        if let others = outcome.othersNotified { deliver(others, by: requester) }
         return outcome
     }
 

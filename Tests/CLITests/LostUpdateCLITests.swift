@@ -47,4 +47,73 @@ final class LostUpdateCLITests: CLITestCase {
         XCTAssertEqual(text("doc"), "ONE\ntwo\nTHREE\n", "both changes")
         XCTAssertEqual(jsonLines(coordfs("conflicts", mnt, "--json")).count, 0)
     }
+    /// A resolution asked for over the control socket is the caller's step, as a restore is: nobody's
+    /// own lost update, resolved by nobody's client over the socket (`resolve`, merge), is logged
+    /// (`conflictResolved`, and the merge's coordinated write) with nobody's uid and the client's
+    /// pid and executable, never the daemon's.
+    func testAResolutionThroughTheSocketIsLoggedAsTheCallers() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        FileManager.default.createFile(atPath: backing + "/shared/doc", contents: Data("one\ntwo\nthree\n".utf8), attributes: [.posixPermissions: 0o666])
+        try mount(options: ["allow_other"])
+        func asNobody(_ executable: String, _ arguments: [String]) -> CommandResult {
+            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", executable] + arguments)
+        }
+        let script = """
+        import subprocess
+        data = open("doc").read()
+        subprocess.run(["sed", "-i", "s/^one$/ONE/", "doc"], check=True)
+        with open("doc", "w") as f: f.write(data.replace("three", "THREE"))
+        """
+        let late = asNobody("/bin/sh", ["-c", "cd '\(mnt!)/shared' && python3 -c '\(script)'"])
+        XCTAssertEqual(late.status, 0, "\(late)")
+        let conflicts = jsonLines(coordfs("conflicts", mnt, "--json"))
+        XCTAssertEqual(conflicts.count, 1, "nobody's late save is a lost update")
+        let conflict = try XCTUnwrap(conflicts.first?["id"] as? Int ?? conflicts.first?["conflict"] as? Int, "\(conflicts)")
+        let daemonPID = try XCTUnwrap(Int32((try? String(contentsOfFile: backing + "/.coordfs/daemon.pid", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""), "the daemon's pid file")
+
+        // nobody's own client (the protocol's `resolve`; the store's files are not nobody's to read).
+        let client = """
+        import json, socket, struct, sys
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(sys.argv[1])
+        def send(m):
+            body = json.dumps(m).encode()
+            sock.sendall(struct.pack(">I", len(body)) + body)
+        def receive():
+            def exactly(n):
+                data = b""
+                while len(data) < n:
+                    chunk = sock.recv(n - len(data))
+                    if not chunk: raise EOFError
+                    data += chunk
+                return data
+            return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        send({"type": "resolve", "id": 2, "conflict": int(sys.argv[2]), "resolution": "merge"})
+        print(json.dumps(receive()))
+        """
+        let merged = asNobody("/usr/bin/python3", ["-c", client, backing + "/.coordfs/control.sock", String(conflict)])
+        XCTAssertEqual(merged.status, 0, "\(merged)")
+        XCTAssertTrue(merged.stdout.contains("\"resolved\""), "\(merged)")
+        XCTAssertEqual(text("shared/doc"), "ONE\ntwo\nTHREE\n", "merged")
+        let resolved = log(["--kind", "conflictResolved"])
+        XCTAssertEqual(resolved.count, 1, "\(resolved)")
+        for record in resolved {
+            XCTAssertEqual(record.uid, 65534, "the caller's uid, not the daemon's: \(record)")
+            XCTAssertTrue(record.executable?.contains("python") == true, "the caller's executable: \(record)")
+            XCTAssertNotNil(record.pid)
+            XCTAssertNotEqual(record.pid, daemonPID, "the caller's pid, not the daemon's: \(record)")
+        }
+        // The merge's coordinated write: the grants after the lost update was recorded.
+        let records = log().filter { $0.path == "/shared/doc" }
+        let lost = try XCTUnwrap(records.first { $0.kind == "lostUpdate" }, "\(records)")
+        let granted = records.filter { $0.kind == "granted" && $0.seq > lost.seq }
+        XCTAssertFalse(granted.isEmpty, "the merge's write: \(records)")
+        XCTAssertTrue(granted.allSatisfy { $0.uid == 65534 && $0.pid != daemonPID && $0.executable?.contains("python") == true },
+                      "the merge's write is nobody's access: \(granted)")
+    }
 }
