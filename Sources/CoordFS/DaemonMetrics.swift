@@ -73,9 +73,10 @@ public final class DaemonMetrics: @unchecked Sendable {
         let asks = r.makeDurationHistogram(descriptor: describe("coordfs_ask_duration_seconds", "Time from asking a presenter to its answer."),
                                            buckets: Self.askBuckets)
         askLatency = CoreMetrics.Timer(label: "coordfs_ask_duration_seconds", dimensions: [], handler: asks, factory: f)
-        for method in SnapshotMethod.allCases {
+        // The ways the store keeps a version now (a `link` version is one of an older build's store).
+        for method in MetricSlots.keptMethods {
             c.append((MetricSlots.snapshots(method), counter("coordfs_snapshots_total", "Versions the document store kept, by how they are stored.", labels: [("method", method.rawValue)])))
-            c.append((MetricSlots.snapshotBytes(method), counter("coordfs_snapshot_bytes_total", "Bytes of the versions the document store kept, by how they are stored (a link or a reflink shares them).", labels: [("method", method.rawValue)])))
+            c.append((MetricSlots.snapshotBytes(method), counter("coordfs_snapshot_bytes_total", "Bytes of the versions the document store kept, by how they are stored (a reflink shares them).", labels: [("method", method.rawValue)])))
         }
         slotCounters = c
         fuseRequests = FuseOperation.allCases.map { op in
@@ -214,8 +215,8 @@ final class MetricsEventSink: CoordinationEventSink {
 final class MetricSlots: @unchecked Sendable {
     enum Slot: Int, CaseIterable {
         case requests, grants, denials, askTimeouts, askErrors, asksGone
-        case snapshotsLink, snapshotsReflink, snapshotsCopy
-        case snapshotBytesLink, snapshotBytesReflink, snapshotBytesCopy
+        case snapshotsReflink, snapshotsCopy
+        case snapshotBytesReflink, snapshotBytesCopy
     }
     /// 8 × 8 bytes per slot: one cache line each.
     private static let stride = 8
@@ -233,19 +234,22 @@ final class MetricSlots: @unchecked Sendable {
 
     func value(_ slot: Slot) -> UInt64 { storage[slot.rawValue * Self.stride].load(ordering: .relaxed) }
 
+    /// The methods the store keeps versions with: it clones or copies, never links any more.
+    static let keptMethods: [SnapshotMethod] = [.reflink, .copy]
+
+    /// A kept version's slot; a `link` version (never made now) counts as the copy the store turns
+    /// it into when it opens.
     static func snapshots(_ method: SnapshotMethod) -> Slot {
         switch method {
-        case .link: .snapshotsLink
         case .reflink: .snapshotsReflink
-        case .copy: .snapshotsCopy
+        case .copy, .link: .snapshotsCopy
         }
     }
 
     static func snapshotBytes(_ method: SnapshotMethod) -> Slot {
         switch method {
-        case .link: .snapshotBytesLink
         case .reflink: .snapshotBytesReflink
-        case .copy: .snapshotBytesCopy
+        case .copy, .link: .snapshotBytesCopy
         }
     }
 }

@@ -65,10 +65,14 @@ final class MetricsTests: CLITestCase {
         XCTAssertGreaterThanOrEqual(after["coordfs_coordination_requests_total"] ?? 0, 3)
         XCTAssertGreaterThanOrEqual(after["coordfs_coordination_grants_total"] ?? 0, 3)
         XCTAssertGreaterThanOrEqual(after["coordfs_ask_duration_seconds_count"] ?? 0, 1, "the presenter was asked and answered")
-        let kept = ["link", "reflink", "copy"].map { after["coordfs_snapshots_total{method=\"\($0)\"}"] ?? 0 }.reduce(0, +)
+        let kept = ["reflink", "copy"].map { after["coordfs_snapshots_total{method=\"\($0)\"}"] ?? 0 }.reduce(0, +)
         XCTAssertGreaterThanOrEqual(kept, 1, "the presenter's base was kept")
-        let keptBytes = ["link", "reflink", "copy"].map { after["coordfs_snapshot_bytes_total{method=\"\($0)\"}"] ?? 0 }.reduce(0, +)
+        let keptBytes = ["reflink", "copy"].map { after["coordfs_snapshot_bytes_total{method=\"\($0)\"}"] ?? 0 }.reduce(0, +)
         XCTAssertGreaterThanOrEqual(keptBytes, 5, "base\\n")
+        // The store only clones or copies: those are the methods listed, and no `link` that cannot move.
+        for family in ["coordfs_snapshots_total", "coordfs_snapshot_bytes_total"] {
+            XCTAssertEqual(Set(after.keys.filter { $0.hasPrefix(family + "{") }), Set(["reflink", "copy"].map { "\(family){method=\"\($0)\"}" }))
+        }
         XCTAssertGreaterThan(after["coordfs_event_log_records_total"] ?? 0, 0)
         XCTAssertGreaterThan(after["coordfs_event_log_written_bytes_total"] ?? 0, 0)
         XCTAssertEqual(after["coordfs_event_log_gap_records_total"], 0)
