@@ -34,14 +34,19 @@ public struct ClusterConfiguration: Sendable {
     /// being elected: a few seconds) before the unreachable policy applies: the access's wait
     /// deadline, and at least this. Each retry is guarded so no change is applied twice.
     public var failoverWait: Double
+    /// Seconds a batch of change records waits after the previous one was sent, gathering the
+    /// writes meanwhile (0: sent as soon as the previous batch is in etcd). Answers, rights given
+    /// back and presenters are never held back by it.
+    public var recordInterval: Double
     /// The clock of session validity in seconds (monotonic by default; tests drive their own).
     public var clock: @Sendable () -> Double
 
     public init(node: String = ClusterConfiguration.hostName(), prefix: String = "coordfs", leaseTTL: Int64 = 10,
                 unreachable: UnreachablePolicy = .fail, maxIdleRights: Int = 4096, folderRights: Bool = true,
-                failoverWait: Double = 5,
+                failoverWait: Double = 5, recordInterval: Double = ClusterConfiguration.defaultRecordInterval,
                 clock: @escaping @Sendable () -> Double = ClusterConfiguration.monotonicSeconds) {
         self.failoverWait = failoverWait
+        self.recordInterval = recordInterval
         self.node = node
         self.prefix = prefix
         self.leaseTTL = leaseTTL
@@ -50,6 +55,9 @@ public struct ClusterConfiguration: Sendable {
         self.folderRights = folderRights
         self.clock = clock
     }
+
+    /// The default of `recordInterval`: 2 ms.
+    public static let defaultRecordInterval = 0.002
 
     /// A node name is 1-64 bytes of letters, digits, `.`, `-` and `_` (it is a key component).
     public static func isValidNodeName(_ name: String) -> Bool {
@@ -118,6 +126,14 @@ public struct ClusterStep: Sendable, CustomStringConvertible {
     }
 
     public var description: String { "rev \(revision) \(node): \(what)" + (detail.map { ": \($0)" } ?? "") + (path.map { " \($0)" } ?? "") }
+
+    /// A step that says how the cluster stands rather than what one access did (the daemon logs
+    /// these): a node joined or left, this node's session lost or begun, etcd unreachable or back,
+    /// an access granted locally or past another node's right, an ask no node answered in time.
+    public var isNotable: Bool {
+        what.hasPrefix("joined") || what.hasPrefix("left") || what.hasPrefix("session")
+            || what.hasPrefix("etcd") || what.hasPrefix("went ahead") || what.hasPrefix("no answer")
+    }
 }
 
 /// The cluster as one node sees it (`coordfs status --cluster`).

@@ -64,9 +64,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var ops: [[UInt8]: PendingOp] = [:]
         var opOrder: [[UInt8]] = []
         var changeRecords: [ChangeRecord] = []
+        /// Monotonic time the publisher last sent change records (their pacing).
+        var lastRecordBatch: Double = -.infinity
         var flushing = false
         var flushWaiters: [CheckedContinuation<Void, Never>] = []
-        var stepSubscribers: [UUID: AsyncStream<ClusterStep>.Continuation] = [:]
+        var stepSubscribers: [UUID: StepSubscriber] = [:]
+        /// Subscribers that want every step (`coordfs watch --cluster`), not only the notable ones
+        /// (the daemon's log): while there are none, no step of a single access is built.
+        var everyStepSubscribers = 0
+    }
+
+    struct StepSubscriber {
+        var continuation: AsyncStream<ClusterStep>.Continuation
+        var notableOnly: Bool
     }
 
     enum PendingOp {
@@ -214,8 +224,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         for t in tasks { t.cancel() }
         if lease != 0 { try? await store.revokeLease(lease) }
         let subscribers = lock.withLock { () -> [AsyncStream<ClusterStep>.Continuation] in
-            defer { state.stepSubscribers = [:] }
-            return Array(state.stepSubscribers.values)
+            defer {
+                state.stepSubscribers = [:]
+                state.everyStepSubscribers = 0
+            }
+            return state.stepSubscribers.values.map(\.continuation)
         }
         for s in subscribers { s.finish() }
     }
@@ -926,6 +939,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Mirrors this node's presenters into etcd (registered, moved, unregistered). Called under the
     /// coordinator's lock: it only queues.
     public func record(_ event: CoordinationEvent) {
+        // Every step of every access comes here: only these few take the node's lock.
+        switch event.kind {
+        case .presenterRegistered, .presenterUnregistered, .notified(_, .itemDidMove): break
+        default: return
+        }
         var changed = false
         lock.lock()
         switch event.kind {
@@ -998,6 +1016,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     private func flushLoop() async {
         var inFlight: FlushBatch?
         while true {
+            if inFlight == nil { await pace() }
             let next = lock.withLock { () -> (batch: FlushBatch, guardRevision: Revision)? in
                 if let batch = inFlight {
                     if batch.lease == state.lease { return (batch, state.changeKeyRevision) }
@@ -1013,7 +1032,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 var ops: [ClusterOperation] = []
                 let records = state.changeRecords
                 state.changeRecords = []
-                if !records.isEmpty { ops.append(.put(key: keys.changeKey, value: Wire.encode(records), lease: state.lease)) }
+                if !records.isEmpty {
+                    ops.append(.put(key: keys.changeKey, value: Wire.encode(records), lease: state.lease))
+                    state.lastRecordBatch = ClusterConfiguration.monotonicSeconds()
+                }
                 var taken: [([UInt8], PendingOp)] = []
                 var order = state.opOrder
                 let n = min(order.count, 127)
@@ -1072,6 +1094,26 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
         }
     }
+
+    /// Holds back a batch of change records alone until `recordInterval` after the last one was
+    /// sent, so that a stream of writes costs etcd (and every node's watch) one transaction per
+    /// interval rather than one per round trip; anything else queued (a right given back for
+    /// another node's recall, a presenter, an answer etcd could not take at once) ends the wait.
+    private func pace() async {
+        let interval = configuration.recordInterval
+        guard interval > 0 else { return }
+        while true {
+            let wait = lock.withLock { () -> Double in
+                guard state.ops.isEmpty, !state.changeRecords.isEmpty, !state.stopped else { return 0 }
+                return state.lastRecordBatch + interval - ClusterConfiguration.monotonicSeconds()
+            }
+            if wait <= 0 { return }
+            try? await Task.sleep(nanoseconds: UInt64(min(wait, Self.paceSlice) * 1e9))
+        }
+    }
+
+    /// How often a paced publisher looks whether something that may not wait was queued.
+    static let paceSlice = 0.0005
 
     // MARK: The watch
 
@@ -1149,9 +1191,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func apply(_ event: WatchEvent, revision: Revision, _ effects: inout Effects, initial: Bool) {
         let key = event.key
         guard let parsed = keys.parse(key) else { return }
-        func step(_ node: String, _ what: String, _ path: ItemPath? = nil, paths: [ItemPath]? = nil, detail: String? = nil) {
-            if !initial && !state.stepSubscribers.isEmpty {
-                effects.steps.append(ClusterStep(revision: revision, node: node, what: what, path: path, paths: paths, detail: detail))
+        func step(_ node: String, _ what: @autoclosure () -> String, _ path: ItemPath? = nil, paths: [ItemPath]? = nil,
+                  detail: String? = nil, notable: Bool = false) {
+            if !initial && (state.everyStepSubscribers > 0 || notable && !state.stepSubscribers.isEmpty) {
+                effects.steps.append(ClusterStep(revision: revision, node: node, what: what(), path: path, paths: paths, detail: detail))
             }
         }
         switch (parsed, event) {
@@ -1159,10 +1202,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             guard let v = Wire.decode(NodeValue.self, kv.value) else { return }
             let joined = state.nodes[n]?.lease != v.lease
             state.nodes[n] = v
-            if joined { step(n, "joined (lease \(v.lease), ttl \(v.ttl) s)") }
+            if joined { step(n, "joined (lease \(v.lease), ttl \(v.ttl) s)", notable: true) }
         case (.node(let n), .delete):
             state.nodes[n] = nil
-            step(n, "left (its lease ended: its presenters, rights and asks are gone)")
+            step(n, "left (its lease ended: its presenters, rights and asks are gone)", notable: true)
             // Asks waiting for it need no answer any more.
             for wait in state.askWaits.values where wait.remaining.remove(n) != nil && wait.remaining.isEmpty {
                 if let c = wait.continuation {
@@ -1231,8 +1274,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 effects.answers.append(c)
             }
         case (.change(let n), .put(let kv)):
-            guard let records = Wire.decode([ChangeRecord].self, kv.value) else { return }
-            for r in records {
+            // This node's own records come back only for `watch --cluster`: nothing to decode else.
+            let shown = !initial && state.everyStepSubscribers > 0
+            guard shown || n != name && !initial, let records = Wire.decode([ChangeRecord].self, kv.value) else { return }
+            for r in records where shown {
                 let changes = r.changes.compactMap(\.change)
                 let what = changes.map(\.description).joined(separator: ", ")
                 let paths = changes.flatMap { c -> [ItemPath] in
@@ -1311,7 +1356,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             let subscribers = lock.withLock { Array(state.stepSubscribers.values) }
             // In etcd's order: a batch spans revisions, and its change records were applied first.
             let ordered = effects.steps.enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(\.element)
-            for s in ordered { for sub in subscribers { sub.yield(s) } }
+            for s in ordered { for sub in subscribers where !sub.notableOnly || s.isNotable { sub.continuation.yield(s) } }
         }
     }
 
@@ -1390,14 +1435,23 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     // MARK: Steps and status
 
-    /// Every step of the cluster from now on, in etcd's order (one stream for all nodes).
-    public func steps() -> AsyncStream<ClusterStep> {
+    /// Every step of the cluster from now on, in etcd's order (one stream for all nodes); with
+    /// `notableOnly`, only the steps that say how the cluster stands (``ClusterStep/isNotable``).
+    /// While every subscriber is `notableOnly`, the steps of single accesses are not even built.
+    public func steps(notableOnly: Bool = false) -> AsyncStream<ClusterStep> {
         let (stream, continuation) = AsyncStream<ClusterStep>.makeStream()
         let id = UUID()
-        lock.withLock { state.stepSubscribers[id] = continuation }
+        lock.withLock {
+            state.stepSubscribers[id] = StepSubscriber(continuation: continuation, notableOnly: notableOnly)
+            if !notableOnly { state.everyStepSubscribers += 1 }
+        }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            self.lock.withLock { _ = self.state.stepSubscribers.removeValue(forKey: id) }
+            self.lock.withLock {
+                if let gone = self.state.stepSubscribers.removeValue(forKey: id), !gone.notableOnly {
+                    self.state.everyStepSubscribers -= 1
+                }
+            }
         }
         return stream
     }
@@ -1406,7 +1460,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func step(node: String, _ what: String, path: ItemPath?) {
         let (subscribers, revision) = lock.withLock { (Array(state.stepSubscribers.values), state.watchedRevision) }
         let s = ClusterStep(revision: revision, node: node, what: what, path: path)
-        for sub in subscribers { sub.yield(s) }
+        for sub in subscribers where !sub.notableOnly || s.isNotable { sub.continuation.yield(s) }
     }
 
     public func status() -> ClusterStatus {

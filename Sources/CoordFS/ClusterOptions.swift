@@ -23,6 +23,9 @@ public struct ClusterOptions: Sendable, Equatable {
     public var user: String?
     public var passwordFile: String?
     public var unreachable: UnreachablePolicy = .fail
+    /// Seconds change records wait to be sent together (`ClusterConfiguration.recordInterval`; no
+    /// `-o` option: the benchmark compares it with 0).
+    public var recordInterval = ClusterConfiguration.defaultRecordInterval
 
     public init() {}
 

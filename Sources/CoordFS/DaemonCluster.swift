@@ -85,7 +85,8 @@ extension ClusterOptions {
     }
 
     func configuration() -> ClusterConfiguration {
-        ClusterConfiguration(node: nodeName, prefix: prefix, leaseTTL: leaseTTL, unreachable: unreachable)
+        ClusterConfiguration(node: nodeName, prefix: prefix, leaseTTL: leaseTTL, unreachable: unreachable,
+                             recordInterval: recordInterval)
     }
 }
 
@@ -137,18 +138,13 @@ extension Daemon {
     /// nodes joining and leaving, its session lost and begun, etcd unreachable and back, accesses
     /// granted locally or past another node; the steps of single accesses do not.
     func logClusterSteps(_ node: ClusterNode) {
-        let steps = node.steps()
+        // Only the notable ones: a node nobody watches builds no step of a single access.
+        let steps = node.steps(notableOnly: true)
         Task.detached {
-            for await step in steps where Self.isLogged(step) {
+            for await step in steps {
                 sayOnStandardError("coordfs: cluster: \(step)")
             }
         }
-    }
-
-    static func isLogged(_ step: ClusterStep) -> Bool {
-        let what = step.what
-        return what.hasPrefix("joined") || what.hasPrefix("left") || what.hasPrefix("session")
-            || what.hasPrefix("etcd") || what.hasPrefix("went ahead") || what.hasPrefix("no answer")
     }
 
     func stopCluster() {

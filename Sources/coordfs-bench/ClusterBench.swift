@@ -8,7 +8,8 @@
 // Then issue 19's cross-node rows on their own: ask → answer, and didChange after another node's
 // close, with etcd's data on disk and on tmpfs (ClusterTellBench.swift); and 3 nodes × 1,000
 // presenters in real daemons: etcd keys, writes per presenter change, RSS (ClusterScaleBench.swift).
-// Ratios are within one run. `coordfs-bench cluster [--files N] [--opens N] [--asks N] [--tells N] [--presenters N] [--rounds N] [--dir DIR]`
+// Ratios are within one run. `coordfs-bench cluster [--files N] [--opens N] [--asks N] [--tells N] [--presenters N] [--rounds N] [--dir DIR]
+// [--record-interval MS]`
 import ClusterKV
 import Coordination
 import CoordFS
@@ -25,6 +26,8 @@ enum ClusterBench {
         var dir = "/var/tmp"
         var presenters = 1_000
         var tells = 200
+        /// The paced node's `recordInterval` in ms (default: the mount's).
+        var recordInterval = ClusterOptions().recordInterval * 1e3
         mutating func parse(_ args: [String]) throws {
             var i = args.makeIterator()
             while let a = i.next() {
@@ -36,6 +39,7 @@ enum ClusterBench {
                 case "--dir": dir = i.next() ?? dir
                 case "--presenters": presenters = Int(i.next() ?? "") ?? presenters
                 case "--tells": tells = Int(i.next() ?? "") ?? tells
+                case "--record-interval": recordInterval = Double(i.next() ?? "") ?? recordInterval
                 default: throw MountBench.BenchError("unknown option \(a)")
                 }
             }
@@ -58,12 +62,15 @@ enum ClusterBench {
         let metadata = "python3 -c \"import os\nfor i in range(\(o.files)):\n  p='f%d' % i\n  open(p, 'w').close(); os.stat(p); os.unlink(p)\""
         let unpack = "tar xf \(tarball) && tar cf - usr | cat > /dev/null && rm -rf usr"
 
-        // The workloads, rounds alternating the order; the best round counts.
-        var best = Array(repeating: (Double.infinity, Double.infinity), count: 2)
+        // The workloads, rounds rotating the order; the best round counts. Configurations: one
+        // host, a node alone (change records paced, the default), and a node alone sending its
+        // records as soon as the previous batch is in etcd (recordInterval 0, as before pacing).
+        var best = Array(repeating: (Double.infinity, Double.infinity), count: 3)
         for round in 0..<o.rounds {
-            for k in 0..<2 {
-                let i = (k + round) % 2
-                let r = try withNodes(root: root + "/w\(i)", etcd: i == 1 ? etcd.endpoints : nil, second: false) { mnt, _ in
+            for k in 0..<3 {
+                let i = (k + round) % 3
+                let r = try withNodes(root: root + "/w\(i)", etcd: i >= 1 ? etcd.endpoints : nil, second: false,
+                                      recordInterval: i == 2 ? 0 : o.recordInterval / 1e3) { mnt, _ in
                     MountBench.settle(tarball, freshFileSystem: false)
                     let m = try MountBench.time(metadata, in: mnt)
                     MountBench.settle(tarball, freshFileSystem: false)
@@ -118,7 +125,8 @@ enum ClusterBench {
         print("| mount | create+stat+unlink \(o.files) files | ratio | unpack+read+delete \(tarball.split(separator: "/").last ?? "") | ratio |")
         print("|---|---|---|---|---|")
         print(String(format: "| one host (no cluster) | %.2f s | 1.000 | %.2f s | 1.000 |", best[0].0, best[0].1))
-        print(String(format: "| cluster node alone (its rights delegated) | %.2f s | %.3f | %.2f s | %.3f |", best[1].0, best[1].0 / best[0].0, best[1].1, best[1].1 / best[0].1))
+        print(String(format: "| cluster node alone (its rights delegated; change records paced, %.0f ms) | %.2f s | %.3f | %.2f s | %.3f |", o.recordInterval, best[1].0, best[1].0 / best[0].0, best[1].1, best[1].1 / best[0].1))
+        print(String(format: "| the same, records sent at once (recordInterval 0) | %.2f s | %.3f | %.2f s | %.3f |", best[2].0, best[2].0 / best[0].0, best[2].1, best[2].1 / best[0].1))
         print("")
         print("| access (open + close through the mount) | one host | cluster node | ratio |")
         print("|---|---|---|---|")
@@ -168,7 +176,8 @@ enum ClusterBench {
     /// Mounts `root`/backing on `root`/mnt in this process (node a of a cluster over `etcd`, or no
     /// cluster), with `second` a node b on `root`/mntB over the same backing folder that presents
     /// `contended/p.txt`; runs `body` with both mount points; unmounts and removes everything.
-    static func withNodes<T>(root: String, etcd: [String]?, second: Bool, _ body: (String, String?) throws -> T) throws -> T {
+    static func withNodes<T>(root: String, etcd: [String]?, second: Bool, recordInterval: Double? = nil,
+                             _ body: (String, String?) throws -> T) throws -> T {
         for sub in ["/backing", "/mnt", "/mntB", "/stateA", "/stateB", "/backing/contended"] {
             try FileManager.default.createDirectory(atPath: root + sub, withIntermediateDirectories: true)
         }
@@ -179,6 +188,7 @@ enum ClusterBench {
             options.cluster.endpoints = etcd
             options.cluster.node = "a"
             options.cluster.prefix = "bench\(getpid())"
+            if let recordInterval { options.cluster.recordInterval = recordInterval }
         }
         var plan = try MountPreflight.plan(backing: root + "/backing", mountpoint: root + "/mnt", options: options)
         plan.state = StateFolder(backing: root + "/stateA")

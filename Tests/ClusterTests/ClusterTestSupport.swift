@@ -119,11 +119,13 @@ final class TestCluster: @unchecked Sendable {
     /// `through`: the node's own view of the store (a wrapper of `store`), else `store`.
     @discardableResult
     func add(_ name: String, ttl: Int64 = 3, unreachable: UnreachablePolicy = .fail, folderRights: Bool = true,
-             failoverWait: Double = 5, policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20)),
+             failoverWait: Double = 5, recordInterval: Double = ClusterConfiguration.defaultRecordInterval,
+             policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20)),
              through: (any ClusterStore)? = nil) async throws -> ClusterNode {
         let clock = self.clock
         let config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
-                                          folderRights: folderRights, failoverWait: failoverWait, clock: { clock.now })
+                                          folderRights: folderRights, failoverWait: failoverWait, recordInterval: recordInterval,
+                                          clock: { clock.now })
         let node = ClusterNode(store: through ?? store, configuration: config)
         let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy))
         let tap = Tap(node: node)

@@ -7,9 +7,9 @@ import ClusterKV
 import Coordination
 
 /// Two daemons of one cluster in this process, each with its own mount point and state folder, over
-/// one backing folder and one in-memory etcd: a presenter on node A is asked before a write through
-/// node B's mount and told after it, and A's store keeps the version it had.
-final class ClusterMountTests: InProcessMountTestCase {
+/// one backing folder and one in-memory etcd: the test case's mount is node A, `mntB` node B (its
+/// options A's, named b).
+class TwoNodeClusterMountTestCase: InProcessMountTestCase {
     var mntB: String!
     var daemonB: Daemon!
     let etcd = MemoryClusterStore()
@@ -45,7 +45,11 @@ final class ClusterMountTests: InProcessMountTestCase {
         if let mntB, MountTable.coordfsMount(at: mntB) != nil { umount2(mntB, Int32(MNT_DETACH)) }
         try super.tearDownWithError()
     }
+}
 
+/// A presenter on node A is asked before a write through node B's mount and told after it, and A's
+/// store keeps the version it had.
+final class ClusterMountTests: TwoNodeClusterMountTestCase {
     func testAPresenterOnOneNodeIsAskedBeforeAndToldAfterAWriteThroughTheOtherNodesMount() throws {
         try write("doc.txt", "one\n")
         let p = try present("doc.txt")
