@@ -155,11 +155,19 @@ enum ClusterScaleBench {
         }
         struct Phase { var name: String; var seconds: Double; var known: Double?; var events: Int; var revisions: Int; var changes: Int }
         var phases: [Phase] = []
-        func measure(_ name: String, changes: Int, expected: Int?, _ body: () async throws -> Void) async throws {
+        func measure(_ name: String, changes: Int, expected: Int?, _ body: @escaping @Sendable () async throws -> Void) async throws {
             counter.settle()
             let before = counter.snapshot()
             let start = ClusterBench.now()
-            try await body()
+            FileHandle.standardError.write(Data("bench: cluster: \(name)\n".utf8))
+            // A phase that does not end within 120 s ends the row (with what it measured so far).
+            let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask { try await body(); return true }
+                group.addTask { try await Task.sleep(for: .seconds(120)); return false }
+                defer { group.cancelAll() }
+                return try await group.next() ?? false
+            }
+            guard finished else { throw BenchFailure(description: "\(name): not done within 120 s") }
             let seconds = ClusterBench.now() - start
             let known = try expected.map { try everyNodeKnows($0, since: start) }
             counter.settle()
@@ -169,8 +177,10 @@ enum ClusterScaleBench {
         }
 
         counter.settle()
-        let idleKeys = try await keys()
-        let idleRSS = rss()
+        var states: [(name: String, keys: (all: Int, presenters: Int), rss: [Int])] = []
+        states.append(("mounted, no presenters", try await keys(), rss()))
+        var failure: String?
+        do {
         // Each node's presenters, registered from this process through its mount, concurrently.
         var registered: [String: [IdlePresenter]] = [:]
         for n in nodes { registered[n] = (0..<count).map { IdlePresenter("\(root)/mnt-\(n)/docs-\(n)/d\($0).txt") } }
@@ -183,10 +193,10 @@ enum ClusterScaleBench {
                 try await group.waitForAll()
             }
         }
-        let fullKeys = try await keys()
-        let fullRSS = rss()
+        states.append(("\(count) presenters on each node", try await keys(), rss()))
         // One presenter more, and gone again, on node a.
-        let one = IdlePresenter("\(root)/mnt-a/docs-b/d0.txt")
+        FileManager.default.createFile(atPath: "\(backing)/docs-a/extra.txt", contents: Data("x".utf8))
+        let one = IdlePresenter("\(root)/mnt-a/docs-a/extra.txt")
         try await measure("register one presenter more", changes: 1, expected: 3 * count + 1) {
             try await FileCoordinator.addFilePresenter(one)
         }
@@ -209,8 +219,10 @@ enum ClusterScaleBench {
                 for n in nodes { group.addTask { for p in all[n]! { await FileCoordinator.removeFilePresenter(p) } } }
             }
         }
-        let emptyKeys = try await keys()
-        let emptyRSS = rss()
+        states.append(("every presenter unregistered", try await keys(), rss()))
+        } catch {
+            failure = "\(error)"
+        }
 
         func kib(_ k: [Int]) -> String { k.map { String(format: "%.1f", Double($0) / 1024) }.joined(separator: " / ") + " MiB" }
         var out = "### 3 nodes × \(count) presenters\n\n"
@@ -219,9 +231,8 @@ enum ClusterScaleBench {
         out += "etcd writes are counted by a watch of the cluster's prefix: revisions are etcd transactions, key writes the puts "
         out += "and deletions they carry; \"every node knows\" is until each node's `coordfs status --cluster --json` lists them all.\n\n"
         out += "| state | keys under the prefix (presenter keys) | daemon RSS a / b / c |\n|---|---|---|\n"
-        out += "| mounted, no presenters | \(idleKeys.all) (\(idleKeys.presenters)) | \(kib(idleRSS)) |\n"
-        out += "| \(count) presenters on each node | \(fullKeys.all) (\(fullKeys.presenters)) | \(kib(fullRSS)) |\n"
-        out += "| every presenter unregistered | \(emptyKeys.all) (\(emptyKeys.presenters)) | \(kib(emptyRSS)) |\n\n"
+        for st in states { out += "| \(st.name) | \(st.keys.all) (\(st.keys.presenters)) | \(kib(st.rss)) |\n" }
+        out += "\n"
         out += "| presenter change | time | every node knows | etcd revisions (per presenter) | key writes (per presenter) |\n|---|---|---|---|---|\n"
         for p in phases {
             let known = p.known.map { String(format: "%.2f s", $0) } ?? "-"
@@ -229,6 +240,7 @@ enum ClusterScaleBench {
             out += String(format: "%d (%.3f) | %d (%.2f) |\n", p.revisions, Double(p.revisions) / Double(max(1, p.changes)),
                           p.events, Double(p.events) / Double(max(1, p.changes)))
         }
+        if let failure { out += "\n**The row stopped there**: \(failure).\n" }
         return out + "\n"
     }
 }
