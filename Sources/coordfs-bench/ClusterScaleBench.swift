@@ -161,13 +161,14 @@ enum ClusterScaleBench {
             let start = ClusterBench.now()
             FileHandle.standardError.write(Data("bench: cluster: \(name)\n".utf8))
             // A phase that does not end within 120 s ends the row (with what it measured so far).
-            let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
-                group.addTask { try await body(); return true }
-                group.addTask { try await Task.sleep(for: .seconds(120)); return false }
-                defer { group.cancelAll() }
-                return try await group.next() ?? false
+            // (A task group would wait for a call that never returns: the first of two tasks wins.)
+            let outcome = await withCheckedContinuation { (c: CheckedContinuation<Result<Bool, Error>, Never>) in
+                let once = Mutex<CheckedContinuation<Result<Bool, Error>, Never>?>(c)
+                let finish = { @Sendable (r: Result<Bool, Error>) in once.withLock { $0.take() }?.resume(returning: r) }
+                Task.detached { do { try await body(); finish(.success(true)) } catch { finish(.failure(error)) } }
+                Task.detached { try? await Task.sleep(for: .seconds(120)); finish(.success(false)) }
             }
-            guard finished else { throw BenchFailure(description: "\(name): not done within 120 s") }
+            guard try outcome.get() else { throw BenchFailure(description: "\(name): not done within 120 s") }
             let seconds = ClusterBench.now() - start
             let known = try expected.map { try everyNodeKnows($0, since: start) }
             counter.settle()
