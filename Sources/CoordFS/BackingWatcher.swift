@@ -189,6 +189,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // The changed item of a content event, if the kernel knows it (looked up once).
         let changed = mask & contentBits == 0 ? nil
             : resolved.first.flatMap { r in r.name.isEmpty ? nil : loopback.knownChild(of: r.node, named: r.name) }
+        // An attribute set or removed (ATTRIB, whoever did it): the file's absent attributes are
+        // forgotten first, even for a process writing it through the mount.
+        if mask & LinuxCalls.Fanotify.attrib != 0, let changed { loopback.xattrsMayHaveChanged(changed) }
         if mask & contentBits != 0, let own = passthroughWrites, let first = resolved.first, !first.name.isEmpty {
             let close = mask & LinuxCalls.Fanotify.closeWrite != 0
             // A file the kernel has forgotten already (written, closed and removed at once) by its path.
@@ -274,6 +277,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private func overflowed() {
         loopback.pathsChanged()
         loopback.namesMayHaveAppeared()
+        loopback.forgetAbsentXattrs()
         let dirs = directories.withLock { Array($0.byHandle.values) }
         for d in dirs { session.invalidate(inode: loopback.id(of: d)) }
     }

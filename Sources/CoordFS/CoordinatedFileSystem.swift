@@ -94,7 +94,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         let child = loopback.knownChild(of: directory, named: name)
         _ = session.invalidateEntry(parent: loopback.id(of: directory), name: name)
-        if let child { _ = session.invalidate(inode: loopback.id(of: child)) }
+        if let child {
+            loopback.xattrsMayHaveChanged(child)
+            _ = session.invalidate(inode: loopback.id(of: child))
+        }
         _ = session.invalidate(inode: loopback.id(of: directory))
     }
 

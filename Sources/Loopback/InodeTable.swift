@@ -48,6 +48,8 @@ public final class BackingNode: @unchecked Sendable {
     /// The directory a non-directory was last looked up in: its path when /proc cannot give it
     /// (beyond PATH_MAX; `LongPaths.swift`).
     let lookedUpIn = Mutex(WeakNode())
+    /// A regular file's attributes known to be absent (`AbsentXattrs`: the state word).
+    let absentXattrs = Atomic<UInt64>(0)
     /// How the item itself (not O_PATH) is opened (`Loopback.reopen`): by a file handle read at its
     /// first such open, or through /proc/self/fd where it has none.
     let reopening = Mutex<Reopening>(.unknown)

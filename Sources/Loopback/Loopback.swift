@@ -68,6 +68,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     private let backingFiles = Mutex<(any BackingFileRegistry)?>(nil)
     private let dataRequestCount = Atomic<Int>(0)
     private let quietCloses = QuietCloses()
+    /// When every node's absent attributes were last forgotten (`forgetAbsentXattrs`).
+    private let absentXattrsForgotten = Mutex(AbsentXattrs.Forgotten())
+    private let absentXattrAnswerCount = Atomic<Int>(0)
 
     /// Reads and writes that reached the daemon so far (with passthrough, an open file's do not).
     public var dataRequests: Int { dataRequestCount.load(ordering: .relaxed) }
@@ -787,6 +790,64 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         request.replyOK()
     }
 
+    // MARK: Extended attributes known to be absent
+
+    /// Seconds a regular file's absent attributes may be kept (`AbsentXattrs`): the watched
+    /// attribute lifetime while the backing watcher keeps the file fresh (`timeouts(for:)`'s rule),
+    /// else nil (never kept).
+    @inline(__always)
+    func absenceLifetime(of node: BackingNode) -> UInt64? {
+        guard node.type == S_IFREG, let lifetime = options.watchedAttributeTimeout, lifetime >= 1, rootIsLocal,
+              node.key.dev == rootDevice, pathsAreWatched.load(ordering: .relaxed) else { return nil }
+        return UInt64(lifetime)
+    }
+
+    /// Keeps "no such attribute" for the name of bit `index`, read while the node's state was
+    /// `seen` and every node's answers were last forgotten at `forgotten`: nothing when the node's
+    /// were forgotten meanwhile (a change being told); when every node's were, the answer is kept
+    /// with the older count and so never counts.
+    private func noteAbsent(_ node: BackingNode, _ index: Int, seen: UInt64, _ forgotten: AbsentXattrs.Forgotten, lifetime: UInt64) {
+        let kept = AbsentXattrs.adding(index, to: seen, now: Self.xattrClock(), forgotten, lifetime: lifetime)
+        _ = node.absentXattrs.compareExchange(expected: seen, desired: kept, ordering: .acquiringAndReleasing)
+    }
+
+    /// The file's extended attributes may have changed (set through the mount, or an ATTRIB event
+    /// from the backing watcher): it forgets which are absent.
+    public func xattrsMayHaveChanged(_ node: BackingNode) {
+        var state = node.absentXattrs.load(ordering: .relaxed)
+        while true {
+            let (done, now) = node.absentXattrs.compareExchange(expected: state, desired: AbsentXattrs.forgetting(state),
+                                                                ordering: .acquiringAndReleasing)
+            if done { return }
+            state = now
+        }
+    }
+
+    /// Every node forgets which attributes are absent (the watcher lost events): answers kept up to
+    /// this second no longer count.
+    public func forgetAbsentXattrs() {
+        absentXattrsForgotten.withLock { f in
+            f.count &+= 1
+            f.second = max(f.second, Self.xattrClock())
+        }
+    }
+
+    /// Answers of "no such attribute" given from the nodes so far (tests, benchmarks).
+    public var absentXattrAnswers: Int { absentXattrAnswerCount.load(ordering: .relaxed) }
+
+    /// Whole seconds since the daemon's start, plus one (0 stays "never").
+    @inline(__always)
+    static func xattrClock() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t)
+        return UInt64(t.tv_sec &- xattrClockBase) &+ 1
+    }
+    private static let xattrClockBase: Int = {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t)
+        return t.tv_sec
+    }()
+
     // MARK: Everything else
 
     public func statfs(_ request: consuming Request, inode id: InodeID) {
@@ -796,18 +857,35 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func setxattr(_ request: consuming Request, inode id: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) {
-        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fsetxattr($0, name.cString, value.baseAddress, value.count, flags) },
+        let node = inode(id)
+        let result = xattrCall(node, onDescriptor: { LinuxCalls.fsetxattr($0, name.cString, value.baseAddress, value.count, flags) },
                                onPath: { LinuxCalls.setxattr($0, name.cString, value.baseAddress, value.count, flags) })
+        xattrsMayHaveChanged(node)
         if case .failure(let e) = result { return request.reply(error: e) }
         request.replyOK()
     }
 
     public func getxattr(_ request: consuming Request, inode id: InodeID, name: FileName, size: Int) {
+        let node = inode(id)
+        // A name this file is known not to have (`AbsentXattrs`) is answered without a system call.
+        let absence = absenceLifetime(of: node).flatMap { lifetime in AbsentXattrs.index(of: name.cString).map { ($0, lifetime) } }
+        var seen: UInt64 = 0, forgotten = AbsentXattrs.Forgotten()
+        if let (index, lifetime) = absence {
+            forgotten = absentXattrsForgotten.withLock { $0 }
+            seen = node.absentXattrs.load(ordering: .acquiring)
+            if AbsentXattrs.isAbsent(seen, index, now: Self.xattrClock(), forgotten, lifetime: lifetime) {
+                absentXattrAnswerCount.add(1, ordering: .relaxed)
+                return request.reply(error: .noData)
+            }
+        }
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
         defer { buf.deallocate() }
         let value = size == 0 ? nil : buf.baseAddress
-        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fgetxattr($0, name.cString, value, size) },
+        let result = xattrCall(node, onDescriptor: { LinuxCalls.fgetxattr($0, name.cString, value, size) },
                                onPath: { LinuxCalls.getxattr($0, name.cString, value, size) })
+        if case .failure(.noData) = result, let (index, lifetime) = absence {
+            noteAbsent(node, index, seen: seen, forgotten, lifetime: lifetime)
+        }
         switch result {
         case .success(let n) where size == 0: request.reply(xattrSize: n)
         case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
@@ -829,6 +907,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
+        // A removal makes nothing appear: the node's absent attributes stay.
         let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fremovexattr($0, name.cString) },
                                onPath: { LinuxCalls.removexattr($0, name.cString) })
         if case .failure(let e) = result { return request.reply(error: e) }

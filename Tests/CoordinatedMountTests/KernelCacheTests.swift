@@ -4,6 +4,7 @@ import Glibc
 @testable import CoordFS
 @testable import Loopback
 import FuseKit
+import LinuxGNU
 
 /// Requests the kernel is spared (issue 23 item 2), each with the change made directly in the
 /// backing folder, by another process, while the kernel holds the answer: it never shows stale.
@@ -152,6 +153,83 @@ final class KernelCacheTests: InProcessMountTestCase {
         XCTAssertEqual(target("other"), "three")
         try sh("ln -s four tmp && mv tmp other", in: backing)
         soon("a symlink renamed over in the backing folder shows its old target") { target("other") == "four" }
+    }
+}
+
+/// Extended attributes a file does not have (`security.selinux` and `system.posix_acl_access` at
+/// every `ls -l`, `security.capability` before writes) are answered from the daemon's node while
+/// the watcher keeps the file fresh, and never stale: set through the mount, set, removed and set
+/// again directly in the backing folder by another process, after lost events, through a hard
+/// link; `user.*` is always read.
+final class AbsentXattrTests: InProcessMountTestCase {
+    private var fromNode: Int { daemon.loopback.absentXattrAnswers }
+
+    private func value(_ relative: String, _ name: String) -> (Int, Int32) {
+        var buf = [UInt8](repeating: 0, count: 256)
+        let n = buf.withUnsafeMutableBytes { LinuxCalls.getxattr(mnt + "/" + relative, name, $0.baseAddress, 256) }
+        return (n, n < 0 ? errno : 0)
+    }
+
+    private func absent(_ relative: String, _ name: String) -> Bool { value(relative, name).1 == ENODATA }
+
+    private func soon(_ what: String, file: StaticString = #filePath, line: UInt = #line, _ check: () -> Bool) {
+        let deadline = Date().addingTimeInterval(2)
+        while !check() && Date() < deadline { usleep(2_000) }
+        XCTAssertTrue(check(), what, file: file, line: line)
+    }
+
+    func testAnAbsentAttributeIsAnsweredFromTheNodeAndShowsOnceSetThroughTheMount() throws {
+        try write("f", "x")
+        XCTAssertTrue(absent("f", "security.selinux"))
+        let before = fromNode
+        for _ in 0..<5 {
+            XCTAssertTrue(absent("f", "security.selinux"))
+            XCTAssertTrue(absent("f", "system.posix_acl_access"))
+        }
+        XCTAssertGreaterThanOrEqual(fromNode - before, 9, "asked again, the absence was answered without reading the file")
+        let label = Array("u:r:t:s0".utf8)
+        XCTAssertEqual(label.withUnsafeBytes { LinuxCalls.setxattr(mnt + "/f", "security.selinux", $0.baseAddress, $0.count, 0) }, 0)
+        XCTAssertEqual(value("f", "security.selinux").0, label.count, "set through the mount, it shows at once")
+        // A name never kept: read each time.
+        let kept = fromNode
+        XCTAssertTrue(absent("f", "user.none"))
+        XCTAssertTrue(absent("f", "user.none"))
+        XCTAssertEqual(fromNode, kept)
+    }
+
+    func testAnAttributeSetRemovedAndSetAgainInTheBackingFolderShowsThroughTheMount() throws {
+        try write("f", "x")
+        XCTAssertTrue(absent("f", "security.selinux"))
+        XCTAssertTrue(absent("f", "security.selinux"))
+        try sh("setfattr -n security.selinux -v one f", in: backing)
+        soon("set in the backing folder, it shows through the mount") { value("f", "security.selinux").0 == 3 }
+        try sh("setfattr -x security.selinux f", in: backing)
+        soon("removed in the backing folder, it is gone through the mount") { absent("f", "security.selinux") }
+        XCTAssertTrue(absent("f", "security.selinux"))   // kept as absent again
+        try sh("setfattr -n security.selinux -v second f", in: backing)
+        soon("set again, it shows through the mount") { value("f", "security.selinux").0 == 6 }
+        // Through another name of the same file, in a folder the kernel knows.
+        mkdir(mnt + "/d", 0o755)
+        XCTAssertEqual(link(backing + "/f", backing + "/d/g"), 0)
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/d/g", &st), 0)
+        XCTAssertTrue(absent("f", "system.posix_acl_access"))
+        XCTAssertTrue(absent("f", "system.posix_acl_access"))
+        try sh("setfacl -m u:nobody:r d/g", in: backing)
+        soon("an ACL set through a hard link shows through the first name") { value("f", "system.posix_acl_access").0 > 0 }
+    }
+
+    func testLostEventsForgetEveryAbsence() throws {
+        try write("f", "x")
+        XCTAssertTrue(absent("f", "security.selinux"))
+        XCTAssertTrue(absent("f", "security.selinux"))
+        // Set by this process (the watcher skips the daemon's own pid, as it would skip a change it
+        // never heard of), then the watcher's answer to an overflowed queue.
+        XCTAssertEqual(Array("v".utf8).withUnsafeBytes { LinuxCalls.setxattr(backing + "/f", "security.selinux", $0.baseAddress, $0.count, 0) }, 0)
+        usleep(50_000)
+        XCTAssertTrue(absent("f", "security.selinux"), "a change the watcher did not hear of stays unseen until events are lost")
+        daemon.loopback.forgetAbsentXattrs()
+        XCTAssertEqual(value("f", "security.selinux").0, 1, "after lost events nothing kept counts")
     }
 }
 
