@@ -37,10 +37,20 @@ class LostUpdateMountTestCase: StoreMountTestCase {
     elif style == "inherited":
         # In place, but a child keeps the descriptor until this process is gone: the save lands
         # (the RELEASE) after the saver exited.
+        # The child keeps only that descriptor (so the test sees this process exit and reaps it)
+        # and closes it once this process is gone (10 s at most).
         f = open(doc, "w"); f.write(new); f.flush()
+        parent = os.getpid()
         if os.fork() == 0:
-            parent = os.getppid()
-            while os.getppid() == parent: time.sleep(0.01)
+            os.closerange(0, f.fileno())
+            os.closerange(f.fileno() + 1, 65536)
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                try:
+                    os.kill(parent, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.01)
             os._exit(0)
         os._exit(0)
     """#
