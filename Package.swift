@@ -118,20 +118,23 @@ let package = Package(
             name: "coordfs-bench",
             dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "FuseKit", "DocumentStore", "ClusterKV", "CoordFSClient", "EtcdKV", "EtcdTestSupport"]
         ),
-        .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes"]),
+        .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes", "CoordinationTestSupport"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "Loopback"]),
         .testTarget(name: "MountPolicyTests", dependencies: ["MountPolicy", "Coordination"]),
         .testTarget(name: "EventLogTests", dependencies: ["EventLog", "NameBytes"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "EventLog", "NameBytes"]),
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU"]),
-        .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
+        .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU", "TestSupport"]),
+        .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "TestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
         .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
+        // Helpers more than one test target needs (POSIX ACL bytes; a journal and a recording presenter).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "CoordinationTestSupport", dependencies: ["Coordination"], path: "Tests/CoordinationTestSupport"),
         // Real etcd members for the tests (started on free loopback ports, always stopped).
         .target(name: "EtcdTestSupport", path: "Tests/EtcdTestSupport"),
         .testTarget(name: "EtcdKVTests", dependencies: ["EtcdKV", "ClusterKV", "EtcdTestSupport"]),
-        .testTarget(name: "ClusterTests", dependencies: ["Cluster", "ClusterKV", "Coordination"]),
+        .testTarget(name: "ClusterTests", dependencies: ["Cluster", "ClusterKV", "Coordination", "CoordinationTestSupport"]),
     ]
 )

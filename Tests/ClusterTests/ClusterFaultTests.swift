@@ -3,6 +3,7 @@ import ClusterKV
 import Coordination
 import Foundation
 import Testing
+import CoordinationTestSupport
 
 /// A node gone (its lease expired), a node paused past its lease, etcd unreachable under each
 /// policy, and the steps of every node in one order.
@@ -12,7 +13,7 @@ import Testing
         try await cluster.add("a", ttl: 3)
         try await cluster.add("b", ttl: 3)
         defer { Task { await cluster.stop() } }
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
         let held = try await access(cluster.coordinator("a"), [write("docs/x.txt")]).get()
         await cluster.node("a").flush()
         let steps = StepLog(cluster.node("b"))
@@ -37,7 +38,7 @@ import Testing
         try await cluster.add("b", ttl: 3)
         defer { Task { await cluster.stop() } }
         let a = cluster.coordinator("a")
-        _ = try a.addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        _ = try a.addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
         try await access(a, [write("docs/x.txt")]).get().release()
         await cluster.node("a").flush()
         #expect(a.tryCoordinateImmediately(write("docs/x.txt"), origin: origin).map { $0.release(); return true } == true)
@@ -89,7 +90,7 @@ import Testing
         try await cluster.add("a", failoverWait: 5)
         try await cluster.add("b", failoverWait: 5)
         defer { Task { await cluster.stop() } }
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
         await cluster.node("a").flush()
         #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
         cluster.store.setReachable(false)
@@ -113,7 +114,7 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: j), owner: origin)
         await cluster.node("a").flush()
         #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
         let steps = StepLog(cluster.node("a"))
@@ -161,7 +162,7 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let steps = StepLog(cluster.node("a"))
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
         let grant = try await access(cluster.coordinator("b"), [write("docs/p.txt")]).get()

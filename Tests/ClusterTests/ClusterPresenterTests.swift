@@ -3,6 +3,7 @@ import ClusterKV
 import Coordination
 import Foundation
 import Testing
+import CoordinationTestSupport
 
 /// Presenters on one node are asked before and told after another node's accesses, as on one host;
 /// the presenter's node keeps the version first and drops its caches before its presenters hear.
@@ -13,7 +14,7 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = LoggingPresenter("P", at: path("docs/report.txt"), journal: j)
+        let p = RecordingPresenter("P", at: path("docs/report.txt"), journal: j)
         _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
         await cluster.node("a").flush()
         #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/report.txt")] })
@@ -43,12 +44,12 @@ import Testing
             Task { await cluster.stop() }
         }
         let j = cluster.journal
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/report.txt"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/report.txt"), journal: j), owner: origin)
         await cluster.node("a").flush()
         #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters.count == 1 })
         // a's publisher is now sending a batch that does not come back.
         slow.hold("test/cluster/p/a/")
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("Q", at: path("other/q.txt"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("Q", at: path("other/q.txt"), journal: j), owner: origin)
         #expect(await eventually { slow.held == 1 })
 
         let asked = Pending(cluster.coordinator("b"), [write("docs/report.txt")])
@@ -66,7 +67,7 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let folder = LoggingPresenter("F", at: path("docs"), journal: j)
+        let folder = RecordingPresenter("F", at: path("docs"), journal: j)
         _ = try cluster.coordinator("a").addFilePresenter(folder, owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
@@ -84,8 +85,8 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("D", at: path("docs/x.txt"), journal: j), owner: origin)
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("F", at: path("docs"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("D", at: path("docs/x.txt"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("F", at: path("docs"), journal: j), owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
         let grant = try await access(cluster.coordinator("b"), [write("docs/x.txt", .forDeleting)]).get()
@@ -100,7 +101,7 @@ import Testing
         try await cluster.add("a")
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("D", at: path("docs/x.txt"), journal: cluster.journal, behavior: .refuseDeletion), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("D", at: path("docs/x.txt"), journal: cluster.journal, behavior: .refuseDeletion), owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
         let result = await access(cluster.coordinator("b"), [write("docs/x.txt", .forDeleting)])
@@ -117,7 +118,7 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = LoggingPresenter("P", at: path("docs/a.txt"), journal: j)
+        let p = RecordingPresenter("P", at: path("docs/a.txt"), journal: j)
         _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
@@ -142,12 +143,13 @@ import Testing
         let j = cluster.journal
         let a = cluster.coordinator("a")
         let box = PresenterBox()
-        let p = LoggingPresenter("P", at: path("docs/x.txt"), journal: j) {
+        let p = RecordingPresenter("P", at: path("docs/x.txt"), journal: j) {
             // The presenter saves its document through a coordinated write on its own behalf.
             let own = AccessOrigin(pid: 7, uid: 0, gid: 0, executable: "editor", presenterID: box.id)
             let save = try await access(a, [write("docs/x.txt")], origin: own).get()
             save.didChange(path("docs/x.txt"))
             save.release()
+            j.log("P:saved")
         }
         box.id = try a.addFilePresenter(p, owner: origin)
         await cluster.node("a").flush()
@@ -165,7 +167,7 @@ import Testing
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        _ = try cluster.coordinator("a").addFilePresenter(LoggingPresenter("P", at: path("docs/x.txt"), journal: j), owner: origin)
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/x.txt"), journal: j), owner: origin)
         await cluster.node("a").flush()
         try await Task.sleep(for: .milliseconds(100))
         let grant = try await access(cluster.coordinator("b"), [read("docs/x.txt")]).get()

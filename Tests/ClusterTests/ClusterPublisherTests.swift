@@ -1,6 +1,7 @@
 import Cluster
 import ClusterKV
 import Coordination
+import CoordinationTestSupport
 import Foundation
 import Testing
 
@@ -51,7 +52,7 @@ import Testing
         try await cluster.add("b", recordInterval: 3)
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = LoggingPresenter("P", at: path("docs/report.txt"), journal: j)
+        let p = RecordingPresenter("P", at: path("docs/report.txt"), journal: j)
         _ = try cluster.coordinator("b").addFilePresenter(p, owner: origin)
         await cluster.node("b").flush()
         #expect(await eventually { cluster.node("a").status().nodes.first { $0.name == "b" }?.presenters == [path("docs/report.txt")] })

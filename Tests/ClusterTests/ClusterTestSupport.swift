@@ -3,69 +3,7 @@ import ClusterKV
 import Coordination
 import Synchronization
 import Testing
-
-/// A log shared by the nodes, presenters and hosts of one test, to check order across nodes.
-final class Journal: Sendable {
-    private let entries = Mutex<[String]>([])
-    func log(_ entry: String) { entries.withLock { $0.append(entry) } }
-    var all: [String] { entries.withLock { $0 } }
-    func index(_ entry: String) -> Int? { all.firstIndex(of: entry) }
-    func contains(_ entry: String) -> Bool { all.contains(entry) }
-}
-
-/// A presenter that logs each message as "name:message".
-final class LoggingPresenter: FilePresenter, @unchecked Sendable {
-    enum Behavior: Sendable { case answer, refuseDeletion }
-    let name: String
-    let journal: Journal
-    let behavior: Behavior
-    private let pathBox: Mutex<ItemPath?>
-    let onSave: (@Sendable () async throws -> Void)?
-
-    init(_ name: String, at path: ItemPath, journal: Journal, behavior: Behavior = .answer,
-         onSave: (@Sendable () async throws -> Void)? = nil) {
-        self.name = name
-        self.journal = journal
-        self.behavior = behavior
-        self.pathBox = Mutex(path)
-        self.onSave = onSave
-    }
-
-    struct Refusal: Error {}
-
-    var presentedItemPath: ItemPath? { pathBox.withLock { $0 } }
-    var path: ItemPath? { presentedItemPath }
-    func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? {
-        journal.log("\(name):relinquishToReader")
-        return { [journal, name] in journal.log("\(name):reacquire") }
-    }
-    func relinquishPresentedItem(toWriter writer: AccessOrigin) async -> Reacquirer? {
-        journal.log("\(name):relinquishToWriter")
-        return { [journal, name] in journal.log("\(name):reacquire") }
-    }
-    func savePresentedItemChanges() async throws {
-        journal.log("\(name):save")
-        try await onSave?()
-        journal.log("\(name):saved")
-    }
-    func accommodatePresentedItemDeletion() async throws {
-        journal.log("\(name):accommodateDeletion")
-        if behavior == .refuseDeletion { throw Refusal() }
-    }
-    func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws {
-        journal.log("\(name):accommodateSubitemDeletion(\(path))")
-    }
-    func presentedItemDidChange() async { journal.log("\(name):didChange") }
-    func presentedItemDidMove(to newPath: ItemPath) async {
-        pathBox.withLock { $0 = newPath }
-        journal.log("\(name):didMove(\(newPath))")
-    }
-    func presentedSubitemDidAppear(at path: ItemPath) async { journal.log("\(name):subitemDidAppear(\(path))") }
-    func presentedSubitemDidChange(at path: ItemPath) async { journal.log("\(name):subitemDidChange(\(path))") }
-    func presentedSubitem(at oldPath: ItemPath, didMoveTo newPath: ItemPath) async {
-        journal.log("\(name):subitemDidMove(\(oldPath)->\(newPath))")
-    }
-}
+import CoordinationTestSupport
 
 /// The mount side of a node in a test: logs what the cluster asks of it.
 final class LoggingHost: ClusterHost, @unchecked Sendable {

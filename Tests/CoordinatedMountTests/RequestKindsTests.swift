@@ -5,6 +5,7 @@ import Glibc
 import FuseKit
 import Loopback
 import LinuxGNU
+import TestSupport
 
 /// The request kinds a benchmark does not count: extended attributes and opens. What the daemon
 /// does for one (no walk through /proc/self/fd for an open or an xattr of a file or folder), and
@@ -16,20 +17,6 @@ final class RequestKindsTests: InProcessMountTestCase {
     }
 
     private var getxattrRequests: UInt64 { daemon.requestCounters?.value(.getxattr) ?? 0 }
-
-    /// A POSIX ACL (`system.posix_acl_access`) for a 0600 file: the owner rw, the user `uid` with
-    /// `perm`, no group, mask `perm`, no others.
-    private func acl(user uid: UInt32, perm: UInt16) -> [UInt8] {
-        var bytes: [UInt8] = []
-        func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-        func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-        u32(2) // POSIX_ACL_XATTR_VERSION
-        for (tag, p, id) in [(UInt16(0x01), UInt16(6), UInt32.max), (0x02, perm, uid), (0x04, 0, UInt32.max),
-                             (0x10, perm, UInt32.max), (0x20, 0, UInt32.max)] {
-            u16(tag); u16(p); u32(id)
-        }
-        return bytes
-    }
 
     private func setxattr(_ path: String, _ name: String, _ value: [UInt8]) -> Int32 {
         value.withUnsafeBytes { LinuxCalls.setxattr(path, name, $0.baseAddress, $0.count, 0) }
@@ -83,7 +70,7 @@ final class RequestKindsTests: InProcessMountTestCase {
         chmod(backing + "/f", 0o600)
         var st = stat()
         XCTAssertEqual(stat(mnt + "/f", &st), 0)
-        XCTAssertEqual(setxattr(mnt + "/f", "system.posix_acl_access", acl(user: 65534, perm: 4)), 0)
+        XCTAssertEqual(setxattr(mnt + "/f", "system.posix_acl_access", PosixACL.user(65534, perm: 4)), 0)
         XCTAssertEqual(getxattr(mnt + "/f", "system.posix_acl_access").0, 44)
         let asked = getxattrRequests
         for _ in 0..<5 { XCTAssertEqual(getxattr(mnt + "/f", "system.posix_acl_access").0, 44) }

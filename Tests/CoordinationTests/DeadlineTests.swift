@@ -1,5 +1,6 @@
 import Coordination
 import Testing
+import CoordinationTestSupport
 
 @Suite struct DeadlineTests {
     @Test func silentPresenterTimesOutAndAccessProceeds() async throws {

@@ -1,5 +1,6 @@
 import Coordination
 import Testing
+import CoordinationTestSupport
 
 @Suite struct MoveTests {
     @Test func movingAPresentedDirectoryMovesEveryPresenterInside() async throws {

@@ -1,6 +1,7 @@
 import Coordination
 import Synchronization
 import Testing
+import CoordinationTestSupport
 
 /// A fake rule: the user may see everything outside `hidden/` and may make accesses only inside `mine/`.
 /// Counts its evaluations.

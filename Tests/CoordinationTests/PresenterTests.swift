@@ -1,5 +1,6 @@
 import Coordination
 import Testing
+import CoordinationTestSupport
 
 /// One row: presenters at `presenters` (name → path), one access, and what each presenter must
 /// see, in order, around the accessor ("ACCESS").

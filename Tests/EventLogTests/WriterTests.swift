@@ -357,19 +357,23 @@ final class WriterTests: XCTestCase {
 
     /// A full disk: the writer keeps what it could not write, cuts no frame in half, retries, and once
     /// there is room again every record is there, in order, none twice.
-    func testAFullDiskLosesNothingOnceThereIsRoomAgain() throws {
+    /// A writer (16 KiB segments, so the failure meets rotations too) on a small tmpfs filled but
+    /// for about 8 KiB, handed 2,000 records its flush could not write (the disk is full).
+    private func writerOnAFullDisk() throws -> (writer: EventLogWriter, dir: String, filler: String) {
         let root = try smallTmpfs()
         let dir = root + "/log"
-        // Small segments, so the failure meets rotations too.
         let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 16 * 1024))
-        // Leave about 8 KiB free.
         let filler = root + "/filler"
         fill(filler, leaving: 8192)
-
         for i in 0..<2000 { w.append(.didChange, path: "/docs/a-somewhat-long-name-\(i).txt") }
         XCTAssertThrowsError(try w.flush(), "the disk is full") { error in
             XCTAssertTrue("\(error)".contains("No space left"), "\(error)")
         }
+        return (w, dir, filler)
+    }
+
+    func testAFullDiskLosesNothingOnceThereIsRoomAgain() throws {
+        let (w, dir, filler) = try writerOnAFullDisk()
         XCTAssertGreaterThan(w.statistics.writeErrors, 0)
         XCTAssertLessThan(w.writtenSeq, 2000)
 
@@ -388,13 +392,7 @@ final class WriterTests: XCTestCase {
     /// are written on the way out, and so is the logStalled record saying they waited (the writer
     /// queued it after deciding it was done, when close() already refused appends).
     func testALogClosedAsItWritesAgainStillSaysItStalled() throws {
-        let root = try smallTmpfs()
-        let dir = root + "/log"
-        let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 16 * 1024))
-        let filler = root + "/filler"
-        fill(filler, leaving: 8192)
-        for i in 0..<2000 { w.append(.didChange, path: "/docs/a-somewhat-long-name-\(i).txt") }
-        XCTAssertThrowsError(try w.flush(), "the disk is full")
+        let (w, dir, filler) = try writerOnAFullDisk()
         XCTAssertEqual(unlink(filler), 0)
         try w.close()
         let records = try readAll(dir)

@@ -3,6 +3,7 @@
 import Glibc
 import XCTest
 import LinuxGNU
+import TestSupport
 
 final class XattrTests: MountTestCase {
     func testSetGetListRemove() {
@@ -61,20 +62,6 @@ final class XattrTests: MountTestCase {
         }
         closeBoth(fds)
     }
-    /// A POSIX ACL (`system.posix_acl_access`) for a 0600 file: the owner rw, the user `uid` with
-    /// `perm`, the owning group nothing, mask `perm`, others nothing.
-    private func acl(user uid: UInt32, perm: UInt16) -> [UInt8] {
-        var bytes: [UInt8] = []
-        func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-        func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-        u32(2) // POSIX_ACL_XATTR_VERSION
-        for (tag, p, id) in [(UInt16(0x01), UInt16(6), UInt32.max), (0x02, perm, uid), (0x04, 0, UInt32.max),
-                             (0x10, perm, UInt32.max), (0x20, 0, UInt32.max)] {
-            u16(tag); u16(p); u32(id)
-        }
-        return bytes
-    }
-
     /// POSIX ACLs through the mount as natively: an ACL grants `nobody` what the mode bits do not
     /// (the kernel's own permission check, on with allow_other, honours ACLs once the mount takes
     /// FUSE_POSIX_ACL; before, it looked at the mode bits alone and refused), the mode shows the
@@ -83,10 +70,10 @@ final class XattrTests: MountTestCase {
         prepare("put f 0600") { s in Sys.put(s("f"), Array("secret".utf8), mode: 0o600) }
         sameAsNobody("read f without an ACL", expect: .failure(EACCES)) { s in Sys.open(s("f"), O_RDONLY) }
         same("set an ACL granting nobody read", expect: Outcome.success()) { s in
-            Sys.setxattr(s("f"), "system.posix_acl_access", self.acl(user: nobodyUID, perm: 4))
+            Sys.setxattr(s("f"), "system.posix_acl_access", PosixACL.user(nobodyUID, perm: 4))
         }
         sameMeta("f")
-        same("the ACL read back", expect: acl(user: nobodyUID, perm: 4)) { s in Sys.getxattr(s("f"), "system.posix_acl_access").0 }
+        same("the ACL read back", expect: PosixACL.user(nobodyUID, perm: 4)) { s in Sys.getxattr(s("f"), "system.posix_acl_access").0 }
         sameAsNobody("read f through the ACL", expect: .success()) { s in Sys.contents(s("f")).1.ok ? .success() : .failure(EACCES) }
         sameAsNobody("write f (the ACL grants read only)", expect: .failure(EACCES)) { s in Sys.open(s("f"), O_WRONLY) }
         same("remove the ACL", expect: Outcome.success()) { s in Sys.call { LinuxCalls.lremovexattr(s("f"), "system.posix_acl_access") } }
