@@ -35,8 +35,15 @@ struct MountCommand: ParsableCommand {
     @Option(name: .customLong("ready-fd"), help: .private) var readyFD: Int32?
 
     func run() throws {
-        DaemonLauncher.closeInheritedDescriptors(keeping: readyFD)
-        if readyFD != nil { DaemonLauncher.detach() }
+        // The background daemon (started by `coordfs mount` with --ready-fd) drops what it
+        // inherited from its starter. `coordfs mount -f` is its caller's own child, as any
+        // foreground program, and leaves what it inherited alone: Foundation's `Process` learns of
+        // a child's exit from a socket the child inherits, so closing it made a Swift supervisor
+        // wait (in waitpid) for the mount to end before it saw any other child exit.
+        if readyFD != nil {
+            DaemonLauncher.closeInheritedDescriptors(keeping: readyFD)
+            DaemonLauncher.detach()
+        }
         // Names inside the mount are any bytes; the two folders' own paths must be UTF-8.
         for (role, given) in [("backing folder", backing), ("mountpoint", mountpoint)] where !LosslessName.isPlain(exactArgument(given)) {
             throw CLIError("the \(role)'s path \(exactArgument(given)) is not UTF-8: coordfs mounts only folders whose own paths are UTF-8 (the names inside may be any bytes)")
