@@ -17,6 +17,7 @@
 # BENCH_FRESH_FS (1: each target's folder is a fresh ext4 image of its own on the bench disk;
 # 0: plain folders under BENCH_DIR), BENCH_LOW_NOFILE (1024: the descriptor limit of the second
 # coordfs daemon the metadata workloads run on; 0: none).
+# `bench/run.sh mount` runs only the mount workloads and prints the machine and mount sections;
 # `bench/run.sh lowfd` runs only that comparison and prints its section; `bench/run.sh transport`
 # the same for the comparison of the two transports (BENCH_TRANSPORT=0: none; BENCH_TRANSPORT_TARGETS,
 # default "coordfs_dev coordfs_uring", may add coordfs_dev_fixed, coordfs_uring_fixed (spin_adapt=off)
@@ -930,13 +931,21 @@ section_how() {
   echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
   echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS, BENCH_LOW_NOFILE, BENCH_TRANSPORT. Every target"
   echo "runs on the same disk (by default each on a fresh ext4 image of its own there), one after the"
-  echo "other, with the page cache dropped before each read workload."
+  echo "other, with the page cache dropped before each read workload. \`bench/run.sh mount\`, \`kinds\`,"
+  echo "\`transport\` or \`lowfd\` runs one part alone and prints its sections."
   echo
 }
 
 main() {
   local started; started=$(date +%s)
   preflight
+  if [ "${1:-}" = mount ]; then   # only the mount workloads, the machine and mount sections on stdout
+    setup_targets
+    run_workloads
+    section_machine
+    section_mount
+    return
+  fi
   if [ "${1:-}" = lowfd ]; then   # only the low-limit comparison, its section on stdout
     run_lowfd
     section_lowfd
