@@ -219,8 +219,28 @@ start_target() {   # target: its folder (a fresh file system) and, for a FUSE ta
   esac
 }
 
+# The kernel offers FUSE over io_uring only while enable_uring is Y: the mount workloads run with it
+# on (coordfs's default transport, auto, then takes the ring), restored by cleanup.
+uring_offered() {
+  [ -f "$URING_SWITCH" ] || return 0
+  [ -n "$URING_SAVED" ] || URING_SAVED=$(cat "$URING_SWITCH")
+  echo Y > "$URING_SWITCH" 2>/dev/null || say "bench: cannot turn on $URING_SWITCH: coordfs runs on /dev/fuse"
+}
+
+# The transport a coordfs daemon says it uses (its daemon log under BACKING/.coordfs).
+transport_of() {   # backing folder
+  local line
+  line=$(grep -rhos "requests come through [a-z/_]*" "$1/.coordfs" 2>/dev/null | tail -1)
+  case $line in
+    *io_uring*) echo "io_uring" ;;
+    *dev/fuse*) echo "/dev/fuse" ;;
+    *) echo "unknown" ;;
+  esac
+}
+
 setup_targets() {
   local t
+  uring_offered
   for t in "${TARGETS[@]}"; do start_target "$t"; done
 }
 
@@ -357,7 +377,10 @@ run_workloads() {
     done
   done
   for t in "${TARGETS[@]}"; do rm -f "${DIR_OF[$t]}/fio-seq.dat"; done
+  [[ " ${TARGETS[*]} " == *" coordfs "* ]] && COORDFS_TRANSPORT=$(transport_of "$WORK/cf/backing")
+  return 0
 }
+COORDFS_TRANSPORT=""
 
 # The metadata workloads on coordfs at its default descriptor limit and at LOW_NOFILE, each round
 # on fresh file systems, the order alternating; the best round counts (medians in the section).
@@ -728,6 +751,7 @@ section_mount() {
   echo "a local file system (passthrough_ll flushes every close); a single-user mount, so without"
   echo "\`default_permissions\` (with \`allow_other\` the kernel re-reads a directory's attributes after each"
   echo "create or unlink in it: two more requests per file)."
+  [ -n "$COORDFS_TRANSPORT" ] && echo "Requests reach coordfs through $COORDFS_TRANSPORT (its daemon log; the run sets \`enable_uring\` to Y, so \`transport=auto\` takes the ring where the kernel has it)."
   echo
   echo "| workload | unit | native | passthrough_ll | coordfs | coordfs / native | coordfs / passthrough_ll | target |"
   echo "|---|---|---:|---:|---:|---:|---:|---|"
