@@ -219,8 +219,9 @@ start_target() {   # target: its folder (a fresh file system) and, for a FUSE ta
   esac
 }
 
-# The kernel offers FUSE over io_uring only while enable_uring is Y: the mount workloads run with it
-# on (coordfs's default transport, auto, then takes the ring), restored by cleanup.
+# The kernel offers FUSE over io_uring only while enable_uring is Y: the mount workloads and the
+# transport comparison run with it on (coordfs's default transport, auto, then takes the ring); the
+# first value seen is restored by cleanup, at exit.
 uring_offered() {
   [ -f "$URING_SWITCH" ] || return 0
   [ -n "$URING_SAVED" ] || URING_SAVED=$(cat "$URING_SWITCH")
@@ -445,8 +446,8 @@ stop_hogs() {
 run_transport() {
   [ "$TRANSPORT" != 0 ] || return 0
   [ -f "$URING_SWITCH" ] || { say "bench: this kernel has no FUSE over io_uring: no transport comparison"; TRANSPORT=0; return 0; }
-  URING_SAVED=$(cat "$URING_SWITCH")
-  echo Y > "$URING_SWITCH" || { say "bench: cannot turn on $URING_SWITCH: no transport comparison"; URING_SAVED=""; TRANSPORT=0; return 0; }
+  uring_offered
+  [ "$(cat "$URING_SWITCH")" = Y ] || { say "bench: cannot turn on $URING_SWITCH: no transport comparison"; TRANSPORT=0; return 0; }
   local t
   for t in "${TRANSPORT_TARGETS[@]}"; do start_target "$t"; done
   TRANSPORT_LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -486,7 +487,6 @@ run_transport() {
     done
   done
   TRANSPORT_LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
-  echo "$URING_SAVED" > "$URING_SWITCH"; URING_SAVED=""
 }
 declare -A TRANSPORT_BEST=() TRANSPORT_ALL=() TRANSPORT_CPU=() TRANSPORT_REQ=() TRANSPORT_SEEN=() METRICS_PORT=() TRANSPORT_LOADAVG=()
 TRANSPORT_LOADAVG_START="" TRANSPORT_LOADAVG_END=""
