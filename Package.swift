@@ -126,10 +126,10 @@ let package = Package(
         .testTarget(name: "DocumentStoreTests", dependencies: ["DocumentStore", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "MountTests", dependencies: ["CoordFS", "Coordination", "LinuxGNU", "TestSupport"]),
         .testTarget(name: "CoordinatedMountTests", dependencies: ["EtcdTestSupport", "TestSupport", "CoordFS", "FuseKit", "LinuxGNU", "Loopback", "Coordination", "EventLog", "ControlProtocol", "CoordFSClient", "DocumentStore", "Cluster", "ClusterKV"]),
-        .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination"]),
-        .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport"]),
+        .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport", "TestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
-        // Helpers more than one test target needs (POSIX ACL bytes; a journal and a recording presenter).
+        // Helpers more than one test target needs (POSIX ACL bytes, the Python protocol client's start; a journal and a recording presenter).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .target(name: "CoordinationTestSupport", dependencies: ["Coordination"], path: "Tests/CoordinationTestSupport"),
         // Real etcd members for the tests (started on free loopback ports, always stopped).

@@ -4,6 +4,7 @@
 // `coordfs resolve --merge` needs no --from (docs/semantics.md, "Lost updates").
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 final class LostUpdateCLITests: CLITestCase {
@@ -75,22 +76,7 @@ final class LostUpdateCLITests: CLITestCase {
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""), "the daemon's pid file")
 
         // nobody's own client (the protocol's `resolve`; the store's files are not nobody's to read).
-        let client = """
-        import json, socket, struct, sys
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(sys.argv[1])
-        def send(m):
-            body = json.dumps(m).encode()
-            sock.sendall(struct.pack(">I", len(body)) + body)
-        def receive():
-            def exactly(n):
-                data = b""
-                while len(data) < n:
-                    chunk = sock.recv(n - len(data))
-                    if not chunk: raise EOFError
-                    data += chunk
-                return data
-            return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
+        let client = pythonClientPrelude + """
         send({"type": "hello", "id": 1, "versions": [1]})
         receive()
         send({"type": "resolve", "id": 2, "conflict": int(sys.argv[2]), "resolution": "merge"})

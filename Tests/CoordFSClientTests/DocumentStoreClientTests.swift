@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import Glibc
+import TestSupport
 import Synchronization
 import ControlProtocol
 import CoordFSClient

@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import Glibc
+import TestSupport
 import ControlProtocol
 import Coordination
 @testable import CoordFS

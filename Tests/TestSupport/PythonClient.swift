@@ -1,7 +1,7 @@
-/// The start of the Python protocol clients the permission tests run as nobody: connects to the
+/// The start of the Python protocol clients the tests run as nobody (a uid that cannot use the Swift client): connects to the
 /// socket named by argv[1] (20 s timeout), with `send(message)`, `exactly(n)` and `receive()`
 /// for frames. The scripts say `hello` themselves.
-let pythonClientPrelude = #"""
+public let pythonClientPrelude = #"""
 import json, socket, struct, sys
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.settimeout(20)
