@@ -26,9 +26,15 @@ struct WireIntent: Codable, Sendable {
     }
 }
 
-struct WireOrigin: Codable, Sendable {
+struct WireOrigin: Codable, Sendable, Equatable {
     var pid: Int32, uid: UInt32, gid: UInt32, exe: String
     init(_ o: AccessOrigin) { pid = o.pid; uid = o.uid; gid = o.gid; exe = o.executable }
+    init(pid: Int32, uid: UInt32, gid: UInt32, exe: String) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.exe = exe
+    }
     /// The origin as the node that receives it records it: the executable named with its node.
     func origin(node: String) -> AccessOrigin { AccessOrigin(pid: pid, uid: uid, gid: gid, executable: "\(exe)@\(node)") }
 }
@@ -88,16 +94,6 @@ struct AskValue: Codable, Sendable {
 struct AnswerValue: Codable, Sendable {
     var errno: Int32
     var message: String
-}
-
-/// One access's changes in `c/<node>`.
-struct ChangeRecord: Codable, Sendable {
-    var serial: UInt64
-    var token: Revision
-    var origin: WireOrigin
-    var changes: [WireChange]
-    /// The nodes asked before the access (they release their proxies with these changes).
-    var asked: [String]
 }
 
 enum Wire {

@@ -66,6 +66,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var changeRecords: [ChangeRecord] = []
         /// Monotonic time the publisher last sent change records (their pacing).
         var lastRecordBatch: Double = -.infinity
+        /// The paced publisher, asleep until its interval is over or something that may not wait
+        /// is queued (``queue(_:_:)`` wakes it).
+        var paceWaiter: CheckedContinuation<Void, Never>?
         var flushing = false
         var flushWaiters: [CheckedContinuation<Void, Never>] = []
         var stepSubscribers: [UUID: StepSubscriber] = [:]
@@ -216,10 +219,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// Leaves the cluster: revokes the lease (its keys go at once) and stops.
     public func stop() async {
-        let lease = lock.withLock { () -> LeaseID in
+        let (lease, pacing) = lock.withLock { () -> (LeaseID, CheckedContinuation<Void, Never>?) in
             state.stopped = true
-            return state.lease
+            defer { state.paceWaiter = nil }
+            return (state.lease, state.paceWaiter)
         }
+        pacing?.resume()
         coordinator?.coordinationGate = nil
         for t in tasks { t.cancel() }
         if lease != 0 { try? await store.revokeLease(lease) }
@@ -424,13 +429,16 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 state.serial += 1
                 serial = state.serial
             }
+            // Only appended: the publisher merges and encodes the records, off the request thread.
             state.changeRecords.append(ChangeRecord(serial: serial, token: pass.fencingToken, origin: WireOrigin(origin),
-                                                    changes: changes.map(WireChange.init), asked: pass.asked))
+                                                    changes: changes, asked: pass.asked))
             for target in pass.asked { queue(keys.askKey(to: target, serial: serial), .delete) }
         }
-        let flush = !state.changeRecords.isEmpty || !state.ops.isEmpty
+        // The publisher is started here only when it is not running (it is, most of the time,
+        // while accesses stream: paced, it takes what they append when its interval is over).
+        let start = (!state.changeRecords.isEmpty || !state.ops.isEmpty) && claimFlush()
         lock.unlock()
-        if flush { startFlush() }
+        if start { Task.detached { [self] in await flushLoop() } }
     }
 
     // MARK: Rights (called with the lock held)
@@ -976,18 +984,25 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func queue(_ key: [UInt8], _ op: PendingOp) {
         if state.ops[key] == nil { state.opOrder.append(key) }
         state.ops[key] = op
+        // It may not wait for the records' interval (resuming only schedules the publisher).
+        if let c = state.paceWaiter {
+            state.paceWaiter = nil
+            c.resume()
+        }
     }
 
     /// Sends what is queued, in one transaction at a time, in order (change records before the
     /// rights that go with them, so another node sees the change before it can get the item).
     func startFlush() {
-        let go = lock.withLock { () -> Bool in
-            if state.flushing { return false }
-            state.flushing = true
-            return true
-        }
-        guard go else { return }
+        guard lock.withLock({ claimFlush() }) else { return }
         Task.detached { [self] in await flushLoop() }
+    }
+
+    /// Whether the caller is to start the publisher (with the lock held): it was not running.
+    func claimFlush() -> Bool {
+        if state.flushing { return false }
+        state.flushing = true
+        return true
     }
 
     /// Waits until what was queued before the call is in etcd (tests, status).
@@ -1017,9 +1032,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var inFlight: FlushBatch?
         while true {
             if inFlight == nil { await pace() }
-            let next = lock.withLock { () -> (batch: FlushBatch, guardRevision: Revision)? in
+            let next = lock.withLock { () -> (batch: FlushBatch, guardRevision: Revision, fresh: Bool)? in
                 if let batch = inFlight {
-                    if batch.lease == state.lease { return (batch, state.changeKeyRevision) }
+                    if batch.lease == state.lease { return (batch, state.changeKeyRevision, false) }
                     // Its session ended: its keys went with it, its change records still tell
                     // other nodes what changed (sent with the next session; told twice at worst).
                     state.changeRecords = batch.records + state.changeRecords
@@ -1032,10 +1047,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 var ops: [ClusterOperation] = []
                 let records = state.changeRecords
                 state.changeRecords = []
-                if !records.isEmpty {
-                    ops.append(.put(key: keys.changeKey, value: Wire.encode(records), lease: state.lease))
-                    state.lastRecordBatch = ClusterConfiguration.monotonicSeconds()
-                }
+                // Encoded after the lock is released (the request threads take it).
+                if !records.isEmpty { state.lastRecordBatch = ClusterConfiguration.monotonicSeconds() }
                 var taken: [([UInt8], PendingOp)] = []
                 var order = state.opOrder
                 let n = min(order.count, 127)
@@ -1049,15 +1062,22 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 order.removeFirst(n)
                 state.opOrder = order
-                return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease), state.changeKeyRevision)
+                return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease), state.changeKeyRevision, true)
             }
-            guard let (batch, guardRevision) = next else {
+            guard let next else {
                 let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
                     defer { state.flushWaiters = [] }
                     return state.flushWaiters
                 }
                 for w in waiters { w.resume() }
                 return
+            }
+            var batch = next.batch
+            let guardRevision = next.guardRevision
+            if next.fresh && !batch.records.isEmpty {
+                // One put of the node's change-record key, first (before the rights that go with it).
+                batch.records = ChangeRecords.merged(batch.records)
+                batch.ops.insert(.put(key: keys.changeKey, value: ChangeRecords.encode(batch.records), lease: batch.lease), at: 0)
             }
             do {
                 // Only this node writes its change-record key: found moved, the batch is in etcd.
@@ -1099,6 +1119,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// sent, so that a stream of writes costs etcd (and every node's watch) one transaction per
     /// interval rather than one per round trip; anything else queued (a right given back for
     /// another node's recall, a presenter, an answer etcd could not take at once) ends the wait.
+    /// It sleeps once, until the interval is over or ``queue(_:_:)`` wakes it: no polling (a
+    /// wake-up every half millisecond cost the publisher's thread a switch each, on cores the
+    /// accesses share).
     private func pace() async {
         let interval = configuration.recordInterval
         guard interval > 0 else { return }
@@ -1108,12 +1131,28 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 return state.lastRecordBatch + interval - ClusterConfiguration.monotonicSeconds()
             }
             if wait <= 0 { return }
-            try? await Task.sleep(nanoseconds: UInt64(min(wait, Self.paceSlice) * 1e9))
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = lock.withLock { () -> Bool in
+                    if !state.ops.isEmpty || state.stopped { return true }
+                    state.paceWaiter = c
+                    return false
+                }
+                if now {
+                    c.resume()
+                    return
+                }
+                DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
+                    // Whichever waiter is there now (an earlier timer's early wake-up is harmless:
+                    // the loop looks again).
+                    let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                        defer { state.paceWaiter = nil }
+                        return state.paceWaiter
+                    }
+                    c?.resume()
+                }
+            }
         }
     }
-
-    /// How often a paced publisher looks whether something that may not wait was queued.
-    static let paceSlice = 0.0005
 
     // MARK: The watch
 
@@ -1276,9 +1315,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         case (.change(let n), .put(let kv)):
             // This node's own records come back only for `watch --cluster`: nothing to decode else.
             let shown = !initial && state.everyStepSubscribers > 0
-            guard shown || n != name && !initial, let records = Wire.decode([ChangeRecord].self, kv.value) else { return }
+            guard shown || n != name && !initial, let records = ChangeRecords.decode(kv.value) else { return }
             for r in records where shown {
-                let changes = r.changes.compactMap(\.change)
+                let changes = r.changes
                 let what = changes.map(\.description).joined(separator: ", ")
                 let paths = changes.flatMap { c -> [ItemPath] in
                     switch c {
@@ -1294,7 +1333,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 if let proxy = state.proxies["\(n)/\(r.serial)"], !proxy.ended {
                     proxy.ended = true
                     if proxy.access != nil { viaProxy.insert(r.serial) }
-                    effects.proxiesToEnd.append((proxy, proxy.access != nil ? r.changes.compactMap(\.change) : []))
+                    effects.proxiesToEnd.append((proxy, proxy.access != nil ? r.changes : []))
                 }
             }
             effects.remoteChanges.append((records, n, viaProxy))
@@ -1337,7 +1376,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func run(_ effects: Effects) {
         for (records, node, viaProxy) in effects.remoteChanges {
             for r in records {
-                let changes = r.changes.compactMap(\.change)
+                let changes = r.changes
                 guard !changes.isEmpty else { continue }
                 let origin = r.origin.origin(node: node)
                 host?.clusterDropCaches(changes)

@@ -83,11 +83,7 @@ public final class EtcdClusterStore: ClusterStore {
     public func transaction(
         _ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]
     ) async throws -> TransactionResult {
-        let body: [String: Any] = [
-            "compare": compare.map(WireRequest.compare),
-            "success": success.map(WireRequest.operation),
-            "failure": failure.map(WireRequest.operation),
-        ]
+        let body = WireRequest.transaction(compare, success: success, failure: failure)
         let response: WireTxnResponse
         do {
             response = try await call("/v3/kv/txn", body, mutates: true)
@@ -106,7 +102,7 @@ public final class EtcdClusterStore: ClusterStore {
     }
 
     public func grantLease(ttl: Int64) async throws -> (id: LeaseID, ttl: Int64) {
-        let response: WireLeaseGrantResponse = try await call("/v3/lease/grant", ["TTL": String(ttl)], mutates: true)
+        let response: WireLeaseGrantResponse = try await call("/v3/lease/grant", WireRequest.single("TTL", String(ttl)), mutates: true)
         if let error = response.error, !error.isEmpty { throw ClusterStoreError.failed(error) }
         guard let id = response.ID?.value, id != 0 else { throw ClusterStoreError.failed("etcd granted no lease") }
         return (id, response.TTL?.value ?? ttl)
@@ -115,7 +111,7 @@ public final class EtcdClusterStore: ClusterStore {
     public func keepAlive(_ lease: LeaseID) async throws -> Int64 {
         // A stream in gRPC; through the gateway one request line gets one answer line.
         let line: WireStreamLine<WireLeaseKeepAliveResponse> = try await call(
-            "/v3/lease/keepalive", ["ID": String(lease)], mutates: false)
+            "/v3/lease/keepalive", WireRequest.single("ID", String(lease)), mutates: false)
         if let error = line.error { throw Self.error(error, status: .ok) }
         guard let ttl = line.result?.TTL?.value, ttl > 0 else { throw ClusterStoreError.leaseNotFound(lease) }
         return ttl
@@ -123,7 +119,7 @@ public final class EtcdClusterStore: ClusterStore {
 
     public func revokeLease(_ lease: LeaseID) async throws {
         do {
-            let _: WirePutResponse = try await call("/v3/lease/revoke", ["ID": String(lease)], mutates: true)
+            let _: WirePutResponse = try await call("/v3/lease/revoke", WireRequest.single("ID", String(lease)), mutates: true)
         } catch ClusterStoreError.leaseNotFound {
             throw ClusterStoreError.leaseNotFound(lease)
         }
@@ -136,8 +132,8 @@ public final class EtcdClusterStore: ClusterStore {
     /// When every endpoint failed and at least one of them is up but has no leader (an election
     /// after the leader was lost), the call goes round again after a pause, for as long as
     /// `requestTimeout`: nothing was proposed, so a change is sent again safely.
-    func call<Response: Decodable>(_ path: String, _ body: [String: Any], mutates: Bool) async throws -> Response {
-        let payload = try JSONSerialization.data(withJSONObject: body)
+    func call<Response: Decodable>(_ path: String, _ body: JSONObject, mutates: Bool) async throws -> Response {
+        let payload = body.data
         var lastFailure = ClusterStoreError.unavailable("no etcd endpoint answered")
         let clock = ContinuousClock()
         let started = clock.now

@@ -83,9 +83,11 @@ extension EtcdClusterStore {
             }
             if let interval = configuration.watchProbeInterval {
                 group.addTask {
-                    let payload = try JSONSerialization.data(withJSONObject: [
-                        "key": Base64.encode(key), "limit": "1", "keys_only": true,
-                    ])
+                    var probe = JSONObject()
+                    probe.string("key", Base64.encode(key))
+                    probe.string("limit", "1")
+                    probe.raw("keys_only", "true")
+                    let payload = probe.data
                     while true {
                         try await Task.sleep(for: interval)
                         do {
@@ -113,8 +115,10 @@ extension EtcdClusterStore {
         var token = try await currentToken(endpoint: endpoint)
         for attempt in 0..<2 {
             var create = KeyRange.fields(key, prefix: prefix)
-            if next > 0 { create["start_revision"] = String(next) }
-            let payload = try JSONSerialization.data(withJSONObject: ["create_request": create])
+            if next > 0 { create.string("start_revision", String(next)) }
+            var body = JSONObject()
+            body.object("create_request", create)
+            let payload = body.data
             var request = makeRequest(endpoint: endpoint, path: "/v3/watch", payload: payload, token: token)
             request.headers.add(name: "Grpc-Metadata-hasleader", value: "true")
             let response: HTTPClientResponse

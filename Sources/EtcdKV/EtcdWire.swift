@@ -142,54 +142,108 @@ enum KeyRange {
     }
 
     /// `key` and, for a prefix, `range_end`, as the gateway's JSON fields.
-    static func fields(_ key: [UInt8], prefix: Bool) -> [String: Any] {
-        var fields: [String: Any] = ["key": Base64.encode(key)]
-        if prefix { fields["range_end"] = Base64.encode(prefixEnd(key)) }
+    static func fields(_ key: [UInt8], prefix: Bool) -> JSONObject {
+        var fields = JSONObject()
+        fields.string("key", Base64.encode(key))
+        if prefix { fields.string("range_end", Base64.encode(prefixEnd(key))) }
         return fields
     }
 }
 
+/// A request body, written directly: every value the client sends is base64, a decimal number
+/// (etcd's 64-bit integers travel as strings) or one of etcd's enum names, so no character needs
+/// escaping and nothing goes through `JSONSerialization`, which bridges every value through `Any`
+/// (it was most of the client's CPU for a transaction). Names and values given here must be such
+/// text; anything else (a user name, a password) goes through `JSONSerialization`.
+struct JSONObject {
+    private(set) var text = ""
+
+    /// `"name":"value"`.
+    mutating func string(_ name: String, _ value: String) {
+        separate()
+        text += "\"\(name)\":\"\(value)\""
+    }
+
+    /// `"name":value` with `value` JSON already (an object, an array, a boolean).
+    mutating func raw(_ name: String, _ value: String) {
+        separate()
+        text += "\"\(name)\":\(value)"
+    }
+
+    mutating func object(_ name: String, _ value: JSONObject) { raw(name, value.json) }
+
+    mutating func array(_ name: String, _ values: [JSONObject]) {
+        raw(name, "[" + values.map(\.json).joined(separator: ",") + "]")
+    }
+
+    private mutating func separate() { if !text.isEmpty { text += "," } }
+
+    var json: String { "{" + text + "}" }
+    var data: Data { Data(json.utf8) }
+}
+
 enum WireRequest {
-    static func compare(_ c: Compare) -> [String: Any] {
-        var fields: [String: Any] = ["key": Base64.encode(c.key)]
-        fields["result"] =
+    static func compare(_ c: Compare) -> JSONObject {
+        var fields = JSONObject()
+        fields.string("key", Base64.encode(c.key))
+        let result =
             switch c.result {
             case .equal: "EQUAL"
             case .notEqual: "NOT_EQUAL"
             case .greater: "GREATER"
             case .less: "LESS"
             }
+        fields.string("result", result)
         switch c.target {
         case .version(let v):
-            fields["target"] = "VERSION"
-            fields["version"] = String(v)
+            fields.string("target", "VERSION")
+            fields.string("version", String(v))
         case .createRevision(let r):
-            fields["target"] = "CREATE"
-            fields["create_revision"] = String(r)
+            fields.string("target", "CREATE")
+            fields.string("create_revision", String(r))
         case .modRevision(let r):
-            fields["target"] = "MOD"
-            fields["mod_revision"] = String(r)
+            fields.string("target", "MOD")
+            fields.string("mod_revision", String(r))
         case .value(let v):
-            fields["target"] = "VALUE"
-            fields["value"] = Base64.encode(v)
+            fields.string("target", "VALUE")
+            fields.string("value", Base64.encode(v))
         case .lease(let l):
-            fields["target"] = "LEASE"
-            fields["lease"] = String(l)
+            fields.string("target", "LEASE")
+            fields.string("lease", String(l))
         }
         return fields
     }
 
-    static func put(_ key: [UInt8], _ value: [UInt8], lease: LeaseID) -> [String: Any] {
-        var fields: [String: Any] = ["key": Base64.encode(key), "value": Base64.encode(value)]
-        if lease != 0 { fields["lease"] = String(lease) }
+    static func put(_ key: [UInt8], _ value: [UInt8], lease: LeaseID) -> JSONObject {
+        var fields = JSONObject()
+        fields.string("key", Base64.encode(key))
+        fields.string("value", Base64.encode(value))
+        if lease != 0 { fields.string("lease", String(lease)) }
         return fields
     }
 
-    static func operation(_ op: ClusterOperation) -> [String: Any] {
+    static func operation(_ op: ClusterOperation) -> JSONObject {
+        var fields = JSONObject()
         switch op {
-        case .put(let key, let value, let lease): ["request_put": put(key, value, lease: lease)]
-        case .delete(let key, let prefix): ["request_delete_range": KeyRange.fields(key, prefix: prefix)]
-        case .range(let key, let prefix): ["request_range": KeyRange.fields(key, prefix: prefix)]
+        case .put(let key, let value, let lease): fields.object("request_put", put(key, value, lease: lease))
+        case .delete(let key, let prefix): fields.object("request_delete_range", KeyRange.fields(key, prefix: prefix))
+        case .range(let key, let prefix): fields.object("request_range", KeyRange.fields(key, prefix: prefix))
         }
+        return fields
+    }
+
+    static func transaction(_ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]) -> JSONObject {
+        var body = JSONObject()
+        body.array("compare", compare.map(Self.compare))
+        body.array("success", success.map(operation))
+        body.array("failure", failure.map(operation))
+        return body
+    }
+
+    /// `{"name":"value"}` (a lease's ID or TTL).
+    static func single(_ name: String, _ value: String) -> JSONObject {
+        var fields = JSONObject()
+        fields.string(name, value)
+        return fields
     }
 }

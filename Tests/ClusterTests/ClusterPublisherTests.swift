@@ -45,6 +45,41 @@ import Testing
         #expect(puts >= 1 && Double(puts) <= elapsed / interval + 2, "\(puts) puts for \(writes) writes in \(elapsed) s")
     }
 
+    /// The paced publisher sleeps until its interval is over, and is woken when something that
+    /// may not wait is queued: a presenter registered while a record waits goes at once, with it.
+    @Test func aPresenterQueuedWhileRecordsWaitGoesAtOnceWithThem() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a", recordInterval: 5)
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        // The first record goes at once; the second waits for the interval.
+        for name in ["d/f1", "d/f2"] {
+            let grant = try await access(a, [write(name)]).get()
+            grant.didChange(path(name))
+            grant.release()
+            if name == "d/f1" { #expect(await eventually(3) { cluster.journal.contains("b:dropCaches(changed d/f1)") }) }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!cluster.journal.contains("b:dropCaches(changed d/f2)"), "the second record did not wait")
+        let started = ContinuousClock.now
+        let p = RecordingPresenter("P", at: path("e/doc.txt"), journal: cluster.journal)
+        _ = try a.addFilePresenter(p, owner: origin)
+        #expect(await eventually(3) {
+            cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("e/doc.txt")]
+                && cluster.journal.contains("b:dropCaches(changed d/f2)")
+        })
+        let waited = ContinuousClock.now - started
+        #expect(waited < .seconds(2), "the presenter and the waiting record took \(waited)")
+        // A node stopped while its publisher sleeps is not held up by the interval.
+        let grant = try await access(a, [write("d/f3")]).get()
+        grant.didChange(path("d/f3"))
+        grant.release()
+        let stopping = ContinuousClock.now
+        await cluster.node("a").stop()
+        #expect(ContinuousClock.now - stopping < .seconds(3))
+    }
+
     @Test func anAnswerToAnAskIsNotHeldBackByRecordsWaitingToBeSent() async throws {
         let cluster = TestCluster()
         // b's records wait 3 s between puts: an answer that waited with them would take that long.
