@@ -7,6 +7,9 @@ import NameBytes
 struct WeakNode: Sendable {
     weak var node: BackingNode?
     var name: [UInt8] = []
+    /// Until when (`Loopback.entryClock`, nanoseconds) the kernel surely still holds the entry and
+    /// attributes last given for this name (`Loopback.kernelHoldsFreshEntry`); 0: not known.
+    var freshUntil: UInt64 = 0
 }
 
 /// Paths beyond PATH_MAX. The kernel gives an item's path through `/proc/self/fd/N` only while it
@@ -58,11 +61,13 @@ extension Loopback {
     }
 
     /// Remembers the directory a file, symlink or special file was looked up in (a directory has
-    /// its `..`), and the name (nil: not known).
-    func noteLookup(of node: BackingNode, in parent: BackingNode, name: UnsafePointer<CChar>?) {
+    /// its `..`), and the name (nil: not known); `freshUntil`: until when the kernel keeps the entry
+    /// and attributes just given for that name (0: none given).
+    func noteLookup(of node: BackingNode, in parent: BackingNode, name: UnsafePointer<CChar>?, freshUntil: UInt64 = 0) {
         guard !node.isDirectory else { return }
         node.lookedUpIn.withLock { last in
             if last.node !== parent { last.node = parent }
+            last.freshUntil = freshUntil
             guard let name else { last.name = []; return }
             let count = strlen(name) + 1
             // Unchanged (the usual case: the same file looked up again) costs no allocation.

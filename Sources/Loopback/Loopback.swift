@@ -215,8 +215,52 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); return .failure(e) }
         let node = inodes.remember(fd: fd, stat: st, parent: parent)
-        noteLookup(of: node, in: parent, name: name)
-        return .success(entry(node, st))
+        let e = entry(node, st)
+        // The kernel keeps what this reply gives at least this long (it starts counting later).
+        let lifetime = min(e.attributeTimeout, e.entryTimeout)
+        noteLookup(of: node, in: parent, name: name, freshUntil: lifetime > 0 ? Self.entryClock() &+ UInt64(lifetime * 1e9) : 0)
+        return .success(e)
+    }
+
+    /// Whether the kernel surely still holds a fresh entry and attributes for `name` in `parent`,
+    /// the non-directory with inode number `ino`: the node it knows by that number was last given to
+    /// it under this name in this folder, less than half the lifetime of that reply ago. A listing
+    /// (READDIRPLUS) then gives the name alone (node id 0), which the kernel takes as "no attributes
+    /// for this entry" and leaves that entry as it is. Given again, the kernel would take the
+    /// attributes anew and drop the inode's cached POSIX ACLs (`fuse_direntplus_link`), so every
+    /// `ls -l` asked the daemon for every file's ACL again on mounts whose kernel keeps them.
+    /// Nothing is held past its lifetime: what the kernel keeps expires when it would have, and a
+    /// change the watcher reports drops it as before; the half lifetime left is for the next listing
+    /// to give the entry again before it expires, so a folder listed over and over keeps its entries.
+    func kernelHoldsFreshEntry(in parent: BackingNode, name: UnsafePointer<CChar>, ino: ino_t) -> Bool {
+        // Only a node pinned by its descriptor: its inode number cannot have been reused.
+        guard let node = inodes.existing(dev: parent.key.dev, ino: ino, handle: { nil }), !node.isDirectory else { return false }
+        return node.lookedUpIn.withLock { last in
+            guard last.node === parent, last.freshUntil != 0, last.name.count == strlen(name) + 1,
+                  last.name.withUnsafeBytes({ memcmp($0.baseAddress!, name, $0.count) == 0 }) else { return false }
+            let now = Self.entryClock()
+            guard now < last.freshUntil else { return false }
+            // Half of the lifetime is left only if the reply was given less than half of it ago:
+            // freshUntil - now > (freshUntil - givenAt) / 2, with givenAt unknown here, so the
+            // lifetime itself is used: the watched one or the plain one, whichever the reply had.
+            return last.freshUntil - now > halfLifetime(of: node)
+        }
+    }
+
+    /// Half of the entry lifetime the kernel would be given for `node` now, in nanoseconds.
+    private func halfLifetime(of node: BackingNode) -> UInt64 {
+        var st = stat()
+        st.st_dev = node.key.dev
+        let t = timeouts(for: st)
+        return UInt64(min(t.attribute, t.entry) * 0.5e9)
+    }
+
+    /// Nanoseconds of the coarse monotonic clock.
+    @inline(__always)
+    static func entryClock() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t)
+        return UInt64(t.tv_sec) &* 1_000_000_000 &+ UInt64(t.tv_nsec)
     }
 
     @inline(__always)
@@ -743,7 +787,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                     namePtr.withMemoryRebound(to: CChar.self, capacity: 256) { name in
                         if handle.hidesReservedNames && isHidden(parent: .root, FileName(name)) { return 0 }
                         let remaining = size - used
-                        if plus && !isDotOrDotDot(name) {
+                        if plus && !isDotOrDotDot(name)
+                            && !(ent.pointee.d_type != UInt8(DT_DIR) && kernelHoldsFreshEntry(in: parent, name: name, ino: ent.pointee.d_ino)) {
                             switch lookupEntry(parent: parent, name: name) {
                             case .success(let e):
                                 let n = request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: name, entry: e, nextOffset: nextOffset)

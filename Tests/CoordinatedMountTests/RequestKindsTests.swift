@@ -65,6 +65,54 @@ final class RequestKindsTests: InProcessMountTestCase {
         XCTAssertEqual(daemon.coordinated?.path(node)?.description, "b")
     }
 
+    /// `ls -l` lists a folder (READDIRPLUS), then reads each file's attributes and ACL. Entries the
+    /// kernel holds fresh are listed by name alone, so the listing leaves their attributes and cached
+    /// ACLs alone (before, every listing made the kernel drop each file's ACL and ask again); what
+    /// changes beside the mount still shows, through the listing too.
+    func testAListingLeavesTheKernelsFreshEntriesAndACLsAlone() throws {
+        try write("a", "granted")
+        try write("b", "plain")
+        chmod(backing + "/a", 0o600)
+        for dir in [root!, backing!, mnt!] { chmod(dir, 0o755) }
+        XCTAssertEqual(setxattr(mnt + "/a", "system.posix_acl_access", PosixACL.user(65534, perm: 4)), 0)
+        var st = stat()
+        func lsl() -> [String: Int] {
+            var sizes: [String: Int] = [:]
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: mnt)) ?? [] {
+                var s = stat()
+                XCTAssertEqual(lstat(mnt + "/" + name, &s), 0)
+                _ = getxattr(mnt + "/" + name, "security.selinux")
+                _ = getxattr(mnt + "/" + name, "system.posix_acl_access")
+                sizes[name] = Int(s.st_size)
+            }
+            return sizes
+        }
+        _ = lsl()
+        let counters = try XCTUnwrap(daemon.requestCounters)
+        func asked() -> [UInt64] { [FuseOperation.getxattr, .lookup, .getattr].map { counters.value($0) } }
+        let before = asked()
+        let names = counters.value(.readdirplus)
+        for _ in 0..<3 { XCTAssertEqual(lsl(), ["a": 7, "b": 5]) }
+        XCTAssertGreaterThan(counters.value(.readdirplus), names, "the folder was listed")
+        let after = asked()
+        XCTAssertEqual(after[0] - before[0], 3 * 2, "only security.selinux asked, once per file and listing: the ACLs stayed in the kernel")
+        XCTAssertEqual(after[1] - before[1], 0, "no lookup")
+        XCTAssertLessThanOrEqual(after[2] - before[2], 3, "no getattr of a file (the folder's own, once a listing: the kernel drops its atime after each)")
+        // The kernel's cached ACL decides for nobody, as the backing file's would.
+        XCTAssertEqual(try sh("su nobody -s /bin/sh -c 'cat \(mnt!)/a'").output, "granted")
+        // Changed beside the mount by another process: the listing shows it within the watcher's latency.
+        try sh("setfattr -x system.posix_acl_access a && printf 0123456789 > b.new && mv b.new b && truncate -s 3 a", in: backing)
+        let deadline = Date().addingTimeInterval(3)
+        while lsl() != ["a": 3, "b": 10], Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(lsl(), ["a": 3, "b": 10])
+        XCTAssertEqual(getxattr(mnt + "/a", "system.posix_acl_access").1, ENODATA, "the ACL's removal shows")
+        XCTAssertNotEqual(try sh("su nobody -s /bin/sh -c 'cat \(mnt!)/a'", allowFailure: true).status, 0, "nobody is refused again")
+        XCTAssertEqual(stat(mnt + "/b", &st), 0)
+        var native = stat()
+        XCTAssertEqual(stat(backing + "/b", &native), 0)
+        XCTAssertEqual(st.st_ino, native.st_ino, "the replaced name is the new file")
+    }
+
     func testPOSIXACLsAreCachedByTheKernelAndDroppedWhenTheyChange() throws {
         try write("f", "secret")
         chmod(backing + "/f", 0o600)
