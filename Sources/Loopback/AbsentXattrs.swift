@@ -8,7 +8,9 @@ import FuseKit
 /// `security.selinux` and `system.posix_acl_access` of each entry, and the kernel asks
 /// `security.capability` before an inode's first write and at each chown (FUSE has no cache for
 /// them, and answering "not supported" would turn every extended attribute off). Without the
-/// node's answer each such request opens the file by its handle, reads, and closes it.
+/// node's answer each such request opens the file by its handle, reads, and closes it (one read on
+/// the descriptor of an open of the file through the mount, while there is one: the kernel's ask
+/// before a write).
 ///
 /// Only "no such attribute" (ENODATA) of the names in `names` is kept, and only where the backing
 /// watcher keeps the file fresh (`Loopback.timeouts(for:)`'s rule: every known directory watched,

@@ -54,6 +54,11 @@ public final class BackingNode: @unchecked Sendable {
     /// first such open, or through /proc/self/fd where it has none.
     let reopening = Mutex<Reopening>(.unknown)
     enum Reopening { case unknown, byHandle(LinuxCalls.KernelFileHandle, mountFD: Int32), byProcPath }
+    /// A regular file's latest open through the mount while it is open (weak: gone with its last
+    /// reference): extended-attribute calls go through its descriptor instead of reopening the file
+    /// (`Loopback.xattrCall`), which is the case of the kernel's `security.capability` at each write.
+    let latestOpen = Mutex(WeakOpen())
+    struct WeakOpen: Sendable { weak var file: OpenFile? }
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
         slot = Atomic(fd); handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget

@@ -71,6 +71,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// When every node's absent attributes were last forgotten (`forgetAbsentXattrs`).
     private let absentXattrsForgotten = Mutex(AbsentXattrs.Forgotten())
     private let absentXattrAnswerCount = Atomic<Int>(0)
+    private let xattrCallsOnOpensCount = Atomic<Int>(0)
 
     /// Reads and writes that reached the daemon so far (with passthrough, an open file's do not).
     public var dataRequests: Int { dataRequestCount.load(ordering: .relaxed) }
@@ -130,11 +131,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     /// An xattr call on `node`: on a descriptor of the item for regular files and directories (a
-    /// directory reopened from its own descriptor, a file by `reopen`, read-only: f*xattr need no
-    /// more), by its /proc path for the others (symlinks, devices, FIFOs and sockets, which must not
+    /// file's open through the mount while there is one, else the file by `reopen`, read-only:
+    /// f*xattr need no more; a directory reopened from its own descriptor), by its /proc path for the others (symlinks, devices, FIFOs and sockets, which must not
     /// or cannot be opened) and when the item cannot be opened (a daemon that is not root, on a
     /// file it may not read: the path call needs no read permission).
     func xattrCall<T: BinaryInteger>(_ node: BackingNode, onDescriptor: (Int32) -> T, onPath: (UnsafePointer<CChar>) -> T) -> Result<T, Errno> {
+        // A file open through the mount already has a descriptor of the item: one call, no reopen
+        // (f*xattr need no access mode, and the open's inode is the node's).
+        if node.type == S_IFREG, let open = node.latestOpen.withLock({ $0.file }) {
+            xattrCallsOnOpensCount.add(1, ordering: .relaxed)
+            return withExtendedLifetime(open) { sysValue { onDescriptor(open.fd) } }
+        }
         let opened: Result<Int32, Errno>? = switch node.type {
         case S_IFDIR: node.withFD { fd in sysValue { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } }
         case S_IFREG: reopen(node, flags: O_RDONLY | O_NONBLOCK | O_CLOEXEC)
@@ -615,6 +622,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// inode's first open could register it (an O_DIRECT open too: the kernel refuses one without
     /// passthrough while the inode has passthrough opens).
     private func makeOpen(_ fd: Int32, _ node: BackingNode, _ flags: Int32) -> OpenFile {
+        let open = makeOpen(passthrough: fd, node, flags)
+        if node.type == S_IFREG { node.latestOpen.withLock { $0.file = open } }
+        return open
+    }
+
+    private func makeOpen(passthrough fd: Int32, _ node: BackingNode, _ flags: Int32) -> OpenFile {
         guard node.type == S_IFREG,
               let registry = backingFiles.withLock({ $0 }), registry.passthroughEnabled else {
             return OpenFile(fd: fd, inode: node, flags: flags)
@@ -879,6 +892,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     /// Answers of "no such attribute" given from the nodes so far (tests, benchmarks).
     public var absentXattrAnswers: Int { absentXattrAnswerCount.load(ordering: .relaxed) }
+
+    /// Extended-attribute calls made through the descriptor of a file's open so far, not a reopen
+    /// (`xattrCall`; tests, benchmarks).
+    public var xattrCallsOnOpens: Int { xattrCallsOnOpensCount.load(ordering: .relaxed) }
 
     /// Whole seconds since the daemon's start, plus one (0 stays "never").
     @inline(__always)

@@ -219,6 +219,37 @@ final class AbsentXattrTests: InProcessMountTestCase {
         soon("an ACL set through a hard link shows through the first name") { value("f", "system.posix_acl_access").0 > 0 }
     }
 
+    /// While a file is open through the mount, its extended attributes are read and set through
+    /// that open's descriptor (the kernel asks `security.capability` at each write), not by
+    /// reopening the file: and they stay the file's, whoever changes them; after the close, by a
+    /// reopen again.
+    func testAnOpenFilesAttributesGoThroughItsOpenAndStayTrue() throws {
+        try write("f", "x")
+        let fd = open(mnt + "/f", O_WRONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let onOpens = { self.daemon.loopback.xattrCallsOnOpens }
+        let before = onOpens()
+        XCTAssertTrue(absent("f", "user.a"))
+        XCTAssertEqual(onOpens() - before, 1, "read through the open's descriptor")
+        try sh("setfattr -n user.a -v hello f", in: backing)
+        XCTAssertEqual(value("f", "user.a").0, 5, "set in the backing folder, it shows through the open")
+        let b = Array("two".utf8)
+        XCTAssertEqual(b.withUnsafeBytes { LinuxCalls.setxattr(mnt + "/f", "user.b", $0.baseAddress, $0.count, 0) }, 0)
+        XCTAssertEqual(try sh("getfattr --only-values -n user.b f", in: backing).output, "two", "set through the open, it is the file's")
+        // The kernel's ask before a write goes through the open too.
+        let beforeWrite = onOpens()
+        XCTAssertEqual(Glibc.write(fd, "y", 1), 1)
+        XCTAssertGreaterThan(onOpens(), beforeWrite)
+        XCTAssertEqual(close(fd), 0)
+        XCTAssertEqual(try String(contentsOfFile: backing + "/f", encoding: .utf8), "y")
+        // Closed (the release may come after close(2) returns): read by a reopen, the same values.
+        soon("the open is gone once released") {
+            let n = onOpens()
+            return value("f", "user.a").0 == 5 && onOpens() == n
+        }
+        XCTAssertEqual(value("f", "user.b").0, 3)
+    }
+
     func testLostEventsForgetEveryAbsence() throws {
         try write("f", "x")
         XCTAssertTrue(absent("f", "security.selinux"))
