@@ -24,8 +24,9 @@ import Linux
 ///     `backlogToShare` times in a row: several tools at once, which one worker would keep waiting);
 ///   - loses the device to a watchdog thread when a quick request takes longer than `stall` (a disk
 ///     that stalls, a lock): the watchdog passes the device to the next worker, so the mount never
-///     waits for one request. The watchdog looks every `stall / 2` while requests come, and sleeps
-///     until the next one once none has come for a second.
+///     waits for one request. While requests come, the watchdog looks when the request being served
+///     would have kept the device for `stall` (`stall` later after a look that found none being
+///     served): once per `stall`. It sleeps until the next request once none has come for a second.
 /// The other workers wait for the device on a semaphore, not in the kernel, so the kernel has at most
 /// one waiter to wake.
 ///
@@ -65,6 +66,8 @@ final class DeviceReader: @unchecked Sendable {
     private let watchdog = Mutex<pthread_t?>(nil)
     /// How often the watchdog passed the device on (for tests and the daemon's log).
     let takeovers = Atomic<Int>(0)
+    /// How often the watchdog looked (each a wake-up of its thread; tests).
+    let watchdogLooks = Atomic<Int>(0)
     /// Work the holder does in slices while it polls the empty device after a request
     /// (`FuseSession.setIdleWork`).
     let idleWork = Mutex<IdleWork?>(nil)
@@ -254,6 +257,7 @@ final class DeviceReader: @unchecked Sendable {
     /// The watchdog's loop.
     private func watch() {
         while !stopping.load(ordering: .sequentiallyConsistent) {
+            watchdogLooks.add(1, ordering: .relaxed)
             let now = Self.now()
             let since = busySince.load(ordering: .sequentiallyConsistent)
             if since != 0, now - since > stallNanoseconds,
@@ -274,11 +278,23 @@ final class DeviceReader: @unchecked Sendable {
             }
             // On the doorbell, so that `stop` need not wait out the pause (a ring meanwhile only
             // brings the next look forward). tv_nsec must stay below a second (the wait fails at once
-            // otherwise, and this would spin).
-            let next = now + stallNanoseconds / 2
+            // otherwise, and this would spin). The next look: just when the request being served
+            // now would have kept the device too long, or in `stall` while none is being served (one
+            // that begins meanwhile cannot have kept it too long before then). Either way a look
+            // finds any request served since the last one begun less than `stall` before, and the
+            // next is when that one would stall: a stalled request is passed on `stall` after it
+            // began, and requests that come one after another wake the watchdog once per `stall`.
+            let next = Self.nextLook(now: now, busySince: since, stall: stallNanoseconds)
             var until = timespec(tv_sec: next / 1_000_000_000, tv_nsec: next % 1_000_000_000)
             _ = cfuse_sem_clockwait_monotonic(doorbell, &until)
         }
+    }
+
+    /// When the watchdog looks next, having looked at `now` and found the holder serving a request
+    /// since `busySince` (0: none; or one it just passed on, begun more than `stall` before).
+    @inline(__always)
+    static func nextLook(now: Int, busySince since: Int, stall: Int) -> Int {
+        since != 0 && now &- since <= stall ? since &+ stall &+ 1 : now &+ stall
     }
 
     /// Requests a reader serves without passing the device on: they touch metadata only. Forgets

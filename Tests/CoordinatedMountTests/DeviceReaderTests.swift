@@ -99,6 +99,47 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertEqual(reader.takeovers.load(ordering: .relaxed), 2)
     }
 
+    /// The watchdog looks when the request being served would have kept the device too long (or
+    /// `stall` after a look that found none being served): while requests come one after another,
+    /// one wake-up per `stall`, not two.
+    func testTheWatchdogLooksOncePerStallWhileRequestsCome() throws {
+        let stall = 40_000_000
+        XCTAssertEqual(DeviceReader.nextLook(now: 1_000, busySince: 900, stall: stall), 900 + stall + 1, "when the request in service would stall")
+        XCTAssertEqual(DeviceReader.nextLook(now: 1_000, busySince: 0, stall: stall), 1_000 + stall, "none in service: one begun next stalls no sooner")
+        XCTAssertEqual(DeviceReader.nextLook(now: 1_000 + stall + 5, busySince: 1_000, stall: stall), 1_000 + 2 * stall + 5,
+                       "one just passed on")
+        try makeReader(stall: stall)
+        // A tool's requests, one every millisecond, each served in 0.3 ms, for 0.6 s.
+        let fd = kernel
+        let sending = Atomic<Bool>(true)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            var u: UInt64 = 1
+            while sending.load(ordering: .relaxed) {
+                var header = (UInt32(40), UInt32(3), u)
+                _ = withUnsafeBytes(of: &header) { Glibc.write(fd, $0.baseAddress, 16) }
+                u += 1
+                usleep(1_000)
+            }
+            stopped.signal()
+        }
+        let start = reader.watchdogLooks.load(ordering: .relaxed)
+        let begin = Date()
+        var served = 0
+        while Date().timeIntervalSince(begin) < 0.6 {
+            if receive() != nil { served += 1 }
+            usleep(300)
+        }
+        let elapsed = Date().timeIntervalSince(begin)
+        let looks = reader.watchdogLooks.load(ordering: .relaxed) - start
+        sending.store(false, ordering: .relaxed)
+        // The sender stops before the socket closes (its number may be the next test's).
+        XCTAssertEqual(stopped.wait(timeout: .now() + 10), .success)
+        XCTAssertGreaterThan(served, 50)
+        let perStall = Double(looks) / (elapsed / (Double(stall) / 1e9))
+        XCTAssertLessThanOrEqual(perStall, 1.4, "\(looks) looks in \(elapsed) s at a stall of 40 ms (every stall / 2 would be 2 per stall)")
+    }
+
     func testQueuedRequestsShareTheDevice() throws {
         try makeReader()
         for u in 1...6 { send(1, UInt64(u)) }        // a backlog: several tools at once
