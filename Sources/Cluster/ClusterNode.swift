@@ -64,6 +64,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var ops: [[UInt8]: PendingOp] = [:]
         var opOrder: [[UInt8]] = []
         var changeRecords: [ChangeRecord] = []
+        /// Change records queued since the node started, and how many of them etcd has: an ask
+        /// waits for the records queued before it (`recordsInEtcd`).
+        var recordsQueued: UInt64 = 0
+        var recordsSent: UInt64 = 0
+        var recordWaiters: [RecordWait] = []
         /// Monotonic time the publisher last sent change records (their pacing).
         var lastRecordBatch: Double = -.infinity
         /// The paced publisher, asleep until its interval is over or something that may not wait
@@ -156,6 +161,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let origin: AccessOrigin
         var access: CoordinatedAccess?
         var answered = false
+        /// Its answer was queued for the publisher (etcd did not take it at once), unguarded.
+        var answerQueued = false
         var ended = false
         init(from: String, serial: UInt64, intents: [FileAccessIntent], origin: AccessOrigin) {
             self.from = from
@@ -171,6 +178,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var refusal: AnswerValue?
         var continuation: CheckedContinuation<Bool, Never>?
         init(remaining: Set<String>) { self.remaining = remaining }
+    }
+
+    /// An ask waiting until this node's change records queued before it are in etcd.
+    final class RecordWait: @unchecked Sendable {
+        let upTo: UInt64
+        var continuation: CheckedContinuation<Void, Never>?
+        init(upTo: UInt64) { self.upTo = upTo }
     }
 
     /// A wait for rights of other nodes to go (or a deadline, or a cancellation).
@@ -422,6 +436,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     public func release(_ pass: any GatePass, changes: [AccessChange], origin: AccessOrigin) {
         guard let pass = pass as? Pass, !pass.isProxy else { return }
         lock.lock()
+        // Presenters follow the move here at once (before any right goes): the next access of
+        // this node finds them at their new paths.
+        for case .moved(let from, let to) in changes { followMove(from: from, to: to) }
         for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode) }
         if !changes.isEmpty || !pass.asked.isEmpty {
             var serial = pass.serial
@@ -432,7 +449,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             // Only appended: the publisher merges and encodes the records, off the request thread.
             state.changeRecords.append(ChangeRecord(serial: serial, token: pass.fencingToken, origin: WireOrigin(origin),
                                                     changes: changes, asked: pass.asked))
-            for target in pass.asked { queue(keys.askKey(to: target, serial: serial), .delete) }
+            state.recordsQueued += 1
+            // The asks go with the record, and their answers too (the answering node, which
+            // learns of the end from this record, leaves them to this transaction).
+            for target in pass.asked {
+                queue(keys.askKey(to: target, serial: serial), .delete)
+                queue(keys.key("r", name, String(serial), target), .delete)
+            }
         }
         // The publisher is started here only when it is not running (it is, most of the time,
         // while accesses stream: paced, it takes what they append when its interval is over).
@@ -725,11 +748,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let wait = AskWait(remaining: targets)
         lock.withLock { state.askWaits[serial] = wait }
         let askKeys = targets.sorted().map { keys.askKey(to: $0, serial: serial) }
+        let askUntil = max(retryUntil, ClusterConfiguration.monotonicSeconds() + configuration.failoverWait)
+        // The ask comes after this node's change records in etcd's order, so the asked node has
+        // followed them (a move above all: its presenters at their new paths) when it runs it.
+        await recordsInEtcd(until: askUntil)
         do {
             let ops = askKeys.map { ClusterOperation.put(key: $0, value: Wire.encode(ask), lease: lease) }
             // Guarded as the rights are: sent again, it finds its keys and puts nothing twice.
             let guardNew = [Compare(key: askKeys[0], .equal, .createRevision(0))]
-            let askUntil = max(retryUntil, ClusterConfiguration.monotonicSeconds() + configuration.failoverWait)
             _ = try await retrying(until: askUntil, request) { try await self.store.transaction(guardNew, success: ops, failure: []) }
         } catch {
             lock.withLock {
@@ -965,7 +991,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             queue(keys.presenterKey(id.rawValue), .delete)
             changed = true
         case .notified(let id, .itemDidMove(_, let to)):
-            if var value = state.presenters[id.rawValue] {
+            // Put already when the node followed the move (`followMove`): not twice.
+            if var value = state.presenters[id.rawValue], value.path != WirePath(to) {
                 value.path = WirePath(to)
                 state.presenters[id.rawValue] = value
                 queue(keys.presenterKey(id.rawValue), .put(Wire.encode(value)))
@@ -976,6 +1003,31 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
         lock.unlock()
         if changed { startFlush() }
+    }
+
+    /// A move re-keys the presenters at or inside `from`, every node's, in this node's table at
+    /// once (with the lock held): the node that moved the item when its access ends, every other
+    /// node when it takes the move's change record from its watch, so no access of any node
+    /// looks for them at their old paths meanwhile (an access to the moved document would go on
+    /// without asking them). Their own node's puts, which follow, carry the same paths. This
+    /// node's own presenters are put again here too (their coordinator has moved them), also those
+    /// its coordinator told of the move as something else (a presenter that may not see the new
+    /// path hears that the item changed, and no `itemDidMove` event comes for it).
+    func followMove(from: ItemPath, to: ItemPath) {
+        guard from != to, let below = state.presenceBelow[from] else { return }
+        for (key, entry) in state.presenterKeys {
+            guard let path = entry.path.replacingPrefix(from, with: to) else { continue }
+            countPresenter(entry.node, entry.path, -1)
+            state.presenterKeys[key] = (entry.node, path)
+            countPresenter(entry.node, path, 1)
+        }
+        guard below[name] != nil else { return }
+        for (id, value) in state.presenters {
+            guard let path = value.path.path?.replacingPrefix(from, with: to) else { continue }
+            let moved = PresenterValue(path: WirePath(path), uid: value.uid)
+            state.presenters[id] = moved
+            queue(keys.presenterKey(id), .put(Wire.encode(moved)))
+        }
     }
 
     // MARK: The publisher
@@ -1026,6 +1078,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var records: [ChangeRecord]
         var taken: [([UInt8], PendingOp)]
         var lease: LeaseID
+        /// With records: how many change records the node had queued when it took them (every
+        /// one of those is in this batch or an earlier one).
+        var recordsUpTo: UInt64 = 0
     }
 
     private func flushLoop() async {
@@ -1062,7 +1117,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 order.removeFirst(n)
                 state.opOrder = order
-                return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease), state.changeKeyRevision, true)
+                return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease,
+                                   recordsUpTo: records.isEmpty ? 0 : state.recordsQueued), state.changeKeyRevision, true)
             }
             guard let next else {
                 let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
@@ -1085,17 +1141,21 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 let result = try await store.transaction(guardRecords, success: batch.ops,
                                                          failure: [.range(key: keys.changeKey, prefix: false)])
                 inFlight = nil
-                lock.withLock {
+                let sent = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
                     if result.succeeded {
                         if !batch.records.isEmpty { state.changeKeyRevision = result.revision }
+                        return recordsSent(upTo: batch.recordsUpTo)
                     } else if let kv = result.ranges.first?.first {
                         state.changeKeyRevision = kv.modRevision
+                        return recordsSent(upTo: batch.recordsUpTo)
                     } else {
                         // The key is gone (its lease ended with an earlier session): not sent.
                         state.changeKeyRevision = 0
                         inFlight = batch
+                        return []
                     }
                 }
+                for c in sent { c.resume() }
                 reachability(true)
             } catch ClusterStoreError.leaseNotFound(let lease) {
                 // The session is gone, and every key of it with it; its records wait for the next.
@@ -1115,6 +1175,57 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
     }
 
+    /// The first `upTo` change records the node queued are in etcd: the asks that waited for them
+    /// go on (with the lock held; their continuations are returned, to resume after it).
+    func recordsSent(upTo: UInt64) -> [CheckedContinuation<Void, Never>] {
+        guard upTo > state.recordsSent else { return [] }
+        state.recordsSent = upTo
+        let sent = upTo
+        var ready: [CheckedContinuation<Void, Never>] = []
+        state.recordWaiters.removeAll { w in
+            guard w.upTo <= sent else { return false }
+            if let c = w.continuation { ready.append(c) }
+            w.continuation = nil
+            return true
+        }
+        return ready
+    }
+
+    /// Waits until every change record this node queued so far is in etcd, at most until
+    /// `deadline` (monotonic seconds; then the caller goes on: etcd is not answering anyway). The
+    /// publisher sends them at once meanwhile, without its pacing.
+    func recordsInEtcd(until deadline: Double) async {
+        let waiter = lock.withLock { () -> RecordWait? in
+            state.recordsSent < state.recordsQueued ? RecordWait(upTo: state.recordsQueued) : nil
+        }
+        guard let waiter else { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let (sent, pacing) = lock.withLock { () -> (Bool, CheckedContinuation<Void, Never>?) in
+                if state.recordsSent >= waiter.upTo { return (true, nil) }
+                waiter.continuation = c
+                state.recordWaiters.append(waiter)
+                // A publisher waiting for the records' interval sends them now.
+                defer { state.paceWaiter = nil }
+                return (false, state.paceWaiter)
+            }
+            if sent {
+                c.resume()
+                return
+            }
+            pacing?.resume()
+            startFlush()
+            Task.detached { [self] in
+                try? await Task.sleep(nanoseconds: UInt64(max(0, deadline - ClusterConfiguration.monotonicSeconds()) * 1e9))
+                let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                    state.recordWaiters.removeAll { $0 === waiter }
+                    defer { waiter.continuation = nil }
+                    return waiter.continuation
+                }
+                c?.resume()
+            }
+        }
+    }
+
     /// Holds back a batch of change records alone until `recordInterval` after the last one was
     /// sent, so that a stream of writes costs etcd (and every node's watch) one transaction per
     /// interval rather than one per round trip; anything else queued (a right given back for
@@ -1127,13 +1238,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard interval > 0 else { return }
         while true {
             let wait = lock.withLock { () -> Double in
-                guard state.ops.isEmpty, !state.changeRecords.isEmpty, !state.stopped else { return 0 }
+                guard state.ops.isEmpty, !state.changeRecords.isEmpty, !state.stopped, state.recordWaiters.isEmpty else { return 0 }
                 return state.lastRecordBatch + interval - ClusterConfiguration.monotonicSeconds()
             }
             if wait <= 0 { return }
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = lock.withLock { () -> Bool in
-                    if !state.ops.isEmpty || state.stopped { return true }
+                    if !state.ops.isEmpty || state.stopped || !state.recordWaiters.isEmpty { return true }
                     state.paceWaiter = c
                     return false
                 }
@@ -1220,7 +1331,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// Other nodes' change records, with the serials whose presenters here hear through a proxy.
         var remoteChanges: [(records: [ChangeRecord], node: String, viaProxy: Set<UInt64>)] = []
         var proxiesToStart: [Proxy] = []
-        var proxiesToEnd: [(Proxy, [AccessChange])] = []
+        /// Proxies to end, with the changes their access announces, and whether the asking node's
+        /// transaction that ended them (its change record) deleted the answer too.
+        var proxiesToEnd: [(proxy: Proxy, changes: [AccessChange], answerGone: Bool)] = []
         var answers: [CheckedContinuation<Bool, Never>] = []
         var wakes: [CheckedContinuation<KeyWaiter.Outcome, Never>] = []
         var flush = false
@@ -1298,7 +1411,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             guard to == name, let proxy = state.proxies.removeValue(forKey: "\(from)/\(serial)") else { return }
             if !proxy.ended {
                 proxy.ended = true
-                effects.proxiesToEnd.append((proxy, []))
+                effects.proxiesToEnd.append((proxy, [], false))
             }
             if !proxy.answered { state.unansweredProxies[from, default: 1] -= 1 }
         case (.answer(let from, let serial, let to), .put(let kv)):
@@ -1328,12 +1441,17 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 step(n, "did " + (what.isEmpty ? "nothing" : what) + " (token \(r.token))", nil, paths: paths)
             }
             guard n != name, !initial else { return }
+            let queued = state.ops.count
+            for r in records {
+                for case .moved(let from, let to) in r.changes { followMove(from: from, to: to) }
+            }
+            if state.ops.count != queued { effects.flush = true }
             var viaProxy = Set<UInt64>()
             for r in records where r.asked.contains(name) {
                 if let proxy = state.proxies["\(n)/\(r.serial)"], !proxy.ended {
                     proxy.ended = true
                     if proxy.access != nil { viaProxy.insert(r.serial) }
-                    effects.proxiesToEnd.append((proxy, proxy.access != nil ? r.changes : []))
+                    effects.proxiesToEnd.append((proxy, proxy.access != nil ? r.changes : [], true))
                 }
             }
             effects.remoteChanges.append((records, n, viaProxy))
@@ -1386,7 +1504,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 if !viaProxy.contains(r.serial) { for c in changes { coordinator?.announce(c, origin: origin) } }
             }
         }
-        for (proxy, changes) in effects.proxiesToEnd { endProxy(proxy, changes) }
+        for end in effects.proxiesToEnd { endProxy(end.proxy, end.changes, answerGone: end.answerGone) }
         for proxy in effects.proxiesToStart { startProxy(proxy) }
         for c in effects.answers { c.resume(returning: true) }
         for c in effects.wakes { c.resume(returning: .changed) }
@@ -1449,24 +1567,32 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 } catch {}
             }
             lock.withLock {
-                if state.proxies["\(proxy.from)/\(proxy.serial)"] === proxy { queue(key, .put(value)) }
+                if state.proxies["\(proxy.from)/\(proxy.serial)"] === proxy {
+                    proxy.answerQueued = true
+                    queue(key, .put(value))
+                }
             }
             startFlush()
         }
     }
 
-    private func endProxy(_ proxy: Proxy, _ changes: [AccessChange]) {
-        let access = lock.withLock { () -> CoordinatedAccess? in
+    /// Ends the local access run for another node's ask. `answerGone`: the asking node deleted
+    /// the answer with its ask, in the transaction of its change record (one transaction per ask
+    /// fewer); else (the ask deleted alone: its access gave up, its node left) the answer goes here.
+    private func endProxy(_ proxy: Proxy, _ changes: [AccessChange], answerGone: Bool) {
+        let (access, flush) = lock.withLock { () -> (CoordinatedAccess?, Bool) in
             if !proxy.answered {
                 proxy.answered = true
                 state.unansweredProxies[proxy.from, default: 1] -= 1
             }
             state.proxies["\(proxy.from)/\(proxy.serial)"] = nil
-            // The answer key goes with the ask.
+            // The answer key goes with the ask. One the publisher sent may have come after the
+            // asking node's deletion: deleted here then.
+            guard !answerGone || proxy.answerQueued else { return (proxy.access, false) }
             queue(keys.answerKey(from: proxy.from, serial: proxy.serial), .delete)
-            return proxy.access
+            return (proxy.access, true)
         }
-        startFlush()
+        if flush { startFlush() }
         guard let access else { return }
         for c in changes { access.announce(c) }
         access.release()

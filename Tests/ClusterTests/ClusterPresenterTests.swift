@@ -135,6 +135,32 @@ import CoordinationTestSupport
         #expect(j.all.filter { $0 == "P:relinquishToWriter" }.count == 2, "\(j.all)")
     }
 
+    /// The moving node knows the moved presenters at their new paths as soon as its access ends,
+    /// not once their node has put their keys again: its next write to the moved document asks
+    /// the presenter, which has heard it moved by then. Before, the moving node kept the presenter
+    /// at its old path until that put came back through its watch.
+    @Test func theMovingNodeKnowsTheMovedPresentersAtOnce() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        let p = RecordingPresenter("P", at: path("docs/a.txt"), journal: j)
+        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
+        await cluster.node("a").flush()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/a.txt")] })
+        let move = try await access(cluster.coordinator("b"), [write("docs/a.txt", .forMoving), write("docs/b.txt", .forReplacing)]).get()
+        move.didMove(from: path("docs/a.txt"), to: path("docs/b.txt"))
+        move.release()
+        #expect(cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/b.txt")],
+                "b still has a's presenter at its old path right after the move")
+        let again = try await access(cluster.coordinator("b"), [write("docs/b.txt")]).get()
+        again.release()
+        let asked = j.all.enumerated().filter { $0.element == "P:relinquishToWriter" }.map(\.offset)
+        let moved = j.all.firstIndex(of: "P:didMove(docs/b.txt)")
+        #expect(asked.count == 2 && moved != nil && moved! < asked[1], "\(j.all)")
+    }
+
     @Test func aPresenterSavingForAnotherNodesAskIsNotHeldUpByIt() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")

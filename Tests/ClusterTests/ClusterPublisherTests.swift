@@ -80,6 +80,38 @@ import Testing
         #expect(ContinuousClock.now - stopping < .seconds(3))
     }
 
+    /// An ask comes after the change records its node queued before it, in etcd's order: the
+    /// asked node has dropped its caches for those changes (and followed a move) before it runs
+    /// the ask, and the records are sent at once for it, not after their pacing. Before, the ask
+    /// went ahead of a record the pacing held back, and the other node heard of the change seconds
+    /// after its presenter was asked for the next one.
+    @Test func anAskComesAfterTheRecordsItsNodeQueuedBeforeIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b", recordInterval: 3)
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        let p = RecordingPresenter("P", at: path("docs/report.txt"), journal: j)
+        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
+        await cluster.node("a").flush()
+        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/report.txt")] })
+        // b writes twice: the first record goes at once, the second waits for the interval.
+        for name in ["other/x", "other/y"] {
+            let grant = try await access(cluster.coordinator("b"), [write(name)]).get()
+            grant.didChange(path(name))
+            grant.release()
+            if name == "other/x" { await cluster.node("b").flush() }
+        }
+        let started = ContinuousClock.now
+        let grant = try await access(cluster.coordinator("b"), [write("docs/report.txt")]).get()
+        let waited = ContinuousClock.now - started
+        grant.release()
+        #expect(waited < .seconds(2), "b's ask waited \(waited) (the records' pacing?)")
+        let told = j.all.firstIndex(of: "a:dropCaches(changed other/y)")
+        let asked = j.all.firstIndex(of: "P:relinquishToWriter")
+        #expect(told != nil && asked != nil && told! < asked!, "a asked P before it heard of b's earlier write: \(j.all)")
+    }
+
     @Test func anAnswerToAnAskIsNotHeldBackByRecordsWaitingToBeSent() async throws {
         let cluster = TestCluster()
         // b's records wait 3 s between puts: an answer that waited with them would take that long.

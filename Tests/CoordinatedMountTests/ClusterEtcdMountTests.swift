@@ -7,14 +7,15 @@ import ClusterKV
 import Coordination
 import EtcdTestSupport
 
-/// ClusterMountTests' two nodes (two daemons in this process, each with its own mount point and
-/// state folder over one backing folder) over a real three-member etcd through the daemon's own
-/// etcd client (EtcdKV), with etcd's faults: one member of three killed (the leader, then the
-/// member the clients used), all of them down, all back.
-final class ClusterEtcdMountTests: InProcessMountTestCase {
+/// Two daemons of one cluster in this process (node a: the test case's mount; node b: `mntB`, its
+/// own mount point and state folder over the same backing folder) over a real etcd of
+/// `etcdSize` members through the daemon's own etcd client (EtcdKV). etcd stopped and both
+/// mounts gone at the end, also on failure.
+class TwoNodeEtcdMountTestCase: InProcessMountTestCase {
     var mntB: String!
     var daemonB: Daemon!
     var etcd: EtcdCluster!
+    var etcdSize: Int { 1 }
 
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
@@ -25,7 +26,7 @@ final class ClusterEtcdMountTests: InProcessMountTestCase {
     }
 
     override func setUpWithError() throws {
-        etcd = try EtcdCluster(size: 3)
+        etcd = try EtcdCluster(size: etcdSize)
         let template = "/tmp/coordfs-cle-XXXXXX"
         var buf = Array(template.utf8CString)
         guard let made = mkdtemp(&buf) else { throw XCTSkip("mkdtemp failed") }
@@ -34,6 +35,7 @@ final class ClusterEtcdMountTests: InProcessMountTestCase {
         mnt = root + "/mnt"
         mntB = root + "/mntB"
         for d in [backing!, mnt!, mntB!, root + "/stateB"] { mkdir(d, 0o755) }
+        try prepareBacking()
         var options = MountOptions()
         configure(&options)
         let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
@@ -54,11 +56,17 @@ final class ClusterEtcdMountTests: InProcessMountTestCase {
         etcd?.stop()
     }
 
-    private func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while !condition() && Date() < deadline { usleep(20_000) }
         return condition()
     }
+}
+
+/// ClusterMountTests' two nodes over a real three-member etcd, with etcd's faults: one member of
+/// three killed (the leader, then the member the clients used), all of them down, all back.
+final class ClusterEtcdMountTests: TwoNodeEtcdMountTestCase {
+    override var etcdSize: Int { 3 }
 
     private func bKnowsPresenter(_ path: String) throws -> Bool {
         let item = try ItemPath(path)
