@@ -59,6 +59,8 @@ enum RequestsBench {
                  command: python("[os.path.exists('missing%d' % i) for _ in range(2)]")),
             Step(name: "tar: unpack /usr/include", files: entries, command: "mkdir tree && tar -C tree -xf \(tarball)"),
             Step(name: "ls -l of the tree (warm)", files: entries, command: "ls -lR tree > /dev/null"),
+            Step(name: "ls -l of the tree again", files: entries, command: "ls -lR tree > /dev/null"),
+            Step(name: "grep -r of the tree (every file opened, read, closed)", files: entries, command: "grep -r coordfs-bench-no-such-text tree > /dev/null; true"),
             Step(name: "tar: rm -rf", files: entries, command: "rm -rf tree"),
             Step(name: "seqwrite: \(o.sizeMB) MiB in 1 MiB blocks, fsync", files: 1,
                  command: "dd if=/dev/zero of=seq.dat bs=1M count=\(o.sizeMB) conv=fsync status=none"),
