@@ -153,11 +153,16 @@ enum Mounts {
 
     static func isAlive(_ pid: pid_t) -> Bool {
         if kill(pid, 0) != 0 && errno == ESRCH { return false }
-        // A zombie is dead for our purposes.
+        // A zombie is dead for our purposes, but only once every thread of it is gone: a
+        // multithreaded process whose main thread exited first shows "Z" while its other threads
+        // still run their exit, and they share the descriptor table, so its locks (the event log's
+        // writer.lock) are held until the last of them is gone.
         if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
            let close = stat.lastIndex(of: ")") {
             let state = stat[stat.index(close, offsetBy: 2)]
-            return state != "Z" && state != "X"
+            guard state == "Z" || state == "X" else { return true }
+            let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.count ?? 0
+            return threads > 1
         }
         return true
     }
