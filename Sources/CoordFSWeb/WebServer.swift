@@ -87,14 +87,10 @@ public struct WebServer: Sendable {
                 return nil
             }
             group.addTask {
-                while true {
-                    try await Task.sleep(for: .milliseconds(100))
-                    if let reason = watch.goneReason {
-                        // The live streams send their last records and the reason, then close.
-                        try await Task.sleep(for: .milliseconds(Self.goneGrace))
-                        return reason
-                    }
-                }
+                guard let reason = await watch.gone() else { return nil }
+                // The live streams send their last records and the reason, then close.
+                try await Task.sleep(for: .milliseconds(Self.goneGrace))
+                return reason
             }
             let first = try await group.next() ?? nil
             group.cancelAll()

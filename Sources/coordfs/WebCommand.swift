@@ -134,31 +134,73 @@ struct WebCommand: ParsableCommand {
 /// is another mount), or its daemon's control socket closed and cannot be connected again (the
 /// daemon stopped or crashed). One idle control connection is held; the daemon may drop it when
 /// idle (`idle_timeout`), which a reconnect tells apart from a daemon that is gone.
-final class DaemonWatcher: @unchecked Sendable {
+///
+/// Nothing is polled on a timer: the thread sleeps in poll(2) until the kernel says the mount
+/// table changed (`POLLPRI` on `/proc/self/mountinfo`, proc(5)) or the connection closed (the
+/// client's delegate writes to a pipe), so an idle `coordfs web` takes no CPU.
+final class DaemonWatcher: ControlClientDelegate, @unchecked Sendable {
     let mountPoint: String
     let socket: String
     let watch: MountWatch
     /// The kernel's id of the mount (mountinfo's first field), so a remount is not taken for it.
     let mountID: Int
     private var client: ControlClient?
-    /// How often the mount table and the connection are looked at.
-    static let interval: useconds_t = 200_000
+    /// A pipe's read end, readable once the connection closed, and its write end.
+    private let closed: Int32
+    private let closing: Int32
+    /// Signals a change of this process's mount table.
+    private let mountTable: Int32
+    /// The watching thread's name (`/proc/PID/task/TID/comm`).
+    static let threadName = "coordfs-watch"
+    /// How long to wait before connecting again after a failed attempt (a busy daemon), in ms.
+    static let retryInterval: Int32 = 1000
 
     init?(mountPoint: String, socket: String, watch: MountWatch) {
         guard let id = MountTable.coordfsMountID(at: mountPoint) else { return nil }
+        var pipeFDs: [Int32] = [-1, -1]
+        guard pipe(&pipeFDs) == 0 else { return nil }
+        for fd in pipeFDs {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
+        let mountTable = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        guard mountTable >= 0 else {
+            close(pipeFDs[0])
+            close(pipeFDs[1])
+            return nil
+        }
         self.mountPoint = mountPoint
         self.socket = socket
         self.watch = watch
         self.mountID = id
-        client = try? ControlClient.connect(socketPath: socket, clientName: "coordfs web (watch)")
+        self.closed = pipeFDs[0]
+        self.closing = pipeFDs[1]
+        self.mountTable = mountTable
+        client = try? ControlClient.connect(socketPath: socket, clientName: "coordfs web (watch)", delegate: self)
     }
 
     func start() {
         Thread.detachNewThread { [self] in
+            Thread.current.name = Self.threadName
             while watch.goneReason == nil {
-                if let reason = check() { watch.markGone(reason) } else { usleep(Self.interval) }
+                if let reason = check() {
+                    watch.markGone(reason)
+                    break
+                }
+                waitForNews()
             }
             client?.close()
+        }
+    }
+
+    /// Sleeps until the mount table changes or the connection closes (or, while there is no
+    /// connection, until it is time to try again).
+    private func waitForNews() {
+        var fds = [pollfd(fd: mountTable, events: Int16(POLLPRI), revents: 0), pollfd(fd: closed, events: Int16(POLLIN), revents: 0)]
+        let ready = poll(&fds, 2, client == nil ? Self.retryInterval : -1)
+        if ready > 0 && fds[1].revents & Int16(POLLIN) != 0 {
+            var drained = [UInt8](repeating: 0, count: 64)
+            while read(closed, &drained, drained.count) > 0 {}
         }
     }
 
@@ -168,12 +210,22 @@ final class DaemonWatcher: @unchecked Sendable {
         if client?.isConnected == true { return nil }
         client = nil  // its reader closed the descriptor
         do {
-            client = try ControlClient.connect(socketPath: socket, clientName: "coordfs web (watch)", timeout: .seconds(2))
+            client = try ControlClient.connect(socketPath: socket, clientName: "coordfs web (watch)", delegate: self, timeout: .seconds(2))
             return nil
         } catch {
             // Gone for good when nobody listens any more; other failures (a busy daemon) are retried.
             if case .system(_, let e) = error, e == ECONNREFUSED || e == ENOENT { return "its daemon stopped" }
             return nil
         }
+    }
+
+    // MARK: ControlClientDelegate
+
+    var receivesOnReaderThread: Bool { true }
+    func controlClient(_ client: ControlClient, didReceive ask: Ask) {}
+    func controlClient(_ client: ControlClient, didReceive notification: PresenterNotification) {}
+    func controlClient(_ client: ControlClient, didCloseWith error: ControlTransportError?) {
+        var one: UInt8 = 1
+        _ = write(closing, &one, 1)
     }
 }

@@ -207,6 +207,61 @@ final class WebPageTests: CLITestCase {
         XCTAssertEqual(try browser.run("return document.getElementById('conn').textContent") as? String, "mount gone")
     }
 
+    /// An idle `coordfs web` sleeps: its watcher waits in poll(2) for the kernel's word that the
+    /// mount table changed (POLLPRI on /proc/self/mountinfo) or that the daemon's connection
+    /// closed, and the server for the watcher's word, so neither wakes on a timer (before, the
+    /// watcher looked every 0.2 s and the server every 0.1 s). An unmount is still noticed at once.
+    func testAnIdleServerSleepsAndNoticesAnUnmountAtOnce() throws {
+        try mount()
+        // In a mount namespace of its own, a copy of this one, so that other mounts coming and going
+        // on this machine do not wake it (each would, once); the test unmounts its copy.
+        let web = try start("/usr/bin/unshare", ["--mount", "--propagation", "private", "--", binary, "web", mnt])
+        let listening = Date().addingTimeInterval(30)
+        while !web.stdout.contains("http://127.0.0.1:") && web.wait(timeout: 0) == nil && Date() < listening { usleep(50_000) }
+        XCTAssertTrue(web.stdout.contains("http://127.0.0.1:"), "\(web.stdout) \(web.stderr)")
+        usleep(500_000)  // past its start
+        /// Context switches of all its threads and of its watcher thread (each wake-up is at
+        /// least one), where the watcher sleeps, and the CPU ticks it used.
+        func activity() -> (switches: Int, watcher: Int, watcherWaits: String, ticks: Int) {
+            var switches = 0, watcher = -1, waits = ""
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(web.pid)/task")) ?? []
+            for task in tasks {
+                let dir = "/proc/\(web.pid)/task/\(task)"
+                let status = (try? String(contentsOfFile: dir + "/status", encoding: .utf8)) ?? ""
+                var n = 0
+                for line in status.split(separator: "\n") where line.contains("ctxt_switches:") {
+                    n += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+                }
+                switches += n
+                if (try? String(contentsOfFile: dir + "/comm", encoding: .utf8))?.hasPrefix("coordfs-watch") == true {
+                    watcher = n
+                    waits = (try? String(contentsOfFile: dir + "/wchan", encoding: .utf8)) ?? ""
+                }
+            }
+            let stat = (try? String(contentsOfFile: "/proc/\(web.pid)/stat", encoding: .utf8)) ?? ""
+            let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+            let ticks = fields.count > 13 ? (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0) : 0
+            return (switches, watcher, waits, ticks)
+        }
+        let before = activity()
+        usleep(3_000_000)
+        let after = activity()
+        XCTAssertGreaterThan(before.switches, 0, "read its threads")
+        XCTAssertGreaterThanOrEqual(before.watcher, 0, "a thread named coordfs-watch watches the mount")
+        XCTAssertTrue(after.watcherWaits.contains("poll"), "the watcher sleeps in poll(2): \(after.watcherWaits)")
+        XCTAssertLessThanOrEqual(after.watcher - before.watcher, 1, "the watcher woke \(after.watcher - before.watcher) times in 3 s")
+        // The HTTP server keeps its date header fresh (two 1 s timers, each waking a few threads).
+        XCTAssertLessThan(after.switches - before.switches, 45, "an idle coordfs web woke \(after.switches - before.switches) times in 3 s")
+        XCTAssertLessThanOrEqual(after.ticks - before.ticks, 2, "an idle coordfs web used \(after.ticks - before.ticks) CPU ticks in 3 s")
+        let start = Date()
+        let unmounted = run("/usr/bin/nsenter", ["-t", "\(web.pid)", "-m", "--", "/bin/umount", mnt])
+        XCTAssertEqual(unmounted.status, 0, "\(unmounted)")
+        XCTAssertEqual(web.wait(timeout: 10), 69, "exits with EX_UNAVAILABLE: \(web.stderr)")
+        // The server gives the pages 0.5 s to hear why before it stops.
+        XCTAssertLessThan(Date().timeIntervalSince(start), 2.5, "noticed the unmount at once")
+        XCTAssertTrue(web.stderr.contains("is gone (it was unmounted)"), web.stderr)
+    }
+
     /// The daemon dies (the kernel mount stays, dead): `coordfs web` notices through the control
     /// socket and exits 69 naming why; a restart of the command then refuses the dead mount.
     func testWhenTheDaemonDiesTheCommandExits() throws {
