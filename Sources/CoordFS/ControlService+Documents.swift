@@ -96,27 +96,25 @@ extension ControlRequestHandler {
         do throws(ProtocolError) {
             let store = try requireStore()
             let root = client.peer.credentials.uid == 0
-            var owners: Set<UInt64>?  // coordinator ids whose conflicts are listed; nil: all
             if let presenter = request.presenter {
                 guard root || client.presenterID(presenter.rawValue) != nil else {
                     throw ProtocolError(.unknownPresenter, "\(presenter) is not registered on this connection")
                 }
-                owners = [presenter.rawValue]
-            } else if !root {
-                owners = client.presenterWireIDs
             }
             let all: [Conflict]
             do { all = try store.conflicts() } catch { throw Self.protocolError(error, presenter: nil) }
             var list: [ConflictInfo] = []
             for conflict in all {
                 let owner = store.coordinatorID(of: conflict.presenter)
-                // Also a lost update of this user's own process, when no presenter was asked for.
-                let ownSave = request.presenter == nil && StoreService.saverUID(conflict.presenter) == client.peer.credentials.uid
-                if let owners, !ownSave, !(owner.map { owners.contains($0.rawValue) } ?? false) { continue }
+                if let presenter = request.presenter {
+                    guard owner?.rawValue == presenter.rawValue else { continue }
+                } else if !mayResolve(conflict, owner: owner, client) {
+                    continue
+                }
                 guard var path = try? MountPath(validating: conflict.path) else { continue }
                 if !root && !resolver.maySee(path, for: client.peer) {
                     // Its own presenter's document, moved where its user cannot see: the name it knew.
-                    guard let known = owner.flatMap({ client.presenter($0.rawValue)?.path }) else { continue }
+                    guard let known = owner.flatMap({ self.owner(of: $0.rawValue)?.presenter($0.rawValue)?.path }) else { continue }
                     path = known
                 }
                 list.append(ConflictInfo(
@@ -149,11 +147,9 @@ extension ControlRequestHandler {
                 throw Self.protocolError(error, presenter: nil)
             }
             owner = store.coordinatorID(of: conflict.presenter)
-            let ownConnection = owner.map { client.presenterID($0.rawValue) != nil } ?? false
-            // A lost update belongs to the user whose process saved late.
-            let ownSave = StoreService.saverUID(conflict.presenter) == client.peer.credentials.uid
-            guard ownConnection || ownSave || client.peer.credentials.uid == 0 else {
-                throw ProtocolError(.permissionDenied, "\(request.conflict) belongs to \(conflict.presenter.rawValue), which is not a presenter of this connection")
+            // Another user's conflict is refused without naming its presenter, process or document.
+            guard mayResolve(conflict, owner: owner, client) else {
+                throw ProtocolError(.permissionDenied, "uid \(client.peer.credentials.uid) may not resolve \(request.conflict): it is no conflict of this user's presenters or saves")
             }
             guard conflict.state == .open else {
                 throw ProtocolError(.alreadyResolved, "\(request.conflict) is already resolved (\(conflict.resolution?.rawValue ?? "?"))")
@@ -170,6 +166,9 @@ extension ControlRequestHandler {
                 _ = try resolver.authorize(document, for: client.peer, write: true, structural: true, followFinal: false)
             case .keepBoth:
                 _ = try resolver.authorize(document.parent ?? .root, for: client.peer, write: true)
+            case .reload where conflict.kind == .lostUpdate:
+                // A lost update's reload writes theirs back over the file the late save left.
+                _ = try resolver.authorize(document, for: client.peer, write: true, structural: true, followFinal: false)
             case .close, .reload:
                 break
             }
@@ -335,6 +334,18 @@ extension ControlRequestHandler {
     }
 
     // MARK: Support
+
+    /// Whether the peer of `client` may list and resolve `conflict`: root any; another user the
+    /// conflicts of its own presenters (registered on any of its connections: `coordfs resolve`
+    /// from another terminal than the `coordfs present` that has the conflict) and the lost
+    /// updates of its own processes. A conflict whose presenter is gone (before a daemon restart)
+    /// is root's to resolve.
+    func mayResolve(_ conflict: Conflict, owner: PresenterID?, _ client: ControlClientState) -> Bool {
+        let uid = client.peer.credentials.uid
+        if uid == 0 || StoreService.saverUID(conflict.presenter) == uid { return true }
+        guard let owner, let holder = self.owner(of: owner.rawValue) else { return false }
+        return holder === client || holder.peer.credentials.uid == uid
+    }
 
     /// Opens a file the resolver already checked (its path has no symbolic links left) without
     /// following any link, and checks the peer's permissions again on what was opened, so a file

@@ -565,9 +565,6 @@ final class ControlClientState: Sendable {
         }
     }
 
-    /// The wire ids of this connection's presenters.
-    var presenterWireIDs: Set<UInt64> { state.withLock { Set($0.presenters.keys) } }
-
     func presenterID(_ wireID: UInt64) -> PresenterID? {
         state.withLock { $0.presenters[wireID]?.0 }
     }

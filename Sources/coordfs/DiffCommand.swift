@@ -1,5 +1,8 @@
 import ArgumentParser
 import DocumentStore
+import Glibc
+import Linux
+import NameBytes
 
 /// `coordfs diff PATH --version N`: a unified diff from a kept version to the current file.
 struct DiffCommand: ParsableCommand {
@@ -24,9 +27,24 @@ struct DiffCommand: ParsableCommand {
 
     func run() throws {
         let location = try StoreLocation(path)
-        let store = try location.openStore()
-        let kept = try location.version(version, in: store)
-        let diff = try storeCall { try store.diff(kept.id, againstCurrentOf: location.relative) }
+        let diff: String
+        if location.throughDaemon {
+            // The version from the daemon, the file as it is now through the mount (as this user).
+            let old = try location.contentsThroughDaemon(ofVersion: version)
+            let current = location.mountPath ?? path
+            var new: [UInt8] = []
+            if let bytes = readWholeFileBytes(current) {
+                new = bytes
+            } else if errno != ENOENT {
+                throw CLIError("cannot read \(current): \(String(cString: strerror(errno)))")
+            }
+            diff = TextMerge.unifiedDiff(old: old, new: new, oldLabel: "a/\(location.relative.displayEscaped) (version \(version))",
+                                         newLabel: "b/\(location.relative.displayEscaped) (current)")
+        } else {
+            let store = try location.openStore()
+            let kept = try location.version(version, in: store)
+            diff = try storeCall { try store.diff(kept.id, againstCurrentOf: location.relative) }
+        }
         print(diff, terminator: diff.isEmpty || diff.hasSuffix("\n") ? "" : "\n")
     }
 }

@@ -29,9 +29,12 @@ struct ResolveCommand: ParsableCommand {
         restore`). A refused resolution changes nothing and the conflict stays open. When several \
         presenters have a conflict on PATH, pick one with --conflict ID.
 
-        The store is changed directly in the backing folder: this works while the daemon runs, \
-        and after it died or was restarted. Through a running mount the new file shows once the \
-        kernel's entry cache expires (entry_timeout, 1 s by default).
+        On a running mount the daemon lists and resolves the conflict with your rights: you may \
+        resolve the conflicts of your own presenters (from any terminal) and the lost updates of \
+        your own processes (root: any), and a resolution that writes needs your permission to \
+        write what it writes. The resolution is a coordinated write recorded in the event log as \
+        yours. On a mount whose daemon died (or an unmounted folder) the mount's owner resolves in \
+        the store directly.
 
         Examples:
           coordfs resolve /mnt/docs/report.txt --merge --from ~/report-mine.txt
@@ -89,56 +92,84 @@ struct ResolveCommand: ParsableCommand {
     func run() throws {
         let location = try StoreLocation(path)
         try location.requireDocumentPath()
-        let store = try location.openStore()
-        let open = try storeCall { try store.conflicts(atPath: location.relative) }
-        if !open.contains(where: { $0.kind == .lostUpdate }) { try requireMine() }
-        let conflict: Conflict
-        if let conflictID {
-            guard let c = open.first(where: { $0.id.rawValue == conflictID }) else {
-                throw CLIError("\(path) has no open conflict \(conflictID)" + (open.isEmpty ? "" : " (open: \(open.map { "\($0.id.rawValue)" }.joined(separator: ", ")))"))
-            }
-            conflict = c
-        } else {
-            guard let first = open.first else { throw CLIError("\(path) has no open conflict (see `coordfs conflicts`)") }
-            guard open.count == 1 else {
-                throw CLIError("\(path) has \(open.count) open conflicts (\(open.map { "\($0.id.rawValue) for \($0.presenter)" }.joined(separator: ", "))): pick one with --conflict ID")
-            }
-            conflict = first
-        }
-        // A lost update's "mine" is the file the late save left; a presenter's is its own bytes.
-        if conflict.kind != .lostUpdate { try requireMine() }
-        var mine: Contents?
-        if let from = from.map(exactArgument) {
-            var st = stat()
-            guard from.withNameCString({ stat($0, &st) }) == 0 else { throw CLIError("--from \(from): \(String(cString: strerror(errno)))") }
-            guard (st.st_mode & S_IFMT) == S_IFREG else { throw CLIError("--from \(from) is not a regular file") }
-            mine = .file(absolutePath: absolute(from))
-        }
-        let root = location.mount.mountpoint ?? location.mount.backing
-        // A live mount resolves through its daemon: the resolution is a coordinated write (presenters
-        // are asked and told), the event log records it, and the conflict's presenter hears of it.
-        // A dead mount (or an unmounted folder) is resolved in the store directly.
-        if !location.mount.stale, let mountPath = location.mountPath {
-                        let contents: DocumentContents? = from.map { .file(absolute($0)) }
-            let result: DocumentResolutionResult
-            do {
-                let (mount, _) = try CoordFSMount.containing(mountPath)
-                result = try runBlocking { try await mount.resolve(conflict.id, with: choice.resolution, mine: contents) }
-            } catch {
-                throw CLIError("cannot resolve conflict \(conflict.id.rawValue) of \(path): \(error)")
-            }
-            print(summary(of: conflict, written: result.writtenPath, preserved: result.preservedVersion.map { "\($0.rawValue)" },
-                          mergeConflicts: result.mergeConflicts))
+        // A live mount resolves through its daemon, which decides with the caller's rights: the
+        // conflicts it lists are the caller's to resolve, the resolution is a coordinated write
+        // (presenters asked and told), the event log records it, and the conflict's presenter
+        // hears of it. The CLI reads none of the store's files (they are the mount owner's).
+        if !location.mount.stale, location.mountPath != nil {
+            try resolveThroughDaemon(location)
             return
         }
-        let outcome = try storeCall { try store.resolve(conflict.id, with: choice.resolution, mine: mine, by: "cli:\(getuid())") }
-        print(summary(of: conflict, written: outcome.writtenPath.map { "\(root)/\($0)" }, preserved: outcome.preserved.map { "\($0.version.id.rawValue)" },
-                      mergeConflicts: outcome.mergeConflicts))
+        // A dead mount (or an unmounted folder) is resolved in the store directly.
+        let store = try location.openStore()
+        let open = try storeCall { try store.conflicts(atPath: location.relative) }
+        let conflict = try pick(open.map { ($0.id.rawValue, $0.kind == .lostUpdate, $0.presenter.rawValue) })
+        let chosen = open.first { $0.id.rawValue == conflict.id }!
+        var mine: Contents?
+        if let from = try checkedFrom() { mine = .file(absolutePath: from) }
+        let outcome = try storeCall { try store.resolve(chosen.id, with: choice.resolution, mine: mine, by: "cli:\(getuid())") }
+        let root = location.mount.mountpoint ?? location.mount.backing
+        print(summary(of: conflict.id, kind: chosen.kind.rawValue, written: outcome.writtenPath.map { "\(root)/\($0)" },
+                      preserved: outcome.preserved.map { "\($0.version.id.rawValue)" }, mergeConflicts: outcome.mergeConflicts))
+    }
+
+    /// Asks the daemon for the open conflicts of PATH the caller may resolve, and resolves one.
+    private func resolveThroughDaemon(_ location: StoreLocation) throws {
+        let (mount, relative) = try location.daemon()
+        let open: [ConflictInfo]
+        do {
+            open = try runBlocking { try await mount.session.conflicts() }.filter { $0.path == relative }
+        } catch {
+            throw CLIError("cannot list the conflicts of \(path): \(error)")
+        }
+        let conflict = try pick(open.map { ($0.conflict.rawValue, $0.kind == .lostUpdate, $0.storePresenter) })
+        let chosen = open.first { $0.conflict.rawValue == conflict.id }!
+        let contents = try checkedFrom().map { DocumentContents.file($0) }
+        let result: DocumentResolutionResult
+        do {
+            result = try runBlocking { try await mount.resolve(chosen.conflict, with: choice.resolution, mine: contents) }
+        } catch {
+            throw CLIError("cannot resolve conflict \(conflict.id) of \(path): \(error)")
+        }
+        print(summary(of: conflict.id, kind: chosen.kind.rawValue, written: result.writtenPath,
+                      preserved: result.preservedVersion.map { "\($0.rawValue)" }, mergeConflicts: result.mergeConflicts))
+    }
+
+    /// The conflict to resolve among PATH's open ones (id, whether a lost update, its presenter):
+    /// the one `--conflict` names, or the only one. A conflict the caller may not resolve is not
+    /// among them (the daemon lists only the caller's), so it is refused as unknown.
+    private func pick(_ open: [(id: UInt64, lostUpdate: Bool, presenter: String)]) throws -> (id: UInt64, lostUpdate: Bool) {
+        if !open.contains(where: { $0.lostUpdate }) { try requireMine() }
+        let chosen: (id: UInt64, lostUpdate: Bool, presenter: String)
+        if let conflictID {
+            guard let c = open.first(where: { Int64(exactly: $0.id) == conflictID }) else {
+                throw CLIError("\(path) has no open conflict \(conflictID) that you may resolve" + (open.isEmpty ? "" : " (open: \(open.map { "\($0.id)" }.joined(separator: ", ")))"))
+            }
+            chosen = c
+        } else {
+            guard let first = open.first else { throw CLIError("\(path) has no open conflict that you may resolve (see `coordfs conflicts`)") }
+            guard open.count == 1 else {
+                throw CLIError("\(path) has \(open.count) open conflicts (\(open.map { "\($0.id) for \($0.presenter)" }.joined(separator: ", "))): pick one with --conflict ID")
+            }
+            chosen = first
+        }
+        // A lost update's "mine" is the file the late save left; a presenter's is its own bytes.
+        if !chosen.lostUpdate { try requireMine() }
+        return (chosen.id, chosen.lostUpdate)
+    }
+
+    /// `--from` as an absolute path, once it is known to be a regular file this user may name.
+    private func checkedFrom() throws -> String? {
+        guard let from = from.map(exactArgument) else { return nil }
+        var st = stat()
+        guard from.withNameCString({ stat($0, &st) }) == 0 else { throw CLIError("--from \(from): \(String(cString: strerror(errno)))") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw CLIError("--from \(from) is not a regular file") }
+        return absolute(from)
     }
 
     /// The line printed after a resolution, through the daemon or in the store directly.
-    private func summary(of conflict: Conflict, written: String?, preserved: String?, mergeConflicts: Int) -> String {
-        var message = "resolved conflict \(conflict.id.rawValue) of \(path) (\(conflict.kind.rawValue)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
+    private func summary(of conflict: UInt64, kind: String, written: String?, preserved: String?, mergeConflicts: Int) -> String {
+        var message = "resolved conflict \(conflict) of \(path) (\(kind)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
         if let written { message += "; wrote \(written)" }
         if let preserved { message += "; the file it replaced is version \(preserved)" }
         if choice == .merge {

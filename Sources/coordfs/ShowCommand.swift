@@ -26,6 +26,19 @@ struct ShowCommand: ParsableCommand {
 
     func run() throws {
         let location = try StoreLocation(path)
+        if location.throughDaemon {
+            let bytes = try location.contentsThroughDaemon(ofVersion: version)
+            var offset = 0
+            while offset < bytes.count {
+                let w = retryingEINTR { bytes.withUnsafeBytes { write(1, $0.baseAddress! + offset, bytes.count - offset) } }
+                if w < 0 {
+                    if errno == EPIPE { return } // the reader went away (| head)
+                    throw CLIError("writing: \(String(cString: strerror(errno)))")
+                }
+                offset += w
+            }
+            return
+        }
         let store = try location.openStore()
         let kept = try location.version(version, in: store)
         let file = try storeCall { try store.storedFile(of: kept.id) }

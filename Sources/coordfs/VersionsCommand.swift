@@ -1,6 +1,8 @@
 import NameBytes
 import ArgumentParser
+import ControlProtocol
 import CoordFS
+import CoordFSClient
 import DocumentStore
 import Foundation
 import Glibc
@@ -21,7 +23,8 @@ struct VersionsCommand: ParsableCommand {
         A version marked pinned is a presenter's base or an open conflict's; it is never dropped.
 
         The store is read directly (BACKING/.coordfs/store), so this works while the daemon runs, \
-        and on a mount whose daemon died.
+        and on a mount whose daemon died. A user who may not read the store's files (the mount's \
+        owner's) asks the running daemon instead, which answers for a document that user may read.
 
         Examples:
           coordfs versions /mnt/docs/report.txt
@@ -37,8 +40,7 @@ struct VersionsCommand: ParsableCommand {
 
     func run() throws {
         let location = try StoreLocation(path)
-        let store = try location.openStore()
-        let versions = try storeCall { try store.versions(ofPath: location.relative) }
+        let versions = try location.versions()
         if json {
             for v in versions { print(StoreFormat.json(v)) }
             return
@@ -49,7 +51,7 @@ struct VersionsCommand: ParsableCommand {
         }
         var rows = [["VERSION", "TIME", "SIZE", "WHY", "HOW", ""]]
         for v in versions {
-            rows.append(["\(v.id.rawValue)", StoreFormat.time(v.createdAt), StoreFormat.size(v.size), v.reason.rawValue, v.method.rawValue, v.isPinned ? "pinned" : ""])
+            rows.append(["\(v.id)", StoreFormat.time(v.createdAt), StoreFormat.size(v.size), v.reason, v.method, v.pinned ? "pinned" : ""])
         }
         print(StoreFormat.table(rows), terminator: "")
     }
@@ -98,6 +100,51 @@ struct StoreLocation {
         }
     }
 
+    /// Whether this user asks the mount's daemon instead of reading the store's files: they are
+    /// not readable to it (they are the mount owner's, in its state folder) and the daemon runs.
+    /// The daemon answers with this user's rights (docs/protocol.md, "Who may see what"); the CLI
+    /// never reads another user's files. As `coordfs log` does for the event log.
+    var throughDaemon: Bool {
+        guard mountPath != nil, !mount.stale else { return false }
+        return access(storeDirectory, R_OK | X_OK) != 0 && errno == EACCES
+    }
+
+    /// The running mount's daemon, and the path inside it.
+    func daemon() throws -> (CoordFSMount, MountPath) {
+        guard let mountPath, !mount.stale else {
+            throw CLIError("the mount of \(mount.backing) is not running (mount it again first)")
+        }
+        do { return try CoordFSMount.containing(mountPath) } catch { throw CLIError("\(error)") }
+    }
+
+    /// The kept versions of this document, from the store or (`throughDaemon`) the daemon.
+    func versions() throws -> [VersionRow] {
+        guard throughDaemon else {
+            let store = try openStore()
+            return try storeCall { try store.versions(ofPath: relative) }.map(VersionRow.init)
+        }
+        let (mount, inMount) = try daemon()
+        do {
+            return try runBlocking { try await mount.versions(of: inMount) }.map(VersionRow.init)
+        } catch {
+            throw CLIError("cannot list the versions of \(displayPath): \(error)")
+        }
+    }
+
+    /// The bytes of version `number`, which must be one of this document's, through the daemon.
+    func contentsThroughDaemon(ofVersion number: Int64) throws -> [UInt8] {
+        try requireDocumentPath()
+        guard let id = UInt64(exactly: number), try versions().contains(where: { $0.id == id }) else {
+            throw CLIError("version \(number) is not a version of \(displayPath) (see `coordfs versions \(displayPath)`)")
+        }
+        let (mount, _) = try daemon()
+        do {
+            return try runBlocking { try await mount.contents(ofVersion: VersionID(id)) }
+        } catch {
+            throw CLIError("cannot read version \(number): \(error)")
+        }
+    }
+
     func requireDocumentPath() throws {
         if relative.isEmpty { throw CLIError("'\(displayPath)' is the mount itself; name a document inside it") }
     }
@@ -113,6 +160,41 @@ struct StoreLocation {
             throw CLIError("version \(number) is not a version of \(displayPath) (it was kept for /\(version.path); see `coordfs versions \(displayPath)`)")
         }
         return version
+    }
+}
+
+/// One kept version as the store commands show it, read from the store or from the daemon.
+struct VersionRow {
+    var id: UInt64
+    var document: UInt64
+    /// The document's path when the version was kept (relative, no leading slash).
+    var path: String
+    var createdAt: Date
+    var size: Int64
+    var reason: String
+    var method: String
+    var pinned: Bool
+
+    init(_ v: Version) {
+        self.init(id: v.id.rawValue, document: v.document.rawValue, path: v.path, createdAt: v.createdAt, size: v.size,
+                  reason: v.reason.rawValue, method: v.method.rawValue, pinned: v.isPinned)
+    }
+
+    init(_ v: VersionInfo) {
+        self.init(id: v.version.rawValue, document: v.document.rawValue, path: v.path.rawValue,
+                  createdAt: Date(timeIntervalSince1970: Double(v.createdMs) / 1000), size: Int64(clamping: v.size),
+                  reason: v.reason, method: v.method, pinned: v.pinned)
+    }
+
+    init(id: UInt64, document: UInt64, path: String, createdAt: Date, size: Int64, reason: String, method: String, pinned: Bool) {
+        self.id = id
+        self.document = document
+        self.path = path
+        self.createdAt = createdAt
+        self.size = size
+        self.reason = reason
+        self.method = method
+        self.pinned = pinned
     }
 }
 
@@ -206,11 +288,11 @@ enum StoreFormat {
         }
     }
 
-    static func json(_ v: Version) -> String {
+    static func json(_ v: VersionRow) -> String {
         json([
-            "version": v.id.rawValue, "document": v.document.rawValue, "path": "/" + v.path,
-            "time": isoTime(v.createdAt), "size": v.size, "reason": v.reason.rawValue,
-            "method": v.method.rawValue, "pinned": v.isPinned,
+            "version": v.id, "document": v.document, "path": "/" + v.path,
+            "time": isoTime(v.createdAt), "size": v.size, "reason": v.reason,
+            "method": v.method, "pinned": v.pinned,
         ])
     }
 

@@ -52,15 +52,19 @@ final class LostUpdateCLITests: CLITestCase {
     /// own lost update, resolved by nobody's client over the socket (`resolve`, merge), is logged
     /// (`conflictResolved`, and the merge's coordinated write) with nobody's uid and the client's
     /// pid and executable, never the daemon's.
-    func testAResolutionThroughTheSocketIsLoggedAsTheCallers() throws {
+    private func asNobody(_ executable: String, _ arguments: [String]) -> CommandResult {
+        run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", executable] + arguments)
+    }
+
+    /// A lost update of nobody's on an allow_other mount: nobody's Python process reads
+    /// `shared/doc` (root's, mode 0666), `sed -i` changes it, and the Python process writes back
+    /// what it had read. Returns the conflict's id.
+    private func nobodysLostUpdate() throws -> Int {
         chmod(root, 0o755)  // nobody reaches the mount
         mkdir(backing + "/shared", 0o777)
         chmod(backing + "/shared", 0o777)
         FileManager.default.createFile(atPath: backing + "/shared/doc", contents: Data("one\ntwo\nthree\n".utf8), attributes: [.posixPermissions: 0o666])
         try mount(options: ["allow_other"])
-        func asNobody(_ executable: String, _ arguments: [String]) -> CommandResult {
-            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", executable] + arguments)
-        }
         let script = """
         import subprocess
         data = open("doc").read()
@@ -71,7 +75,53 @@ final class LostUpdateCLITests: CLITestCase {
         XCTAssertEqual(late.status, 0, "\(late)")
         let conflicts = jsonLines(coordfs("conflicts", mnt, "--json"))
         XCTAssertEqual(conflicts.count, 1, "nobody's late save is a lost update")
-        let conflict = try XCTUnwrap(conflicts.first?["id"] as? Int ?? conflicts.first?["conflict"] as? Int, "\(conflicts)")
+        // The store's files are not nobody's to read.
+        chmod(backing + "/.coordfs/store", 0o700)
+        return try XCTUnwrap(conflicts.first?["id"] as? Int ?? conflicts.first?["conflict"] as? Int, "\(conflicts)")
+    }
+
+    /// nobody's own lost update through `coordfs conflicts` and `coordfs resolve` as nobody (the CLI
+    /// asks the daemon; the store is not nobody's to read). Once root made the document its own
+    /// (mode 0644), the reload that would write theirs back over it is refused, by the daemon too
+    /// (a crafted request), and changes nothing; keep both, which writes in the shared folder, is
+    /// nobody's to do.
+    func testNobodyResolvesItsLostUpdateOnlyWithItsOwnRights() throws {
+        let conflict = try nobodysLostUpdate()
+        let listed = jsonLines(asNobody(binary, ["conflicts", mnt, "--json"]))
+        XCTAssertEqual(listed.compactMap { $0["id"] as? Int }, [conflict], "\(listed)")
+        XCTAssertEqual(listed.first?["kind"] as? String, "lostUpdate")
+        // sed -i left a file of nobody's: root takes it.
+        XCTAssertEqual(chown(backing + "/shared/doc", 0, 0), 0)
+        chmod(backing + "/shared/doc", 0o644)
+        let refused = asNobody(binary, ["resolve", mnt + "/shared/doc", "--reload"])
+        XCTAssertNotEqual(refused.status, 0, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("permissionDenied") || refused.stderr.contains("may not write"), "\(refused)")
+        let client = pythonClientPrelude + """
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        send({"type": "resolve", "id": 2, "conflict": int(sys.argv[2]), "resolution": "reload"})
+        print(json.dumps(receive()))
+        """
+        let direct = asNobody("/usr/bin/python3", ["-c", client, backing + "/.coordfs/control.sock", String(conflict)])
+        XCTAssertTrue(direct.stdout.contains("\"permissionDenied\""), "\(direct)")
+        XCTAssertEqual(text("shared/doc"), "one\ntwo\nTHREE\n", "nothing written")
+        XCTAssertEqual(jsonLines(coordfs("conflicts", mnt, "--json")).count, 1, "still open")
+
+        let kept = asNobody(binary, ["resolve", mnt + "/shared/doc", "--keep-both"])
+        XCTAssertEqual(kept.status, 0, "\(kept)")
+        XCTAssertEqual(text("shared/doc"), "one\ntwo\nTHREE\n", "the file stays nobody's save")
+        let copies = try FileManager.default.contentsOfDirectory(atPath: backing + "/shared").filter { $0.hasPrefix("doc (conflict ") }
+        XCTAssertEqual(copies.count, 1, "\(copies)")
+        XCTAssertEqual(copies.first.flatMap { text("shared/" + $0) }, "ONE\ntwo\nthree\n", "theirs beside it")
+        var st = stat()
+        XCTAssertEqual(stat(backing + "/shared/" + (copies.first ?? ""), &st), 0)
+        XCTAssertEqual(st.st_uid, 65534, "the copy is nobody's")
+        XCTAssertEqual(jsonLines(coordfs("conflicts", mnt, "--json")).count, 0)
+        XCTAssertEqual(log(["--kind", "conflictResolved"]).first?.uid, 65534, "logged as nobody's")
+    }
+
+    func testAResolutionThroughTheSocketIsLoggedAsTheCallers() throws {
+        let conflict = try nobodysLostUpdate()
         let daemonPID = try XCTUnwrap(Int32((try? String(contentsOfFile: backing + "/.coordfs/daemon.pid", encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""), "the daemon's pid file")
 

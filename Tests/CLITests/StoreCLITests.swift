@@ -8,6 +8,7 @@
 // protocol's `register` with `unsaved`), so a change underneath them is a conflict.
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 final class StoreCLITests: CLITestCase {
@@ -138,7 +139,21 @@ final class StoreCLITests: CLITestCase {
         func asNobody(_ arguments: String...) -> CommandResult {
             run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
         }
-        XCTAssertNotEqual(asNobody("versions", mnt + "/shared/doc.txt").status, 0, "the store is unreadable to nobody")
+        // versions, show and diff ask the daemon instead, for a document nobody may read.
+        let listed = asNobody("versions", mnt + "/shared/doc.txt", "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        XCTAssertTrue(listed.stdout.contains("\"version\":\(one)"), "\(listed)")
+        XCTAssertEqual(asNobody("show", mnt + "/shared/doc.txt", "--version", String(one)).stdout, "one\n")
+        let diffed = asNobody("diff", mnt + "/shared/doc.txt", "--version", String(one))
+        XCTAssertEqual(diffed.status, 0, "\(diffed)")
+        XCTAssertTrue(diffed.stdout.contains("-one\n+two\n"), "\(diffed)")
+        // ... and refuse nobody a document it may not read, or another document's version.
+        let secretVersions = asNobody("versions", mnt + "/secret.txt")
+        XCTAssertNotEqual(secretVersions.status, 0, "\(secretVersions)")
+        XCTAssertTrue(secretVersions.stderr.contains("permissionDenied") || secretVersions.stderr.contains("may not read"), "\(secretVersions)")
+        let secretShow = asNobody("show", mnt + "/secret.txt", "--version", String(one))
+        XCTAssertNotEqual(secretShow.status, 0, "\(secretShow)")
+        XCTAssertEqual(secretShow.stdout, "", "\(secretShow)")
 
         let askedBefore = presenter.lines.filter { $0.contains("relinquishToWriter") }.count
         let toldBefore = presenter.lines.filter { $0.hasPrefix("notification didChange") }.count
@@ -173,6 +188,107 @@ final class StoreCLITests: CLITestCase {
         let unknown = asNobody("restore", mnt + "/shared/doc.txt", "--version", "424242")
         XCTAssertNotEqual(unknown.status, 0)
         XCTAssertTrue(unknown.stderr.contains("unknownVersion") || unknown.stderr.contains("has no version#424242"), "\(unknown)")
+    }
+
+    // MARK: Conflicts of several users on one allow_other mount
+
+    /// `coordfs conflicts` and `coordfs resolve` run as nobody on an allow_other mount whose store
+    /// nobody may not read: the CLI asks the daemon, which lists and resolves only nobody's own
+    /// conflicts (its presenter's, from another terminal than the presenter's), with nobody's
+    /// rights. nobody resolves its conflict (logged as nobody); root's conflict on the same
+    /// document, root's conflict on a document nobody may not see, a crafted id and a path through
+    /// a symbolic link are refused clearly, change nothing and name nothing of root's.
+    func testNobodyResolvesItsOwnConflictsAndNoOneElses() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        mkdir(backing + "/private", 0o700)
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
+        FileManager.default.createFile(atPath: backing + "/private/hidden-plan.txt", contents: Data("root base\n".utf8), attributes: [.posixPermissions: 0o666])
+        XCTAssertEqual(symlink("../private/hidden-plan.txt", backing + "/shared/link.txt"), 0)
+        let mine = root + "/mine.txt"
+        FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
+        try mount(options: ["allow_other"])
+        func asNobody(_ arguments: String...) -> CommandResult {
+            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
+        }
+        // nobody's presenter with unsaved changes, and root's on the same document and on root's own.
+        let nobodys = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary,
+                                                     "present", mnt + "/shared/doc.txt", "--unsaved"])
+        let registered = Date().addingTimeInterval(10)
+        while !nobodys.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertTrue(nobodys.lines.contains { $0.hasPrefix("registered") }, "\(nobodys.stdout) \(nobodys.stderr)")
+        let roots = try present("shared/doc.txt", unsaved: true)
+        let rootsHidden = try present("private/hidden-plan.txt", unsaved: true)
+        assertUnsaved(interests: 3)
+        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt' && echo root theirs > '\(mnt!)/private/hidden-plan.txt'").status, 0)
+        let all = waitForConflicts(3)
+        // The store's files are not nobody's to read: a CLI that opened them would fail.
+        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
+        chmod(backing + "/.coordfs/store", 0o700)
+        let nobodysChange = Date().addingTimeInterval(10)
+        while !nobodys.lines.contains(where: { $0.hasPrefix("notification didGainConflict") }) && Date() < nobodysChange { usleep(20_000) }
+        let gained = try XCTUnwrap(nobodys.lines.first { $0.hasPrefix("notification didGainConflict") }, nobodys.stdout)
+        let own = try XCTUnwrap(Int64(gained.split(separator: "=").last ?? ""), gained)
+        let others = all.compactMap { ($0["id"] as? NSNumber)?.int64Value }.filter { $0 != own }
+        XCTAssertEqual(others.count, 2, "\(all)")
+
+        // nobody lists its own conflict only: nothing of root's, not even the hidden name.
+        let listed = asNobody("conflicts", mnt, "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        XCTAssertEqual(listed.lines.count, 1, "\(listed)")
+        XCTAssertTrue(listed.stdout.contains("\"id\":\(own)") && listed.stdout.contains("/shared/doc.txt"), "\(listed)")
+        XCTAssertFalse(listed.stdout.contains("hidden-plan"), "\(listed)")
+
+        // Refused, and nothing changes: root's conflict on the same document (by id), a crafted
+        // id, root's conflict on its own document named through a symbolic link, and directly.
+        let refusals = [
+            asNobody("resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(others[0])),
+            asNobody("resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(others[1])),
+            asNobody("resolve", mnt + "/shared/doc.txt", "--close", "--conflict", "987654321"),
+            asNobody("resolve", mnt + "/shared/link.txt", "--save", "--from", mine),
+            asNobody("resolve", mnt + "/private/hidden-plan.txt", "--close"),
+        ]
+        for refused in refusals {
+            XCTAssertNotEqual(refused.status, 0, "\(refused)")
+            XCTAssertFalse(refused.stdout.contains("resolved"), "\(refused)")
+            XCTAssertFalse(refused.stderr.contains("presenter#") || refused.stderr.contains("root base") || refused.stderr.contains("root theirs"),
+                           "nothing of root's leaks: \(refused)")
+        }
+        XCTAssertTrue(refusals[0].stderr.contains("no open conflict \(others[0]) that you may resolve"), "\(refusals[0])")
+        XCTAssertTrue(refusals[2].stderr.contains("no open conflict 987654321"), "\(refusals[2])")
+        XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
+        XCTAssertEqual(text("private/hidden-plan.txt"), "root theirs\n")
+        XCTAssertEqual(waitForConflicts(3).count, 3, "every conflict still open")
+        // The daemon itself refuses another user's conflict, whatever the client, naming nothing.
+        let client = pythonClientPrelude + """
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        for n, c in enumerate(sys.argv[2:]):
+            send({"type": "resolve", "id": 2 + n, "conflict": int(c), "resolution": "close"})
+            print(json.dumps(receive()))
+        """
+        let direct = run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", client,
+                                              backing + "/.coordfs/control.sock"] + others.map(String.init))
+        XCTAssertEqual(direct.status, 0, "\(direct)")
+        XCTAssertEqual(direct.lines.filter { $0.contains("\"permissionDenied\"") }.count, 2, "\(direct)")
+        XCTAssertFalse(direct.stdout.contains("hidden-plan") || direct.stdout.contains("presenter#"), "\(direct)")
+        XCTAssertEqual(waitForConflicts(3).count, 3, "every conflict still open")
+
+        // nobody resolves its own, from another terminal than its presenter's: written as nobody.
+        let resolved = asNobody("resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        XCTAssertTrue(resolved.stdout.hasPrefix("resolved conflict \(own) of"), "\(resolved)")
+        XCTAssertEqual(text("shared/doc.txt"), "nobody's version\n")
+        let open = waitForConflicts(2).compactMap { ($0["id"] as? NSNumber)?.int64Value }
+        XCTAssertEqual(Set(open), Set(others), "root's stay open")
+        let told = Date().addingTimeInterval(10)
+        while !nobodys.lines.contains(where: { $0.hasPrefix("notification didResolveConflict") }) && Date() < told { usleep(20_000) }
+        XCTAssertTrue(nobodys.lines.contains { $0.hasPrefix("notification didResolveConflict") && $0.contains("conflict=\(own)") }, nobodys.stdout)
+        let record = try XCTUnwrap(log(["--kind", "conflictResolved"]).first, "the resolution is logged")
+        XCTAssertEqual(record.uid, 65534, "logged as nobody's: \(record)")
+        XCTAssertTrue(record.executable?.hasSuffix("coordfs") == true, "\(record)")
+        _ = (roots, rootsHidden)
     }
 
     func testStoreCommandsRefuseBadInputClearly() throws {

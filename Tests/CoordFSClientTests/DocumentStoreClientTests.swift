@@ -377,7 +377,7 @@ final class DocumentStorePermissionTests: ClientMountTestCase {
              {"type":"resolve","conflict":"$conflict","resolution":"save","mine":"bWluZQo="}]
             """#, conflict: id.rawValue)
         XCTAssertEqual(replies.count, 3, "\(replies)")
-        XCTAssertEqual((replies.first?["conflicts"] as? [Any])?.count, 0, "nobody sees only its own connection's conflicts: \(replies)")
+        XCTAssertEqual((replies.first?["conflicts"] as? [Any])?.count, 0, "nobody sees only its own user's conflicts, not root's: \(replies)")
         XCTAssertEqual(replies.dropFirst().map { $0["code"] as? String }, ["permissionDenied", "permissionDenied"], "\(replies)")
         XCTAssertEqual(readBacking("doc.txt"), "b\n")
         let open = try await editor.conflicts()
