@@ -56,6 +56,17 @@ final class LostUpdateCLITests: CLITestCase {
         run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", executable] + arguments)
     }
 
+    /// nobody's own protocol client sends `resolve` (no "mine") and prints the reply.
+    private func resolveOverTheSocketAsNobody(_ conflict: Int, _ resolution: String) -> CommandResult {
+        let client = pythonClientPrelude + """
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        send({"type": "resolve", "id": 2, "conflict": int(sys.argv[2]), "resolution": sys.argv[3]})
+        print(json.dumps(receive()))
+        """
+        return asNobody("/usr/bin/python3", ["-c", client, backing + "/.coordfs/control.sock", String(conflict), resolution])
+    }
+
     /// A lost update of nobody's on an allow_other mount: nobody's Python process reads
     /// `shared/doc` (root's, mode 0666), `sed -i` changes it, and the Python process writes back
     /// what it had read. Returns the conflict's id.
@@ -96,13 +107,7 @@ final class LostUpdateCLITests: CLITestCase {
         let refused = asNobody(binary, ["resolve", mnt + "/shared/doc", "--reload"])
         XCTAssertNotEqual(refused.status, 0, "\(refused)")
         XCTAssertTrue(refused.stderr.contains("permissionDenied") || refused.stderr.contains("may not write"), "\(refused)")
-        let client = pythonClientPrelude + """
-        send({"type": "hello", "id": 1, "versions": [1]})
-        receive()
-        send({"type": "resolve", "id": 2, "conflict": int(sys.argv[2]), "resolution": "reload"})
-        print(json.dumps(receive()))
-        """
-        let direct = asNobody("/usr/bin/python3", ["-c", client, backing + "/.coordfs/control.sock", String(conflict)])
+        let direct = resolveOverTheSocketAsNobody(conflict, "reload")
         XCTAssertTrue(direct.stdout.contains("\"permissionDenied\""), "\(direct)")
         XCTAssertEqual(text("shared/doc"), "one\ntwo\nTHREE\n", "nothing written")
         XCTAssertEqual(jsonLines(coordfs("conflicts", mnt, "--json")).count, 1, "still open")
@@ -126,13 +131,7 @@ final class LostUpdateCLITests: CLITestCase {
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""), "the daemon's pid file")
 
         // nobody's own client (the protocol's `resolve`; the store's files are not nobody's to read).
-        let client = pythonClientPrelude + """
-        send({"type": "hello", "id": 1, "versions": [1]})
-        receive()
-        send({"type": "resolve", "id": 2, "conflict": int(sys.argv[2]), "resolution": "merge"})
-        print(json.dumps(receive()))
-        """
-        let merged = asNobody("/usr/bin/python3", ["-c", client, backing + "/.coordfs/control.sock", String(conflict)])
+        let merged = resolveOverTheSocketAsNobody(conflict, "merge")
         XCTAssertEqual(merged.status, 0, "\(merged)")
         XCTAssertTrue(merged.stdout.contains("\"resolved\""), "\(merged)")
         XCTAssertEqual(text("shared/doc"), "ONE\ntwo\nTHREE\n", "merged")
