@@ -11,9 +11,6 @@ import LinuxGNU
 // kept versions. Only a presenter's own connection may set its flag or resolve its conflicts (root
 // may resolve any); every path is checked with the peer's credentials like the rest of the protocol.
 
-/// Resolutions (which may wait for a coordinated write) run here, never on a connection's queue:
-/// the answers to the asks they cause arrive on that queue.
-private let resolutionQueue = DispatchQueue(label: "coordfs.control.resolve", attributes: .concurrent)
 
 extension ControlRequestHandler {
     // MARK: documentChanged
@@ -191,12 +188,14 @@ extension ControlRequestHandler {
         let resolution = request.resolution
         let requestID = request.id
         let conflictOwner = owner
-        resolutionQueue.async { [mine, mineFD] in
+        // What the daemon creates for the peer belongs to the peer. The resolution's write waits
+        // for its grant (the answers to the asks it causes arrive on this connection's queue)
+        // holding no thread: a peer's many waiting resolutions never hold up another's.
+        let fileOwner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
+        store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: fileOwner, requestedBy: client.origin) { [mineFD] result in
             defer { if mineFD >= 0 { Glibc.close(mineFD) } }
             do {
-                // What the daemon creates for the peer belongs to the peer.
-                let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
-                let outcome = try store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: owner, requestedBy: client.origin)
+                let outcome = try result.get()
                 connection.send(.resolved(Resolved(
                     id: requestID, conflict: request.conflict, resolution: request.resolution,
                     path: (try? MountPath(validating: outcome.conflict.path)) ?? .root,
@@ -303,11 +302,11 @@ extension ControlRequestHandler {
             return
         }
         let requestID = request.id
-        resolutionQueue.async {
+        // A file the restore re-creates belongs to the peer. Its write waits holding no thread.
+        let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
+        store.restore(version.id, to: target.itemPath, owner: owner, requestedBy: client.origin) { result in
             do {
-                // A file the restore re-creates belongs to the peer.
-                let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
-                let outcome = try store.restore(version.id, to: target.itemPath, owner: owner, requestedBy: client.origin)
+                let outcome = try result.get()
                 connection.send(.restored(Restored(
                     id: requestID, version: request.version, path: target,
                     preservedVersion: outcome.preserved.map(\.version.id),

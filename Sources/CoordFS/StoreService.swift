@@ -314,11 +314,26 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// behalf of the conflict's presenter, and the log's `conflictResolved` names it (nil: the daemon).
     public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String? = nil,
                         owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil) throws -> ResolutionOutcome {
+        try Self.waitFor { self.resolve(id, with: resolution, mine: mine, by: actor, owner: owner, requestedBy: requester, then: $0) }
+    }
+
+    /// ``resolve(_:with:mine:by:owner:requestedBy:)`` holding no thread while its write waits for
+    /// the grant (presenters' answers, accesses held elsewhere): `completion` gets the outcome. A
+    /// peer's waiting resolutions and restores so never hold up another's.
+    public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String? = nil,
+                        owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil,
+                        then completion: @escaping @Sendable (Result<ResolutionOutcome, any Error>) -> Void) {
         let store = documentStore
-        let conflict = try store.conflict(id)
+        let conflict: Conflict
+        let path: ItemPath
+        do {
+            conflict = try store.conflict(id)
+            path = try ItemPath(conflict.path)
+        } catch {
+            return completion(.failure(error))
+        }
         let presenter = coordinatorID(of: conflict.presenter)
         let who = actor ?? conflict.presenter.rawValue
-        let path = try ItemPath(conflict.path)
         let writes: Bool
         switch resolution {
         case .save, .merge, .keepBoth: writes = true
@@ -326,20 +341,23 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
         let origin = (requester ?? AccessOrigin.currentProcess).onBehalf(of: presenter)
         let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
-        let (outcome, written) = try withAccess(writes ? intents : [], origin: origin) { access -> (ResolutionOutcome, ItemPath?) in
+        withAccess(writes ? intents : [], origin: origin) { access -> (ResolutionOutcome, ItemPath?) in
             let outcome = try store.resolve(id, with: resolution, mine: mine, by: who, owner: owner)
             let written = outcome.writtenPath.flatMap { try? ItemPath($0) }
             if let written {
                 let change: AccessChange = resolution == .keepBoth ? .subitemAppeared(written) : .changed(written)
-                if let access { access.announce(change) } else { coordinator.announce(change, origin: origin) }
+                if let access { access.announce(change) } else { self.coordinator.announce(change, origin: origin) }
             }
             return (outcome, written)
+        } then: { result in
+            completion(result.map { outcome, written in
+                if let written { self.mount?.forgetCached(written) }
+                if let preserved = outcome.preserved { self.keptVersion(preserved, actor: requester) }
+                self.recorder?.conflictResolved(outcome, actor: who, origin: requester.map { ($0.pid, $0.uid, $0.executable) } ?? (getpid(), getuid(), "coordfs"))
+                if let others = outcome.othersNotified { self.deliver(others, by: requester) }
+                return outcome
+            })
         }
-        if let written { mount?.forgetCached(written) }
-        if let preserved = outcome.preserved { keptVersion(preserved, actor: requester) }
-        recorder?.conflictResolved(outcome, actor: who, origin: requester.map { ($0.pid, $0.uid, $0.executable) } ?? (getpid(), getuid(), "coordfs"))
-        if let others = outcome.othersNotified { deliver(others, by: requester) }
-        return outcome
     }
 
     /// Writes a kept version back over its document (or `path`), inside a coordinated write: the
@@ -349,41 +367,72 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     @discardableResult
     public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: PresenterID? = nil,
                         owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil) throws -> RestoreOutcome {
+        try Self.waitFor { self.restore(version, to: path, by: presenter, owner: owner, requestedBy: requester, then: $0) }
+    }
+
+    /// ``restore(_:to:by:owner:requestedBy:)`` holding no thread while its write waits for the grant.
+    public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: PresenterID? = nil,
+                        owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil,
+                        then completion: @escaping @Sendable (Result<RestoreOutcome, any Error>) -> Void) {
         let store = documentStore
-        let kept = try store.version(version)
-        let target = try path ?? ItemPath(store.document(kept.document)?.path ?? kept.path)
+        let target: ItemPath
+        do {
+            let kept = try store.version(version)
+            target = try path ?? ItemPath(store.document(kept.document)?.path ?? kept.path)
+        } catch {
+            return completion(.failure(error))
+        }
         // The write is the requester's (`coordfs restore`'s process over the socket): the log shows
         // it, not the daemon, as for any other access it makes.
         let origin = requester ?? AccessOrigin.currentProcess.onBehalf(of: presenter)
-        let outcome = try withAccess([.writingIntent(with: target)], origin: origin) { access -> RestoreOutcome in
-            let outcome = try store.restore(version, to: target.string, by: presenter.map(storeID(of:)), owner: owner)
-            if let access { access.announce(.changed(target)) } else { coordinator.announce(.changed(target), origin: origin) }
+        withAccess([.writingIntent(with: target)], origin: origin) { access -> RestoreOutcome in
+            let outcome = try store.restore(version, to: target.string, by: presenter.map(self.storeID(of:)), owner: owner)
+            if let access { access.announce(.changed(target)) } else { self.coordinator.announce(.changed(target), origin: origin) }
             return outcome
+        } then: { result in
+            completion(result.map { outcome in
+                self.mount?.forgetCached(target)
+                if let preserved = outcome.preserved { self.keptVersion(preserved, actor: requester) }
+                if let event = outcome.presentersNotified { self.deliver(event, by: requester) }
+                return outcome
+            })
         }
-        mount?.forgetCached(target)
-        if let preserved = outcome.preserved { keptVersion(preserved, actor: requester) }
-        if let event = outcome.presentersNotified { deliver(event, by: requester) }
-        return outcome
     }
 
     /// Runs `body` inside a coordinated access for `intents` (none: at once), waiting as the mount's
-    /// writes do (`write_wait`, `ask_timeout`). Never call it from a FUSE worker thread.
-    private func withAccess<T>(_ intents: [FileAccessIntent], origin: AccessOrigin, _ body: (CoordinatedAccess?) throws -> T) throws -> T {
-        guard !intents.isEmpty else { return try body(nil) }
-        let result = Mutex<Result<CoordinatedAccess, CoordinationError>?>(nil)
+    /// writes do (`write_wait`, `ask_timeout`) without holding a thread meanwhile: once granted,
+    /// `body` runs on ``storeWrites`` and the access is released; then `completion` gets its result.
+    private func withAccess<T: Sendable>(_ intents: [FileAccessIntent], origin: AccessOrigin,
+                                         _ body: @escaping @Sendable (CoordinatedAccess?) throws -> T,
+                                         then completion: @escaping @Sendable (Result<T, any Error>) -> Void) {
+        let run: @Sendable (CoordinatedAccess?) -> Void = { access in
+            let result = Result { try body(access) }
+            access?.release()
+            completion(result)
+        }
+        guard !intents.isEmpty else { return Self.storeWrites.async { run(nil) } }
+        coordinator.coordinate(intents, origin: origin, policy: writePolicy) { granted in
+            switch granted {
+            case .success(let access): Self.storeWrites.async { run(access) }
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// Where granted resolutions and restores write (never a FUSE worker, nor the thread that
+    /// granted them). Nothing on it waits for a presenter or an access.
+    private static let storeWrites = DispatchQueue(label: "coordfs.store.writes", attributes: .concurrent)
+
+    /// Blocks until `start` reports its result (the synchronous forms, for callers that may wait).
+    private static func waitFor<T: Sendable>(_ start: (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void) throws -> T {
+        let result = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        coordinator.coordinate(intents, origin: origin, policy: writePolicy) { r in
+        start { r in
             result.withLock { $0 = r }
             done.signal()
         }
-        done.wait() // bounded by the policy's deadlines
-        switch result.withLock({ $0 })! {
-        case .success(let access):
-            defer { access.release() }
-            return try body(access)
-        case .failure(let error):
-            throw error
-        }
+        done.wait()
+        return try result.withLock { $0! }.get()
     }
 
     // MARK: DocumentHooks (called by the mount, for presented documents, inside their access)

@@ -291,6 +291,56 @@ final class StoreCLITests: CLITestCase {
         _ = (roots, rootsHidden)
     }
 
+    /// A user's restores waiting for their write (here 300 of nobody's, of a document another of
+    /// nobody's processes holds open for writing) hold no thread of the daemon: root's restore of
+    /// another document goes through at once. Before, each waited on a thread of a pool of about
+    /// 64, and root's restore waited some 50 s behind them.
+    func testAnotherUsersWaitingRestoresHoldUpNoOneElse() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("one\n".utf8), attributes: [.posixPermissions: 0o666])
+        FileManager.default.createFile(atPath: backing + "/other.txt", contents: Data("first\n".utf8))
+        try mount(options: ["allow_other"])
+        let presenters = [try present("shared/doc.txt"), try present("other.txt")]
+        XCTAssertEqual(sh("echo two > '\(mnt!)/shared/doc.txt' && echo second > '\(mnt!)/other.txt'").status, 0)
+        func firstVersion(_ relative: String) -> Int64? {
+            var kept = versions(relative)
+            let deadline = Date().addingTimeInterval(5)
+            while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions(relative) }
+            return (kept.last?["version"] as? NSNumber)?.int64Value
+        }
+        let doc = try XCTUnwrap(firstVersion("shared/doc.txt"))
+        let other = try XCTUnwrap(firstVersion("other.txt"))
+        let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let holder = try start("/usr/bin/setpriv", nobody + [binary, "coordinate", "--write", mnt + "/shared/doc.txt", "--", "/bin/sleep", "30"])
+        defer { _ = holder.stop(SIGKILL) }
+        usleep(500_000)
+        let flood = pythonClientPrelude + """
+        import time
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        for i in range(300):
+            send({"type": "restore", "id": 10 + i, "version": int(sys.argv[2]), "path": "shared/doc.txt"})
+        print("sent", flush=True)
+        time.sleep(20)
+        """
+        let flooder = try start("/usr/bin/setpriv", nobody + ["/usr/bin/python3", "-c", flood, backing + "/.coordfs/control.sock", String(doc)])
+        defer { _ = flooder.stop(SIGKILL) }
+        let sent = Date().addingTimeInterval(10)
+        while !flooder.stdout.contains("sent") && Date() < sent { usleep(20_000) }
+        XCTAssertTrue(flooder.stdout.contains("sent"), "\(flooder.stdout) \(flooder.stderr)")
+        usleep(1_000_000)  // the daemon has taken them
+        let start = Date()
+        let restored = coordfs("restore", mnt + "/other.txt", "--version", String(other), timeout: 30)
+        let took = Date().timeIntervalSince(start)
+        XCTAssertEqual(restored.status, 0, "\(restored)")
+        XCTAssertLessThan(took, 3, "root's restore waited \(took) s behind nobody's")
+        XCTAssertEqual(text("other.txt"), "first\n")
+        XCTAssertEqual(text("shared/doc.txt"), "two\n", "nobody's restores wait for the access nobody holds")
+        _ = presenters
+    }
+
     func testStoreCommandsRefuseBadInputClearly() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         try mount()
