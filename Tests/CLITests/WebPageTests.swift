@@ -243,7 +243,9 @@ final class WebPageTests: CLITestCase {
             let ticks = fields.count > 13 ? (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0) : 0
             return (switches, watcher, waits, ticks)
         }
-        let before = activity()
+        var before = activity()
+        let named = Date().addingTimeInterval(5)
+        while before.watcher < 0 && Date() < named { usleep(100_000); before = activity() }
         usleep(3_000_000)
         let after = activity()
         XCTAssertGreaterThan(before.switches, 0, "read its threads")
