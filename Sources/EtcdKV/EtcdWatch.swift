@@ -8,7 +8,9 @@ extension EtcdClusterStore {
     /// A watch through the gateway: one POST of a `create_request` whose answer streams one JSON
     /// line per watch response. When its endpoint goes away the watch goes on from the next
     /// revision on another endpoint (nothing lost, nothing twice); the stream throws
-    /// `unavailable` once every endpoint failed in a row, `compacted` when etcd no longer has
+    /// `unavailable` once every endpoint failed in a row (while one of them says it has no leader,
+    /// an election under way, it goes round them again after a pause, for up to
+    /// `electionWait`), `compacted` when etcd no longer has
     /// `fromRevision`, `unauthenticated` when it refuses the credentials. The watch asks etcd to
     /// end it when its member loses the leader (`hasleader`), so a member cut off from the others
     /// does not keep it silent.
@@ -17,15 +19,26 @@ extension EtcdClusterStore {
         let task = Task {
             let cursor = WatchCursor(next: fromRevision)
             var endpoint = endpointOrder()[0]
+            let clock = ContinuousClock()
+            var round = 0
             while !Task.isCancelled {
                 do {
                     try await watchWithProbe(key, prefix: prefix, endpoint: endpoint, cursor: cursor, continuation: continuation)
                     // The member ended the stream (stopping): go on elsewhere.
-                    cursor.failed()
+                    cursor.failed(at: clock.now)
                 } catch let failure as EndpointFailure {
-                    if cursor.failed() >= endpoints.count {
-                        continuation.finish(throwing: failure.error)
-                        return
+                    if cursor.failed(at: clock.now, noLeader: failure.noLeader) >= endpoints.count {
+                        // Every endpoint failed in a row. When one said it has no leader (an
+                        // election: the member that led was stopped, killed or cut off), another
+                        // round may find the new leader: a pause, and round again, for a while.
+                        round += 1
+                        let pause = Duration.milliseconds(50 * min(round, 4))
+                        guard cursor.electing, let since = cursor.failingSince, clock.now - since + pause < Self.electionWait(configuration) else {
+                            continuation.finish(throwing: failure.error)
+                            return
+                        }
+                        try? await Task.sleep(for: pause)
+                        cursor.newRound()
                     }
                 } catch is CancellationError {
                     break
@@ -46,17 +59,43 @@ extension EtcdClusterStore {
         return stream
     }
 
-    /// Where a watch is: the revision to resume from, and how many endpoints failed in a row.
+    /// How long a watch whose endpoints all fail goes round them again while one says it has no
+    /// leader (an election under way; a round may cost a stopped member's probe interval and
+    /// request timeout): five request timeouts, at least 5 s. Without a leader etcd commits
+    /// nothing, so the watch misses nothing meanwhile.
+    static func electionWait(_ configuration: EtcdConfiguration) -> Duration {
+        max(configuration.requestTimeout * 5, .seconds(5))
+    }
+
+    /// Where a watch is: the revision to resume from, how many endpoints failed in a row (in this
+    /// round), since when the watch has had no member, and whether one said it has no leader.
     final class WatchCursor: Sendable {
-        private let state: NIOLockedValueBox<(next: Revision, failedInARow: Int)>
-        init(next: Revision) { state = NIOLockedValueBox((next, 0)) }
+        struct State {
+            var next: Revision
+            var failedInARow = 0
+            var failingSince: ContinuousClock.Instant?
+            var electing = false
+        }
+        private let state: NIOLockedValueBox<State>
+        init(next: Revision) { state = NIOLockedValueBox(State(next: next)) }
         var next: Revision {
             get { state.withLockedValue { $0.next } }
             set { state.withLockedValue { $0.next = newValue } }
         }
         var failedInARow: Int { state.withLockedValue { $0.failedInARow } }
-        @discardableResult func failed() -> Int { state.withLockedValue { $0.failedInARow += 1; return $0.failedInARow } }
-        func succeeded() { state.withLockedValue { $0.failedInARow = 0 } }
+        var failingSince: ContinuousClock.Instant? { state.withLockedValue { $0.failingSince } }
+        var electing: Bool { state.withLockedValue { $0.electing } }
+        @discardableResult func failed(at now: ContinuousClock.Instant, noLeader: Bool = false) -> Int {
+            state.withLockedValue {
+                $0.failedInARow += 1
+                if $0.failingSince == nil { $0.failingSince = now }
+                $0.electing = $0.electing || noLeader
+                return $0.failedInARow
+            }
+        }
+        /// Every endpoint again, the failing streak going on.
+        func newRound() { state.withLockedValue { $0.failedInARow = 0; $0.electing = false } }
+        func succeeded() { state.withLockedValue { $0 = State(next: $0.next) } }
     }
 
     /// The watch stream on `endpoint` beside a probe: a quiet stream cannot tell a member that is
@@ -133,7 +172,9 @@ extension EtcdClusterStore {
             if response.status != .ok {
                 let body = (try? await response.body.collect(upTo: 1 << 20)).map { Data($0.readableBytesView) } ?? Data()
                 let error = Self.error(Self.decodeError(body), status: response.status)
-                if case .unavailable = error { throw EndpointFailure(error: error, mayHaveApplied: false) }
+                if case .unavailable(let message) = error {
+                    throw EndpointFailure(error: error, mayHaveApplied: false, noLeader: message.contains("no leader"))
+                }
                 if case .unauthenticated = error, attempt == 0, configuration.credentials != nil {
                     state.withLockedValue { $0.token = nil }
                     token = try await currentToken(endpoint: endpoint)
@@ -190,7 +231,9 @@ extension EtcdClusterStore {
         }
         if let error = decoded.error {
             let mapped = Self.error(error, status: .ok)
-            if case .unavailable = mapped { throw EndpointFailure(error: mapped, mayHaveApplied: false) }
+            if case .unavailable(let message) = mapped {
+                throw EndpointFailure(error: mapped, mayHaveApplied: false, noLeader: message.contains("no leader"))
+            }
             throw mapped
         }
         guard let result = decoded.result else { return }
@@ -201,7 +244,7 @@ extension EtcdClusterStore {
             }
             let reason = result.cancel_reason ?? "etcd canceled the watch"
             if reason.contains("no leader") || reason.contains("leader") {
-                throw EndpointFailure(error: .unavailable(reason), mayHaveApplied: false)
+                throw EndpointFailure(error: .unavailable(reason), mayHaveApplied: false, noLeader: true)
             }
             throw Self.error(WireError(error: reason, message: reason, code: 3), status: .ok)
         }

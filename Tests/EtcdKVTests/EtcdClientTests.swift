@@ -238,6 +238,60 @@ final class EtcdFailoverTests: XCTestCase {
         XCTAssertLessThan(clock.now - stopped, .seconds(10))
     }
 
+    /// The member a watch is on stopped, and a second one too, so that the third has no leader
+    /// for seconds (a long election): the watch goes round the members again while one says it has
+    /// no leader, and goes on once there is one again, nothing lost or twice. Before, it gave up
+    /// after one round (the stopped members timed out, the third said "no leader"), as it did under
+    /// load when an election took a while after a member's stop.
+    func testAWatchWaitsOutAnElection() async throws {
+        let etcd = try EtcdCluster(size: 3)
+        defer { etcd.stop() }
+        let watcher = try EtcdClusterStore(
+            EtcdConfiguration(endpoints: etcd.endpoints, requestTimeout: .seconds(1), watchProbeInterval: .milliseconds(500)))
+        let writer = try EtcdClusterStore(EtcdConfiguration(endpoints: Array(etcd.endpoints.dropFirst())))
+        addTeardownBlock {
+            try await watcher.shutdown()
+            try await writer.shutdown()
+        }
+        let key = Array("e/k".utf8)
+        let first = try await writer.put(key, [0], lease: 0)
+        let watch = watcher.watch(key, prefix: false, fromRevision: first)
+        let seen = Task { () throws -> [Revision] in
+            var seen: [Revision] = []
+            for try await batch in watch {
+                seen += batch.events.map(ClusterStoreConformance.revision)
+                if seen.count >= 4 { break }
+            }
+            return seen
+        }
+        try await Task.sleep(for: .milliseconds(500))  // the watch created on member 0
+        etcd.signal(0, SIGSTOP)
+        etcd.signal(1, SIGSTOP)
+        defer {
+            etcd.signal(0, SIGCONT)
+            etcd.signal(1, SIGCONT)
+        }
+        // One round of the old watch: member 0's probe and member 1 time out, member 2 has no leader.
+        try await Task.sleep(for: .seconds(4))
+        etcd.signal(1, SIGCONT)
+        try etcd.waitUntilHealthy(timeout: 20, except: [0])
+        var written: [Revision] = [first]
+        for i in 1...3 { written.append(try await writer.put(key, [UInt8(i)], lease: 0)) }
+        // Bounded: a watch that neither goes on nor ends is cancelled after 20 s.
+        let timer = Task {
+            try await Task.sleep(for: .seconds(20))
+            seen.cancel()
+        }
+        let result = await seen.result
+        timer.cancel()
+        switch result {
+        case .success(let revisions):
+            XCTAssertEqual(revisions, written, "the watch went on after the election, nothing lost or twice")
+        case .failure(let error):
+            XCTFail("the watch gave up during the election: \(error)")
+        }
+    }
+
     func testEndpointsAreChecked() {
         for bad in ["127.0.0.1:2379", "ftp://h:1", "http://", "http://h:1/v3", "http://u:p@h:1"] {
             XCTAssertThrowsError(try EtcdClusterStore(EtcdConfiguration(endpoints: [bad])), bad)
