@@ -9,7 +9,7 @@
 // close, with etcd's data on disk and on tmpfs (ClusterTellBench.swift); and 3 nodes × 1,000
 // presenters in real daemons: etcd keys, writes per presenter change, RSS (ClusterScaleBench.swift).
 // Ratios are within one run. `coordfs-bench cluster [--files N] [--opens N] [--asks N] [--tells N] [--presenters N] [--rounds N] [--dir DIR]
-// [--record-interval MS]`
+// [--record-interval MS] [--only local,cross,scale]` (--only: the node's own costs, the cross-node rows, the 3-node row).
 import ClusterKV
 import Coordination
 import CoordFS
@@ -28,6 +28,9 @@ enum ClusterBench {
         var tells = 200
         /// The paced node's `recordInterval` in ms (default: the mount's).
         var recordInterval = ClusterOptions().recordInterval * 1e3
+        /// The parts to run: `local` (workloads and single accesses), `cross` (ask → answer,
+        /// didChange), `scale` (3 nodes × presenters).
+        var only: Set<String> = ["local", "cross", "scale"]
         mutating func parse(_ args: [String]) throws {
             var i = args.makeIterator()
             while let a = i.next() {
@@ -40,6 +43,11 @@ enum ClusterBench {
                 case "--presenters": presenters = Int(i.next() ?? "") ?? presenters
                 case "--tells": tells = Int(i.next() ?? "") ?? tells
                 case "--record-interval": recordInterval = Double(i.next() ?? "") ?? recordInterval
+                case "--only":
+                    only = Set((i.next() ?? "").split(separator: ",").map(String.init))
+                    guard !only.isEmpty, only.isSubset(of: ["local", "cross", "scale"]) else {
+                        throw MountBench.BenchError("--only takes local, cross and scale, comma-separated")
+                    }
                 default: throw MountBench.BenchError("unknown option \(a)")
                 }
             }
@@ -58,6 +66,17 @@ enum ClusterBench {
         let root = o.dir + "/coordfs-bench-cluster-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
+        print("## Cluster (in-process mounts, one-member etcd on loopback)")
+        print("")
+        if o.only.contains("local") { try local(o, etcd: etcd, root: root) }
+        if o.only.contains("cross") { try cross(o, etcd: etcd) }
+        if o.only.contains("scale") {
+            print(try await ClusterScaleBench.run(etcd: etcd.endpoints, dir: o.dir, presenters: o.presenters))
+        }
+    }
+
+    /// What the cluster costs a node: the workloads, one access many times, accesses that go to etcd.
+    static func local(_ o: Options, etcd: EtcdCluster, root: String) throws {
         let tarball = try MountBench.makeTarball(in: o.dir)
         let metadata = "python3 -c \"import os\nfor i in range(\(o.files)):\n  p='f%d' % i\n  open(p, 'w').close(); os.stat(p); os.unlink(p)\""
         let unpack = "tar xf \(tarball) && tar cf - usr | cat > /dev/null && rm -rf usr"
@@ -120,8 +139,6 @@ enum ClusterBench {
 
         func us(_ s: Double) -> String { String(format: "%.1f µs", s * 1e6) }
         func ms(_ s: Double) -> String { String(format: "%.2f ms", s * 1e3) }
-        print("## Cluster (in-process mounts, one-member etcd on loopback)")
-        print("")
         print("| mount | create+stat+unlink \(o.files) files | ratio | unpack+read+delete \(tarball.split(separator: "/").last ?? "") | ratio |")
         print("|---|---|---|---|---|")
         print(String(format: "| one host (no cluster) | %.2f s | 1.000 | %.2f s | 1.000 |", best[0].0, best[0].1))
@@ -141,6 +158,11 @@ enum ClusterBench {
         print("| the same files again (the rights kept: local) | \(us(cluster.2.median)) / \(us(cluster.2.p99)) |")
         print("| open for writing of a file another node presents, \(cluster.3.count) times (its presenter asked through etcd, answering at once) | \(ms(cluster.3.median)) / \(ms(cluster.3.p99)) |")
         print("")
+    }
+
+    /// Issue 19's cross-node rows: ask → answer, and didChange after another node's close.
+    static func cross(_ o: Options, etcd: EtcdCluster) throws {
+        func ms(_ s: Double) -> String { String(format: "%.2f ms", s * 1e3) }
         // Issue 19's ask → answer and didChange rows on their own, with etcd's data on this disk (as
         // above: every transaction waits for etcd's fsync) and on tmpfs (fsync costs nothing: what
         // is left is etcd's own work, the network stack and coordfs).
@@ -153,17 +175,30 @@ enum ClusterBench {
         func missed(_ n: Int) -> String { n > 0 ? " (\(n) never told within 2 s)" : "" }
         print("| b opens the file for writing, \(onDisk.asked.count) times: a's presenter asked through etcd (ask → answer): median / p99 | \(ms(onDisk.asked.median)) / \(ms(onDisk.asked.p99)) | \(ms(onTmpfs.asked.median)) / \(ms(onTmpfs.asked.p99)) |")
         print("| b writes a byte and closes it: from the close's return until a's presenter hears didChange: median / p99 | \(ms(onDisk.told.median)) / \(ms(onDisk.told.p99))\(missed(onDisk.missed)) | \(ms(onTmpfs.told.median)) / \(ms(onTmpfs.told.p99))\(missed(onTmpfs.missed)) |")
+        print("| ask → answer, ms: min / p10 / p25 / median / p75 / p90 / p95 / p99 / max | \(onDisk.asked.distribution) | \(onTmpfs.asked.distribution) |")
+        print("| didChange after the close, ms: the same | \(onDisk.told.distribution) | \(onTmpfs.told.distribution) |")
+        print(String(format: "| etcd transactions per write (its ask, the answer, its change record, ...) | %.2f | %.2f |", onDisk.transactions, onTmpfs.transactions))
         print("")
-        print(try await ClusterScaleBench.run(etcd: etcd.endpoints, dir: o.dir, presenters: o.presenters))
+        print("Load average at the end of these rows: \((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?").")
+        print("")
     }
 
     struct Stats {
         var count: Int, median: Double, p99: Double
+        var sorted: [Double]
         init(_ samples: [Double]) {
-            let sorted = samples.sorted()
+            sorted = samples.sorted()
             count = sorted.count
             median = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
             p99 = sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, sorted.count * 99 / 100)]
+        }
+        /// The `q` quantile (0...1), e.g. 0.9.
+        func quantile(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] }
+        /// min / p10 / p25 / median / p75 / p90 / p95 / p99 / max, in ms.
+        var distribution: String {
+            guard let first = sorted.first, let last = sorted.last else { return "-" }
+            return ([first] + [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99].map(quantile) + [last])
+                .map { String(format: "%.2f", $0 * 1e3) }.joined(separator: " / ")
         }
     }
 

@@ -15,11 +15,24 @@ import Glibc
 import Synchronization
 
 enum ClusterScaleBench {
-    /// A presenter of a file that answers every ask at once (an application with nothing unsaved).
+    /// A presenter of a file that answers every ask at once (an application with nothing unsaved);
+    /// `moved` hears where it is told it moved.
     final class IdlePresenter: FilePresenter {
         let presentedItemPath: String?
-        init(_ path: String) { presentedItemPath = path }
+        let moved: (@Sendable (String) -> Void)?
+        init(_ path: String, moved: (@Sendable (String) -> Void)? = nil) {
+            presentedItemPath = path
+            self.moved = moved
+        }
         var presentedItemKind: ItemKind { .file }
+        func presentedItemDidMove(to newPath: String) async { moved?(newPath) }
+    }
+
+    /// The first component of a presenter's path in its `p/` key's value (`{"path":{"c":[[bytes]...]}}`).
+    static func firstComponent(ofPresenterValue value: [UInt8]) -> String? {
+        guard let o = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any],
+              let path = o["path"] as? [String: Any], let c = path["c"] as? [[Int]], let first = c.first else { return nil }
+        return String(decoding: first.map { UInt8(truncatingIfNeeded: $0) }, as: UTF8.self)
     }
 
     struct BenchFailure: Error, CustomStringConvertible { var description: String }
@@ -136,8 +149,9 @@ enum ClusterScaleBench {
             return (values.count, values.filter { $0.key.starts(with: base + Array("p/".utf8)) }.count)
         }
         func rss() -> [Int] { nodes.map { rssKiB(daemons[$0]!.processIdentifier) } }
-        /// Seconds from `start` until every node's status lists `expected` presenters in all.
-        func everyNodeKnows(_ expected: Int, since start: Double) throws -> Double {
+        /// Seconds from `start` until every node's status lists `expected` presenters in all (and,
+        /// with `under`, node b's presenters all in that folder).
+        func everyNodeKnows(_ expected: Int, since start: Double, under folder: String? = nil) throws -> Double {
             let deadline = ClusterBench.now() + 120
             var pending = Set(nodes)
             while !pending.isEmpty {
@@ -146,7 +160,9 @@ enum ClusterScaleBench {
                     guard let o = try? JSONSerialization.jsonObject(with: Data(r.output.utf8)) as? [String: Any],
                           let list = o["nodes"] as? [[String: Any]] else { continue }
                     let known = list.reduce(0) { $0 + (($1["presenters"] as? [Any])?.count ?? 0) }
-                    if known == expected { pending.remove(n) }
+                    let ofB = (list.first { $0["name"] as? String == "b" }?["presenters"] as? [Any]) ?? []
+                    let moved = folder.map { f in ofB.allSatisfy { "\($0)".contains(f + "/") } } ?? true
+                    if known == expected && moved { pending.remove(n) }
                 }
                 guard ClusterBench.now() < deadline else { throw BenchFailure(description: "nodes \(pending.sorted()) never listed \(expected) presenters") }
                 if !pending.isEmpty { usleep(50_000) }
@@ -155,7 +171,8 @@ enum ClusterScaleBench {
         }
         struct Phase { var name: String; var seconds: Double; var known: Double?; var events: Int; var revisions: Int; var changes: Int }
         var phases: [Phase] = []
-        func measure(_ name: String, changes: Int, expected: Int?, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        func measure(_ name: String, changes: Int, expected: Int?, under folder: String? = nil,
+                     _ body: @escaping @Sendable () async throws -> Void) async throws {
             counter.settle()
             let before = counter.snapshot()
             let start = ClusterBench.now()
@@ -170,7 +187,7 @@ enum ClusterScaleBench {
             }
             guard try outcome.get() else { throw BenchFailure(description: "\(name): not done within 120 s") }
             let seconds = ClusterBench.now() - start
-            let known = try expected.map { try everyNodeKnows($0, since: start) }
+            let known = try expected.map { try everyNodeKnows($0, since: start, under: folder) }
             counter.settle()
             let after = counter.snapshot()
             phases.append(Phase(name: name, seconds: seconds, known: known, events: after.events - before.events,
@@ -181,10 +198,22 @@ enum ClusterScaleBench {
         var states: [(name: String, keys: (all: Int, presenters: Int), rss: [Int])] = []
         states.append(("mounted, no presenters", try await keys(), rss()))
         var failure: String?
+        // The rename below: when rename(2) returned, when every presenter of b had heard it moved,
+        // when b's keys were at the new path in etcd (seconds after the rename began).
+        let move = Mutex<(renamed: Double, told: Double, inEtcd: Double)>((0, 0, 0))
         do {
         // Each node's presenters, registered from this process through its mount, concurrently.
         var registered: [String: [IdlePresenter]] = [:]
-        for n in nodes { registered[n] = (0..<count).map { IdlePresenter("\(root)/mnt-\(n)/docs-\(n)/d\($0).txt") } }
+        // When each of node b's presenters heard it moved into docs-b2 (the rename below).
+        let heard = Mutex<[Double]>([])
+        let movedInto = "\(root)/mnt-b/docs-b2/"
+        let noteMove: @Sendable (String) -> Void = { to in
+            if to.hasPrefix(movedInto) { heard.withLock { $0.append(ClusterBench.now()) } }
+        }
+        for n in nodes {
+            let moved: (@Sendable (String) -> Void)? = n == "b" ? noteMove : nil
+            registered[n] = (0..<count).map { i in IdlePresenter("\(root)/mnt-\(n)/docs-\(n)/d\(i).txt", moved: moved) }
+        }
         let all = registered
         try await measure("register \(count) presenters on each node (3 nodes at once)", changes: 3 * count, expected: 3 * count) {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -204,15 +233,32 @@ enum ClusterScaleBench {
         try await measure("unregister it", changes: 1, expected: 3 * count) {
             await FileCoordinator.removeFilePresenter(one)
         }
-        // A folder with node b's presenters renamed through node a: b's presenters follow the move.
-        try await measure("rename node b's folder through node a (its \(count) presenters move)", changes: count, expected: 3 * count) {
+        // A folder with node b's presenters renamed through node a: b's presenters follow the move
+        // (asked first through etcd, then told, their keys put again by node b, every node's table).
+        try await measure("rename node b's folder through node a (its \(count) presenters move)", changes: count, expected: 3 * count,
+                          under: "docs-b2") {
+            let start = ClusterBench.now()
             guard rename("\(root)/mnt-a/docs-b", "\(root)/mnt-a/docs-b2") == 0 else { throw BenchFailure(description: "rename failed: \(errno)") }
-            // Until b's presenters are at their new paths in etcd.
+            move.withLock { $0.renamed = ClusterBench.now() - start }
+            // Until every presenter of b heard it moved, and b's keys in etcd are at the new path.
             let deadline = ClusterBench.now() + 60
-            while ClusterBench.now() < deadline {
-                let (values, _) = try await store.range(base + Array("p/b/".utf8), prefix: true)
-                if values.filter({ String(decoding: $0.value, as: UTF8.self).contains("docs-b2") }).count == count { break }
-                usleep(20_000)
+            var told = false, inEtcd = false
+            while !(told && inEtcd) {
+                guard ClusterBench.now() < deadline else {
+                    throw BenchFailure(description: "60 s after the rename: \(heard.withLock { $0.count }) of b's \(count) presenters told they moved, b's keys at docs-b2 in etcd: \(inEtcd)")
+                }
+                if !told, heard.withLock({ $0.count }) >= count {
+                    told = true
+                    move.withLock { $0.told = (heard.withLock { $0.max() } ?? 0) - start }
+                }
+                if !inEtcd {
+                    let (values, _) = try await store.range(base + Array("p/b/".utf8), prefix: true)
+                    if values.count == count && values.allSatisfy({ firstComponent(ofPresenterValue: $0.value) == "docs-b2" }) {
+                        inEtcd = true
+                        move.withLock { $0.inEtcd = ClusterBench.now() - start }
+                    }
+                }
+                usleep(5_000)
             }
         }
         try await measure("unregister every presenter (3 nodes at once)", changes: 3 * count, expected: 0) {
@@ -240,6 +286,13 @@ enum ClusterScaleBench {
             out += "| \(p.name) | " + String(format: "%.2f s", p.seconds) + " | \(known) | "
             out += String(format: "%d (%.3f) | %d (%.2f) |\n", p.revisions, Double(p.revisions) / Double(max(1, p.changes)),
                           p.events, Double(p.events) / Double(max(1, p.changes)))
+        }
+        let m = move.withLock { $0 }
+        if m.told > 0 {
+            out += "\nThe rename of node b's folder through node a: rename(2) returned after " + String(format: "%.3f s", m.renamed)
+            out += " (node b's \(count) presenters asked through etcd first); every one of them had heard presentedItemDidMove "
+            out += String(format: "%.3f s", m.told) + " after the rename began, and node b's \(count) keys were at the new path in etcd after "
+            out += String(format: "%.3f s", m.inEtcd) + " (the phase's \"every node knows\": until each node's status lists them there).\n"
         }
         if let failure { out += "\n**The row stopped there**: \(failure).\n" }
         return out + "\n"

@@ -44,7 +44,8 @@ enum ClusterTellBench {
     }
 
     /// (ask → answer: node b's open for writing; didChange at a after b's close), `count` times each.
-    static func run(endpoints: [String], dir: String, count: Int) throws -> (asked: ClusterBench.Stats, told: ClusterBench.Stats, missed: Int) {
+    /// ... and the etcd transactions (revisions) per write in the loop: the ask, the answer, the change record.
+    static func run(endpoints: [String], dir: String, count: Int) throws -> (asked: ClusterBench.Stats, told: ClusterBench.Stats, missed: Int, transactions: Double) {
         let root = dir + "/coordfs-bench-tell-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: root) }
         let a = try node(root, "a", endpoints: endpoints, prefix: "tell\(getpid())")
@@ -61,7 +62,12 @@ enum ClusterTellBench {
         }
         let file = root + "/mnt-b/told/doc.txt"
         var asked: [Double] = [], told: [Double] = [], missed = 0
+        var firstRevision: Int64 = 0
         for i in 0..<(count + 10) {
+            if i == 10 {
+                usleep(200_000)
+                firstRevision = a.cluster?.status().revision ?? 0
+            }
             let t0 = ClusterBench.now()
             let fd = open(file, O_WRONLY)
             let t1 = ClusterBench.now()
@@ -84,6 +90,8 @@ enum ClusterTellBench {
             while presenter.signal.wait(timeout: .now()) == .success {}
             presenter.told.withLock { $0.removeAll() }
         }
-        return (ClusterBench.Stats(asked), ClusterBench.Stats(told), missed)
+        usleep(200_000)
+        let transactions = Double((a.cluster?.status().revision ?? 0) - firstRevision) / Double(max(1, count))
+        return (ClusterBench.Stats(asked), ClusterBench.Stats(told), missed, transactions)
     }
 }
