@@ -82,6 +82,10 @@ final class DeviceReader: @unchecked Sendable {
     /// spin did not pay (`SpinGovernor`) or is 0 (tests, the daemon's log).
     let spunWaits = Atomic<Int>(0)
     let sleptWaits = Atomic<Int>(0)
+    /// False: every wait blocks at once, whatever the spin (/dev/fuse once the ring serves the
+    /// mount: only forgets and interrupts come there, and a second poller would take the core the
+    /// ring's holder or the tool needs).
+    let pollsAfterRequests = Atomic<Bool>(true)
     /// After this many, the holder passes the device on: requests are coming faster than one worker serves them.
     static let backlogToShare = 3
 
@@ -224,7 +228,7 @@ final class DeviceReader: @unchecked Sendable {
         var work = idleWork.withLock { $0 }
         let start = Self.now()
         waitStarted = start
-        let spin = governor.budget(now: start, runnable: runnable)
+        let spin = pollsAfterRequests.load(ordering: .relaxed) ? governor.budget(now: start, runnable: runnable) : 0
         if spin > 0 { spunWaits.add(1, ordering: .relaxed) } else { sleptWaits.add(1, ordering: .relaxed) }
         let deadline = start &+ spin
         while true {

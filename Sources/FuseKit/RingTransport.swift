@@ -40,14 +40,16 @@ public enum FuseTransportInUse: String, Sendable {
 // interrupts there, and takes notifications only there), served by libfuse's loop and DeviceReader
 // as before.
 //
-// Threads: each queue has one ring and a pool of threads that share it as the device's workers share
-// /dev/fuse (a `DeviceReader` per queue: one holds the ring, polls its completions for `spin` after a
-// request, serves metadata requests itself and passes the ring on before a slow one; the watchdog
-// passes it on when a request stalls; idle work runs between looks). Only these threads submit to the
-// ring: the kernel delivers an entry's next request in the task of whoever committed it, and cancels
-// an entry whose committer exits; so a reply from another thread (a parked request resumed by a
-// presenter's answer) is queued for the queue's holder, woken through an eventfd the ring also signals
-// on every completion.
+// Threads: every queue has its own ring, and one pool of threads serves them all, sharing the rings
+// as the device's workers share /dev/fuse (one `DeviceReader`: one thread at a time holds the rings,
+// polls every queue's completions for `spin` after a request, serves metadata requests itself and
+// passes the rings on before a slow one; the watchdog passes them on when a request stalls; idle work
+// runs between looks). One holder, not one per queue: the kernel picks the queue by the CPU the
+// caller runs on, and a poller per queue took the cores the callers needed. Only these threads
+// submit to the rings: the kernel delivers an entry's next request in the task of whoever committed
+// it, and cancels an entry whose committer exits; so a reply from another thread (a parked request
+// resumed by a presenter's answer) is queued for the holder, woken through an eventfd every ring also
+// signals on every completion.
 final class RingTransport: @unchecked Sendable {
     /// Entries registered per queue at the start.
     static let entriesPerQueue = 32
@@ -104,8 +106,6 @@ final class RingTransport: @unchecked Sendable {
     final class Queue: @unchecked Sendable {
         let id: Int
         let ring: OpaquePointer
-        let eventfd: Int32
-        let reader: DeviceReader
         /// Submissions, and the ring's and eventfd's end (`closed`): a late reply finds them closed.
         let sq = Mutex<Bool>(false)
         /// Commits made outside the pool (entry index, commit id), for the holder to submit.
@@ -122,11 +122,9 @@ final class RingTransport: @unchecked Sendable {
         let growing = Mutex<Void>(())
         /// Entries whose command the kernel ended (teardown).
         let ended = Atomic<Int>(0)
-        init(id: Int, ring: OpaquePointer, eventfd: Int32, reader: DeviceReader, capacity: Int) {
+        init(id: Int, ring: OpaquePointer, capacity: Int) {
             self.id = id
             self.ring = ring
-            self.eventfd = eventfd
-            self.reader = reader
             self.capacity = capacity
             slots = .allocate(capacity: capacity)
             slots.initialize(repeating: nil, count: capacity)
@@ -150,6 +148,16 @@ final class RingTransport: @unchecked Sendable {
     private let adaptiveSpin: Bool
     private let say: @Sendable (String) -> Void
     private(set) var queues: [Queue] = []
+    /// The reader of /dev/fuse (the session's): it stops polling while the ring serves the mount, and
+    /// polls again if the kernel refuses the ring.
+    private let deviceReader: DeviceReader?
+    /// The ring threads' one reader: a single holder takes requests from every queue (see `serve`).
+    let reader: DeviceReader
+    /// Registered with every ring (signalled at each completion) and written for a commit queued by
+    /// another thread: the holder blocks on it in poll(2). Closed with the rings.
+    private var eventfd: Int32 = -1
+    /// The queue the holder looks at first (only the holder touches it): the queues take turns.
+    private var nextQueue = 0
     private var threads: [pthread_t] = []
     private var session: OpaquePointer?
     private var devfd: Int32 = -1
@@ -166,12 +174,14 @@ final class RingTransport: @unchecked Sendable {
     private let addable = Atomic<Int>(RingTransport.addedEntries)
     private let exhaustionSaid = Atomic<Bool>(false)
 
-    init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
+    init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, deviceReader: DeviceReader? = nil, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
         self.wanted = wanted
         // The ring's workers always take turns and poll (a zero spin: they block at once).
         self.spinNanoseconds = max(1, spinNanoseconds)
         self.adaptiveSpin = adaptiveSpin
         self.say = say
+        self.deviceReader = deviceReader
+        reader = DeviceReader(spinNanoseconds: self.spinNanoseconds, adaptive: adaptiveSpin)
         go = .allocate(capacity: 1)
         sem_init(go, 0, 0)
     }
@@ -196,8 +206,8 @@ final class RingTransport: @unchecked Sendable {
         return highest + 1
     }
 
-    /// Threads per queue: 16 in all, as libfuse's loop, at least two per queue.
-    static func threadsPerQueue(_ queues: Int) -> Int { max(2, 16 / max(1, queues)) }
+    /// The ring's threads, for all queues together: 16, as libfuse's loop.
+    static let threadCount = 16
 
     /// Sets up the rings and their threads (which wait for INIT) before the mount's INIT is answered.
     /// False (and `setupFailure` says why) when io_uring cannot be used: the INIT reply then does not
@@ -207,6 +217,11 @@ final class RingTransport: @unchecked Sendable {
         self.session = session
         self.devfd = devfd
         let count = Self.possibleCPUs()
+        eventfd = curing_eventfd()
+        guard eventfd >= 0 else {
+            setupFailure = "cannot create an eventfd: \(String(cString: strerror(errno)))"
+            return false
+        }
         for q in 0..<count {
             var error: Int32 = 0
             guard let ring = curing_create(UInt32(Self.entriesPerQueue), &error) else {
@@ -214,64 +229,55 @@ final class RingTransport: @unchecked Sendable {
                 closeRings()
                 return false
             }
-            let efd = curing_eventfd()
-            let registered = efd >= 0 ? curing_register_eventfd(ring, efd) : -errno
+            let registered = curing_register_eventfd(ring, eventfd)
             guard registered == 0 else {
                 setupFailure = "cannot register an eventfd with io_uring: \(String(cString: strerror(-registered)))"
-                if efd >= 0 { close(efd) }
                 curing_destroy(ring)
                 closeRings()
                 return false
             }
-            let queue = Queue(id: q, ring: ring, eventfd: efd, reader: DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin),
-                              capacity: Self.entriesPerQueue + Self.addedEntries)
+            let queue = Queue(id: q, ring: ring, capacity: Self.entriesPerQueue + Self.addedEntries)
             for i in 0..<Self.entriesPerQueue { queue.append(Entry(queue: q, index: i)) }
             queues.append(queue)
         }
-        for queue in queues {
-            guard queue.reader.start(queue.eventfd) else {
-                setupFailure = "cannot start the ring's watchdog thread"
-                closeRings()
+        guard reader.start(eventfd) else {
+            setupFailure = "cannot start the ring's watchdog thread"
+            closeRings()
+            return false
+        }
+        for t in 0..<Self.threadCount {
+            let work = ThreadStart(transport: self, slot: t, of: Self.threadCount)
+            var thread = pthread_t()
+            let arg = Unmanaged.passRetained(work).toOpaque()
+            guard pthread_create(&thread, nil, { arg in
+                let work = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()
+                var all = sigset_t()
+                sigfillset(&all)
+                pthread_sigmask(SIG_BLOCK, &all, nil)
+                work.transport.serve(slot: work.slot, of: work.of)
+                return nil
+            }, arg) == 0 else {
+                Unmanaged<ThreadStart>.fromOpaque(arg).release()
+                setupFailure = "cannot start the ring's threads"
+                stop()
                 return false
             }
-        }
-        let perQueue = Self.threadsPerQueue(count)
-        for queue in queues {
-            for t in 0..<perQueue {
-                let work = ThreadStart(transport: self, queue: queue, slot: t, of: perQueue)
-                var thread = pthread_t()
-                let arg = Unmanaged.passRetained(work).toOpaque()
-                guard pthread_create(&thread, nil, { arg in
-                    let work = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()
-                    var all = sigset_t()
-                    sigfillset(&all)
-                    pthread_sigmask(SIG_BLOCK, &all, nil)
-                    work.transport.serve(work.queue, slot: work.slot, of: work.of)
-                    return nil
-                }, arg) == 0 else {
-                    Unmanaged<ThreadStart>.fromOpaque(arg).release()
-                    setupFailure = "cannot start the ring's threads"
-                    stop()
-                    return false
-                }
-                threads.append(thread)
-            }
+            threads.append(thread)
         }
         return true
     }
 
     private final class ThreadStart {
         let transport: RingTransport
-        let queue: Queue
         let slot: Int, of: Int
-        init(transport: RingTransport, queue: Queue, slot: Int, of: Int) {
-            self.transport = transport; self.queue = queue; self.slot = slot; self.of = of
+        init(transport: RingTransport, slot: Int, of: Int) {
+            self.transport = transport; self.slot = slot; self.of = of
         }
     }
 
     /// A description for the daemon's log: queues, entries, threads.
     var shape: String {
-        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries, \(Self.threadsPerQueue(queues.count)) threads each; "
+        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries, served by \(Self.threadCount) threads of which one at a time takes requests; "
             + "an entry is added while one is parked (up to \(Self.addedEntries) in all)"
     }
 
@@ -281,6 +287,7 @@ final class RingTransport: @unchecked Sendable {
         guard state.compareExchange(expected: State.idle.rawValue, desired: State.starting.rawValue, ordering: .acquiringAndReleasing).exchanged else { return }
         self.payloadSize = payloadSize
         state.store(State.running.rawValue, ordering: .releasing)
+        deviceReader?.pollsAfterRequests.store(false, ordering: .relaxed)
         for _ in threads { sem_post(go) }
     }
 
@@ -289,7 +296,7 @@ final class RingTransport: @unchecked Sendable {
         let previous = state.exchange(State.stopped.rawValue, ordering: .acquiringAndReleasing)
         guard previous != State.stopped.rawValue else { return }
         for _ in threads { sem_post(go) }
-        for queue in queues { wake(queue) }
+        if let queue = queues.first { wake(queue) }
         for t in threads { pthread_join(t, nil) }
         threads = []
         closeRings()
@@ -299,14 +306,18 @@ final class RingTransport: @unchecked Sendable {
     /// queues and their entries' memory stay until deinit: a parked request's late reply may look at
     /// them.
     private func closeRings() {
+        reader.stop()
         for queue in queues {
-            queue.reader.stop()
             queue.sq.withLock { closed in
                 guard !closed else { return }
                 closed = true
                 curing_destroy(queue.ring)
-                close(queue.eventfd)
             }
+        }
+        // After every queue is closed: a late `wake` (under a queue's lock) writes to it no more.
+        if eventfd >= 0 {
+            close(eventfd)
+            eventfd = -1
         }
     }
 
@@ -320,29 +331,32 @@ final class RingTransport: @unchecked Sendable {
         queue.sq.withLock { closed in
             guard !closed else { return }
             var one: UInt64 = 1
-            _ = Glibc.write(queue.eventfd, &one, 8)
+            _ = Glibc.write(eventfd, &one, 8)
         }
     }
 
     // MARK: a queue's thread
 
-    private func serve(_ queue: Queue, slot: Int, of count: Int) {
+    private func serve(slot: Int, of count: Int) {
         pthread_setspecific(ringThreadKey, UnsafeRawPointer(bitPattern: 1))
         _ = retryingEINTR { sem_wait(go) }
         guard state.load(ordering: .acquiring) == State.running.rawValue else { return }
-        // This thread registers its share of the queue's first entries.
-        for index in stride(from: slot, to: Self.entriesPerQueue, by: count) {
-            guard register(queue.entry(index), in: queue) else { return }
+        // This thread registers its share of every queue's first entries.
+        for queue in queues {
+            for index in stride(from: slot, to: Self.entriesPerQueue, by: count) {
+                guard register(queue.entry(index), in: queue) else { return }
+            }
         }
         var taken: Entry?
+        let eventfd = self.eventfd
         while true {
             taken = nil
-            let n = queue.reader.receive(queue.eventfd, opcode: {
+            let n = reader.receive(eventfd, opcode: {
                 taken.map { $0.header.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }
             }, beforeBlocking: {
                 var counter: UInt64 = 0
-                _ = Glibc.read(queue.eventfd, &counter, 8)
-            }) { attempt(queue, &taken) }
+                _ = Glibc.read(eventfd, &counter, 8)
+            }) { attempt(&taken) }
             if n > 0, let entry = taken {
                 let id = entry.phase.load(ordering: .acquiring)
                 process(entry, length: n)
@@ -350,6 +364,7 @@ final class RingTransport: @unchecked Sendable {
                 // queue's next requests to its free entries only, so one is added for it.
                 if id != 0, entry.phase.compareExchange(expected: id, desired: id | Self.parkedBit,
                                                         ordering: .acquiringAndReleasing).exchanged {
+                    let queue = queues[entry.queue]
                     queue.parked.add(1, ordering: .acquiringAndReleasing)
                     addEntries(queue)
                 }
@@ -416,11 +431,30 @@ final class RingTransport: @unchecked Sendable {
     /// refused registration makes the kernel serve the mount over /dev/fuse.
     private func refused(_ why: String) {
         guard !refusalSaid.exchange(true, ordering: .relaxed) else { return }
+        deviceReader?.pollsAfterRequests.store(true, ordering: .relaxed)
         say("coordfs: the kernel's io_uring queues could not be used (\(why)); requests keep coming through /dev/fuse")
     }
 
-    /// Takes a fetched request (after submitting commits queued by other threads). The request's
-    /// length, or -1 with errno EAGAIN (nothing yet) or ESHUTDOWN (stopping).
+    /// Takes a fetched request from any queue, the queues taking turns (after submitting commits
+    /// queued by other threads). The request's length, or -1 with errno EAGAIN (nothing yet) or
+    /// ESHUTDOWN (stopping). Only the reader's holder calls it.
+    @inline(__always)
+    private func attempt(_ taken: inout Entry?) -> Int {
+        let count = queues.count
+        var q = nextQueue
+        for _ in 0..<count {
+            let n = attempt(queues[q], &taken)
+            q = q + 1 == count ? 0 : q + 1
+            if n != 0 {
+                nextQueue = q
+                return n
+            }
+        }
+        errno = isStopping ? ESHUTDOWN : EAGAIN
+        return -1
+    }
+
+    /// Takes a fetched request from `queue`: its length, or 0 when it has none.
     @inline(__always)
     private func attempt(_ queue: Queue, _ taken: inout Entry?) -> Int {
         if queue.hasPending.load(ordering: .acquiring) { submitPending(queue) }
@@ -443,8 +477,7 @@ final class RingTransport: @unchecked Sendable {
                 return n
             }
         }
-        errno = isStopping ? ESHUTDOWN : EAGAIN
-        return -1
+        return 0
     }
 
     /// Puts the request in `entry` back together in front of its payload, as libfuse reads one from

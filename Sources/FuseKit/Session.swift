@@ -29,7 +29,7 @@ final class SessionState: Sendable {
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
         self.reader = DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin)
-        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin, say: say)
+        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin, deviceReader: reader, say: say)
         self.say = say
         self.onInit = Mutex(onInit)
     }
@@ -192,6 +192,7 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     public func setIdleWork(_ work: (@Sendable () -> Bool)?) {
         let box = work.map(DeviceReader.IdleWork.init)
         state.reader.idleWork.withLock { $0 = box }
+        state.ring.reader.idleWork.withLock { $0 = box }
     }
 
     /// Ask the loop to end (from any thread).

@@ -293,3 +293,91 @@ final class PrivateMountTransportTests: KernelRingMountTestCase {
         XCTAssertGreaterThan(daemon.session!.requestsThroughRing, 0)
     }
 }
+
+/// On the ring one daemon thread at a time polls for requests, whichever CPU's queue they came
+/// through, as on /dev/fuse: a poller per queue (and /dev/fuse's, after a forget) each took a core
+/// the tool needed on a quiet machine (docs/architecture.md, "The transport"). A spin of 100 ms polled
+/// after every request (`spin_adapt=off`), so every thread that would poll still does when the
+/// test looks: after requests from CPU 0 and from CPU 1 (this thread pinned to each in turn: a
+/// create, a stat and an unlink, whose forget comes through /dev/fuse), the threads of this process
+/// that are running or runnable in most of 20 looks over the next few milliseconds are counted. (Before:
+/// 3, the holders of both queues and /dev/fuse's reader.)
+final class RingPollingThreadTests: KernelRingMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .uring
+        options.spinMicroseconds = 100_000
+        options.adaptiveSpin = false
+    }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        guard RunQueue.onlineCPUs >= 2 else { throw XCTSkip("needs two CPUs") }
+    }
+
+    /// sched_setaffinity(2) and sched_getaffinity(2) of the calling thread (GNU calls Glibc's module
+    /// hides), looked up in the C library.
+    private typealias Affinity = @convention(c) (pid_t, Int, UnsafeMutableRawPointer) -> Int32
+    private let setAffinity = unsafeBitCast(dlsym(nil, "sched_setaffinity"), to: Affinity.self)
+    private let getAffinity = unsafeBitCast(dlsym(nil, "sched_getaffinity"), to: Affinity.self)
+
+    /// Pins the calling thread to `cpu`.
+    private func pin(_ cpu: Int) {
+        var set = cpu_set_t()
+        withUnsafeMutableBytes(of: &set) { $0[cpu / 8] |= UInt8(1 << (cpu % 8)) }
+        XCTAssertEqual(setAffinity(0, MemoryLayout<cpu_set_t>.size, &set), 0, "pin to CPU \(cpu)")
+    }
+
+    /// A create, a stat and an unlink through the mount, from this thread.
+    private func touchStatRemove(_ name: String) {
+        let path = mnt + "/" + name
+        let fd = open(path, O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0, "create \(name): \(String(cString: strerror(errno)))")
+        close(fd)
+        var st = stat()
+        XCTAssertEqual(stat(path, &st), 0)
+        XCTAssertEqual(unlink(path), 0)
+    }
+
+    /// Threads of this process (the test's own excepted) in state R at `looks` looks, back to back
+    /// (plain reads of /proc, so that all of them fall well inside the spin), and how long they took.
+    private func runningCounts(looks: Int) -> (counts: [String: Int], seconds: Double) {
+        // This thread's id: /proc/thread-self links to PID/task/TID.
+        let me = ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? "").split(separator: "/").last.map(String.init)
+        let tids = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).filter { $0 != me }
+        var counts: [String: Int] = [:]
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let started = Date()
+        for _ in 0..<looks {
+            for tid in tids {
+                let fd = Glibc.open("/proc/self/task/\(tid)/stat", O_RDONLY)
+                guard fd >= 0 else { continue }
+                let n = Glibc.read(fd, &buffer, buffer.count)
+                Glibc.close(fd)
+                // "TID (name) S ...": the state follows the last ')'.
+                guard n > 0, let close = buffer[..<n].lastIndex(of: UInt8(ascii: ")")), close + 2 < n else { continue }
+                if buffer[close + 2] == UInt8(ascii: "R") { counts[tid, default: 0] += 1 }
+            }
+            usleep(200)
+        }
+        return (counts, Date().timeIntervalSince(started))
+    }
+
+    func testOneThreadPollsWhicheverCPUsTheRequestsCameFrom() throws {
+        XCTAssertEqual(daemon.session!.transportInUse, .uring)
+        var saved = cpu_set_t()
+        XCTAssertEqual(getAffinity(0, MemoryLayout<cpu_set_t>.size, &saved), 0)
+        defer { _ = setAffinity(0, MemoryLayout<cpu_set_t>.size, &saved) }
+        for round in 0..<3 {
+            pin(0)
+            touchStatRemove("a\(round)")
+            pin(1)
+            touchStatRemove("b\(round)")
+            _ = setAffinity(0, MemoryLayout<cpu_set_t>.size, &saved)
+            let looks = 20
+            let (counts, seconds) = runningCounts(looks: looks)
+            let pollers = counts.filter { $0.value * 4 >= looks * 3 }
+            XCTAssertEqual(pollers.count, 1, "round \(round): threads running in at least 3/4 of \(looks) looks (over \(seconds) s): \(counts)")
+        }
+    }
+}
