@@ -300,8 +300,9 @@ final class PrivateMountTransportTests: KernelRingMountTestCase {
 /// after every request (`spin_adapt=off`), so every thread that would poll still does when the
 /// test looks: after requests from CPU 0 and from CPU 1 (this thread pinned to each in turn: a
 /// create, a stat and an unlink, whose forget comes through /dev/fuse), the threads of this process
-/// that are running or runnable in most of 20 looks over the next few milliseconds are counted. (Before:
-/// 3, the holders of both queues and /dev/fuse's reader.)
+/// that are running or runnable in most of 20 looks over the next few milliseconds are counted, the
+/// fewest over four rounds whose looks took under 60 ms. (Before: 2-3 in every round, the holders
+/// of both queues and /dev/fuse's reader.)
 final class RingPollingThreadTests: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
@@ -368,7 +369,16 @@ final class RingPollingThreadTests: KernelRingMountTestCase {
         var saved = cpu_set_t()
         XCTAssertEqual(getAffinity(0, MemoryLayout<cpu_set_t>.size, &saved), 0)
         defer { _ = setAffinity(0, MemoryLayout<cpu_set_t>.size, &saved) }
-        for round in 0..<3 {
+        // The mount's start (and the previous test's end) done: they would show as running threads.
+        touchStatRemove("warm")
+        usleep(300_000)
+        // Threads that woke up for something else are runnable too, for a while on a loaded
+        // machine: they only add to a round's count, so the fewest over the rounds is the pollers.
+        // A round counts when its looks took under 60 ms, well inside the spin (a loaded machine
+        // may stretch them past it, and then nothing seems to poll).
+        var perRound: [Int] = []
+        var seen: [String] = []
+        for round in 0..<12 where perRound.count < 4 {
             pin(0)
             touchStatRemove("a\(round)")
             pin(1)
@@ -376,8 +386,11 @@ final class RingPollingThreadTests: KernelRingMountTestCase {
             _ = setAffinity(0, MemoryLayout<cpu_set_t>.size, &saved)
             let looks = 20
             let (counts, seconds) = runningCounts(looks: looks)
-            let pollers = counts.filter { $0.value * 4 >= looks * 3 }
-            XCTAssertEqual(pollers.count, 1, "round \(round): threads running in at least 3/4 of \(looks) looks (over \(seconds) s): \(counts)")
+            if seconds < 0.06 { perRound.append(counts.filter { $0.value * 4 >= looks * 3 }.count) }
+            seen.append("round \(round) (\(looks) looks in \(seconds) s): \(counts)")
+            usleep(150_000)   // the spin of this round is over
         }
+        XCTAssertFalse(perRound.isEmpty, "no round's looks took under 60 ms: \(seen)")
+        XCTAssertEqual(perRound.min(), 1, "threads running in at least 3/4 of the looks, per round: \(perRound); \(seen)")
     }
 }
