@@ -21,4 +21,10 @@ guard let name = args.first, let suite = suites[name] else {
     FileHandle.standardError.write(Data("usage: coordfs-bench \(suites.keys.sorted().joined(separator: "|")) [options]\n".utf8))
     exit(2)
 }
-try await suite(Array(args.dropFirst()))
+do {
+    try await suite(Array(args.dropFirst()))
+} catch {
+    // A bad option or a failed run is a message and a status, not a trap with a backtrace.
+    FileHandle.standardError.write(Data("coordfs-bench \(name): \(error)\n".utf8))
+    exit(1)
+}
