@@ -90,9 +90,7 @@ import CoordinationTestSupport
         try await cluster.add("a", failoverWait: 5)
         try await cluster.add("b", failoverWait: 5)
         defer { Task { await cluster.stop() } }
-        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: cluster.journal), owner: origin)
-        await cluster.node("a").flush()
-        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
+        try await cluster.present("P", at: "docs/p.txt", on: "a", seenBy: "b")
         cluster.store.setReachable(false)
         let write1 = Pending(cluster.coordinator("b"), [write("docs/p.txt")], policy: CoordinationPolicy(waitDeadline: .milliseconds(500)))
         let write2 = Pending(cluster.coordinator("b"), [write("docs/new.txt")], policy: CoordinationPolicy(waitDeadline: .milliseconds(500)))
@@ -114,9 +112,7 @@ import CoordinationTestSupport
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/p.txt"), journal: j), owner: origin)
-        await cluster.node("a").flush()
-        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/p.txt")] })
+        try await cluster.present("P", at: "docs/p.txt", on: "a", seenBy: "b")
         let steps = StepLog(cluster.node("a"))
         // The right's transaction, the ask's, and a's answer: each applied, each answer lost.
         cluster.store.loseAnswers(ofNextChanges: 3)

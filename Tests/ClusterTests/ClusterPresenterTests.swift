@@ -14,10 +14,7 @@ import CoordinationTestSupport
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = RecordingPresenter("P", at: path("docs/report.txt"), journal: j)
-        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
-        await cluster.node("a").flush()
-        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/report.txt")] })
+        try await cluster.present("P", at: "docs/report.txt", on: "a", seenBy: "b")
 
         let grant = try await access(cluster.coordinator("b"), [write("docs/report.txt", .forMerging)]).get()
         j.log("B:ACCESS")
@@ -145,10 +142,7 @@ import CoordinationTestSupport
         try await cluster.add("b")
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = RecordingPresenter("P", at: path("docs/a.txt"), journal: j)
-        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
-        await cluster.node("a").flush()
-        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/a.txt")] })
+        try await cluster.present("P", at: "docs/a.txt", on: "a", seenBy: "b")
         let move = try await access(cluster.coordinator("b"), [write("docs/a.txt", .forMoving), write("docs/b.txt", .forReplacing)]).get()
         move.didMove(from: path("docs/a.txt"), to: path("docs/b.txt"))
         move.release()

@@ -91,10 +91,7 @@ import Testing
         try await cluster.add("b", recordInterval: 3)
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = RecordingPresenter("P", at: path("docs/report.txt"), journal: j)
-        _ = try cluster.coordinator("a").addFilePresenter(p, owner: origin)
-        await cluster.node("a").flush()
-        #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters == [path("docs/report.txt")] })
+        try await cluster.present("P", at: "docs/report.txt", on: "a", seenBy: "b")
         // b writes twice: the first record goes at once, the second waits for the interval.
         for name in ["other/x", "other/y"] {
             let grant = try await access(cluster.coordinator("b"), [write(name)]).get()
@@ -119,10 +116,7 @@ import Testing
         try await cluster.add("b", recordInterval: 3)
         defer { Task { await cluster.stop() } }
         let j = cluster.journal
-        let p = RecordingPresenter("P", at: path("docs/report.txt"), journal: j)
-        _ = try cluster.coordinator("b").addFilePresenter(p, owner: origin)
-        await cluster.node("b").flush()
-        #expect(await eventually { cluster.node("a").status().nodes.first { $0.name == "b" }?.presenters == [path("docs/report.txt")] })
+        try await cluster.present("P", at: "docs/report.txt", on: "b", seenBy: "a")
         // b writes twice: the first record goes at once, the second waits for the interval.
         for name in ["other/x", "other/y"] {
             let grant = try await access(cluster.coordinator("b"), [write(name)]).get()

@@ -78,6 +78,22 @@ final class TestCluster: @unchecked Sendable {
     func coordinator(_ name: String) -> Coordinator { nodes[name]!.coordinator }
     func node(_ name: String) -> ClusterNode { nodes[name]!.node }
 
+    /// The paths node `other` lists for node `name`'s presenters (its view through its watch).
+    func presenters(of name: String, seenBy other: String) -> [ItemPath]? {
+        node(other).status().nodes.first { $0.name == name }?.presenters
+    }
+
+    /// A recording presenter `label` of `item` on node `name`, registered and flushed, once node
+    /// `other` lists it: how most cross-node tests begin.
+    @discardableResult
+    func present(_ label: String, at item: String, on name: String, seenBy other: String) async throws -> RecordingPresenter {
+        let presenter = RecordingPresenter(label, at: path(item), journal: journal)
+        _ = try coordinator(name).addFilePresenter(presenter, owner: origin)
+        await node(name).flush()
+        #expect(await eventually { self.presenters(of: name, seenBy: other) == [path(item)] })
+        return presenter
+    }
+
     func stop() async {
         for n in nodes.values { await n.node.stop() }
     }
