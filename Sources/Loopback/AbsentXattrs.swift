@@ -13,7 +13,7 @@ import FuseKit
 /// before a write).
 ///
 /// Only "no such attribute" (ENODATA) of the names in `names` is kept, and only where the backing
-/// watcher keeps the file fresh (`Loopback.timeouts(for:)`'s rule: every known directory watched,
+/// watcher keeps the file fresh (`Loopback.timeouts(forDevice:)`'s rule: every known directory watched,
 /// the file on the backing root's local file system), for at most the watched attribute lifetime:
 ///   - no change of mode, owner, size or times can make an attribute appear (chown, a write and a
 ///     truncate only drop `security.capability`; chmod rewrites an ACL the file has), so only

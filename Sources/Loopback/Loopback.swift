@@ -256,9 +256,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     /// Half of the entry lifetime the kernel would be given for `node` now, in nanoseconds.
     private func halfLifetime(of node: BackingNode) -> UInt64 {
-        var st = stat()
-        st.st_dev = node.key.dev
-        let t = timeouts(for: st)
+        let t = timeouts(forDevice: node.key.dev)
         return UInt64(min(t.attribute, t.entry) * 0.5e9)
     }
 
@@ -272,20 +270,20 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     @inline(__always)
     func entry(_ node: BackingNode, _ st: stat) -> EntryReply {
-        let t = timeouts(for: st)
+        let t = timeouts(forDevice: st.st_dev)
         return EntryReply(inode: inodes.id(of: node), attributes: st, attributeTimeout: t.attribute, entryTimeout: t.entry)
     }
 
     /// Seconds the kernel may cache the attributes `st` (see `LoopbackOptions.watchedAttributeTimeout`).
     @inline(__always)
-    public func attributeTimeout(for st: stat) -> Double { timeouts(for: st).attribute }
+    public func attributeTimeout(for st: stat) -> Double { timeouts(forDevice: st.st_dev).attribute }
 
-    /// The watched timeouts when every change made directly to this item reaches a watcher (it is on
+    /// The watched timeouts for an item on `dev` when every change made directly to it reaches a watcher (it is on
     /// the backing root's local file system, and every directory the kernel knows is watched), else
     /// the plain ones.
     @inline(__always)
-    private func timeouts(for st: stat) -> (attribute: Double, entry: Double) {
-        guard rootIsLocal && st.st_dev == rootDevice && pathsAreWatched.load(ordering: .relaxed) else {
+    private func timeouts(forDevice dev: dev_t) -> (attribute: Double, entry: Double) {
+        guard rootIsLocal && dev == rootDevice && pathsAreWatched.load(ordering: .relaxed) else {
             return (options.attributeTimeout, options.entryTimeout)
         }
         return (options.watchedAttributeTimeout ?? options.attributeTimeout, options.watchedEntryTimeout ?? options.entryTimeout)
@@ -396,7 +394,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     /// Seconds the kernel may cache "no such name" in `directory` (the watched lifetime when the
-    /// backing watcher sees every name that appears there: `timeouts(for:)`'s rule), for a lookup
+    /// backing watcher sees every name that appears there: `timeouts(forDevice:)`'s rule), for a lookup
     /// that began when `appearances` was `seen`. A name the watcher reported meanwhile may be this
     /// one, and its invalidation may have come before the kernel has the answer to drop (it drops
     /// only what it holds): then nothing is cached.
@@ -851,7 +849,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     // MARK: Extended attributes known to be absent
 
     /// Seconds a regular file's absent attributes may be kept (`AbsentXattrs`): the watched
-    /// attribute lifetime while the backing watcher keeps the file fresh (`timeouts(for:)`'s rule),
+    /// attribute lifetime while the backing watcher keeps the file fresh (`timeouts(forDevice:)`'s rule),
     /// else nil (never kept).
     @inline(__always)
     func absenceLifetime(of node: BackingNode) -> UInt64? {
@@ -900,15 +898,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// Whole seconds since the daemon's start, plus one (0 stays "never").
     @inline(__always)
     static func xattrClock() -> UInt64 {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &t)
-        return UInt64(t.tv_sec &- xattrClockBase) &+ 1
+        entryClock() / 1_000_000_000 &- xattrClockBase &+ 1
     }
-    private static let xattrClockBase: Int = {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &t)
-        return t.tv_sec
-    }()
+    private static let xattrClockBase: UInt64 = entryClock() / 1_000_000_000
 
     // MARK: Everything else
 
