@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import ControlProtocol
 import Coordination
+import TestSupport
 @testable import CoordFS
 
 /// Per-user limits on the control socket (issue 17, item 6; docs/protocol.md, "Limits"), tested
@@ -31,20 +32,10 @@ final class PeerLimitsTests: ClientMountTestCase {
     /// `register` presenters of PATH with ASKS, printing one line per reply; then it reads
     /// (`read`) or sleeps without reading (`sleep`) for SECONDS, printing each ask and how each
     /// connection ended.
-    static let script = #"""
-    import json, socket, struct, sys, time
+    static let script = pythonFraming + #"""
+    import time
     sock_path, count, registers, path, asks, mode, seconds, rcvbuf = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7]), int(sys.argv[8])
-    def send(s, m):
-        b = json.dumps(m).encode(); s.sendall(struct.pack(">I", len(b)) + b)
-    def recv(s):
-        def exactly(n):
-            d = b""
-            while len(d) < n:
-                c = s.recv(n - len(d))
-                if not c: raise EOFError
-                d += c
-            return d
-        return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
+    send, recv = send_on, receive_on
     socks = []
     for i in range(count):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
