@@ -105,7 +105,7 @@ extension ControlRequestHandler {
                 let owner = store.coordinatorID(of: conflict.presenter)
                 if let presenter = request.presenter {
                     guard owner?.rawValue == presenter.rawValue else { continue }
-                } else if !mayResolve(conflict, owner: owner, client) {
+                } else if !mayResolve(conflict, client) {
                     continue
                 }
                 guard var path = try? MountPath(validating: conflict.path) else { continue }
@@ -145,7 +145,7 @@ extension ControlRequestHandler {
             }
             owner = store.coordinatorID(of: conflict.presenter)
             // Another user's conflict is refused without naming its presenter, process or document.
-            guard mayResolve(conflict, owner: owner, client) else {
+            guard mayResolve(conflict, client) else {
                 throw ProtocolError(.permissionDenied, "uid \(client.peer.credentials.uid) may not resolve \(request.conflict): it is no conflict of this user's presenters or saves")
             }
             guard conflict.state == .open else {
@@ -335,15 +335,15 @@ extension ControlRequestHandler {
     // MARK: Support
 
     /// Whether the peer of `client` may list and resolve `conflict`: root any; another user the
-    /// conflicts of its own presenters (registered on any of its connections: `coordfs resolve`
-    /// from another terminal than the `coordfs present` that has the conflict) and the lost
-    /// updates of its own processes. A conflict whose presenter is gone (before a daemon restart)
-    /// is root's to resolve.
-    func mayResolve(_ conflict: Conflict, owner: PresenterID?, _ client: ControlClientState) -> Bool {
+    /// conflicts it owns (its presenters', registered on any of its connections, also once they
+    /// are gone, and its processes' lost updates: the store records the owner's uid with each
+    /// conflict). A conflict of an older store has no owner and is root's, except a lost update,
+    /// whose saver's uid is in its name.
+    func mayResolve(_ conflict: Conflict, _ client: ControlClientState) -> Bool {
         let uid = client.peer.credentials.uid
-        if uid == 0 || StoreService.saverUID(conflict.presenter) == uid { return true }
-        guard let owner, let holder = self.owner(of: owner.rawValue) else { return false }
-        return holder === client || holder.peer.credentials.uid == uid
+        if uid == 0 { return true }
+        if let owner = conflict.owner { return owner == uid }
+        return StoreService.saverUID(conflict.presenter) == uid
     }
 
     /// Opens a file the resolver already checked (its path has no symbolic links left) without

@@ -25,11 +25,14 @@ final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
     fileprivate final class Operation: @unchecked Sendable {
         let id: PresenterID
         let path: ItemPath?
+        /// The registering user (the owner of the presenter's conflicts).
+        let uid: UInt32?
         /// Taken by the worker or by `drain(path:)`, or cancelled (guarded by the state's lock).
         var taken = false
-        init(id: PresenterID, path: ItemPath?) {
+        init(id: PresenterID, path: ItemPath?, uid: UInt32? = nil) {
             self.id = id
             self.path = path
+            self.uid = uid
         }
     }
 
@@ -85,7 +88,7 @@ final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
         next?.record(event)
         switch event.kind {
         case .presenterRegistered(let id, let path, let owner):
-            enqueue(Operation(id: id, path: path), uid: owner.uid)
+            enqueue(Operation(id: id, path: path, uid: owner.uid), uid: owner.uid)
         case .presenterUnregistered(let id, _):
             enqueue(Operation(id: id, path: nil), uid: nil)
         default:
@@ -170,7 +173,7 @@ final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
 
     private func run(_ batch: [Operation]) {
         guard let service else { return }
-        let registrations = batch.compactMap { operation in operation.path.map { (operation.id, $0) } }
+        let registrations = batch.compactMap { operation in operation.path.map { (operation.id, $0, operation.uid) } }
         if !registrations.isEmpty { service.registerIfNew(registrations) }
         let gone = batch.filter { $0.path == nil }.map(\.id)
         if !gone.isEmpty { service.unregister(gone) }

@@ -40,7 +40,9 @@ extension StoreService {
     /// A late save landed: the conflict (base, theirs, mine) is recorded and logged as `lostUpdate`.
     func recordLostUpdate(_ path: ItemPath, by origin: AccessOrigin, saverStart: UInt64? = nil, read: FileIdentity, theirs: FileIdentity) {
         do {
-            let conflict = try documentStore.recordLostUpdate(path.string, saver: Self.saverName(origin, start: saverStart), read: read, theirs: theirs)
+            // The saver's user owns it (may list and resolve it, also once the saver exited).
+            let conflict = try documentStore.recordLostUpdate(path.string, saver: Self.saverName(origin, start: saverStart), owner: origin.uid,
+                                                              read: read, theirs: theirs)
             recorder?.lostUpdate(path: path.string, conflict: conflict, saver: (origin.pid, origin.uid, origin.executable))
         } catch {
             report("noteChange \(path)", error)

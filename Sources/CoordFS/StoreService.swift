@@ -203,7 +203,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         // Registered already (by the coordinator's registration event): keep the base it has.
         if known != nil { return nil }
         let entry = Registered(storeID: storeID(of: id), delivery: presenter)
-        let registration = try store.register(entry.storeID, path: path.string)
+        // Its user owns its conflicts (may list and resolve them, also once it is gone).
+        let registration = try store.register(entry.storeID, path: path.string, owner: coordinator.presenterOwner(of: id)?.uid)
         state.withLock { $0.add(entry, id) }
         if let snapshot = registration.snapshot { keptVersion(snapshot) }
         return registration
@@ -212,17 +213,17 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// From the coordinator's registration events: documents only (folders and missing files are
     /// no documents), and never twice; all of them in one transaction. A presenter the coordinator
     /// let go of meanwhile is dropped again (its unregistration may have run first).
-    func registerIfNew(_ presenters: [(PresenterID, ItemPath)]) {
+    func registerIfNew(_ presenters: [(PresenterID, ItemPath, UInt32?)]) {
         let fresh = state.withLock { s in s.stopped ? [] : presenters.filter { s.presenters[$0.0] == nil && !$0.1.isRoot } }
-        let documents = fresh.filter { _, path in
+        let documents = fresh.filter { _, path, _ in
             var st = stat()
             return (backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFREG
         }
         guard !documents.isEmpty else { return }
-        let entries = documents.map { id, _ in Registered(storeID: storeID(of: id), delivery: nil) }
-        let results = documentStore.registerAll(zip(entries, documents).map { ($0.storeID, $1.1.string) })
+        let entries = documents.map { id, _, _ in Registered(storeID: storeID(of: id), delivery: nil) }
+        let results = documentStore.registerAll(zip(entries, documents).map { ($0.storeID, $1.1.string, $1.2) })
         var added: [PresenterID] = []
-        for ((entry, (id, path)), result) in zip(zip(entries, documents), results) {
+        for ((entry, (id, path, _)), result) in zip(zip(entries, documents), results) {
             switch result {
             case .success(let registration):
                 state.withLock { $0.add(entry, id) }

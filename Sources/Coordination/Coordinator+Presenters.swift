@@ -68,6 +68,11 @@ extension Coordinator {
         lock.withLock { presenters.byID[id]?.path }
     }
 
+    /// Who registered a presenter (its `owner` at registration), if it is registered.
+    public func presenterOwner(of id: PresenterID) -> AccessOrigin? {
+        lock.withLock { presenters.byID[id]?.owner }
+    }
+
     /// Every registered presenter, in registration order (Apple's `filePresenters`).
     public var filePresenters: [any FilePresenter] {
         lock.withLock { presenters.all.map(\.presenter) }

@@ -80,7 +80,8 @@ extension DocumentStore {
             }
             if interest.hasUnsavedChanges || automatic == nil {
                 let conflict = try openConflict(db, document, interest.presenter, kind, before: before, after: after,
-                                                base: row["baseState"] == "kept" ? row["baseVersionId"] as Int64? : nil)
+                                                base: row["baseState"] == "kept" ? row["baseVersionId"] as Int64? : nil,
+                                                owner: row["ownerUid"])
                 outcomes.append(PresenterOutcome(presenter: interest.presenter, action: .conflict(conflict)))
             } else if automatic == .reload, try currentFile() != nil {
                 reloads.append(interest.presenter)
@@ -101,7 +102,7 @@ extension DocumentStore {
     /// conflict per presenter however many changes land before it is resolved.
     private func openConflict(
         _ db: Database, _ document: DocumentID, _ presenter: StorePresenterID, _ kind: ChangeKind,
-        before: FileIdentity?, after: FileIdentity?, base: Int64?
+        before: FileIdentity?, after: FileIdentity?, base: Int64?, owner: Int64?
     ) throws -> Conflict {
         if let id = try UInt64.fetchOne(
             db, sql: "SELECT id FROM conflict WHERE documentId = ? AND presenter = ? AND state = 'open'",
@@ -114,13 +115,13 @@ extension DocumentStore {
         }
         try db.execute(
             sql: """
-                INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId,
+                INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId, ownerUid,
                   beforeDev, beforeIno, beforeSize, beforeMtimeNs, afterDev, afterIno, afterSize, afterMtimeNs)
-                VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: StatementArguments(
                 [document.rawValue.databaseValue, presenter.rawValue.databaseValue, kind.rawValue.databaseValue,
-                 Self.now().databaseValue, base.databaseValue] + Schema.identityValues(before) + Schema.identityValues(after)))
+                 Self.now().databaseValue, base.databaseValue, owner.databaseValue] + Schema.identityValues(before) + Schema.identityValues(after)))
         return try fetchConflict(db, ConflictID(rawValue: UInt64(db.lastInsertedRowID)))
     }
 

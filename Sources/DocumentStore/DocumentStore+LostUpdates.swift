@@ -76,8 +76,9 @@ extension DocumentStore {
     /// file `read` and saved over `theirs` (kept before, by ``keepForReaders(_:reason:)``);
     /// the file now at `path` is "mine". The base is the kept version of `read`, when one was kept
     /// while the saver was alive (nil: merge is refused with `baseUnavailable`). Both versions are
-    /// pinned while the conflict is open.
-    public func recordLostUpdate(_ path: String, saver: StorePresenterID, read: FileIdentity, theirs: FileIdentity) throws -> Conflict {
+    /// pinned while the conflict is open. `owner`: the saver's user, whose conflict it is (besides
+    /// root, the one who may list and resolve it; nil: root alone).
+    public func recordLostUpdate(_ path: String, saver: StorePresenterID, owner: UInt32? = nil, read: FileIdentity, theirs: FileIdentity) throws -> Conflict {
         let (relative, absolute) = try resolve(path)
         return try write { db -> Conflict in
             let after = try statDocument(absolute, relative).map(FileIdentity.init)
@@ -87,13 +88,13 @@ extension DocumentStore {
             let kept = try keptVersion(db, relative, theirs)
             try db.execute(
                 sql: """
-                    INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId, theirsVersionId,
+                    INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId, theirsVersionId, ownerUid,
                       beforeDev, beforeIno, beforeSize, beforeMtimeNs, afterDev, afterIno, afterSize, afterMtimeNs)
-                    VALUES (?, ?, 'lostUpdate', 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, 'lostUpdate', 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: StatementArguments(
                     [document.rawValue.databaseValue, saver.rawValue.databaseValue, Self.now().databaseValue,
-                     base?.rawValue.databaseValue ?? .null, kept?.rawValue.databaseValue ?? .null]
+                     base?.rawValue.databaseValue ?? .null, kept?.rawValue.databaseValue ?? .null, owner.map { Int64($0) }.databaseValue]
                         + Schema.identityValues(theirs) + Schema.identityValues(after)))
             return try fetchConflict(db, ConflictID(rawValue: UInt64(db.lastInsertedRowID)))
         }

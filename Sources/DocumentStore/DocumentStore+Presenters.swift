@@ -17,23 +17,26 @@ extension DocumentStore {
     /// Where cloning is O(1) (reflink) the base is cloned right away. Elsewhere it is captured
     /// lazily by the first snapshot of the document: a link when the next mutation is a rename over
     /// it or its deletion, a copy before the first in-place write. Registering again rebases.
+    ///
+    /// `owner`: the presenter's user, recorded with its conflicts: besides root, the one user who
+    /// may list and resolve them, also once the presenter is gone (nil: root alone).
     @discardableResult
-    public func register(_ presenter: StorePresenterID, path: String) throws -> Registration {
+    public func register(_ presenter: StorePresenterID, path: String, owner: UInt32? = nil) throws -> Registration {
         let (relative, absolute) = try resolve(path)
-        return try write { db in try register(db, presenter, relative, absolute) }
+        return try write { db in try register(db, presenter, relative, absolute, owner) }
     }
 
     /// ``register(_:path:)`` for many presenters in one transaction (a burst of registrations costs
     /// one commit and one retention pass, not one each). Each result is that presenter's.
-    public func registerAll(_ presenters: [(presenter: StorePresenterID, path: String)]) -> [Result<Registration, any Error>] {
+    public func registerAll(_ presenters: [(presenter: StorePresenterID, path: String, owner: UInt32?)]) -> [Result<Registration, any Error>] {
         var results: [Result<Registration, any Error>] = []
         results.reserveCapacity(presenters.count)
         do {
             try write { db in
-                for (presenter, path) in presenters {
+                for (presenter, path, owner) in presenters {
                     results.append(Result { () throws -> Registration in
                         let (relative, absolute) = try resolve(path)
-                        return try register(db, presenter, relative, absolute)
+                        return try register(db, presenter, relative, absolute, owner)
                     })
                 }
             }
@@ -43,15 +46,15 @@ extension DocumentStore {
         return results
     }
 
-    private func register(_ db: Database, _ presenter: StorePresenterID, _ relative: String, _ absolute: String) throws -> Registration {
+    private func register(_ db: Database, _ presenter: StorePresenterID, _ relative: String, _ absolute: String, _ owner: UInt32?) throws -> Registration {
         guard let st = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
         let identity = FileIdentity(st)
         let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
         try setIdentity(db, document, identity)
         try db.cachedStatement(sql: """
-            INSERT INTO interest (documentId, presenter, baseState, registeredAt) VALUES (?, ?, 'lost', ?)
-            ON CONFLICT (documentId, presenter) DO NOTHING
-            """).execute(arguments: [document.rawValue, presenter.rawValue, Self.now()])
+            INSERT INTO interest (documentId, presenter, baseState, registeredAt, ownerUid) VALUES (?, ?, 'lost', ?, ?)
+            ON CONFLICT (documentId, presenter) DO UPDATE SET ownerUid = coalesce(ownerUid, excluded.ownerUid)
+            """).execute(arguments: [document.rawValue, presenter.rawValue, Self.now(), owner.map { Int64($0) }])
         let (base, snapshot) = try setBase(db, document, presenter, relative, absolute, st)
         return Registration(document: document, base: base, snapshot: snapshot)
     }

@@ -90,6 +90,10 @@ public struct Conflict: Sendable, Hashable, Codable {
     public var conflictCopyPath: String?
     /// A lost update's kept version of theirs (the file the late save went over).
     public var theirsVersion: VersionID? = nil
+    /// The user whose conflict it is (besides root, the one who may list and resolve it): the
+    /// presenter's user as registered, or a lost update's saver's. Nil for a conflict recorded by
+    /// an older store (or a presenter registered without one): root's alone.
+    public var owner: UInt32? = nil
 }
 
 /// What the store did, or asks to be done, for one presenter of a changed document.

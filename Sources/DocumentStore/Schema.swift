@@ -59,6 +59,13 @@ enum Schema {
         migrator.registerMigration("v2") { db in
             try db.execute(sql: "ALTER TABLE conflict ADD COLUMN theirsVersionId INTEGER REFERENCES version(id) ON DELETE SET NULL")
         }
+        // Whose a conflict is (the uid that may resolve it besides root): the presenter's user,
+        // recorded with its interest, or a lost update's saver. Rows of older stores stay NULL:
+        // nobody's but root's (docs/document-store.md, "Conflicts").
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: "ALTER TABLE interest ADD COLUMN ownerUid INTEGER")
+            try db.execute(sql: "ALTER TABLE conflict ADD COLUMN ownerUid INTEGER")
+        }
         return migrator
     }
 
@@ -108,6 +115,7 @@ enum Schema {
         let resolvedAt: Double? = row["resolvedAt"]
         let baseVersion: UInt64? = row["baseVersionId"]
         let theirsVersion: UInt64? = row["theirsVersionId"]
+        let owner: Int64? = row["ownerUid"]
         return Conflict(
             id: ConflictID(rawValue: row["id"]), document: DocumentID(rawValue: row["documentId"]),
             path: row["docPath"] ?? "", presenter: StorePresenterID(rawValue: row["presenter"]), kind: kind,
@@ -116,7 +124,8 @@ enum Schema {
             resolvedAt: resolvedAt.map(Date.init(timeIntervalSince1970:)),
             before: identity(row, "before"), after: identity(row, "after"),
             baseVersion: baseVersion.map(VersionID.init(rawValue:)), conflictCopyPath: row["conflictCopyPath"],
-            theirsVersion: theirsVersion.map(VersionID.init(rawValue:)))
+            theirsVersion: theirsVersion.map(VersionID.init(rawValue:)),
+            owner: owner.flatMap { UInt32(exactly: $0) })
     }
 
     static func interest(_ row: Row) -> PresenterInterest {

@@ -18,7 +18,8 @@ struct ConflictsCommand: ParsableCommand {
         version kept for a merge. Given a folder or a file inside the mount, lists only the conflicts there. \
         Conflicts survive a daemon restart; resolve them with `coordfs resolve`. A user who may not \
         read the store's files (the mount's owner's) gets from the running daemon the open \
-        conflicts it may resolve: its own presenters' and its own processes' lost updates.
+        conflicts it may resolve: its own presenters' (also once they exited) and its own processes' \
+        lost updates.
 
         Examples:
           coordfs conflicts /mnt/docs

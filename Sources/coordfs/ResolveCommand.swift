@@ -30,7 +30,7 @@ struct ResolveCommand: ParsableCommand {
         presenters have a conflict on PATH, pick one with --conflict ID.
 
         On a running mount the daemon lists and resolves the conflict with your rights: you may \
-        resolve the conflicts of your own presenters (from any terminal) and the lost updates of \
+        resolve the conflicts of your own presenters (from any terminal, also once they exited) and the lost updates of \
         your own processes (root: any), and a resolution that writes needs your permission to \
         write what it writes. The resolution is a coordinated write recorded in the event log as \
         yours. On a mount whose daemon died (or an unmounted folder) the mount's owner resolves in \

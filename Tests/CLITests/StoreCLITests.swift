@@ -291,6 +291,105 @@ final class StoreCLITests: CLITestCase {
         _ = (roots, rootsHidden)
     }
 
+    /// nobody's conflict stays nobody's once its presenter is gone: the store recorded its owner, so
+    /// nobody lists and resolves it from a new process through the daemon, with its own rights,
+    /// while another user (a throwaway uid) neither sees it nor may resolve it, and learns nothing
+    /// of whose it is. Before, only a live presenter of the same user made it resolvable: once the
+    /// presenter exited, only root could.
+    func testNobodyResolvesItsConflictAfterItsPresenterIsGone() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
+        let mine = root + "/mine.txt"
+        FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
+        try mount(options: ["allow_other"])
+        func `as`(_ uid: Int, _ arguments: String...) -> CommandResult {
+            run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", binary] + arguments)
+        }
+        let nobodys = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary,
+                                                     "present", mnt + "/shared/doc.txt", "--unsaved"])
+        let registered = Date().addingTimeInterval(10)
+        while !nobodys.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertTrue(nobodys.lines.contains { $0.hasPrefix("registered") }, "\(nobodys.stdout) \(nobodys.stderr)")
+        assertUnsaved(interests: 1)
+        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt'").status, 0)
+        let conflict = try XCTUnwrap((waitForConflicts(1).first?["id"] as? NSNumber)?.int64Value)
+        XCTAssertEqual(sql("SELECT ownerUid FROM conflict WHERE id = \(conflict)"), "65534", "the store records whose it is")
+        // The presenter is gone (killed: no goodbye), and with it its interest.
+        _ = nobodys.stop(SIGKILL)
+        let gone = Date().addingTimeInterval(10)
+        while sql("SELECT COUNT(*) FROM interest") != "0" && Date() < gone { usleep(50_000) }
+        XCTAssertEqual(sql("SELECT COUNT(*) FROM interest"), "0", "the presenter let go")
+        // The store's files are not the other users' to read: their CLI asks the daemon.
+        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
+        chmod(backing + "/.coordfs/store", 0o700)
+
+        // Another user: nothing listed, the resolution refused naming nothing of it, nothing changed.
+        let stranger = 4242
+        let listed = `as`(stranger, "conflicts", mnt, "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        XCTAssertEqual(listed.lines, [], "\(listed)")
+        let refusals = [
+            `as`(stranger, "resolve", mnt + "/shared/doc.txt", "--close"),
+            `as`(stranger, "resolve", mnt + "/shared/doc.txt", "--close", "--conflict", String(conflict)),
+            `as`(stranger, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(conflict)),
+        ]
+        for refused in refusals {
+            XCTAssertNotEqual(refused.status, 0, "\(refused)")
+            XCTAssertFalse(refused.stdout.contains("resolved"), "\(refused)")
+            XCTAssertFalse(["65534", "nobody", "presenter#", "process:"].contains { refused.stderr.contains($0) }, "nothing of the owner: \(refused)")
+        }
+        XCTAssertTrue(refusals[1].stderr.contains("no open conflict \(conflict) that you may resolve"), "\(refusals[1])")
+        XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
+        XCTAssertEqual(waitForConflicts(1).count, 1, "still open")
+
+        // nobody, from a new process: listed, and resolved with its own rights.
+        let own = `as`(65534, "conflicts", mnt, "--json")
+        XCTAssertEqual(own.status, 0, "\(own)")
+        XCTAssertEqual(own.lines.count, 1, "\(own)")
+        XCTAssertTrue(own.stdout.contains("\"id\":\(conflict)") && own.stdout.contains("/shared/doc.txt"), "\(own)")
+        let resolved = `as`(65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        XCTAssertTrue(resolved.stdout.hasPrefix("resolved conflict \(conflict) of"), "\(resolved)")
+        XCTAssertEqual(text("shared/doc.txt"), "nobody's version\n")
+        XCTAssertEqual(waitForConflicts(0).count, 0)
+        let record = try XCTUnwrap(log(["--kind", "conflictResolved"]).first, "the resolution is logged")
+        XCTAssertEqual(record.uid, 65534, "logged as nobody's: \(record)")
+    }
+
+    /// Its rights still bound what a resolution of its own conflict writes: nobody's conflict on a
+    /// document it may no longer write (root made it read-only after the presenter left) is closed
+    /// but not saved over.
+    func testAGonePresentersConflictIsResolvedOnlyWithItsUsersRights() throws {
+        chmod(root, 0o755)
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
+        let mine = root + "/mine.txt"
+        FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
+        try mount(options: ["allow_other"])
+        let nobody: [String] = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", binary!]
+        let presenter = try start(nobody[0], Array(nobody.dropFirst()) + ["present", mnt + "/shared/doc.txt", "--unsaved"])
+        let registered = Date().addingTimeInterval(10)
+        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        assertUnsaved(interests: 1)
+        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt'").status, 0)
+        waitForConflicts(1)
+        _ = presenter.stop(SIGKILL)
+        chmod(backing + "/shared/doc.txt", 0o644)
+        chmod(backing + "/shared", 0o755)
+        let save = run(nobody[0], Array(nobody.dropFirst()) + ["resolve", mnt + "/shared/doc.txt", "--save", "--from", mine])
+        XCTAssertNotEqual(save.status, 0, "\(save)")
+        XCTAssertTrue(save.stderr.contains("may not"), "\(save)")
+        XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
+        XCTAssertEqual(waitForConflicts(1).count, 1)
+        let close = run(nobody[0], Array(nobody.dropFirst()) + ["resolve", mnt + "/shared/doc.txt", "--close"])
+        XCTAssertEqual(close.status, 0, "\(close)")
+        XCTAssertEqual(waitForConflicts(0).count, 0)
+        XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
+    }
+
     /// A user's restores waiting for their write (here 300 of nobody's, of a document another of
     /// nobody's processes holds open for writing) hold no thread of the daemon: root's restore of
     /// another document goes through at once. Before, each waited on a thread of a pool of about

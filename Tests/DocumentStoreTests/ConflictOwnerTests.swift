@@ -1,0 +1,86 @@
+import Foundation
+import GRDB
+import XCTest
+@testable import DocumentStore
+
+/// Whose a conflict is: the store records the uid of the presenter's user (given at registration)
+/// or of a lost update's saver with the conflict, so that user may still list and resolve it once
+/// the presenter is gone; a conflict an older store recorded has no owner (root's alone).
+final class ConflictOwnerTests: XCTestCase {
+    var f: Fixture!
+    let alice = StorePresenterID("coordfs-1-1/presenter#1")
+    let bob = StorePresenterID("coordfs-1-1/presenter#2")
+
+    override func setUpWithError() throws {
+        let parent = "/tmp/coordfs-store-tests"
+        try FileSystem.mkdirs(parent)
+        f = try Fixture(under: parent)
+    }
+
+    /// The document changes underneath both presenters with unsaved changes: their conflicts.
+    private func change(_ text: String) throws -> [Conflict] {
+        try f.store.preserveBeforeReplace("doc.txt")
+        try f.replace("doc.txt", text)
+        let event = try XCTUnwrap(f.store.noteExternalChange("doc.txt", .replaced(before: nil, after: nil)))
+        return event.outcomes.compactMap { if case .conflict(let c) = $0.action { c } else { nil } }
+    }
+
+    func testAPresentersConflictBelongsToItsUserAfterItLetGo() throws {
+        try f.write("doc.txt", "base\n")
+        try f.store.register(alice, path: "doc.txt", owner: 65534)
+        try f.store.register(bob, path: "doc.txt")  // no user given: root's alone
+        try f.store.setUnsavedChanges(alice, path: "doc.txt", true)
+        try f.store.setUnsavedChanges(bob, path: "doc.txt", true)
+        // Registering again names no other owner.
+        try f.store.register(alice, path: "doc.txt", owner: 1000)
+        try f.store.setUnsavedChanges(alice, path: "doc.txt", true)
+        let opened = try change("theirs\n")
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: opened.map { ($0.presenter, $0.owner) }), [alice: 65534, bob: nil])
+        // A later change folds into the same conflict and keeps its owner; letting go and a
+        // restart keep it too.
+        let again = try change("again\n")
+        XCTAssertEqual(Set(again.map(\.id)), Set(opened.map(\.id)))
+        try f.store.unregisterAll([alice, bob])
+        try f.reopen()
+        let open = try f.store.conflicts()
+        XCTAssertEqual(open.first { $0.presenter == alice }?.owner, 65534)
+        XCTAssertEqual(open.count, 2)
+        XCTAssertNil(try XCTUnwrap(open.first { $0.presenter == bob }).owner)
+    }
+
+    func testALostUpdateBelongsToItsSaver() throws {
+        try f.write("doc", "a\n")
+        let read = try XCTUnwrap(f.identity("doc"))
+        try f.store.keepForReaders("doc", reason: .base)
+        try f.replace("doc", "b\n")
+        let theirs = try XCTUnwrap(f.identity("doc"))
+        try f.store.keepForReaders("doc", reason: .beforeWrite)
+        try f.writeInPlace("doc", "c\n")
+        let conflict = try f.store.recordLostUpdate("doc", saver: StorePresenterID("process:9:9:uid:4242"), owner: 4242, read: read, theirs: theirs)
+        XCTAssertEqual(conflict.owner, 4242)
+        XCTAssertEqual(try f.store.conflict(conflict.id).owner, 4242)
+    }
+
+    /// A store an older build left (no owner columns): its conflicts open with no owner after the
+    /// migration; conflicts recorded since have theirs.
+    func testConflictsOfAnOlderStoreHaveNoOwner() throws {
+        try f.write("doc.txt", "base\n")
+        try f.store.register(alice, path: "doc.txt", owner: 65534)
+        try f.store.setUnsavedChanges(alice, path: "doc.txt", true)
+        let old = try XCTUnwrap(change("theirs\n").first)
+        XCTAssertEqual(old.owner, 65534)
+        // Back to the older schema: the columns and their migration gone.
+        try f.store.database.write { db in
+            try db.execute(sql: "ALTER TABLE interest DROP COLUMN ownerUid")
+            try db.execute(sql: "ALTER TABLE conflict DROP COLUMN ownerUid")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v3'")
+        }
+        try f.reopen()
+        XCTAssertNil(try f.store.conflict(old.id).owner, "an older store's conflict stays root's")
+        XCTAssertEqual(try f.store.conflicts().map(\.id), [old.id])
+        try f.store.register(bob, path: "doc.txt", owner: 1000)
+        try f.store.setUnsavedChanges(bob, path: "doc.txt", true)
+        let new = try change("later\n")
+        XCTAssertEqual(new.first { $0.presenter == bob }?.owner, 1000)
+    }
+}
