@@ -136,6 +136,7 @@ extension ControlRequestHandler {
         let store: StoreService
         let owner: PresenterID?
         var mineFD: Int32 = -1
+        let pending: ControlClientState.Pending
         do throws(ProtocolError) {
             store = try requireStore()
             do {
@@ -173,7 +174,9 @@ extension ControlRequestHandler {
                 let item = try resolver.authorize(path, for: client.peer, write: false)
                 mineFD = try openForReading(item.path, peer: client.peer)
             }
+            pending = try beginStoreWait(request.id, client)
         } catch {
+            if mineFD >= 0 { Glibc.close(mineFD) }
             connection.reply(to: request.id, error: error)
             return
         }
@@ -192,19 +195,22 @@ extension ControlRequestHandler {
         // for its grant (the answers to the asks it causes arrive on this connection's queue)
         // holding no thread: a peer's many waiting resolutions never hold up another's.
         let fileOwner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
-        store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: fileOwner, requestedBy: client.origin) { [mineFD] result in
+        store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: fileOwner, requestedBy: client.origin,
+                      waiting: { client.waiting(pending, id: $0) }) { [mineFD] result in
             defer { if mineFD >= 0 { Glibc.close(mineFD) } }
+            let ended = client.ended(pending)
             do {
                 let outcome = try result.get()
+                defer { self.tellResolved(request.conflict, request.resolution, presenter: conflictOwner) }
+                guard ended != .gone else { return }
                 connection.send(.resolved(Resolved(
                     id: requestID, conflict: request.conflict, resolution: request.resolution,
                     path: (try? MountPath(validating: outcome.conflict.path)) ?? .root,
                     writtenPath: outcome.writtenPath.flatMap { try? MountPath(validating: $0) },
                     preservedVersion: outcome.preserved.map(\.version.id),
                     mergeConflicts: outcome.mergeConflicts, after: outcome.after.map(Self.identity))))
-                self.tellResolved(request.conflict, request.resolution, presenter: conflictOwner)
             } catch {
-                connection.reply(to: requestID, error: Self.protocolError(error, presenter: owner))
+                Self.replyToStoreWait(ended, requestID, connection, Self.protocolError(error, presenter: owner))
             }
         }
     }
@@ -284,6 +290,7 @@ extension ControlRequestHandler {
         let store: StoreService
         let version: Version
         let target: MountPath
+        let pending: ControlClientState.Pending
         do throws(ProtocolError) {
             store = try requireStore()
             let item = try resolver.authorize(request.path, for: client.peer, write: true, structural: true, followFinal: false)
@@ -297,6 +304,7 @@ extension ControlRequestHandler {
             } catch {
                 throw Self.protocolError(error, presenter: nil)
             }
+            pending = try beginStoreWait(request.id, client)
         } catch {
             connection.reply(to: request.id, error: error)
             return
@@ -304,15 +312,18 @@ extension ControlRequestHandler {
         let requestID = request.id
         // A file the restore re-creates belongs to the peer. Its write waits holding no thread.
         let owner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
-        store.restore(version.id, to: target.itemPath, owner: owner, requestedBy: client.origin) { result in
+        store.restore(version.id, to: target.itemPath, owner: owner, requestedBy: client.origin,
+                      waiting: { client.waiting(pending, id: $0) }) { result in
+            let ended = client.ended(pending)
             do {
                 let outcome = try result.get()
+                guard ended != .gone else { return }
                 connection.send(.restored(Restored(
                     id: requestID, version: request.version, path: target,
                     preservedVersion: outcome.preserved.map(\.version.id),
                     after: Self.identity(outcome.after))))
             } catch {
-                connection.reply(to: requestID, error: Self.protocolError(error, presenter: nil))
+                Self.replyToStoreWait(ended, requestID, connection, Self.protocolError(error, presenter: nil))
             }
         }
     }
@@ -333,6 +344,34 @@ extension ControlRequestHandler {
     }
 
     // MARK: Support
+
+    /// A restore or resolution is an access its peer's user waits for (`max_user_accesses`, and a
+    /// connection's 1,024), counted from its arrival until it is done, so one user's cannot pile
+    /// up without bound (each holds a request in the coordinator, and memory); beyond either it is
+    /// refused at once, nothing done. Root and the mount's owner are not bound per user. Its wait
+    /// for the grant ends (cancelled, nothing written) when its connection closes, and a `cancel`
+    /// naming it ends it as for a `coordinate`.
+    private func beginStoreWait(_ id: ControlProtocol.RequestID, _ client: ControlClientState) throws(ProtocolError) -> ControlClientState.Pending {
+        let uid = client.peer.credentials.uid
+        if let held = held(by: uid, \.accessCount), held >= limits.maxUserAccesses {
+            throw ProtocolError(.limitExceeded, "uid \(uid) already holds or waits for \(held) accesses, restores and resolutions (max_user_accesses): try again once some are done")
+        }
+        guard let pending = client.beginWaiting(request: id.rawValue) else {
+            throw ProtocolError(.limitExceeded, "a connection may hold or wait for at most \(ControlLimits.accessesPerConnection) accesses, restores and resolutions: try again once some are done")
+        }
+        return pending
+    }
+
+    /// The reply to a restore or resolution that failed: none once its connection closed, `cancelled`
+    /// when the client cancelled it.
+    private static func replyToStoreWait(_ ended: ControlClientState.Failure, _ id: ControlProtocol.RequestID,
+                                         _ connection: ControlConnection, _ error: ProtocolError) {
+        switch ended {
+        case .gone: break
+        case .cancelledByClient: connection.reply(to: id, error: ProtocolError(.cancelled, "cancelled by the client"))
+        case .failed: connection.reply(to: id, error: error)
+        }
+    }
 
     /// Whether the peer of `client` may list and resolve `conflict`: root any; another user the
     /// conflicts it owns (its presenters', registered on any of its connections, also once they

@@ -220,7 +220,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
 
     /// What the user's connections hold together, measured by `count`; nil for root and the
     /// owner, whom the per-user limits do not bind.
-    private func held(by uid: UInt32, _ count: (ControlClientState) -> Int) -> Int? {
+    func held(by uid: UInt32, _ count: (ControlClientState) -> Int) -> Int? {
         guard !quotas.exempt.contains(uid) else { return nil }
         let mine = byUser.withLock { Array(($0[uid] ?? [:]).values) }
         return mine.reduce(0) { $0 + count($1) }
@@ -546,7 +546,7 @@ final class ControlClientState: Sendable {
 
     var presenterCount: Int { state.withLock { $0.presenters.count } }
 
-    /// Accesses held and requests waiting.
+    /// Accesses held and requests waiting (`coordinate`s, and restores and resolutions until done).
     var accessCount: Int { state.withLock { $0.accesses.count + $0.waiting.count } }
 
     /// False when the connection already closed (the caller removes the presenter again).
@@ -638,7 +638,11 @@ final class ControlClientState: Sendable {
     }
 
     /// Records a failure: whether a reply is due, and whether the client cancelled it.
-    func failed(_ pending: Pending) -> Failure {
+    func failed(_ pending: Pending) -> Failure { ended(pending) }
+
+    /// A request that waited ended (a restore or resolution done or refused: the store released
+    /// its access itself): whether a reply is due, and whether the client cancelled it.
+    func ended(_ pending: Pending) -> Failure {
         state.withLock { s in
             let cancelled = Self.settle(pending, in: &s)
             if s.closed { return .gone }

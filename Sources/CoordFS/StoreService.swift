@@ -320,9 +320,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// ``resolve(_:with:mine:by:owner:requestedBy:)`` holding no thread while its write waits for
     /// the grant (presenters' answers, accesses held elsewhere): `completion` gets the outcome. A
-    /// peer's waiting resolutions and restores so never hold up another's.
+    /// peer's waiting resolutions and restores so never hold up another's. `waiting` gets the
+    /// coordinator's id of the write's request once it is asked for (`Coordinator.cancel(_:)` ends
+    /// the wait: the control socket's, when its connection closes); not called when nothing waits.
     public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String? = nil,
                         owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil,
+                        waiting: (@Sendable (Coordination.RequestID) -> Void)? = nil,
                         then completion: @escaping @Sendable (Result<ResolutionOutcome, any Error>) -> Void) {
         let store = documentStore
         let conflict: Conflict
@@ -342,7 +345,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
         let origin = (requester ?? AccessOrigin.currentProcess).onBehalf(of: presenter)
         let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
-        withAccess(writes ? intents : [], origin: origin) { access -> (ResolutionOutcome, ItemPath?) in
+        withAccess(writes ? intents : [], origin: origin, waiting: waiting) { access -> (ResolutionOutcome, ItemPath?) in
             let outcome = try store.resolve(id, with: resolution, mine: mine, by: who, owner: owner)
             let written = outcome.writtenPath.flatMap { try? ItemPath($0) }
             if let written {
@@ -371,9 +374,11 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         try Self.waitFor { self.restore(version, to: path, by: presenter, owner: owner, requestedBy: requester, then: $0) }
     }
 
-    /// ``restore(_:to:by:owner:requestedBy:)`` holding no thread while its write waits for the grant.
+    /// ``restore(_:to:by:owner:requestedBy:)`` holding no thread while its write waits for the grant
+    /// (`waiting`: as for ``resolve(_:with:mine:by:owner:requestedBy:waiting:then:)``).
     public func restore(_ version: VersionID, to path: ItemPath? = nil, by presenter: PresenterID? = nil,
                         owner: FileOwner? = nil, requestedBy requester: AccessOrigin? = nil,
+                        waiting: (@Sendable (Coordination.RequestID) -> Void)? = nil,
                         then completion: @escaping @Sendable (Result<RestoreOutcome, any Error>) -> Void) {
         let store = documentStore
         let target: ItemPath
@@ -386,7 +391,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         // The write is the requester's (`coordfs restore`'s process over the socket): the log shows
         // it, not the daemon, as for any other access it makes.
         let origin = requester ?? AccessOrigin.currentProcess.onBehalf(of: presenter)
-        withAccess([.writingIntent(with: target)], origin: origin) { access -> RestoreOutcome in
+        withAccess([.writingIntent(with: target)], origin: origin, waiting: waiting) { access -> RestoreOutcome in
             let outcome = try store.restore(version, to: target.string, by: presenter.map(self.storeID(of:)), owner: owner)
             if let access { access.announce(.changed(target)) } else { self.coordinator.announce(.changed(target), origin: origin) }
             return outcome
@@ -404,6 +409,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// writes do (`write_wait`, `ask_timeout`) without holding a thread meanwhile: once granted,
     /// `body` runs on ``storeWrites`` and the access is released; then `completion` gets its result.
     private func withAccess<T: Sendable>(_ intents: [FileAccessIntent], origin: AccessOrigin,
+                                         waiting: (@Sendable (Coordination.RequestID) -> Void)? = nil,
                                          _ body: @escaping @Sendable (CoordinatedAccess?) throws -> T,
                                          then completion: @escaping @Sendable (Result<T, any Error>) -> Void) {
         let run: @Sendable (CoordinatedAccess?) -> Void = { access in
@@ -412,12 +418,13 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             completion(result)
         }
         guard !intents.isEmpty else { return Self.storeWrites.async { run(nil) } }
-        coordinator.coordinate(intents, origin: origin, policy: writePolicy) { granted in
+        let request = coordinator.coordinate(intents, origin: origin, policy: writePolicy) { granted in
             switch granted {
             case .success(let access): Self.storeWrites.async { run(access) }
             case .failure(let error): completion(.failure(error))
             }
         }
+        waiting?(request)
     }
 
     /// Where granted resolutions and restores write (never a FUSE worker, nor the thread that

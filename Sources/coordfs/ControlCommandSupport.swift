@@ -6,6 +6,7 @@ import Dispatch
 import Glibc
 import Synchronization
 import Linux
+import CoordFSClient
 
 /// Runs `body` in a Task and blocks this (synchronous) thread until it ends.
 func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
@@ -36,6 +37,18 @@ enum ControlExit {
     static let timedOut: Int32 = 75
     /// Any other refusal (a presenter refused, a limit, ...).
     static let refused: Int32 = 1
+    /// A restore or resolution refused because the caller's user already waits for as many as
+    /// `max_user_accesses` allows (EX_TEMPFAIL, as EAGAIN: nothing was done, try again later).
+    static let tryAgain: Int32 = 75
+
+    /// What a failed document request (`restore`, `resolve` through the daemon) ends with: the
+    /// message on stderr and EX_TEMPFAIL when a per-user limit refused it, else the error to throw.
+    static func documentRequestFailed(_ message: String, _ error: any Error) -> CLIError {
+        if case .refused(let refusal)? = error as? CoordFSClientError, refusal.code == .limitExceeded {
+            ControlCommandFailure(message: "\(message): \(error)", status: tryAgain).exit()
+        }
+        return CLIError("\(message): \(error)")
+    }
 
     static func status(for code: ErrorCode) -> Int32 {
         switch code {

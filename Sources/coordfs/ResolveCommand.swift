@@ -33,7 +33,8 @@ struct ResolveCommand: ParsableCommand {
         resolve the conflicts of your own presenters (from any terminal, also once they exited) and the lost updates of \
         your own processes (root: any), and a resolution that writes needs your permission to \
         write what it writes. The resolution is a coordinated write recorded in the event log as \
-        yours. On a mount whose daemon died (or an unmounted folder) the mount's owner resolves in \
+        yours; it counts as one of your accesses until done (beyond the mount's \
+        max_user_accesses: refused at once, exit status 75, try again later). On a mount whose daemon died (or an unmounted folder) the mount's owner resolves in \
         the store directly.
 
         Examples:
@@ -129,7 +130,7 @@ struct ResolveCommand: ParsableCommand {
         do {
             result = try runBlocking { try await mount.resolve(chosen.conflict, with: choice.resolution, mine: contents) }
         } catch {
-            throw CLIError("cannot resolve conflict \(conflict.id) of \(path): \(error)")
+            throw ControlExit.documentRequestFailed("cannot resolve conflict \(conflict.id) of \(path)", error)
         }
         print(summary(of: conflict.id, kind: chosen.kind.rawValue, written: result.writtenPath,
                       preserved: result.preservedVersion.map { "\($0.rawValue)" }, mergeConflicts: result.mergeConflicts))

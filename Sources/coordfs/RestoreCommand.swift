@@ -15,7 +15,9 @@ struct RestoreCommand: ParsableCommand {
         like any editor's save, where the document's presenters are asked first and told after. \
         A deleted document is re-created (it then belongs to you). The mount must be running, you \
         must be allowed to replace the document, and N must be one of its versions (see \
-        `coordfs versions`).
+        `coordfs versions`). A restore counts as one of your accesses until done: when your user \
+        already waits for as many as the mount's max_user_accesses allows, it is refused at once \
+        with exit status 75 (try again later).
 
         Example:
           coordfs restore /mnt/docs/report.txt --version 12
@@ -44,7 +46,7 @@ struct RestoreCommand: ParsableCommand {
             let (mount, relative) = try CoordFSMount.containing(target)
             result = try runBlocking { try await mount.restore(wanted, to: relative) }
         } catch {
-            throw CLIError("cannot restore \(path) to version \(version): \(error)")
+            throw ControlExit.documentRequestFailed("cannot restore \(path) to version \(version)", error)
         }
         var message = "restored \(target) to version \(version)"
         if let preserved = result.preservedVersion {

@@ -440,6 +440,93 @@ final class StoreCLITests: CLITestCase {
         _ = presenters
     }
 
+    /// A user's waiting restores and resolutions count as accesses it waits for
+    /// (`max_user_accesses`): here 4 of nobody's restores wait for an access root holds, a fifth
+    /// and nobody's `coordfs restore` are refused at once saying which limit and to try again,
+    /// while root's and another user's restores go on. When nobody's connection closes its waits
+    /// end with it: the count is free again and nothing is written once root lets go. Before,
+    /// nobody could queue restores without bound, and a restore whose client had left still wrote.
+    func testAUsersWaitingRestoresAreBoundedAndEndWithItsConnection() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        for name in ["doc", "other", "third"] {
+            FileManager.default.createFile(atPath: backing + "/shared/\(name).txt", contents: Data("one\n".utf8), attributes: [.posixPermissions: 0o666])
+        }
+        try mount(options: ["allow_other", "max_user_accesses=4", "write_wait=60"])
+        let presenters = try ["doc", "other", "third"].map { try present("shared/\($0).txt") }
+        XCTAssertEqual(sh("for f in doc other third; do echo two > '\(mnt!)/shared/'$f.txt; done").status, 0)
+        func firstVersion(_ relative: String) -> Int64? {
+            var kept = versions(relative)
+            let deadline = Date().addingTimeInterval(5)
+            while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions(relative) }
+            return (kept.last?["version"] as? NSNumber)?.int64Value
+        }
+        let doc = try XCTUnwrap(firstVersion("shared/doc.txt"))
+        let other = try XCTUnwrap(firstVersion("shared/other.txt"))
+        let third = try XCTUnwrap(firstVersion("shared/third.txt"))
+        func `as`(_ uid: Int, _ arguments: String...) -> CommandResult {
+            run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", binary] + arguments, timeout: 30)
+        }
+        func nobodysWaits() -> Int {
+            let r = coordfs("status", mnt, "--json")
+            let report = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any]
+            let waiting = report?["waiting"] as? [[String: Any]] ?? []
+            return waiting.filter { ($0["uid"] as? NSNumber)?.intValue == 65534 }.count
+        }
+        // Root holds the document: nobody's restores of it wait.
+        let holder = try start(binary, ["coordinate", "--write", mnt + "/shared/doc.txt", "--", "/bin/sleep", "60"])
+        defer { _ = holder.stop(SIGKILL) }
+        usleep(500_000)
+        let flood = pythonClientPrelude + """
+        import time
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        for i in range(6):
+            send({"type": "restore", "id": 10 + i, "version": int(sys.argv[2]), "path": "shared/doc.txt"})
+        sock.settimeout(5)
+        for i in range(2):
+            print(json.dumps(receive()), flush=True)
+        print("answered", flush=True)
+        time.sleep(60)
+        """
+        let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let flooder = try start("/usr/bin/setpriv", nobody + ["/usr/bin/python3", "-c", flood, backing + "/.coordfs/control.sock", String(doc)])
+        defer { _ = flooder.stop(SIGKILL) }
+        let answered = Date().addingTimeInterval(10)
+        while !flooder.stdout.contains("answered") && Date() < answered { usleep(20_000) }
+        let refusals = flooder.lines.filter { $0.contains("limitExceeded") }
+        XCTAssertEqual(refusals.count, 2, "two beyond the bound, refused at once: \(flooder.stdout) \(flooder.stderr)")
+        XCTAssertTrue(refusals.allSatisfy { $0.contains("max_user_accesses") && ($0.contains("\"id\": 14") || $0.contains("\"id\": 15")) }, "\(refusals)")
+        XCTAssertEqual(nobodysWaits(), 4, "four wait")
+        // nobody's CLI: refused at once, saying which bound and to try again (EX_TEMPFAIL, as EAGAIN).
+        let started = Date()
+        let refused = `as`(65534, "restore", mnt + "/shared/other.txt", "--version", String(other))
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+        XCTAssertEqual(refused.status, 75, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("max_user_accesses") && refused.stderr.contains("try again"), "\(refused)")
+        XCTAssertEqual(text("shared/other.txt"), "two\n")
+        // Others' restores go on: root's, and another user's.
+        let roots = coordfs("restore", mnt + "/shared/other.txt", "--version", String(other), timeout: 30)
+        XCTAssertEqual(roots.status, 0, "\(roots)")
+        XCTAssertEqual(text("shared/other.txt"), "one\n")
+        let strangers = `as`(4242, "restore", mnt + "/shared/third.txt", "--version", String(third))
+        XCTAssertEqual(strangers.status, 0, "\(strangers)")
+        XCTAssertEqual(text("shared/third.txt"), "one\n")
+        // nobody's connection closes: its waits end with it and its count is free again.
+        _ = flooder.stop(SIGKILL)
+        let freed = Date().addingTimeInterval(10)
+        while nobodysWaits() > 0 && Date() < freed { usleep(50_000) }
+        XCTAssertEqual(nobodysWaits(), 0, "nothing of nobody's left waiting")
+        let again = `as`(65534, "restore", mnt + "/shared/third.txt", "--version", String(try XCTUnwrap(firstVersion("shared/third.txt"))))
+        XCTAssertEqual(again.status, 0, "nobody's count is free again: \(again)")
+        // Root lets go: none of the restores whose client left writes the document.
+        _ = holder.stop(SIGKILL)
+        usleep(1_500_000)
+        XCTAssertEqual(text("shared/doc.txt"), "two\n", "a restore whose connection closed wrote nothing")
+        _ = presenters
+    }
+
     func testStoreCommandsRefuseBadInputClearly() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         try mount()
