@@ -5,14 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <sys/eventfd.h>
 
-struct curing_ring { struct io_uring ring; };
+struct curing_ring { struct io_uring ring; unsigned flags; };
 
-curing_ring *curing_create(unsigned entries, int *error) {
+curing_ring *curing_create(unsigned entries, unsigned completions, int cooperative, int *error) {
     curing_ring *r = calloc(1, sizeof *r);
     if (!r) { *error = -ENOMEM; return NULL; }
-    int rc = io_uring_queue_init(entries, &r->ring, IORING_SETUP_SQE128);
+    unsigned base = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+    unsigned coop = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    int rc = -EINVAL;
+    for (int attempt = cooperative ? 0 : 1; attempt < 2; attempt++) {
+        struct io_uring_params p;
+        memset(&p, 0, sizeof p);
+        p.flags = base | (attempt == 0 ? coop : 0);
+        p.cq_entries = completions;
+        rc = io_uring_queue_init_params(entries, &r->ring, &p);
+        if (rc == 0) { r->flags = p.flags; break; }
+        if (rc != -EINVAL) break;  /* EINVAL: a kernel before 5.19 has no cooperative task work */
+    }
     if (rc < 0) { free(r); *error = rc; return NULL; }
     return r;
 }
@@ -22,6 +32,8 @@ void curing_destroy(curing_ring *r) {
     io_uring_queue_exit(&r->ring);
     free(r);
 }
+
+int curing_is_cooperative(curing_ring *r) { return (r->flags & IORING_SETUP_COOP_TASKRUN) != 0; }
 
 int curing_submit_fuse_cmd(curing_ring *r, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
                            const struct iovec *iov, uint64_t user_data) {
@@ -40,7 +52,23 @@ int curing_submit_fuse_cmd(curing_ring *r, int devfd, uint32_t op, uint16_t qid,
     return io_uring_submit(&r->ring);
 }
 
+int curing_submit_nop(curing_ring *r, uint64_t user_data) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+    if (!sqe) return -EBUSY;
+    memset(sqe, 0, 128);
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, user_data);
+    return io_uring_submit(&r->ring);
+}
+
 int curing_take_cqe(curing_ring *r, uint64_t *user_data, int32_t *res) {
+    if (io_uring_cq_ready(&r->ring) == 0) {
+        /* Cooperative task work (or completions that overflowed) waits for this task to enter the
+           kernel: the ring says so in its flags, and one enter without waiting runs it. */
+        if (!(IO_URING_READ_ONCE(*r->ring.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) return 0;
+        io_uring_get_events(&r->ring);
+        if (io_uring_cq_ready(&r->ring) == 0) return 0;
+    }
     struct io_uring_cqe *cqe = NULL;
     if (io_uring_peek_cqe(&r->ring, &cqe) != 0 || !cqe) return 0;
     *user_data = io_uring_cqe_get_data64(cqe);
@@ -49,6 +77,7 @@ int curing_take_cqe(curing_ring *r, uint64_t *user_data, int32_t *res) {
     return 1;
 }
 
-int curing_register_eventfd(curing_ring *r, int fd) { return io_uring_register_eventfd(&r->ring, fd); }
-
-int curing_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+int curing_wait(curing_ring *r) {
+    struct io_uring_cqe *cqe = NULL;
+    return io_uring_wait_cqe(&r->ring, &cqe);
+}

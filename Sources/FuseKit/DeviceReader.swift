@@ -125,6 +125,12 @@ final class DeviceReader: @unchecked Sendable {
         self.session = session
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else { return false }
+        return startWatchdog()
+    }
+
+    /// Starts the watchdog (for a source other than a descriptor this reader polls: `RingTransport`).
+    func startWatchdog() -> Bool {
+        guard spins else { return true }
         return watchdog.withLock { thread in
             if thread != nil { return true }
             var t = pthread_t()
@@ -160,14 +166,17 @@ final class DeviceReader: @unchecked Sendable {
     /// waits are cancellation points (libfuse cancels idle workers at the end of its loop).
     @inline(__always)
     func receive(_ fd: Int32, into buffer: UnsafeMutableRawPointer?, _ attempt: () -> Int) -> Int {
-        receive(fd, opcode: { buffer?.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }, beforeBlocking: nil, attempt)
+        receive(opcode: { buffer?.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }, wait: {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            return poll(&p, 1, -1) < 0 ? -1 : 0   // EINTR: libfuse looks at the session's state
+        }, attempt)
     }
 
-    /// `receive` for a source other than the device itself (`RingTransport`): `opcode` gives the
-    /// opcode of what `attempt` took (nil: none), and `beforeBlocking` runs before each poll(2) of `fd`
-    /// (which then only says that something may have come), so that poll blocks until something new.
+    /// `receive` for any source: `opcode` gives the opcode of what `attempt` took (nil: none), and
+    /// `wait` blocks until `attempt` may find something (poll(2) of the device; for `RingTransport`,
+    /// io_uring_enter until the ring has a completion), 0, or -1 with errno set to end the wait.
     @inline(__always)
-    func receive(_ fd: Int32, opcode: () -> UInt32?, beforeBlocking: (() -> Void)?, _ attempt: () -> Int) -> Int {
+    func receive(opcode: () -> UInt32?, wait: () -> Int32, _ attempt: () -> Int) -> Int {
         guard spins else { return attempt() }
         let me = UInt(pthread_self())
         if !keepsDevice(me) {
@@ -176,7 +185,7 @@ final class DeviceReader: @unchecked Sendable {
             holder.store(me, ordering: .relaxed)
         }
         var queued = false
-        let n = read(fd, attempt, beforeBlocking: beforeBlocking, queued: &queued)
+        let n = read(attempt, wait: wait, queued: &queued)
         if queued { backlog &+= 1 } else { backlog = 0 }
         guard n >= 8, let opcode = opcode() else {
             let saved = errno
@@ -216,9 +225,9 @@ final class DeviceReader: @unchecked Sendable {
         sem_post(token)
     }
 
-    /// Polls the device for `spin`, then blocks in poll(2) until a request comes. `queued`: the first
+    /// Polls the device for `spin`, then blocks in `wait` until a request comes. `queued`: the first
     /// look found one.
-    private func read(_ fd: Int32, _ attempt: () -> Int, beforeBlocking: (() -> Void)?, queued: inout Bool) -> Int {
+    private func read(_ attempt: () -> Int, wait: () -> Int32, queued: inout Bool) -> Int {
         waitStarted = 0
         var n = attempt()
         if n >= 0 || errno != EAGAIN {
@@ -241,18 +250,8 @@ final class DeviceReader: @unchecked Sendable {
             errno = EINTR   // libfuse then sees the session's end
             return -1
         }
-        if let beforeBlocking {
-            while true {
-                beforeBlocking()
-                n = attempt()
-                if n >= 0 || errno != EAGAIN { return n }
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                if poll(&p, 1, -1) < 0 && errno != EINTR { return -1 }
-            }
-        }
         while true {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, -1) < 0 { return -1 }
+            if wait() < 0 { return -1 }
             n = attempt()
             if n >= 0 || errno != EAGAIN { return n }
         }

@@ -40,16 +40,19 @@ public enum FuseTransportInUse: String, Sendable {
 // interrupts there, and takes notifications only there), served by libfuse's loop and DeviceReader
 // as before.
 //
-// Threads: every queue has its own ring, and one pool of threads serves them all, sharing the rings
-// as the device's workers share /dev/fuse (one `DeviceReader`: one thread at a time holds the rings,
-// polls every queue's completions for `spin` after a request, serves metadata requests itself and
-// passes the rings on before a slow one; the watchdog passes them on when a request stalls; idle work
-// runs between looks). One holder, not one per queue: the kernel picks the queue by the CPU the
-// caller runs on, and a poller per queue took the cores the callers needed. Only these threads
-// submit to the rings: the kernel delivers an entry's next request in the task of whoever committed
-// it, and cancels an entry whose committer exits; so a reply from another thread (a parked request
-// resumed by a presenter's answer) is queued for the holder, woken through an eventfd every ring also
-// signals on every completion.
+// Threads: one io_uring carries every queue's entries (the kernel takes an entry of any queue through
+// any ring: the queue is named in the command), and one pool of threads serves it, sharing it as the
+// device's workers share /dev/fuse (one `DeviceReader`: one thread at a time holds the ring, polls its
+// completions for `spin` after a request, serves metadata requests itself and passes the ring on
+// before a slow one; the watchdog passes it on when a request stalls; idle work runs between looks),
+// and then waits in io_uring_enter for the ring's next completion. One holder, not one per queue: the
+// kernel picks the queue by the CPU the caller runs on, and a poller per queue took the cores the
+// callers needed. Only these threads commit: the kernel delivers an entry's next request in the task of
+// whoever committed it (as task work: cooperative, so a holder polling in user space is not
+// interrupted for it but sees the ring's IORING_SQ_TASKRUN flag and enters the kernel to run it), and
+// cancels an entry whose committer exits; so a reply from another thread (a parked request resumed by
+// a presenter's answer) is queued for the holder, who is woken by a no-op's completion that thread
+// submits (it completes at once and leaves nothing owned by that thread).
 final class RingTransport: @unchecked Sendable {
     /// Entries registered per queue at the start.
     static let entriesPerQueue = 32
@@ -105,12 +108,6 @@ final class RingTransport: @unchecked Sendable {
 
     final class Queue: @unchecked Sendable {
         let id: Int
-        let ring: OpaquePointer
-        /// Submissions, and the ring's and eventfd's end (`closed`): a late reply finds them closed.
-        let sq = Mutex<Bool>(false)
-        /// Commits made outside the pool (entry index, commit id), for the holder to submit.
-        let pending = Mutex<[(Int, UInt64)]>([])
-        let hasPending = Atomic<Bool>(false)
         /// The entries, `count` of them published (an entry is never removed: the kernel has no
         /// command to take one back).
         private let slots: UnsafeMutablePointer<Entry?>
@@ -122,9 +119,8 @@ final class RingTransport: @unchecked Sendable {
         let growing = Mutex<Void>(())
         /// Entries whose command the kernel ended (teardown).
         let ended = Atomic<Int>(0)
-        init(id: Int, ring: OpaquePointer, capacity: Int) {
+        init(id: Int, capacity: Int) {
             self.id = id
-            self.ring = ring
             self.capacity = capacity
             slots = .allocate(capacity: capacity)
             slots.initialize(repeating: nil, count: capacity)
@@ -153,11 +149,15 @@ final class RingTransport: @unchecked Sendable {
     private let deviceReader: DeviceReader?
     /// The ring threads' one reader: a single holder takes requests from every queue (see `serve`).
     let reader: DeviceReader
-    /// Registered with every ring (signalled at each completion) and written for a commit queued by
-    /// another thread: the holder blocks on it in poll(2). Closed with the rings.
-    private var eventfd: Int32 = -1
-    /// The queue the holder looks at first (only the holder touches it): the queues take turns.
-    private var nextQueue = 0
+    /// The one io_uring of every queue's entries (nil before `prepare` and once closed).
+    private var ring: OpaquePointer?
+    /// Submissions to `ring`, and its end (`closed`): a late reply finds it closed.
+    private let sq = Mutex<Bool>(false)
+    /// Commits made outside the pool (queue, entry index, commit id), for the holder to submit.
+    private let pending = Mutex<[(Int, Int, UInt64)]>([])
+    private let hasPending = Atomic<Bool>(false)
+    /// The user data of the no-op that wakes the holder (an entry's is its queue and index).
+    static let wakeUserData = UInt64.max
     private var threads: [pthread_t] = []
     private var session: OpaquePointer?
     private var devfd: Int32 = -1
@@ -217,30 +217,21 @@ final class RingTransport: @unchecked Sendable {
         self.session = session
         self.devfd = devfd
         let count = Self.possibleCPUs()
-        eventfd = curing_eventfd()
-        guard eventfd >= 0 else {
-            setupFailure = "cannot create an eventfd: \(String(cString: strerror(errno)))"
+        // Completions: one per entry at most (each waits for one request), and the no-ops that wake
+        // the holder; beyond, the kernel keeps them aside until there is room (IORING_FEAT_NODROP).
+        let completions = UInt32(min(32_768, count * Self.entriesPerQueue + Self.addedEntries + 64))
+        var error: Int32 = 0
+        guard let ring = curing_create(64, completions, 1, &error) else {
+            setupFailure = "io_uring_setup failed: \(String(cString: strerror(-error)))"
             return false
         }
+        self.ring = ring
         for q in 0..<count {
-            var error: Int32 = 0
-            guard let ring = curing_create(UInt32(Self.entriesPerQueue), &error) else {
-                setupFailure = "io_uring_setup failed: \(String(cString: strerror(-error)))"
-                closeRings()
-                return false
-            }
-            let registered = curing_register_eventfd(ring, eventfd)
-            guard registered == 0 else {
-                setupFailure = "cannot register an eventfd with io_uring: \(String(cString: strerror(-registered)))"
-                curing_destroy(ring)
-                closeRings()
-                return false
-            }
-            let queue = Queue(id: q, ring: ring, capacity: Self.entriesPerQueue + Self.addedEntries)
+            let queue = Queue(id: q, capacity: Self.entriesPerQueue + Self.addedEntries)
             for i in 0..<Self.entriesPerQueue { queue.append(Entry(queue: q, index: i)) }
             queues.append(queue)
         }
-        guard reader.start(eventfd) else {
+        guard reader.startWatchdog() else {
             setupFailure = "cannot start the ring's watchdog thread"
             closeRings()
             return false
@@ -277,7 +268,7 @@ final class RingTransport: @unchecked Sendable {
 
     /// A description for the daemon's log: queues, entries, threads.
     var shape: String {
-        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries, served by \(Self.threadCount) threads of which one at a time takes requests; "
+        "\(queues.count) queue\(queues.count == 1 ? "" : "s") of \(Self.entriesPerQueue) entries on one io_uring, served by \(Self.threadCount) threads of which one at a time takes requests; "
             + "an entry is added while one is parked (up to \(Self.addedEntries) in all)"
     }
 
@@ -296,28 +287,20 @@ final class RingTransport: @unchecked Sendable {
         let previous = state.exchange(State.stopped.rawValue, ordering: .acquiringAndReleasing)
         guard previous != State.stopped.rawValue else { return }
         for _ in threads { sem_post(go) }
-        if let queue = queues.first { wake(queue) }
+        wake()
         for t in threads { pthread_join(t, nil) }
         threads = []
         closeRings()
     }
 
-    /// Closes the rings and eventfds (under each queue's lock, so a late reply submits nothing). The
-    /// queues and their entries' memory stay until deinit: a parked request's late reply may look at
-    /// them.
+    /// Closes the ring (under its submission lock, so a late reply submits nothing). The queues and
+    /// their entries' memory stay until deinit: a parked request's late reply may look at them.
     private func closeRings() {
         reader.stop()
-        for queue in queues {
-            queue.sq.withLock { closed in
-                guard !closed else { return }
-                closed = true
-                curing_destroy(queue.ring)
-            }
-        }
-        // After every queue is closed: a late `wake` (under a queue's lock) writes to it no more.
-        if eventfd >= 0 {
-            close(eventfd)
-            eventfd = -1
+        sq.withLock { closed in
+            guard !closed else { return }
+            closed = true
+            if let ring { curing_destroy(ring) }
         }
     }
 
@@ -327,11 +310,12 @@ final class RingTransport: @unchecked Sendable {
         return s == State.stopped.rawValue || s == State.failed.rawValue
     }
 
-    private func wake(_ queue: Queue) {
-        queue.sq.withLock { closed in
-            guard !closed else { return }
-            var one: UInt64 = 1
-            _ = Glibc.write(eventfd, &one, 8)
+    /// Wakes the holder waiting in io_uring_enter: a no-op completes at once, in the caller's system
+    /// call (nothing of it stays with the calling thread).
+    private func wake() {
+        sq.withLock { closed in
+            guard !closed, let ring else { return }
+            _ = curing_submit_nop(ring, Self.wakeUserData)
         }
     }
 
@@ -348,14 +332,16 @@ final class RingTransport: @unchecked Sendable {
             }
         }
         var taken: Entry?
-        let eventfd = self.eventfd
+        let ring = self.ring!
         while true {
             taken = nil
-            let n = reader.receive(eventfd, opcode: {
+            let n = reader.receive(opcode: {
                 taken.map { $0.header.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }
-            }, beforeBlocking: {
-                var counter: UInt64 = 0
-                _ = Glibc.read(eventfd, &counter, 8)
+            }, wait: {
+                let rc = curing_wait(ring)
+                if rc == 0 || rc == -EINTR { return 0 }
+                errno = -rc
+                return -1
             }) { attempt(&taken) }
             if n > 0, let entry = taken {
                 let id = entry.phase.load(ordering: .acquiring)
@@ -416,9 +402,10 @@ final class RingTransport: @unchecked Sendable {
 
     private func register(_ entry: Entry, in queue: Queue) -> Bool {
         guard map(entry) else { return false }
-        let rc: Int32 = queue.sq.withLock { closed in
-            closed ? -ESHUTDOWN : curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_REGISTER), UInt16(queue.id), 0,
-                                                         entry.iov, UInt64(entry.index))
+        let rc: Int32 = sq.withLock { closed in
+            guard !closed, let ring else { return -ESHUTDOWN }
+            return curing_submit_fuse_cmd(ring, devfd, UInt32(CURING_CMD_REGISTER), UInt16(queue.id), 0,
+                                                         entry.iov, Self.userData(entry))
         }
         if rc < 0 {
             refused("submitting a registration failed: \(String(cString: strerror(-rc)))")
@@ -435,33 +422,27 @@ final class RingTransport: @unchecked Sendable {
         say("coordfs: the kernel's io_uring queues could not be used (\(why)); requests keep coming through /dev/fuse")
     }
 
-    /// Takes a fetched request from any queue, the queues taking turns (after submitting commits
-    /// queued by other threads). The request's length, or -1 with errno EAGAIN (nothing yet) or
-    /// ESHUTDOWN (stopping). Only the reader's holder calls it.
+    /// An entry's completions carry its queue and index.
+    @inline(__always)
+    private static func userData(_ entry: Entry) -> UInt64 { UInt64(entry.queue) << 32 | UInt64(entry.index) }
+
+    /// Takes a fetched request, whichever queue it came through (after submitting commits queued by
+    /// other threads). The request's length, or -1 with errno EAGAIN (nothing yet) or ESHUTDOWN
+    /// (stopping). Only the reader's holder calls it.
     @inline(__always)
     private func attempt(_ taken: inout Entry?) -> Int {
-        let count = queues.count
-        var q = nextQueue
-        for _ in 0..<count {
-            let n = attempt(queues[q], &taken)
-            q = q + 1 == count ? 0 : q + 1
-            if n != 0 {
-                nextQueue = q
-                return n
-            }
-        }
-        errno = isStopping ? ESHUTDOWN : EAGAIN
-        return -1
-    }
-
-    /// Takes a fetched request from `queue`: its length, or 0 when it has none.
-    @inline(__always)
-    private func attempt(_ queue: Queue, _ taken: inout Entry?) -> Int {
-        if queue.hasPending.load(ordering: .acquiring) { submitPending(queue) }
+        if hasPending.load(ordering: .acquiring) { submitPending() }
+        let ring = self.ring.unsafelyUnwrapped
         var userData: UInt64 = 0
         var res: Int32 = 0
-        while curing_take_cqe(queue.ring, &userData, &res) != 0 {
-            let entry = queue.entry(Int(userData))
+        while curing_take_cqe(ring, &userData, &res) != 0 {
+            if userData == Self.wakeUserData {
+                // Another thread queued a commit (or the ring stops): queued before its no-op.
+                if hasPending.load(ordering: .acquiring) { submitPending() }
+                continue
+            }
+            let queue = queues[Int(userData >> 32)]
+            let entry = queue.entry(Int(userData & 0xffff_ffff))
             if res < 0 {
                 switch -res {
                 case ENOTCONN, ECONNABORTED, ECANCELED:
@@ -477,7 +458,8 @@ final class RingTransport: @unchecked Sendable {
                 return n
             }
         }
-        return 0
+        errno = isStopping ? ESHUTDOWN : EAGAIN
+        return -1
     }
 
     /// Puts the request in `entry` back together in front of its payload, as libfuse reads one from
@@ -575,17 +557,18 @@ final class RingTransport: @unchecked Sendable {
         if pthread_getspecific(ringThreadKey) != nil {
             submitCommit(queue, entry: entry.index, id: id)
         } else {
-            queue.pending.withLock { $0.append((entry.index, id)) }
-            queue.hasPending.store(true, ordering: .releasing)
-            wake(queue)
+            pending.withLock { $0.append((queue.id, entry.index, id)) }
+            hasPending.store(true, ordering: .releasing)
+            wake()
         }
         return total
     }
 
     private func submitCommit(_ queue: Queue, entry: Int, id: UInt64) {
-        let rc: Int32 = queue.sq.withLock { closed in
-            closed ? 0 : curing_submit_fuse_cmd(queue.ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
-                                                queue.entry(entry).iov, UInt64(entry))
+        let rc: Int32 = sq.withLock { closed in
+            guard !closed, let ring else { return 0 }
+            return curing_submit_fuse_cmd(ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
+                                                queue.entry(entry).iov, Self.userData(queue.entry(entry)))
         }
         if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
     }
@@ -629,13 +612,13 @@ final class RingTransport: @unchecked Sendable {
         return u
     }
 
-    private func submitPending(_ queue: Queue) {
-        let commits: [(Int, UInt64)] = queue.pending.withLock { list in
-            queue.hasPending.store(false, ordering: .releasing)
+    private func submitPending() {
+        let commits: [(Int, Int, UInt64)] = pending.withLock { list in
+            hasPending.store(false, ordering: .releasing)
             defer { list.removeAll(keepingCapacity: true) }
             return list
         }
-        for (entry, id) in commits { submitCommit(queue, entry: entry, id: id) }
+        for (queue, entry, id) in commits { submitCommit(queues[queue], entry: entry, id: id) }
     }
 }
 

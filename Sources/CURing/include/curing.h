@@ -43,23 +43,31 @@ struct curing_cmd_req {
 
 typedef struct curing_ring curing_ring;
 
-/* A ring whose SQEs are 128 bytes (the fuse command needs them), with `entries` submission slots.
+/* A ring whose SQEs are 128 bytes (the fuse command needs them), with `entries` submission slots and
+   room for `completions` completions. `cooperative`: task work without an interrupt
+   (IORING_SETUP_COOP_TASKRUN and TASKRUN_FLAG; a kernel without them gets a ring without them).
    NULL with *error set (a negative errno) when io_uring cannot be set up. */
-curing_ring *curing_create(unsigned entries, int *error);
+curing_ring *curing_create(unsigned entries, unsigned completions, int cooperative, int *error);
 void curing_destroy(curing_ring *ring);
+
+/* Whether the ring runs its task work cooperatively (only when its task enters the kernel). */
+int curing_is_cooperative(curing_ring *ring);
 
 /* Queues one fuse command (REGISTER with the entry's two buffers, or COMMIT_AND_FETCH of
    commit_id) and submits it. 1, or a negative errno. */
 int curing_submit_fuse_cmd(curing_ring *ring, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
                            const struct iovec *iov, uint64_t user_data);
 
-/* Takes one completion if there is one: 1 (user_data and res set), else 0. Never blocks. */
+/* Submits a no-op whose completion carries `user_data` (it completes at once, in the caller's
+   system call: a wake-up for a thread waiting in `curing_wait`). 1, or a negative errno. */
+int curing_submit_nop(curing_ring *ring, uint64_t user_data);
+
+/* Takes one completion if there is one: 1 (user_data and res set), else 0. Never blocks; enters the
+   kernel (without waiting) only when the ring says that task work of its caller is pending. */
 int curing_take_cqe(curing_ring *ring, uint64_t *user_data, int32_t *res);
 
-/* The ring signals `fd` (an eventfd) at each completion. 0 or a negative errno. */
-int curing_register_eventfd(curing_ring *ring, int fd);
-
-/* A non-blocking eventfd. */
-int curing_eventfd(void);
+/* Blocks in io_uring_enter until the ring has a completion (running the caller's task work, which
+   delivers fetched requests). 0, or a negative errno (-EINTR). */
+int curing_wait(curing_ring *ring);
 
 #endif
