@@ -210,8 +210,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             grant.release()
             return request.reply(error: refused)
         }
-        let store = StoreView(self, origin: grant.origin, before: plan.before, done: [])
-        for step in plan.before { store.run(step) }
+        if !plan.before.isEmpty { // a read has no store step: no look at the store's hooks
+            let store = StoreView(self, origin: grant.origin, before: plan.before, done: [])
+            for step in plan.before { store.run(step) }
+        }
         switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
             if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid) }
@@ -247,9 +249,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             } else if f.isWrite {
                 lostUpdates.didNotSave(handle.path, by: handle.grant.origin)
             }
+            // What was done decides what is told: an open that changed nothing tells nothing, and
+            // the save tracker and the file's links are looked at only when it changed something.
+            let changed = contents || handle.touched
             let steps = policy.close(.init(path: handle.path, contentsChanged: contents, attributesChanged: handle.touched, quiet: handle.quiet,
-                                           freshByOpener: saves.creator(of: handle.path) == handle.pid,
-                                           removed: (contents || handle.touched) && Self.isRemoved(f.fd))) // looked at only when it matters
+                                           freshByOpener: changed && saves.creator(of: handle.path) == handle.pid,
+                                           removed: changed && Self.isRemoved(f.fd)))
             perform(steps, handle.grant)
             handle.grant.release()
         }

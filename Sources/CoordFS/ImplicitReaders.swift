@@ -155,15 +155,20 @@ final class ImplicitReaders: Sendable {
 
     /// `pid` opened `path` for reading and got the version `read`.
     func noteRead(_ path: ItemPath, identity read: FileIdentity, by pid: pid_t) {
-        let known = state.withLock { $0.processes[pid]?.start }
-        // A new process: its start time once (a pid seen before keeps the one it had until the
-        // sweep finds it gone; a record wrongly kept under the old process is never the new one's:
-        // every decision checks the process again).
-        guard let start = known ?? startTime(pid) else { return }
-        let key = ProcessKey(pid: pid, start: start)
+        let entry = Entry(pid: pid, read: read)
+        // A known process (every read after its first): noted under the same lock it was found in.
+        // A pid seen before keeps the start it had until the sweep finds it gone; a record wrongly
+        // kept under the old process is never the new one's: every decision checks the process again.
+        if state.withLock({ s -> Bool in
+            guard let start = s.processes[pid]?.start else { return false }
+            s.set(entry, of: ProcessKey(pid: pid, start: start), at: path)
+            return true
+        }) { return }
+        // A new process: its start time once, read without the lock.
+        guard let start = startTime(pid) else { return }
         let first = state.withLock { s -> Bool in
             let wasEmpty = s.processes.isEmpty
-            s.set(Entry(pid: pid, read: read), of: key, at: path)
+            s.set(entry, of: ProcessKey(pid: pid, start: start), at: path)
             return wasEmpty
         }
         if first { startSweeping() }
@@ -288,25 +293,32 @@ extension ImplicitReaders.State {
     mutating func set(_ entry: ImplicitReaders.Entry, of process: ProcessKey, at path: ItemPath) {
         let pid = process.pid
         if let p = processes[pid], p.start != process.start { removeProcess(pid) }
-        if var readers = byPath[path] {
-            if readers.entry(of: pid) == nil {
-                records += 1
-                processes[pid, default: .init(start: process.start, paths: [])].paths.append(path)
-            }
-            readers.set(entry)
-            byPath[path] = readers
-        } else {
+        // One hash of the path: the readers are updated in place, or made when there are none.
+        var made = false
+        func first() -> ImplicitReaders.Readers {
+            made = true
+            return ImplicitReaders.Readers(first: entry)
+        }
+        let added = Self.set(entry, in: &byPath[path, default: first()]) || made
+        if added {
             records += 1
-            byPath[path] = ImplicitReaders.Readers(first: entry)
             processes[pid, default: .init(start: process.start, paths: [])].paths.append(path)
         }
+    }
+
+    /// Sets `entry` among `readers`; true when its process had none there.
+    private static func set(_ entry: ImplicitReaders.Entry, in readers: inout ImplicitReaders.Readers) -> Bool {
+        let new = readers.entry(of: entry.pid) == nil
+        readers.set(entry)
+        return new
     }
 
     mutating func removeProcess(_ pid: pid_t) {
         guard let p = processes.removeValue(forKey: pid) else { return }
         for path in p.paths {
-            guard var readers = byPath[path] else { continue }
-            if readers.remove(pid) { byPath[path] = readers } else { byPath[path] = nil }
+            // One hash of the path: the readers are changed in place, or removed with the last one.
+            guard let i = byPath.index(forKey: path) else { continue }
+            if !byPath.values[i].remove(pid) { byPath.remove(at: i) }
             records -= 1
         }
         processes.shrinkIfSparse()

@@ -35,7 +35,8 @@ final class PathNode {
 /// - an entry on a strict descendant conflicts only when the request is a subtree write.
 ///
 /// Empty nodes are not pruned at once: the same paths are used again and again (one file's
-/// opens and writes), so nodes are kept and swept only when empty ones dominate.
+/// opens and writes), so nodes are kept and swept only when there are more than `keptNodes` and
+/// empty ones dominate.
 /// Not thread-safe; the coordinator's lock guards it.
 struct LockTable {
     let root: PathNode
@@ -154,10 +155,15 @@ struct LockTable {
             if mode == .subtreeWrite { node.subtreeWrites -= 1 }
             entryCount -= 1
         }
-        if nodeCount > 4096 && nodeCount > 16 * (entryCount + 1) {
+        if nodeCount > Self.keptNodes && nodeCount > 16 * (entryCount + 1) {
             sweep()
         }
     }
+
+    /// Empty nodes are kept up to this many (a few MB): a tree walked again and again, each file
+    /// opened once (`grep -r` of a source tree), keeps its nodes instead of losing them to a sweep
+    /// every few thousand opens and making them again on the next walk.
+    static let keptNodes = 16_384
 
     /// Drops every empty subtree.
     private mutating func sweep() {

@@ -6,7 +6,12 @@ import NameBytes
 /// looked up by there (its bytes and a NUL; empty: not known).
 struct WeakNode: Sendable {
     weak var node: BackingNode?
-    var name: [UInt8] = []
+    var name: [UInt8] = [] {
+        didSet { string = nil }
+    }
+    /// `name` as a String (without its NUL), made by the first `lookedUpName` that needs it: every
+    /// open of the file asks for it, and the name changes far less often.
+    var string: String?
     /// Until when (`Loopback.entryClock`, nanoseconds) the kernel surely still holds the entry and
     /// attributes last given for this name (`Loopback.kernelHoldsFreshEntry`); 0: not known.
     var freshUntil: UInt64 = 0
@@ -82,7 +87,7 @@ extension Loopback {
     /// name, without reading /proc/self/fd (a procfs walk: most of what an open cost).
     public func lookedUpName(of node: BackingNode) -> (directory: BackingNode, name: String)? {
         guard !node.isDirectory else { return nil }
-        let (directory, name) = node.lookedUpIn.withLock { ($0.node, $0.name) }
+        let (directory, name, string) = node.lookedUpIn.withLock { ($0.node, $0.name, $0.string) }
         guard let directory, name.count > 1 else { return nil }
         let same = directory.withDescriptor { dfd in
             name.withUnsafeBytes { raw -> Bool in
@@ -92,7 +97,12 @@ extension Loopback {
             }
         }
         guard case .success(true) = same else { return nil }
-        return (directory, String(nameBytes: name.dropLast()))
+        if let string { return (directory, string) }
+        let made = String(nameBytes: name.dropLast())
+        node.lookedUpIn.withLock { last in
+            if last.name == name { last.string = made } // still that name: kept for the next open
+        }
+        return (directory, made)
     }
 
     private func longPathBytes(of node: BackingNode) -> [UInt8]? {

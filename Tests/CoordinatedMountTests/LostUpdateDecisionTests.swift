@@ -107,6 +107,35 @@ final class LostUpdateDecisionTests: XCTestCase {
         XCTAssertFalse(readers.hasReaders(doc))
     }
 
+    /// Several readers of one path, read again and again, then leaving one by one: each (process,
+    /// path) is one record, and the others' versions stay as they read them.
+    func testReadersOfOnePathAreCountedOnceAndOutliveEachOther() throws {
+        let live = Live([100: 1, 200: 2, 300: 3])
+        let readers = ImplicitReaders(sweepInterval: 0) { pid in live.withLock { $0[pid] } }
+        let doc = try ItemPath("doc"), b = try ItemPath("dir/b")
+        for _ in 0..<3 {
+            for pid: pid_t in [100, 200, 300] { readers.noteRead(doc, identity: pid == 300 ? v2 : v1, by: pid) }
+            readers.noteRead(b, identity: v1, by: 200)
+        }
+        XCTAssertEqual(readers.count, 4)
+        XCTAssertEqual(readers.processCount, 3)
+        live.withLock { $0[100] = nil }   // the first reader of doc leaves
+        XCTAssertEqual(readers.sweep(), 1)
+        XCTAssertEqual(readers.count, 3)
+        XCTAssertEqual(readers.readVersion(at: doc, by: 200), v1)
+        XCTAssertEqual(readers.readVersion(at: doc, by: 300), v2)
+        XCTAssertEqual(readers.liveReaders(doc, current: v1, except: 0), [ProcessKey(pid: 200, start: 2)])
+        live.withLock { $0[300] = nil }
+        XCTAssertEqual(readers.sweep(), 1)
+        XCTAssertEqual(readers.count, 2)
+        XCTAssertEqual(readers.readVersion(at: doc, by: 200), v1)
+        live.withLock { $0[200] = nil }
+        XCTAssertEqual(readers.sweep(), 1)
+        XCTAssertEqual(readers.count, 0)
+        XCTAssertFalse(readers.hasReaders(doc))
+        XCTAssertFalse(readers.hasReaders(b))
+    }
+
     func testTheNewProcessBehindAReusedPidStartsItsOwnRecords() throws {
         let (readers, live) = table()
         let doc = try ItemPath("doc")

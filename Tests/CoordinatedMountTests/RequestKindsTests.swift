@@ -65,6 +65,23 @@ final class RequestKindsTests: InProcessMountTestCase {
         XCTAssertEqual(daemon.coordinated?.path(node)?.description, "b")
     }
 
+    /// An open's path is the folder's and the name the file was last looked up by, that name kept
+    /// as a string between opens: a new name the file is looked up by replaces it, and a name that
+    /// is no longer the file is not used.
+    func testAFilesPathFollowsTheNameItWasLastLookedUpBy() throws {
+        try write("a", "one")
+        XCTAssertEqual(try read("a"), "one")
+        let node = try XCTUnwrap(daemon.loopback.knownChild(of: daemon.loopback.inode(.root), named: "a"))
+        for _ in 0..<2 { XCTAssertEqual(daemon.coordinated?.path(node)?.description, "a") }
+        XCTAssertEqual(link(backing + "/a", backing + "/c"), 0)
+        XCTAssertEqual(try read("c"), "one")   // looked up as "c"
+        XCTAssertEqual(daemon.loopback.lookedUpName(of: node)?.name, "c")
+        for _ in 0..<2 { XCTAssertEqual(daemon.coordinated?.path(node)?.description, "c") }
+        XCTAssertEqual(unlink(backing + "/c"), 0)
+        XCTAssertNil(daemon.loopback.lookedUpName(of: node), "c is no longer the file")
+        XCTAssertEqual(daemon.coordinated?.path(node)?.description, "a")
+    }
+
     /// `ls -l` lists a folder (READDIRPLUS), then reads each file's attributes and ACL. Entries the
     /// kernel holds fresh are listed by name alone, so the listing leaves their attributes and cached
     /// ACLs alone (before, every listing made the kernel drop each file's ACL and ask again); what
