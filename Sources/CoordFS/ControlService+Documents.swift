@@ -225,7 +225,7 @@ extension ControlRequestHandler {
                 throw Self.protocolError(error, presenter: nil)
             }
             let list = versions.compactMap { v -> VersionInfo? in
-                guard var path = try? MountPath(validating: v.path) else { return nil }
+                guard Self.mayRead(v, client.peer), var path = try? MountPath(validating: v.path) else { return nil }
                 // A version kept under an older name the peer may not see shows the name it asked for.
                 if path != item.path && !resolver.maySee(path, for: client.peer) { path = item.path }
                 return VersionInfo(
@@ -247,6 +247,8 @@ extension ControlRequestHandler {
             let documentPath: String
             do {
                 let version = try store.documentStore.version(request.version)
+                // One the peer could not read when it was kept is unknown to it.
+                guard Self.mayRead(version, client.peer) else { throw DocumentStoreError.unknownVersion(request.version.rawValue) }
                 documentPath = (try store.documentStore.document(version.document)?.path) ?? version.path
                 stored = try store.documentStore.storedFile(of: version.id)
             } catch {
@@ -297,7 +299,7 @@ extension ControlRequestHandler {
             target = item.path
             let unknown = ProtocolError(.unknownVersion, "\(target) has no \(request.version) (see its versions)")
             do {
-                guard let kept = try? store.documentStore.version(request.version) else { throw unknown }
+                guard let kept = try? store.documentStore.version(request.version), Self.mayRead(kept, client.peer) else { throw unknown }
                 let ofDocument = try store.documentStore.versions(ofPath: target.itemPath.string).contains { $0.id == kept.id }
                 guard ofDocument || ExactName.same(kept.path, target.itemPath.string) else { throw unknown }
                 version = kept
@@ -420,6 +422,19 @@ extension ControlRequestHandler {
             throw ProtocolError(.permissionDenied, "uid \(peer.credentials.uid) may not read \(path)")
         }
         return file
+    }
+
+    /// Whether `peer` could read the file `version` keeps when it was kept (its mode, owner and
+    /// ACL then): a document made readable since (a `chmod`, a readable file renamed over it) does
+    /// not open its earlier versions to everyone. Versions of older stores recorded nothing: who
+    /// may read the document now decides alone, as before.
+    static func mayRead(_ version: Version, _ peer: ControlPathResolver.Peer) -> Bool {
+        guard peer.credentials.uid != 0, let access = version.sourceAccess else { return true }
+        var st = stat()
+        st.st_mode = access.mode
+        st.st_uid = access.uid
+        st.st_gid = access.gid
+        return peer.may(ControlPathResolver.Attributes(st, acl: access.acl.flatMap(AccessACL.init(xattr:))), .read)
     }
 
     static func identity(_ identity: FileIdentity) -> DocumentIdentity {

@@ -101,12 +101,15 @@ extension DocumentStore {
         } else {
             try db.execute(
                 sql: """
-                    INSERT INTO version (documentId, path, createdAt, size, reason, method, storedName, srcDev, srcIno, srcSize, srcMtimeNs)
-                    VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?)
+                    INSERT INTO version (documentId, path, createdAt, size, reason, method, storedName, srcDev, srcIno, srcSize, srcMtimeNs,
+                      srcMode, srcUid, srcGid, srcAcl)
+                    VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: StatementArguments(
                     [document.rawValue.databaseValue, relative.databaseValue, Self.now().databaseValue,
-                     identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)))
+                     identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)
+                        + [Int64(st.st_mode).databaseValue, Int64(st.st_uid).databaseValue, Int64(st.st_gid).databaseValue,
+                           FileSystem.accessACL(absolute).map { Data($0) }.databaseValue]))
             let id = db.lastInsertedRowID
             let name = "\(id)"
             let method = try keep(absolute, as: storedPath(name))

@@ -5,6 +5,16 @@ import LinuxGNU
 /// The few system calls the store makes, each retrying `EINTR` and turning errno into
 /// ``DocumentStoreError/system(operation:path:errno:)``.
 enum FileSystem {
+    /// The POSIX access ACL of the file at `path` (the raw `system.posix_acl_access` value), nil
+    /// when it has none or it cannot be read.
+    static func accessACL(_ path: String) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 4 + 8 * 8192)  // more entries than ext4 or XFS allow
+        let n = path.withNameCString { cPath in
+            buffer.withUnsafeMutableBytes { LinuxCalls.getxattr(cPath, "system.posix_acl_access", $0.baseAddress, $0.count) }
+        }
+        return n > 0 ? Array(buffer[0..<n]) : nil
+    }
+
     /// `FICLONE` from `<linux/fs.h>`: `_IOW(0x94, 9, int)`.
     static let ficlone: UInt = 0x4004_9409
 

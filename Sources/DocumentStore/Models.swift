@@ -31,6 +31,19 @@ public struct Version: Sendable, Hashable, Codable {
     public var source: FileIdentity
     /// Whether a presenter's base or an open conflict holds on to it (retention never drops it).
     public var isPinned: Bool
+    /// Who could read the file when it was kept; nil for a version an older store kept.
+    public var sourceAccess: SourceAccess? = nil
+}
+
+/// The permissions of a version's file when it was kept: its mode, owner and group, and its POSIX
+/// access ACL (the `system.posix_acl_access` value, nil when it had none). The bytes of a version
+/// are for whoever could read that file then: a document made readable later (a `chmod`, a
+/// readable file renamed over it) does not open its earlier versions to everyone.
+public struct SourceAccess: Sendable, Hashable, Codable {
+    public var mode: UInt32
+    public var uid: UInt32
+    public var gid: UInt32
+    public var acl: [UInt8]?
 }
 
 /// A snapshot the store just took (or found it already had), for the event log.

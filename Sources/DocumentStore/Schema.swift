@@ -66,6 +66,14 @@ enum Schema {
             try db.execute(sql: "ALTER TABLE interest ADD COLUMN ownerUid INTEGER")
             try db.execute(sql: "ALTER TABLE conflict ADD COLUMN ownerUid INTEGER")
         }
+        // Who could read a version's file when it was kept (its mode, owner, group and access
+        // ACL): a version is for those who could read it then, not only those who may read its
+        // document now. NULL in versions of older stores.
+        migrator.registerMigration("v4") { db in
+            for column in ["srcMode INTEGER", "srcUid INTEGER", "srcGid INTEGER", "srcAcl BLOB"] {
+                try db.execute(sql: "ALTER TABLE version ADD COLUMN \(column)")
+            }
+        }
         return migrator
     }
 
@@ -90,7 +98,7 @@ enum Schema {
 
     static let versionColumns = """
         v.id, v.documentId, v.path, v.createdAt, v.size, v.reason, v.method, v.storedName,
-        v.srcDev, v.srcIno, v.srcSize, v.srcMtimeNs,
+        v.srcDev, v.srcIno, v.srcSize, v.srcMtimeNs, v.srcMode, v.srcUid, v.srcGid, v.srcAcl,
         (EXISTS (SELECT 1 FROM interest i WHERE i.baseVersionId = v.id)
          OR EXISTS (SELECT 1 FROM conflict c WHERE (c.baseVersionId = v.id OR c.theirsVersionId = v.id) AND c.state = 'open')) AS pinned
         """
@@ -103,7 +111,14 @@ enum Schema {
         return Version(
             id: VersionID(rawValue: row["id"]), document: DocumentID(rawValue: row["documentId"]),
             path: row["path"], createdAt: Date(timeIntervalSince1970: row["createdAt"]), size: row["size"],
-            reason: reason, method: method, source: source, isPinned: row["pinned"])
+            reason: reason, method: method, source: source, isPinned: row["pinned"], sourceAccess: sourceAccess(row))
+    }
+
+    /// Who could read a version's file when it was kept (nil in versions of older stores).
+    static func sourceAccess(_ row: Row) -> SourceAccess? {
+        guard let mode: Int64 = row["srcMode"], let uid: Int64 = row["srcUid"], let gid: Int64 = row["srcGid"] else { return nil }
+        let acl: [UInt8]? = (row["srcAcl"] as Data?).map { Array($0) }
+        return SourceAccess(mode: UInt32(truncatingIfNeeded: mode), uid: UInt32(truncatingIfNeeded: uid), gid: UInt32(truncatingIfNeeded: gid), acl: acl)
     }
 
     static let conflictColumns = "c.*, d.path AS docPath"

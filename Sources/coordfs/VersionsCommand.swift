@@ -24,7 +24,8 @@ struct VersionsCommand: ParsableCommand {
 
         The store is read directly (BACKING/.coordfs/store), so this works while the daemon runs, \
         and on a mount whose daemon died. A user who may not read the store's files (the mount's \
-        owner's) asks the running daemon instead, which answers for a document that user may read.
+        owner's) asks the running daemon instead, which answers for a document that user may read, \
+        with the versions kept from a file that user could read when they were kept.
 
         Examples:
           coordfs versions /mnt/docs/report.txt

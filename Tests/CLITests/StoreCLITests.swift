@@ -527,6 +527,48 @@ final class StoreCLITests: CLITestCase {
         _ = presenters
     }
 
+    /// A version is for those who could read its file when it was kept: root's private document
+    /// (0600), kept when a readable file is renamed over it, stays root's although the document is
+    /// readable now. nobody does not see it in `versions` and cannot `show`, `diff` or `restore`
+    /// it (an unknown version, as one of another document), while the readable versions stay
+    /// nobody's to read. Before, whoever may read the document now read every earlier version.
+    func testAVersionKeptFromAFileNobodyCouldReadStaysUnreadableToIt() throws {
+        chmod(root, 0o755)
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        FileManager.default.createFile(atPath: backing + "/shared/plan.txt", contents: Data("the secret plan\n".utf8), attributes: [.posixPermissions: 0o600])
+        try mount(options: ["allow_other"])
+        let presenter = try present("shared/plan.txt")
+        // Root publishes a new plan over the private one, then nobody-readable edits follow.
+        XCTAssertEqual(sh("printf 'the public plan\\n' > '\(mnt!)/public.tmp' && chmod 666 '\(mnt!)/public.tmp' && mv '\(mnt!)/public.tmp' '\(mnt!)/shared/plan.txt' && echo 'public, edited' > '\(mnt!)/shared/plan.txt'").status, 0)
+        var kept = versions("shared/plan.txt")
+        let deadline = Date().addingTimeInterval(5)
+        while kept.count < 2 && Date() < deadline { usleep(50_000); kept = versions("shared/plan.txt") }
+        let ids = kept.compactMap { ($0["version"] as? NSNumber)?.int64Value }
+        XCTAssertEqual(ids.count, 2, "\(kept)")
+        let secret = try XCTUnwrap(ids.min()), published = try XCTUnwrap(ids.max())
+        XCTAssertEqual(coordfs("show", mnt + "/shared/plan.txt", "--version", String(secret)).stdout, "the secret plan\n", "root reads every version")
+        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
+        chmod(backing + "/.coordfs/store", 0o700)
+        func asNobody(_ arguments: String...) -> CommandResult {
+            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
+        }
+        let listed = asNobody("versions", mnt + "/shared/plan.txt", "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        XCTAssertEqual(listed.lines.count, 1, "\(listed)")
+        XCTAssertTrue(listed.stdout.contains("\"version\":\(published)"), "\(listed)")
+        XCTAssertEqual(asNobody("show", mnt + "/shared/plan.txt", "--version", String(published)).stdout, "the public plan\n")
+        for refused in [asNobody("show", mnt + "/shared/plan.txt", "--version", String(secret)),
+                        asNobody("diff", mnt + "/shared/plan.txt", "--version", String(secret)),
+                        asNobody("restore", mnt + "/shared/plan.txt", "--version", String(secret))] {
+            XCTAssertNotEqual(refused.status, 0, "\(refused)")
+            XCTAssertFalse(refused.stdout.contains("secret") || refused.stderr.contains("secret"), "\(refused)")
+            XCTAssertTrue(refused.stderr.contains("\(secret)"), "\(refused)")
+        }
+        XCTAssertEqual(text("shared/plan.txt"), "public, edited\n")
+        _ = presenter
+    }
+
     func testStoreCommandsRefuseBadInputClearly() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         try mount()
