@@ -38,15 +38,24 @@ public struct ClusterConfiguration: Sendable {
     /// writes meanwhile (0: sent as soon as the previous batch is in etcd). Answers, rights given
     /// back and presenters are never held back by it.
     public var recordInterval: Double
+    /// Seconds a batch of change records that concern no presenter of another node (none at or
+    /// inside a changed item, at a folder above it, or at a move's destination) may wait after the
+    /// previous batch was sent, instead of `recordInterval`: such records only make other nodes
+    /// drop names and attributes their kernels cached without a right, and anything coordinated
+    /// there (a right recalled, an ask, an answer) sends them at once. 0, or anything below
+    /// `recordInterval`: `recordInterval` (every batch paced alike).
+    public var unpresentedRecordInterval: Double
     /// The clock of session validity in seconds (monotonic by default; tests drive their own).
     public var clock: @Sendable () -> Double
 
     public init(node: String = ClusterConfiguration.hostName(), prefix: String = "coordfs", leaseTTL: Int64 = 10,
                 unreachable: UnreachablePolicy = .fail, maxIdleRights: Int = 4096, folderRights: Bool = true,
                 failoverWait: Double = 5, recordInterval: Double = ClusterConfiguration.defaultRecordInterval,
+                unpresentedRecordInterval: Double = ClusterConfiguration.defaultUnpresentedRecordInterval,
                 clock: @escaping @Sendable () -> Double = ClusterConfiguration.monotonicSeconds) {
         self.failoverWait = failoverWait
         self.recordInterval = recordInterval
+        self.unpresentedRecordInterval = unpresentedRecordInterval
         self.node = node
         self.prefix = prefix
         self.leaseTTL = leaseTTL
@@ -58,6 +67,9 @@ public struct ClusterConfiguration: Sendable {
 
     /// The default of `recordInterval`: 2 ms.
     public static let defaultRecordInterval = 0.002
+
+    /// The default of `unpresentedRecordInterval`: 50 ms.
+    public static let defaultUnpresentedRecordInterval = 0.05
 
     /// A node name is 1-64 bytes of letters, digits, `.`, `-` and `_` (it is a key component).
     public static func isValidNodeName(_ name: String) -> Bool {

@@ -71,8 +71,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var recordWaiters: [RecordWait] = []
         /// Monotonic time the publisher last sent change records (their pacing).
         var lastRecordBatch: Double = -.infinity
+        /// A queued change record concerns a presenter of another node (or one registered there
+        /// while records waited): the batch waits `recordInterval`, not `unpresentedRecordInterval`.
+        var recordsUrgent = false
         /// The paced publisher, asleep until its interval is over or something that may not wait
-        /// is queued (``queue(_:_:)`` wakes it).
+        /// is queued (``wakePublisher()`` wakes it).
         var paceWaiter: CheckedContinuation<Void, Never>?
         var flushing = false
         var flushWaiters: [CheckedContinuation<Void, Never>] = []
@@ -450,6 +453,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             state.changeRecords.append(ChangeRecord(serial: serial, token: pass.fencingToken, origin: WireOrigin(origin),
                                                     changes: changes, asked: pass.asked))
             state.recordsQueued += 1
+            // A presenter of another node must hear it within `recordInterval`: the publisher,
+            // perhaps asleep for the longer interval, looks again.
+            if !state.recordsUrgent && presentedElsewhere(changes) {
+                state.recordsUrgent = true
+                wakePublisher()
+            }
             // The asks go with the record, and their answers too (the answering node, which
             // learns of the end from this record, leaves them to this transaction).
             for target in pass.asked {
@@ -1036,11 +1045,44 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func queue(_ key: [UInt8], _ op: PendingOp) {
         if state.ops[key] == nil { state.opOrder.append(key) }
         state.ops[key] = op
-        // It may not wait for the records' interval (resuming only schedules the publisher).
+        // It may not wait for the records' interval.
+        wakePublisher()
+    }
+
+    /// Wakes the paced publisher if it sleeps (with the lock held; resuming only schedules it):
+    /// it looks again at what is queued and how long that may wait.
+    func wakePublisher() {
         if let c = state.paceWaiter {
             state.paceWaiter = nil
             c.resume()
         }
+    }
+
+    /// Whether `changes` concern a presenter of another node, which must hear of them within
+    /// `recordInterval` (with the lock held): one at or inside a changed, deleted or moved item
+    /// (or at a move's destination), or at a folder above it (subitem events). Other nodes'
+    /// presenters are in this node's table from its watch. Records that concern none may wait for
+    /// `unpresentedRecordInterval`: what they tell other nodes is only to drop names and
+    /// attributes their kernels cached without a right (docs/cluster.md, "Coherence").
+    func presentedElsewhere(_ changes: [AccessChange]) -> Bool {
+        let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
+        guard others(state.presenceBelow[.root]) else { return false }
+        func concerns(_ p: ItemPath) -> Bool {
+            if others(state.presenceBelow[p]) { return true }
+            var above = p.parent
+            while let at = above {
+                if others(state.presentersAt[at]) { return true }
+                above = at.parent
+            }
+            return false
+        }
+        for change in changes {
+            switch change {
+            case .changed(let p), .deleted(let p), .subitemAppeared(let p): if concerns(p) { return true }
+            case .moved(let from, let to): if concerns(from) || concerns(to) { return true }
+            }
+        }
+        return false
     }
 
     /// Sends what is queued, in one transaction at a time, in order (change records before the
@@ -1093,6 +1135,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     // Its session ended: its keys went with it, its change records still tell
                     // other nodes what changed (sent with the next session; told twice at worst).
                     state.changeRecords = batch.records + state.changeRecords
+                    state.recordsUrgent = true
                     inFlight = nil
                 }
                 if state.ops.isEmpty && state.changeRecords.isEmpty || state.lease == 0 {
@@ -1102,6 +1145,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 var ops: [ClusterOperation] = []
                 let records = state.changeRecords
                 state.changeRecords = []
+                state.recordsUrgent = false
                 // Encoded after the lock is released (the request threads take it).
                 if !records.isEmpty { state.lastRecordBatch = ClusterConfiguration.monotonicSeconds() }
                 var taken: [([UInt8], PendingOp)] = []
@@ -1160,7 +1204,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             } catch ClusterStoreError.leaseNotFound(let lease) {
                 // The session is gone, and every key of it with it; its records wait for the next.
                 inFlight = nil
-                lock.withLock { state.changeRecords = batch.records + state.changeRecords }
+                lock.withLock {
+                    state.changeRecords = batch.records + state.changeRecords
+                    state.recordsUrgent = true
+                }
                 sessionLost(lease)
             } catch {
                 // Sent again as it was (newer ops on the same keys follow it), soon.
@@ -1200,19 +1247,18 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
         guard let waiter else { return }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let (sent, pacing) = lock.withLock { () -> (Bool, CheckedContinuation<Void, Never>?) in
-                if state.recordsSent >= waiter.upTo { return (true, nil) }
+            let sent = lock.withLock { () -> Bool in
+                if state.recordsSent >= waiter.upTo { return true }
                 waiter.continuation = c
                 state.recordWaiters.append(waiter)
                 // A publisher waiting for the records' interval sends them now.
-                defer { state.paceWaiter = nil }
-                return (false, state.paceWaiter)
+                wakePublisher()
+                return false
             }
             if sent {
                 c.resume()
                 return
             }
-            pacing?.resume()
             startFlush()
             Task.detached { [self] in
                 try? await Task.sleep(nanoseconds: UInt64(max(0, deadline - ClusterConfiguration.monotonicSeconds()) * 1e9))
@@ -1228,23 +1274,33 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// Holds back a batch of change records alone until `recordInterval` after the last one was
     /// sent, so that a stream of writes costs etcd (and every node's watch) one transaction per
-    /// interval rather than one per round trip; anything else queued (a right given back for
-    /// another node's recall, a presenter, an answer etcd could not take at once) ends the wait.
-    /// It sleeps once, until the interval is over or ``queue(_:_:)`` wakes it: no polling (a
-    /// wake-up every half millisecond cost the publisher's thread a switch each, on cores the
-    /// accesses share).
+    /// interval rather than one per round trip; a batch whose records concern no presenter of
+    /// another node (``presentedElsewhere(_:)``) waits `unpresentedRecordInterval` instead (one
+    /// transaction per that interval while a node alone streams writes). Anything else queued (a
+    /// right given back for another node's recall, a presenter, an answer etcd could not take at
+    /// once), an ask waiting for the records, ends the wait; a record another node's presenter must
+    /// hear shortens it to `recordInterval`. It sleeps once, until the interval is over or
+    /// ``wakePublisher()`` wakes it: no polling (a wake-up every half millisecond cost the
+    /// publisher's thread a switch each, on cores the accesses share).
     private func pace() async {
         let interval = configuration.recordInterval
-        guard interval > 0 else { return }
+        let unpresented = max(interval, configuration.unpresentedRecordInterval)
+        guard unpresented > 0 else { return }
+        /// Until when (monotonic seconds) the queued records may wait (with the lock held; -inf:
+        /// they may not).
+        func until() -> Double {
+            guard state.ops.isEmpty, !state.changeRecords.isEmpty, !state.stopped, state.recordWaiters.isEmpty else { return -.infinity }
+            return state.lastRecordBatch + (state.recordsUrgent ? interval : unpresented)
+        }
         while true {
-            let wait = lock.withLock { () -> Double in
-                guard state.ops.isEmpty, !state.changeRecords.isEmpty, !state.stopped, state.recordWaiters.isEmpty else { return 0 }
-                return state.lastRecordBatch + interval - ClusterConfiguration.monotonicSeconds()
-            }
-            if wait <= 0 { return }
+            let deadline = lock.withLock { until() }
+            let seconds = deadline - ClusterConfiguration.monotonicSeconds()
+            if seconds <= 0 { return }
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                // Looked at again with the waiter set in the same hold of the lock: what was
+                // queued since (an urgent record above all) is not missed.
                 let now = lock.withLock { () -> Bool in
-                    if !state.ops.isEmpty || state.stopped || !state.recordWaiters.isEmpty { return true }
+                    if until() < deadline { return true }
                     state.paceWaiter = c
                     return false
                 }
@@ -1252,7 +1308,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     c.resume()
                     return
                 }
-                DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
+                DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
                     // Whichever waiter is there now (an earlier timer's early wake-up is harmless:
                     // the loop looks again).
                     let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
@@ -1371,6 +1427,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             state.presenterKeys[key] = (n, path)
             countPresenter(n, path, 1)
             step(n, "presents", path)
+            // Records waiting for the longer interval may concern it: they go within `recordInterval`.
+            if n != name && !state.changeRecords.isEmpty && !state.recordsUrgent {
+                state.recordsUrgent = true
+                wakePublisher()
+            }
         case (.presenter, .delete):
             if let old = state.presenterKeys.removeValue(forKey: key) {
                 countPresenter(old.node, old.path, -1)
@@ -1559,6 +1620,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let value = Wire.encode(answer)
         let ask = keys.key("a", name, proxy.from, String(proxy.serial))
         Task.detached { [self] in
+            // After the change records this node queued before it (a presenter's save for the
+            // ask among them), sent at once for it: the asking node drops its caches first.
+            await recordsInEtcd(until: ClusterConfiguration.monotonicSeconds() + configuration.failoverWait)
             if lease != 0 {
                 do {
                     _ = try await store.transaction([Compare(key: ask, .greater, .createRevision(0))],

@@ -12,6 +12,8 @@ import Cluster
 /// | `cluster_ca=FILE`, `cluster_cert=FILE`, `cluster_key=FILE` | none | TLS: the members' CA, this node's client certificate and key (PEM) |
 /// | `cluster_user=U`, `cluster_password_file=FILE` | none | etcd authentication (the password is the file's first line, never logged) |
 /// | `cluster_unreachable=fail\|local` | fail | an access that needs the cluster while etcd is unreachable fails (EIO), or goes on locally and is recorded |
+/// | `cluster_record_interval=MS` | 2 | change records wait at most this long after the node's previous batch, to go to etcd together (0: as soon as it is in etcd) |
+/// | `cluster_unpresented_interval=MS` | 50 | the same for records that concern no presenter of another node (0: `cluster_record_interval`); other nodes' kernels may keep names and attributes cached without a right that much longer after a change here (docs/cluster.md, "Coherence") |
 public struct ClusterOptions: Sendable, Equatable {
     public var endpoints: [String] = []
     public var node: String?
@@ -23,9 +25,11 @@ public struct ClusterOptions: Sendable, Equatable {
     public var user: String?
     public var passwordFile: String?
     public var unreachable: UnreachablePolicy = .fail
-    /// Seconds change records wait to be sent together (`ClusterConfiguration.recordInterval`; no
-    /// `-o` option: the benchmark compares it with 0).
+    /// Seconds change records wait to be sent together (`ClusterConfiguration.recordInterval`).
     public var recordInterval = ClusterConfiguration.defaultRecordInterval
+    /// Seconds records that concern no presenter of another node may wait instead
+    /// (`ClusterConfiguration.unpresentedRecordInterval`; 0: `recordInterval`).
+    public var unpresentedRecordInterval = ClusterConfiguration.defaultUnpresentedRecordInterval
 
     public init() {}
 
@@ -33,9 +37,12 @@ public struct ClusterOptions: Sendable, Equatable {
     public var enabled: Bool { !endpoints.isEmpty }
 
     public static let ttlRange: ClosedRange<Int64> = 2...3600
+    /// The record intervals' range, in milliseconds.
+    public static let intervalRange: ClosedRange<Double> = 0...1000
 
     public static let documentation = "cluster: cluster=URL,URL... (etcd endpoints), node=NAME, cluster_prefix=P, cluster_ttl=S (2 to 3600), "
-        + "cluster_ca=FILE, cluster_cert=FILE, cluster_key=FILE, cluster_user=U, cluster_password_file=FILE, cluster_unreachable=fail|local"
+        + "cluster_ca=FILE, cluster_cert=FILE, cluster_key=FILE, cluster_user=U, cluster_password_file=FILE, cluster_unreachable=fail|local,\n"
+        + "  cluster_record_interval=MS (0 to 1000, default 2), cluster_unpresented_interval=MS (0 to 1000, default 50)"
 
     /// A node name: 1 to 64 letters, digits, `.`, `-`, `_`, never `.` or `..` (it names the node's
     /// state folder, `BACKING/.coordfs/nodes/NODE`, and its keys in etcd).
@@ -88,6 +95,11 @@ public struct ClusterOptions: Sendable, Equatable {
         case "cluster_unreachable":
             guard let p = UnreachablePolicy(rawValue: value) else { throw .badOption(item, "expects fail or local") }
             unreachable = p
+        case "cluster_record_interval", "cluster_unpresented_interval":
+            guard let ms = Double(value), ms.isFinite, Self.intervalRange.contains(ms) else {
+                throw .badOption(item, "expects 0 to 1000 milliseconds")
+            }
+            if key == "cluster_record_interval" { recordInterval = ms / 1e3 } else { unpresentedRecordInterval = ms / 1e3 }
         default:
             return false
         }

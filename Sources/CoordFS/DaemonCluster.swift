@@ -86,7 +86,7 @@ extension ClusterOptions {
 
     func configuration() -> ClusterConfiguration {
         ClusterConfiguration(node: nodeName, prefix: prefix, leaseTTL: leaseTTL, unreachable: unreachable,
-                             recordInterval: recordInterval)
+                             recordInterval: recordInterval, unpresentedRecordInterval: unpresentedRecordInterval)
     }
 }
 

@@ -3,6 +3,7 @@ import ClusterKV
 import Coordination
 import CoordinationTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// The publisher paces change records: a stream of writes costs etcd one put of the node's
@@ -134,4 +135,144 @@ import Testing
         // b's waiting record is still told.
         #expect(await eventually(10) { j.contains("a:dropCaches(changed other/y)") })
     }
+}
+
+/// Change records that concern no presenter of another node wait for `unpresentedRecordInterval`
+/// (issue 19's throughput: one etcd transaction per that interval while a node alone streams
+/// writes), while a record another node's presenter must hear goes within `recordInterval`, and a
+/// right another node recalls goes only after the records of the accesses that used it, so that
+/// node's access comes after its caches were dropped (docs/cluster.md, "Coherence").
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterUnpresentedRecordsTests {
+    func recordPuts(_ cluster: TestCluster, _ name: String) async throws -> Int64 {
+        try await cluster.store.range(Array("test/cluster/c/\(name)".utf8), prefix: false).values.first?.version ?? 0
+    }
+
+    /// `name` written on node `node`'s coordinator, its change told.
+    func written(_ cluster: TestCluster, _ node: String, _ name: String) async throws {
+        let grant = try await access(cluster.coordinator(node), [write(name)]).get()
+        grant.didChange(path(name))
+        grant.release()
+    }
+
+    /// Node `node` has heard of `name`'s change (its caches dropped).
+    func heard(_ j: Journal, _ node: String, _ name: String) -> Bool { j.contains("\(node):dropCaches(changed \(name))") }
+
+    @Test func aStreamOfWritesNobodyElsePresentsCostsOnePutPerUnpresentedInterval() async throws {
+        let cluster = TestCluster()
+        let unpresented = 0.2
+        try await cluster.add("a", unpresentedRecordInterval: unpresented)
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        try await written(cluster, "a", "d/f0")
+        await cluster.node("a").flush()
+        let before = try await recordPuts(cluster, "a")
+        let started = ContinuousClock.now
+        let writes = 200
+        for i in 1...writes {
+            let grant = try #require(a.tryCoordinateImmediately(write("d/f\(i)"), origin: origin), "write \(i) was not local")
+            grant.didChange(path("d/f\(i)"))
+            grant.release()
+            // A stream with pauses (a tool's own work between its writes): each is longer than
+            // `recordInterval`, after which the records of before would have gone.
+            if i % 10 == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let took = ContinuousClock.now - started
+        let elapsed = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+        let told = { cluster.journal.all.filter { $0.hasPrefix("b:dropCaches(changed d/f") } }
+        #expect(await eventually(10) { told().count == writes + 1 }, "b heard \(told().count) of \(writes + 1)")
+        #expect(told() == (0...writes).map { "b:dropCaches(changed d/f\($0))" })
+        let puts = try await recordPuts(cluster, "a") - before
+        #expect(puts >= 1 && Double(puts) <= elapsed / unpresented + 2, "\(puts) puts for \(writes) writes in \(elapsed) s")
+    }
+
+    @Test func aChangeAnotherNodesPresenterMustHearGoesWithinTheRecordInterval() async throws {
+        let cluster = TestCluster()
+        // a's records that concern nobody elsewhere wait 5 s; those b's presenters must hear, 2 ms.
+        try await cluster.add("a", unpresentedRecordInterval: 5)
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        try await cluster.present("P", at: "docs/report.txt", on: "b", seenBy: "a")
+        _ = try cluster.coordinator("b").addFilePresenter(RecordingPresenter("F", at: path("shared"), journal: j), owner: origin)
+        await cluster.node("b").flush()
+        #expect(await eventually { cluster.presenters(of: "b", seenBy: "a") == [path("docs/report.txt"), path("shared")] })
+        // The first record goes at once (no batch before it); the next waits.
+        try await written(cluster, "a", "other/x")
+        #expect(await eventually(3) { heard(j, "b", "other/x") })
+        try await written(cluster, "a", "other/y")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!heard(j, "b", "other/y"), "a record nobody elsewhere presents did not wait: the test proves nothing")
+        // Under a folder b presents: told at once, with the record queued before it.
+        let started = ContinuousClock.now
+        try await written(cluster, "a", "shared/z")
+        #expect(await eventually(3) { j.contains("F:subitemDidChange(shared/z)") }, "\(j.all)")
+        #expect(ContinuousClock.now - started < .seconds(2), "b's folder presenter heard of shared/z after \(ContinuousClock.now - started)")
+        let y = j.index("b:dropCaches(changed other/y)"), z = j.index("b:dropCaches(changed shared/z)")
+        #expect(y != nil && z != nil && y! < z!, "b heard of other/y after shared/z, or not at all: \(j.all)")
+        // The item b presents (a's write asks P): told at once too, after what waited before it.
+        try await written(cluster, "a", "other/w")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!heard(j, "b", "other/w"))
+        let again = ContinuousClock.now
+        try await written(cluster, "a", "docs/report.txt")
+        #expect(await eventually(3) { j.contains("P:didChange") }, "\(j.all)")
+        #expect(ContinuousClock.now - again < .seconds(2))
+        let w = j.index("b:dropCaches(changed other/w)"), doc = j.index("b:dropCaches(changed docs/report.txt)")
+        #expect(w != nil && doc != nil && w! < doc!, "b heard of other/w after docs/report.txt, or not at all: \(j.all)")
+    }
+
+    /// A right recalled by another node goes in the transaction of (or after) the change records
+    /// of the accesses that used it, though they would have waited longer: the other node drops
+    /// its caches of them before its access goes on. Both ways a right goes: idle (deleted at
+    /// once) and in use (split, the part going when its access ends).
+    @Test func aRecalledRightGoesAfterTheRecordsOfTheAccessesThatUsedIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a", unpresentedRecordInterval: 5)
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        // a's right on d (a tree right on the folder), its first record sent.
+        try await written(cluster, "a", "d/f0")
+        await cluster.node("a").flush()
+        try await written(cluster, "a", "d/f1")
+        try await written(cluster, "a", "d/f2")
+        // An access of a on d/f3, still going on.
+        let held = try await access(cluster.coordinator("a"), [write("d/f3")]).get()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!heard(j, "b", "d/f1") && !heard(j, "b", "d/f2"), "a's records did not wait: the test proves nothing")
+        // b's write of d/f1 recalls a's folder right (split: a keeps d/f3's part).
+        let started = ContinuousClock.now
+        let first = LoggedGrant(cluster.coordinator("b"), "d/f1", j)
+        #expect(await eventually(3) { first.access != nil }, "b's write of d/f1 was not granted")
+        #expect(ContinuousClock.now - started < .seconds(2), "b's access waited \(ContinuousClock.now - started)")
+        for name in ["d/f1", "d/f2"] {
+            let told = j.index("b:dropCaches(changed \(name))")
+            #expect(told != nil && told! < (j.index("b:granted d/f1") ?? -1), "b's access went on before it heard of a's \(name): \(j.all)")
+        }
+        first.access?.release()
+        // b's write of d/f3 waits for a's access, whose record comes before the part of the right.
+        let pending = LoggedGrant(cluster.coordinator("b"), "d/f3", j)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(pending.access == nil, "b's write of d/f3 went on beside a's")
+        held.didChange(path("d/f3"))
+        held.release()
+        #expect(await eventually(3) { pending.access != nil }, "b's write of d/f3 was not granted")
+        let told = j.index("b:dropCaches(changed d/f3)")
+        #expect(told != nil && told! < (j.index("b:granted d/f3") ?? -1), "b's access went on before it heard of a's d/f3: \(j.all)")
+        pending.access?.release()
+    }
+}
+
+/// A write of `name` requested on a coordinator; its grant is logged in the journal as
+/// "b:granted NAME" the moment it comes (before anything the test does after it).
+final class LoggedGrant: @unchecked Sendable {
+    private let granted = Mutex<CoordinatedAccess?>(nil)
+    init(_ coordinator: Coordinator, _ name: String, _ journal: Journal) {
+        coordinator.coordinate([write(name)], origin: origin, purpose: nil, policy: nil) { [self] result in
+            journal.log("b:granted \(name)")
+            if case .success(let a) = result { granted.withLock { $0 = a } }
+        }
+    }
+    var access: CoordinatedAccess? { granted.withLock { $0 } }
 }

@@ -58,11 +58,13 @@ final class TestCluster: @unchecked Sendable {
     @discardableResult
     func add(_ name: String, ttl: Int64 = 3, unreachable: UnreachablePolicy = .fail, folderRights: Bool = true,
              failoverWait: Double = 5, recordInterval: Double = ClusterConfiguration.defaultRecordInterval,
+             unpresentedRecordInterval: Double = ClusterConfiguration.defaultUnpresentedRecordInterval,
              policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20)),
              through: (any ClusterStore)? = nil) async throws -> ClusterNode {
         let clock = self.clock
         let config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
                                           folderRights: folderRights, failoverWait: failoverWait, recordInterval: recordInterval,
+                                          unpresentedRecordInterval: unpresentedRecordInterval,
                                           clock: { clock.now })
         let node = ClusterNode(store: through ?? store, configuration: config)
         let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy))

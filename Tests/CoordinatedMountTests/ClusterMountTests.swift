@@ -102,12 +102,19 @@ final class ClusterOptionsTests: XCTestCase {
         XCTAssertEqual(o.cluster.leaseTTL, 5)
         XCTAssertEqual(o.cluster.unreachable, .local)
         XCTAssertEqual(o.cluster.prefix, "team/docs")
+        XCTAssertEqual(o.cluster.recordInterval, 0.002)
+        XCTAssertEqual(o.cluster.unpresentedRecordInterval, 0.05)
+        let paced = try MountOptions.parse(["cluster=http://a:1,cluster_record_interval=0.5,cluster_unpresented_interval=0"])
+        XCTAssertEqual(paced.cluster.recordInterval, 0.0005)
+        XCTAssertEqual(paced.cluster.unpresentedRecordInterval, 0)
         XCTAssertFalse(try MountOptions.parse(["ro"]).cluster.enabled)
         for bad in ["cluster=10.0.0.5:2379", "cluster=http://a:1,cluster_ttl=1", "cluster=http://a:1,cluster_ttl=3601",
                     "cluster=http://a:1,node=a/b", "cluster=http://a:1,cluster_unreachable=maybe", "node=alone",
                     "cluster=http://a:1,cluster_user=root", "cluster=http://a:1,cluster_ca=relative.pem",
                     "cluster=http://a:1,cluster_cert=/c.pem", "http://stray:1",
                     "cluster=http://a:1,node=..", "cluster=http://a:1,node=.", "cluster=http://a:1,node=" + String(repeating: "n", count: 65),
+                    "cluster=http://a:1,cluster_record_interval=1001", "cluster=http://a:1,cluster_unpresented_interval=-1",
+                    "cluster=http://a:1,cluster_unpresented_interval=nan", "cluster=http://a:1,cluster_record_interval=",
                     "backing_watcher=maybe"] {
             XCTAssertThrowsError(try MountOptions.parse([bad]), bad)
         }
