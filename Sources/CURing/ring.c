@@ -1,10 +1,13 @@
 // See include/curing.h.
+#define _GNU_SOURCE
 #include "curing.h"
 
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sched.h>
+#include <unistd.h>
 
 struct curing_ring { struct io_uring ring; unsigned flags; };
 
@@ -80,4 +83,27 @@ int curing_take_cqe(curing_ring *r, uint64_t *user_data, int32_t *res) {
 int curing_wait(curing_ring *r) {
     struct io_uring_cqe *cqe = NULL;
     return io_uring_wait_cqe(&r->ring, &cqe);
+}
+
+int curing_pin_to_cpu(int cpu) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return -EINVAL;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : -errno;
+}
+
+int curing_notify_retrieve(int devfd, uint64_t nodeid, uint64_t notify_unique) {
+    struct {
+        struct { uint32_t len; int32_t error; uint64_t unique; } out;   /* fuse_out_header */
+        struct { uint64_t notify_unique, nodeid, offset; uint32_t size, padding; } arg;  /* fuse_notify_retrieve_out */
+    } message;
+    memset(&message, 0, sizeof message);
+    message.out.len = sizeof message;
+    message.out.error = 5;           /* FUSE_NOTIFY_RETRIEVE */
+    message.arg.notify_unique = notify_unique;
+    message.arg.nodeid = nodeid;
+    ssize_t n = write(devfd, &message, sizeof message);
+    if (n < 0) return -errno;
+    return n == (ssize_t)sizeof message ? 0 : -EIO;
 }

@@ -63,6 +63,12 @@ final class RingTransport: @unchecked Sendable {
     /// The payload buffer starts this far into an entry's memory; the header buffer is at its start,
     /// and the request's headers are copied just before the payload.
     static let payloadOffset = 4096
+    /// FUSE_NOTIFY_REPLY: the kernel's answer to a retrieve notification, here only the ring's pulls.
+    static let notifyReply: UInt32 = 41
+    static let openOpcode: UInt32 = 14
+    /// Set in the unique ids of the ring's pulls (the kernel's own ids count up by 2 from 2, and
+    /// never get there). Even, as every id the kernel takes back.
+    static let pullMark: UInt64 = 1 << 62
 
     enum State: Int {
         case idle = 0, starting, running, failed, stopped
@@ -119,6 +125,8 @@ final class RingTransport: @unchecked Sendable {
         let growing = Mutex<Void>(())
         /// Entries whose command the kernel ended (teardown).
         let ended = Atomic<Int>(0)
+        /// Pulls asked for and not yet sent (`pull`).
+        let pullsOwed = Atomic<Int>(0)
         init(id: Int, capacity: Int) {
             self.id = id
             self.capacity = capacity
@@ -173,6 +181,17 @@ final class RingTransport: @unchecked Sendable {
     /// Entries that may still be added (`addedEntries` at the start).
     private let addable = Atomic<Int>(RingTransport.addedEntries)
     private let exhaustionSaid = Atomic<Bool>(false)
+    /// The thread that sends the pulls (`pull`), woken through `pullWake`.
+    private var puller: pthread_t?
+    private let pullWake: UnsafeMutablePointer<sem_t>
+    private let pullIDs = Atomic<UInt64>(0)
+    /// The file of the last open that was parked (its node id): the kernel answers a retrieve of a
+    /// regular file it holds only, and it holds this one while that open waits. 0: none yet.
+    private let pullTarget = Atomic<UInt64>(0)
+    private let pullFailureSaid = Atomic<Bool>(false)
+    /// Pulls sent, and their requests answered (each a commit on its CPU's queue).
+    let pullsSent = Atomic<Int>(0)
+    let pullsAnswered = Atomic<Int>(0)
 
     init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, deviceReader: DeviceReader? = nil, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
         self.wanted = wanted
@@ -184,12 +203,16 @@ final class RingTransport: @unchecked Sendable {
         reader = DeviceReader(spinNanoseconds: self.spinNanoseconds, adaptive: adaptiveSpin)
         go = .allocate(capacity: 1)
         sem_init(go, 0, 0)
+        pullWake = .allocate(capacity: 1)
+        sem_init(pullWake, 0, 0)
     }
 
     deinit {
         stop()
         sem_destroy(go)
         go.deallocate()
+        sem_destroy(pullWake)
+        pullWake.deallocate()
     }
 
     var isWanted: Bool { wanted != .dev }
@@ -255,6 +278,20 @@ final class RingTransport: @unchecked Sendable {
             }
             threads.append(thread)
         }
+        var thread = pthread_t()
+        guard pthread_create(&thread, nil, { arg in
+            let transport = Unmanaged<RingTransport>.fromOpaque(arg!).takeUnretainedValue()
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            transport.pull()
+            return nil
+        }, Unmanaged.passUnretained(self).toOpaque()) == 0 else {
+            setupFailure = "cannot start the ring's puller thread"
+            stop()
+            return false
+        }
+        puller = thread
         return true
     }
 
@@ -290,6 +327,11 @@ final class RingTransport: @unchecked Sendable {
         wake()
         for t in threads { pthread_join(t, nil) }
         threads = []
+        if let puller {
+            sem_post(pullWake)
+            pthread_join(puller, nil)
+            self.puller = nil
+        }
         closeRings()
     }
 
@@ -347,12 +389,22 @@ final class RingTransport: @unchecked Sendable {
                 let id = entry.phase.load(ordering: .acquiring)
                 process(entry, length: n)
                 // Returned unanswered: parked until a presenter answers. The kernel gives this
-                // queue's next requests to its free entries only, so one is added for it.
-                if id != 0, entry.phase.compareExchange(expected: id, desired: id | Self.parkedBit,
-                                                        ordering: .acquiringAndReleasing).exchanged {
-                    let queue = queues[entry.queue]
-                    queue.parked.add(1, ordering: .acquiringAndReleasing)
-                    addEntries(queue)
+                // queue's next requests to its free entries only, so one is added for it; and it
+                // hands out requests it queued while the queue had no free entry only when one of
+                // the queue's entries commits, which this one will not do for a while: a pull does.
+                // (The request's headers are read before it is marked parked: until then nothing
+                // was committed through the entry, so they are still this request's.)
+                if id != 0, entry.phase.load(ordering: .acquiring) == id, let request = entry.request {
+                    let opcode = request.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+                    let node = request.loadUnaligned(fromByteOffset: 16, as: UInt64.self)
+                    if entry.phase.compareExchange(expected: id, desired: id | Self.parkedBit, ordering: .acquiringAndReleasing).exchanged {
+                        let queue = queues[entry.queue]
+                        queue.parked.add(1, ordering: .acquiringAndReleasing)
+                        addEntries(queue)
+                        if opcode == Self.openOpcode { pullTarget.store(node, ordering: .relaxed) }
+                        queue.pullsOwed.add(1, ordering: .releasing)
+                        sem_post(pullWake)
+                    }
                 }
             } else if isStopping {
                 return
@@ -381,6 +433,60 @@ final class RingTransport: @unchecked Sendable {
                 guard register(entry, in: queue) else { return }
             }
         }
+    }
+
+    /// Sends the pulls the parks asked for, each from the CPU of the park's queue: a retrieve
+    /// notification of nothing (of the last parked open's file: the kernel takes one of a regular
+    /// file it holds only), which the kernel answers with a request (FUSE_NOTIFY_REPLY) on the queue
+    /// of the CPU the writer runs on, at once and without waiting for anyone. It comes to a free
+    /// entry, or is queued behind the requests already queued there; the holder answers it at once
+    /// (`attempt`), and that commit hands the queue's first queued request to the entry.
+    ///
+    /// Why this is enough: the kernel queues a request only while every entry of its queue holds
+    /// one. Each such entry commits (which hands out the first queued request) or is parked; a park
+    /// registers the entries that keep the queue's free ones at `entriesPerQueue` and then owes a
+    /// pull, written after that. A pull that finds no free entry is queued only because requests came
+    /// after the park and took them all, and they in turn commit or are parked (and owe pulls): so
+    /// a queued request always has a commit coming, until the added entries run out (then the queue
+    /// waits for an answer, as the log says). One pull per park, each a write(2) that never blocks
+    /// and a commit: bounded work, and none while nothing is parked. (A park of another request than
+    /// an open, while no open has been parked or the last one's file is gone from the kernel, pulls
+    /// nothing: its queue waits for a commit there, the ask's deadline at the latest.)
+    private func pull() {
+        var pinned = -1
+        while true {
+            _ = retryingEINTR { sem_wait(pullWake) }
+            if state.load(ordering: .acquiring) == State.stopped.rawValue { return }
+            for queue in queues {
+                var owed = queue.pullsOwed.exchange(0, ordering: .acquiring)
+                guard owed > 0 else { continue }
+                if pinned != queue.id {
+                    let rc = curing_pin_to_cpu(Int32(queue.id))
+                    guard rc == 0 else {
+                        pullFailed("cannot run on CPU \(queue.id): \(String(cString: strerror(-rc)))")
+                        continue
+                    }
+                    pinned = queue.id
+                }
+                while owed > 0 {
+                    owed -= 1
+                    let target = pullTarget.load(ordering: .relaxed)
+                    guard target != 0 else { break }
+                    let id = Self.pullMark | (pullIDs.add(1, ordering: .relaxed).newValue << 1)
+                    let rc = curing_notify_retrieve(devfd, target, id)
+                    if rc == 0 {
+                        pullsSent.add(1, ordering: .relaxed)
+                    } else if !isStopping && rc != -ENOENT && rc != -EINVAL && rc != -ENODEV && rc != -ENOTCONN {
+                        pullFailed("the kernel refused a retrieve notification: \(String(cString: strerror(-rc)))")
+                    }
+                }
+            }
+        }
+    }
+
+    private func pullFailed(_ why: String) {
+        guard !pullFailureSaid.exchange(true, ordering: .relaxed) else { return }
+        say("coordfs: requests the kernel queued behind parked ones on a CPU may wait until a request there is answered (\(why))")
     }
 
     /// Maps the entry's memory: its header buffer, then at `payloadOffset` a payload buffer of
@@ -454,6 +560,13 @@ final class RingTransport: @unchecked Sendable {
             }
             let n = reassemble(entry)
             if n > 0 {
+                // A pull (`pull`): its commit is what it is for.
+                if entry.header.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == Self.notifyReply,
+                   entry.unique.load(ordering: .relaxed) & Self.pullMark != 0 {
+                    pullsAnswered.add(1, ordering: .relaxed)
+                    answerError(entry, unique: entry.unique.load(ordering: .relaxed), error: 0)
+                    continue
+                }
                 taken = entry
                 return n
             }
@@ -499,6 +612,7 @@ final class RingTransport: @unchecked Sendable {
         fuse_session_process_buf(session, &buf)
     }
 
+    /// Commits an answer of only a header: `error` (0: success, for a pull).
     private func answerError(_ entry: Entry, unique: UInt64, error: Int32) {
         var out = (UInt32(16), -error, unique)
         withUnsafeMutableBytes(of: &out) { raw in
@@ -586,13 +700,16 @@ final class RingTransport: @unchecked Sendable {
 
     /// What the ring holds: entries registered over all queues, the parked requests among them,
     /// the entries added while requests were parked, and the bytes of those added entries' memory
-    /// that are resident (mincore).
+    /// that are resident (mincore); and the pulls sent and answered so far (`pull`).
     struct Usage: Sendable {
         var entries = 0, parked = 0, added = 0, addedResident = 0
+        var pullsSent = 0, pullsAnswered = 0
     }
 
     var usage: Usage {
         var u = Usage()
+        u.pullsSent = pullsSent.load(ordering: .relaxed)
+        u.pullsAnswered = pullsAnswered.load(ordering: .relaxed)
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         var vector = [UInt8]()
         for queue in queues {

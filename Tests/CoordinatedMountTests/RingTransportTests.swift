@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Coordination
+import Linux
 @testable import CoordFS
 @testable import FuseKit
 
@@ -146,6 +147,34 @@ final class GatePresenter: FilePresenter, @unchecked Sendable {
     func relinquishPresentedItem(toWriter writer: AccessOrigin) async -> Reacquirer? { await waitUntilOpen(); return nil }
 }
 
+/// `count` processes of `nobody`'s, each pinned to CPU 0, each reading `file` into `out`/N (and its
+/// errors into `out`/N.err), started at once; the returned process ends when they all have.
+func startNobodysReadersOnCPU0(_ count: Int, of file: String, into out: String) throws -> Process {
+    let readers = Process()
+    readers.executableURL = URL(fileURLWithPath: "/bin/sh")
+    readers.arguments = ["-c", "for i in $(seq 1 \(count)); do taskset -c 0 setpriv --reuid=65534 --regid=65534 --clear-groups "
+                         + "cat '\(file)' > '\(out)/'$i 2> '\(out)/'$i.err & done; wait"]
+    readers.standardOutput = FileHandle.nullDevice
+    readers.standardError = FileHandle.nullDevice
+    try readers.run()
+    return readers
+}
+
+/// How the readers of `startNobodysReadersOnCPU0` ended: how many read `text`, and how many failed with
+/// EAGAIN; anything else fails the test.
+func outcomesOfNobodysReaders(_ count: Int, in out: String, expecting text: String,
+                              file: StaticString = #filePath, line: UInt = #line) -> (read: Int, refused: Int) {
+    var read = 0, refused = 0
+    for i in 1...count {
+        let got = (try? String(contentsOfFile: "\(out)/\(i)", encoding: .utf8)) ?? ""
+        let error = (try? String(contentsOfFile: "\(out)/\(i).err", encoding: .utf8)) ?? ""
+        if got == text && error.isEmpty { read += 1 }
+        else if got.isEmpty && error.contains("Resource temporarily unavailable") { refused += 1 }
+        else { XCTFail("reader \(i): \(got.debugDescription) \(error.debugDescription)", file: file, line: line) }
+    }
+    return (read, refused)
+}
+
 /// One local user's parked requests on one CPU never hold up another user's requests on that CPU
 /// through io_uring (an `allow_other` mount, `transport=uring`): the kernel gives a CPU's requests
 /// to that CPU's queue's free entries only, so the ring adds an entry for each parked request; one
@@ -194,13 +223,7 @@ final class RingParkedRequestsTests: KernelRingMountTestCase {
 
         // nobody opens the presented file from `parkers` processes, all on CPU 0: each open waits
         // for the presenter (up to ask_timeout, 30 s), max_user_waits of them parked.
-        let parkers = Process()
-        parkers.executableURL = URL(fileURLWithPath: "/bin/sh")
-        parkers.arguments = ["-c", "for i in $(seq 1 \(Self.parkers)); do taskset -c 0 setpriv --reuid=65534 --regid=65534 --clear-groups "
-                             + "cat '\(mnt!)/held.txt' > '\(out)/'$i 2> '\(out)/'$i.err & done; wait"]
-        parkers.standardOutput = FileHandle.nullDevice
-        parkers.standardError = FileHandle.nullDevice
-        try parkers.run()
+        let parkers = try startNobodysReadersOnCPU0(Self.parkers, of: mnt + "/held.txt", into: out)
         defer { if parkers.isRunning { presenter.open(); parkers.waitUntilExit() } }
         let deadline = Date().addingTimeInterval(20)
         while session.ringUsage.parked < Self.maxUserWaits && Date() < deadline { usleep(10_000) }
@@ -233,19 +256,115 @@ final class RingParkedRequestsTests: KernelRingMountTestCase {
         let done = Date().addingTimeInterval(20)
         while parkers.isRunning && Date() < done { usleep(10_000) }
         XCTAssertFalse(parkers.isRunning)
-        var read_ = 0, refused = 0
-        for i in 1...Self.parkers {
-            let text = (try? String(contentsOfFile: "\(out)/\(i)", encoding: .utf8)) ?? ""
-            let error = (try? String(contentsOfFile: "\(out)/\(i).err", encoding: .utf8)) ?? ""
-            if text == "held\n" && error.isEmpty { read_ += 1 }
-            else if text.isEmpty && error.contains("Resource temporarily unavailable") { refused += 1 }
-            else { XCTFail("parker \(i): \(text.debugDescription) \(error.debugDescription)") }
-        }
+        let (read_, refused) = outcomesOfNobodysReaders(Self.parkers, in: out, expecting: "held\n")
         XCTAssertEqual(read_, Self.maxUserWaits, "every parked open read the file once answered")
         XCTAssertEqual(refused, Self.parkers - Self.maxUserWaits, "the opens beyond max_user_waits failed at once")
         XCTAssertEqual(session.ringUsage.parked, 0)
         XCTAssertEqual(daemon.coordinated!.waits.count(65534), 0)
         XCTAssertEqual(try sh("cat held.txt other.txt").output, "held\nother\n", "the mount still answers")
+    }
+}
+
+/// Requests the kernel queued on a CPU while that CPU's queue had no free entry are handed out although
+/// every request before them is parked and nothing else comes on that CPU. The kernel hands a queued
+/// request only to an entry that commits (registering a new one does not take it), and a parked
+/// request's entry does not commit until the presenter answers: so a burst of opens larger than the
+/// queue's free entries, all parked, left the rest in the kernel, neither parked nor refused, until
+/// some other request on that CPU was answered (the ask's deadline at the latest), with free entries
+/// in the daemon. Here the ring's holder is held up (in the idle work it runs between its looks, as if
+/// it had lost its core) while nobody's opens, all on CPU 0, come, more than the queue's entries;
+/// then every open is parked within a bound, and each reads the file once the presenter answers.
+final class RingQueuedRequestsTests: KernelRingMountTestCase {
+    static let opens = RingTransport.entriesPerQueue * 2 + 8
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .uring
+        options.allowOther = true
+        options.coordination.askTimeout = 60
+        options.limits.maxUserWaits = Self.opens
+        // The holder spins (running idle work) after each request.
+        options.spinMicroseconds = 100_000
+        options.adaptiveSpin = false
+    }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        chmod(root, 0o755)
+        guard access("/usr/bin/taskset", X_OK) == 0, access("/usr/bin/setpriv", X_OK) == 0 else {
+            throw XCTSkip("needs taskset and setpriv (util-linux)")
+        }
+    }
+
+    private var session: FuseSession { daemon.session! }
+
+    /// nobody's readers waiting in the kernel for an answer of the daemon (`request_wait_answer`):
+    /// parked in the daemon, delivered to an entry and not taken yet, or queued in the kernel.
+    private func readersWaiting() -> Int {
+        var n = 0
+        for pid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int(pid) != nil {
+            guard let status = readWholeFile("/proc/\(pid)/status"),
+                  status.contains("Name:\tcat\n"), status.contains("Uid:\t65534\t"),
+                  let stack = readWholeFile("/proc/\(pid)/stack") else { continue }
+            if stack.contains("request_wait_answer") { n += 1 }
+        }
+        return n
+    }
+
+    func testRequestsQueuedBehindParkedOnesAreHandedOut() throws {
+        XCTAssertEqual(session.transportInUse, .uring)
+        let out = root + "/out"
+        mkdir(out, 0o755)
+        try sh("echo held > held.txt && chmod 644 held.txt")
+        let presenter = GatePresenter(path: try ItemPath("held.txt"))
+        _ = try coordinator.addFilePresenter(presenter)
+        defer { presenter.open() }
+
+        // The holder stops in its idle work after the next request, until the burst is in the kernel.
+        let gate = Mutex<(closed: Bool, entered: Bool)>((true, false))
+        session.setIdleWork {
+            while gate.withLock({ $0.entered = true; return $0.closed }) { usleep(1_000) }
+            return false
+        }
+        defer { gate.withLock { $0.closed = false } }
+        var fs = statvfs()
+        XCTAssertEqual(statvfs(mnt, &fs), 0)   // a statfs(2): the daemon answers every one
+        let held = Date().addingTimeInterval(10)
+        while !gate.withLock({ $0.entered }) && Date() < held { usleep(1_000) }
+        XCTAssertTrue(gate.withLock { $0.entered }, "the holder runs its idle work after a request")
+
+        let readers = try startNobodysReadersOnCPU0(Self.opens, of: mnt + "/held.txt", into: out)
+        defer { if readers.isRunning { presenter.open(); readers.waitUntilExit() } }
+        let arrived = Date().addingTimeInterval(20)
+        while readersWaiting() < Self.opens && Date() < arrived { usleep(20_000) }
+        XCTAssertEqual(readersWaiting(), Self.opens, "nobody's readers all wait in the kernel")
+        XCTAssertEqual(session.ringUsage.parked, 0, "the holder took none of them yet")
+        gate.withLock { $0.closed = false }
+
+        // Every open is parked (none may be refused: max_user_waits is the burst), with nothing else
+        // coming on CPU 0.
+        let deadline = Date().addingTimeInterval(10)
+        while session.ringUsage.parked < Self.opens && Date() < deadline { usleep(10_000) }
+        let usage = session.ringUsage
+        XCTAssertEqual(usage.parked, Self.opens, "every open is parked, none left queued in the kernel: \(usage)")
+        XCTAssertEqual(daemon.coordinated!.waits.count(65534), Self.opens)
+        XCTAssertLessThanOrEqual(usage.added, Self.opens + 4, "an entry added per parked request, no more: \(usage)")
+
+        // Answered: every open reads the file.
+        presenter.open()
+        let done = Date().addingTimeInterval(20)
+        while readers.isRunning && Date() < done { usleep(10_000) }
+        XCTAssertFalse(readers.isRunning)
+        let (read, refused) = outcomesOfNobodysReaders(Self.opens, in: out, expecting: "held\n")
+        XCTAssertEqual(read, Self.opens, "every open read the file once answered")
+        XCTAssertEqual(refused, 0)
+        XCTAssertEqual(session.ringUsage.parked, 0)
+        XCTAssertEqual(try sh("cat held.txt").output, "held\n", "the mount still answers")
+        // What the daemon did to hand the queued requests out was answered too: nothing of it is
+        // left in the kernel.
+        let settled = Date().addingTimeInterval(5)
+        while session.ringUsage.pullsAnswered < session.ringUsage.pullsSent && Date() < settled { usleep(10_000) }
+        XCTAssertEqual(session.ringUsage.pullsAnswered, session.ringUsage.pullsSent, "\(session.ringUsage)")
     }
 }
 

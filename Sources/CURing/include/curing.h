@@ -70,4 +70,14 @@ int curing_take_cqe(curing_ring *ring, uint64_t *user_data, int32_t *res);
    delivers fetched requests). 0, or a negative errno (-EINTR). */
 int curing_wait(curing_ring *ring);
 
+/* Pins the calling thread to `cpu` (sched_setaffinity): 0 or a negative errno. */
+int curing_pin_to_cpu(int cpu);
+
+/* Writes a FUSE_NOTIFY_RETRIEVE of nothing (size 0) of inode `nodeid` to /dev/fuse. When the kernel
+   holds that inode and it is a regular file (else -ENOENT or -EINVAL), it answers with a
+   FUSE_NOTIFY_REPLY request whose unique id is `notify_unique`, queued like any request (through
+   io_uring: on the queue of the CPU the calling thread runs on), and the write returns at once,
+   waiting for no one. 0 or a negative errno. */
+int curing_notify_retrieve(int devfd, uint64_t nodeid, uint64_t notify_unique);
+
 #endif
