@@ -65,7 +65,6 @@ final class RingTransport: @unchecked Sendable {
     static let payloadOffset = 4096
     /// FUSE_NOTIFY_REPLY: the kernel's answer to a retrieve notification, here only the ring's pulls.
     static let notifyReply: UInt32 = 41
-    static let openOpcode: UInt32 = 14
     /// Set in the unique ids of the ring's pulls (the kernel's own ids count up by 2 from 2, and
     /// never get there). Even, as every id the kernel takes back.
     static let pullMark: UInt64 = 1 << 62
@@ -125,8 +124,8 @@ final class RingTransport: @unchecked Sendable {
         let growing = Mutex<Void>(())
         /// Entries whose command the kernel ended (teardown).
         let ended = Atomic<Int>(0)
-        /// Pulls asked for and not yet sent (`pull`).
-        let pullsOwed = Atomic<Int>(0)
+        /// Pulls asked for and not yet sent (`pull`): the node id of each parked request.
+        let pullsOwed = Mutex<[UInt64]>([])
         init(id: Int, capacity: Int) {
             self.id = id
             self.capacity = capacity
@@ -185,9 +184,8 @@ final class RingTransport: @unchecked Sendable {
     private var puller: pthread_t?
     private let pullWake: UnsafeMutablePointer<sem_t>
     private let pullIDs = Atomic<UInt64>(0)
-    /// The file of the last open that was parked (its node id): the kernel answers a retrieve of a
-    /// regular file it holds only, and it holds this one while that open waits. 0: none yet.
-    private let pullTarget = Atomic<UInt64>(0)
+    /// The node id of the last file a pull went through (the puller's own; 0: none yet).
+    private var pullTarget: UInt64 = 0
     private let pullFailureSaid = Atomic<Bool>(false)
     /// Pulls sent, and their requests answered (each a commit on its CPU's queue).
     let pullsSent = Atomic<Int>(0)
@@ -392,17 +390,15 @@ final class RingTransport: @unchecked Sendable {
                 // queue's next requests to its free entries only, so one is added for it; and it
                 // hands out requests it queued while the queue had no free entry only when one of
                 // the queue's entries commits, which this one will not do for a while: a pull does.
-                // (The request's headers are read before it is marked parked: until then nothing
-                // was committed through the entry, so they are still this request's.)
+                // (The request's node is read before it is marked parked: until then nothing was
+                // committed through the entry, so its headers are still this request's.)
                 if id != 0, entry.phase.load(ordering: .acquiring) == id, let request = entry.request {
-                    let opcode = request.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
                     let node = request.loadUnaligned(fromByteOffset: 16, as: UInt64.self)
                     if entry.phase.compareExchange(expected: id, desired: id | Self.parkedBit, ordering: .acquiringAndReleasing).exchanged {
                         let queue = queues[entry.queue]
                         queue.parked.add(1, ordering: .acquiringAndReleasing)
                         addEntries(queue)
-                        if opcode == Self.openOpcode { pullTarget.store(node, ordering: .relaxed) }
-                        queue.pullsOwed.add(1, ordering: .releasing)
+                        queue.pullsOwed.withLock { $0.append(node) }
                         sem_post(pullWake)
                     }
                 }
@@ -436,9 +432,11 @@ final class RingTransport: @unchecked Sendable {
     }
 
     /// Sends the pulls the parks asked for, each from the CPU of the park's queue: a retrieve
-    /// notification of nothing (of the last parked open's file: the kernel takes one of a regular
-    /// file it holds only), which the kernel answers with a request (FUSE_NOTIFY_REPLY) on the queue
-    /// of the CPU the writer runs on, at once and without waiting for anyone. It comes to a free
+    /// notification of nothing, which the kernel answers with a request (FUSE_NOTIFY_REPLY) on the
+    /// queue of the CPU the writer runs on, at once and without waiting for anyone. The kernel takes
+    /// one of a regular file it holds only: the parked request's own node (the file of an open or a
+    /// truncate, which the kernel holds while the request waits), else the last file a pull went
+    /// through. It comes to a free
     /// entry, or is queued behind the requests already queued there; the holder answers it at once
     /// (`attempt`), and that commit hands the queue's first queued request to the entry.
     ///
@@ -449,17 +447,20 @@ final class RingTransport: @unchecked Sendable {
     /// after the park and took them all, and they in turn commit or are parked (and owe pulls): so
     /// a queued request always has a commit coming, until the added entries run out (then the queue
     /// waits for an answer, as the log says). One pull per park, each a write(2) that never blocks
-    /// and a commit: bounded work, and none while nothing is parked. (A park of another request than
-    /// an open, while no open has been parked or the last one's file is gone from the kernel, pulls
-    /// nothing: its queue waits for a commit there, the ask's deadline at the latest.)
+    /// and a commit: bounded work, and none while nothing is parked. (A park whose node is a folder,
+    /// an unlink's or a rename's, while no pull went through a file yet or that file is gone from the
+    /// kernel, pulls nothing: its queue waits for a commit there, the ask's deadline at the latest.)
     private func pull() {
         var pinned = -1
         while true {
             _ = retryingEINTR { sem_wait(pullWake) }
             if state.load(ordering: .acquiring) == State.stopped.rawValue { return }
             for queue in queues {
-                var owed = queue.pullsOwed.exchange(0, ordering: .acquiring)
-                guard owed > 0 else { continue }
+                let owed: [UInt64] = queue.pullsOwed.withLock { list in
+                    defer { list.removeAll(keepingCapacity: true) }
+                    return list
+                }
+                guard !owed.isEmpty else { continue }
                 if pinned != queue.id {
                     let rc = curing_pin_to_cpu(Int32(queue.id))
                     guard rc == 0 else {
@@ -468,20 +469,27 @@ final class RingTransport: @unchecked Sendable {
                     }
                     pinned = queue.id
                 }
-                while owed > 0 {
-                    owed -= 1
-                    let target = pullTarget.load(ordering: .relaxed)
-                    guard target != 0 else { break }
-                    let id = Self.pullMark | (pullIDs.add(1, ordering: .relaxed).newValue << 1)
-                    let rc = curing_notify_retrieve(devfd, target, id)
+                for node in owed {
+                    var rc = sendPull(through: node)
                     if rc == 0 {
-                        pullsSent.add(1, ordering: .relaxed)
-                    } else if !isStopping && rc != -ENOENT && rc != -EINVAL && rc != -ENODEV && rc != -ENOTCONN {
+                        pullTarget = node
+                    } else if rc == -EINVAL || rc == -ENOENT, pullTarget != 0, pullTarget != node {
+                        rc = sendPull(through: pullTarget)
+                    }
+                    if rc != 0, !isStopping, rc != -ENOENT, rc != -EINVAL, rc != -ENODEV, rc != -ENOTCONN {
                         pullFailed("the kernel refused a retrieve notification: \(String(cString: strerror(-rc)))")
                     }
                 }
             }
         }
+    }
+
+    /// One pull through the regular file `node`: 0, or the kernel's error (-EINVAL: not a regular
+    /// file; -ENOENT: not in the kernel).
+    private func sendPull(through node: UInt64) -> Int32 {
+        let rc = curing_notify_retrieve(devfd, node, Self.pullMark | (pullIDs.add(1, ordering: .relaxed).newValue << 1))
+        if rc == 0 { pullsSent.add(1, ordering: .relaxed) }
+        return rc
     }
 
     private func pullFailed(_ why: String) {
