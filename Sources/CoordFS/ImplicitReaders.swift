@@ -133,6 +133,8 @@ final class ImplicitReaders: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The capacity the path table keeps when its readers have gone (see `removeProcess`).
+    static let keptPaths = 32_768
     /// How a pid's start time is found (`/proc`; tests give their own).
     private let startTime: @Sendable (pid_t) -> UInt64?
     let sweepInterval: Double
@@ -322,6 +324,10 @@ extension ImplicitReaders.State {
             records -= 1
         }
         processes.shrinkIfSparse()
-        byPath.shrinkIfSparse()
+        // Each `grep -r` is a new process that reads every file of a tree once and exits: the
+        // table empties at the sweep and fills again at the next walk (two walks' records at once
+        // when the next begins before the sweep). A capacity up to `keptPaths` (about 2 MB) is
+        // kept, so that the table does not grow again from nothing, rehashing as it goes.
+        byPath.shrinkIfSparse(keeping: ImplicitReaders.keptPaths)
     }
 }

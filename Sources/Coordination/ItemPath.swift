@@ -96,9 +96,18 @@ public struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible 
     ///
     /// - Throws: ``ItemPathError`` when `component` is not a valid single component.
     public func appending(_ component: String) throws(ItemPathError) -> ItemPath {
-        if component.utf8.contains(UInt8(ascii: "/")) { throw .slashInComponent(component) }
-        try Self.validate(component.utf8[...], in: component)
-        return ItemPath(validated: components + [component])
+        // Every open builds its path so: the name is checked as one buffer (a small one on the stack).
+        var name = component
+        let problem: ItemPathError? = name.withUTF8 { bytes in
+            if bytes.contains(UInt8(ascii: "/")) { return .slashInComponent(component) }
+            do throws(ItemPathError) { try Self.validate(bytes, in: component) } catch { return error }
+            return nil
+        }
+        if let problem { throw problem }
+        var all = components
+        all.reserveCapacity(components.count + 1)
+        all.append(component)
+        return ItemPath(validated: all)
     }
 
     /// This path followed by every component of `path`.

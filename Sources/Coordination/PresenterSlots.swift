@@ -90,8 +90,9 @@ extension Dictionary {
     /// Gives back the memory of a dictionary most of whose entries were removed (removing keeps
     /// the capacity): after 100,000 presenters leave, the tables that held them shrink too.
     /// Amortized O(1) per removal (it rebuilds only after three quarters of the capacity emptied).
-    public mutating func shrinkIfSparse() {
-        guard capacity > 256, count * 4 < capacity else { return }
+    /// `keeping`: a capacity it may keep however empty (a table that fills again and again).
+    public mutating func shrinkIfSparse(keeping kept: Int = 256) {
+        guard capacity > kept, count * 4 < capacity else { return }
         self = Dictionary(uniqueKeysWithValues: map { ($0.key, $0.value) })
     }
 }

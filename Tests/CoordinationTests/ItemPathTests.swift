@@ -1,4 +1,5 @@
 import Coordination
+import NameBytes
 import Testing
 
 @Suite struct ItemPathTests {
@@ -19,10 +20,21 @@ import Testing
         #expect(throws: error) { try ItemPath(text) }
     }
 
-    @Test func rejectsBadComponents() {
+    @Test func rejectsBadComponents() throws {
         #expect(throws: ItemPathError.slashInComponent("a/b")) { try ItemPath(components: ["a/b"]) }
         #expect(throws: ItemPathError.dotComponent("..")) { try ItemPath.root.appending("..") }
         #expect(throws: ItemPathError.emptyComponent("")) { try ItemPath(components: ["x", ""]) }
+        // A component appended (every open's path) is checked as the whole path's are.
+        let a = path("a")
+        #expect(throws: ItemPathError.slashInComponent("b/c")) { try a.appending("b/c") }
+        #expect(throws: ItemPathError.dotComponent(".")) { try a.appending(".") }
+        #expect(throws: ItemPathError.emptyComponent("")) { try a.appending("") }
+        #expect(throws: ItemPathError.nulByte("b\u{0}")) { try a.appending("b\u{0}") }
+        let long = String(repeating: "x", count: 300), odd = String(nameBytes: [0x62, 0xFF])
+        #expect(try a.appending(long).components == ["a", long])
+        #expect(try a.appending(odd).components == ["a", odd])
+        #expect(try a.appending("...").components == ["a", "..."])
+        #expect(a.components == ["a"], "the path appended to is left as it was")
     }
 
     @Test func relations() throws {

@@ -46,6 +46,25 @@ import Testing
         #expect(a < b || b < a)
     }
 
+    /// Equality by bytes, for every kind of string storage: small (inline) and large native
+    /// strings, substrings made into strings, names that are not UTF-8, and the empty name.
+    @Test func exactNamesAreEqualByTheirBytesOnly() {
+        let long = String(repeating: "n", count: 40)
+        let pairs: [(String, String, Bool)] = [
+            ("a", "a", true), ("a", "b", false), ("ab", "a", false), ("", "", true), ("", "a", false),
+            (long, String(repeating: "n", count: 40), true), (long, String(long.dropLast()) + "m", false),
+            (String(long.dropFirst(20)), String(repeating: "n", count: 20), true),
+            ("caf\u{E9}", "cafe\u{301}", false), ("caf\u{E9}", "caf\u{E9}", true),
+            (String(nameBytes: [0x66, 0xFF]), String(nameBytes: [0x66, 0xFF]), true),
+            (String(nameBytes: [0x66, 0xFF]), String(nameBytes: [0x66, 0xFE]), false),
+        ]
+        for (a, b, equal) in pairs {
+            #expect(ExactName.same(a, b) == equal, "\(a.debugDescription) \(b.debugDescription)")
+            #expect((ExactName(a) == ExactName(b)) == equal)
+            #expect(ExactName.same(a, b) == (Array(a.utf8) == Array(b.utf8)))
+        }
+    }
+
     @Test func aCombiningMarkAfterASlashStillSplits() throws {
         #expect(try ItemPath("a/\u{301}b").components.map(\.utf8.count) == [1, 3])
     }
