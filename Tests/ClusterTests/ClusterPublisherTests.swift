@@ -222,6 +222,32 @@ import Testing
         #expect(w != nil && doc != nil && w! < doc!, "b heard of other/w after docs/report.txt, or not at all: \(j.all)")
     }
 
+    /// An answer to another node's ask goes after the change records its node queued before it
+    /// (sent at once for it, though they would have waited): the asking node has dropped its
+    /// caches of them (a presenter's save for the ask above all) before its access goes on.
+    @Test func anAnswerComesAfterTheRecordsItsNodeQueuedBeforeIt() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b", unpresentedRecordInterval: 5)
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        try await cluster.present("P", at: "docs/report.txt", on: "b", seenBy: "a")
+        // b's first record goes at once; the second would wait 5 s.
+        try await written(cluster, "b", "other/x")
+        #expect(await eventually(3) { heard(j, "a", "other/x") })
+        try await written(cluster, "b", "other/y")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!heard(j, "a", "other/y"), "b's record did not wait: the test proves nothing")
+        let started = ContinuousClock.now
+        let grant = LoggedGrant(cluster.coordinator("a"), "docs/report.txt", j, node: "a")
+        #expect(await eventually(3) { grant.access != nil }, "a's write was not granted")
+        #expect(ContinuousClock.now - started < .seconds(2), "a's write waited \(ContinuousClock.now - started)")
+        #expect(j.contains("P:relinquishToWriter"))
+        let told = j.index("a:dropCaches(changed other/y)")
+        #expect(told != nil && told! < (j.index("a:granted docs/report.txt") ?? -1), "a's access went on before it heard of b's earlier write: \(j.all)")
+        grant.access?.release()
+    }
+
     /// A right recalled by another node goes in the transaction of (or after) the change records
     /// of the accesses that used it, though they would have waited longer: the other node drops
     /// its caches of them before its access goes on. Both ways a right goes: idle (deleted at
@@ -264,13 +290,13 @@ import Testing
     }
 }
 
-/// A write of `name` requested on a coordinator; its grant is logged in the journal as
-/// "b:granted NAME" the moment it comes (before anything the test does after it).
+/// A write of `name` requested on node `node`'s coordinator; its grant is logged in the journal
+/// as "NODE:granted NAME" the moment it comes (before anything the test does after it).
 final class LoggedGrant: @unchecked Sendable {
     private let granted = Mutex<CoordinatedAccess?>(nil)
-    init(_ coordinator: Coordinator, _ name: String, _ journal: Journal) {
+    init(_ coordinator: Coordinator, _ name: String, _ journal: Journal, node: String = "b") {
         coordinator.coordinate([write(name)], origin: origin, purpose: nil, policy: nil) { [self] result in
-            journal.log("b:granted \(name)")
+            journal.log("\(node):granted \(name)")
             if case .success(let a) = result { granted.withLock { $0 = a } }
         }
     }
