@@ -40,6 +40,14 @@ int curing_is_cooperative(curing_ring *r) { return (r->flags & IORING_SETUP_COOP
 
 int curing_submit_fuse_cmd(curing_ring *r, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
                            const struct iovec *iov, uint64_t user_data) {
+    int rc = curing_queue_fuse_cmd(r, devfd, op, qid, commit_id, iov, user_data);
+    return rc < 0 ? rc : io_uring_submit(&r->ring);
+}
+
+int curing_submit(curing_ring *r) { return io_uring_submit(&r->ring); }
+
+int curing_queue_fuse_cmd(curing_ring *r, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
+                          const struct iovec *iov, uint64_t user_data) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
     if (!sqe) return -EBUSY;
     memset(sqe, 0, 128);
@@ -52,7 +60,7 @@ int curing_submit_fuse_cmd(curing_ring *r, int devfd, uint32_t op, uint16_t qid,
     req->qid = qid;
     req->commit_id = commit_id;
     io_uring_sqe_set_data64(sqe, user_data);
-    return io_uring_submit(&r->ring);
+    return 0;
 }
 
 int curing_submit_nop(curing_ring *r, uint64_t user_data) {

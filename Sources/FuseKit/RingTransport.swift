@@ -743,7 +743,25 @@ final class RingTransport: @unchecked Sendable {
             defer { list.removeAll(keepingCapacity: true) }
             return list
         }
-        for (queue, entry, id) in commits { submitCommit(queues[queue], entry: entry, id: id) }
+        guard !commits.isEmpty else { return }
+        // Several replies answered elsewhere (a presenter's answer resumes every request waiting
+        // for it): their commits go in one io_uring_enter, as many as the submission queue holds.
+        let rc: Int32 = sq.withLock { closed in
+            guard !closed, let ring else { return 0 }
+            for (q, index, id) in commits {
+                let entry = queues[q].entry(index)
+                let enqueue = { curing_queue_fuse_cmd(ring, self.devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(q), id, entry.iov, Self.userData(entry)) }
+                var queued = enqueue()
+                if queued == -EBUSY {   // the submission queue is full: submit what it holds first
+                    let submitted = curing_submit(ring)
+                    if submitted < 0 { return submitted }
+                    queued = enqueue()
+                }
+                if queued < 0 { return queued }
+            }
+            return curing_submit(ring)
+        }
+        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
     }
 }
 

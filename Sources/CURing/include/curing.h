@@ -58,6 +58,13 @@ int curing_is_cooperative(curing_ring *ring);
 int curing_submit_fuse_cmd(curing_ring *ring, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
                            const struct iovec *iov, uint64_t user_data);
 
+/* Queues one fuse command without submitting it: 0, or -EBUSY when the submission queue is full. */
+int curing_queue_fuse_cmd(curing_ring *ring, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
+                          const struct iovec *iov, uint64_t user_data);
+
+/* Submits what is queued, in one system call: how many, or a negative errno. */
+int curing_submit(curing_ring *ring);
+
 /* Submits a no-op whose completion carries `user_data` (it completes at once, in the caller's
    system call: a wake-up for a thread waiting in `curing_wait`). 1, or a negative errno. */
 int curing_submit_nop(curing_ring *ring, uint64_t user_data);
