@@ -230,7 +230,7 @@ final class RingTransport: @unchecked Sendable {
     /// The ring's threads, for all queues together: 16, as libfuse's loop.
     static let threadCount = 16
 
-    /// Sets up the rings and their threads (which wait for INIT) before the mount's INIT is answered.
+    /// Sets up the ring and its threads (which wait for INIT) before the mount's INIT is answered.
     /// False (and `setupFailure` says why) when io_uring cannot be used: the INIT reply then does not
     /// take the ring.
     func prepare(session: OpaquePointer, devfd: Int32) -> Bool {
@@ -317,7 +317,7 @@ final class RingTransport: @unchecked Sendable {
         for _ in threads { sem_post(go) }
     }
 
-    /// Ends the threads and closes the rings (after the session's loop returned; idempotent).
+    /// Ends the threads and closes the ring (after the session's loop returned; idempotent).
     func stop() {
         let previous = state.exchange(State.stopped.rawValue, ordering: .acquiringAndReleasing)
         guard previous != State.stopped.rawValue else { return }
@@ -765,7 +765,7 @@ final class RingTransport: @unchecked Sendable {
     }
 }
 
-/// Set on the ring's own threads (they may submit to the rings).
+/// Set on the ring's own threads (they may commit through the ring).
 private let ringThreadKey: pthread_key_t = {
     var key = pthread_key_t()
     pthread_key_create(&key, nil)
