@@ -8,7 +8,8 @@
 // Then issue 19's cross-node rows on their own: ask → answer, and didChange after another node's
 // close, with etcd's data on disk and on tmpfs (ClusterTellBench.swift); and 3 nodes × 1,000
 // presenters in real daemons: etcd keys, writes per presenter change, RSS (ClusterScaleBench.swift).
-// Ratios are within one run. `coordfs-bench cluster [--files N] [--opens N] [--asks N] [--tells N] [--presenters N] [--rounds N] [--dir DIR]
+// The workloads' CPU (the daemon's, which runs in this process, and etcd's) is printed beside their
+// times: steadier than the times on a loaded machine. Ratios are within one run. `coordfs-bench cluster [--files N] [--opens N] [--asks N] [--tells N] [--presenters N] [--rounds N] [--dir DIR]
 // [--record-interval MS] [--unpresented-interval MS] [--only local,cross,scale]` (--only: the node's own costs, the cross-node rows, the 3-node row).
 import ClusterKV
 import Coordination
@@ -91,6 +92,16 @@ enum ClusterBench {
         // previous batch is in etcd (both 0, as before pacing).
         let configurations = 4
         var best = Array(repeating: (Double.infinity, Double.infinity), count: configurations)
+        // CPU seconds of this process (the mount's daemon is in it) and of etcd per workload, the
+        // least over the rounds: steadier than wall-clock time on a loaded machine.
+        let none: (daemon: Double, etcd: Double) = (Double.infinity, Double.infinity)
+        var cpu = Array(repeating: [none, none], count: configurations)
+        func timed(_ command: String, in mnt: String, _ i: Int, _ w: Int) throws -> Double {
+            let (d0, e0) = (processCPU(), etcdCPU(etcd))
+            let t = try MountBench.time(command, in: mnt)
+            cpu[i][w] = (min(cpu[i][w].daemon, processCPU() - d0), min(cpu[i][w].etcd, etcdCPU(etcd) - e0))
+            return t
+        }
         for round in 0..<o.rounds {
             for k in 0..<configurations {
                 let i = (k + round) % configurations
@@ -98,9 +109,9 @@ enum ClusterBench {
                                       recordInterval: i == 3 ? 0 : o.recordInterval / 1e3,
                                       unpresentedInterval: i >= 2 ? 0 : o.unpresentedInterval / 1e3) { mnt, _ in
                     MountBench.settle(tarball, freshFileSystem: false)
-                    let m = try MountBench.time(metadata, in: mnt)
+                    let m = try timed(metadata, in: mnt, i, 0)
                     MountBench.settle(tarball, freshFileSystem: false)
-                    return (m, try MountBench.time(unpack, in: mnt))
+                    return (m, try timed(unpack, in: mnt, i, 1))
                 }
                 best[i] = (min(best[i].0, r.0), min(best[i].1, r.1))
             }
@@ -152,6 +163,13 @@ enum ClusterBench {
         print(String(format: "| cluster node alone (its rights delegated; change records nobody elsewhere presents paced, %g ms) | %.2f s | %.3f | %.2f s | %.3f |", max(o.recordInterval, o.unpresentedInterval), best[1].0, best[1].0 / best[0].0, best[1].1, best[1].1 / best[0].1))
         print(String(format: "| the same, every batch paced by recordInterval (%g ms; unpresentedRecordInterval 0) | %.2f s | %.3f | %.2f s | %.3f |", o.recordInterval, best[2].0, best[2].0 / best[0].0, best[2].1, best[2].1 / best[0].1))
         print(String(format: "| the same, records sent at once (both intervals 0) | %.2f s | %.3f | %.2f s | %.3f |", best[3].0, best[3].0 / best[0].0, best[3].1, best[3].1 / best[0].1))
+        print("")
+        print("| CPU, least over the rounds (s) | metadata: daemon | etcd | tar: daemon | etcd |")
+        print("|---|---|---|---|---|")
+        for (i, name) in ["one host (no cluster)", "cluster node alone (the default)", "every batch paced by recordInterval",
+                          "records sent at once"].enumerated() {
+            print(String(format: "| \(name) | %.2f | %.2f | %.2f | %.2f |", cpu[i][0].daemon, cpu[i][0].etcd, cpu[i][1].daemon, cpu[i][1].etcd))
+        }
         print("")
         print("| access (open + close through the mount) | one host | cluster node | ratio |")
         print("|---|---|---|---|")
@@ -207,6 +225,25 @@ enum ClusterBench {
             guard let first = sorted.first, let last = sorted.last else { return "-" }
             return ([first] + [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99].map(quantile) + [last])
                 .map { String(format: "%.2f", $0 * 1e3) }.joined(separator: " / ")
+        }
+    }
+
+    /// CPU seconds (user and system) this process has used.
+    static func processCPU() -> Double {
+        var u = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &u)
+        return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+    }
+
+    /// CPU seconds (user and system) etcd's members have used (/proc/PID/stat).
+    static func etcdCPU(_ etcd: EtcdCluster) -> Double {
+        etcd.pids.reduce(0) { sum, pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return sum }
+            // After the command's ")": state is field 3, utime 14 and stime 15.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return sum }
+            return sum + (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
         }
     }
 

@@ -35,6 +35,9 @@ public final class EtcdCluster: @unchecked Sendable {
     /// Client URLs of every member.
     public var endpoints: [String] { members.map(\.clientURL) }
 
+    /// The members' process ids (0 for one not running).
+    public var pids: [pid_t] { members.map(\.pid) }
+
     /// Client URLs of every member on another address it listens on (`alsoListenOn`).
     public func endpoints(on address: String) -> [String] { members.map { "http://\(address):\($0.clientPort)" } }
 
