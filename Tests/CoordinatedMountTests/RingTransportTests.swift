@@ -64,6 +64,7 @@ final class RingTransportTests: KernelRingMountTestCase {
         XCTAssertEqual(try read("count"), "51\n")
         XCTAssertGreaterThanOrEqual(session.requestsThroughRing - before, 200, "creates, writes, lookups and unlinks came through the ring")
         XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/d"))
+        XCTAssertEqual(session.ringUsage.pullsSent, 0, "nothing was parked, so nothing was pulled: \(session.ringUsage)")
     }
 
     /// Each unlink waits for the presenter, whose answer comes on another thread: the reply goes back
