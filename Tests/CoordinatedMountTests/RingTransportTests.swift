@@ -176,32 +176,50 @@ func outcomesOfNobodysReaders(_ count: Int, in out: String, expecting text: Stri
     return (read, refused)
 }
 
-/// One local user's parked requests on one CPU never hold up another user's requests on that CPU
-/// through io_uring (an `allow_other` mount, `transport=uring`): the kernel gives a CPU's requests
-/// to that CPU's queue's free entries only, so the ring adds an entry for each parked request; one
-/// user's parked requests are bounded by `max_user_waits`, and so are the entries added for them.
-final class RingParkedRequestsTests: KernelRingMountTestCase {
-    static let maxUserWaits = RingTransport.entriesPerQueue + 8
-    static let parkers = RingTransport.entriesPerQueue + 16
-
+/// An `allow_other` mount through io_uring that `nobody` can reach (the test's folder is mkdtemp's,
+/// 0700), for tests that pin nobody's processes to CPU 0 (taskset, setpriv).
+class NobodyOnTheRingTestCase: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
         options.transport = .uring
         options.allowOther = true
-        options.coordination.askTimeout = 30
-        options.limits.maxUserWaits = Self.maxUserWaits
     }
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        // The test's folder is mkdtemp's (0700): nobody must reach the mount inside it.
         chmod(root, 0o755)
         guard access("/usr/bin/taskset", X_OK) == 0, access("/usr/bin/setpriv", X_OK) == 0 else {
             throw XCTSkip("needs taskset and setpriv (util-linux)")
         }
     }
 
-    private var session: FuseSession { daemon.session! }
+    var session: FuseSession { daemon.session! }
+
+    /// Opens `presenter`, waits (up to 20 s) for `readers` (`startNobodysReadersOnCPU0`, `count` of
+    /// them) to end, and returns how they ended (`outcomesOfNobodysReaders`).
+    func answer(_ presenter: GatePresenter, thenCollect readers: Process, _ count: Int, in out: String,
+                file: StaticString = #filePath, line: UInt = #line) -> (read: Int, refused: Int) {
+        presenter.open()
+        let done = Date().addingTimeInterval(20)
+        while readers.isRunning && Date() < done { usleep(10_000) }
+        XCTAssertFalse(readers.isRunning, "the readers ended once answered", file: file, line: line)
+        return outcomesOfNobodysReaders(count, in: out, expecting: "held\n", file: file, line: line)
+    }
+}
+
+/// One local user's parked requests on one CPU never hold up another user's requests on that CPU
+/// through io_uring (an `allow_other` mount, `transport=uring`): the kernel gives a CPU's requests
+/// to that CPU's queue's free entries only, so the ring adds an entry for each parked request; one
+/// user's parked requests are bounded by `max_user_waits`, and so are the entries added for them.
+final class RingParkedRequestsTests: NobodyOnTheRingTestCase {
+    static let maxUserWaits = RingTransport.entriesPerQueue + 8
+    static let parkers = RingTransport.entriesPerQueue + 16
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.askTimeout = 30
+        options.limits.maxUserWaits = Self.maxUserWaits
+    }
 
     /// Runs `command` (pinned to CPU 0) and returns how long it took; fails the test when it failed.
     private func timed(_ command: String, file: StaticString = #filePath, line: UInt = #line) throws -> Double {
@@ -253,11 +271,7 @@ final class RingParkedRequestsTests: KernelRingMountTestCase {
         XCTAssertEqual(usage.parked, Self.maxUserWaits)
 
         // Answered: the parked opens complete and read the file; those beyond the bound got EAGAIN.
-        presenter.open()
-        let done = Date().addingTimeInterval(20)
-        while parkers.isRunning && Date() < done { usleep(10_000) }
-        XCTAssertFalse(parkers.isRunning)
-        let (read_, refused) = outcomesOfNobodysReaders(Self.parkers, in: out, expecting: "held\n")
+        let (read_, refused) = answer(presenter, thenCollect: parkers, Self.parkers, in: out)
         XCTAssertEqual(read_, Self.maxUserWaits, "every parked open read the file once answered")
         XCTAssertEqual(refused, Self.parkers - Self.maxUserWaits, "the opens beyond max_user_waits failed at once")
         XCTAssertEqual(session.ringUsage.parked, 0)
@@ -275,29 +289,17 @@ final class RingParkedRequestsTests: KernelRingMountTestCase {
 /// in the daemon. Here the ring's holder is held up (in the idle work it runs between its looks, as if
 /// it had lost its core) while nobody's opens, all on CPU 0, come, more than the queue's entries;
 /// then every open is parked within a bound, and each reads the file once the presenter answers.
-final class RingQueuedRequestsTests: KernelRingMountTestCase {
+final class RingQueuedRequestsTests: NobodyOnTheRingTestCase {
     static let opens = RingTransport.entriesPerQueue * 2 + 8
 
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
-        options.transport = .uring
-        options.allowOther = true
         options.coordination.askTimeout = 60
         options.limits.maxUserWaits = Self.opens
         // The holder spins (running idle work) after each request.
         options.spinMicroseconds = 100_000
         options.adaptiveSpin = false
     }
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        chmod(root, 0o755)
-        guard access("/usr/bin/taskset", X_OK) == 0, access("/usr/bin/setpriv", X_OK) == 0 else {
-            throw XCTSkip("needs taskset and setpriv (util-linux)")
-        }
-    }
-
-    private var session: FuseSession { daemon.session! }
 
     /// nobody's readers waiting in the kernel for an answer of the daemon (`request_wait_answer`):
     /// parked in the daemon, delivered to an entry and not taken yet, or queued in the kernel.
@@ -352,11 +354,7 @@ final class RingQueuedRequestsTests: KernelRingMountTestCase {
         XCTAssertLessThanOrEqual(usage.added, Self.opens + 4, "an entry added per parked request, no more: \(usage)")
 
         // Answered: every open reads the file.
-        presenter.open()
-        let done = Date().addingTimeInterval(20)
-        while readers.isRunning && Date() < done { usleep(10_000) }
-        XCTAssertFalse(readers.isRunning)
-        let (read, refused) = outcomesOfNobodysReaders(Self.opens, in: out, expecting: "held\n")
+        let (read, refused) = answer(presenter, thenCollect: readers, Self.opens, in: out)
         XCTAssertEqual(read, Self.opens, "every open read the file once answered")
         XCTAssertEqual(refused, 0)
         XCTAssertEqual(session.ringUsage.parked, 0)
