@@ -41,8 +41,8 @@ public struct ClusterOptions: Sendable, Equatable {
     public static let intervalRange: ClosedRange<Double> = 0...1000
 
     public static let documentation = "cluster: cluster=URL,URL... (etcd endpoints), node=NAME, cluster_prefix=P, cluster_ttl=S (2 to 3600), "
-        + "cluster_ca=FILE, cluster_cert=FILE, cluster_key=FILE, cluster_user=U, cluster_password_file=FILE, cluster_unreachable=fail|local,\n"
-        + "  cluster_record_interval=MS (0 to 1000, default 2), cluster_unpresented_interval=MS (0 to 1000, default 50)"
+        + "cluster_ca=FILE, cluster_cert=FILE, cluster_key=FILE, cluster_user=U, cluster_password_file=FILE, cluster_unreachable=fail|local, "
+        + "cluster_record_interval=MS (0 to 1000, default 2), cluster_unpresented_interval=MS (0 to 1000, default 50)"
 
     /// A node name: 1 to 64 letters, digits, `.`, `-`, `_`, never `.` or `..` (it names the node's
     /// state folder, `BACKING/.coordfs/nodes/NODE`, and its keys in etcd).
