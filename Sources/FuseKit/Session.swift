@@ -175,8 +175,14 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         return rc
     }
 
-    /// The transport requests come through (`.dev` until INIT is answered).
-    public var transportInUse: FuseTransportInUse { state.ringInUse.load(ordering: .acquiring) ? .uring : .dev }
+    /// The transport requests come through (`.dev` until the kernel's INIT is read): what the INIT
+    /// reply takes, decided when INIT is read. The mount counts as started (`onInit`) in libfuse's
+    /// INIT callback, before the reply is written (by the session's writev hook, which then starts
+    /// the ring): asking only whether the reply was written answered `.dev` now and then right
+    /// after the start of a mount that took the ring, on a loaded machine.
+    public var transportInUse: FuseTransportInUse {
+        state.ringInUse.load(ordering: .acquiring) || state.ringWillBeUsed ? .uring : .dev
+    }
 
     /// Requests served through io_uring so far.
     public var requestsThroughRing: Int { state.ring.served.load(ordering: .relaxed) }
