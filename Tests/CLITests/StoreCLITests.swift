@@ -62,6 +62,58 @@ final class StoreCLITests: CLITestCase {
         return r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
+    /// `setpriv`'s arguments that run what follows as `uid` (its own group, no other groups).
+    private func user(_ uid: Int) -> [String] { ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--"] }
+
+    /// `coordfs ARGUMENTS` as `uid`.
+    private func coordfs(as uid: Int, _ arguments: String...) -> CommandResult {
+        run("/usr/bin/setpriv", user(uid) + [binary] + arguments, timeout: 30)
+    }
+
+    /// `coordfs present PATH --unsaved` as nobody, once it is registered.
+    private func presentAsNobody(_ relative: String, file: StaticString = #filePath, line: UInt = #line) throws -> Child {
+        let child = try start("/usr/bin/setpriv", user(65534) + [binary, "present", mnt + "/" + relative, "--unsaved"])
+        let registered = Date().addingTimeInterval(10)
+        while !child.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertTrue(child.lines.contains { $0.hasPrefix("registered") }, "\(child.stdout) \(child.stderr)", file: file, line: line)
+        return child
+    }
+
+    /// The store's files made unreadable to any other user (a CLI that opened them would fail).
+    private func lockStoreFromOthers() {
+        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
+        chmod(backing + "/.coordfs/store", 0o700)
+    }
+
+    /// A folder `shared` (0777) in a mount root every user reaches.
+    private func makeSharedFolder() {
+        chmod(root, 0o755)
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+    }
+
+    /// A Python client as nobody that sends `count` restores of `version` over shared/doc.txt at
+    /// once through the control socket, then runs `after` (Python, `time` imported).
+    private func startRestoreFlood(_ count: Int, of version: Int64, then after: String) throws -> Child {
+        let script = pythonClientPrelude + """
+        import time
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        for i in range(\(count)):
+            send({"type": "restore", "id": 10 + i, "version": int(sys.argv[2]), "path": "shared/doc.txt"})
+
+        """ + after
+        return try start("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", script, backing + "/.coordfs/control.sock", String(version)])
+    }
+
+    /// The oldest kept version of the document, once there is one (up to 5 s).
+    private func firstVersion(_ relative: String) -> Int64? {
+        var kept = versions(relative)
+        let deadline = Date().addingTimeInterval(5)
+        while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions(relative) }
+        return (kept.last?["version"] as? NSNumber)?.int64Value
+    }
+
     // MARK: Versions
 
     func testVersionsShowDiffAndAnUndoableRestore() throws {
@@ -121,43 +173,34 @@ final class StoreCLITests: CLITestCase {
     /// socket (the CLI never opens the store: its database is unreadable to nobody), a coordinated
     /// write whose presenter is asked and told, and it is refused a document nobody could not write.
     func testRestoreIsARequestToTheDaemonWithTheCallersRights() throws {
-        chmod(root, 0o755)  // nobody reaches the mount
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
+        makeSharedFolder()  // nobody reaches the mount
         FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("one\n".utf8), attributes: [.posixPermissions: 0o666])
         FileManager.default.createFile(atPath: backing + "/secret.txt", contents: Data("root only\n".utf8), attributes: [.posixPermissions: 0o600])
         try mount(options: ["allow_other"])
         let presenter = try present("shared/doc.txt")
         XCTAssertEqual(sh("echo two > '\(mnt!)/shared/doc.txt'").status, 0)
-        var kept = versions("shared/doc.txt")
-        let deadline = Date().addingTimeInterval(5)
-        while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions("shared/doc.txt") }
-        let one = try XCTUnwrap((kept.last?["version"] as? NSNumber)?.int64Value, "\(kept)")
+        let one = try XCTUnwrap(firstVersion("shared/doc.txt"))
         // The store's database is nobody's to read in no way: a CLI that opened it would fail.
-        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
-        chmod(backing + "/.coordfs/store", 0o700)
-        func asNobody(_ arguments: String...) -> CommandResult {
-            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
-        }
+        lockStoreFromOthers()
         // versions, show and diff ask the daemon instead, for a document nobody may read.
-        let listed = asNobody("versions", mnt + "/shared/doc.txt", "--json")
+        let listed = coordfs(as: 65534, "versions", mnt + "/shared/doc.txt", "--json")
         XCTAssertEqual(listed.status, 0, "\(listed)")
         XCTAssertTrue(listed.stdout.contains("\"version\":\(one)"), "\(listed)")
-        XCTAssertEqual(asNobody("show", mnt + "/shared/doc.txt", "--version", String(one)).stdout, "one\n")
-        let diffed = asNobody("diff", mnt + "/shared/doc.txt", "--version", String(one))
+        XCTAssertEqual(coordfs(as: 65534, "show", mnt + "/shared/doc.txt", "--version", String(one)).stdout, "one\n")
+        let diffed = coordfs(as: 65534, "diff", mnt + "/shared/doc.txt", "--version", String(one))
         XCTAssertEqual(diffed.status, 0, "\(diffed)")
         XCTAssertTrue(diffed.stdout.contains("-one\n+two\n"), "\(diffed)")
         // ... and refuse nobody a document it may not read, or another document's version.
-        let secretVersions = asNobody("versions", mnt + "/secret.txt")
+        let secretVersions = coordfs(as: 65534, "versions", mnt + "/secret.txt")
         XCTAssertNotEqual(secretVersions.status, 0, "\(secretVersions)")
         XCTAssertTrue(secretVersions.stderr.contains("permissionDenied") || secretVersions.stderr.contains("may not read"), "\(secretVersions)")
-        let secretShow = asNobody("show", mnt + "/secret.txt", "--version", String(one))
+        let secretShow = coordfs(as: 65534, "show", mnt + "/secret.txt", "--version", String(one))
         XCTAssertNotEqual(secretShow.status, 0, "\(secretShow)")
         XCTAssertEqual(secretShow.stdout, "", "\(secretShow)")
 
         let askedBefore = presenter.lines.filter { $0.contains("relinquishToWriter") }.count
         let toldBefore = presenter.lines.filter { $0.hasPrefix("notification didChange") }.count
-        let restore = asNobody("restore", mnt + "/shared/doc.txt", "--version", String(one))
+        let restore = coordfs(as: 65534, "restore", mnt + "/shared/doc.txt", "--version", String(one))
         XCTAssertEqual(restore.status, 0, "\(restore)")
         XCTAssertEqual(text("shared/doc.txt"), "one\n")
         XCTAssertTrue(restore.stdout.contains("undoes this"), restore.stdout)
@@ -181,11 +224,11 @@ final class StoreCLITests: CLITestCase {
             return self.coordfs("show", self.mnt + "/shared/doc.txt", "--version", String(id)).stdout == "two\n"
         })
 
-        let refused = asNobody("restore", mnt + "/secret.txt", "--version", String(one))
+        let refused = coordfs(as: 65534, "restore", mnt + "/secret.txt", "--version", String(one))
         XCTAssertNotEqual(refused.status, 0)
         XCTAssertTrue(refused.stderr.contains("permissionDenied") || refused.stderr.contains("may not write"), "\(refused)")
         XCTAssertEqual(text("secret.txt"), "root only\n")
-        let unknown = asNobody("restore", mnt + "/shared/doc.txt", "--version", "424242")
+        let unknown = coordfs(as: 65534, "restore", mnt + "/shared/doc.txt", "--version", "424242")
         XCTAssertNotEqual(unknown.status, 0)
         XCTAssertTrue(unknown.stderr.contains("unknownVersion") || unknown.stderr.contains("has no version#424242"), "\(unknown)")
     }
@@ -199,9 +242,7 @@ final class StoreCLITests: CLITestCase {
     /// document, root's conflict on a document nobody may not see, a crafted id and a path through
     /// a symbolic link are refused clearly, change nothing and name nothing of root's.
     func testNobodyResolvesItsOwnConflictsAndNoOneElses() throws {
-        chmod(root, 0o755)  // nobody reaches the mount
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
+        makeSharedFolder()  // nobody reaches the mount
         mkdir(backing + "/private", 0o700)
         FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
         FileManager.default.createFile(atPath: backing + "/private/hidden-plan.txt", contents: Data("root base\n".utf8), attributes: [.posixPermissions: 0o666])
@@ -209,23 +250,15 @@ final class StoreCLITests: CLITestCase {
         let mine = root + "/mine.txt"
         FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
         try mount(options: ["allow_other"])
-        func asNobody(_ arguments: String...) -> CommandResult {
-            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
-        }
         // nobody's presenter with unsaved changes, and root's on the same document and on root's own.
-        let nobodys = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary,
-                                                     "present", mnt + "/shared/doc.txt", "--unsaved"])
-        let registered = Date().addingTimeInterval(10)
-        while !nobodys.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
-        XCTAssertTrue(nobodys.lines.contains { $0.hasPrefix("registered") }, "\(nobodys.stdout) \(nobodys.stderr)")
+        let nobodys = try presentAsNobody("shared/doc.txt")
         let roots = try present("shared/doc.txt", unsaved: true)
         let rootsHidden = try present("private/hidden-plan.txt", unsaved: true)
         assertUnsaved(interests: 3)
         XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt' && echo root theirs > '\(mnt!)/private/hidden-plan.txt'").status, 0)
         let all = waitForConflicts(3)
         // The store's files are not nobody's to read: a CLI that opened them would fail.
-        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
-        chmod(backing + "/.coordfs/store", 0o700)
+        lockStoreFromOthers()
         let nobodysChange = Date().addingTimeInterval(10)
         while !nobodys.lines.contains(where: { $0.hasPrefix("notification didGainConflict") }) && Date() < nobodysChange { usleep(20_000) }
         let gained = try XCTUnwrap(nobodys.lines.first { $0.hasPrefix("notification didGainConflict") }, nobodys.stdout)
@@ -234,7 +267,7 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(others.count, 2, "\(all)")
 
         // nobody lists its own conflict only: nothing of root's, not even the hidden name.
-        let listed = asNobody("conflicts", mnt, "--json")
+        let listed = coordfs(as: 65534, "conflicts", mnt, "--json")
         XCTAssertEqual(listed.status, 0, "\(listed)")
         XCTAssertEqual(listed.lines.count, 1, "\(listed)")
         XCTAssertTrue(listed.stdout.contains("\"id\":\(own)") && listed.stdout.contains("/shared/doc.txt"), "\(listed)")
@@ -243,11 +276,11 @@ final class StoreCLITests: CLITestCase {
         // Refused, and nothing changes: root's conflict on the same document (by id), a crafted
         // id, root's conflict on its own document named through a symbolic link, and directly.
         let refusals = [
-            asNobody("resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(others[0])),
-            asNobody("resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(others[1])),
-            asNobody("resolve", mnt + "/shared/doc.txt", "--close", "--conflict", "987654321"),
-            asNobody("resolve", mnt + "/shared/link.txt", "--save", "--from", mine),
-            asNobody("resolve", mnt + "/private/hidden-plan.txt", "--close"),
+            coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(others[0])),
+            coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(others[1])),
+            coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--close", "--conflict", "987654321"),
+            coordfs(as: 65534, "resolve", mnt + "/shared/link.txt", "--save", "--from", mine),
+            coordfs(as: 65534, "resolve", mnt + "/private/hidden-plan.txt", "--close"),
         ]
         for refused in refusals {
             XCTAssertNotEqual(refused.status, 0, "\(refused)")
@@ -268,7 +301,7 @@ final class StoreCLITests: CLITestCase {
             send({"type": "resolve", "id": 2 + n, "conflict": int(c), "resolution": "close"})
             print(json.dumps(receive()))
         """
-        let direct = run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", client,
+        let direct = run("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", client,
                                               backing + "/.coordfs/control.sock"] + others.map(String.init))
         XCTAssertEqual(direct.status, 0, "\(direct)")
         XCTAssertEqual(direct.lines.filter { $0.contains("\"permissionDenied\"") }.count, 2, "\(direct)")
@@ -276,7 +309,7 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(waitForConflicts(3).count, 3, "every conflict still open")
 
         // nobody resolves its own, from another terminal than its presenter's: written as nobody.
-        let resolved = asNobody("resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
+        let resolved = coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
         XCTAssertEqual(resolved.status, 0, "\(resolved)")
         XCTAssertTrue(resolved.stdout.hasPrefix("resolved conflict \(own) of"), "\(resolved)")
         XCTAssertEqual(text("shared/doc.txt"), "nobody's version\n")
@@ -291,49 +324,46 @@ final class StoreCLITests: CLITestCase {
         _ = (roots, rootsHidden)
     }
 
+    /// nobody's `present --unsaved` of `shared/doc.txt` (0666, "base"), root's write under it
+    /// ("theirs"), then the presenter killed (no goodbye) and its interest gone: nobody's open
+    /// conflict, and a file outside the mount with nobody's version of the document.
+    private func nobodysConflictWithItsPresenterGone(file: StaticString = #filePath, line: UInt = #line) throws -> (mine: String, conflict: Int64) {
+        makeSharedFolder()  // nobody reaches the mount
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
+        let mine = root + "/mine.txt"
+        FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
+        try mount(options: ["allow_other"])
+        let presenter = try presentAsNobody("shared/doc.txt", file: file, line: line)
+        assertUnsaved(interests: 1, file: file, line: line)
+        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt'").status, 0, file: file, line: line)
+        let conflict = try XCTUnwrap((waitForConflicts(1, file: file, line: line).first?["id"] as? NSNumber)?.int64Value, file: file, line: line)
+        _ = presenter.stop(SIGKILL)
+        let gone = Date().addingTimeInterval(10)
+        while sql("SELECT COUNT(*) FROM interest") != "0" && Date() < gone { usleep(50_000) }
+        XCTAssertEqual(sql("SELECT COUNT(*) FROM interest"), "0", "the presenter let go", file: file, line: line)
+        return (mine, conflict)
+    }
+
     /// nobody's conflict stays nobody's once its presenter is gone: the store recorded its owner, so
     /// nobody lists and resolves it from a new process through the daemon, with its own rights,
     /// while another user (a throwaway uid) neither sees it nor may resolve it, and learns nothing
     /// of whose it is. Before, only a live presenter of the same user made it resolvable: once the
     /// presenter exited, only root could.
     func testNobodyResolvesItsConflictAfterItsPresenterIsGone() throws {
-        chmod(root, 0o755)  // nobody reaches the mount
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
-        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
-        let mine = root + "/mine.txt"
-        FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
-        try mount(options: ["allow_other"])
-        func `as`(_ uid: Int, _ arguments: String...) -> CommandResult {
-            run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", binary] + arguments)
-        }
-        let nobodys = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary,
-                                                     "present", mnt + "/shared/doc.txt", "--unsaved"])
-        let registered = Date().addingTimeInterval(10)
-        while !nobodys.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
-        XCTAssertTrue(nobodys.lines.contains { $0.hasPrefix("registered") }, "\(nobodys.stdout) \(nobodys.stderr)")
-        assertUnsaved(interests: 1)
-        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt'").status, 0)
-        let conflict = try XCTUnwrap((waitForConflicts(1).first?["id"] as? NSNumber)?.int64Value)
+        let (mine, conflict) = try nobodysConflictWithItsPresenterGone()
         XCTAssertEqual(sql("SELECT ownerUid FROM conflict WHERE id = \(conflict)"), "65534", "the store records whose it is")
-        // The presenter is gone (killed: no goodbye), and with it its interest.
-        _ = nobodys.stop(SIGKILL)
-        let gone = Date().addingTimeInterval(10)
-        while sql("SELECT COUNT(*) FROM interest") != "0" && Date() < gone { usleep(50_000) }
-        XCTAssertEqual(sql("SELECT COUNT(*) FROM interest"), "0", "the presenter let go")
         // The store's files are not the other users' to read: their CLI asks the daemon.
-        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
-        chmod(backing + "/.coordfs/store", 0o700)
+        lockStoreFromOthers()
 
         // Another user: nothing listed, the resolution refused naming nothing of it, nothing changed.
         let stranger = 4242
-        let listed = `as`(stranger, "conflicts", mnt, "--json")
+        let listed = coordfs(as: stranger, "conflicts", mnt, "--json")
         XCTAssertEqual(listed.status, 0, "\(listed)")
         XCTAssertEqual(listed.lines, [], "\(listed)")
         let refusals = [
-            `as`(stranger, "resolve", mnt + "/shared/doc.txt", "--close"),
-            `as`(stranger, "resolve", mnt + "/shared/doc.txt", "--close", "--conflict", String(conflict)),
-            `as`(stranger, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(conflict)),
+            coordfs(as: stranger, "resolve", mnt + "/shared/doc.txt", "--close"),
+            coordfs(as: stranger, "resolve", mnt + "/shared/doc.txt", "--close", "--conflict", String(conflict)),
+            coordfs(as: stranger, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine, "--conflict", String(conflict)),
         ]
         for refused in refusals {
             XCTAssertNotEqual(refused.status, 0, "\(refused)")
@@ -345,11 +375,11 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(waitForConflicts(1).count, 1, "still open")
 
         // nobody, from a new process: listed, and resolved with its own rights.
-        let own = `as`(65534, "conflicts", mnt, "--json")
+        let own = coordfs(as: 65534, "conflicts", mnt, "--json")
         XCTAssertEqual(own.status, 0, "\(own)")
         XCTAssertEqual(own.lines.count, 1, "\(own)")
         XCTAssertTrue(own.stdout.contains("\"id\":\(conflict)") && own.stdout.contains("/shared/doc.txt"), "\(own)")
-        let resolved = `as`(65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
+        let resolved = coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
         XCTAssertEqual(resolved.status, 0, "\(resolved)")
         XCTAssertTrue(resolved.stdout.hasPrefix("resolved conflict \(conflict) of"), "\(resolved)")
         XCTAssertEqual(text("shared/doc.txt"), "nobody's version\n")
@@ -362,29 +392,15 @@ final class StoreCLITests: CLITestCase {
     /// document it may no longer write (root made it read-only after the presenter left) is closed
     /// but not saved over.
     func testAGonePresentersConflictIsResolvedOnlyWithItsUsersRights() throws {
-        chmod(root, 0o755)
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
-        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
-        let mine = root + "/mine.txt"
-        FileManager.default.createFile(atPath: mine, contents: Data("nobody's version\n".utf8), attributes: [.posixPermissions: 0o644])
-        try mount(options: ["allow_other"])
-        let nobody: [String] = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", binary!]
-        let presenter = try start(nobody[0], Array(nobody.dropFirst()) + ["present", mnt + "/shared/doc.txt", "--unsaved"])
-        let registered = Date().addingTimeInterval(10)
-        while !presenter.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
-        assertUnsaved(interests: 1)
-        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt'").status, 0)
-        waitForConflicts(1)
-        _ = presenter.stop(SIGKILL)
+        let (mine, _) = try nobodysConflictWithItsPresenterGone()
         chmod(backing + "/shared/doc.txt", 0o644)
         chmod(backing + "/shared", 0o755)
-        let save = run(nobody[0], Array(nobody.dropFirst()) + ["resolve", mnt + "/shared/doc.txt", "--save", "--from", mine])
+        let save = coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--save", "--from", mine)
         XCTAssertNotEqual(save.status, 0, "\(save)")
         XCTAssertTrue(save.stderr.contains("may not"), "\(save)")
         XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
         XCTAssertEqual(waitForConflicts(1).count, 1)
-        let close = run(nobody[0], Array(nobody.dropFirst()) + ["resolve", mnt + "/shared/doc.txt", "--close"])
+        let close = coordfs(as: 65534, "resolve", mnt + "/shared/doc.txt", "--close")
         XCTAssertEqual(close.status, 0, "\(close)")
         XCTAssertEqual(waitForConflicts(0).count, 0)
         XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
@@ -395,36 +411,22 @@ final class StoreCLITests: CLITestCase {
     /// another document goes through at once. Before, each waited on a thread of a pool of about
     /// 64, and root's restore waited some 50 s behind them.
     func testAnotherUsersWaitingRestoresHoldUpNoOneElse() throws {
-        chmod(root, 0o755)  // nobody reaches the mount
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
+        makeSharedFolder()  // nobody reaches the mount
         FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("one\n".utf8), attributes: [.posixPermissions: 0o666])
         FileManager.default.createFile(atPath: backing + "/other.txt", contents: Data("first\n".utf8))
         try mount(options: ["allow_other"])
         let presenters = [try present("shared/doc.txt"), try present("other.txt")]
         XCTAssertEqual(sh("echo two > '\(mnt!)/shared/doc.txt' && echo second > '\(mnt!)/other.txt'").status, 0)
-        func firstVersion(_ relative: String) -> Int64? {
-            var kept = versions(relative)
-            let deadline = Date().addingTimeInterval(5)
-            while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions(relative) }
-            return (kept.last?["version"] as? NSNumber)?.int64Value
-        }
         let doc = try XCTUnwrap(firstVersion("shared/doc.txt"))
         let other = try XCTUnwrap(firstVersion("other.txt"))
-        let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let nobody = user(65534)
         let holder = try start("/usr/bin/setpriv", nobody + [binary, "coordinate", "--write", mnt + "/shared/doc.txt", "--", "/bin/sleep", "30"])
         defer { _ = holder.stop(SIGKILL) }
         usleep(500_000)
-        let flood = pythonClientPrelude + """
-        import time
-        send({"type": "hello", "id": 1, "versions": [1]})
-        receive()
-        for i in range(300):
-            send({"type": "restore", "id": 10 + i, "version": int(sys.argv[2]), "path": "shared/doc.txt"})
+        let flooder = try startRestoreFlood(300, of: doc, then: """
         print("sent", flush=True)
         time.sleep(20)
-        """
-        let flooder = try start("/usr/bin/setpriv", nobody + ["/usr/bin/python3", "-c", flood, backing + "/.coordfs/control.sock", String(doc)])
+        """)
         defer { _ = flooder.stop(SIGKILL) }
         let sent = Date().addingTimeInterval(10)
         while !flooder.stdout.contains("sent") && Date() < sent { usleep(20_000) }
@@ -447,27 +449,16 @@ final class StoreCLITests: CLITestCase {
     /// end with it: the count is free again and nothing is written once root lets go. Before,
     /// nobody could queue restores without bound, and a restore whose client had left still wrote.
     func testAUsersWaitingRestoresAreBoundedAndEndWithItsConnection() throws {
-        chmod(root, 0o755)  // nobody reaches the mount
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
+        makeSharedFolder()  // nobody reaches the mount
         for name in ["doc", "other", "third"] {
             FileManager.default.createFile(atPath: backing + "/shared/\(name).txt", contents: Data("one\n".utf8), attributes: [.posixPermissions: 0o666])
         }
         try mount(options: ["allow_other", "max_user_accesses=4", "write_wait=60"])
         let presenters = try ["doc", "other", "third"].map { try present("shared/\($0).txt") }
         XCTAssertEqual(sh("for f in doc other third; do echo two > '\(mnt!)/shared/'$f.txt; done").status, 0)
-        func firstVersion(_ relative: String) -> Int64? {
-            var kept = versions(relative)
-            let deadline = Date().addingTimeInterval(5)
-            while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions(relative) }
-            return (kept.last?["version"] as? NSNumber)?.int64Value
-        }
         let doc = try XCTUnwrap(firstVersion("shared/doc.txt"))
         let other = try XCTUnwrap(firstVersion("shared/other.txt"))
         let third = try XCTUnwrap(firstVersion("shared/third.txt"))
-        func `as`(_ uid: Int, _ arguments: String...) -> CommandResult {
-            run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", binary] + arguments, timeout: 30)
-        }
         func nobodysWaits() -> Int {
             let r = coordfs("status", mnt, "--json")
             let report = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any]
@@ -478,20 +469,13 @@ final class StoreCLITests: CLITestCase {
         let holder = try start(binary, ["coordinate", "--write", mnt + "/shared/doc.txt", "--", "/bin/sleep", "60"])
         defer { _ = holder.stop(SIGKILL) }
         usleep(500_000)
-        let flood = pythonClientPrelude + """
-        import time
-        send({"type": "hello", "id": 1, "versions": [1]})
-        receive()
-        for i in range(6):
-            send({"type": "restore", "id": 10 + i, "version": int(sys.argv[2]), "path": "shared/doc.txt"})
+        let flooder = try startRestoreFlood(6, of: doc, then: """
         sock.settimeout(5)
         for i in range(2):
             print(json.dumps(receive()), flush=True)
         print("answered", flush=True)
         time.sleep(60)
-        """
-        let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-        let flooder = try start("/usr/bin/setpriv", nobody + ["/usr/bin/python3", "-c", flood, backing + "/.coordfs/control.sock", String(doc)])
+        """)
         defer { _ = flooder.stop(SIGKILL) }
         let answered = Date().addingTimeInterval(10)
         while !flooder.stdout.contains("answered") && Date() < answered { usleep(20_000) }
@@ -501,7 +485,7 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(nobodysWaits(), 4, "four wait")
         // nobody's CLI: refused at once, saying which bound and to try again (EX_TEMPFAIL, as EAGAIN).
         let started = Date()
-        let refused = `as`(65534, "restore", mnt + "/shared/other.txt", "--version", String(other))
+        let refused = coordfs(as: 65534, "restore", mnt + "/shared/other.txt", "--version", String(other))
         XCTAssertLessThan(Date().timeIntervalSince(started), 10)
         XCTAssertEqual(refused.status, 75, "\(refused)")
         XCTAssertTrue(refused.stderr.contains("max_user_accesses") && refused.stderr.contains("try again"), "\(refused)")
@@ -510,7 +494,7 @@ final class StoreCLITests: CLITestCase {
         let roots = coordfs("restore", mnt + "/shared/other.txt", "--version", String(other), timeout: 30)
         XCTAssertEqual(roots.status, 0, "\(roots)")
         XCTAssertEqual(text("shared/other.txt"), "one\n")
-        let strangers = `as`(4242, "restore", mnt + "/shared/third.txt", "--version", String(third))
+        let strangers = coordfs(as: 4242, "restore", mnt + "/shared/third.txt", "--version", String(third))
         XCTAssertEqual(strangers.status, 0, "\(strangers)")
         XCTAssertEqual(text("shared/third.txt"), "one\n")
         // nobody's connection closes: its waits end with it and its count is free again.
@@ -518,7 +502,7 @@ final class StoreCLITests: CLITestCase {
         let freed = Date().addingTimeInterval(10)
         while nobodysWaits() > 0 && Date() < freed { usleep(50_000) }
         XCTAssertEqual(nobodysWaits(), 0, "nothing of nobody's left waiting")
-        let again = `as`(65534, "restore", mnt + "/shared/third.txt", "--version", String(try XCTUnwrap(firstVersion("shared/third.txt"))))
+        let again = coordfs(as: 65534, "restore", mnt + "/shared/third.txt", "--version", String(try XCTUnwrap(firstVersion("shared/third.txt"))))
         XCTAssertEqual(again.status, 0, "nobody's count is free again: \(again)")
         // Root lets go: none of the restores whose client left writes the document.
         _ = holder.stop(SIGKILL)
@@ -533,9 +517,7 @@ final class StoreCLITests: CLITestCase {
     /// it (an unknown version, as one of another document), while the readable versions stay
     /// nobody's to read. Before, whoever may read the document now read every earlier version.
     func testAVersionKeptFromAFileNobodyCouldReadStaysUnreadableToIt() throws {
-        chmod(root, 0o755)
-        mkdir(backing + "/shared", 0o777)
-        chmod(backing + "/shared", 0o777)
+        makeSharedFolder()
         FileManager.default.createFile(atPath: backing + "/shared/plan.txt", contents: Data("the secret plan\n".utf8), attributes: [.posixPermissions: 0o600])
         try mount(options: ["allow_other"])
         let presenter = try present("shared/plan.txt")
@@ -548,19 +530,15 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(ids.count, 2, "\(kept)")
         let secret = try XCTUnwrap(ids.min()), published = try XCTUnwrap(ids.max())
         XCTAssertEqual(coordfs("show", mnt + "/shared/plan.txt", "--version", String(secret)).stdout, "the secret plan\n", "root reads every version")
-        chmod(backing + "/.coordfs/store/metadata.sqlite", 0o600)
-        chmod(backing + "/.coordfs/store", 0o700)
-        func asNobody(_ arguments: String...) -> CommandResult {
-            run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments)
-        }
-        let listed = asNobody("versions", mnt + "/shared/plan.txt", "--json")
+        lockStoreFromOthers()
+        let listed = coordfs(as: 65534, "versions", mnt + "/shared/plan.txt", "--json")
         XCTAssertEqual(listed.status, 0, "\(listed)")
         XCTAssertEqual(listed.lines.count, 1, "\(listed)")
         XCTAssertTrue(listed.stdout.contains("\"version\":\(published)"), "\(listed)")
-        XCTAssertEqual(asNobody("show", mnt + "/shared/plan.txt", "--version", String(published)).stdout, "the public plan\n")
-        for refused in [asNobody("show", mnt + "/shared/plan.txt", "--version", String(secret)),
-                        asNobody("diff", mnt + "/shared/plan.txt", "--version", String(secret)),
-                        asNobody("restore", mnt + "/shared/plan.txt", "--version", String(secret))] {
+        XCTAssertEqual(coordfs(as: 65534, "show", mnt + "/shared/plan.txt", "--version", String(published)).stdout, "the public plan\n")
+        for refused in [coordfs(as: 65534, "show", mnt + "/shared/plan.txt", "--version", String(secret)),
+                        coordfs(as: 65534, "diff", mnt + "/shared/plan.txt", "--version", String(secret)),
+                        coordfs(as: 65534, "restore", mnt + "/shared/plan.txt", "--version", String(secret))] {
             XCTAssertNotEqual(refused.status, 0, "\(refused)")
             XCTAssertFalse(refused.stdout.contains("secret") || refused.stderr.contains("secret"), "\(refused)")
             XCTAssertTrue(refused.stderr.contains("\(secret)"), "\(refused)")

@@ -11,11 +11,7 @@ final class ConflictOwnerTests: XCTestCase {
     let alice = StorePresenterID("coordfs-1-1/presenter#1")
     let bob = StorePresenterID("coordfs-1-1/presenter#2")
 
-    override func setUpWithError() throws {
-        let parent = "/tmp/coordfs-store-tests"
-        try FileSystem.mkdirs(parent)
-        f = try Fixture(under: parent)
-    }
+    override func setUpWithError() throws { f = try Fixture.onDisk() }
 
     /// The document changes underneath both presenters with unsaved changes: their conflicts.
     private func change(_ text: String) throws -> [Conflict] {

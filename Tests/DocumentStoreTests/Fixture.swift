@@ -19,6 +19,13 @@ final class Fixture {
 
     deinit { _ = try? Shell.run("/bin/rm", ["-rf", backing]) }
 
+    /// A fixture on the machine's own disk (/tmp).
+    static func onDisk(_ configuration: StoreConfiguration = StoreConfiguration()) throws -> Fixture {
+        let parent = "/tmp/coordfs-store-tests"
+        try FileSystem.mkdirs(parent)
+        return try Fixture(under: parent, configuration: configuration)
+    }
+
     /// Drops the store and opens it again on the same state (a daemon restart).
     func reopen() throws {
         store = try DocumentStore(backingRoot: backing, stateDirectory: backing + "/.coordfs/store", configuration: configuration)

@@ -9,11 +9,7 @@ import XCTest
 final class VersionSourceAccessTests: XCTestCase {
     var f: Fixture!
 
-    override func setUpWithError() throws {
-        let parent = "/tmp/coordfs-store-tests"
-        try FileSystem.mkdirs(parent)
-        f = try Fixture(under: parent)
-    }
+    override func setUpWithError() throws { f = try Fixture.onDisk() }
 
     func testAVersionRecordsWhoCouldReadItsFile() throws {
         try f.write("doc.txt", "private\n")
