@@ -139,16 +139,18 @@ extension ControlRequestHandler {
         let pending: ControlClientState.Pending
         do throws(ProtocolError) {
             store = try requireStore()
+            // Another user's conflict is refused without naming its presenter, process or document,
+            // and an id that names no conflict alike: which ids exist is not the peer's to learn.
+            let refused = ProtocolError(.permissionDenied, "uid \(client.peer.credentials.uid) may not resolve \(request.conflict): it is no conflict of this user's presenters or saves")
             do {
                 conflict = try store.documentStore.conflict(request.conflict)
+            } catch DocumentStoreError.unknownConflict(_) where client.peer.credentials.uid != 0 {
+                throw refused
             } catch {
                 throw Self.protocolError(error, presenter: nil)
             }
             owner = store.coordinatorID(of: conflict.presenter)
-            // Another user's conflict is refused without naming its presenter, process or document.
-            guard mayResolve(conflict, client) else {
-                throw ProtocolError(.permissionDenied, "uid \(client.peer.credentials.uid) may not resolve \(request.conflict): it is no conflict of this user's presenters or saves")
-            }
+            guard mayResolve(conflict, client) else { throw refused }
             guard conflict.state == .open else {
                 throw ProtocolError(.alreadyResolved, "\(request.conflict) is already resolved (\(conflict.resolution?.rawValue ?? "?"))")
             }
@@ -258,7 +260,13 @@ extension ControlRequestHandler {
             guard let path = try? MountPath(validating: documentPath) else {
                 throw ProtocolError(.internalError, "\(request.version) names a path the protocol cannot carry")
             }
-            _ = try resolver.authorize(path, for: client.peer, write: false)
+            do {
+                _ = try resolver.authorize(path, for: client.peer, write: false)
+            } catch {
+                // Refused as a version that does not exist: the refusal would name the document
+                // (version ids are sequential, so any could be asked for), which the peer may not see.
+                throw ProtocolError(.unknownVersion, DocumentStoreError.unknownVersion(request.version.rawValue).description)
+            }
             let fd = open(stored, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else { throw ProtocolError(.internalError, "cannot open \(request.version): \(ControlPathResolver.describe(errno))") }
             defer { Glibc.close(fd) }

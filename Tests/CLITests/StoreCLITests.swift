@@ -293,18 +293,22 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(text("shared/doc.txt"), "theirs\n")
         XCTAssertEqual(text("private/hidden-plan.txt"), "root theirs\n")
         XCTAssertEqual(waitForConflicts(3).count, 3, "every conflict still open")
-        // The daemon itself refuses another user's conflict, whatever the client, naming nothing.
+        // The daemon itself refuses another user's conflict, whatever the client, naming nothing,
+        // and an id that names no conflict alike (the same refusal but for the id).
         let client = pythonClientPrelude + """
         send({"type": "hello", "id": 1, "versions": [1]})
         receive()
+        import re
         for n, c in enumerate(sys.argv[2:]):
             send({"type": "resolve", "id": 2 + n, "conflict": int(c), "resolution": "close"})
-            print(json.dumps(receive()))
+            r = receive()
+            print(json.dumps({"code": r.get("code"), "message": re.sub(r"\\b%s\\b" % c, "ID", r.get("message", ""))}))
         """
         let direct = run("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", client,
-                                              backing + "/.coordfs/control.sock"] + others.map(String.init))
+                                              backing + "/.coordfs/control.sock"] + others.map(String.init) + ["987654321"])
         XCTAssertEqual(direct.status, 0, "\(direct)")
-        XCTAssertEqual(direct.lines.filter { $0.contains("\"permissionDenied\"") }.count, 2, "\(direct)")
+        XCTAssertEqual(direct.lines.filter { $0.contains("\"permissionDenied\"") }.count, 3, "\(direct)")
+        XCTAssertEqual(Set(direct.lines).count, 1, "another's conflict and no conflict are refused alike (but for the id): \(direct)")
         XCTAssertFalse(direct.stdout.contains("hidden-plan") || direct.stdout.contains("presenter#"), "\(direct)")
         XCTAssertEqual(waitForConflicts(3).count, 3, "every conflict still open")
 
@@ -544,6 +548,38 @@ final class StoreCLITests: CLITestCase {
             XCTAssertTrue(refused.stderr.contains("\(secret)"), "\(refused)")
         }
         XCTAssertEqual(text("shared/plan.txt"), "public, edited\n")
+        _ = presenter
+    }
+
+    /// A version of a document nobody may not read is refused as one that does not exist: version
+    /// ids are sequential, and the refusal used to name the document, so asking for every id named
+    /// the files of a folder nobody may search but not list (0711).
+    func testReadingAnotherUsersVersionByIdNamesNothing() throws {
+        makeSharedFolder()
+        mkdir(backing + "/dropbox", 0o711)
+        chmod(backing + "/dropbox", 0o711)
+        FileManager.default.createFile(atPath: backing + "/dropbox/merger-with-acme.txt", contents: Data("draft\n".utf8), attributes: [.posixPermissions: 0o600])
+        try mount(options: ["allow_other"])
+        let presenter = try present("dropbox/merger-with-acme.txt")
+        XCTAssertEqual(sh("echo final > '\(mnt!)/dropbox/merger-with-acme.txt'").status, 0)
+        let kept = try XCTUnwrap(firstVersion("dropbox/merger-with-acme.txt"))
+        lockStoreFromOthers()
+        let client = pythonClientPrelude + """
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        import re
+        for n, v in enumerate(sys.argv[2:]):
+            send({"type": "readVersion", "id": 2 + n, "version": int(v)})
+            r = receive()
+            print(json.dumps({"code": r.get("code"), "message": re.sub(r"\\b%s\\b" % v, "ID", r.get("message", ""))}))
+        """
+        let direct = run("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", client, backing + "/.coordfs/control.sock",
+                                                             String(kept), "987654321"])
+        XCTAssertEqual(direct.status, 0, "\(direct)")
+        XCTAssertEqual(direct.lines.count, 2, "\(direct)")
+        XCTAssertFalse(direct.stdout.contains("merger") || direct.stdout.contains("draft"), "\(direct)")
+        XCTAssertTrue(direct.lines.allSatisfy { $0.contains("\"unknownVersion\"") }, "\(direct)")
+        XCTAssertEqual(Set(direct.lines).count, 1, "a version nobody may not read and no version are refused alike (but for the id): \(direct)")
         _ = presenter
     }
 
