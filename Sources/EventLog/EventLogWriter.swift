@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 import Synchronization
 
 /// The durable, sequenced event log of one mount: cheap appends from any thread, written to an
@@ -405,12 +406,7 @@ private final class WriterCore: @unchecked Sendable {
     static let threadName = "eventlog-writer"
 
     private func run() {
-        // pthread_setname_np is a GNU extension Swift's Glibc module does not show; this is what it does.
-        let comm = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        if comm >= 0 {
-            _ = WriterCore.threadName.withCString { Glibc.write(comm, $0, strlen($0)) }
-            Glibc.close(comm)
-        }
+        nameCurrentThread(WriterCore.threadName)
         if options.writerNiceness > 0 {
             // On Linux the nice value is per thread: who = 0 is the calling thread only.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, options.writerNiceness)

@@ -6,6 +6,7 @@ import CoordFSWeb
 import EventLog
 import Foundation
 import Glibc
+import Linux
 import NameBytes
 
 /// `coordfs web MOUNTPOINT`: a page in the browser for what the CLI does (docs/web.md).
@@ -181,7 +182,7 @@ final class DaemonWatcher: ControlClientDelegate, @unchecked Sendable {
 
     func start() {
         Thread.detachNewThread { [self] in
-            Thread.current.name = Self.threadName
+            nameCurrentThread(Self.threadName)
             while watch.goneReason == nil {
                 if let reason = check() {
                     watch.markGone(reason)
