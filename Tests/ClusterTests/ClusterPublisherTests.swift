@@ -6,14 +6,37 @@ import Foundation
 import Synchronization
 import Testing
 
+/// How many times node `name`'s change-record key was put so far.
+func recordPuts(_ cluster: TestCluster, _ name: String) async throws -> Int64 {
+    try await cluster.store.range(Array("test/cluster/c/\(name)".utf8), prefix: false).values.first?.version ?? 0
+}
+
+/// Writes `d/f1` … `d/f<writes>` on `a`, each admitted locally (its right held) and its change
+/// told, pausing `pause` after every tenth (a tool's own work between its writes); returns the
+/// seconds the stream took.
+func streamOfLocalWrites(_ a: Coordinator, _ writes: Int, pause: Duration? = nil) async throws -> Double {
+    let started = ContinuousClock.now
+    for i in 1...writes {
+        let grant = try #require(a.tryCoordinateImmediately(write("d/f\(i)"), origin: origin), "write \(i) was not local")
+        grant.didChange(path("d/f\(i)"))
+        grant.release()
+        if let pause, i % 10 == 0 { try await Task.sleep(for: pause) }
+    }
+    let took = ContinuousClock.now - started
+    return Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+}
+
+/// Node b hears every change of `d/f0` … `d/f<writes>`, in order.
+func expectBHeardInOrder(_ cluster: TestCluster, _ writes: Int) async {
+    let told = { cluster.journal.all.filter { $0.hasPrefix("b:dropCaches(changed d/f") } }
+    #expect(await eventually(10) { told().count == writes + 1 }, "b heard \(told().count) of \(writes + 1)")
+    #expect(told() == (0...writes).map { "b:dropCaches(changed d/f\($0))" })
+}
+
 /// The publisher paces change records: a stream of writes costs etcd one put of the node's
 /// change-record key per `recordInterval`, every change still told to every node in order, and
 /// what may not wait (an answer to another node's ask) is never held back by the pacing.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterPublisherTests {
-    /// How many times node `name`'s change-record key was put so far.
-    func recordPuts(_ cluster: TestCluster, _ name: String) async throws -> Int64 {
-        try await cluster.store.range(Array("test/cluster/c/\(name)".utf8), prefix: false).values.first?.version ?? 0
-    }
 
     @Test func theRecordsOfAStreamOfWritesGoInOnePutPerInterval() async throws {
         let cluster = TestCluster()
@@ -28,19 +51,9 @@ import Testing
         first.release()
         await cluster.node("a").flush()
         let before = try await recordPuts(cluster, "a")
-        let started = ContinuousClock.now
         let writes = 200
-        for i in 1...writes {
-            let grant = try #require(a.tryCoordinateImmediately(write("d/f\(i)"), origin: origin), "write \(i) was not local")
-            grant.didChange(path("d/f\(i)"))
-            grant.release()
-        }
-        let took = ContinuousClock.now - started
-        let elapsed = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
-        // b hears every change, in order.
-        let told = { cluster.journal.all.filter { $0.hasPrefix("b:dropCaches(changed d/f") } }
-        #expect(await eventually(10) { told().count == writes + 1 }, "b heard \(told().count) of \(writes + 1)")
-        #expect(told() == (0...writes).map { "b:dropCaches(changed d/f\($0))" })
+        let elapsed = try await streamOfLocalWrites(a, writes)
+        await expectBHeardInOrder(cluster, writes)
         // At most one put per interval the writes took, and one for what was left.
         let puts = try await recordPuts(cluster, "a") - before
         #expect(puts >= 1 && Double(puts) <= elapsed / interval + 2, "\(puts) puts for \(writes) writes in \(elapsed) s")
@@ -143,10 +156,6 @@ import Testing
 /// right another node recalls goes only after the records of the accesses that used it, so that
 /// node's access comes after its caches were dropped (docs/cluster.md, "Coherence").
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ClusterUnpresentedRecordsTests {
-    func recordPuts(_ cluster: TestCluster, _ name: String) async throws -> Int64 {
-        try await cluster.store.range(Array("test/cluster/c/\(name)".utf8), prefix: false).values.first?.version ?? 0
-    }
-
     /// `name` written on node `node`'s coordinator, its change told.
     func written(_ cluster: TestCluster, _ node: String, _ name: String) async throws {
         let grant = try await access(cluster.coordinator(node), [write(name)]).get()
@@ -167,21 +176,10 @@ import Testing
         try await written(cluster, "a", "d/f0")
         await cluster.node("a").flush()
         let before = try await recordPuts(cluster, "a")
-        let started = ContinuousClock.now
         let writes = 200
-        for i in 1...writes {
-            let grant = try #require(a.tryCoordinateImmediately(write("d/f\(i)"), origin: origin), "write \(i) was not local")
-            grant.didChange(path("d/f\(i)"))
-            grant.release()
-            // A stream with pauses (a tool's own work between its writes): each is longer than
-            // `recordInterval`, after which the records of before would have gone.
-            if i % 10 == 0 { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        let took = ContinuousClock.now - started
-        let elapsed = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
-        let told = { cluster.journal.all.filter { $0.hasPrefix("b:dropCaches(changed d/f") } }
-        #expect(await eventually(10) { told().count == writes + 1 }, "b heard \(told().count) of \(writes + 1)")
-        #expect(told() == (0...writes).map { "b:dropCaches(changed d/f\($0))" })
+        // Pauses longer than `recordInterval`, after which the records of before would have gone.
+        let elapsed = try await streamOfLocalWrites(a, writes, pause: .milliseconds(20))
+        await expectBHeardInOrder(cluster, writes)
         let puts = try await recordPuts(cluster, "a") - before
         #expect(puts >= 1 && Double(puts) <= elapsed / unpresented + 2, "\(puts) puts for \(writes) writes in \(elapsed) s")
     }
