@@ -84,9 +84,7 @@ final class MetricsEndpoint: @unchecked Sendable {
         let me = Unmanaged.passRetained(self).toOpaque()
         if pthread_create(&t, nil, { arg in
             let endpoint = Unmanaged<MetricsEndpoint>.fromOpaque(arg!).takeRetainedValue()
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_BLOCK, &all, nil)
+            blockAllSignalsInThisThread()
             endpoint.serve()
             return nil
         }, me) == 0 {

@@ -137,11 +137,7 @@ final class DeviceReader: @unchecked Sendable {
             let me = Unmanaged.passRetained(self).toOpaque()
             guard pthread_create(&t, nil, { arg in
                 let reader = Unmanaged<DeviceReader>.fromOpaque(arg!).takeRetainedValue()
-                // Signals are for the threads that expect them (libfuse's workers, a daemon's
-                // signal thread), whatever the mask of the thread that mounted.
-                var all = sigset_t()
-                sigfillset(&all)
-                pthread_sigmask(SIG_BLOCK, &all, nil)
+                blockAllSignalsInThisThread()
                 reader.watch()
                 return nil
             }, me) == 0 else {

@@ -263,9 +263,7 @@ final class RingTransport: @unchecked Sendable {
             let arg = Unmanaged.passRetained(work).toOpaque()
             guard pthread_create(&thread, nil, { arg in
                 let work = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()
-                var all = sigset_t()
-                sigfillset(&all)
-                pthread_sigmask(SIG_BLOCK, &all, nil)
+                blockAllSignalsInThisThread()
                 work.transport.serve(slot: work.slot, of: work.of)
                 return nil
             }, arg) == 0 else {
@@ -279,9 +277,7 @@ final class RingTransport: @unchecked Sendable {
         var thread = pthread_t()
         guard pthread_create(&thread, nil, { arg in
             let transport = Unmanaged<RingTransport>.fromOpaque(arg!).takeUnretainedValue()
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_BLOCK, &all, nil)
+            blockAllSignalsInThisThread()
             transport.pull()
             return nil
         }, Unmanaged.passUnretained(self).toOpaque()) == 0 else {

@@ -11,3 +11,12 @@ public func nameCurrentThread(_ name: String) {
     _ = name.withCString { text in retryingEINTR { write(comm, text, strlen(text)) } }
     close(comm)
 }
+
+/// Blocks every signal in the calling thread, first thing in a thread the daemon starts itself:
+/// signals are for the threads that expect them (libfuse's workers, a daemon's signal thread),
+/// whatever the mask of the thread that started this one.
+public func blockAllSignalsInThisThread() {
+    var all = sigset_t()
+    sigfillset(&all)
+    pthread_sigmask(SIG_BLOCK, &all, nil)
+}
