@@ -35,10 +35,11 @@ enum ControlExit {
     static let notFound: Int32 = 66
     /// The access was not granted in time (EX_TEMPFAIL).
     static let timedOut: Int32 = 75
-    /// Any other refusal (a presenter refused, a limit, ...).
+    /// Any other refusal (a presenter refused, ...).
     static let refused: Int32 = 1
-    /// A restore or resolution refused because the caller's user already waits for as many as
-    /// `max_user_accesses` allows (EX_TEMPFAIL, as EAGAIN: nothing was done, try again later).
+    /// A request refused because the caller's user is at one of the mount's per-user limits
+    /// (`limitExceeded`: `max_user_accesses`, `max_user_presenters`, ...) by every command alike
+    /// (EX_TEMPFAIL, as EAGAIN: nothing was done, try again later).
     static let tryAgain: Int32 = 75
 
     /// What a failed document request (`restore`, `resolve` through the daemon) ends with: the
@@ -55,6 +56,7 @@ enum ControlExit {
         case .permissionDenied: return permissionDenied
         case .notFound, .invalidPath: return notFound
         case .timedOut: return timedOut
+        case .limitExceeded: return tryAgain
         case .shuttingDown: return unavailable
         default: return refused
         }

@@ -22,7 +22,8 @@ struct CoordinateCommand: ParsableCommand {
         exits (as with flock(1)), and presenters hear what COMMAND did through the mount.
 
         Exit status: COMMAND's; 64 usage; 66 the item's directory does not exist or the path
-        leaves the mount; 69 not a coordfs mount or no daemon; 75 not granted within --timeout;
+        leaves the mount; 69 not a coordfs mount or no daemon; 75 not granted within --timeout,
+        or refused at once by a per-user limit of the mount (max_user_accesses: try again later);
         77 permission denied; 1 a presenter refused; 126/127 COMMAND cannot be run.
 
         Examples:
