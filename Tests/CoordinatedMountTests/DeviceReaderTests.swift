@@ -140,16 +140,21 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertLessThanOrEqual(perStall, 1.4, "\(looks) looks in \(elapsed) s at a stall of 40 ms (every stall / 2 would be 2 per stall)")
     }
 
+    /// The other worker starts waiting only once this one holds the device (it took the first
+    /// request and keeps the device for it): had it won the race for the first request, it would
+    /// keep the device in turn and, its thread never asking again, hold it until the watchdog's
+    /// stall (60 s here).
     func testQueuedRequestsShareTheDevice() throws {
         try makeReader()
         for u in 1...6 { send(1, UInt64(u)) }        // a backlog: several tools at once
-        let other = receiveInBackground()
         var got: [UInt64] = []
-        for _ in 1...DeviceReader.backlogToShare { if let u = receive() { got.append(u) } }
-        XCTAssertEqual(got.count, DeviceReader.backlogToShare)
+        if let u = receive() { got.append(u) }
+        let other = receiveInBackground()
+        for _ in 2...DeviceReader.backlogToShare { if let u = receive() { got.append(u) } }
+        XCTAssertEqual(got, Array(1...UInt64(DeviceReader.backlogToShare)), "the holder took the first requests itself")
         XCTAssertEqual(other.done.wait(timeout: .now() + 10), .success,
                        "after \(DeviceReader.backlogToShare) requests found queued, another worker joins in")
-        XCTAssertNotNil(other.unique.withLock { $0 })
+        XCTAssertEqual(other.unique.withLock { $0 }, UInt64(DeviceReader.backlogToShare + 1))
     }
 
     /// The idle work runs on the holder while it polls the empty device after a request, slice after
