@@ -16,25 +16,28 @@ final class ConnectionLogReader: @unchecked Sendable {
 extension ControlRequestHandler {
     /// How much one reply may carry: its base64 must fit in a frame.
     static let logReplyBytes = 512 * 1024
-    /// Records examined per request at most, shown or not (bounds the work of one request).
+    /// Frames read per request at most, shown, hidden or passed on the way to `from` (bounds the
+    /// work of one request, whatever the log's size: a reply that stopped there has `next` below
+    /// `end`, and the client asks again from it, on the same reader).
     static let logScanLimit = 50_000
 
     func readLog(_ request: ReadLog, _ client: ControlClientState) {
         let connection = client.connection
-        guard let directory = logDirectory else {
+        guard let directory = logDirectory, let index = logIndex else {
             connection.reply(to: request.id, error: ProtocolError(.logUnavailable, "this mount keeps no event log (log=off)"))
             return
         }
         do {
-            let bounds = try EventLogReader.bounds(directory: directory)
-            let reader = try client.logReader(directory: directory, from: request.from)
+            // The writer's bounds and index, in memory: no request scans the log for them, and
+            // a reader opened at any seq seeks to it (SeekIndex.swift).
+            let bounds = index.bounds
+            let reader = try client.logReader(directory: directory, index: index, from: request.from)
             let limit = Int(request.limit ?? ReadLog.maxLimit)
             var shown = 0
-            var examined = 0
             var frames: [UInt8] = []
             var visible = VisibilityMemo(resolver: resolver, peer: client.peer)
-            while shown < limit, examined < Self.logScanLimit, frames.count < Self.logReplyBytes, let record = try reader.reader.next() {
-                examined += 1
+            reader.reader.frameBudget = Self.logScanLimit
+            while shown < limit, frames.count < Self.logReplyBytes, let record = try reader.reader.next() {
                 guard visible.maySee(record) else { continue }
                 RecordFrames.append(record, to: &frames)
                 shown += 1
@@ -49,12 +52,12 @@ extension ControlRequestHandler {
 
 extension ControlClientState {
     /// The connection's log reader, positioned so that its next record is `from` (nil: the end).
-    func logReader(directory: String, from: UInt64?) throws -> ConnectionLogReader {
+    func logReader(directory: String, index: EventLogIndex, from: UInt64?) throws -> ConnectionLogReader {
         if let from, let kept = logReaderBox.withLock({ $0 }), kept.reader.cursor &+ 1 == from {
             return kept
         }
         let position: EventLogPosition = from.map { $0 <= 1 ? .start : .from($0) } ?? .end
-        let made = ConnectionLogReader(try EventLogReader(directory: directory, position: position))
+        let made = ConnectionLogReader(try EventLogReader(directory: directory, position: position, index: index))
         logReaderBox.withLock { $0 = made }
         return made
     }

@@ -1,6 +1,7 @@
 import NameBytes
 import ControlProtocol
 import Coordination
+import EventLog
 import Glibc
 import Synchronization
 
@@ -80,8 +81,9 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     let onAskTimeout: AskTimeoutPolicy
     /// The mount's document store (nil with `store=off`).
     let store: StoreService?
-    /// The event log's folder (nil with `log=off`), for `readLog`.
+    /// The event log's folder and its writer's index (nil with `log=off`), for `readLog`.
     let logDirectory: String?
+    let logIndex: EventLogIndex?
     let clients = Mutex<[UInt64: ControlClientState]>([:])
     /// The mount's node of a cluster, once it joined (nil on one host): `clusterStatus`, `clusterSteps`.
     let clusterView = Mutex<ClusterView?>(nil)
@@ -108,6 +110,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         limits = plan.options.limits
         quotas = PeerQuotas(limits: limits)
         logDirectory = daemon.eventLog == nil ? nil : plan.state.eventLog
+        logIndex = daemon.eventLog?.index
         // Remote presenters hear of and are asked about only what their users may see and make.
         coordinator.presenterPermissions = BackingPermissions(resolver: resolver)
         if let store {

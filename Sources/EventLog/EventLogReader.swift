@@ -31,37 +31,54 @@ public final class EventLogReader {
     /// `.after(cursor)`. 0 before anything was read.
     public private(set) var cursor: UInt64
 
+    /// Frames read from the files so far: shown, filtered out, or passed on the way to the
+    /// position (the reader's work, which tests and benchmarks count).
+    public private(set) var framesRead: UInt64 = 0
+    /// When set, `next()` reads at most this many more frames (opening a segment counts as one)
+    /// and then returns nil, as when caught up; it goes on from there once given more. Bounds the
+    /// work of one call, such as one `readLog` request to the daemon.
+    public var frameBudget: Int?
+
+    /// The writer's index when the reader runs in the writer's process (nil: the files alone).
+    private let index: EventLogIndex?
+    /// Where the last frame read from the current segment starts (nil: none since it was opened).
+    private var previousFrameOffset: Int?
     private var expected: UInt64
     private var segments: [SegmentName] = []
     private var current: (name: SegmentName, fd: Int32, scanner: FrameScanner)?
     private var recheckedAfterNewer = false
     private var held: EventRecord?
     private var inotifyFD: Int32 = -1
+    private var watching = false
 
     /// Opens `directory` for reading at `position`. The directory must exist (it may be empty).
-    public init(directory: String, position: EventLogPosition = .start, filter: EventFilter = EventFilter()) throws {
+    /// With `index` (`EventLogWriter.index`, in the writer's process) the reader takes the list of
+    /// segments and the end from it and seeks to its position instead of scanning the segment
+    /// from its start: what it reads is the same.
+    public init(
+        directory: String, position: EventLogPosition = .start, filter: EventFilter = EventFilter(), index: EventLogIndex? = nil
+    ) throws {
         guard !directory.isEmpty else { throw EventLogError.invalidArgument("event log directory path is empty") }
         self.directory = directory
         self.filter = filter
+        self.index = index
         var st = stat()
         guard stat(directory, &st) == 0 else { throw EventLogError.system(operation: "stat", path: directory, errno: errno) }
         guard st.st_mode & S_IFMT == S_IFDIR else {
             throw EventLogError.system(operation: "open", path: directory, errno: ENOTDIR)
         }
-        // Watch before the first read, so nothing written after that read can be missed.
-        inotifyFD = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        if inotifyFD >= 0 {
-            let mask = UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE)
-            if inotify_add_watch(inotifyFD, directory, mask) < 0 {
-                Sys.close(inotifyFD)
-                inotifyFD = -1
-            }
+        // Watch before the first read, so nothing written after that read can be missed. A reader
+        // in the writer's process (the daemon's, for one request) watches only once it waits:
+        // setting up and closing a watch costs milliseconds.
+        if index == nil {
+            watching = true
+            inotifyFD = Self.watch(directory)
         }
         switch position {
         case .start: expected = 1
         case .from(let n): expected = max(1, n)
         case .after(let n): expected = n == UInt64.max ? n : n + 1
-        case .end: expected = try EventLogReader.bounds(directory: directory).nextSeq
+        case .end: expected = try index?.bounds.nextSeq ?? EventLogReader.bounds(directory: directory).nextSeq
         }
         cursor = expected - 1
     }
@@ -69,6 +86,18 @@ public final class EventLogReader {
     deinit {
         if let c = current { Sys.close(c.fd) }
         if inotifyFD >= 0 { Sys.close(inotifyFD) }
+    }
+
+    /// An inotify descriptor watching `directory`, or -1 where there is none.
+    private static func watch(_ directory: String) -> Int32 {
+        let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard fd >= 0 else { return -1 }
+        let mask = UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE)
+        if inotify_add_watch(fd, directory, mask) < 0 {
+            Sys.close(fd)
+            return -1
+        }
+        return fd
     }
 
     /// What a log directory holds right now.
@@ -151,9 +180,17 @@ public final class EventLogReader {
 
     /// Blocks until the log directory changes (a write, a new or deleted segment) or `timeout`
     /// passes. Uses inotify; falls back to sleeping a few milliseconds where it is unavailable.
-    /// Returns false on timeout.
+    /// Returns false on timeout. A reader opened with an index starts watching at its first call,
+    /// which returns at once.
     @discardableResult
     public func waitForChanges(timeout: Duration) -> Bool {
+        if !watching {
+            // Not watched before (a reader with an index): watch from now, and have the caller
+            // read again, since something may have been written since its last read.
+            watching = true
+            inotifyFD = Self.watch(directory)
+            return true
+        }
         let ms = Int32(clamping: Int64(timeout.nanoseconds / 1_000_000))
         guard inotifyFD >= 0 else {
             usleep(UInt32(min(max(ms, 0), 5)) * 1000)
@@ -199,7 +236,15 @@ public final class EventLogReader {
                 reason: reason.rawValue, message: message, gapFrom: range.lowerBound, gapTo: range.upperBound))
     }
 
-    private func refreshSegments() throws { segments = try SegmentName.list(directory: directory) }
+    private func refreshSegments() throws { segments = try index?.segmentNames ?? SegmentName.list(directory: directory) }
+
+    /// Takes one frame (or segment opening) off `frameBudget`; false when none was left.
+    private func spend() -> Bool {
+        guard let left = frameBudget else { return true }
+        guard left > 0 else { return false }
+        frameBudget = left - 1
+        return true
+    }
 
     private func open(_ name: SegmentName) throws -> Bool {
         let path = directory + "/" + name.fileName
@@ -215,7 +260,10 @@ public final class EventLogReader {
             throw error
         }
         if let c = current { Sys.close(c.fd) }
-        current = (name, fd, FrameScanner(fd: fd, path: path))
+        // Seek: the last indexed frame at or before the record wanted (one is a frame boundary).
+        let start = index?.entry(atOrBefore: expected, in: name)?.offset ?? SegmentName.headerSize
+        current = (name, fd, FrameScanner(fd: fd, path: path, offset: start))
+        previousFrameOffset = nil
         recheckedAfterNewer = false
         return true
     }
@@ -223,6 +271,7 @@ public final class EventLogReader {
     /// The next stored record with `seq >= expected` (a gap record counts if it ends there).
     private func nextStored() throws -> EventRecord? {
         while true {
+            guard spend() else { return nil }
             if current == nil {
                 try refreshSegments()
                 guard !segments.isEmpty else { return nil }
@@ -233,10 +282,20 @@ public final class EventLogReader {
             switch step {
             case .frame(let payload):
                 recheckedAfterNewer = false
-                let record: EventRecord? = try current!.scanner.buffer.withUnsafeBytes {
+                framesRead += 1
+                let (seq, record): (UInt64, EventRecord?) = try current!.scanner.buffer.withUnsafeBytes {
                     let p = UnsafeRawBufferPointer(rebasing: $0[payload])
-                    if RecordCodec.peekSeq(p) < expected { return nil }
-                    return try RecordCodec.decode(p)
+                    let seq = RecordCodec.peekSeq(p)
+                    if seq < expected { return (seq, nil) }
+                    return (seq, try RecordCodec.decode(p))
+                }
+                if let index {
+                    // Passing through a segment the index lacks (a previous writer's) fills it in.
+                    let offset = current!.scanner.offset
+                    if EventLogIndex.isEntry(offset: offset, previous: previousFrameOffset) {
+                        index.note(.init(seq: seq, offset: offset), in: current!.name)
+                    }
+                    previousFrameOffset = offset
                 }
                 current!.scanner.advance()
                 if let record { return record }

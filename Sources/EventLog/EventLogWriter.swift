@@ -163,6 +163,10 @@ public final class EventLogWriter: Sendable {
 
     /// The highest seq assigned so far (0 before the first append).
     public var lastAssignedSeq: UInt64 { core.lastAssignedSeq }
+    /// The log's segments, its bounds and where its records are, for readers in this process
+    /// (`EventLogReader(directory:position:filter:index:)`): a reader given it seeks, and needs
+    /// no scan for the bounds.
+    public var index: EventLogIndex { core.index }
     /// Every record with a seq up to this is in the file (page cache) or covered by a gap record.
     public var writtenSeq: UInt64 { core.writtenSeq }
     /// The most recent write error, if the writer has had one.
@@ -342,6 +346,7 @@ private final class WriterCore: @unchecked Sendable {
     var stuckSince: EventTime? { sync.withLock { stuck?.since } }
 
     var lastAssignedSeq: UInt64 { sync.withLock { nextSeq - 1 } }
+    var index: EventLogIndex { store.index }
     var writtenSeq: UInt64 { sync.withLock { written } }
     var lastError: EventLogError? { sync.withLock { error } }
     var statistics: EventLogWriter.Statistics { sync.withLock { stats } }
@@ -505,6 +510,7 @@ private final class WriterCore: @unchecked Sendable {
             sync.lock()
             if let lastWritten {
                 written = max(written, lastWritten)
+                store.index.setNextSeq(written + 1)
                 stats.written += UInt64(attempted - stalled.count)
                 stats.batches += 1
             }

@@ -43,6 +43,10 @@ final class SegmentStore {
     private(set) var recovery: EventLogWriter.Recovery?
     /// What the previous writer left in `writer.lock` (nil: nothing readable).
     private(set) var previousState: EventLogWriterState?
+    /// The segments, the next seq and where records are, for readers in this process.
+    let index = EventLogIndex()
+    /// Where the last frame written to the active segment starts (nil: none yet), for `index`.
+    private var lastFrameOffset: Int?
 
     /// Opens (creating if needed) the log directory, takes the writer lock and recovers the tail.
     init(directory: String, options: EventLogOptions) throws {
@@ -129,7 +133,9 @@ final class SegmentStore {
             }
             let ms = Int64(st.st_mtim.tv_sec) * 1000 + Int64(st.st_mtim.tv_nsec) / 1_000_000
             segments.append(Info(name: name, size: Int(st.st_size), lastWriteMillis: ms))
+            index.add(name)
         }
+        defer { index.setNextSeq(nextSeq) }
         guard let last = segments.last else { return }
         let lastPath = path(last.name.fileName)
         let fd = try Sys.openat(dirFD, last.name.fileName, O_RDWR | O_APPEND, path: lastPath)
@@ -148,6 +154,7 @@ final class SegmentStore {
         try last.name.validateHeader(fd: fd, path: lastPath)
         var scanner = FrameScanner(fd: fd, path: lastPath, bufferSize: 1 << 20)
         var lastSeq: UInt64?
+        var entries: [EventLogIndex.Entry] = []
         scan: while true {
             switch try scanner.next() {
             case .frame(let payload):
@@ -158,6 +165,10 @@ final class SegmentStore {
                 if let prev = lastSeq, seq <= prev { break scan }
                 if lastSeq == nil && seq < last.name.firstSeq { break scan }
                 lastSeq = seq
+                if EventLogIndex.isEntry(offset: scanner.offset, previous: lastFrameOffset) {
+                    entries.append(.init(seq: seq, offset: scanner.offset))
+                }
+                lastFrameOffset = scanner.offset
                 scanner.advance()
             case .end, .damaged:
                 break scan
@@ -172,6 +183,7 @@ final class SegmentStore {
                 lastSeq: lastSeq ?? (last.name.firstSeq - 1))
         }
         segments[segments.count - 1].size = scanner.offset
+        index.note(entries, in: last.name)
         nextSeq = (lastSeq.map { $0 + 1 }) ?? last.name.firstSeq
         if scanner.offset >= options.segmentBytes { rotateBeforeNext = true }
     }
@@ -203,6 +215,8 @@ final class SegmentStore {
         }
         activeFD = fd
         segments.append(Info(name: name, size: SegmentName.headerSize, lastWriteMillis: EventTime.now().millisecondsSinceEpoch))
+        index.add(name)
+        lastFrameOffset = nil
         segmentsCreated += 1
         rotateBeforeNext = false
     }
@@ -224,6 +238,7 @@ final class SegmentStore {
             let end = queue.start(of: i)
             guard end > chunkByte else { return nil }
             let active = segments.count - 1
+            let firstFrame = chunkFrame
             let fd = activeFD
             let p = path(segments[active].name.fileName)
             let (done, error) = queue.bytes.withUnsafeBytes { b in
@@ -240,6 +255,7 @@ final class SegmentStore {
                 chunkFrame = i
             }
             if kept > 0 {
+                noteEntries(of: queue, firstFrame..<chunkFrame, at: segments[active].size - chunkByte, in: segments[active].name)
                 segments[active].size += kept
                 segments[active].lastWriteMillis = EventTime.now().millisecondsSinceEpoch
                 bytesWritten += UInt64(kept)
@@ -268,6 +284,20 @@ final class SegmentStore {
         return (queue.count, nil)
     }
 
+    /// Tells `index` where the whole frames `frames` of `queue` are, written at `base` plus their
+    /// offset in the queue.
+    private func noteEntries(of queue: FrameQueue, _ frames: Range<Int>, at base: Int, in segment: SegmentName) {
+        var entries: [EventLogIndex.Entry] = []
+        for j in frames {
+            let offset = base + queue.start(of: j)
+            if EventLogIndex.isEntry(offset: offset, previous: lastFrameOffset) {
+                entries.append(.init(seq: queue.frames[j].seq, offset: offset))
+            }
+            lastFrameOffset = offset
+        }
+        index.note(entries, in: segment)
+    }
+
     /// Deletes whole old segments beyond the size or age limit; never the active (last) one.
     func enforceRetention(nowMillis: Int64) -> Pruned? {
         guard options.maxTotalBytes != nil || options.maxAge != nil else { return nil }
@@ -281,6 +311,7 @@ final class SegmentStore {
             guard tooBig || tooOld else { break }
             if unlinkat(dirFD, oldest.name.fileName, 0) != 0 && errno != ENOENT { break }
             segments.removeFirst()
+            index.remove(oldest.name)
             total -= UInt64(oldest.size)
             let last = segments[0].name.firstSeq - 1
             if pruned == nil {

@@ -12,6 +12,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "metrics": MetricsBench.run,
     "mount": MountBench.run,
     "readers": ReadersBench.run,
+    "readlog": ReadLogBench.run,
     "requests": RequestsBench.run,
     "store": StoreBench.run,
 ]
