@@ -191,6 +191,33 @@ class CLITestCase: XCTestCase {
     /// Starts `coordfs ARGS...` in the background.
     func startCoordfs(_ arguments: [String]) throws -> Child { try start(binary, arguments) }
 
+    /// Starts `executable` in a mount namespace of its own, a private copy of this one (so mounts
+    /// coming and going elsewhere do not show in it), where every FUSE mount but `mountpoint` is
+    /// detached before `executable` starts. A copy of another test's mount would keep that mount's
+    /// daemon alive after its own `coordfs unmount` until this namespace ends (the kernel ends a
+    /// FUSE connection with its last mount), which disturbs tests running alongside.
+    func startInOwnMountNamespace(keeping mountpoint: String, _ executable: String, _ arguments: [String]) throws -> Child {
+        try start("/usr/bin/unshare", ["--mount", "--propagation", "private", "--",
+                                       "/usr/bin/python3", "-c", Self.detachOtherFUSEMounts, mountpoint, executable] + arguments)
+    }
+
+    /// argv: the mount to keep, then the command to run. Mount points in mountinfo are bytes with
+    /// space, tab, newline and backslash as octal escapes (proc(5)). A FUSE mount above the kept one
+    /// stays (detaching it would take the kept one along).
+    private static let detachOtherFUSEMounts = #"""
+import ctypes, os, re, sys
+keep = os.fsencode(os.path.realpath(sys.argv[1]))
+libc = ctypes.CDLL(None, use_errno=True)
+for line in open("/proc/self/mountinfo", "rb"):
+    fields, kind = line.split(b" - ", 1)
+    point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields.split(b" ")[4])
+    if not kind.startswith(b"fuse") or point == keep or keep.startswith(point.rstrip(b"/") + b"/"):
+        continue
+    if libc.umount2(point, 2) != 0 and ctypes.get_errno() != 22:  # MNT_DETACH; EINVAL: gone with its parent
+        print("cannot detach", point, os.strerror(ctypes.get_errno()), file=sys.stderr)
+os.execv(sys.argv[2], sys.argv[2:])
+"""#
+
     /// Runs a command to completion (killed after `timeout`).
     func run(_ executable: String, _ arguments: [String], timeout: Double = 60) -> CommandResult {
         let child: Child
