@@ -161,11 +161,11 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                         let bytesStart = handleStart + 8
                         if bytesStart + handleBytes <= info + length {
                             let handle = Array(bytes[bytesStart..<(bytesStart + handleBytes)])
-                            var name = ""
-                            var p = bytesStart + handleBytes
-                            var chars: [UInt8] = []
-                            while p < info + length, bytes[p] != 0 { chars.append(bytes[p]); p += 1 }
-                            name = String(nameBytes: chars)
+                            // The name: up to its NUL (or the record's end), decoded in place.
+                            let nameStart = bytesStart + handleBytes
+                            var p = nameStart
+                            while p < info + length, bytes[p] != 0 { p += 1 }
+                            let name = String(nameBuffer: UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[nameStart..<p]))
                             entries.append((type, handle, name))
                         }
                     }

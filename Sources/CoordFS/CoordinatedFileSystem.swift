@@ -150,7 +150,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
         guard intents.allSatisfy({ PathLimit.fits($0.path) }) else { return request.reply(error: .fileNameTooLong) }
-        let purpose = "pid:\(origin.pid)"
+        let purpose = "pid:" + String(origin.pid)
         if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }
@@ -472,7 +472,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard let p = path(pnode, n) else { return request.reply(loopback.removeItem(parent: pnode, name: name.cString, directory: directory)) }
         let who = origin(request.context, p)
         perform(policy.removePrelude(p, directory: directory), by: who.pid)
-        var facts = OperationPolicy.Remove(path: p, directory: directory, tempName: isTemp(n), presented: coordinator.isPresented(p),
+        let temp = isTemp(n)
+        var facts = OperationPolicy.Remove(path: p, directory: directory, tempName: temp, presented: coordinator.isPresented(p),
                                            fresh: freshness(p, for: who.pid))
         var plan = policy.remove(facts)
         var settled: (@Sendable () -> Void)?
@@ -483,7 +484,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         withAccess(request, plan.intents, origin: who, write: true) { [self, plan, settled] req, grant in
             req.reply(perform(plan, grant, settled: settled) {
                 // Maybe the first half of a save (unlink, then create): kept, never refused.
-                if !directory && !isTemp(n) { _ = lostUpdates.beforeSave(p, by: who, .replace, mayRefuse: false) }
+                if !directory && !temp { _ = lostUpdates.beforeSave(p, by: who, .replace, mayRefuse: false) }
                 return bytes.withCString { loopback.removeItem(parent: pnode, name: $0, directory: directory) }
             })
         }

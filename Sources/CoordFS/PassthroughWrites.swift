@@ -29,6 +29,10 @@ final class PassthroughWrites: Sendable {
         var seenUnreleased: [Pending] = []   // credits: close event seen, release not yet
         var path: ItemPath?                   // as last opened
         var isEmpty: Bool { open.isEmpty && releasedUnseen.isEmpty && seenUnreleased.isEmpty }
+        mutating func opened(by pid: pid_t, at path: ItemPath?) {
+            open[pid, default: 0] += 1
+            if let path { self.path = path }
+        }
         mutating func lapse(_ now: ContinuousClock.Instant) {
             releasedUnseen.removeAll { $0.until < now }
             seenUnreleased.removeAll { $0.until < now }
@@ -44,8 +48,7 @@ final class PassthroughWrites: Sendable {
     /// A passthrough open for writing by `pid`, of the file at `path`.
     func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil) {
         files.withLock { table in
-            table[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node))].open[pid, default: 0] += 1
-            if let path { table[ObjectIdentifier(node)]!.path = path }
+            table[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node))].opened(by: pid, at: path)
         }
     }
 
@@ -53,16 +56,10 @@ final class PassthroughWrites: Sendable {
     func released(_ node: AnyObject, by pid: pid_t) {
         let now = ContinuousClock.now
         files.withLock { table in
-            let key = ObjectIdentifier(node)
-            guard var f = table[key] else { return }
-            f.lapse(now)
-            if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
-            if let i = f.seenUnreleased.firstIndex(where: { $0.pid == pid }) {
-                f.seenUnreleased.remove(at: i)
-            } else {
-                f.releasedUnseen.append(Pending(pid: pid, until: now + matchWindow))
-            }
-            table[key] = f.isEmpty ? nil : f
+            // Changed in place (one hash, no copy of its lists to append to).
+            guard let at = table.index(forKey: ObjectIdentifier(node)) else { return }
+            let empty = Self.release(&table.values[at], pid: pid, now: now, until: now + matchWindow)
+            if empty { table.remove(at: at) }
             // Tokens whose close event never came (merged with another) lapse here too, so their
             // entries do not keep nodes alive.
             if table.count >= sweepAt {
@@ -76,6 +73,18 @@ final class PassthroughWrites: Sendable {
         }
     }
 
+    /// `released` on one file's entry; true when nothing is left of it.
+    private static func release(_ f: inout FileWrites, pid: pid_t, now: ContinuousClock.Instant, until: ContinuousClock.Instant) -> Bool {
+        f.lapse(now)
+        if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
+        if let i = f.seenUnreleased.firstIndex(where: { $0.pid == pid }) {
+            f.seenUnreleased.remove(at: i)
+        } else {
+            f.releasedUnseen.append(Pending(pid: pid, until: until))
+        }
+        return f.isEmpty
+    }
+
     /// True when a change event of `pid` on `node` (or, when the kernel knows no such file any
     /// more, on the file opened by `path`) is the mount's own write; a close event is matched with
     /// its release.
@@ -86,24 +95,32 @@ final class PassthroughWrites: Sendable {
             let keys = node.map { [ObjectIdentifier($0)] }
                 ?? path.map { p in table.filter { $0.value.path == p }.map(\.key) } ?? []
             for key in keys {
-                guard var f = table[key] else { continue }
-                f.lapse(now)
-                let held = f.open[pid] != nil
-                let released = f.releasedUnseen.firstIndex { $0.pid == pid }
-                var own = false
-                if !close {
-                    own = held || released != nil
-                } else if let released {
-                    f.releasedUnseen.remove(at: released)
-                    own = true
-                } else if held {
-                    f.seenUnreleased.append(Pending(pid: pid, until: now + matchWindow))
-                    own = true
-                }
-                table[key] = f.isEmpty ? nil : f
+                guard let at = table.index(forKey: key) else { continue }
+                let (own, empty) = Self.match(&table.values[at], pid: pid, close: close, now: now, until: now + matchWindow)
+                if empty { table.remove(at: at) }
                 if own { return true }
             }
             return false
         }
+    }
+
+    /// `isOwn` on one file's entry (changed in place): whether the event is the mount's own, and
+    /// whether nothing is left of the entry.
+    private static func match(_ f: inout FileWrites, pid: pid_t, close: Bool, now: ContinuousClock.Instant,
+                              until: ContinuousClock.Instant) -> (own: Bool, empty: Bool) {
+        f.lapse(now)
+        let held = f.open[pid] != nil
+        let released = f.releasedUnseen.firstIndex { $0.pid == pid }
+        var own = false
+        if !close {
+            own = held || released != nil
+        } else if let released {
+            f.releasedUnseen.remove(at: released)
+            own = true
+        } else if held {
+            f.seenUnreleased.append(Pending(pid: pid, until: until))
+            own = true
+        }
+        return (own, f.isEmpty)
     }
 }

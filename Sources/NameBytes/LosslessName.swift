@@ -126,6 +126,14 @@ extension String {
         self = LosslessName.string(bytes)
     }
 
+    /// The string that holds the bytes of `buffer` losslessly (`LosslessName`): the generic
+    /// `init(nameBytes:)` made for one buffer type here, so that a caller in another module with
+    /// bytes in memory (the backing watcher's fanotify records) does not run the unspecialized
+    /// generic walk (some 2,800 instructions for a short name, against 250).
+    public init(nameBuffer buffer: UnsafeBufferPointer<UInt8>) {
+        self = LosslessName.string(buffer)
+    }
+
     /// The string that holds the NUL-terminated `cString` losslessly (`LosslessName`).
     public init(nameCString cString: UnsafePointer<CChar>) {
         let n = strlenNoLibc(cString)

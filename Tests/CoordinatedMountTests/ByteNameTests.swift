@@ -111,4 +111,23 @@ final class ByteNameTests: InProcessMountTestCase {
         XCTAssertTrue(dirLog.contains("subitemDidAppear \(other)"), "\(dirLog)")
         XCTAssertTrue(dirLog.contains("accommodateSubitemDeletion \(name)"), "\(dirLog)")
     }
+
+    /// The backing watcher decodes an event's name in place from the fanotify record: a change made
+    /// directly in the backing folder to a file whose name is not UTF-8 reaches that file's
+    /// presenter (a did-change), and not the presenter of the name one byte apart.
+    func testAChangeMadeInTheBackingFolderToANameThatIsNotUTF8ReachesItsPresenterOnly() throws {
+        let name = String(nameBytes: Array("doc".utf8) + [0xFF])
+        let other = String(nameBytes: Array("doc".utf8) + [0xFE])
+        for n in [name, other] {
+            let fd = open(c(join(backing, n.nameBytes)), O_CREAT | O_WRONLY, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            close(fd)
+        }
+        let p = try present(name)
+        let q = try present(other)
+        // Another process (the daemon skips its own changes), beside the mount.
+        try sh("printf direct >> \"$(printf 'doc\\377')\"", in: backing)
+        XCTAssertTrue(p.waitUntil { $0.contains("didChange") }.contains("didChange"), "\(p.log)")
+        XCTAssertFalse(q.log.contains("didChange"), "\(q.log)")
+    }
 }

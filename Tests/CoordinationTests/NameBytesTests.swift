@@ -12,6 +12,8 @@ import Testing
     func bytesRoundTrip(bytes: [UInt8]) {
         let s = String(nameBytes: bytes)
         #expect(s.nameBytes == bytes)
+        // The buffer initializer (the backing watcher's, on its fanotify records) gives the same string.
+        #expect(Array(bytes.withUnsafeBufferPointer { String(nameBuffer: $0) }.utf8) == Array(s.utf8))
         var copy: [UInt8] = []
         s.withNameCString { p in var i = 0; while p[i] != 0 { copy.append(UInt8(bitPattern: p[i])); i += 1 } }
         #expect(copy == bytes)
