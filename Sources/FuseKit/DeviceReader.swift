@@ -26,7 +26,9 @@ import Linux
 ///     that stalls, a lock): the watchdog passes the device to the next worker, so the mount never
 ///     waits for one request. While requests come, the watchdog looks when the request being served
 ///     would have kept the device for `stall` (`stall` later after a look that found none being
-///     served): once per `stall`. It sleeps until the next request once none has come for a second.
+///     served): once per `stall`. It sleeps until the next request once none has come for
+///     `lingerStalls` stalls (20 ms at the default 2 ms), so a lone request (a stat on an idle
+///     mount) costs a few looks, not a second of them.
 /// The other workers wait for the device on a semaphore, not in the kernel, so the kernel has at most
 /// one waiter to wake.
 ///
@@ -88,6 +90,11 @@ final class DeviceReader: @unchecked Sendable {
     let pollsAfterRequests = Atomic<Bool>(true)
     /// After this many, the holder passes the device on: requests are coming faster than one worker serves them.
     static let backlogToShare = 3
+    /// The watchdog sleeps (until the next quick request rings) once no request has come for this
+    /// many stalls. While requests come closer together it keeps looking once per stall rather than
+    /// being rung awake for each; after a longer gap one ring costs less than the looks would. It
+    /// was a second: a lone request then cost 500 looks (about 10 ms of CPU on a loaded machine).
+    static let lingerStalls = 10
 
     /// `adaptive`: poll only while it pays (`SpinGovernor`); false: for the whole spin every time.
     /// `runnable`: the machine's runnable tasks (`RunQueue`; the tests pass their own).
@@ -264,7 +271,7 @@ final class DeviceReader: @unchecked Sendable {
                 takeovers.add(1, ordering: .relaxed)
                 passOn()
             }
-            if now - lastRequest.load(ordering: .relaxed) > 1_000_000_000 && busySince.load(ordering: .sequentiallyConsistent) == 0 {
+            if now - lastRequest.load(ordering: .relaxed) > stallNanoseconds * Self.lingerStalls && busySince.load(ordering: .sequentiallyConsistent) == 0 {
                 // Idle: sleep until the reader's next quick request rings.
                 watchdogParked.store(true, ordering: .sequentiallyConsistent)
                 if busySince.load(ordering: .sequentiallyConsistent) != 0 || stopping.load(ordering: .sequentiallyConsistent) {

@@ -208,6 +208,39 @@ final class DeviceReaderTests: XCTestCase {
         XCTAssertEqual(idleRuns.load(ordering: .relaxed), 0, "no spin, no idle work: the workers sleep in read(2)")
     }
 
+    /// One request on an idle reader: the watchdog looks a few times, then sleeps until the next
+    /// request (it kept looking every stall for a second: 500 wake-ups for a lone stat).
+    func testTheWatchdogSleepsSoonAfterALoneRequest() throws {
+        let stall = 2_000_000
+        try makeReader(stall: stall)
+        // A worker as libfuse runs one: it serves a request, then asks for the next (and waits).
+        let (r, fd) = (reader!, device)
+        let served = Mutex<[UInt64]>([])
+        let second = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for _ in 0..<2 { if let u = Self.receive(r, fd) { served.withLock { $0.append(u) } } }
+            second.signal()   // and the thread ends holding the device for request 2, as if it stalled
+        }
+        send(1, 1)
+        let first = Date().addingTimeInterval(10)
+        while served.withLock({ $0.isEmpty }) && Date() < first { usleep(1_000) }
+        XCTAssertEqual(served.withLock { $0 }, [1])
+        let linger = Double(stall * DeviceReader.lingerStalls) / 1e9
+        usleep(UInt32((linger + 0.3) * 1e6))    // its linger, and room for a loaded machine
+        let before = reader.watchdogLooks.load(ordering: .relaxed)
+        usleep(500_000)
+        let looks = reader.watchdogLooks.load(ordering: .relaxed) - before
+        XCTAssertLessThanOrEqual(looks, 1, "the watchdog looked \(looks) times in 0.5 s after a lone request (once per 2 ms would be 250)")
+        XCTAssertEqual(reader.takeovers.load(ordering: .relaxed), 0, "the lone request was served at once")
+        // Asleep, it still passes on a stalled request: the next request rings it awake.
+        send(1, 2)
+        XCTAssertEqual(second.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(served.withLock { $0 }, [1, 2])
+        send(1, 3)
+        XCTAssertEqual(receive(), 3, "the watchdog passed on the device the stalled worker kept")
+        XCTAssertEqual(reader.takeovers.load(ordering: .relaxed), 1)
+    }
+
     // MARK: Spinning only while it pays (SpinGovernor)
 
     /// Sends `count` requests, each `delay` after the last was taken, and takes them.
