@@ -188,10 +188,13 @@ public final class DaemonMetrics: @unchecked Sendable {
 final class MetricsEventSink: CoordinationEventSink {
     let metrics: DaemonMetrics
     let next: (any CoordinationEventSink)?
+    /// `next`, held by reference: every event of every access passes here.
+    private let forward: (any CoordinationEventSink & AnyObject)?
 
     init(metrics: DaemonMetrics, next: (any CoordinationEventSink)?) {
         self.metrics = metrics
         self.next = next
+        forward = forwardingReference(to: next)
     }
 
     func record(_ event: CoordinationEvent) {
@@ -205,7 +208,7 @@ final class MetricsEventSink: CoordinationEventSink {
         case .presenterGone: metrics.slots.add(.asksGone)
         default: break
         }
-        next?.record(event)
+        forward?.record(event)
     }
 }
 

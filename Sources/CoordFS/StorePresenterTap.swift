@@ -16,6 +16,8 @@ import Synchronization
 ///   (``drain(path:)`` runs them on the caller), never for other paths' or other users' work.
 final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
     let next: (any CoordinationEventSink)?
+    /// `next`, held by reference: every event of every access passes here.
+    private let forward: (any CoordinationEventSink & AnyObject)?
     private weak var service: StoreService?
     let queue = DispatchQueue(label: "coordfs.store.presenters")
     /// Operations of one uid per transaction, at most.
@@ -82,10 +84,11 @@ final class StorePresenterTap: CoordinationEventSink, @unchecked Sendable {
     init(service: StoreService, next: (any CoordinationEventSink)?) {
         self.service = service
         self.next = next
+        forward = forwardingReference(to: next)
     }
 
     func record(_ event: CoordinationEvent) {
-        next?.record(event)
+        forward?.record(event)
         switch event.kind {
         case .presenterRegistered(let id, let path, let owner):
             enqueue(Operation(id: id, path: path, uid: owner.uid), uid: owner.uid)

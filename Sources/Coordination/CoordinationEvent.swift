@@ -128,6 +128,25 @@ public protocol CoordinationEventSink: Sendable {
     func record(_ event: CoordinationEvent)
 }
 
+/// `sink` held by reference, for a sink that hands every event on to the next one. Calling
+/// `record` through an `any CoordinationEventSink` stored in a class copies the existential first
+/// (through its type's value witnesses: some 300 instructions an event, twelve events a created,
+/// written and removed file); through a class-bound one it is a load and a call. A class sink is
+/// itself, a value sink is boxed.
+public func forwardingReference(to sink: (any CoordinationEventSink)?) -> (any CoordinationEventSink & AnyObject)? {
+    guard let sink else { return nil }
+    if let object = sink as? any CoordinationEventSink & AnyObject { return object }
+    func box<S: CoordinationEventSink>(_ s: S) -> any CoordinationEventSink & AnyObject { BoxedEventSink(s) }
+    return box(sink)
+}
+
+/// A value sink held by reference (`forwardingReference(to:)`).
+final class BoxedEventSink<S: CoordinationEventSink>: CoordinationEventSink {
+    let sink: S
+    init(_ sink: S) { self.sink = sink }
+    func record(_ event: CoordinationEvent) { sink.record(event) }
+}
+
 /// A sink that forwards every event to a closure.
 public struct ClosureEventSink: CoordinationEventSink {
     private let body: @Sendable (CoordinationEvent) -> Void
