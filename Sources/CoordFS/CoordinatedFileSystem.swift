@@ -538,6 +538,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     public func lookup(_ request: consuming Request, parent: InodeID, name: FileName) { loopback.lookup(request, parent: parent, name: name) }
     public func forget(_ inode: InodeID, count: UInt64) { loopback.forget(inode, count: count) }
+    public func regularFilesTheKernelHolds(limit: Int) -> [InodeID] { loopback.regularFilesTheKernelHolds(limit: limit) }
     public func getattr(_ request: consuming Request, inode: InodeID, file: FileInfo?) { loopback.getattr(request, inode: inode, file: file) }
     public func readlink(_ request: consuming Request, inode: InodeID) { loopback.readlink(request, inode: inode) }
     public func read(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo) { loopback.read(request, inode: inode, size: size, offset: offset, file: file) }

@@ -46,6 +46,14 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo)
     func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32)
     func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo)
+
+    /// Up to `limit` regular files the kernel holds now (looked up and not forgotten), any of them.
+    /// FUSE over io_uring's pulls go through one (`RingTransport.pull`: the kernel answers a retrieve
+    /// notification only of a regular file it holds) when the parked request's own node is not one,
+    /// a folder's (an unlink, a rename or a create under a presented folder). Called on the ring's
+    /// puller thread, never on a request's; it must not wait on anyone. Empty by default (such a park
+    /// then pulls only through a file a pull went through before).
+    func regularFilesTheKernelHolds(limit: Int) -> [InodeID]
 }
 
 extension FuseFileSystem {
@@ -83,6 +91,7 @@ extension FuseFileSystem {
     public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) { request.reply(error: .noFunction) }
     public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) { request.reply(error: .noFunction) }
     public func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo) { request.reply(error: .noFunction) }
+    public func regularFilesTheKernelHolds(limit: Int) -> [InodeID] { [] }
 }
 
 /// The data of a write, as libfuse received it (possibly still in a pipe, for splice).

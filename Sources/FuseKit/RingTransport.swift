@@ -191,8 +191,14 @@ final class RingTransport: @unchecked Sendable {
     let pullsSent = Atomic<Int>(0)
     let pullsAnswered = Atomic<Int>(0)
 
-    init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, deviceReader: DeviceReader? = nil, say: @escaping @Sendable (String) -> Void = sayOnStandardError) {
+    /// Up to N regular files the kernel holds, from the file system (`FuseFileSystem.regularFilesTheKernelHolds`).
+    private let regularFilesHeld: @Sendable (Int) -> [UInt64]
+
+    init(wanted: FuseTransport, spinNanoseconds: Int, adaptiveSpin: Bool = true, deviceReader: DeviceReader? = nil,
+         say: @escaping @Sendable (String) -> Void = sayOnStandardError,
+         regularFilesHeld: @escaping @Sendable (Int) -> [UInt64] = { _ in [] }) {
         self.wanted = wanted
+        self.regularFilesHeld = regularFilesHeld
         // The ring's workers always take turns and poll (a zero spin: they block at once).
         self.spinNanoseconds = max(1, spinNanoseconds)
         self.adaptiveSpin = adaptiveSpin
@@ -432,8 +438,8 @@ final class RingTransport: @unchecked Sendable {
     /// queue of the CPU the writer runs on, at once and without waiting for anyone. The kernel takes
     /// one of a regular file it holds only: the parked request's own node (the file of an open or a
     /// truncate, which the kernel holds while the request waits), else the last file a pull went
-    /// through. It comes to a free
-    /// entry, or is queued behind the requests already queued there; the holder answers it at once
+    /// through, else one the file system names (`pullThroughAFile`). It comes to a free entry, or is
+    /// queued behind the requests already queued there; the holder answers it at once
     /// (`attempt`), and that commit hands the queue's first queued request to the entry.
     ///
     /// Why this is enough: the kernel queues a request only while every entry of its queue holds
@@ -443,9 +449,12 @@ final class RingTransport: @unchecked Sendable {
     /// after the park and took them all, and they in turn commit or are parked (and owe pulls): so
     /// a queued request always has a commit coming, until the added entries run out (then the queue
     /// waits for an answer, as the log says). One pull per park, each a write(2) that never blocks
-    /// and a commit: bounded work, and none while nothing is parked. (A park whose node is a folder,
-    /// an unlink's or a rename's, while no pull went through a file yet or that file is gone from the
-    /// kernel, pulls nothing: its queue waits for a commit there, the ask's deadline at the latest.)
+    /// and a commit: bounded work, and none while nothing is parked. A park whose node is a folder
+    /// (an unlink's, a rename's, a create's) pulls through a regular file the file system says the
+    /// kernel holds (the unlinked or renamed file itself among them: the kernel looked it up), when
+    /// the last file a pull went through is gone; only while the kernel holds no regular file of the
+    /// mount at all does it pull nothing (its queue then waits for a commit there, the ask's
+    /// deadline at the latest).
     private func pull() {
         var pinned = -1
         while true {
@@ -466,18 +475,39 @@ final class RingTransport: @unchecked Sendable {
                     pinned = queue.id
                 }
                 for node in owed {
-                    var rc = sendPull(through: node)
-                    if rc == 0 {
-                        pullTarget = node
-                    } else if rc == -EINVAL || rc == -ENOENT, pullTarget != 0, pullTarget != node {
-                        rc = sendPull(through: pullTarget)
-                    }
+                    let rc = pullThroughAFile(first: node)
                     if rc != 0, !isStopping, rc != -ENOENT, rc != -EINVAL, rc != -ENODEV, rc != -ENOTCONN {
                         pullFailed("the kernel refused a retrieve notification: \(String(cString: strerror(-rc)))")
                     }
                 }
             }
         }
+    }
+
+    /// How many of the file system's regular files a pull tries when the park's node and the last
+    /// file a pull went through are not (or no longer) files the kernel holds.
+    static let pullCandidates = 4
+
+    /// One pull through a regular file the kernel holds: `node` (the parked request's), else the
+    /// last file a pull went through, else one the file system names (`regularFilesHeld`: the
+    /// kernel may forget any of them meanwhile, so a few are tried). 0, or the last error: -EINVAL
+    /// or -ENOENT when none was taken (the kernel holds no regular file of the mount).
+    private func pullThroughAFile(first node: UInt64) -> Int32 {
+        var rc = sendPull(through: node)
+        guard rc == -EINVAL || rc == -ENOENT else {
+            if rc == 0 { pullTarget = node }
+            return rc
+        }
+        if pullTarget != 0, pullTarget != node {
+            rc = sendPull(through: pullTarget)
+            guard rc == -EINVAL || rc == -ENOENT else { return rc }
+        }
+        for file in regularFilesHeld(Self.pullCandidates) where file != node && file != pullTarget {
+            rc = sendPull(through: file)
+            if rc == 0 { pullTarget = file }
+            guard rc == -EINVAL || rc == -ENOENT else { return rc }
+        }
+        return rc
     }
 
     /// One pull through the regular file `node`: 0, or the kernel's error (-EINVAL: not a regular

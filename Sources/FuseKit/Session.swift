@@ -29,7 +29,8 @@ final class SessionState: Sendable {
         self.fileSystem = fileSystem
         self.passthrough = PassthroughHandshake(wanted: passthrough)
         self.reader = DeviceReader(spinNanoseconds: spinNanoseconds, adaptive: adaptiveSpin)
-        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin, deviceReader: reader, say: say)
+        self.ring = RingTransport(wanted: transport, spinNanoseconds: spinNanoseconds, adaptiveSpin: adaptiveSpin, deviceReader: reader, say: say,
+                                  regularFilesHeld: { limit in fileSystem.regularFilesTheKernelHolds(limit: limit).map(\.rawValue) })
         self.say = say
         self.onInit = Mutex(onInit)
     }

@@ -338,6 +338,19 @@ final class InodeTable: Sendable {
         return node.isSameItem(as: node.holdsDescriptor ? nil : handle()) ? node : nil
     }
 
+    /// Up to `limit` regular files the kernel holds (its lookups not all forgotten), the first the
+    /// table meets: the scan stops there, so it is short unless the kernel holds mostly folders.
+    func regularFiles(limit: Int) -> [BackingNode] {
+        nodes.withLock { n in
+            var found: [BackingNode] = []
+            for node in n.byKey.values where node.type == S_IFREG && node.lookups > 0 {
+                found.append(node)
+                if found.count >= limit { break }
+            }
+            return found
+        }
+    }
+
     /// Every directory the kernel knows, and the root.
     var directories: [BackingNode] { [root] + nodes.withLock { $0.byKey.values.filter(\.isDirectory) } }
 

@@ -416,6 +416,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         forget(inode(id), count: count)
     }
 
+    public func regularFilesTheKernelHolds(limit: Int) -> [InodeID] {
+        inodes.regularFiles(limit: limit).map(inodes.id(of:))
+    }
+
     /// Counts down the kernel's lookups of `node`; once it is gone, so is its passthrough backing file.
     private func forget(_ node: BackingNode, count: UInt64) {
         guard inodes.forget(node, count: count), node.type == S_IFREG else { return }

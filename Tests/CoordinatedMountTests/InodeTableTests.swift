@@ -108,4 +108,31 @@ final class InodeTableTests: XCTestCase {
         XCTAssertFalse(dirs[3].holdsDescriptor)
         XCTAssertEqual(dirs[3].withFD { _ in nil }, .noSuchFileOrDirectory)
     }
+
+    /// The regular files the kernel holds, for FUSE over io_uring's pulls: only regular files (no
+    /// folder, symlink or fifo), only while looked up and not forgotten, at most as many as asked.
+    func testRegularFilesAreTheFilesTheKernelStillHolds() throws {
+        let t = table(budget: 16)
+        XCTAssertEqual(mkdir(root + "/d", 0o755), 0)
+        XCTAssertEqual(symlink("d", root + "/l"), 0)
+        XCTAssertEqual(mkfifo(root + "/p", 0o644), 0)
+        XCTAssertTrue(t.regularFiles(limit: 4).isEmpty, "nothing looked up")
+        let folder = try XCTUnwrap(lookup(t, "d"))
+        _ = try XCTUnwrap(lookup(t, "l"))
+        _ = try XCTUnwrap(lookup(t, "p"))
+        XCTAssertTrue(t.regularFiles(limit: 4).isEmpty, "a folder, a symlink and a fifo are no regular files")
+        for name in ["a", "b", "c"] {
+            XCTAssertTrue(FileManager.default.createFile(atPath: root + "/d/" + name, contents: Data("x".utf8)))
+        }
+        let a = try XCTUnwrap(lookup(t, "a", in: folder))
+        let b = try XCTUnwrap(lookup(t, "b", in: folder))
+        XCTAssertTrue(lookup(t, "b", in: folder) === b)
+        XCTAssertEqual(Set(t.regularFiles(limit: 4).map(ObjectIdentifier.init)), [ObjectIdentifier(a), ObjectIdentifier(b)])
+        XCTAssertEqual(t.regularFiles(limit: 1).count, 1, "no more than asked")
+        t.forget(a, count: 1)
+        t.forget(b, count: 1)
+        XCTAssertTrue(t.regularFiles(limit: 4).map(ObjectIdentifier.init) == [ObjectIdentifier(b)], "a forgotten file is not held; b still once")
+        t.forget(b, count: 1)
+        XCTAssertTrue(t.regularFiles(limit: 4).isEmpty)
+    }
 }

@@ -146,6 +146,7 @@ final class GatePresenter: FilePresenter, @unchecked Sendable {
     }
     func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? { await waitUntilOpen(); return nil }
     func relinquishPresentedItem(toWriter writer: AccessOrigin) async -> Reacquirer? { await waitUntilOpen(); return nil }
+    func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws { await waitUntilOpen() }
 }
 
 /// `count` processes of `nobody`'s, each pinned to CPU 0, each reading `file` into `out`/N (and its
@@ -174,6 +175,49 @@ func outcomesOfNobodysReaders(_ count: Int, in out: String, expecting text: Stri
         else { XCTFail("reader \(i): \(got.debugDescription) \(error.debugDescription)", file: file, line: line) }
     }
     return (read, refused)
+}
+
+/// nobody's processes named `name` waiting in the kernel for an answer of the daemon
+/// (`request_wait_answer`): parked in the daemon, delivered to an entry and not taken yet, or queued
+/// in the kernel.
+func nobodysProcessesWaiting(named name: String) -> Int {
+    var n = 0
+    for pid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int(pid) != nil {
+        guard let status = readWholeFile("/proc/\(pid)/status"),
+              status.contains("Name:\t\(name)\n"), status.contains("Uid:\t65534\t"),
+              let stack = readWholeFile("/proc/\(pid)/stack") else { continue }
+        if stack.contains("request_wait_answer") { n += 1 }
+    }
+    return n
+}
+
+/// The ring's holder held in the idle work it runs while it polls after a request (the mount's last
+/// one, or a statfs made here when it polls no more), as if it had lost its core, until `open()`:
+/// requests that come meanwhile wait in the kernel, in the queue's free entries or queued behind
+/// them. (For a mount with a fixed spin: `spin_adapt=off`.)
+final class RingHolderGate: Sendable {
+    private let state = Mutex<(closed: Bool, entered: Bool)>((true, false))
+
+    init(_ session: FuseSession, at mountpoint: String, file: StaticString = #filePath, line: UInt = #line) {
+        session.setIdleWork { [self] in
+            while self.state.withLock({ $0.entered = true; return $0.closed }) { usleep(1_000) }
+            return false
+        }
+        // A holder still polling after the last request enters it at once; a statfs would wait
+        // behind it. One that no longer polls (the spin is over) is woken by a statfs, which it
+        // answers before it polls again.
+        let polling = Date().addingTimeInterval(0.5)
+        while !state.withLock({ $0.entered }) && Date() < polling { usleep(1_000) }
+        if !state.withLock({ $0.entered }) {
+            var fs = statvfs()
+            XCTAssertEqual(statvfs(mountpoint, &fs), 0, file: file, line: line)   // a statfs(2): the daemon answers every one
+        }
+        let held = Date().addingTimeInterval(10)
+        while !state.withLock({ $0.entered }) && Date() < held { usleep(1_000) }
+        XCTAssertTrue(state.withLock { $0.entered }, "the holder runs its idle work after a request", file: file, line: line)
+    }
+
+    func open() { state.withLock { $0.closed = false } }
 }
 
 /// An `allow_other` mount through io_uring that `nobody` can reach (the test's folder is mkdtemp's,
@@ -301,18 +345,6 @@ final class RingQueuedRequestsTests: NobodyOnTheRingTestCase {
         options.adaptiveSpin = false
     }
 
-    /// nobody's readers waiting in the kernel for an answer of the daemon (`request_wait_answer`):
-    /// parked in the daemon, delivered to an entry and not taken yet, or queued in the kernel.
-    private func readersWaiting() -> Int {
-        var n = 0
-        for pid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int(pid) != nil {
-            guard let status = readWholeFile("/proc/\(pid)/status"),
-                  status.contains("Name:\tcat\n"), status.contains("Uid:\t65534\t"),
-                  let stack = readWholeFile("/proc/\(pid)/stack") else { continue }
-            if stack.contains("request_wait_answer") { n += 1 }
-        }
-        return n
-    }
 
     func testRequestsQueuedBehindParkedOnesAreHandedOut() throws {
         XCTAssertEqual(session.transportInUse, .uring)
@@ -324,25 +356,16 @@ final class RingQueuedRequestsTests: NobodyOnTheRingTestCase {
         defer { presenter.open() }
 
         // The holder stops in its idle work after the next request, until the burst is in the kernel.
-        let gate = Mutex<(closed: Bool, entered: Bool)>((true, false))
-        session.setIdleWork {
-            while gate.withLock({ $0.entered = true; return $0.closed }) { usleep(1_000) }
-            return false
-        }
-        defer { gate.withLock { $0.closed = false } }
-        var fs = statvfs()
-        XCTAssertEqual(statvfs(mnt, &fs), 0)   // a statfs(2): the daemon answers every one
-        let held = Date().addingTimeInterval(10)
-        while !gate.withLock({ $0.entered }) && Date() < held { usleep(1_000) }
-        XCTAssertTrue(gate.withLock { $0.entered }, "the holder runs its idle work after a request")
+        let gate = RingHolderGate(session, at: mnt)
+        defer { gate.open() }
 
         let readers = try startNobodysReadersOnCPU0(Self.opens, of: mnt + "/held.txt", into: out)
         defer { if readers.isRunning { presenter.open(); readers.waitUntilExit() } }
         let arrived = Date().addingTimeInterval(20)
-        while readersWaiting() < Self.opens && Date() < arrived { usleep(20_000) }
-        XCTAssertEqual(readersWaiting(), Self.opens, "nobody's readers all wait in the kernel")
+        while nobodysProcessesWaiting(named: "cat") < Self.opens && Date() < arrived { usleep(20_000) }
+        XCTAssertEqual(nobodysProcessesWaiting(named: "cat"), Self.opens, "nobody's readers all wait in the kernel")
         XCTAssertEqual(session.ringUsage.parked, 0, "the holder took none of them yet")
-        gate.withLock { $0.closed = false }
+        gate.open()
 
         // Every open is parked (none may be refused: max_user_waits is the burst), with nothing else
         // coming on CPU 0.
@@ -361,6 +384,102 @@ final class RingQueuedRequestsTests: NobodyOnTheRingTestCase {
         XCTAssertEqual(try sh("cat held.txt").output, "held\n", "the mount still answers")
         // What the daemon did to hand the queued requests out was answered too: nothing of it is
         // left in the kernel.
+        let settled = Date().addingTimeInterval(5)
+        while session.ringUsage.pullsAnswered < session.ringUsage.pullsSent && Date() < settled { usleep(10_000) }
+        XCTAssertEqual(session.ringUsage.pullsAnswered, session.ringUsage.pullsSent, "\(session.ringUsage)")
+    }
+}
+
+/// The same for parked requests whose node is a folder: unlinks, renames and creates by nobody,
+/// pinned to CPU 0, more than the queue's free entries, each in a folder of its own (the kernel
+/// lets one such change at a time into a folder) and each waiting for a presenter (the folder's,
+/// or the renamed file's). The kernel takes a retrieve notification (the ring's pull) only of a
+/// regular file it holds, and a folder is none: such a park pulled only through a file an earlier
+/// pull went through, and in a mount where nothing was parked before there was none, so the
+/// requests queued behind the first 32 stayed in the kernel until the ask's deadline. Now the pull
+/// goes through a regular file the file system says the kernel holds (the unlinked and renamed
+/// files among them), and every request reaches the daemon while no presenter has answered yet.
+final class RingQueuedFolderRequestsTests: NobodyOnTheRingTestCase {
+    static let each = RingTransport.entriesPerQueue - 8
+    static let operations = each * 3
+
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.askTimeout = 60
+        options.limits.maxUserWaits = Self.operations
+        options.spinMicroseconds = 100_000
+        options.adaptiveSpin = false
+        // The names the burst uses stay cached, present or missing, so the burst is its unlinks,
+        // renames and creates alone, every one of them parked.
+        options.entryTimeout = 120
+        options.attributeTimeout = 120
+        options.negativeTimeout = 120
+    }
+
+    func testFolderRequestsQueuedBehindParkedOnesAreHandedOut() throws {
+        XCTAssertEqual(session.transportInUse, .uring)
+        let n = Self.each
+        try sh("for i in $(seq 1 \(n)); do mkdir -p u$i r$i c$i && echo u > u$i/f && echo r > r$i/f; done "
+               + "&& chown -R 65534:65534 . && stat */f > /dev/null")
+        // The missing names the renames and creates ask for, cached as missing.
+        for i in 1...n {
+            var st = stat()
+            XCTAssertNotEqual(lstat(mnt + "/r\(i)/moved", &st), 0)
+            XCTAssertNotEqual(lstat(mnt + "/c\(i)/new", &st), 0)
+        }
+        // An unlink asks its folder's presenters, a create its folder's, a rename its file's.
+        var presenters: [GatePresenter] = []
+        for i in 1...n {
+            for path in ["u\(i)", "c\(i)", "r\(i)/f"] {
+                let presenter = GatePresenter(path: try ItemPath(path))
+                _ = try coordinator.addFilePresenter(presenter)
+                presenters.append(presenter)
+            }
+        }
+        func answer() { for p in presenters { p.open() } }
+        defer { answer() }
+
+        let gate = RingHolderGate(session, at: mnt)
+        defer { gate.open() }
+        let burst = Process()
+        burst.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let asNobody = "taskset -c 0 setpriv --reuid=65534 --regid=65534 --clear-groups"
+        // (From outside the mount, by paths whose every step the kernel has cached.)
+        burst.currentDirectoryURL = URL(fileURLWithPath: root)
+        burst.arguments = ["-c", "m='\(mnt!)'; for i in $(seq 1 \(n)); do \(asNobody) unlink $m/u$i/f & "
+                           + "\(asNobody) mv -T $m/r$i/f $m/r$i/moved & \(asNobody) touch $m/c$i/new & done; wait"]
+        burst.standardOutput = FileHandle.nullDevice
+        burst.standardError = FileHandle.nullDevice
+        try burst.run()
+        defer { if burst.isRunning { answer(); burst.waitUntilExit() } }
+        func waiting() -> Int { ["unlink", "mv", "touch"].map(nobodysProcessesWaiting(named:)).reduce(0, +) }
+        let arrived = Date().addingTimeInterval(20)
+        while waiting() < Self.operations && Date() < arrived { usleep(20_000) }
+        XCTAssertEqual(waiting(), Self.operations, "nobody's unlinks, renames and creates all wait in the kernel")
+        XCTAssertEqual(session.ringUsage.parked, 0, "the holder took none of them yet")
+        gate.open()
+
+        // Every one reaches the daemon and is parked there, its presenter asked, with nothing else
+        // coming on CPU 0.
+        let deadline = Date().addingTimeInterval(10)
+        func asked() -> Int { presenters.filter { $0.asks.withLock { $0 } > 0 }.count }
+        while (session.ringUsage.parked < Self.operations || asked() < Self.operations) && Date() < deadline { usleep(10_000) }
+        let usage = session.ringUsage
+        XCTAssertEqual(usage.parked, Self.operations, "every folder request is parked, none left queued in the kernel: \(usage)")
+        XCTAssertEqual(asked(), Self.operations, "each one's presenter was asked")
+        XCTAssertTrue(burst.isRunning, "none was answered before its presenter")
+
+        // Answered: every unlink, rename and create is done.
+        answer()
+        let done = Date().addingTimeInterval(20)
+        while burst.isRunning && Date() < done { usleep(10_000) }
+        XCTAssertFalse(burst.isRunning, "the burst ended once answered")
+        for i in 1...n {
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing + "/u\(i)"), [])
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing + "/r\(i)"), ["moved"])
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing + "/c\(i)"), ["new"])
+        }
+        XCTAssertEqual(session.ringUsage.parked, 0)
         let settled = Date().addingTimeInterval(5)
         while session.ringUsage.pullsAnswered < session.ringUsage.pullsSent && Date() < settled { usleep(10_000) }
         XCTAssertEqual(session.ringUsage.pullsAnswered, session.ringUsage.pullsSent, "\(session.ringUsage)")
