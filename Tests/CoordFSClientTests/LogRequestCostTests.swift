@@ -87,4 +87,39 @@ final class LogRequestCostTests: ClientMountTestCase {
         XCTAssertEqual(mine.output, roots.output)
         XCTAssertTrue(mine.output.contains("\"seq\":\(middle + 5),"), mine.output)
     }
+
+    /// A request stops after 50,000 frames, shown or not: nobody, who may see none of 120,000
+    /// records in root's 700 folder, gets replies with no records that say where to go on, and its
+    /// `coordfs log` goes on through them to the public records after.
+    func testHiddenRecordsCostARequestNoMoreThanItsBudgetAndTheReaderGoesOn() throws {
+        mkdir(backing + "/private", 0o700)
+        let log = try XCTUnwrap(daemon.eventLog)
+        let first = log.lastAssignedSeq + 1
+        for i in 0..<120_000 { log.append(.didChange, path: "/private/secret-\(i).txt") }
+        for i in 0..<3 { log.append(.didChange, path: "/public-\(i).txt") }
+        try log.flush()
+
+        let script = root + "/budget.py"
+        try (pythonClientPrelude + """
+        send({"type": "hello", "id": 1, "versions": [1]})
+        receive()
+        send({"type": "readLog", "id": 2, "from": int(sys.argv[2])})
+        reply = receive()
+        print(json.dumps({"records": reply["records"], "next": reply["next"], "end": reply["end"]}), flush=True)
+        """).write(toFile: script, atomically: true, encoding: .utf8)
+        let raw = try run(["/usr/bin/python3", script, socketPath, String(first)], user: nobody)
+        XCTAssertEqual(raw.status, 0, raw.output)
+        let reply = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(raw.output.utf8)) as? [String: Any])
+        XCTAssertEqual(reply["records"] as? String, "", "nothing nobody may see")
+        let next = try XCTUnwrap((reply["next"] as? NSNumber)?.uint64Value)
+        XCTAssertLessThanOrEqual(next, first + 50_000, "one request reads at most 50,000 frames")
+        XCTAssertGreaterThan(next, first + 49_000, "and goes that far")
+        XCTAssertLessThan(next, try XCTUnwrap((reply["end"] as? NSNumber)?.uint64Value))
+
+        let bin = try Self.coordfsBinary()
+        let shown = try run([bin, "log", "--json", "--since", String(first), mnt!], user: nobody)
+        XCTAssertEqual(shown.status, 0, shown.output)
+        XCTAssertFalse(shown.output.contains("secret"), shown.output)
+        for i in 0..<3 { XCTAssertTrue(shown.output.contains("public-\(i).txt"), shown.output) }
+    }
 }
