@@ -73,8 +73,8 @@ extension ControlRequestHandler {
         let nodes = s.nodes.map { n in
             ClusterStatusReport.Node(
                 name: n.name, sinceMs: UInt64(max(0, n.since * 1000)), lease: n.lease, ttl: UInt64(max(0, n.ttl)),
-                presenters: Array(n.presenters.compactMap(visible).prefix(Self.clusterReportLimit)),
-                holds: Array(n.holds.compactMap { h in visible(h.path).map { .init(path: $0, mode: h.mode, token: h.token) } }.prefix(Self.clusterReportLimit)))
+                presenters: Array(n.presenters.lazy.compactMap(visible).prefix(Self.clusterReportLimit)),
+                holds: Array(n.holds.lazy.compactMap { h in visible(h.path).map { .init(path: $0, mode: h.mode, token: h.token) } }.prefix(Self.clusterReportLimit)))
         }
         client.connection.send(.clusterStatusReport(ClusterStatusReport(
             id: request.id, node: s.node, prefix: s.prefix, reachable: s.reachable, sessionValid: s.sessionValid,
@@ -106,11 +106,13 @@ extension ControlRequestHandler {
         client.connection.send(.clusterStepList(ClusterStepList(id: request.id, steps: shown, next: next, oldest: oldest)))
     }
 
-    /// The peer's view of an item: its mount path if the peer may see it, else nil.
+    /// The peer's view of an item: its mount path if the peer may see it, else nil (judged once
+    /// per folder for one report).
     private func visibility(for peer: ControlPathResolver.Peer) -> (ItemPath) -> MountPath? {
-        { [resolver] path in
+        var memo = VisibilityMemo(resolver: resolver, peer: peer)
+        return { path in
             guard let m = MountPath.of(path) else { return nil }
-            return resolver.maySee(m, for: peer) ? m : nil
+            return memo.maySee(m) ? m : nil
         }
     }
 }

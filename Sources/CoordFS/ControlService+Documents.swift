@@ -98,8 +98,14 @@ extension ControlRequestHandler {
                     throw ProtocolError(.unknownPresenter, "\(presenter) is not registered on this connection")
                 }
             }
+            // Root lists every conflict; another user reads its own only, through the store's owner
+            // index: the cost follows its conflicts, not every user's.
             let all: [Conflict]
-            do { all = try store.conflicts() } catch { throw Self.protocolError(error, presenter: nil) }
+            do {
+                all = root ? try store.conflicts() : try store.documentStore.conflicts(ownedBy: client.peer.credentials.uid)
+            } catch {
+                throw Self.protocolError(error, presenter: nil)
+            }
             var list: [ConflictInfo] = []
             for conflict in all {
                 let owner = store.coordinatorID(of: conflict.presenter)

@@ -1,4 +1,5 @@
 import ControlProtocol
+import Coordination
 import EventLog
 import Synchronization
 
@@ -63,12 +64,16 @@ extension ControlClientState {
     }
 }
 
-/// The visibility rule for log records, remembered per folder within one request (what a peer may
-/// see depends only on the folders above an item).
+/// The visibility rule, remembered per folder within one request (what a peer may see depends
+/// only on the folders above an item): log records, and the items a status or cluster report
+/// lists, cost the resolver's walk once per folder, not once per item.
 struct VisibilityMemo {
     let resolver: ControlPathResolver
     let peer: ControlPathResolver.Peer
     private var folders: [Substring: Bool] = [:]
+    private var mountFolders: [String: Bool] = [:]
+    /// Questions the resolver was asked (each walks the item's folders on disk).
+    private(set) var lookups = 0
 
     init(resolver: ControlPathResolver, peer: ControlPathResolver.Peer) {
         self.resolver = resolver
@@ -87,10 +92,32 @@ struct VisibilityMemo {
         let relative = path.drop { $0 == "/" }
         if relative.isEmpty { return true }
         let folder = relative.lastIndex(of: "/").map { relative[..<$0] } ?? ""
-        if let known = folders[folder] { return known }
+        // The state folder's name in the root is no item of the mount: never a folder's answer.
+        let stateFolder = folder.isEmpty && relative == StateFolder.name
+        if !stateFolder, let known = folders[folder] { return known }
         guard let mountPath = try? MountPath(validating: String(relative)) else { return false }
+        if stateFolder { return resolver.maySee(mountPath, for: peer) }
+        lookups += 1
         let answer = resolver.maySee(mountPath, for: peer)
         folders[folder] = answer
         return answer
+    }
+
+    /// An item of the mount (a presenter's, an access's).
+    mutating func maySee(_ path: MountPath) -> Bool {
+        if peer.credentials.uid == 0 || path.isRoot { return true }
+        let folder = path.parent?.rawValue ?? ""
+        if folder.isEmpty && path.rawValue == StateFolder.name { return resolver.maySee(path, for: peer) }
+        if let known = mountFolders[folder] { return known }
+        lookups += 1
+        let answer = resolver.maySee(path, for: peer)
+        mountFolders[folder] = answer
+        return answer
+    }
+
+    /// An item of the coordinator's (nil when it is outside the mount: root's alone).
+    mutating func maySee(_ path: ItemPath) -> Bool {
+        guard let mountPath = MountPath.of(path) else { return peer.credentials.uid == 0 }
+        return maySee(mountPath)
     }
 }

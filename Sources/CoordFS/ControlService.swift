@@ -439,12 +439,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         let snapshot = coordinator.status()
-        let peer = client.peer
-        // Other users see only what they could find in the folder themselves (Visibility.swift).
-        func visible(_ path: ItemPath) -> Bool {
-            guard let mountPath = MountPath.of(path) else { return peer.credentials.uid == 0 }
-            return resolver.maySee(mountPath, for: peer)
-        }
+        // Other users see only what they could find in the folder themselves (Visibility.swift),
+        // judged once per folder: a report of many presenters walks each folder's path once.
+        var memo = VisibilityMemo(resolver: resolver, peer: client.peer)
+        func visible(_ path: ItemPath) -> Bool { memo.maySee(path) }
         let presenters = snapshot.presenters.filter { visible($0.path) }.compactMap { p -> StatusReport.Presenter? in
             guard let path = MountPath.of(p.path) else { return nil }
             let kind = kindOf(p.id, path)

@@ -145,6 +145,21 @@ extension DocumentStore {
         }
     }
 
+    /// The conflicts a user other than root may list, oldest first (open ones by default): those
+    /// `uid` owns, and those an older store recorded with no owner (for the caller to judge: a lost
+    /// update's saver is in its presenter's name). Found through the owner index, so the cost
+    /// follows this user's conflicts, not every user's.
+    public func conflicts(ownedBy uid: UInt32, state: ConflictState? = .open) throws -> [Conflict] {
+        try read { db in
+            try Row.fetchAll(db, sql: Self.ownedConflictsQuery, arguments: [Int64(uid), state?.rawValue, state?.rawValue]).map(Schema.conflict)
+        }
+    }
+
+    static let ownedConflictsQuery = """
+        SELECT \(Schema.conflictColumns) FROM conflict c JOIN document d ON d.id = c.documentId
+        WHERE (c.ownerUid = ? OR c.ownerUid IS NULL) AND (? IS NULL OR c.state = ?) ORDER BY c.id
+        """
+
     /// The conflicts of the document at `path`, oldest first (open ones by default).
     public func conflicts(atPath path: String, state: ConflictState? = .open) throws -> [Conflict] {
         let (relative, _) = try resolve(path)

@@ -74,6 +74,11 @@ enum Schema {
                 try db.execute(sql: "ALTER TABLE version ADD COLUMN \(column)")
             }
         }
+        // A user's conflicts found without reading everyone's (the control socket's `conflicts`
+        // for a user other than root).
+        migrator.registerMigration("conflictOwnerIndex") { db in
+            try db.execute(sql: "CREATE INDEX conflict_owner ON conflict(ownerUid, state)")
+        }
         return migrator
     }
 

@@ -67,6 +67,8 @@ final class ConflictOwnerTests: XCTestCase {
         XCTAssertEqual(old.owner, 65534)
         // Back to the older schema: the columns and their migration gone.
         try f.store.database.write { db in
+            try db.execute(sql: "DROP INDEX conflict_owner")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'conflictOwnerIndex'")
             try db.execute(sql: "ALTER TABLE interest DROP COLUMN ownerUid")
             try db.execute(sql: "ALTER TABLE conflict DROP COLUMN ownerUid")
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v3'")
@@ -78,5 +80,31 @@ final class ConflictOwnerTests: XCTestCase {
         try f.store.setUnsavedChanges(bob, path: "doc.txt", true)
         let new = try change("later\n")
         XCTAssertEqual(new.first { $0.presenter == bob }?.owner, 1000)
+        XCTAssertEqual(try f.store.conflicts(ownedBy: 1000).map(\.id), [old.id] + new.filter { $0.presenter == bob }.map(\.id))
+    }
+
+    /// A user's conflicts (`conflicts(ownedBy:)`, what the control socket lists for a user other
+    /// than root) are its own and those of no owner, found through the owner index: SQLite's plan
+    /// searches `conflict_owner` and scans no table, so the cost follows the user's conflicts.
+    func testAUsersConflictsAreFoundThroughTheOwnerIndex() throws {
+        let carol = StorePresenterID("coordfs-1-1/presenter#3")
+        try f.write("doc.txt", "base\n")
+        try f.store.register(alice, path: "doc.txt", owner: 65534)
+        try f.store.register(bob, path: "doc.txt")
+        try f.store.register(carol, path: "doc.txt", owner: 1000)
+        for p in [alice, bob, carol] { try f.store.setUnsavedChanges(p, path: "doc.txt", true) }
+        let opened = Dictionary(uniqueKeysWithValues: try change("theirs\n").map { ($0.presenter, $0.id) })
+        XCTAssertEqual(opened.count, 3)
+        XCTAssertEqual(try f.store.conflicts(ownedBy: 65534).map(\.id), [alice, bob].compactMap { opened[$0] }.sorted { $0.rawValue < $1.rawValue })
+        XCTAssertEqual(try f.store.conflicts(ownedBy: 1000).map(\.id), [bob, carol].compactMap { opened[$0] }.sorted { $0.rawValue < $1.rawValue })
+        XCTAssertEqual(try f.store.conflicts(ownedBy: 4242).map(\.id), [opened[bob]!])
+        XCTAssertEqual(try f.store.conflicts(ownedBy: 65534, state: .resolved), [])
+
+        let plan = try f.store.database.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + DocumentStore.ownedConflictsQuery, arguments: [65534, "open", "open"])
+                .map { $0["detail"] as String }
+        }
+        XCTAssertTrue(plan.contains { $0.contains("conflict_owner") }, "\(plan)")
+        XCTAssertFalse(plan.contains { $0.hasPrefix("SCAN c") || $0.hasPrefix("SCAN conflict") }, "\(plan)")
     }
 }
