@@ -150,7 +150,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                     _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
         guard intents.allSatisfy({ PathLimit.fits($0.path) }) else { return request.reply(error: .fileNameTooLong) }
-        let purpose = "pid:" + String(origin.pid)
+        let purpose = "pid:" + String(Int(origin.pid), radix: 10) // not through description
         if let access = coordinator.tryCoordinateImmediately(intents, origin: origin, purpose: purpose) {
             return body(request, Grant(access: access, coordinator: coordinator, origin: origin))
         }

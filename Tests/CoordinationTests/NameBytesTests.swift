@@ -14,6 +14,10 @@ import Testing
         #expect(s.nameBytes == bytes)
         // The buffer initializer (the backing watcher's, on its fanotify records) gives the same string.
         #expect(Array(bytes.withUnsafeBufferPointer { String(nameBuffer: $0) }.utf8) == Array(s.utf8))
+        // So do the array slice's and the generic walk (a collection that is neither).
+        #expect(Array(String(nameBytes: [0x2F] + bytes + [0x2F]).utf8.dropFirst().dropLast()) == Array(s.utf8))
+        #expect(Array(String(nameBytes: ([0x61] + bytes)[1...]).utf8) == Array(s.utf8))
+        #expect(Array(String(nameBytes: AnyRandomAccessCollection(bytes)).utf8) == Array(s.utf8))
         var copy: [UInt8] = []
         s.withNameCString { p in var i = 0; while p[i] != 0 { copy.append(UInt8(bitPattern: p[i])); i += 1 } }
         #expect(copy == bytes)
