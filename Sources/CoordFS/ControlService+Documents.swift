@@ -53,6 +53,24 @@ extension ControlRequestHandler {
         return store
     }
 
+    /// A registration of `uid`'s refused because the user already pins as many versions or bytes
+    /// as `max_user_pinned_versions` / `max_user_pinned_mb` allow (docs/document-store.md,
+    /// "Per-user budget"), or nil. Folders, files that are not there and root's and the owner's
+    /// registrations are never refused here.
+    func pinRefusal(of uid: UInt32, at path: MountPath) -> ProtocolError? {
+        guard let store else { return nil }
+        do {
+            try store.documentStore.checkRoomForBase(of: uid, path: path.itemPath.string)
+        } catch let error as DocumentStoreError {
+            // The caller's own uid and counts, nothing of anyone else's.
+            if case .userPinsExceeded = error { return Self.protocolError(error, presenter: nil) }
+            return nil  // no document there: the registration goes on as for any path
+        } catch {
+            return nil  // no document there: the registration goes on as for any path
+        }
+        return nil
+    }
+
     /// `register` with `unsaved`: the store must know the presenter's document now. Throws (and
     /// the caller unregisters) when it is no document.
     func registerUnsaved(_ id: PresenterID, path: MountPath) throws(ProtocolError) {
@@ -480,6 +498,7 @@ extension ControlRequestHandler {
         case .missingContents: return ProtocolError(.invalidValue, message)
         case .baseUnavailable: return ProtocolError(.baseUnavailable, message)
         case .binaryContents: return ProtocolError(.binaryContents, message)
+        case .userPinsExceeded: return ProtocolError(.limitExceeded, message)
         case .system, .database: return ProtocolError(.internalError, message)
         }
     }

@@ -248,6 +248,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             connection.reply(to: request.id, error: error)
             return
         }
+        if let refusal = pinRefusal(of: client.origin.uid, at: item.path) {
+            connection.reply(to: request.id, error: refusal)
+            return
+        }
         let presenter = RemotePresenter(connection: connection, path: item.path, itemPath: item.path.itemPath, kind: request.kind,
                                         asks: request.asks, askDeadline: askDeadline, coordinator: coordinator, quotas: quotas)
         let id: PresenterID

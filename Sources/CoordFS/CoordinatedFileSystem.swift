@@ -216,7 +216,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
-            if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid) }
+            if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid, uid: grant.origin.uid) }
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle

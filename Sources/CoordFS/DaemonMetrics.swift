@@ -43,6 +43,8 @@ public final class DaemonMetrics: @unchecked Sendable {
     private let presenters, heldAccesses, waitingAccesses, openConflicts: Prometheus.Gauge
     private let logRecords, logDropped, logBytes, logWriteErrors: Prometheus.Counter
     private let logStuck: Prometheus.Gauge
+    private let readerRecords: Prometheus.Gauge
+    private let readersDropped: Prometheus.Counter
     private let cpuSeconds: Prometheus.Counter
     private let residentBytes, virtualBytes, openFDs, maxFDs, startTime, threads: Prometheus.Gauge
     /// What the scrape-time counters had reached at the last scrape (they only ever increase by the delta).
@@ -91,6 +93,8 @@ public final class DaemonMetrics: @unchecked Sendable {
         logBytes = r.makeCounter(descriptor: describe("coordfs_event_log_written_bytes_total", "Bytes written to the event log's segments."))
         logWriteErrors = r.makeCounter(descriptor: describe("coordfs_event_log_write_errors_total", "Failed writes of the event log (retried)."))
         logStuck = r.makeGauge(descriptor: describe("coordfs_event_log_stuck", "1 while the event log cannot be written (a full disk), else 0."))
+        readerRecords = r.makeGauge(descriptor: describe("coordfs_lost_update_readers", "Records of the lost-update readers table (a live process that read a document)."))
+        readersDropped = r.makeCounter(descriptor: describe("coordfs_lost_update_readers_dropped_total", "Records of the lost-update readers table dropped by max_user_readers or max_readers (the oldest of a user's)."))
         cpuSeconds = r.makeCounter(descriptor: describe("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
         residentBytes = r.makeGauge(descriptor: describe("process_resident_memory_bytes", "Resident memory size in bytes."))
         virtualBytes = r.makeGauge(descriptor: describe("process_virtual_memory_bytes", "Virtual memory size in bytes."))
@@ -126,6 +130,10 @@ public final class DaemonMetrics: @unchecked Sendable {
             waitingAccesses.set(Double(counts.waiting))
             if let store = daemon.store, let open = try? store.documentStore.conflicts(state: .open) {
                 openConflicts.set(Double(open.count))
+            }
+            if let readers = daemon.coordinated?.lostUpdates.readers {
+                readerRecords.set(Double(readers.count))
+                advance(readersDropped, to: readers.dropped)
             }
             if let log = daemon.eventLog {
                 let s = log.statistics

@@ -85,7 +85,20 @@ func parseStartTime<C: BidirectionalCollection>(_ line: C) -> UInt64? where C.El
 ///
 /// The table holds no file descriptors: one process's records cost a dictionary slot per path and
 /// one entry in its process's list (`coordfs-bench readers` measures the bytes per record).
+///
+/// It is bounded (``Limits``): one user (uid) holds at most `perUser` records, and the table at
+/// most `total`. A read beyond its user's bound drops that user's oldest record first (the reading
+/// process's own oldest, else another process of the same user's); a read beyond the total drops
+/// the oldest record of the user holding the most records. So one user's reads never push out
+/// another user's records unless that user holds more than it does. Each dropped record is counted
+/// (``dropped``, the metric `coordfs_lost_update_readers_dropped_total`); a process whose record
+/// was dropped is no reader of that version any more (its late save there is not recognised).
 final class ImplicitReaders: Sendable {
+    /// The bounds (`-o max_user_readers`, `max_readers`).
+    struct Limits: Sendable, Equatable {
+        var perUser = 65_536
+        var total = 262_144
+    }
     /// One reader of one path (its start is its process's, in ``Process``: 40 bytes a record).
     struct Entry: Sendable, Equatable {
         var pid: pid_t
@@ -120,19 +133,33 @@ final class ImplicitReaders: Sendable {
         }
     }
 
-    /// One tracked process: its start time and the paths it has records for.
+    /// One tracked process: its start time, its user and the paths it has records for, oldest
+    /// first (those before `head` were dropped already).
     struct Process: Sendable {
         var start: UInt64
+        var uid: UInt32
         var paths: [ItemPath]
+        var head = 0
+
+        var live: ArraySlice<ItemPath> { paths[head...] }
+    }
+
+    /// One user's records and processes.
+    struct User: Sendable {
+        var records = 0
+        var pids: Set<pid_t> = []
     }
 
     struct State: Sendable {
         var byPath: [ItemPath: Readers] = [:]
         var processes: [pid_t: Process] = [:]
+        var users: [UInt32: User] = [:]
         var records = 0
+        var dropped: UInt64 = 0
+        var limits = Limits()
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     /// The capacity the path table keeps when its readers have gone (see `removeProcess`).
     static let keptPaths = 32_768
     /// How a pid's start time is found (`/proc`; tests give their own).
@@ -142,7 +169,8 @@ final class ImplicitReaders: Sendable {
     private let departures = Mutex<(@Sendable (ProcessKey) -> Void)?>(nil)
     private let queue = DispatchQueue(label: "coordfs.readers.sweep", qos: .utility)
 
-    init(sweepInterval: Double = 0.5, startTime: @escaping @Sendable (pid_t) -> UInt64? = processStart) {
+    init(sweepInterval: Double = 0.5, limits: Limits = Limits(), startTime: @escaping @Sendable (pid_t) -> UInt64? = processStart) {
+        state = Mutex(State(limits: limits))
         self.sweepInterval = sweepInterval
         self.startTime = startTime
     }
@@ -155,22 +183,37 @@ final class ImplicitReaders: Sendable {
     /// How many processes it holds records for.
     var processCount: Int { state.withLock { $0.processes.count } }
 
-    /// `pid` opened `path` for reading and got the version `read`.
-    func noteRead(_ path: ItemPath, identity read: FileIdentity, by pid: pid_t) {
+    /// How many records the bounds dropped so far (``Limits``).
+    var dropped: UInt64 { state.withLock { $0.dropped } }
+
+    /// How many records `uid`'s processes hold.
+    func count(of uid: UInt32) -> Int { state.withLock { $0.users[uid]?.records ?? 0 } }
+
+    /// The bounds in effect.
+    var limits: Limits {
+        get { state.withLock { $0.limits } }
+        set { state.withLock { $0.limits = newValue } }
+    }
+
+    /// The user of the tracked process `pid`.
+    func user(of pid: pid_t) -> UInt32? { state.withLock { $0.processes[pid]?.uid } }
+
+    /// `pid` (of user `uid`) opened `path` for reading and got the version `read`.
+    func noteRead(_ path: ItemPath, identity read: FileIdentity, by pid: pid_t, uid: UInt32 = 0) {
         let entry = Entry(pid: pid, read: read)
         // A known process (every read after its first): noted under the same lock it was found in.
         // A pid seen before keeps the start it had until the sweep finds it gone; a record wrongly
         // kept under the old process is never the new one's: every decision checks the process again.
         if state.withLock({ s -> Bool in
             guard let start = s.processes[pid]?.start else { return false }
-            s.set(entry, of: ProcessKey(pid: pid, start: start), at: path)
+            s.set(entry, of: ProcessKey(pid: pid, start: start), uid: uid, at: path)
             return true
         }) { return }
         // A new process: its start time once, read without the lock.
         guard let start = startTime(pid) else { return }
         let first = state.withLock { s -> Bool in
             let wasEmpty = s.processes.isEmpty
-            s.set(entry, of: ProcessKey(pid: pid, start: start), at: path)
+            s.set(entry, of: ProcessKey(pid: pid, start: start), uid: uid, at: path)
             return wasEmpty
         }
         if first { startSweeping() }
@@ -292,9 +335,17 @@ final class ImplicitReaders: Sendable {
 }
 
 extension ImplicitReaders.State {
-    mutating func set(_ entry: ImplicitReaders.Entry, of process: ProcessKey, at path: ItemPath) {
+    mutating func set(_ entry: ImplicitReaders.Entry, of process: ProcessKey, uid: UInt32, at path: ItemPath) {
         let pid = process.pid
         if let p = processes[pid], p.start != process.start { removeProcess(pid) }
+        // A new record beyond a bound: the oldest of its user's (or of the biggest user's) goes first.
+        if byPath[path]?.entry(of: pid) == nil {
+            let user = processes[pid]?.uid ?? uid
+            if let mine = users[user], mine.records >= limits.perUser { dropOldest(of: user, preferring: pid) }
+            if records >= limits.total, let biggest = users.max(by: { $0.value.records < $1.value.records })?.key {
+                dropOldest(of: biggest, preferring: pid)
+            }
+        }
         // One hash of the path: the readers are updated in place, or made when there are none.
         var made = false
         func first() -> ImplicitReaders.Readers {
@@ -304,8 +355,33 @@ extension ImplicitReaders.State {
         let added = Self.set(entry, in: &byPath[path, default: first()]) || made
         if added {
             records += 1
-            processes[pid, default: .init(start: process.start, paths: [])].paths.append(path)
+            let owner = processes[pid]?.uid ?? uid
+            processes[pid, default: .init(start: process.start, uid: owner, paths: [])].paths.append(path)
+            users[owner, default: .init()].records += 1
+            users[owner]?.pids.insert(pid)
         }
+    }
+
+    /// Drops the oldest record of `uid`'s: `pid`'s own when it has one, else another of its
+    /// processes'. Counted in `dropped`.
+    mutating func dropOldest(of uid: UInt32, preferring pid: pid_t) {
+        guard let user = users[uid] else { return }
+        let victim = processes[pid].map { $0.uid == uid && !$0.live.isEmpty } == true ? pid : user.pids.first { !(processes[$0]?.live.isEmpty ?? true) }
+        guard let victim, var p = processes[victim] else { return }
+        let path = p.paths[p.head]
+        p.head += 1
+        if p.head == p.paths.count {
+            p.paths.removeAll()
+            p.head = 0
+        } else if p.head >= 64 && p.head * 2 >= p.paths.count {
+            p.paths.removeFirst(p.head)
+            p.head = 0
+        }
+        processes[victim] = p
+        if let i = byPath.index(forKey: path), !byPath.values[i].remove(victim) { byPath.remove(at: i) }
+        records -= 1
+        dropped += 1
+        users[uid]?.records -= 1
     }
 
     /// Sets `entry` among `readers`; true when its process had none there.
@@ -317,11 +393,16 @@ extension ImplicitReaders.State {
 
     mutating func removeProcess(_ pid: pid_t) {
         guard let p = processes.removeValue(forKey: pid) else { return }
-        for path in p.paths {
+        for path in p.live {
             // One hash of the path: the readers are changed in place, or removed with the last one.
             guard let i = byPath.index(forKey: path) else { continue }
             if !byPath.values[i].remove(pid) { byPath.remove(at: i) }
             records -= 1
+        }
+        if var user = users[p.uid] {
+            user.records -= p.live.count
+            user.pids.remove(pid)
+            users[p.uid] = user.pids.isEmpty ? nil : user
         }
         processes.shrinkIfSparse()
         // Each `grep -r` is a new process that reads every file of a tree once and exits: the

@@ -68,12 +68,12 @@ final class LostUpdates: Sendable {
 
     var mode: LostUpdateMode { config.withLock { $0.mode } }
 
-    /// `pid` opened `path` for reading only (`fd`: its backing file): it read that version.
-    func didRead(_ path: ItemPath, file fd: Int32, by pid: pid_t) {
+    /// `pid` (of user `uid`) opened `path` for reading only (`fd`: its backing file): it read that version.
+    func didRead(_ path: ItemPath, file fd: Int32, by pid: pid_t, uid: UInt32) {
         guard mode != .off else { return }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return }
-        readers.noteRead(path, identity: Self.identity(st), by: pid)
+        readers.noteRead(path, identity: Self.identity(st), by: pid, uid: uid)
         // What it read before is no longer its base.
         releaseHolds(of: pid, at: path)
     }
@@ -84,7 +84,12 @@ final class LostUpdates: Sendable {
     /// Keeps the file at `path` for `holders` (held in the store until they let go).
     private func keep(_ path: ItemPath, reason: VersionReason, for holders: [ProcessKey], store: StoreService, by origin: AccessOrigin) {
         let names = holders.map(Self.holderName)
-        guard store.keepForReaders(path, reason: reason, holders: names, by: origin) else { return }
+        // Each holder's user: what it holds counts in that user's budget of pinned versions.
+        var users: [String: UInt32] = [:]
+        for (process, name) in zip(holders, names) {
+            users[name] = process.pid == origin.pid ? origin.uid : readers.user(of: process.pid)
+        }
+        guard store.keepForReaders(path, reason: reason, holders: names, users: users, by: origin) else { return }
         holds.withLock { table in
             for (process, name) in zip(holders, names) { table[process.pid, default: [:]][path, default: []].insert(name) }
         }

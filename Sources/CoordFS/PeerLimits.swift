@@ -1,3 +1,4 @@
+import DocumentStore
 import Dispatch
 import Glibc
 import Synchronization
@@ -22,6 +23,20 @@ public struct PeerLimits: Sendable, Equatable {
     /// presenter's answer or an access held elsewhere); beyond it, the request fails with EAGAIN.
     /// On io_uring each such request holds a ring entry (FuseKit's `RingTransport`).
     public var maxUserWaits = 1024
+    /// `max_user_pinned_versions`: versions the document store keeps beyond retention for one user
+    /// (its presenters' bases, its open conflicts, versions held for its live readers); beyond it
+    /// its presenters' registrations are refused and nothing more is pinned for it
+    /// (docs/document-store.md, "Per-user budget").
+    public var maxUserPinnedVersions = 1000
+    /// `max_user_pinned_mb`: the logical size of those versions, in MiB.
+    public var maxUserPinnedBytes: Int64 = 1 << 30
+    /// `max_user_readers`: records of the lost-update readers table (a process that read a
+    /// document, docs/semantics.md "Lost updates") one user's processes hold; beyond it that user's
+    /// oldest record goes.
+    public var maxUserReaders = 65_536
+    /// `max_readers`: records of that table in all; beyond it the oldest record of the user
+    /// holding the most goes.
+    public var maxReaders = 262_144
     /// `idle_timeout`: seconds after which a connection that holds nothing (no presenter, access
     /// or waiting request) and sent nothing is closed.
     public var idleTimeout = 300.0
@@ -36,9 +51,18 @@ public struct PeerLimits: Sendable, Equatable {
     /// The users the per-user bounds do not apply to: root and the daemon's own user.
     public static var exemptUsers: Set<UInt32> { [0, getuid()] }
 
+    /// The bounds of the lost-update readers table these limits set.
+    var readers: ImplicitReaders.Limits { ImplicitReaders.Limits(perUser: maxUserReaders, total: maxReaders) }
+
+    /// The document store's per-user budget of pinned versions these limits set.
+    public var userPins: UserPinBudget {
+        UserPinBudget(maxVersions: maxUserPinnedVersions, maxBytes: maxUserPinnedBytes, exempt: Self.exemptUsers)
+    }
+
     static let documentation = """
         limits: max_connections=N, max_user_connections=N, max_user_presenters=N, max_user_accesses=N,
-          max_user_asks=N, max_user_waits=N, idle_timeout=S, slow_timeout=S
+          max_user_asks=N, max_user_waits=N, max_user_pinned_versions=N (1000), max_user_pinned_mb=N (1024),
+          max_user_readers=N (65536), max_readers=N (262144), idle_timeout=S, slow_timeout=S
         """
 
     /// Parses one option; false when `key` is not a limit.
@@ -62,6 +86,10 @@ public struct PeerLimits: Sendable, Equatable {
         case "max_user_accesses": maxUserAccesses = try count(1...1_000_000)
         case "max_user_asks": maxUserAsks = try count(1...1_000_000)
         case "max_user_waits": maxUserWaits = try count(1...1_000_000)
+        case "max_user_readers": maxUserReaders = try count(1...10_000_000)
+        case "max_readers": maxReaders = try count(1...100_000_000)
+        case "max_user_pinned_versions": maxUserPinnedVersions = try count(1...10_000_000)
+        case "max_user_pinned_mb": maxUserPinnedBytes = Int64(try count(1...(1 << 30))) << 20
         case "idle_timeout": idleTimeout = try seconds()
         case "slow_timeout": slowTimeout = try seconds()
         default: return false

@@ -24,9 +24,9 @@ extension StoreService {
     /// base), held for `holders`; a failure is reported as the store's other failures are, never
     /// fails the operation. True when a version is kept (and held).
     @discardableResult
-    func keepForReaders(_ path: ItemPath, reason: VersionReason, holders: [String] = [], by origin: AccessOrigin) -> Bool {
+    func keepForReaders(_ path: ItemPath, reason: VersionReason, holders: [String] = [], users: [String: UInt32] = [:], by origin: AccessOrigin) -> Bool {
         do {
-            guard let snapshot = try documentStore.keepForReaders(path.string, reason: reason, holders: holders) else { return false }
+            guard let snapshot = try documentStore.keepForReaders(path.string, reason: reason, holders: holders, users: users) else { return false }
             recorder?.snapshotTaken(snapshot, actor: (origin.pid, origin.uid, origin.executable))
             return true
         } catch DocumentStoreError.notARegularFile {

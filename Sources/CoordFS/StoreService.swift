@@ -29,6 +29,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// Counts the versions kept (`-o metrics=`); set once, before the mount serves.
     var metrics: DaemonMetrics?
     let writePolicy: CoordinationPolicy
+    /// What one user may pin in the store (the mount's `max_user_pinned_versions`, `max_user_pinned_mb`).
+    let userPins: UserPinBudget
     /// Prefix of this daemon's presenter names in the store: interests left by a daemon that is
     /// gone are dropped at start (its presenters cannot come back under the same coordinator ids).
     let instance: String
@@ -82,18 +84,20 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let service = try StoreService(
             backing: daemon.plan.backing, stateDirectory: daemon.plan.state.store, coordinator: daemon.coordinator,
             coordination: daemon.plan.options.coordination, log: daemon.recorder.map(StoreEventRecorder.init(log:)),
-            options: options)
+            options: options, userPins: daemon.plan.options.limits.userPins)
         service.mount = mount
         let tap = StorePresenterTap(service: service, next: daemon.coordinator.eventSink)
         service.tap = tap
         daemon.coordinator.eventSink = tap
         mount.setDocumentHooks(service)
         mount.lostUpdates.configure(options.lostUpdates, store: service)
+        mount.lostUpdates.readers.limits = daemon.plan.options.limits.readers
         return service
     }
 
     init(backing: String, stateDirectory: String, coordinator: Coordinator, coordination: CoordinationOptions,
-         log: StoreEventRecorder?, options: StoreOptions) throws(MountError) {
+         log: StoreEventRecorder?, options: StoreOptions, userPins: UserPinBudget = PeerLimits().userPins) throws(MountError) {
+        self.userPins = userPins
         self.backing = backing
         self.stateDirectory = stateDirectory
         self.coordinator = coordinator
@@ -106,12 +110,19 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         instance = "coordfs-\(getpid())-\(boot.tv_sec)"
         let store: DocumentStore
         do {
-            store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: options.configuration)
+            store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: Self.configuration(options, userPins))
         } catch {
             throw .system("cannot open the document store in '\(stateDirectory)': \(error)")
         }
         state = Mutex(State(store: store, options: options))
         dropPresentersOfGoneDaemons(store)
+    }
+
+    /// The store's configuration for `options`, with the mount's per-user budget.
+    private static func configuration(_ options: StoreOptions, _ userPins: UserPinBudget) -> StoreConfiguration {
+        var configuration = options.configuration
+        configuration.userPins = userPins
+        return configuration
     }
 
     /// A version the store kept: recorded in the event log and counted.
@@ -149,7 +160,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// Reopens the store with other options (default actions, retention). Registrations and
     /// observers stay.
     public func reconfigure(_ options: StoreOptions) throws {
-        let store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: options.configuration)
+        let store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: Self.configuration(options, userPins))
         state.withLock {
             // What live readers hold stays held in the reopened store.
             store.adoptHolds(of: $0.store)

@@ -1,6 +1,7 @@
 /// How long versions are kept.
 public struct Retention: Sendable, Hashable {
-    /// Keep at most this many versions per document (pinned versions always stay).
+    /// Keep at most this many versions per document (pinned versions always stay; what one user
+    /// pins is bounded by ``UserPinBudget``).
     public var maxVersionsPerDocument: Int
     /// Keep at most this many bytes (logical sizes) of versions in total, dropping the oldest
     /// unpinned versions first.
@@ -9,6 +10,36 @@ public struct Retention: Sendable, Hashable {
     public init(maxVersionsPerDocument: Int = 20, maxTotalBytes: Int64 = 4 << 30) {
         self.maxVersionsPerDocument = max(0, maxVersionsPerDocument)
         self.maxTotalBytes = max(0, maxTotalBytes)
+    }
+}
+
+/// How much of the store one user's pins may hold (docs/document-store.md, "Per-user budget"):
+/// the versions its presenters' bases, its open conflicts (base and theirs) and its live readers'
+/// holds keep beyond retention, counted once per version and by logical size. A version that would
+/// take a user past either bound is not pinned for it (an ordinary version under retention, or not
+/// kept at all when it would only be its base); what others pin is never touched. `exempt` users
+/// (root and the mount's owner) and pins without a user are not counted.
+public struct UserPinBudget: Sendable, Hashable {
+    /// Distinct versions one user may pin.
+    public var maxVersions: Int
+    /// Logical bytes of the versions one user may pin.
+    public var maxBytes: Int64
+    /// Users not bound by the budget.
+    public var exempt: Set<UInt32>
+
+    public init(maxVersions: Int = .max, maxBytes: Int64 = .max, exempt: Set<UInt32> = [0]) {
+        self.maxVersions = max(0, maxVersions)
+        self.maxBytes = max(0, maxBytes)
+        self.exempt = exempt
+    }
+
+    /// Whether the budget binds anybody.
+    public var isBounded: Bool { maxVersions != .max || maxBytes != .max }
+
+    /// Whether `uid` is bound by it (nil: a pin nobody owns, root's).
+    func binds(_ uid: UInt32?) -> Bool {
+        guard let uid, isBounded else { return false }
+        return !exempt.contains(uid)
     }
 }
 
@@ -48,12 +79,15 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// Use FICLONE when the backing filesystem supports it (turn off to measure or test the copy
     /// path on a reflink filesystem).
     public var allowReflink: Bool
+    /// What one user's pins may hold (unbounded by default; a mount bounds it).
+    public var userPins: UserPinBudget
 
     public init(
         retention: Retention = Retention(), defaultActions: DefaultActions = DefaultActions(),
         unpresentedFiles: UnpresentedFilePolicy = .whenCheap, eagerBaseWhenCloneable: Bool = true,
-        allowReflink: Bool = true
+        allowReflink: Bool = true, userPins: UserPinBudget = UserPinBudget()
     ) {
+        self.userPins = userPins
         self.retention = retention
         self.defaultActions = defaultActions
         self.unpresentedFiles = unpresentedFiles

@@ -113,6 +113,9 @@ extension DocumentStore {
                 arguments: StatementArguments([kind.rawValue.databaseValue] + Schema.identityValues(after) + [id.databaseValue]))
             return try fetchConflict(db, ConflictID(rawValue: id))
         }
+        // The base stays pinned for the conflict only within its user's budget (else merge is refused).
+        var base = base
+        if let kept = base, try !mayPin(db, owner.flatMap { UInt32(exactly: $0) }, version: kept) { base = nil }
         try db.execute(
             sql: """
                 INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId, ownerUid,

@@ -18,16 +18,24 @@ extension DocumentStore {
     /// held version, so the base of a lost update that is not detected yet stays available
     /// whatever the limits. The hold is taken in the same transaction as the snapshot.
     @discardableResult
-    public func keepForReaders(_ path: String, reason: VersionReason, holders: [String] = []) throws -> Snapshot? {
+    ///
+    /// `users`: the user of each holder that has one; a holder whose user is at its
+    /// ``UserPinBudget`` holds nothing (the version is kept, under retention).
+    public func keepForReaders(_ path: String, reason: VersionReason, holders: [String] = [], users: [String: UInt32] = [:]) throws -> Snapshot? {
         let (relative, absolute) = try resolve(path)
         return try write { db -> Snapshot? in
             guard let st = try statDocument(absolute, relative) else { return nil }
             let identity = FileIdentity(st)
             let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
             let snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: reason)
-            if !holders.isEmpty {
+            let id = Int64(bitPattern: snapshot.version.id.rawValue)
+            let holding = try holders.filter { try mayPin(db, users[$0], version: id, size: snapshot.version.size) }
+            if !holding.isEmpty {
                 readerHolds.withLock { holds in
-                    for holder in holders { holds[holder, default: [:]][relative, default: []].insert(snapshot.version.id) }
+                    for holder in holding { holds[holder, default: [:]][relative, default: []].insert(snapshot.version.id) }
+                }
+                holderUsers.withLock { known in
+                    for holder in holding { if let uid = users[holder] { known[holder] = uid } }
                 }
             }
             return snapshot
@@ -39,11 +47,13 @@ extension DocumentStore {
     /// go back to retention (applied at the next change of the store).
     public func releaseHolds(of holder: String, atPath path: String? = nil) {
         let relative = path.flatMap { try? resolve($0).relative }
-        readerHolds.withLock { holds in
-            guard let relative else { holds[holder] = nil; return }
+        let gone = readerHolds.withLock { holds -> Bool in
+            guard let relative else { holds[holder] = nil; return true }
             holds[holder]?[relative] = nil
             if holds[holder]?.isEmpty == true { holds[holder] = nil }
+            return holds[holder] == nil
         }
+        if gone { holderUsers.withLock { _ = $0.removeValue(forKey: holder) } }
     }
 
     /// Takes over what live readers hold in `other` (the same store, opened before with another
@@ -51,6 +61,17 @@ extension DocumentStore {
     public func adoptHolds(of other: DocumentStore) {
         let theirs = other.readerHolds.withLock { $0 }
         readerHolds.withLock { mine in mine.merge(theirs) { a, b in a.merging(b) { $0.union($1) } } }
+        let users = other.holderUsers.withLock { $0 }
+        holderUsers.withLock { $0.merge(users) { a, _ in a } }
+    }
+
+    /// The versions the holders of `uid` hold.
+    func heldVersions(ofUser uid: UInt32) -> Set<VersionID> {
+        let mine = holderUsers.withLock { users in Set(users.filter { $0.value == uid }.keys) }
+        guard !mine.isEmpty else { return [] }
+        return readerHolds.withLock { holds in
+            mine.reduce(into: Set<VersionID>()) { all, holder in holds[holder]?.values.forEach { all.formUnion($0) } }
+        }
     }
 
     /// Every version a live reader holds.
@@ -84,8 +105,12 @@ extension DocumentStore {
             let after = try statDocument(absolute, relative).map(FileIdentity.init)
             let document = try documentID(db, relative) ?? createDocument(db, relative, after)
             try setIdentity(db, document, after)
-            let base = try keptVersion(db, relative, read)
-            let kept = try keptVersion(db, relative, theirs)
+            // Pinned for the conflict only within the saver's budget (``UserPinBudget``); beyond it
+            // they stay ordinary versions under retention.
+            var base = try keptVersion(db, relative, read)
+            var kept = try keptVersion(db, relative, theirs)
+            if let id = kept, try !mayPin(db, owner, version: Int64(bitPattern: id.rawValue)) { kept = nil }
+            if let id = base, try !mayPin(db, owner, version: Int64(bitPattern: id.rawValue)) { base = nil }
             try db.execute(
                 sql: """
                     INSERT INTO conflict (documentId, presenter, kind, state, createdAt, baseVersionId, theirsVersionId, ownerUid,

@@ -193,6 +193,12 @@ extension DocumentStore {
         _ db: Database, _ document: DocumentID, _ presenter: StorePresenterID, _ relative: String, _ absolute: String, _ st: stat
     ) throws -> (BaseState, Snapshot?) {
         let identity = FileIdentity(st)
+        // A user at its budget of pinned versions gets no base kept (nothing copied for it).
+        if userPins.isBounded, let owner = try ownerOfInterest(db, document, presenter), try !hasRoom(db, owner, size: identity.size) {
+            try db.cachedStatement(sql: "UPDATE interest SET baseState = 'lost', baseVersionId = NULL, hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?")
+                .execute(arguments: [document.rawValue, presenter.rawValue])
+            return (.lost, nil)
+        }
         // Cached statements: this runs once per presenter of a document at every change of it.
         try db.cachedStatement(sql: """
             UPDATE interest SET baseState = 'pending', baseVersionId = NULL, baseDev = ?, baseIno = ?, baseSize = ?, baseMtimeNs = ?,
@@ -205,8 +211,9 @@ extension DocumentStore {
             db.cachedStatement(sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1"),
             arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
         {
-            try db.cachedStatement(sql: "UPDATE interest SET baseState = 'kept', baseVersionId = ? WHERE documentId = ? AND presenter = ?")
-                .execute(arguments: [existing, document.rawValue, presenter.rawValue])
+            let allowed = try mayPin(db, try ownerOfInterest(db, document, presenter), version: existing)
+            try db.cachedStatement(sql: "UPDATE interest SET baseState = ?, baseVersionId = ? WHERE documentId = ? AND presenter = ?")
+                .execute(arguments: [allowed ? "kept" : "lost", allowed ? existing : nil, document.rawValue, presenter.rawValue])
         }
         let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM interest WHERE documentId = ? AND presenter = ?"),
                                    arguments: [document.rawValue, presenter.rawValue])!
@@ -234,6 +241,25 @@ extension DocumentStore {
         for presenter in presenters {
             try update.execute(arguments: StatementArguments(values + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
         }
+        // Those whose user has no room for this base keep none (see ``UserPinBudget``).
+        let reloading = Set(presenters.map(\.rawValue))
+        for (presenter, uid) in try boundOwners(db, document) where reloading.contains(presenter) {
+            let allowed = try existing.map { try mayPin(db, uid, version: $0) } ?? hasRoom(db, uid, size: identity.size)
+            if !allowed {
+                try db.cachedStatement(sql: "UPDATE interest SET baseState = 'lost', baseVersionId = NULL WHERE documentId = ? AND presenter = ?")
+                    .execute(arguments: [document.rawValue, presenter])
+            }
+        }
+    }
+
+    /// The user an interest was registered with, when the budget binds it (else nil).
+    func ownerOfInterest(_ db: Database, _ document: DocumentID, _ presenter: StorePresenterID) throws -> UInt32? {
+        guard userPins.isBounded,
+              let owner = try Int64.fetchOne(db.cachedStatement(sql: "SELECT ownerUid FROM interest WHERE documentId = ? AND presenter = ?"),
+                                             arguments: [document.rawValue, presenter.rawValue]),
+              let uid = UInt32(exactly: owner), userPins.binds(uid)
+        else { return nil }
+        return uid
     }
 
     func documentInfo(_ db: Database, _ id: DocumentID) throws -> DocumentInfo? {

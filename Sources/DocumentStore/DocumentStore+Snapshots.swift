@@ -117,6 +117,11 @@ extension DocumentStore {
             let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
             snapshot = Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
         }
+        // Pending bases whose user has no room for this version keep none (``UserPinBudget``).
+        for (presenter, uid) in try boundOwners(db, document, pendingFor: identity)
+        where try !mayPin(db, uid, version: Int64(bitPattern: snapshot.version.id.rawValue), size: snapshot.version.size) {
+            try db.execute(sql: "UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter])
+        }
         try db.execute(
             sql: """
                 UPDATE interest SET baseState = 'kept', baseVersionId = ?

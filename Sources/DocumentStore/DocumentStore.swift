@@ -34,6 +34,12 @@ public final class DocumentStore: @unchecked Sendable {
     /// Versions live readers hold (``keepForReaders(_:reason:holders:)``): holder → path → versions.
     /// In memory only: the readers are processes of this daemon's mount.
     let readerHolds = Mutex<[String: [String: Set<VersionID>]]>([:])
+    /// The user of each holder in `readerHolds` that has one (its holds count in its
+    /// ``UserPinBudget``).
+    let holderUsers = Mutex<[String: UInt32]>([:])
+    /// What each user pins, as known in the write transaction under way (``mayPin``); emptied at
+    /// the start of every write transaction (they run one at a time).
+    let pinLedger = Mutex<[UInt32: PinUsage]>([:])
     let objectsDirectory: String
     let temporaryDirectory: String
     /// The state directory relative to the backing root, when inside it (paths there are refused).
@@ -137,6 +143,7 @@ public final class DocumentStore: @unchecked Sendable {
         let result: T
         do {
             result = try database.write { db in
+                pinLedger.withLock { $0.removeAll(keepingCapacity: true) }
                 let changesBefore = db.totalChangesCount
                 let value = try body(db)
                 // Retention only needs another look when this transaction changed something.

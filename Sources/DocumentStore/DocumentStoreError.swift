@@ -29,6 +29,9 @@ public enum DocumentStoreError: Error, Equatable, Sendable, CustomStringConverti
     case baseUnavailable(path: String)
     /// Merge works on text only; one of the three inputs looks binary (it contains a NUL byte).
     case binaryContents(String)
+    /// The user already pins as many versions or bytes as ``UserPinBudget`` allows (a presenter's
+    /// base, open conflicts, versions kept for its live readers): nothing was registered.
+    case userPinsExceeded(uid: UInt32, versions: Int, bytes: Int64)
     /// A system call failed.
     case system(operation: String, path: String, errno: Int32)
     /// The metadata database failed or holds something this version does not understand.
@@ -53,6 +56,9 @@ public enum DocumentStoreError: Error, Equatable, Sendable, CustomStringConverti
             return "cannot merge '\(path)': the base version was not kept (the file changed outside the store's view); use save, reload or keep both"
         case let .binaryContents(path):
             return "cannot merge '\(path)': binary contents (three-way merge is for text)"
+        case let .userPinsExceeded(uid, versions, bytes):
+            return "uid \(uid) already pins \(versions) versions (\(bytes) bytes) in the document store (max_user_pinned_versions, max_user_pinned_mb): "
+                + "close documents or resolve conflicts, then try again"
         case let .system(operation, path, code):
             return "\(operation) '\(path)' failed: \(String(cString: strerrorMessage(code))) (errno \(code))"
         case let .database(message): return "document store database: \(message)"

@@ -79,6 +79,11 @@ enum Schema {
         migrator.registerMigration("conflictOwnerIndex") { db in
             try db.execute(sql: "CREATE INDEX conflict_owner ON conflict(ownerUid, state)")
         }
+        // What one user pins is looked up by its uid (``UserPinBudget``; its conflicts by the
+        // index above).
+        migrator.registerMigration("interestOwnerIndex") { db in
+            try db.execute(sql: "CREATE INDEX interest_owner ON interest(ownerUid)")
+        }
         return migrator
     }
 

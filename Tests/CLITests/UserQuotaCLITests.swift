@@ -55,4 +55,157 @@ final class UserQuotaCLITests: CLITestCase {
         let owners = coordfs("coordinate", "--read", mnt + "/shared/b.txt", "--", "/bin/true")
         XCTAssertEqual(owners.status, 0, "\(owners)")
     }
+
+    // MARK: Versions one user pins in the owner's store
+
+    private var storeDatabase: String { backing + "/.coordfs/store/metadata.sqlite" }
+
+    /// The first column of the first row of a query of the store's database (Python's sqlite3).
+    private func sql(_ statement: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=10); r=c.execute(sys.argv[2]).fetchone(); print(r[0] if r else '')"
+        let r = run("/usr/bin/python3", ["-c", script, storeDatabase, statement])
+        XCTAssertEqual(r.status, 0, "sql \(statement): \(r)", file: file, line: line)
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The distinct versions open conflicts and presenters' bases of `uid` pin.
+    private func pinned(by uid: Int) -> Int {
+        Int(sql("""
+            SELECT COUNT(*) FROM version WHERE id IN (SELECT baseVersionId FROM interest WHERE ownerUid = \(uid))
+              OR id IN (SELECT baseVersionId FROM conflict WHERE ownerUid = \(uid) AND state = 'open')
+              OR id IN (SELECT theirsVersionId FROM conflict WHERE ownerUid = \(uid) AND state = 'open')
+            """)) ?? -1
+    }
+
+    private func openConflicts(of uid: Int) -> Int {
+        Int(sql("SELECT COUNT(*) FROM conflict WHERE state = 'open' AND ownerUid = \(uid)")) ?? -1
+    }
+
+    /// `coordfs present PATH --unsaved` as `uid`, once it is registered (or has exited).
+    private func presentUnsaved(_ relative: String, as uid: Int = 65534) throws -> Child {
+        let child = try start("/usr/bin/setpriv", user(uid) + [binary, "present", mnt + "/" + relative, "--unsaved"])
+        let deadline = Date().addingTimeInterval(10)
+        while !child.lines.contains(where: { $0.hasPrefix("registered") }) && child.wait(timeout: 0) == nil && Date() < deadline { usleep(20_000) }
+        return child
+    }
+
+    /// Writes `text` into `relative` through the mount as `uid`.
+    private func write(_ relative: String, _ text: String, as uid: Int = 65534) -> CommandResult {
+        run("/usr/bin/setpriv", user(uid) + ["/bin/sh", "-c", "echo '\(text)' >> '\(mnt!)/\(relative)'"])
+    }
+
+    /// nobody's present --unsaved / write cycles, many at once and one after the other, pin at most
+    /// `max_user_pinned_versions` versions in the owner's store: each write under a presenter with
+    /// unsaved changes keeps its base and opens a conflict pinning it (before, without bound). At
+    /// the budget nobody's next `present` is refused with exit 75 naming the limit and nothing of
+    /// anyone else's, and nothing is registered; its conflicts beyond the budget are still
+    /// recorded (without a base). Root presents and pins as before; once nobody resolves one of
+    /// its conflicts it may present again.
+    func testAUsersPresentCyclesPinAtMostItsBudget() throws {
+        let files = (1...8).map { "doc\($0).txt" }
+        makeSharedFolder(files + ["root.txt", "late.txt"])
+        try mount(options: ["allow_other", "max_user_pinned_versions=3"])
+        // Eight concurrent clients of nobody's, each writing under its presenter.
+        var presenters = try files.map { try presentUnsaved("shared/" + $0) }
+        defer { for p in presenters { _ = p.stop(SIGKILL) } }
+        XCTAssertEqual(presenters.filter { $0.lines.contains { $0.hasPrefix("registered") } }.count, 8,
+                       "nobody pins nothing yet: \(presenters.map(\.stderr))")
+        let writes = files.map { "echo nobody >> '\(mnt!)/shared/\($0)' &" }.joined(separator: " ")
+        XCTAssertEqual(run("/usr/bin/setpriv", user(65534) + ["/bin/sh", "-c", writes + " wait"]).status, 0)
+        let recorded = Date().addingTimeInterval(10)
+        while openConflicts(of: 65534) < 8 && Date() < recorded { usleep(100_000) }
+        XCTAssertEqual(openConflicts(of: 65534), 8, "every conflict recorded")
+        XCTAssertEqual(pinned(by: 65534), 3, "pinned within the budget")
+        // More cycles: refused at once, exit 75, nothing registered, nothing more pinned.
+        for p in presenters { _ = p.stop(SIGKILL) }
+        presenters = []
+        for _ in 1...3 {
+            let refused = try presentUnsaved("shared/late.txt")
+            XCTAssertEqual(refused.wait(timeout: 10), 75, "\(refused.stdout) \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("max_user_pinned_versions") && refused.stderr.contains("65534"), refused.stderr)
+            XCTAssertFalse(refused.stderr.contains("presenter#") || refused.stderr.contains("root.txt") || refused.stderr.contains("uid 0"), refused.stderr)
+            XCTAssertEqual(write("shared/late.txt", "late").status, 0)
+        }
+        XCTAssertEqual(sql("SELECT COUNT(*) FROM interest WHERE ownerUid = 65534"), "0", "nothing of nobody's registered")
+        XCTAssertEqual(pinned(by: 65534), 3)
+        // The owner (root) is not limited by nobody's usage.
+        let roots = try presentUnsaved("shared/root.txt", as: 0)
+        defer { _ = roots.stop(SIGKILL) }
+        XCTAssertTrue(roots.lines.contains { $0.hasPrefix("registered") }, roots.stderr)
+        XCTAssertEqual(write("shared/root.txt", "theirs", as: 65534).status, 0)
+        let rootsConflict = Date().addingTimeInterval(10)
+        while pinned(by: 0) < 1 && Date() < rootsConflict { usleep(100_000) }
+        XCTAssertEqual(pinned(by: 0), 1, "root's base kept")
+        XCTAssertEqual(sql("SELECT COUNT(*) FROM conflict WHERE ownerUid = 0 AND state = 'open' AND baseVersionId IS NOT NULL"), "1")
+        // nobody lets go of a conflict that pins: room again.
+        let pinning = sql("SELECT d.path FROM conflict c JOIN document d ON d.id = c.documentId WHERE c.ownerUid = 65534 AND c.baseVersionId IS NOT NULL LIMIT 1")
+        let closed = coordfs(as: 65534, "resolve", mnt + "/" + pinning, "--close")
+        XCTAssertEqual(closed.status, 0, "\(closed)")
+        let again = try presentUnsaved("shared/late.txt")
+        defer { _ = again.stop(SIGKILL) }
+        XCTAssertTrue(again.lines.contains { $0.hasPrefix("registered") }, "\(again.stdout) \(again.stderr)")
+    }
+
+    // MARK: The lost-update readers table
+
+    /// A process of `uid` that reads `reads` through the mount (one after the other), prints
+    /// `read`, waits for the file `go`, then saves each of `saves` (open for writing, write, close)
+    /// and prints `saved`; then it stays alive.
+    private func reader(_ uid: Int, reads: [String], saves: [String], go: String) throws -> Child {
+        let script = """
+        import os, sys, time
+        for f in sys.argv[1].split(','):
+            with open(f) as h: h.read()
+        print("read", flush=True)
+        while not os.path.exists(sys.argv[3]): time.sleep(0.02)
+        for f in sys.argv[2].split(','):
+            with open(f, 'w') as h: h.write('late\\n')
+        print("saved", flush=True)
+        time.sleep(60)
+        """
+        let paths = { (names: [String]) in names.map { self.mnt + "/shared/" + $0 }.joined(separator: ",") }
+        let child = try start("/usr/bin/setpriv", user(uid) + ["/usr/bin/python3", "-c", script, paths(reads), paths(saves), go])
+        let deadline = Date().addingTimeInterval(10)
+        while !child.lines.contains("read") && Date() < deadline { usleep(20_000) }
+        XCTAssertTrue(child.lines.contains("read"), "\(child.stdout) \(child.stderr)")
+        return child
+    }
+
+    private func lostUpdates(at name: String, of uid: Int) -> Int {
+        Int(sql("""
+            SELECT COUNT(*) FROM conflict c JOIN document d ON d.id = c.documentId
+            WHERE c.kind = 'lostUpdate' AND c.ownerUid = \(uid) AND d.path = 'shared/\(name)'
+            """)) ?? -1
+    }
+
+    /// One user reading many files keeps at most `max_user_readers` records in the lost-update
+    /// readers table (before: one per file, without bound): its oldest record goes (its late save
+    /// there is no longer recognised), its latest stay. At `max_readers` a third user's read drops
+    /// a record of the user holding the most, never root's one: root's late save is still
+    /// recognised as a lost update.
+    func testOneUsersReadsCannotPushOutAnotherUsersReaders() throws {
+        let many = (1...20).map { "n\($0)" }
+        makeSharedFolder(many + ["r", "o"])
+        try mount(options: ["allow_other", "max_user_readers=4", "max_readers=5"])
+        let go = root + "/go"
+        let roots = try reader(0, reads: ["r"], saves: ["r"], go: go)
+        defer { _ = roots.stop(SIGKILL) }
+        let nobodys = try reader(65534, reads: many, saves: ["n1", "n20"], go: go)
+        defer { _ = nobodys.stop(SIGKILL) }
+        let others = try reader(1234, reads: ["o"], saves: [], go: root + "/never")
+        defer { _ = others.stop(SIGKILL) }
+        // Another process changes what they read; then they save over it.
+        XCTAssertEqual(sh("for f in r n1 n20 o; do echo changed > '\(mnt!)/shared/'$f; done").status, 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: go, contents: Data()))
+        for child in [roots, nobodys] {
+            let saved = Date().addingTimeInterval(10)
+            while !child.lines.contains("saved") && Date() < saved { usleep(20_000) }
+            XCTAssertTrue(child.lines.contains("saved"), "\(child.stdout) \(child.stderr)")
+        }
+        let recorded = Date().addingTimeInterval(10)
+        while (lostUpdates(at: "r", of: 0) < 1 || lostUpdates(at: "n20", of: 65534) < 1) && Date() < recorded { usleep(100_000) }
+        XCTAssertEqual(lostUpdates(at: "r", of: 0), 1, "root's record survived nobody's reads")
+        XCTAssertEqual(lostUpdates(at: "n20", of: 65534), 1, "nobody's latest record is kept")
+        XCTAssertEqual(lostUpdates(at: "n1", of: 65534), 0, "nobody's oldest record was dropped")
+    }
 }

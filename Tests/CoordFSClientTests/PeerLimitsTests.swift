@@ -5,6 +5,7 @@ import ControlProtocol
 import Coordination
 import TestSupport
 @testable import CoordFS
+import DocumentStore
 
 /// Per-user limits on the control socket (issue 17, item 6; docs/protocol.md, "Limits"), tested
 /// with hostile peers run as other users (a Python client under setpriv): connections per user
@@ -191,7 +192,8 @@ final class PeerLimitsTests: ClientMountTestCase {
 
     /// Every limit option is range-checked with a clear error.
     func testLimitOptionsAreRangeChecked() throws {
-        let options = try MountOptions.parse(["max_connections=100,max_user_connections=10,max_user_presenters=7,max_user_accesses=3,max_user_asks=9,max_user_waits=5,idle_timeout=60,slow_timeout=2.5"])
+        let options = try MountOptions.parse(["max_connections=100,max_user_connections=10,max_user_presenters=7,max_user_accesses=3,max_user_asks=9,max_user_waits=5,idle_timeout=60,slow_timeout=2.5",
+                                             "max_user_pinned_versions=4,max_user_pinned_mb=2,max_user_readers=11,max_readers=12"])
         XCTAssertEqual(options.limits.maxConnections, 100)
         XCTAssertEqual(options.limits.maxUserConnections, 10)
         XCTAssertEqual(options.limits.maxUserPresenters, 7)
@@ -200,9 +202,12 @@ final class PeerLimitsTests: ClientMountTestCase {
         XCTAssertEqual(options.limits.maxUserWaits, 5)
         XCTAssertEqual(options.limits.idleTimeout, 60)
         XCTAssertEqual(options.limits.slowTimeout, 2.5)
+        XCTAssertEqual(options.limits.userPins, UserPinBudget(maxVersions: 4, maxBytes: 2 << 20, exempt: PeerLimits.exemptUsers))
+        XCTAssertEqual(options.limits.readers, ImplicitReaders.Limits(perUser: 11, total: 12))
         for bad in ["max_connections=0", "max_connections=65537", "max_user_connections=-1", "max_user_presenters=1e300",
                     "max_user_presenters=17592186044416", "max_user_accesses=", "max_user_asks=x", "max_user_waits=0", "max_user_waits=1000001", "idle_timeout=inf",
-                    "idle_timeout=nan", "slow_timeout=0", "slow_timeout=86401", "max_user_presenters"] {
+                    "idle_timeout=nan", "slow_timeout=0", "slow_timeout=86401", "max_user_presenters",
+                    "max_user_pinned_versions=0", "max_user_pinned_mb=1073741825", "max_user_readers=x", "max_readers=0"] {
             XCTAssertThrowsError(try MountOptions.parse([bad]), bad) { error in
                 XCTAssertTrue("\(error)".contains(bad.split(separator: "=").first.map(String.init) ?? bad), "\(bad): \(error)")
             }

@@ -67,6 +67,8 @@ final class ConflictOwnerTests: XCTestCase {
         XCTAssertEqual(old.owner, 65534)
         // Back to the older schema: the columns and their migration gone.
         try f.store.database.write { db in
+            try db.execute(sql: "DROP INDEX interest_owner")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'interestOwnerIndex'")
             try db.execute(sql: "DROP INDEX conflict_owner")
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'conflictOwnerIndex'")
             try db.execute(sql: "ALTER TABLE interest DROP COLUMN ownerUid")
