@@ -222,11 +222,7 @@ final class ReaderTests: XCTestCase {
         try w.close()
         let names = try SegmentName.list(directory: dir)
         XCTAssertGreaterThan(names.count, 3)
-        // Flip a byte in the middle of the second segment.
-        let victim = dir + "/" + names[1].fileName
-        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: victim))
-        bytes[bytes.count / 2] ^= 0xFF
-        try bytes.write(to: URL(fileURLWithPath: victim))
+        try damageTheMiddle(of: names[1], in: dir)
         let all = try readAll(dir)
         assertContinuous(all, from: 1)
         XCTAssertEqual(all.last?.seq, 1000)

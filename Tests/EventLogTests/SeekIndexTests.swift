@@ -145,11 +145,7 @@ final class SeekIndexTests: XCTestCase {
         try writeLog(dir, count: 40_000).close()
         let names = try SegmentName.list(directory: dir)
         XCTAssertGreaterThanOrEqual(names.count, 3)
-        // Flip a byte in the middle of the second segment.
-        let victim = dir + "/" + names[1].fileName
-        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: victim))
-        bytes[bytes.count / 2] ^= 0xFF
-        try bytes.write(to: URL(fileURLWithPath: victim))
+        try damageTheMiddle(of: names[1], in: dir)
         let w = try EventLogWriter(directory: dir, options: EventLogOptions(segmentBytes: 1 << 20))
         defer { try? w.close() }
 

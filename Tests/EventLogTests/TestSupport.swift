@@ -37,6 +37,14 @@ func sampleRecords() -> [EventRecord] {
     }
 }
 
+/// Flips a byte in the middle of `segment` of the log in `directory`.
+func damageTheMiddle(of segment: SegmentName, in directory: String) throws {
+    let victim = directory + "/" + segment.fileName
+    var bytes = try XCTUnwrap(FileManager.default.contents(atPath: victim))
+    bytes[bytes.count / 2] ^= 0xFF
+    try bytes.write(to: URL(fileURLWithPath: victim))
+}
+
 /// Every record in the log from the start.
 func readAll(_ directory: String, from position: EventLogPosition = .start, filter: EventFilter = EventFilter()) throws -> [EventRecord] {
     let reader = try EventLogReader(directory: directory, position: position, filter: filter)
