@@ -193,17 +193,26 @@ extension DocumentStore {
         _ db: Database, _ document: DocumentID, _ presenter: StorePresenterID, _ relative: String, _ absolute: String, _ st: stat
     ) throws -> (BaseState, Snapshot?) {
         let identity = FileIdentity(st)
-        // A user at its budget of pinned versions gets no base kept (nothing copied for it).
-        if userPins.isBounded, let owner = try ownerOfInterest(db, document, presenter), try !hasRoom(db, owner, size: identity.size) {
-            try db.cachedStatement(sql: "UPDATE interest SET baseState = 'lost', baseVersionId = NULL, hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?")
-                .execute(arguments: [document.rawValue, presenter.rawValue])
-            return (.lost, nil)
-        }
+        let owner = try ownerOfInterest(db, document, presenter)
+        let released = try owner.map { _ in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ?"),
+                               arguments: [document.rawValue, presenter.rawValue])
+        } ?? nil
         // Cached statements: this runs once per presenter of a document at every change of it.
         try db.cachedStatement(sql: """
             UPDATE interest SET baseState = 'pending', baseVersionId = NULL, baseDev = ?, baseIno = ?, baseSize = ?, baseMtimeNs = ?,
               hasUnsavedChanges = 0 WHERE documentId = ? AND presenter = ?
             """).execute(arguments: StatementArguments(Schema.identityValues(identity) + [document.rawValue.databaseValue, presenter.rawValue.databaseValue]))
+        if let owner {
+            // The base it lets go of frees its room (what the user pins is read again).
+            if released != nil { pinLedger.withLock { $0[owner] = nil } }
+            // A user at its budget of pinned versions gets no base kept (nothing copied for it).
+            if try !hasRoom(db, owner, size: identity.size) {
+                try db.cachedStatement(sql: "UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND presenter = ?")
+                    .execute(arguments: [document.rawValue, presenter.rawValue])
+                return (.lost, nil)
+            }
+        }
         var snapshot: Snapshot?
         if inPlaceMethod == .reflink && configuration.eagerBaseWhenCloneable {
             snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: .base)
@@ -211,7 +220,7 @@ extension DocumentStore {
             db.cachedStatement(sql: "SELECT id FROM version WHERE documentId = ? AND srcDev = ? AND srcIno = ? AND srcSize = ? AND srcMtimeNs = ? AND method != 'link' ORDER BY id DESC LIMIT 1"),
             arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
         {
-            let allowed = try mayPin(db, try ownerOfInterest(db, document, presenter), version: existing)
+            let allowed = try mayPin(db, owner, version: existing)
             try db.cachedStatement(sql: "UPDATE interest SET baseState = ?, baseVersionId = ? WHERE documentId = ? AND presenter = ?")
                 .execute(arguments: [allowed ? "kept" : "lost", allowed ? existing : nil, document.rawValue, presenter.rawValue])
         }

@@ -148,4 +148,20 @@ final class UserPinBudgetTests: XCTestCase {
         f.store.releaseHolds(of: "process:1:1")
         XCTAssertEqual(try f.store.pinnedUsage(of: nobody).versions, 1)
     }
+
+    /// A user at its budget that reloads (its base moves to the file as it is now) keeps a base:
+    /// the one it lets go of makes the room.
+    func testAUserAtItsBudgetKeepsABaseWhenItsBaseMoves() throws {
+        let f = try fixture(versions: 1)
+        XCTAssertTrue(isKept(try present(f, 1, as: nobody)))
+        try f.store.preserveBeforeReplace("doc1.txt")
+        try f.replace("doc1.txt", "saved\n")
+        try f.store.rebase(presenter(1), path: "doc1.txt")
+        try f.store.preserveBeforeInPlaceWrite("doc1.txt")
+        let base = try XCTUnwrap(f.store.document(atPath: "doc1.txt")?.presenters.first).base
+        XCTAssertTrue(isKept(base), "\(base)")
+        guard case .kept(let id) = base else { return }
+        XCTAssertEqual(try f.text(id), "saved\n")
+        XCTAssertEqual(try f.store.pinnedUsage(of: nobody).versions, 1)
+    }
 }
