@@ -19,6 +19,20 @@ final class DurabilityTests: CLITestCase {
 
     private func seqField(_ o: [String: Any], _ key: String) -> UInt64 { (o[key] as? NSNumber)?.uint64Value ?? 0 }
 
+    /// The log files' next seq once it reaches `target`, or once it has stopped growing for a second
+    /// (30 s at most): what the writer still had queued is then on disk.
+    private func nextSeqOnDisk(reaching target: UInt64) -> UInt64 {
+        var next = seqField(info(), "nextSeq")
+        var unchangedSince = Date()
+        let deadline = Date().addingTimeInterval(30)
+        while next < target, Date() < deadline, Date().timeIntervalSince(unchangedSince) < 1 {
+            usleep(100_000)
+            let now = seqField(info(), "nextSeq")
+            if now != next { next = now; unchangedSince = Date() }
+        }
+        return next
+    }
+
     func testPausedWatcherCatchesUpOnOneHundredThousandRecords() throws {
         try mount()
         FileOps.put(mnt + "/f", "x")
@@ -28,7 +42,9 @@ final class DurabilityTests: CLITestCase {
         kill(watcher.pid, SIGSTOP)
         let opens = 34_000  // three records each
         XCTAssertEqual(FileOps.openClose(mnt + "/f", times: opens), opens)
-        let end = seqField(info(), "nextSeq") - 1
+        // The daemon's writer appends asynchronously: under load its queue may still hold the last
+        // opens' records when the loop ends, so wait until the files show them (or stop growing).
+        let end = nextSeqOnDisk(reaching: start + 100_000) - 1
         XCTAssertGreaterThanOrEqual(end - start + 1, 100_000, "fewer records than intended")
         let late = try startCoordfs(["watch", mnt, "--json", "--since", String(start)])
         kill(watcher.pid, SIGCONT)
