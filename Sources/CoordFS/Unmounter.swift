@@ -14,8 +14,7 @@ public enum Unmounter {
             try MountPreflight.cleanStaleMount(m)
             return
         }
-        if m.withNameCString({ umount2($0, lazy ? Int32(MNT_DETACH) : 0) }) != 0 {
-            let e = errno
+        if let e = unmountRetryingBriefly(m, lazy: lazy) {
             if e == EBUSY { throw .system("'\(m)' is busy (files are open or a process is inside it); close them, or use --lazy") }
             if e == EPERM {
                 // Not root: fusermount3 unmounts a user's own mount.
@@ -24,6 +23,20 @@ public enum Unmounter {
             throw .system("cannot unmount '\(m)': \(String(cString: strerror(e)))")
         }
         try waitForExit(pid, waitSeconds, lazy: lazy, log: state.daemonLog)
+    }
+
+    /// umount2, tried again for half a second while it says EBUSY: a path walk or a stat of another
+    /// process passing through the mountpoint (a `df`, a file manager) holds the mount for a moment,
+    /// which is not "busy"; a file kept open or a working directory inside still is after that.
+    /// nil once unmounted, else the errno.
+    static func unmountRetryingBriefly(_ m: String, lazy: Bool, seconds: Double = 0.5) -> Int32? {
+        var waited = 0.0
+        while true {
+            if m.withNameCString({ umount2($0, lazy ? Int32(MNT_DETACH) : 0) }) == 0 { return nil }
+            let e = errno
+            guard e == EBUSY, waited < seconds else { return e }
+            usleep(20_000); waited += 0.02
+        }
     }
 
     /// Waits for the daemon to finish: gone, or a zombie (its new parent, init, may reap it late)

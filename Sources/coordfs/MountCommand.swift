@@ -68,6 +68,7 @@ struct UnmountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unmount",
         abstract: "Unmount a coordfs mount and wait for its daemon to finish.",
+        discussion: "A mount with a file open or a working directory inside is busy: refused (exit 1) once it stays so for half a second, and left mounted. --lazy detaches it at once.",
         aliases: ["umount"]
     )
 

@@ -135,6 +135,28 @@ final class MountCommandTests: MountTestCase {
         XCTAssertEqual(Sys.contents(fixture.backing + "/f").0, [1, 2], "data written through the mount is not in backing")
     }
 
+    /// A mount held for a moment (another process passing through it) is unmounted once it is let go;
+    /// one held on is refused as busy, clearly, and stays mounted and working.
+    func testUnmountWaitsOutAMomentaryHoldButRefusesAnOpenFile() throws {
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
+        XCTAssertEqual(Sys.put(fixture.mountpoint + "/f", [1]), .success())
+        // Held throughout: busy, exit 1, still mounted and serving.
+        let held = open(fixture.mountpoint + "/f", O_RDONLY | O_CLOEXEC)  // not inherited by coordfs unmount
+        XCTAssertGreaterThanOrEqual(held, 0)
+        let busy = coordfs("unmount", fixture.mountpoint)
+        XCTAssertEqual(busy.status, 1, "unmount of a mount with an open file: \(busy)")
+        XCTAssertTrue(busy.output.contains("busy"), "the refusal does not say busy: \(busy)")
+        XCTAssertTrue(Mounts.isMounted(fixture.mountpoint), "a refused unmount unmounted")
+        XCTAssertEqual(Sys.contents(fixture.mountpoint + "/f").0, [1], "the mount stopped serving after a refused unmount")
+        // Let go 150 ms into the unmount: it goes through.
+        let pid = daemon(of: fixture.mountpoint)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.15) { close(held) }
+        let u = coordfs("unmount", fixture.mountpoint)
+        XCTAssertEqual(u.status, 0, "unmount while a file was closed 150 ms into it: \(u)")
+        assertNotMounted(fixture.mountpoint, "after the hold was let go")
+        if let pid { MountedFolder.reap([pid]); XCTAssertFalse(Mounts.isAlive(pid), "the daemon outlived its unmount") }
+    }
+
     /// `coordfs unmount M && umount FS`: when unmount returns, the daemon holds no file in BACKING's
     /// file system (its log, store and watcher), so that file system can be unmounted at once.
     func testAfterUnmountReturnsTheBackingFileSystemIsFree() throws {
