@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 
 struct curing_ring { struct io_uring ring; unsigned flags; };
 
@@ -114,4 +115,49 @@ int curing_notify_retrieve(int devfd, uint64_t nodeid, uint64_t notify_unique) {
     ssize_t n = write(devfd, &message, sizeof message);
     if (n < 0) return -errno;
     return n == (ssize_t)sizeof message ? 0 : -EIO;
+}
+
+unsigned curing_flush(curing_ring *r) {
+    /* liburing's own flush of the submission queue (without SQPOLL), kept apart from its enter. */
+    struct io_uring_sq *sq = &r->ring.sq;
+    unsigned tail = sq->sqe_tail;
+    if (sq->sqe_head != tail) {
+        sq->sqe_head = tail;
+        io_uring_smp_store_release(sq->ktail, tail);
+    }
+    return tail - IO_URING_READ_ONCE(*sq->khead);
+}
+
+int curing_submit_and_wait(curing_ring *r, unsigned to_submit) {
+    if (io_uring_cq_ready(&r->ring) > 0 && to_submit == 0) return 0;
+    int rc = (int)syscall(__NR_io_uring_enter, r->ring.ring_fd, to_submit, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+    return rc < 0 ? -errno : 0;
+}
+
+int curing_has_news(curing_ring *r) {
+    return io_uring_cq_ready(&r->ring) > 0
+        || (IO_URING_READ_ONCE(*r->ring.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
+}
+
+curing_ring *curing_create_waker(int *error) {
+    curing_ring *r = calloc(1, sizeof *r);
+    if (!r) { *error = -ENOMEM; return NULL; }
+    int rc = io_uring_queue_init(4, &r->ring, 0);
+    if (rc < 0) { free(r); *error = rc; return NULL; }
+    return r;
+}
+
+int curing_send_wake(curing_ring *waker, curing_ring *target, uint64_t user_data) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&waker->ring);
+    if (!sqe) return -EBUSY;
+    io_uring_prep_msg_ring(sqe, target->ring.ring_fd, 0, user_data, 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;   /* the waker's own ring keeps nothing of a sent wake */
+    int rc = io_uring_submit(&waker->ring);
+    /* A failed message leaves a completion here (its error): take it. */
+    struct io_uring_cqe *cqe = NULL;
+    while (io_uring_peek_cqe(&waker->ring, &cqe) == 0 && cqe) {
+        if (cqe->res < 0) rc = cqe->res;
+        io_uring_cqe_seen(&waker->ring, cqe);
+    }
+    return rc < 0 ? rc : 0;
 }

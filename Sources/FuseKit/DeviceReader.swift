@@ -178,17 +178,20 @@ final class DeviceReader: @unchecked Sendable {
     /// `receive` for any source: `opcode` gives the opcode of what `attempt` took (nil: none), and
     /// `wait` blocks until `attempt` may find something (poll(2) of the device; for `RingTransport`,
     /// io_uring_enter until the ring has a completion), 0, or -1 with errno set to end the wait.
+    /// `flush`: sends what the holder left for `wait` to send (`RingTransport`'s reply, which goes
+    /// with its wait when it blocks), before it polls or waits for its turn.
     @inline(__always)
-    func receive(opcode: () -> UInt32?, wait: () -> Int32, _ attempt: () -> Int) -> Int {
+    func receive(opcode: () -> UInt32?, wait: () -> Int32, flush: () -> Void = {}, _ attempt: () -> Int) -> Int {
         guard spins else { return attempt() }
         let me = UInt(pthread_self())
         if !keepsDevice(me) {
+            flush()
             // EINTR: libfuse looks at the session's state and calls again.
             if sem_wait(token) != 0 { return -1 }
             holder.store(me, ordering: .relaxed)
         }
         var queued = false
-        let n = read(attempt, wait: wait, queued: &queued)
+        let n = read(attempt, wait: wait, flush: flush, queued: &queued)
         if queued { backlog &+= 1 } else { backlog = 0 }
         guard n >= 8, let opcode = opcode() else {
             let saved = errno
@@ -213,6 +216,10 @@ final class DeviceReader: @unchecked Sendable {
         return n
     }
 
+    /// Whether the thread `me` holds the device now.
+    @inline(__always)
+    func isHeld(by me: UInt) -> Bool { holder.load(ordering: .relaxed) == me }
+
     /// Whether the calling worker still holds the device it kept for a quick request (the watchdog
     /// may have passed it on meanwhile).
     @inline(__always)
@@ -230,7 +237,7 @@ final class DeviceReader: @unchecked Sendable {
 
     /// Polls the device for `spin`, then blocks in `wait` until a request comes. `queued`: the first
     /// look found one.
-    private func read(_ attempt: () -> Int, wait: () -> Int32, queued: inout Bool) -> Int {
+    private func read(_ attempt: () -> Int, wait: () -> Int32, flush: () -> Void, queued: inout Bool) -> Int {
         waitStarted = 0
         var n = attempt()
         if n >= 0 || errno != EAGAIN {
@@ -241,7 +248,12 @@ final class DeviceReader: @unchecked Sendable {
         let start = Self.now()
         waitStarted = start
         let spin = pollsAfterRequests.load(ordering: .relaxed) ? governor.budget(now: start, runnable: runnable) : 0
-        if spin > 0 { spunWaits.add(1, ordering: .relaxed) } else { sleptWaits.add(1, ordering: .relaxed) }
+        if spin > 0 {
+            spunWaits.add(1, ordering: .relaxed)
+            flush()   // what comes next may wait for it
+        } else {
+            sleptWaits.add(1, ordering: .relaxed)
+        }
         let deadline = start &+ spin
         while true {
             if let w = work, !w.run() { work = nil }

@@ -51,8 +51,10 @@ public enum FuseTransportInUse: String, Sendable {
 // whoever committed it (as task work: cooperative, so a holder polling in user space is not
 // interrupted for it but sees the ring's IORING_SQ_TASKRUN flag and enters the kernel to run it), and
 // cancels an entry whose committer exits; so a reply from another thread (a parked request resumed by
-// a presenter's answer) is queued for the holder, who is woken by a no-op's completion that thread
-// submits (it completes at once and leaves nothing owned by that thread).
+// a presenter's answer) is queued for the holder, who is woken by a completion that thread puts on
+// the ring through a message from a small ring of its own (IORING_OP_MSG_RING), never entering the
+// holder's ring: the holder leaves its own replies there for its next enter, so that when it blocks
+// the commit and the wait for the next request are one system call (`deferCommit`, `submitAndWait`).
 final class RingTransport: @unchecked Sendable {
     /// Entries registered per queue at the start.
     static let entriesPerQueue = 32
@@ -160,6 +162,15 @@ final class RingTransport: @unchecked Sendable {
     private var ring: OpaquePointer?
     /// Submissions to `ring`, and its end (`closed`): a late reply finds it closed.
     private let sq = Mutex<Bool>(false)
+    /// Commits the holder queued and left for its next io_uring_enter (under `sq`; `commit`).
+    private let deferredCommits = Atomic<Int>(0)
+    /// Whether the holder leaves its replies for its next enter: only where other threads wake it
+    /// without entering `ring` (`waker`).
+    private var defersReplies = false
+    /// The small ring other threads wake the holder through (`wake`; nil: a no-op on `ring`), and
+    /// its lock.
+    private var waker: OpaquePointer?
+    private let wakerLock = Mutex<Void>(())
     /// Commits made outside the pool (queue, entry index, commit id), for the holder to submit.
     private let pending = Mutex<[(Int, Int, UInt64)]>([])
     private let hasPending = Atomic<Bool>(false)
@@ -187,6 +198,10 @@ final class RingTransport: @unchecked Sendable {
     /// The node id of the last file a pull went through (the puller's own; 0: none yet).
     private var pullTarget: UInt64 = 0
     private let pullFailureSaid = Atomic<Bool>(false)
+    /// The holder's replies that went in the io_uring_enter of its wait for the next request, and
+    /// those that went in an enter of their own (it polled, or a request had come meanwhile).
+    let repliesWithTheWait = Atomic<Int>(0)
+    let repliesAlone = Atomic<Int>(0)
     /// Pulls sent, and their requests answered (each a commit on its CPU's queue).
     let pullsSent = Atomic<Int>(0)
     let pullsAnswered = Atomic<Int>(0)
@@ -253,6 +268,9 @@ final class RingTransport: @unchecked Sendable {
             return false
         }
         self.ring = ring
+        var wakerError: Int32 = 0
+        waker = curing_create_waker(&wakerError)
+        defersReplies = waker != nil
         for q in 0..<count {
             let queue = Queue(id: q, capacity: Self.entriesPerQueue + Self.addedEntries)
             for i in 0..<Self.entriesPerQueue { queue.append(Entry(queue: q, index: i)) }
@@ -339,6 +357,11 @@ final class RingTransport: @unchecked Sendable {
     /// their entries' memory stay until deinit: a parked request's late reply may look at them.
     private func closeRings() {
         reader.stop()
+        // The waker first: a wake under way still finds `ring` open.
+        wakerLock.withLock { _ in
+            if let waker { curing_destroy(waker) }
+            waker = nil
+        }
         sq.withLock { closed in
             guard !closed else { return }
             closed = true
@@ -352,13 +375,49 @@ final class RingTransport: @unchecked Sendable {
         return s == State.stopped.rawValue || s == State.failed.rawValue
     }
 
-    /// Wakes the holder waiting in io_uring_enter: a no-op completes at once, in the caller's system
-    /// call (nothing of it stays with the calling thread).
+    /// Wakes the holder waiting in io_uring_enter, from a thread that is not the ring's: a message
+    /// from the small waker ring puts a completion on `ring` (IORING_OP_MSG_RING), without touching
+    /// `ring`'s submission queue, where the holder may have left a commit for its next enter (an
+    /// enter of this thread would submit it, and the kernel would deliver that entry's next request
+    /// in this thread's task, which may end). Where the kernel cannot send one, a no-op on `ring`
+    /// (it completes at once, in the caller's system call), after the holder's commits.
     private func wake() {
+        let sent: Bool = wakerLock.withLock { _ in
+            guard let waker, sq.withLock({ closed in !closed }), let ring else { return false }
+            return curing_send_wake(waker, ring, Self.wakeUserData) == 0
+        }
+        guard !sent else { return }
         sq.withLock { closed in
             guard !closed, let ring else { return }
-            _ = curing_submit_nop(ring, Self.wakeUserData)
+            _ = curing_submit_nop(ring, Self.wakeUserData)   // (nothing is deferred without a waker)
         }
+    }
+
+    /// Submits the commits the holder left for its next enter (before it polls, hands the ring on or
+    /// takes a request that came meanwhile).
+    @inline(__always)
+    private func submitDeferred() {
+        guard deferredCommits.load(ordering: .relaxed) > 0 else { return }   // only the holder leaves any
+        let rc: Int32 = sq.withLock { closed in
+            guard !closed, let ring else { return 0 }
+            let replies = deferredCommits.exchange(0, ordering: .relaxed)
+            guard replies > 0 else { return 0 }
+            repliesAlone.add(replies, ordering: .relaxed)
+            return curing_flush(ring) > 0 ? curing_submit(ring) : 0
+        }
+        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+    }
+
+    /// The holder's wait for the ring's next completion: the commits it left go in the same
+    /// io_uring_enter (one system call for the reply and the wait for the next request).
+    private func submitAndWait() -> Int32 {
+        let toSubmit: UInt32? = sq.withLock { closed in
+            guard !closed, let ring else { return nil }
+            repliesWithTheWait.add(deferredCommits.exchange(0, ordering: .relaxed), ordering: .relaxed)
+            return curing_flush(ring)
+        }
+        guard let toSubmit, let ring else { return -ESHUTDOWN }
+        return curing_submit_and_wait(ring, toSubmit)
     }
 
     // MARK: a queue's thread
@@ -374,17 +433,16 @@ final class RingTransport: @unchecked Sendable {
             }
         }
         var taken: Entry?
-        let ring = self.ring!
         while true {
             taken = nil
             let n = reader.receive(opcode: {
                 taken.map { $0.header.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }
             }, wait: {
-                let rc = curing_wait(ring)
+                let rc = submitAndWait()
                 if rc == 0 || rc == -EINTR { return 0 }
                 errno = -rc
                 return -1
-            }) { attempt(&taken) }
+            }, flush: { submitDeferred() }) { attempt(&taken) }
             if n > 0, let entry = taken {
                 let id = entry.phase.load(ordering: .acquiring)
                 process(entry, length: n)
@@ -573,6 +631,8 @@ final class RingTransport: @unchecked Sendable {
     private func attempt(_ taken: inout Entry?) -> Int {
         if hasPending.load(ordering: .acquiring) { submitPending() }
         let ring = self.ring.unsafelyUnwrapped
+        // A request came meanwhile: the reply left for the next enter goes before it is served.
+        if deferredCommits.load(ordering: .relaxed) > 0, curing_has_news(ring) != 0 { submitDeferred() }
         var userData: UInt64 = 0
         var res: Int32 = 0
         while curing_take_cqe(ring, &userData, &res) != 0 {
@@ -703,13 +763,42 @@ final class RingTransport: @unchecked Sendable {
         }
         let id = entry.unique.exchange(0, ordering: .acquiringAndReleasing)
         if pthread_getspecific(ringThreadKey) != nil {
-            submitCommit(queue, entry: entry.index, id: id)
+            if defersReplies, reader.isHeld(by: UInt(pthread_self())) {
+                // The holder's reply goes with its next enter: the wait for the next request when it
+                // blocks (one system call), else before it polls or serves again (`submitDeferred`).
+                deferCommit(queue, entry: entry.index, id: id)
+            } else {
+                submitCommit(queue, entry: entry.index, id: id)
+            }
         } else {
             pending.withLock { $0.append((queue.id, entry.index, id)) }
             hasPending.store(true, ordering: .releasing)
             wake()
         }
         return total
+    }
+
+    private func deferCommit(_ queue: Queue, entry: Int, id: UInt64) {
+        let rc: Int32 = sq.withLock { closed in
+            guard !closed, let ring else { return 0 }
+            let queued = queueCommit(ring, queue.entry(entry), id: id)
+            if queued == 0 { deferredCommits.add(1, ordering: .relaxed) }
+            return queued
+        }
+        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+    }
+
+    /// Queues `entry`'s COMMIT_AND_FETCH of `id` without submitting it (under `sq`), submitting what
+    /// the submission queue holds first when it is full. 0, or a negative errno.
+    private func queueCommit(_ ring: OpaquePointer, _ entry: Entry, id: UInt64) -> Int32 {
+        let enqueue = { curing_queue_fuse_cmd(ring, self.devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(entry.queue), id, entry.iov, Self.userData(entry)) }
+        var queued = enqueue()
+        if queued == -EBUSY {
+            let submitted = curing_submit(ring)
+            if submitted < 0 { return submitted }
+            queued = enqueue()
+        }
+        return queued
     }
 
     private func submitCommit(_ queue: Queue, entry: Int, id: UInt64) {
@@ -738,12 +827,16 @@ final class RingTransport: @unchecked Sendable {
     struct Usage: Sendable {
         var entries = 0, parked = 0, added = 0, addedResident = 0
         var pullsSent = 0, pullsAnswered = 0
+        /// The holder's replies sent with its wait for the next request, and alone.
+        var repliesWithTheWait = 0, repliesAlone = 0
     }
 
     var usage: Usage {
         var u = Usage()
         u.pullsSent = pullsSent.load(ordering: .relaxed)
         u.pullsAnswered = pullsAnswered.load(ordering: .relaxed)
+        u.repliesWithTheWait = repliesWithTheWait.load(ordering: .relaxed)
+        u.repliesAlone = repliesAlone.load(ordering: .relaxed)
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         var vector = [UInt8]()
         for queue in queues {
@@ -775,14 +868,7 @@ final class RingTransport: @unchecked Sendable {
         let rc: Int32 = sq.withLock { closed in
             guard !closed, let ring else { return 0 }
             for (q, index, id) in commits {
-                let entry = queues[q].entry(index)
-                let enqueue = { curing_queue_fuse_cmd(ring, self.devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(q), id, entry.iov, Self.userData(entry)) }
-                var queued = enqueue()
-                if queued == -EBUSY {   // the submission queue is full: submit what it holds first
-                    let submitted = curing_submit(ring)
-                    if submitted < 0 { return submitted }
-                    queued = enqueue()
-                }
+                let queued = queueCommit(ring, queues[q].entry(index), id: id)
                 if queued < 0 { return queued }
             }
             return curing_submit(ring)

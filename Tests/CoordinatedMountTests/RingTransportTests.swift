@@ -486,6 +486,35 @@ final class RingQueuedFolderRequestsTests: NobodyOnTheRingTestCase {
     }
 }
 
+/// A holder that does not poll (`spin=0` here; a loaded machine, for the adaptive spin) sends its
+/// reply to a request in the io_uring_enter that waits for the next one: one system call per
+/// request where the commit and the wait took one each. Replies answered on other threads wake it
+/// through a message from a ring of their own, never by entering the holder's ring
+/// (`RingHolderWaitTests`), so its reply waits there for its enter alone.
+final class RingReplyWithTheWaitTests: KernelRingMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .uring
+        options.spinMicroseconds = 0
+    }
+
+    func testTheHoldersReplyGoesWithItsWaitForTheNextRequest() throws {
+        let session = daemon.session!
+        XCTAssertEqual(session.transportInUse, .uring)
+        let before = session.ringUsage
+        try sh("mkdir d && for i in $(seq 1 100); do echo x > d/f$i; done && ls -l d > /dev/null && rm -r d")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/d"))
+        let after = session.ringUsage
+        let withTheWait = after.repliesWithTheWait - before.repliesWithTheWait
+        let alone = after.repliesAlone - before.repliesAlone
+        XCTAssertGreaterThanOrEqual(withTheWait, 300, "the creates, lookups and unlinks the holder served: \(after)")
+        // Alone only when a completion or task work was already there (the kernel's own requests,
+        // a slow moment under load: 88% went with the wait in one run at load 10).
+        XCTAssertGreaterThan(withTheWait, (withTheWait + alone) / 2,
+                             "most of the holder's replies went with its wait: \(after)")
+    }
+}
+
 /// `transport=dev`: /dev/fuse only, although the kernel offers io_uring.
 final class DeviceTransportTests: KernelRingMountTestCase {
     override func configure(_ options: inout MountOptions) {

@@ -77,6 +77,26 @@ int curing_take_cqe(curing_ring *ring, uint64_t *user_data, int32_t *res);
    delivers fetched requests). 0, or a negative errno (-EINTR). */
 int curing_wait(curing_ring *ring);
 
+/* Makes what was queued visible to the kernel without entering it: how many submissions wait to be
+   taken (by the next io_uring_enter on the ring, whoever makes it). Under the caller's submission
+   lock, as every queueing. */
+unsigned curing_flush(curing_ring *ring);
+
+/* One io_uring_enter that submits `to_submit` (what `curing_flush` returned) and blocks until the
+   ring has a completion, as `curing_wait`: a commit and the wait for the next request in one system
+   call. Not under the submission lock (it blocks). 0, or a negative errno (-EINTR). */
+int curing_submit_and_wait(curing_ring *ring, unsigned to_submit);
+
+/* Whether a look would find something: a completion, or task work the ring flags for its caller. */
+int curing_has_news(curing_ring *ring);
+
+/* A small ring of its own for waking a ring's waiter from any thread without touching that ring's
+   submission queue: `curing_send_wake` posts a completion carrying `user_data` into the ring `target`
+   (IORING_OP_MSG_RING), which wakes a thread waiting there. NULL with *error set when the kernel has
+   no io_uring. Callers serialise their use of one waker. */
+curing_ring *curing_create_waker(int *error);
+int curing_send_wake(curing_ring *waker, curing_ring *target, uint64_t user_data);
+
 /* Pins the calling thread to `cpu` (sched_setaffinity): 0 or a negative errno. */
 int curing_pin_to_cpu(int cpu);
 
