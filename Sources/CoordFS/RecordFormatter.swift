@@ -35,6 +35,10 @@ struct RecordFormatter {
     private var fences: [UInt64: Int64] = [:]
     /// Records formatted and not yet handed to the log.
     var formatted = EncodedRecords()
+    /// The actor fields of the last origin formatted, encoded (`RecordFields.actor`): every record
+    /// names its actor, and a request's records (and a process's requests) name the same one, so
+    /// they copy these bytes instead of encoding the executable's name again.
+    private var lastActor: (pid: Int32, uid: UInt32, executable: String, fields: RecordFields)?
     /// Steps taken from the backlog a few at a time (`EventRecorder.help`), for `formatSteps`.
     var steps: [PendingStep] = []
 
@@ -93,7 +97,7 @@ struct RecordFormatter {
         let request = event.requestID?.rawValue
         // The fields every record of the event has, then the end of the record.
         func finish(_ kind: EventKind) {
-            if let o = event.origin { formatted.fields.actor(pid: o.pid, uid: o.uid, executable: o.executable) }
+            if let o = event.origin { appendActor(o) }
             if let request { formatted.fields.requestID(request) }
             formatted.finish(kind, at: time)
         }
@@ -212,6 +216,18 @@ struct RecordFormatter {
         }
     }
 
+    /// Appends the actor fields of `o`: the same bytes as `formatted.fields.actor`.
+    private mutating func appendActor(_ o: AccessOrigin) {
+        if let a = lastActor, a.pid == o.pid, a.uid == o.uid, a.executable == o.executable {
+            formatted.fields.append(a.fields, 0..<a.fields.count)
+            return
+        }
+        var fields = RecordFields()
+        fields.actor(pid: o.pid, uid: o.uid, executable: o.executable)
+        formatted.fields.append(fields, 0..<fields.count)
+        lastActor = (o.pid, o.uid, o.executable, fields)
+    }
+
     private func path(of presenter: PresenterID) -> String {
         presenterPaths[presenter] ?? "/"
     }
@@ -233,10 +249,11 @@ struct RecordFormatter {
         switch intent.kind {
         case .reading(let o):
             fields.intent(.read)
-            for (name, option) in ReadingOptions.names where o.contains(option) { fields.option(name) }
+            // Most intents have no option: the names are not walked for them.
+            if !o.isEmpty { for (name, option) in ReadingOptions.names where o.contains(option) { fields.option(name) } }
         case .writing(let o):
             fields.intent(.write)
-            for (name, option) in WritingOptions.names where o.contains(option) { fields.option(name) }
+            if !o.isEmpty { for (name, option) in WritingOptions.names where o.contains(option) { fields.option(name) } }
         }
     }
 

@@ -49,11 +49,15 @@ enum RecordCodec {
     /// where the frame starts.
     private static func beginFrame(kind: EventKind, seq: UInt64, time: EventTime, to out: inout [UInt8]) -> Int {
         let start = out.count
-        out.append(contentsOf: repeatElement(0, count: frameHeaderSize))
-        out.append(formatVersion)
-        out.append(kind.code)
-        appendFixed64(seq, to: &out)
-        appendFixed64(UInt64(bitPattern: time.millisecondsSinceEpoch), to: &out)
+        // Built on the stack and appended at once (one capacity check, not one a byte).
+        var prefix: (UInt64, UInt64, UInt64, UInt16) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &prefix) { p in
+            p[frameHeaderSize] = formatVersion
+            p[frameHeaderSize + 1] = kind.code
+            p.storeBytes(of: seq.littleEndian, toByteOffset: frameHeaderSize + 2, as: UInt64.self)
+            p.storeBytes(of: UInt64(bitPattern: time.millisecondsSinceEpoch).littleEndian, toByteOffset: frameHeaderSize + 10, as: UInt64.self)
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[0..<(frameHeaderSize + fixedPayloadSize)]))
+        }
         return start
     }
 
@@ -101,14 +105,6 @@ enum RecordCodec {
 
     static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
     private static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
-
-    private static func appendFixed64(_ v: UInt64, to out: inout [UInt8]) {
-        var x = v
-        for _ in 0..<8 {
-            out.append(UInt8(truncatingIfNeeded: x))
-            x >>= 8
-        }
-    }
 
     static func appendVarint(_ v: UInt64, to out: inout [UInt8]) {
         var x = v

@@ -38,6 +38,37 @@ final class RecordFormatterTests: XCTestCase {
         XCTAssertEqual(plain.path, "/")
         XCTAssertEqual(plain.details.options, [])
     }
+
+    /// Each record names its own actor: the formatter copies the actor fields it encoded for the
+    /// previous origin when the next one is the same process, user and executable, and encodes them
+    /// afresh when any of the three differs or there is no origin.
+    func testEachRecordNamesItsOwnActor() throws {
+        let origins: [AccessOrigin?] = [
+            AccessOrigin(pid: 10, uid: 1000, gid: 1000, executable: "cp"),
+            AccessOrigin(pid: 10, uid: 1000, gid: 1000, executable: "cp"),
+            AccessOrigin(pid: 10, uid: 1000, gid: 1000, executable: "cat"),
+            AccessOrigin(pid: 11, uid: 1000, gid: 1000, executable: "cat"),
+            AccessOrigin(pid: 11, uid: 0, gid: 1000, executable: "cat"),
+            nil,
+            AccessOrigin(pid: 11, uid: 0, gid: 1000, executable: "cat"),
+            AccessOrigin(pid: -1, uid: UInt32.max, gid: 0, executable: "na\u{EF}ve"),
+        ]
+        var formatter = RecordFormatter()
+        var steps: [PendingStep] = []
+        for (i, o) in origins.enumerated() {
+            let path = try ItemPath("dir/f\(i)")
+            steps.append(.event(CoordinationEvent(time: CoordinationEvent.now(), requestID: nil, origin: o, kind: .announced(.changed(path)))))
+        }
+        formatter.format(steps)
+        let dir = NSTemporaryDirectory() + "/coordfs-formatter-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try EventLogWriter(directory: dir)
+        log.append(encoded: &formatter.formatted)
+        try log.close()
+        let records = try EventLogReader(directory: dir).read(limit: 100)
+        XCTAssertEqual(records.map(\.path), origins.indices.map { "/dir/f\($0)" })
+        XCTAssertEqual(records.map(\.actor), origins.map { $0.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) } })
+    }
 }
 
 /// The recorder under concurrency, without a mount: FUSE-like threads record through a real

@@ -91,6 +91,36 @@ final class EncodedRecordsTests: XCTestCase {
             seq: 9, kind: .released, path: "/b", details: EventDetails(intent: .write, options: ["forMoving"], latencyMicros: 5)))
     }
 
+    /// A frame is byte for byte the stored form docs/event-log.md describes (length and CRC-32 of
+    /// the payload, little-endian; version, kind code, seq and time, little-endian; the fields), for
+    /// a record encoded whole and for one whose fields were encoded before (`FrameQueue`), with seqs
+    /// and times whose bytes all differ and a time before 1970.
+    func testFramesAreTheDocumentedBytes() {
+        let times: [Int64] = [1_800_000_000_123, -1, 0x0102_0304_0506_0708]
+        let seqs: [UInt64] = [1, 0x1122_3344_5566_7788, UInt64.max]
+        for (i, sample) in sampleRecords().enumerated() {
+            var r = sample
+            r.seq = seqs[i % seqs.count]
+            r.time = EventTime(millisecondsSinceEpoch: times[i % times.count])
+            var fields: [UInt8] = []
+            RecordCodec.appendFields(of: r, to: &fields)
+            var payload: [UInt8] = [1, r.kind.code]
+            payload += withUnsafeBytes(of: r.seq.littleEndian, Array.init)
+            payload += withUnsafeBytes(of: r.time.millisecondsSinceEpoch.littleEndian, Array.init)
+            payload += fields
+            var expected = withUnsafeBytes(of: UInt32(payload.count).littleEndian, Array.init)
+            expected += withUnsafeBytes(of: CRC32.checksum(payload).littleEndian, Array.init)
+            expected += payload
+
+            var whole: [UInt8] = [7]  // a frame appended after other bytes
+            RecordCodec.appendFrame(r, to: &whole)
+            XCTAssertEqual(Array(whole.dropFirst()), expected, "\(r.kind)")
+            var queue = FrameQueue()
+            fields.withUnsafeBytes { queue.append(kind: r.kind, seq: r.seq, time: r.time, fields: $0) }
+            XCTAssertEqual(queue.bytes, expected, "\(r.kind)")
+        }
+    }
+
     /// Past the queue's bound, encoded records are dropped and counted like direct ones, and a gap
     /// record stands in for them.
     func testEncodedRecordsPastTheQueueBoundBecomeAGap() throws {
