@@ -405,7 +405,7 @@ final class RingTransport: @unchecked Sendable {
             repliesAlone.add(replies, ordering: .relaxed)
             return curing_flush(ring) > 0 ? curing_submit(ring) : 0
         }
-        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+        refuseIfCommitFailed(rc)
     }
 
     /// The holder's wait for the ring's next completion: the commits it left go in the same
@@ -778,6 +778,11 @@ final class RingTransport: @unchecked Sendable {
         return total
     }
 
+    /// A commit's submission returned `rc`: below 0 (and not while stopping) the ring is refused.
+    private func refuseIfCommitFailed(_ rc: Int32) {
+        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+    }
+
     private func deferCommit(_ queue: Queue, entry: Int, id: UInt64) {
         let rc: Int32 = sq.withLock { closed in
             guard !closed, let ring else { return 0 }
@@ -785,7 +790,7 @@ final class RingTransport: @unchecked Sendable {
             if queued == 0 { deferredCommits.add(1, ordering: .relaxed) }
             return queued
         }
-        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+        refuseIfCommitFailed(rc)
     }
 
     /// Queues `entry`'s COMMIT_AND_FETCH of `id` without submitting it (under `sq`), submitting what
@@ -807,7 +812,7 @@ final class RingTransport: @unchecked Sendable {
             return curing_submit_fuse_cmd(ring, devfd, UInt32(CURING_CMD_COMMIT_AND_FETCH), UInt16(queue.id), id,
                                                 queue.entry(entry).iov, Self.userData(queue.entry(entry)))
         }
-        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+        refuseIfCommitFailed(rc)
     }
 
     /// An added entry keeps no more payload memory than its reply uses: the pages past it that a
@@ -873,7 +878,7 @@ final class RingTransport: @unchecked Sendable {
             }
             return curing_submit(ring)
         }
-        if rc < 0, !isStopping { refused("submitting a commit failed: \(String(cString: strerror(-rc)))") }
+        refuseIfCommitFailed(rc)
     }
 }
 
