@@ -278,7 +278,7 @@ public final class Daemon: @unchecked Sendable {
 
     private func writePIDFile() {
         let text = "\(getpid())\n"
-        let fd = open(plan.state.pidFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = open(plan.state.pidFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
         _ = text.withCString { write(fd, $0, strlen($0)) }
         close(fd)

@@ -22,8 +22,11 @@ public struct StateFolder: Sendable, Equatable {
     public let node: String?
     /// The backing folder's `.coordfs`.
     public let root: String
+    /// The backing folder it is in.
+    public let backing: String
 
     public init(backing: String) {
+        self.backing = backing
         root = backing + "/" + StateFolder.name
         path = root
         node = nil
@@ -31,6 +34,7 @@ public struct StateFolder: Sendable, Equatable {
 
     /// A cluster node's state folder (`node` is a valid node name: no `/`, never `.` or `..`).
     public init(backing: String, node: String) {
+        self.backing = backing
         root = backing + "/" + StateFolder.name
         path = root + "/" + StateFolder.nodesName + "/" + node
         self.node = node
@@ -52,8 +56,26 @@ public struct StateFolder: Sendable, Equatable {
     /// The folders from `.coordfs` down to this one.
     var chain: [String] { node == nil ? [root] : [root, root + "/" + StateFolder.nodesName, path] }
 
-    /// Creates the folder (owner only) if missing, with `.coordfs/nodes` above a node's.
+    /// Creates the folder (owner only) if missing, with `.coordfs/nodes` above a node's, and makes
+    /// sure no other user can change what the daemon writes there: the daemon (root, on a shared
+    /// mount) writes its pid file, its log, the event log, the store and the socket in it, by path.
+    /// So each folder of the chain must be a folder (not a link) of this user's that nobody else may
+    /// write, and the backing folder must not let another user move `.coordfs` away and put one of
+    /// its own in its place (owned by this user or root, and not writable by others unless sticky).
+    /// Otherwise the mount is refused, before anything is opened or written there
+    /// (docs/protocol.md, "Threat model").
     public func create() throws(MountError) {
+        let euid = geteuid()
+        var backing = stat()
+        let backingPath = self.backing
+        if backingPath.withNameCString({ stat($0, &backing) }) == 0 {
+            if backing.st_uid != euid && backing.st_uid != 0 {
+                throw .system("the backing folder '\(backingPath)' belongs to uid \(backing.st_uid): that user could move '\(StateFolder.name)' away and put a folder of its own in its place, where this mount (uid \(euid)) writes its state; mount a folder owned by uid \(euid) or root")
+            }
+            if backing.st_mode & 0o022 != 0 && backing.st_mode & S_ISVTX == 0 {
+                throw .system("the backing folder '\(backingPath)' is writable by other users and not sticky (mode \(String(backing.st_mode & 0o7777, radix: 8))): any of them could move '\(StateFolder.name)' away and put a folder of its own in its place; make it sticky (chmod +t) or take away their write permission")
+            }
+        }
         for folder in chain {
             if folder.withNameCString({ mkdir($0, 0o700) }) != 0 && errno != EEXIST {
                 throw .system("cannot create the state folder '\(folder)': \(String(cString: strerror(errno)))")
@@ -61,6 +83,12 @@ public struct StateFolder: Sendable, Equatable {
             var st = stat()
             guard folder.withNameCString({ lstat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
                 throw .system("'\(folder)' is reserved for coordfs's state but is not a folder; move it away")
+            }
+            guard st.st_uid == euid else {
+                throw .system("'\(folder)' is reserved for coordfs's state but belongs to uid \(st.st_uid), not to this mount's user (uid \(euid)): that user could read or redirect what the mount writes there; look at what it holds and remove it")
+            }
+            guard st.st_mode & 0o022 == 0 else {
+                throw .system("'\(folder)' is reserved for coordfs's state but is writable by other users (mode \(String(st.st_mode & 0o7777, radix: 8))): they could read or redirect what the mount writes there; look at what it holds and remove it, or chmod go-w it")
             }
         }
     }

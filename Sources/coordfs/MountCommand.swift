@@ -10,7 +10,10 @@ struct MountCommand: ParsableCommand {
         discussion: """
         Without -f the daemon goes to the background and the command returns once the mount answers.
         Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly.
-        A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first.
+        A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first. Refused when
+        another user could change the state folder: a BACKING/.coordfs that is not the mounting
+        user's own folder or that others may write, or a BACKING another user owns or may write
+        without the sticky bit.
 
         A node of a cluster (-o cluster=URL,...) keeps its state (log, store, socket, daemon log) in
         BACKING/.coordfs/nodes/NODE (NODE: node=, by default the host name), so several hosts can

@@ -337,4 +337,61 @@ final class MountCommandTests: MountTestCase {
         XCTAssertEqual(nobody.outcome, .failure(EACCES), "\(nobody)")
         XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
     }
+
+    /// The state folder is where the daemon (root) writes its pid file, its log, the event log, the
+    /// store and the socket. In a folder others may write (a shared, sticky drop folder) another user
+    /// could make `.coordfs` first, with `daemon.pid` and `daemon.log` as links to a file of root's:
+    /// the mount refuses a state folder that is not its own user's alone, and writes nothing through
+    /// it. A backing folder other users may write without the sticky bit is refused too (they could
+    /// move `.coordfs` away and put theirs in its place); a sticky one mounts.
+    func testAStateFolderAnotherUserCouldChangeIsRefusedAndNothingIsWrittenThroughIt() throws {
+        let victim = fixture.root + "/victim"
+        let precious = Array("root's own file\n".utf8)
+        XCTAssertEqual(Sys.put(victim, precious, mode: 0o600), .success())
+        let state = fixture.backing + "/.coordfs"
+        XCTAssertEqual(Sys.call { chmod(fixture.backing, 0o1777) }, .success())
+        let planted = asUser {
+            guard mkdir(state, 0o777) == 0, chmod(state, 0o777) == 0,
+                  symlink(victim, state + "/daemon.pid") == 0, symlink(victim, state + "/daemon.log") == 0,
+                  mkdir(state + "/log", 0o777) == 0 else { return ChildOutcome(outcome: .failure(errno)) }
+            return ChildOutcome(outcome: .success())
+        }
+        XCTAssertEqual(planted.outcome, .success(), "nobody could not prepare its state folder: \(planted)")
+        let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other")
+        defer { if Mounts.isMounted(fixture.mountpoint) { coordfs("unmount", fixture.mountpoint) } }
+        XCTAssertEqual(r.status, 1, "a state folder of nobody's was used: \(r)")
+        XCTAssertTrue(r.output.contains(".coordfs") && r.output.contains("uid 65534"), "the refusal does not say whose folder it is: \(r)")
+        assertNotMounted(fixture.mountpoint, "nobody's state folder")
+        XCTAssertEqual(String(decoding: Sys.contents(victim).0 ?? [], as: UTF8.self), String(decoding: precious, as: UTF8.self),
+                       "root's file was written through nobody's links")
+        var st = stat()
+        XCTAssertEqual(lstat(state + "/log", &st), 0)
+        XCTAssertEqual(Sys.readdir(state + "/log").0.count, 0, "the event log was written into nobody's folder")
+
+        // Root's own state folder, but writable by others: refused as well.
+        MountedFolder.removeTree(state)
+        XCTAssertEqual(Sys.call { mkdir(state, 0o700) }, .success())
+        XCTAssertEqual(Sys.call { chmod(state, 0o733) }, .success())
+        let open = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other")
+        XCTAssertEqual(open.status, 1, "a state folder others may write was used: \(open)")
+        XCTAssertTrue(open.output.contains("writable by other users"), "\(open)")
+        assertNotMounted(fixture.mountpoint, "a state folder others may write")
+
+        // A backing folder anyone may write, not sticky: anyone could swap .coordfs; refused.
+        MountedFolder.removeTree(state)
+        XCTAssertEqual(Sys.call { chmod(fixture.backing, 0o777) }, .success())
+        let swappable = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other")
+        XCTAssertEqual(swappable.status, 1, "a backing folder whose .coordfs anyone may replace was used: \(swappable)")
+        XCTAssertTrue(swappable.output.contains("sticky"), "\(swappable)")
+        assertNotMounted(fixture.mountpoint, "a backing folder anyone may write")
+
+        // Sticky: nobody cannot move root's .coordfs away, and the mount serves.
+        XCTAssertEqual(Sys.call { chmod(fixture.backing, 0o1777) }, .success())
+        let sticky = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other")
+        XCTAssertEqual(sticky.status, 0, "a sticky shared backing folder was refused: \(sticky)")
+        let moved = asUser { ChildOutcome(outcome: Sys.call { rename(state, self.fixture.backing + "/stolen") }) }
+        XCTAssertEqual(moved.outcome, .failure(EPERM), "nobody moved root's state folder: \(moved)")
+        XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+        XCTAssertEqual(Sys.contents(victim).0 == precious, true, "root's file changed")
+    }
 }
