@@ -7,6 +7,7 @@ import EventLog
 import LinuxGNU
 import Cluster
 import ClusterKV
+import Linux
 
 /// One mount's daemon: the FUSE session over the passthrough, served until unmounted or signalled.
 ///
@@ -189,11 +190,20 @@ public final class Daemon: @unchecked Sendable {
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
         let signals = set
+        // The first signal unmounts as `umount -l` does: the mount leaves the tree at once, and what
+        // is open in it (files, a shell's working folder) is served until it is let go; then the
+        // kernel ends the session and the loop returns. A second signal ends it at once.
         startThread { [self] in
             var s = signals
             var caught: Int32 = 0
             while sigwait(&s, &caught) != 0 {}
-            self.stop()
+            let connection = self.fuseConnection()
+            sayOnStandardError("coordfs: signal \(caught): unmounting; what is still open in the mount is served until it is let go (a second signal ends it now)")
+            self.stop(servingWhatIsOpen: true)
+            while true {
+                while sigwait(&s, &caught) != 0 {}
+                self.abort(connection: connection)
+            }
         }
         do { try startServices() } catch {
             sayOnStandardError("coordfs: \(error)")
@@ -245,19 +255,47 @@ public final class Daemon: @unchecked Sendable {
         while !finished.withLock({ $0 }) && waited < timeoutSeconds { usleep(2_000); waited += 0.002 }
     }
 
-    /// Unmounts (once, lazily: open files keep working until closed). The kernel then ends the
-    /// session and the serving loop returns cleanly. The session's descriptor is not closed here:
-    /// libfuse's own unmount would close it under the worker threads (they would fail with EBADF).
-    public func stop() {
+    /// Unmounts (once, lazily). The session's descriptor is not closed here: libfuse's own unmount
+    /// would close it under the worker threads (they would fail with EBADF).
+    /// `servingWhatIsOpen` (a signal): the session is not ended; what is open in the detached mount
+    /// keeps working until it is let go, when the kernel ends the session and the serving loop
+    /// returns cleanly. Otherwise (or when the mount could not be detached) the loop is told to end
+    /// too, and on /dev/fuse it does after the next request: a request then, or a file still open,
+    /// fails with ECONNABORTED.
+    public func stop(servingWhatIsOpen: Bool = false) {
         let first = unmounted.withLock { done in defer { done = true }; return !done }
         guard first, let session else { return }
-        session.exit()
+        if !servingWhatIsOpen { session.exit() }
         // Not root: fusermount3 detaches a user's own mount. Already gone (unmounted from outside):
         // nothing to do.
         if umount2(plan.mountpoint, Int32(MNT_DETACH)) != 0, errno == EPERM,
            !Unmounter.runFusermount(["-uz", plan.mountpoint]) {
+            session.exit()
             session.unmount()
         }
+    }
+
+    /// This mount's FUSE connection number (the minor of its device in /proc/self/mountinfo; the
+    /// newest coordfs mount on the mount point), read without a request to the mount.
+    private func fuseConnection() -> String? {
+        MountInfo.current().last { $0.mountPoint == plan.mountpoint && $0.fileSystemType.hasPrefix("fuse") }
+            .flatMap { $0.device.split(separator: ":").last.map(String.init) }
+    }
+
+    /// Ends the session at once (a second signal while what was open in the unmounted mount is still
+    /// served): the kernel's abort of the connection fails what is still open with ECONNABORTED and
+    /// the serving loop returns cleanly. Without the connection's control file, the process ends.
+    private func abort(connection: String?) {
+        sayOnStandardError("coordfs: a second signal: ending the session now; files still open in the unmounted mount fail with ECONNABORTED")
+        if let connection {
+            let fd = open("/sys/fs/fuse/connections/\(connection)/abort", O_WRONLY | O_CLOEXEC)
+            if fd >= 0 {
+                let written = write(fd, "1", 1)
+                close(fd)
+                if written == 1 { return }
+            }
+        }
+        _exit(1)
     }
 
     /// Nodes hold descriptors up to half the limit and are reopened by file handle beyond it: take

@@ -14,6 +14,9 @@ public enum MountInfo {
         public var source: String
         /// The per-mount options (`rw,nosuid,...`).
         public var options: String
+        /// The file system's device, `major:minor` (for a FUSE mount the minor is its connection's
+        /// number under /sys/fs/fuse/connections).
+        public var device: String = ""
     }
 
     /// Every mount in `text`, in mount order; lines that are not mountinfo are skipped.
@@ -24,7 +27,7 @@ public enum MountInfo {
             guard fields.count >= 10, let dash = fields.firstIndex(of: "-"), dash >= 6, fields.count > dash + 2 else { continue }
             entries.append(Entry(
                 mountPoint: unescape(fields[4]), fileSystemType: unescape(fields[dash + 1]),
-                source: unescape(fields[dash + 2]), options: unescape(fields[5])))
+                source: unescape(fields[dash + 2]), options: unescape(fields[5]), device: String(fields[2])))
         }
         return entries
     }

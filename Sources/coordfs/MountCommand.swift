@@ -9,7 +9,9 @@ struct MountCommand: ParsableCommand {
         abstract: "Mount BACKING on MOUNTPOINT.",
         discussion: """
         Without -f the daemon goes to the background and the command returns once the mount answers.
-        Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly.
+        Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly;
+        after a signal what is still open in the mount is served until it is let go (a second
+        signal ends it at once).
         A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first. Refused when
         another user could change the state folder: a BACKING/.coordfs that is not the mounting
         user's own folder or that others may write, or a BACKING another user owns or may write

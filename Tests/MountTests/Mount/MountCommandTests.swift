@@ -267,6 +267,82 @@ final class MountCommandTests: MountTestCase {
         }
     }
 
+    /// A signal unmounts as `umount -l` does: the mount leaves the tree at once, and what is still
+    /// open in it (a file being written, a folder's descriptor) keeps working, on /dev/fuse and
+    /// through io_uring, until it is let go; then the daemon ends. On /dev/fuse the daemon used to
+    /// end after the first request that came after the signal, and the writer's next request failed
+    /// with ECONNABORTED.
+    func testASignalUnmountsAndServesWhatIsOpenUntilItIsLetGo() throws {
+        for transport in ["dev", "auto"] {
+            let m = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "transport=" + transport)
+            guard m.status == 0 else { return XCTFail("\(transport): mount: \(m)") }
+            guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("\(transport): no daemon process found") }
+            defer { kill(pid, SIGKILL); MountedFolder.reap([pid]) }
+            let file = open(fixture.mountpoint + "/held-" + transport, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            let folder = open(fixture.mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard file >= 0, folder >= 0 else { return XCTFail("\(transport): open through the mount: \(String(cString: strerror(errno)))") }
+            var open = [file, folder]
+            defer { open.forEach { close($0) } }
+            XCTAssertEqual(write(file, "a", 1), 1)
+            kill(pid, SIGTERM)
+            let deadline = Date().addingTimeInterval(10)
+            while Mounts.isMounted(fixture.mountpoint) && Date() < deadline { usleep(20_000) }
+            assertNotMounted(fixture.mountpoint, "\(transport): 10 s after SIGTERM")
+            // Requests of what is still open, well after the signal.
+            for round in 0..<5 {
+                usleep(50_000)
+                XCTAssertEqual(Sys.call { write(file, "b", 1) }, .success(1), "\(transport): write \(round) to a file held open across SIGTERM")
+                XCTAssertEqual(Sys.call { fsync(file) }, .success(), "\(transport): fsync \(round) of a file held open across SIGTERM")
+                let made = openat(folder, "made-\(transport)-\(round)", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+                XCTAssertGreaterThanOrEqual(made, 0, "\(transport): create \(round) in a folder held open across SIGTERM: \(String(cString: strerror(errno)))")
+                if made >= 0 { XCTAssertEqual(write(made, "c", 1), 1); close(made) }
+                var st = stat()
+                XCTAssertEqual(Sys.call { fstatat(folder, "made-\(transport)-\(round)", &st, 0) }, .success(), "\(transport): stat \(round) after SIGTERM")
+            }
+            XCTAssertTrue(Mounts.isAlive(pid), "\(transport): the daemon ended while files were open in its mount")
+            open.forEach { close($0) }
+            open = []
+            let end = Date().addingTimeInterval(10)
+            while Mounts.isAlive(pid) && Date() < end { usleep(20_000) }
+            XCTAssertFalse(Mounts.isAlive(pid), "\(transport): the daemon did not end once what was open was let go")
+            XCTAssertEqual(Sys.contents(fixture.backing + "/held-" + transport).0, Array("abbbbb".utf8), "\(transport): the held file in backing")
+            for round in 0..<5 {
+                XCTAssertEqual(Sys.contents(fixture.backing + "/made-\(transport)-\(round)").0, [UInt8(ascii: "c")], "\(transport): file \(round) made after SIGTERM")
+            }
+        }
+    }
+
+    /// A second signal ends a daemon the first left serving what is open in its unmounted mount (a
+    /// shell's working folder would hold it forever): what is open fails with ECONNABORTED, the
+    /// daemon ends and its log says why.
+    func testASecondSignalEndsWhatTheFirstLeftServing() throws {
+        for (round, transport) in ["dev", "auto"].enumerated() {
+            let m = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "transport=" + transport)
+            guard m.status == 0 else { return XCTFail("\(transport): mount: \(m)") }
+            guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("\(transport): no daemon process found") }
+            defer { kill(pid, SIGKILL); MountedFolder.reap([pid]) }
+            let folder = open(fixture.mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard folder >= 0 else { return XCTFail("\(transport): open the mount's root") }
+            defer { close(folder) }
+            kill(pid, SIGTERM)
+            let deadline = Date().addingTimeInterval(10)
+            while Mounts.isMounted(fixture.mountpoint) && Date() < deadline { usleep(20_000) }
+            assertNotMounted(fixture.mountpoint, "\(transport): 10 s after SIGTERM")
+            var st = stat()
+            XCTAssertEqual(Sys.call { fstatat(folder, "absent", &st, 0) }, .failure(ENOENT), "\(transport): a lookup through the held folder after SIGTERM")
+            usleep(300_000)
+            XCTAssertTrue(Mounts.isAlive(pid), "\(transport): the daemon ended while a folder was open in its mount")
+            kill(pid, SIGTERM)
+            let end = Date().addingTimeInterval(10)
+            while Mounts.isAlive(pid) && Date() < end { usleep(20_000) }
+            XCTAssertFalse(Mounts.isAlive(pid), "\(transport): the daemon did not end at a second SIGTERM")
+            let after = Sys.call { fstatat(folder, "absent-after", &st, 0) }  // "absent" may be a cached miss
+            XCTAssertTrue(after == .failure(ECONNABORTED) || after == .failure(ENOTCONN), "\(transport): the held folder after the second signal: \(after)")
+            let log = (try? String(contentsOfFile: fixture.backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+            XCTAssertEqual(log.components(separatedBy: "a second signal: ending the session").count - 1, round + 1, "\(transport): daemon.log does not say why it ended: \(log.suffix(600))")
+        }
+    }
+
     func testForegroundMountAnswersAndStopsOnSIGINT() throws {
         let out = fixture.root + "/fg.log"
         let pid = try Spawn.start(binary, ["mount", fixture.backing, fixture.mountpoint, "-f"], stdout: out, stderr: out)
