@@ -99,6 +99,10 @@ extension DocumentStore {
         {
             snapshot = Snapshot(version: try Schema.version(existing), reused: true, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
         } else {
+            // The bytes kept and the access recorded with them (who may read the version) are one
+            // file's: the one `st` describes, opened once, whatever happens to its name meanwhile.
+            let source = try FileSystem.openSame(absolute, as: st)
+            defer { FileSystem.close(source) }
             try db.execute(
                 sql: """
                     INSERT INTO version (documentId, path, createdAt, size, reason, method, storedName, srcDev, srcIno, srcSize, srcMtimeNs,
@@ -109,10 +113,10 @@ extension DocumentStore {
                     [document.rawValue.databaseValue, relative.databaseValue, Self.now().databaseValue,
                      identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)
                         + [Int64(st.st_mode).databaseValue, Int64(st.st_uid).databaseValue, Int64(st.st_gid).databaseValue,
-                           FileSystem.accessACL(absolute).map { Data($0) }.databaseValue]))
+                           FileSystem.accessACL(source).map { Data($0) }.databaseValue]))
             let id = db.lastInsertedRowID
             let name = "\(id)"
-            let method = try keep(absolute, as: storedPath(name))
+            let method = try keep(fd: source, absolute, as: storedPath(name))
             try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
             let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
             snapshot = Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
@@ -142,15 +146,22 @@ extension DocumentStore {
     /// supports it, else a copy, and says how. Never a hard link: `destination` gets its own inode,
     /// so no later write to `source` (by any name or descriptor) can change it.
     func keep(_ source: String, as destination: String) throws -> SnapshotMethod {
+        let fd = try FileSystem.open(source, O_RDONLY)
+        defer { FileSystem.close(fd) }
+        return try keep(fd: fd, source, as: destination)
+    }
+
+    /// `keep(_:as:)` from the open file `fd` (whose path is `source`).
+    func keep(fd: Int32, _ source: String, as destination: String) throws -> SnapshotMethod {
         if inPlaceMethod == .reflink {
             do {
-                try FileSystem.reflink(from: source, to: destination)
+                try FileSystem.reflink(fd: fd, sourcePath: source, to: destination)
                 return .reflink
             } catch DocumentStoreError.system(_, _, let code) where [EXDEV, EOPNOTSUPP, EINVAL, ENOTTY, ENOSYS].contains(code) {
                 // This file cannot be cloned (another filesystem below a bind mount): copy.
             }
         }
-        try FileSystem.copy(from: source, to: destination)
+        try FileSystem.copy(fd: fd, sourcePath: source, toNew: destination)
         return .copy
     }
 

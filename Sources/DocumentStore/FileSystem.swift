@@ -5,14 +5,26 @@ import LinuxGNU
 /// The few system calls the store makes, each retrying `EINTR` and turning errno into
 /// ``DocumentStoreError/system(operation:path:errno:)``.
 enum FileSystem {
-    /// The POSIX access ACL of the file at `path` (the raw `system.posix_acl_access` value), nil
+    /// The POSIX access ACL of the open file `fd` (the raw `system.posix_acl_access` value), nil
     /// when it has none or it cannot be read.
-    static func accessACL(_ path: String) -> [UInt8]? {
+    static func accessACL(_ fd: Int32) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 4 + 8 * 8192)  // more entries than ext4 or XFS allow
-        let n = path.withNameCString { cPath in
-            buffer.withUnsafeMutableBytes { LinuxCalls.getxattr(cPath, "system.posix_acl_access", $0.baseAddress, $0.count) }
-        }
+        let n = buffer.withUnsafeMutableBytes { LinuxCalls.fgetxattr(fd, "system.posix_acl_access", $0.baseAddress, $0.count) }
         return n > 0 ? Array(buffer[0..<n]) : nil
+    }
+
+    /// Opens for reading the regular file at `path` that `st` (an `lstat` of that path) described:
+    /// not through a symbolic link in its last name, and only if it still is that file (device and
+    /// inode). Another user who may write a folder on the path can swap a name between the `lstat`
+    /// and the open; what is read, and the owner, mode and ACL recorded with it, are then always
+    /// the same file's. A swapped file throws `ESTALE`.
+    static func openSame(_ path: String, as st: stat) throws -> Int32 {
+        let fd = try open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        guard let now = try? fstat(fd, path), now.st_dev == st.st_dev, now.st_ino == st.st_ino, (now.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw error("open", path, ESTALE)
+        }
+        return fd
     }
 
     /// `FICLONE` from `<linux/fs.h>`: `_IOW(0x94, 9, int)`.
@@ -106,9 +118,14 @@ enum FileSystem {
     /// Clones `source` into the new file `destination` with `FICLONE`: the two share extents until
     /// one is written. Throws when the filesystem cannot clone (ext4: `EOPNOTSUPP`).
     static func reflink(from source: String, to destination: String) throws {
-        guard let ioctlInt else { throw error("ioctl(FICLONE)", source, ENOSYS) }
         let src = try open(source, O_RDONLY)
         defer { close(src) }
+        try reflink(fd: src, sourcePath: source, to: destination)
+    }
+
+    /// `reflink(from:to:)` from the open file `src`.
+    static func reflink(fd src: Int32, sourcePath source: String, to destination: String) throws {
+        guard let ioctlInt else { throw error("ioctl(FICLONE)", source, ENOSYS) }
         let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         do {
             try retrying("ioctl(FICLONE)", destination) { ioctlInt(dst, ficlone, src) }
@@ -127,6 +144,12 @@ enum FileSystem {
     static func copy(from source: String, to destination: String) throws -> Int64 {
         let src = try open(source, O_RDONLY)
         defer { close(src) }
+        return try copy(fd: src, sourcePath: source, toNew: destination)
+    }
+
+    /// `copy(from:to:)` from the open file `src`.
+    @discardableResult
+    static func copy(fd src: Int32, sourcePath source: String, toNew destination: String) throws -> Int64 {
         let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         do {
             let copied = try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination)

@@ -233,6 +233,69 @@ final class StoreCLITests: CLITestCase {
         XCTAssertTrue(unknown.stderr.contains("unknownVersion") || unknown.stderr.contains("has no version#424242"), "\(unknown)")
     }
 
+    /// A user who may write a folder on a document's path can swap a name between the store's
+    /// check of the file and its copy (here nobody exchanges its folder `d` with a link to root's
+    /// 0700 folder, over and over, while it replaces `d/x` through the mount). The store kept what
+    /// the link led to (root's 0600 file) with the access of the file it checked (nobody's 0644),
+    /// so nobody's `coordfs show` printed root's secret. The bytes kept and the access recorded
+    /// are now one opened file's, or nothing is kept.
+    func testAFolderSwappedWhileItsFileIsKeptNeverGivesNobodyAnotherFilesBytes() throws {
+        makeSharedFolder()
+        let secret = "root's secret, never nobody's\n"
+        mkdir(backing + "/private", 0o700)
+        FileManager.default.createFile(atPath: backing + "/private/x", contents: Data(secret.utf8), attributes: [.posixPermissions: 0o600])
+        let made = run("/usr/bin/setpriv", user(65534) + ["/bin/sh", "-c",
+            "mkdir '\(backing!)/shared/d' && echo first > '\(backing!)/shared/d/x' && ln -s ../private '\(backing!)/shared/s'"])
+        XCTAssertEqual(made.status, 0, "\(made)")
+        // No watcher: the presenter stays at shared/d/x whatever the folder's name is meanwhile.
+        try mount(options: ["allow_other", "backing_watcher=off", "keep_versions=100000"])
+        let presenter = try present("shared/d/x")
+        defer { _ = presenter.stop() }
+        let seconds = 4
+        let swapper = """
+            import ctypes, os, sys, time
+            libc = ctypes.CDLL(None, use_errno=True)
+            d, s = sys.argv[1].encode(), sys.argv[2].encode()
+            end = time.time() + \(seconds) + 1
+            while time.time() < end:
+                libc.renameat2(-100, d, -100, s, 2)
+            if os.path.islink(d):
+                libc.renameat2(-100, d, -100, s, 2)
+            """
+        let writer = """
+            import os, sys, time
+            folder = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+            end, n = time.time() + \(seconds), 0
+            while time.time() < end:
+                fd = os.open("tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=folder)
+                os.write(fd, b"nobody's %d\\n" % n)
+                os.close(fd)
+                os.rename("tmp", "x", src_dir_fd=folder, dst_dir_fd=folder)
+                n += 1
+            print(n)
+            """
+        let writing = try start("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", writer, mnt + "/shared/d"])
+        let swapping = try start("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", swapper, backing + "/shared/d", backing + "/shared/s"])
+        XCTAssertEqual(writing.wait(timeout: 60), 0, "\(writing.stdout) \(writing.stderr)")
+        XCTAssertEqual(swapping.wait(timeout: 60), 0, "\(swapping.stderr)")
+        var st = stat()
+        XCTAssertTrue(lstat(backing + "/shared/d", &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR)
+        // Every version kept of nobody's file (readable by nobody: recorded as nobody's) whose bytes
+        // are root's secret is one nobody's `coordfs show` prints.
+        let kept = Int(sql("SELECT COUNT(*) FROM version WHERE srcUid = 65534")) ?? 0
+        XCTAssertGreaterThan(kept, 20, "too few replacements kept to race (\(writing.stdout))")
+        let leaked = sql("SELECT group_concat(id || ':' || storedName) FROM version WHERE srcUid = 65534").split(separator: ",").compactMap { row in
+            let parts = row.split(separator: ":")
+            let bytes = try? String(contentsOfFile: backing + "/.coordfs/store/objects/" + parts[1], encoding: .utf8)
+            return bytes == secret ? String(parts[0]) : nil
+        }
+        XCTAssertEqual(leaked, [], "versions of nobody's file holding root's secret (of \(kept) kept)")
+        if let first = leaked.first {
+            let shown = coordfs(as: 65534, "show", mnt + "/shared/d/x", "--version", String(first))
+            XCTAssertNotEqual(shown.stdout, secret, "nobody's coordfs show printed root's 0600 file")
+        }
+    }
+
     // MARK: Conflicts of several users on one allow_other mount
 
     /// `coordfs conflicts` and `coordfs resolve` run as nobody on an allow_other mount whose store
