@@ -1,4 +1,5 @@
 import Foundation
+import NameBytes
 import GRDB
 import Glibc
 
@@ -49,7 +50,7 @@ extension DocumentStore {
             /// Writes new contents over the document, keeping what was there, and tells the others.
             func replaceDocument(with contents: Contents) throws {
                 if let st { outcome.preserved = try takeSnapshot(db, conflict.document, relative, absolute, st, reason: .resolution) }
-                try writeFile(contents, to: absolute, permissionsFrom: st, owner: st == nil ? owner : nil)
+                try writeFile(contents, to: relative, permissionsFrom: st, owner: st == nil ? owner : nil)
                 guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
                 outcome.after = FileIdentity(now)
                 outcome.writtenPath = relative
@@ -75,7 +76,7 @@ extension DocumentStore {
                 try replaceDocument(with: mine)
             case .keepBoth:
                 guard let mine else { throw DocumentStoreError.missingContents("keep both") }
-                let copy = try writeConflictCopy(mine, beside: absolute, owner: owner)
+                let copy = try writeConflictCopy(mine, beside: relative, owner: owner)
                 let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
                 outcome.writtenPath = copyRelative
                 try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, id.rawValue])
@@ -87,7 +88,7 @@ extension DocumentStore {
                     db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
                     arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
                 let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue ?? interestBase, mine: try Self.bytes(of: mine),
-                                               theirs: try FileSystem.readAll(absolute), relative)
+                                               theirs: try readDocument(relative), relative)
                 outcome.mergeConflicts = merged.conflicts
                 try replaceDocument(with: .bytes(merged.text))
             }
@@ -122,13 +123,13 @@ extension DocumentStore {
         case .reload:
             try replaceDocument(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)))
         case .keepBoth:
-            let copy = try writeConflictCopy(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)), beside: absolute, owner: owner)
+            let copy = try writeConflictCopy(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)), beside: relative, owner: owner)
             let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
             try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, conflict.id.rawValue])
             return (copyRelative, 0)
         case .merge:
             if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
-            let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? FileSystem.readAll(absolute),
+            let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? readDocument(relative),
                                            theirs: try FileSystem.readAll(try theirsOfLostUpdate(db, conflict, relative)), relative)
             try replaceDocument(.bytes(merged.text))
             return (nil, merged.conflicts)
@@ -157,16 +158,30 @@ extension DocumentStore {
 
     // MARK: Writing files
 
-    /// Writes contents to a scratch file in the store, then renames it over `absolute` (atomic:
-    /// readers see the old or the new file, never a mix). Mode and owner follow the old file.
-    func writeFile(_ contents: Contents, to absolute: String, permissionsFrom old: stat?, owner: FileOwner? = nil) throws {
+    /// Writes contents to a scratch file in the store, then renames it over the document at
+    /// `relative` (atomic: readers see the old or the new file, never a mix), in the folder
+    /// `openFolder(of:)` opens. Mode and owner follow the old file.
+    func writeFile(_ contents: Contents, to relative: String, permissionsFrom old: stat?, owner: FileOwner? = nil) throws {
+        let (folder, name) = try openFolder(of: relative)
+        defer { FileSystem.close(folder) }
         let scratch = try stage(contents, permissionsFrom: old, owner: owner)
         do {
-            try FileSystem.rename(scratch, absolute)
+            try FileSystem.retrying("rename", relative) { scratch.withNameCString { a in name.withNameCString { b in renameat(AT_FDCWD, a, folder, b) } } }
         } catch {
             FileSystem.unlinkIfPresent(scratch)
             throw error
         }
+    }
+
+    /// The bytes of the document at `relative`, read from the folder `openFolder(of:)` opens,
+    /// without following a link.
+    func readDocument(_ relative: String) throws -> [UInt8] {
+        let (folder, name) = try openFolder(of: relative)
+        defer { FileSystem.close(folder) }
+        let fd = try FileSystem.retrying("open", relative) { name.withNameCString { openat(folder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) } }
+        defer { FileSystem.close(fd) }
+        guard (try FileSystem.fstat(fd, relative).st_mode & S_IFMT) == S_IFREG else { throw DocumentStoreError.notARegularFile(relative) }
+        return try FileSystem.readAll(fd: fd, relative)
     }
 
     /// A file in the store's scratch directory holding `contents`, synced to disk. Its mode is
@@ -204,16 +219,19 @@ extension DocumentStore {
         }
     }
 
-    /// Writes `contents` as a new file `name (conflict YYYY-MM-DD HHMMSS).ext` beside `absolute`
-    /// (" 2", " 3"... appended when taken); never overwrites anything. Returns its absolute path.
-    func writeConflictCopy(_ contents: Contents, beside absolute: String, owner: FileOwner? = nil) throws -> String {
+    /// Writes `contents` as a new file `name (conflict YYYY-MM-DD HHMMSS).ext` beside the document
+    /// at `relative` (" 2", " 3"... appended when taken), in the folder `openFolder(of:)` opens;
+    /// never overwrites anything. Returns its absolute path.
+    func writeConflictCopy(_ contents: Contents, beside relative: String, owner: FileOwner? = nil) throws -> String {
+        let (folderFD, name) = try openFolder(of: relative)
+        defer { FileSystem.close(folderFD) }
+        let absolute = backingRoot + "/" + relative
         let slash = absolute.utf8.lastIndex(of: UInt8(ascii: "/"))!
         let directory = String(absolute[..<slash])
         // As a file the owner made there itself: its group is the folder's in a set-group-ID folder.
         var owner = owner
         var folder = stat()
-        if owner != nil, directory.withNameCString({ lstat($0, &folder) }) == 0, folder.st_mode & S_ISGID != 0 { owner?.gid = folder.st_gid }
-        let name = String(absolute[absolute.index(after: slash)...])
+        if owner != nil, fstat(folderFD, &folder) == 0, folder.st_mode & S_ISGID != 0 { owner?.gid = folder.st_gid }
         var stem = name
         var ext = ""
         if let dot = name.lastIndex(of: "."), dot != name.startIndex {
@@ -228,11 +246,11 @@ extension DocumentStore {
         let scratch = try stage(contents, permissionsFrom: try? FileSystem.lstatIfPresent(absolute), owner: owner)
         defer { FileSystem.unlinkIfPresent(scratch) }
         for attempt in 1...1000 {
-            let candidate = "\(directory)/\(stem) (conflict \(stamp)\(attempt == 1 ? "" : " \(attempt)"))\(ext)"
+            let candidate = "\(stem) (conflict \(stamp)\(attempt == 1 ? "" : " \(attempt)"))\(ext)"
             // link() refuses to overwrite: the copy appears whole, and only where nothing was.
             do {
-                try FileSystem.link(scratch, candidate)
-                return candidate
+                try FileSystem.retrying("link", relative) { scratch.withNameCString { a in candidate.withNameCString { b in linkat(AT_FDCWD, a, folderFD, b, 0) } } }
+                return directory + "/" + candidate
             } catch DocumentStoreError.system(_, _, let code) where code == EEXIST {
                 continue
             }

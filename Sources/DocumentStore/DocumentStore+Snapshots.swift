@@ -116,6 +116,10 @@ extension DocumentStore {
                            FileSystem.accessACL(source).map { Data($0) }.databaseValue]))
             let id = db.lastInsertedRowID
             let name = "\(id)"
+            // A file by this name is left from a transaction that failed after keeping it (a
+            // resolution whose write was refused) and rolled its row back: this row's number is
+            // used again, so the file is nobody's.
+            FileSystem.unlinkIfPresent(storedPath(name))
             let method = try keep(fd: source, absolute, as: storedPath(name))
             try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
             let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!

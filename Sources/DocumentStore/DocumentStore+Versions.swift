@@ -99,7 +99,7 @@ extension DocumentStore {
             var preserved: Snapshot?
             if let st { preserved = try takeSnapshot(db, document, relative, absolute, st, reason: .restore) }
             // Clone or copy, never link: a later write to the restored file must not alter the version.
-            try writeFile(.file(absolutePath: stored), to: absolute, permissionsFrom: st, owner: st == nil ? owner : nil)
+            try writeFile(.file(absolutePath: stored), to: relative, permissionsFrom: st, owner: st == nil ? owner : nil)
             guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
             let after = FileIdentity(now)
             let event = try announce(db, document, relative, absolute, .change, before: st.map(FileIdentity.init), after: after, writer: presenter)

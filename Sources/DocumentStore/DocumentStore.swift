@@ -199,6 +199,31 @@ public final class DocumentStore: @unchecked Sendable {
         return (relative, realParent + "/" + components.last!)
     }
 
+    /// The folder of the document at `relative` (as `resolve` gives it), opened by walking its
+    /// folders' names from the backing folder without following a symbolic link, and the
+    /// document's name in it. What the store writes into a document's folder (a resolution, a
+    /// restore, a conflict copy) and the bytes it reads of a document for a peer go through it: a
+    /// user who may write a folder on the path cannot swap in a link (to a folder that user may
+    /// not write or read) between the peer's permission check and the store's use. A link on the
+    /// way is refused (`invalidPath`): the daemon's paths have none (the mount's are the kernel's,
+    /// the control socket's are resolved first).
+    func openFolder(of relative: String) throws -> (fd: Int32, name: String) {
+        var names = relative.utf8.split(separator: UInt8(ascii: "/")).map { String(Substring($0)) }
+        guard let name = names.popLast() else { throw DocumentStoreError.invalidPath(relative, reason: "names the backing folder itself") }
+        var fd = try FileSystem.open(backingRoot, O_RDONLY | O_DIRECTORY)
+        for folder in names {
+            let next = folder.withNameCString { openat(fd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            let code = errno
+            FileSystem.close(fd)
+            guard next >= 0 else {
+                if code == ELOOP || code == ENOTDIR { throw DocumentStoreError.invalidPath(relative, reason: "a folder on the path is a symbolic link or no folder") }
+                throw DocumentStoreError.system(operation: "open", path: relative, errno: code)
+            }
+            fd = next
+        }
+        return (fd, name)
+    }
+
     /// `lstat` of a document path: nil when missing, an error when not a regular file.
     func statDocument(_ absolute: String, _ relative: String) throws -> stat? {
         guard let st = try FileSystem.lstatIfPresent(absolute) else { return nil }

@@ -199,6 +199,11 @@ enum FileSystem {
     static func readAll(_ path: String) throws -> [UInt8] {
         let fd = try open(path, O_RDONLY)
         defer { close(fd) }
+        return try readAll(fd: fd, path)
+    }
+
+    /// Reads the rest of the open file `fd` (named `path` in errors) into memory.
+    static func readAll(fd: Int32, _ path: String) throws -> [UInt8] {
         let st = try fstat(fd, path)
         var result = [UInt8]()
         result.reserveCapacity(Int(st.st_size))

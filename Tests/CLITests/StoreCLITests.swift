@@ -296,6 +296,61 @@ final class StoreCLITests: CLITestCase {
         }
     }
 
+    /// The same swap during nobody's restores of its own document: the daemon checked nobody may
+    /// write `shared/d/x`, then wrote by path, through the link `d` had become meanwhile, over root's
+    /// 0600 `private/x`. The store now writes into the folder it opened without following a link.
+    func testAFolderSwappedDuringRestoresNeverGetsAnotherUsersFileWritten() throws {
+        makeSharedFolder()
+        let secret = "root's secret, never nobody's\n"
+        mkdir(backing + "/private", 0o700)
+        FileManager.default.createFile(atPath: backing + "/private/x", contents: Data(secret.utf8), attributes: [.posixPermissions: 0o600])
+        let made = run("/usr/bin/setpriv", user(65534) + ["/bin/sh", "-c",
+            "mkdir '\(backing!)/shared/d' && echo one > '\(backing!)/shared/d/x' && ln -s ../private '\(backing!)/shared/s'"])
+        XCTAssertEqual(made.status, 0, "\(made)")
+        try mount(options: ["allow_other", "backing_watcher=off"])
+        let presenter = try present("shared/d/x")
+        defer { _ = presenter.stop() }
+        XCTAssertEqual(run("/usr/bin/setpriv", user(65534) + ["/bin/sh", "-c", "echo two > '\(mnt!)/shared/d/x'"]).status, 0)
+        let one = try XCTUnwrap(firstVersion("shared/d/x"))
+        lockStoreFromOthers()
+        let seconds = 4
+        let swapper = """
+            import ctypes, os, sys, time
+            libc = ctypes.CDLL(None, use_errno=True)
+            d, s = sys.argv[1].encode(), sys.argv[2].encode()
+            end = time.time() + \(seconds) + 1
+            while time.time() < end:
+                libc.renameat2(-100, d, -100, s, 2)
+            if os.path.islink(d):
+                libc.renameat2(-100, d, -100, s, 2)
+            """
+        let restorer = pythonClientPrelude + """
+            import time
+            send({"type": "hello", "id": 1, "versions": [1]})
+            receive()
+            end, n, done = time.time() + \(seconds), 0, 0
+            while time.time() < end:
+                n += 1
+                send({"type": "restore", "id": 10 + n, "version": int(sys.argv[2]), "path": "shared/d/x"})
+                while True:
+                    m = receive()
+                    if m.get("id") == 10 + n: break
+                done += m.get("type") != "error"
+            print(n, done)
+            """
+        let swapping = try start("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", swapper, backing + "/shared/d", backing + "/shared/s"])
+        let restoring = try start("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", restorer, backing + "/.coordfs/control.sock", String(one)])
+        XCTAssertEqual(restoring.wait(timeout: 60), 0, "\(restoring.stdout) \(restoring.stderr)")
+        XCTAssertEqual(swapping.wait(timeout: 60), 0, "\(swapping.stderr)")
+        let counts = restoring.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        XCTAssertGreaterThan(counts.last ?? 0, 3, "too few restores done to race: \(restoring.stdout)")
+        XCTAssertEqual(text("private/x"), secret, "nobody's restores wrote over root's 0600 file (\(restoring.stdout))")
+        var st = stat()
+        XCTAssertEqual(lstat(backing + "/private/x", &st), 0)
+        XCTAssertEqual(st.st_uid, 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+    }
+
     // MARK: Conflicts of several users on one allow_other mount
 
     /// `coordfs conflicts` and `coordfs resolve` run as nobody on an allow_other mount whose store

@@ -570,6 +570,17 @@ struct Scenarios {
         }
         XCTAssertEqual(try f.store.allVersions(), [])
         XCTAssertEqual(try f.read("doc.txt"), "x\n")
+        // A folder on the path that is a link (one another user swapped in after the caller's
+        // check) is never written through, even to a folder inside the backing folder.
+        try FileSystem.mkdirs(f.path("private"))
+        try f.write("private/x", "private\n")
+        XCTAssertEqual(symlink("private", f.path("via")), 0)
+        let kept = try XCTUnwrap(try f.store.preserveBeforeReplace("doc.txt"))
+        XCTAssertThrowsError(try f.store.restore(kept.version.id, to: "via/x")) {
+            guard case .invalidPath = $0 as? DocumentStoreError else { return XCTFail("restore through a link: \($0)") }
+        }
+        XCTAssertEqual(try f.read("private/x"), "private\n")
+        XCTAssertEqual(try f.store.removeOtherVersions(ofPath: "doc.txt"), 1)
         // Normalised paths name the same document.
         try f.store.register(alice, path: "./doc.txt")
         XCTAssertNotNil(try f.store.document(atPath: "doc.txt"))
