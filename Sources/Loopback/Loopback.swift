@@ -680,12 +680,55 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
+    /// A create the kernel sent for a name it last knew as missing, where an item appeared since
+    /// (made beside the mount: by another user, or on another host). The daemon is root: opening
+    /// it as a new file would skip every permission check and hand another user's file to the
+    /// creator (`giveToCaller`). It is opened as natively: a regular file only (no link followed),
+    /// if its mode bits let the caller open it so (the owner's, else the caller's primary group's,
+    /// else the others'; a file with a POSIX ACL only by its owner, and a supplementary group is
+    /// not counted: in doubt refused, never granted), truncated only after that, and it keeps its
+    /// owner. Anything else gives EACCES, or EEXIST when it is no regular file.
+    private func openAppeared(parent p: BackingNode, name: FileName, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        let fd: Int32
+        switch p.withFD({ pfd -> Result<Int32, Errno> in
+            var before = stat()
+            if let e = sys({ fstatat(pfd, name.cString, &before, AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
+            guard before.st_mode & S_IFMT == S_IFREG else { return .failure(.fileExists) }
+            return sysValue { openat(pfd, name.cString, (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0) }.flatMap { fd in
+                var st = stat()
+                guard fstat(fd, &st) == 0, st.st_dev == before.st_dev, st.st_ino == before.st_ino else { close(fd); return .failure(.fileExists) }
+                return .success(fd)
+            }
+        }) {
+        case .success(let d): fd = d
+        case .failure(let e): return .failure(e)
+        }
+        var st = stat()
+        _ = fstat(fd, &st)
+        let hasACL = LinuxCalls.fgetxattr(fd, "system.posix_acl_access", nil, 0) > 0
+        let bits: mode_t = st.st_uid == context.uid ? (st.st_mode >> 6) & 7
+            : hasACL ? 0 : st.st_gid == context.gid ? (st.st_mode >> 3) & 7 : st.st_mode & 7
+        let access = flags & O_ACCMODE
+        let needed: mode_t = (access == O_RDONLY ? 4 : access == O_WRONLY ? 2 : 6) | (flags & O_TRUNC != 0 ? 2 : 0)
+        guard bits & needed == needed else { close(fd); return .failure(.permissionDenied) }
+        if flags & O_TRUNC != 0, let e = sys({ ftruncate(fd, 0) }) { close(fd); return .failure(e) }
+        if flags & O_NONBLOCK == 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
+        switch lookupEntry(parent: p, name: name.cString) {
+        case .success(let e): return .success((e, makeOpen(fd, inode(e.inode), flags)))
+        case .failure(let e): close(fd); return .failure(e)
+        }
+    }
+
     /// Creates and opens `name` in `parent` for the caller (create(2) with O_CREAT), counting one lookup.
     public func createFile(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
+        let handsOver = runningAsRoot && (context.uid != 0 || context.gid != 0)
         let fd: Int32
-        switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f, mode) } }) {
+        // Made for another user, the item must be new: see `openAppeared`.
+        switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f | (handsOver ? O_EXCL : 0), mode) } }) {
         case .success(let d): fd = d
+        case .failure(let e) where e == .fileExists && handsOver && flags & O_EXCL == 0:
+            return openAppeared(parent: p, name: name, flags: flags, context: context)
         case .failure(let e): return .failure(e)
         }
         if let e = giveToCaller(parent: p, name: name.cString, context: context) {

@@ -470,4 +470,39 @@ final class MountCommandTests: MountTestCase {
         XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
         XCTAssertEqual(Sys.contents(victim).0 == precious, true, "root's file changed")
     }
+
+    /// The kernel sends a create for a name it last knew as missing; another user's file may have
+    /// appeared there since, made beside the mount (here with the watcher off and missing names
+    /// kept 10 s, as an explicit configuration may). The daemon (root) opened that file, with no
+    /// permission check, and handed it to the creator: nobody got a descriptor for a 0600 file of
+    /// another user's and became its owner. Now an existing file is opened only as its mode lets
+    /// the caller open it natively, and keeps its owner.
+    func testACreateOfANameThatAppearedBesideTheMountNeverTakesAnotherUsersFile() throws {
+        let shared = fixture.backing + "/shared"
+        XCTAssertEqual(Sys.call { mkdir(shared, 0o777) }, .success())
+        XCTAssertEqual(Sys.call { chmod(shared, 0o777) }, .success())
+        let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other,backing_watcher=off,negative_timeout=10")
+        XCTAssertEqual(r.status, 0, "\(r)")
+        defer { coordfs("unmount", fixture.mountpoint) }
+        let alice: uid_t = 4242
+        for (name, mode) in [("private", mode_t(0o600)), ("open", mode_t(0o666))] {
+            let seen = asUser { ChildOutcome(outcome: Sys.lstat(self.fixture.mountpoint + "/shared/" + name).1) }
+            XCTAssertEqual(seen.outcome, .failure(ENOENT), name)
+            // Alice's file appears beside the mount.
+            XCTAssertEqual(Sys.put(shared + "/" + name, Array("alice's \(name)\n".utf8), mode: mode), .success())
+            XCTAssertEqual(Sys.call { chown(shared + "/" + name, alice, alice) }, .success())
+            XCTAssertEqual(Sys.call { chmod(shared + "/" + name, mode) }, .success())
+            let created = asUser {
+                let fd = open(self.fixture.mountpoint + "/shared/" + name, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+                if fd < 0 { return ChildOutcome(outcome: .failure(errno)) }
+                close(fd)
+                return ChildOutcome(outcome: .success())
+            }
+            // As natively: a 0600 file of another user is refused, a 0666 one opened.
+            XCTAssertEqual(created.outcome, mode == 0o600 ? .failure(EACCES) : .success(), "nobody's create of alice's \(name) file")
+            let (meta, _) = Sys.lstat(shared + "/" + name)
+            XCTAssertEqual(meta?.uid, alice, "alice's \(name) file was given to nobody")
+            XCTAssertEqual(Sys.contents(shared + "/" + name).0.map { String(decoding: $0, as: UTF8.self) }, "alice's \(name)\n")
+        }
+    }
 }
