@@ -110,6 +110,15 @@ public protocol ClusterHost: AnyObject, Sendable {
     /// After the caches were dropped and before the presenters are told: what the store does for a
     /// local change (conflicts, reloads, following a move).
     func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin)
+    /// etcd compacted change records this node had not read: these items, presented here, may
+    /// have been changed by another node meanwhile. Drop the kernel's caches of them and tell the
+    /// store of each whose file is not the one it knew (a conflict for unsaved changes, a reload);
+    /// returns those, whose presenters the node then tells (didChange).
+    func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath]
+}
+
+extension ClusterHost {
+    public func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath] { [] }
 }
 
 /// One step of the cluster's coordination, as etcd ordered it (`coordfs watch --cluster`).

@@ -1347,14 +1347,20 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 reachability(false, error)
             }
             if Task.isCancelled { return }
+            // Then the watch again from the revision after the last one seen (not from what etcd
+            // has now): every change record put meanwhile, which a later put of the same key
+            // overwrote (a node keeps one), is read and told.
             try? await Task.sleep(nanoseconds: 200_000_000)
-            await resync(&from)
         }
     }
 
-    /// Reads the whole cluster again (after a compaction or an outage) and starts over from there.
+    /// Reads the whole cluster again after etcd compacted the revisions the watch needed, and
+    /// starts over from there. The change records put since the last revision seen that are still
+    /// in etcd (each node's latest batch) are told as new; earlier batches are gone with the
+    /// history, which a notable step says.
     private func resync(_ from: inout Revision) async {
         guard let (values, revision) = try? await store.range(keys.base, prefix: true) else { return }
+        let missedFrom = from
         let effects = lock.withLock { () -> Effects in
             var effects = Effects()
             let present = Set(values.map(\.key))
@@ -1366,13 +1372,21 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 apply(.delete(key: keys.key("a", name, p.from, String(p.serial)), modRevision: revision), revision: revision, &effects, initial: false)
             }
             for kv in values where state.holds[kv.key] == nil && state.presenterKeys[kv.key] == nil {
-                apply(.put(kv), revision: revision, &effects, initial: true)
+                let missed = kv.modRevision >= missedFrom && Self.isChange(.put(kv), keys)
+                apply(.put(kv), revision: missed ? kv.modRevision : revision, &effects, initial: !missed)
             }
             state.watchedRevision = revision
             for w in state.waiters.values { if let c = w.finish(.changed) { effects.wakes.append(c) } }
             return effects
         }
         run(effects)
+        // Earlier records are gone with the history: the documents presented here are looked at.
+        let presented = lock.withLock { state.presenterKeys.values.filter { $0.node == name }.map(\.path) }
+        let origin = AccessOrigin(pid: 0, uid: 0, gid: 0, executable: "etcd compaction@\(name)")
+        for path in host?.clusterChangesMissed(at: Array(Set(presented)), origin: origin) ?? [] {
+            coordinator?.announce(.changed(path), origin: origin)
+        }
+        step(node: name, "etcd compacted its history past revision \(missedFrom - 1), which this node's watch had reached: changes of revisions \(missedFrom) to \(revision) other than each node's latest change records were not seen", path: nil)
         from = revision + 1
     }
 
@@ -1470,6 +1484,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             effects.proxiesToStart.append(proxy)
         case (.ask(let to, let from, let serial), .delete):
             guard to == name, let proxy = state.proxies.removeValue(forKey: "\(from)/\(serial)") else { return }
+            if let i = effects.proxiesToStart.firstIndex(where: { $0 === proxy }) {
+                // Put and deleted in one batch (the watch reading what it missed during an
+                // outage): its access is over, nothing here is asked.
+                effects.proxiesToStart.remove(at: i)
+                proxy.ended = true
+                if !proxy.answered { state.unansweredProxies[from, default: 1] -= 1 }
+                return
+            }
             if !proxy.ended {
                 proxy.ended = true
                 effects.proxiesToEnd.append((proxy, [], false))

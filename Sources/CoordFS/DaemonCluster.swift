@@ -56,6 +56,12 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
             }
         }
     }
+
+    func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath] {
+        clusterDropCaches(paths.map { .changed($0) })
+        guard let store = daemon?.coordinated?.storeHooks as? StoreService else { return [] }
+        return paths.filter { store.didChangeIfNotAsKnown($0, by: origin) }
+    }
 }
 
 /// Sends the coordinator's events to the cluster node (its presenters mirrored in etcd) and on.

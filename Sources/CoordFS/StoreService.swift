@@ -472,6 +472,20 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         noteChange(path, .changed(before: nil, after: nil), by: origin)
     }
 
+    /// A change that may have happened unseen (another node's record lost to etcd's compaction):
+    /// noted as `didChange` (or a deletion) only when the file is not the one the store knew.
+    /// Whether it was.
+    func didChangeIfNotAsKnown(_ path: ItemPath, by origin: AccessOrigin) -> Bool {
+        guard !path.isRoot else { return false }
+        do {
+            guard let event = try documentStore.noteExternalChange(path.string, .changed(before: nil, after: nil), onlyIfNotAsKnown: true) else { return false }
+            deliver(event, by: origin)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     public func didDelete(_ path: ItemPath, by origin: AccessOrigin) {
         noteChange(path, .deleted(before: nil), by: origin)
     }

@@ -13,7 +13,10 @@ extension DocumentStore {
     /// Identities left nil are filled in: before from the store's records, after from the disk.
     /// Returns nil when `path` is not a document anybody presents or has an open conflict on.
     @discardableResult
-    public func noteExternalChange(_ path: String, _ change: ExternalChange, by writer: StorePresenterID? = nil) throws -> UnderlyingFileChanged? {
+    /// `onlyIfNotAsKnown`: nothing is recorded when the file on disk is the one the store knew (a
+    /// change that may have happened unseen).
+    public func noteExternalChange(_ path: String, _ change: ExternalChange, by writer: StorePresenterID? = nil,
+                                   onlyIfNotAsKnown: Bool = false) throws -> UnderlyingFileChanged? {
         let (relative, absolute) = try resolve(path)
         // Not a document: nothing to record, and no need for the writer lock.
         if try read({ db in try documentID(db, relative) }) == nil { return nil }
@@ -21,6 +24,7 @@ extension DocumentStore {
             guard let document = try documentID(db, relative) else { return nil }
             let known = try Row.fetchOne(db, sql: "SELECT * FROM document WHERE id = ?", arguments: [document.rawValue]).flatMap { Schema.identity($0, "") }
             let onDisk = try statDocument(absolute, relative).map(FileIdentity.init)
+            if onlyIfNotAsKnown && known == onDisk { return nil }
             let before: FileIdentity?
             var after: FileIdentity?
             var kind: ChangeKind

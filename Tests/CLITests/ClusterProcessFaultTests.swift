@@ -3,16 +3,12 @@ import Foundation
 import Glibc
 import XCTest
 
-/// Issue 19's node faults with each node a daemon of its own, started as a user starts it
-/// (`coordfs mount BACKING MNT -o cluster=...,node=...,backing_watcher=off`), over one backing
-/// folder and a real etcd, through the real mounts and the real CLI (docs/cluster.md, "Failure
-/// table"): a node SIGKILLed, a node SIGSTOPped past its lease and woken, a node cut off by a
-/// network partition (its daemon in a network namespace of its own, reaching etcd over a veth
-/// pair whose link is cut and restored). Fencing tokens in the nodes' event logs order the writers
-/// of an item across the fault. Teardown wakes a stopped daemon, restores the link, unmounts every
-/// mount (a killed daemon's dead one lazily), deletes the namespace and stops etcd, also when a
+/// Each node a daemon process of its own, started as a user starts it (`coordfs mount BACKING MNT
+/// -o cluster=...,node=...,backing_watcher=off`), optionally in a network namespace of its own
+/// (`launcher`: `nsenter --net=...`). Teardown wakes a stopped daemon, restores the link, unmounts
+/// every mount (a killed daemon's dead one lazily), deletes the namespace and stops etcd, also when a
 /// test fails.
-final class ClusterProcessFaultTests: ClusterCLITestCase {
+class ClusterProcessTestCase: ClusterCLITestCase {
     /// Lease TTL of both nodes, in seconds.
     let ttl = 2.0
     var namespace: NetworkNamespace?
@@ -109,6 +105,30 @@ final class ClusterProcessFaultTests: ClusterCLITestCase {
         return out.sorted { $0.time < $1.time }
     }
 
+    func leaseOfNodeKey(_ node: String) -> Int64? {
+        let json = etcdctl(["get", "\(prefix!)/n/\(node)", "-w", "json"])
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
+              let kvs = object["kvs"] as? [[String: Any]], let lease = kvs.first?["lease"] as? NSNumber else { return nil }
+        return lease.int64Value
+    }
+
+    /// `etcdctl ARGS...` against the test's etcd: its output.
+    func etcdctl(_ arguments: [String]) -> String {
+        let r = run("/usr/bin/env", ["ETCDCTL_API=3", "etcdctl", "--endpoints", etcd.endpoints.joined(separator: ",")] + arguments, timeout: 20)
+        return r.stdout + r.stderr
+    }
+}
+
+/// Issue 19's node faults with each node a daemon of its own, started as a user starts it
+/// (`coordfs mount BACKING MNT -o cluster=...,node=...,backing_watcher=off`), over one backing
+/// folder and a real etcd, through the real mounts and the real CLI (docs/cluster.md, "Failure
+/// table"): a node SIGKILLed, a node SIGSTOPped past its lease and woken, a node cut off by a
+/// network partition (its daemon in a network namespace of its own, reaching etcd over a veth
+/// pair whose link is cut and restored). Fencing tokens in the nodes' event logs order the writers
+/// of an item across the fault. Teardown wakes a stopped daemon, restores the link, unmounts every
+/// mount (a killed daemon's dead one lazily), deletes the namespace and stops etcd, also when a
+/// test fails.
+final class ClusterProcessFaultTests: ClusterProcessTestCase {
     // MARK: A node killed
 
     /// Node b SIGKILLed while it presents a document, holds a file open for writing (a right in
@@ -172,19 +192,6 @@ final class ClusterProcessFaultTests: ClusterCLITestCase {
     }
 
     /// The lease of node `node`'s key in etcd (decimal, as etcdctl's JSON gives it).
-    func leaseOfNodeKey(_ node: String) -> Int64? {
-        let json = etcdctl(["get", "\(prefix!)/n/\(node)", "-w", "json"])
-        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
-              let kvs = object["kvs"] as? [[String: Any]], let lease = kvs.first?["lease"] as? NSNumber else { return nil }
-        return lease.int64Value
-    }
-
-    /// `etcdctl ARGS...` against the test's etcd: its output.
-    func etcdctl(_ arguments: [String]) -> String {
-        let r = run("/usr/bin/env", ["ETCDCTL_API=3", "etcdctl", "--endpoints", etcd.endpoints.joined(separator: ",")] + arguments, timeout: 20)
-        return r.stdout + r.stderr
-    }
-
     // MARK: A node paused, a node partitioned
 
     /// The guarantees of a node that lost its session while it could not renew it (paused or cut
