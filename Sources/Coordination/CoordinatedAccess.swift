@@ -42,32 +42,36 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// Set by ``yieldAtWaitDeadlines()``; read under the coordinator's lock.
     let yields = Atomic<Bool>(false)
 
-    // Everything below is guarded by the coordinator's lock.
-    var phase: Phase = .waiting
-    var grantedAt: UInt64 = 0
-    var completion: CoordinationCompletion?
-    var chains: [AskChain] = []
-    var openChains = 0
-    var reacquirers: [(record: PresenterRecord, reacquirer: Reacquirer)] = []
-    var announcements: [PendingAnnouncement] = []
-    var timedOut: [PresenterID] = []
-    var waitTimer: DeadlineScheduler.Token?
-    var blockedBy: RequestID?
+    // Everything below is guarded by the coordinator's lock (so not checked for exclusive access
+    // at run time as well).
+    @exclusivity(unchecked) var phase: Phase = .waiting
+    @exclusivity(unchecked) var grantedAt: UInt64 = 0
+    @exclusivity(unchecked) var completion: CoordinationCompletion?
+    @exclusivity(unchecked) var chains: [AskChain] = []
+    @exclusivity(unchecked) var openChains = 0
+    @exclusivity(unchecked) var reacquirers: [(record: PresenterRecord, reacquirer: Reacquirer)] = []
+    @exclusivity(unchecked) var announcements: [PendingAnnouncement] = []
+    @exclusivity(unchecked) var timedOut: [PresenterID] = []
+    @exclusivity(unchecked) var waitTimer: DeadlineScheduler.Token?
+    @exclusivity(unchecked) var blockedBy: RequestID?
     /// The access this request is waiting for, while it waits.
-    var blocker: CoordinatedAccess?
+    @exclusivity(unchecked) var blocker: CoordinatedAccess?
     /// Nested requests made by this access's accessor that are waiting now.
-    var waitingChildren: [CoordinatedAccess] = []
+    @exclusivity(unchecked) var waitingChildren: [CoordinatedAccess] = []
     /// Waiting requests that found this one in their way; re-examined when it ends.
-    var dependents: [CoordinatedAccess] = []
+    @exclusivity(unchecked) var dependents: [CoordinatedAccess] = []
     /// In the coordinator's `pending` table (waiting or asking presenters).
-    var isPending = false
+    @exclusivity(unchecked) var isPending = false
     /// False only when the fast path saw no presenter at, above or below the (single) path at
     /// grant time: announcements about that path then have nobody to tell.
-    var presentersNearby = true
+    @exclusivity(unchecked) var presentersNearby = true
+    /// The arbitration tree's node of the entry of a single-intent access, while it holds one:
+    /// the release takes the entry back from there instead of walking the path from the root.
+    @exclusivity(unchecked) var leaf: PathNode?
     /// What the coordination gate (a cluster) gave this access, given back at release.
-    var gatePass: (any GatePass)?
+    @exclusivity(unchecked) var gatePass: (any GatePass)?
     /// What the access announced, for the gate.
-    var gateChanges: [AccessChange] = []
+    @exclusivity(unchecked) var gateChanges: [AccessChange] = []
 
     /// The fencing token of the gate's grant (nil without a gate).
     public var fencingToken: Int64? { coordinator.lock.withLock { gatePass?.fencingToken } }

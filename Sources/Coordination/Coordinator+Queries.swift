@@ -19,7 +19,7 @@ extension Coordinator {
         if presenters.isEmpty { return nil }
         var node = presenters.root
         for component in path.components {
-            guard let next = node.children[ExactName(component)] else { return nil }
+            guard let next = node.child(named: component) else { return nil }
             node = next
         }
         return node
@@ -34,7 +34,7 @@ extension Coordinator {
             var node = presenters.root
             if !node.records.isEmpty { return true }
             for component in path.components {
-                guard let next = node.children[ExactName(component)] else { return false }
+                guard let next = node.child(named: component) else { return false }
                 node = next
                 if !node.records.isEmpty { return true }
             }
@@ -54,7 +54,7 @@ extension Coordinator {
             var node = presenters.root
             var found = node.records.first(ownedBy: pid)?.id
             for component in path.components {
-                guard let next = node.children[ExactName(component)] else { break }
+                guard let next = node.child(named: component) else { break }
                 node = next
                 if let own = node.records.first(ownedBy: pid) { found = own.id }
             }

@@ -17,24 +17,30 @@ public final class Coordinator: @unchecked Sendable {
     public let configuration: CoordinatorConfiguration
 
     let lock = Lock()
-    // Guarded by `lock`:
-    var sink: (any CoordinationEventSink)?
-    var permissions: (any PresenterPermissions)?
+    // Guarded by `lock`, so not checked for exclusive access at run time as well (each check cost
+    // some 75 instructions, a dozen of them an access):
+    @exclusivity(unchecked) var sink: (any CoordinationEventSink)? {
+        didSet { sinkReference = forwardingReference(to: sink) }
+    }
+    /// `sink` held by reference, where events go: a copy of a reference is a retain, one of an
+    /// existential value went through its witnesses (140 instructions, six times an access).
+    @exclusivity(unchecked) private(set) var sinkReference: (any CoordinationEventSink & AnyObject)?
+    @exclusivity(unchecked) var permissions: (any PresenterPermissions)?
     /// Holds and presenters share one path trie (see ``PathNode``).
-    var locks: LockTable
-    var presenters: PresenterRegistry
+    @exclusivity(unchecked) var locks: LockTable
+    @exclusivity(unchecked) var presenters: PresenterRegistry
     /// Requests waiting for arbitration, in arrival order. Entries that stopped waiting are
     /// dropped lazily (`staleWaiters` counts them).
-    var waiters: [CoordinatedAccess] = []
-    var staleWaiters = 0
+    @exclusivity(unchecked) var waiters: [CoordinatedAccess] = []
+    @exclusivity(unchecked) var staleWaiters = 0
     /// Waiting requests made on behalf of a presenter (the only ones an ask can unblock).
-    var presenterWaiters = 0
+    @exclusivity(unchecked) var presenterWaiters = 0
     /// Requests that can still be cancelled: waiting or asking presenters.
-    var pending: [RequestID: CoordinatedAccess] = [:]
-    var nextRequest: UInt64 = 1
+    @exclusivity(unchecked) var pending: [RequestID: CoordinatedAccess] = [:]
+    @exclusivity(unchecked) var nextRequest: UInt64 = 1
     /// Waiting requests that have a parent access (deadlock checks run only when non-zero).
-    var nestedWaiting = 0
-    var nextPresenter: UInt64 = 1
+    @exclusivity(unchecked) var nestedWaiting = 0
+    @exclusivity(unchecked) var nextPresenter: UInt64 = 1
     /// The gate every access passes first (a cluster), or nil. Set before the first request.
     nonisolated(unsafe) var gate: (any CoordinationGate)?
 
@@ -42,6 +48,7 @@ public final class Coordinator: @unchecked Sendable {
                 eventSink: (any CoordinationEventSink)? = nil) {
         self.configuration = configuration
         self.sink = eventSink
+        self.sinkReference = forwardingReference(to: eventSink)
         let tree = PathNode()
         self.locks = LockTable(root: tree)
         self.presenters = PresenterRegistry(root: tree)
@@ -205,17 +212,19 @@ public final class Coordinator: @unchecked Sendable {
             let intent = resolved[0]
             let priority = !presenters.isEmpty && isPriority(request)
             var presentersNearby = false
+            var leaf: PathNode?
             if locks.insertIfFree(path: intent.path, mode: intent.lockMode, owner: request,
-                                  presentersNearby: &presentersNearby,
+                                  presentersNearby: &presentersNearby, leaf: &leaf,
                                   blocks: { blocks($0, request, priority: priority) }) != nil {
                 lock.unlock()
                 return nil
             }
-            if presentersNearby && needsAnyAsk(request) {
-                locks.remove(path: intent.path, mode: intent.lockMode, owner: request)
+            if presentersNearby && needsAnyAsk(request), let leaf {
+                locks.remove(at: leaf, mode: intent.lockMode, owner: request)
                 lock.unlock()
                 return nil
             }
+            request.leaf = leaf
             request.presentersNearby = presentersNearby
         } else {
             if firstBlocker(request) != nil || needsAnyAsk(request) {
@@ -228,7 +237,7 @@ public final class Coordinator: @unchecked Sendable {
         request.phase = .granted
         request.grantedAt = now
         request.gatePass = pass
-        if sink != nil {
+        if sinkReference != nil {
             emit(request, at: now, .requested(intents: resolved, purpose: purpose))
             if let pass { emit(request, at: now, .fenced(token: pass.fencingToken)) }
             emit(request, at: now, .granted(intents: resolved, waitedNanos: 0))
@@ -292,12 +301,22 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     func insertEntries(_ request: CoordinatedAccess) {
+        if request.intents.count == 1 {
+            let intent = request.intents[0]
+            request.leaf = locks.insert(path: intent.path, mode: intent.lockMode, owner: request)
+            return
+        }
         for intent in request.intents {
             locks.insert(path: intent.path, mode: intent.lockMode, owner: request)
         }
     }
 
     func removeEntries(_ request: CoordinatedAccess) {
+        if let leaf = request.leaf {
+            request.leaf = nil
+            locks.remove(at: leaf, mode: request.intents[0].lockMode, owner: request)
+            return
+        }
         for intent in request.intents {
             locks.remove(path: intent.path, mode: intent.lockMode, owner: request)
         }
@@ -610,7 +629,7 @@ public final class Coordinator: @unchecked Sendable {
             request.announcements = []
         }
         scheduleReacquirers(request)
-        if sink != nil {
+        if sinkReference != nil {
             let now = MonotonicClock.now()
             emit(request, at: now, .released(heldNanos: now &- request.grantedAt))
         }
@@ -637,7 +656,7 @@ public final class Coordinator: @unchecked Sendable {
 
     @inline(__always)
     func emit(_ request: CoordinatedAccess, _ kind: @autoclosure () -> CoordinationEvent.Kind) {
-        if let sink {
+        if let sink = sinkReference {
             sink.record(CoordinationEvent(time: MonotonicClock.now(), requestID: request.id, origin: request.origin, kind: kind()))
         }
     }
@@ -646,14 +665,14 @@ public final class Coordinator: @unchecked Sendable {
     /// what logging adds to an access).
     @inline(__always)
     func emit(_ request: CoordinatedAccess, at time: UInt64, _ kind: @autoclosure () -> CoordinationEvent.Kind) {
-        if let sink {
+        if let sink = sinkReference {
             sink.record(CoordinationEvent(time: time, requestID: request.id, origin: request.origin, kind: kind()))
         }
     }
 
     @inline(__always)
     func emit(_ id: RequestID?, _ origin: AccessOrigin?, _ kind: @autoclosure () -> CoordinationEvent.Kind) {
-        if let sink {
+        if let sink = sinkReference {
             sink.record(CoordinationEvent(time: MonotonicClock.now(), requestID: id, origin: origin, kind: kind()))
         }
     }

@@ -8,21 +8,71 @@ struct LockEntry {
 
 /// A node of the path trie shared by arbitration (``LockTable``) and presenters
 /// (``PresenterRegistry``): the fast path walks one path once and sees both.
+///
+/// Every field is guarded by the coordinator's lock, so none is checked for exclusive access at
+/// run time (`@exclusivity(unchecked)`: those checks were a fifth of a grant's instructions).
 final class PathNode {
-    var children: [ExactName: PathNode] = [:]
-    var entries: [LockEntry] = []
+    /// The node above, nil at the root. Unowned: a node is held by its parent's `children` and a
+    /// subtree is dropped only when nothing in it is held (``isUnused``), so a node that is
+    /// reachable (the trie, an access's ``CoordinatedAccess/leaf``) has a live parent.
+    unowned(unsafe) let parent: PathNode?
+    /// The children by name, hashed with the standard library's seeded SipHash (a hostile user who
+    /// picks names cannot make chains long). Change them only through ``child(named:)``,
+    /// ``child(named:made:)`` and ``removeChild(_:)``, which keep ``recent`` true.
+    @exclusivity(unchecked) private(set) var children: [ExactName: PathNode] = [:]
+    /// The child found or made last, with its name: the walks of one folder's files pass through
+    /// the same folder again and again (a create, its folder's access, the release, the unlink),
+    /// and a comparison of the name's bytes costs a tenth of hashing it. Always one of `children`.
+    @exclusivity(unchecked) private(set) var recent: (name: String, node: PathNode)?
+    @exclusivity(unchecked) var entries: [LockEntry] = []
     /// Entries strictly below this node: a subtree write checks its subtree only when non-zero.
-    var descendantEntries = 0
+    @exclusivity(unchecked) var descendantEntries = 0
     /// Entries here with `.subtreeWrite`: descendants check this node only when non-zero.
-    var subtreeWrites = 0
+    @exclusivity(unchecked) var subtreeWrites = 0
     /// Presenters registered at this node.
-    var records = PresenterSlots()
+    @exclusivity(unchecked) var records = PresenterSlots()
     /// Presenters strictly below this node, so descendant searches stop at empty subtrees.
-    var descendantPresenters = 0
+    @exclusivity(unchecked) var descendantPresenters = 0
+
+    init(parent: PathNode? = nil) {
+        self.parent = parent
+    }
 
     /// Nothing here or below: the node can go.
     var isUnused: Bool {
         entries.isEmpty && descendantEntries == 0 && records.isEmpty && descendantPresenters == 0
+    }
+
+    /// The child named `name` (by its bytes), or nil.
+    @inline(__always)
+    func child(named name: String) -> PathNode? {
+        if let recent, ExactName.same(recent.name, name) { return recent.node }
+        guard let found = children[ExactName(name)] else { return nil }
+        recent = (name, found)
+        return found
+    }
+
+    /// The child named `name`, made when there is none (one hashing of the name either way);
+    /// `made` says whether it was.
+    func child(named name: String, made: inout Bool) -> PathNode {
+        if let recent, ExactName.same(recent.name, name) { return recent.node }
+        let found = Self.take(&children[ExactName(name), default: Self.make(parent: self, &made)])
+        recent = (name, found)
+        return found
+    }
+
+    private static func make(parent: PathNode, _ made: inout Bool) -> PathNode {
+        made = true
+        return PathNode(parent: parent)
+    }
+
+    @inline(__always)
+    private static func take(_ node: inout PathNode) -> PathNode { node }
+
+    /// Drops the child at `key` and its subtree.
+    func removeChild(_ key: ExactName) {
+        if let recent, ExactName.same(recent.name, key.string) { self.recent = nil }
+        children[key] = nil
     }
 }
 
@@ -50,7 +100,7 @@ struct LockTable {
         var node = root
         for component in path.components {
             if node.subtreeWrites > 0, let found = Self.subtreeBlocker(in: node, blocks: blocks) { return found }
-            guard let next = node.children[ExactName(component)] else { return nil }
+            guard let next = node.child(named: component) else { return nil }
             node = next
         }
         return Self.blocker(at: node, mode: mode, blocks: blocks)
@@ -86,9 +136,10 @@ struct LockTable {
     }
 
     /// The fast path in one walk: inserts the entry unless something blocks it; returns the blocker.
-    /// `presentersNearby` is set when a presenter is registered at, above or below `path`.
+    /// `presentersNearby` is set when a presenter is registered at, above or below `path`; `leaf`
+    /// to the entry's node when it is inserted (for ``remove(at:mode:owner:)``).
     mutating func insertIfFree(path: ItemPath, mode: LockMode, owner: CoordinatedAccess,
-                               presentersNearby: inout Bool,
+                               presentersNearby: inout Bool, leaf: inout PathNode?,
                                blocks: (CoordinatedAccess) -> Bool) -> CoordinatedAccess? {
         var node = root
         var blocker: CoordinatedAccess?
@@ -113,26 +164,28 @@ struct LockTable {
             var undo = root
             for component in path.components.prefix(incremented) {
                 undo.descendantEntries -= 1
-                undo = undo.children[ExactName(component)]!
+                undo = undo.child(named: component)!
             }
             return blocker
         }
         node.entries.append(LockEntry(owner: owner, mode: mode))
         if mode == .subtreeWrite { node.subtreeWrites += 1 }
         entryCount += 1
+        leaf = node
         return nil
     }
 
     @inline(__always)
     mutating func child(of node: PathNode, _ component: String) -> PathNode {
-        if let next = node.children[ExactName(component)] { return next }
-        let next = PathNode()
-        node.children[ExactName(component)] = next
-        nodeCount += 1
+        var made = false
+        let next = node.child(named: component, made: &made)
+        if made { nodeCount += 1 }
         return next
     }
 
-    mutating func insert(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
+    /// Inserts the entry; returns its node (for ``remove(at:mode:owner:)``).
+    @discardableResult
+    mutating func insert(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) -> PathNode {
         var node = root
         for component in path.components {
             node.descendantEntries += 1
@@ -141,15 +194,33 @@ struct LockTable {
         node.entries.append(LockEntry(owner: owner, mode: mode))
         if mode == .subtreeWrite { node.subtreeWrites += 1 }
         entryCount += 1
+        return node
     }
 
     mutating func remove(path: ItemPath, mode: LockMode, owner: CoordinatedAccess) {
         var node = root
         for component in path.components {
-            guard let next = node.children[ExactName(component)] else { return }
+            guard let next = node.child(named: component) else { return }
             node.descendantEntries -= 1
             node = next
         }
+        removeEntry(at: node, mode: mode, owner: owner)
+    }
+
+    /// Removes the entry that ``insert(path:mode:owner:)`` or ``insertIfFree`` put at `leaf`,
+    /// without walking (or hashing) the path again: the counts of the nodes above are taken back
+    /// through their parents, the same nodes the walk from the root would pass (a node with an
+    /// entry at or below it is never dropped, so `leaf` is still in the tree).
+    mutating func remove(at leaf: PathNode, mode: LockMode, owner: CoordinatedAccess) {
+        var above = leaf.parent
+        while let node = above {
+            node.descendantEntries -= 1
+            above = node.parent
+        }
+        removeEntry(at: leaf, mode: mode, owner: owner)
+    }
+
+    private mutating func removeEntry(at node: PathNode, mode: LockMode, owner: CoordinatedAccess) {
         if let at = node.entries.firstIndex(where: { $0.owner === owner && $0.mode == mode }) {
             node.entries.remove(at: at)
             if mode == .subtreeWrite { node.subtreeWrites -= 1 }
@@ -172,7 +243,7 @@ struct LockTable {
             for (key, child) in node.children {
                 if child.isUnused {
                     removed += count(child)
-                    node.children[key] = nil
+                    node.removeChild(key)
                 } else {
                     prune(child)
                 }

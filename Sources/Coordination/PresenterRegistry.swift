@@ -55,13 +55,8 @@ struct PresenterRegistry {
         var node = root
         for component in record.path.components {
             node.descendantPresenters += 1
-            if let next = node.children[ExactName(component)] {
-                node = next
-            } else {
-                let next = PathNode()
-                node.children[ExactName(component)] = next
-                node = next
-            }
+            var made = false
+            node = node.child(named: component, made: &made)
         }
         node.records.append(record)
     }
@@ -76,10 +71,10 @@ struct PresenterRegistry {
             node.records.remove(record)
         } else {
             let key = ExactName(components[index])
-            guard let child = node.children[key] else { return false }
+            guard let child = node.child(named: components[index]) else { return false }
             node.descendantPresenters -= 1
             if detach(record, from: child, components: components, index: index + 1) {
-                node.children[key] = nil
+                node.removeChild(key)
             }
         }
         return node.isUnused && node.children.isEmpty
@@ -91,7 +86,7 @@ struct PresenterRegistry {
         var node = root
         for component in path.components {
             for record in node.records { ancestor(record) }
-            guard let next = node.children[ExactName(component)] else { return nil }
+            guard let next = node.child(named: component) else { return nil }
             node = next
         }
         return node
