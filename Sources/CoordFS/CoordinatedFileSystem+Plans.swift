@@ -90,16 +90,21 @@ extension CoordinatedFileSystem {
 struct StoreView {
     private let hooks: (any DocumentHooks)?
     private let origin: AccessOrigin
-    private let looks: [(path: ItemPath, atOrBelow: Bool, presented: Bool)]
+    /// The plan's paths that were presented documents at the grant.
+    private let looks: [(path: ItemPath, atOrBelow: Bool)]
 
     init(_ fs: CoordinatedFileSystem, origin: AccessOrigin, before: [StoreStep], done: [Step]) {
         let hooks = fs.storeHooks
         self.hooks = hooks
         self.origin = origin
-        var looks: [(path: ItemPath, atOrBelow: Bool, presented: Bool)] = []
+        // Only the paths that are presented are kept (absent is not presented): a plan on paths
+        // nobody presents, the usual one, makes no list.
+        var looks: [(path: ItemPath, atOrBelow: Bool)] = []
         func look(_ p: ItemPath, atOrBelow: Bool) {
-            guard !looks.contains(where: { $0.path == p && $0.atOrBelow == atOrBelow }) else { return }
-            looks.append((p, atOrBelow, atOrBelow ? fs.coordinator.isPresented(atOrBelow: p) : fs.coordinator.isPresented(p)))
+            if atOrBelow ? fs.coordinator.isPresented(atOrBelow: p) : fs.coordinator.isPresented(p),
+               !looks.contains(where: { $0.path == p && $0.atOrBelow == atOrBelow }) {
+                looks.append((p, atOrBelow))
+            }
         }
         func look(_ steps: [Step]) {
             for step in steps {
@@ -117,7 +122,7 @@ struct StoreView {
 
     /// True when `p` was a presented document at the grant (for paths the plan names).
     func isPresented(_ p: ItemPath, atOrBelow: Bool = false) -> Bool {
-        looks.first { $0.path == p && $0.atOrBelow == atOrBelow }?.presented ?? false
+        !looks.isEmpty && looks.contains { $0.path == p && $0.atOrBelow == atOrBelow }
     }
 
     func run(_ step: StoreStep) {

@@ -58,10 +58,18 @@ public struct TempNamePatterns: Sendable, Equatable {
         }
 
         func matches(_ name: UnsafeBufferPointer<UInt8>, _ string: String) -> Bool {
-            if literal { return name.elementsEqual(head) }
+            if literal { return name.count == head.count && Self.equal(name, at: 0, head) }
             guard name.count >= head.count + tail.count,
-                  name.prefix(head.count).elementsEqual(head), name.suffix(tail.count).elementsEqual(tail) else { return false }
+                  Self.equal(name, at: 0, head), Self.equal(name, at: name.count - tail.count, tail) else { return false }
             return simple || string.withNameCString { fnmatch(pattern, $0, 0) } == 0
+        }
+
+        /// Whether `name` holds `bytes` at `offset` (in range): one memcmp, where comparing the
+        /// slices element by element cost a name 800 instructions over the default patterns.
+        @inline(__always)
+        private static func equal(_ name: UnsafeBufferPointer<UInt8>, at offset: Int, _ bytes: [UInt8]) -> Bool {
+            if bytes.isEmpty { return true }
+            return bytes.withUnsafeBufferPointer { b in memcmp(name.baseAddress! + offset, b.baseAddress!, b.count) == 0 }
         }
     }
 }
