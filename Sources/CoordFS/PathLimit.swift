@@ -1,5 +1,6 @@
 import ControlProtocol
 import Coordination
+import NameBytes
 
 /// How deep coordination goes (docs/semantics.md, "Deep paths"). The mount finds the path of an item
 /// at any depth (`Loopback.pathBytes`, beyond PATH_MAX too); a path is coordinated while it fits
@@ -15,7 +16,7 @@ enum PathLimit {
         if components.count * 256 <= maxBytes + 1 { return true }
         var bytes = -1
         for c in components {
-            bytes += c.utf8.count + 1
+            bytes += LosslessName.byteCount(c) + 1   // the name's bytes (a byte that is not UTF-8 is one)
             if bytes > maxBytes { return false }
         }
         return true

@@ -2,6 +2,7 @@ import Foundation
 import NameBytes
 import GRDB
 import Glibc
+import NameBytes
 
 extension DocumentStore {
     /// Resolves a conflict (the integrator wraps save, keep both and merge in a coordinated write).
@@ -232,12 +233,6 @@ extension DocumentStore {
         var owner = owner
         var folder = stat()
         if owner != nil, fstat(folderFD, &folder) == 0, folder.st_mode & S_ISGID != 0 { owner?.gid = folder.st_gid }
-        var stem = name
-        var ext = ""
-        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            stem = String(name[..<dot])
-            ext = String(name[dot...])
-        }
         var now = time(nil)
         var parts = tm()
         localtime_r(&now, &parts)
@@ -246,7 +241,7 @@ extension DocumentStore {
         let scratch = try stage(contents, permissionsFrom: try? FileSystem.lstatIfPresent(absolute), owner: owner)
         defer { FileSystem.unlinkIfPresent(scratch) }
         for attempt in 1...1000 {
-            let candidate = "\(stem) (conflict \(stamp)\(attempt == 1 ? "" : " \(attempt)"))\(ext)"
+            let candidate = Self.conflictCopyName(of: name, stamp: stamp, attempt: attempt)
             // link() refuses to overwrite: the copy appears whole, and only where nothing was.
             do {
                 try FileSystem.retrying("link", relative) { scratch.withNameCString { a in candidate.withNameCString { b in linkat(AT_FDCWD, a, folderFD, b, 0) } } }
@@ -256,6 +251,34 @@ extension DocumentStore {
             }
         }
         throw DocumentStoreError.system(operation: "create conflict copy", path: absolute, errno: EEXIST)
+    }
+}
+
+extension DocumentStore {
+    /// The name of a conflict copy of the document `name`: `STEM (conflict STAMP[ ATTEMPT]).EXT`,
+    /// within NAME_MAX (255 bytes): the stem of a long name is shortened (at the start of a UTF-8
+    /// sequence, never inside one); an extension too long to leave room for a stem counts as stem.
+    static func conflictCopyName(of name: String, stamp: String, attempt: Int) -> String {
+        let nameMax = 255
+        var stem = name.nameBytes
+        var ext: [UInt8] = []
+        if let dot = stem.lastIndex(of: UInt8(ascii: ".")), dot != 0 {
+            ext = Array(stem[dot...])
+            stem = Array(stem[..<dot])
+        }
+        let mark = Array(" (conflict \(stamp)\(attempt == 1 ? "" : " \(attempt)"))".utf8)
+        if mark.count + ext.count >= nameMax {   // no room for a stem: the whole name is the stem
+            stem += ext
+            ext = []
+        }
+        let room = nameMax - mark.count - ext.count
+        if stem.count > room {
+            var cut = room
+            // A UTF-8 sequence is at most four bytes: back off at most three continuation bytes.
+            for _ in 0..<3 where cut > 0 && stem[cut] & 0xC0 == 0x80 { cut -= 1 }
+            stem = Array(stem[..<cut])
+        }
+        return String(nameBytes: stem + mark + ext)
     }
 }
 

@@ -108,6 +108,23 @@ public enum LosslessName {
         }
     }
 
+    /// How many bytes `string` holds (see the type's rule): its UTF-8 less three for each escaped
+    /// byte (an escape scalar is four bytes of UTF-8 and stands for one byte).
+    public static func byteCount<S: StringProtocol>(_ string: S) -> Int {
+        var count = 0
+        var lead = 0   // how far into a possible escape's F4 8D B2/B3 prefix the last bytes were
+        for b in string.utf8 {
+            count += 1
+            switch (lead, b) {
+            case (_, 0xF4): lead = 1
+            case (1, 0x8D): lead = 2
+            case (2, 0xB2), (2, 0xB3): count -= 3; lead = 0
+            default: lead = 0
+            }
+        }
+        return count
+    }
+
     /// The bytes `string` holds (see the type's rule).
     public static func bytes(_ string: String) -> [UInt8] {
         if isPlain(string) { return Array(string.utf8) }

@@ -17,7 +17,7 @@ struct ResolveCommand: ParsableCommand {
           --save       write your version (--from FILE) over theirs; restores a deleted file
           --reload     take theirs, drop yours; refused when the file was deleted
           --keep-both  write your version (--from FILE) beside the file as \
-        "NAME (conflict DATE TIME).EXT"; the file stays theirs
+        "NAME (conflict DATE TIME).EXT" (a long NAME shortened to fit 255 bytes); the file stays theirs
           --merge      three-way merge of yours (--from FILE) and theirs against the base, written \
         over the file; overlapping changes are marked <<<<<<< mine / ======= / >>>>>>> theirs as \
         git merge-file marks them. Text only; refused for deletions.

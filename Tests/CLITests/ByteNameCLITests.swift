@@ -192,6 +192,59 @@ extension ByteNameCLITests {
     }
 }
 
+extension ByteNameCLITests {
+    /// A name of every byte but NUL and `/` (254 bytes) and one of 255 bytes that are not UTF-8 are
+    /// presented, asked and told, listed with their conflicts, and a keep-both of the long one
+    /// writes a copy whose name fits 255 bytes. `coordfs present` refused both ("a component of the
+    /// path is 638 bytes long": the UTF-8 of the name's lossless form was counted, four bytes for
+    /// each byte that is not UTF-8), and a keep-both copy of a name past about 225 bytes failed with
+    /// ENAMETOOLONG.
+    func testEveryByteAndNamesOf255BytesArePresentedToldAndKeptBoth() throws {
+        let everyByte = (1...255).map(UInt8.init).filter { $0 != UInt8(ascii: "/") }
+        let long = [UInt8](repeating: 0xFF, count: 251) + Array(".txt".utf8)
+        XCTAssertEqual(long.count, 255)
+        for name in [everyByte, long] { makeBackingFile(name, "base\n") }
+        try mount()
+        for name in [everyByte, long] {
+            let mounted = word(Array(mnt.utf8) + [UInt8(ascii: "/")] + name)
+            let presenter = try presentThroughShell("--unsaved " + mounted)
+            defer { presenter.stop() }
+            guard presenter.lines.contains(where: { $0.hasPrefix("registered") }) else {
+                return XCTFail("\(name.count)-byte name not presented: \(presenter.stdout) \(presenter.stderr)")
+            }
+            XCTAssertEqual(sh("printf 'theirs\\n' > \(mounted)").status, 0)
+            let told = Date().addingTimeInterval(5)
+            while !presenter.lines.contains(where: { $0.hasPrefix("notification didChange") }) && Date() < told { usleep(20_000) }
+            XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("ask ") && $0.contains(" relinquishToWriter ") }, presenter.stdout)
+            XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("notification didChange ") }, presenter.stdout)
+            let python = "import json, os, sys; [print(os.fsencode(json.loads(l)[\"path\"]).hex()) for l in sys.stdin]"
+            let listed = untilOutput("\"$COORDFS\" conflicts \(mounted) --json | python3 -c '\(python)'")
+            XCTAssertEqual(listed.lines, [hex(Array(mnt.utf8) + [UInt8(ascii: "/")] + name)], "\(listed)")
+        }
+        let mine = root + "/mine.txt"
+        try "mine\n".write(toFile: mine, atomically: false, encoding: .utf8)
+        let resolved = sh("\"$COORDFS\" resolve \(word(Array(mnt.utf8) + [UInt8(ascii: "/")] + long)) --keep-both --from '\(mine)'")
+        XCTAssertEqual(resolved.status, 0, "keep both of a 255-byte name: \(resolved)")
+        var names: [[UInt8]] = []
+        if let dir = opendir(backing) {
+            while let entry = readdir(dir) {
+                names.append(withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) })
+            }
+            closedir(dir)
+        }
+        let copies = names.filter { $0 != long && $0.starts(with: [UInt8](repeating: 0xFF, count: 100)) }
+        XCTAssertEqual(copies.count, 1, "the keep-both copy beside the 255-byte name: \(names.map { $0.count })")
+        if let copy = copies.first {
+            XCTAssertTrue(copy.hasSuffixBytes(Array(").txt".utf8)) && copy.count <= 255, "copy name of \(copy.count) bytes")
+            let fd = open((Array(backing.utf8) + [UInt8(ascii: "/")] + copy + [0]).map { CChar(bitPattern: $0) }, O_RDONLY)
+            var buffer = [UInt8](repeating: 0, count: 16)
+            let n = fd >= 0 ? read(fd, &buffer, 16) : -1
+            if fd >= 0 { close(fd) }
+            XCTAssertEqual(n > 0 ? Array(buffer[..<n]) : [], Array("mine\n".utf8), "the copy holds mine")
+        }
+    }
+}
+
 private extension Array where Element == UInt8 {
     func hasSuffixBytes(_ suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }

@@ -37,6 +37,25 @@ final class ByteNameWireTests: XCTestCase {
         XCTAssertEqual(String(decoding: JSONWriter.write(.string(String(nameBytes: [0x61, 0xFF]))), as: UTF8.self), #""a\udcff""#)
     }
 
+    /// A path's limits count its bytes: a byte that is not UTF-8 is one, though its lossless form
+    /// holds it as four bytes of UTF-8 (255 such bytes were refused as a 1,020-byte component).
+    func testMountPathLimitsCountBytes() throws {
+        let component = String(nameBytes: [UInt8](repeating: 0xFF, count: 255))
+        XCTAssertEqual(LosslessName.byteCount(component), 255)
+        XCTAssertEqual(LosslessName.byteCount("a/é" + component), 259)
+        XCTAssertEqual(try MountPath(validating: "d/" + component).rawValue.nameBytes.count, 257)
+        XCTAssertThrowsError(try MountPath(validating: component + String(nameBytes: [0xFE]))) { error in
+            XCTAssertTrue("\(error)".contains("256 bytes long"), "\(error)")
+        }
+        // 257 components of 255 bytes that are not UTF-8 are 65,791 bytes; 255 and one of 254 fit.
+        let deep = Array(repeating: component, count: 257).joined(separator: "/")
+        XCTAssertThrowsError(try MountPath(validating: deep)) { error in
+            XCTAssertTrue("\(error)".contains("65791 bytes long"), "\(error)")
+        }
+        let fits = Array(repeating: component, count: 255).joined(separator: "/") + "/" + String(nameBytes: [UInt8](repeating: 0xFF, count: 254))
+        XCTAssertEqual(try MountPath(validating: fits).components.count, 256)
+    }
+
     func testMountPathsCompareByBytes() throws {
         let nfc = try MountPath(validating: "d/caf\u{E9}"), nfd = try MountPath(validating: "d/cafe\u{301}")
         XCTAssertNotEqual(nfc, nfd)

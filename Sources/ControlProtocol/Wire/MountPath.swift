@@ -33,8 +33,10 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
         if utf8.isEmpty {
             throw ProtocolError(.invalidPath, "path is empty (use \".\" for the mount's root)")
         }
-        if utf8.count > MountPath.maxLength {
-            throw ProtocolError(.invalidPath, "path is \(utf8.count) bytes long; the limit is \(MountPath.maxLength)")
+        // Lengths are the name's bytes, not the UTF-8 of its lossless form (four for a byte that
+        // is not UTF-8).
+        if utf8.count > MountPath.maxLength, case let length = LosslessName.byteCount(text), length > MountPath.maxLength {
+            throw ProtocolError(.invalidPath, "path is \(length) bytes long; the limit is \(MountPath.maxLength)")
         }
         if utf8.first == UInt8(ascii: "/") {
             throw ProtocolError(.invalidPath, "path \(MountPath.quoted(text)) is absolute; paths are relative to the mount's root")
@@ -48,8 +50,9 @@ public struct MountPath: Hashable, Comparable, Sendable, CustomStringConvertible
             if component.utf8.elementsEqual("..".utf8) {
                 throw ProtocolError(.invalidPath, "path \(MountPath.quoted(text)) contains \"..\"; paths may not leave the mount")
             }
-            if component.utf8.count > MountPath.maxComponentLength {
-                throw ProtocolError(.invalidPath, "a component of the path is \(component.utf8.count) bytes long; the limit is \(MountPath.maxComponentLength)")
+            if component.utf8.count > MountPath.maxComponentLength,
+               case let length = LosslessName.byteCount(component), length > MountPath.maxComponentLength {
+                throw ProtocolError(.invalidPath, "a component of the path is \(length) bytes long; the limit is \(MountPath.maxComponentLength)")
             }
             kept.append(component)
         }
