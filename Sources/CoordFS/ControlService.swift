@@ -30,7 +30,7 @@ public final class ControlService: Sendable {
         let handler = ControlRequestHandler(daemon: daemon)
         let limits = plan.options.limits
         let configuration = ControlServer.Configuration(
-            socketPath: plan.state.controlSocket, permissions: allowOther ? 0o666 : 0o600,
+            socketPath: plan.state.io.controlSocket, permissions: allowOther ? 0o666 : 0o600,
             serverName: "coordfs \(ControlService.version)", mountPoint: plan.mountpoint,
             maxConnections: limits.maxConnections, maxConnectionsPerUser: limits.maxUserConnections,
             exemptUsers: PeerLimits.exemptUsers, reservedConnections: PeerLimits.reservedConnections,
@@ -109,7 +109,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         store = daemon.store
         limits = plan.options.limits
         quotas = PeerQuotas(limits: limits)
-        logDirectory = daemon.eventLog == nil ? nil : plan.state.eventLog
+        logDirectory = daemon.eventLog == nil ? nil : plan.state.io.eventLog
         logIndex = daemon.eventLog?.index
         // Remote presenters hear of and are asked about only what their users may see and make.
         coordinator.presenterPermissions = BackingPermissions(resolver: resolver)

@@ -43,9 +43,12 @@ public final class Daemon: @unchecked Sendable {
     private let finished = Mutex<Bool>(false)
 
     public init(plan: MountPlan, coordinator: Coordinator = Coordinator()) throws(MountError) {
+        var plan = plan
+        // From here on the daemon reaches its state folder through the descriptor it holds
+        // (`plan.state.io`), whatever happens to the name `.coordfs` in the backing folder.
+        if let warning = try plan.state.hold() { sayOnStandardError("coordfs: warning: \(warning)") }
         self.plan = plan
         self.coordinator = coordinator
-        try plan.state.create()
         do {
             loopback = try Loopback(backingRoot: plan.backing, options: plan.options.loopbackOptions(hiding: [StateFolder.name]))
         } catch {
@@ -63,7 +66,7 @@ public final class Daemon: @unchecked Sendable {
     func startServices() throws(MountError) {
         if plan.options.eventLog.enabled && eventLog == nil {
             do {
-                let log = try EventLogWriter(directory: plan.state.eventLog, options: plan.options.eventLog.writerOptions)
+                let log = try EventLogWriter(directory: plan.state.io.eventLog, options: plan.options.eventLog.writerOptions)
                 eventLog = log
                 log.setNoticeHandler { notice in sayOnStandardError(Daemon.describe(notice)) }
                 let recorder = EventRecorder(log: log)
@@ -125,7 +128,7 @@ public final class Daemon: @unchecked Sendable {
 
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
-        plan.state.removeMountRecord()
+        plan.state.io.removeMountRecord()
         stopCluster()
         metricsEndpoint?.stop()
         metricsEndpoint = nil
@@ -173,7 +176,7 @@ public final class Daemon: @unchecked Sendable {
         }
         session = s
         // A cluster node's record, by which the CLI finds its state folder from the mount point.
-        plan.state.writeMountRecord(mountpoint: plan.mountpoint)
+        plan.state.io.writeMountRecord(mountpoint: plan.mountpoint)
     }
 
     /// Serves until the mount goes away (`coordfs unmount`, `umount`) or SIGINT/SIGTERM/SIGHUP arrives,
@@ -211,7 +214,7 @@ public final class Daemon: @unchecked Sendable {
             return 1
         }
         writePIDFile()
-        defer { unlink(plan.state.pidFile) }
+        defer { unlink(plan.state.io.pidFile) }
         // A lazy unmount (from the signal thread, or `coordfs unmount`) ends the loop once open files
         // are closed.
         let rc = session.run(maxThreads: plan.options.maxThreads)
@@ -316,7 +319,7 @@ public final class Daemon: @unchecked Sendable {
 
     private func writePIDFile() {
         let text = "\(getpid())\n"
-        let fd = open(plan.state.pidFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let fd = open(plan.state.io.pidFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
         _ = text.withCString { write(fd, $0, strlen($0)) }
         close(fd)

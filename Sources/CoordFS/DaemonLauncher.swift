@@ -71,7 +71,8 @@ public enum DaemonLauncher {
     /// Starts the daemon for `plan` as a new program in the background and waits until its mount
     /// answers. `options` are the `-o` lists as the user gave them.
     public static func startInBackground(_ plan: MountPlan, options: [String], timeoutSeconds: Int32 = 30) throws(MountError) {
-        try plan.state.create()
+        var state = plan.state
+        if let warning = try state.hold() { sayOnStandardError("coordfs: warning: \(warning)") }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw .system("pipe: \(String(cString: strerror(errno)))") }
         let readEnd = fds[0], writeEnd = fds[1]
@@ -84,7 +85,7 @@ public enum DaemonLauncher {
         words += ["-f", "--ready-fd", String(childReady)]
         let pid: pid_t
         do {
-            pid = try spawn(words, readyFD: writeEnd, as: childReady, log: plan.state.daemonLog)
+            pid = try spawn(words, readyFD: writeEnd, as: childReady, log: state.io.daemonLog)
         } catch {
             close(writeEnd)
             throw error
@@ -114,7 +115,7 @@ public enum DaemonLauncher {
         _ = retryingEINTR { waitpid(pid, &status, 0) }
         if MountTable.coordfsMount(at: plan.mountpoint) != nil { _ = plan.mountpoint.withNameCString { umount2($0, Int32(MNT_DETACH)) } }
         if !said.isEmpty { throw .system(said) }
-        let tail = readWholeFile(plan.state.daemonLog).map { String($0.suffix(2000)) } ?? ""
+        let tail = readWholeFile(state.io.daemonLog).map { String($0.suffix(2000)) } ?? ""
         throw .system("the coordfs daemon did not come up\(tail.isEmpty ? "" : ":\n" + tail)")
     }
 

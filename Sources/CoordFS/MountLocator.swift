@@ -1,4 +1,5 @@
 import NameBytes
+import Linux
 import Glibc
 
 /// A coordfs mount found from a path the user gave (`coordfs watch /mnt/docs`), or a backing folder
@@ -52,8 +53,12 @@ public enum MountLocator {
                 continue
             }
             let stale = MountPreflight.isDeadMount(entry.mountpoint)
-            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner, stale: stale,
-                                state: StateFolder.of(backing: entry.source, mountpoint: entry.mountpoint, stale: stale))
+            let state = StateFolder.of(backing: entry.source, mountpoint: entry.mountpoint, stale: stale)
+            // A state folder another user put where the mount's was is not read or talked to.
+            if let owner = entry.owner, let why = whyStateFolderIsNotTheMounts(backing: entry.source, folder: state.path, owner: owner) {
+                throw .system("the coordfs mount at '\(entry.mountpoint)': \(why)")
+            }
+            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner, stale: stale, state: state)
         }
         var message = "'\(path)' is not in a coordfs mount"
         if let other = innermostOther, other.mountpoint != "/" {

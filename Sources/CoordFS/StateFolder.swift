@@ -17,13 +17,22 @@ public struct StateFolder: Sendable, Equatable {
     /// The folder of the nodes' state folders, inside `name`.
     public static let nodesName = "nodes"
 
-    public let path: String
+    /// Where it is, as users and messages name it (`BACKING/.coordfs`, or a node's folder there).
+    public private(set) var path: String
     /// The cluster node whose state this is; nil on one host.
     public let node: String?
     /// The backing folder's `.coordfs`.
     public let root: String
     /// The backing folder it is in.
     public let backing: String
+    /// The descriptors of the chain's folders, `.coordfs` first, while this process holds them
+    /// (`hold()`); kept open for the process's life.
+    private var held: [Int32] = []
+
+    /// The same folder: held or not (`hold()`) makes no difference.
+    public static func == (a: StateFolder, b: StateFolder) -> Bool {
+        a.path == b.path && a.node == b.node && a.root == b.root && a.backing == b.backing
+    }
 
     public init(backing: String) {
         self.backing = backing
@@ -53,54 +62,94 @@ public struct StateFolder: Sendable, Equatable {
     /// A node's mount record (`writeMountRecord`).
     public var mountRecord: String { path + "/mount" }
 
-    /// The folders from `.coordfs` down to this one.
+    /// The folders from `.coordfs` down to this one, by name.
     var chain: [String] { node == nil ? [root] : [root, root + "/" + StateFolder.nodesName, path] }
+    /// Their names, each in the one before (the first in the backing folder).
+    private var chainNames: [String] { node.map { [StateFolder.name, StateFolder.nodesName, $0] } ?? [StateFolder.name] }
 
-    /// Creates the folder (owner only) if missing, with `.coordfs/nodes` above a node's, and makes
-    /// sure no other user can change what the daemon writes there: the daemon (root, on a shared
-    /// mount) writes its pid file, its log, the event log, the store and the socket in it, by path.
-    /// So each folder of the chain must be a folder (not a link) of this user's that nobody else may
-    /// write, and the backing folder must not let another user move `.coordfs` away and put one of
-    /// its own in its place (owned by this user or root, and not writable by others unless sticky).
-    /// Otherwise the mount is refused, before anything is opened or written there
-    /// (docs/protocol.md, "Threat model").
-    public func create() throws(MountError) {
+    /// The same state folder for this process's own reads and writes. Once `hold()` ran its paths
+    /// go through the held descriptor (`/proc/self/fd/N/...`), so they reach the folder that was
+    /// checked even if another user moves `.coordfs` away and puts a folder of its own in its place
+    /// (possible where others may write the backing folder and it is not sticky). Never shown to
+    /// users and never handed to another process: `/proc/self` is this process.
+    public var io: StateFolder {
+        guard let fd = held.last else { return self }
+        var copy = self
+        copy.path = "/proc/self/fd/\(fd)"
+        return copy
+    }
+
+    /// Creates the folder (owner only) if missing, with `.coordfs/nodes` above a node's, makes sure
+    /// no other user can change what this process writes there, and holds it open (`io`): the
+    /// daemon (root, on a shared mount) writes its pid file, its log, the event log, the store and
+    /// the socket in it. Each folder of the chain is made and opened relative to the one before,
+    /// never following a link, and must be a folder of this user's that nobody else may write;
+    /// otherwise the mount is refused before anything is opened or written there (docs/protocol.md,
+    /// "Threat model").
+    ///
+    /// Returns a warning when another user could move `.coordfs` away (the backing folder is
+    /// theirs, or others may write it and it is not sticky): the mount goes on with the folder it
+    /// holds, but commands that look for it by name would not find it until it is back.
+    @discardableResult
+    public mutating func hold() throws(MountError) -> String? {
         let euid = geteuid()
-        var backing = stat()
-        let backingPath = self.backing
-        if backingPath.withNameCString({ stat($0, &backing) }) == 0 {
-            if backing.st_uid != euid && backing.st_uid != 0 {
-                throw .system("the backing folder '\(backingPath)' belongs to uid \(backing.st_uid): that user could move '\(StateFolder.name)' away and put a folder of its own in its place, where this mount (uid \(euid)) writes its state; mount a folder owned by uid \(euid) or root")
-            }
-            if backing.st_mode & 0o022 != 0 && backing.st_mode & S_ISVTX == 0 {
-                throw .system("the backing folder '\(backingPath)' is writable by other users and not sticky (mode \(String(backing.st_mode & 0o7777, radix: 8))): any of them could move '\(StateFolder.name)' away and put a folder of its own in its place; make it sticky (chmod +t) or take away their write permission")
+        let backingFD = backing.withNameCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard backingFD >= 0 else {
+            throw .system("cannot open the backing folder '\(backing)': \(String(cString: strerror(errno)))")
+        }
+        defer { close(backingFD) }
+        var warning: String?
+        var info = stat()
+        if fstat(backingFD, &info) == 0 {
+            if info.st_uid != euid && info.st_uid != 0 {
+                warning = "the backing folder '\(backing)' belongs to uid \(info.st_uid), who can move '\(StateFolder.name)' away: the mount keeps using its own, but coordfs commands look for it by name and will not find it until it is back"
+            } else if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 {
+                warning = "the backing folder '\(backing)' may be written by other users and is not sticky (mode \(String(info.st_mode & 0o7777, radix: 8))): they can move '\(StateFolder.name)' away; the mount keeps using its own, but coordfs commands look for it by name and will not find it until it is back (chmod +t prevents it)"
             }
         }
-        for folder in chain {
-            if folder.withNameCString({ mkdir($0, 0o700) }) != 0 && errno != EEXIST {
-                throw .system("cannot create the state folder '\(folder)': \(String(cString: strerror(errno)))")
+        var opened: [Int32] = []
+        func fail(_ message: String) -> MountError {
+            opened.forEach { close($0) }
+            return .system(message)
+        }
+        var parent = backingFD
+        for (name, folder) in zip(chainNames, chain) {
+            if name.withNameCString({ mkdirat(parent, $0, 0o700) }) != 0 && errno != EEXIST {
+                throw fail("cannot create the state folder '\(folder)': \(String(cString: strerror(errno)))")
             }
+            let fd = name.withNameCString { openat(parent, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard fd >= 0 else {
+                let error = errno
+                if error == ENOTDIR || error == ELOOP {
+                    throw fail("'\(folder)' is reserved for coordfs's state but is not a folder; move it away")
+                }
+                throw fail("cannot open the state folder '\(folder)': \(String(cString: strerror(error)))")
+            }
+            opened.append(fd)
             var st = stat()
-            guard folder.withNameCString({ lstat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
-                throw .system("'\(folder)' is reserved for coordfs's state but is not a folder; move it away")
-            }
+            guard fstat(fd, &st) == 0 else { throw fail("cannot read the state folder '\(folder)': \(String(cString: strerror(errno)))") }
             guard st.st_uid == euid else {
-                throw .system("'\(folder)' is reserved for coordfs's state but belongs to uid \(st.st_uid), not to this mount's user (uid \(euid)): that user could read or redirect what the mount writes there; look at what it holds and remove it")
+                throw fail("'\(folder)' is reserved for coordfs's state but belongs to uid \(st.st_uid), not to this mount's user (uid \(euid)): that user could read or redirect what the mount writes there; look at what it holds and remove it")
             }
             guard st.st_mode & 0o022 == 0 else {
-                throw .system("'\(folder)' is reserved for coordfs's state but is writable by other users (mode \(String(st.st_mode & 0o7777, radix: 8))): they could read or redirect what the mount writes there; look at what it holds and remove it, or chmod go-w it")
+                throw fail("'\(folder)' is reserved for coordfs's state but is writable by other users (mode \(String(st.st_mode & 0o7777, radix: 8))): they could read or redirect what the mount writes there; look at what it holds and remove it, or chmod go-w it")
             }
+            parent = fd
         }
+        held.forEach { close($0) }
+        held = opened
+        return warning
     }
 
     /// Lets other users reach the control socket (search only, never list or change): every folder
-    /// of the chain this user owns. `nodes` may be listed too, so that a client finds the node whose
-    /// mount record names its mount point (the names of nodes are no secret: `status --cluster`).
+    /// of the chain this process holds (`hold()`) and owns. `nodes` may be listed too, so that a
+    /// client finds the node whose mount record names its mount point (the names of nodes are no
+    /// secret: `status --cluster`).
     func openForSearch() {
-        for folder in chain {
+        for (index, fd) in held.enumerated() {
             var st = stat()
-            guard folder.withNameCString({ lstat($0, &st) }) == 0, st.st_uid == geteuid() else { continue }
-            _ = folder.withNameCString { chmod($0, node != nil && folder == chain[1] ? 0o755 : 0o711) }
+            guard fstat(fd, &st) == 0, st.st_uid == geteuid() else { continue }
+            _ = fchmod(fd, node != nil && index == 1 ? 0o755 : 0o711)
         }
     }
 

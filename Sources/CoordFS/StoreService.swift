@@ -82,7 +82,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let options = daemon.plan.options.store
         guard options.enabled, let mount = daemon.coordinated else { return nil }
         let service = try StoreService(
-            backing: daemon.plan.backing, stateDirectory: daemon.plan.state.store, coordinator: daemon.coordinator,
+            backing: daemon.plan.backing, stateDirectory: daemon.plan.state.io.store, coordinator: daemon.coordinator,
             coordination: daemon.plan.options.coordination, log: daemon.recorder.map(StoreEventRecorder.init(log:)),
             options: options, userPins: daemon.plan.options.limits.userPins)
         service.mount = mount

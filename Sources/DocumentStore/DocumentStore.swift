@@ -44,6 +44,9 @@ public final class DocumentStore: @unchecked Sendable {
     let temporaryDirectory: String
     /// The state directory relative to the backing root, when inside it (paths there are refused).
     let stateRelativePath: String?
+    /// Where the state directory was when the store opened, links resolved (for checks of paths;
+    /// `stateDirectory` is what the store reads and writes through).
+    let realStateDirectory: String
 
     /// Opens (creating if needed) the store.
     ///
@@ -54,14 +57,19 @@ public final class DocumentStore: @unchecked Sendable {
     public init(backingRoot: String, stateDirectory: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
         self.backingRoot = try FileSystem.realPath(backingRoot)
         try FileSystem.mkdirs(stateDirectory)
-        self.stateDirectory = try FileSystem.realPath(stateDirectory)
+        let real = try FileSystem.realPath(stateDirectory)
+        // A folder given through a descriptor its process holds (`/proc/self/fd/N/...`, the
+        // daemon's `StateFolder.io`) is used as given, so that the store keeps reaching that folder
+        // whatever is later put at its name; where it is now is kept for the checks of paths.
+        self.stateDirectory = stateDirectory.hasPrefix("/proc/self/fd/") ? stateDirectory : real
+        realStateDirectory = real
         self.configuration = configuration
         objectsDirectory = self.stateDirectory + "/objects"
         temporaryDirectory = self.stateDirectory + "/tmp"
         try FileSystem.mkdirs(objectsDirectory)
         try FileSystem.mkdirs(temporaryDirectory)
-        if self.stateDirectory.hasPrefix(self.backingRoot + "/") {
-            stateRelativePath = String(self.stateDirectory.dropFirst(self.backingRoot.count + 1))
+        if real.hasPrefix(self.backingRoot + "/") {
+            stateRelativePath = String(real.dropFirst(self.backingRoot.count + 1))
         } else {
             stateRelativePath = nil
         }
@@ -192,7 +200,7 @@ public final class DocumentStore: @unchecked Sendable {
             if !ExactName.same(realParent, backingRoot) && !realParent.utf8.starts(with: (backingRoot + "/").utf8) {
                 throw DocumentStoreError.invalidPath(path, reason: "leads outside the backing folder")
             }
-            if ExactName.same(realParent, stateDirectory) || realParent.utf8.starts(with: (stateDirectory + "/").utf8) {
+            if ExactName.same(realParent, realStateDirectory) || realParent.utf8.starts(with: (realStateDirectory + "/").utf8) {
                 throw DocumentStoreError.invalidPath(path, reason: "inside the document store")
             }
         }

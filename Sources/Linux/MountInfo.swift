@@ -1,3 +1,4 @@
+import Glibc
 import NameBytes
 
 /// `/proc/self/mountinfo` (proc(5)), read one way for the whole program: the daemon's mount table
@@ -17,6 +18,16 @@ public enum MountInfo {
         /// The file system's device, `major:minor` (for a FUSE mount the minor is its connection's
         /// number under /sys/fs/fuse/connections).
         public var device: String = ""
+        /// The file system's own options (`rw,user_id=0,group_id=0,...` for FUSE).
+        public var superOptions: String = ""
+
+        /// For a FUSE mount, the user whose daemon serves it (`user_id=`: who mounted it).
+        public var fuseOwner: uid_t? {
+            for option in superOptions.split(separator: ",") where option.hasPrefix("user_id=") {
+                return uid_t(option.dropFirst("user_id=".count))
+            }
+            return nil
+        }
     }
 
     /// Every mount in `text`, in mount order; lines that are not mountinfo are skipped.
@@ -27,7 +38,8 @@ public enum MountInfo {
             guard fields.count >= 10, let dash = fields.firstIndex(of: "-"), dash >= 6, fields.count > dash + 2 else { continue }
             entries.append(Entry(
                 mountPoint: unescape(fields[4]), fileSystemType: unescape(fields[dash + 1]),
-                source: unescape(fields[dash + 2]), options: unescape(fields[5]), device: String(fields[2])))
+                source: unescape(fields[dash + 2]), options: unescape(fields[5]), device: String(fields[2]),
+                superOptions: fields.count > dash + 3 ? unescape(fields[dash + 3]) : ""))
         }
         return entries
     }

@@ -13,9 +13,10 @@ struct MountCommand: ParsableCommand {
         after a signal what is still open in the mount is served until it is let go (a second
         signal ends it at once).
         A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first. Refused when
-        another user could change the state folder: a BACKING/.coordfs that is not the mounting
-        user's own folder or that others may write, or a BACKING another user owns or may write
-        without the sticky bit.
+        BACKING/.coordfs is not the mounting user's own folder or others may write it. The daemon
+        holds its state folder open and keeps using it even if another user moves it away (where
+        BACKING is theirs, or others may write it without the sticky bit: the mount says so), and
+        coordfs commands refuse a .coordfs that is not the mount's daemon's.
 
         A node of a cluster (-o cluster=URL,...) keeps its state (log, store, socket, daemon log) in
         BACKING/.coordfs/nodes/NODE (NODE: node=, by default the host name), so several hosts can

@@ -141,7 +141,8 @@ final class WireTests: XCTestCase {
             """
         let mounts = ControlSocketLocator.parseMountInfo(text)
         XCTAssertEqual(mounts.count, 3)
-        XCTAssertEqual(mounts[1], .init(mountPoint: "/mnt/my docs", fileSystemType: "fuse.coordfs", source: "/home/me/Shared Stuff"))
+        XCTAssertEqual(mounts[1], .init(mountPoint: "/mnt/my docs", fileSystemType: "fuse.coordfs", source: "/home/me/Shared Stuff", owner: 0))
+        XCTAssertNil(mounts[2].owner)
         XCTAssertEqual(ControlSocketLocator.defaultSocketPath(for: mounts[1]), "/home/me/Shared Stuff/.coordfs/control.sock")
         XCTAssertEqual(ControlSocketLocator.defaultSocketPath(backingFolder: "/srv/b/"), "/srv/b/.coordfs/control.sock")
 
@@ -157,6 +158,39 @@ final class WireTests: XCTestCase {
         XCTAssertThrowsError(try locator.locate("/mnt/my docsX/y"))
         let custom = ControlSocketLocator(mountInfoPath: info) { "/run/coordfs/" + $0.mountPoint.split(separator: "/").joined(separator: "-") + ".sock" }
         XCTAssertEqual(try custom.locate("/mnt/my docs/a").socketPath, "/run/coordfs/mnt-my docs.sock")
+    }
+
+    /// Where others may write the backing folder (not sticky), one of them can move the mount's
+    /// `.coordfs` away and put a folder of its own there: the locator does not hand out a socket
+    /// in a state folder that is not the mount's daemon's (`whyStateFolderIsNotTheMounts`).
+    func testASocketInAStateFolderThatIsNotTheDaemonsIsNotLocated() throws {
+        let dir = try TemporaryDirectory()
+        let backing = dir.path + "/backing"
+        let state = backing + "/.coordfs"
+        XCTAssertEqual(mkdir(backing, 0o777), 0)
+        XCTAssertEqual(mkdir(state, 0o711), 0)
+        let info = dir.path + "/mountinfo"
+        let uid = geteuid()
+        try "98 22 0:50 / /mnt/shared rw - fuse.coordfs \(backing) rw,user_id=\(uid),group_id=0\n".write(toFile: info)
+        let locator = ControlSocketLocator(mountInfoPath: info)
+        XCTAssertEqual(try locator.locate("/mnt/shared/a").socketPath, state + "/control.sock")
+        func refused(_ what: String, _ expected: String) {
+            XCTAssertThrowsError(try locator.locate("/mnt/shared/a"), what) {
+                XCTAssertEqual(($0 as? ProtocolError)?.code, .notFound, what)
+                XCTAssertTrue("\($0)".contains(expected), "\(what): \($0)")
+            }
+        }
+        XCTAssertEqual(chmod(state, 0o733), 0)
+        refused("a state folder others may write", "may be written by other users")
+        XCTAssertEqual(chmod(state, 0o711), 0)
+        if uid == 0 {
+            XCTAssertEqual(chown(state, 65534, 65534), 0)
+            refused("another user's state folder", "belongs to uid 65534")
+            XCTAssertEqual(chown(state, 0, 0), 0)
+        }
+        XCTAssertEqual(rename(state, backing + "/moved"), 0)
+        XCTAssertEqual(symlink(backing + "/moved", state), 0)
+        refused("a link in the state folder's place", "not a folder")
     }
 }
 

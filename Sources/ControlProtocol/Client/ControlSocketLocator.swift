@@ -17,10 +17,13 @@ public struct ControlSocketLocator: Sendable {
         public var fileSystemType: String
         /// The mount source; for coordfs the backing folder.
         public var source: String
-        public init(mountPoint: String, fileSystemType: String, source: String) {
+        /// The user whose daemon serves the mount (FUSE's `user_id=`), when known.
+        public var owner: UInt32?
+        public init(mountPoint: String, fileSystemType: String, source: String, owner: UInt32? = nil) {
             self.mountPoint = mountPoint
             self.fileSystemType = fileSystemType
             self.source = source
+            self.owner = owner
         }
     }
 
@@ -84,13 +87,19 @@ public struct ControlSocketLocator: Sendable {
             throw ProtocolError(.notFound, "\(absolute) is not inside a coordfs mount (no \(fileSystemTypes.sorted().joined(separator: "/")) mount contains it)")
         }
         let relativePath = rest.isEmpty ? MountPath.root : try MountPath(validating: rest)
-        return Location(mount: mount, socketPath: socketPathForMount(mount), relativePath: relativePath)
+        let socketPath = socketPathForMount(mount)
+        // A state folder another user put where the mount's was: its socket is not the daemon's.
+        if let owner = mount.owner, let slash = socketPath.utf8.lastIndex(of: UInt8(ascii: "/")),
+           let why = whyStateFolderIsNotTheMounts(backing: mount.source, folder: String(Substring(socketPath.utf8[..<slash])), owner: owner) {
+            throw ProtocolError(.notFound, "the coordfs mount at \(mount.mountPoint): \(why)")
+        }
+        return Location(mount: mount, socketPath: socketPath, relativePath: relativePath)
     }
 
     /// Parses `/proc/self/mountinfo` text (see proc(5)) with `Linux.MountInfo`, the one
     /// mountinfo reader.
     public static func parseMountInfo(_ text: String) -> [Mount] {
-        MountInfo.parse(text).map { Mount(mountPoint: $0.mountPoint, fileSystemType: $0.fileSystemType, source: $0.source) }
+        MountInfo.parse(text).map { Mount(mountPoint: $0.mountPoint, fileSystemType: $0.fileSystemType, source: $0.source, owner: $0.fuseOwner) }
     }
 
     /// `path` relative to `mountPoint` ("" for the mount point itself), or nil if outside.

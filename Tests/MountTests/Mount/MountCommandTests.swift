@@ -420,7 +420,7 @@ final class MountCommandTests: MountTestCase {
     /// the mount refuses a state folder that is not its own user's alone, and writes nothing through
     /// it. A backing folder other users may write without the sticky bit is refused too (they could
     /// move `.coordfs` away and put theirs in its place); a sticky one mounts.
-    func testAStateFolderAnotherUserCouldChangeIsRefusedAndNothingIsWrittenThroughIt() throws {
+    func testAStateFolderAnotherUserCouldChangeIsRefusedAndOneMovedAwayIsNotFollowed() throws {
         let victim = fixture.root + "/victim"
         let precious = Array("root's own file\n".utf8)
         XCTAssertEqual(Sys.put(victim, precious, mode: 0o600), .success())
@@ -453,13 +453,50 @@ final class MountCommandTests: MountTestCase {
         XCTAssertTrue(open.output.contains("writable by other users"), "\(open)")
         assertNotMounted(fixture.mountpoint, "a state folder others may write")
 
-        // A backing folder anyone may write, not sticky: anyone could swap .coordfs; refused.
+        // A backing folder anyone may write, not sticky (as a folder shared by a group must be, for
+        // its users to make files at its top through the mount): it mounts, saying that others may
+        // move .coordfs away. Nobody moves it away and plants a .coordfs of its own with links to
+        // root's file: the daemon goes on with the folder it checked and holds, and writes nothing
+        // through nobody's links or into nobody's folder.
         MountedFolder.removeTree(state)
         XCTAssertEqual(Sys.call { chmod(fixture.backing, 0o777) }, .success())
         let swappable = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other")
-        XCTAssertEqual(swappable.status, 1, "a backing folder whose .coordfs anyone may replace was used: \(swappable)")
-        XCTAssertTrue(swappable.output.contains("sticky"), "\(swappable)")
-        assertNotMounted(fixture.mountpoint, "a backing folder anyone may write")
+        XCTAssertEqual(swappable.status, 0, "a backing folder others may write was refused: \(swappable)")
+        XCTAssertTrue(swappable.output.contains("sticky"), "the mount does not say others may move .coordfs away: \(swappable)")
+        let stolen = fixture.backing + "/stolen"
+        let swapped = asUser {
+            guard rename(state, stolen) == 0, mkdir(state, 0o777) == 0, chmod(state, 0o777) == 0 else { return ChildOutcome(outcome: .failure(errno)) }
+            for name in ["daemon.pid", "daemon.log", "control.sock", "mount"] where symlink(victim, state + "/" + name) != 0 {
+                return ChildOutcome(outcome: .failure(errno))
+            }
+            for folder in ["log", "store"] where mkdir(state + "/" + folder, 0o777) != 0 || chmod(state + "/" + folder, 0o777) != 0 {
+                return ChildOutcome(outcome: .failure(errno))
+            }
+            return ChildOutcome(outcome: .success())
+        }
+        XCTAssertEqual(swapped.outcome, .success(), "nobody could not swap the state folder: \(swapped)")
+        let logBefore = Sys.readdir(stolen + "/log").0.reduce(0) { $0 + (Sys.contents(stolen + "/log/" + $1.name).0?.count ?? 0) }
+        // Root's commands do not take nobody's folder for the mount's.
+        let status = coordfs("status", fixture.mountpoint)
+        XCTAssertNotEqual(status.status, 0, "coordfs status used nobody's state folder: \(status)")
+        XCTAssertTrue(status.output.contains("uid 65534"), "coordfs status does not say whose the folder is: \(status)")
+        // Writes through the mount (event records), then the unmount (the daemon removes its pid
+        // file and closes its log).
+        for n in 0..<20 {
+            XCTAssertEqual(Sys.put(fixture.mountpoint + "/after-the-swap-\(n)", Array("one\n".utf8)), .success())
+        }
+        XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+        XCTAssertEqual(Sys.contents(victim).0 == precious, true, "root's file was written through nobody's links")
+        XCTAssertEqual(Sys.readdir(state + "/log").0.map(\.name), [], "the event log was written into nobody's folder")
+        XCTAssertEqual(Sys.readdir(state + "/store").0.map(\.name), [], "the store was written into nobody's folder")
+        XCTAssertEqual(Set(Sys.readdir(state).0.map(\.name)), ["daemon.pid", "daemon.log", "control.sock", "mount", "log", "store"], "nobody's folder changed")
+        let logAfter = Sys.readdir(stolen + "/log").0.reduce(0) { $0 + (Sys.contents(stolen + "/log/" + $1.name).0?.count ?? 0) }
+        XCTAssertGreaterThan(logAfter, logBefore, "the daemon stopped writing its event log into its own folder")
+        XCTAssertFalse(Sys.readdir(stolen).0.map(\.name).contains("daemon.pid"), "the daemon's pid file was not removed from its own folder")
+        XCTAssertTrue(String(decoding: Sys.contents(stolen + "/daemon.log").0 ?? [], as: UTF8.self).contains("sticky"),
+                      "daemon.log does not say others may move the state folder away")
+        MountedFolder.removeTree(state)
+        XCTAssertEqual(Sys.call { rename(stolen, state) }, .success())
 
         // Sticky: nobody cannot move root's .coordfs away, and the mount serves.
         XCTAssertEqual(Sys.call { chmod(fixture.backing, 0o1777) }, .success())
