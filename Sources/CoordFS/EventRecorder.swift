@@ -14,7 +14,7 @@ import Synchronization
 package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     let log: EventLogWriter
     /// Steps not yet formatted, in order.
-    private let backlog = Mutex<[PendingStep]>([])
+    private let backlog = Mutex(Backlog())
     /// Formats; held while formatting, so records keep the backlog's order.
     private let formatter = Mutex(RecordFormatter())
     /// Past this many unformatted steps the caller formats them itself (the log writer's own
@@ -59,14 +59,19 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         let queued = backlog.withLock { $0.count }
         if queued == 0 || queued > Self.helpLimit { return false }
         return formatter.withLockIfAvailable { f -> Bool in
-            let more = backlog.withLock { b -> Bool in
-                let k = min(Self.helpSlice, b.count)
-                f.steps.append(contentsOf: b[..<k])
-                b.removeSubrange(..<k)
-                return !b.isEmpty
+            // Each step is taken out of the backlog and formatted where it lands (a step is moved,
+            // never copied: copying one retains its arrays and strings).
+            let offset = RecordFormatter.wallMinusMonotonicNanos()
+            var more = false
+            var taken = 0
+            while taken < Self.helpSlice, let step = backlog.withLock({ b -> PendingStep? in
+                more = b.count > 1
+                return b.popFirst()
+            }) {
+                f.format(consume step, offset: offset)
+                taken += 1
             }
-            helped.add(f.steps.count, ordering: .relaxed)
-            f.formatSteps()
+            helped.add(taken, ordering: .relaxed)
             log.append(encoded: &f.formatted)
             return more
         } ?? false
@@ -84,17 +89,14 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// Formats the whole backlog and appends the records to the log, a batch under one lock on it.
     /// Under `formatter`.
     private func drainFormatting(_ f: inout RecordFormatter) {
-        var batch: [PendingStep] = []
+        var batch = Backlog()
         while true {
-            backlog.withLock { b in
-                swap(&batch, &b)
-                if b.capacity > 1 << 14 { b = [] }
-            }
-            if batch.isEmpty { return }
-            f.format(batch)
+            backlog.withLock { b in swap(&batch, &b) }
+            if batch.count == 0 { return }
+            f.format(&batch)
             log.append(encoded: &f.formatted)
             // Keep the buffers, but give back the memory of a rare huge burst.
-            if batch.capacity > 1 << 14 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
+            batch.shrinkIfLarge()
         }
     }
 
@@ -104,12 +106,57 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         try log.flush()
     }
 
-    private func enqueue(_ step: PendingStep) {
+    private func enqueue(_ step: consuming PendingStep) {
+        var step: PendingStep? = consume step
         let count = backlog.withLock { b -> Int in
-            b.append(step)
+            b.append(step.take()!)
             return b.count
         }
         if count == 1 { log.sourceHasRecords() }
         if count >= Self.backlogLimit { drain() }
+    }
+}
+
+/// Steps in order, as `EventRecorder` queues them: a ring, so that taking the oldest few neither
+/// copies a step (its arrays and strings retained and released again: each is moved out with
+/// `Optional.take`) nor shifts the ones behind it, and the slots are used again.
+struct Backlog {
+    /// The ring: `count` steps from `head` on, wrapping; the other slots are nil. Its size is 0 or
+    /// a power of two.
+    private var slots: [PendingStep?] = []
+    private var head = 0
+    private(set) var count = 0
+
+    init() {}
+
+    init(_ steps: [PendingStep]) {
+        for s in steps { append(s) }
+    }
+
+    mutating func append(_ step: consuming PendingStep) {
+        if count == slots.count { grow() }
+        slots[(head &+ count) & (slots.count &- 1)] = consume step
+        count += 1
+    }
+
+    /// Takes the oldest step out.
+    mutating func popFirst() -> PendingStep? {
+        guard count > 0 else { return nil }
+        let step = slots[head].take()
+        head = (head &+ 1) & (slots.count &- 1)
+        count -= 1
+        return step
+    }
+
+    private mutating func grow() {
+        var wider = [PendingStep?](repeating: nil, count: max(16, slots.count * 2))
+        for i in 0..<count { wider[i] = slots[(head &+ i) & (slots.count &- 1)].take() }
+        slots = wider
+        head = 0
+    }
+
+    /// Gives back the memory of a rare huge burst, once empty.
+    mutating func shrinkIfLarge() {
+        if count == 0 && slots.count > 1 << 14 { self = Backlog() }
     }
 }

@@ -38,50 +38,84 @@ struct RecordFormatter {
     /// The actor fields of the last origin formatted, encoded (`RecordFields.actor`): every record
     /// names its actor, and a request's records (and a process's requests) name the same one, so
     /// they copy these bytes instead of encoding the executable's name again.
-    private var lastActor: (pid: Int32, uid: UInt32, executable: String, fields: RecordFields)?
-    /// Steps taken from the backlog a few at a time (`EventRecorder.help`), for `formatSteps`.
-    var steps: [PendingStep] = []
+    /// (Kept field by field: read through an optional tuple, it was copied, its string and buffer
+    /// retained and released, at every record.)
+    private var lastActor = LastActor()
+
+    private struct LastActor {
+        var valid = false
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var executable = ""
+        var fields = RecordFields()
+    }
 
     /// The intents of a request as they appear in records, in stored form: for each, its path field,
     /// then its intent and option fields.
     struct Items {
         var fields = RecordFields()
-        /// For each intent: where its path field ends and where its other fields end.
-        var bounds: [(pathEnd: Int, end: Int)] = []
+        /// For each intent: where its path field ends and where its other fields end. (The first
+        /// intent's apart: most requests have one, and it then costs no array.)
+        private var first = (pathEnd: 0, end: 0)
+        private var more: [(pathEnd: Int, end: Int)] = []
+        /// The intents, whose paths the request's did* records usually name again.
+        let intents: [FileAccessIntent]
 
         init(_ intents: [FileAccessIntent]) {
-            bounds.reserveCapacity(intents.count)
-            for intent in intents {
+            self.intents = intents
+            for (i, intent) in intents.enumerated() {
                 fields.path(intent.path.components)
                 let pathEnd = fields.count
                 RecordFormatter.encodeIntent(intent, into: &fields)
-                bounds.append((pathEnd, fields.count))
+                if i == 0 { first = (pathEnd, fields.count) } else { more.append((pathEnd, fields.count)) }
             }
         }
-    }
 
-    /// Formats `self.steps` into `formatted` and empties it, keeping its buffer.
-    mutating func formatSteps() {
-        var taken: [PendingStep] = []
-        swap(&taken, &steps)
-        format(taken)
-        taken.removeAll(keepingCapacity: true)
-        swap(&taken, &steps)
+        var count: Int { intents.count }
+
+        /// Where intent `i`'s fields end and its path field ends; they start where intent `i - 1`'s end.
+        func bounds(_ i: Int) -> (pathEnd: Int, end: Int) { i == 0 ? first : more[i - 1] }
+
+        /// Appends the path field of the intent whose path is `path`, byte for byte (two names
+        /// Swift calls equal, such as a precomposed and a decomposed accent, are different
+        /// paths), copied from the encoded intents; false, appending nothing, if no intent has it.
+        func appendPath(_ path: ItemPath, to out: inout RecordFields) -> Bool {
+            var start = 0
+            for i in 0..<count {
+                let b = bounds(i)
+                if RecordFormatter.sameBytes(intents[i].path.components, path.components) {
+                    out.append(fields, start..<b.pathEnd)
+                    return true
+                }
+                start = b.end
+            }
+            return false
+        }
     }
 
     /// Formats `steps` into `formatted`, in order.
     mutating func format(_ steps: [PendingStep]) {
+        var steps = Backlog(steps)
+        format(&steps)
+    }
+
+    /// Formats the steps of `steps` into `formatted`, in order, moving each out (so none is
+    /// copied), and leaves it empty.
+    mutating func format(_ steps: inout Backlog) {
         // Wall-clock time = monotonic time + the clocks' difference, read once for the batch (the
         // steps are milliseconds old at most, unless the writer fell behind).
         let offset = Self.wallMinusMonotonicNanos()
+        while let step = steps.popFirst() { format(consume step, offset: offset) }
+    }
+
+    /// Formats one step into `formatted`; `offset` is `wallMinusMonotonicNanos()` read for its batch.
+    mutating func format(_ step: consuming PendingStep, offset: Int64) {
         func wall(_ monotonic: UInt64) -> EventTime {
             EventTime(millisecondsSinceEpoch: (Int64(bitPattern: monotonic) &+ offset) / 1_000_000)
         }
-        for step in steps {
-            switch step {
-            case .event(let e): format(e, at: wall(e.time))
-            case .record(let r, let time): formatted.append(r, at: wall(time))
-            }
+        switch consume step {
+        case .event(let e): format(e, at: wall(e.time))
+        case .record(let r, let time): formatted.append(r, at: wall(time))
         }
     }
 
@@ -104,7 +138,8 @@ struct RecordFormatter {
         // One record per item: its path and intent, the event's fields, and the latency if any.
         func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil, note: String? = nil, fence: Int64? = nil) {
             var start = 0
-            for b in items.bounds {
+            for i in 0..<items.count {
+                let b = items.bounds(i)
                 formatted.fields.append(items.fields, start..<b.end)
                 start = b.end
                 if let latencyMicros { formatted.fields.latencyMicros(latencyMicros) }
@@ -142,8 +177,9 @@ struct RecordFormatter {
         case .presenterFailed(let p, let ask, let error):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), reason: "refused", message: error))
         case .granted(let intents, let waited):
-            let note = request.flatMap { unexcluded.removeValue(forKey: $0) }
-            let fence = request.flatMap { fences.removeValue(forKey: $0) }
+            // (Both are usually empty: not hashed then.)
+            let note = unexcluded.isEmpty ? nil : request.flatMap { unexcluded.removeValue(forKey: $0) }
+            let fence = fences.isEmpty ? nil : request.flatMap { fences.removeValue(forKey: $0) }
             finish(.granted, request.flatMap { requestItems[$0] } ?? Items(intents), latencyMicros: waited / 1000, note: note, fence: fence)
         case .fenced(let token):
             if let request { fences[request] = token }
@@ -153,11 +189,11 @@ struct RecordFormatter {
             }
         case .failed(let error):
             if let request {
-                unexcluded[request] = nil
-                fences[request] = nil
+                if !unexcluded.isEmpty { unexcluded[request] = nil }
+                if !fences.isEmpty { fences[request] = nil }
             }
             let items = request.flatMap { requestItems.removeValue(forKey: $0) }
-            let first = items?.bounds.first
+            let first = items.flatMap { $0.count > 0 ? $0.bounds(0) : nil }
             if let path = Self.path(of: error) {
                 formatted.fields.path(path.components)
             } else if let items, let first {
@@ -171,7 +207,7 @@ struct RecordFormatter {
         case .released(let held):
             // How long the access was held.
             let micros = held / 1000
-            if let items = request.flatMap({ requestItems.removeValue(forKey: $0) }), !items.bounds.isEmpty {
+            if let items = request.flatMap({ requestItems.removeValue(forKey: $0) }), items.count > 0 {
                 finish(.released, items, latencyMicros: micros)
             } else {
                 formatted.fields.path([])
@@ -183,17 +219,17 @@ struct RecordFormatter {
         case .announced(let change):
             switch change {
             case .changed(let p):
-                formatted.fields.path(p.components)
+                appendPath(p, of: request)
                 finish(.didChange)
             case .moved(let from, let to):
                 formatted.fields.path(to.components)
                 formatted.fields.oldPath(from.components)
                 finish(.didMove)
             case .deleted(let p):
-                formatted.fields.path(p.components)
+                appendPath(p, of: request)
                 finish(.didDelete)
             case .subitemAppeared(let p):
-                formatted.fields.path(p.components)
+                appendPath(p, of: request)
                 finish(.subitemAppeared)
             }
         case .notified(let p, let note):
@@ -216,16 +252,44 @@ struct RecordFormatter {
         }
     }
 
+    /// Appends the path field of `p`, the path of a did* record of `request`: copied from the
+    /// request's encoded items when one of its intents has that path (a file's change, deletion or
+    /// appearance is usually announced by the access to that very path), else encoded.
+    private mutating func appendPath(_ p: ItemPath, of request: UInt64?) {
+        if let request, requestItems[request]?.appendPath(p, to: &formatted.fields) == true { return }
+        formatted.fields.path(p.components)
+    }
+
+    /// Whether `a` and `b` are the same names byte for byte (`String`'s `==` is canonical
+    /// equivalence: "\u{E9}" equals "e\u{301}", which are different names on disk).
+    static func sameBytes(_ a: [String], _ b: [String]) -> Bool {
+        guard a.count == b.count else { return false }
+        // The same array (a path handed from the access to its announcement): the same names.
+        if a.withUnsafeBufferPointer({ x in b.withUnsafeBufferPointer { x.baseAddress == $0.baseAddress } }) { return true }
+        for i in a.indices where !sameBytes(a[i], b[i]) { return false }
+        return true
+    }
+
+    static func sameBytes(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        return a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in x.elementsEqual(y) }
+        }.flatMap { $0 } ?? a.utf8.elementsEqual(b.utf8)
+    }
+
     /// Appends the actor fields of `o`: the same bytes as `formatted.fields.actor`.
+    /// The executable's name is compared byte for byte (two names Swift calls equal are different
+    /// executables).
     private mutating func appendActor(_ o: AccessOrigin) {
-        if let a = lastActor, a.pid == o.pid, a.uid == o.uid, a.executable == o.executable {
-            formatted.fields.append(a.fields, 0..<a.fields.count)
-            return
+        if !lastActor.valid || lastActor.pid != o.pid || lastActor.uid != o.uid || !Self.sameBytes(lastActor.executable, o.executable) {
+            lastActor.fields.removeAll()
+            lastActor.fields.actor(pid: o.pid, uid: o.uid, executable: o.executable)
+            lastActor.pid = o.pid
+            lastActor.uid = o.uid
+            lastActor.executable = o.executable
+            lastActor.valid = true
         }
-        var fields = RecordFields()
-        fields.actor(pid: o.pid, uid: o.uid, executable: o.executable)
-        formatted.fields.append(fields, 0..<fields.count)
-        lastActor = (o.pid, o.uid, o.executable, fields)
+        formatted.fields.append(lastActor.fields, 0..<lastActor.fields.count)
     }
 
     private func path(of presenter: PresenterID) -> String {

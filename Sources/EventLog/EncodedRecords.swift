@@ -10,11 +10,15 @@ import NameBytes
 /// several records repeat (a request's items) and copy them. Decoding does not depend on the order
 /// of fields.
 package struct RecordFields {
-    package private(set) var bytes: [UInt8] = []
+    /// The encoded fields.
+    package private(set) var buffer = ByteBuffer()
 
     package init() {}
 
-    package var count: Int { bytes.count }
+    /// The encoded fields, as an array (tests).
+    package var bytes: [UInt8] { buffer.array }
+
+    package var count: Int { buffer.count }
 
     /// The item's path, `/` followed by `components` joined with `/` (the root has none).
     package mutating func path(_ components: [String]) { appendPath(.path, components) }
@@ -23,61 +27,84 @@ package struct RecordFields {
     package mutating func oldPath(_ components: [String]) { appendPath(.oldPath, components) }
 
     package mutating func actor(pid: Int32, uid: UInt32, executable: String?) {
-        RecordCodec.appendActor(pid: pid, uid: uid, executable: executable, to: &bytes)
+        RecordCodec.appendActor(pid: pid, uid: uid, executable: executable, to: &buffer)
     }
 
-    package mutating func intent(_ v: IntentKind) { RecordCodec.appendString(.intent, v.rawValue, to: &bytes) }
+    package mutating func intent(_ v: IntentKind) { RecordCodec.appendString(.intent, v.rawValue, to: &buffer) }
 
     /// One reading or writing option by its Foundation name (repeat for several).
-    package mutating func option(_ name: String) { RecordCodec.appendString(.option, name, to: &bytes) }
+    package mutating func option(_ name: String) { RecordCodec.appendString(.option, name, to: &buffer) }
 
-    package mutating func requestID(_ v: UInt64) { RecordCodec.appendVarintField(.requestID, v, to: &bytes) }
+    package mutating func requestID(_ v: UInt64) { RecordCodec.appendVarintField(.requestID, v, to: &buffer) }
 
-    package mutating func latencyMicros(_ v: UInt64) { RecordCodec.appendVarintField(.latencyMicros, v, to: &bytes) }
+    package mutating func latencyMicros(_ v: UInt64) { RecordCodec.appendVarintField(.latencyMicros, v, to: &buffer) }
 
     /// The fields of a `denied` record: the errno, a short reason and a message.
     package mutating func failure(errno: Int32, reason: String, message: String) {
-        RecordCodec.appendVarintField(.errno, RecordCodec.zigzag(Int64(errno)), to: &bytes)
-        RecordCodec.appendString(.reason, reason, to: &bytes)
-        RecordCodec.appendString(.message, message, to: &bytes)
+        RecordCodec.appendVarintField(.errno, RecordCodec.zigzag(Int64(errno)), to: &buffer)
+        RecordCodec.appendString(.reason, reason, to: &buffer)
+        RecordCodec.appendString(.message, message, to: &buffer)
     }
 
     /// A reason and a message on a record that is not a failure (a `granted` that went ahead
     /// without exclusion).
     package mutating func note(reason: String, message: String) {
-        RecordCodec.appendString(.reason, reason, to: &bytes)
-        RecordCodec.appendString(.message, message, to: &bytes)
+        RecordCodec.appendString(.reason, reason, to: &buffer)
+        RecordCodec.appendString(.message, message, to: &buffer)
     }
 
     /// Every field of `record` (its seq, time and kind aside).
-    package mutating func fields(of record: borrowing EventRecord) { RecordCodec.appendFields(of: record, to: &bytes) }
+    package mutating func fields(of record: borrowing EventRecord) { RecordCodec.appendFields(of: record, to: &buffer) }
 
     /// Copies fields encoded elsewhere: `other.bytes[range]`, which must start and end at field
     /// boundaries.
     package mutating func append(_ other: borrowing RecordFields, _ range: Range<Int>) {
-        bytes.append(contentsOf: other.bytes[range])
+        buffer.append(other.buffer, range)
     }
 
-    package mutating func removeAll() { bytes.removeAll(keepingCapacity: bytes.capacity <= 1 << 20) }
+    package mutating func removeAll() { buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20) }
 
     private mutating func appendPath(_ field: RecordCodec.Field, _ components: [String]) {
         // "/" before each component; the root is "/" alone.
         var length = components.isEmpty ? 1 : components.count
         for c in components { length += c.utf8.count }
-        guard length <= RecordCodec.maxStringBytes, components.allSatisfy(LosslessName.isPlain) else {
-            // A name that is not UTF-8 is stored as its bytes (`RecordCodec.appendString`).
-            // Beyond any real path; let the string encoder cut it at a character boundary.
-            RecordCodec.appendString(field, "/" + components.joined(separator: "/"), to: &bytes)
-            return
+        if length <= RecordCodec.maxStringBytes {
+            var plain = true
+            // The tag and the length (at most 2 + 3 bytes), then the path, written in place.
+            buffer.append(upTo: 5 + length) { p in
+                var at = RecordCodec.storeVarint(field.rawValue << 1 | 1, at: 0, in: p)
+                at = RecordCodec.storeVarint(UInt64(length), at: at, in: p)
+                if components.isEmpty {
+                    p.storeBytes(of: UInt8(ascii: "/"), toByteOffset: at, as: UInt8.self)
+                    return at + 1
+                }
+                for c in components {
+                    p.storeBytes(of: UInt8(ascii: "/"), toByteOffset: at, as: UInt8.self)
+                    at += 1
+                    var c = c
+                    // 0xF4 leads the escape scalars of names that are not UTF-8 (`LosslessName`):
+                    // a path with one is encoded below instead (nothing of it is kept).
+                    let copied = c.withUTF8 { u -> Bool in
+                        if u.contains(0xF4) { return false }
+                        if let base = u.baseAddress { (p + at).copyMemory(from: base, byteCount: u.count) }
+                        return true
+                    }
+                    if !copied {
+                        guard LosslessName.isPlain(c) else {
+                            plain = false
+                            return 0
+                        }
+                        c.withUTF8 { u in (p + at).copyMemory(from: u.baseAddress!, byteCount: u.count) }
+                    }
+                    at += c.utf8.count
+                }
+                return at
+            }
+            if plain { return }
         }
-        RecordCodec.appendVarint(field.rawValue << 1 | 1, to: &bytes)
-        RecordCodec.appendVarint(UInt64(length), to: &bytes)
-        if components.isEmpty { bytes.append(UInt8(ascii: "/")) }
-        for c in components {
-            bytes.append(UInt8(ascii: "/"))
-            var c = c
-            c.withUTF8 { bytes.append(contentsOf: $0) }
-        }
+        // A name that is not UTF-8 is stored as its bytes (`RecordCodec.appendString`).
+        // Beyond any real path; let the string encoder cut it at a character boundary.
+        RecordCodec.appendString(field, "/" + components.joined(separator: "/"), to: &buffer)
     }
 }
 
@@ -112,7 +139,7 @@ package struct EncodedRecords {
 
     /// Calls `body` with each record's kind, time and fields, in order.
     func forEach(_ body: (EventKind, EventTime, UnsafeRawBufferPointer) -> Void) {
-        fields.bytes.withUnsafeBytes { all in
+        fields.buffer.withUnsafeBytes { all in
             var start = 0
             for r in records {
                 body(r.kind, r.time, UnsafeRawBufferPointer(rebasing: all[start..<r.end]))

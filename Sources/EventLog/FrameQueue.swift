@@ -7,7 +7,9 @@
 /// otherwise only be polling it: encoding there costs the workload nothing.
 struct FrameQueue {
     /// The frames, back to back.
-    private(set) var bytes: [UInt8] = []
+    private(set) var buffer = ByteBuffer()
+    /// The frames, as an array (tests).
+    var bytes: [UInt8] { buffer.array }
     /// Each frame's seq and the offset in `bytes` just past it.
     private(set) var frames: [(seq: UInt64, end: Int)] = []
 
@@ -16,14 +18,14 @@ struct FrameQueue {
 
     /// Encodes `record` (its seq and time already set) at the end.
     mutating func append(_ record: borrowing EventRecord) {
-        RecordCodec.appendFrame(record, to: &bytes)
-        frames.append((record.seq, bytes.count))
+        RecordCodec.appendFrame(record, to: &buffer)
+        frames.append((record.seq, buffer.count))
     }
 
     /// Frames a record whose fields are already encoded (`EncodedRecords`) at the end.
     mutating func append(kind: EventKind, seq: UInt64, time: EventTime, fields: UnsafeRawBufferPointer) {
-        RecordCodec.appendFrame(kind: kind, seq: seq, time: time, fields: fields, to: &bytes)
-        frames.append((seq, bytes.count))
+        RecordCodec.appendFrame(kind: kind, seq: seq, time: time, fields: fields, to: &buffer)
+        frames.append((seq, buffer.count))
     }
 
     /// Where frame `i` starts in `bytes`.
@@ -34,17 +36,17 @@ struct FrameQueue {
         guard i < count else { return FrameQueue() }
         let base = start(of: i)
         var rest = FrameQueue()
-        rest.bytes = Array(bytes[base...])
+        rest.buffer = buffer.withUnsafeBytes { ByteBuffer(UnsafeRawBufferPointer(rebasing: $0[base...])) }
         rest.frames = frames[i...].map { ($0.seq, $0.end - base) }
         return rest
     }
 
     /// Empties the queue; keeps its buffers unless a rare burst made them large.
     mutating func removeAll() {
-        if bytes.capacity > 1 << 22 || frames.capacity > 1 << 16 {
+        if buffer.capacity > 1 << 22 || frames.capacity > 1 << 16 {
             self = FrameQueue()
         } else {
-            bytes.removeAll(keepingCapacity: true)
+            buffer.removeAll(keepingCapacity: true)
             frames.removeAll(keepingCapacity: true)
         }
     }

@@ -29,7 +29,7 @@ enum RecordCodec {
     // MARK: Encoding
 
     /// Appends the framed record to `out`.
-    static func appendFrame(_ r: EventRecord, to out: inout [UInt8]) {
+    static func appendFrame<Out: ByteSink>(_ r: EventRecord, to out: inout Out) {
         let start = beginFrame(kind: r.kind, seq: r.seq, time: r.time, to: &out)
         appendFields(of: r, to: &out)
         endFrame(at: start, in: &out)
@@ -37,8 +37,8 @@ enum RecordCodec {
 
     /// Appends the frame of a record whose fields (everything after the fixed payload prefix) are
     /// already encoded (`EncodedRecords`).
-    static func appendFrame(
-        kind: EventKind, seq: UInt64, time: EventTime, fields: UnsafeRawBufferPointer, to out: inout [UInt8]
+    static func appendFrame<Out: ByteSink>(
+        kind: EventKind, seq: UInt64, time: EventTime, fields: UnsafeRawBufferPointer, to out: inout Out
     ) {
         let start = beginFrame(kind: kind, seq: seq, time: time, to: &out)
         out.append(contentsOf: fields)
@@ -47,7 +47,7 @@ enum RecordCodec {
 
     /// Appends the frame header (to be filled by `endFrame`) and the fixed payload prefix; returns
     /// where the frame starts.
-    private static func beginFrame(kind: EventKind, seq: UInt64, time: EventTime, to out: inout [UInt8]) -> Int {
+    private static func beginFrame<Out: ByteSink>(kind: EventKind, seq: UInt64, time: EventTime, to out: inout Out) -> Int {
         let start = out.count
         // Built on the stack and appended at once (one capacity check, not one a byte).
         var prefix: (UInt64, UInt64, UInt64, UInt16) = (0, 0, 0, 0)
@@ -62,19 +62,16 @@ enum RecordCodec {
     }
 
     /// Fills in the header of the frame that starts at `start` and runs to the end of `out`.
-    private static func endFrame(at start: Int, in out: inout [UInt8]) {
+    private static func endFrame<Out: ByteSink>(at start: Int, in out: inout Out) {
         let payloadCount = out.count - start - frameHeaderSize
         let crc = out.withUnsafeBytes {
             CRC32.checksum(UnsafeRawBufferPointer(rebasing: $0[(start + frameHeaderSize)...]))
         }
-        out.withUnsafeMutableBytes { p in
-            p.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: start, as: UInt32.self)
-            p.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
-        }
+        out.store((UInt64(UInt32(payloadCount)) | UInt64(crc) << 32).littleEndian, at: start)
     }
 
     /// Appends the fields of `r`: everything but the fixed payload prefix.
-    static func appendFields(of r: borrowing EventRecord, to out: inout [UInt8]) {
+    static func appendFields<Out: ByteSink>(of r: borrowing EventRecord, to out: inout Out) {
         appendString(.path, r.path, to: &out)
         if let v = r.oldPath { appendString(.oldPath, v, to: &out) }
         if let v = r.documentID { appendString(.documentID, v, to: &out) }
@@ -97,7 +94,7 @@ enum RecordCodec {
         if let v = d.gapTo { appendVarintField(.gapTo, v, to: &out) }
     }
 
-    static func appendActor(pid: Int32, uid: UInt32, executable: String?, to out: inout [UInt8]) {
+    static func appendActor<Out: ByteSink>(pid: Int32, uid: UInt32, executable: String?, to out: inout Out) {
         appendVarintField(.actorPID, zigzag(Int64(pid)), to: &out)
         appendVarintField(.actorUID, UInt64(uid), to: &out)
         if let e = executable { appendString(.actorExecutable, e, to: &out) }
@@ -106,31 +103,69 @@ enum RecordCodec {
     static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
     private static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
 
-    static func appendVarint(_ v: UInt64, to out: inout [UInt8]) {
-        var x = v
-        while x >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: x) | 0x80)
-            x >>= 7
+    static func appendVarint<Out: ByteSink>(_ v: UInt64, to out: inout Out) {
+        if v < 0x80 { return out.append(UInt8(v)) }
+        // Built on the stack and appended at once (one capacity check, not one a byte).
+        var buffer: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &buffer) { p in
+            let n = storeVarint(v, at: 0, in: p.baseAddress!)
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[0..<n]))
         }
-        out.append(UInt8(x))
     }
 
-    static func appendVarintField(_ f: Field, _ v: UInt64, to out: inout [UInt8]) {
-        appendVarint(f.rawValue << 1, to: &out)
-        appendVarint(v, to: &out)
+    /// Writes `v` as a varint at `offset` of `p` (which has room: at most 10 bytes); returns the
+    /// offset after it.
+    @inline(__always)
+    static func storeVarint(_ v: UInt64, at offset: Int, in p: UnsafeMutableRawPointer) -> Int {
+        var x = v
+        var i = offset
+        while x >= 0x80 {
+            p.storeBytes(of: UInt8(truncatingIfNeeded: x) | 0x80, toByteOffset: i, as: UInt8.self)
+            x >>= 7
+            i += 1
+        }
+        p.storeBytes(of: UInt8(x), toByteOffset: i, as: UInt8.self)
+        return i + 1
+    }
+
+    static func appendVarintField<Out: ByteSink>(_ f: Field, _ v: UInt64, to out: inout Out) {
+        appendVarints(f.rawValue << 1, v, to: &out)
+    }
+
+    /// The tag of a string (bytes) field and the length of its bytes, which the caller appends.
+    static func appendStringHeader<Out: ByteSink>(_ f: Field, length: Int, to out: inout Out) {
+        appendVarints(f.rawValue << 1 | 1, UInt64(length), to: &out)
+    }
+
+    /// Two varints in one append (one capacity check, not one a byte).
+    private static func appendVarints<Out: ByteSink>(_ a: UInt64, _ b: UInt64, to out: inout Out) {
+        var buffer: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &buffer) { p in
+            let n = storeVarint(b, at: storeVarint(a, at: 0, in: p.baseAddress!), in: p.baseAddress!)
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: p[0..<n]))
+        }
     }
 
     /// A string field: the bytes `s` holds (`LosslessName`: a name that is not UTF-8 is stored as
     /// its own bytes, as it is on disk).
-    static func appendString(_ f: Field, _ s: String, to out: inout [UInt8]) {
+    static func appendString<Out: ByteSink>(_ f: Field, _ s: String, to out: inout Out) {
+        var s = s
+        // One look at the bytes for the usual string: short, and no byte 0xF4 (the only lead byte
+        // of the escape scalars of names that are not UTF-8, `LosslessName`).
+        let done = s.withUTF8 { u -> Bool in
+            guard u.count <= maxStringBytes, !u.contains(0xF4) else { return false }
+            appendStringHeader(f, length: u.count, to: &out)
+            out.append(contentsOf: u)
+            return true
+        }
+        if done { return }
         appendVarint(f.rawValue << 1 | 1, to: &out)
         if !LosslessName.isPlain(s) {
             let bytes = s.nameBytes
             appendVarint(UInt64(min(bytes.count, maxStringBytes)), to: &out)
-            out.append(contentsOf: bytes.prefix(maxStringBytes))
+            bytes.withUnsafeBytes { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0.prefix(maxStringBytes))) }
             return
         }
-        var s = s
         s.withUTF8 { u in
             // Cut long strings at a UTF-8 scalar boundary so the stored text stays valid.
             var n = min(u.count, maxStringBytes)

@@ -241,7 +241,7 @@ final class SegmentStore {
             let firstFrame = chunkFrame
             let fd = activeFD
             let p = path(segments[active].name.fileName)
-            let (done, error) = queue.bytes.withUnsafeBytes { b in
+            let (done, error) = queue.buffer.withUnsafeBytes { b in
                 Sys.write(fd, UnsafeRawBufferPointer(rebasing: b[chunkByte..<end]), path: p)
             }
             var kept = done
