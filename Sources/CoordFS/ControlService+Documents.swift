@@ -145,7 +145,7 @@ extension ControlRequestHandler {
                     kind: DocumentChangeKind(rawValue: conflict.kind.rawValue) ?? .change,
                     createdMs: UInt64(max(0, conflict.createdAt.timeIntervalSince1970 * 1000)),
                     before: conflict.before.map(Self.identity), after: conflict.after.map(Self.identity),
-                    baseVersion: conflict.baseVersion))
+                    baseVersion: conflict.baseVersion, theirsVersion: conflict.theirsVersion))
             }
             connection.send(.conflictList(ConflictList(id: request.id, conflicts: list)))
         } catch {

@@ -1,5 +1,5 @@
 import ControlProtocol
-import Dispatch
+import Foundation
 import EventLog
 import HummingbirdWebSocket
 import Synchronization
@@ -25,9 +25,11 @@ struct EventStream: Sendable {
         }
         let (stream, continuation) = AsyncStream<String>.makeStream()
         let state = PumpState(source, watch: backend.watch)
-        DispatchQueue.global().async {
-            Self.pump(state, continuation)
-        }
+        // A thread of its own, not one of Dispatch's pool: the reader blocks, and with as many
+        // pages open as the pool has threads, the next page would wait for one to close.
+        let reader = Thread { Self.pump(state, continuation) }
+        reader.name = "coordfs-web-stream"
+        reader.start()
         defer {
             state.stopped.store(true, ordering: .relaxed)
             continuation.finish()

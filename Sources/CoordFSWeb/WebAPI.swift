@@ -2,6 +2,7 @@ import ControlProtocol
 import CoordFSClient
 import DocumentStore
 import EventLog
+import Foundation
 import NameBytes
 
 /// The page's JSON API: what `coordfs conflicts`, `resolve`, `versions`, `show`, `diff` and
@@ -40,6 +41,7 @@ struct WebAPI: Sendable {
         o["createdMs"] = .int(Int64(clamping: c.createdMs))
         o["presenter"] = .string(c.storePresenter)
         if let b = c.baseVersion { o["baseVersion"] = .int(Int64(b.rawValue)) }
+        if let t = c.theirsVersion { o["theirsVersion"] = .int(Int64(t.rawValue)) }
         return .object(o)
     }
 
@@ -47,49 +49,110 @@ struct WebAPI: Sendable {
         let id = try int(body, "id")
         let list = try await clientCall { try await session.conflicts() }
         guard let c = list.first(where: { $0.conflict.rawValue == UInt64(id) }) else {
-            throw WebError(status: 404, "no open conflict \(id) (resolved meanwhile?)")
+            throw WebError(status: 404, "conflict \(id) is no longer open (resolved meanwhile, from another page or the CLI?)")
         }
         return c
     }
 
-    /// Base, theirs and the merge inputs of one conflict, side by side.
-    private func sides(_ c: ConflictInfo) async throws -> (base: [UInt8]?, theirs: [UInt8]?) {
+    /// The three sides of a conflict. A presenter's (`change`, `deletion`): base the version it
+    /// loaded, theirs the file now (nil when deleted), mine its unsaved bytes, which only it has
+    /// (nil here). A lost update's: base what the saver read, theirs the kept version its save went
+    /// over, mine the file the save left (docs/document-store.md, "Lost updates").
+    private struct Sides {
         var base: [UInt8]?
-        if let v = c.baseVersion { base = try await clientCall { try await session.contents(ofVersion: v) } }
-        let theirs = c.kind == .deletion ? nil : try backend.current(c.path)
-        return (base, theirs)
+        var theirs: [UInt8]?
+        var mine: [UInt8]?
+        /// A side is larger than the page shows and merges (`WebLimits.maxDocument`): it is there,
+        /// its bytes are not (empty).
+        var tooLarge = false
+    }
+
+    private func sides(_ c: ConflictInfo) async throws -> Sides {
+        var tooLarge = false
+        func version(_ v: VersionID?) async throws -> [UInt8]? {
+            guard let v else { return nil }
+            let bytes = try await clientCall { try await session.contents(ofVersion: v) }
+            if bytes.count > WebLimits.maxDocument { tooLarge = true; return [] }
+            return bytes
+        }
+        func file() throws -> [UInt8]? {
+            do { return try backend.current(c.path) } catch let e as WebError where e.status == 413 { tooLarge = true; return [] }
+        }
+        let base = try await version(c.baseVersion)
+        var s = Sides(base: base)
+        if c.kind == .lostUpdate {
+            s.theirs = try await version(c.theirsVersion)
+            s.mine = try file()
+        } else if c.kind != .deletion {
+            s.theirs = try file()
+        }
+        s.tooLarge = tooLarge
+        return s
     }
 
     func conflict(_ body: JSONObject) async throws -> JSONValue {
         let c = try await findConflict(body)
-        let (base, theirs) = try await sides(c)
+        let s = try await sides(c)
+        let lostUpdate = c.kind == .lostUpdate
         var o = JSONObject()
         o["conflict"] = Self.json(c)
-        let binary = TextMerge.looksBinary(base ?? []) || TextMerge.looksBinary(theirs ?? [])
+        let present = [s.base, s.theirs, s.mine].compactMap { $0 }
+        let binary = s.tooLarge || present.contains { TextMerge.looksBinary($0) }
+        // Text the page can edit and send back as it is: UTF-8 without CR (a browser's editor
+        // makes CR LF a LF). Other text (Latin-1, ...) is shown with U+FFFD where a byte is not
+        // UTF-8, and mine comes from a file, byte for byte.
+        let text = !binary && present.allSatisfy { !$0.contains(0x0D) && String(validating: $0, as: UTF8.self) != nil }
+        o["lostUpdate"] = .bool(lostUpdate)
         o["binary"] = .bool(binary)
-        o["baseAvailable"] = .bool(base != nil)
-        o["theirsExists"] = .bool(theirs != nil)
+        o["tooLarge"] = .bool(s.tooLarge)
+        o["text"] = .bool(text)
+        o["baseAvailable"] = .bool(s.base != nil)
+        o["theirsExists"] = .bool(s.theirs != nil)
+        o["mineExists"] = .bool(s.mine != nil)
         if !binary {
-            o["base"] = SideBySide.view(base ?? [], against: theirs ?? [])
-            o["theirs"] = SideBySide.view(theirs ?? [], against: base ?? [])
-            o["baseText"] = .string(String(decoding: base ?? [], as: UTF8.self))
+            o["base"] = SideBySide.view(s.base ?? [], against: s.theirs ?? [])
+            o["theirs"] = SideBySide.view(s.theirs ?? [], against: s.base ?? [])
+            if let mine = s.mine { o["mine"] = SideBySide.view(mine, against: s.base ?? []) }
         }
-        // What the CLI's `resolve` offers, and which apply (reload and merge need a changed file;
-        // merge needs the base).
-        var choices: [JSONValue] = [.string("save"), .string("keepBoth"), .string("close")]
-        if c.kind == .change { choices.insert(.string("reload"), at: 1) }
-        if c.kind == .change && base != nil && !binary { choices.append(.string("merge")) }
-        o["resolutions"] = .array(choices)
+        if text {
+            // What the page's editor starts with: a presenter's base (its unsaved bytes are its
+            // own), a lost update's file.
+            o["mineText"] = .string(String(decoding: (lostUpdate ? s.mine : s.base) ?? [], as: UTF8.self))
+        }
+        // What `coordfs resolve` offers for this kind of conflict, and which apply now: reload
+        // needs theirs (a presenter's: the file, not deleted since; a lost update's: the kept
+        // version), keep both of a lost update writes theirs beside the file, merge needs the base,
+        // theirs and a file to write over, as text.
+        var choices: [String] = ["save"]
+        if c.kind != .deletion && s.theirs != nil { choices.append("reload") }
+        if !lostUpdate || s.theirs != nil { choices.append("keepBoth") }
+        choices.append("close")
+        if c.kind != .deletion && s.base != nil && s.theirs != nil && (!lostUpdate || s.mine != nil) && !binary { choices.append("merge") }
+        o["resolutions"] = .array(choices.map { .string($0) })
         return .object(o)
+    }
+
+    /// Mine from a request: `mine` (text) or `mineBase64` (bytes, a file loaded as it is); nil when neither.
+    private func mine(_ body: JSONObject) throws -> [UInt8]? {
+        if case .string(let b64)? = body["mineBase64"] {
+            guard let data = Data(base64Encoded: b64) else { throw WebError(status: 400, "mineBase64 is not base64") }
+            return [UInt8](data)
+        }
+        if case .string(let text)? = body["mine"] { return Array(text.utf8) }
+        return nil
     }
 
     /// The three-way merge of mine and theirs against the base, as `resolve --merge` would write it.
     func mergePreview(_ body: JSONObject) async throws -> JSONValue {
         let c = try await findConflict(body)
-        let mine = Array(try string(body, "mine").utf8)
-        let (base, theirs) = try await sides(c)
-        guard let base else { throw WebError(status: 409, "the base of conflict \(c.conflict.rawValue) was not kept: no merge") }
-        let merged = TextMerge.merge(base: base, mine: mine, theirs: theirs ?? [])
+        let s = try await sides(c)
+        if s.tooLarge { throw WebError(status: 413, "larger than \(WebLimits.maxDocument >> 20) MiB: merge with `coordfs resolve --merge`") }
+        guard let mine = try mine(body) ?? s.mine else { throw WebError(status: 400, "mine is needed for a merge") }
+        guard let base = s.base else { throw WebError(status: 409, "the base of conflict \(c.conflict.rawValue) was not kept: no merge") }
+        guard let theirs = s.theirs else {
+            throw WebError(status: 409, c.kind == .lostUpdate ? "the version the late save went over was not kept: no merge" : "the file was deleted since: no merge")
+        }
+        let merged = TextMerge.merge(base: base, mine: mine, theirs: theirs)
         return .object(JSONObject([
             "merged": .string(String(decoding: merged.text, as: UTF8.self)),
             "conflicts": .int(Int64(merged.conflicts)),
@@ -101,12 +164,14 @@ struct WebAPI: Sendable {
         let c = try await findConflict(body)
         let name = try string(body, "resolution")
         guard let resolution = Resolution(rawValue: name) else { throw WebError(status: 400, "unknown resolution \(name)") }
-        var mine: DocumentContents?
-        if case .string(let text)? = body["mine"] { mine = .bytes(Array(text.utf8)) }
-        if [Resolution.save, .keepBoth, .merge].contains(resolution) && mine == nil {
+        var mine = try self.mine(body)
+        // A presenter's save, keep both and merge write its version, which only it has: the page
+        // must send it. A lost update's mine is the file; one given to save or merge replaces it.
+        if c.kind != .lostUpdate && [Resolution.save, .keepBoth, .merge].contains(resolution) && mine == nil {
             throw WebError(status: 400, "\(name) needs your version (mine)")
         }
-        let r = try await backend.mount.resolve(c.conflict, with: resolution, mine: resolution == .close || resolution == .reload ? nil : mine)
+        if resolution == .close || resolution == .reload || (c.kind == .lostUpdate && resolution == .keepBoth) { mine = nil }
+        let r = try await backend.mount.resolve(c.conflict, with: resolution, mine: mine.map { .bytes($0) })
         var o = JSONObject()
         o["conflict"] = .int(Int64(r.conflict.rawValue))
         o["resolution"] = .string(r.resolution.rawValue)

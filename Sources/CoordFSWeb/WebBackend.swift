@@ -87,6 +87,7 @@ struct WebError: Error, CustomStringConvertible {
 enum SideBySide {
     /// The lines of `text` (without their newline).
     static func lines(_ text: [UInt8]) -> [String] {
+        if text.isEmpty { return [] }
         var lines = text.split(separator: 0x0A, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         if text.last == 0x0A { lines.removeLast() }
         return lines

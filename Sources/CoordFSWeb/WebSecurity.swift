@@ -43,7 +43,11 @@ public struct WebAccessPolicy: Sendable {
     /// The origins a page of this server has (`http://HOST`).
     public var origins: Set<String> { Set(hosts.map { "http://" + $0 }) }
 
-    public static let cookieName = "coordfs_web"
+    /// The cookie's name: `coordfs_web_PORT`. A browser keeps one cookie jar for every port of a
+    /// host, so with one name the page of a second `coordfs web` (another mount, another port)
+    /// would replace the first page's cookie, and every later request of the first page would
+    /// carry the other's token and be refused.
+    public let cookieName: String
     public static let headerName = "x-coordfs-token"
 
     public init(token: WebToken, host: String, port: Int) {
@@ -55,6 +59,7 @@ public struct WebAccessPolicy: Sendable {
             hosts.formUnion(["127.0.0.1:\(port)", "localhost:\(port)", "[::1]:\(port)"])
         }
         self.hosts = hosts
+        self.cookieName = "coordfs_web_\(port)"
     }
 
     /// What a request is.
@@ -86,7 +91,7 @@ public struct WebAccessPolicy: Sendable {
     public func check(_ kind: Kind, host: String?, queryToken: String?, cookie: String?, headerToken: String?,
                       origin: String?, fetchSite: String?) -> Refusal? {
         guard let host, hosts.contains(host.lowercased()) else { return .wrongHost }
-        let cookieToken = cookie.flatMap(Self.cookieValue)
+        let cookieToken = cookie.flatMap(cookieValue)
         let presented = [queryToken, cookieToken, headerToken].compactMap { $0 }
         if presented.isEmpty { return .noToken }
         // Every token presented must be right (one wrong one is not saved by another).
@@ -110,8 +115,8 @@ public struct WebAccessPolicy: Sendable {
         }
     }
 
-    /// `coordfs_web`'s value in a Cookie header.
-    static func cookieValue(_ header: String) -> String? {
+    /// This server's cookie's value in a Cookie header.
+    func cookieValue(_ header: String) -> String? {
         for part in header.split(separator: ";") {
             let p = part.trimmingCharacters(in: " ")
             if p.hasPrefix(cookieName + "=") { return String(p.dropFirst(cookieName.count + 1)) }

@@ -182,7 +182,7 @@ struct Guard: RouterMiddleware {
         // The token in the URL becomes a cookie (HttpOnly, this site only), so the page's own
         // requests and its WebSocket carry it without the URL.
         if query["token"] != nil {
-            response.headers[.setCookie] = "\(WebAccessPolicy.cookieName)=\(policy.token.value); Path=/; HttpOnly; SameSite=Strict"
+            response.headers[.setCookie] = "\(policy.cookieName)=\(policy.token.value); Path=/; HttpOnly; SameSite=Strict"
         }
         return secured(response, policy: policy)
     }

@@ -88,6 +88,7 @@ struct ConflictsCommand: ParsableCommand {
                     "since": StoreFormat.isoTime(Date(timeIntervalSince1970: Double(c.createdMs) / 1000)),
                 ]
                 if let b = c.baseVersion { o["baseVersion"] = b.rawValue }
+                if let t = c.theirsVersion { o["theirsVersion"] = t.rawValue }
                 print(StoreFormat.json(o))
             }
             return

@@ -10,22 +10,6 @@ import XCTest
 final class WebPageTests: CLITestCase {
     static let hostile = "<img src=x onerror=alert(1)>"
 
-    /// Starts `coordfs web` on the mount; returns it, its URL and its port.
-    private func startWeb() throws -> (Child, String, UInt16) {
-        let web = try startCoordfs(["web", mnt])
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            if let line = web.lines.first(where: { $0.contains("http://127.0.0.1:") }) {
-                let url = line.trimmingCharacters(in: .whitespaces)
-                let port = url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }
-                return (web, url, UInt16(port)!)
-            }
-            if web.wait(timeout: 0) != nil { break }
-            usleep(50_000)
-        }
-        throw CLIError("coordfs web did not print its URL: \(web.stdout) \(web.stderr)")
-    }
-
     private var screenshots: String {
         let dir = ProcessInfo.processInfo.environment["COORDFS_WEB_SCREENSHOTS"] ?? root + "/screenshots"
         mkdir(dir, 0o755)
@@ -44,13 +28,13 @@ final class WebPageTests: CLITestCase {
             XCTAssertEqual(r?.status, 401, "\(bad): \(String(describing: r))")
             XCTAssertFalse(r?.text.contains("coordfs-token") ?? true, bad)
         }
-        XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: host.merging(["Cookie": "coordfs_web=\(token.dropLast())x"]) { $1 })?.status, 401)
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: host.merging(["Cookie": "coordfs_web_\(port)=\(token.dropLast())x"]) { $1 })?.status, 401)
         // The right token: the page, its cookie (HttpOnly, SameSite=Strict), the API with the cookie alone.
         let page = HTTP.request(port: port, "GET", "/?token=\(token)", headers: host)
         XCTAssertEqual(page?.status, 200)
         XCTAssertTrue(page?.headers["set-cookie"]?.contains("HttpOnly; SameSite=Strict") == true, "\(String(describing: page))")
         XCTAssertTrue(page?.headers["content-security-policy"]?.contains("script-src 'self'") == true)
-        let cookie = ["Cookie": "coordfs_web=\(token)"]
+        let cookie = ["Cookie": "coordfs_web_\(port)=\(token)"]
         XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: host.merging(cookie) { $1 })?.status, 200)
         // Another Host (DNS rebinding): refused.
         XCTAssertEqual(HTTP.request(port: port, "GET", "/api/status", headers: ["Host": "evil.example:\(port)"].merging(cookie) { $1 })?.status, 421)
@@ -288,6 +272,72 @@ final class WebPageTests: CLITestCase {
         XCTAssertTrue(web.stderr.contains("is gone (its daemon stopped)"), web.stderr)
         let again = coordfs("web", mnt)
         XCTAssertEqual(again.status, 69, "\(again)")
+    }
+
+    /// Two `coordfs web` (two mounts, or one mount twice) open in one browser: each page keeps its
+    /// own token. Before, both set a cookie of one name, and a browser shares a host's cookies
+    /// among its ports: the second page's cookie replaced the first's, and every later request of
+    /// the first page (its API calls, its reconnecting live connection) carried a wrong token and
+    /// was refused.
+    func testTwoServersPagesInOneBrowserEachKeepTheirToken() throws {
+        try mount()
+        let (_, first, _) = try startWeb()
+        let (_, second, _) = try startWeb()
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(first)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the first page is live")
+        let firstTab = try browser.currentTab()
+        let secondTab = try browser.newTab()
+        try browser.switchTo(tab: secondTab)
+        try browser.open(second)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the second page is live")
+        for tab in [firstTab, secondTab] {
+            try browser.switchTo(tab: tab)
+            try browser.run("window.answer = null; api('GET', '/api/status').then(() => { window.answer = 'ok' }, (e) => { window.answer = e.message })")
+            XCTAssertNotNil(try browser.wait("return window.answer !== null"))
+            XCTAssertEqual(try browser.run("return window.answer") as? String, "ok", "the API from each page")
+            try browser.run("events.retry = 100; events.socket.close()")
+            XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent !== 'live'", timeout: 5))
+            XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 10), "each page reconnects")
+        }
+    }
+
+    /// Many pages (tabs) at once: each gets its stream at once, the first message and then a
+    /// write's records, however many are open (before, each stream's reader took a thread of
+    /// Dispatch's pool and held it, so past the pool's size a new page waited for one to close).
+    func testManyPagesAtOnceEachGetTheirStream() throws {
+        try mount()
+        let (_, url, port) = try startWeb()
+        let token = String(url.split(separator: "=").last!)
+        let script = #"""
+        import base64, os, select, socket, sys, time
+        port, token, n, path = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        socks = []
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", port))
+            key = base64.b64encode(os.urandom(16)).decode()
+            s.sendall(("GET /api/events?token=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\nOrigin: http://127.0.0.1:%d\r\n\r\n" % (token, port, key, port)).encode())
+            socks.append(s)
+        data = {s: b"" for s in socks}
+        def wait_all(needle, seconds):
+            deadline = time.time() + seconds
+            while time.time() < deadline:
+                pending = [s for s in socks if needle not in data[s]]
+                if not pending: return 0
+                ready, _, _ = select.select(pending, [], [], 0.2)
+                for s in ready: data[s] += s.recv(1 << 20)
+            return len([s for s in socks if needle not in data[s]])
+        first = wait_all(b'"cursor"', 10)
+        open(path, "w").write("hello\n")
+        seen = wait_all(path.split("/")[-1].encode(), 10)
+        print(first, seen)
+        """#
+        let r = run("/usr/bin/python3", ["-c", script, "\(port)", token, "120", mnt + "/many-pages.txt"], timeout: 90)
+        XCTAssertEqual(r.status, 0, "\(r)")
+        XCTAssertEqual(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0 0",
+                       "pages without their first message within 10 s, and without the write's records within 10 s more: \(r.stdout)")
     }
 
     /// The live connection drops and comes back: the page asks for what follows the last record it

@@ -153,7 +153,7 @@ final class FuzzTests: XCTestCase {
         case 13: return .conflictList(ConflictList(id: RequestID(id()), conflicts: (0..<Int(rng.next() % 3)).map { _ in
             ConflictInfo(conflict: ConflictID(id()), document: DocumentID(id()), path: path(), presenter: rng.next() % 2 == 0 ? PresenterID(id()) : nil,
                          storePresenter: text(), kind: .change, createdMs: id(), before: identity(), after: rng.next() % 2 == 0 ? identity() : nil,
-                         baseVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil)
+                         baseVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil, theirsVersion: rng.next() % 2 == 0 ? VersionID(id()) : nil)
         }))
         case 14:
             let mine: ResolutionContents? = [nil, .bytes(bytes()), .path(path())][Int(rng.next() % 3)]

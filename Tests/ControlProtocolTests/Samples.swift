@@ -119,6 +119,11 @@ enum Samples {
                 .init(seq: 12, revision: 57, node: "b", what: "holds write (token 57)", path: a),
                 .init(seq: 13, revision: 58, node: "a", what: "joined (lease 1, ttl 10 s)"),
             ], next: 14, oldest: 1)),
+            .conflictList(ConflictList(id: RequestID(39), conflicts: [
+                ConflictInfo(conflict: ConflictID(7), document: DocumentID(4), path: b, presenter: nil,
+                             storePresenter: "process:4242:81234:uid:1000", kind: .lostUpdate, createdMs: 1_763_759_351_114,
+                             before: identity, after: nil, baseVersion: VersionID(10), theirsVersion: VersionID(11)),
+            ])),
         ]
     }
 }

@@ -170,8 +170,12 @@ package struct ConflictInfo: Sendable, Hashable {
     package var after: DocumentIdentity?
     /// The presenter's base (what a merge uses), when it was kept.
     package var baseVersion: VersionID?
+    /// A lost update's theirs: the kept version its late save went over (nil for a presenter's
+    /// conflict, or when it was not kept).
+    package var theirsVersion: VersionID?
     package init(conflict: ConflictID, document: DocumentID, path: MountPath, presenter: PresenterID?, storePresenter: String,
-                kind: DocumentChangeKind, createdMs: UInt64, before: DocumentIdentity?, after: DocumentIdentity?, baseVersion: VersionID?) {
+                kind: DocumentChangeKind, createdMs: UInt64, before: DocumentIdentity?, after: DocumentIdentity?, baseVersion: VersionID?,
+                theirsVersion: VersionID? = nil) {
         self.conflict = conflict
         self.document = document
         self.path = path
@@ -182,6 +186,7 @@ package struct ConflictInfo: Sendable, Hashable {
         self.before = before
         self.after = after
         self.baseVersion = baseVersion
+        self.theirsVersion = theirsVersion
     }
 }
 
@@ -211,7 +216,8 @@ extension ConflictList: WireMessage {
                 path: try item.path("path"), presenter: try item.optionalUInt("presenter").map(PresenterID.init(rawValue:)),
                 storePresenter: try item.string("storePresenter", maxBytes: 512), kind: try item.enumeration("kind"),
                 createdMs: try item.uint("createdMs"), before: try item.optionalIdentity("before"),
-                after: try item.optionalIdentity("after"), baseVersion: try item.optionalUInt("baseVersion").map(VersionID.init(rawValue:))))
+                after: try item.optionalIdentity("after"), baseVersion: try item.optionalUInt("baseVersion").map(VersionID.init(rawValue:)),
+                theirsVersion: try item.optionalUInt("theirsVersion").map(VersionID.init(rawValue:))))
         }
     }
 
@@ -229,6 +235,7 @@ extension ConflictList: WireMessage {
             if let before = c.before { item["before"] = before.wireValue }
             if let after = c.after { item["after"] = after.wireValue }
             if let base = c.baseVersion { item["baseVersion"] = .int(Int64(base.rawValue)) }
+            if let theirs = c.theirsVersion { item["theirsVersion"] = .int(Int64(theirs.rawValue)) }
             return .object(item)
         })
     }

@@ -29,10 +29,28 @@ function el(tag, props, ...children) {
 
 function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
+// A name as the CLI shows it (`displayEscaped`), so it cannot pass for another: a byte that is not
+// UTF-8 (the protocol sends it as \udcNN) and a control character as \xNN (\n, \t, \r), C1
+// controls, line and paragraph separators and the bidirectional marks and overrides as \uXXXX,
+// and the backslash as \\.
+function shown(name) {
+  return String(name ?? "").replace(/\\|(?<![\ud800-\udbff])[\udc80-\udcff]|[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g, (ch) => {
+    const n = ch.charCodeAt(0);
+    if (ch === "\\") return "\\\\";
+    if (ch === "\n") return "\\n";
+    if (ch === "\t") return "\\t";
+    if (ch === "\r") return "\\r";
+    if (n >= 0xdc80 && n <= 0xdcff) return "\\x" + (n - 0xdc00).toString(16).padStart(2, "0");
+    if (n < 0x20 || n === 0x7f) return "\\x" + n.toString(16).padStart(2, "0");
+    return "\\u" + n.toString(16).padStart(4, "0");
+  });
+}
+
 function toast(message, isError) {
   const t = document.getElementById("toast");
   t.textContent = message;
   t.className = isError ? "toast error" : "toast";
+  t.setAttribute("role", isError ? "alert" : "status");
   t.hidden = false;
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => { t.hidden = true; }, isError ? 8000 : 4000);
@@ -116,8 +134,8 @@ function details(r) {
 
 function row(r, fresh) {
   const a = r.actor || {};
-  const actor = a.pid !== undefined ? (a.executable || "?") + " (pid " + a.pid + ", uid " + a.uid + ")" : "";
-  const path = r.oldPath ? r.oldPath + " → " + r.path : (r.path || "");
+  const actor = a.pid !== undefined ? shown(a.executable || "?") + " (pid " + a.pid + ", uid " + a.uid + ")" : "";
+  const path = r.oldPath ? shown(r.oldPath) + " → " + shown(r.path) : shown(r.path || "");
   return el("tr", { class: fresh ? "new" : "", data: { seq: r.seq } },
     el("td", {}, r.seq), el("td", {}, shortTime(r.time)), el("td", { class: "k-" + r.kind }, r.kind),
     el("td", { class: "path" }, path), el("td", {}, actor), el("td", { class: "mono" }, details(r)));
@@ -191,7 +209,7 @@ function connect() {
 
 let statusTimer = null;
 function refreshStatusSoon() { clearTimeout(statusTimer); statusTimer = setTimeout(refreshStatus, 200); }
-function intents(list) { return (list || []).map((i) => i.intent + " " + i.path + (i.options && i.options.length ? " (" + i.options.join(", ") + ")" : "")).join("; "); }
+function intents(list) { return (list || []).map((i) => i.intent + " " + shown(i.path) + (i.options && i.options.length ? " (" + i.options.join(", ") + ")" : "")).join("; "); }
 
 async function refreshStatus() {
   try {
@@ -199,9 +217,9 @@ async function refreshStatus() {
     document.getElementById("mount").textContent = s.mountPoint;
     const log = s.eventLog;
     document.getElementById("status-log").textContent = log ? "event log: " + (log.state === "stuck" ? "STUCK since " + log.since + ": " + log.error : "writing (pid " + log.pid + ")") : "";
-    fill("presenters", s.presenters, (p) => [p.presenter, p.pid, p.executable, p.uid, p.kind, p.path], 5);
-    fill("accesses", s.accesses, (a) => [a.access, a.pid, a.executable, a.uid, a.heldMs + " ms", intents(a.intents)], 5);
-    fill("waiting", s.waiting, (w) => [w.pid, w.executable, w.uid, w.waitingMs + " ms", intents(w.intents)], 4);
+    fill("presenters", s.presenters, (p) => [p.presenter, p.pid, shown(p.executable), p.uid, p.kind, shown(p.path)], 5);
+    fill("accesses", s.accesses, (a) => [a.access, a.pid, shown(a.executable), a.uid, a.heldMs + " ms", intents(a.intents)], 5);
+    fill("waiting", s.waiting, (w) => [w.pid, shown(w.executable), w.uid, w.waitingMs + " ms", intents(w.intents)], 4);
     for (const p of s.presenters) events.seenPaths.add(p.path);
   } catch (e) { toast("status: " + e.message, true); }
 }
@@ -218,6 +236,7 @@ function fill(id, list, cells, pathColumn) {
 let conflictTimer = null;
 function refreshConflictsSoon() { clearTimeout(conflictTimer); conflictTimer = setTimeout(refreshConflicts, 300); }
 let openConflict = null;
+let resolving = null;  // the conflict this page is resolving (its resolution is no news from elsewhere)
 
 async function refreshConflicts() {
   try {
@@ -227,82 +246,208 @@ async function refreshConflicts() {
     clear(tb);
     for (const c of conflicts) {
       events.seenPaths.add(c.path);
-      tb.append(el("tr", { data: { id: c.id } }, el("td", {}, c.id), el("td", { class: "path" }, c.path), el("td", {}, c.kind),
+      tb.append(el("tr", { data: { id: c.id } }, el("td", {}, c.id), el("td", { class: "path" }, shown(c.path)), el("td", {}, c.kind),
         el("td", { class: "mono" }, c.presenter), el("td", {}, time(c.createdMs)), el("td", {}, c.baseVersion ?? "-"),
-        el("td", {}, el("button", { class: "open-conflict", on: { click: () => showConflict(c.id) } }, "Open"))));
+        el("td", {}, el("button", { class: "open-conflict", "aria-label": "Open conflict " + c.id + " of " + shown(c.path), on: { click: () => showConflict(c.id) } }, "Open"))));
     }
-    if (openConflict !== null && !conflicts.some((c) => c.id === openConflict)) { openConflict = null; clear(document.getElementById("conflict-view")); }
+    if (openConflict !== null && !conflicts.some((c) => c.id === openConflict)) {
+      // Resolved meanwhile from another page or the CLI: say so rather than let the view vanish.
+      if (resolving !== openConflict) toast("Conflict " + openConflict + " was resolved elsewhere (another page or coordfs resolve): see the Events tab", true);
+      openConflict = null;
+      clear(document.getElementById("conflict-view"));
+    }
   } catch (e) { toast("conflicts: " + e.message, true); }
 }
 
-function lines(view, cls) {
+const SIDE_TITLES = {
+  base: "base (what the presenter loaded)", theirs: "theirs (the file now)",
+  "lost-base": "base (what the saver had read)", "lost-theirs": "theirs (the version the save went over, kept)", "lost-mine": "mine (the file the save left)",
+};
+
+function lines(view, cls, title, note) {
   const pre = el("pre", {});
   const changed = new Set(view.changed);
-  view.lines.forEach((l, i) => pre.append(el("span", { class: "line" + (changed.has(i) ? " changed" : "") }, l)));
-  return el("div", { class: "side " + cls }, el("h3", {}, cls === "base" ? "base (what the presenter loaded)" : "theirs (the file now)"), pre);
+  if (note) pre.append(el("span", { class: "line muted" }, note));
+  else view.lines.forEach((l, i) => pre.append(el("span", { class: "line" + (changed.has(i) ? " changed" : "") }, l)));
+  return el("div", { class: "side " + cls }, el("h3", {}, title), pre);
 }
 
-const LABELS = { save: "Save mine", reload: "Reload theirs", keepBoth: "Keep both", merge: "Merge", close: "Close (drop mine)" };
+const LABELS = { save: "Save mine", reload: "Reload theirs", keepBoth: "Keep both", merge: "Merge", close: "Close" };
+
+// What each button does, as `coordfs resolve --help` says it, for a presenter's conflict and for a lost update.
+function explain(r, lost) {
+  if (lost) return {
+    save: "Keep the file the late save left; when you edited mine (or loaded a file), write that over it instead. What it replaces is kept as a version.",
+    reload: "Write theirs (the version the late save went over) back over the file. The file now is kept as a version.",
+    keepBoth: "Write theirs beside the file as \u201cNAME (conflict DATE TIME).EXT\u201d; the file stays mine.",
+    merge: "Write the three-way merge of mine and theirs against what the saver read (the preview) over the file; overlapping changes are marked. The file now is kept as a version.",
+    close: "Write nothing: the file stays as the late save left it.",
+  }[r];
+  return {
+    save: "Write mine over the file (restores it if it was deleted). The file now is kept as a version.",
+    reload: "Take theirs: the file stays as it is now and mine is dropped; the presenter is told to reload.",
+    keepBoth: "Write mine beside the file as \u201cNAME (conflict DATE TIME).EXT\u201d; the file stays theirs.",
+    merge: "Write the three-way merge of mine and theirs against the base (the preview) over the file; overlapping changes are marked. The file now is kept as a version.",
+    close: "Drop mine and write nothing: the file stays as it is (or deleted).",
+  }[r];
+}
+
+function base64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
 
 async function showConflict(id) {
   const view = document.getElementById("conflict-view");
   clear(view);
   openConflict = id;
   let c;
-  try { c = await api("POST", "/api/conflict", { id }); } catch (e) { toast(e.message, true); return; }
-  view.append(el("h2", {}, "Conflict " + id + ": ", el("span", { class: "path" }, c.conflict.path), " (" + c.conflict.kind + ")"));
-  if (c.binary) { view.append(el("p", { class: "muted" }, "Binary contents: no side-by-side view or merge; the other resolutions apply.")); }
-  const mineText = el("textarea", { id: "mine", spellcheck: "false" });
-  mineText.value = c.baseText ?? "";
+  try { c = await api("POST", "/api/conflict", { id }); } catch (e) { toast(e.message, true); refreshConflicts(); return; }
+  if (openConflict !== id) return;
+  const lost = c.lostUpdate;
+  const name = shown(c.conflict.path);
+  view.append(el("h2", {}, "Conflict " + id + ": ", el("span", { class: "path" }, name), " (" + c.conflict.kind + ")"));
+  view.append(el("p", { class: "muted" }, lost
+    ? "A process (" + c.conflict.presenter + ") saved over a version that changed after it read it. Mine is the file its save left; theirs is the version it went over, kept; the base is what it had read."
+    : c.conflict.kind === "deletion"
+      ? "The file was deleted while its presenter (" + c.conflict.presenter + ") had unsaved changes. Mine is the presenter's version, which only it has: it starts as the base; edit it or load it from a file."
+      : "The file changed while its presenter (" + c.conflict.presenter + ") had unsaved changes. Mine is the presenter's version, which only it has: it starts as the base; edit it or load it from a file."));
+  const notes = [];
+  if (c.tooLarge) notes.push("Larger than the page shows (8 MiB): no side-by-side view or merge here (coordfs resolve --merge merges it); mine comes from a file, byte for byte.");
+  else if (c.binary) notes.push("Binary contents: no side-by-side view or merge; mine comes from a file, byte for byte.");
+  else if (!c.text) notes.push("Not plain UTF-8 text (a byte that is not UTF-8, or CR line ends): shown with \ufffd where a byte is not UTF-8; mine comes from a file, byte for byte, so nothing is changed by the browser.");
+  if (!lost && c.conflict.kind === "change" && !c.theirsExists) notes.push("The file was deleted since the conflict opened: Save mine restores it, Keep both writes mine beside it, Close drops mine.");
+  if (lost && !c.mineExists) notes.push("The file was deleted since the late save: Reload restores theirs, Save mine restores mine when you give it.");
+  if (lost && !c.theirsExists) notes.push("The version the late save went over was not kept: nothing to reload or keep beside it.");
+  if (!c.baseAvailable && c.conflict.kind !== "deletion") notes.push("The base was not kept: no merge.");
+  for (const n of notes) view.append(el("p", { class: "note" }, n));
+
+  let mineBytes = null;     // a file loaded as it is: { b64, name, size }
+  let edited = false;       // mine's editor changed (a lost update's mine is otherwise the file)
+  let holdsMerge = false;   // the editor holds the merged text
+  let lastMerged = null;
+  const mineText = el("textarea", { id: "mine", spellcheck: "false", "aria-label": "mine: your version of " + name });
+  mineText.value = c.mineText ?? "";
+  mineText.hidden = !c.text;
+  const loaded = el("p", { id: "mine-loaded", class: "muted" });
   const mineView = el("pre", {});
   const merged = el("pre", {});
-  const mergeInfo = el("span", { class: "muted" });
+  const mergeInfo = el("span", { id: "merge-info", class: "muted" });
+  const editMerge = el("button", { id: "edit-merge", type: "button", title: "Put the merged text in mine's editor, to mend the marked hunks; Save mine then writes it as it is" }, "Edit the merged text as mine");
+  editMerge.hidden = true;
+  editMerge.addEventListener("click", () => {
+    if (lastMerged === null) return;
+    mineText.value = lastMerged; edited = true; holdsMerge = true; mineBytes = null; loaded.textContent = "";
+    mergeInfo.textContent = "(mine's editor holds the merged text: mend it there; Save mine writes it as it is)";
+    editMerge.hidden = true;
+    mineText.focus();
+    update();
+  });
   if (!c.binary) {
-    view.append(el("div", { class: "sides" }, lines(c.base, "base"), lines(c.theirs, "theirs"),
-      el("div", { class: "side mine" }, el("h3", {}, "mine (your version: edit, or load a file)"), mineView, mineText)));
-    view.append(el("div", { class: "merged" }, el("h3", {}, "three-way merge preview ", mergeInfo), merged));
+    const t = (side) => SIDE_TITLES[(lost ? "lost-" : "") + side] || SIDE_TITLES[side];
+    const sides = [lines(c.base, "base", t("base"), c.baseAvailable ? null : "(not kept)"),
+      lines(c.theirs, "theirs", t("theirs"), c.theirsExists ? null : (lost ? "(not kept)" : "(deleted)"))];
+    const mineSide = el("div", { class: "side mine" }, el("h3", {}, lost ? SIDE_TITLES["lost-mine"] + (c.text ? ": edit to write your own" : "") : "mine (your version: edit, or load a file)"), mineView, mineText);
+    if (lost && c.mine && !c.text) c.mine.lines.forEach((l, i) => mineView.append(el("span", { class: "line" + (c.mine.changed.includes(i) ? " changed" : "") }, l)));
+    sides.push(mineSide);
+    view.append(el("div", { class: "sides" }, ...sides));
+    if (c.resolutions.includes("merge")) view.append(el("div", { class: "merged" }, el("h3", {}, "three-way merge preview ", mergeInfo, " ", editMerge), merged));
   } else {
     view.append(mineText);
   }
-  const file = el("input", { type: "file" });
-  file.addEventListener("change", async () => { if (file.files[0]) { mineText.value = await file.files[0].text(); preview(); } });
-  const actions = el("div", { class: "actions" }, el("span", {}, "Load mine from a file: "), file);
+  const file = el("input", { type: "file", id: "mine-file", "aria-label": "load mine from a file" });
+  file.addEventListener("change", async () => {
+    const f = file.files[0];
+    if (!f) return;
+    const bytes = new Uint8Array(await f.arrayBuffer());
+    let text = null;
+    try { text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes); } catch (e) { text = null; }
+    holdsMerge = false;
+    if (c.text && text !== null && !text.includes("\r")) {
+      mineText.value = text; edited = true; mineBytes = null; loaded.textContent = "";
+    } else {
+      mineBytes = { b64: base64(bytes), name: f.name, size: bytes.length };
+      loaded.textContent = "Mine: " + f.name + " (" + size(bytes.length) + "), sent byte for byte" + (c.text ? "; editing the text above uses the text instead" : "");
+    }
+    update();
+    preview();
+  });
+  mineText.addEventListener("input", () => { edited = true; if (mineBytes) { mineBytes = null; loaded.textContent = ""; } update(); clearTimeout(pending); pending = setTimeout(preview, 250); });
+
+  // Mine as a request sends it: null when the page has none (a presenter's binary mine not loaded yet).
+  function mineBody() {
+    if (mineBytes) return { mineBase64: mineBytes.b64 };
+    if (!c.text) return lost ? {} : null;
+    if (lost && !edited) return {};
+    return { mine: mineText.value };
+  }
+
+  view.append(el("div", { class: "actions" }, el("label", { for: "mine-file" }, "Load mine from a file: "), file), loaded);
+  const actions = el("div", { class: "choices", role: "group", "aria-label": "resolutions" });
+  const buttons = [];
   for (const r of c.resolutions) {
-    actions.append(el("button", { class: r === "merge" ? "primary resolve" : "resolve", data: { resolution: r },
-      on: { click: () => resolve(id, r, mineText.value) } }, LABELS[r] || r));
+    const what = explain(r, lost);
+    const descId = "what-" + r;
+    const b = el("button", { type: "button", class: r === "merge" ? "primary resolve" : "resolve", data: { resolution: r }, title: what, "aria-describedby": descId,
+      on: { click: () => resolve(id, r, mineBody(), buttons) } }, LABELS[r] || r);
+    buttons.push(b);
+    actions.append(el("div", { class: "choice" }, b, el("span", { id: descId, class: "muted" }, what)));
   }
   view.append(actions);
+  const needsMine = el("p", { id: "needs-mine", class: "note" }, "Save mine, Keep both and Merge write your version: load it from a file first.");
+  view.append(needsMine);
+  function update() {
+    const missing = mineBody() === null;
+    for (const b of buttons) {
+      if (!lost && ["save", "keepBoth", "merge"].includes(b.dataset.resolution)) b.disabled = missing;
+      // Once the editor holds the merged text, Save mine writes it; merging it again would not.
+      if (b.dataset.resolution === "merge" && holdsMerge) { b.disabled = true; b.title = "The editor holds the merged text: Save mine writes it"; }
+    }
+    needsMine.hidden = !missing;
+  }
+  update();
   let pending = null;
   async function preview() {
-    if (c.binary || !c.baseAvailable) { mergeInfo.textContent = c.baseAvailable ? "" : "(the base was not kept: no merge)"; return; }
+    if (!c.resolutions.includes("merge") || holdsMerge) return;
+    const mine = mineBody();
+    if (mine === null) { mergeInfo.textContent = "(load mine to see the merge)"; return; }
     try {
-      const p = await api("POST", "/api/merge-preview", { id, mine: mineText.value });
+      const p = await api("POST", "/api/merge-preview", Object.assign({ id }, mine));
+      if (holdsMerge) return;
       clear(merged); clear(mineView);
+      lastMerged = p.merged;
       for (const l of p.merged.replace(/\n$/, "").split("\n")) merged.append(el("span", { class: "line" + (/^(<<<<<<<|=======|>>>>>>>)/.test(l) ? " marker" : "") }, l));
       const ch = new Set(p.mine.changed);
-      p.mine.lines.forEach((l, i) => mineView.append(el("span", { class: "line" + (ch.has(i) ? " changed" : "") }, l)));
-      mergeInfo.textContent = p.conflicts ? "(" + p.conflicts + " conflicting hunk(s) marked)" : "(merges cleanly)";
+      if (!c.text || mineBytes) p.mine.lines.forEach((l, i) => mineView.append(el("span", { class: "line" + (ch.has(i) ? " changed" : "") }, l)));
+      mergeInfo.textContent = p.conflicts ? "(" + p.conflicts + " conflicting hunk(s) marked: Merge writes them with the marks; to mend them first, edit the merged text as mine)" : "(merges cleanly)";
+      editMerge.hidden = !(c.text && p.conflicts);
     } catch (e) { mergeInfo.textContent = "(" + e.message + ")"; }
   }
-  mineText.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(preview, 250); });
   preview();
 }
 
-async function resolve(id, resolution, mine) {
+async function resolve(id, resolution, mine, buttons) {
   const body = { id, resolution };
-  if (resolution === "save" || resolution === "keepBoth" || resolution === "merge") body.mine = mine;
+  if (resolution === "save" || resolution === "keepBoth" || resolution === "merge") Object.assign(body, mine || {});
+  for (const b of buttons) b.disabled = true;  // one resolution at a time: a second click sends nothing
+  resolving = id;
   try {
     const r = await api("POST", "/api/resolve", body);
-    let msg = "Resolved conflict " + r.conflict + " with " + r.resolution;
-    if (r.written) msg += "; wrote " + r.written;
+    let msg = "Resolved conflict " + r.conflict + " with " + LABELS[r.resolution];
+    if (r.written) msg += "; wrote " + shown(r.written);
     if (r.preservedVersion) msg += "; the file it replaced is version " + r.preservedVersion;
     if (r.resolution === "merge") msg += r.mergeConflicts ? "; " + r.mergeConflicts + " conflicting hunk(s) marked" : "; merged cleanly";
     toast(msg);
     openConflict = null;
     clear(document.getElementById("conflict-view"));
     document.getElementById("last-resolution").textContent = msg;
-    refreshConflicts();
-  } catch (e) { toast("resolve: " + e.message, true); }
+  } catch (e) {
+    toast("Not resolved: " + e.message, true);
+    for (const b of buttons) b.disabled = false;
+  }
+  resolving = null;
+  refreshConflicts();
 }
 
 // ---------------------------------------------------------------- versions
@@ -314,7 +459,7 @@ function showKnownPaths() {
   clear(known);
   const paths = [...events.seenPaths].filter((p) => p && !p.endsWith("/")).sort().slice(0, 60);
   if (paths.length) known.append(el("span", { class: "muted" }, "Seen: "));
-  for (const p of paths) known.append(el("button", { on: { click: () => { document.getElementById("v-path").value = p; showVersions(p); } } }, p));
+  for (const p of paths) known.append(el("button", { on: { click: () => { document.getElementById("v-path").value = p; showVersions(p); } } }, shown(p)));
 }
 
 async function showVersions(path) {
@@ -323,7 +468,7 @@ async function showVersions(path) {
   clear(list); clear(view);
   let v;
   try { v = await api("POST", "/api/versions", { path }); } catch (e) { toast("versions: " + e.message, true); return; }
-  list.append(el("li", { class: "current" }, el("strong", {}, "now"), " ", el("span", { class: "path" }, v.path)));
+  list.append(el("li", { class: "current" }, el("strong", {}, "now"), " ", el("span", { class: "path" }, shown(v.path))));
   if (!v.versions.length) view.append(el("p", { class: "muted" }, "No kept versions of this document."));
   for (const x of v.versions) {
     list.append(el("li", { data: { version: x.version } },
@@ -362,10 +507,10 @@ async function diffVersion(path, version) {
 }
 
 async function restoreVersion(path, version) {
-  if (!confirm("Restore version " + version + " over " + path + "? (The file it replaces is kept as a version.)")) return;
+  if (!confirm("Restore version " + version + " over " + shown(path) + "? (The file it replaces is kept as a version.)")) return;
   try {
     const r = await api("POST", "/api/restore", { path, version });
-    toast("Restored " + r.path + " to version " + r.version + (r.preservedVersion ? "; the file it replaced is version " + r.preservedVersion : ""));
+    toast("Restored " + shown(r.path) + " to version " + r.version + (r.preservedVersion ? "; the file it replaced is version " + r.preservedVersion : ""));
     showVersions(path);
   } catch (e) { toast("restore: " + e.message, true); }
 }

@@ -70,11 +70,27 @@ final class WebDriver {
 
     func acceptAlert() throws { try call("POST", "/alert/accept", [:]) }
 
+    /// Opens a new tab and returns its handle (the session stays in the current one).
+    func newTab() throws -> String {
+        guard let v = try call("POST", "/window/new", ["type": "tab"]) as? [String: Any], let handle = v["handle"] as? String else {
+            throw Failure(description: "no new tab")
+        }
+        return handle
+    }
+
+    /// The current tab's handle.
+    func currentTab() throws -> String { (try call("GET", "/window") as? String) ?? "" }
+
+    func switchTo(tab handle: String) throws { try call("POST", "/window", ["handle": handle]) }
+
+    /// Types `text` into the element (for a file input: the path of the file to load).
+    func type(_ css: String, _ text: String) throws { try call("POST", "/element/\(try element(css))/value", ["text": text]) }
+
     /// Waits until `script` returns true (polling every 25 ms); returns the seconds it took, nil at the timeout.
-    func wait(_ script: String, timeout: Double = 10) throws -> Double? {
+    func wait(_ script: String, _ args: [Any] = [], timeout: Double = 10) throws -> Double? {
         let start = Date()
         while Date().timeIntervalSince(start) < timeout {
-            if (try run(script) as? Bool) == true { return Date().timeIntervalSince(start) }
+            if (try run(script, args) as? Bool) == true { return Date().timeIntervalSince(start) }
             usleep(25_000)
         }
         return nil
@@ -91,5 +107,24 @@ final class WebDriver {
     func quit() {
         _ = try? Self.call(port, "DELETE", "/session/\(session)")
         driver.stop()
+    }
+}
+
+extension CLITestCase {
+    /// Starts `coordfs web` on the mount (as nobody when `asNobody`); returns it, its URL and its port.
+    func startWeb(asNobody: Bool = false) throws -> (Child, String, UInt16) {
+        let web = asNobody ? try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary, "web", mnt])
+                           : try startCoordfs(["web", mnt])
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let line = web.lines.first(where: { $0.contains("http://127.0.0.1:") }) {
+                let url = line.trimmingCharacters(in: .whitespaces)
+                let port = url.dropFirst("http://127.0.0.1:".count).prefix { $0.isNumber }
+                return (web, url, UInt16(port)!)
+            }
+            if web.wait(timeout: 0) != nil { break }
+            usleep(50_000)
+        }
+        throw CLIError("coordfs web did not print its URL: \(web.stdout) \(web.stderr)")
     }
 }
