@@ -121,7 +121,7 @@ struct ResolveCommand: ParsableCommand {
         do {
             open = try runBlocking { try await mount.session.conflicts() }.filter { $0.path == relative }
         } catch {
-            throw CLIError("cannot list the conflicts of \(path): \(error)")
+            throw CLIError("cannot list the conflicts of \(exactArgument(path)): \(error)")
         }
         let conflict = try pick(open.map { ($0.conflict.rawValue, $0.kind == .lostUpdate, $0.storePresenter) })
         let chosen = open.first { $0.conflict.rawValue == conflict.id }!
@@ -130,7 +130,7 @@ struct ResolveCommand: ParsableCommand {
         do {
             result = try runBlocking { try await mount.resolve(chosen.conflict, with: choice.resolution, mine: contents) }
         } catch {
-            throw ControlExit.documentRequestFailed("cannot resolve conflict \(conflict.id) of \(path)", error)
+            throw ControlExit.documentRequestFailed("cannot resolve conflict \(conflict.id) of \(exactArgument(path))", error)
         }
         print(summary(of: conflict.id, kind: chosen.kind.rawValue, written: result.writtenPath,
                       preserved: result.preservedVersion.map { "\($0.rawValue)" }, mergeConflicts: result.mergeConflicts))
@@ -144,13 +144,13 @@ struct ResolveCommand: ParsableCommand {
         let chosen: (id: UInt64, lostUpdate: Bool, presenter: String)
         if let conflictID {
             guard let c = open.first(where: { Int64(exactly: $0.id) == conflictID }) else {
-                throw CLIError("\(path) has no open conflict \(conflictID) that you may resolve" + (open.isEmpty ? "" : " (open: \(open.map { "\($0.id)" }.joined(separator: ", ")))"))
+                throw CLIError("\(exactArgument(path)) has no open conflict \(conflictID) that you may resolve" + (open.isEmpty ? "" : " (open: \(open.map { "\($0.id)" }.joined(separator: ", ")))"))
             }
             chosen = c
         } else {
-            guard let first = open.first else { throw CLIError("\(path) has no open conflict that you may resolve (see `coordfs conflicts`)") }
+            guard let first = open.first else { throw CLIError("\(exactArgument(path)) has no open conflict that you may resolve (see `coordfs conflicts`)") }
             guard open.count == 1 else {
-                throw CLIError("\(path) has \(open.count) open conflicts (\(open.map { "\($0.id) for \($0.presenter)" }.joined(separator: ", "))): pick one with --conflict ID")
+                throw CLIError("\(exactArgument(path)) has \(open.count) open conflicts (\(open.map { "\($0.id) for \($0.presenter)" }.joined(separator: ", "))): pick one with --conflict ID")
             }
             chosen = first
         }
@@ -170,7 +170,7 @@ struct ResolveCommand: ParsableCommand {
 
     /// The line printed after a resolution, through the daemon or in the store directly.
     private func summary(of conflict: UInt64, kind: String, written: String?, preserved: String?, mergeConflicts: Int) -> String {
-        var message = "resolved conflict \(conflict) of \(path) (\(kind)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
+        var message = "resolved conflict \(conflict) of \(exactArgument(path)) (\(kind)) with \(choice == .keepBoth ? "keep-both" : choice.rawValue)"
         if let written { message += "; wrote \(written)" }
         if let preserved { message += "; the file it replaced is version \(preserved)" }
         if choice == .merge {

@@ -46,11 +46,11 @@ struct RestoreCommand: ParsableCommand {
             let (mount, relative) = try CoordFSMount.containing(target)
             result = try runBlocking { try await mount.restore(wanted, to: relative) }
         } catch {
-            throw ControlExit.documentRequestFailed("cannot restore \(path) to version \(version)", error)
+            throw ControlExit.documentRequestFailed("cannot restore \(exactArgument(path)) to version \(version)", error)
         }
         var message = "restored \(target) to version \(version)"
         if let preserved = result.preservedVersion {
-            message += "; the file it replaced is version \(preserved.rawValue) (coordfs restore \(path) --version \(preserved.rawValue) undoes this)"
+            message += "; the file it replaced is version \(preserved.rawValue) (coordfs restore \(exactArgument(path)) --version \(preserved.rawValue) undoes this)"
         }
         print(message.displayEscaped)
     }

@@ -225,6 +225,9 @@ extension ByteNameCLITests {
         try "mine\n".write(toFile: mine, atomically: false, encoding: .utf8)
         let resolved = sh("\"$COORDFS\" resolve \(word(Array(mnt.utf8) + [UInt8(ascii: "/")] + long)) --keep-both --from '\(mine)'")
         XCTAssertEqual(resolved.status, 0, "keep both of a 255-byte name: \(resolved)")
+        // The path the user gave is shown with its bytes escaped (it was shown with U+FFFD).
+        XCTAssertTrue(resolved.stdout.contains("of \(mnt!)/" + String(repeating: "\\xff", count: 251) + ".txt"), resolved.stdout)
+        XCTAssertFalse(resolved.stdout.contains("\u{FFFD}"), resolved.stdout)
         var names: [[UInt8]] = []
         if let dir = opendir(backing) {
             while let entry = readdir(dir) {
