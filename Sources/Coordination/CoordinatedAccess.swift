@@ -68,6 +68,11 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// The arbitration tree's node of the entry of a single-intent access, while it holds one:
     /// the release takes the entry back from there instead of walking the path from the root.
     @exclusivity(unchecked) var leaf: PathNode?
+    /// The first presenter id not registered yet when the access was granted: a presenter registered
+    /// after that (while the access is held) is not told that the item changed or a subitem
+    /// changed by it (what it read when it registered may already hold the change); moves and
+    /// deletions still reach it, since they change what its path names.
+    @exclusivity(unchecked) var presentersRegisteredBefore: UInt64 = .max
     /// What the coordination gate (a cluster) gave this access, given back at release.
     @exclusivity(unchecked) var gatePass: (any GatePass)?
     /// What the access announced, for the gate.

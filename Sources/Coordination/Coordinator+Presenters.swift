@@ -358,7 +358,8 @@ extension Coordinator {
         if access.gatePass != nil && access.phase == .granted { access.gateChanges.append(change) }
         if !mayConcernPresenters(change, during: access) {
             // Nobody presents the item or anything above it: nothing to deliver, nothing to keep.
-            // (A presenter registered later in this access does not hear of it, as with Apple.)
+            // (A presenter registered later in this access does not hear of it, as with Apple:
+            // `presentersRegisteredBefore` keeps that rule when somebody was nearby.)
             lock.unlock()
             return
         }
@@ -366,7 +367,8 @@ extension Coordinator {
         if access.phase == .granted {
             access.announcements.append(pendingChange)
         } else {
-            deliver([pendingChange], origin: access.origin, requestID: access.id, intents: [])
+            deliver([pendingChange], origin: access.origin, requestID: access.id, intents: [],
+                    registeredBefore: access.presentersRegisteredBefore)
         }
         lock.unlock()
     }
@@ -402,8 +404,11 @@ extension Coordinator {
     }
 
     /// Queues the "did" messages for `announcements` (after the access's own asks, before its reacquirers).
+    /// Presenters with an id of `registeredBefore` or above registered after the access was granted:
+    /// they are not told that the access changed an item (the change may be older than their
+    /// registration, which read it), only of what it moved, made appear or deleted.
     func deliver(_ announcements: [PendingAnnouncement], origin: AccessOrigin, requestID: RequestID?,
-                 intents: [FileAccessIntent]) {
+                 intents: [FileAccessIntent], registeredBefore: UInt64 = .max) {
         if presenters.isEmpty { return }
         let excluded = origin.presenterID
         var out: [(PresenterRecord, PresenterNotification)] = []
@@ -440,8 +445,10 @@ extension Coordinator {
         for announcement in announcements {
             switch announcement {
             case .changed(let path):
-                guard let node = presenters.walk(to: path, ancestor: { add($0, .subitemDidChange(path)) }) else { break }
-                for record in node.records { add(record, .itemDidChange(path)) }
+                guard let node = presenters.walk(to: path, ancestor: { record in
+                    if record.id.rawValue < registeredBefore { add(record, .subitemDidChange(path)) }
+                }) else { break }
+                for record in node.records where record.id.rawValue < registeredBefore { add(record, .itemDidChange(path)) }
             case .deleted(let path):
                 let node = presenters.walk(to: path, ancestor: { add($0, .subitemDeleted(path)) })
                 // Presenters that were not asked to accommodate the deletion also learn the item changed

@@ -236,6 +236,7 @@ public final class Coordinator: @unchecked Sendable {
         nextRequest += 1
         request.phase = .granted
         request.grantedAt = now
+        request.presentersRegisteredBefore = nextPresenter
         request.gatePass = pass
         if sinkReference != nil {
             emit(request, at: now, .requested(intents: resolved, purpose: purpose))
@@ -392,6 +393,7 @@ public final class Coordinator: @unchecked Sendable {
     func grant(_ request: CoordinatedAccess, _ effects: inout Effects) {
         request.phase = .granted
         request.grantedAt = MonotonicClock.now()
+        request.presentersRegisteredBefore = nextPresenter
         cancelWaitTimer(request)
         if request.isPending {
             request.isPending = false
@@ -625,7 +627,8 @@ public final class Coordinator: @unchecked Sendable {
         request.gateChanges = []
         defer { if let pass { gate?.release(pass, changes: changes, origin: request.origin) } }
         if !request.announcements.isEmpty {
-            deliver(request.announcements, origin: request.origin, requestID: request.id, intents: request.intents)
+            deliver(request.announcements, origin: request.origin, requestID: request.id, intents: request.intents,
+                    registeredBefore: request.presentersRegisteredBefore)
             request.announcements = []
         }
         scheduleReacquirers(request)

@@ -131,6 +131,31 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         try assertOneSave(p, expect: "committed\n")
     }
 
+    /// A write that was over before the presenter registered, but whose handle another process still
+    /// holds (close(2) does not wait for the kernel's RELEASE either, which under load came after the
+    /// presenter of `testGitCheckout` registered and told it twice): the presenter, which registered
+    /// after the change, is not told it when the handle finally closes. The write's open waited for
+    /// a reader first, so it was not granted at once. The save that follows is one change.
+    func testAWriteOverBeforeThePresenterRegisteredIsNotToldItAtItsLateRelease() throws {
+        try write("doc.txt", "alpha\n")
+        try sh("""
+        (exec 3<doc.txt; sleep 0.5) >/dev/null 2>&1 &
+        sleep 0.1; exec 4>doc.txt; echo 'local edit' >&4
+        (sleep 2) >/dev/null 2>&1 &
+        """)
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "local edit\n")
+        let p = try present("doc.txt")
+        let doc = try ItemPath("doc.txt")
+        func holders() -> [RequestID] { coordinator.status().held.filter { $0.intents.contains { $0.path == doc } }.map(\.id) }
+        let deadline = Date().addingTimeInterval(6)
+        while !holders().isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(holders(), [], "the handle was released")
+        usleep(300_000)
+        XCTAssertEqual(p.log, [], "a change over before it registered: \(p.log)")
+        try sh("echo saved > doc.txt")
+        try assertOneSave(p, expect: "saved\n")
+    }
+
     func testTempFilePlusRenameLikeLibreOffice() throws {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")

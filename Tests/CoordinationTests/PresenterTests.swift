@@ -120,6 +120,44 @@ let presenterTable: [PresenterCase] = [
         #expect(journal.view("N") == ["didChange"])
     }
 
+    /// A presenter registered while an access is held is not told that the access changed the item,
+    /// whichever way the access was granted: at once with nobody nearby, or after a wait (another
+    /// holder, or a presenter elsewhere in the tree). Presenters registered before it are told;
+    /// a move still reaches the late one (its path changes).
+    @Test func aPresenterRegisteredWhileAnAccessIsHeldIsNotToldItsChange() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        // Granted at once, nobody near.
+        let quick = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("a")), origin: testOrigin))
+        try coordinator.addFilePresenter(RecordingPresenter("A", at: path("a"), journal: journal))
+        quick.didChange(path("a"))
+        quick.release()
+        // Granted after waiting for a reader of another process.
+        let reader = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("b")), origin: testOrigin))
+        let (_, box) = request(coordinator, [.writingIntent(with: path("b"))],
+                               origin: AccessOrigin(pid: 99, uid: 0, gid: 0, executable: "writer"))
+        #expect(box.access == nil, "the write waits for the reader")
+        try coordinator.addFilePresenter(RecordingPresenter("Early", at: path("b"), journal: journal))
+        reader.release()
+        #expect(await eventually { box.access != nil })
+        let waited = try #require(box.access)
+        try coordinator.addFilePresenter(RecordingPresenter("B", at: path("b"), journal: journal))
+        try coordinator.addFilePresenter(RecordingPresenter("Folder", at: .root, journal: journal))
+        waited.didChange(path("b"))
+        waited.release()
+        // A move by an access granted before the presenter registered: it follows.
+        let mover = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("c"), options: .forMoving), origin: testOrigin))
+        try coordinator.addFilePresenter(RecordingPresenter("C", at: path("c"), journal: journal))
+        mover.didMove(from: path("c"), to: path("c2"))
+        mover.release()
+        #expect(await eventually { journal.view("Early").contains("didChange") && journal.view("C").contains("didMove(c2)") })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(journal.view("A") == [], "\(journal.all)")
+        #expect(journal.view("B") == [], "\(journal.all)")
+        #expect(!journal.view("Folder").contains("subitemDidChange(b)"), "\(journal.all)")
+        #expect(journal.view("Early").filter { $0 == "didChange" }.count == 1, "\(journal.all)")
+    }
+
     @Test func registrationErrors() throws {
         let coordinator = Coordinator()
         let journal = Journal()
