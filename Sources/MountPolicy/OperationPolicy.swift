@@ -281,11 +281,17 @@ public struct OperationPolicy: Hashable, Sendable {
 
         // Maybe the first half of a rename-to-backup save: the document goes to a backup name (any
         // new name for a presented document, a temp/backup name for one inside a presented folder),
-        // and a new file at its name within save_window makes it a save; otherwise it moved.
-        if recognisesSaves, sourceIsFile, op.destinationKind == nil, !tempSource,
+        // and a new file at its name within save_window makes it a save; otherwise it moved. The
+        // temp/backup name may hold a file nobody presents (the backup of an earlier save): it is
+        // replaced. Over any other existing file it is a move.
+        let overOldBackup = destinationIsFile && op.destinationTempName && !op.destinationPresented
+        if recognisesSaves, sourceIsFile, op.destinationKind == nil || overOldBackup, !tempSource,
            op.destinationTempName ? op.sourceObserved : op.sourcePresented {
-            return Plan(first: first, intents: [.writingIntent(with: src)], before: [.beforeReplace(src)],
-                        done: [.beginSave(src, .renamed(to: dst, kept: !op.destinationTempName), otherwise: .moved(from: src, to: dst))],
+            let replaced = op.destinationKind != nil
+            return Plan(first: first, intents: [.writingIntent(with: src)] + (replaced ? [.writingIntent(with: dst, options: .forReplacing)] : []),
+                        before: [.beforeReplace(src)] + (replaced ? [.beforeReplace(dst)] : []),
+                        done: (replaced ? [.store(.didDelete(dst))] : [])
+                            + [.beginSave(src, .renamed(to: dst, kept: !op.destinationTempName), otherwise: .moved(from: src, to: dst))],
                         revealsSettledOnFailure: untold)
         }
 

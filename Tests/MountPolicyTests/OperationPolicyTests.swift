@@ -292,6 +292,17 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(off.intents, [.writingIntent(with: doc, options: .forMoving)], "save_window=0: a move")
         let over = policy.rename(.init(source: doc, destination: other, destinationKind: .other, sourcePresented: true))
         XCTAssertEqual(over.intents.last, .writingIntent(with: other, options: .forReplacing), "onto an existing item: not a backup")
+        // The backup of an earlier save is there already (mv -b, cp --backup, rsync -b, emacs in a
+        // new session): it is replaced, and the document's save begins all the same.
+        let overBackup = policy.rename(.init(source: doc, destination: backup, destinationKind: .file, destinationTempName: true,
+                                             sourcePresented: true, sourceObserved: true))
+        XCTAssertEqual(overBackup.intents, [.writingIntent(with: doc), .writingIntent(with: backup, options: .forReplacing)])
+        XCTAssertEqual(overBackup.before, [.beforeReplace(doc), .beforeReplace(backup)])
+        XCTAssertEqual(overBackup.done, [.store(.didDelete(backup)),
+                                         .beginSave(doc, .renamed(to: backup, kept: false), otherwise: .moved(from: doc, to: backup))])
+        let overPresented = policy.rename(.init(source: doc, destination: other, destinationKind: .file, sourcePresented: true,
+                                                destinationPresented: true))
+        XCTAssertNil(overPresented.done.first { if case .beginSave = $0 { true } else { false } }, "over a presented document: a move")
     }
 
     func testRenameWithExchangeChangesBothPaths() {

@@ -114,6 +114,26 @@ final class ToolSaveTests: StoreMountTestCase {
         XCTAssertEqual(backingText("doc.txt~"), "alpha\n")
     }
 
+    /// The backup name already holds the backup of an earlier save: the next save with a backup
+    /// is one change all the same (on main the document moved to the backup name, its presenter
+    /// with it, and the new file was another document).
+    func testSavesWithABackupWhenAnEarlierBackupIsThere() throws {
+        try write("doc.txt", "alpha\n")
+        try write("doc.txt~", "an earlier backup\n")
+        try source("copied\n")
+        let (p, _) = try presentDocument("doc.txt")
+        try sh("echo moved > new.txt && mv -b new.txt doc.txt")
+        try assertSaves(p, expect: "moved\n")
+        XCTAssertEqual(backingText("doc.txt~"), "alpha\n")
+        try sh("cp --backup=simple ../src.txt doc.txt")
+        try assertSaves(p, 2, expect: "copied\n")
+        XCTAssertEqual(backingText("doc.txt~"), "moved\n")
+        if have("emacs") {
+            try sh("emacs -Q --batch doc.txt --eval '(progn (goto-char (point-max)) (insert \"beta\\n\") (save-buffer))'")
+            try assertSaves(p, 3, expect: "copied\nbeta\n")
+        }
+    }
+
     func testTee() throws {
         try write("doc.txt", "alpha\n")
         let (p, _) = try presentDocument("doc.txt")
