@@ -89,7 +89,11 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// Formats the whole backlog and appends the records to the log, a batch under one lock on it.
     /// Under `formatter`.
     private func drainFormatting(_ f: inout RecordFormatter) {
+        // The backlog trades rings with the formatter's spare one, so both keep their capacity
+        // (a fresh ring would grow again, its steps moved, while steps queue during the batch).
         var batch = Backlog()
+        swap(&batch, &f.spareSteps)
+        defer { swap(&batch, &f.spareSteps) }
         while true {
             backlog.withLock { b in swap(&batch, &b) }
             if batch.count == 0 { return }
@@ -149,7 +153,7 @@ struct Backlog {
     }
 
     private mutating func grow() {
-        var wider = [PendingStep?](repeating: nil, count: max(16, slots.count * 2))
+        var wider = [PendingStep?](repeating: nil, count: max(64, slots.count * 2))
         for i in 0..<count { wider[i] = slots[(head &+ i) & (slots.count &- 1)].take() }
         slots = wider
         head = 0

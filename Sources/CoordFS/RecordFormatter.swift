@@ -35,6 +35,9 @@ struct RecordFormatter {
     private var fences: [UInt64: Int64] = [:]
     /// Records formatted and not yet handed to the log.
     var formatted = EncodedRecords()
+    /// An empty ring of steps the recorder trades with its backlog (`EventRecorder`), kept for
+    /// its capacity.
+    var spareSteps = Backlog()
     /// The actor fields of the last origin formatted, encoded (`RecordFields.actor`): every record
     /// names its actor, and a request's records (and a process's requests) name the same one, so
     /// they copy these bytes instead of encoding the executable's name again.
