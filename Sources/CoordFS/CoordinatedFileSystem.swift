@@ -1,3 +1,4 @@
+import Dispatch
 import Coordination
 import FuseKit
 import Glibc
@@ -30,6 +31,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
+    /// Opens answered ESTALE because their file was removed under the kernel's name (`open`): by
+    /// node, the process and when (monotonic ns).
+    private let staleOpens = Mutex<[ObjectIdentifier: (pid: pid_t, at: UInt64)]>([:])
     /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
     let passthroughWrites = PassthroughWrites()
     /// Implicit readers and their late saves (docs/semantics.md, "Lost updates"); off until the store configures it.
@@ -207,7 +211,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         let node = loopback.inode(id)
         // Only regular files are coordinated (the policy's rule, asked before looking the path up).
-        guard policy.coordinatesOpen(of: ItemKind(mode: node.type)), let p = path(node) else {
+        guard policy.coordinatesOpen(of: ItemKind(mode: node.type)) else {
+            return loopback.open(request, inode: id, file: file)
+        }
+        guard let p = path(node) else {
+            if removedUnderTheKernel(node, by: request.context.pid) { return request.reply(error: Errno(rawValue: ESTALE)) }
             return loopback.open(request, inode: id, file: file)
         }
         let who = origin(request.context, p)
@@ -246,6 +254,35 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         case .failure(let e):
             grant.release()
             request.reply(error: e)
+        }
+    }
+
+    /// Whether an open of `node`, a regular file with no path any more, should be answered ESTALE:
+    /// its file was removed or replaced under a name the kernel still holds (another node of a
+    /// cluster renamed a file over it and its change record had not reached this node when the
+    /// kernel used the name; a change beside the mount the watcher had not reported yet). The
+    /// kernel then looks the name up again and opens what it names now, coordinated; opened as it
+    /// was, the open would go uncoordinated and read the replaced file. The kernel tries once
+    /// more: an open of the same node by the same process right after (through a
+    /// /proc/PID/fd link to a removed file, which leads to the node again) is served as before.
+    private func removedUnderTheKernel(_ node: BackingNode, by pid: pid_t) -> Bool {
+        guard node.type == S_IFREG else { return false }
+        let removed: Bool
+        switch node.withDescriptor({ fd -> Bool in
+            var st = stat()
+            return fstat(fd, &st) == 0 && st.st_nlink == 0
+        }) {
+        case .success(let unlinked): removed = unlinked
+        case .failure(let e): removed = e == .noSuchFileOrDirectory
+        }
+        guard removed else { return false }
+        let key = ObjectIdentifier(node)
+        let now = DispatchTime.now().uptimeNanoseconds
+        return staleOpens.withLock { table in
+            if let last = table.removeValue(forKey: key), last.pid == pid, now - last.at < 1_000_000_000 { return false }
+            if table.count >= 256 { table = table.filter { now - $0.value.at < 1_000_000_000 } }
+            table[key] = (pid, now)
+            return true
         }
     }
 
