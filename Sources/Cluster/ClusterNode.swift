@@ -1381,7 +1381,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
         run(effects)
         // Earlier records are gone with the history: the documents presented here are looked at.
-        let presented = lock.withLock { state.presenterKeys.values.filter { $0.node == name }.map(\.path) }
+        // This node's own presenters (its session may be new, their keys not put again yet).
+        let presented = lock.withLock { state.presenters.values.compactMap(\.path.path) }
         let origin = AccessOrigin(pid: 0, uid: 0, gid: 0, executable: "etcd compaction@\(name)")
         for path in host?.clusterChangesMissed(at: Array(Set(presented)), origin: origin) ?? [] {
             coordinator?.announce(.changed(path), origin: origin)

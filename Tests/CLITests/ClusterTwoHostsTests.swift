@@ -56,7 +56,8 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
         print("b's write while a was cut off took \(String(format: "%.2f", took)) s (a's TTL \(ttl) s)")
         // Later records of b's overwrite the one of doc.txt in etcd (one key per node).
         XCTAssertEqual(sh("echo x > '\(mntB!)/x.txt' && sleep 0.2 && echo n1 > '\(mntB!)/notes.txt'").status, 0)
-        usleep(300_000)
+        // a's watch fails (its probe times out) before the history goes: it then needs what etcd compacted.
+        XCTAssertTrue(waitUntil(20) { daemonLog("a").contains("etcd unreachable") }, "a's log: \(daemonLog("a"))")
         let revision = try etcdRevision()
         XCTAssertTrue(etcdctl(["compact", String(revision)]).contains("compacted revision"))
         try ns.restore()
