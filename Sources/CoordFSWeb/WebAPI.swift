@@ -171,7 +171,16 @@ struct WebAPI: Sendable {
             throw WebError(status: 400, "\(name) needs your version (mine)")
         }
         if resolution == .close || resolution == .reload || (c.kind == .lostUpdate && resolution == .keepBoth) { mine = nil }
-        let r = try await backend.mount.resolve(c.conflict, with: resolution, mine: mine.map { .bytes($0) })
+        let r: DocumentResolutionResult
+        do {
+            r = try await backend.mount.resolve(c.conflict, with: resolution, mine: mine.map { .bytes($0) })
+        } catch {
+            // The page cannot name a file inside the mount as the CLI can (`--from`).
+            if case .tooLarge(let bytes, let limit) = error {
+                throw WebError(status: 413, "mine is \(bytes) bytes, more than the page can send (\(limit)): resolve it with `coordfs resolve --from FILE`")
+            }
+            throw error
+        }
         var o = JSONObject()
         o["conflict"] = .int(Int64(r.conflict.rawValue))
         o["resolution"] = .string(r.resolution.rawValue)

@@ -258,6 +258,49 @@ final class WebConflictTests: CLITestCase {
         _ = (presenters, d)
     }
 
+    /// Huge and empty documents over HTTP against the real server: a side past 8 MiB gets no
+    /// side-by-side view or merge (a merge preview says to use the CLI) and the other resolutions
+    /// stay; a mine larger than one protocol message is refused saying what to do instead (before:
+    /// "pass a file inside the mount instead", which a page cannot), with nothing written; an
+    /// empty base is no lines, not one empty line.
+    func testHugeAndEmptyDocumentsAreSaidSo() throws {
+        FileManager.default.createFile(atPath: backing + "/big.txt", contents: Data(repeating: 0x61, count: 9 << 20))
+        FileManager.default.createFile(atPath: backing + "/empty.txt", contents: Data())
+        try mount()
+        let presenters = try ["big.txt", "empty.txt"].map { try present($0, unsaved: true) }
+        XCTAssertEqual(sh("echo more >> '\(mnt!)/big.txt' && echo x > '\(mnt!)/empty.txt'").status, 0)
+        var ids: [String: Int] = [:]
+        for c in jsonLines(coordfs("conflicts", mnt, "--json")) { ids[((c["path"] as? String) ?? "").split(separator: "/").last.map(String.init) ?? ""] = c["id"] as? Int }
+        let (_, url, port) = try startWeb()
+        let headers = ["X-CoordFS-Token": String(url.split(separator: "=").last!), "Content-Type": "application/json"]
+        func post(_ path: String, _ body: [String: Any]) throws -> HTTPResponse? {
+            HTTP.request(port: port, "POST", path, headers: headers, body: Array(try JSONSerialization.data(withJSONObject: body)), timeout: 30)
+        }
+        let big = try XCTUnwrap(ids["big.txt"])
+        let view = try post("/api/conflict", ["id": big])
+        let object = (try? JSONSerialization.jsonObject(with: Data(view?.body ?? []))) as? [String: Any]
+        XCTAssertEqual(object?["tooLarge"] as? Bool, true, "\(String(describing: view))")
+        XCTAssertEqual(object?["resolutions"] as? [String], ["save", "reload", "keepBoth", "close"])
+        XCTAssertNil(object?["theirs"], "no side-by-side view")
+        let preview = try post("/api/merge-preview", ["id": big, "mine": "a"])
+        XCTAssertEqual(preview?.status, 413)
+        XCTAssertTrue(preview?.text.contains("coordfs resolve --merge") == true, "\(String(describing: preview))")
+        let huge = try post("/api/resolve", ["id": big, "resolution": "save", "mineBase64": Data(repeating: 0x62, count: 1 << 20).base64EncodedString()])
+        XCTAssertEqual(huge?.status, 413, "\(String(describing: huge))")
+        XCTAssertTrue(huge?.text.contains("coordfs resolve --from FILE") == true, "\(String(describing: huge))")
+        var st = stat()
+        XCTAssertEqual(stat(backing + "/big.txt", &st), 0)
+        XCTAssertEqual(Int(st.st_size), (9 << 20) + 5, "nothing written")
+        XCTAssertEqual(jsonLines(coordfs("conflicts", mnt, "--json")).count, 2, "still open")
+
+        let empty = try post("/api/conflict", ["id": try XCTUnwrap(ids["empty.txt"])])
+        let e = (try? JSONSerialization.jsonObject(with: Data(empty?.body ?? []))) as? [String: Any]
+        XCTAssertEqual((e?["base"] as? [String: Any])?["lines"] as? [String], [], "\(String(describing: empty))")
+        XCTAssertEqual((e?["theirs"] as? [String: Any])?["lines"] as? [String], ["x"])
+        XCTAssertEqual(e?["mineText"] as? String, "")
+        _ = presenters
+    }
+
     /// `coordfs web` run by nobody on an allow_other mount: its page lists and resolves nobody's
     /// own lost update, never root's conflicts (not listed, and a crafted request for one is
     /// refused without a word about it), as the control protocol rules.

@@ -307,7 +307,8 @@ async function showConflict(id) {
   if (openConflict !== id) return;
   const lost = c.lostUpdate;
   const name = shown(c.conflict.path);
-  view.append(el("h2", {}, "Conflict " + id + ": ", el("span", { class: "path" }, name), " (" + c.conflict.kind + ")"));
+  const heading = el("h2", { tabindex: "-1" }, "Conflict " + id + ": ", el("span", { class: "path" }, name), " (" + c.conflict.kind + ")");
+  view.append(heading);
   view.append(el("p", { class: "muted" }, lost
     ? "A process (" + c.conflict.presenter + ") saved over a version that changed after it read it. Mine is the file its save left; theirs is the version it went over, kept; the base is what it had read."
     : c.conflict.kind === "deletion"
@@ -407,6 +408,7 @@ async function showConflict(id) {
     needsMine.hidden = !missing;
   }
   update();
+  heading.focus();  // keyboard users land on what opened; Tab goes on to mine and the buttons
   let pending = null;
   async function preview() {
     if (!c.resolutions.includes("merge") || holdsMerge) return;
