@@ -485,7 +485,15 @@ final class MountCommandTests: MountTestCase {
         for n in 0..<20 {
             XCTAssertEqual(Sys.put(fixture.mountpoint + "/after-the-swap-\(n)", Array("one\n".utf8)), .success())
         }
+        // The daemon removes its pid file and closes its log as it ends, which may be after the
+        // unmount returned: wait for it to end before looking.
+        let daemonPID = pid_t(String(decoding: Sys.contents(stolen + "/daemon.pid").0 ?? [], as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        XCTAssertGreaterThan(daemonPID, 0, "the daemon's pid file is not in its own folder")
         XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
+        let ends = Date().addingTimeInterval(20)
+        while daemonPID > 0, kill(daemonPID, 0) == 0, Date() < ends { usleep(20_000) }
+        XCTAssertFalse(daemonPID > 0 && kill(daemonPID, 0) == 0, "the daemon did not end after the unmount")
         XCTAssertEqual(Sys.contents(victim).0 == precious, true, "root's file was written through nobody's links")
         XCTAssertEqual(Sys.readdir(state + "/log").0.map(\.name), [], "the event log was written into nobody's folder")
         XCTAssertEqual(Sys.readdir(state + "/store").0.map(\.name), [], "the store was written into nobody's folder")
