@@ -214,7 +214,10 @@ public final class Daemon: @unchecked Sendable {
             return 1
         }
         writePIDFile()
-        defer { unlink(plan.state.io.pidFile) }
+        defer {
+            unlink(plan.state.io.pidFile)
+            plan.state.letGo()
+        }
         // A lazy unmount (from the signal thread, or `coordfs unmount`) ends the loop once open files
         // are closed.
         let rc = session.run(maxThreads: plan.options.maxThreads)
@@ -239,6 +242,7 @@ public final class Daemon: @unchecked Sendable {
             loopback.setBackingFileRegistry(nil) // the session holds the loopback: no cycle left behind
             coordinated?.finishPendingSaves()
             stopServices()
+            plan.state.letGo()
             finished.withLock { $0 = true }
         }
         var waited = 0.0

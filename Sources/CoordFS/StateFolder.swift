@@ -141,6 +141,14 @@ public struct StateFolder: Sendable, Equatable {
         return warning
     }
 
+    /// Closes the held descriptors (`hold()`), once nothing uses `io` any more: the daemon's last
+    /// step, after its services stopped. A daemon in a process that goes on (tests, embedding) would
+    /// otherwise keep a file of the backing folder's file system open, which keeps a backing folder
+    /// on another FUSE mount from ending.
+    func letGo() {
+        held.forEach { close($0) }
+    }
+
     /// Lets other users reach the control socket (search only, never list or change): every folder
     /// of the chain this process holds (`hold()`) and owns. `nodes` may be listed too, so that a
     /// client finds the node whose mount record names its mount point (the names of nodes are no
