@@ -540,16 +540,35 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 for r in list where r.order < hold.order { hit.append(r) }
             }
         }
-        for r in hit where !r.dead && !r.recalled {
-            r.recalled = true
-            if r.inUse == 0 {
-                if r.granted { state.idleRights -= 1 }
-                r.dead = true
-                state.rights[r.path]?.removeAll { $0 === r }
-                state.rightsByKey[r.key] = nil
-                queue(r.key, .delete)
-            } else if r.mode == .subtreeWrite && r.granted && !r.uses.keys.allSatisfy({ $0 == r.path }) {
-                split(r)
+        for r in hit { recallRight(r) }
+    }
+
+    /// Recalls this node's right `r`: gone at once when idle, else as soon as its accesses end (a
+    /// folder right in use split along them first).
+    func recallRight(_ r: Right) {
+        guard !r.dead && !r.recalled else { return }
+        r.recalled = true
+        if r.inUse == 0 {
+            if r.granted { state.idleRights -= 1 }
+            r.dead = true
+            state.rights[r.path]?.removeAll { $0 === r }
+            state.rightsByKey[r.key] = nil
+            queue(r.key, .delete)
+        } else if r.mode == .subtreeWrite && r.granted && !r.uses.keys.allSatisfy({ $0 == r.path }) {
+            split(r)
+        }
+    }
+
+    /// This node's rights `fresh`, just taken in etcd, are recalled by any younger conflicting right
+    /// of another node the watch has shown already. The watch may deliver such a right before the
+    /// transaction that took `fresh` has answered here: `recall(for:)` then found nothing to
+    /// recall, and the right, kept idle after its access, held the other node's access up until its
+    /// wait deadline (EBUSY for a rename of a document both nodes save at once).
+    func recallByYoungerHolds(_ fresh: [Right]) {
+        guard !fresh.isEmpty, state.holdsBelow[.root]?.contains(where: { $0.key != name }) == true else { return }
+        for hold in state.holds.values where hold.node != name {
+            for r in fresh where !r.dead && !r.recalled && r.order < hold.order && Self.conflict(r.path, r.mode, hold.path, hold.mode) {
+                recallRight(r)
             }
         }
     }
@@ -705,6 +724,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     take(r, w.use, w.useMode)
                     uses.append((r, w.use, w.useMode))
                 }
+                recallByYoungerHolds(fresh)
             }
             while true {
                 let blockers = conflicts(found, wanted: wanted, order: order, exempt: exempt)
