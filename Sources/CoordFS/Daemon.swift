@@ -69,7 +69,7 @@ public final class Daemon: @unchecked Sendable {
                 let log = try EventLogWriter(directory: plan.state.io.eventLog, options: plan.options.eventLog.writerOptions)
                 eventLog = log
                 log.setNoticeHandler { notice in sayOnStandardError(Daemon.describe(notice)) }
-                let recorder = EventRecorder(log: log)
+                let recorder = EventRecorder(log: log, share: plan.options.eventLog.userShare)
                 self.recorder = recorder
                 coordinator.eventSink = recorder
                 // Formatting and encoding records on the worker that polls /dev/fuse, between requests.

@@ -10,7 +10,20 @@ public struct EventLogSettings: Sendable, Equatable {
     public var maxMegabytes: UInt64 = 256
     /// Retention by age.
     public var maxDays: Double? = nil
+    /// `log_user_share`: the percentage of `maxMegabytes` one user's records (not root's, not the
+    /// owner's) may take before its further records are summarised (100: no bound).
+    public var userSharePercent = 10
     public init() {}
+
+    /// `log_user_share`: 1 to 100 percent.
+    public static let userShareRange: ClosedRange<Int> = 1...100
+
+    /// Each user's share of the log, for the daemon's recorder (nil when off).
+    var userShare: UserLogShare? {
+        guard userSharePercent < 100 else { return nil }
+        return UserLogShare(percent: userSharePercent, logBytes: writerOptions.maxTotalBytes ?? maxMegabytes << 20,
+                            exempt: PeerLimits.exemptUsers)
+    }
 
     /// `log_max_mb`: 1 MiB to 16 TiB (`MountOptions.parse` refuses the rest).
     public static let megabytesRange: ClosedRange<UInt64> = 1...(1 << 24)

@@ -21,14 +21,20 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
     /// queue bound, with gap records, applies after that).
     static let backlogLimit = 65_536
 
-    package init(log: EventLogWriter) {
+    package init(log: EventLogWriter, share: UserLogShare? = nil) {
         self.log = log
+        if let share, !share.isOff { formatter.withLock { $0.share = share } }
         log.setSource { [weak self] in self?.drain() }
     }
 
     /// Ends the hand-over to the log writer (after a last `drain`).
     func detach() {
         drain()
+        // What is gathered for users over their share is said before the log closes.
+        formatter.withLock { f in
+            f.emitDueSummaries(force: true)
+            log.append(encoded: &f.formatted)
+        }
         log.setSource(nil)
     }
 
@@ -72,7 +78,9 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
                 taken += 1
             }
             helped.add(taken, ordering: .relaxed)
+            f.emitDueSummaries()
             log.append(encoded: &f.formatted)
+            f.settleShare(log)
             return more
         } ?? false
     }
@@ -99,6 +107,7 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
             if batch.count == 0 { return }
             f.format(&batch)
             log.append(encoded: &f.formatted)
+            f.settleShare(log)
             // Keep the buffers, but give back the memory of a rare huge burst.
             batch.shrinkIfLarge()
         }

@@ -96,7 +96,8 @@ public struct MountOptions: Sendable, Equatable {
           spin_adapt=on|off, transport=auto|uring|dev, debug
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
-        event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), log_max_days=N (at most 36500)
+        event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216),
+          log_max_days=N (at most 36500), log_user_share=PERCENT (1 to 100, 10)
         \(StoreOptions.documentation)
         \(PeerLimits.documentation)
         \(ClusterOptions.documentation)
@@ -175,6 +176,11 @@ public struct MountOptions: Sendable, Equatable {
                         throw .badOption(item, "expects \(Limits.describe(EventLogSettings.megabytesRange)) MiB")
                     }
                     o.eventLog.maxMegabytes = n
+                case ("log_user_share", let v?):
+                    guard let n = Int(v), EventLogSettings.userShareRange.contains(n) else {
+                        throw .badOption(item, "expects \(Limits.describe(EventLogSettings.userShareRange)) percent of log_max_mb")
+                    }
+                    o.eventLog.userSharePercent = n
                 case ("log_max_days", let v?):
                     guard let d = Double(v), d > 0, d <= EventLogSettings.maxDaysLimit else {
                         throw .badOption(item, "expects more than 0 and at most \(Limits.describe(EventLogSettings.maxDaysLimit)) days")

@@ -44,6 +44,8 @@ struct RecordFormatter {
     /// (Kept field by field: read through an optional tuple, it was copied, its string and buffer
     /// retained and released, at every record.)
     private var lastActor = LastActor()
+    /// Each user's share of the log (`-o log_user_share`): records of a user over it are summarised.
+    var share: UserLogShare?
 
     private struct LastActor {
         var valid = false
@@ -109,6 +111,24 @@ struct RecordFormatter {
         // steps are milliseconds old at most, unless the writer fell behind).
         let offset = Self.wallMinusMonotonicNanos()
         while let step = steps.popFirst() { format(consume step, offset: offset) }
+        emitDueSummaries()
+    }
+
+    /// Writes the summaries of users over their share that are due (`UserLogShare.emitDue`), all
+    /// of them when `force` (the log is closing).
+    mutating func emitDueSummaries(force: Bool = false) {
+        guard share?.hasPending == true else { return }
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let now = EventTime(millisecondsSinceEpoch: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+        share!.emitDue(now: now, into: &formatted, force: force)
+    }
+
+    /// After the formatted records were handed to `log`: what retention deleted stops counting
+    /// against its users' shares.
+    mutating func settleShare(_ log: EventLogWriter) {
+        guard share?.wantsSettle == true else { return }
+        share!.settle(lastSeq: log.lastAssignedSeq, oldestSeq: log.index.bounds.oldestSeq)
     }
 
     /// Formats one step into `formatted`; `offset` is `wallMinusMonotonicNanos()` read for its batch.
@@ -118,7 +138,9 @@ struct RecordFormatter {
         }
         switch consume step {
         case .event(let e): format(e, at: wall(e.time))
-        case .record(let r, let time): formatted.append(r, at: wall(time))
+        case .record(let r, let time):
+            formatted.append(r, at: wall(time))
+            if share != nil, let uid = r.actor?.uid { share!.admit(uid: uid, into: &formatted) }
         }
     }
 
@@ -137,6 +159,7 @@ struct RecordFormatter {
             if let o = event.origin { appendActor(o) }
             if let request { formatted.fields.requestID(request) }
             formatted.finish(kind, at: time)
+            if share != nil, let o = event.origin { share!.admit(uid: o.uid, into: &formatted) }
         }
         // One record per item: its path and intent, the event's fields, and the latency if any.
         func finish(_ kind: EventKind, _ items: Items, latencyMicros: UInt64? = nil, note: String? = nil, fence: Int64? = nil) {
@@ -159,6 +182,7 @@ struct RecordFormatter {
             let actor = event.origin.map { EventActor(pid: $0.pid, uid: $0.uid, executable: $0.executable) }
             if details.requestID == nil { details.requestID = request }
             formatted.append(EventRecord(kind: kind, path: path, oldPath: old, actor: actor, details: details), at: time)
+            if share != nil, let uid = actor?.uid { share!.admit(uid: uid, into: &formatted) }
         }
         switch event.kind {
         case .requested(let intents, _):

@@ -231,11 +231,16 @@ extension DocumentStore {
             total -= try Int64.fetchOne(db, sql: "SELECT size FROM version WHERE id = ?", arguments: [row["id"] as Int64]) ?? 0
         }
         if total > retention.maxTotalBytes {
-            for row in try Row.fetchAll(db, sql: "SELECT v.id, v.storedName, v.size FROM version v WHERE NOT \(pinned) ORDER BY v.id") {
-                if total <= retention.maxTotalBytes { break }
-                if doomedIDs.contains(row["id"]) || held.contains(row["id"]) { continue }
-                doomed.append(row)
-                total -= row["size"] as Int64
+            // Fair between users: the oldest unpinned version of the user holding the most
+            // unpinned bytes goes first, so one user's churn evicts its own versions before
+            // another's (docs/document-store.md, "Retention and garbage collection").
+            let candidates = try Row.fetchAll(db, sql: "SELECT v.id, v.storedName, v.size, v.srcUid FROM version v WHERE NOT \(pinned) ORDER BY v.id")
+                .filter { !doomedIDs.contains($0["id"]) && !held.contains($0["id"]) }
+            var byHolder = FairEviction()
+            for (i, row) in candidates.enumerated() { byHolder.add(i, holder: row["srcUid"] as Int64?, size: row["size"]) }
+            while total > retention.maxTotalBytes, let i = byHolder.next() {
+                doomed.append(candidates[i])
+                total -= candidates[i]["size"] as Int64
             }
         }
         for row in doomed {
@@ -259,5 +264,39 @@ extension DocumentStore {
             throw DocumentStoreError.database(error.description)
         }
         for name in dropped { FileSystem.unlinkIfPresent(storedPath(name)) }
+    }
+}
+
+/// The order in which retention's size rule drops unpinned versions: always the oldest of the
+/// holder (the user who owned the kept file, `srcUid`; versions of older stores, without one, are
+/// one holder of their own) that holds the most unpinned bytes still kept, ties going to the
+/// holder with the older version. With one holder this is oldest first.
+struct FairEviction {
+    private var queues: [Int64?: (items: [(index: Int, size: Int64)], next: Int, bytes: Int64)] = [:]
+
+    /// Adds candidate `index` (given oldest first) of `holder`, of `size` logical bytes.
+    mutating func add(_ index: Int, holder: Int64?, size: Int64) {
+        queues[holder, default: ([], 0, 0)].items.append((index, size))
+        queues[holder]!.bytes += size
+    }
+
+    /// The next candidate to drop, or nil when none is left.
+    mutating func next() -> Int? {
+        var best: (holder: Int64?, bytes: Int64, oldest: Int)?
+        for (holder, q) in queues where q.next < q.items.count {
+            let oldest = q.items[q.next].index
+            if best == nil || q.bytes > best!.bytes || (q.bytes == best!.bytes && oldest < best!.oldest) {
+                best = (holder, q.bytes, oldest)
+            }
+        }
+        guard let chosen = best else { return nil }
+        return take(chosen.holder)
+    }
+
+    private mutating func take(_ holder: Int64?) -> Int {
+        let item = queues[holder]!.items[queues[holder]!.next]
+        queues[holder]!.next += 1
+        queues[holder]!.bytes -= item.size
+        return item.index
     }
 }

@@ -53,6 +53,15 @@ package struct RecordFields {
         RecordCodec.appendString(.message, message, to: &buffer)
     }
 
+    /// Fields encoded elsewhere, whole.
+    package mutating func appendEncoded(_ bytes: UnsafeRawBufferPointer) { buffer.append(contentsOf: bytes) }
+
+    /// Drops the fields from `offset` on.
+    package mutating func removeSuffix(from offset: Int) { buffer.removeSuffix(from: offset) }
+
+    /// The `bytes` detail.
+    package mutating func bytes(_ v: UInt64) { RecordCodec.appendVarintField(.bytes, v, to: &buffer) }
+
     /// Every field of `record` (its seq, time and kind aside).
     package mutating func fields(of record: borrowing EventRecord) { RecordCodec.appendFields(of: record, to: &buffer) }
 
@@ -130,6 +139,24 @@ package struct EncodedRecords {
     package mutating func append(_ record: borrowing EventRecord, at time: EventTime) {
         fields.fields(of: record)
         finish(record.kind, at: time)
+    }
+
+    /// The stored size of the last record's fields.
+    package var lastSize: Int { records.isEmpty ? 0 : records[records.count - 1].end - (records.count > 1 ? records[records.count - 2].end : 0) }
+
+    /// Takes the last record out: its kind, time and fields.
+    package mutating func removeLast() -> (kind: EventKind, time: EventTime, fields: [UInt8]) {
+        let last = records.removeLast()
+        let start = records.last?.end ?? 0
+        let bytes = fields.buffer.withUnsafeBytes { Array($0[start..<last.end]) }
+        fields.removeSuffix(from: start)
+        return (last.kind, last.time, bytes)
+    }
+
+    /// Appends a record whose fields are `bytes` (as `removeLast` gave them).
+    package mutating func append(kind: EventKind, time: EventTime, fields bytes: [UInt8]) {
+        bytes.withUnsafeBytes { fields.appendEncoded($0) }
+        finish(kind, at: time)
     }
 
     package mutating func removeAll() {

@@ -100,7 +100,7 @@ public struct EventFormatter: Sendable {
         case .snapshotTaken: "35"
         case .conflictDetected, .lostUpdate: "1;31"
         case .conflictResolved: "1;32"
-        case .gap, .retention, .logRecovered, .logStalled, .storeFailed: "7;31"
+        case .gap, .retention, .logRecovered, .logStalled, .storeFailed, .coalesced: "7;31"
         }
     }
 
@@ -155,11 +155,18 @@ public struct EventFormatter: Sendable {
             pad(&out, "-", Column.actor, right: false)
         }
         out.append(32)
-        if let old = r.oldPath {
-            EventFormatter.appendEscaped(old, to: &out)
-            out.append(contentsOf: " -> ".utf8)
+        if r.kind == .coalesced, let last = r.oldPath {
+            // A summary: its first item .. its last.
+            EventFormatter.appendEscaped(r.path, to: &out)
+            out.append(contentsOf: " .. ".utf8)
+            EventFormatter.appendEscaped(last, to: &out)
+        } else {
+            if let old = r.oldPath {
+                EventFormatter.appendEscaped(old, to: &out)
+                out.append(contentsOf: " -> ".utf8)
+            }
+            EventFormatter.appendEscaped(r.path, to: &out)
         }
-        EventFormatter.appendEscaped(r.path, to: &out)
 
         var first = true
         func field(_ key: String, _ value: String, quote: Bool = false) {

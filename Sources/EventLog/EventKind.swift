@@ -75,6 +75,12 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
     /// versionID (theirs, kept), reason (`kept` or `refused`), errno (refused), message (the
     /// conflict id, the base version or why there is none).
     case lostUpdate
+    /// Records of one user (not root, not the mount's owner) over its share of the log
+    /// (`-o log_user_share`), summarised instead of stored one by one: the actor is that user,
+    /// `path` the first item of the summarised records, `oldPath` the last. Details: reason
+    /// (`userShare`), bytes (what the records would have taken), message (how many of each kind, from
+    /// when to when, and the share). The first one is written when the user reaches its share.
+    case coalesced
 
     /// The stable on-disk code. Append new kinds with new codes; never reuse a code.
     public var code: UInt8 {
@@ -107,6 +113,7 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
         case .logStalled: 26
         case .storeFailed: 27
         case .lostUpdate: 28
+        case .coalesced: 29
         }
     }
 

@@ -208,4 +208,120 @@ final class UserQuotaCLITests: CLITestCase {
         XCTAssertEqual(lostUpdates(at: "n20", of: 65534), 1, "nobody's latest record is kept")
         XCTAssertEqual(lostUpdates(at: "n1", of: 65534), 0, "nobody's oldest record was dropped")
     }
+
+    // MARK: One user's churn and everyone else's history
+
+    /// `coordfs log ARGUMENTS --json` (as root) as records.
+    private func logRecords(_ arguments: String...) -> [[String: Any]] {
+        let r = coordfs(arguments: ["log"] + arguments + ["--json"], timeout: 120)
+        XCTAssertEqual(r.status, 0, "\(r.stderr)")
+        return r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    private func uid(_ record: [String: Any]) -> Int? { ((record["actor"] as? [String: Any])?["uid"] as? NSNumber)?.intValue }
+    private func details(_ record: [String: Any]) -> [String: Any] { record["details"] as? [String: Any] ?? [:] }
+
+    /// How many records a `coalesced` record says it summarised.
+    private func summarised(_ record: [String: Any]) -> Int {
+        guard let m = details(record)["message"] as? String, let r = m.range(of: " records summarised") else { return 0 }
+        return Int(m[..<r.lowerBound].split(separator: " ").last ?? "") ?? 0
+    }
+
+    /// nobody creating and deleting 20,000 files on an `allow_other` mount with a 1 MiB log: root's
+    /// records from before the flood are still in the log afterwards (before, retention dropped them
+    /// with nobody's, oldest first), nobody's records take at most its share (`log_user_share`, 10%)
+    /// one by one, and the rest of what it did is in `coalesced` records of its uid: one as soon as it
+    /// reached its share, then summaries whose counts, with its records stored one by one, account for
+    /// all of it.
+    func testOneUsersFloodKeepsOthersHistoryAndIsSummarised() throws {
+        makeSharedFolder()
+        try mount(options: ["allow_other", "log_max_mb=1"])
+        XCTAssertEqual(sh("for i in $(seq 1 20); do echo root > '\(mnt!)/shared/root-'$i; done").status, 0)
+        let before = logRecords(mnt, "--path", "/shared/root-*")
+        XCTAssertGreaterThanOrEqual(before.count, 20 * 3, "root's records")
+        let flood = """
+            import os, sys
+            d = sys.argv[1]
+            for i in range(int(sys.argv[2])):
+                p = os.path.join(d, "f%d" % i)
+                os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+                os.unlink(p)
+            """
+        let started = Date()
+        let nobodys = run("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", flood, mnt + "/shared", "20000"], timeout: 300)
+        XCTAssertEqual(nobodys.status, 0, "\(nobodys)")
+        print("nobody's 20,000 creates and unlinks took \(Date().timeIntervalSince(started)) s")
+        // The moment it reached its share is in the log at once.
+        let reached = Date().addingTimeInterval(10)
+        var coalesced = logRecords(mnt, "--kind", "coalesced")
+        while coalesced.isEmpty && Date() < reached { usleep(100_000); coalesced = logRecords(mnt, "--kind", "coalesced") }
+        XCTAssertTrue((coalesced.first?["details"] as? [String: Any])?["message"].map { "\($0)".contains("uid 65534 reached its share of the log") } == true,
+                      "\(coalesced.first ?? [:])")
+        XCTAssertEqual(sh("echo root > '\(mnt!)/shared/root-after'").status, 0)
+        XCTAssertEqual(coordfs("unmount", mnt).status, 0)
+
+        // Root's history from before the flood, the same records, and its record after it.
+        let after = logRecords("--backing", backing, "--path", "/shared/root-*")
+        XCTAssertEqual(after.filter { ($0["seq"] as? NSNumber).map { s in before.contains { ($0["seq"] as? NSNumber) == s } } == true }.count,
+                       before.count, "root's earlier records survive nobody's flood")
+        XCTAssertTrue(after.contains { $0["path"] as? String == "/shared/root-after" && uid($0) == 0 })
+        let all = logRecords("--backing", backing)
+        XCTAssertFalse(all.contains { $0["kind"] as? String == "gap" }, "nothing was dropped")
+        let stored = all.filter { uid($0) == 65534 && $0["kind"] as? String != "coalesced" }
+        let summaries = all.filter { $0["kind"] as? String == "coalesced" }
+        XCTAssertGreaterThan(stored.count, 100, "nobody's first records are stored one by one")
+        XCTAssertLessThan(stored.count, 1_048_576 / 10 / 40, "within its share (records of 40 bytes or more)")
+        XCTAssertTrue(summaries.allSatisfy { uid($0) == 65534 && details($0)["reason"] as? String == "userShare" }, "\(summaries.prefix(3))")
+        let counted = summaries.map(summarised).reduce(0, +)
+        // Each create and each unlink is at least a request, a grant and a release.
+        XCTAssertGreaterThanOrEqual(stored.count + counted, 40_000 * 3, "every record of nobody's is stored or counted")
+        let said = summaries.compactMap { details($0)["message"] as? String }.joined(separator: "\n")
+        for kind in ["intentRequested", "granted", "released"] { XCTAssertTrue(said.contains(kind + " "), said) }
+        // Each names the first and last item it summarises (nobody's items are all in shared/).
+        XCTAssertTrue(summaries.dropFirst().allSatisfy { ($0["path"] as? String)?.hasPrefix("/shared") == true && ($0["oldPath"] as? String)?.hasPrefix("/shared") == true },
+                      "\(summaries.map { [$0["path"], $0["oldPath"]] })")
+        print("nobody: \(stored.count) records stored, \(counted) in \(summaries.count) summaries; log: \(all.count) records")
+    }
+
+    /// nobody's churn on its own document (written 40 times under its presenter, 64 KiB each) on a
+    /// mount that keeps 1 MiB of versions: root's versions of its document, kept before, survive
+    /// (before, the oldest went first, root's among them); nobody's oldest go instead.
+    func testOneUsersChurnEvictsItsOwnVersionsBeforeOthers() throws {
+        makeSharedFolder()
+        XCTAssertTrue(FileManager.default.createFile(atPath: backing + "/shared/root.txt", contents: Data("root\n".utf8)))
+        try mount(options: ["allow_other", "keep_mb=1", "keep_versions=100000"])
+        let bigWrite = { (path: String, uid: Int, n: Int) -> CommandResult in
+            self.run("/usr/bin/setpriv", self.user(uid) + ["/bin/sh", "-c", "for i in $(seq 1 \(n)); do head -c 65536 /dev/urandom > '\(path)'; done"])
+        }
+        let versions = { (relative: String) -> [[String: Any]] in
+            let r = self.coordfs("versions", self.mnt + "/" + relative, "--json")
+            return r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        // Root keeps three versions of its document, then lets go of it.
+        let roots = try start(binary, ["present", mnt + "/shared/root.txt"])
+        XCTAssertTrue(roots.waitForLastLine(prefix: "registered", timeout: 10) || roots.lines.contains { $0.hasPrefix("registered") }, roots.stderr)
+        XCTAssertEqual(bigWrite(mnt + "/shared/root.txt", 0, 3).status, 0)
+        let kept = Date().addingTimeInterval(10)
+        while versions("shared/root.txt").count < 3 && Date() < kept { usleep(100_000) }
+        _ = roots.stop()
+        let rootsVersions = versions("shared/root.txt").compactMap { ($0["version"] as? NSNumber)?.int64Value }
+        XCTAssertEqual(rootsVersions.count, 3, "root's versions")
+        // nobody's own document, presented and written 40 times: 2.5 MiB of versions.
+        XCTAssertEqual(run("/usr/bin/setpriv", user(65534) + ["/bin/sh", "-c", "echo n > '\(mnt!)/shared/n.txt'"]).status, 0)
+        let nobodys = try start("/usr/bin/setpriv", user(65534) + [binary, "present", mnt + "/shared/n.txt"])
+        defer { _ = nobodys.stop(SIGKILL) }
+        let registered = Date().addingTimeInterval(10)
+        while !nobodys.lines.contains(where: { $0.hasPrefix("registered") }) && Date() < registered { usleep(20_000) }
+        XCTAssertEqual(bigWrite(mnt + "/shared/n.txt", 65534, 40).status, 0)
+        let taken = Date().addingTimeInterval(20)
+        var snapshots = logRecords(mnt, "--kind", "snapshotTaken", "--path", "/shared/n.txt")
+        while snapshots.count < 40 && Date() < taken { usleep(200_000); snapshots = logRecords(mnt, "--kind", "snapshotTaken", "--path", "/shared/n.txt") }
+        XCTAssertGreaterThan(snapshots.count, 20, "nobody kept more versions than fit")
+        XCTAssertEqual(versions("shared/root.txt").compactMap { ($0["version"] as? NSNumber)?.int64Value }, rootsVersions,
+                       "root's versions survive nobody's churn")
+        let nobodysLeft = versions("shared/n.txt")
+        XCTAssertLessThan(nobodysLeft.count, snapshots.count, "nobody's oldest went")
+        XCTAssertLessThanOrEqual(Int(sql("SELECT SUM(size) FROM version")) ?? .max, (1 << 20) + 65536, "within keep_mb (and a pinned base)")
+        print("nobody kept \(snapshots.count) versions, \(nobodysLeft.count) left; root's \(rootsVersions.count) left")
+    }
 }

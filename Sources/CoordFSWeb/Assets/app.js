@@ -7,7 +7,8 @@ const TOKEN = document.querySelector('meta[name="coordfs-token"]').content;
 const KINDS = ["mount", "unmount", "intentRequested", "presenterAsked", "presenterAnswered", "presenterTimedOut",
   "presenterGone", "presenterAdded", "presenterRemoved", "granted", "denied", "released", "didChange", "didMove",
   "didDelete", "subitemAppeared", "subitemChanged", "subitemMoved", "subitemDeleted", "snapshotTaken",
-  "conflictDetected", "conflictResolved", "gap", "retention", "logRecovered", "logStalled", "storeFailed"];
+  "conflictDetected", "conflictResolved", "gap", "retention", "logRecovered", "logStalled", "storeFailed",
+  "lostUpdate", "coalesced"];
 const MAX_ROWS = 2000;
 
 // ---------------------------------------------------------------- helpers
@@ -135,7 +136,8 @@ function details(r) {
 function row(r, fresh) {
   const a = r.actor || {};
   const actor = a.pid !== undefined ? shown(a.executable || "?") + " (pid " + a.pid + ", uid " + a.uid + ")" : "";
-  const path = r.oldPath ? shown(r.oldPath) + " → " + shown(r.path) : shown(r.path || "");
+  const path = r.kind === "coalesced" && r.oldPath ? shown(r.path) + " .. " + shown(r.oldPath)
+    : r.oldPath ? shown(r.oldPath) + " → " + shown(r.path) : shown(r.path || "");
   return el("tr", { class: fresh ? "new" : "", data: { seq: r.seq } },
     el("td", {}, r.seq), el("td", {}, shortTime(r.time)), el("td", { class: "k-" + r.kind }, r.kind),
     el("td", { class: "path" }, path), el("td", {}, actor), el("td", { class: "mono" }, details(r)));
