@@ -95,6 +95,62 @@ public enum MountLocator {
         return LocatedMount(mountpoint: mounted?.mountpoint, backing: b, pathInMount: "/", stale: false, state: state)
     }
 
+    /// Where the backing folder of `mount` is now, when it is no longer at the path the mount
+    /// table names (renamed or moved while mounted: the table keeps the path given at mount time,
+    /// and the daemon goes on serving the folder, and writing its log, by descriptor). Nil when
+    /// the path still names the folder the mount serves (the mount root's inode), or the mount is
+    /// not live; for a mount this user may not enter, only when the path is gone. `.moved(to: nil)` when it moved but this user cannot see where: the
+    /// new path is found among the descriptors of processes this user may inspect (the daemon's
+    /// own, held on the backing folder's root), a folder with the mount root's inode holding a
+    /// state folder that passes `whyStateFolderIsNotTheMounts` for the process's user.
+    public static func backingMoved(_ mount: LocatedMount) -> BackingMove? {
+        guard let mountpoint = mount.mountpoint, !mount.stale else { return nil }
+        var root = stat(), there = stat()
+        let backingThere = mount.backing.withNameCString { stat($0, &there) } == 0
+        guard mountpoint.withNameCString({ stat($0, &root) }) == 0 else {
+            // A mount this user may not enter: only a path that is gone says it moved.
+            return backingThere ? nil : .moved(to: nil)
+        }
+        if backingThere, there.st_ino == root.st_ino, there.st_mode & S_IFMT == S_IFDIR { return nil }
+        return .moved(to: findMovedBacking(rootInode: root.st_ino, node: mount.state.node))
+    }
+
+    /// What `backingMoved` found.
+    public enum BackingMove: Equatable, Sendable {
+        /// The folder is no longer at the mount table's path: it is at `to`, if known.
+        case moved(to: String?)
+    }
+
+    private static func findMovedBacking(rootInode: ino_t, node: String?) -> String? {
+        guard let procs = opendir("/proc") else { return nil }
+        defer { closedir(procs) }
+        while let e = readdir(procs) {
+            let pid = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard !pid.isEmpty, pid.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { continue }
+            var owner = stat()
+            guard stat("/proc/\(pid)", &owner) == 0, let fds = opendir("/proc/\(pid)/fd") else { continue }
+            defer { closedir(fds) }
+            while let f = readdir(fds) {
+                let fd = withUnsafeBytes(of: f.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                guard fd.first != "." else { continue }
+                let link = "/proc/\(pid)/fd/\(fd)"
+                var st = stat()
+                guard stat(link, &st) == 0, st.st_ino == rootInode, st.st_mode & S_IFMT == S_IFDIR else { continue }
+                var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+                let n = readlink(link, &buffer, Int(PATH_MAX))
+                guard n > 0, buffer[0] == CChar(UInt8(ascii: "/")) else { continue }
+                let path = String(nameBytes: buffer[0..<n].map { UInt8(bitPattern: $0) })
+                var check = stat()
+                guard path.withNameCString({ stat($0, &check) }) == 0, check.st_ino == st.st_ino, check.st_dev == st.st_dev else { continue }
+                let state = node.map { StateFolder(backing: path, node: $0) } ?? StateFolder(backing: path)
+                guard state.eventLog.withNameCString({ stat($0, &check) }) == 0,
+                      whyStateFolderIsNotTheMounts(backing: path, folder: state.path, owner: owner.st_uid) == nil else { continue }
+                return path
+            }
+        }
+        return nil
+    }
+
     /// The state folder `--backing` (and `--node`) name.
     static func stateFolder(backing b: String, given: String, node: String?) throws(MountError) -> StateFolder {
         let nodes = StateFolder.nodes(backing: b)

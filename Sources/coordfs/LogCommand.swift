@@ -14,7 +14,8 @@ struct LogCommand: ParsableCommand {
         BACKING/.coordfs/nodes/NODE/log, with --backing DIR --node NODE), oldest first, up to \
         the last record written when the command started. Takes the same filters and formats as `coordfs \
         watch`. The log is read without the daemon, so the history of a crashed mount is readable from \
-        its mountpoint, and that of an unmounted folder with --backing. The log's files belong to the user \
+        its mountpoint, and that of an unmounted folder with --backing. A backing folder renamed \
+        while mounted is found where it is now (stderr says so). The log's files belong to the user \
         who mounted; any other user reads through the daemon, only the records naming items it could \
         find in the folder itself (and without --info). Sequence numbers are continuous: \
         where retention deleted old records, a `gap` record stands in for them (and stderr says so when \

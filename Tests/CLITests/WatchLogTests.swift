@@ -374,4 +374,30 @@ final class WatchLogTests: CLITestCase {
         XCTAssertNotEqual(off.status, 0)
         XCTAssertTrue(off.stderr.contains("log=off"), "\(off)")
     }
+
+    /// The backing folder renamed while mounted: the mount table keeps the old path, the daemon
+    /// goes on logging in the folder it holds. `log` finds it where it is now (and says so); a user
+    /// who cannot see where it went is told what happened, not that the log is off.
+    func testTheLogOfAMountWhoseBackingFolderWasRenamedWhileMountedIsFound() throws {
+        chmod(root, 0o755)  // nobody reaches the mount
+        try mount()
+        FileOps.put(mnt + "/before.txt", "one")
+        let moved = root + "/moved"
+        FileOps.check(rename(backing, moved), "rename the backing folder")
+        defer { _ = rename(moved, backing) }  // the fixture unmounts and cleans by the old name
+        FileOps.put(mnt + "/after.txt", "two")
+        let r = coordfs("log", mnt, "--json")
+        XCTAssertEqual(r.status, 0, "log of a mount whose backing folder moved: \(r)")
+        let paths = records(r.lines).map(\.path)
+        XCTAssertTrue(paths.contains("/before.txt") && paths.contains("/after.txt"), "\(paths)")
+        XCTAssertTrue(r.stderr.contains("moved from '\(backing!)' to '\(moved)'"), "\(r.stderr)")
+        XCTAssertFalse(r.stderr.contains("log=off"), "\(r.stderr)")
+        let info = coordfs("log", mnt, "--info")
+        XCTAssertTrue(info.stdout.contains(moved + "/.coordfs/log"), "\(info)")
+
+        let nobody = run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary, "log", mnt])
+        XCTAssertNotEqual(nobody.status, 0, "\(nobody)")
+        XCTAssertTrue(nobody.stderr.contains("was renamed or moved while mounted") && nobody.stderr.contains("--backing"), "\(nobody)")
+        XCTAssertFalse(nobody.stderr.contains("log=off"), "\(nobody)")
+    }
 }
