@@ -56,6 +56,7 @@ static inline int clinux_fanotify_mark(int fd, unsigned int flags, unsigned long
     return fanotify_mark(fd, flags, mask, dirfd, path);
 }
 static const unsigned int CLINUX_FAN_REPORT_DFID_NAME = FAN_REPORT_DIR_FID | FAN_REPORT_NAME;
+static const unsigned int CLINUX_FAN_REPORT_FID = FAN_REPORT_FID;
 static const unsigned int CLINUX_FAN_CLASS_NOTIF = FAN_CLASS_NOTIF;
 static const unsigned int CLINUX_FAN_MARK_ADD = FAN_MARK_ADD;
 static const unsigned int CLINUX_FAN_MARK_REMOVE = FAN_MARK_REMOVE;

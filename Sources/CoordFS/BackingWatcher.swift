@@ -36,6 +36,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
     /// False once a directory could not be marked (the loopback then reads every path afresh).
     private let marksComplete = Atomic<Bool>(true)
+    /// For tests: milliseconds each batch of events waits before it is handled (as under load).
+    let eventDelay = Atomic<Int>(0)
 
     static let mask: UInt64 = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
         | LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
@@ -125,8 +127,10 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             // Let a burst accumulate: one read per few milliseconds instead of one wake-up per event
             // (every change made through the mount also queues an event, skipped below by pid).
             usleep(2_000)
+            passthroughWrites?.reads.add(1, ordering: .relaxed)
             let n = read(group, &buffer, buffer.count)
             if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
+            if case let delay = eventDelay.load(ordering: .relaxed), delay > 0 { usleep(UInt32(delay) * 1000) }
             buffer.withUnsafeBytes { handleEvents(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
         close(group); close(wake.read); close(wake.write)
@@ -181,8 +185,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
 
     private func handle(mask eventMask: UInt64, pid: Int32, entries: [(type: UInt8, directory: [UInt8], name: String)]) {
         var mask = eventMask
+        // The changed file's own handle (its inode, whatever its names are now), where reported.
+        let target = entries.first { $0.type == LinuxCalls.Fanotify.fidRecord }?.directory
         let resolved: [(type: UInt8, node: BackingNode, name: String)] = directories.withLock { dirs in
-            entries.compactMap { e in dirs.byHandle[e.directory].map { (e.type, $0, e.name) } }
+            entries.compactMap { e in
+                e.type == LinuxCalls.Fanotify.fidRecord ? nil : dirs.byHandle[e.directory].map { (e.type, $0, e.name) }
+            }
         }
         guard !resolved.isEmpty else { return }
         let contentBits = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
@@ -194,9 +202,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         if mask & LinuxCalls.Fanotify.attrib != 0, let changed { loopback.xattrsMayHaveChanged(changed) }
         if mask & contentBits != 0, let own = passthroughWrites, let first = resolved.first, !first.name.isEmpty {
             let close = mask & LinuxCalls.Fanotify.closeWrite != 0
-            // A file the kernel has forgotten already (written, closed and removed at once) by its path.
-            if changed.map({ own.isOwn($0, pid: pid, close: close) })
-                ?? pathOf(first).map({ own.isOwn(nil, path: $0, pid: pid, close: close) }) ?? false {
+            // By the file the event is about; a file the kernel has forgotten already (written,
+            // closed and removed at once) by its path.
+            if own.isOwn(handle: target, changed, path: changed == nil ? pathOf(first) : nil, pid: pid, close: close) {
                 mask &= ~contentBits
                 if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
             }

@@ -343,7 +343,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     private func untrack(_ handle: HandleAccess, _ f: OpenFile) {
-        if f.backingID != nil { passthroughWrites.released(f.inode, by: handle.pid) }
+        if f.backingID != nil {
+            // The file as this open's writes left it, from the daemon's own descriptor.
+            let id = passthroughWrites.needsHandle(f.inode) ? LinuxCalls.identityHandle(of: f.fd).map(LinuxCalls.handleBytes) : nil
+            passthroughWrites.released(f.inode, by: handle.pid, state: .init(fd: f.fd), handle: id)
+        }
         openWriters.withLock { table in
             // One lookup: the list is taken out, and put back only when others are left.
             let key = ObjectIdentifier(f.inode)

@@ -34,6 +34,8 @@ public final class Daemon: @unchecked Sendable {
     private var metricsEndpoint: MetricsEndpoint?
     /// Sees changes made directly in the backing folder.
     private var watcher: BackingWatcher?
+    /// The backing watcher, while it runs (tests hold its events back with `eventDelay`).
+    var backingWatcher: BackingWatcher? { watcher }
     /// This mount as a node of a cluster (`-o cluster=`; docs/cluster.md), nil on one host.
     public internal(set) var cluster: ClusterNode?
     var clusterHost: DaemonClusterHost?

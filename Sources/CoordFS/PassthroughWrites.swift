@@ -1,126 +1,197 @@
 import Coordination
 import Glibc
+import Loopback
 import Synchronization
 
 /// The mount's own writes among the backing watcher's events.
 ///
 /// With kernel passthrough, the kernel writes an open file's backing file itself, in the writing
-/// process: fanotify then reports MODIFY and, at close, CLOSE_WRITE with that process's pid, as if it
-/// had written to the backing folder directly. Those changes are the mount's own (the open's
-/// coordinated access tells presenters once, at release), so the watcher must not tell them again.
+/// process: fanotify then reports MODIFY and, at the last close, CLOSE_WRITE with the pid of whoever
+/// closed it last (a child that inherited the descriptor, too), as if it had written to the backing
+/// folder directly, and the close event may be read long after the daemon's RELEASE (under load).
+/// Those changes are the mount's own (the open's coordinated access tells presenters once, at
+/// release), so the watcher must not tell them again.
 ///
-/// An event of pid P on a file is the mount's own while P holds a passthrough write open of it. The
-/// CLOSE_WRITE of that open and the daemon's RELEASE race each other, so each close is matched once,
-/// whichever comes first: a release leaves a token for the close event to come, a close event seen
-/// while the open is still held leaves a credit for the release. Unmatched ones lapse after
-/// `matchWindow` (fanotify merges two closes of one process queued together into one event).
+/// An event is matched by what the file is, not by who closed it or when:
+/// - while a process holds a passthrough write open of the file, its own events on it are the
+///   mount's (and the file as the watcher then finds it is what the mount's writes left);
+/// - otherwise an event is the mount's own when the file (the inode, whatever its names are now) is
+///   still exactly as the mount's writes left it: the size, mtime and ctime of the daemon's own
+///   descriptor at the release of a write open (or found at the last event matched above). A write
+///   made beside the mount changes the ctime (multigrain timestamps: the release's `fstat` makes
+///   the next change get a new one), so it is never taken for the mount's; an event that finds the
+///   file changed is a change beside the mount, and what was remembered of the file is forgotten.
 ///
-/// A file written, closed and removed at once may be forgotten by the kernel before the watcher
-/// reads its events: then the event is matched by the path the file was opened by.
+/// What is remembered of a released file is dropped once its close events were all matched, once
+/// the file changed, or, beyond `keptReleases` files whose close event never came (fanotify merges
+/// a process's two closes of one file queued together), oldest first.
 final class PassthroughWrites: Sendable {
-    private struct Pending { var pid: pid_t; var until: ContinuousClock.Instant }
+    /// What a write changes of a file, and which inode it is.
+    struct FileState: Equatable, Sendable {
+        var device: UInt64, inode: UInt64, size: Int64
+        var mtime: (Int, Int), ctime: (Int, Int)
+
+        init(device: UInt64 = 0, inode: UInt64 = 0, size: Int64, mtime: (Int, Int) = (0, 0), ctime: (Int, Int)) {
+            self.device = device; self.inode = inode; self.size = size; self.mtime = mtime; self.ctime = ctime
+        }
+
+        init?(fd: Int32) {
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { return nil }
+            self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                      mtime: (st.st_mtim.tv_sec, st.st_mtim.tv_nsec), ctime: (st.st_ctim.tv_sec, st.st_ctim.tv_nsec))
+        }
+
+        static func == (a: FileState, b: FileState) -> Bool {
+            a.device == b.device && a.inode == b.inode && a.size == b.size
+                && a.mtime == b.mtime && a.ctime == b.ctime
+        }
+    }
+
     /// Only kept, never used: the nodes' own locks guard them.
     private struct Retained: @unchecked Sendable { let object: AnyObject }
     private struct FileWrites {
-        /// Kept alive while it has an entry, so that its identifier is not reused by another file.
+        /// Kept alive while it has an entry: its state is read through it (whatever its names are
+        /// now), and its identifier is not reused by another file.
         let node: Retained
         var open: [pid_t: Int] = [:]
-        var releasedUnseen: [Pending] = []   // tokens: released, close event not seen yet
-        var seenUnreleased: [Pending] = []   // credits: close event seen, release not yet
+        /// The file as the mount's writes left it (nil: not known, or changed since).
+        var left: FileState?
+        /// The kernel's file handle of the file, as fanotify reports it (once known).
+        var handle: [UInt8]?
+        /// Releases whose close event was not seen yet, and close events seen before their release.
+        var closesToCome = 0, closesSeenEarly = 0
+        /// The releases by pid, with the watcher's read at the time (`reads`), for a close event that
+        /// finds the file changed again since (by a change beside the mount right after).
+        var releasedBy: [(pid: pid_t, read: UInt64)] = []
         var path: ItemPath?                   // as last opened
-        var isEmpty: Bool { open.isEmpty && releasedUnseen.isEmpty && seenUnreleased.isEmpty }
-        mutating func opened(by pid: pid_t, at path: ItemPath?) {
-            open[pid, default: 0] += 1
-            if let path { self.path = path }
-        }
-        mutating func lapse(_ now: ContinuousClock.Instant) {
-            releasedUnseen.removeAll { $0.until < now }
-            seenUnreleased.removeAll { $0.until < now }
+        var releasedAt: UInt64 = 0            // order of the last release, to drop the oldest
+        var isEmpty: Bool { open.isEmpty && ((left == nil && releasedBy.isEmpty) || closesToCome <= 0) }
+    }
+    private struct Table {
+        var files: [ObjectIdentifier: FileWrites] = [:]
+        var byHandle: [[UInt8]: ObjectIdentifier] = [:]
+        var releases: UInt64 = 0
+        mutating func remove(_ key: ObjectIdentifier) {
+            if let h = files.removeValue(forKey: key)?.handle, byHandle[h] == key { byHandle[h] = nil }
         }
     }
-    private let matchWindow: Duration
-    private let files = Mutex<[ObjectIdentifier: FileWrites]>([:])
-    /// Entries at which `released` drops every lapsed one (only under `files`' lock).
-    private nonisolated(unsafe) var sweepAt = 64
+    private let table = Mutex(Table())
+    /// The backing watcher's reads of its event queue so far. The kernel queues a close event
+    /// before the daemon gets its RELEASE, so the event is in a read that began by the next one.
+    let reads = Atomic<UInt64>(0)
+    private let keptReleases: Int
+    /// The file's state now, read through its node (nil when it cannot be read: the file is gone).
+    private let stateOf: @Sendable (AnyObject) -> FileState?
 
-    init(matchWindow: Duration = .seconds(2)) { self.matchWindow = matchWindow }
+    init(keptReleases: Int = 256, stateOf: @escaping @Sendable (AnyObject) -> FileState? = PassthroughWrites.backingState) {
+        self.keptReleases = keptReleases
+        self.stateOf = stateOf
+    }
+
+    static func backingState(_ node: AnyObject) -> FileState? {
+        guard let node = node as? BackingNode else { return nil }
+        return (try? node.withDescriptor { FileState(fd: $0) }.get()) ?? nil
+    }
 
     /// A passthrough open for writing by `pid`, of the file at `path`.
     func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil) {
-        files.withLock { table in
-            table[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node))].opened(by: pid, at: path)
+        table.withLock { t in
+            let key = ObjectIdentifier(node)
+            t.files[key, default: FileWrites(node: Retained(object: node))].open[pid, default: 0] += 1
+            if let path { t.files[key]?.path = path }
         }
     }
 
-    /// Its release.
-    func released(_ node: AnyObject, by pid: pid_t) {
-        let now = ContinuousClock.now
-        files.withLock { table in
-            // Changed in place (one hash, no copy of its lists to append to).
-            guard let at = table.index(forKey: ObjectIdentifier(node)) else { return }
-            let empty = Self.release(&table.values[at], pid: pid, now: now, until: now + matchWindow)
-            if empty { table.remove(at: at) }
-            // Tokens whose close event never came (merged with another) lapse here too, so their
-            // entries do not keep nodes alive.
-            if table.count >= sweepAt {
-                table = table.filter { _, v in
-                    var v = v
-                    v.lapse(now)
-                    return !v.isEmpty
-                }
-                sweepAt = max(64, table.count * 2)
+    /// Its release; `state` is the file as the daemon's own descriptor of it shows it now (every
+    /// write of this open is done), `handle` its kernel file handle (read only when asked for by
+    /// `needsHandle`).
+    func released(_ node: AnyObject, by pid: pid_t, state: FileState?, handle: [UInt8]? = nil) {
+        table.withLock { t in
+            let key = ObjectIdentifier(node)
+            guard var f = t.files[key] else { return }
+            if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
+            f.left = state
+            if f.closesSeenEarly > 0 { f.closesSeenEarly -= 1 } else {
+                f.closesToCome += 1
+                if f.releasedBy.count >= 8 { f.releasedBy.removeFirst() }
+                f.releasedBy.append((pid, reads.load(ordering: .relaxed)))
+            }
+            t.releases += 1
+            f.releasedAt = t.releases
+            if f.handle == nil, let handle {
+                f.handle = handle
+                t.byHandle[handle] = key
+            }
+            if f.isEmpty { t.remove(key) } else { t.files[key] = f }
+            // Files whose close event never came (merged with another) are dropped, oldest first.
+            if t.files.count > keptReleases {
+                let old = t.files.filter { $0.value.open.isEmpty }.sorted { $0.value.releasedAt < $1.value.releasedAt }
+                for (k, _) in old.prefix(t.files.count - keptReleases / 2) { t.remove(k) }
             }
         }
     }
 
-    /// `released` on one file's entry; true when nothing is left of it.
-    private static func release(_ f: inout FileWrites, pid: pid_t, now: ContinuousClock.Instant, until: ContinuousClock.Instant) -> Bool {
-        f.lapse(now)
-        if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
-        if let i = f.seenUnreleased.firstIndex(where: { $0.pid == pid }) {
-            f.seenUnreleased.remove(at: i)
-        } else {
-            f.releasedUnseen.append(Pending(pid: pid, until: until))
-        }
-        return f.isEmpty
+    /// True when the file's kernel handle is not known yet (the release reads it then).
+    func needsHandle(_ node: AnyObject) -> Bool {
+        table.withLock { $0.files[ObjectIdentifier(node)].map { $0.handle == nil } ?? false }
     }
 
-    /// True when a change event of `pid` on `node` (or, when the kernel knows no such file any
-    /// more, on the file opened by `path`) is the mount's own write; a close event is matched with
-    /// its release.
-    func isOwn(_ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
-        let now = ContinuousClock.now
-        return files.withLock { table in
-            // By path, several files may have had that name: the one this process wrote.
-            let keys = node.map { [ObjectIdentifier($0)] }
-                ?? path.map { p in table.filter { $0.value.path == p }.map(\.key) } ?? []
+    /// True when a change event (`close`: CLOSE_WRITE) of `pid` is the mount's own write. The file is
+    /// found by its kernel handle as the event reports it, else by the node known at the event's
+    /// name, else (the kernel forgot the file) by the path it was opened by.
+    func isOwn(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
+        let read = reads.load(ordering: .relaxed)
+        return table.withLock { t in
+            var keys: [ObjectIdentifier] = []
+            if let handle, let k = t.byHandle[handle] { keys = [k] }
+            else if let node, t.files[ObjectIdentifier(node)] != nil { keys = [ObjectIdentifier(node)] }
+            else if node == nil, let path { keys = t.files.filter { $0.value.path == path }.map(\.key) }
             for key in keys {
-                guard let at = table.index(forKey: key) else { continue }
-                let (own, empty) = Self.match(&table.values[at], pid: pid, close: close, now: now, until: now + matchWindow)
-                if empty { table.remove(at: at) }
+                guard var f = t.files[key] else { continue }
+                // The handle the event reports, for later events after a rename.
+                if f.handle == nil, let handle, t.byHandle[handle] == nil {
+                    f.handle = handle
+                    t.byHandle[handle] = key
+                }
+                let own = match(&f, pid: pid, close: close, read: read)
+                if f.isEmpty { t.remove(key) } else { t.files[key] = f }
                 if own { return true }
             }
             return false
         }
     }
 
-    /// `isOwn` on one file's entry (changed in place): whether the event is the mount's own, and
-    /// whether nothing is left of the entry.
-    private static func match(_ f: inout FileWrites, pid: pid_t, close: Bool, now: ContinuousClock.Instant,
-                              until: ContinuousClock.Instant) -> (own: Bool, empty: Bool) {
-        f.lapse(now)
-        let held = f.open[pid] != nil
-        let released = f.releasedUnseen.firstIndex { $0.pid == pid }
-        var own = false
-        if !close {
-            own = held || released != nil
-        } else if let released {
-            f.releasedUnseen.remove(at: released)
-            own = true
-        } else if held {
-            f.seenUnreleased.append(Pending(pid: pid, until: until))
-            own = true
+    /// `isOwn` on one file's entry (changed in place).
+    private func match(_ f: inout FileWrites, pid: pid_t, close: Bool, read: UInt64) -> Bool {
+        let now = stateOf(f.node.object)
+        // Releases whose close event would have been read by now.
+        f.releasedBy.removeAll { $0.read + 2 < read }
+        let token = f.releasedBy.firstIndex { $0.pid == pid }
+        if f.open[pid] != nil {
+            // Its writer's own event: the file now is what the mount's writes left.
+            if let now { f.left = now }
+            if close { f.closesSeenEarly += 1 }
+            return true
         }
-        return (own, f.isEmpty)
+        // Gone (written, closed and removed at once: a change no one can read any more), or still
+        // as the mount's writes left it.
+        if let left = f.left, now == nil || now == left {
+            if close {
+                f.closesToCome -= 1
+                if let token { f.releasedBy.remove(at: token) }
+            }
+            return true
+        }
+        // Changed beside the mount since: what was remembered no longer tells the mount's writes.
+        f.left = nil
+        // Yet this is the close of a release of this process's, read in the read that followed it:
+        // the change beside the mount came right after (and has events of its own, later).
+        if close, let token {
+            f.releasedBy.remove(at: token)
+            f.closesToCome -= 1
+            return true
+        }
+        return false
     }
 }

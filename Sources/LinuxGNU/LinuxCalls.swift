@@ -123,10 +123,16 @@ public enum LinuxCalls {
         public static let onDirectory: UInt64 = CLINUX_FAN_ONDIR
         public static let overflow: UInt64 = CLINUX_FAN_Q_OVERFLOW
 
-        /// A notification group reporting directory handles and names; -1 and errno on failure.
+        /// A notification group reporting directory handles and names, and the changed file's own
+        /// handle (`FAN_REPORT_FID`, an info record of type `fidRecord`) where the kernel can; -1 and
+        /// errno on failure.
         public static func initialize() -> Int32 {
-            clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | CLINUX_FAN_REPORT_DFID_NAME, UInt32(O_RDONLY | O_CLOEXEC))
+            let g = clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | CLINUX_FAN_REPORT_DFID_NAME | CLINUX_FAN_REPORT_FID, UInt32(O_RDONLY | O_CLOEXEC))
+            if g >= 0 { return g }
+            return clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | CLINUX_FAN_REPORT_DFID_NAME, UInt32(O_RDONLY | O_CLOEXEC))
         }
+        /// The info record type of the changed object's own handle (`FAN_EVENT_INFO_TYPE_FID`).
+        public static let fidRecord: UInt8 = 1
         /// Adds (or removes) a mark on the directory `fd` refers to (an O_PATH descriptor works as the
         /// base of "."; with no path fanotify wants a readable descriptor).
         public static func mark(_ group: Int32, add: Bool, mask: UInt64, directory fd: Int32) -> Int32 {

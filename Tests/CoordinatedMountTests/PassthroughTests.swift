@@ -131,6 +131,88 @@ final class PassthroughTests: InProcessMountTestCase {
     }
 }
 
+/// The backing watcher knows the kernel's close events of the mount's own passthrough writes by
+/// what the file is (as the mount's release left it), however late they are read, and still tells a
+/// write made beside the mount, also to a file the mount wrote or holds open.
+final class PassthroughCloseMatchTests: InProcessMountTestCase {
+    /// Waits until a write made beside the mount after everything before it has been told: the
+    /// watcher handles its events in order, so those before it were handled.
+    private func waitForTheWatcher(timeout: Double = 20) throws {
+        let marker = try present("marker.txt")
+        try sh("echo x > '\(backing!)/marker.txt'")
+        XCTAssertTrue(marker.waitUntil(timeout: timeout, settle: 0) { $0.contains("didChange") }.contains("didChange"),
+                      "the watcher handled the events before the marker")
+    }
+
+    /// Every batch of the watcher's events waits 2.5 s, so the close events of three saves are read
+    /// long after their releases (on main: more than the 2 s the release waited for them, and each
+    /// late one was told as a change beside the mount).
+    func testCloseEventsReadLongAfterTheirReleaseAreTheMountsOwn() throws {
+        try write("marker.txt", "")
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try XCTUnwrap(daemon.backingWatcher).eventDelay.store(2500, ordering: .relaxed)
+        try sh("for i in 1 2 3; do echo saved$i > doc.txt; sleep 0.3; done")
+        try waitForTheWatcher()
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 3, "one change per save: \(p.log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 0, "no save told as a change beside the mount")
+        XCTAssertEqual(try read("doc.txt"), "saved3\n")
+    }
+
+    /// A write through the mount, then, once the watcher read its events, another process writing
+    /// the backing file directly: told once, as a change beside the mount.
+    func testAWriteBesideTheMountToAFileTheMountWroteIsToldOnce() throws {
+        try write("marker.txt", "")
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        try sh("echo mount > doc.txt")
+        try waitForTheWatcher()
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "\(p.log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 0)
+        try sh("python3 -c \"open('\(backing!)/doc.txt', 'w').write('direct\\n')\"")
+        let log = p.waitUntil(settle: 0.8) { $0.filter { $0 == "didChange" }.count >= 2 }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 2, "the direct write told once: \(log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 1, "recorded as a change beside the mount")
+        XCTAssertEqual(try read("doc.txt"), "direct\n")
+    }
+
+    /// A process holds the file open for writing through the mount (and wrote through it) while
+    /// another writes the backing file directly: that write is told at once, as a change beside the
+    /// mount; the holder's close is then the mount's own change, told once at its release.
+    func testAWriteBesideTheMountToAFileTheMountHoldsOpenIsToldAtOnce() throws {
+        try write("marker.txt", "")
+        try write("doc.txt", "alpha\n")
+        let p = try present("doc.txt")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        holder.currentDirectoryURL = URL(fileURLWithPath: mnt)
+        holder.arguments = ["-c", """
+            import os, sys
+            fd = os.open('doc.txt', os.O_WRONLY | os.O_APPEND)
+            os.write(fd, b'held\\n')
+            sys.stdin.read()
+            os.write(fd, b'more\\n')
+            os.close(fd)
+            """]
+        let input = Pipe()
+        holder.standardInput = input
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate() } }
+        try waitForTheWatcher()
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 0, "nothing told while it is held: \(p.log)")
+        try sh("python3 -c \"open('\(backing!)/doc.txt', 'a').write('direct\\n')\"")
+        let log = p.waitUntil(settle: 0.3) { $0.contains("didChange") }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 1, "the direct write told while the file is held: \(log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 1)
+        try input.fileHandleForWriting.close()
+        holder.waitUntilExit()
+        try waitForTheWatcher()
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 2, "and the holder's change once, at its release: \(p.log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 1, "its close not taken for one beside the mount")
+        XCTAssertEqual(try read("doc.txt"), "alpha\nheld\ndirect\nmore\n")
+    }
+}
+
 /// The same mount with `-o passthrough=off`: the daemon serves every read and write.
 final class NoPassthroughTests: InProcessMountTestCase {
     override func configure(_ options: inout MountOptions) {

@@ -82,6 +82,12 @@ class InProcessMountTestCase: XCTestCase {
         return out
     }
 
+    /// The `didChange` records of `path` ("/doc.txt") that no access made: changes the backing
+    /// watcher saw made beside the mount.
+    func besideTheMount(_ path: String) throws -> [EventRecord] {
+        try logged().filter { $0.kind == .didChange && $0.path == path && $0.details.requestID == nil }
+    }
+
     /// Reads `relative` through the mount with `cat` (the kernel caches it then), waits for the
     /// read's reacquire at `presenter` (its RELEASE may come after close(2) returned), then clears
     /// the presenter's log.
