@@ -115,10 +115,20 @@ public protocol ClusterHost: AnyObject, Sendable {
     /// store of each whose file is not the one it knew (a conflict for unsaved changes, a reload);
     /// returns those, whose presenters the node then tells (didChange).
     func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath]
+    /// Another node's right to change `path` (with `inside`, everything in it too) recalled a right
+    /// of this node's: true when a process here read a version there that its late save would go
+    /// over (the base of a lost update, docs/semantics.md "Lost updates"), which must be kept
+    /// before this node gives its right back. Called with the node's lock held: it only looks.
+    func clusterKeepsReadVersions(at path: ItemPath, inside: Bool) -> Bool
+    /// Keeps those versions (returns once they are kept); the node gives its right back, and so
+    /// lets `node`'s change through, only then. Called off the node's lock and off its watch.
+    func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String)
 }
 
 extension ClusterHost {
     public func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath] { [] }
+    public func clusterKeepsReadVersions(at path: ItemPath, inside: Bool) -> Bool { false }
+    public func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String) {}
 }
 
 /// One step of the cluster's coordination, as etcd ordered it (`coordfs watch --cluster`).

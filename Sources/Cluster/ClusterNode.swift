@@ -53,6 +53,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var presenceBelow: [ItemPath: [String: Int]] = [:]
         var holds: [[UInt8]: Hold] = [:]
         var holdsBelow: [ItemPath: [String: Int]] = [:]
+        /// Versions being kept for this node's readers before another node's change
+        /// (`ClusterHost.clusterWillYield`): while any is, the rights this node gives back wait
+        /// in `heldDeletes`, so no other node's access is let through before they are kept.
+        var yielding = 0
+        var heldDeletes: [[UInt8]] = []
         // Waits.
         var waiters: [ObjectIdentifier: KeyWaiter] = [:]
         var admitting: [RequestID: KeyWaiter] = [:]
@@ -118,6 +123,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var dead = false
         var replacement: [ItemPath: Right] = [:]
         var lastUsed: Double = 0
+        /// The rights of other nodes to change items that recalled it while in use: before it goes,
+        /// the versions this node's readers read there are kept (`yieldsBefore`).
+        var recalledBy: [Hold] = []
 
         init(key: [UInt8], path: ItemPath, mode: LockMode, order: Revision) {
             self.key = key
@@ -502,6 +510,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
         guard r.inUse == 0 else { return }
         if r.recalled || r.ephemeral || !r.granted {
+            // Its accesses are over: what this node's processes read there now is what they read.
+            startYields(yieldsBefore(r.recalledBy))
             drop(r)
         } else {
             state.idleRights += 1
@@ -517,7 +527,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         state.rights[r.path]?.removeAll { $0 === r }
         if state.rights[r.path]?.isEmpty == true { state.rights[r.path] = nil }
         state.rightsByKey[r.key] = nil
-        queue(r.key, .delete)
+        queueRightDelete(r.key)
     }
 
     func trimIdleRights() {
@@ -528,7 +538,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Another node's right `hold` was put: this node's older rights in its way are recalled. An idle
     /// one goes at once; a folder right in use is split into rights on the items its accesses use
     /// (they keep its place in the order), so only accesses that really conflict are waited for.
-    func recall(for hold: Hold) {
+    func recall(for hold: Hold) -> [Yield] {
         var hit: [Right] = []
         var p: ItemPath? = hold.path
         while let at = p {
@@ -540,20 +550,70 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 for r in list where r.order < hold.order { hit.append(r) }
             }
         }
-        for r in hit { recallRight(r) }
+        let live = hit.filter { !$0.dead && !$0.recalled }
+        guard !live.isEmpty else { return [] }
+        let yields = live.contains { $0.inUse == 0 } ? yieldsBefore([hold]) : []
+        for r in live { recallRight(r, by: hold) }
+        return yields
+    }
+
+    /// A version this node's readers need kept before another node changes `path`.
+    struct Yield {
+        var path: ItemPath
+        var inside: Bool
+        var node: String
+    }
+
+    /// The versions to keep before `holds` of other nodes, which recall rights of this node, let
+    /// their changes through (with the lock held): each counted in `yielding` until kept
+    /// (`startYields`), so the rights recalled meanwhile are given back only after.
+    func yieldsBefore(_ holds: [Hold]) -> [Yield] {
+        guard let host else { return [] }
+        var out: [Yield] = []
+        for hold in holds where hold.mode != .read {
+            let inside = hold.mode == .subtreeWrite
+            guard !out.contains(where: { $0.path == hold.path && $0.inside == inside }),
+                  host.clusterKeepsReadVersions(at: hold.path, inside: inside) else { continue }
+            out.append(Yield(path: hold.path, inside: inside, node: hold.node))
+        }
+        state.yielding += out.count
+        return out
+    }
+
+    /// Keeps the versions of `yields` (off the lock), then gives back the rights held back meanwhile.
+    func startYields(_ yields: [Yield]) {
+        guard !yields.isEmpty else { return }
+        Task.detached { [self] in
+            for y in yields { host?.clusterWillYield(y.path, inside: y.inside, to: y.node) }
+            lock.withLock {
+                state.yielding -= yields.count
+                if state.yielding == 0 {
+                    for key in state.heldDeletes { queue(key, .delete) }
+                    state.heldDeletes = []
+                }
+            }
+            startFlush()
+        }
+    }
+
+    /// Gives this node's right `key` back to etcd (queued), unless versions are being kept for its
+    /// readers (`yielding`): then once they are.
+    func queueRightDelete(_ key: [UInt8]) {
+        if state.yielding > 0 { state.heldDeletes.append(key) } else { queue(key, .delete) }
     }
 
     /// Recalls this node's right `r`: gone at once when idle, else as soon as its accesses end (a
     /// folder right in use split along them first).
-    func recallRight(_ r: Right) {
+    func recallRight(_ r: Right, by hold: Hold) {
         guard !r.dead && !r.recalled else { return }
         r.recalled = true
+        if hold.mode != .read { r.recalledBy.append(hold) }
         if r.inUse == 0 {
             if r.granted { state.idleRights -= 1 }
             r.dead = true
             state.rights[r.path]?.removeAll { $0 === r }
             state.rightsByKey[r.key] = nil
-            queue(r.key, .delete)
+            queueRightDelete(r.key)
         } else if r.mode == .subtreeWrite && r.granted && !r.uses.keys.allSatisfy({ $0 == r.path }) {
             split(r)
         }
@@ -568,7 +628,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard !fresh.isEmpty, state.holdsBelow[.root]?.contains(where: { $0.key != name }) == true else { return }
         for hold in state.holds.values where hold.node != name {
             for r in fresh where !r.dead && !r.recalled && r.order < hold.order && Self.conflict(r.path, r.mode, hold.path, hold.mode) {
-                recallRight(r)
+                recallRight(r, by: hold) // in use: what its readers need is kept when its access ends
             }
         }
     }
@@ -577,7 +637,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         r.dead = true
         state.rights[r.path]?.removeAll { $0 === r }
         state.rightsByKey[r.key] = nil
-        queue(r.key, .delete)
+        queueRightDelete(r.key)
         for (path, modes) in r.uses {
             let mode = modes.max { $0.rank < $1.rank } ?? .read
             state.serial += 1
@@ -587,6 +647,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             part.recalled = true
             part.inUse = modes.count
             part.uses = [path: modes]
+            part.recalledBy = r.recalledBy
             r.replacement[path] = part
             state.rights[path, default: []].append(part)
             state.rightsByKey[key] = part
@@ -1428,6 +1489,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var answers: [CheckedContinuation<Bool, Never>] = []
         var wakes: [CheckedContinuation<KeyWaiter.Outcome, Never>] = []
         var flush = false
+        /// Versions to keep for this node's readers before rights recalled go back.
+        var yields: [Yield] = []
     }
 
     /// Takes one event into the cache (with the lock held).
@@ -1479,7 +1542,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)
             if n != name {
                 let before = state.ops.count
-                recall(for: hold)
+                effects.yields += recall(for: hold)
                 if state.ops.count != before { effects.flush = true }
             }
         case (.right, .delete):
@@ -1612,6 +1675,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         for proxy in effects.proxiesToStart { startProxy(proxy) }
         for c in effects.answers { c.resume(returning: true) }
         for c in effects.wakes { c.resume(returning: .changed) }
+        startYields(effects.yields)
         if effects.flush { startFlush() }
         if !effects.steps.isEmpty {
             let subscribers = lock.withLock { Array(state.stepSubscribers.values) }

@@ -57,6 +57,15 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
         }
     }
 
+    func clusterKeepsReadVersions(at path: ItemPath, inside: Bool) -> Bool {
+        daemon?.coordinated?.lostUpdates.readBeforeChangeElsewhere(path, inside: inside) ?? false
+    }
+
+    func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String) {
+        let origin = AccessOrigin(pid: 0, uid: 0, gid: 0, executable: "coordfs@\(node)")
+        daemon?.coordinated?.lostUpdates.keepBeforeChangeElsewhere(path, inside: inside, by: origin)
+    }
+
     func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath] {
         clusterDropCaches(paths.map { .changed($0) })
         guard let store = daemon?.coordinated?.storeHooks as? StoreService else { return [] }

@@ -276,6 +276,17 @@ final class ImplicitReaders: Sendable {
         state.withLock { !$0.byPath.isEmpty && $0.byPath[path] != nil }
     }
 
+    /// The paths with records at `path` or, with `inside`, anywhere in it (the whole table looked
+    /// at, for a folder).
+    func pathsRead(at path: ItemPath, inside: Bool) -> [ItemPath] {
+        state.withLock { s in
+            if s.byPath.isEmpty { return [] }
+            var out = s.byPath[path] != nil ? [path] : []
+            if inside { out += s.byPath.keys.filter { path.isAncestor(of: $0) } }
+            return out
+        }
+    }
+
     /// `pid`, which had read `path`, saved it: its version is now what it wrote. A process with no
     /// record there gets none (a process that only writes is no reader).
     func noteSaved(_ path: ItemPath, identity: FileIdentity, by pid: pid_t) {

@@ -148,6 +148,27 @@ final class LostUpdates: Sendable {
         return nil
     }
 
+    /// Another node is about to change `path` (with `inside`, anything in it): true when a process
+    /// here read something there (then ``keepBeforeChangeElsewhere(_:inside:by:)``). Cheap: no `stat`.
+    func readBeforeChangeElsewhere(_ path: ItemPath, inside: Bool) -> Bool {
+        mode != .off && !readers.pathsRead(at: path, inside: inside).isEmpty
+    }
+
+    /// Another node (`origin`) is about to change `path` (with `inside`, anything in it), on the
+    /// shared folder, where this node's store is never told before: the versions live processes
+    /// here read and still see there are kept as their bases, as before a change through this
+    /// node (``beforeSave(_:by:_:mayRefuse:)``), so a late save of one of them over that change
+    /// finds its base.
+    func keepBeforeChangeElsewhere(_ path: ItemPath, inside: Bool, by origin: AccessOrigin) {
+        let (mode, store) = config.withLock { ($0.mode, $0.store) }
+        guard mode != .off, let store else { return }
+        for p in readers.pathsRead(at: path, inside: inside) where !coordinator.isPresented(p) {
+            guard let current = identity(of: p) else { continue }
+            let live = readers.liveReaders(p, current: current, except: 0)
+            if !live.isEmpty { keep(p, reason: .base, for: live, store: store, by: origin) }
+        }
+    }
+
     /// `origin`'s save of `path` landed (`fd`: the file it wrote, when it was a handle; else the
     /// path is looked at).
     func didSave(_ path: ItemPath, by origin: AccessOrigin, file fd: Int32? = nil) {

@@ -121,7 +121,7 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
     /// Every save succeeds; both mounts read what the disk holds; every round in which one host's
     /// change is missing leaves exactly one more `lostUpdate` conflict, on the node of the save that
     /// went over it (docs/cluster.md, "Both hosts saving one document"), whose `theirs` holds the
-    /// missing change; a round
+    /// missing change and whose base is what the document held before the round; a round
     /// that kept both changes leaves none. The conflicts are resolved where they are. Fencing
     /// tokens of the two nodes' grants on the document never coincide.
     func saveAtOnce(_ tool: String, rounds: ClosedRange<Int>, _ save: (String, Int, String) -> String,
@@ -130,6 +130,7 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
         var lost = 0
         var conflicts = ["a": openConflicts(mnt).count, "b": openConflicts(mntB).count]
         for i in rounds {
+            let before = disk()
             let r = sh("(\(save("a", i, mnt + "/doc.txt"))) & A=$!; (\(save("b", i, mntB + "/doc.txt"))) & B=$!; wait $A; a=$?; wait $B; b=$?; echo \"$a $b\"")
             XCTAssertEqual(r.stdout, "0 0\n", "round \(i): both saves succeed: \(r)", file: file, line: line)
             let onDisk = disk()
@@ -149,7 +150,8 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
             XCTAssertEqual(added[saver], 1, "round \(i): \(gone)'s change went under \(saver)'s save and no conflict on \(saver) (\(added)): \(onDisk)",
                            file: file, line: line)
             XCTAssertEqual(added[gone], 0, "round \(i): \(added)", file: file, line: line)
-            // Theirs, kept on the late saver's node, holds the change it went over.
+            // On the late saver's node: theirs holds the change it went over, its base is what it
+            // read (kept there before the other node's change went through), mine is the file.
             let m = saver == "a" ? mnt! : mntB!
             let newest = openConflicts(m).max { (($0["id"] as? NSNumber)?.intValue ?? 0) < (($1["id"] as? NSNumber)?.intValue ?? 0) }
             if let theirs = (newest?["theirsVersion"] as? NSNumber)?.stringValue {
@@ -157,6 +159,11 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
                 XCTAssertTrue(shown.stdout.contains("\(gone)=\(i)\n"), "round \(i): theirs: \(shown)", file: file, line: line)
             } else {
                 XCTFail("round \(i): no theirs: \(String(describing: newest))", file: file, line: line)
+            }
+            if let base = (newest?["baseVersion"] as? NSNumber)?.stringValue {
+                XCTAssertEqual(coordfs("show", m + "/doc.txt", "--version", base).stdout, before, "round \(i): base", file: file, line: line)
+            } else {
+                XCTFail("round \(i): no base: \(String(describing: newest))", file: file, line: line)
             }
         }
         print("\(rounds.count) rounds of \(tool) on both hosts at once: \(lost) saves went over the other host's change, \(conflicts.values.reduce(0, +)) lostUpdate conflicts open")
