@@ -3,6 +3,7 @@ import Foundation
 import EventLog
 import HummingbirdWebSocket
 import Synchronization
+import Linux
 
 /// The live event stream of one WebSocket: the log read from a cursor on a thread of its own (the
 /// reader blocks), its records sent as JSON batches `{"records":[...],"cursor":N}`. A page that
@@ -14,6 +15,8 @@ struct EventStream: Sendable {
     static let recent = 500
     /// Records per message.
     static let batch = 256
+    /// The name of each stream's reader thread (comm: at most 15 bytes).
+    static let threadName = "coordfs-stream"
 
     func run(after: UInt64?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         let source: any WebRecordSource
@@ -27,11 +30,14 @@ struct EventStream: Sendable {
         let state = PumpState(source, watch: backend.watch)
         // A thread of its own, not one of Dispatch's pool: the reader blocks, and with as many
         // pages open as the pool has threads, the next page would wait for one to close.
-        let reader = Thread { Self.pump(state, continuation) }
-        reader.name = "coordfs-web-stream"
+        let reader = Thread {
+            nameCurrentThread(Self.threadName)
+            Self.pump(state, continuation)
+        }
         reader.start()
         defer {
             state.stopped.store(true, ordering: .relaxed)
+            state.wake()
             continuation.finish()
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -90,7 +96,9 @@ struct EventStream: Sendable {
                     out.finish()
                     return
                 }
-                _ = source.waitForChanges(timeout: .milliseconds(100))
+                // Asleep until the log changes, the page goes (`stopped`) or the mount does: an
+                // idle page's reader does not wake. The timeout only bounds a missed wake-up.
+                _ = source.waitForChanges(timeout: .seconds(60), orReadable: [state.wakeDescriptor, state.watch.goneDescriptor])
             }
         }
     }
@@ -103,8 +111,12 @@ private final class PumpState: @unchecked Sendable {
     let stopped = Atomic<Bool>(false)
     /// Messages handed on and not yet written to the socket.
     let inFlight = Atomic<Int>(0)
+    /// Readable once the page is gone (`wake()`), so that the reader, asleep on the log, ends at once.
+    private let pageGone = WakeUp()
+    var wakeDescriptor: Int32 { pageGone.descriptor }
     init(_ source: any WebRecordSource, watch: MountWatch) {
         self.source = source
         self.watch = watch
     }
+    func wake() { pageGone.signal() }
 }

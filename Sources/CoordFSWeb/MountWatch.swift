@@ -14,6 +14,10 @@ public final class MountWatch: Sendable {
         var cancelled: Set<UInt64> = []
     }
     private let state = Mutex(State())
+    /// Readable, and stays so, once the mount is gone: the event streams' reader threads sleep on
+    /// it beside the log (`EventStream`), so none has to look every while.
+    private let goneWakeUp = WakeUp()
+    var goneDescriptor: Int32 { goneWakeUp.descriptor }
 
     public init() {}
 
@@ -27,6 +31,7 @@ public final class MountWatch: Sendable {
             defer { s.waiters = [:] }
             return (Array(s.waiters.values), s.reason!)
         }
+        goneWakeUp.signal()
         for waiter in waiters { waiter.resume(returning: first) }
     }
 

@@ -12,8 +12,18 @@ public protocol WebRecordSource: AnyObject {
     func next() throws -> EventRecord?
     /// Waits for more records (or `timeout`).
     @discardableResult func waitForChanges(timeout: Duration) -> Bool
+    /// Waits for more records, `timeout`, or one of `others` readable (`EventStream`'s wake-ups:
+    /// the page gone, the mount gone). A source that cannot wait on them waits as
+    /// `waitForChanges(timeout:)` does, for at most a short while.
+    @discardableResult func waitForChanges(timeout: Duration, orReadable others: [Int32]) -> Bool
     /// The last sequence number read.
     var cursor: UInt64 { get }
+}
+
+extension WebRecordSource {
+    public func waitForChanges(timeout: Duration, orReadable others: [Int32]) -> Bool {
+        waitForChanges(timeout: min(timeout, .milliseconds(250)))
+    }
 }
 
 /// What the page needs from the mount, all of it as the user who started `coordfs web`: the

@@ -183,7 +183,14 @@ public final class EventLogReader {
     /// Returns false on timeout. A reader opened with an index starts watching at its first call,
     /// which returns at once.
     @discardableResult
-    public func waitForChanges(timeout: Duration) -> Bool {
+    public func waitForChanges(timeout: Duration) -> Bool { waitForChanges(timeout: timeout, orReadable: []) }
+
+    /// `waitForChanges(timeout:)` that also returns as soon as one of `others` is readable (a
+    /// descriptor another thread makes readable to wake this one: an eventfd), so a follower may
+    /// sleep for long and still end or react at once. Without inotify it sleeps a few
+    /// milliseconds, as `waitForChanges(timeout:)`.
+    @discardableResult
+    public func waitForChanges(timeout: Duration, orReadable others: [Int32]) -> Bool {
         if !watching {
             // Not watched before (a reader with an index): watch from now, and have the caller
             // read again, since something may have been written since its last read.
@@ -196,9 +203,10 @@ public final class EventLogReader {
             usleep(UInt32(min(max(ms, 0), 5)) * 1000)
             return true
         }
-        var pfd = pollfd(fd: inotifyFD, events: Int16(POLLIN), revents: 0)
-        let rc = poll(&pfd, 1, ms)
+        var fds = [pollfd(fd: inotifyFD, events: Int16(POLLIN), revents: 0)] + others.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let rc = poll(&fds, nfds_t(fds.count), ms)
         guard rc > 0 else { return false }
+        guard fds[0].revents != 0 else { return true }
         // Drain the queued events; their content does not matter, only that something changed.
         var buf = [UInt8](repeating: 0, count: 4096)
         while buf.withUnsafeMutableBytes({ Glibc.read(inotifyFD, $0.baseAddress!, $0.count) }) > 0 {}

@@ -260,6 +260,65 @@ final class WebPageTests: CLITestCase {
         XCTAssertTrue(web.stderr.contains("is gone (it was unmounted)"), web.stderr)
     }
 
+    /// An open page whose mount is idle: its stream's reader thread sleeps until the log changes
+    /// (it looked every 0.1 s), a write still reaches the page within a second, and the thread
+    /// ends at once when the page goes.
+    func testAnIdlePagesStreamSleepsUntilThereIsSomething() throws {
+        try mount()
+        let (web, url, port) = try startWeb()
+        let token = String(url.split(separator: "=").last!)
+        let script = #"""
+        import base64, os, socket, sys, time
+        port, token, path, go = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+        s = socket.create_connection(("127.0.0.1", port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall(("GET /api/events?token=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\nOrigin: http://127.0.0.1:%d\r\n\r\n" % (token, port, key, port)).encode())
+        data = b""
+        while b'"cursor"' not in data: data += s.recv(1 << 20)
+        print("ready", flush=True)
+        while not os.path.exists(go): time.sleep(0.05)
+        start = time.time()
+        open(path, "w").write("hello\n")
+        s.settimeout(10)
+        while path.split("/")[-1].encode() not in data: data += s.recv(1 << 20)
+        print("seen %.3f" % (time.time() - start), flush=True)
+        s.close()
+        """#
+        let page = try start("/usr/bin/python3", ["-c", script, "\(port)", token, mnt + "/idle-page.txt", root + "/go"])
+        let ready = Date().addingTimeInterval(20)
+        while !page.stdout.contains("ready") && page.wait(timeout: 0) == nil && Date() < ready { usleep(50_000) }
+        XCTAssertTrue(page.stdout.contains("ready"), "the page's first message: \(page.stdout) \(page.stderr)")
+        /// The stream threads' voluntary context switches (each wake-up is one), by thread.
+        func streams() -> [String: Int] {
+            var found: [String: Int] = [:]
+            for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(web.pid)/task")) ?? [] {
+                let dir = "/proc/\(web.pid)/task/\(task)"
+                guard (try? String(contentsOfFile: dir + "/comm", encoding: .utf8))?.hasPrefix("coordfs-stream") == true else { continue }
+                let status = (try? String(contentsOfFile: dir + "/status", encoding: .utf8)) ?? ""
+                let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+                found[task] = Int(line?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+            }
+            return found
+        }
+        usleep(300_000)  // past the first message
+        let before = streams()
+        XCTAssertEqual(before.count, 1, "one stream thread for the one page: \(before)")
+        usleep(3_000_000)
+        let after = streams()
+        for (thread, n) in before {
+            XCTAssertLessThanOrEqual((after[thread] ?? n) - n, 3, "an idle page's stream thread woke \((after[thread] ?? n) - n) times in 3 s")
+        }
+        FileOps.put(root + "/go", "")
+        XCTAssertEqual(page.wait(timeout: 20), 0, "\(page.stdout) \(page.stderr)")
+        let seen = page.lines.first { $0.hasPrefix("seen ") }.flatMap { Double($0.dropFirst(5)) }
+        XCTAssertNotNil(seen, page.stdout)
+        XCTAssertLessThan(seen ?? 99, 1.0, "a write reached the idle page after \(seen ?? -1) s")
+        let gone = Date().addingTimeInterval(3)
+        while !streams().isEmpty && Date() < gone { usleep(50_000) }
+        XCTAssertTrue(streams().isEmpty, "the page closed, its stream thread ended")
+    }
+
     /// The daemon dies (the kernel mount stays, dead): `coordfs web` notices through the control
     /// socket and exits 69 naming why; a restart of the command then refuses the dead mount.
     func testWhenTheDaemonDiesTheCommandExits() throws {
