@@ -113,8 +113,10 @@ public struct StateFolder: Sendable, Equatable {
             return .system(message)
         }
         var parent = backingFD
+        let onNFS = LinuxCalls.fileSystemType(backingFD) == StateFolder.nfsType
         for (name, folder) in zip(chainNames, chain) {
-            if name.withNameCString({ mkdirat(parent, $0, 0o700) }) != 0 && errno != EEXIST {
+            let made = name.withNameCString({ mkdirat(parent, $0, 0o700) }) == 0
+            if !made && errno != EEXIST {
                 throw fail("cannot create the state folder '\(folder)': \(String(cString: strerror(errno)))")
             }
             let fd = name.withNameCString { openat(parent, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
@@ -129,7 +131,7 @@ public struct StateFolder: Sendable, Equatable {
             var st = stat()
             guard fstat(fd, &st) == 0 else { throw fail("cannot read the state folder '\(folder)': \(String(cString: strerror(errno)))") }
             guard st.st_uid == euid else {
-                throw fail("'\(folder)' is reserved for coordfs's state but belongs to uid \(st.st_uid), not to this mount's user (uid \(euid)): that user could read or redirect what the mount writes there; look at what it holds and remove it")
+                throw fail(StateFolder.notOwnedMessage(folder: folder, owner: st.st_uid, user: euid, madeNow: made, onNFS: onNFS))
             }
             guard st.st_mode & 0o022 == 0 else {
                 throw fail("'\(folder)' is reserved for coordfs's state but is writable by other users (mode \(String(st.st_mode & 0o7777, radix: 8))): they could read or redirect what the mount writes there; look at what it holds and remove it, or chmod go-w it")
@@ -139,6 +141,29 @@ public struct StateFolder: Sendable, Equatable {
         held.forEach { close($0) }
         held = opened
         return warning
+    }
+
+    /// statfs f_type of NFS (linux/magic.h NFS_SUPER_MAGIC).
+    static let nfsType = 0x6969
+
+    /// Why a state folder of another user's is refused (`hold()`). A folder this process has just
+    /// made that the file system gives to another uid is a squashing export (NFS `root_squash` for
+    /// root, `all_squash`/`anonuid` for anyone): say so, with the fix docs/cluster.md gives, rather
+    /// than suspect another user. A folder found there on NFS, by root, may be one a squashing
+    /// export made on an earlier try: the message says that too.
+    static func notOwnedMessage(folder: String, owner: uid_t, user: uid_t, madeNow: Bool, onNFS: Bool) -> String {
+        let squashed = "the export squashes " + (user == 0 ? "root (NFS root_squash, the default)" : "this user (NFS all_squash or anonuid)")
+        let fix = user == 0
+            ? "export the backing folder with no_root_squash to the hosts that mount it, then remove '\(folder)' and mount again (docs/cluster.md, \"State folders\")"
+            : "export it without all_squash or anonuid for this user, or mount as the user the export maps it to (uid \(owner)), then remove '\(folder)' (docs/cluster.md, \"State folders\")"
+        if madeNow {
+            return "'\(folder)' was just made by this mount's user (uid \(user)) but belongs to uid \(owner): \(squashed), so what the mount makes there is uid \(owner)'s, and coordfs keeps its state only in a folder of its own user's; \(fix)"
+        }
+        var message = "'\(folder)' is reserved for coordfs's state but belongs to uid \(owner), not to this mount's user (uid \(user)): that user could read or redirect what the mount writes there; look at what it holds and remove it"
+        if onNFS && user == 0 {
+            message += ". If the NFS export squashes root (root_squash, the default), whatever root makes there belongs to the squashed uid, as this folder may from an earlier mount: \(fix)"
+        }
+        return message
     }
 
     /// Closes the held descriptors (`hold()`), once nothing uses `io` any more: the daemon's last
