@@ -462,9 +462,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         let waiting = snapshot.waiting.filter { $0.intents.contains { visible($0.path) } }.map { a in
             StatusReport.Waiting(intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid, waitingMs: a.ageNanos / 1_000_000)
         }
-        // Any size: in frames of at most 1 MiB, each but the last marked `more`.
+        // Any size: in frames of at most 1 MiB, each but the last marked `more`, each made only
+        // once the client read what came before.
         let report = StatusReport(id: request.id, presenters: presenters, accesses: accesses, waiting: waiting)
-        client.connection.sendInOrder(report.frames())
+        client.connection.sendInOrder(stream: StatusFrameStream(report))
     }
 
     /// A presenter's kind: as registered for remote presenters, from the backing item otherwise.

@@ -168,6 +168,65 @@ final class ScaleTests: ClientMountTestCase {
         XCTAssertEqual(accesses.map { ($0["intents"] as? [Any])?.count }, [64], "one access, every intent: \(String(output.prefix(300)))")
         XCTAssertFalse(output.contains("continues"), "the entries are joined again")
     }
+
+    /// A status report its client does not read costs the daemon one frame at a time: 80 accesses
+    /// held, each with 64 intents of paths of 13 names of 250 DEL characters (about 1.2 MiB of
+    /// JSON each: the daemon escapes DEL), make a report of about 96 MiB. Before, the daemon
+    /// encoded all of it at the request and held it until the client read it (any user may ask
+    /// `status` on each of its connections, so one user's paths could make it hold gigabytes);
+    /// now the daemon's memory grows by a few MiB while the client does not read, and the whole
+    /// report still arrives once it reads.
+    func testAStatusReportItsClientDoesNotReadCostsTheDaemonOneFrameAtATime() throws {
+        let name = String(repeating: "\u{7F}", count: 250)
+        let folder = Array(repeating: name, count: 12).joined(separator: "/")
+        try FileManager.default.createDirectory(atPath: backing + "/" + folder, withIntermediateDirectories: true)
+        let holder = try RawClient(socket: socketPath)
+        XCTAssertTrue(holder.hello())
+        let paths = (0..<64).map { folder + "/\($0)-" + name }
+        let body = { (id: UInt64) in
+            #"{"type":"coordinate","id":\#(id),"intents":["# + paths.map { #"{"intent":"read","path":"\#($0)"}"# }.joined(separator: ",") + "]}"
+        }
+        let accesses = 80
+        var requests: Set<UInt64> = []
+        var bytes: [UInt8] = []
+        for _ in 0..<accesses {
+            let id = holder.id().rawValue
+            requests.insert(id)
+            bytes += Framing.frame(Array(body(id).utf8))
+        }
+        holder.sendAll(bytes)
+        var granted = 0
+        while granted < accesses, let reply = holder.receive() {
+            if case .granted(let g) = reply, requests.contains(g.id.rawValue) { granted += 1 }
+            if case .error(let e) = reply { return XCTFail("coordinate refused: \(e.code) \(e.message)") }
+        }
+        XCTAssertEqual(granted, accesses)
+        let reader = try RawClient(socket: socketPath)
+        XCTAssertTrue(reader.hello())
+        reader.setReceiveTimeout(seconds: 120)
+        let before = Self.residentMegabytes()
+        let id = reader.id()
+        reader.send(.status(StatusQuery(id: id)))
+        // The daemon's memory while the client does not read, sampled for 8 s.
+        var held = before
+        for _ in 0..<32 {
+            usleep(250_000)
+            held = max(held, Self.residentMegabytes())
+        }
+        print("ScaleTests: resident memory \(before) MB before a status of \(accesses) large accesses, at most \(held) MB while its client does not read")
+        XCTAssertLessThan(held - before, 40, "the daemon holds the report a frame at a time, not whole (about 96 MiB)")
+        // Read now: the whole report, every access with its 64 intents.
+        let reading = Date()
+        var whole = StatusReport(id: id)
+        repeat {
+            guard let message = reader.receive() else { return XCTFail("status: no reply") }
+            if case .error(let error) = message { return XCTFail("status refused: \(error.code) \(error.message)") }
+            if case .statusReport(let part) = message, part.id == id { whole.append(part) }
+        } while whole.more
+        print("ScaleTests: the rest of the report read in \(Date().timeIntervalSince(reading)) s")
+        XCTAssertEqual(whole.accesses.count, accesses)
+        XCTAssertTrue(whole.accesses.allSatisfy { $0.intents.count == 64 }, "\(whole.accesses.map(\.intents.count))")
+    }
 }
 
 extension ScaleTests {

@@ -52,6 +52,10 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         /// Frames of `sendInOrder` not yet moved to `outbound`, from `streamedHead` on.
         var streamed: [[UInt8]] = []
         var streamedHead = 0
+        /// Frames made one at a time as the client reads them (a status report), after `streamed`;
+        /// `producing` while its next frame is being made (off the lock and the I/O queue).
+        var producer: StatusFrameStream?
+        var producing = false
         /// Dispatch sources watching `fd`; it is closed when the last one's cancel handler runs.
         var readSource: DispatchSourceRead?
         var writeSource: DispatchSourceWrite?
@@ -111,7 +115,44 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
     }
 
     /// Whether frames of `sendInOrder` are still waiting to be sent.
-    package var isSendingInOrder: Bool { state.withLock { $0.streamedHead < $0.streamed.count } }
+    package var isSendingInOrder: Bool { state.withLock { $0.streamedHead < $0.streamed.count || $0.producer != nil || $0.producing } }
+
+    /// Sends the frames of `stream` in order, each made only when the outbound buffer holds less
+    /// than `streamWindow` (the client read what came before): a report of any size costs the
+    /// daemon one frame at a time, and nothing more while its client does not read.
+    @discardableResult
+    package func sendInOrder(stream: StatusFrameStream) -> Bool {
+        state.withLock { s in
+            guard s.closing == nil, s.producer == nil, !s.producing else { return false }
+            s.producer = stream
+            refill(&s)
+            return true
+        }
+    }
+
+    /// Where frames of a `sendInOrder(stream:)` are made: not under the connection's lock, nor on
+    /// the I/O queue all connections share (one user's large report must not hold up another's
+    /// I/O while it is encoded).
+    private static let producers = DispatchQueue(label: "coordfs.control.stream", attributes: .concurrent)
+
+    /// Makes the producer's next frame on `producers`, then appends it and looks again. Lock held.
+    private func produce(_ s: inout State) {
+        guard let taken = s.producer else { return }
+        s.producer = nil
+        s.producing = true
+        Self.producers.async { [self] in
+            var stream = taken
+            let frame = stream.next()
+            state.withLock { s in
+                s.producing = false
+                guard s.closing == nil, !s.finished else { return }
+                guard let frame else { return }
+                s.producer = stream
+                appendAndFlush(&s, frame)
+                refill(&s)
+            }
+        }
+    }
 
     /// Bytes of `sendInOrder` frames buffered at a time.
     static let streamWindow = 256 * 1024
@@ -127,6 +168,9 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         if s.streamedHead == s.streamed.count {
             s.streamed = []
             s.streamedHead = 0
+            if s.producer != nil && !s.producing && s.outbound.count - s.outboundOffset < Self.streamWindow && s.closing == nil {
+                produce(&s)
+            }
         }
     }
 
@@ -289,6 +333,7 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
                 s.outboundOffset = 0
                 s.streamed = []
                 s.streamedHead = 0
+                s.producer = nil
             }
             if let finalFrame { appendAndFlush(&s, finalFrame) }
             s.closing = reason
@@ -313,6 +358,7 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
             s.outboundOffset = 0
             s.streamed = []
             s.streamedHead = 0
+            s.producer = nil
             s.writeSource?.cancel()
             s.writeSource = nil
             s.readSource?.cancel()

@@ -7,41 +7,27 @@ extension StatusReport {
     /// which the decoder joins (`joinContinued`); nothing else is ever split, and one intent
     /// always fits in the default frame (a path's 65,535 bytes are at most 393,210 in JSON).
     package func frames(maxFrameSize: Int = Framing.defaultMaxFrameSize) -> [[UInt8]] {
-        let head = Array(#"{"type":"statusReport","id":\#(id.rawValue)"#.utf8)
-        // Room for the head, the three keys and brackets, and `"more":true`.
-        let budget = max(maxFrameSize - head.count - 96, 1)
-        let lists: [(key: String, entries: [[UInt8]])] = [
-            ("presenters", presenters.map { JSONWriter.write($0.wireValue) }),
-            ("accesses", accesses.flatMap { Self.entries($0, within: budget - 1) }),
-            ("waiting", waiting.flatMap { Self.entries($0, within: budget - 1) }),
-        ]
-        var parts: [[[UInt8]]] = []  // per part: the three lists' bodies
-        var current: [[UInt8]] = [[], [], []]
-        var used = 0
-        for (index, list) in lists.enumerated() {
-            for entry in list.entries {
-                let cost = entry.count + 1
-                if used > 0 && used + cost > budget {
-                    parts.append(current)
-                    current = [[], [], []]
-                    used = 0
-                }
-                if !current[index].isEmpty { current[index].append(UInt8(ascii: ",")) }
-                current[index] += entry
-                used += cost
-            }
+        var stream = StatusFrameStream(self, maxFrameSize: maxFrameSize)
+        var all: [[UInt8]] = []
+        while let frame = stream.next() { all.append(frame) }
+        return all
+    }
+
+    /// The encoded entries of list `list` (0 presenters, 1 accesses, 2 waiting) at `index`: one,
+    /// or several for an access or waiting request split by `entries(_:within:)`.
+    fileprivate func encodedEntries(list: Int, index: Int, budget: Int) -> [[UInt8]] {
+        switch list {
+        case 0: [JSONWriter.write(presenters[index].wireValue)]
+        case 1: Self.entries(accesses[index], within: budget)
+        default: Self.entries(waiting[index], within: budget)
         }
-        parts.append(current)
-        return parts.enumerated().map { number, bodies in
-            var payload = head
-            for (index, list) in lists.enumerated() {
-                payload += Array(#","\#(list.key)":["#.utf8)
-                payload += bodies[index]
-                payload.append(UInt8(ascii: "]"))
-            }
-            if number < parts.count - 1 { payload += Array(#","more":true"#.utf8) }
-            payload.append(UInt8(ascii: "}"))
-            return Framing.frame(payload)
+    }
+
+    fileprivate func count(ofList list: Int) -> Int {
+        switch list {
+        case 0: presenters.count
+        case 1: accesses.count
+        default: waiting.count
         }
     }
 
@@ -84,3 +70,74 @@ protocol IntentsEntry {
 
 extension StatusReport.Access: IntentsEntry {}
 extension StatusReport.Waiting: IntentsEntry {}
+
+/// The frames of a status report made one at a time, as the client reads them
+/// (`ControlConnection.sendInOrder(stream:)`): what the daemon holds for a report in flight is the
+/// report's entries (references to what the coordinator holds) and the frame being made, not the
+/// whole report encoded (which one user's long paths could make gigabytes; docs/protocol.md,
+/// `status`). The frames are the same as `StatusReport.frames`, which collects them.
+package struct StatusFrameStream {
+    private let report: StatusReport
+    private let head: [UInt8]
+    private let budget: Int
+    private static let keys = ["presenters", "accesses", "waiting"]
+    /// The next entry to encode: its list and index.
+    private var list = 0
+    private var index = 0
+    /// Encoded entries taken from the lists and not yet in a frame (an entry split in several,
+    /// or the entry that did not fit the previous frame), each with its list.
+    private var carried: [(list: Int, bytes: [UInt8])] = []
+    private var finished = false
+
+    package init(_ report: StatusReport, maxFrameSize: Int = Framing.defaultMaxFrameSize) {
+        self.report = report
+        head = Array(#"{"type":"statusReport","id":\#(report.id.rawValue)"#.utf8)
+        // Room for the head, the three keys and brackets, and `"more":true`.
+        budget = max(maxFrameSize - head.count - 96, 1)
+    }
+
+    /// The next encoded entry and its list, or nil when there is none left.
+    private mutating func take() -> (list: Int, bytes: [UInt8])? {
+        if !carried.isEmpty { return carried.removeFirst() }
+        while list < 3 {
+            if index < report.count(ofList: list) {
+                let entries = report.encodedEntries(list: list, index: index, budget: budget - 1)
+                index += 1
+                carried = entries.dropFirst().map { (list, $0) }
+                return (list, entries[0])
+            }
+            list += 1
+            index = 0
+        }
+        return nil
+    }
+
+    /// The next frame, or nil after the last.
+    package mutating func next() -> [UInt8]? {
+        guard !finished else { return nil }
+        var bodies: [[UInt8]] = [[], [], []]
+        var used = 0
+        var more = false
+        while let entry = take() {
+            let cost = entry.bytes.count + 1
+            if used > 0 && used + cost > budget {
+                carried.insert(entry, at: 0)
+                more = true
+                break
+            }
+            if !bodies[entry.list].isEmpty { bodies[entry.list].append(UInt8(ascii: ",")) }
+            bodies[entry.list] += entry.bytes
+            used += cost
+        }
+        if !more { finished = true }
+        var payload = head
+        for (i, key) in Self.keys.enumerated() {
+            payload += Array(#","\#(key)":["#.utf8)
+            payload += bodies[i]
+            payload.append(UInt8(ascii: "]"))
+        }
+        if more { payload += Array(#","more":true"#.utf8) }
+        payload.append(UInt8(ascii: "}"))
+        return Framing.frame(payload)
+    }
+}
