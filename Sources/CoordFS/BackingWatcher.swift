@@ -193,6 +193,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             }
         }
         guard !resolved.isEmpty else { return }
+        if Self.isUnnamedFile(mask: mask, resolved[0]) { return }
         let contentBits = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
         // The changed item of a content event, if the kernel knows it (looked up once).
         let changed = mask & contentBits == 0 ? nil
@@ -273,6 +274,22 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             fileSystem?.documents(p)?.didDelete(p, by: origin)
             coordinator.announce(.deleted(p), origin: origin)
         }
+    }
+
+    /// An event of an unnamed file (O_TMPFILE, made through the mount or beside it): the kernel
+    /// reports its writes, closes and attribute changes under the name it gives such a file,
+    /// "#" and its inode number, which no entry of the folder has. Nobody presents an unnamed file
+    /// and nobody is told of it: linked in, its new name's create event is told as any other.
+    private static func isUnnamedFile(mask: UInt64, _ r: (type: UInt8, node: BackingNode, name: String)) -> Bool {
+        let nameEvents = LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
+        let digits = r.name.utf8.dropFirst()
+        guard mask & nameEvents == 0, r.name.utf8.first == UInt8(ascii: "#"), !digits.isEmpty,
+              digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
+        let exists = r.node.withDescriptor { dfd -> Bool in
+            var st = stat()
+            return fstatat(dfd, r.name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT
+        }
+        return exists == .success(false)
     }
 
     /// The mount path of an event's entry.

@@ -485,14 +485,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     // MARK: Names
 
     /// mknod, mkdir, symlink and link: a short write on the parent; the new item appears.
+    /// `plan`: the policy's plan for the new item's path in its folder's (by default `make`'s).
     private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name fileName: FileName,
+                          plan planFor: ((ItemPath, ItemPath) -> Plan)? = nil,
                           _ make: @escaping @Sendable (UnsafePointer<CChar>, RequestContext) -> Result<EntryReply, Errno>) {
         let context = request.context
         guard let dirPath = path(pnode), let p = try? dirPath.appending(fileName.string) else {
             return request.reply(make(fileName.cString, context))
         }
         let name = fileName.copy
-        let plan = policy.make(p, in: dirPath, tempName: isTemp(p))
+        let plan = planFor?(p, dirPath) ?? policy.make(p, in: dirPath, tempName: isTemp(p))
         withAccess(request, plan.intents, origin: origin(context, p), write: true) { [self] req, grant in
             var result: Result<EntryReply, Errno> = .failure(.ioError)
             _ = perform(plan, grant) {
@@ -528,7 +530,19 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func link(_ request: consuming Request, inode id: InodeID, newParent: InodeID, newName: FileName) {
         if loopback.isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
         let node = loopback.inode(id), pnode = loopback.inode(newParent)
-        makeItem(request, parent: pnode, name: newName) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
+        // An unnamed file (O_TMPFILE) gets its first name: a new file of its linker's, as a create makes.
+        let plan: ((ItemPath, ItemPath) -> Plan)? = !loopback.isUnnamed(node) ? nil : { [self] p, dirPath in
+            policy.linkUnnamed(.init(path: p, parent: dirPath, tempName: isTemp(p), parentObserved: coordinator.isObserved(dirPath),
+                                     presented: coordinator.isPresented(p)))
+        }
+        makeItem(request, parent: pnode, name: newName, plan: plan) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
+    }
+
+    /// An unnamed file (O_TMPFILE): it has no path, so nobody presents it, nobody is asked and
+    /// nobody is told; its I/O is the Loopback's (passthrough as any open). Linking it in is a new
+    /// file (`link`); never linked, it leaves nothing.
+    public func tmpfile(_ request: consuming Request, parent: InodeID, mode: mode_t, file: FileInfo) {
+        loopback.tmpfile(request, parent: parent, mode: mode, file: file)
     }
 
     public func unlink(_ request: consuming Request, parent: InodeID, name: FileName) {

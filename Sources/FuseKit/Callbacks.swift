@@ -28,8 +28,9 @@ func makeOperations() -> fuse_lowlevel_ops {
             timeGranularity: conn.pointee.time_gran)
         state.fileSystem.initialize(connection: &c)
         conn.pointee.want = c.want.rawValue & conn.pointee.capable
-        // The spinning reader looks at each request's opcode, which a splice leaves in a pipe.
-        if state.reader.spins { conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ) }
+        // Requests are read into memory, never spliced: the session's I/O hooks look at each one (the
+        // spinning reader at its opcode; `TmpfileRequest` turns a FUSE_TMPFILE into a create).
+        conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ)
         // A ring entry takes its request and reply in memory: nothing is spliced.
         if state.ringWillBeUsed {
             conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
@@ -127,6 +128,9 @@ func makeOperations() -> fuse_lowlevel_ops {
     }
     ops.access = { req, ino, mask in fs(req, .access).access(Request(req!), inode: InodeID(rawValue: ino), mask: mask) }
     ops.create = { req, parent, name, mode, fi in
+        if TmpfileRequest.isTmpfile(name: name) {
+            return fs(req, .tmpfile).tmpfile(Request(req!), parent: InodeID(rawValue: parent), mode: mode, file: info(fi))
+        }
         fs(req, .create).create(Request(req!), parent: InodeID(rawValue: parent), name: FileName(name!), mode: mode, file: info(fi))
     }
     ops.fallocate = { req, ino, mode, off, len, fi in
@@ -141,4 +145,30 @@ func makeOperations() -> fuse_lowlevel_ops {
         fs(req, .lseek).lseek(Request(req!), inode: InodeID(rawValue: ino), offset: off, whence: whence, file: info(fi))
     }
     return ops
+}
+
+/// FUSE_TMPFILE (opcode 51, Linux 6.7) is newer than libfuse 3.14, which answers it ENOSYS. Its
+/// request is a create's (fuse_create_in, then the name the kernel gives an unnamed file's dentry:
+/// "/", which no create can carry, a slash never being part of a name). So the session's I/O hooks
+/// turn its opcode into FUSE_CREATE (35) before libfuse reads it, from /dev/fuse (`passthroughIO`) and
+/// from the ring (`RingTransport`), and the create callback hands a create of "/" to
+/// `FuseFileSystem.tmpfile`. The reply is a create's, as the kernel expects for FUSE_TMPFILE.
+enum TmpfileRequest {
+    static let tmpfileOpcode: UInt32 = 51
+    static let createOpcode: UInt32 = 35
+
+    /// Turns the request at `bytes` (fuse_in_header first, `length` bytes) into a create if it is a
+    /// FUSE_TMPFILE.
+    @inline(__always)
+    static func readAsCreate(_ bytes: UnsafeMutableRawPointer?, length: Int) {
+        guard let bytes, length >= 40, bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self) == tmpfileOpcode else { return }
+        bytes.storeBytes(of: createOpcode, toByteOffset: 4, as: UInt32.self)
+    }
+
+    /// A create of "/": a FUSE_TMPFILE read as a create.
+    @inline(__always)
+    static func isTmpfile(name: UnsafePointer<CChar>?) -> Bool {
+        guard let name else { return false }
+        return name[0] == 0x2F && name[1] == 0
+    }
 }

@@ -43,6 +43,9 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     func removexattr(_ request: consuming Request, inode: InodeID, name: FileName)
     func access(_ request: consuming Request, inode: InodeID, mask: Int32)
     func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo)
+    /// FUSE_TMPFILE (open(2) of a folder with O_TMPFILE): an unnamed regular file in `parent`, opened,
+    /// answered as a create (entry and open). ENOSYS makes the kernel answer EOPNOTSUPP for good.
+    func tmpfile(_ request: consuming Request, parent: InodeID, mode: mode_t, file: FileInfo)
     func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo)
     func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32)
     func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo)
@@ -88,6 +91,7 @@ extension FuseFileSystem {
     public func removexattr(_ request: consuming Request, inode: InodeID, name: FileName) { request.reply(error: .noFunction) }
     public func access(_ request: consuming Request, inode: InodeID, mask: Int32) { request.reply(error: .noFunction) }
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) { request.reply(error: .noFunction) }
+    public func tmpfile(_ request: consuming Request, parent: InodeID, mode: mode_t, file: FileInfo) { request.reply(error: .noFunction) }
     public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) { request.reply(error: .noFunction) }
     public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) { request.reply(error: .noFunction) }
     public func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo) { request.reply(error: .noFunction) }

@@ -215,7 +215,10 @@ func passthroughIO() -> fuse_custom_io {
     var io = fuse_custom_io()
     io.read = { fd, buf, len, userdata in
         let n = reader(userdata)?.receive(fd, into: buf) { Glibc.read(fd, buf, len) } ?? Glibc.read(fd, buf, len)
-        if n > 0, let buf { handshake(userdata)?.read(UnsafeRawBufferPointer(start: buf, count: n)) }
+        if n > 0, let buf {
+            handshake(userdata)?.read(UnsafeRawBufferPointer(start: buf, count: n))
+            TmpfileRequest.readAsCreate(buf, length: n)
+        }
         return n
     }
     io.writev = { fd, iov, count, userdata in

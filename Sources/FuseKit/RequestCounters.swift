@@ -6,6 +6,7 @@ public enum FuseOperation: Int, CaseIterable, Sendable {
     case lookup, forget, getattr, setattr, readlink, mknod, mkdir, unlink, rmdir, symlink, rename, link
     case open, read, write, flush, release, fsync, opendir, readdir, readdirplus, releasedir, fsyncdir
     case statfs, setxattr, getxattr, listxattr, removexattr, access, create, fallocate, copyFileRange, lseek
+    case tmpfile
 
     /// The name metrics use (the libfuse callback's name).
     public var name: String {

@@ -703,6 +703,7 @@ final class RingTransport: @unchecked Sendable {
         buf.size = length
         buf.mem = entry.request
         buf.fd = -1
+        TmpfileRequest.readAsCreate(entry.request, length: length)
         fuse_session_process_buf(session, &buf)
     }
 

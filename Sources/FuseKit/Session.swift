@@ -145,11 +145,12 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
             if state.ring.prepare(session: session, devfd: fuse_session_fd(session)) {
                 state.ringPrepared.store(true, ordering: .releasing)
             }
-            var io = passthroughIO()
-            guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
-                fuse_session_unmount(session)
-                throw FuseSessionError(description: "libfuse refused the session's I/O hooks")
-            }
+        }
+        // Always: the hooks also turn a FUSE_TMPFILE into a create libfuse can read (`TmpfileRequest`).
+        var io = passthroughIO()
+        guard fuse_session_custom_io(session, &io, fuse_session_fd(session)) == 0 else {
+            fuse_session_unmount(session)
+            throw FuseSessionError(description: "libfuse refused the session's I/O hooks")
         }
     }
 

@@ -243,6 +243,22 @@ final class InodeTable: Sendable {
         return node
     }
 
+    /// Registers the kernel's one lookup of an unnamed file (O_TMPFILE) through `fd`, an O_PATH
+    /// descriptor on it (owned). Its node holds that descriptor whatever the budget (counted in it
+    /// while there is room): an unnamed file has no name to be looked up by, and a file handle of an
+    /// inode without links need not open again. A node the table held for the same number is one
+    /// whose file is gone (the new file took its number): kept aside as for a lookup.
+    func rememberUnnamed(fd: Int32, stat st: stat) -> BackingNode {
+        let key = InodeKey(dev: st.st_dev, ino: st.st_ino)
+        let node = BackingNode(fd: fd, key: key, type: S_IFREG, budget: budget.take() ? budget : nil)
+        nodes.withLock { n in
+            if let current = n.byKey[key] { n.displaced[ObjectIdentifier(current)] = current }
+            node.lookups = 1
+            n.byKey[key] = node
+        }
+        return node
+    }
+
     /// Counts one lookup of `node` if it still is the table's node for its key.
     private func retainIfCurrent(_ node: BackingNode) -> Bool {
         nodes.withLock { n in

@@ -34,7 +34,12 @@ extension Loopback {
     func pathBytes(of node: BackingNode) -> [UInt8]? {
         switch node.withDescriptor({ fd in readLinkRelative(fd) }) {
         case .success(.path(let bytes)): return bytes
-        case .success(.gone), .failure: return nil
+        case .success(.gone):
+            // The name the descriptor was opened by is gone, but the file still has one: an unnamed
+            // file (O_TMPFILE) linked in, whose descriptor never had a name. Found as beyond PATH_MAX.
+            guard !node.isDirectory, case .success(let st) = attributes(of: node), st.st_nlink > 0 else { return nil }
+            return longPathBytes(of: node)
+        case .failure: return nil
         case .success(.tooLong): return longPathBytes(of: node)
         }
     }

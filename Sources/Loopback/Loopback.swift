@@ -302,6 +302,21 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
+    /// chown(2) clears a regular file's set-user-ID and set-group-ID (root's own chown too), which a
+    /// caller making its own file keeps natively: after `giveToCaller`, the bits the file was made
+    /// with (`made`: its mode before) are set again on `fd`; set-group-ID with group execute only if
+    /// the caller is in the file's group (the kernel drops it at creation otherwise: the group is a
+    /// set-group-ID folder's).
+    func keepSetIDBits(_ fd: Int32, made: mode_t, caller: RequestContext) -> Errno? {
+        var keep = made & (S_ISUID | S_ISGID)
+        guard runningAsRoot, keep != 0 else { return nil }
+        var st = stat()
+        if let e = sys({ fstat(fd, &st) }) { return e }
+        if keep & S_ISGID != 0, made & S_IXGRP != 0, !ProcessGroups.contains(st.st_gid, caller: caller) { keep &= ~S_ISGID }
+        guard keep != 0, st.st_mode & keep != keep else { return nil }
+        return sys { fchmod(fd, (st.st_mode & 0o7777) | keep) }
+    }
+
     /// Drops set-user-ID and set-group-ID as the kernel does for chown(2), a write or a truncate by
     /// `caller`, and touches the change time: what FUSE_HANDLE_KILLPRIV_V2 leaves to the file system.
     /// chown(-1, -1) by the daemon (root) does most of it on the backing file, capabilities included:
@@ -536,6 +551,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         if let e { return .failure(e) }
         return attributes(of: node).map { st in
             inodes.retain(node)
+            // An unnamed file's first name (one link now): its path from now on, which /proc cannot
+            // give (its descriptor never had a name). A hard link of a named file keeps its own.
+            if st.st_nlink == 1, node.type == S_IFREG { noteLookup(of: node, in: newParent, name: newName) }
             return entry(node, st)
         }
     }
@@ -731,7 +749,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             return openAppeared(parent: p, name: name, flags: flags, context: context)
         case .failure(let e): return .failure(e)
         }
-        if let e = giveToCaller(parent: p, name: name.cString, context: context) {
+        var made = stat()
+        if let e = sys({ fstat(fd, &made) }) ?? giveToCaller(parent: p, name: name.cString, context: context)
+            ?? keepSetIDBits(fd, made: made.st_mode, caller: context) {
             close(fd); _ = p.withDescriptor { unlinkat($0, name.cString, 0) }
             return .failure(e)
         }
@@ -745,6 +765,60 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         if isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let ctx = request.context
         switch createFile(parent: inode(parent), name: name, mode: mode, flags: file.flags, context: ctx) {
+        case .success(let (entry, f)): request.reply(create: entry, open: openReply(f), flags: file.flags)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    // MARK: Unnamed files (O_TMPFILE)
+
+    /// O_TMPFILE's bits (`__O_TMPFILE | O_DIRECTORY`; Glibc's module does not carry the macro).
+    static let openTemporaryFile: Int32 = 0o20000000 | O_DIRECTORY
+
+    /// Makes and opens an unnamed regular file in `parent` for the caller (open(2) of a folder with
+    /// O_TMPFILE: FUSE_TMPFILE), counting the kernel's one lookup of its node. It is made in the
+    /// backing folder's matching directory with the caller's flags (O_EXCL: it can never be
+    /// linked), and belongs to the caller as a created file does (`giveToCaller`; a set-group-ID
+    /// folder's group kept). Being new, no other user's file can be taken in its place. The kernel
+    /// has checked that the caller may write the folder (where it checks permissions); otherwise the
+    /// daemon acts with the mounting user's ids and the backing folder's checks answer. Its node holds
+    /// a descriptor whatever the budget (`InodeTable.rememberUnnamed`): without a name, nothing else
+    /// reaches it. Never linked, it goes when its last descriptor and the kernel's node are let go.
+    public func createUnnamedFile(parent p: BackingNode, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_TRUNC | Self.openTemporaryFile)) | Self.openTemporaryFile | O_CLOEXEC
+        let fd: Int32
+        switch p.withFD({ pfd in sysValue { openat(pfd, ".", f, mode) } }) {
+        case .success(let d): fd = d
+        case .failure(let e): return .failure(e)
+        }
+        var st = stat()
+        if let e = sys({ fstat(fd, &st) }) { close(fd); return .failure(e) }
+        if runningAsRoot, context.uid != 0 || context.gid != 0 {
+            let given = p.withFD { pfd -> Errno? in
+                var pst = stat()
+                if let e = sys({ fstatat(pfd, "", &pst, AT_EMPTY_PATH) }) { return e }
+                return sys { fchown(fd, context.uid, (pst.st_mode & S_ISGID) != 0 ? gid_t.max : context.gid) }
+            } ?? keepSetIDBits(fd, made: st.st_mode, caller: context) ?? sys({ fstat(fd, &st) })
+            if let given { close(fd); return .failure(given) }
+        }
+        let pathFD: Int32
+        switch withProcPath(fd, { path in sysValue { Glibc.open(path, O_PATH | O_CLOEXEC) } }) {
+        case .success(let d): pathFD = d
+        case .failure(let e): close(fd); return .failure(e)
+        }
+        let node = inodes.rememberUnnamed(fd: pathFD, stat: st)
+        return .success((entry(node, st), makeOpen(fd, node, flags & ~Self.openTemporaryFile)))
+    }
+
+    /// Whether `node` is a regular file without a name: made with O_TMPFILE and not linked in (a
+    /// removed file that is still open has none either, but the kernel never links one).
+    public func isUnnamed(_ node: BackingNode) -> Bool {
+        guard node.type == S_IFREG, case .success(let st) = attributes(of: node) else { return false }
+        return st.st_nlink == 0
+    }
+
+    public func tmpfile(_ request: consuming Request, parent: InodeID, mode: mode_t, file: FileInfo) {
+        switch createUnnamedFile(parent: inode(parent), mode: mode, flags: file.flags, context: request.context) {
         case .success(let (entry, f)): request.reply(create: entry, open: openReply(f), flags: file.flags)
         case .failure(let e): request.reply(error: e)
         }

@@ -142,6 +142,22 @@ public struct OperationPolicy: Hashable, Sendable {
         Plan(intents: [.writingIntent(with: parent)], done: tempName ? [] : [.announce(.subitemAppeared(path))])
     }
 
+    /// An unnamed file (O_TMPFILE) linked in: its first name, so a new file its caller made, under
+    /// a create's rules (a `Create`'s facts), its access only for the link (the file was written
+    /// before it had a name, unseen). A temp name: nobody presents it, its folder's presenters are
+    /// not asked, nobody is told. Otherwise the name and its folder are written; a presented folder
+    /// hears of it once it outlives save_window (renamed over a document by its linker before that,
+    /// it was the save's temp file: one did change there); a presenter of the new name itself is
+    /// told of a change to its document, as after a create's close.
+    public func linkUnnamed(_ op: Create) -> Plan {
+        let p = op.path
+        if op.tempName { return Plan(intents: [.writingIntent(with: p)]) }
+        let later = recognisesSaves && op.parentObserved && !op.presented
+        let document: [Step] = op.presented ? [.store(.didChange(p)), .announce(.changed(p)), .saved(p)] : []
+        return Plan(intents: [.writingIntent(with: p), .writingIntent(with: op.parent)],
+                    done: [later ? .appearsLater(p) : .announce(.subitemAppeared(p))] + document)
+    }
+
     // MARK: truncate, chmod, chown, utimens
 
     /// What a change of attributes on a file its caller holds open for writing is: covered by that

@@ -69,6 +69,33 @@ final class LoopbackWithoutMountTests: XCTestCase {
         XCTAssertEqual(probe.replies.count, 7, "every request answered once")
     }
 
+    /// FUSE_TMPFILE: an unnamed file in the backing folder, answered as a create (nlink 0), its node
+    /// forgotten with its one lookup; linked in, a file of the backing folder; O_EXCL never linked.
+    func testAnUnnamedFileIsMadeLinkedAndForgotten() throws {
+        let nodes = loopback.inodeCount
+        loopback.tmpfile(probe.request(), parent: .root, mode: 0o600, file: FileInfo(flags: O_RDWR | 0o20200000))
+        guard case .create(let made, let open, _) = last else { return XCTFail("tmpfile replied \(last)") }
+        XCTAssertEqual(made.attributes.st_nlink, 0, "unnamed")
+        XCTAssertEqual(made.attributes.st_mode & 0o7777, 0o600)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: root), [], "nothing named in the backing folder")
+        XCTAssertEqual(Glibc.write(loopback.openFile(FileInfo(flags: O_RDWR, handle: open.handle)).fd, "unnamed", 7), 7)
+        "named".withCString { loopback.link(probe.request(), inode: made.inode, newParent: .root, newName: FileName($0)) }
+        XCTAssertEqual(last.entry?.attributes.st_nlink, 1, "linked in: \(last)")
+        XCTAssertEqual(try String(contentsOfFile: root + "/named", encoding: .utf8), "unnamed")
+        loopback.release(probe.request(), inode: made.inode, file: FileInfo(flags: O_RDWR, handle: open.handle))
+        loopback.forget(made.inode, count: 2)
+        XCTAssertEqual(loopback.inodeCount, nodes, "forgotten with the kernel's two lookups (the tmpfile's and the link's)")
+
+        loopback.tmpfile(probe.request(), parent: .root, mode: 0o600, file: FileInfo(flags: O_WRONLY | O_EXCL | 0o20200000))
+        guard case .create(let excl, let exclOpen, _) = last else { return XCTFail("tmpfile replied \(last)") }
+        "never".withCString { loopback.link(probe.request(), inode: excl.inode, newParent: .root, newName: FileName($0)) }
+        XCTAssertEqual(last.errorCode, ENOENT, "O_EXCL: never linked")
+        loopback.release(probe.request(), inode: excl.inode, file: FileInfo(flags: O_WRONLY, handle: exclOpen.handle))
+        loopback.forget(excl.inode, count: 1)
+        XCTAssertEqual(loopback.inodeCount, nodes)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: root), ["named"])
+    }
+
     func testErrorsAreRepliedAsTheBackingFolderGivesThem() throws {
         "gone".withCString { loopback.unlink(probe.request(), parent: .root, name: FileName($0)) }
         XCTAssertEqual(last.errorCode, ENOENT)

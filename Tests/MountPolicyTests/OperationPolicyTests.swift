@@ -129,6 +129,22 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(policy.make(path("dir/4913"), in: dir, tempName: true).done, [], "a temp name does not appear")
     }
 
+    /// An unnamed file (O_TMPFILE) linked in: a new file of its linker's, under a create's rules.
+    func testLinkingAnUnnamedFileInIsACreateOfItsName() {
+        let plan = withoutSaves.linkUnnamed(.init(path: other, parent: dir, parentObserved: true))
+        XCTAssertEqual(plan.intents, [.writingIntent(with: other), .writingIntent(with: dir)], "the name and its folder are written")
+        XCTAssertEqual(plan.done, [.announce(.subitemAppeared(other))])
+        XCTAssertEqual(policy.linkUnnamed(.init(path: other, parent: dir, parentObserved: true)).done, [.appearsLater(other)],
+                       "under a presented folder: told once it outlives save_window (renamed over a document before, a save's temp file)")
+        XCTAssertEqual(policy.linkUnnamed(.init(path: other, parent: dir)).done, [.announce(.subitemAppeared(other))], "no presented folder: at once")
+        XCTAssertEqual(policy.linkUnnamed(.init(path: doc, parent: dir, parentObserved: true, presented: true)).done,
+                       [.announce(.subitemAppeared(doc)), .store(.didChange(doc)), .announce(.changed(doc)), .saved(doc)],
+                       "a presented name: its document changed, as after a create's close")
+        let temp = policy.linkUnnamed(.init(path: path("dir/doc.txt.tmp"), parent: dir, tempName: true, parentObserved: true))
+        XCTAssertEqual(temp.intents, [.writingIntent(with: path("dir/doc.txt.tmp"))], "a temp name: its folder is not asked")
+        XCTAssertEqual(temp.done, [], "nor told")
+    }
+
     // MARK: truncate, chmod, chown, utimens
 
     func testTruncateByPathIsAWriteAndAChangeOfContents() throws {

@@ -73,6 +73,23 @@ final class ToolSaveTests: StoreMountTestCase {
         try assertSaves(p, expect: "beta\n")
     }
 
+    /// An atomic save through an unnamed file: O_TMPFILE in the document's folder, written, linked
+    /// in under a name of no temp pattern (AT_EMPTY_PATH), renamed over the document.
+    func testAnUnnamedFileLinkedInAndRenamedOver() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, _) = try presentDocument("doc.txt")
+        try sh("""
+        python3 -c "
+        import os, ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o644); os.write(fd, b'unnamed\\n'); os.fsync(fd)
+        assert libc.linkat(fd, b'', -100, b'doc.txt.saving', 0x1000) == 0, ctypes.get_errno()
+        os.close(fd); os.replace('doc.txt.saving', 'doc.txt')
+        "
+        """)
+        try assertSaves(p, expect: "unnamed\n")
+    }
+
     func testPythonTempfileAndReplace() throws {
         try write("doc.txt", "alpha\n")
         let (p, _) = try presentDocument("doc.txt")

@@ -142,6 +142,28 @@ class InProcessMountTestCase: XCTestCase {
     }
 }
 
+extension InProcessMountTestCase {
+    /// One save of `presenter`'s document: asked to relinquish before, told one did change after,
+    /// never a deletion or a move, still presenting the same path (and the backing file holding
+    /// `content`, when given).
+    func assertOneSave(_ presenter: RecordingPresenter, expect content: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
+        let log = presenter.waitUntil(timeout: 5, settle: 0.8) { $0.contains("didChange") }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 1, "one change per save: \(log)", file: file, line: line)
+        XCTAssertFalse(log.contains("accommodateDeletion"), "a save is not a deletion: \(log)", file: file, line: line)
+        XCTAssertFalse(log.contains { $0.hasPrefix("didMove") }, "a save is not a move: \(log)", file: file, line: line)
+        if let before = log.firstIndex(of: "relinquishToWriter"), let after = log.firstIndex(of: "didChange") {
+            XCTAssertLessThan(before, after, "asked before, told after: \(log)", file: file, line: line)
+        } else {
+            XCTFail("no relinquish to writer before the change: \(log)", file: file, line: line)
+        }
+        let id = try XCTUnwrap(coordinator.presenterID(of: presenter), file: file, line: line)
+        XCTAssertEqual(coordinator.presentedPath(of: id), presenter.path, "still presenting the same document", file: file, line: line)
+        if let content {
+            XCTAssertEqual(try String(contentsOfFile: backing + "/" + presenter.path.string, encoding: .utf8), content, file: file, line: line)
+        }
+    }
+}
+
 /// A presenter that records every call, in order, as short strings ("relinquishToWriter",
 /// "didChange", "subitemDidAppear a/b", ...).
 final class RecordingPresenter: FilePresenter, @unchecked Sendable {

@@ -98,6 +98,25 @@ class PermissionTests: MountTestCase {
         same("setuid cleared by the write", expect: S_IFREG | 0o777) { s in Sys.lstat(s("shared/suid")).0?.mode ?? 0 }
     }
 
+    /// A regular file another user makes with set-user-ID or set-group-ID keeps them as natively
+    /// (the daemon made it as root and handed it over with chown, which clears them); set-group-ID
+    /// with group execute in a set-group-ID folder of a group the maker is not in is dropped.
+    func testSetIDBitsAnotherUserCreatesAreKeptAsNatively() {
+        populate()
+        prepare("mkdir sgid") { s in Sys.call { mkdir(s("sgid"), 0o777) } }
+        prepare("chown sgid 0:100, chmod 02777") { s in
+            chown(s("sgid"), 0, 100) == 0 ? Sys.call { chmod(s("sgid"), 0o2777) } : .failure(errno)
+        }
+        for (rel, mode) in [("shared/both", 0o6755), ("shared/suid", 0o4700), ("shared/sgid", 0o2750), ("sgid/sgidx", 0o2775), ("sgid/sgidnox", 0o2664)] as [(String, mode_t)] {
+            sameAsNobody("create \(rel) \(String(mode, radix: 8))", expect: .success()) { s in
+                let o = Sys.open(s(rel), O_CREAT | O_EXCL | O_WRONLY, mode)
+                if o.ok { close(Int32(o.ret)) }
+                return o.ok ? .success() : o
+            }
+            sameMeta(rel)
+        }
+    }
+
     /// Set-user-ID and set-group-ID are dropped exactly as on the native folder: by a write, a
     /// truncate or an O_TRUNC open of a caller without CAP_FSETID (nobody), by chown(-1, -1) of
     /// anyone; kept by root's writes and truncates. (With FUSE_HANDLE_KILLPRIV_V2, which the mount
