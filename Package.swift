@@ -116,7 +116,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "coordfs-bench",
-            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "FuseKit", "DocumentStore", "ClusterKV", "CoordFSClient", "EtcdKV", "EtcdTestSupport"]
+            dependencies: ["Coordination", "EventLog", "ControlProtocol", "CoordFS", "FuseKit", "CURing", "DocumentStore", "ClusterKV", "CoordFSClient", "EtcdKV", "EtcdTestSupport"]
         ),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "NameBytes", "CoordinationTestSupport"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "Loopback"]),

@@ -27,6 +27,9 @@
 # ("1000 10000 100000"), BENCH_LIBFUSE_SRC (a libfuse source tree, or a git directory holding the
 # tag of the installed libfuse, for passthrough_hp; else that tag is cloned from GitHub).
 # `bench/run.sh kinds` runs only that comparison and prints its section.
+# The kernel's floor (section_floor): `coordfs-bench floor` on a fresh ext4 image of its own, with
+# BENCH_SMALL_FILES files and BENCH_FLOOR_ROUNDS (3) rounds; `bench/run.sh floor` runs only that and
+# prints its section (it needs only coordfs-bench built).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,7 +57,7 @@ WORKLOADS=(
   "smallfiles|files/s|higher|create (100 B) + stat + unlink of ${SMALL_FILES} files|-"
   "tar|s|lower|unpack then delete a tarball of /usr/include|-"
 )
-SECTIONS=(section_machine section_mount section_kinds section_transport section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
+SECTIONS=(section_machine section_mount section_kinds section_transport section_floor section_lowfd section_memory section_eventlog section_metrics section_suites section_how)
 LOW_NOFILE=${BENCH_LOW_NOFILE:-1024}
 TRANSPORT=${BENCH_TRANSPORT:-1}
 URING_SWITCH=/sys/module/fuse/parameters/enable_uring
@@ -101,7 +104,7 @@ trap 'exit 130' INT TERM
 preflight() {
   local t
   for t in fio jq python3 cc pkg-config fusermount3 tar; do command -v "$t" >/dev/null || die "$t is missing (make deps installs it)"; done
-  [ -x "$BIN" ] || die "no coordfs binary at $BIN: run 'swift build -c $CONFIG' (make bench does)"
+  [ -x "$BIN" ] || [ "${1:-}" = floor ] || die "no coordfs binary at $BIN: run 'swift build -c $CONFIG' (make bench does)"
   [ -e /dev/fuse ] || die "/dev/fuse is missing"
   if grep -q " $WORK/" /proc/mounts; then die "something is still mounted under $WORK; unmount it first"; fi
   rm -rf "$WORK"
@@ -299,25 +302,8 @@ wl_randread() {
     --ioengine=psync --runtime="$RAND_SECONDS" --time_based --randrepeat=1 | jq '.jobs[0].read.iops'
 }
 
-wl_smallfiles() {
-  python3 - "$1/small" "$SMALL_FILES" <<'EOF'
-import os, sys, time
-root, n = sys.argv[1], int(sys.argv[2])
-os.mkdir(root)
-data = b"x" * 100
-t = time.perf_counter()
-for i in range(n):
-    fd = os.open(f"{root}/f{i}", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
-    os.write(fd, data)
-    os.close(fd)
-for i in range(n):
-    os.stat(f"{root}/f{i}")
-for i in range(n):
-    os.unlink(f"{root}/f{i}")
-elapsed = time.perf_counter() - t
-os.rmdir(root)
-print(f"{n / elapsed:.1f}")
-EOF
+wl_smallfiles() {   # bench/smallfiles.py: also what `coordfs-bench floor` runs
+  python3 "$ROOT/bench/smallfiles.py" "$1/small" "$SMALL_FILES"
 }
 
 # Before a metadata workload: nothing dirty, the tarball in memory. With plain folders, also no
@@ -935,6 +921,20 @@ section_metrics() {
   echo
 }
 
+# A FUSE daemon that does no work against native and coordfs (`coordfs-bench floor`): what any
+# daemon can reach on this kernel and machine, on a file system of its own.
+FLOOR_ROUNDS=${BENCH_FLOOR_ROUNDS:-3}
+section_floor() {
+  if [ ! -x "$BENCH_BIN" ]; then echo "## The kernel's floor: a FUSE daemon that does no work"; echo; echo "(coordfs-bench not built at $BENCH_BIN)"; echo; return; fi
+  fresh_fs "$WORK/floor" floor
+  uring_offered
+  say "bench: coordfs-bench floor"
+  if ! timeout 900 "$BENCH_BIN" floor --dir "$WORK/floor" --files "$SMALL_FILES" --rounds "$FLOOR_ROUNDS" --script "$ROOT/bench/smallfiles.py"; then
+    echo; echo "(coordfs-bench floor failed)"
+  fi
+  echo
+}
+
 section_suites() {
   [ -x "$BENCH_BIN" ] || { echo "## Module benchmarks"; echo; echo "(coordfs-bench not built at $BENCH_BIN)"; echo; return; }
   local usage suites s
@@ -942,6 +942,7 @@ section_suites() {
   suites=$(sed -n 's/^usage: coordfs-bench \([a-z|_-]*\).*/\1/p' <<<"$usage" | tr '|' ' ')
   for s in $suites; do
     [ "$s" = metrics ] && continue  # in section_metrics
+    [ "$s" = floor ] && continue    # in section_floor
     say "bench: coordfs-bench $s"
     if ! timeout 300 "$BENCH_BIN" "$s"; then echo; echo "(coordfs-bench $s failed)"; fi
     echo
@@ -953,16 +954,20 @@ section_how() {
   echo
   echo "\`$COMMAND\` (it builds with \`swift build -c release\` first; \`bench/run.sh\` alone uses the"
   echo "existing build). Knobs: BENCH_DIR, BENCH_SIZE_MB, BENCH_RAND_SECONDS, BENCH_SMALL_FILES,"
-  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS, BENCH_LOW_NOFILE, BENCH_TRANSPORT. Every target"
+  echo "BENCH_LOOKUP_FILES, BENCH_COORDFS_OPTS, BENCH_TARGETS, BENCH_ROUNDS, BENCH_META_ROUNDS, BENCH_FRESH_FS, BENCH_LOW_NOFILE, BENCH_TRANSPORT, BENCH_FLOOR_ROUNDS. Every target"
   echo "runs on the same disk (by default each on a fresh ext4 image of its own there), one after the"
   echo "other, with the page cache dropped before each read workload. \`bench/run.sh mount\`, \`kinds\`,"
-  echo "\`transport\` or \`lowfd\` runs one part alone and prints its sections."
+  echo "\`transport\`, \`lowfd\` or \`floor\` runs one part alone and prints its sections."
   echo
 }
 
 main() {
   local started; started=$(date +%s)
-  preflight
+  preflight "${1:-}"
+  if [ "${1:-}" = floor ]; then   # only the kernel's floor, its section on stdout
+    section_floor
+    return
+  fi
   if [ "${1:-}" = mount ]; then   # only the mount workloads, the machine and mount sections on stdout
     setup_targets
     run_workloads

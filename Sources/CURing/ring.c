@@ -102,6 +102,14 @@ int curing_pin_to_cpu(int cpu) {
     return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : -errno;
 }
 
+int curing_unpin(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    for (long c = 0; c < n && c < CPU_SETSIZE; c++) CPU_SET(c, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : -errno;
+}
+
 int curing_notify_retrieve(int devfd, uint64_t nodeid, uint64_t notify_unique) {
     struct {
         struct { uint32_t len; int32_t error; uint64_t unique; } out;   /* fuse_out_header */

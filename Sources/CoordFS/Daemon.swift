@@ -114,6 +114,8 @@ public final class Daemon: @unchecked Sendable {
 
     /// The FUSE requests served so far, by operation (nil before the mount).
     public var requestCounters: FuseRequestCounters? { session?.requestCounters }
+    /// The transport the mount's requests come through (nil before the mount).
+    public var transportInUse: FuseTransportInUse? { session?.transportInUse }
 
     /// The daemon log's line for a notice of the event log writer.
     static func describe(_ notice: EventLogWriter.Notice) -> String {

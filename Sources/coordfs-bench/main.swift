@@ -7,6 +7,7 @@ let suites: [String: ([String]) async throws -> Void] = [
     "coordination": CoordinationBench.run,
     "etcd": EtcdBench.run,
     "eventlog": EventLogBench.run,
+    "floor": FloorBench.run,
     "protocol": ProtocolBench.run,
     "recorder": RecorderBench.run,
     "metrics": MetricsBench.run,

@@ -99,6 +99,8 @@ int curing_send_wake(curing_ring *waker, curing_ring *target, uint64_t user_data
 
 /* Pins the calling thread to `cpu` (sched_setaffinity): 0 or a negative errno. */
 int curing_pin_to_cpu(int cpu);
+/* Lets the calling thread run on every CPU again: 0 or a negative errno. */
+int curing_unpin(void);
 
 /* Writes a FUSE_NOTIFY_RETRIEVE of nothing (size 0) of inode `nodeid` to /dev/fuse. When the kernel
    holds that inode and it is a regular file (else -ENOENT or -EINVAL), it answers with a
