@@ -201,4 +201,7 @@ public struct ClusterStatus: Sendable {
     public var unreachableSince: Double? = nil
     /// The last error etcd's client gave (kept after etcd answers again).
     public var lastError: String? = nil
+    /// etcd's refusal while it refuses every write because its space quota is used up (NOSPACE),
+    /// nil once a write of this node goes through again.
+    public var full: String? = nil
 }

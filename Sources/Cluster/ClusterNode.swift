@@ -32,6 +32,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// Wall-clock time etcd became unreachable, and why (for status and the log).
         var unreachableSince: Double?
         var lastError: String?
+        /// etcd's refusal while it is full (``ClusterStoreError/full(_:)``): it answers, but takes
+        /// no write until a write of this node goes through again.
+        var full: String?
         /// Monotonic time of the first failed call since etcd last answered.
         var failingSince: Double?
         /// The mod revision of this node's change-record key as its last write left it (0: none):
@@ -327,6 +330,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 state.changeKeyRevision = changeKeyRevision
             }
             reachability(true)
+            wrote()
             step(node: name, "session \(lease) began (ttl \(ttl) s, \(presenters.count) presenters registered)", path: nil)
             startFlush()
         } catch {
@@ -750,6 +754,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 let result = try await retrying(until: retryUntil, request) {
                     try await self.store.transaction(fresh0, success: success, failure: readBack + ranges)
                 }
+                wrote()
                 if result.succeeded {
                     order = result.revision
                     found = result.ranges
@@ -1029,6 +1034,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// failed call during a failover is not an outage, and under `cluster_unreachable=local` it
     /// would let accesses through unarbitrated).
     func reachability(_ ok: Bool, _ error: Error? = nil, atOnce: Bool = false) {
+        if !ok, case ClusterStoreError.full(let message)? = error as? ClusterStoreError { return full(message) }
         let changed = lock.withLock { () -> Bool in
             if let error { state.lastError = String(describing: error) }
             let t = ClusterConfiguration.monotonicSeconds()
@@ -1044,6 +1050,32 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         step(node: name, ok ? "etcd reachable again" : "etcd unreachable (\(error.map { String(describing: $0) } ?? "no answer")): \(policy)", path: nil)
     }
 
+    /// What an operator reads when etcd is full (its daemon log, `coordfs status --cluster`, the
+    /// reason of an access that failed).
+    public static let fullAdvice = "etcd's space quota (--quota-backend-bytes) is used up and it refuses every write until its operator frees space: compact its history (etcdctl compact REVISION; run etcd with --auto-compaction-retention), defragment (etcdctl defrag), then disarm the alarm (etcdctl alarm disarm), or raise the quota"
+
+    /// etcd refused a write because it is full: said once (a step, so a line in the daemon's log)
+    /// until a write goes through again (``wrote()``). etcd answers meanwhile: not unreachable.
+    private func full(_ message: String) {
+        let first = lock.withLock { () -> Bool in
+            state.lastError = "etcd full: \(message)"
+            defer { state.full = message }
+            return state.full == nil
+        }
+        guard first else { return }
+        let policy = configuration.unreachable == .fail ? "accesses that need the cluster fail with EIO" : "accesses go on locally"
+        step(node: name, "etcd full (\(message)): \(Self.fullAdvice); \(policy)", path: nil)
+    }
+
+    /// A write of this node went through: etcd takes writes (again, after it was full).
+    func wrote() {
+        let wasFull = lock.withLock { () -> Bool in
+            defer { state.full = nil }
+            return state.full != nil
+        }
+        if wasFull { step(node: name, "etcd takes writes again (no longer full)", path: nil) }
+    }
+
     private func unreachable(_ request: RequestID, _ error: Error) -> Result<any GatePass, CoordinationError> {
         let policy = configuration.unreachable
         if case CoordinationError.cancelled? = error as? CoordinationError { return .failure(.cancelled(request)) }
@@ -1052,8 +1084,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             if policy == .local { state.localGrants += 1 }
         }
         if policy == .local {
-            step(node: name, "etcd unreachable (\(error)): granted locally", path: nil)
+            var full = false
+            if case ClusterStoreError.full? = error as? ClusterStoreError { full = true }
+            step(node: name, "etcd \(full ? "full" : "unreachable") (\(error)): granted locally", path: nil)
             return .success(Pass(token: 0, uses: [], serial: 0, asked: []))
+        }
+        if case ClusterStoreError.full(let message)? = error as? ClusterStoreError {
+            return .failure(.cluster(request, errno: EIO, reason: "etcd full (\(message)): \(Self.fullAdvice)"))
         }
         return .failure(.cluster(request, errno: EIO, reason: "etcd unreachable (\(error)); unreachable policy is fail"))
     }
@@ -1282,6 +1319,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 for c in sent { c.resume() }
                 reachability(true)
+                // A full etcd still takes deletions: only a put says it takes writes again.
+                if batch.ops.contains(where: { if case .put = $0 { return true } else { return false } }) { wrote() }
             } catch ClusterStoreError.leaseNotFound(let lease) {
                 // The session is gone, and every key of it with it; its records wait for the next.
                 inFlight = nil
@@ -1814,7 +1853,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             return ClusterStatus(node: name, prefix: configuration.prefix, reachable: state.reachable, sessionValid: sessionValid(),
                                  unreachablePolicy: configuration.unreachable, localGrants: state.localGrants,
                                  revision: state.watchedRevision, nodes: nodes, unreachableSince: state.unreachableSince,
-                                 lastError: state.lastError)
+                                 lastError: state.lastError, full: state.full)
         }
     }
 }

@@ -116,6 +116,9 @@ public enum ClusterStoreError: Error, Sendable, Hashable {
     case compacted(oldestAvailable: Revision)
     /// Authentication failed or is missing.
     case unauthenticated(String)
+    /// The store answers but refuses every write: its space quota is used up (etcd's NOSPACE
+    /// alarm, "database space exceeded") until its operator frees space and disarms the alarm.
+    case full(String)
     /// Any other refusal by the store, with its message.
     case failed(String)
 }

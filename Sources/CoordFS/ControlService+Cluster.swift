@@ -79,7 +79,7 @@ extension ControlRequestHandler {
         client.connection.send(.clusterStatusReport(ClusterStatusReport(
             id: request.id, node: s.node, prefix: s.prefix, reachable: s.reachable, sessionValid: s.sessionValid,
             unreachable: s.unreachablePolicy.rawValue, localGrants: UInt64(max(0, s.localGrants)), revision: s.revision, nodes: nodes,
-            unreachableSinceMs: s.unreachableSince.map { UInt64(max(0, $0 * 1000)) }, lastError: s.lastError)))
+            unreachableSinceMs: s.unreachableSince.map { UInt64(max(0, $0 * 1000)) }, lastError: s.lastError, etcdFull: s.full.map { "\($0): " + ClusterNode.fullAdvice })))
     }
 
     func clusterSteps(_ request: ClusterStepsQuery, _ client: ControlClientState) {

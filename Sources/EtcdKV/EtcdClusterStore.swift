@@ -280,6 +280,7 @@ public final class EtcdClusterStore: ClusterStore {
     static func error(_ wire: WireError?, status: HTTPResponseStatus) -> ClusterStoreError {
         let message = wire?.message ?? wire?.error ?? "HTTP \(status.code)"
         switch wire?.code {
+        case 8 where message.contains("space exceeded"): return .full(message)  // NOSPACE: a quota, not a lost member
         case 14, 4, 8, 1: return .unavailable(message)  // unavailable, deadline exceeded, exhausted, canceled
         case 16, 7: return .unauthenticated(message)  // unauthenticated, permission denied
         case 5 where message.contains("lease not found"): return .leaseNotFound(0)

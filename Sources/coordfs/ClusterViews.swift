@@ -37,8 +37,9 @@ enum ClusterViews {
     }
 
     static func etcdLine(_ r: ClusterStatusReport) -> String {
-        (r.reachable ? "etcd: reachable"
-            : "etcd: UNREACHABLE" + (r.unreachableSinceMs.map { " since " + since($0) } ?? "") + (r.lastError.map { " (\($0))" } ?? ""))
+        (r.etcdFull.map { "etcd: FULL, refusing every write (\($0))" }
+            ?? (r.reachable ? "etcd: reachable"
+            : "etcd: UNREACHABLE" + (r.unreachableSinceMs.map { " since " + since($0) } ?? "") + (r.lastError.map { " (\($0))" } ?? "")))
             + (r.sessionValid ? ", session valid" : ", NO valid session (this node grants nothing that needs the cluster)")
             + "; when unreachable: \(r.unreachable); granted locally: \(r.localGrants); revision \(r.revision)"
     }
@@ -72,6 +73,7 @@ enum ClusterViews {
         if case .object(var etcd) = o["etcd"]! {
             if let ms = r.unreachableSinceMs { etcd["unreachableSince"] = .string(since(ms)) }
             if let e = r.lastError { etcd["lastError"] = .string(e) }
+            if let f = r.etcdFull { etcd["full"] = .string(f) }
             o["etcd"] = .object(etcd)
         }
         o["nodes"] = .array(r.nodes.map { n in

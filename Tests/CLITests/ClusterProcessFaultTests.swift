@@ -285,4 +285,55 @@ final class ClusterProcessFaultTests: ClusterProcessTestCase {
         XCTAssertTrue(waitUntil(10) { daemonLog("b").contains("etcd reachable again") }, "b's log: \(daemonLog("b"))")
         XCTAssertTrue(waitUntil(10) { coordfs("status", mntB, "--cluster").stdout.contains("etcd: reachable") })
     }
+
+    /// etcd full (its `--quota-backend-bytes` used up: NOSPACE, "database space exceeded"): a write
+    /// through a that needs a right fails with EIO, and a's daemon log and `coordfs status
+    /// --cluster` say etcd is full and what its operator should do, never that it is unreachable
+    /// or reachable again (it answers reads all along). Once the operator frees space (the keys
+    /// deleted, the history compacted, etcd defragmented, the alarm disarmed) the write goes
+    /// through and the log says etcd takes writes again. Before, the client took etcd's refusal
+    /// for an outage: the log said "etcd unreachable" and then, at the watch's next answer,
+    /// "reachable again", while every write failed.
+    func testAFullEtcdIsSaidSoAndWritesGoOnOnceItHasSpace() throws {
+        etcd.stop()
+        etcd = try EtcdCluster(size: 1, extraArguments: ["--quota-backend-bytes=2097152"])
+        try mount("a", at: mnt)
+        try mount("b", at: mntB)
+        FileOps.put(mnt + "/doc.txt", "v0\n")
+        // b reads it: a's rights on it are recalled, so a's next write needs etcd.
+        XCTAssertEqual(FileOps.get(mntB + "/doc.txt"), "v0\n")
+        let endpoints = etcd.endpoints.joined(separator: ",")
+        var filled = false
+        for i in 0..<12 where !filled {
+            let r = sh("head -c 600000 /dev/urandom | base64 -w0 | ETCDCTL_API=3 etcdctl --endpoints \(endpoints) put filler/\(i)", timeout: 30)
+            filled = (r.stdout + r.stderr).contains("space exceeded")
+        }
+        XCTAssertTrue(filled, "etcd never said it was full")
+
+        let r = sh("echo v1 > '\(mnt!)/doc.txt'", timeout: 60)
+        XCTAssertNotEqual(r.status, 0, "a write that needs etcd went through while etcd was full: \(r)")
+        XCTAssertTrue(r.stderr.contains("Input/output error"), "\(r)")
+        XCTAssertTrue(waitUntil(10) { daemonLog("a").contains("etcd full") }, "a's log: \(daemonLog("a"))")
+        let log = daemonLog("a")
+        XCTAssertTrue(log.contains("--quota-backend-bytes") && log.contains("etcdctl alarm disarm") && log.contains("etcdctl defrag"), log)
+        let status = coordfs("status", mnt, "--cluster")
+        XCTAssertTrue(status.stdout.contains("etcd: FULL, refusing every write") && status.stdout.contains("etcdctl alarm disarm"), status.stdout)
+        let json = coordfs("status", mnt, "--cluster", "--json")
+        XCTAssertTrue(json.stdout.contains("\"full\""), json.stdout)
+        sleep(2) // the watch answers meanwhile: etcd is full, not unreachable and back
+        XCTAssertFalse(daemonLog("a").contains("etcd unreachable") || daemonLog("a").contains("reachable again"), daemonLog("a"))
+
+        // The operator frees space.
+        for step in ["ETCDCTL_API=3 etcdctl --endpoints \(endpoints) del --prefix filler/",
+                     "ETCDCTL_API=3 etcdctl --endpoints \(endpoints) compact $(ETCDCTL_API=3 etcdctl --endpoints \(endpoints) endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0][\"Status\"][\"header\"][\"revision\"])')",
+                     "ETCDCTL_API=3 etcdctl --endpoints \(endpoints) defrag",
+                     "ETCDCTL_API=3 etcdctl --endpoints \(endpoints) alarm disarm"] {
+            let done = sh(step, timeout: 30)
+            XCTAssertEqual(done.status, 0, "\(step): \(done)")
+        }
+        XCTAssertTrue(waitUntil(20) { sh("echo v2 > '\(mnt!)/doc.txt'", timeout: 30).status == 0 }, "a's write once etcd had space")
+        XCTAssertEqual(FileOps.get(mntB + "/doc.txt"), "v2\n")
+        XCTAssertTrue(waitUntil(10) { daemonLog("a").contains("etcd takes writes again") }, "a's log: \(daemonLog("a"))")
+        XCTAssertTrue(waitUntil(10) { coordfs("status", mnt, "--cluster").stdout.contains("etcd: reachable") })
+    }
 }

@@ -67,9 +67,14 @@ package struct ClusterStatusReport: Sendable, Hashable {
     package var unreachableSinceMs: UInt64?
     /// The last error etcd's client gave (kept after etcd answers again).
     package var lastError: String?
+    /// etcd's refusal while its space quota is used up and it takes no write, and what its
+    /// operator should do (absent otherwise).
+    package var etcdFull: String?
 
     package init(id: RequestID, node: String, prefix: String, reachable: Bool, sessionValid: Bool, unreachable: String,
-                 localGrants: UInt64, revision: Int64, nodes: [Node], unreachableSinceMs: UInt64? = nil, lastError: String? = nil) {
+                 localGrants: UInt64, revision: Int64, nodes: [Node], unreachableSinceMs: UInt64? = nil, lastError: String? = nil,
+                 etcdFull: String? = nil) {
+        self.etcdFull = etcdFull
         self.unreachableSinceMs = unreachableSinceMs
         self.lastError = lastError
         self.id = id
@@ -119,6 +124,7 @@ extension ClusterStatusReport: WireMessage {
         }
         unreachableSinceMs = try fields.optionalUInt("unreachableSinceMs")
         lastError = try fields.optionalString("lastError", maxBytes: 65536)
+        etcdFull = try fields.optionalString("etcdFull", maxBytes: 65536)
     }
 
     func encode(to o: inout JSONObject) {
@@ -141,6 +147,7 @@ extension ClusterStatusReport: WireMessage {
         })
         if let unreachableSinceMs { o["unreachableSinceMs"] = .int(Int64(unreachableSinceMs)) }
         if let lastError { o["lastError"] = .string(lastError) }
+        if let etcdFull { o["etcdFull"] = .string(etcdFull) }
     }
 }
 
