@@ -132,12 +132,9 @@ final class ScaleTests: ClientMountTestCase {
     /// `continues`, and `coordfs status --json` shows the one access with all 64 intents (the old
     /// daemon sent one oversized frame, which the client refused: `frameTooLarge`).
     func testAStatusEntryLargerThanAFrameIsSplitAndShownWhole() throws {
-        let name = String(repeating: "\u{7F}", count: 250)
-        let folder = Array(repeating: name, count: 12).joined(separator: "/")
-        try FileManager.default.createDirectory(atPath: backing + "/" + folder, withIntermediateDirectories: true)
+        let paths = try longDELPaths()
         let raw = try RawClient(socket: socketPath)
         XCTAssertTrue(raw.hello())
-        let paths = (0..<64).map { folder + "/\($0)-" + name }
         let intents = try paths.map { Intent.writing(try MountPath(validating: $0)) }
         // The request written by hand, DEL unescaped (valid JSON: only controls below 0x20 must be escaped).
         let request = raw.id()
@@ -177,12 +174,9 @@ final class ScaleTests: ClientMountTestCase {
     /// now the daemon's memory grows by a few MiB while the client does not read, and the whole
     /// report still arrives once it reads.
     func testAStatusReportItsClientDoesNotReadCostsTheDaemonOneFrameAtATime() throws {
-        let name = String(repeating: "\u{7F}", count: 250)
-        let folder = Array(repeating: name, count: 12).joined(separator: "/")
-        try FileManager.default.createDirectory(atPath: backing + "/" + folder, withIntermediateDirectories: true)
+        let paths = try longDELPaths()
         let holder = try RawClient(socket: socketPath)
         XCTAssertTrue(holder.hello())
-        let paths = (0..<64).map { folder + "/\($0)-" + name }
         let body = { (id: UInt64) in
             #"{"type":"coordinate","id":\#(id),"intents":["# + paths.map { #"{"intent":"read","path":"\#($0)"}"# }.joined(separator: ",") + "]}"
         }
@@ -230,6 +224,15 @@ final class ScaleTests: ClientMountTestCase {
 }
 
 extension ScaleTests {
+    /// 64 paths of 13 names of 250 DEL characters (the folder made in the backing folder): about
+    /// 1.2 MiB of JSON as the daemon writes them (`\\u007f`), 200 KiB as a client may send them.
+    func longDELPaths() throws -> [String] {
+        let name = String(repeating: "\u{7F}", count: 250)
+        let folder = Array(repeating: name, count: 12).joined(separator: "/")
+        try FileManager.default.createDirectory(atPath: backing + "/" + folder, withIntermediateDirectories: true)
+        return (0..<64).map { folder + "/\($0)-" + name }
+    }
+
     /// This process's resident memory (the daemon runs in it), from /proc/self/statm.
     static func residentMegabytes() -> Double {
         guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
