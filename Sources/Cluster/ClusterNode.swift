@@ -126,8 +126,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var dead = false
         var replacement: [ItemPath: Right] = [:]
         var lastUsed: Double = 0
-        /// The rights of other nodes to change items that recalled it while in use: before it goes,
-        /// the versions this node's readers read there are kept (`yieldsBefore`).
+        /// The rights of other nodes that recalled it while in use: before it goes, the versions
+        /// this node's readers read there are kept (`yieldsBefore`).
         var recalledBy: [Hold] = []
 
         init(key: [UInt8], path: ItemPath, mode: LockMode, order: Revision) {
@@ -570,11 +570,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// The versions to keep before `holds` of other nodes, which recall rights of this node, let
     /// their changes through (with the lock held): each counted in `yielding` until kept
-    /// (`startYields`), so the rights recalled meanwhile are given back only after.
+    /// (`startYields`), so the rights recalled meanwhile are given back only after. A read hold
+    /// counts too: the right it takes away is the one a later write of that node would have
+    /// recalled (and so found this node's readers).
     func yieldsBefore(_ holds: [Hold]) -> [Yield] {
         guard let host else { return [] }
         var out: [Yield] = []
-        for hold in holds where hold.mode != .read {
+        // A read too: once this node's right is gone for it, a later write there recalls nothing here.
+        for hold in holds {
             let inside = hold.mode == .subtreeWrite
             guard !out.contains(where: { $0.path == hold.path && $0.inside == inside }),
                   host.clusterKeepsReadVersions(at: hold.path, inside: inside) else { continue }
@@ -611,7 +614,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func recallRight(_ r: Right, by hold: Hold) {
         guard !r.dead && !r.recalled else { return }
         r.recalled = true
-        if hold.mode != .read { r.recalledBy.append(hold) }
+        r.recalledBy.append(hold)
         if r.inUse == 0 {
             if r.granted { state.idleRights -= 1 }
             r.dead = true
