@@ -43,6 +43,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var localGrants = 0
         var stopped = false
         var watchedRevision: Revision = 0
+        /// Admissions waiting for the watch to reach their rights' revision (`watchReaches`).
+        var revisionWaiters: [(revision: Revision, waiter: RevisionWaiter)] = []
         var serial: UInt64 = 0
         // This node's rights and presenters.
         var rights: [ItemPath: [Right]] = [:]
@@ -217,6 +219,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         }
     }
 
+    /// One admission waiting for the watch (`watchReaches`): resumed once, by the watch or its bound.
+    final class RevisionWaiter: @unchecked Sendable {
+        var continuation: CheckedContinuation<Void, Never>?
+    }
+
     private var tasks: [Task<Void, Never>] = []
 
     public init(store: any ClusterStore, configuration: ClusterConfiguration) {
@@ -253,6 +260,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             return (state.lease, state.paceWaiter)
         }
         pacing?.resume()
+        resumeRevisionWaiters()
         coordinator?.coordinationGate = nil
         for t in tasks { t.cancel() }
         if lease != 0 { try? await store.revokeLease(lease) }
@@ -726,6 +734,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             return (state.lease, exempt, state.serial)
         }
         var fresh: [Right] = []
+        var grantRevision: Revision = 0
         func giveBack() {
             lock.withLock {
                 for use in uses { give(use.right.current(for: use.path), use.path, use.mode) }
@@ -760,6 +769,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 wrote()
                 if result.succeeded {
                     order = result.revision
+                    grantRevision = order
                     found = result.ranges
                 } else {
                     let mine = result.ranges.prefix(keysFor.count).compactMap(\.first)
@@ -767,6 +777,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                         throw ClusterStoreError.unavailable("this node's right went while it was being taken")
                     }
                     order = created
+                    grantRevision = result.revision
                     found = Array(result.ranges.dropFirst(keysFor.count))
                 }
             } catch {
@@ -839,7 +850,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
         }
         let token = uses.map(\.right.order).max() ?? 0
-        // Presenters on other nodes.
+        // Presenters on other nodes, as of the revision of the rights just taken: a presenter
+        // another node put before them is asked, although the watch may not have shown it yet
+        // when etcd answered (a write right after a `present` elsewhere went unasked).
+        if grantRevision > 0 { await watchReaches(grantRevision, within: max(1, configuration.failoverWait)) }
         let targets = lock.withLock { askTargets(intents) }
         if targets.isEmpty { return .success(Pass(token: token, uses: uses, serial: serial, asked: [])) }
         let ask = AskValue(intents: intents.map(WireIntent.init), origin: WireOrigin(origin), token: token)
@@ -1446,6 +1460,46 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     // MARK: The watch
 
+    /// Waits until the watch has shown every revision up to `revision` (or `seconds` passed, or the
+    /// node stopped): what this node knows of the cluster is then at least what etcd held then.
+    func watchReaches(_ revision: Revision, within seconds: Double) async {
+        let waiter = RevisionWaiter()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock { () -> Bool in
+                if state.watchedRevision >= revision || state.stopped { return true }
+                waiter.continuation = c
+                state.revisionWaiters.append((revision, waiter))
+                return false
+            }
+            if done { c.resume(); return }
+            Task.detached { [self] in
+                try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                    defer { waiter.continuation = nil }
+                    state.revisionWaiters.removeAll { $0.waiter === waiter }
+                    return waiter.continuation
+                }
+                c?.resume()
+            }
+        }
+    }
+
+    /// Resumes the admissions whose revision the watch has reached.
+    private func resumeRevisionWaiters() {
+        let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            guard !state.revisionWaiters.isEmpty else { return [] }
+            let reached = state.watchedRevision, stopped = state.stopped
+            var ready: [CheckedContinuation<Void, Never>] = []
+            state.revisionWaiters.removeAll { w in
+                guard w.revision <= reached || stopped else { return false }
+                if let c = w.waiter.continuation { ready.append(c); w.waiter.continuation = nil }
+                return true
+            }
+            return ready
+        }
+        for c in ready { c.resume() }
+    }
+
     private func watchLoop(from start: Revision) async {
         var from = start
         while !Task.isCancelled && !lock.withLock({ state.stopped && state.lease == 0 }) {
@@ -1460,12 +1514,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                         state.watchedRevision = max(state.watchedRevision, batch.revision)
                         return effects
                     }
+                    resumeRevisionWaiters()
                     reachability(true)
                     run(effects)
                     from = batch.revision + 1
                 }
             } catch ClusterStoreError.compacted {
                 await resync(&from)
+                resumeRevisionWaiters()
             } catch {
                 reachability(false, error)
             }

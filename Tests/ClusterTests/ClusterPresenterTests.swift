@@ -58,6 +58,41 @@ import CoordinationTestSupport
         #expect(await eventually { cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters.count == 2 })
     }
 
+    /// A presenter another node put in etcd before this node's write took its rights is asked,
+    /// although this node's watch had not shown it yet when etcd answered: the write waits for its
+    /// watch to reach the revision of its rights before it looks for presenters elsewhere (a write
+    /// right after a `coordfs present` on another host went unasked, its presenter only told).
+    @Test func aPresenterPutBeforeTheWritesRightsIsAskedThoughTheWatchLags() async throws {
+        let cluster = TestCluster()
+        let lagging = LaggingWatchStore(cluster.store)
+        try await cluster.add("a")
+        try await cluster.add("b", through: lagging)
+        defer {
+            lagging.lag = false
+            Task { await cluster.stop() }
+        }
+        let j = cluster.journal
+        lagging.lag = true
+        _ = try cluster.coordinator("a").addFilePresenter(RecordingPresenter("P", at: path("docs/report.txt"), journal: j), owner: origin)
+        await cluster.node("a").flush()
+        var inEtcd = 0
+        for _ in 0..<500 where inEtcd == 0 {
+            inEtcd = try await cluster.store.range(Array("test/cluster/p/a/".utf8), prefix: true).values.count
+            if inEtcd == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(inEtcd == 1, "a's presenter in etcd")
+        #expect(cluster.node("b").status().nodes.first { $0.name == "a" }?.presenters.isEmpty ?? true, "b's watch lags: the test proves nothing")
+
+        let writing = Pending(cluster.coordinator("b"), [write("docs/report.txt")])
+        try await Task.sleep(for: .milliseconds(300))
+        lagging.lag = false
+        #expect(await eventually(5) { writing.access != nil })
+        writing.access?.didChange(path("docs/report.txt"))
+        writing.access?.release()
+        #expect(await eventually { j.contains("P:didChange") }, "\(j.all)")
+        #expect(j.contains("P:relinquishToWriter"), "a's presenter was not asked: \(j.all)")
+    }
+
     @Test func aFolderPresenterHearsOfSubitemsChangedOnAnotherNode() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")

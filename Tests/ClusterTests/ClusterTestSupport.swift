@@ -195,3 +195,42 @@ final class HoldingStore: ClusterStore, @unchecked Sendable {
         inner.watch(key, prefix: prefix, fromRevision: fromRevision)
     }
 }
+
+/// A store whose watch falls behind while `lag` is on: every batch waits to be delivered until it is
+/// off again (as a node's watch behind etcd's answers under load), everything else goes through.
+final class LaggingWatchStore: ClusterStore, @unchecked Sendable {
+    let inner: any ClusterStore
+    private let lagging = Mutex(false)
+    init(_ inner: any ClusterStore) { self.inner = inner }
+    var lag: Bool {
+        get { lagging.withLock { $0 } }
+        set { lagging.withLock { $0 = newValue } }
+    }
+
+    func range(_ key: [UInt8], prefix: Bool) async throws -> (values: [KeyValue], revision: Revision) { try await inner.range(key, prefix: prefix) }
+    func put(_ key: [UInt8], _ value: [UInt8], lease: LeaseID) async throws -> Revision { try await inner.put(key, value, lease: lease) }
+    func delete(_ key: [UInt8], prefix: Bool) async throws -> (revision: Revision, deleted: Int) { try await inner.delete(key, prefix: prefix) }
+    func transaction(_ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]) async throws -> TransactionResult {
+        try await inner.transaction(compare, success: success, failure: failure)
+    }
+    func grantLease(ttl: Int64) async throws -> (id: LeaseID, ttl: Int64) { try await inner.grantLease(ttl: ttl) }
+    func keepAlive(_ lease: LeaseID) async throws -> Int64 { try await inner.keepAlive(lease) }
+    func revokeLease(_ lease: LeaseID) async throws { try await inner.revokeLease(lease) }
+    func watch(_ key: [UInt8], prefix: Bool, fromRevision: Revision) -> AsyncThrowingStream<WatchBatch, Error> {
+        let upstream = inner.watch(key, prefix: prefix, fromRevision: fromRevision)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await batch in upstream {
+                        while self.lag && !Task.isCancelled { try await Task.sleep(for: .milliseconds(5)) }
+                        continuation.yield(batch)
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
