@@ -222,6 +222,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// One admission waiting for the watch (`watchReaches`): resumed once, by the watch or its bound.
     final class RevisionWaiter: @unchecked Sendable {
         var continuation: CheckedContinuation<Void, Never>?
+        /// Its bound, cancelled when the watch resumes it first.
+        var timeout: Task<Void, Never>?
     }
 
     private var tasks: [Task<Void, Never>] = []
@@ -1472,7 +1474,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 return false
             }
             if done { c.resume(); return }
-            Task.detached { [self] in
+            let timeout = Task.detached { [self] in
                 try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
                 let c = lock.withLock { () -> CheckedContinuation<Void, Never>? in
                     defer { waiter.continuation = nil }
@@ -1481,23 +1483,33 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 c?.resume()
             }
+            let resumed = lock.withLock { () -> Bool in
+                if waiter.continuation == nil { return true }
+                waiter.timeout = timeout
+                return false
+            }
+            if resumed { timeout.cancel() }
         }
     }
 
     /// Resumes the admissions whose revision the watch has reached.
     private func resumeRevisionWaiters() {
-        let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+        let ready = lock.withLock { () -> [(CheckedContinuation<Void, Never>, Task<Void, Never>?)] in
             guard !state.revisionWaiters.isEmpty else { return [] }
             let reached = state.watchedRevision, stopped = state.stopped
-            var ready: [CheckedContinuation<Void, Never>] = []
+            var ready: [(CheckedContinuation<Void, Never>, Task<Void, Never>?)] = []
             state.revisionWaiters.removeAll { w in
                 guard w.revision <= reached || stopped else { return false }
-                if let c = w.waiter.continuation { ready.append(c); w.waiter.continuation = nil }
+                if let c = w.waiter.continuation { ready.append((c, w.waiter.timeout)); w.waiter.continuation = nil }
+                w.waiter.timeout = nil
                 return true
             }
             return ready
         }
-        for c in ready { c.resume() }
+        for (c, timeout) in ready {
+            timeout?.cancel()
+            c.resume()
+        }
     }
 
     private func watchLoop(from start: Revision) async {
