@@ -4,7 +4,9 @@
 // runs it, and the daemon's own request counters (FuseKit's `FuseRequestCounters`, the ones the
 // metrics endpoint serves) read before and after. What the kernel answered from its caches never
 // reaches the counters.
-// `coordfs-bench requests [--files N] [--size-mb N] [--dir DIR] [--options O,...]`
+// `coordfs-bench requests [--files N] [--size-mb N] [--dir DIR] [--options O,...] [--privileges]`
+// (`--privileges`: also rewrites, chowns and truncates of the small files, where the kernel asks
+// `security.capability`; docs/benchmarks.md, "Where they come from").
 import CoordFS
 import Foundation
 import FuseKit
@@ -16,6 +18,7 @@ enum RequestsBench {
         var sizeMB = 64
         var dir = "/var/tmp"
         var mountOptions: [String] = []
+        var privileges = false
         mutating func parse(_ args: [String]) throws {
             var i = args.makeIterator()
             while let a = i.next() {
@@ -24,6 +27,7 @@ enum RequestsBench {
                 case "--size-mb": sizeMB = Int(i.next() ?? "") ?? sizeMB
                 case "--dir": dir = i.next() ?? dir
                 case "--options": mountOptions.append(i.next() ?? "")
+                case "--privileges": privileges = true
                 default: throw MountBench.BenchError("unknown option \(a)")
                 }
             }
@@ -54,6 +58,15 @@ enum RequestsBench {
             Step(name: "smallfiles: create (100 B, O_CREAT+O_EXCL, write, close)", files: n,
                  command: "mkdir small && cd small && " + python("fd = os.open('f%d' % i, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644); os.write(fd, b'x' * 100); os.close(fd)")),
             Step(name: "smallfiles: stat", files: n, command: "cd small && " + python("os.stat('f%d' % i)")),
+        ] + (!o.privileges ? [] : [
+            Step(name: "rewrite: open, write 1 byte, close", files: n, command: "cd small && " + python("fd = os.open('f%d' % i, os.O_WRONLY); os.write(fd, b'y'); os.close(fd)")),
+            Step(name: "rewrite again", files: n, command: "cd small && " + python("fd = os.open('f%d' % i, os.O_WRONLY); os.write(fd, b'y'); os.close(fd)")),
+            Step(name: "chown to its owner", files: n, command: "cd small && " + python("os.chown('f%d' % i, 0, 0)")),
+            Step(name: "chown to its owner again", files: n, command: "cd small && " + python("os.chown('f%d' % i, 0, 0)")),
+            Step(name: "truncate", files: n, command: "cd small && " + python("os.truncate('f%d' % i, 10)")),
+            Step(name: "open O_TRUNC", files: n, command: "cd small && " + python("os.close(os.open('f%d' % i, os.O_WRONLY | os.O_TRUNC))")),
+            Step(name: "stat, open, write twice, close", files: n, command: "cd small && " + python("os.stat('f%d' % i); fd = os.open('f%d' % i, os.O_WRONLY); os.write(fd, b'y'); os.write(fd, b'y'); os.close(fd)")),
+        ]) + [
             Step(name: "smallfiles: unlink", files: n, command: "cd small && " + python("os.unlink('f%d' % i)") + " && cd .. && rmdir small"),
             Step(name: "stat of a missing name, twice", files: n,
                  command: python("[os.path.exists('missing%d' % i) for _ in range(2)]")),

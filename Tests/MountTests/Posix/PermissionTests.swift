@@ -197,6 +197,91 @@ class PermissionTests: MountTestCase {
         }
         modes("chown(-1, -1) by root")
     }
+
+    /// A file capability (`security.capability`) goes exactly as natively: a write (the first to
+    /// the inode and a second one through the same open), a truncate, an ftruncate, an O_TRUNC open
+    /// and a chown remove it, for root (CAP_FSETID, which keeps set-user-ID) as for nobody, seen
+    /// through the mount and in the backing folder; set-user-ID beside it is dropped or kept as
+    /// natively by nobody's writes and truncates and by root's truncates and chowns. Two cases differ
+    /// from Linux and are left out (docs/architecture.md, "Passthrough"): root's write to a file with
+    /// both a capability and set-user-ID, and nobody's chown(-1, -1) of another user's set-ID file.
+    func testFileCapabilitiesAreRemovedAsNatively() {
+        prepare("mkdir shared 0777") { s in Sys.call { mkdir(s("shared"), 0o777) } }
+        prepare("chmod shared 0777") { s in Sys.call { chmod(s("shared"), 0o777) } }
+        // A VFS_CAP_REVISION_2 capability with the effective flag: cap_net_raw permitted.
+        let capability: [UInt8] = [0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00] + [UInt8](repeating: 0, count: 12)
+        func reset(_ name: String, _ mode: mode_t) {
+            prepare("put shared/\(name)") { s in Sys.put(s("shared/\(name)"), [1, 2, 3]) }
+            prepare("chown shared/\(name)") { s in Sys.call { chown(s("shared/\(name)"), 0, 0) } }
+            prepare("chmod shared/\(name) \(String(mode, radix: 8))") { s in Sys.call { chmod(s("shared/\(name)"), mode) } }
+            prepare("setcap shared/\(name)") { s in Sys.setxattr(s("shared/\(name)"), "security.capability", capability) }
+        }
+        /// Mode and capability, as the native folder, the mount and the backing folder show them.
+        func state(_ path: String) -> String {
+            let mode = Sys.lstat(path).0.map { String($0.mode & 0o7777, radix: 8) } ?? "gone"
+            let (value, o) = Sys.getxattr(path, "security.capability")
+            return "\(mode) " + (o.ok ? (value == capability ? "cap" : "other cap \(value)") : (o.err == ENODATA ? "no cap" : "\(o)"))
+        }
+        func check(_ name: String, after op: String) {
+            let n = state(native("shared/\(name)"))
+            same("shared/\(name) after \(op)") { s in state(s("shared/\(name)")) }
+            if target.isMount { XCTAssertEqual(state(backing("shared/\(name)")), n, "backing shared/\(name) after \(op)") }
+        }
+        func writeOnce(_ path: String) -> Outcome {
+            let o = Sys.open(path, O_WRONLY)
+            guard o.ok else { return o }
+            defer { close(Int32(o.ret)) }
+            return Sys.write(Int32(o.ret), [9])
+        }
+        func writeTwice(_ path: String) -> Outcome {
+            let o = Sys.open(path, O_WRONLY)
+            guard o.ok else { return o }
+            defer { close(Int32(o.ret)) }
+            _ = Sys.write(Int32(o.ret), [8])
+            return Sys.write(Int32(o.ret), [9])
+        }
+        func ftruncateOne(_ path: String) -> Outcome {
+            let o = Sys.open(path, O_WRONLY)
+            guard o.ok else { return o }
+            defer { close(Int32(o.ret)) }
+            return Sys.call { ftruncate(Int32(o.ret), 1) }
+        }
+        func openTruncating(_ path: String) -> Outcome {
+            let o = Sys.open(path, O_WRONLY | O_TRUNC)
+            if o.ok { close(Int32(o.ret)) }
+            return o.ok ? .success() : o
+        }
+        let byNobody: [(String, (String) -> Outcome)] = [
+            ("write", writeOnce), ("two writes", writeTwice), ("truncate", { p in Sys.call { truncate(p, 1) } }),
+            ("ftruncate", ftruncateOne), ("O_TRUNC open", openTruncating),
+        ]
+        for (op, body) in byNobody {
+            for (name, mode) in [("cap", 0o777), ("capsuid", 0o4777)] as [(String, mode_t)] {
+                reset(name, mode)
+                sameAsNobody("\(op) shared/\(name)", expect: .success(op.contains("write") ? 1 : 0)) { s in body(s("shared/\(name)")) }
+                check(name, after: "\(op) by nobody")
+            }
+        }
+        reset("cap", 0o777)
+        sameAsNobody("chown(-1, -1) shared/cap", expect: .success()) { s in Sys.call { chown(s("shared/cap"), uid_t.max, gid_t.max) } }
+        check("cap", after: "chown(-1, -1) by nobody")
+        for (op, body) in byNobody {
+            reset("cap", 0o777)
+            same("\(op) shared/cap as root", expect: .success(op.contains("write") ? 1 : 0)) { s in body(s("shared/cap")) }
+            check("cap", after: "\(op) by root")
+        }
+        let byRoot: [(String, (String) -> Outcome)] = [
+            ("truncate", { p in Sys.call { truncate(p, 1) } }), ("ftruncate", ftruncateOne), ("O_TRUNC open", openTruncating),
+            ("chown(-1, -1)", { p in Sys.call { chown(p, uid_t.max, gid_t.max) } }), ("chown(0, 0)", { p in Sys.call { chown(p, 0, 0) } }),
+        ]
+        for (op, body) in byRoot {
+            for (name, mode) in [("cap", 0o777), ("capsuid", 0o4777)] as [(String, mode_t)] {
+                reset(name, mode)
+                same("\(op) shared/\(name) as root", expect: .success()) { s in body(s("shared/\(name)")) }
+                check(name, after: "\(op) by root")
+            }
+        }
+    }
 }
 
 /// The same checks with open files served by the daemon: no passthrough, so the kernel keeps
@@ -208,4 +293,5 @@ final class PermissionTestsWithoutPassthrough: PermissionTests {
 
     // XCTest on Linux runs a subclass's inherited tests only when it declares one of its own.
     override func testSetUserAndGroupIDAreDroppedAsNatively() { super.testSetUserAndGroupIDAreDroppedAsNatively() }
+    override func testFileCapabilitiesAreRemovedAsNatively() { super.testFileCapabilitiesAreRemovedAsNatively() }
 }
