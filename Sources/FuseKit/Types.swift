@@ -128,7 +128,8 @@ public struct SetAttributes: OptionSet, Sendable {
 
     /// Nothing to set but the change time: chown(f, -1, -1), or (with FUSE_HANDLE_KILLPRIV_V2) the
     /// kernel's way of saying that a write by a caller without CAP_FSETID must drop set-user-ID and
-    /// set-group-ID. Both mean: drop the privileges as chown(2) would, and touch the change time.
+    /// set-group-ID (or, after the kernel removed a file capability, that root's write drops nothing).
+    /// The Loopback tells them apart by the caller's system call (`CallerSystemCall`).
     public var dropsPrivileges: Bool {
         isDisjoint(with: [.mode, .uid, .gid, .size, .atime, .mtime, .atimeNow, .mtimeNow])
     }

@@ -458,6 +458,19 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func setAttributes(_ node: BackingNode, _ attr: stat, changing: SetAttributes, open: OpenFile?,
                               caller: RequestContext) -> Result<stat, Errno> {
         if changing.dropsPrivileges {
+            // chown(f, -1, -1), or a write's removal of privileges: the caller's system call tells
+            // (`CallerSystemCall`); when it cannot be read, both are taken as chown(-1, -1) was.
+            switch CallerSystemCall.isChown(caller.pid) {
+            case true?:
+                if case .success(let st) = attributes(of: node), CallerSystemCall.chownIsRefused(st, caller: caller) {
+                    return .failure(.notPermitted)
+                }
+            case false? where caller.uid == 0:
+                // Root's write (CAP_FSETID) drops no set-ID bit: the kernel sent this SETATTR after
+                // removing the file's capability (a REMOVEXATTR), the only privilege root's write drops.
+                return attributes(of: node)
+            default: break
+            }
             if let e = dropPrivileges(of: node, caller: caller) { return .failure(e) }
             return attributes(of: node)
         }
@@ -1082,8 +1095,18 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
+        let node = inode(id)
+        // The kernel removes a file's capability itself before the SETATTR of chown(f, -1, -1)
+        // (`setattr_prepare`); where Linux refuses that chown (EPERM) before removing anything, so
+        // does this removal, and the chown fails with it. Anyone else's removal of
+        // `security.capability` needs CAP_SETFCAP, which the kernel checks before asking.
+        if request.context.uid != 0, strcmp(name.cString, "security.capability") == 0,
+           CallerSystemCall.isChown(request.context.pid) == true,
+           case .success(let st) = attributes(of: node), CallerSystemCall.chownIsRefused(st, caller: request.context) {
+            return request.reply(error: .notPermitted)
+        }
         // A removal makes nothing appear: the node's absent attributes stay.
-        let result = xattrCall(inode(id), onDescriptor: { LinuxCalls.fremovexattr($0, name.cString) },
+        let result = xattrCall(node, onDescriptor: { LinuxCalls.fremovexattr($0, name.cString) },
                                onPath: { LinuxCalls.removexattr($0, name.cString) })
         if case .failure(let e) = result { return request.reply(error: e) }
         request.replyOK()

@@ -202,19 +202,23 @@ class PermissionTests: MountTestCase {
     /// the inode and a second one through the same open), a truncate, an ftruncate, an O_TRUNC open
     /// and a chown remove it, for root (CAP_FSETID, which keeps set-user-ID) as for nobody, seen
     /// through the mount and in the backing folder; set-user-ID beside it is dropped or kept as
-    /// natively by nobody's writes and truncates and by root's truncates and chowns. Two cases differ
-    /// from Linux and are left out (docs/architecture.md, "Passthrough"): root's write to a file with
-    /// both a capability and set-user-ID, and nobody's chown(-1, -1) of another user's set-ID file.
+    /// natively by nobody's writes and truncates and by root's writes, truncates and chowns: root's
+    /// write removes the capability and keeps set-user-ID (the kernel's SETATTR with nothing to
+    /// set after it is not a chown(-1, -1)). chown(-1, -1) by nobody of root's set-ID files is
+    /// refused with EPERM and changes nothing, capability included, as natively; of a file with
+    /// only a capability it removes it.
     func testFileCapabilitiesAreRemovedAsNatively() {
         prepare("mkdir shared 0777") { s in Sys.call { mkdir(s("shared"), 0o777) } }
         prepare("chmod shared 0777") { s in Sys.call { chmod(s("shared"), 0o777) } }
         // A VFS_CAP_REVISION_2 capability with the effective flag: cap_net_raw permitted.
         let capability: [UInt8] = [0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00] + [UInt8](repeating: 0, count: 12)
-        func reset(_ name: String, _ mode: mode_t) {
+        func reset(_ name: String, _ mode: mode_t, capable: Bool = true) {
             prepare("put shared/\(name)") { s in Sys.put(s("shared/\(name)"), [1, 2, 3]) }
             prepare("chown shared/\(name)") { s in Sys.call { chown(s("shared/\(name)"), 0, 0) } }
             prepare("chmod shared/\(name) \(String(mode, radix: 8))") { s in Sys.call { chmod(s("shared/\(name)"), mode) } }
-            prepare("setcap shared/\(name)") { s in Sys.setxattr(s("shared/\(name)"), "security.capability", capability) }
+            if capable {
+                prepare("setcap shared/\(name)") { s in Sys.setxattr(s("shared/\(name)"), "security.capability", capability) }
+            }
         }
         /// Mode and capability, as the native folder, the mount and the backing folder show them.
         func state(_ path: String) -> String {
@@ -262,13 +266,23 @@ class PermissionTests: MountTestCase {
                 check(name, after: "\(op) by nobody")
             }
         }
-        reset("cap", 0o777)
-        sameAsNobody("chown(-1, -1) shared/cap", expect: .success()) { s in Sys.call { chown(s("shared/cap"), uid_t.max, gid_t.max) } }
-        check("cap", after: "chown(-1, -1) by nobody")
+        // chown(-1, -1) by nobody: of a file with only a capability it removes it; of root's set-ID
+        // files (set-group-ID without group execute too: nobody is not in group 0) it is refused.
+        let chownByNobody: [(String, mode_t, Bool, Outcome)] = [
+            ("cap", 0o777, true, .success()), ("capsuid", 0o4777, true, .failure(EPERM)), ("capsgid", 0o2767, true, .failure(EPERM)),
+            ("suid", 0o4777, false, .failure(EPERM)), ("sgidx", 0o2777, false, .failure(EPERM)), ("sgid", 0o2767, false, .failure(EPERM)),
+        ]
+        for (name, mode, capable, expected) in chownByNobody {
+            reset(name, mode, capable: capable)
+            sameAsNobody("chown(-1, -1) shared/\(name)", expect: expected) { s in Sys.call { chown(s("shared/\(name)"), uid_t.max, gid_t.max) } }
+            check(name, after: "chown(-1, -1) by nobody")
+        }
         for (op, body) in byNobody {
-            reset("cap", 0o777)
-            same("\(op) shared/cap as root", expect: .success(op.contains("write") ? 1 : 0)) { s in body(s("shared/cap")) }
-            check("cap", after: "\(op) by root")
+            for (name, mode) in [("cap", 0o777), ("capsuid", 0o4777), ("capsgidx", 0o2777)] as [(String, mode_t)] {
+                reset(name, mode)
+                same("\(op) shared/\(name) as root", expect: .success(op.contains("write") ? 1 : 0)) { s in body(s("shared/\(name)")) }
+                check(name, after: "\(op) by root")
+            }
         }
         let byRoot: [(String, (String) -> Outcome)] = [
             ("truncate", { p in Sys.call { truncate(p, 1) } }), ("ftruncate", ftruncateOne), ("O_TRUNC open", openTruncating),

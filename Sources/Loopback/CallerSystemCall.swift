@@ -1,0 +1,42 @@
+// Which system call a request's caller is in, for the one request whose meaning the kernel leaves
+// ambiguous: a SETATTR with nothing to set. The kernel sends it for chown(f, -1, -1) and for a
+// write's (truncate's, fallocate's) removal of privileges alike (`file_remove_privs`), and Linux
+// treats the two differently: chown drops set-ID bits for anyone it permits and refuses a caller
+// who neither owns the file nor has CAP_FOWNER (EPERM), a write drops them without a check and only
+// for a caller without CAP_FSETID. The caller's thread is blocked in its system call while the
+// daemon answers, so /proc/TID/syscall (the request's pid is the calling thread's id) names it.
+import FuseKit
+import Glibc
+import LinuxGNU
+
+enum CallerSystemCall {
+    /// The chown family on this architecture: chown, fchown, lchown, fchownat.
+    #if arch(x86_64)
+    static let chownCalls: Set<Int> = [92, 93, 94, 260]
+    #elseif arch(arm64)
+    static let chownCalls: Set<Int> = [54, 55]
+    #else
+    static let chownCalls: Set<Int> = []
+    #endif
+
+    /// True when the thread `tid` is in a chown-family system call, false when it is in another
+    /// one (a write, io_uring_enter, ...) or in none, nil when that cannot be read (a caller outside
+    /// the daemon's pid namespace has pid 0, a thread that is gone, an architecture not listed).
+    static func isChown(_ tid: pid_t) -> Bool? {
+        guard tid > 0, !chownCalls.isEmpty, let text = readWholeFile("/proc/\(tid)/syscall") else { return nil }
+        guard let first = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first else { return nil }
+        guard let number = Int(first) else { return nil }   // "running": not blocked in a call
+        return chownCalls.contains(number)
+    }
+
+    /// chown(f, -1, -1) of a file with attributes `st` by `caller` is refused by Linux (EPERM): it
+    /// would drop set-user-ID, or set-group-ID (group-executable, or of a group the caller is not
+    /// in), which is a mode change only the owner or CAP_FOWNER may make (`setattr_prepare`).
+    /// Root stands for CAP_FOWNER, as elsewhere in the Loopback.
+    static func chownIsRefused(_ st: stat, caller: RequestContext) -> Bool {
+        guard caller.uid != 0, caller.uid != st.st_uid, st.st_mode & S_IFMT != S_IFDIR else { return false }
+        if st.st_mode & S_ISUID != 0 { return true }
+        guard st.st_mode & S_ISGID != 0 else { return false }
+        return st.st_mode & S_IXGRP != 0 || !ProcessGroups.contains(st.st_gid, caller: caller)
+    }
+}
