@@ -123,12 +123,20 @@ public protocol ClusterHost: AnyObject, Sendable {
     /// Keeps those versions (returns once they are kept); the node gives its right back, and so
     /// lets `node`'s change through, only then. Called off the node's lock and off its watch.
     func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String)
+    /// Another node's access to `intents` runs here from now on (its proxy was granted), until
+    /// `clusterChangeEnded`: what this node's backing watcher sees of its writes meanwhile is that
+    /// node's change, which its record tells (docs/cluster.md, "Every save one change").
+    func clusterChangeBegins(_ intents: [FileAccessIntent])
+    /// That access ended; `told`: its change record told changes here (before this).
+    func clusterChangeEnded(_ intents: [FileAccessIntent], told: Bool)
 }
 
 extension ClusterHost {
     public func clusterChangesMissed(at paths: [ItemPath], origin: AccessOrigin) -> [ItemPath] { [] }
     public func clusterKeepsReadVersions(at path: ItemPath, inside: Bool) -> Bool { false }
     public func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String) {}
+    public func clusterChangeBegins(_ intents: [FileAccessIntent]) {}
+    public func clusterChangeEnded(_ intents: [FileAccessIntent], told: Bool) {}
 }
 
 /// One step of the cluster's coordination, as etcd ordered it (`coordfs watch --cluster`).

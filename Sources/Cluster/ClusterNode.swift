@@ -1801,6 +1801,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             var answer = AnswerValue(errno: 0, message: "")
             switch result {
             case .success(let access):
+                // Before `proxy.access` is set: `endProxy` ends only what began.
+                host?.clusterChangeBegins(proxy.intents)
                 let releaseNow = lock.withLock { () -> Bool in
                     if proxy.ended { return true }
                     proxy.access = access
@@ -1808,6 +1810,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 if releaseNow {
                     access.release()
+                    host?.clusterChangeEnded(proxy.intents, told: false)
                     return
                 }
                 host?.clusterWillLetChangeThrough(proxy.intents, origin: proxy.origin)
@@ -1877,6 +1880,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard let access else { return }
         for c in changes { access.announce(c) }
         access.release()
+        host?.clusterChangeEnded(proxy.intents, told: !changes.isEmpty)
     }
 
     // MARK: Steps and status

@@ -38,6 +38,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let marksComplete = Atomic<Bool>(true)
     /// For tests: milliseconds each batch of events waits before it is handled (as under load).
     let eventDelay = Atomic<Int>(0)
+    /// Another node's changes the cluster tells (a node of a cluster; `ClusterEchoes`).
+    let clusterEchoes = Mutex<ClusterEchoes?>(nil)
 
     static let mask: UInt64 = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
         | LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
@@ -234,6 +236,17 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // Then tell presenters, once per change (a write's many MODIFY events are not announced).
         let who = names.identity(of: pid)
         let origin = AccessOrigin(pid: who.pid, uid: 0, gid: 0, executable: who.name)
+        // Another node's change, which its change record tells (nodes over one folder): not again.
+        if let echoes = clusterEchoes.withLock({ $0 }) {
+            // A rename is decided by the name that holds the file now (its source when it left).
+            let renamed = mask & LinuxCalls.Fanotify.rename != 0
+            let from = renamed ? resolved.first { $0.type == Self.oldDfidName }.flatMap(pathOf) : nil
+            let to = renamed ? resolved.first { $0.type == Self.newDfidName }.flatMap(pathOf) : nil
+            let item = renamed ? nil : resolved.first.flatMap(pathOf)
+            let touched = [from, to, item].compactMap { $0 }
+            let decisive = [to ?? from ?? item].compactMap { $0 }
+            if echoes.isEcho(touched, decidedBy: decisive, origin: origin) { return }
+        }
         func path(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
             tempPatterns.matches(r.name) ? nil : pathOf(r)
         }
@@ -273,6 +286,18 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         if mask & LinuxCalls.Fanotify.delete != 0 {
             fileSystem?.documents(p)?.didDelete(p, by: origin)
             coordinator.announce(.deleted(p), origin: origin)
+        }
+    }
+
+    /// A change whose events were held while another node's access that writes the item ran here,
+    /// and which that node's change record did not tell (`ClusterEchoes.ended`): told now, once.
+    func tellHeld(_ path: ItemPath, origin: AccessOrigin, gone: Bool) {
+        if gone {
+            fileSystem?.documents(path)?.didDelete(path, by: origin)
+            coordinator.announce(.deleted(path), origin: origin)
+        } else {
+            fileSystem?.documents(path)?.didChange(path, by: origin)
+            coordinator.announce(.changed(path), origin: origin)
         }
     }
 

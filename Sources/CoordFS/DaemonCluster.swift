@@ -15,7 +15,22 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
     private let kernelQueue = DispatchQueue(label: "coordfs.cluster.invalidate")
     static let invalidationWait = DispatchTimeInterval.milliseconds(200)
 
-    init(daemon: Daemon) { self.daemon = daemon }
+    /// Another node's changes among the backing watcher's events (nil: no watcher).
+    let echoes: ClusterEchoes?
+
+    init(daemon: Daemon, echoes: ClusterEchoes? = nil) {
+        self.daemon = daemon
+        self.echoes = echoes
+    }
+
+    func clusterChangeBegins(_ intents: [FileAccessIntent]) {
+        echoes?.began(intents)
+    }
+
+    func clusterChangeEnded(_ intents: [FileAccessIntent], told: Bool) {
+        guard let echoes, let watcher = daemon?.backingWatcher else { return }
+        for held in echoes.ended(intents, told: told) { watcher.tellHeld(held.path, origin: held.origin, gone: held.gone) }
+    }
 
     func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin) {
         guard let fs = daemon?.coordinated else { return }
@@ -46,6 +61,13 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
     }
 
     func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin) {
+        // What the backing watcher sees of these changes, read after this, is not told again.
+        echoes?.told(changes.flatMap { c -> [ItemPath] in
+            switch c {
+            case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
+            case .moved(let a, let b): return [a, b]
+            }
+        })
         guard let hooks = daemon?.coordinated?.storeHooks else { return }
         for c in changes {
             switch c {
@@ -134,7 +156,11 @@ extension Daemon {
         let store: any ClusterStore
         if let given { store = given } else { store = try options.makeStore() }
         let node = ClusterNode(store: store, configuration: options.configuration())
-        let host = DaemonClusterHost(daemon: self)
+        // With the backing watcher on, another node's writes over one folder are seen there too.
+        let watching = backingWatcher
+        let echoes = watching.map { _ in ClusterEchoes(stateOf: ClusterEchoes.backingState(plan.backing)) }
+        watching?.clusterEchoes.withLock { $0 = echoes }
+        let host = DaemonClusterHost(daemon: self, echoes: echoes)
         node.host = host
         clusterHost = host
         coordinator.eventSink = ClusterEventTap(node: node, next: coordinator.eventSink)

@@ -1,0 +1,190 @@
+import Coordination
+import Glibc
+import NameBytes
+import Synchronization
+
+/// Another node's changes among this node's backing watcher's events (docs/cluster.md, "Every
+/// save one change").
+///
+/// Nodes of one cluster over one folder of one host (or over a file system whose changes fanotify
+/// reports across hosts) see each other's writes in their backing watchers as changes made beside
+/// the mount; the cluster tells them too (the writer's change record), so a presenter here would
+/// hear one save through another node two or three times. Such a change is the cluster's to tell:
+/// - while another node's access that writes an item runs here as a proxy (a presenter here was
+///   asked for it, from before its writes to its change record), the watcher's events on the item
+///   are held; when the proxy ends, the record has told the change, and the held events are
+///   dropped; a proxy whose record told nothing of the item (its access wrote nothing there) lets
+///   them be told then, once;
+/// - once a record told a change of an item here, the file as it then was is remembered: a
+///   watcher's event that finds the file still so (read late, after the record) is that change;
+///   one that finds it changed is a change beside every mount, told, and the memory goes.
+/// Matched by what the file is, not by who wrote it or when, as `PassthroughWrites` matches the
+/// mount's own writes.
+final class ClusterEchoes: Sendable {
+    /// The file as a record left it; `nil` for an item that is gone.
+    typealias FileState = PassthroughWrites.FileState?
+
+    private struct Entry {
+        /// Proxies that write the item (`inside`: everything in it too) running now.
+        var writing = 0, writingInside = 0
+        /// Events held while they ran, with who the watcher found made the first.
+        var held: AccessOrigin?
+        /// The file as the last record told here left it.
+        var told: FileState?
+        var order: UInt64 = 0
+        var isEmpty: Bool { writing == 0 && writingInside == 0 && held == nil && told == nil }
+    }
+    private struct Table {
+        var entries: [ItemPath: Entry] = [:]
+        var order: UInt64 = 0
+        /// Any proxy that writes inside an item runs (then ancestors are looked at).
+        var inside = 0
+    }
+    private let table = Mutex(Table())
+    private let kept: Int
+    private let stateOf: @Sendable (ItemPath) -> FileState
+
+    init(kept: Int = 1024, stateOf: @escaping @Sendable (ItemPath) -> FileState) {
+        self.kept = kept
+        self.stateOf = stateOf
+    }
+
+    /// The state of `path` in the backing folder `backing`, not following a last symbolic link.
+    static func backingState(_ backing: String) -> @Sendable (ItemPath) -> FileState {
+        { path in
+            var st = stat()
+            let full = path.isRoot ? backing : backing + "/" + path.string
+            guard full.withNameCString({ fstatat(AT_FDCWD, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
+            return PassthroughWrites.FileState(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                                               mtime: (st.st_mtim.tv_sec, st.st_mtim.tv_nsec),
+                                               ctime: (st.st_ctim.tv_sec, st.st_ctim.tv_nsec))
+        }
+    }
+
+    private static func sameState(_ a: FileState, _ b: FileState) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case let (x?, y?): return x == y
+        default: return false
+        }
+    }
+
+    /// Another node's access that writes `intents`' items runs here (its proxy was granted).
+    func began(_ intents: [FileAccessIntent]) {
+        table.withLock { t in
+            for intent in intents where intent.isWriting {
+                if intent.lockMode == .subtreeWrite {
+                    t.entries[intent.path, default: Entry()].writingInside += 1
+                    t.inside += 1
+                } else {
+                    t.entries[intent.path, default: Entry()].writing += 1
+                }
+            }
+        }
+    }
+
+    /// A change record of another node told these items' changes here (before its presenters
+    /// heard): the files as they are now are that change.
+    func told(_ paths: [ItemPath]) {
+        let states = paths.map { ($0, stateOf($0)) }
+        table.withLock { t in
+            for (path, state) in states {
+                t.order += 1
+                var e = t.entries[path, default: Entry()]
+                e.told = .some(state)
+                e.held = nil
+                e.order = t.order
+                t.entries[path] = e
+            }
+            trim(&t)
+        }
+        // Held below a told item (a folder replaced): told with it.
+        table.withLock { t in
+            for path in paths {
+                for (p, e) in t.entries where e.held != nil && path.isAncestor(of: p) {
+                    t.entries[p]?.held = nil
+                    if t.entries[p]?.isEmpty == true { t.entries[p] = nil }
+                }
+            }
+        }
+    }
+
+    /// The proxy of `began(intents)` ended; `told`: its access's change record told changes here.
+    /// Returns the items whose events were held meanwhile when no record told anything (the access
+    /// changed nothing, so what was seen was made beside it): the watcher tells them now, once each.
+    /// Held events of an access that changed something were its own (its temporary files too,
+    /// which its record does not name).
+    func ended(_ intents: [FileAccessIntent], told recorded: Bool) -> [(path: ItemPath, origin: AccessOrigin, gone: Bool)] {
+        let untold = table.withLock { t -> [(ItemPath, AccessOrigin)] in
+            var out: [(ItemPath, AccessOrigin)] = []
+            for intent in intents where intent.isWriting {
+                guard var e = t.entries[intent.path] else { continue }
+                if intent.lockMode == .subtreeWrite {
+                    e.writingInside -= 1
+                    t.inside -= 1
+                } else {
+                    e.writing -= 1
+                }
+                t.entries[intent.path] = e
+            }
+            for (path, e) in t.entries where e.held != nil && !isWritten(t, path) {
+                if !recorded { out.append((path, e.held!)) }
+                t.entries[path]?.held = nil
+            }
+            for (path, e) in t.entries where e.isEmpty { t.entries[path] = nil }
+            return out
+        }
+        return untold.map { ($0.0, $0.1, stateOf($0.0) == nil) }
+    }
+
+    private func isWritten(_ t: Table, _ path: ItemPath) -> Bool {
+        if let e = t.entries[path], e.writing > 0 || e.writingInside > 0 { return true }
+        guard t.inside > 0 else { return false }
+        var p = path.parent
+        while let at = p {
+            if let e = t.entries[at], e.writingInside > 0 { return true }
+            p = at.parent
+        }
+        return false
+    }
+
+    /// Whether the watcher's event on `paths` (the item, or a rename's two names; `decisive`: the one
+    /// whose file decides, a rename's destination) is another node's
+    /// change the cluster tells (held, or told already), or finds the file as presenters here were
+    /// last told of it (a late close of a descriptor that changed nothing since: another node's
+    /// daemon letting go of a file it kept): then the watcher tells nothing of it. Otherwise the
+    /// file as it is now is what the watcher tells.
+    func isEcho(_ paths: [ItemPath], decidedBy decisive: [ItemPath], origin: AccessOrigin) -> Bool {
+        let held = table.withLock { t -> Bool in
+            var held = false
+            for path in paths where isWritten(t, path) {
+                if t.entries[path]?.held == nil { t.entries[path, default: Entry()].held = origin }
+                held = true
+            }
+            return held
+        }
+        if held { return true }
+        let states = decisive.map { ($0, stateOf($0)) }
+        return table.withLock { t in
+            var echo = false
+            for (path, state) in states {
+                if let told = t.entries[path]?.told, Self.sameState(told, state) {
+                    echo = true
+                    continue
+                }
+                t.order += 1
+                t.entries[path, default: Entry()].told = .some(state)
+                t.entries[path]?.order = t.order
+            }
+            trim(&t)
+            return echo
+        }
+    }
+
+    private func trim(_ t: inout Table) {
+        guard t.entries.count > kept else { return }
+        let old = t.entries.filter { $0.value.writing == 0 && $0.value.writingInside == 0 && $0.value.held == nil }
+            .sorted { $0.value.order < $1.value.order }
+        for (path, _) in old.prefix(t.entries.count - kept / 2) { t.entries[path] = nil }
+    }
+}
