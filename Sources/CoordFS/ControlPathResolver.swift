@@ -18,10 +18,22 @@ import NameBytes
 /// parent when it does not exist yet); a write needs write permission on the item, and on its
 /// parent directory when the item does not exist yet or is deleted, moved or replaced.
 struct ControlPathResolver: Sendable {
-    /// The backing folder, absolute.
+    /// The backing folder, absolute (as mounted).
     let backing: String
     /// The mountpoint, absolute.
     let mountpoint: String
+    /// The path this process opens the backing folder by: through a descriptor opened when the
+    /// resolver was made (`/proc/self/fd/N`, held for the process's life), so a backing folder
+    /// renamed or moved while mounted is still the one served (its old path may be gone, or name
+    /// another folder). Never shown or handed to another process.
+    let root: String
+
+    init(backing: String, mountpoint: String) {
+        self.backing = backing
+        self.mountpoint = mountpoint
+        let fd = backing.withNameCString { open($0, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC) }
+        root = fd >= 0 ? "/proc/self/fd/\(fd)" : backing
+    }
 
     /// Symbolic links followed in one resolution before giving up (Linux's MAXSYMLINKS).
     static let maxLinks = 40
@@ -91,7 +103,7 @@ struct ControlPathResolver: Sendable {
     /// - Throws: `notFound` for a missing directory on the way, a link out of the mount, a loop,
     ///   or the state folder; `permissionDenied` for a directory the peer may not search.
     func resolve(_ path: MountPath, for peer: Peer, followFinal: Bool) throws(ProtocolError) -> Item {
-        let rootFD = open(backing, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC)
+        let rootFD = open(root, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC)
         guard rootFD >= 0 else { throw ProtocolError(.internalError, "cannot open the backing folder: \(Self.describe(errno))") }
         var fds: [Int32] = [rootFD]        // fds[i] is the directory holding names[i]
         var names: [String] = []
@@ -100,7 +112,7 @@ struct ControlPathResolver: Sendable {
         var links = 0
         var rootAttributes = stat()
         guard fstat(rootFD, &rootAttributes) == 0 else { throw ProtocolError(.internalError, "cannot stat the backing folder: \(Self.describe(errno))") }
-        var dirAttributes: [Attributes] = [Attributes(rootAttributes, acl: AccessACL.read(path: backing))]
+        var dirAttributes: [Attributes] = [Attributes(rootAttributes, acl: AccessACL.read(path: root))]
 
         while !pending.isEmpty {
             let name = pending.removeFirst()

@@ -425,7 +425,7 @@ extension ControlRequestHandler {
     private func openForReading(_ path: MountPath, peer: ControlPathResolver.Peer) throws(ProtocolError) -> Int32 {
         let names = path.components.map(String.init)
         guard let last = names.last else { throw ProtocolError(.invalidValue, "minePath: the mount's root is no file") }
-        var fd = open(resolver.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var fd = open(resolver.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw ProtocolError(.internalError, "cannot open the backing folder: \(ControlPathResolver.describe(errno))") }
         for name in names.dropLast() {
             let next = name.withNameCString { openat(fd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }

@@ -473,7 +473,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         let remote = owner(of: id.rawValue)?.presenter(id.rawValue)
         if let remote { return remote.kind }
         var st = stat()
-        let full = path.isRoot ? resolver.backing : resolver.backing + "/" + path.rawValue
+        let full = path.isRoot ? resolver.root + "/." : resolver.root + "/" + path.rawValue
         return full.withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFDIR ? .directory : .file
     }
 

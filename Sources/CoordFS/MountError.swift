@@ -1,3 +1,4 @@
+import Linux
 /// Why a mount or unmount was refused. Each message says what is wrong and what to do.
 public enum MountError: Error, CustomStringConvertible, Equatable {
     case unknownOption(String)
@@ -8,6 +9,9 @@ public enum MountError: Error, CustomStringConvertible, Equatable {
     case backingInsideMountpoint(mountpoint: String, backing: String)
     case alreadyMounted(String)
     case notMounted(String)
+    /// The mount's backing folder was renamed or moved while mounted, and this user cannot find
+    /// where (`BackingWhereabouts.movedOutOfSight`).
+    case backingOutOfSight(mountpoint: String, backing: String)
     case system(String)
 
     public var description: String {
@@ -28,6 +32,8 @@ public enum MountError: Error, CustomStringConvertible, Equatable {
             return "'\(m)' is already a coordfs mount (unmount it first: coordfs unmount \(m))"
         case .notMounted(let m):
             return "'\(m)' is not a coordfs mount"
+        case .backingOutOfSight(let m, let b):
+            return BackingWhereabouts.outOfSightMessage(mountpoint: m, source: b)
         case .system(let s):
             return s
         }

@@ -19,13 +19,17 @@ public struct LocatedMount: Sendable, Equatable {
     public var state: StateFolder
     /// The event log directory, `BACKING/.coordfs/log` (a node's: `.../nodes/NODE/log`).
     public var eventLog: String { state.eventLog }
+    /// The mount table's path of a backing folder renamed or moved while mounted, now at `backing`
+    /// (`BackingWhereabouts`); nil when it is where the table says.
+    public var backingMovedFrom: String?
 
-    public init(mountpoint: String?, backing: String, pathInMount: String, stale: Bool, state: StateFolder? = nil) {
+    public init(mountpoint: String?, backing: String, pathInMount: String, stale: Bool, state: StateFolder? = nil, backingMovedFrom: String? = nil) {
         self.mountpoint = mountpoint
         self.backing = backing
         self.pathInMount = pathInMount
         self.stale = stale
         self.state = state ?? StateFolder(backing: backing)
+        self.backingMovedFrom = backingMovedFrom
     }
 }
 
@@ -53,12 +57,14 @@ public enum MountLocator {
                 continue
             }
             let stale = MountPreflight.isDeadMount(entry.mountpoint)
-            let state = StateFolder.of(backing: entry.source, mountpoint: entry.mountpoint, stale: stale)
+            let (backing, movedFrom) = try currentBacking(entry, stale: stale)
+            let state = StateFolder.of(backing: backing, mountpoint: entry.mountpoint, stale: stale)
             // A state folder another user put where the mount's was is not read or talked to.
-            if let owner = entry.owner, let why = whyStateFolderIsNotTheMounts(backing: entry.source, folder: state.path, owner: owner) {
+            if let owner = entry.owner, let why = whyStateFolderIsNotTheMounts(backing: backing, folder: state.path, owner: owner) {
                 throw .system("the coordfs mount at '\(entry.mountpoint)': \(why)")
             }
-            return LocatedMount(mountpoint: entry.mountpoint, backing: entry.source, pathInMount: inner, stale: stale, state: state)
+            return LocatedMount(mountpoint: entry.mountpoint, backing: backing, pathInMount: inner, stale: stale, state: state,
+                                backingMovedFrom: movedFrom)
         }
         var message = "'\(path)' is not in a coordfs mount"
         if let other = innermostOther, other.mountpoint != "/" {
@@ -95,60 +101,16 @@ public enum MountLocator {
         return LocatedMount(mountpoint: mounted?.mountpoint, backing: b, pathInMount: "/", stale: false, state: state)
     }
 
-    /// Where the backing folder of `mount` is now, when it is no longer at the path the mount
-    /// table names (renamed or moved while mounted: the table keeps the path given at mount time,
-    /// and the daemon goes on serving the folder, and writing its log, by descriptor). Nil when
-    /// the path still names the folder the mount serves (the mount root's inode), or the mount is
-    /// not live; for a mount this user may not enter, only when the path is gone. `.moved(to: nil)` when it moved but this user cannot see where: the
-    /// new path is found among the descriptors of processes this user may inspect (the daemon's
-    /// own, held on the backing folder's root), a folder with the mount root's inode holding a
-    /// state folder that passes `whyStateFolderIsNotTheMounts` for the process's user.
-    public static func backingMoved(_ mount: LocatedMount) -> BackingMove? {
-        guard let mountpoint = mount.mountpoint, !mount.stale else { return nil }
-        var root = stat(), there = stat()
-        let backingThere = mount.backing.withNameCString { stat($0, &there) } == 0
-        guard mountpoint.withNameCString({ stat($0, &root) }) == 0 else {
-            // A mount this user may not enter: only a path that is gone says it moved.
-            return backingThere ? nil : .moved(to: nil)
+    /// Where the backing folder of the mount `entry` is now, and the table's path when that is not
+    /// where (renamed or moved while mounted: `BackingWhereabouts`, the one rule every command
+    /// finds its daemon by). Throws `backingOutOfSight` when this user cannot find it.
+    public static func currentBacking(_ entry: MountEntry, stale: Bool) throws(MountError) -> (backing: String, movedFrom: String?) {
+        guard !stale else { return (entry.source, nil) }
+        switch BackingWhereabouts.of(mountpoint: entry.mountpoint, source: entry.source, owner: entry.owner, device: entry.device) {
+        case .inPlace: return (entry.source, nil)
+        case .moved(let to): return (to, entry.source)
+        case .movedOutOfSight: throw .backingOutOfSight(mountpoint: entry.mountpoint, backing: entry.source)
         }
-        if backingThere, there.st_ino == root.st_ino, there.st_mode & S_IFMT == S_IFDIR { return nil }
-        return .moved(to: findMovedBacking(rootInode: root.st_ino, node: mount.state.node))
-    }
-
-    /// What `backingMoved` found.
-    public enum BackingMove: Equatable, Sendable {
-        /// The folder is no longer at the mount table's path: it is at `to`, if known.
-        case moved(to: String?)
-    }
-
-    private static func findMovedBacking(rootInode: ino_t, node: String?) -> String? {
-        guard let procs = opendir("/proc") else { return nil }
-        defer { closedir(procs) }
-        while let e = readdir(procs) {
-            let pid = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard !pid.isEmpty, pid.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { continue }
-            var owner = stat()
-            guard stat("/proc/\(pid)", &owner) == 0, let fds = opendir("/proc/\(pid)/fd") else { continue }
-            defer { closedir(fds) }
-            while let f = readdir(fds) {
-                let fd = withUnsafeBytes(of: f.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                guard fd.first != "." else { continue }
-                let link = "/proc/\(pid)/fd/\(fd)"
-                var st = stat()
-                guard stat(link, &st) == 0, st.st_ino == rootInode, st.st_mode & S_IFMT == S_IFDIR else { continue }
-                var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-                let n = readlink(link, &buffer, Int(PATH_MAX))
-                guard n > 0, buffer[0] == CChar(UInt8(ascii: "/")) else { continue }
-                let path = String(nameBytes: buffer[0..<n].map { UInt8(bitPattern: $0) })
-                var check = stat()
-                guard path.withNameCString({ stat($0, &check) }) == 0, check.st_ino == st.st_ino, check.st_dev == st.st_dev else { continue }
-                let state = node.map { StateFolder(backing: path, node: $0) } ?? StateFolder(backing: path)
-                guard state.eventLog.withNameCString({ stat($0, &check) }) == 0,
-                      whyStateFolderIsNotTheMounts(backing: path, folder: state.path, owner: owner.st_uid) == nil else { continue }
-                return path
-            }
-        }
-        return nil
     }
 
     /// The state folder `--backing` (and `--node`) name.

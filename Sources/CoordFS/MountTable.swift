@@ -11,6 +11,8 @@ public struct MountEntry: Sendable, Equatable {
     public var options: String
     /// For a FUSE mount, the user whose daemon serves it (`MountInfo.Entry.fuseOwner`).
     public var owner: uid_t? = nil
+    /// The file system's device, `major:minor` (`MountInfo.Entry.device`), when known.
+    public var device: String? = nil
 }
 
 /// The kernel's table of mounts, as this process sees it.
@@ -19,7 +21,8 @@ public enum MountTable {
     public static func entries(from text: String? = nil) -> [MountEntry] {
         guard let text = text ?? MountInfo.text() else { return [] }
         return MountInfo.parse(text).map {
-            MountEntry(mountpoint: $0.mountPoint, fsType: $0.fileSystemType, source: $0.source, options: $0.options, owner: $0.fuseOwner)
+            MountEntry(mountpoint: $0.mountPoint, fsType: $0.fileSystemType, source: $0.source, options: $0.options, owner: $0.fuseOwner,
+                       device: $0.device.isEmpty ? nil : $0.device)
         }
     }
 

@@ -8,7 +8,10 @@ public enum Unmounter {
     public static func unmount(_ mountpoint: String, lazy: Bool, waitSeconds: Double = 10) throws(MountError) {
         let m = MountPreflight.absolute(mountpoint)
         guard let entry = MountTable.coordfsMount(at: m) else { throw .notMounted(m) }
-        let state = StateFolder.of(backing: entry.source, mountpoint: entry.mountpoint, stale: MountPreflight.isDeadMount(m))
+        let stale = MountPreflight.isDeadMount(m)
+        // A backing folder renamed while mounted: its daemon's pid file is where it is now.
+        let backing = (try? MountLocator.currentBacking(entry, stale: stale))?.backing ?? entry.source
+        let state = StateFolder.of(backing: backing, mountpoint: entry.mountpoint, stale: stale)
         let pid = state.runningDaemonPID()
         if MountPreflight.isDeadMount(m) {
             try MountPreflight.cleanStaleMount(m)

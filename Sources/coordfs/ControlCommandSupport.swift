@@ -7,6 +7,7 @@ import Glibc
 import Synchronization
 import Linux
 import CoordFSClient
+import CoordFS
 
 /// Runs `body` in a Task and blocks this (synchronous) thread until it ends.
 func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
@@ -76,13 +77,34 @@ struct ControlCommandFailure: Error, CustomStringConvertible {
     }
 }
 
-/// The mount containing `path`, or a failure naming why not.
+/// The mount containing `path`, or a failure naming why not. A backing folder renamed or moved
+/// while mounted is found where it is now (said once on stderr), or the failure says this user
+/// cannot find it (`BackingWhereabouts`).
 func locateControlSocket(_ path: String) throws(ControlCommandFailure) -> ControlSocketLocator.Location {
+    let location: ControlSocketLocator.Location
     do {
-        return try ControlSocketLocator().locate(exactArgument(path))
+        location = try ControlSocketLocator().locate(exactArgument(path))
     } catch {
         throw ControlCommandFailure(message: error.message, status: ControlExit.unavailable)
     }
+    if let from = location.backingMovedFrom { noteBackingMoved(mountpoint: location.mount.mountPoint, from: from, to: location.mount.source) }
+    return location
+}
+
+/// The coordfs mount containing `path` with its state folder (`MountLocator.locate`), a backing
+/// folder renamed or moved while mounted found where it is now, and said once on stderr.
+func locateMount(_ path: String) throws(MountError) -> LocatedMount {
+    let mount = try MountLocator.locate(path)
+    if let from = mount.backingMovedFrom, let m = mount.mountpoint { noteBackingMoved(mountpoint: m, from: from, to: mount.backing) }
+    return mount
+}
+
+private let notedMoves = Mutex<Set<String>>([])
+
+/// Says on stderr, once per mount in this command, that its backing folder was found elsewhere.
+func noteBackingMoved(mountpoint: String, from: String, to: String) {
+    guard notedMoves.withLock({ $0.insert(mountpoint).inserted }) else { return }
+    Stderr.print("coordfs: " + BackingWhereabouts.movedNote(mountpoint: mountpoint, from: from, to: to).displayEscaped)
 }
 
 /// The executable name of a process on this machine (`/proc/PID/comm`), or `?` when it is gone.

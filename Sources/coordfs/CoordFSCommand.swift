@@ -7,6 +7,10 @@ struct CoordFSCommand: ParsableCommand {
         discussion: """
         coordfs mounts a backing folder and routes every open, write, rename and delete made through the
         mount through a coordinator with NSFileCoordinator / NSFilePresenter semantics.
+
+        Every command finds a mount from any path inside it, also when its backing folder was \
+        renamed or moved while mounted (it says so on stderr, or, to a user who cannot see where the \
+        folder went, that it moved; docs/cli.md).
         """,
         version: CoordFSVersion.string,
         subcommands: [

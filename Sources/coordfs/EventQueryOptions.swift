@@ -69,22 +69,15 @@ struct EventQueryOptions: ParsableArguments {
 
     /// The mount and its log directory, with a clear error when there is none.
     func locate() throws -> LocatedMount {
-        var mount: LocatedMount
+        let mount: LocatedMount
         do {
-            if let backing { mount = try MountLocator.locate(backing: exactArgument(backing), node: node) } else { mount = try MountLocator.locate(exactArgument(mountpoint ?? "")) }
+            if let backing { mount = try MountLocator.locate(backing: exactArgument(backing), node: node) } else { mount = try locateMount(exactArgument(mountpoint ?? "")) }
+        } catch .backingOutOfSight(let m, let b) {
+            throw CLIError(MountError.backingOutOfSight(mountpoint: m, backing: b).description + "; or give its new path with --backing DIR")
         } catch {
             throw CLIError(error.description)
         }
         var st = stat()
-        if stat(mount.eventLog, &st) != 0, let m = mount.mountpoint, case .moved(let to) = MountLocator.backingMoved(mount) {
-            // Renamed or moved while mounted: the daemon logs where the folder is now.
-            guard let to else {
-                throw CLIError("the backing folder of the mount on \(m), '\(mount.backing)', was renamed or moved while mounted: the daemon goes on serving it and logging in its \(StateFolder.name) wherever it is now, which this user cannot find; give its new path with --backing DIR")
-            }
-            Stderr.print("coordfs: the backing folder of the mount on \(m) was moved from '\(mount.backing)' to '\(to)' while mounted; reading the log there")
-            mount = LocatedMount(mountpoint: m, backing: to, pathInMount: mount.pathInMount, stale: false,
-                                 state: mount.state.node.map { StateFolder(backing: to, node: $0) } ?? StateFolder(backing: to))
-        }
         if stat(mount.eventLog, &st) != 0 {
             let e = errno
             let subject = mount.mountpoint.map { "the mount on \($0)" } ?? "'\(mount.backing)'"

@@ -108,6 +108,8 @@ struct PresentCommand: ParsableCommand {
 
         let mount: CoordFSMount
         let relative: MountPath
+        // Says where a backing folder renamed while mounted is now, or why it cannot be found.
+        do { _ = try locateControlSocket(path) } catch { error.exit() }
         do {
             (mount, relative) = try CoordFSMount.containing(exactArgument(path))
         } catch {

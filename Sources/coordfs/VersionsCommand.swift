@@ -72,7 +72,7 @@ struct StoreLocation {
     init(_ given: String) throws {
         let path = exactArgument(given)
         do {
-            mount = try MountLocator.locate(path)
+            mount = try locateMount(path)
         } catch {
             throw CLIError(error.description)
         }

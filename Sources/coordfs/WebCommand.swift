@@ -59,7 +59,7 @@ struct WebCommand: ParsableCommand {
         let address = MetricsAddress(listen)!
         let path = exactArgument(mountpoint)
         let located: LocatedMount
-        do { located = try MountLocator.locate(path) } catch {
+        do { located = try locateMount(path) } catch {
             ControlCommandFailure(message: error.description, status: ControlExit.unavailable).exit()
         }
         guard let mountPoint = located.mountpoint, !located.stale else {

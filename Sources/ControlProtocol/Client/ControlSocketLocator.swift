@@ -7,7 +7,9 @@ import Linux
 /// The default rule: read `/proc/self/mountinfo`, take the mount whose mount point contains the
 /// path (the longest match) and whose file system type is `fuse.coordfs`; its mount source is the
 /// backing folder, and the socket is `<backing>/.coordfs/control.sock`. The rule is pluggable
-/// (`socketPathForMount`) for daemons that keep the socket elsewhere (a runtime directory).
+/// (`socketPathForMount`) for daemons that keep the socket elsewhere (a runtime directory). A
+/// backing folder renamed or moved while mounted is found where it is now (`BackingWhereabouts`;
+/// the mount table keeps the old path), or the locator says this user cannot find it.
 public struct ControlSocketLocator: Sendable {
     /// One line of mountinfo.
     public struct Mount: Sendable, Hashable {
@@ -19,20 +21,27 @@ public struct ControlSocketLocator: Sendable {
         public var source: String
         /// The user whose daemon serves the mount (FUSE's `user_id=`), when known.
         public var owner: UInt32?
-        public init(mountPoint: String, fileSystemType: String, source: String, owner: UInt32? = nil) {
+        /// The file system's device, mountinfo's `major:minor`, when known.
+        public var device: String?
+        public init(mountPoint: String, fileSystemType: String, source: String, owner: UInt32? = nil, device: String? = nil) {
             self.mountPoint = mountPoint
             self.fileSystemType = fileSystemType
             self.source = source
             self.owner = owner
+            self.device = device
         }
     }
 
     /// A located control socket.
     public struct Location: Sendable, Hashable {
+        /// The mount; its `source` is where the backing folder is now (`backingMovedFrom`).
         public var mount: Mount
         public var socketPath: String
         /// The queried path relative to the mount point.
         public var relativePath: MountPath
+        /// The mount table's path of a backing folder renamed or moved while mounted, found at
+        /// `mount.source` (`BackingWhereabouts`); nil when it is where the table says.
+        public var backingMovedFrom: String? = nil
     }
 
     /// Which file system types count as coordfs mounts.
@@ -83,23 +92,34 @@ public struct ControlSocketLocator: Sendable {
             guard let rest = Self.relative(absolute, to: mount.mountPoint) else { continue }
             if best == nil || mount.mountPoint.count >= best!.0.mountPoint.count { best = (mount, rest) }
         }
-        guard let (mount, rest) = best else {
+        guard let (found, rest) = best else {
             throw ProtocolError(.notFound, "\(absolute) is not inside a coordfs mount (no \(fileSystemTypes.sorted().joined(separator: "/")) mount contains it)")
         }
         let relativePath = rest.isEmpty ? MountPath.root : try MountPath(validating: rest)
+        // A backing folder renamed or moved while mounted: its daemon is where the folder is now.
+        var mount = found, movedFrom: String?
+        switch BackingWhereabouts.of(mountpoint: mount.mountPoint, source: mount.source, owner: mount.owner, device: mount.device) {
+        case .inPlace: break
+        case .moved(let to): (movedFrom, mount.source) = (mount.source, to)
+        case .movedOutOfSight:
+            throw ProtocolError(.notFound, BackingWhereabouts.outOfSightMessage(mountpoint: mount.mountPoint, source: mount.source))
+        }
         let socketPath = socketPathForMount(mount)
         // A state folder another user put where the mount's was: its socket is not the daemon's.
         if let owner = mount.owner, let slash = socketPath.utf8.lastIndex(of: UInt8(ascii: "/")),
            let why = whyStateFolderIsNotTheMounts(backing: mount.source, folder: String(Substring(socketPath.utf8[..<slash])), owner: owner) {
             throw ProtocolError(.notFound, "the coordfs mount at \(mount.mountPoint): \(why)")
         }
-        return Location(mount: mount, socketPath: socketPath, relativePath: relativePath)
+        return Location(mount: mount, socketPath: socketPath, relativePath: relativePath, backingMovedFrom: movedFrom)
     }
 
     /// Parses `/proc/self/mountinfo` text (see proc(5)) with `Linux.MountInfo`, the one
     /// mountinfo reader.
     public static func parseMountInfo(_ text: String) -> [Mount] {
-        MountInfo.parse(text).map { Mount(mountPoint: $0.mountPoint, fileSystemType: $0.fileSystemType, source: $0.source, owner: $0.fuseOwner) }
+        MountInfo.parse(text).map {
+            Mount(mountPoint: $0.mountPoint, fileSystemType: $0.fileSystemType, source: $0.source, owner: $0.fuseOwner,
+                  device: $0.device.isEmpty ? nil : $0.device)
+        }
     }
 
     /// `path` relative to `mountPoint` ("" for the mount point itself), or nil if outside.
