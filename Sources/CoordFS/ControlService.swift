@@ -84,6 +84,8 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
     /// The event log's folder and its writer's index (nil with `log=off`), for `readLog`.
     let logDirectory: String?
     let logIndex: EventLogIndex?
+    /// The users over their share of the log now (`EventRecorder.shareState`; nil when off).
+    let logShare: @Sendable () -> [StatusReport.LogShareUser]?
     let clients = Mutex<[UInt64: ControlClientState]>([:])
     /// The mount's node of a cluster, once it joined (nil on one host): `clusterStatus`, `clusterSteps`.
     let clusterView = Mutex<ClusterView?>(nil)
@@ -111,6 +113,14 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         quotas = PeerQuotas(limits: limits)
         logDirectory = daemon.eventLog == nil ? nil : plan.state.io.eventLog
         logIndex = daemon.eventLog?.index
+        logShare = { [weak recorder = daemon.recorder] in
+            recorder?.shareState.map { state in
+                state.users.map {
+                    StatusReport.LogShareUser(uid: $0.uid, sinceMs: $0.since.millisecondsSinceEpoch, records: $0.records,
+                                              bytes: $0.bytes, limitBytes: state.limitBytes)
+                }
+            }
+        }
         // Remote presenters hear of and are asked about only what their users may see and make.
         coordinator.presenterPermissions = BackingPermissions(resolver: resolver)
         if let store {
@@ -464,9 +474,18 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         }
         // Any size: in frames of at most 1 MiB, each but the last marked `more`, each made only
         // once the client read what came before.
-        let report = StatusReport(id: request.id, presenters: presenters, accesses: accesses, waiting: waiting)
+        var report = StatusReport(id: request.id, presenters: presenters, accesses: accesses, waiting: waiting)
+        // The users over their share of the log: all for root and the mount's owner (who read the
+        // whole log), another user only itself; at most `maxLogShareUsers`, in one frame.
+        let uid = client.peer.credentials.uid
+        let exempt = PeerLimits.exemptUsers.contains(uid)
+        report.logShare = Array((logShare() ?? []).filter { exempt || $0.uid == uid }.prefix(Self.maxLogShareUsers))
         client.connection.sendInOrder(stream: StatusFrameStream(report))
     }
+
+    /// The users over their share of the log one status report lists, at most (a short list in
+    /// its first frame).
+    static let maxLogShareUsers = 1000
 
     /// A presenter's kind: as registered for remote presenters, from the backing item otherwise.
     private func kindOf(_ id: PresenterID, _ path: MountPath) -> ItemKind {

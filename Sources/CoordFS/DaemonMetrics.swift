@@ -43,6 +43,8 @@ public final class DaemonMetrics: @unchecked Sendable {
     private let presenters, heldAccesses, waitingAccesses, openConflicts: Prometheus.Gauge
     private let logRecords, logDropped, logBytes, logWriteErrors: Prometheus.Counter
     private let logStuck: Prometheus.Gauge
+    private let logUsersOverShare: Prometheus.Gauge
+    private let logRecordsSummarised: Prometheus.Counter
     private let readerRecords: Prometheus.Gauge
     private let readersDropped: Prometheus.Counter
     private let cpuSeconds: Prometheus.Counter
@@ -93,6 +95,8 @@ public final class DaemonMetrics: @unchecked Sendable {
         logBytes = r.makeCounter(descriptor: describe("coordfs_event_log_written_bytes_total", "Bytes written to the event log's segments."))
         logWriteErrors = r.makeCounter(descriptor: describe("coordfs_event_log_write_errors_total", "Failed writes of the event log (retried)."))
         logStuck = r.makeGauge(descriptor: describe("coordfs_event_log_stuck", "1 while the event log cannot be written (a full disk), else 0."))
+        logUsersOverShare = r.makeGauge(descriptor: describe("coordfs_event_log_users_over_share", "Users over their share of the event log (log_user_share) now, whose records are summarised in coalesced records (coordfs status names them)."))
+        logRecordsSummarised = r.makeCounter(descriptor: describe("coordfs_event_log_records_summarised_total", "Records of users over their share of the event log summarised in coalesced records instead of stored one by one."))
         readerRecords = r.makeGauge(descriptor: describe("coordfs_lost_update_readers", "Records of the lost-update readers table (a live process that read a document)."))
         readersDropped = r.makeCounter(descriptor: describe("coordfs_lost_update_readers_dropped_total", "Records of the lost-update readers table dropped by max_user_readers or max_readers (the oldest of a user's)."))
         cpuSeconds = r.makeCounter(descriptor: describe("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
@@ -142,6 +146,10 @@ public final class DaemonMetrics: @unchecked Sendable {
                 advance(logBytes, to: s.bytesWritten)
                 advance(logWriteErrors, to: s.writeErrors)
                 logStuck.set(log.stuckSince == nil ? 0.0 : 1.0)
+            }
+            if let share = daemon.recorder?.shareState {
+                logUsersOverShare.set(Double(share.users.count))
+                advance(logRecordsSummarised, to: share.summarisedRecords)
             }
             readProcess()
             return registry.emitToBuffer()

@@ -40,6 +40,14 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
 
     package func record(_ event: CoordinationEvent) { enqueue(.event(event)) }
 
+    /// Each user's share of the log now (`-o log_user_share`): the users whose records are
+    /// summarised, the share in bytes, and the records summarised since the mount; nil when off.
+    package var shareState: (users: [UserLogShare.Summarised], limitBytes: UInt64, summarisedRecords: UInt64)? {
+        formatter.withLock { f in
+            f.share.map { (users: $0.summarisedUsers, limitBytes: $0.limitBytes, summarisedRecords: $0.summarisedRecords) }
+        }
+    }
+
     /// Appends a record of the daemon's own (mount, unmount, the store's), in order with the rest.
     func append(
         _ kind: EventKind, path: String, oldPath: String? = nil, documentID: String? = nil,
@@ -104,7 +112,16 @@ package final class EventRecorder: CoordinationEventSink, @unchecked Sendable {
         defer { swap(&batch, &f.spareSteps) }
         while true {
             backlog.withLock { b in swap(&batch, &b) }
-            if batch.count == 0 { return }
+            if batch.count == 0 {
+                // Nothing queued (the writer's retention check pulls an idle recorder too): the
+                // summaries of users over their share that went quiet, once due.
+                f.emitDueSummaries()
+                if !f.formatted.isEmpty {
+                    log.append(encoded: &f.formatted)
+                    f.settleShare(log)
+                }
+                return
+            }
             f.format(&batch)
             log.append(encoded: &f.formatted)
             f.settleShare(log)

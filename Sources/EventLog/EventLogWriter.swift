@@ -142,7 +142,9 @@ public final class EventLogWriter: Sendable {
     package func append(encoded records: inout EncodedRecords) { core.append(encoded: &records) }
 
     /// Installs (or removes, with nil) a source of records: the writer thread calls `pull` after
-    /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and `pull` appends
+    /// `sourceHasRecords()`, once the coalescing delay has let a batch build up, and also when an
+    /// idle writer wakes for its retention check (`retentionCheckInterval`; no wake-up of its own),
+    /// so a source may write what it holds back until a time; `pull` appends
     /// what it has (formatting records there keeps that work off the appenders' threads).
     public func setSource(_ pull: (@Sendable () -> Void)?) { core.setSource(pull) }
 
@@ -434,6 +436,9 @@ private final class WriterCore: @unchecked Sendable {
                 if !closing { _ = sync.wait(Condition.work, untilMonotonicNanos: ConditionLock.monotonicNanos() + 100_000_000) }
             } else {
                 var lingered = false
+                // The retention check's wake-up of an idle writer: the source is pulled then too,
+                // for what it holds back until a time (a user's summary, `UserLogShare`).
+                var ticked = false
                 while queue.isEmpty && pendingDrop == nil && !closing && retentionRuns == retentionRequests {
                     if lingerRounds > 0 {
                         // Busy lately: look again after the coalescing delay, still not idle, so
@@ -450,7 +455,10 @@ private final class WriterCore: @unchecked Sendable {
                     if sourcePending.load(ordering: .sequentiallyConsistent) { break }
                     lingered = false
                     if checksRetention {
-                        if !sync.wait(Condition.work, untilMonotonicNanos: nextRetentionCheck) { break }
+                        if !sync.wait(Condition.work, untilMonotonicNanos: nextRetentionCheck) {
+                            ticked = true
+                            break
+                        }
                     } else {
                         sync.wait(Condition.work)
                     }
@@ -470,7 +478,7 @@ private final class WriterCore: @unchecked Sendable {
                 }
                 // Cleared even without a source (one said after `setSource(nil)`), or the writer
                 // would find it set again each round and never go idle.
-                if sourcePending.exchange(false, ordering: .sequentiallyConsistent), let pull = source {
+                if sourcePending.exchange(false, ordering: .sequentiallyConsistent) || ticked, let pull = source {
                     sync.unlock()
                     pull() // appends (taking this lock) what the source has
                     sync.lock()

@@ -42,7 +42,12 @@ package struct UserLogShare {
     /// Uids over their share now, with what is not yet said of them.
     private var pending: [UInt32: Pending] = [:]
 
+    /// Records summarised since the mount, of every uid (the metrics' counter).
+    package private(set) var summarisedRecords: UInt64 = 0
+
     struct Pending {
+        /// When the uid reached its share.
+        var reached: EventTime
         /// When the summary now being gathered began (the first record in it, or the last summary).
         var since: EventTime
         var counts: [EventKind: UInt64] = [:]
@@ -76,6 +81,29 @@ package struct UserLogShare {
 
     /// Uids summarised now.
     package var summarised: Set<UInt32> { Set(pending.keys) }
+
+    /// A uid summarised now, as `coordfs status` shows it.
+    package struct Summarised: Sendable, Equatable {
+        package var uid: UInt32
+        /// When it reached its share.
+        package var since: EventTime
+        /// Its records summarised since then (written in `coalesced` records, or gathered for the next).
+        package var records: UInt64
+        /// Bytes its records take in the stored log (`usage`), against `limitBytes`.
+        package var bytes: UInt64
+    }
+
+    /// The uids summarised now, by uid.
+    package var summarisedUsers: [Summarised] {
+        pending.keys.sorted().map { uid in
+            let p = pending[uid]!
+            return Summarised(uid: uid, since: p.reached, records: p.totalRecords + p.records, bytes: usage(of: uid))
+        }
+    }
+
+    /// Whether a summary waits for its time (a uid over its share that went quiet): the writer's
+    /// retention check pulls the recorder, which writes it once due (`emitDue`).
+    package var hasUnsaid: Bool { pending.values.contains { $0.records > 0 } }
 
     /// Whether anything is waiting to be said (`emitDue`).
     package var hasPending: Bool { !pending.isEmpty }
@@ -113,7 +141,7 @@ package struct UserLogShare {
         }
         // Reached: this record and the uid's next ones are summarised; say so at once.
         let record = records.removeLast()
-        pending[uid] = Pending(since: record.time)
+        pending[uid] = Pending(reached: record.time, since: record.time)
         note(uid, record, size)
         reached(uid, record, into: &records)
     }
@@ -159,6 +187,7 @@ package struct UserLogShare {
     }
 
     private mutating func note(_ uid: UInt32, _ record: (kind: EventKind, time: EventTime, fields: [UInt8]), _ size: UInt64) {
+        summarisedRecords += 1
         pending[uid]!.counts[record.kind, default: 0] += 1
         pending[uid]!.records += 1
         pending[uid]!.bytes += size

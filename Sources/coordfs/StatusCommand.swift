@@ -18,8 +18,11 @@ struct StatusCommand: ParsableCommand {
         relative to the mount's root. Another user sees only what they could reach through the
         mount themselves. The second line says what the event log's writer is doing: writing, or
         STUCK (a full disk, an I/O error) since when, why and how many records wait in memory
-        (shown to users who may read the log; "eventLog" in --json). A report of any size is shown
-        (the daemon sends a large one in parts).
+        (shown to users who may read the log; "eventLog" in --json). Then one line per user over
+        its share of the log (-o log_user_share), whose records are summarised in coalesced
+        records: since when, how many, and the bytes its records take against the share (root and
+        the mount's owner see every such user, another user only itself; "logShare" in --json). A
+        report of any size is shown (the daemon sends a large one in parts).
 
         With --cluster, for a node of a cluster (-o cluster=, docs/cluster.md): this node, whether \
         etcd is reachable and this node's session valid, the policy when it is not and how many \
@@ -68,11 +71,26 @@ struct StatusCommand: ParsableCommand {
         if json {
             var object = Self.json(report, mountPoint: location.mount.mountPoint)
             if let logState { object["eventLog"] = .object(Self.json(logState)) }
+            object["logShare"] = .array(report.logShare.map { u in
+                .object(JSONObject(["uid": .int(Int64(u.uid)), "since": .string(EventTime(millisecondsSinceEpoch: u.sinceMs).iso8601),
+                                    "records": .int(Int64(clamping: u.records)), "bytes": .int(Int64(clamping: u.bytes)),
+                                    "limitBytes": .int(Int64(clamping: u.limitBytes))]))
+            })
             Stdout.line(String(decoding: JSONWriter.write(.object(object)), as: UTF8.self))
         } else {
             var lines = Self.text(report, mountPoint: location.mount.mountPoint)
-            if let logState { lines.insert("event log: \(logState.summary)", at: 1) }
+            var at = 1
+            if let logState { lines.insert("event log: \(logState.summary)", at: at); at += 1 }
+            for line in Self.logShareLines(report.logShare) { lines.insert(line, at: at); at += 1 }
             for line in lines { Stdout.line(line) }
+        }
+    }
+
+    /// One line per user whose records the event log summarises (over its `log_user_share`).
+    static func logShareLines(_ users: [StatusReport.LogShareUser]) -> [String] {
+        users.map { u in
+            "event log: uid \(u.uid) over its share since \(EventTime(millisecondsSinceEpoch: u.sinceMs).iso8601): "
+                + "\(u.records) record(s) summarised in coalesced records; its records take \(u.bytes) of \(u.limitBytes) bytes"
         }
     }
 

@@ -94,7 +94,7 @@ final class MetricsTests: CLITestCase {
         guard access("/usr/bin/promtool", X_OK) == 0 else { return XCTFail("promtool is missing: make deps installs Debian's prometheus package") }
         let check = sh("promtool check metrics < '\(file)'")
         XCTAssertEqual(check.status, 0, "promtool check metrics: \(check)")
-        for help in ["coordfs_fuse_requests_total", "coordfs_ask_duration_seconds", "coordfs_conflicts_open", "process_cpu_seconds_total"] {
+        for help in ["coordfs_fuse_requests_total", "coordfs_ask_duration_seconds", "coordfs_conflicts_open", "coordfs_event_log_users_over_share", "coordfs_event_log_records_summarised_total", "process_cpu_seconds_total"] {
             XCTAssertTrue(text.contains("# HELP \(help) "), "help for \(help)")
         }
         XCTAssertTrue(text.contains("# TYPE coordfs_ask_duration_seconds histogram"), text)

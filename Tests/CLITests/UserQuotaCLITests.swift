@@ -283,6 +283,65 @@ final class UserQuotaCLITests: CLITestCase {
         print("nobody: \(stored.count) records stored, \(counted) in \(summaries.count) summaries; log: \(all.count) records")
     }
 
+    /// A user over its share that went quiet: what was gathered for its next summary is written
+    /// within a bound on an otherwise idle mount (at the log writer's retention check, which wakes
+    /// it every 10 s anyway), not only at its next record or at unmount; and the operator sees who
+    /// is summarised in `coordfs status` (text and JSON; nobody sees only itself) and the metrics.
+    func testAQuietUsersPendingSummaryIsWrittenSoonAndStatusAndMetricsNameIt() throws {
+        makeSharedFolder()
+        try mount(options: ["allow_other", "log_max_mb=1", "log_user_share=1", "metrics=127.0.0.1:0"])
+        let flood = """
+            import os, sys
+            d = sys.argv[1]
+            for i in range(int(sys.argv[2])):
+                p = os.path.join(d, "f%d" % i)
+                os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+                os.unlink(p)
+            os.close(os.open(os.path.join(d, "last-marker"), os.O_CREAT | os.O_WRONLY, 0o644))
+            """
+        let nobodys = run("/usr/bin/setpriv", user(65534) + ["/usr/bin/python3", "-c", flood, mnt + "/shared", "300"], timeout: 120)
+        XCTAssertEqual(nobodys.status, 0, "\(nobodys)")
+        // nobody is quiet now; its last records (last-marker's) wait for a summary. It comes
+        // without another record of anyone's and without an unmount (within summary interval +
+        // retention check, 20 s; 60 s allowed).
+        let deadline = Date().addingTimeInterval(60)
+        func markerSummarised() -> Bool {
+            logRecords(mnt, "--kind", "coalesced").contains { $0["oldPath"] as? String == "/shared/last-marker" && uid($0) == 65534 }
+        }
+        var said = markerSummarised()
+        while !said && Date() < deadline { usleep(500_000); said = markerSummarised() }
+        XCTAssertTrue(said, "a coalesced record of nobody's ending at /shared/last-marker, before any unmount: \(logRecords(mnt, "--kind", "coalesced"))")
+
+        // coordfs status names the user, in text and JSON.
+        let text = coordfs("status", mnt)
+        XCTAssertTrue(text.stdout.contains("event log: uid 65534 over its share since "), "\(text)")
+        XCTAssertTrue(text.stdout.contains("of 10485 bytes"), "the share: 1% of 1 MiB: \(text)")
+        func logShare(_ r: CommandResult) -> [[String: Any]] {
+            ((try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any])?["logShare"] as? [[String: Any]] ?? []
+        }
+        let json = logShare(coordfs("status", mnt, "--json"))
+        XCTAssertEqual(json.compactMap { ($0["uid"] as? NSNumber)?.intValue }, [65534], "\(json)")
+        XCTAssertGreaterThan((json.first?["records"] as? NSNumber)?.intValue ?? 0, 300, "\(json)")
+        XCTAssertEqual((json.first?["limitBytes"] as? NSNumber)?.intValue, 10485, "\(json)")
+        XCTAssertNotNil(json.first?["since"] as? String, "\(json)")
+        // nobody sees itself; another user (not over its share) sees no one.
+        XCTAssertEqual(logShare(coordfs(as: 65534, "status", mnt, "--json")).compactMap { ($0["uid"] as? NSNumber)?.intValue }, [65534])
+        let stranger = run("/usr/bin/setpriv", user(65533) + [binary, "status", mnt, "--json"], timeout: 30)
+        XCTAssertEqual(stranger.status, 0, "\(stranger)")
+        XCTAssertTrue(logShare(stranger).isEmpty, "\(stranger)")
+
+        // The metrics: one user over its share, its records summarised.
+        let log = (try? String(contentsOfFile: backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+        let port = try XCTUnwrap(log.split(separator: "\n").last(where: { $0.contains("metrics at http://127.0.0.1:") })
+            .flatMap { $0.split(separator: ":").last?.split(separator: "/").first.flatMap { UInt16($0) } }, log)
+        let metrics = try XCTUnwrap(HTTP.request(port: port, "GET", "/metrics")).text
+        func value(_ series: String) -> Double? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        XCTAssertEqual(value("coordfs_event_log_users_over_share"), 1, metrics)
+        XCTAssertGreaterThan(value("coordfs_event_log_records_summarised_total") ?? 0, 300, metrics)
+    }
+
     /// nobody's churn on its own document (written 40 times under its presenter, 64 KiB each) on a
     /// mount that keeps 1 MiB of versions: root's versions of its document, kept before, survive
     /// (before, the oldest went first, root's among them); nobody's oldest go instead.

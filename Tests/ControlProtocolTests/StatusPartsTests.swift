@@ -42,6 +42,23 @@ final class StatusPartsTests: XCTestCase {
         for part in parts { whole.append(part) }
         XCTAssertEqual(whole, big)
     }
+    /// The users over their share of the log (`logShare`) go in the first part only, within the
+    /// limit, and come back whole; a report without them has no `logShare` key.
+    func testTheLogShareUsersComeInTheFirstPartOnly() throws {
+        var big = try report(presenters: 3_000, accesses: 500)
+        big.logShare = (0..<40).map { StatusReport.LogShareUser(uid: UInt32(60_000 + $0), sinceMs: 1_764_000_000_000, records: UInt64($0) * 1000, bytes: 10_000, limitBytes: 10_485) }
+        let limit = 64 * 1024
+        let frames = big.frames(maxFrameSize: limit)
+        XCTAssertGreaterThan(frames.count, 4)
+        for frame in frames { XCTAssertLessThanOrEqual(frame.count - Framing.headerSize, limit) }
+        XCTAssertEqual(frames.map { String(decoding: $0, as: UTF8.self).contains("logShare") }, [true] + Array(repeating: false, count: frames.count - 1))
+        var whole = StatusReport(id: RequestID(7))
+        for part in try decode(frames, limit: limit) { whole.append(part) }
+        XCTAssertEqual(whole, big)
+        let small = try report(presenters: 1, accesses: 1)
+        XCTAssertFalse(String(decoding: small.frames()[0], as: UTF8.self).contains("logShare"))
+    }
+
     /// One access (and one waiting request) larger than a frame: 64 intents whose paths are 40
     /// components of 250 control characters (each `\\u0001` in JSON), about 3.8 MiB
     /// each. Every frame stays within the 1 MiB limit the client enforces; the access arrives as

@@ -108,4 +108,30 @@ final class UserLogShareTests: XCTestCase {
         XCTAssertEqual(batch.count, 1000)
         XCTAssertFalse(share.hasPending)
     }
+
+    /// What `coordfs status` and the metrics show: the uids summarised now, since when, how many
+    /// records; and whether a summary waits for its time (`hasUnsaid`: the writer's retention
+    /// check then pulls the recorder, which writes it once due, without a wake-up of its own).
+    func testTheSummarisedUsersAndAWaitingSummaryAreKnown() {
+        var share = UserLogShare(percent: 10, logBytes: 100_000, exempt: [0, 1000], summaryMillis: 10_000)
+        var batch = EncodedRecords()
+        XCTAssertTrue(share.summarisedUsers.isEmpty)
+        XCTAssertFalse(share.hasUnsaid)
+        for i in 0..<1000 { add(&share, &batch, .granted, "n\(i)", uid: nobody, at: t0 + Int64(i)) }
+        let users = share.summarisedUsers
+        XCTAssertEqual(users.map(\.uid), [nobody])
+        let over = share.summarisedRecords
+        XCTAssertGreaterThan(over, 500)
+        XCTAssertEqual(users.first?.records, over, "each summarised record counted")
+        XCTAssertLessThanOrEqual(users.first?.bytes ?? .max, 10_000 + 1_000, "its stored records stay about its share")
+        XCTAssertTrue(share.hasUnsaid, "the records since it reached its share wait for their summary")
+        // Not due yet, then due: written, and nothing waits any more.
+        share.emitDue(now: EventTime(millisecondsSinceEpoch: t0 + 5_000), into: &batch)
+        XCTAssertTrue(share.hasUnsaid)
+        let before = batch.count
+        share.emitDue(now: EventTime(millisecondsSinceEpoch: t0 + 20_000), into: &batch)
+        XCTAssertEqual(batch.count, before + 1, "one coalesced record")
+        XCTAssertFalse(share.hasUnsaid)
+        XCTAssertEqual(share.summarisedUsers.map(\.uid), [nobody], "still over its share")
+    }
 }

@@ -92,6 +92,28 @@ final class WriterTests: XCTestCase {
         XCTAssertThrowsError(try EventLogWriter(directory: makeLogDirectory(self), options: EventLogOptions(writerNiceness: 20)))
     }
 
+    /// An idle writer pulls its source at each retention check too (the wake-up it makes anyway),
+    /// so a source can write what it held back until a time (a user's summary) without a wake-up
+    /// of its own: a record the source holds, never announced, is written at the next check.
+    func testAnIdleWritersRetentionCheckPullsTheSource() throws {
+        let dir = makeLogDirectory(self)
+        let writer = try EventLogWriter(directory: dir, options: EventLogOptions(maxTotalBytes: 64 << 20, retentionCheckInterval: .milliseconds(200)))
+        let held = Mutex<[String]>(["/held"])
+        let pulls = Atomic<Int>(0)
+        writer.setSource {
+            pulls.add(1, ordering: .relaxed)
+            for p in held.withLock({ q -> [String] in defer { q.removeAll() }; return q }) { writer.append(.didChange, path: p) }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while writer.writtenSeq < 1 && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(writer.writtenSeq, 1, "the held record written at a retention check, never announced")
+        while pulls.load(ordering: .relaxed) < 3 && Date() < deadline { usleep(10_000) }
+        XCTAssertGreaterThanOrEqual(pulls.load(ordering: .relaxed), 3, "pulled at each check")
+        writer.setSource(nil)
+        try writer.close()
+        XCTAssertEqual(try readAll(dir).map(\.path), ["/held"])
+    }
+
     /// The hand-off to the writer takes no lock on the producers' side: many threads saying
     /// `sourceHasRecords` while the writer goes idle, coalesces or pulls never leave a record
     /// waiting (a lost wake-up would leave it until a flush: no retention timer here to hide it).

@@ -376,10 +376,32 @@ public struct StatusReport: Sendable, Hashable {
             self.waitingMs = waitingMs
         }
     }
+    /// A user whose event log records are summarised now, over its share of the log
+    /// (`-o log_user_share`, docs/event-log.md, "Each user's share").
+    public struct LogShareUser: Sendable, Hashable {
+        public var uid: UInt32
+        /// When it reached its share (milliseconds since the epoch).
+        public var sinceMs: Int64
+        /// Its records summarised in `coalesced` records since then (and gathered for the next).
+        public var records: UInt64
+        /// Bytes its records take in the stored log, and the share's bound.
+        public var bytes: UInt64
+        public var limitBytes: UInt64
+        public init(uid: UInt32, sinceMs: Int64, records: UInt64, bytes: UInt64, limitBytes: UInt64) {
+            self.uid = uid
+            self.sinceMs = sinceMs
+            self.records = records
+            self.bytes = bytes
+            self.limitBytes = limitBytes
+        }
+    }
     package var id: RequestID
     public var presenters: [Presenter]
     public var accesses: [Access]
     public var waiting: [Waiting]
+    /// The users over their share of the log (root and the mount's owner see all, another user
+    /// only itself); sent in the first part.
+    public var logShare: [LogShareUser] = []
     /// True on every part of a report sent in several frames but the last (docs/protocol.md,
     /// `status`): the lists of all parts together are the report.
     package var more: Bool
@@ -396,6 +418,7 @@ public struct StatusReport: Sendable, Hashable {
         presenters += part.presenters
         accesses += part.accesses
         waiting += part.waiting
+        logShare += part.logShare
         more = part.more
         joinContinued()
     }
@@ -453,6 +476,14 @@ extension StatusReport: WireMessage {
             entry.continues = try item.optionalBool("continues") ?? false
             waiting.append(entry)
         }
+        if fields.has("logShare") {
+            for (offset, value) in try fields.array("logShare").enumerated() {
+                let item = try fields.nested(value, "logShare[\(offset)]")
+                logShare.append(LogShareUser(
+                    uid: try item.uid(), sinceMs: Int64(try item.uint("sinceMs")), records: try item.uint("records"),
+                    bytes: try item.uint("bytes"), limitBytes: try item.uint("limitBytes")))
+            }
+        }
         more = try fields.optionalBool("more") ?? false
         joinContinued()
     }
@@ -462,7 +493,17 @@ extension StatusReport: WireMessage {
         o["presenters"] = .array(presenters.map(\.wireValue))
         o["accesses"] = .array(accesses.map(\.wireValue))
         o["waiting"] = .array(waiting.map(\.wireValue))
+        if !logShare.isEmpty { o["logShare"] = .array(logShare.map(\.wireValue)) }
         if more { o["more"] = .bool(true) }
+    }
+}
+
+extension StatusReport.LogShareUser {
+    var wireValue: JSONValue {
+        .object(JSONObject([
+            "uid": .int(Int64(uid)), "sinceMs": .int(max(0, sinceMs)), "records": .int(Int64(clamping: records)),
+            "bytes": .int(Int64(clamping: bytes)), "limitBytes": .int(Int64(clamping: limitBytes)),
+        ]))
     }
 }
 

@@ -88,10 +88,13 @@ package struct StatusFrameStream {
     /// or the entry that did not fit the previous frame), each with its list.
     private var carried: [(list: Int, bytes: [UInt8])] = []
     private var finished = false
+    /// The users over their share of the log (`logShare`, a short list), in the first frame only.
+    private var firstOnly: [UInt8]
 
     package init(_ report: StatusReport, maxFrameSize: Int = Framing.defaultMaxFrameSize) {
         self.report = report
         head = Array(#"{"type":"statusReport","id":\#(report.id.rawValue)"#.utf8)
+        firstOnly = report.logShare.isEmpty ? [] : Array(#","logShare":"#.utf8) + JSONWriter.write(.array(report.logShare.map(\.wireValue)))
         // Room for the head, the three keys and brackets, and `"more":true`.
         budget = max(maxFrameSize - head.count - 96, 1)
     }
@@ -116,7 +119,7 @@ package struct StatusFrameStream {
     package mutating func next() -> [UInt8]? {
         guard !finished else { return nil }
         var bodies: [[UInt8]] = [[], [], []]
-        var used = 0
+        var used = firstOnly.count
         var more = false
         while let entry = take() {
             let cost = entry.bytes.count + 1
@@ -130,7 +133,8 @@ package struct StatusFrameStream {
             used += cost
         }
         if !more { finished = true }
-        var payload = head
+        var payload = head + firstOnly
+        firstOnly = []
         for (i, key) in Self.keys.enumerated() {
             payload += Array(#","\#(key)":["#.utf8)
             payload += bodies[i]
