@@ -706,11 +706,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     // MARK: Admission (the slow path)
 
+    /// `folderRights: false`: the items' rights only (an admission that gave back a folder right,
+    /// `startedAt` its start).
     private func admitAsync(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?, policy: CoordinationPolicy,
-                            request: RequestID, sessionsLeft: Int = 2) async -> Result<any GatePass, CoordinationError> {
+                            request: RequestID, sessionsLeft: Int = 2, folderRights: Bool = true,
+                            startedAt: Double? = nil) async -> Result<any GatePass, CoordinationError> {
         if let purpose, purpose.hasPrefix(Self.proxyPurpose) { return .success(Pass.proxy()) }
         // Deadlines run on the monotonic clock (the session's clock may be a test's).
-        let started = ClusterConfiguration.monotonicSeconds()
+        let started = startedAt ?? ClusterConfiguration.monotonicSeconds()
         let retryUntil = started + max(policy.waitDeadline.map(Self.seconds) ?? 0, configuration.failoverWait)
         do {
             try await retrying(until: retryUntil, request) { try await self.ensureSession() }
@@ -726,7 +729,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     take(r, intent.path, intent.lockMode)
                     uses.append((r, intent.path, intent.lockMode))
                 } else {
-                    let (p, m) = rightToTake(intent.path, intent.lockMode)
+                    let (p, m) = folderRights ? rightToTake(intent.path, intent.lockMode) : (intent.path, intent.lockMode)
                     wanted.append((p, m, intent.path, intent.lockMode))
                 }
             }
@@ -811,6 +814,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             while true {
                 let blockers = conflicts(found, wanted: wanted, order: order, exempt: exempt)
                 if blockers.isEmpty { break }
+                // A folder right taken while this node's watch had not yet shown another node's
+                // right there (the folder looked free) waits for whatever that node uses in the
+                // folder, which its access does not touch (that node's folder right, recalled, is
+                // split along its accesses): it is given back and the items' rights taken instead.
+                if folderRights, wanted.contains(where: { w in
+                    (w.path != w.use || w.mode != w.useMode) && blockers.contains { b in
+                        Self.conflict(w.path, w.mode, b.path, b.mode) && !Self.conflict(w.use, w.useMode, b.path, b.mode)
+                    }
+                }) {
+                    giveBack()
+                    return await admitAsync(intents, origin: origin, purpose: purpose, policy: policy, request: request,
+                                            sessionsLeft: sessionsLeft, folderRights: false, startedAt: started)
+                }
                 let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, request: request,
                                             until: policy.waitDeadline.map { started + Self.seconds($0) })
                 switch outcome {

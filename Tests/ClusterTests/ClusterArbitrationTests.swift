@@ -172,6 +172,39 @@ import Testing
         same.access?.release()
     }
 
+    /// b's watch has not shown a's folder right yet when b needs another file of the folder: b
+    /// takes a folder right too (the folder looks free), which recalls a's, split along a's access
+    /// to d/open. b's folder right then waits for d/open, which b's access does not touch: it is
+    /// given back for d/other's own right, and b goes on while a still writes d/open. Before, b
+    /// waited for a's access to end (past its deadline: "d/other still held").
+    @Test func aFolderRightTakenBeforeTheWatchShowedAnotherNodesGivesWayToTheItemsRight() async throws {
+        let cluster = TestCluster()
+        let lagging = LaggingWatchStore(cluster.store)
+        try await cluster.add("a")
+        try await cluster.add("b", through: lagging)
+        defer {
+            lagging.lag = false
+            Task { await cluster.stop() }
+        }
+        lagging.lag = true
+        let open = try await access(cluster.coordinator("a"), [write("d/open")]).get()
+        #expect(cluster.node("b").status().nodes.first { $0.name == "a" }?.holds.isEmpty ?? true,
+                "b's watch showed a's right: the test proves nothing")
+        let other = Pending(cluster.coordinator("b"), [write("d/other")], policy: CoordinationPolicy(waitDeadline: .seconds(3)))
+        try await Task.sleep(for: .milliseconds(300))
+        lagging.lag = false
+        #expect(await eventually(10) { other.result != nil })
+        #expect(other.access != nil, "b's access to d/other waited for a's access to d/open: \(String(describing: other.error))")
+        other.access?.release()
+        // b's access to d/open still waits for a's.
+        let same = Pending(cluster.coordinator("b"), [read("d/open")])
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(same.result == nil, "b read d/open while a wrote it")
+        open.release()
+        #expect(await eventually { same.access != nil })
+        same.access?.release()
+    }
+
     @Test func grantsCarryTheirFencingTokenIntoTheEvents() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")
