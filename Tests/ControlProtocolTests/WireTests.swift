@@ -141,7 +141,7 @@ final class WireTests: XCTestCase {
             """
         let mounts = ControlSocketLocator.parseMountInfo(text)
         XCTAssertEqual(mounts.count, 3)
-        XCTAssertEqual(mounts[1], .init(mountPoint: "/mnt/my docs", fileSystemType: "fuse.coordfs", source: "/home/me/Shared Stuff", owner: 0))
+        XCTAssertEqual(mounts[1], .init(mountPoint: "/mnt/my docs", fileSystemType: "fuse.coordfs", source: "/home/me/Shared Stuff", owner: 0, device: "0:50"))
         XCTAssertNil(mounts[2].owner)
         XCTAssertEqual(ControlSocketLocator.defaultSocketPath(for: mounts[1]), "/home/me/Shared Stuff/.coordfs/control.sock")
         XCTAssertEqual(ControlSocketLocator.defaultSocketPath(backingFolder: "/srv/b/"), "/srv/b/.coordfs/control.sock")
