@@ -27,9 +27,10 @@
 # ("1000 10000 100000"), BENCH_LIBFUSE_SRC (a libfuse source tree, or a git directory holding the
 # tag of the installed libfuse, for passthrough_hp; else that tag is cloned from GitHub).
 # `bench/run.sh kinds` runs only that comparison and prints its section.
-# The kernel's floor (section_floor): `coordfs-bench floor` on a fresh ext4 image of its own, with
-# BENCH_SMALL_FILES files and BENCH_FLOOR_ROUNDS (3) rounds; `bench/run.sh floor` runs only that and
-# prints its section (it needs only coordfs-bench built).
+# The kernel's floor (section_floor): `coordfs-bench floor` on a fresh ext4 image of its own: the
+# smallfiles (BENCH_SMALL_FILES files), tar, `ls -l` (BENCH_LSL_FILES) and `grep -r` workloads through
+# a daemon that does no work, coordfs and native, BENCH_FLOOR_ROUNDS (2) rounds; `bench/run.sh floor`
+# runs only that and prints its section (it needs only coordfs-bench built).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -922,14 +923,15 @@ section_metrics() {
 }
 
 # A FUSE daemon that does no work against native and coordfs (`coordfs-bench floor`): what any
-# daemon can reach on this kernel and machine, on a file system of its own.
-FLOOR_ROUNDS=${BENCH_FLOOR_ROUNDS:-3}
+# daemon can reach on this kernel and machine for each of issue 23's targets (smallfiles, tar,
+# `ls -l`, `grep -r`), on a file system of its own.
+FLOOR_ROUNDS=${BENCH_FLOOR_ROUNDS:-2}
 section_floor() {
   if [ ! -x "$BENCH_BIN" ]; then echo "## The kernel's floor: a FUSE daemon that does no work"; echo; echo "(coordfs-bench not built at $BENCH_BIN)"; echo; return; fi
   fresh_fs "$WORK/floor" floor
   uring_offered
   say "bench: coordfs-bench floor"
-  if ! timeout 900 "$BENCH_BIN" floor --dir "$WORK/floor" --files "$SMALL_FILES" --rounds "$FLOOR_ROUNDS" --script "$ROOT/bench/smallfiles.py"; then
+  if ! timeout 900 "$BENCH_BIN" floor --dir "$WORK/floor" --files "$SMALL_FILES" --lsl-files "$LSL_FILES" --rounds "$FLOOR_ROUNDS" --script "$ROOT/bench/smallfiles.py"; then
     echo; echo "(coordfs-bench floor failed)"
   fi
   echo

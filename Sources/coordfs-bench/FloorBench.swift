@@ -1,11 +1,16 @@
 // The kernel's floor (issue 23): how fast can any FUSE daemon on this kernel and machine go, doing
-// no work at all? `FuseKit.FloorFileSystem` (answers at once: no backing folder, no coordination, no
-// log) mounted in this process on both transports, with FuseKit's default spin and with spin=0,
-// and optionally with the whole daemon and the tool on one CPU; `bench/smallfiles.py` (the
-// smallfiles workload of bench/run.sh, the same program) through each, and natively in DIR. Prints
-// files/s, the ratio to native, the requests per file (FuseKit's counters), the time per file and
-// per synchronous round trip, the daemon's CPU per request and the context switches per file.
-// `coordfs-bench floor [--files N] [--rounds N] [--dir DIR] [--no-pin] [--script PATH]`
+// no work at all? `FuseKit.FloorFileSystem` (answers at once from an in-memory tree: no backing
+// folder, no coordination, no log; data through kernel passthrough) mounted in this process on both
+// transports, with FuseKit's default spin and with spin=0, and optionally with the whole daemon and
+// the tool on one CPU; then coordfs with its defaults (in-process, both transports) and the native
+// folder, in one run, the order rotating each round. Workloads (issue 23's targets): smallfiles
+// (`bench/smallfiles.py`, as bench/run.sh), tar unpack + delete of /usr/include (bench/run.sh's
+// wl_tar), `ls -l` of an N-file folder and `grep -r` of a /usr/include copy (bench/run.sh kinds:
+// once untimed to warm the caches, then timed). Prints, per workload, the time, the ratio to native,
+// the requests per file (FuseKit's counters), the time per file and per synchronous round trip, the
+// daemon's CPU per request and the context switches per file.
+// `coordfs-bench floor [--files N] [--lsl-files N] [--rounds N] [--dir DIR] [--no-pin] [--no-coordfs]
+//  [--workloads smallfiles,tar,lsl,grep] [--script PATH]`
 import CoordFS
 import CURing
 import Foundation
@@ -14,23 +19,45 @@ import Glibc
 import Synchronization
 
 enum FloorBench {
+    /// A workload of issue 23's targets.
+    enum Workload: String, CaseIterable {
+        case smallfiles, tar, lsl, grep
+        /// Issue 23's target, as a fraction of native speed.
+        var target: Double {
+            switch self {
+            case .smallfiles: 0.50
+            case .tar: 0.33
+            case .lsl: 0.50
+            case .grep: 0.33
+            }
+        }
+    }
+
     struct Options {
         var files = 10_000
-        var rounds = 3
+        var lslFiles = 50_000
+        var rounds = 2
         var dir = "/var/tmp"
         var pin = true
         var script: String? = nil
         var coordfs = true
+        var workloads: [Workload] = Workload.allCases
         mutating func parse(_ args: [String]) throws {
             var i = args.makeIterator()
             while let a = i.next() {
                 switch a {
                 case "--files": files = Int(i.next() ?? "") ?? files
+                case "--lsl-files": lslFiles = max(1, Int(i.next() ?? "") ?? lslFiles)
                 case "--rounds": rounds = max(1, Int(i.next() ?? "") ?? rounds)
                 case "--dir": dir = i.next() ?? dir
                 case "--no-pin": pin = false
                 case "--no-coordfs": coordfs = false
                 case "--script": script = i.next()
+                case "--workloads":
+                    workloads = try (i.next() ?? "").split(separator: ",").map {
+                        guard let w = Workload(rawValue: String($0)) else { throw MountBench.BenchError("unknown workload \($0)") }
+                        return w
+                    }
                 default: throw MountBench.BenchError("unknown option \(a)")
                 }
             }
@@ -52,9 +79,9 @@ enum FloorBench {
         }
     }
 
-    /// One run of the workload.
+    /// One timed run of a workload.
     struct Sample {
-        var filesPerSecond: Double
+        var seconds: Double
         /// Requests by `FuseOperation` (empty for native).
         var requests: [UInt64] = []
         var daemonCPU: Double = 0
@@ -62,6 +89,26 @@ enum FloorBench {
         var toolSwitches = 0
         var transport = ""
         var passthrough = false
+    }
+
+    /// What the workloads run on: the tarball, the script, and the trees of `ls -l` and `grep -r`.
+    struct Setup {
+        let script: String
+        let tarball: String
+        /// A folder holding `lsl` (N empty files) and `inc` (the tarball unpacked).
+        let kinds: String
+        let tarEntries: Int
+        let grepFiles: Int
+        let lslFiles: Int
+        let smallFiles: Int
+        func files(_ w: Workload) -> Int {
+            switch w {
+            case .smallfiles: smallFiles
+            case .tar: tarEntries
+            case .lsl: lslFiles
+            case .grep: grepFiles
+            }
+        }
     }
 
     /// Requests the caller does not wait for: RELEASE, RELEASEDIR (sent in the background) and FORGET.
@@ -75,11 +122,24 @@ enum FloorBench {
         guard FileManager.default.fileExists(atPath: script) else { throw MountBench.BenchError("no workload script at \(script) (--script PATH)") }
         guard geteuid() == 0, access("/dev/fuse", R_OK | W_OK) == 0 else { throw MountBench.BenchError("needs root and /dev/fuse") }
         let root = o.dir + "/coordfs-bench-floor-\(getpid())"
-        for sub in ["/mnt"] { try FileManager.default.createDirectory(atPath: root + sub, withIntermediateDirectories: true) }
+        for sub in ["/mnt", "/kinds"] { try FileManager.default.createDirectory(atPath: root + sub, withIntermediateDirectories: true) }
         defer { try? FileManager.default.removeItem(atPath: root) }
         let scratch = open(root + "/scratch", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard scratch >= 0 else { throw MountBench.BenchError("cannot make the scratch backing file in \(o.dir)") }
         defer { close(scratch) }
+
+        // The tarball of bench/run.sh's tar workload, and the request-kind trees (bench/run.sh kinds).
+        let tarball = root + "/include.tar"
+        _ = try MountBench.time("tar -C /usr -cf \(tarball) include", in: "/")
+        let listing = try RequestsBench.shell("tar -tvf \(tarball)").split(separator: "\n")
+        let kinds = root + "/kinds"
+        if o.workloads.contains(.lsl) {
+            _ = try MountBench.time("mkdir lsl && python3 -c \"import os\nfor i in range(\(o.lslFiles)): os.close(os.open('lsl/file-%06d' % i, os.O_CREAT | os.O_WRONLY, 0o644))\"", in: kinds)
+        }
+        if o.workloads.contains(.grep) { _ = try MountBench.time("mkdir inc && tar -C inc -xf \(tarball)", in: kinds) }
+        sync()
+        let setup = Setup(script: script, tarball: tarball, kinds: kinds, tarEntries: listing.count,
+                          grepFiles: listing.filter { $0.hasPrefix("-") }.count, lslFiles: o.lslFiles, smallFiles: o.files)
 
         // FUSE over io_uring is offered only while enable_uring is Y (as bench/run.sh, put back after).
         let uringSwitch = "/sys/module/fuse/parameters/enable_uring"
@@ -97,30 +157,83 @@ enum FloorBench {
             for transport in [FuseTransport.uring, .dev] { variants.append(Variant(transport: transport, spin: true, pinned: false, coordfs: true)) }
         }
         let load0 = loadAverage()
-        var native: [Sample] = []
-        var floor: [[Sample]] = Array(repeating: [], count: variants.count)
+        let started = Date()
+        var native: [Workload: [Sample]] = [:]
+        var floor: [[Workload: [Sample]]] = Array(repeating: [:], count: variants.count)
         let targets = variants.count + 1
         for r in 0..<o.rounds {
             for i in 0..<targets {
                 let t = (i + r) % targets
+                let got: [Workload: Sample]
                 if t == variants.count {
-                    native.append(try onFreshFileSystem(root + "/native-\(r)") { try workload(script: script, in: $0, files: o.files, pinned: false) })
+                    got = try nativeRun(o.workloads, setup, root: root, round: r)
                 } else if variants[t].coordfs {
-                    floor[t].append(try onFreshFileSystem(root + "/cf-\(r)-\(t)") { try coordfsMounted(variants[t].transport, in: $0, script: script, files: o.files) })
+                    got = try coordfsRun(o.workloads, setup, variants[t].transport, root: root, round: r)
                 } else {
-                    floor[t].append(try mounted(variants[t], scratch: scratch, at: root + "/mnt", script: script, files: o.files))
+                    got = try mounted(variants[t], o.workloads, setup, scratch: scratch, at: root + "/mnt")
+                }
+                for (w, s) in got {
+                    if t == variants.count { native[w, default: []].append(s) } else { floor[t][w, default: []].append(s) }
                 }
             }
         }
-        report(o, variants: variants, native: native, floor: floor, loads: (load0, loadAverage()))
+        report(o, setup, variants: variants, native: native, floor: floor, loads: (load0, loadAverage()), seconds: Date().timeIntervalSince(started))
     }
 
     // MARK: running
 
-    /// Mounts a `FloorFileSystem` for `variant` at `mountpoint`, runs the workload through it, and
-    /// unmounts (always).
-    static func mounted(_ variant: Variant, scratch: Int32, at mountpoint: String, script: String, files: Int) throws -> Sample {
-        let fs = FloorFileSystem(scratchBacking: scratch)
+    /// Runs `workloads` through `mountpoint` (the floor or coordfs, or a native folder when
+    /// `counters` is nil): smallfiles and tar in new folders there, `ls -l` and `grep -r` of the
+    /// trees at `trees` (a path under the mount showing `Setup.kinds`), once untimed, then timed.
+    static func runWorkloads(_ workloads: [Workload], _ setup: Setup, in dir: String, trees: String, pinned: Bool,
+                             counters: FuseRequestCounters?, fresh: ((Workload, (String) throws -> Sample) throws -> Sample)? = nil) throws -> [Workload: Sample] {
+        func snapshot() -> [UInt64] { counters.map { c in FuseOperation.allCases.map { c.value($0) } } ?? [] }
+        var out: [Workload: Sample] = [:]
+        for w in workloads {
+            var before: [UInt64] = []
+            let counted: (String) throws -> Sample = { d in
+                switch w {
+                case .smallfiles:
+                    before = snapshot()
+                    return try measure(["python3", setup.script, d + "/small", "\(setup.smallFiles)"], pinned: pinned) { output in
+                        Double(output.trimmingCharacters(in: .whitespacesAndNewlines)).map { Double(setup.smallFiles) / $0 }
+                    }
+                case .tar:
+                    before = snapshot()
+                    return try measure(["sh", "-c", "mkdir '\(d)/tree' && tar -C '\(d)/tree' -xf '\(setup.tarball)' && rm -rf '\(d)/tree'"], pinned: pinned)
+                case .lsl, .grep:
+                    // Once untimed (caches warm, as bench/run.sh kinds), then timed and counted.
+                    let argv = w == .lsl ? ["ls", "-l", trees + "/lsl"]
+                        : ["grep", "-r", "-l", "--binary-files=text", "coordfs-bench: no such text", trees + "/inc"]
+                    let ok: Int32 = w == .grep ? 1 : 0   // grep: 1, no match
+                    _ = try measure(argv, pinned: pinned, okStatus: ok)
+                    usleep(100_000)
+                    before = snapshot()
+                    return try measure(argv, pinned: pinned, okStatus: ok)
+                }
+            }
+            var sample = try fresh.map { try $0(w, counted) } ?? counted(dir)
+            if counters != nil {
+                usleep(200_000)   // late RELEASEs and FORGETs
+                sample.requests = zip(snapshot(), before).map { $0 - $1 }
+            }
+            out[w] = sample
+        }
+        return out
+    }
+
+    static func nativeRun(_ workloads: [Workload], _ setup: Setup, root: String, round: Int) throws -> [Workload: Sample] {
+        try runWorkloads(workloads, setup, in: root, trees: setup.kinds, pinned: false, counters: nil) { w, body in
+            // smallfiles and tar each on a fresh ext4 file system, as bench/run.sh's rounds.
+            if w == .lsl || w == .grep { return try body(setup.kinds) }
+            return try onFreshFileSystem(root + "/native-\(round)-\(w.rawValue)") { try body($0) }
+        }
+    }
+
+    /// Mounts a `FloorFileSystem` for `variant` at `mountpoint` (the request-kind trees mirrored at
+    /// its root), runs the workloads through it, and unmounts (always).
+    static func mounted(_ variant: Variant, _ workloads: [Workload], _ setup: Setup, scratch: Int32, at mountpoint: String) throws -> [Workload: Sample] {
+        let fs = FloorFileSystem(scratchBacking: scratch, mirroring: setup.kinds)
         defer { fs.setBackingFileRegistry(nil) }   // the session holds the file system: no cycle left
         let ready = DispatchSemaphore(value: 0)
         // Pinned: every thread of the session is started from this one (the ring's at mount, libfuse's
@@ -149,16 +262,13 @@ enum FloorBench {
             _ = served.wait(timeout: .now() + 10)
         }
         guard ready.wait(timeout: .now() + 10) == .success else { throw MountBench.BenchError("the floor mount did not answer INIT") }
-        let counters = session.requestCounters
-        func snapshot() -> [UInt64] { FuseOperation.allCases.map { counters.value($0) } }
         usleep(100_000)
-        let before = snapshot()
-        var sample = try workload(script: script, in: mountpoint, files: files, pinned: variant.pinned)
-        usleep(200_000)   // late RELEASEs and FORGETs
-        sample.requests = zip(snapshot(), before).map { $0 - $1 }
-        sample.transport = session.transportInUse == .uring ? "io_uring" : "/dev/fuse"
-        sample.passthrough = fs.writesPassThrough
-        return sample
+        var got = try runWorkloads(workloads, setup, in: mountpoint, trees: mountpoint, pinned: variant.pinned, counters: session.requestCounters)
+        for w in got.keys {
+            got[w]!.transport = session.transportInUse == .uring ? "io_uring" : "/dev/fuse"
+            got[w]!.passthrough = fs.writesPassThrough || (w == .grep && fs.mirroredPassthroughOpens > 0)
+        }
+        return got
     }
 
     /// Runs `body` in a new folder `path` that is a fresh ext4 file system of its own (an image file
@@ -178,46 +288,74 @@ enum FloorBench {
         return try body(path)
     }
 
-    /// The same workload through coordfs with its defaults (coordination, event log, store, backing
-    /// watcher, passthrough) and `-o transport=`, an in-process mount as `coordfs-bench requests`'s,
-    /// on a new backing folder under `folder` (removed after).
-    static func coordfsMounted(_ transport: FuseTransport, in folder: String, script: String, files: Int) throws -> Sample {
-        for sub in ["/backing", "/mnt"] { try FileManager.default.createDirectory(atPath: folder + sub, withIntermediateDirectories: true) }
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+    /// The workloads through coordfs with its defaults (coordination, event log, store, backing
+    /// watcher, passthrough) and `-o transport=`, in-process mounts as `coordfs-bench requests`'s:
+    /// smallfiles and tar each on a fresh backing file system, `ls -l` and `grep -r` on a mount of
+    /// the request-kind trees' folder.
+    static func coordfsRun(_ workloads: [Workload], _ setup: Setup, _ transport: FuseTransport, root: String, round: Int) throws -> [Workload: Sample] {
+        var out: [Workload: Sample] = [:]
+        for w in workloads {
+            let one: [Workload: Sample]
+            if w == .lsl || w == .grep {
+                try FileManager.default.createDirectory(atPath: root + "/cfmnt", withIntermediateDirectories: true)
+                defer { try? FileManager.default.removeItem(atPath: root + "/cfmnt") }
+                one = try coordfsMounted(transport, backing: setup.kinds, at: root + "/cfmnt") { mnt, counters in
+                    try runWorkloads([w], setup, in: mnt, trees: mnt, pinned: false, counters: counters)
+                }
+            } else {
+                one = try onFreshFileSystem(root + "/cf-\(round)-\(w.rawValue)") { folder in
+                    for sub in ["/backing", "/mnt"] { try FileManager.default.createDirectory(atPath: folder + sub, withIntermediateDirectories: true) }
+                    return try coordfsMounted(transport, backing: folder + "/backing", at: folder + "/mnt") { mnt, counters in
+                        try runWorkloads([w], setup, in: mnt, trees: mnt, pinned: false, counters: counters)
+                    }
+                }
+            }
+            out.merge(one) { a, _ in a }
+        }
+        return out
+    }
+
+    static func coordfsMounted(_ transport: FuseTransport, backing: String, at mountpoint: String,
+                               _ body: (String, FuseRequestCounters) throws -> [Workload: Sample]) throws -> [Workload: Sample] {
         var options = try MountOptions.parse([])
         options.transport = transport
-        let daemon = try Daemon(plan: MountPreflight.plan(backing: folder + "/backing", mountpoint: folder + "/mnt", options: options))
+        let daemon = try Daemon(plan: MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: options))
         try daemon.startInProcess()
         defer { daemon.stopAndWait() }
         guard let counters = daemon.requestCounters else { throw MountBench.BenchError("the coordfs mount has no request counters") }
-        func snapshot() -> [UInt64] { FuseOperation.allCases.map { counters.value($0) } }
         usleep(100_000)
-        let before = snapshot()
-        var sample = try workload(script: script, in: folder + "/mnt", files: files, pinned: false)
-        usleep(200_000)
-        sample.requests = zip(snapshot(), before).map { $0 - $1 }
-        sample.transport = daemon.transportInUse.map { $0 == .uring ? "io_uring" : "/dev/fuse" } ?? "?"
-        sample.passthrough = true
-        return sample
+        var got = try body(mountpoint, counters)
+        for w in got.keys {
+            got[w]!.transport = daemon.transportInUse.map { $0 == .uring ? "io_uring" : "/dev/fuse" } ?? "?"
+            got[w]!.passthrough = true
+        }
+        return got
     }
 
-    /// Runs bench/smallfiles.py in `dir` (on CPU 0 when `pinned`): its files/s, and this process's
-    /// CPU time and context switches over it (the daemon's, when mounted here) and the tool's.
-    static func workload(script: String, in dir: String, files: Int, pinned: Bool) throws -> Sample {
+    /// Runs `argv` (on CPU 0 when `pinned`) and returns its seconds (wall clock, or what `seconds`
+    /// reads from its output), with this process's CPU time and context switches over it (the
+    /// daemon's, when mounted here) and the tool's.
+    static func measure(_ argv: [String], pinned: Bool, okStatus: Int32 = 0, seconds: ((String) -> Double?)? = nil) throws -> Sample {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: pinned ? "/usr/bin/taskset" : "/usr/bin/python3")
-        p.arguments = (pinned ? ["-c", "0", "python3"] : []) + [script, dir + "/small", "\(files)"]
+        p.executableURL = URL(fileURLWithPath: pinned ? "/usr/bin/taskset" : "/usr/bin/env")
+        p.arguments = (pinned ? ["-c", "0"] : []) + argv
         let out = Pipe()
         p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
         let self0 = usage(RUSAGE_SELF), children0 = usage(RUSAGE_CHILDREN)
+        let start = Date()
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
+        let wall = Date().timeIntervalSince(start)
         let self1 = usage(RUSAGE_SELF), children1 = usage(RUSAGE_CHILDREN)
-        guard p.terminationStatus == 0, let rate = Double(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw MountBench.BenchError("bench/smallfiles.py failed in \(dir) (status \(p.terminationStatus))")
+        guard p.terminationStatus <= okStatus else { throw MountBench.BenchError("`\(argv.joined(separator: " "))` failed (status \(p.terminationStatus))") }
+        var s = wall
+        if let seconds {
+            guard let got = seconds(String(decoding: data, as: UTF8.self)) else { throw MountBench.BenchError("`\(argv.joined(separator: " "))` printed no rate") }
+            s = got
         }
-        return Sample(filesPerSecond: rate, daemonCPU: self1.cpu - self0.cpu, daemonSwitches: self1.switches - self0.switches,
+        return Sample(seconds: s, daemonCPU: self1.cpu - self0.cpu, daemonSwitches: self1.switches - self0.switches,
                       toolSwitches: children1.switches - children0.switches)
     }
 
@@ -240,60 +378,87 @@ enum FloorBench {
 
     // MARK: the section
 
-    static func best(_ s: [Sample]) -> Sample { s.max { $0.filesPerSecond < $1.filesPerSecond }! }
+    static func best(_ s: [Sample]) -> Sample { s.min { $0.seconds < $1.seconds }! }
     static func median(_ s: [Sample]) -> Double {
-        let v = s.map(\.filesPerSecond).sorted()
+        let v = s.map(\.seconds).sorted()
         return v.count % 2 == 1 ? v[v.count / 2] : (v[v.count / 2 - 1] + v[v.count / 2]) / 2
     }
+    static func f(_ x: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", x) }
 
-    static func report(_ o: Options, variants: [Variant], native: [Sample], floor: [[Sample]], loads: (String, String)) {
-        let n = Double(o.files)
-        let nativeBest = best(native).filesPerSecond
-        let nativeMicros = 1e6 / nativeBest
-        // Requests per file, over every round of every variant (the same workload: the same counts).
-        let all = zip(variants, floor).filter { !$0.0.coordfs }.flatMap { $0.1 }
-        let perFile = FuseOperation.allCases.map { op in all.map { Double($0.requests[op.rawValue]) }.reduce(0, +) / (n * Double(all.count)) }
+    static func title(_ w: Workload, _ setup: Setup) -> String {
+        switch w {
+        case .smallfiles: "smallfiles: create (100 B) + stat + unlink of \(setup.smallFiles) files (`bench/smallfiles.py`)"
+        case .tar: "tar: unpack + delete of /usr/include (\(setup.tarEntries) entries; bench/run.sh's `tar` workload)"
+        case .lsl: "`ls -l` of a \(setup.lslFiles)-file folder (warm: run once untimed just before)"
+        case .grep: "`grep -r` of a /usr/include copy (\(setup.grepFiles) files; warm)"
+        }
+    }
+
+    static func requestLine(_ samples: [Sample], files: Double) -> String {
+        let perFile = FuseOperation.allCases.map { op in samples.map { Double($0.requests[op.rawValue]) }.reduce(0, +) / (files * Double(samples.count)) }
         let shown = FuseOperation.allCases.filter { perFile[$0.rawValue] >= 0.005 }
+        return "\(f(perFile.reduce(0, +))): " + shown.map { "\($0.name) \(f(perFile[$0.rawValue]))" }.joined(separator: ", ")
+    }
+
+    static func report(_ o: Options, _ setup: Setup, variants: [Variant], native: [Workload: [Sample]], floor: [[Workload: [Sample]]],
+                       loads: (String, String), seconds: Double) {
         print("## The kernel's floor: a FUSE daemon that does no work")
         print("")
-        print("`coordfs-bench floor` (issue 23): how fast any FUSE daemon on this kernel and machine can serve the")
-        print("smallfiles workload (`bench/smallfiles.py`, the program bench/run.sh runs: create 100 B + stat + unlink")
-        print("of \(o.files) files). FuseKit's `FloorFileSystem`, mounted in the bench's process, answers at once:")
-        print("no backing folder, no coordination, no log; \"no such name\" cached for 10 s and names and")
-        print("attributes for 10 s (coordfs's lifetimes in a watched folder), xattrs ENODATA, no FLUSH at close, and")
-        print("every create answered with one shared scratch backing file for kernel passthrough (as coordfs's")
-        print("creates carry each file's own), so a write is no request. Native: the same program on a fresh ext4")
-        print("image of its own each round (as bench/run.sh's), on the disk of \(o.dir); coordfs the same, as its backing")
-        print("folder. Best of \(o.rounds) rounds (median in brackets), the order rotating each round. Transports:")
-        print("`uring` (FUSE over io_uring) and `dev` (/dev/fuse); spin: FuseKit's default (\(defaultSpinMicroseconds) µs, adaptive, as coordfs's")
-        print("`spin=`) or 0; \"one CPU\": every thread of the daemon and the tool on CPU 0 (a wake-up is local, no")
-        print("IPI; the ring's queue for CPU 0 is the one used). Load average (1, 5, 15 min): \(loads.0) at the start,")
-        print("\(loads.1) at the end (\(ProcessInfo.processInfo.activeProcessorCount) cores).")
+        print("`coordfs-bench floor` (issue 23): how fast any FUSE daemon on this kernel and machine can serve each workload")
+        print("of issue 23's targets. FuseKit's `FloorFileSystem`, mounted in the bench's process, answers at once from an")
+        print("in-memory tree: no backing folder, no coordination, no log; names, attributes and \"no such name\" cached")
+        print("for 10 s (coordfs's lifetimes in a watched folder), the INIT capabilities coordfs takes on a single-user")
+        print("mount, xattrs ENODATA, listings READDIRPLUS, no FLUSH at close; a file made through it is opened with one")
+        print("shared scratch backing file for kernel passthrough (as coordfs's creates carry each file's own: a write is")
+        print("no request), and the `ls -l` and `grep -r` trees are mirrored from the folder the native runs use, each")
+        print("file opened with its real file as backing file, registered at its first open and kept (as coordfs keeps a")
+        print("node's), so a warm open is an answer without a system call. Native: smallfiles and tar on a fresh ext4")
+        print("image of their own each round (as bench/run.sh's), on the disk of \(o.dir); coordfs (in-process, its defaults)")
+        print("the same as its backing folder, and `ls -l` and `grep -r` on the same trees as native. Best of \(o.rounds)")
+        print("rounds (median in brackets), the order rotating each round. Transports: `uring` (FUSE over io_uring) and")
+        print("`dev` (/dev/fuse); spin: FuseKit's default (\(defaultSpinMicroseconds) µs, adaptive, as coordfs's `spin=`) or 0; \"one CPU\": every")
+        print("thread of the daemon and the tool on CPU 0. Load average (1, 5, 15 min): \(loads.0) at the start, \(loads.1)")
+        print("at the end (\(ProcessInfo.processInfo.activeProcessorCount) cores); \(Int(seconds)) s in all.")
         print("")
-        print("The floor's requests per file (every floor row's rounds together, FuseKit's counters): " + shown.map { "\($0.name) \(String(format: "%.2f", perFile[$0.rawValue]))" }.joined(separator: ", ") + ".")
-        print("Synchronous round trips per file (all but forget, release, releasedir): per row below.")
-        print("")
-        print("| target | transport in use | files/s | / native | µs per file | sync requests per file | µs per round trip | daemon CPU per request | context switches per file (daemon, tool) |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        print("| native | - | \(String(format: "%.1f", nativeBest)) (\(String(format: "%.1f", median(native)))) | 1.00 | \(String(format: "%.1f", nativeMicros)) | - | - | - | -, \(String(format: "%.2f", Double(best(native).toolSwitches) / n)) |")
-        var floorBest = 0.0, floorSync = 0.0
-        for (v, samples) in zip(variants, floor) {
-            let b = best(samples)
-            let sync = Double(FuseOperation.allCases.filter { !asynchronous.contains($0) }.map { b.requests[$0.rawValue] }.reduce(0, +)) / n
-            let requests = Double(b.requests.reduce(0, +))
-            let micros = 1e6 / b.filesPerSecond
-            if !v.coordfs, b.filesPerSecond > floorBest { floorBest = b.filesPerSecond; floorSync = sync }
-            print("| \(v.name) | \(b.transport)\(b.passthrough ? "" : ", writes to the daemon") | \(String(format: "%.1f", b.filesPerSecond)) (\(String(format: "%.1f", median(samples)))) | "
-                + "\(String(format: "%.2f", b.filesPerSecond / nativeBest)) | \(String(format: "%.1f", micros)) | \(String(format: "%.2f", sync)) | "
-                + "\(String(format: "%.1f", micros / max(sync, 1))) | \(requests > 0 ? String(format: "%.1f µs", b.daemonCPU * 1e6 / requests) : "-") | "
-                + "\(String(format: "%.2f", Double(b.daemonSwitches) / n)), \(String(format: "%.2f", Double(b.toolSwitches) / n)) |")
+        for w in o.workloads {
+            guard let nat = native[w], !nat.isEmpty else { continue }
+            let n = Double(setup.files(w))
+            let nativeBest = best(nat).seconds
+            let nativeMicros = nativeBest * 1e6 / n
+            print("**\(title(w, setup))**; issue 23's target ≥ \(f(w.target)) of native.")
+            print("")
+            let floorSamples = zip(variants, floor).filter { !$0.0.coordfs }.flatMap { $0.1[w] ?? [] }
+            let coordfsSamples = zip(variants, floor).filter { $0.0.coordfs }.flatMap { $0.1[w] ?? [] }
+            if !floorSamples.isEmpty { print("Requests per file, the floor (every floor row's rounds): " + requestLine(floorSamples, files: n) + ".") }
+            if !coordfsSamples.isEmpty { print("Requests per file, coordfs (both transports' rounds): " + requestLine(coordfsSamples, files: n) + ".") }
+            print("")
+            print("| target | transport in use | seconds | / native | µs per file | sync requests per file | µs per round trip | daemon CPU per request | context switches per file (daemon, tool) |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+            print("| native | - | \(f(nativeBest, 3)) (\(f(median(nat), 3))) | 1.00 | \(f(nativeMicros, 1)) | - | - | - | -, \(f(Double(best(nat).toolSwitches) / n)) |")
+            var floorBest = Double.infinity, floorSync = 0.0
+            for (v, all) in zip(variants, floor) {
+                guard let samples = all[w], !samples.isEmpty else { continue }
+                let b = best(samples)
+                let sync = Double(FuseOperation.allCases.filter { !asynchronous.contains($0) }.map { b.requests[$0.rawValue] }.reduce(0, +)) / n
+                let requests = Double(b.requests.reduce(0, +))
+                let micros = b.seconds * 1e6 / n
+                if !v.coordfs, b.seconds < floorBest { floorBest = b.seconds; floorSync = sync }
+                print("| \(v.name) | \(b.transport)\(b.passthrough ? "" : ", data through the daemon") | \(f(b.seconds, 3)) (\(f(median(samples), 3))) | "
+                    + "\(f(nativeBest / b.seconds)) | \(f(micros, 1)) | \(f(sync)) | "
+                    + "\(f(micros / max(sync, 0.01), 1)) | \(requests > 0 ? f(b.daemonCPU * 1e6 / requests, 1) + " µs" : "-") | "
+                    + "\(f(Double(b.daemonSwitches) / n)), \(f(Double(b.toolSwitches) / n)) |")
+            }
+            print("")
+            if floorBest.isFinite {
+                let budget = nativeMicros / w.target
+                let floorMicros = floorBest * 1e6 / n
+                print("The target allows \(f(budget, 1)) µs per file (native's \(f(nativeMicros, 1)) / \(f(w.target))), so \(f(budget / max(floorSync, 0.01), 1)) µs per synchronous")
+                print("round trip at the floor's \(f(floorSync)) per file, the tool's own time included. The fastest daemon that does nothing")
+                print("took \(f(floorMicros, 1)) µs per file (\(f(floorMicros / max(floorSync, 0.01), 1)) µs per round trip), \(f(nativeBest / floorBest)) of native: the target is "
+                    + "\(nativeBest / floorBest >= w.target ? "within" : "beyond") this kernel's floor on this machine"
+                    + "\(nativeBest / floorBest >= w.target ? ", leaving \(f(budget - floorMicros, 1)) µs per file for a daemon's own work" : "").")
+                print("")
+            }
         }
-        print("")
-        let budget = 2 * nativeMicros
-        print("What the targets need (issue 23: small files ≥ 0.50 of native): at most \(String(format: "%.1f", budget)) µs per file,")
-        print("so at most \(String(format: "%.1f", budget / max(floorSync, 1))) µs per synchronous round trip with \(String(format: "%.2f", floorSync)) of them per file, the tool's own time")
-        print("included. The fastest daemon that does nothing reached \(String(format: "%.2f", floorBest / nativeBest)) of native (\(String(format: "%.1f", 1e6 / floorBest)) µs per file,")
-        print("\(String(format: "%.1f", 1e6 / floorBest / max(floorSync, 1))) µs per round trip): the target is \(floorBest / nativeBest >= 0.5 ? "within" : "beyond") this kernel's floor on this machine.")
-        print("")
     }
 }
