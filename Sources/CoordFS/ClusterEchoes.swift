@@ -55,17 +55,7 @@ final class ClusterEchoes: Sendable {
             var st = stat()
             let full = path.isRoot ? backing : backing + "/" + path.string
             guard full.withNameCString({ fstatat(AT_FDCWD, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
-            return PassthroughWrites.FileState(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-                                               mtime: (st.st_mtim.tv_sec, st.st_mtim.tv_nsec),
-                                               ctime: (st.st_ctim.tv_sec, st.st_ctim.tv_nsec))
-        }
-    }
-
-    private static func sameState(_ a: FileState, _ b: FileState) -> Bool {
-        switch (a, b) {
-        case (nil, nil): return true
-        case let (x?, y?): return x == y
-        default: return false
+            return PassthroughWrites.FileState(st)
         }
     }
 
@@ -168,7 +158,7 @@ final class ClusterEchoes: Sendable {
         return table.withLock { t in
             var echo = false
             for (path, state) in states {
-                if let told = t.entries[path]?.told, Self.sameState(told, state) {
+                if let told = t.entries[path]?.told, told == state {
                     echo = true
                     continue
                 }

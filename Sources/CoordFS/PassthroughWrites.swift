@@ -38,6 +38,10 @@ final class PassthroughWrites: Sendable {
         init?(fd: Int32) {
             var st = stat()
             guard fstat(fd, &st) == 0 else { return nil }
+            self.init(st)
+        }
+
+        init(_ st: stat) {
             self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
                       mtime: (st.st_mtim.tv_sec, st.st_mtim.tv_nsec), ctime: (st.st_ctim.tv_sec, st.st_ctim.tv_nsec))
         }
