@@ -207,7 +207,11 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let close = mask & LinuxCalls.Fanotify.closeWrite != 0
             // By the file the event is about; a file the kernel has forgotten already (written,
             // closed and removed at once) by its path.
-            if own.isOwn(handle: target, changed, path: changed == nil ? pathOf(first) : nil, pid: pid, close: close) {
+            let whose = own.whose(handle: target, changed, path: changed == nil ? pathOf(first) : nil, pid: pid, close: close)
+            if whose != .beside {
+                // A close while the mount holds the file open for writing may be of a write made
+                // beside the mount (told by the open's release): the kernel's attributes are dropped.
+                if whose == .mountsWhileHeld, let changed { session.invalidate(inode: loopback.id(of: changed)) }
                 mask &= ~contentBits
                 if mask & ~(LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory) == 0 { return }
             }

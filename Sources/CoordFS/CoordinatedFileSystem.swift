@@ -36,6 +36,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private let staleOpens = Mutex<[ObjectIdentifier: (pid: pid_t, at: UInt64)]>([:])
     /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
     let passthroughWrites = PassthroughWrites()
+    /// For tests: milliseconds a release waits after its reply before it is told and forgotten (a
+    /// RELEASE handled late, as under load).
+    let releaseDelay = Atomic<Int>(0)
     /// Implicit readers and their late saves (docs/semantics.md, "Lost updates"); off until the store configures it.
     let lostUpdates: LostUpdates
     /// The mounted session, for `forgetCached` (weak: the session owns this file system).
@@ -291,6 +294,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let handle = f.attachment as? HandleAccess
         loopback.release(request, inode: id, file: file)
         guard let handle else { return }
+        if case let delay = releaseDelay.load(ordering: .relaxed), delay > 0 { usleep(UInt32(delay) * 1000) }
         // Finished while still tracked: a remove or rename by the same process either finishes it
         // first or waits until this has.
         finish(handle, f)
@@ -338,15 +342,17 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     private func track(_ handle: HandleAccess, _ f: OpenFile) {
-        if f.backingID != nil { passthroughWrites.opened(f.inode, by: handle.pid, at: handle.path) }
+        if f.backingID != nil {
+            let atOpen = f.stateAtOpen.map { PassthroughWrites.Times(size: $0.size, mtime: $0.mtime, ctime: $0.ctime) }
+            passthroughWrites.opened(f.inode, by: handle.pid, at: handle.path, open: f, atOpen: atOpen)
+        }
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
     }
 
     private func untrack(_ handle: HandleAccess, _ f: OpenFile) {
         if f.backingID != nil {
             // The file as this open's writes left it, from the daemon's own descriptor.
-            let id = passthroughWrites.needsHandle(f.inode) ? LinuxCalls.identityHandle(of: f.fd).map(LinuxCalls.handleBytes) : nil
-            passthroughWrites.released(f.inode, by: handle.pid, state: .init(fd: f.fd), handle: id)
+            passthroughWrites.released(f.inode, by: handle.pid, open: f, state: .init(fd: f.fd))
         }
         openWriters.withLock { table in
             // One lookup: the list is taken out, and put back only when others are left.

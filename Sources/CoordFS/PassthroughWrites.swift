@@ -1,5 +1,6 @@
 import Coordination
 import Glibc
+import LinuxGNU
 import Loopback
 import Synchronization
 
@@ -15,6 +16,13 @@ import Synchronization
 /// An event is matched by what the file is, not by who closed it or when:
 /// - while a process holds a passthrough write open of the file, its own events on it are the
 ///   mount's (and the file as the watcher then finds it is what the mount's writes left);
+/// - while the mount has the file open for writing (its RELEASE not handled yet), a close event
+///   by any process is the mount's (`mountsWhileHeld`): the last close of a mount open may come
+///   from any process that inherited the descriptor (a child, a subshell), before the daemon
+///   handles its RELEASE, and fanotify cannot tell that close from the close of a write made
+///   beside the mount meanwhile. Either change is told once, by the open's release: it compares
+///   the file with what it was at the open. Only when no open held now will tell anything (the file
+///   is still as it was when each began) is such a close a change beside the mount, made before;
 /// - otherwise an event is the mount's own when the file (the inode, whatever its names are now) is
 ///   still exactly as the mount's writes left it: the size, mtime and ctime of the daemon's own
 ///   descriptor at the release of a write open (or found at the last event matched above). A write
@@ -52,6 +60,25 @@ final class PassthroughWrites: Sendable {
         }
     }
 
+    /// How an event is matched.
+    enum Whose: Equatable {
+        /// A change made beside the mount: told.
+        case beside
+        /// The mount's own write, told at its release.
+        case mounts
+        /// A close while the mount holds the file open for writing: the mount's, or a write beside
+        /// the mount that the open's release tells (the kernel's cached attributes are dropped).
+        case mountsWhileHeld
+    }
+
+    /// The times and size of a file, to tell whether it changed since an open began.
+    struct Times: Equatable, Sendable {
+        var size: Int64, mtime: (Int, Int), ctime: (Int, Int)
+        init(size: Int64, mtime: (Int, Int), ctime: (Int, Int)) { self.size = size; self.mtime = mtime; self.ctime = ctime }
+        init(_ s: FileState) { self.init(size: s.size, mtime: s.mtime, ctime: s.ctime) }
+        static func == (a: Times, b: Times) -> Bool { a.size == b.size && a.mtime == b.mtime && a.ctime == b.ctime }
+    }
+
     /// Only kept, never used: the nodes' own locks guard them.
     private struct Retained: @unchecked Sendable { let object: AnyObject }
     private struct FileWrites {
@@ -59,10 +86,15 @@ final class PassthroughWrites: Sendable {
         /// now), and its identifier is not reused by another file.
         let node: Retained
         var open: [pid_t: Int] = [:]
+        /// The opens held, by the open's identity: the file when each began (nil: the open changes
+        /// the file by itself, a create or O_TRUNC, or it is not known).
+        var opens: [(id: ObjectIdentifier?, atOpen: Times?)] = []
         /// The file as the mount's writes left it (nil: not known, or changed since).
         var left: FileState?
-        /// The kernel's file handle of the file, as fanotify reports it (once known).
+        /// The kernel's file handle of the file, as fanotify reports it (once known), and whether
+        /// the watcher read it through the node already (it does so at most once, see `whose`).
         var handle: [UInt8]?
+        var handleRead = false
         /// Releases whose close event was not seen yet, and close events seen before their release.
         var closesToCome = 0, closesSeenEarly = 0
         /// The releases by pid, with the watcher's read at the time (`reads`), for a close event that
@@ -87,10 +119,14 @@ final class PassthroughWrites: Sendable {
     private let keptReleases: Int
     /// The file's state now, read through its node (nil when it cannot be read: the file is gone).
     private let stateOf: @Sendable (AnyObject) -> FileState?
+    /// The file's kernel handle, read through its node (nil when it cannot be read).
+    private let handleOf: @Sendable (AnyObject) -> [UInt8]?
 
-    init(keptReleases: Int = 256, stateOf: @escaping @Sendable (AnyObject) -> FileState? = PassthroughWrites.backingState) {
+    init(keptReleases: Int = 256, stateOf: @escaping @Sendable (AnyObject) -> FileState? = PassthroughWrites.backingState,
+         handleOf: @escaping @Sendable (AnyObject) -> [UInt8]? = PassthroughWrites.backingHandle) {
         self.keptReleases = keptReleases
         self.stateOf = stateOf
+        self.handleOf = handleOf
     }
 
     static func backingState(_ node: AnyObject) -> FileState? {
@@ -98,23 +134,32 @@ final class PassthroughWrites: Sendable {
         return (try? node.withDescriptor { FileState(fd: $0) }.get()) ?? nil
     }
 
-    /// A passthrough open for writing by `pid`, of the file at `path`.
-    func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil) {
+    static func backingHandle(_ node: AnyObject) -> [UInt8]? {
+        guard let node = node as? BackingNode else { return nil }
+        return (try? node.withDescriptor { LinuxCalls.identityHandle(of: $0).map(LinuxCalls.handleBytes) }.get()) ?? nil
+    }
+
+    /// A passthrough open for writing by `pid`, of the file at `path`; `open` is the open's identity
+    /// and `atOpen` the file when it began (nil: the open changes the file by itself).
+    func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil, open: AnyObject? = nil, atOpen: Times? = nil) {
         table.withLock { t in
             let key = ObjectIdentifier(node)
             t.files[key, default: FileWrites(node: Retained(object: node))].open[pid, default: 0] += 1
+            t.files[key]?.opens.append((open.map { ObjectIdentifier($0) }, atOpen))
             if let path { t.files[key]?.path = path }
         }
     }
 
     /// Its release; `state` is the file as the daemon's own descriptor of it shows it now (every
-    /// write of this open is done), `handle` its kernel file handle (read only when asked for by
-    /// `needsHandle`).
-    func released(_ node: AnyObject, by pid: pid_t, state: FileState?, handle: [UInt8]? = nil) {
+    /// write of this open is done). One lock, no system call: the file's kernel handle is learned
+    /// from the watcher's events (`whose`), not read here. `handle` is for tests.
+    func released(_ node: AnyObject, by pid: pid_t, open: AnyObject? = nil, state: FileState?, handle: [UInt8]? = nil) {
         table.withLock { t in
             let key = ObjectIdentifier(node)
             guard var f = t.files[key] else { return }
             if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
+            let id = open.map { ObjectIdentifier($0) }
+            if let i = f.opens.firstIndex(where: { $0.id == id }) { f.opens.remove(at: i) }
             f.left = state
             if f.closesSeenEarly > 0 { f.closesSeenEarly -= 1 } else {
                 f.closesToCome += 1
@@ -136,38 +181,71 @@ final class PassthroughWrites: Sendable {
         }
     }
 
-    /// True when the file's kernel handle is not known yet (the release reads it then).
-    func needsHandle(_ node: AnyObject) -> Bool {
-        table.withLock { $0.files[ObjectIdentifier(node)].map { $0.handle == nil } ?? false }
+    /// True while something of the file is remembered (for tests).
+    func remembers(_ node: AnyObject) -> Bool {
+        table.withLock { $0.files[ObjectIdentifier(node)] != nil }
     }
 
-    /// True when a change event (`close`: CLOSE_WRITE) of `pid` is the mount's own write. The file is
-    /// found by its kernel handle as the event reports it, else by the node known at the event's
-    /// name, else (the kernel forgot the file) by the path it was opened by.
+    /// True when a change event (`close`: CLOSE_WRITE) of `pid` is the mount's own write.
     func isOwn(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
+        whose(handle: handle, node, path: path, pid: pid, close: close) != .beside
+    }
+
+    /// Whose change event (`close`: CLOSE_WRITE) of `pid` is. The file is found by its kernel handle
+    /// as the event reports it, else by the node known at the event's name, else (the kernel forgot
+    /// the file) by the path it was opened by. A handle not known yet may be of a file the mount
+    /// released whose name changed since (renamed, replaced): the handles of the files no event has
+    /// shown yet are read then, through their nodes, outside the lock, each at most once (so a
+    /// release never reads one, and a file whose events come by its name never needs it).
+    func whose(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Whose {
         let read = reads.load(ordering: .relaxed)
+        if let found = table.withLock({ lookUp(&$0, handle: handle, node, path: path, pid: pid, close: close, read: read) }) {
+            return found
+        }
+        guard let handle else { return .beside }
+        let unread = table.withLock { t in t.files.compactMap { $0.value.handle == nil && !$0.value.handleRead ? ($0.key, $0.value.node) : nil } }
+        guard !unread.isEmpty else { return .beside }
+        let handles = unread.map { ($0.0, handleOf($0.1.object)) }
         return table.withLock { t in
-            var keys: [ObjectIdentifier] = []
-            if let handle, let k = t.byHandle[handle] { keys = [k] }
-            else if let node, t.files[ObjectIdentifier(node)] != nil { keys = [ObjectIdentifier(node)] }
-            else if node == nil, let path { keys = t.files.filter { $0.value.path == path }.map(\.key) }
-            for key in keys {
-                guard var f = t.files[key] else { continue }
-                // The handle the event reports, for later events after a rename.
-                if f.handle == nil, let handle, t.byHandle[handle] == nil {
-                    f.handle = handle
-                    t.byHandle[handle] = key
-                }
-                let own = match(&f, pid: pid, close: close, read: read)
-                if f.isEmpty { t.remove(key) } else { t.files[key] = f }
-                if own { return true }
+            for (key, h) in handles {
+                guard var f = t.files[key], f.handle == nil else { continue }
+                f.handleRead = true
+                if let h, t.byHandle[h] == nil { f.handle = h; t.byHandle[h] = key }
+                t.files[key] = f
             }
-            return false
+            guard let key = t.byHandle[handle] else { return .beside }
+            return matchEntry(&t, key, handle: nil, pid: pid, close: close, read: read)
         }
     }
 
-    /// `isOwn` on one file's entry (changed in place).
-    private func match(_ f: inout FileWrites, pid: pid_t, close: Bool, read: UInt64) -> Bool {
+    /// `whose` on the entries found now; nil when none was found.
+    private func lookUp(_ t: inout Table, handle: [UInt8]?, _ node: AnyObject?, path: ItemPath?, pid: pid_t, close: Bool, read: UInt64) -> Whose? {
+        var keys: [ObjectIdentifier] = []
+        if let handle, let k = t.byHandle[handle] { keys = [k] }
+        else if let node, t.files[ObjectIdentifier(node)] != nil { keys = [ObjectIdentifier(node)] }
+        else if node == nil, let path { keys = t.files.filter { $0.value.path == path }.map(\.key) }
+        guard !keys.isEmpty else { return nil }
+        for key in keys {
+            let whose = matchEntry(&t, key, handle: handle, pid: pid, close: close, read: read)
+            if whose != .beside { return whose }
+        }
+        return .beside
+    }
+
+    private func matchEntry(_ t: inout Table, _ key: ObjectIdentifier, handle: [UInt8]?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
+        guard var f = t.files[key] else { return .beside }
+        // The handle the event reports, for later events after a rename.
+        if f.handle == nil, let handle, t.byHandle[handle] == nil {
+            f.handle = handle
+            t.byHandle[handle] = key
+        }
+        let whose = match(&f, pid: pid, close: close, read: read)
+        if f.isEmpty { t.remove(key) } else { t.files[key] = f }
+        return whose
+    }
+
+    /// `whose` on one file's entry (changed in place).
+    private func match(_ f: inout FileWrites, pid: pid_t, close: Bool, read: UInt64) -> Whose {
         let now = stateOf(f.node.object)
         // Releases whose close event would have been read by now.
         f.releasedBy.removeAll { $0.read + 2 < read }
@@ -176,16 +254,27 @@ final class PassthroughWrites: Sendable {
             // Its writer's own event: the file now is what the mount's writes left.
             if let now { f.left = now }
             if close { f.closesSeenEarly += 1 }
-            return true
+            return .mounts
         }
+        let held = !f.open.isEmpty
         // Gone (written, closed and removed at once: a change no one can read any more), or still
         // as the mount's writes left it.
         if let left = f.left, now == nil || now == left {
-            if close {
+            // A close while the file is held may be one whose release is still to come: not counted.
+            if close, !held {
                 f.closesToCome -= 1
                 if let token { f.releasedBy.remove(at: token) }
             }
-            return true
+            return .mounts
+        }
+        // The mount holds the file open for writing: a close is the last close of one of its opens
+        // by a process that inherited the descriptor (its RELEASE still to come), or the close of a
+        // write beside the mount, which fanotify does not tell apart. The open's release tells the
+        // change either way, unless no open held will tell anything (the file is still as it was
+        // when each began): then the change was made beside the mount before they began.
+        if close, held {
+            let unchanged = now.map { now in f.opens.allSatisfy { $0.atOpen == Times(now) } } ?? false
+            if !unchanged { return .mountsWhileHeld }
         }
         // Changed beside the mount since: what was remembered no longer tells the mount's writes.
         f.left = nil
@@ -194,8 +283,8 @@ final class PassthroughWrites: Sendable {
         if close, let token {
             f.releasedBy.remove(at: token)
             f.closesToCome -= 1
-            return true
+            return .mounts
         }
-        return false
+        return .beside
     }
 }

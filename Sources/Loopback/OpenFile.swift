@@ -51,6 +51,14 @@ public final class OpenFile: @unchecked Sendable {
         openedState.withLock { if $0 != nil { $0 = FileState(fd) } }
     }
 
+    /// The file's size, mtime and ctime when this passthrough open for writing began (nil: a create
+    /// or an O_TRUNC open, which change the file by themselves, or an open the daemon serves).
+    public var stateAtOpen: (size: Int64, mtime: (Int, Int), ctime: (Int, Int))? {
+        openedState.withLock { s in
+            s.map { (Int64($0.size), ($0.mtime.tv_sec, $0.mtime.tv_nsec), ($0.ctime.tv_sec, $0.ctime.tv_nsec)) }
+        }
+    }
+
     /// Opened for writing (O_WRONLY or O_RDWR) or with O_TRUNC.
     public var isWrite: Bool { flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 }
 

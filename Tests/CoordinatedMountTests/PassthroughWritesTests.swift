@@ -14,9 +14,23 @@ final class PassthroughWritesTests: XCTestCase {
     }
     private let states = States()
 
-    private func make(kept: Int = 1024) -> PassthroughWrites {
-        PassthroughWrites(keptReleases: kept) { [states] node in states.withLock { $0[ObjectIdentifier(node)] } }
+    /// The handles read through the nodes, by node.
+    private final class Box<T: Sendable>: Sendable {
+        let table: Mutex<T>
+        init(_ value: T) { table = Mutex(value) }
+        func withLock<R>(_ body: (inout T) -> R) -> R { table.withLock { body(&$0) } }
     }
+    private let handlesRead = Box<[ObjectIdentifier: Int]>([:])
+    private let handles = Box<[ObjectIdentifier: [UInt8]]>([:])
+
+    private func make(kept: Int = 1024) -> PassthroughWrites {
+        PassthroughWrites(keptReleases: kept, stateOf: { [states] node in states.withLock { $0[ObjectIdentifier(node)] } },
+                          handleOf: { [handles, handlesRead] node in
+                              handlesRead.withLock { $0[ObjectIdentifier(node), default: 0] += 1 }
+                              return handles.withLock { $0[ObjectIdentifier(node)] }
+                          })
+    }
+    private func times(_ s: PassthroughWrites.FileState) -> PassthroughWrites.Times { .init(s) }
     private func set(_ node: AnyObject, _ ctime: Int, size: Int64 = 6) -> PassthroughWrites.FileState {
         let s = PassthroughWrites.FileState(size: size, ctime: (ctime, 0))
         states.withLock { $0[ObjectIdentifier(node)] = s }
@@ -87,7 +101,7 @@ final class PassthroughWritesTests: XCTestCase {
         _ = set(file, 2)
         XCTAssertTrue(w.isOwn(file, pid: 10, close: true))
         w.released(file, by: 10, state: set(file, 2))
-        XCTAssertFalse(w.needsHandle(file), "nothing kept of it")
+        XCTAssertFalse(w.remembers(file), "nothing kept of it")
     }
 
     /// A file the mount still has open for writing, written beside the mount by another process.
@@ -98,7 +112,63 @@ final class PassthroughWritesTests: XCTestCase {
         XCTAssertTrue(w.isOwn(file, pid: 10, close: false), "its own write")
         _ = set(file, 3)
         XCTAssertFalse(w.isOwn(file, pid: 11, close: false))
-        XCTAssertFalse(w.isOwn(file, pid: 11, close: true))
+        // Its close cannot be told from the last close of the mount's open by a process that
+        // inherited the descriptor: the open's release tells the change (the file changed since
+        // the open), and the watcher only drops the kernel's cached attributes.
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .mountsWhileHeld)
+    }
+
+    /// A child that inherited the descriptor closes it last, and the watcher reads that close before
+    /// the daemon handles the open's RELEASE: the mount's own, whoever closed it.
+    func testACloseByAnyProcessWhileTheMountHoldsTheFileOpenIsTheMounts() {
+        let w = make()
+        let open = NSObject()
+        w.opened(file, by: 10, open: open, atOpen: times(set(file, 1)))
+        _ = set(file, 2) // the child's write
+        XCTAssertEqual(w.whose(file, pid: 99, close: false), .beside, "a write alone is not told, and not known whose")
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .mountsWhileHeld)
+        XCTAssertEqual(w.whose(file, pid: 98, close: true), .mountsWhileHeld, "whoever closed it")
+        w.released(file, by: 10, open: open, state: set(file, 2))
+        XCTAssertEqual(w.whose(file, pid: 97, close: true), .mounts, "as the release left it")
+        _ = set(file, 3)
+        XCTAssertEqual(w.whose(file, pid: 97, close: true), .beside, "changed after the release: beside the mount")
+    }
+
+    /// A close read while the mount holds the file, but the file is as it was when every open held
+    /// began: none of them will tell a change, so this one was made beside the mount before.
+    func testACloseWhileHeldOfAFileUnchangedSinceEachOpenBeganIsBesideTheMount() {
+        let w = make()
+        let a = NSObject(), b = NSObject()
+        let s = set(file, 2) // written beside the mount, its close not read yet
+        w.opened(file, by: 10, open: a, atOpen: times(s))
+        w.opened(file, by: 11, open: b, atOpen: times(s))
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .beside)
+        w.released(file, by: 11, open: b, state: s)
+        _ = set(file, 3) // written beside the mount again
+        w.opened(file, by: 12, open: b, atOpen: nil) // an O_TRUNC open: a change by itself
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .mountsWhileHeld, "that open's release tells it")
+    }
+
+    /// A release reads no file handle: the watcher learns it from the events that find the file by
+    /// its name, and reads it through the node only for an event whose handle it does not know,
+    /// once per file.
+    func testAReleaseReadsNoHandleAndTheWatcherReadsEachAtMostOnce() {
+        let w = make()
+        handles.withLock { $0[ObjectIdentifier(file)] = [1, 2, 3] }
+        w.opened(file, by: 10)
+        w.released(file, by: 10, state: set(file, 2))
+        XCTAssertEqual(handlesRead.withLock { $0 }, [:], "none read at the release")
+        XCTAssertEqual(w.whose(handle: [9], nil, pid: 99, close: true), .beside, "another file")
+        XCTAssertEqual(handlesRead.withLock { $0[ObjectIdentifier(file)] }, 1)
+        XCTAssertEqual(w.whose(handle: [8], nil, pid: 99, close: true), .beside)
+        XCTAssertEqual(handlesRead.withLock { $0[ObjectIdentifier(file)] }, 1, "read once")
+        XCTAssertEqual(w.whose(handle: [1, 2, 3], nil, pid: 99, close: true), .mounts, "renamed since: found by its handle")
+        // A file whose first event finds it by name takes the handle the event reports.
+        w.opened(other, by: 10)
+        w.released(other, by: 10, state: set(other, 2))
+        XCTAssertEqual(w.whose(handle: [4, 5], other, pid: 10, close: false), .mounts)
+        XCTAssertEqual(w.whose(handle: [4, 5], nil, pid: 99, close: true), .mounts)
+        XCTAssertNil(handlesRead.withLock { $0[ObjectIdentifier(other)] })
     }
 
     /// Found by the file's handle, whatever its name is now (renamed after the release).
