@@ -215,6 +215,46 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         XCTAssertEqual(try read("doc.txt"), "alpha\nheld\ndirect\nmore\n")
     }
 
+    /// The limit of that rule for a long-held open (a logger appending, a database, an editor that
+    /// keeps its file open): while a process holds the file open for writing through the mount, the
+    /// writes other processes make beside the mount are neither told nor recorded, however long it
+    /// holds it (a stat through the mount sees them); its release tells them once, as its own change,
+    /// and the log never names their writers. The same when the holder itself wrote nothing: the
+    /// file changed after its open began, so its release is a change (docs/semantics.md).
+    func testWritesBesideTheMountWhileAFileIsHeldForWritingWaitForItsReleaseAndAreRecordedAsItsChange() throws {
+        try write("marker.txt", "")
+        for (text, expected) in [("held", "alpha\nheld\ndirect1\ndirect2\nmore\n"), (nil, "alpha\ndirect1\ndirect2\n")] {
+            try write("doc.txt", "alpha\n")
+            let p = try present("doc.txt")
+            defer { coordinator.removeFilePresenter(p) }
+            let recordsBefore = try logged().count
+            let (holder, input) = try hold("doc.txt", write: text)
+            defer { if holder.isRunning { holder.terminate() } }
+            var writers: [Int32] = []
+            for i in 1...2 {
+                let out = try sh("python3 -c \"import os; open('\(backing!)/doc.txt', 'a').write('direct\(i)\\n'); print(os.getpid())\"").output
+                writers.append(try XCTUnwrap(Int32(out.trimmingCharacters(in: .whitespacesAndNewlines))))
+            }
+            try waitForTheWatcher()
+            var st = stat()
+            XCTAssertEqual(stat(mnt + "/doc.txt", &st), 0)
+            XCTAssertEqual(Int(st.st_size), expected.utf8.count - (text == nil ? 0 : 5), "a stat through the mount sees them at once")
+            XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 0, "not told while held (\(text ?? "nothing") written): \(p.log)")
+            XCTAssertEqual(try logged().dropFirst(recordsBefore).filter { $0.kind == .didChange && $0.path == "/doc.txt" }.count, 0,
+                           "nor recorded")
+            try input.fileHandleForWriting.close()
+            holder.waitUntilExit()
+            try waitUntilReleased("doc.txt")
+            try waitForTheWatcher()
+            XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "told once, at the release: \(p.log)")
+            let changes = try logged().dropFirst(recordsBefore).filter { $0.kind == .didChange && $0.path == "/doc.txt" }
+            XCTAssertEqual(changes.map { $0.actor?.pid }, [holder.processIdentifier], "recorded once, as the holder's change")
+            XCTAssertNotNil(changes.first?.details.requestID, "the holder's open's change")
+            XCTAssertFalse(try logged().contains { r in r.actor.map { writers.contains($0.pid) } ?? false }, "the writers beside the mount are not named")
+            XCTAssertEqual(try read("doc.txt"), expected)
+        }
+    }
+
     /// A write beside the mount whose close the watcher reads after a process opened the file for
     /// writing through the mount: that open wrote nothing (the file is as it was when it began), so
     /// its release will tell nothing, and the close is told at once, as a change beside the mount.
