@@ -47,13 +47,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Each user's requests waiting at once (`max_user_waits`).
     let waits: UserCounts
 
-    public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions, maxUserWaits: Int = PeerLimits().maxUserWaits) {
+    /// `backing`: the path this process reaches the backing folder by for the lost-update readers'
+    /// checks (the daemon's held descriptor, `StateFolder.io`); nil: the loopback's.
+    public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions, maxUserWaits: Int = PeerLimits().maxUserWaits,
+                backing: String? = nil) {
         self.loopback = loopback
         waits = UserCounts(limit: maxUserWaits)
         self.coordinator = coordinator
         self.options = options
         saves = SaveTracker(window: options.saveWindow, coordinator: coordinator)
-        lostUpdates = LostUpdates(coordinator: coordinator, backingRoot: loopback.backingRoot)
+        lostUpdates = LostUpdates(coordinator: coordinator, backingRoot: backing ?? loopback.backingRoot)
         policy = OperationPolicy(recognisesSaves: options.saveWindow > 0)
         let waits = OperationPolicy.Waits(askTimeout: options.askTimeout, strict: options.strict, readWait: options.readWait,
                                           writeWait: options.writeWait)

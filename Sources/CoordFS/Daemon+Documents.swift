@@ -15,7 +15,7 @@ extension Daemon {
         let id = try coordinator.addFilePresenter(presenter)
         guard let store, let path = coordinator.presentedPath(of: id), !path.isRoot else { return id }
         var st = stat()
-        let isFile = (plan.backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        let isFile = (plan.state.io.backing + "/" + path.string).withNameCString({ lstat($0, &st) }) == 0 && (st.st_mode & S_IFMT) == S_IFREG
         guard isFile else { return id } // a folder, or nothing yet: no document to keep
         do {
             try store.register(id, path: path, presenter: presenter)

@@ -58,7 +58,7 @@ public final class Daemon: @unchecked Sendable {
         }
         coordinated = plan.options.coordination.enabled
             ? CoordinatedFileSystem(loopback: loopback, coordinator: coordinator, options: plan.options.coordination,
-                                    maxUserWaits: plan.options.limits.maxUserWaits)
+                                    maxUserWaits: plan.options.limits.maxUserWaits, backing: plan.state.io.backing)
             : nil
     }
 

@@ -158,7 +158,7 @@ extension Daemon {
         let node = ClusterNode(store: store, configuration: options.configuration())
         // With the backing watcher on, another node's writes over one folder are seen there too.
         let watching = backingWatcher
-        let echoes = watching.map { _ in ClusterEchoes(stateOf: ClusterEchoes.backingState(plan.backing)) }
+        let echoes = watching.map { _ in ClusterEchoes(stateOf: ClusterEchoes.backingState(plan.state.io.backing)) }
         watching?.clusterEchoes.withLock { $0 = echoes }
         let host = DaemonClusterHost(daemon: self, echoes: echoes)
         node.host = host

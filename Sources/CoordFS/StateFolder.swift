@@ -22,12 +22,14 @@ public struct StateFolder: Sendable, Equatable {
     /// The cluster node whose state this is; nil on one host.
     public let node: String?
     /// The backing folder's `.coordfs`.
-    public let root: String
+    public private(set) var root: String
     /// The backing folder it is in.
-    public let backing: String
+    public private(set) var backing: String
     /// The descriptors of the chain's folders, `.coordfs` first, while this process holds them
     /// (`hold()`); kept open for the process's life.
     private var held: [Int32] = []
+    /// The backing folder's descriptor, held with them (`hold()`); -1 before.
+    private var heldBacking: Int32 = -1
 
     /// The same folder: held or not (`hold()`) makes no difference.
     public static func == (a: StateFolder, b: StateFolder) -> Bool {
@@ -72,10 +74,18 @@ public struct StateFolder: Sendable, Equatable {
     /// checked even if another user moves `.coordfs` away and puts a folder of its own in its place
     /// (possible where others may write the backing folder and it is not sticky). Never shown to
     /// users and never handed to another process: `/proc/self` is this process.
+    ///
+    /// Its `backing` and `root` go through the descriptors held on the backing folder and on
+    /// `.coordfs` too: the daemon reads and writes the backing folder it mounted (the document
+    /// store, the lost-update readers, conflict copies) by `io.backing`, so a backing folder
+    /// renamed or moved while mounted is still the one served, and nothing of the mount's lands in
+    /// another folder put at its old path.
     public var io: StateFolder {
         guard let fd = held.last else { return self }
         var copy = self
         copy.path = "/proc/self/fd/\(fd)"
+        copy.root = "/proc/self/fd/\(held[0])"
+        if heldBacking >= 0 { copy.backing = "/proc/self/fd/\(heldBacking)" }
         return copy
     }
 
@@ -97,7 +107,8 @@ public struct StateFolder: Sendable, Equatable {
         guard backingFD >= 0 else {
             throw .system("cannot open the backing folder '\(backing)': \(String(cString: strerror(errno)))")
         }
-        defer { close(backingFD) }
+        var keepBacking = false
+        defer { if !keepBacking { close(backingFD) } }
         var warning: String?
         var info = stat()
         if fstat(backingFD, &info) == 0 {
@@ -139,7 +150,10 @@ public struct StateFolder: Sendable, Equatable {
             parent = fd
         }
         held.forEach { close($0) }
+        if heldBacking >= 0 { close(heldBacking) }
         held = opened
+        heldBacking = backingFD
+        keepBacking = true
         return warning
     }
 
@@ -172,6 +186,7 @@ public struct StateFolder: Sendable, Equatable {
     /// on another FUSE mount from ending.
     func letGo() {
         held.forEach { close($0) }
+        if heldBacking >= 0 { close(heldBacking) }
     }
 
     /// Lets other users reach the control socket (search only, never list or change): every folder

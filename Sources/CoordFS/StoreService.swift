@@ -23,6 +23,9 @@ import LinuxGNU
 public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// The coordinator presenters register with.
     public let coordinator: Coordinator
+    /// The backing folder as this process reaches it: through the descriptor the daemon holds
+    /// (`StateFolder.io`), so a backing folder renamed or moved while mounted is still the one the
+    /// store reads and writes.
     let backing: String
     let stateDirectory: String
     let recorder: StoreEventRecorder?
@@ -82,7 +85,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let options = daemon.plan.options.store
         guard options.enabled, let mount = daemon.coordinated else { return nil }
         let service = try StoreService(
-            backing: daemon.plan.backing, stateDirectory: daemon.plan.state.io.store, coordinator: daemon.coordinator,
+            backing: daemon.plan.state.io.backing, stateDirectory: daemon.plan.state.io.store, coordinator: daemon.coordinator,
             coordination: daemon.plan.options.coordination, log: daemon.recorder.map(StoreEventRecorder.init(log:)),
             options: options, userPins: daemon.plan.options.limits.userPins)
         service.mount = mount

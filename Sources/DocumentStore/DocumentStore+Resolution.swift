@@ -250,7 +250,7 @@ extension DocumentStore {
                 continue
             }
         }
-        throw DocumentStoreError.system(operation: "create conflict copy", path: absolute, errno: EEXIST)
+        throw DocumentStoreError.system(operation: "create conflict copy", path: relative, errno: EEXIST)
     }
 }
 

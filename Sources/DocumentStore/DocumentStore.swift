@@ -17,7 +17,10 @@ import Synchronization
 /// it needs; a thrown error leaves files and metadata as they were. Calls are serialised, so a long
 /// full copy (ext4) holds up other store calls for its duration; clones take microseconds.
 public final class DocumentStore: @unchecked Sendable {
-    /// The canonical absolute path of the backing folder.
+    /// The path the store reaches the backing folder by: its canonical absolute path, or, when
+    /// given through a descriptor its process holds (`/proc/self/fd/N`, the daemon's), that path
+    /// as given, so that a backing folder renamed or moved while the store is open is still the
+    /// one it reads and writes (and nothing lands in another folder put at its old path).
     public let backingRoot: String
     /// The canonical absolute path of the state directory.
     public let stateDirectory: String
@@ -45,7 +48,8 @@ public final class DocumentStore: @unchecked Sendable {
     /// The state directory relative to the backing root, when inside it (paths there are refused).
     let stateRelativePath: String?
     /// Where the state directory was when the store opened, links resolved (for checks of paths;
-    /// `stateDirectory` is what the store reads and writes through).
+    /// `stateDirectory` is what the store reads and writes through). A state directory given
+    /// through a held descriptor is looked up again at each check (`whereNow()`).
     let realStateDirectory: String
 
     /// Opens (creating if needed) the store.
@@ -55,21 +59,22 @@ public final class DocumentStore: @unchecked Sendable {
     ///   - stateDirectory: where the store keeps its database and files; conventionally
     ///     `<backingRoot>/.coordfs/store`. Created if missing.
     public init(backingRoot: String, stateDirectory: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
-        self.backingRoot = try FileSystem.realPath(backingRoot)
+        let realRoot = try FileSystem.realPath(backingRoot)
+        self.backingRoot = Self.isHeld(backingRoot) ? backingRoot : realRoot
         try FileSystem.mkdirs(stateDirectory)
         let real = try FileSystem.realPath(stateDirectory)
         // A folder given through a descriptor its process holds (`/proc/self/fd/N/...`, the
         // daemon's `StateFolder.io`) is used as given, so that the store keeps reaching that folder
         // whatever is later put at its name; where it is now is kept for the checks of paths.
-        self.stateDirectory = stateDirectory.hasPrefix("/proc/self/fd/") ? stateDirectory : real
+        self.stateDirectory = Self.isHeld(stateDirectory) ? stateDirectory : real
         realStateDirectory = real
         self.configuration = configuration
         objectsDirectory = self.stateDirectory + "/objects"
         temporaryDirectory = self.stateDirectory + "/tmp"
         try FileSystem.mkdirs(objectsDirectory)
         try FileSystem.mkdirs(temporaryDirectory)
-        if real.hasPrefix(self.backingRoot + "/") {
-            stateRelativePath = String(real.dropFirst(self.backingRoot.count + 1))
+        if real.utf8.starts(with: (realRoot + "/").utf8) {
+            stateRelativePath = String(real.dropFirst(realRoot.count + 1))
         } else {
             stateRelativePath = nil
         }
@@ -193,18 +198,38 @@ public final class DocumentStore: @unchecked Sendable {
         }
         // The parent may reach through symbolic links; it must stay inside the backing folder.
         let parent = components.count > 1 ? backingRoot + "/" + components.dropLast().joined(separator: "/") : backingRoot
-        var realParent = parent
-        if let resolved = parent.withNameCString({ realpath($0, nil) }) {
-            realParent = String(nameCString: resolved)
-            free(resolved)
-            if !ExactName.same(realParent, backingRoot) && !realParent.utf8.starts(with: (backingRoot + "/").utf8) {
+        // Where the backing folder is now, then the parent, then the folder again: a rename of the
+        // backing folder in between is seen, and the parent looked up again.
+        for _ in 0..<3 {
+            let (root, state) = whereNow()
+            // No such folder (yet): nothing there to reach through a link.
+            guard let realParent = try? FileSystem.realPath(parent) else { return (relative, parent + "/" + components.last!) }
+            guard ExactName.same(whereNow().root, root) else { continue }
+            if !ExactName.same(realParent, root) && !realParent.utf8.starts(with: (root + "/").utf8) {
                 throw DocumentStoreError.invalidPath(path, reason: "leads outside the backing folder")
             }
-            if ExactName.same(realParent, realStateDirectory) || realParent.utf8.starts(with: (realStateDirectory + "/").utf8) {
+            if ExactName.same(realParent, state) || realParent.utf8.starts(with: (state + "/").utf8) {
                 throw DocumentStoreError.invalidPath(path, reason: "inside the document store")
             }
+            // Read and written through `backingRoot` (a held descriptor's path, where given).
+            // (The same scalars: `root` ends where a name does.)
+            let inside = String(decoding: realParent.utf8.dropFirst(root.utf8.count), as: UTF8.self)
+            return (relative, backingRoot + inside + "/" + components.last!)
         }
-        return (relative, realParent + "/" + components.last!)
+        throw DocumentStoreError.system(operation: "resolve", path: path, errno: EAGAIN)
+    }
+
+    /// Whether a path goes through a descriptor this process holds (`/proc/self/fd/N`): the
+    /// folder it names stays the same whatever is renamed or put at its former path.
+    static func isHeld(_ path: String) -> Bool { path.utf8.starts(with: "/proc/self/fd/".utf8) }
+
+    /// Where the backing folder and the state directory are now, links resolved: for a folder
+    /// given through a held descriptor, looked up again (it may have been renamed or moved since
+    /// the store opened); for another, where it was then.
+    func whereNow() -> (root: String, state: String) {
+        let root = Self.isHeld(backingRoot) ? (try? FileSystem.realPath(backingRoot)) ?? backingRoot : backingRoot
+        let state = Self.isHeld(stateDirectory) ? (try? FileSystem.realPath(stateDirectory)) ?? realStateDirectory : realStateDirectory
+        return (root, state)
     }
 
     /// The folder of the document at `relative` (as `resolve` gives it), opened by walking its

@@ -61,14 +61,16 @@ public enum BackingWhereabouts: Equatable, Sendable {
         guard let procs = opendir("/proc") else { return nil }
         defer { closedir(procs) }
         while let e = readdir(procs) {
-            let pid = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            // Names read in place (`&`): a copy of `d_name` takes all 256 bytes, past the end of a
+            // shorter last entry and, at the end of readdir's buffer, of the memory (SIGSEGV).
+            let pid = withUnsafeBytes(of: &e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             guard !pid.isEmpty, pid.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { continue }
             var process = stat()
             guard stat("/proc/\(pid)", &process) == 0, owner.map({ $0 == process.st_uid }) ?? true,
                   let fds = opendir("/proc/\(pid)/fd") else { continue }
             defer { closedir(fds) }
             while let f = readdir(fds) {
-                let fd = withUnsafeBytes(of: f.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let fd = withUnsafeBytes(of: &f.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
                 guard fd.first != "." else { continue }
                 let link = "/proc/\(pid)/fd/\(fd)"
                 var st = stat()

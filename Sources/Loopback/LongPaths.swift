@@ -52,7 +52,10 @@ extension Loopback {
         case tooLong
     }
 
-    /// The path of the item `fd` refers to, relative to the backing root.
+    /// The path of the item `fd` refers to, relative to the backing root. The backing root's own
+    /// path is the one it had at mount time until an item's path is not under it: then it is read
+    /// again from the root's descriptor (the backing folder renamed or moved while mounted), and
+    /// kept.
     func readLinkRelative(_ fd: Int32) -> ProcPath {
         let max = Int(PATH_MAX)
         return withUnsafeTemporaryAllocation(of: CChar.self, capacity: max + 1) { buf -> ProcPath in
@@ -60,14 +63,39 @@ extension Loopback {
             if n < 0 && errno == ENAMETOOLONG { return .tooLong }
             guard n > 0 else { return .gone }
             let bytes = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
-            let root = backingRootBytes
-            guard n > root.count, bytes[root.count] == 0x2F, bytes.starts(with: root) else {
-                return bytes.elementsEqual(root) ? .path([]) : .gone
-            }
-            let deleted = " (deleted)".utf8
-            if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return .gone }
-            return .path(Array(bytes[(root.count + 1)...]))
+            let root = rootPathBytes.withLock { $0 }
+            if let found = Self.relative(bytes, to: root) { return found }
+            guard let now = currentRootPath(), now != root else { return .gone }
+            rootPathBytes.withLock { $0 = now }
+            return Self.relative(bytes, to: now) ?? .gone
         }
+    }
+
+    /// `bytes` (a path read from /proc/self/fd) relative to the root at `root`; nil when not under it.
+    private static func relative(_ bytes: UnsafeRawBufferPointer, to root: [UInt8]) -> ProcPath? {
+        let n = bytes.count
+        guard n > root.count, bytes[root.count] == 0x2F, bytes.starts(with: root) else {
+            return bytes.elementsEqual(root) ? .path([]) : nil
+        }
+        let deleted = " (deleted)".utf8
+        if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return .gone }
+        return .path(Array(bytes[(root.count + 1)...]))
+    }
+
+    /// Where the backing root is now, read from its descriptor; nil when it cannot be told.
+    private func currentRootPath() -> [UInt8]? {
+        let max = Int(PATH_MAX)
+        let read = inodes.root.withDescriptor { fd in
+            withUnsafeTemporaryAllocation(of: CChar.self, capacity: max + 1) { buf -> [UInt8]? in
+                let n = withProcPath(fd) { p in Glibc.readlink(p, buf.baseAddress!, max) }
+                guard n > 0, buf[0] == 0x2F else { return nil }
+                let bytes = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
+                let deleted = " (deleted)".utf8
+                if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return nil }
+                return Array(bytes)
+            }
+        }
+        return (try? read.get()) ?? nil
     }
 
     /// Remembers the directory a file, symlink or special file was looked up in (a directory has
@@ -176,7 +204,7 @@ extension Loopback {
         defer { Glibc.closedir(stream) }
         while let entry = Glibc.readdir(stream) {
             guard entry.pointee.d_ino == key.ino else { continue }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix(while: { $0 != 0 })) }
+            let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in Array(raw.prefix(while: { $0 != 0 })) }
             if name == [0x2E] || name == [0x2E, 0x2E] { continue }
             // d_ino is the inode beneath a mount point, not the one mounted there: check by stat.
             var st = stat()

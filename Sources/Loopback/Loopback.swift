@@ -55,6 +55,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// the mount and for its whole life).
     private let hiddenRootDirectories: Int
     let backingRootBytes: [UInt8]
+    /// Where the backing root is, as far as known: `backingRootBytes` until it was renamed or
+    /// moved while mounted (`readLinkRelative`).
+    let rootPathBytes: Mutex<[UInt8]>
     /// See `path(of:)`.
     private let pathsAreWatched = Atomic<Bool>(false)
     /// The backing root's device, and whether its file system is local (`LocalFileSystems`): only
@@ -92,7 +95,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); throw e }
         self.backingRoot = backingRoot
-        backingRootBytes = Array(backingRoot.utf8)
+        backingRootBytes = Array(backingRoot.nameBytes)
+        rootPathBytes = Mutex(backingRootBytes)
         rootDevice = st.st_dev
         rootIsLocal = LocalFileSystems.contains(fd)
         hiddenRootDirectories = options.hiddenRootNames.filter { name in

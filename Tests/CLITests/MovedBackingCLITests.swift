@@ -55,8 +55,10 @@ final class MovedBackingCLITests: CLITestCase {
             (["show", mnt + "/doc.txt", "--version", String(version)], "one"),
             (["diff", mnt + "/doc.txt", "--version", String(version)], "-one"),
             (["conflicts", mnt, "--json"], ""),
-            // Not `restore`, nor `resolve` or `present --unsaved` through the daemon: its document
-            // store still works by the mount-time path (docs/cli.md, a known gap).
+            // The version from before the rename written back through the daemon's store, which
+            // reaches the folder by the descriptor it holds (resolve: the next test).
+            (["restore", mnt + "/doc.txt", "--version", String(version)], "restored"),
+            (["coordinate", "--read", mnt + "/doc.txt", "--", "cat", mnt + "/doc.txt"], "one"),
         ]
         for c in cases {
             let r = coordfs(arguments: c.arguments)
@@ -107,6 +109,88 @@ final class MovedBackingCLITests: CLITestCase {
         XCTAssertFalse(Self.mounts(under: root).contains(mnt))
         XCTAssertTrue(kill(daemon, 0) != 0 || Unmounted.hasExited(daemon), "the daemon ended before unmount returned")
         if rename(moved, backing) == 0 { renamedBack = true }
+    }
+
+    /// The document store after the rename, with another folder put at the old path: a presenter
+    /// has versions kept of the saves under it, a restore writes one back, `present --unsaved`
+    /// gets its conflict and each resolution (close, save over, reload, keep both, merge) is done
+    /// in the moved folder; nothing of the mount's lands in the folder at the old path.
+    func testTheStoreWorksInTheMovedFolderAndNothingLandsAtTheOldPath() throws {
+        let kinds: [(flag: String, mine: String?, expected: String)] = [
+            ("--close", nil, "a\nb\nc theirs\n"),
+            ("--save", "a\nb mine\nc\n", "a\nb mine\nc\n"),
+            ("--reload", nil, "a\nb\nc theirs\n"),
+            ("--keep-both", "a\nb mine\nc\n", "a\nb\nc theirs\n"),
+            ("--merge", "a mine\nb\nc\n", "a mine\nb\nc theirs\n"),
+        ]
+        func name(_ flag: String) -> String { "c" + flag.dropFirst(1) + ".txt" }
+        for k in kinds { FileOps.put(backing + "/" + name(k.flag), "a\nb\nc\n") }
+        FileOps.put(backing + "/doc.txt", "one\n")
+        try mount()
+        let presenter = try present("doc.txt")
+
+        let moved = root + "/moved"
+        FileOps.check(rename(backing, moved), "rename the backing folder")
+        // Another folder at the old path: the mount's store must not write there.
+        FileOps.check(mkdir(backing, 0o755), "a folder at the old path")
+        FileOps.put(backing + "/doc.txt", "impostor\n")
+        defer {
+            // The fixture unmounts and cleans by the old name.
+            if CLITestCase.mounts(under: root).contains(mnt) { coordfs("unmount", mnt) }
+            _ = try? FileManager.default.removeItem(atPath: backing)
+            _ = rename(moved, backing)
+        }
+        func movedText(_ relative: String) -> String? { try? String(contentsOfFile: moved + "/" + relative, encoding: .utf8) }
+        func conflicts() -> [[String: Any]] {
+            coordfs("conflicts", mnt, "--json").lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+
+        // A save under a presenter after the rename: the version it went over is kept.
+        XCTAssertEqual(sh("echo two > '\(mnt!)/doc.txt'").status, 0)
+        var kept = keptVersions("doc.txt")
+        let deadline = Date().addingTimeInterval(10)
+        while kept.isEmpty && Date() < deadline { usleep(50_000); kept = keptVersions("doc.txt") }
+        if let version = kept.last {
+            XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", String(version)).stdout, "one\n")
+            let restore = coordfs("restore", mnt + "/doc.txt", "--version", String(version))
+            XCTAssertEqual(restore.status, 0, "restore after the rename: \(restore)")
+            XCTAssertEqual(movedText("doc.txt"), "one\n", "restored in the moved folder")
+        } else {
+            XCTFail("no version of doc.txt kept after the rename: \(coordfs("versions", mnt + "/doc.txt"))")
+        }
+        presenter.stop()
+
+        // Each resolution of a presenter's conflict, the presenter registered after the rename.
+        for k in kinds {
+            let document = name(k.flag)
+            let unsaved = try present(document, unsaved: true)
+            XCTAssertEqual(sh("printf 'a\\nb\\nc theirs\\n' > '\(mnt!)/\(document)'").status, 0)
+            let end = Date().addingTimeInterval(10)
+            var open = conflicts().filter { $0["path"] as? String == mnt + "/" + document }
+            while open.isEmpty && Date() < end { usleep(100_000); open = conflicts().filter { $0["path"] as? String == mnt + "/" + document } }
+            XCTAssertEqual(open.count, 1, "present --unsaved \(document) gets its conflict after the rename: \(conflicts())")
+            var arguments = ["resolve", mnt + "/" + document, k.flag]
+            if let mine = k.mine {
+                let file = root + "/mine-" + document
+                FileOps.put(file, mine)
+                arguments += ["--from", file]
+            }
+            let r = coordfs(arguments: arguments)
+            XCTAssertEqual(r.status, 0, "resolve \(k.flag) after the rename: \(r)")
+            XCTAssertEqual(movedText(document), k.expected, "resolve \(k.flag)")
+            XCTAssertTrue(conflicts().filter { $0["path"] as? String == mnt + "/" + document }.isEmpty, "resolve \(k.flag) closed it")
+            unsaved.stop()
+        }
+        let copies = try FileManager.default.contentsOfDirectory(atPath: moved).filter { $0.hasPrefix("c-keep-both (conflict ") }
+        XCTAssertEqual(copies.count, 1, "keep both wrote its copy in the moved folder: \(copies)")
+        XCTAssertEqual(copies.first.flatMap { movedText($0) }, "a\nb mine\nc\n")
+
+        // Nothing of the mount's in the folder at the old path.
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing), ["doc.txt"])
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "impostor\n")
+        let unmount = coordfs("unmount", mnt)
+        XCTAssertEqual(unmount.status, 0, "\(unmount)")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing), ["doc.txt"], "nothing at unmount either")
     }
 
     /// The mount table's path taken by another folder after the rename: commands do not talk to

@@ -1,0 +1,54 @@
+import Foundation
+import Glibc
+import XCTest
+@testable import DocumentStore
+
+/// A store opened through descriptors its process holds (`/proc/self/fd/N`, as the daemon opens
+/// it) goes on in its backing folder once that folder is renamed, checks paths against where the
+/// folder is now, and never reads or writes another folder put at the old path.
+final class HeldBackingStoreTests: XCTestCase {
+    func testAStoreOnHeldDescriptorsFollowsItsRenamedBackingFolderAndNeverTheOldPath() throws {
+        let parent = "/tmp/coordfs-store-tests/held-\(UInt64.random(in: 0...UInt64.max))"
+        let old = parent + "/Docs", new = parent + "/Documents"
+        try FileSystem.mkdirs(old + "/.coordfs")
+        defer { _ = try? Shell.run("/bin/rm", ["-rf", parent]) }
+        func put(_ path: String, _ text: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+        func text(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
+        try put(old + "/doc.txt", "one\n")
+        let rootFD = open(old, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let stateFD = open(old + "/.coordfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(rootFD, 0)
+        XCTAssertGreaterThanOrEqual(stateFD, 0)
+        defer { close(rootFD); close(stateFD) }
+        let store = try DocumentStore(backingRoot: "/proc/self/fd/\(rootFD)", stateDirectory: "/proc/self/fd/\(stateFD)/store")
+        let alice = StorePresenterID("alice")
+        _ = try store.register(alice, path: "doc.txt")
+
+        // `mv Docs Documents`, and another folder made at the old path.
+        XCTAssertEqual(rename(old, new), 0)
+        try FileSystem.mkdirs(old)
+        try put(old + "/doc.txt", "impostor\n")
+        XCTAssertEqual(symlink(old, new + "/away"), 0)                 // leads to the folder at the old path
+        XCTAssertEqual(symlink(new + "/.coordfs", new + "/state"), 0)  // leads into the store
+
+        // The version kept before a write is the moved folder's, and a restore writes there.
+        let kept = try XCTUnwrap(try store.preserveBeforeInPlaceWrite("doc.txt"), "a version kept after the rename")
+        XCTAssertEqual(String(decoding: try store.contents(of: kept.version.id), as: UTF8.self), "one\n")
+        try put(new + "/doc.txt", "two\n")
+        _ = try store.restore(kept.version.id, to: "doc.txt")
+        XCTAssertEqual(text(new + "/doc.txt"), "one\n")
+        // A conflict copy (keep both) lands beside the document where it is now.
+        let copy = try store.writeConflictCopy(.bytes(Array("mine\n".utf8)), beside: "doc.txt")
+        XCTAssertTrue(copy.hasPrefix(store.backingRoot + "/doc (conflict "), copy)
+        XCTAssertEqual(text(copy), "mine\n")
+
+        // Links are judged against where the folder is now.
+        for bad in ["away/doc.txt", "state/store/metadata.sqlite"] {
+            XCTAssertThrowsError(try store.preserveBeforeReplace(bad), bad) {
+                guard case .invalidPath = $0 as? DocumentStoreError else { return XCTFail("\(bad): \($0)") }
+            }
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: old), ["doc.txt"], "nothing written at the old path")
+        XCTAssertEqual(text(old + "/doc.txt"), "impostor\n")
+    }
+}
