@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "Vocabulary"),
         .target(
             name: "FuseKit",
-            dependencies: ["CFuse3", "CURing", "Linux", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CFuse3", "CURing", "Linux", "LinuxGNU", "NameBytes", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(
             name: "Loopback",

@@ -29,8 +29,10 @@
 # `bench/run.sh kinds` runs only that comparison and prints its section.
 # The kernel's floor (section_floor): `coordfs-bench floor` on a fresh ext4 image of its own: the
 # smallfiles (BENCH_SMALL_FILES files), tar, `ls -l` (BENCH_LSL_FILES) and `grep -r` workloads through
-# a daemon that does no work, coordfs and native, BENCH_FLOOR_ROUNDS (2) rounds; `bench/run.sh floor`
-# runs only that and prints its section (it needs only coordfs-bench built).
+# a daemon that does no work, the same daemon storing the files in a real backing folder
+# ("floor+backing": smallfiles and tar), coordfs and native, BENCH_FLOOR_ROUNDS (2) rounds, with
+# BENCH_FLOOR_OPTS added (e.g. `--no-pin --workloads smallfiles,tar`); `bench/run.sh floor` runs
+# only that and prints its section (it needs only coordfs-bench built).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -924,14 +926,17 @@ section_metrics() {
 
 # A FUSE daemon that does no work against native and coordfs (`coordfs-bench floor`): what any
 # daemon can reach on this kernel and machine for each of issue 23's targets (smallfiles, tar,
-# `ls -l`, `grep -r`), on a file system of its own.
+# `ls -l`, `grep -r`), on a file system of its own, and (floor+backing) what a daemon that stores
+# the files in a real folder can reach for smallfiles and tar.
 FLOOR_ROUNDS=${BENCH_FLOOR_ROUNDS:-2}
+FLOOR_OPTS=${BENCH_FLOOR_OPTS:-}
 section_floor() {
   if [ ! -x "$BENCH_BIN" ]; then echo "## The kernel's floor: a FUSE daemon that does no work"; echo; echo "(coordfs-bench not built at $BENCH_BIN)"; echo; return; fi
   fresh_fs "$WORK/floor" floor
   uring_offered
   say "bench: coordfs-bench floor"
-  if ! timeout 900 "$BENCH_BIN" floor --dir "$WORK/floor" --files "$SMALL_FILES" --lsl-files "$LSL_FILES" --rounds "$FLOOR_ROUNDS" --script "$ROOT/bench/smallfiles.py"; then
+  # shellcheck disable=SC2086
+  if ! timeout 1200 "$BENCH_BIN" floor --dir "$WORK/floor" --files "$SMALL_FILES" --lsl-files "$LSL_FILES" --rounds "$FLOOR_ROUNDS" --script "$ROOT/bench/smallfiles.py" $FLOOR_OPTS; then
     echo; echo "(coordfs-bench floor failed)"
   fi
   echo

@@ -1,4 +1,5 @@
 import Glibc
+import LinuxGNU
 import SystemPackage
 import Synchronization
 
@@ -30,6 +31,22 @@ import Synchronization
 ///   forgets it), so a later open is an answer without a system call and a read is the kernel's.
 ///   Such files open read-only (EROFS for writing).
 /// Closes send no FLUSH (`noflush`, as coordfs for files on a local file system).
+///
+/// `init(storingIn:)` ("floor+backing"): the same daemon, but the files live in a real backing
+/// folder, as any daemon that stores the user's files in a folder must keep them. The tree starts as
+/// a copy of that folder (walked once) and still answers every lookup, getattr and listing (no
+/// system call where the tree knows), but each change is also made for real, relative to the
+/// folder's descriptor (each folder node keeps one, O_PATH): create is openat(O_CREAT|O_EXCL) of the
+/// real file, whose descriptor is the open's (registered as the passthrough backing file at the
+/// inode's first open, its id closed at the last release, the descriptor at each), mkdir is mkdirat
+/// (and an O_PATH open of the new folder), symlink symlinkat, unlink and rmdir unlinkat, rename
+/// renameat2, setattr fchmodat, fchownat, utimensat (truncate: ftruncate), open openat. The tree does
+/// not know the size of a file written since it last looked (through passthrough, or truncated):
+/// such a file's size and times are read from the real file (fstat of an open that may write it,
+/// else fstatat) for its next getattr, lookup or setattr reply (the kernel takes a setattr reply's
+/// size as the file's). A caller other than the daemon's user gets the item (fchown). Without
+/// passthrough, writes and reads go to the real file (pwrite, pread). `backingSystemCalls` counts the
+/// calls made on the backing folder.
 public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Seconds the kernel keeps names, attributes and "no such name" (coordfs's watched lifetimes).
     public let entryTimeout: Double
@@ -49,6 +66,20 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
         var backing: Int32 = 0
         /// When the kernel was last given this node's entry (nanoseconds, CLOCK_MONOTONIC).
         var given: UInt64 = 0
+        // Storing (`init(storingIn:)`):
+        /// The folder it is named in (0: the root, or no name any more) and that name, NUL-terminated.
+        var parent: UInt64 = 0
+        var name: [CChar] = []
+        /// A folder's descriptor (O_PATH), the base of its children's calls (-1: none).
+        var folder: Int32 = -1
+        /// Opens of it with passthrough to `backing` (its id closed when the last one goes).
+        var backingOpens = 0
+        /// Opens that may write it; while there are any, or since one was made, `dirty`.
+        var writers = 0
+        /// Its data may have changed since the tree last read its size and times from the real file.
+        var dirty = false
+        /// The descriptor of its latest open that may write (-1: none): what `refresh` reads.
+        var writerFD: Int32 = -1
         init(_ st: stat) { self.st = st }
     }
 
@@ -67,30 +98,77 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     private let backingID = Atomic<Int32>(0)
     private let mirroredOpens = Atomic<Int>(0)
 
-    public init(entryTimeout: Double = 10, attributeTimeout: Double = 10, negativeTimeout: Double = 10, scratchBacking: Int32? = nil,
-                mirroring folder: String? = nil) {
+    /// Storing: the backing folder's path (NUL-terminated; nil: not storing) and the umask of the
+    /// process when the mount was made (the real items' modes are the asked ones less it).
+    private let storePath: [CChar]?
+    private let storeMask: mode_t
+    private let storeCalls = Atomic<Int>(0)
+    private let storedPassthroughOpens = Atomic<Int>(0)
+
+    public convenience init(entryTimeout: Double = 10, attributeTimeout: Double = 10, negativeTimeout: Double = 10, scratchBacking: Int32? = nil,
+                            mirroring folder: String? = nil) {
+        self.init(entryTimeout: entryTimeout, attributeTimeout: attributeTimeout, negativeTimeout: negativeTimeout,
+                  scratchBacking: scratchBacking, mirroring: folder, store: nil)
+    }
+
+    /// Floor+backing: the files live in `folder` (see the type's comment); its items so far are
+    /// copied into the tree. Throws when the folder cannot be opened.
+    public convenience init(storingIn folder: String, entryTimeout: Double = 10, attributeTimeout: Double = 10, negativeTimeout: Double = 10) throws {
+        let path = Array(folder.utf8CString)
+        let fd = path.withUnsafeBufferPointer { Glibc.open($0.baseAddress!, LinuxCalls.O_PATH | O_DIRECTORY | O_CLOEXEC) }
+        guard fd >= 0 else { throw Errno(rawValue: errno) }
+        self.init(entryTimeout: entryTimeout, attributeTimeout: attributeTimeout, negativeTimeout: negativeTimeout,
+                  scratchBacking: nil, mirroring: folder, store: (path, fd))
+    }
+
+    private init(entryTimeout: Double, attributeTimeout: Double, negativeTimeout: Double, scratchBacking: Int32?,
+                 mirroring folder: String?, store: ([CChar], Int32)?) {
         self.entryTimeout = entryTimeout
         self.attributeTimeout = attributeTimeout
         self.negativeTimeout = negativeTimeout
         self.scratch = scratchBacking
+        self.storePath = store?.0
+        let mask = umask(0o022)
+        umask(mask)
+        storeMask = mask
         uid = getuid()
         gid = getgid()
         if scratchBacking == nil { backingID.store(-1, ordering: .relaxed) }
         var root = stat()
+        if let store, store.0.withUnsafeBufferPointer({ lstat($0.baseAddress!, &root) }) != 0 { root = stat() }
         root.st_ino = 1
-        root.st_mode = S_IFDIR | 0o755
-        root.st_nlink = 2
-        root.st_uid = uid
-        root.st_gid = gid
-        root.st_blksize = 4096
+        if store == nil {
+            root.st_mode = S_IFDIR | 0o755
+            root.st_nlink = 2
+            root.st_uid = uid
+            root.st_gid = gid
+            root.st_blksize = 4096
+        }
         state.withLock { s in
-            s.nodes[1] = Node(root)
-            if let folder { Self.mirror(Array(folder.utf8CString), into: 1, &s) }
+            let node = Node(root)
+            node.folder = store?.1 ?? -1
+            s.nodes[1] = node
+            if let folder { Self.mirror(Array(folder.utf8CString), into: 1, storing: store != nil, &s) }
         }
     }
 
-    /// Copies the names and attributes under `path` (NUL-terminated) into folder `parent`.
-    private static func mirror(_ path: [CChar], into parent: UInt64, _ s: inout State) {
+    deinit { closeFolders() }
+
+    /// Storing: closes the folders' descriptors (the backing folder's file system can then be
+    /// unmounted); the mount must be gone. Nothing after it reaches the backing folder.
+    public func closeFolders() {
+        guard storePath != nil else { return }
+        state.withLock { s in
+            for node in s.nodes.values where node.folder >= 0 {
+                close(node.folder)
+                node.folder = -1
+            }
+        }
+    }
+
+    /// Copies the names and attributes under `path` (NUL-terminated) into folder `parent`; storing,
+    /// each node also keeps its name and each folder its descriptor.
+    private static func mirror(_ path: [CChar], into parent: UInt64, storing: Bool, _ s: inout State) {
         guard let dir = path.withUnsafeBufferPointer({ Glibc.opendir($0.baseAddress!) }) else { return }
         defer { closedir(dir) }
         let base = Array(path.dropLast()) + [CChar(UInt8(ascii: "/"))]
@@ -106,8 +184,15 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
             s.next += 1
             st.st_ino = __ino_t(id)
             let node = Node(st)
+            if storing {
+                node.parent = parent
+                node.name = name + [0]
+                if st.st_mode & S_IFMT == S_IFDIR {
+                    node.folder = child.withUnsafeBufferPointer { Glibc.open($0.baseAddress!, LinuxCalls.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+                }
+            }
             switch st.st_mode & S_IFMT {
-            case S_IFREG: node.source = child
+            case S_IFREG: if !storing { node.source = child }
             case S_IFLNK:
                 var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
                 let n = child.withUnsafeBufferPointer { Glibc.readlink($0.baseAddress!, &buf, Int(PATH_MAX)) }
@@ -116,16 +201,23 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
             }
             s.nodes[id] = node
             s.nodes[parent]!.children[name.map { UInt8(bitPattern: $0) }] = id
-            if st.st_mode & S_IFMT == S_IFDIR { mirror(child, into: id, &s) }
+            if st.st_mode & S_IFMT == S_IFDIR { mirror(child, into: id, storing: storing, &s) }
         }
     }
 
     /// The session that registers backing files (`FuseSession` is one); before the mount.
     public func setBackingFileRegistry(_ r: (any BackingFileRegistry)?) { registry.withLock { $0 = r } }
 
-    /// Whether creates were answered with the scratch backing file (kernel passthrough: writes are
-    /// no requests).
-    public var writesPassThrough: Bool { backingID.load(ordering: .relaxed) > 0 }
+    /// Whether creates were answered with the scratch backing file, or (storing) with the real
+    /// file's (kernel passthrough: writes are no requests).
+    public var writesPassThrough: Bool { backingID.load(ordering: .relaxed) > 0 || storedPassthroughOpens.load(ordering: .relaxed) > 0 }
+
+    /// Whether the files live in a backing folder (`init(storingIn:)`).
+    public var stores: Bool { storePath != nil }
+
+    /// System calls made on the backing folder so far (storing; registrations of backing files and
+    /// their closes included).
+    public var backingSystemCalls: Int { storeCalls.load(ordering: .relaxed) }
 
     /// Opens of mirrored files answered with their registered backing file (tests, benchmarks).
     public var mirroredPassthroughOpens: Int { mirroredOpens.load(ordering: .relaxed) }
@@ -158,20 +250,37 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
         return st
     }
 
-    /// A new node under a new name; EEXIST when the name is taken.
-    private func add(_ parent: InodeID, _ name: FileName, _ st: stat, target: [CChar] = []) -> Result<EntryReply, Errno> {
+    /// A new node under a new name; EEXIST when the name is taken. Storing, `store` makes it for
+    /// real first (given the folder's descriptor and the name; it returns a descriptor or -1), and
+    /// `made` sees the node and that descriptor (under the lock).
+    private func add(_ parent: InodeID, _ name: FileName, _ st: stat, target: [CChar] = [],
+                     store: ((Int32, UnsafePointer<CChar>) -> Result<Int32, Errno>)? = nil,
+                     made: ((Node, Int32) -> Void)? = nil) -> Result<(EntryReply, Int32), Errno> {
         let k = Self.key(name)
         return state.withLock { s in
             guard let p = s.nodes[parent.rawValue], p.st.st_mode & S_IFMT == S_IFDIR else { return .failure(.noSuchFileOrDirectory) }
             guard p.children[k] == nil else { return .failure(.fileExists) }
+            var fd: Int32 = -1
+            if storePath != nil, let store {
+                guard p.folder >= 0 else { return .failure(.noSuchFileOrDirectory) }
+                switch store(p.folder, name.cString) {
+                case .success(let got): fd = got
+                case .failure(let e): return .failure(e)
+                }
+            }
             let id = s.next
             s.next += 1
             let node = Node(st)
             node.st.st_ino = __ino_t(id)
             node.target = target
+            if storePath != nil {
+                node.parent = parent.rawValue
+                node.name = k.map { CChar(bitPattern: $0) } + [0]
+            }
+            made?(node, fd)
             s.nodes[id] = node
             p.children[k] = id
-            return .success(entry(id, node))
+            return .success((entry(id, node), fd))
         }
     }
 
@@ -183,10 +292,92 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
             if folder && !isFolder { return .notDirectory }
             if !folder && isFolder { return .isDirectory }
             if folder && !node.children.isEmpty { return .directoryNotEmpty }
+            if storePath != nil {
+                guard p.folder >= 0 else { return .noSuchFileOrDirectory }
+                storeCalls.add(1, ordering: .relaxed)
+                guard unlinkat(p.folder, name.cString, folder ? AT_REMOVEDIR : 0) == 0 else { return Errno(rawValue: errno) }
+                detach(node)
+            }
             p.children[k] = nil
             if node.st.st_nlink > 0 { node.st.st_nlink -= 1 }
             return nil
         }
+    }
+
+    // MARK: storing
+
+    /// A stored node's name no longer refers to it (unlinked, renamed over): its folder's
+    /// descriptor goes; an open of it keeps its own.
+    private func detach(_ node: Node) {
+        node.parent = 0
+        if node.folder >= 0 {
+            storeCalls.add(1, ordering: .relaxed)
+            close(node.folder)
+            node.folder = -1
+        }
+    }
+
+    /// Where a stored node is: its folder's descriptor and its name (the root: its path), or nil
+    /// when it has no name any more.
+    private func location(_ id: UInt64, _ node: Node, _ s: borrowing State) -> (dir: Int32, name: [CChar])? {
+        if id == 1 { return storePath.map { (AT_FDCWD, $0) } }
+        guard node.parent != 0, let p = s.nodes[node.parent], p.folder >= 0 else { return nil }
+        return (p.folder, node.name)
+    }
+
+    /// A stored file whose data may have changed: its size, blocks and times read from the real
+    /// file (`fd`, an open of it, or its name); the rest stays the tree's.
+    private func refresh(_ id: UInt64, _ node: Node, _ s: borrowing State, fd: Int32? = nil) {
+        guard storePath != nil, node.dirty else { return }
+        var st = stat()
+        let got: Int32
+        if let fd = fd ?? (node.writerFD >= 0 ? node.writerFD : nil) { got = fstat(fd, &st) }
+        else if let (dir, name) = location(id, node, s) { got = name.withUnsafeBufferPointer { fstatat(dir, $0.baseAddress!, &st, AT_SYMLINK_NOFOLLOW) } }
+        else { return }
+        storeCalls.add(1, ordering: .relaxed)
+        guard got == 0 else { return }
+        node.st.st_size = st.st_size
+        node.st.st_blocks = st.st_blocks
+        node.st.st_atim = st.st_atim
+        node.st.st_mtim = st.st_mtim
+        node.st.st_ctim = st.st_ctim
+        if node.writers == 0 { node.dirty = false }
+    }
+
+    /// The caller gets what it made when it is not the daemon's user (as coordfs's `giveToCaller`).
+    private func giveToCaller(_ context: RequestContext, _ give: (uid_t, gid_t) -> Int32) -> Errno? {
+        guard context.uid != uid || context.gid != gid else { return nil }
+        storeCalls.add(1, ordering: .relaxed)
+        return give(context.uid, context.gid) == 0 ? nil : Errno(rawValue: errno)
+    }
+
+    /// A stored open's handle: its descriptor, whether it may write, whether it passes through.
+    private static func handle(fd: Int32, writer: Bool, through: Bool) -> FileHandleID {
+        FileHandleID(rawValue: UInt64(UInt32(bitPattern: fd)) | (writer ? 1 << 32 : 0) | (through ? 1 << 33 : 0))
+    }
+    private static func opened(_ h: FileHandleID) -> (fd: Int32, writer: Bool, through: Bool) {
+        (Int32(bitPattern: UInt32(truncatingIfNeeded: h.rawValue)), h.rawValue & 1 << 32 != 0, h.rawValue & 1 << 33 != 0)
+    }
+
+    private static func writes(_ flags: Int32) -> Bool { flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 }
+
+    /// The reply to a stored open of `node` with descriptor `fd` (under the lock): the real file
+    /// registered as its backing file at the inode's first passthrough open.
+    private func storedOpen(_ node: Node, fd: Int32, flags: Int32) -> OpenReply {
+        let writer = Self.writes(flags)
+        if writer { node.writers += 1; node.dirty = true; node.writerFD = fd }
+        var through = false
+        if node.backing > 0 {
+            through = true
+        } else if let r = registry.withLock({ $0 }), r.passthroughEnabled {
+            storeCalls.add(1, ordering: .relaxed)
+            if case .success(let got) = r.openBacking(fd) { node.backing = got; through = true }
+        }
+        if through { node.backingOpens += 1; storedPassthroughOpens.add(1, ordering: .relaxed) }
+        var reply = OpenReply(handle: Self.handle(fd: fd, writer: writer, through: through))
+        reply.noFlush = true
+        if through { reply.backingID = node.backing }
+        return reply
     }
 
     /// The scratch file's id for an open's reply (registered at the first one, once INIT took
@@ -249,21 +440,29 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
         let k = Self.key(name)
         let found = state.withLock { s -> EntryReply? in
             guard let id = s.nodes[parent.rawValue]?.children[k], let node = s.nodes[id] else { return nil }
+            refresh(id, node, s)
             return entry(id, node)
         }
         request.reply(entry: found ?? .negative(timeout: negativeTimeout))
     }
 
     public func getattr(_ request: consuming Request, inode: InodeID, file: FileInfo?) {
-        guard let st = state.withLock({ $0.nodes[inode.rawValue]?.st }) else { return request.reply(error: .noSuchFileOrDirectory) }
+        let fd = storePath != nil ? file.map { Self.opened($0.handle).fd } : nil
+        guard let st = state.withLock({ s -> stat? in
+            guard let node = s.nodes[inode.rawValue] else { return nil }
+            refresh(inode.rawValue, node, s, fd: fd)
+            return node.st
+        }) else { return request.reply(error: .noSuchFileOrDirectory) }
         request.reply(attributes: st, timeout: attributeTimeout)
     }
 
     public func setattr(_ request: consuming Request, inode: InodeID, attributes a: stat, changing: SetAttributes, file: FileInfo?) {
         var t = timespec()
         clock_gettime(CLOCK_REALTIME, &t)
-        let st = state.withLock { s -> stat? in
-            guard let node = s.nodes[inode.rawValue] else { return nil }
+        let fh = storePath != nil ? file.map { Self.opened($0.handle).fd } : nil
+        let st = state.withLock { s -> Result<stat, Errno> in
+            guard let node = s.nodes[inode.rawValue] else { return .failure(.noSuchFileOrDirectory) }
+            if storePath != nil, let e = store(a, changing, node, fh, location(inode.rawValue, node, s)) { return .failure(e) }
             if changing.contains(.mode) { node.st.st_mode = node.st.st_mode & S_IFMT | a.st_mode & 0o7777 }
             if changing.contains(.uid) { node.st.st_uid = a.st_uid }
             if changing.contains(.gid) { node.st.st_gid = a.st_gid }
@@ -271,22 +470,93 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
             if changing.contains(.atimeNow) { node.st.st_atim = t } else if changing.contains(.atime) { node.st.st_atim = a.st_atim }
             if changing.contains(.mtimeNow) { node.st.st_mtim = t } else if changing.contains(.mtime) { node.st.st_mtim = a.st_mtim }
             node.st.st_ctim = t
-            return node.st
+            // A file written through passthrough: the kernel takes the reply's size as the file's.
+            refresh(inode.rawValue, node, s, fd: fh)
+            return .success(node.st)
         }
-        guard let st else { return request.reply(error: .noSuchFileOrDirectory) }
-        request.reply(attributes: st, timeout: attributeTimeout)
+        switch st {
+        case .success(let st): request.reply(attributes: st, timeout: attributeTimeout)
+        case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    /// A setattr made on the stored item: through its open `fh` when the kernel names one, else by
+    /// its name in its folder (an item without a name and without an open: the tree's only).
+    private func store(_ a: stat, _ changing: SetAttributes, _ node: Node, _ fh: Int32?, _ at: (dir: Int32, name: [CChar])?) -> Errno? {
+        guard fh != nil || at != nil else { return nil }
+        func call(_ r: Int32) -> Errno? {
+            storeCalls.add(1, ordering: .relaxed)
+            return r == 0 ? nil : Errno(rawValue: errno)
+        }
+        return (at?.name ?? [0]).withUnsafeBufferPointer { n -> Errno? in
+            let name = n.baseAddress!, dir = at?.dir ?? -1
+            let link = node.st.st_mode & S_IFMT == S_IFLNK
+            if changing.contains(.mode), !link,
+               let e = call(fh.map { fchmod($0, a.st_mode & 0o7777) } ?? fchmodat(dir, name, a.st_mode & 0o7777, 0)) { return e }
+            if !changing.isDisjoint(with: [.uid, .gid]) {
+                let u = changing.contains(.uid) ? a.st_uid : uid_t.max, g = changing.contains(.gid) ? a.st_gid : gid_t.max
+                if let e = call(fh.map { fchown($0, u, g) } ?? fchownat(dir, name, u, g, AT_SYMLINK_NOFOLLOW)) { return e }
+            }
+            if changing.contains(.size) {
+                node.dirty = true
+                if let fh {
+                    if let e = call(ftruncate(fh, a.st_size)) { return e }
+                } else {
+                    storeCalls.add(1, ordering: .relaxed)
+                    let fd = openat(dir, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+                    guard fd >= 0 else { return Errno(rawValue: errno) }
+                    defer { storeCalls.add(1, ordering: .relaxed); close(fd) }
+                    if let e = call(ftruncate(fd, a.st_size)) { return e }
+                }
+            }
+            if !changing.isDisjoint(with: [.atime, .mtime, .atimeNow, .mtimeNow]) {
+                var times = (timespec(tv_sec: 0, tv_nsec: LinuxCalls.UTIME_OMIT), timespec(tv_sec: 0, tv_nsec: LinuxCalls.UTIME_OMIT))
+                if changing.contains(.atimeNow) { times.0.tv_nsec = LinuxCalls.UTIME_NOW } else if changing.contains(.atime) { times.0 = a.st_atim }
+                if changing.contains(.mtimeNow) { times.1.tv_nsec = LinuxCalls.UTIME_NOW } else if changing.contains(.mtime) { times.1 = a.st_mtim }
+                let r = withUnsafePointer(to: &times) { tp in
+                    tp.withMemoryRebound(to: timespec.self, capacity: 2) { ts in
+                        fh.map { futimens($0, ts) } ?? utimensat(dir, name, ts, AT_SYMLINK_NOFOLLOW)
+                    }
+                }
+                if let e = call(r) { return e }
+            }
+            return nil
+        }
     }
 
     public func mkdir(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t) {
-        let st = made(S_IFDIR | mode & 0o7777, request.context)
-        request.reply(add(parent, name, st))
+        let bits = mode & 0o7777 & ~(storePath != nil ? storeMask : 0)
+        let st = made(S_IFDIR | bits, request.context)
+        let context = request.context
+        request.reply(add(parent, name, st, store: { dir, name in
+            self.storeCalls.add(2, ordering: .relaxed)
+            guard mkdirat(dir, name, bits) == 0 else { return .failure(Errno(rawValue: errno)) }
+            let fd = openat(dir, name, LinuxCalls.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            var e = fd < 0 ? Errno(rawValue: errno) : nil
+            if e == nil { e = self.giveToCaller(context) { fchownat(fd, "", $0, $1, LinuxCalls.AT_EMPTY_PATH) } }
+            if let e {
+                if fd >= 0 { close(fd) }
+                unlinkat(dir, name, AT_REMOVEDIR)
+                return .failure(e)
+            }
+            return .success(fd)
+        }, made: { node, fd in node.folder = fd }).map(\.0))
     }
 
     public func symlink(_ request: consuming Request, target: UnsafePointer<CChar>, parent: InodeID, name: FileName) {
         var st = made(S_IFLNK | 0o777, request.context)
         let n = strlen(target)
         st.st_size = off_t(n)
-        request.reply(add(parent, name, st, target: Array(UnsafeBufferPointer(start: target, count: n)) + [0]))
+        let context = request.context
+        request.reply(add(parent, name, st, target: Array(UnsafeBufferPointer(start: target, count: n)) + [0], store: { dir, name in
+            self.storeCalls.add(1, ordering: .relaxed)
+            guard symlinkat(target, dir, name) == 0 else { return .failure(Errno(rawValue: errno)) }
+            if let e = self.giveToCaller(context, { fchownat(dir, name, $0, $1, AT_SYMLINK_NOFOLLOW) }) {
+                unlinkat(dir, name, 0)
+                return .failure(e)
+            }
+            return .success(-1)
+        }).map(\.0))
     }
 
     public func readlink(_ request: consuming Request, inode: InodeID) {
@@ -298,8 +568,29 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
-        let st = made(S_IFREG | mode & 0o7777, request.context)
-        switch add(parent, name, st) {
+        let bits = mode & 0o7777 & ~(storePath != nil ? storeMask : 0)
+        let st = made(S_IFREG | bits, request.context)
+        if storePath != nil {
+            let context = request.context, flags = file.flags
+            var reply: OpenReply? = nil
+            let made = add(parent, name, st, store: { dir, name in
+                self.storeCalls.add(1, ordering: .relaxed)
+                let fd = openat(dir, name, (flags & ~(O_NOFOLLOW | LinuxCalls.O_DIRECT)) | O_CREAT | O_EXCL | O_CLOEXEC, bits)
+                guard fd >= 0 else { return .failure(Errno(rawValue: errno)) }
+                if let e = self.giveToCaller(context, { fchown(fd, $0, $1) }) {
+                    close(fd)
+                    unlinkat(dir, name, 0)
+                    return .failure(e)
+                }
+                return .success(fd)
+            }, made: { node, fd in reply = self.storedOpen(node, fd: fd, flags: flags) })
+            switch made {
+            case .success(let (e, _)): request.reply(create: e, open: reply!, flags: flags)
+            case .failure(let e): request.reply(error: e)
+            }
+            return
+        }
+        switch add(parent, name, st).map(\.0) {
         case .success(let e):
             switch openReply(e.inode.rawValue, flags: file.flags) {
             case .success(let open): request.reply(create: e, open: open, flags: file.flags)
@@ -310,6 +601,21 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     public func open(_ request: consuming Request, inode: InodeID, file: FileInfo) {
+        if storePath != nil {
+            let flags = file.flags
+            let got = state.withLock { s -> Result<OpenReply, Errno> in
+                guard let node = s.nodes[inode.rawValue], let (dir, name) = location(inode.rawValue, node, s) else { return .failure(.noSuchFileOrDirectory) }
+                storeCalls.add(1, ordering: .relaxed)
+                let fd = name.withUnsafeBufferPointer { openat(dir, $0.baseAddress!, (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW | LinuxCalls.O_DIRECT)) | O_NOFOLLOW | O_CLOEXEC) }
+                guard fd >= 0 else { return .failure(Errno(rawValue: errno)) }
+                return .success(storedOpen(node, fd: fd, flags: flags))
+            }
+            switch got {
+            case .success(let open): request.reply(open: open, flags: flags)
+            case .failure(let e): request.reply(error: e)
+            }
+            return
+        }
         switch openReply(inode.rawValue, flags: file.flags) {
         case .success(let open): request.reply(open: open, flags: file.flags)
         case .failure(let e): request.reply(error: e)
@@ -317,15 +623,55 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     public func write(_ request: consuming Request, inode: InodeID, data: IncomingData, offset: Int, file: FileInfo) {
-        request.reply(written: data.count)
+        guard storePath != nil else { return request.reply(written: data.count) }
+        storeCalls.add(1, ordering: .relaxed)
+        switch data.write(to: Self.opened(file.handle).fd, at: offset) {
+        case .success(let n): request.reply(written: n)
+        case .failure(let e): request.reply(error: e)
+        }
     }
 
     public func read(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo) {
-        request.reply(buffer: UnsafeRawBufferPointer(start: nil, count: 0))
+        guard storePath != nil else { return request.reply(buffer: UnsafeRawBufferPointer(start: nil, count: 0)) }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 8)
+        defer { buffer.deallocate() }
+        storeCalls.add(1, ordering: .relaxed)
+        let n = pread(Self.opened(file.handle).fd, buffer, size, off_t(offset))
+        if n < 0 { return request.reply(error: Errno(rawValue: errno)) }
+        request.reply(buffer: UnsafeRawBufferPointer(start: buffer, count: n))
     }
 
     public func flush(_ request: consuming Request, inode: InodeID, file: FileInfo) { request.replyOK() }
-    public func fsync(_ request: consuming Request, inode: InodeID, dataOnly: Bool, file: FileInfo) { request.replyOK() }
+
+    public func fsync(_ request: consuming Request, inode: InodeID, dataOnly: Bool, file: FileInfo) {
+        guard storePath != nil else { return request.replyOK() }
+        storeCalls.add(1, ordering: .relaxed)
+        let fd = Self.opened(file.handle).fd
+        request.reply((dataOnly ? fdatasync(fd) : Glibc.fsync(fd)) == 0 ? nil : Errno(rawValue: errno))
+    }
+
+    /// Storing: the open's descriptor goes, and with the inode's last passthrough open its backing id.
+    public func release(_ request: consuming Request, inode: InodeID, file: FileInfo) {
+        guard storePath != nil else { return request.replyOK() }
+        let (fd, writer, through) = Self.opened(file.handle)
+        let done = state.withLock { s -> Int32 in
+            guard let node = s.nodes[inode.rawValue] else { return 0 }
+            if writer { node.writers -= 1 }
+            if node.writerFD == fd { node.writerFD = -1 }
+            guard through else { return 0 }
+            node.backingOpens -= 1
+            guard node.backingOpens == 0 else { return 0 }
+            defer { node.backing = 0 }
+            return node.backing
+        }
+        if done > 0, let r = registry.withLock({ $0 }) {
+            storeCalls.add(1, ordering: .relaxed)
+            r.closeBacking(done)
+        }
+        storeCalls.add(1, ordering: .relaxed)
+        close(fd)
+        request.replyOK()
+    }
 
     public func unlink(_ request: consuming Request, parent: InodeID, name: FileName) {
         request.reply(remove(parent, name, folder: false))
@@ -337,11 +683,29 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
 
     public func rename(_ request: consuming Request, parent: InodeID, name: FileName, newParent: InodeID, newName: FileName, flags: UInt32) {
         let from = Self.key(name), to = Self.key(newName)
+        let noReplace = LinuxCalls.renameNoReplace, exchange = LinuxCalls.renameExchange
         let e = state.withLock { s -> Errno? in
-            guard let p = s.nodes[parent.rawValue], let np = s.nodes[newParent.rawValue], let id = p.children[from] else { return .noSuchFileOrDirectory }
-            if let old = np.children[to], let o = s.nodes[old], o.st.st_mode & S_IFMT == S_IFDIR, !o.children.isEmpty { return .directoryNotEmpty }
-            p.children[from] = nil
+            guard let p = s.nodes[parent.rawValue], let np = s.nodes[newParent.rawValue], let id = p.children[from], let node = s.nodes[id] else { return .noSuchFileOrDirectory }
+            let old = np.children[to]
+            if flags & noReplace != 0, old != nil { return .fileExists }
+            if flags & exchange != 0, old == nil { return .noSuchFileOrDirectory }
+            if flags & exchange == 0, let old, let o = s.nodes[old], o.st.st_mode & S_IFMT == S_IFDIR, !o.children.isEmpty { return .directoryNotEmpty }
+            if old == id { return nil }
+            if storePath != nil {
+                guard p.folder >= 0, np.folder >= 0 else { return .noSuchFileOrDirectory }
+                storeCalls.add(1, ordering: .relaxed)
+                guard LinuxCalls.renameat2(p.folder, name.cString, np.folder, newName.cString, flags) == 0 else { return Errno(rawValue: errno) }
+            }
+            let replaced = old.flatMap { s.nodes[$0] }
+            if flags & exchange != 0, let old, let replaced {
+                p.children[from] = old
+                if storePath != nil { replaced.parent = parent.rawValue; replaced.name = from.map { CChar(bitPattern: $0) } + [0] }
+            } else {
+                p.children[from] = nil
+                if let replaced, storePath != nil { detach(replaced) }
+            }
             np.children[to] = id
+            if storePath != nil { node.parent = newParent.rawValue; node.name = to.map { CChar(bitPattern: $0) } + [0] }
             return nil
         }
         request.reply(e)
@@ -427,6 +791,7 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
                         return request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: p.baseAddress!,
                                                              entry: EntryReply(inode: InodeID(rawValue: 0), attributes: st, attributeTimeout: 0, entryTimeout: 0), nextOffset: i + 1)
                     }
+                    refresh(id, node, s)
                     let given = node.given
                     let n = request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: p.baseAddress!, entry: entry(id, node), nextOffset: i + 1)
                     if n > remaining { node.given = given }

@@ -2,15 +2,20 @@
 // no work at all? `FuseKit.FloorFileSystem` (answers at once from an in-memory tree: no backing
 // folder, no coordination, no log; data through kernel passthrough) mounted in this process on both
 // transports, with FuseKit's default spin and with spin=0, and optionally with the whole daemon and
-// the tool on one CPU; then coordfs with its defaults (in-process, both transports) and the native
-// folder, in one run, the order rotating each round. Workloads (issue 23's targets): smallfiles
+// the tool on one CPU; "floor+backing", the same daemon storing the files in a real backing folder on
+// a fresh ext4 image as coordfs's (creates, unlinks, mkdirs, rmdirs, setattrs and renames made for
+// real; lookups, getattrs and listings from its tree: smallfiles and tar only), both transports, both
+// spins; then coordfs with its defaults (in-process, both transports) and the native folder, in one
+// run, the order rotating each round. Workloads (issue 23's targets): smallfiles
 // (`bench/smallfiles.py`, as bench/run.sh), tar unpack + delete of /usr/include (bench/run.sh's
 // wl_tar), `ls -l` of an N-file folder and `grep -r` of a /usr/include copy (bench/run.sh kinds:
 // once untimed to warm the caches, then timed). Prints, per workload, the time, the ratio to native,
 // the requests per file (FuseKit's counters), the time per file and per synchronous round trip, the
-// daemon's CPU per request and the context switches per file.
+// daemon's CPU per request and the context switches per file, and floor+backing's system calls on
+// the backing folder per file; then what a daemon storing real files can reach, and coordfs's time
+// per file beyond it.
 // `coordfs-bench floor [--files N] [--lsl-files N] [--rounds N] [--dir DIR] [--no-pin] [--no-coordfs]
-//  [--workloads smallfiles,tar,lsl,grep] [--script PATH]`
+//  [--no-floor] [--no-backing] [--no-spin0] [--workloads smallfiles,tar,lsl,grep] [--script PATH]`
 import CoordFS
 import CURing
 import Foundation
@@ -41,6 +46,9 @@ enum FloorBench {
         var pin = true
         var script: String? = nil
         var coordfs = true
+        var backing = true
+        var floor = true
+        var spin0 = true
         var workloads: [Workload] = Workload.allCases
         mutating func parse(_ args: [String]) throws {
             var i = args.makeIterator()
@@ -52,6 +60,9 @@ enum FloorBench {
                 case "--dir": dir = i.next() ?? dir
                 case "--no-pin": pin = false
                 case "--no-coordfs": coordfs = false
+                case "--no-backing": backing = false
+                case "--no-floor": floor = false
+                case "--no-spin0": spin0 = false
                 case "--script": script = i.next()
                 case "--workloads":
                     workloads = try (i.next() ?? "").split(separator: ",").map {
@@ -73,10 +84,14 @@ enum FloorBench {
         let pinned: Bool
         /// coordfs itself (an in-process mount with its defaults) instead of the floor file system.
         var coordfs = false
+        /// The floor storing its files in a real backing folder (`FloorFileSystem(storingIn:)`).
+        var backing = false
         var name: String {
             coordfs ? "coordfs (defaults), \(transport == .uring ? "uring" : "dev")"
-                : "floor, \(transport == .uring ? "uring" : "dev"), spin=\(spin ? "\(FloorBench.defaultSpinMicroseconds)" : "0")\(pinned ? ", one CPU" : "")"
+                : "\(backing ? "floor+backing" : "floor"), \(transport == .uring ? "uring" : "dev"), spin=\(spin ? "\(FloorBench.defaultSpinMicroseconds)" : "0")\(pinned ? ", one CPU" : "")"
         }
+        /// The workloads it runs: floor+backing only those that store files.
+        func runs(_ w: Workload) -> Bool { !backing || FloorBench.storing.contains(w) }
     }
 
     /// One timed run of a workload.
@@ -89,6 +104,8 @@ enum FloorBench {
         var toolSwitches = 0
         var transport = ""
         var passthrough = false
+        /// floor+backing: system calls made on the backing folder.
+        var backingCalls = 0
     }
 
     /// What the workloads run on: the tarball, the script, and the trees of `ls -l` and `grep -r`.
@@ -110,6 +127,9 @@ enum FloorBench {
             }
         }
     }
+
+    /// The workloads that make and remove files (floor+backing runs these).
+    static let storing: Set<Workload> = [.smallfiles, .tar]
 
     /// Requests the caller does not wait for: RELEASE, RELEASEDIR (sent in the background) and FORGET.
     static let asynchronous: Set<FuseOperation> = [.forget, .release, .releasedir]
@@ -148,9 +168,15 @@ enum FloorBench {
         defer { if uringWas == "N" { try? "N".write(toFile: uringSwitch, atomically: false, encoding: .utf8) } }
 
         var variants: [Variant] = []
-        for pinned in o.pin ? [false, true] : [false] {
+        let spins = o.spin0 ? [true, false] : [true]
+        for pinned in !o.floor ? [] : o.pin ? [false, true] : [false] {
             for transport in [FuseTransport.uring, .dev] {
-                for spin in [true, false] { variants.append(Variant(transport: transport, spin: spin, pinned: pinned)) }
+                for spin in spins { variants.append(Variant(transport: transport, spin: spin, pinned: pinned)) }
+            }
+        }
+        if o.backing, o.workloads.contains(where: storing.contains) {
+            for transport in [FuseTransport.uring, .dev] {
+                for spin in spins { variants.append(Variant(transport: transport, spin: spin, pinned: false, backing: true)) }
             }
         }
         if o.coordfs {
@@ -169,6 +195,8 @@ enum FloorBench {
                     got = try nativeRun(o.workloads, setup, root: root, round: r)
                 } else if variants[t].coordfs {
                     got = try coordfsRun(o.workloads, setup, variants[t].transport, root: root, round: r)
+                } else if variants[t].backing {
+                    got = try backedRun(variants[t], o.workloads.filter(variants[t].runs), setup, root: root, round: r)
                 } else {
                     got = try mounted(variants[t], o.workloads, setup, scratch: scratch, at: root + "/mnt")
                 }
@@ -234,6 +262,42 @@ enum FloorBench {
     /// its root), runs the workloads through it, and unmounts (always).
     static func mounted(_ variant: Variant, _ workloads: [Workload], _ setup: Setup, scratch: Int32, at mountpoint: String) throws -> [Workload: Sample] {
         let fs = FloorFileSystem(scratchBacking: scratch, mirroring: setup.kinds)
+        var got = try floorMounted(variant, fs, at: mountpoint) { session in
+            try runWorkloads(workloads, setup, in: mountpoint, trees: mountpoint, pinned: variant.pinned, counters: session.requestCounters)
+        }
+        for w in got.keys where w == .grep { got[w]!.passthrough = got[w]!.passthrough || fs.mirroredPassthroughOpens > 0 }
+        return got
+    }
+
+    /// floor+backing: each workload on a fresh ext4 file system of its own (as coordfs's backing
+    /// folder and native's), the floor storing its files in a folder there; afterwards the backing
+    /// folder must be empty again (each workload removes what it made) and calls must have been made.
+    static func backedRun(_ variant: Variant, _ workloads: [Workload], _ setup: Setup, root: String, round: Int) throws -> [Workload: Sample] {
+        var out: [Workload: Sample] = [:]
+        for w in workloads {
+            let one = try onFreshFileSystem(root + "/fb-\(round)-\(w.rawValue)") { folder -> [Workload: Sample] in
+                for sub in ["/backing", "/mnt"] { try FileManager.default.createDirectory(atPath: folder + sub, withIntermediateDirectories: true) }
+                let fs = try FloorFileSystem(storingIn: folder + "/backing")
+                let before = fs.backingSystemCalls
+                var got = try floorMounted(variant, fs, at: folder + "/mnt") { session in
+                    try runWorkloads([w], setup, in: folder + "/mnt", trees: folder + "/mnt", pinned: variant.pinned, counters: session.requestCounters)
+                }
+                let left = (try? FileManager.default.contentsOfDirectory(atPath: folder + "/backing")) ?? ["?"]
+                guard left.isEmpty, fs.backingSystemCalls > before else {
+                    throw MountBench.BenchError("floor+backing: \(w.rawValue) left \(left.prefix(3)) in the backing folder after \(fs.backingSystemCalls - before) calls")
+                }
+                got[w]?.backingCalls = fs.backingSystemCalls - before
+                fs.closeFolders()   // before the image is unmounted
+                return got
+            }
+            out.merge(one) { a, _ in a }
+        }
+        return out
+    }
+
+    /// Mounts `fs` for `variant` at `mountpoint`, runs `body` with the session, and unmounts (always).
+    static func floorMounted(_ variant: Variant, _ fs: FloorFileSystem, at mountpoint: String,
+                             _ body: (FuseSession) throws -> [Workload: Sample]) throws -> [Workload: Sample] {
         defer { fs.setBackingFileRegistry(nil) }   // the session holds the file system: no cycle left
         let ready = DispatchSemaphore(value: 0)
         // Pinned: every thread of the session is started from this one (the ring's at mount, libfuse's
@@ -263,10 +327,10 @@ enum FloorBench {
         }
         guard ready.wait(timeout: .now() + 10) == .success else { throw MountBench.BenchError("the floor mount did not answer INIT") }
         usleep(100_000)
-        var got = try runWorkloads(workloads, setup, in: mountpoint, trees: mountpoint, pinned: variant.pinned, counters: session.requestCounters)
+        var got = try body(session)
         for w in got.keys {
             got[w]!.transport = session.transportInUse == .uring ? "io_uring" : "/dev/fuse"
-            got[w]!.passthrough = fs.writesPassThrough || (w == .grep && fs.mirroredPassthroughOpens > 0)
+            got[w]!.passthrough = fs.writesPassThrough
         }
         return got
     }
@@ -417,7 +481,14 @@ enum FloorBench {
         print("the same as its backing folder, and `ls -l` and `grep -r` on the same trees as native. Best of \(o.rounds)")
         print("rounds (median in brackets), the order rotating each round. Transports: `uring` (FUSE over io_uring) and")
         print("`dev` (/dev/fuse); spin: FuseKit's default (\(defaultSpinMicroseconds) µs, adaptive, as coordfs's `spin=`) or 0; \"one CPU\": every")
-        print("thread of the daemon and the tool on CPU 0. Load average (1, 5, 15 min): \(loads.0) at the start, \(loads.1)")
+        print("thread of the daemon and the tool on CPU 0. \"floor+backing\" (smallfiles and tar): the same daemon, but storing the files")
+        print("in a real backing folder on a fresh ext4 image of its own each round, as coordfs's: create is openat(O_CREAT|O_EXCL) of")
+        print("the real file, its descriptor the passthrough backing file (registered at the open, its id closed with the descriptor at")
+        print("release), unlink and rmdir unlinkat, mkdir mkdirat (and an O_PATH open of the new folder), setattr fchmodat,")
+        print("fchownat, utimensat, rename renameat2, each relative to its folder's descriptor; lookups, getattrs and listings")
+        print("answered from its tree, except a file written since (fstatat once: the tree does not know its size); the backing")
+        print("folder is checked empty after each run. What it costs above the floor is what storing real files costs any daemon;")
+        print("what coordfs costs above it is coordfs's own work. Load average (1, 5, 15 min): \(loads.0) at the start, \(loads.1)")
         print("at the end (\(ProcessInfo.processInfo.activeProcessorCount) cores); \(Int(seconds)) s in all.")
         print("")
         for w in o.workloads {
@@ -427,22 +498,32 @@ enum FloorBench {
             let nativeMicros = nativeBest * 1e6 / n
             print("**\(title(w, setup))**; issue 23's target ≥ \(f(w.target)) of native.")
             print("")
-            let floorSamples = zip(variants, floor).filter { !$0.0.coordfs }.flatMap { $0.1[w] ?? [] }
+            let floorSamples = zip(variants, floor).filter { !$0.0.coordfs && !$0.0.backing }.flatMap { $0.1[w] ?? [] }
+            let backingSamples = zip(variants, floor).filter { $0.0.backing }.flatMap { $0.1[w] ?? [] }
             let coordfsSamples = zip(variants, floor).filter { $0.0.coordfs }.flatMap { $0.1[w] ?? [] }
             if !floorSamples.isEmpty { print("Requests per file, the floor (every floor row's rounds): " + requestLine(floorSamples, files: n) + ".") }
+            if !backingSamples.isEmpty {
+                print("Requests per file, floor+backing (every floor+backing row's rounds): " + requestLine(backingSamples, files: n) + ".")
+                let calls = Double(backingSamples.map(\.backingCalls).reduce(0, +)) / (n * Double(backingSamples.count))
+                print("System calls on the backing folder per file, floor+backing: \(f(calls)) (backing-file registrations and closes included).")
+            }
             if !coordfsSamples.isEmpty { print("Requests per file, coordfs (both transports' rounds): " + requestLine(coordfsSamples, files: n) + ".") }
             print("")
             print("| target | transport in use | seconds | / native | µs per file | sync requests per file | µs per round trip | daemon CPU per request | context switches per file (daemon, tool) |")
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
             print("| native | - | \(f(nativeBest, 3)) (\(f(median(nat), 3))) | 1.00 | \(f(nativeMicros, 1)) | - | - | - | -, \(f(Double(best(nat).toolSwitches) / n)) |")
             var floorBest = Double.infinity, floorSync = 0.0
+            var backingBest: [FuseTransport: Double] = [:], backingSpinBest: [FuseTransport: Double] = [:], coordfsBest: [FuseTransport: Double] = [:]
             for (v, all) in zip(variants, floor) {
                 guard let samples = all[w], !samples.isEmpty else { continue }
                 let b = best(samples)
                 let sync = Double(FuseOperation.allCases.filter { !asynchronous.contains($0) }.map { b.requests[$0.rawValue] }.reduce(0, +)) / n
                 let requests = Double(b.requests.reduce(0, +))
                 let micros = b.seconds * 1e6 / n
-                if !v.coordfs, b.seconds < floorBest { floorBest = b.seconds; floorSync = sync }
+                if !v.coordfs, !v.backing, b.seconds < floorBest { floorBest = b.seconds; floorSync = sync }
+                if v.backing { backingBest[v.transport] = min(backingBest[v.transport] ?? .infinity, b.seconds) }
+                if v.backing, v.spin { backingSpinBest[v.transport] = b.seconds }
+                if v.coordfs { coordfsBest[v.transport] = b.seconds }
                 print("| \(v.name) | \(b.transport)\(b.passthrough ? "" : ", data through the daemon") | \(f(b.seconds, 3)) (\(f(median(samples), 3))) | "
                     + "\(f(nativeBest / b.seconds)) | \(f(micros, 1)) | \(f(sync)) | "
                     + "\(f(micros / max(sync, 0.01), 1)) | \(requests > 0 ? f(b.daemonCPU * 1e6 / requests, 1) + " µs" : "-") | "
@@ -457,6 +538,22 @@ enum FloorBench {
                 print("took \(f(floorMicros, 1)) µs per file (\(f(floorMicros / max(floorSync, 0.01), 1)) µs per round trip), \(f(nativeBest / floorBest)) of native: the target is "
                     + "\(nativeBest / floorBest >= w.target ? "within" : "beyond") this kernel's floor on this machine"
                     + "\(nativeBest / floorBest >= w.target ? ", leaving \(f(budget - floorMicros, 1)) µs per file for a daemon's own work" : "").")
+                print("")
+            }
+            if let storedBest = backingBest.values.min() {
+                let budget = nativeMicros / w.target
+                let storedMicros = storedBest * 1e6 / n
+                let reachable = nativeBest / storedBest >= w.target
+                print("**A daemon that stores real files** (floor+backing, its fastest row): \(f(storedMicros, 1)) µs per file, \(f(nativeBest / storedBest)) of native"
+                    + (floorBest.isFinite ? ", \(f(storedMicros - floorBest * 1e6 / n, 1)) µs per file above the floor" : "")
+                    + ": the target (\(f(budget, 1)) µs per file) is \(reachable ? "reachable" : "not reachable") for such a daemon on this machine in this run"
+                    + (reachable ? ", leaving \(f(budget - storedMicros, 1)) µs per file for its own work." : "."))
+                for transport in [FuseTransport.uring, .dev] {
+                    guard let c = coordfsBest[transport], let b = backingSpinBest[transport] else { continue }
+                    let name = transport == .uring ? "uring" : "dev"
+                    print("coordfs (\(name)) took \(f(c * 1e6 / n, 1)) µs per file, \(f((c - b) * 1e6 / n, 1)) µs per file beyond floor+backing (\(name), spin=\(defaultSpinMicroseconds), its spin); "
+                        + "the target needs coordfs at \(f(budget, 1)), \(f(max(0, (c * 1e6 / n) - budget), 1)) µs per file less.")
+                }
                 print("")
             }
         }

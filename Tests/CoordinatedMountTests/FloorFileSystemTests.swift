@@ -228,4 +228,79 @@ final class FloorFileSystemTests: XCTestCase {
             close(fd)
         }
     }
+
+    // MARK: floor+backing: the floor storing its files in a real folder
+
+    func testTarThroughTheFloorStoresTheFilesInTheBackingFolderThroughDevFuse() throws { try storedTar(transport: .dev) }
+
+    func testTarThroughTheFloorStoresTheFilesInTheBackingFolderThroughTheRing() throws {
+        guard geteuid() == 0 else { throw XCTSkip("needs root") }
+        let restore = try KernelRingSwitch.turnOn()
+        defer { KernelRingSwitch.restore(restore) }
+        try storedTar(transport: .uring)
+    }
+
+    /// `FloorFileSystem(storingIn:)` (bench's floor+backing): a tarball of folders (one empty), files
+    /// with data and their own modes, and a symlink, unpacked through the mount, leaves exactly the
+    /// tarball's items in the real backing folder, with their data, modes, times and the link's
+    /// target; the mount shows each file's real size; a rename through the mount renames the real
+    /// file; `rm -rf` through the mount leaves the backing folder empty.
+    private func storedTar(transport: FuseTransport) throws {
+        guard geteuid() == 0, access("/dev/fuse", R_OK | W_OK) == 0 else { throw XCTSkip("needs root and /dev/fuse") }
+        let src = try scratchFolder()
+        defer { try? FileManager.default.removeItem(atPath: src) }
+        for d in ["tree/a/b", "tree/c", "tree/empty"] { try FileManager.default.createDirectory(atPath: src + "/" + d, withIntermediateDirectories: true) }
+        for i in 0..<40 {
+            let path = src + "/tree/\(i % 2 == 0 ? "a/b" : "c")/f\(i).h"
+            try Data(repeating: UInt8(i), count: 100 + 37 * i).write(to: URL(fileURLWithPath: path))
+            XCTAssertEqual(chmod(path, i % 5 == 0 ? 0o600 : i % 7 == 0 ? 0o755 : 0o644), 0)
+        }
+        XCTAssertEqual(symlink("b/f0.h", src + "/tree/a/link"), 0)
+        XCTAssertEqual(try tool(["tar", "-C", src, "-cf", src + "/t.tar", "tree"]).status, 0)
+        let backing = src + "/backing"
+        try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)
+        let fs = try FloorFileSystem(storingIn: backing)
+        defer { fs.closeFolders() }
+        XCTAssertTrue(fs.stores)
+        try withFloor(fs, transport: transport) { mnt, session in
+            let counters = session.requestCounters
+            let before = FuseOperation.allCases.map { counters.value($0) }
+            XCTAssertEqual(try tool(["tar", "-C", mnt, "-xf", src + "/t.tar"]).status, 0, "tar unpacks into the floor")
+            let held = Set(try tool(["tar", "-tf", src + "/t.tar"]).out.split(separator: "\n").map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: "/")) })
+            XCTAssertEqual(held.count, 40 + 5 + 1)
+            let stored = Set(try tool(["find", "tree"], in: backing).out.split(separator: "\n").map(String.init))
+            XCTAssertEqual(stored, held, "the backing folder holds exactly what the tarball holds")
+            let diff = try tool(["diff", "-r", "--no-dereference", src + "/tree", backing + "/tree"])
+            XCTAssertEqual(diff.status, 0, "the real files hold the tarball's data and the link its target: \(diff.out)")
+            for i in 0..<40 {
+                let rel = "/tree/\(i % 2 == 0 ? "a/b" : "c")/f\(i).h"
+                var want = stat(), got = stat(), shown = stat()
+                XCTAssertEqual(stat(src + rel, &want), 0)
+                XCTAssertEqual(stat(backing + rel, &got), 0)
+                XCTAssertEqual(got.st_mode & 0o7777, want.st_mode & 0o7777, "tar's chmod made on the real file \(rel)")
+                XCTAssertEqual(got.st_mtim.tv_sec, want.st_mtim.tv_sec, "tar's utimens made on the real file \(rel)")
+                XCTAssertEqual(stat(mnt + rel, &shown), 0)
+                XCTAssertEqual(shown.st_size, want.st_size, "the mount shows the real size of \(rel)")
+                XCTAssertEqual(shown.st_mode & 0o7777, want.st_mode & 0o7777)
+            }
+            var st = stat()
+            XCTAssertEqual(lstat(backing + "/tree/a/link", &st), 0)
+            XCTAssertEqual(st.st_mode & S_IFMT, S_IFLNK)
+            XCTAssertEqual(rename(mnt + "/tree/c/f1.h", mnt + "/tree/empty/moved.h"), 0, String(cString: strerror(errno)))
+            XCTAssertEqual(lstat(backing + "/tree/c/f1.h", &st), -1, "the real file left its old name")
+            XCTAssertEqual(stat(backing + "/tree/empty/moved.h", &st), 0, "and has the new one")
+            XCTAssertEqual(st.st_size, 137)
+            XCTAssertEqual(try tool(["rm", "-rf", mnt + "/tree"]).status, 0, "rm -rf through the floor")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mnt), [], "nothing is left in the mount")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing), [], "nor in the backing folder")
+            let sent = zip(FuseOperation.allCases.map { counters.value($0) }, before).map { Int($0 - $1) }
+            XCTAssertEqual(sent[FuseOperation.create.rawValue], 40)
+            XCTAssertEqual(sent[FuseOperation.mkdir.rawValue], 5)
+            XCTAssertEqual(sent[FuseOperation.unlink.rawValue], 41)
+            XCTAssertEqual(sent[FuseOperation.rmdir.rawValue], 5)
+            XCTAssertEqual(sent[FuseOperation.write.rawValue], fs.writesPassThrough ? 0 : 40, "data through passthrough exactly when the mount took it")
+            XCTAssertEqual(session.passthroughEnabled, fs.writesPassThrough, "creates carry the real file exactly when the mount took passthrough")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing), [], "the backing folder stays empty after the unmount")
+    }
 }
