@@ -486,7 +486,7 @@ enum FloorBench {
         print("the real file, its descriptor the passthrough backing file (registered at the open, its id closed with the descriptor at")
         print("release), unlink and rmdir unlinkat, mkdir mkdirat (and an O_PATH open of the new folder), setattr fchmodat,")
         print("fchownat, utimensat, rename renameat2, each relative to its folder's descriptor; lookups, getattrs and listings")
-        print("answered from its tree, except a file written since (fstatat once: the tree does not know its size); the backing")
+        print("answered from its tree, except the size and times of a file written since it looked (fstat or fstatat: a passthrough write does not pass the daemon); the backing")
         print("folder is checked empty after each run. What it costs above the floor is what storing real files costs any daemon;")
         print("what coordfs costs above it is coordfs's own work. Load average (1, 5, 15 min): \(loads.0) at the start, \(loads.1)")
         print("at the end (\(ProcessInfo.processInfo.activeProcessorCount) cores); \(Int(seconds)) s in all.")
