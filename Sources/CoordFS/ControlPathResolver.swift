@@ -23,16 +23,22 @@ struct ControlPathResolver: Sendable {
     /// The mountpoint, absolute.
     let mountpoint: String
     /// The path this process opens the backing folder by: through a descriptor opened when the
-    /// resolver was made (`/proc/self/fd/N`, held for the process's life), so a backing folder
-    /// renamed or moved while mounted is still the one served (its old path may be gone, or name
-    /// another folder). Never shown or handed to another process.
+    /// resolver was made (`/proc/self/fd/N`, held as long as a copy of the resolver lives), so a
+    /// backing folder renamed or moved while mounted is still the one served (its old path may be
+    /// gone, or name another folder). Never shown or handed to another process.
     let root: String
+    /// The descriptor `root` names, closed when the last copy of this resolver is gone (the daemon
+    /// that made it, and its coordinator's `BackingPermissions`): not before, or its number could
+    /// name another file; not later, or the backing folder stays in use after the daemon ended
+    /// (a backing folder on another FUSE mount kept that mount's connection, its serving loop and
+    /// its io_uring threads alive after its lazy unmount, for as long as the process lived).
+    private let descriptor: BackingFolderDescriptor
 
     init(backing: String, mountpoint: String) {
         self.backing = backing
         self.mountpoint = mountpoint
-        let fd = backing.withNameCString { open($0, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC) }
-        root = fd >= 0 ? "/proc/self/fd/\(fd)" : backing
+        descriptor = BackingFolderDescriptor(backing.withNameCString { open($0, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC) })
+        root = descriptor.fd >= 0 ? "/proc/self/fd/\(descriptor.fd)" : backing
     }
 
     /// Symbolic links followed in one resolution before giving up (Linux's MAXSYMLINKS).
@@ -240,4 +246,11 @@ struct ControlPathResolver: Sendable {
 }
 
 /// O_PATH (GNU-only in Glibc's Swift module).
+/// A descriptor owned by whoever holds this (closed at deinit; -1: none).
+private final class BackingFolderDescriptor: Sendable {
+    let fd: Int32
+    init(_ fd: Int32) { self.fd = fd }
+    deinit { if fd >= 0 { close(fd) } }
+}
+
 private let O_PATH_FLAG: Int32 = 0o10000000

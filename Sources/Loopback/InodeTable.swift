@@ -26,8 +26,10 @@ public final class BackingNode: @unchecked Sendable {
     /// Nil for nodes that hold their descriptor from the start (within the budget, or on a file
     /// system without file handles).
     let handle: LinuxCalls.KernelFileHandle?
-    /// A readable descriptor on the item's mount, for `open_by_handle_at` with `handle`.
-    let mountFD: Int32
+    /// A readable descriptor on the item's mount, for `open_by_handle_at` with `handle` (-1: none).
+    var mountFD: Int32 { anchor?.fd ?? -1 }
+    /// Where `mountFD` comes from: held by each node that uses it, so it stays open while one does.
+    private let anchor: MountAnchor?
     /// Where a descriptor this node holds is counted (nil: not counted, the root and items without
     /// file handles).
     private let budget: DescriptorBudget?
@@ -53,7 +55,7 @@ public final class BackingNode: @unchecked Sendable {
     /// How the item itself (not O_PATH) is opened (`Loopback.reopen`): by a file handle read at its
     /// first such open, or through /proc/self/fd where it has none.
     let reopening = Mutex<Reopening>(.unknown)
-    enum Reopening { case unknown, byHandle(LinuxCalls.KernelFileHandle, mountFD: Int32), byProcPath }
+    enum Reopening { case unknown, byHandle(LinuxCalls.KernelFileHandle, anchor: MountAnchor), byProcPath }
     /// A regular file's latest open through the mount while it is open (weak: gone with its last
     /// reference): extended-attribute calls go through its descriptor instead of reopening the file
     /// (`Loopback.xattrCall`), which is the case of the kernel's `security.capability` at each write.
@@ -61,11 +63,11 @@ public final class BackingNode: @unchecked Sendable {
     struct WeakOpen: Sendable { weak var file: OpenFile? }
 
     init(fd: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget?) {
-        slot = Atomic(fd); handle = nil; mountFD = -1; self.key = key; self.type = type; self.budget = budget
+        slot = Atomic(fd); handle = nil; anchor = nil; self.key = key; self.type = type; self.budget = budget
     }
 
-    init(handle: LinuxCalls.KernelFileHandle, mountFD: Int32, key: InodeKey, type: mode_t, budget: DescriptorBudget) {
-        slot = Atomic(-1); self.handle = handle; self.mountFD = mountFD; self.key = key; self.type = type; self.budget = budget
+    init(handle: LinuxCalls.KernelFileHandle, anchor: MountAnchor, key: InodeKey, type: mode_t, budget: DescriptorBudget) {
+        slot = Atomic(-1); self.handle = handle; self.anchor = anchor; self.key = key; self.type = type; self.budget = budget
     }
 
     deinit {
@@ -181,6 +183,13 @@ final class DescriptorBudget: Sendable {
 /// handle carries the inode's generation). Otherwise the node's file is gone and the number was
 /// reused: the new item gets a node of its own, and the old one is kept aside (`displaced`) until
 /// the kernel forgets it, its uses failing with ENOENT.
+/// A readable descriptor on a backing mount (`InodeTable.anchor`), closed with its last holder.
+final class MountAnchor: Sendable {
+    let fd: Int32
+    init(_ fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+}
+
 final class InodeTable: Sendable {
     private struct Nodes {
         var byKey: [InodeKey: BackingNode] = [:]
@@ -190,8 +199,10 @@ final class InodeTable: Sendable {
     private let nodes = Mutex<Nodes>(Nodes())
     /// Called outside the table lock.
     let observer = Mutex<(any DirectoryObserver)?>(nil)
-    /// One descriptor per backing mount, for `open_by_handle_at` (kept for the daemon's life).
-    private let mountAnchors = Mutex<[Int32: Int32]>([:])
+    /// One descriptor per backing mount, for `open_by_handle_at`: kept while the table or a node
+    /// that uses it lives, closed after (a daemon that ended in a process that goes on would
+    /// otherwise keep its backing folder's file system busy: it could not be unmounted).
+    private let mountAnchors = Mutex<[Int32: MountAnchor]>([:])
     let budget: DescriptorBudget
     let root: BackingNode
 
@@ -278,7 +289,7 @@ final class InodeTable: Sendable {
             return BackingNode(fd: fd, key: key, type: type, budget: nil)
         }
         close(fd)
-        return BackingNode(handle: handle, mountFD: anchor, key: key, type: type, budget: budget)
+        return BackingNode(handle: handle, anchor: anchor, key: key, type: type, budget: budget)
     }
 
     /// The file handle and mount descriptor to open `node` by (`Loopback.reopen`): the handle a node
@@ -287,22 +298,22 @@ final class InodeTable: Sendable {
     func handleToOpen(_ node: BackingNode) -> (handle: LinuxCalls.KernelFileHandle, mountFD: Int32)? {
         if let handle = node.handle { return (handle, node.mountFD) }
         switch node.reopening.withLock({ $0 }) {
-        case .byHandle(let h, let m): return (h, m)
+        case .byHandle(let h, let a): return (h, a.fd)
         case .byProcPath: return nil
         case .unknown: break
         }
-        var found: (handle: LinuxCalls.KernelFileHandle, mountFD: Int32)? = nil
+        var found: (handle: LinuxCalls.KernelFileHandle, anchor: MountAnchor)? = nil
         if case .success(let item?) = node.withDescriptor({ LinuxCalls.fileHandle(of: $0) }),
            let anchor = anchor(item.mountID, parent: root) {
             found = (item.handle, anchor)
         }
-        node.reopening.withLock { $0 = found.map { .byHandle($0.handle, mountFD: $0.mountFD) } ?? .byProcPath }
-        return found
+        node.reopening.withLock { $0 = found.map { .byHandle($0.handle, anchor: $0.anchor) } ?? .byProcPath }
+        return found.map { ($0.handle, $0.anchor.fd) }
     }
 
     /// A readable descriptor on the mount `mountID` (open_by_handle_at refuses O_PATH ones): the
-    /// backing root, or else the parent directory, opened once per mount and kept.
-    private func anchor(_ mountID: Int32, parent: BackingNode) -> Int32? {
+    /// backing root, or else the parent directory, opened once per mount and kept (`mountAnchors`).
+    private func anchor(_ mountID: Int32, parent: BackingNode) -> MountAnchor? {
         if let a = mountAnchors.withLock({ $0[mountID] }) { return a }
         func open(_ directory: BackingNode) -> Int32 {
             let opened = directory.withDescriptor { dfd -> Int32 in
@@ -316,8 +327,9 @@ final class InodeTable: Sendable {
         guard fd >= 0 else { return nil }
         return mountAnchors.withLock { anchors in
             if let a = anchors[mountID] { close(fd); return a }
-            anchors[mountID] = fd
-            return fd
+            let made = MountAnchor(fd)
+            anchors[mountID] = made
+            return made
         }
     }
 
