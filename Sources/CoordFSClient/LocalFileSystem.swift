@@ -54,7 +54,7 @@ extension LocalFileSystem {
             guard let folder = source.withNameCString({ opendir($0) }) else { throw .unreadable(source, errno: errno) }
             defer { closedir(folder) }
             while let entry = readdir(folder) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
                     Array(raw.prefix { $0 != 0 })
                 }
                 if name == [0x2E] || name == [0x2E, 0x2E] { continue }
@@ -90,7 +90,7 @@ extension LocalFileSystem {
         if info.st_mode & S_IFMT == S_IFDIR, let folder = path.withNameCString({ opendir($0) }) {
             var children: [String] = []
             while let entry = readdir(folder) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+                let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
                 if name != [0x2E] && name != [0x2E, 0x2E] { children.append(String(nameBytes: name)) }
             }
             closedir(folder)

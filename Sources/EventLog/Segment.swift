@@ -63,7 +63,7 @@ struct SegmentName: Comparable, Hashable, Sendable {
         defer { closedir(dir) }
         var names: [SegmentName] = []
         while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
                 $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
             }
             if let s = SegmentName(fileName: name) { names.append(s) }

@@ -117,7 +117,7 @@ final class SegmentStore {
         // A crash between creating a segment and renaming it into place leaves a temp file.
         if let dir = opendir(directory) {
             while let entry = readdir(dir) {
-                let name = withUnsafePointer(to: entry.pointee.d_name) {
+                let name = withUnsafePointer(to: &entry.pointee.d_name) {
                     $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
                 }
                 if name.hasPrefix(SegmentStore.tempPrefix) && name.hasSuffix(SegmentStore.tempSuffix) {

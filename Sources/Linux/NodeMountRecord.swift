@@ -66,7 +66,7 @@ public struct NodeMountRecord: Equatable, Sendable {
         defer { closedir(dir) }
         var names: [String] = []
         while let e = readdir(dir) {
-            let n = withUnsafePointer(to: e.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(nameCString: $0) } }
+            let n = withUnsafePointer(to: &e.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(nameCString: $0) } }
             if n != "." && n != ".." && (e.pointee.d_type == UInt8(DT_DIR) || e.pointee.d_type == UInt8(DT_UNKNOWN)) { names.append(n) }
         }
         return names.sorted()
