@@ -108,8 +108,11 @@ public protocol ClusterHost: AnyObject, Sendable {
     /// attributes and pages for them. Called before this node's presenters hear of the changes.
     func clusterDropCaches(_ changes: [AccessChange])
     /// After the caches were dropped and before the presenters are told: what the store does for a
-    /// local change (conflicts, reloads, following a move).
-    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin)
+    /// local change (conflicts, reloads, following a move). `asked`: presenters here were asked for
+    /// the access (a proxy ran here; they hear the changes from its release). Returns the changes
+    /// presenters here heard already, before the record came (the mount's backing watcher told
+    /// them, seeing the writes in a folder this node shares): the node does not tell them again.
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin, asked: Bool) -> [AccessChange]
     /// etcd compacted change records this node had not read: these items, presented here, may
     /// have been changed by another node meanwhile. Drop the kernel's caches of them and tell the
     /// store of each whose file is not the one it knew (a conflict for unsaved changes, a reload);
@@ -129,6 +132,9 @@ public protocol ClusterHost: AnyObject, Sendable {
     func clusterChangeBegins(_ intents: [FileAccessIntent])
     /// That access ended; `told`: its change record told changes here (before this).
     func clusterChangeEnded(_ intents: [FileAccessIntent], told: Bool)
+    /// An access of this node changed these items (its presenters heard; its record goes to the
+    /// other nodes).
+    func clusterChangedHere(_ changes: [AccessChange])
 }
 
 extension ClusterHost {
@@ -137,6 +143,7 @@ extension ClusterHost {
     public func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String) {}
     public func clusterChangeBegins(_ intents: [FileAccessIntent]) {}
     public func clusterChangeEnded(_ intents: [FileAccessIntent], told: Bool) {}
+    public func clusterChangedHere(_ changes: [AccessChange]) {}
 }
 
 /// One step of the cluster's coordination, as etcd ordered it (`coordfs watch --cluster`).

@@ -493,6 +493,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let start = (!state.changeRecords.isEmpty || !state.ops.isEmpty) && claimFlush()
         lock.unlock()
         if start { Task.detached { [self] in await flushLoop() } }
+        if !changes.isEmpty { host?.clusterChangedHere(changes) }
     }
 
     // MARK: Rights (called with the lock held)
@@ -1790,11 +1791,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 let changes = r.changes
                 guard !changes.isEmpty else { continue }
                 let origin = r.origin.origin(node: node)
+                let asked = viaProxy.contains(r.serial)
                 host?.clusterDropCaches(changes)
-                host?.clusterDidChange(changes, origin: origin)
+                let heard = host?.clusterDidChange(changes, origin: origin, asked: asked) ?? []
                 // Presenters asked through a proxy hear it from the proxy's release, after their
-                // own asks; the others now.
-                if !viaProxy.contains(r.serial) { for c in changes { coordinator?.announce(c, origin: origin) } }
+                // own asks; the others now (but what they heard already, from the mount's watcher).
+                if !asked { for c in changes where !heard.contains(c) { coordinator?.announce(c, origin: origin) } }
             }
         }
         for end in effects.proxiesToEnd { endProxy(end.proxy, end.changes, answerGone: end.answerGone) }

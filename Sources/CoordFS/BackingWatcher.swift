@@ -249,7 +249,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let item = renamed ? nil : resolved.first.flatMap(pathOf)
             let touched = [from, to, item].compactMap { $0 }
             let decisive = [to ?? from ?? item].compactMap { $0 }
-            if echoes.isEcho(touched, decidedBy: decisive, origin: origin) { return }
+            // Only an event that tells presenters something notes the file as told (a write's
+            // MODIFY read before its close tells nothing: the close, or the record, does).
+            let tells = mask & (LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
+                                | LinuxCalls.Fanotify.closeWrite) != 0
+                || (mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0)
+            if echoes.isEcho(touched, decidedBy: tells ? decisive : [], origin: origin) { return }
         }
         func path(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
             tempPatterns.matches(r.name) ? nil : pathOf(r)

@@ -15,9 +15,13 @@ import Synchronization
 ///   are held; when the proxy ends, the record has told the change, and the held events are
 ///   dropped; a proxy whose record told nothing of the item (its access wrote nothing there) lets
 ///   them be told then, once;
-/// - once a record told a change of an item here, the file as it then was is remembered: a
-///   watcher's event that finds the file still so (read late, after the record) is that change;
-///   one that finds it changed is a change beside every mount, told, and the memory goes.
+/// - once a record told a change of an item here (or an access of this node made one, or the
+///   watcher told one), the file as it then was is remembered: a watcher's event that finds the
+///   file still so (read late, after the record) is that change; one that finds it changed is a
+///   change beside every mount, told, and remembered;
+/// - a record whose node asked nobody here (a folder's presenters, which a write inside it does
+///   not ask: nothing was held) that finds the file as the watcher told it, read before the record
+///   came, is that tell's change: it tells nothing more here.
 /// Matched by what the file is, not by who wrote it or when, as `PassthroughWrites` matches the
 /// mount's own writes.
 final class ClusterEchoes: Sendable {
@@ -29,8 +33,11 @@ final class ClusterEchoes: Sendable {
         var writing = 0, writingInside = 0
         /// Events held while they ran, with who the watcher found made the first.
         var held: AccessOrigin?
-        /// The file as the last record told here left it.
+        /// The file as the last change told here left it (a record's, this node's own access's, or
+        /// one the watcher told).
         var told: FileState?
+        /// That last change was told by the watcher (before any record of it came).
+        var toldByWatcher = false
         var order: UInt64 = 0
         var isEmpty: Bool { writing == 0 && writingInside == 0 && held == nil && told == nil }
     }
@@ -73,29 +80,53 @@ final class ClusterEchoes: Sendable {
         }
     }
 
-    /// A change record of another node told these items' changes here (before its presenters
-    /// heard): the files as they are now are that change.
-    func told(_ paths: [ItemPath]) {
+    /// A change record of another node tells these items' changes here (before its presenters
+    /// hear): the files as they are now are that change (one take of the lock). With `matching`
+    /// (a record whose node asked no presenter here, so that nothing was held while it wrote):
+    /// returns the items whose change presenters here heard already, from the watcher, which read
+    /// the writes before the record came and found the file as it still is; the record tells
+    /// nothing more of them here.
+    @discardableResult
+    func told(_ paths: [ItemPath], matching: Bool = false) -> Set<ItemPath> {
         let states = paths.map { ($0, stateOf($0)) }
-        table.withLock { t in
+        return table.withLock { t in
+            var heard = Set<ItemPath>()
             for (path, state) in states {
                 t.order += 1
                 var e = t.entries[path, default: Entry()]
+                if matching, e.toldByWatcher, let told = e.told, told == state { heard.insert(path) }
                 e.told = .some(state)
+                e.toldByWatcher = false
                 e.held = nil
                 e.order = t.order
                 t.entries[path] = e
             }
             trim(&t)
-        }
-        // Held below a told item (a folder replaced): told with it.
-        table.withLock { t in
+            // Held below a told item (a folder replaced): told with it.
             for path in paths {
                 for (p, e) in t.entries where e.held != nil && path.isAncestor(of: p) {
                     t.entries[p]?.held = nil
                     if t.entries[p]?.isEmpty == true { t.entries[p] = nil }
                 }
             }
+            return heard
+        }
+    }
+
+    /// An access of this node changed these items (its presenters heard, and other nodes will from
+    /// its record): the files as they are now are that change. What the watcher reads later of
+    /// another node finding them still so (its daemon letting go of a descriptor it kept, which
+    /// changes nothing) is not told again.
+    func changedHere(_ paths: [ItemPath]) {
+        let states = paths.map { ($0, stateOf($0)) }
+        table.withLock { t in
+            for (path, state) in states {
+                t.order += 1
+                t.entries[path, default: Entry()].told = .some(state)
+                t.entries[path]?.toldByWatcher = false
+                t.entries[path]?.order = t.order
+            }
+            trim(&t)
         }
     }
 
@@ -139,7 +170,8 @@ final class ClusterEchoes: Sendable {
     }
 
     /// Whether the watcher's event on `paths` (the item, or a rename's two names; `decisive`: the one
-    /// whose file decides, a rename's destination) is another node's
+    /// whose file decides, a rename's destination; none for an event the watcher tells nothing of,
+    /// a write's MODIFY: it must not take the file as told) is another node's
     /// change the cluster tells (held, or told already), or finds the file as presenters here were
     /// last told of it (a late close of a descriptor that changed nothing since: another node's
     /// daemon letting go of a file it kept): then the watcher tells nothing of it. Otherwise the
@@ -164,6 +196,7 @@ final class ClusterEchoes: Sendable {
                 }
                 t.order += 1
                 t.entries[path, default: Entry()].told = .some(state)
+                t.entries[path]?.toldByWatcher = true
                 t.entries[path]?.order = t.order
             }
             trim(&t)

@@ -60,22 +60,33 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
         _ = done.wait(timeout: .now() + Self.invalidationWait)
     }
 
-    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin) {
-        // What the backing watcher sees of these changes, read after this, is not told again.
-        echoes?.told(changes.flatMap { c -> [ItemPath] in
-            switch c {
-            case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
-            case .moved(let a, let b): return [a, b]
-            }
-        })
-        guard let hooks = daemon?.coordinated?.storeHooks else { return }
-        for c in changes {
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin, asked: Bool) -> [AccessChange] {
+        // What the backing watcher sees of these changes, read after this, is not told again; what
+        // it told already, finding the file as it is now, is not told by the record (its node asked
+        // nobody here, so the watcher was not held while it wrote: a folder's presenters here).
+        let heard = echoes?.told(changes.flatMap(Self.paths), matching: !asked) ?? []
+        // A change is the file at its (last) path: a move's destination.
+        let already = changes.filter { c in Self.paths(c).last.map(heard.contains) ?? false }
+        guard let hooks = daemon?.coordinated?.storeHooks else { return already }
+        for c in changes where !already.contains(c) {
             switch c {
             case .changed(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didChange(p, by: origin) }
             case .deleted(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didDelete(p, by: origin) }
             case .moved(let a, let b): if daemon?.coordinator.isPresented(atOrBelow: a) == true { hooks.didMove(from: a, to: b, by: origin) }
             case .subitemAppeared: break
             }
+        }
+        return already
+    }
+
+    func clusterChangedHere(_ changes: [AccessChange]) {
+        echoes?.changedHere(changes.flatMap(Self.paths))
+    }
+
+    private static func paths(_ c: AccessChange) -> [ItemPath] {
+        switch c {
+        case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
+        case .moved(let a, let b): return [a, b]
         }
     }
 

@@ -19,8 +19,9 @@ final class LoggingHost: ClusterHost, @unchecked Sendable {
     func clusterDropCaches(_ changes: [AccessChange]) {
         for c in changes { journal.log("\(node):dropCaches(\(c))") }
     }
-    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin) {
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin, asked: Bool) -> [AccessChange] {
         for c in changes { journal.log("\(node):store(\(c))") }
+        return []
     }
 }
 
