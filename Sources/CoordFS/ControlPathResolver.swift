@@ -1,5 +1,6 @@
 import ControlProtocol
 import Glibc
+import LinuxGNU
 import NameBytes
 
 /// Where a protocol path really is below the backing folder, and what the peer may do with it.
@@ -32,12 +33,12 @@ struct ControlPathResolver: Sendable {
     /// name another file; not later, or the backing folder stays in use after the daemon ended
     /// (a backing folder on another FUSE mount kept that mount's connection, its serving loop and
     /// its io_uring threads alive after its lazy unmount, for as long as the process lived).
-    private let descriptor: BackingFolderDescriptor
+    private let descriptor: OwnedDescriptor
 
     init(backing: String, mountpoint: String) {
         self.backing = backing
         self.mountpoint = mountpoint
-        descriptor = BackingFolderDescriptor(backing.withNameCString { open($0, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC) })
+        descriptor = OwnedDescriptor(backing.withNameCString { open($0, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC) })
         root = descriptor.fd >= 0 ? "/proc/self/fd/\(descriptor.fd)" : backing
     }
 
@@ -246,11 +247,4 @@ struct ControlPathResolver: Sendable {
 }
 
 /// O_PATH (GNU-only in Glibc's Swift module).
-/// A descriptor owned by whoever holds this (closed at deinit; -1: none).
-private final class BackingFolderDescriptor: Sendable {
-    let fd: Int32
-    init(_ fd: Int32) { self.fd = fd }
-    deinit { if fd >= 0 { close(fd) } }
-}
-
 private let O_PATH_FLAG: Int32 = 0o10000000

@@ -184,11 +184,7 @@ final class DescriptorBudget: Sendable {
 /// reused: the new item gets a node of its own, and the old one is kept aside (`displaced`) until
 /// the kernel forgets it, its uses failing with ENOENT.
 /// A readable descriptor on a backing mount (`InodeTable.anchor`), closed with its last holder.
-final class MountAnchor: Sendable {
-    let fd: Int32
-    init(_ fd: Int32) { self.fd = fd }
-    deinit { close(fd) }
-}
+typealias MountAnchor = OwnedDescriptor
 
 final class InodeTable: Sendable {
     private struct Nodes {

@@ -77,9 +77,14 @@ extension Loopback {
         guard n > root.count, bytes[root.count] == 0x2F, bytes.starts(with: root) else {
             return bytes.elementsEqual(root) ? .path([]) : nil
         }
-        let deleted = " (deleted)".utf8
-        if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return .gone }
+        if isDeleted(bytes) { return .gone }
         return .path(Array(bytes[(root.count + 1)...]))
+    }
+
+    /// Whether a path read from /proc/self/fd is of an item that was removed (the kernel's suffix).
+    private static func isDeleted(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let deleted = " (deleted)".utf8
+        return bytes.count >= deleted.count && bytes[(bytes.count - deleted.count)...].elementsEqual(deleted)
     }
 
     /// Where the backing root is now, read from its descriptor; nil when it cannot be told.
@@ -90,9 +95,7 @@ extension Loopback {
                 let n = withProcPath(fd) { p in Glibc.readlink(p, buf.baseAddress!, max) }
                 guard n > 0, buf[0] == 0x2F else { return nil }
                 let bytes = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
-                let deleted = " (deleted)".utf8
-                if n >= deleted.count, bytes[(n - deleted.count)...].elementsEqual(deleted) { return nil }
-                return Array(bytes)
+                return Self.isDeleted(bytes) ? nil : Array(bytes)
             }
         }
         return (try? read.get()) ?? nil
