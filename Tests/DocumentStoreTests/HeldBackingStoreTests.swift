@@ -51,4 +51,37 @@ final class HeldBackingStoreTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: old), ["doc.txt"], "nothing written at the old path")
         XCTAssertEqual(text(old + "/doc.txt"), "impostor\n")
     }
+
+    /// A store error names a file by where its folder is now, never by the held descriptor's
+    /// `/proc/self/fd/N` path a person cannot act on.
+    func testAStoreErrorNamesTheFolderWhereItIsNotTheHeldDescriptor() throws {
+        let parent = "/tmp/coordfs-store-tests/held-\(UInt64.random(in: 0...UInt64.max))"
+        let old = parent + "/Docs", new = parent + "/Documents"
+        try FileSystem.mkdirs(old + "/.coordfs")
+        defer { _ = try? Shell.run("/bin/rm", ["-rf", parent]) }
+        try Data("one\n".utf8).write(to: URL(fileURLWithPath: old + "/doc.txt"))
+        let rootFD = open(old, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let stateFD = open(old + "/.coordfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(rootFD, 0)
+        XCTAssertGreaterThanOrEqual(stateFD, 0)
+        defer { close(rootFD); close(stateFD) }
+        let store = try DocumentStore(backingRoot: "/proc/self/fd/\(rootFD)", stateDirectory: "/proc/self/fd/\(stateFD)/store")
+        _ = try store.register(StorePresenterID("alice"), path: "doc.txt")
+        let kept = try XCTUnwrap(try store.preserveBeforeInPlaceWrite("doc.txt"))
+        XCTAssertEqual(rename(old, new), 0)
+        // The version's file goes missing (a disk error, a hand in the state folder).
+        let objects = new + "/.coordfs/store/objects"
+        for name in try FileManager.default.contentsOfDirectory(atPath: objects) { XCTAssertEqual(unlink(objects + "/" + name), 0) }
+        XCTAssertThrowsError(try store.contents(of: kept.version.id)) {
+            guard case let .system(_, path, code) = $0 as? DocumentStoreError else { return XCTFail("\($0)") }
+            XCTAssertEqual(code, ENOENT)
+            XCTAssertTrue(path.hasPrefix(objects + "/"), path)
+            XCTAssertFalse("\($0)".contains("/proc/self/fd"), "\($0)")
+        }
+        // Unchanged: a path not through a held descriptor, and one whose number is no descriptor.
+        XCTAssertEqual(FileSystem.shown("/proc/self/fdx/1/a"), "/proc/self/fdx/1/a")
+        XCTAssertEqual(FileSystem.shown("/proc/self/fd/99999/a"), "/proc/self/fd/99999/a")
+        XCTAssertEqual(FileSystem.shown("/proc/self/fd/\(rootFD)x/a"), "/proc/self/fd/\(rootFD)x/a")
+        XCTAssertEqual(FileSystem.shown("/proc/self/fd/\(rootFD)"), new)
+    }
 }
