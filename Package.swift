@@ -79,11 +79,11 @@ let package = Package(
             ]
         ),
         .target(name: "Cluster", dependencies: ["ClusterKV", "Coordination", "NameBytes"]),
-        .target(name: "EventLog", dependencies: ["LinuxGNU", "NameBytes", "Vocabulary"]),
+        .target(name: "EventLog", dependencies: ["Linux", "LinuxGNU", "NameBytes", "Vocabulary"]),
         .target(name: "ControlProtocol", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
         .target(
             name: "DocumentStore",
-            dependencies: ["LinuxGNU", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["Linux", "LinuxGNU", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CoordFS",

@@ -1,5 +1,6 @@
 import Glibc
 import NameBytes
+import Linux
 import LinuxGNU
 
 /// The few system calls the store makes, each retrying `EINTR` and turning errno into
@@ -63,29 +64,7 @@ enum FileSystem {
     }
 
     static func error(_ operation: String, _ path: String, _ code: Int32 = errno) -> DocumentStoreError {
-        .system(operation: operation, path: shown(path), errno: code)
-    }
-
-    /// A path as a person reads it in a message: one through a descriptor this process holds
-    /// (`/proc/self/fd/N/...`, how the daemon's store reaches its folders) is named by where that
-    /// folder is now, as the kernel reports it (" (deleted)" when it is gone); another, or one the
-    /// kernel cannot name within PATH_MAX, as given. Looked up when the error is made, while the
-    /// descriptor still names that folder.
-    static func shown(_ path: String) -> String {
-        let bytes = path.utf8
-        let prefix = "/proc/self/fd/".utf8
-        guard bytes.starts(with: prefix) else { return path }
-        let digits = bytes.dropFirst(prefix.count).prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
-        guard !digits.isEmpty else { return path }
-        let end = digits.endIndex
-        guard end == bytes.endIndex || bytes[end] == UInt8(ascii: "/") else { return path }
-        let link = String(Substring(path.utf8[..<end]))
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink(link, &buffer, Int(PATH_MAX))
-        guard n > 0, n < Int(PATH_MAX), buffer[0] == CChar(UInt8(ascii: "/")) else { return path }
-        buffer[n] = 0
-        let folder = buffer.withUnsafeBufferPointer { String(nameCString: $0.baseAddress!) }
-        return folder + String(Substring(path.utf8[end...]))
+        .system(operation: operation, path: HeldPath.shown(path), errno: code)
     }
 
     /// Runs a call that returns -1 and sets errno on failure, retrying EINTR.

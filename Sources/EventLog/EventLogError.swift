@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 
 /// Errors from opening, writing or reading an event log directory.
 public enum EventLogError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -14,6 +15,12 @@ public enum EventLogError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidArgument(String)
     /// The writer was closed.
     case closed
+
+    /// A failed system call on `path`, named in the message by where its folder is now when the
+    /// path goes through a descriptor this process holds (the daemon's `/proc/self/fd/N/log`).
+    static func failed(operation: String, path: String, errno: Int32) -> EventLogError {
+        .system(operation: operation, path: HeldPath.shown(path), errno: errno)
+    }
 
     /// The errno of a failed system call, nil for the other errors.
     public var errno: Int32? {

@@ -63,9 +63,9 @@ public final class EventLogReader {
         self.filter = filter
         self.index = index
         var st = stat()
-        guard stat(directory, &st) == 0 else { throw EventLogError.system(operation: "stat", path: directory, errno: errno) }
+        guard stat(directory, &st) == 0 else { throw EventLogError.failed(operation: "stat", path: directory, errno: errno) }
         guard st.st_mode & S_IFMT == S_IFDIR else {
-            throw EventLogError.system(operation: "open", path: directory, errno: ENOTDIR)
+            throw EventLogError.failed(operation: "open", path: directory, errno: ENOTDIR)
         }
         // Watch before the first read, so nothing written after that read can be missed. A reader
         // in the writer's process (the daemon's, for one request) watches only once it waits:
@@ -259,7 +259,7 @@ public final class EventLogReader {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return false }  // deleted by retention meanwhile
-            throw EventLogError.system(operation: "open", path: path, errno: errno)
+            throw EventLogError.failed(operation: "open", path: path, errno: errno)
         }
         do {
             try name.validateHeader(fd: fd, path: path)

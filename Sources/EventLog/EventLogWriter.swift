@@ -246,7 +246,7 @@ private final class WriterCore: @unchecked Sendable {
             box.release()
             store.close()
             sync.withLock { finished = true }
-            throw EventLogError.system(operation: "pthread_create", path: store.directory, errno: rc)
+            throw EventLogError.failed(operation: "pthread_create", path: store.directory, errno: rc)
         }
         thread = tid
     }

@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 
 /// One file of the log: `segment-<first seq, 20 digits>.evlog`, a 16-byte header
 /// (`CFSEVLOG` + u64 LE first seq) followed by framed records (see `RecordCodec`).
@@ -46,19 +47,19 @@ struct SegmentName: Comparable, Hashable, Sendable {
         let n = try h.withUnsafeMutableBytes { (p) throws -> Int in
             try Sys.pread(fd, p.baseAddress!, SegmentName.headerSize, 0, path: path)
         }
-        guard n == SegmentName.headerSize else { throw EventLogError.notASegment(path: path, reason: "shorter than its header") }
-        guard Array(h[0..<8]) == SegmentName.magic else { throw EventLogError.notASegment(path: path, reason: "bad magic") }
+        guard n == SegmentName.headerSize else { throw EventLogError.notASegment(path: HeldPath.shown(path), reason: "shorter than its header") }
+        guard Array(h[0..<8]) == SegmentName.magic else { throw EventLogError.notASegment(path: HeldPath.shown(path), reason: "bad magic") }
         var seq: UInt64 = 0
         for i in (8..<16).reversed() { seq = seq << 8 | UInt64(h[i]) }
         guard seq == firstSeq else {
-            throw EventLogError.notASegment(path: path, reason: "header says first seq \(seq), name says \(firstSeq)")
+            throw EventLogError.notASegment(path: HeldPath.shown(path), reason: "header says first seq \(seq), name says \(firstSeq)")
         }
     }
 
     /// The segments in `directory`, oldest first.
     static func list(directory: String) throws -> [SegmentName] {
         guard let dir = opendir(directory) else {
-            throw EventLogError.system(operation: "opendir", path: directory, errno: errno)
+            throw EventLogError.failed(operation: "opendir", path: directory, errno: errno)
         }
         defer { closedir(dir) }
         var names: [SegmentName] = []

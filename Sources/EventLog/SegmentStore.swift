@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 import LinuxGNU
 
 /// The files of one log directory as the writer sees them: recovery at open, appending framed
@@ -56,7 +57,7 @@ final class SegmentStore {
         // The log names items of every user: only the writer's user may read it (others read what
         // they may see through the daemon). A log made by an older version is closed up too.
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw EventLogError.system(operation: "mkdir", path: directory, errno: errno)
+            throw EventLogError.failed(operation: "mkdir", path: directory, errno: errno)
         }
         dirFD = try Sys.open(directory, O_RDONLY | O_DIRECTORY)
         _ = fchmod(dirFD, 0o700)
@@ -73,8 +74,8 @@ final class SegmentStore {
         _ = fchmod(lockFD, 0o600)
         do {
             if let e = sys({ flock(lockFD, LOCK_EX | LOCK_NB) }) {
-                if e.rawValue == EWOULDBLOCK { throw EventLogError.locked(path: directory) }
-                throw EventLogError.system(operation: "flock", path: directory, errno: e.rawValue)
+                if e.rawValue == EWOULDBLOCK { throw EventLogError.locked(path: HeldPath.shown(directory)) }
+                throw EventLogError.failed(operation: "flock", path: directory, errno: e.rawValue)
             }
             previousState = EventLogWriterState.read(fd: lockFD)
             writeState(EventLogWriterState(phase: .writing))
@@ -129,7 +130,7 @@ final class SegmentStore {
         for name in try SegmentName.list(directory: directory) {
             var st = stat()
             guard fstatat(dirFD, name.fileName, &st, 0) == 0 else {
-                throw EventLogError.system(operation: "stat", path: path(name.fileName), errno: errno)
+                throw EventLogError.failed(operation: "stat", path: path(name.fileName), errno: errno)
             }
             let ms = Int64(st.st_mtim.tv_sec) * 1000 + Int64(st.st_mtim.tv_nsec) / 1_000_000
             segments.append(Info(name: name, size: Int(st.st_size), lastWriteMillis: ms))
@@ -143,7 +144,7 @@ final class SegmentStore {
         let size = try Sys.fileSize(fd, path: lastPath)
         if size < SegmentName.headerSize {
             // Only a power loss after the rename can leave this; the header is ours to rewrite.
-            guard ftruncate(fd, 0) == 0 else { throw EventLogError.system(operation: "truncate", path: lastPath, errno: errno) }
+            guard ftruncate(fd, 0) == 0 else { throw EventLogError.failed(operation: "truncate", path: lastPath, errno: errno) }
             let header = SegmentName.header(firstSeq: last.name.firstSeq)
             try header.withUnsafeBytes { (p) in try Sys.writeAll(fd, p, path: lastPath) }
             recovery = EventLogWriter.Recovery(segment: lastPath, bytesTruncated: size, lastSeq: last.name.firstSeq - 1)
@@ -176,7 +177,7 @@ final class SegmentStore {
         }
         if scanner.offset < size {
             guard ftruncate(fd, off_t(scanner.offset)) == 0 else {
-                throw EventLogError.system(operation: "truncate", path: lastPath, errno: errno)
+                throw EventLogError.failed(operation: "truncate", path: lastPath, errno: errno)
             }
             recovery = EventLogWriter.Recovery(
                 segment: lastPath, bytesTruncated: size - scanner.offset,
@@ -197,11 +198,11 @@ final class SegmentStore {
             let header = SegmentName.header(firstSeq: firstSeq)
             try header.withUnsafeBytes { (p) in try Sys.writeAll(fd, p, path: path(temp)) }
             if options.sync == .everyBatch && fdatasync(fd) != 0 {
-                throw EventLogError.system(operation: "fdatasync", path: path(temp), errno: errno)
+                throw EventLogError.failed(operation: "fdatasync", path: path(temp), errno: errno)
             }
             // Renamed into place with its header written, so readers never see a headerless segment.
             guard renameat(dirFD, temp, dirFD, name.fileName) == 0 else {
-                throw EventLogError.system(operation: "rename", path: path(name.fileName), errno: errno)
+                throw EventLogError.failed(operation: "rename", path: path(name.fileName), errno: errno)
             }
         } catch {
             Sys.close(fd)
@@ -279,7 +280,7 @@ final class SegmentStore {
         if let e = flushChunk() { return (chunkFrame, e) }
         if options.sync == .everyBatch && activeFD >= 0 && fdatasync(activeFD) != 0 {
             // The bytes are in the page cache; report that the power-loss guarantee failed.
-            return (queue.count, .system(operation: "fdatasync", path: directory, errno: errno))
+            return (queue.count, .failed(operation: "fdatasync", path: directory, errno: errno))
         }
         return (queue.count, nil)
     }

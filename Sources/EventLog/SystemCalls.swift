@@ -6,14 +6,14 @@ enum Sys {
     static func openat(_ dir: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0, path: String) throws -> Int32 {
         switch sysValue({ Glibc.openat(dir, name, flags | O_CLOEXEC, mode) }) {
         case .success(let fd): return fd
-        case .failure(let e): throw EventLogError.system(operation: "open", path: path, errno: e.rawValue)
+        case .failure(let e): throw EventLogError.failed(operation: "open", path: path, errno: e.rawValue)
         }
     }
 
     static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) throws -> Int32 {
         switch sysValue({ Glibc.open(path, flags | O_CLOEXEC, mode) }) {
         case .success(let fd): return fd
-        case .failure(let e): throw EventLogError.system(operation: "open", path: path, errno: e.rawValue)
+        case .failure(let e): throw EventLogError.failed(operation: "open", path: path, errno: e.rawValue)
         }
     }
 
@@ -30,8 +30,8 @@ enum Sys {
         while done < bytes.count {
             switch sysValue({ Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) }) {
             case .success(let n) where n > 0: done += n
-            case .success: return (done, .system(operation: "write", path: path, errno: EIO))
-            case .failure(let e): return (done, .system(operation: "write", path: path, errno: e.rawValue))
+            case .success: return (done, .failed(operation: "write", path: path, errno: EIO))
+            case .failure(let e): return (done, .failed(operation: "write", path: path, errno: e.rawValue))
             }
         }
         return (done, nil)
@@ -44,7 +44,7 @@ enum Sys {
             switch sysValue({ Glibc.pread(fd, buf + done, count - done, off_t(offset + done)) }) {
             case .success(0): return done
             case .success(let n): done += n
-            case .failure(let e): throw EventLogError.system(operation: "read", path: path, errno: e.rawValue)
+            case .failure(let e): throw EventLogError.failed(operation: "read", path: path, errno: e.rawValue)
             }
         }
         return done
@@ -52,7 +52,7 @@ enum Sys {
 
     static func fileSize(_ fd: Int32, path: String) throws -> Int {
         var st = stat()
-        guard fstat(fd, &st) == 0 else { throw EventLogError.system(operation: "stat", path: path, errno: errno) }
+        guard fstat(fd, &st) == 0 else { throw EventLogError.failed(operation: "stat", path: path, errno: errno) }
         return Int(st.st_size)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import XCTest
 @testable import DocumentStore
+import Linux
 
 /// A store opened through descriptors its process holds (`/proc/self/fd/N`, as the daemon opens
 /// it) goes on in its backing folder once that folder is renamed, checks paths against where the
@@ -79,9 +80,9 @@ final class HeldBackingStoreTests: XCTestCase {
             XCTAssertFalse("\($0)".contains("/proc/self/fd"), "\($0)")
         }
         // Unchanged: a path not through a held descriptor, and one whose number is no descriptor.
-        XCTAssertEqual(FileSystem.shown("/proc/self/fdx/1/a"), "/proc/self/fdx/1/a")
-        XCTAssertEqual(FileSystem.shown("/proc/self/fd/99999/a"), "/proc/self/fd/99999/a")
-        XCTAssertEqual(FileSystem.shown("/proc/self/fd/\(rootFD)x/a"), "/proc/self/fd/\(rootFD)x/a")
-        XCTAssertEqual(FileSystem.shown("/proc/self/fd/\(rootFD)"), new)
+        XCTAssertEqual(HeldPath.shown("/proc/self/fdx/1/a"), "/proc/self/fdx/1/a")
+        XCTAssertEqual(HeldPath.shown("/proc/self/fd/99999/a"), "/proc/self/fd/99999/a")
+        XCTAssertEqual(HeldPath.shown("/proc/self/fd/\(rootFD)x/a"), "/proc/self/fd/\(rootFD)x/a")
+        XCTAssertEqual(HeldPath.shown("/proc/self/fd/\(rootFD)"), new)
     }
 }

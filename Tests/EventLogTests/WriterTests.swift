@@ -267,6 +267,29 @@ final class WriterTests: XCTestCase {
         try again.close()
     }
 
+    /// The daemon opens its log through a descriptor it holds (`/proc/self/fd/N/log`): a refusal
+    /// names the folder where it is now, never that path.
+    func testARefusalOfALogOpenedThroughAHeldDescriptorNamesTheFolderWhereItIs() throws {
+        let parent = makeTempDirectory(self)
+        XCTAssertEqual(mkdir(parent + "/state", 0o700), 0)
+        let fd = open(parent + "/state", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let w = try EventLogWriter(directory: "/proc/self/fd/\(fd)/log")
+        XCTAssertEqual(rename(parent + "/state", parent + "/moved"), 0)
+        let moved = try XCTUnwrap(realpath(parent + "/moved", nil).map { p in defer { free(p) }; return String(cString: p) })
+        XCTAssertThrowsError(try EventLogWriter(directory: "/proc/self/fd/\(fd)/log")) { e in
+            XCTAssertEqual(e as? EventLogError, .locked(path: moved + "/log"))
+        }
+        // A failed system call too: a log folder that is not there.
+        XCTAssertThrowsError(try EventLogReader(directory: "/proc/self/fd/\(fd)/nothing")) { e in
+            guard case let .system(_, path, code)? = e as? EventLogError else { return XCTFail("\(e)") }
+            XCTAssertEqual(code, ENOENT)
+            XCTAssertEqual(path, moved + "/nothing")
+        }
+        try w.close()
+    }
+
     func testAForeignFileIsRejectedAndLeftUntouched() throws {
         let dir = makeLogDirectory(self)
         XCTAssertEqual(mkdir(dir, 0o755), 0)
