@@ -255,8 +255,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
-            if f.isWrite { track(handle, f) }
-            request.reply(open: loopback.openReply(f), flags: file.flags)
+            let reply = openReply(f, p)
+            if f.isWrite { track(handle, f, flushes: !reply.noFlush) }
+            request.reply(open: reply, flags: file.flags)
         case .failure(let e):
             grant.release()
             request.reply(error: e)
@@ -344,10 +345,22 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         return fstat(fd, &st) == 0 && st.st_nlink == 0
     }
 
-    private func track(_ handle: HandleAccess, _ f: OpenFile) {
+    /// The reply to an open of `p`. A passthrough open for writing of a file someone presents (the
+    /// file or a folder it is in) keeps its FLUSH, also on a local file system (`QuietCloses`):
+    /// each close(2), exit, close-on-exec and dup2 of one of its descriptors then names the closing
+    /// process before the kernel's close event exists, so a close by any other process while the
+    /// open is held is a write beside the mount, told at once (`PassthroughWrites.flushed`). Other
+    /// opens cost no FLUSH.
+    private func openReply(_ f: OpenFile, _ p: ItemPath) -> OpenReply {
+        var reply = loopback.openReply(f)
+        if reply.noFlush, f.backingID != nil, f.isWrite, coordinator.isObserved(p) { reply.noFlush = false }
+        return reply
+    }
+
+    private func track(_ handle: HandleAccess, _ f: OpenFile, flushes: Bool) {
         if f.backingID != nil {
             let atOpen = f.stateAtOpen.map { PassthroughWrites.Times(size: $0.size, mtime: $0.mtime, ctime: $0.ctime) }
-            passthroughWrites.opened(f.inode, by: handle.pid, at: handle.path, open: f, atOpen: atOpen)
+            passthroughWrites.opened(f.inode, by: handle.pid, at: handle.path, open: f, atOpen: atOpen, flushes: flushes)
         }
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
     }
@@ -419,8 +432,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: plan.truncated, quiet: plan.quiet)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
-            track(handle, f)
-            request.reply(create: entry, open: loopback.openReply(f), flags: file.flags)
+            let reply = openReply(f, p)
+            track(handle, f, flushes: !reply.noFlush)
+            request.reply(create: entry, open: reply, flags: file.flags)
         case .failure(let e):
             dirGrant?.release()
             grant.release()
@@ -640,7 +654,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func readlink(_ request: consuming Request, inode: InodeID) { loopback.readlink(request, inode: inode) }
     public func read(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo) { loopback.read(request, inode: inode, size: size, offset: offset, file: file) }
     public func write(_ request: consuming Request, inode: InodeID, data: IncomingData, offset: Int, file: FileInfo) { loopback.write(request, inode: inode, data: data, offset: offset, file: file) }
-    public func flush(_ request: consuming Request, inode: InodeID, file: FileInfo) { loopback.flush(request, inode: inode, file: file) }
+    /// A FLUSH: on a local file system only for a passthrough open for writing of a presented file
+    /// (`openReply`). Who closed is noted (one lock, a read of /proc for the thread's process) and
+    /// the reply never waits for anything else: no presenter, no access.
+    public func flush(_ request: consuming Request, inode: InodeID, file: FileInfo) {
+        let f = loopback.openFile(file)
+        if f.isWrite, f.backingID != nil, f.attachment != nil {
+            passthroughWrites.flushed(f.inode, open: f, by: names.process(of: request.context.pid))
+        }
+        loopback.flush(request, inode: inode, file: file)
+    }
     public func fsync(_ request: consuming Request, inode: InodeID, dataOnly: Bool, file: FileInfo) { loopback.fsync(request, inode: inode, dataOnly: dataOnly, file: file) }
     public func opendir(_ request: consuming Request, inode: InodeID, file: FileInfo) { loopback.opendir(request, inode: inode, file: file) }
     public func readdir(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo, plus: Bool) { loopback.readdir(request, inode: inode, size: size, offset: offset, file: file, plus: plus) }

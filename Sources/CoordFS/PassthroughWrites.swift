@@ -22,7 +22,11 @@ import Synchronization
 ///   handles its RELEASE, and fanotify cannot tell that close from the close of a write made
 ///   beside the mount meanwhile. Either change is told once, by the open's release: it compares
 ///   the file with what it was at the open. Only when no open held now will tell anything (the file
-///   is still as it was when each began) is such a close a change beside the mount, made before;
+///   is still as it was when each began) is such a close a change beside the mount, made before.
+///   While every open held keeps its FLUSH (opened when the file had a presenter: `flushed`), the
+///   processes that closed its descriptors are known, and a close by any other process is a
+///   change beside the mount, told at once; the opens' releases then compare with the file as it
+///   was told (`rebase`) and tell their own writes (`wrote`);
 /// - otherwise an event is the mount's own when the file (the inode, whatever its names are now) is
 ///   still exactly as the mount's writes left it: the size, mtime and ctime of the daemon's own
 ///   descriptor at the release of a write open (or found at the last event matched above). A write
@@ -81,14 +85,39 @@ final class PassthroughWrites: Sendable {
 
     /// Only kept, never used: the nodes' own locks guard them.
     private struct Retained: @unchecked Sendable { let object: AnyObject }
+    /// At most this many closers are remembered per open (and modifiers per file); beyond, the open's
+    /// closers count as unknown (`HeldOpen.flushes` false), as without FLUSH.
+    static let maxPids = 64
+    /// One passthrough open for writing held now.
+    private struct HeldOpen {
+        var id: ObjectIdentifier?
+        /// The open (told through `wrote` and `rebase`), kept until its release.
+        var object: Retained?
+        var pid: pid_t
+        /// The file when it began, or since the last change beside the mount told while it was held
+        /// (nil: the open changes the file by itself, a create or O_TRUNC, or it is not known).
+        var atOpen: Times?
+        /// The kernel sends FLUSH for it (no FOPEN_NOFLUSH): every process that closed a descriptor
+        /// of it is in `closers`. False: who closes it is not known.
+        var flushes: Bool
+        var closers: Set<pid_t> = []
+    }
     private struct FileWrites {
         /// Kept alive while it has an entry: its state is read through it (whatever its names are
         /// now), and its identifier is not reused by another file.
         let node: Retained
         var open: [pid_t: Int] = [:]
-        /// The opens held, by the open's identity: the file when each began (nil: the open changes
-        /// the file by itself, a create or O_TRUNC, or it is not known).
-        var opens: [(id: ObjectIdentifier?, atOpen: Times?)] = []
+        /// The opens held, by the open's identity.
+        var opens: [HeldOpen] = []
+        /// While a held open flushes: the processes whose writes to the file (MODIFY) were read and
+        /// which are neither an opener nor a closer of a held open (a child that inherited a
+        /// descriptor and has not closed it yet, or a writer beside the mount whose close is still to
+        /// come); `modifiersLost` once more than `maxPids` were.
+        var modifiers: Set<pid_t> = []
+        var modifiersLost = false
+        /// The closers of held opens released lately, with the watcher's read at the release (their
+        /// close event is read by the next read but one, as a release's own, `releasedBy`).
+        var releasedClosers: [(pid: pid_t, read: UInt64)] = []
         /// The file as the mount's writes left it (nil: not known, or changed since).
         var left: FileState?
         /// The kernel's file handle of the file, as fanotify reports it (once known), and whether
@@ -121,12 +150,21 @@ final class PassthroughWrites: Sendable {
     private let stateOf: @Sendable (AnyObject) -> FileState?
     /// The file's kernel handle, read through its node (nil when it cannot be read).
     private let handleOf: @Sendable (AnyObject) -> [UInt8]?
+    /// Tells an open that it wrote (its release tells a change whatever the file's times say).
+    private let wrote: @Sendable (AnyObject) -> Void
+    /// Tells an open that its release compares the file with what it is now (a change beside the
+    /// mount made while it was held was told already).
+    private let rebase: @Sendable (AnyObject) -> Void
 
     init(keptReleases: Int = 256, stateOf: @escaping @Sendable (AnyObject) -> FileState? = PassthroughWrites.backingState,
-         handleOf: @escaping @Sendable (AnyObject) -> [UInt8]? = PassthroughWrites.backingHandle) {
+         handleOf: @escaping @Sendable (AnyObject) -> [UInt8]? = PassthroughWrites.backingHandle,
+         wrote: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteWritten() },
+         rebase: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteChangedBeside() }) {
         self.keptReleases = keptReleases
         self.stateOf = stateOf
         self.handleOf = handleOf
+        self.wrote = wrote
+        self.rebase = rebase
     }
 
     static func backingState(_ node: AnyObject) -> FileState? {
@@ -140,13 +178,32 @@ final class PassthroughWrites: Sendable {
     }
 
     /// A passthrough open for writing by `pid`, of the file at `path`; `open` is the open's identity
-    /// and `atOpen` the file when it began (nil: the open changes the file by itself).
-    func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil, open: AnyObject? = nil, atOpen: Times? = nil) {
+    /// and `atOpen` the file when it began (nil: the open changes the file by itself). `flushes`: the
+    /// kernel sends FLUSH for it, and each is told here (`flushed`).
+    func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil, open: AnyObject? = nil, atOpen: Times? = nil,
+                flushes: Bool = false) {
         table.withLock { t in
             let key = ObjectIdentifier(node)
             t.files[key, default: FileWrites(node: Retained(object: node))].open[pid, default: 0] += 1
-            t.files[key]?.opens.append((open.map { ObjectIdentifier($0) }, atOpen))
+            t.files[key]?.opens.append(HeldOpen(id: open.map { ObjectIdentifier($0) }, object: open.map { Retained(object: $0) },
+                                                pid: pid, atOpen: atOpen, flushes: flushes))
             if let path { t.files[key]?.path = path }
+        }
+    }
+
+    /// A FLUSH of `open` (of the file) by `pid`: close(2), exit, close-on-exec or dup2 of one of its
+    /// descriptors, in the closing process, before the last reference goes and the kernel queues
+    /// its close event. One lock, nothing waited for.
+    func flushed(_ node: AnyObject, open: AnyObject, by pid: pid_t) {
+        table.withLock { t in
+            let key = ObjectIdentifier(node), id = ObjectIdentifier(open)
+            guard var f = t.files[key], let i = f.opens.firstIndex(where: { $0.id == id }), f.opens[i].flushes else { return }
+            if !f.opens[i].closers.contains(pid) {
+                if f.opens[i].closers.count >= Self.maxPids { f.opens[i].flushes = false } else { f.opens[i].closers.insert(pid) }
+            }
+            // Its writes read before: through this open's descriptor (the mount's), not beside it.
+            if f.modifiers.remove(pid) != nil, let o = f.opens[i].object { wrote(o.object) }
+            t.files[key] = f
         }
     }
 
@@ -159,7 +216,15 @@ final class PassthroughWrites: Sendable {
             guard var f = t.files[key] else { return }
             if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
             let id = open.map { ObjectIdentifier($0) }
-            if let i = f.opens.firstIndex(where: { $0.id == id }) { f.opens.remove(at: i) }
+            if let i = f.opens.firstIndex(where: { $0.id == id }) {
+                let read = reads.load(ordering: .relaxed)
+                for pid in f.opens[i].closers {
+                    if f.releasedClosers.count >= Self.maxPids { f.releasedClosers.removeFirst() }
+                    f.releasedClosers.append((pid, read))
+                }
+                f.opens.remove(at: i)
+            }
+            if f.open.isEmpty { f.modifiers = []; f.modifiersLost = false }
             f.left = state
             if f.closesSeenEarly > 0 { f.closesSeenEarly -= 1 } else {
                 f.closesToCome += 1
@@ -249,14 +314,29 @@ final class PassthroughWrites: Sendable {
         let now = stateOf(f.node.object)
         // Releases whose close event would have been read by now.
         f.releasedBy.removeAll { $0.read + 2 < read }
+        f.releasedClosers.removeAll { $0.read + 2 < read }
         let token = f.releasedBy.firstIndex { $0.pid == pid }
         if f.open[pid] != nil {
             // Its writer's own event: the file now is what the mount's writes left.
             if let now { f.left = now }
-            if close { f.closesSeenEarly += 1 }
+            if close { f.closesSeenEarly += 1 } else {
+                for o in f.opens where o.pid == pid { if let object = o.object { wrote(object.object) } }
+            }
             return .mounts
         }
         let held = !f.open.isEmpty
+        // While every open held flushes, who closed each of its descriptors is known.
+        let closersKnown = held && f.opens.allSatisfy(\.flushes)
+        let closesHeld = f.opens.contains { $0.closers.contains(pid) } || f.releasedClosers.contains { $0.pid == pid }
+        if !close, closersKnown {
+            if closesHeld {
+                // A write through a held open's descriptor by a process that closed one of them.
+                for o in f.opens where o.closers.contains(pid) { if let object = o.object { wrote(object.object) } }
+            } else if !f.modifiersLost {
+                // Whose it is, is known at its close or its FLUSH.
+                if f.modifiers.count >= Self.maxPids { f.modifiersLost = true } else { f.modifiers.insert(pid) }
+            }
+        }
         // Gone (written, closed and removed at once: a change no one can read any more), or still
         // as the mount's writes left it.
         if let left = f.left, now == nil || now == left {
@@ -272,7 +352,9 @@ final class PassthroughWrites: Sendable {
         // write beside the mount, which fanotify does not tell apart. The open's release tells the
         // change either way, unless no open held will tell anything (the file is still as it was
         // when each began): then the change was made beside the mount before they began.
-        if close, held {
+        // When every open held flushes (`flushes`), the last close of one of its descriptors is by a
+        // process that flushed it: a close by any other process is a write beside the mount, told now.
+        if close, held, !closersKnown || closesHeld {
             let unchanged = now.map { now in f.opens.allSatisfy { $0.atOpen == Times(now) } } ?? false
             if !unchanged { return .mountsWhileHeld }
         }
@@ -284,6 +366,18 @@ final class PassthroughWrites: Sendable {
             f.releasedBy.remove(at: token)
             f.closesToCome -= 1
             return .mounts
+        }
+        if close, held, closersKnown {
+            // Told now, as its writer's change: the opens held tell at their release only what
+            // changed after it, unless a write not known to be beside the mount came before it (a
+            // process that has not closed yet), or they wrote themselves (`wrote`).
+            f.modifiers.remove(pid)
+            if f.modifiers.isEmpty, !f.modifiersLost, let now {
+                for i in f.opens.indices where f.opens[i].atOpen != nil {
+                    f.opens[i].atOpen = Times(now)
+                    if let o = f.opens[i].object { rebase(o.object) }
+                }
+            }
         }
         return .beside
     }

@@ -45,6 +45,16 @@ public final class OpenFile: @unchecked Sendable {
         if let before = openedState.withLock({ $0 }), before != FileState(fd) { markModified() }
     }
 
+    /// The open wrote (a passthrough write of it the backing watcher saw): its release tells a
+    /// change whatever the file's times say then.
+    public func noteWritten() { markModified() }
+
+    /// A change made beside the mount while this open was held was told already: its release tells
+    /// a change only if the file changed after now (or it wrote, `noteWritten`).
+    public func noteChangedBeside() {
+        openedState.withLock { if $0 != nil { $0 = FileState(fd) } }
+    }
+
     /// Attributes were just set for this open (a mode, times; call `noteChangesSinceOpen` before
     /// setting them, so that a write before them counts): the new ctime and times are not a write.
     public func noteAttributesSet() {

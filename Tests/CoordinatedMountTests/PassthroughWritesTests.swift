@@ -23,13 +23,19 @@ final class PassthroughWritesTests: XCTestCase {
     private let handlesRead = Box<[ObjectIdentifier: Int]>([:])
     private let handles = Box<[ObjectIdentifier: [UInt8]]>([:])
 
+    /// The opens told they wrote, and told to compare with the file as it is now, by open.
+    private let wrote = Box<[ObjectIdentifier: Int]>([:]), rebased = Box<[ObjectIdentifier: Int]>([:])
+
     private func make(kept: Int = 1024) -> PassthroughWrites {
         PassthroughWrites(keptReleases: kept, stateOf: { [states] node in states.withLock { $0[ObjectIdentifier(node)] } },
                           handleOf: { [handles, handlesRead] node in
                               handlesRead.withLock { $0[ObjectIdentifier(node), default: 0] += 1 }
                               return handles.withLock { $0[ObjectIdentifier(node)] }
-                          })
+                          },
+                          wrote: { [wrote] open in wrote.withLock { $0[ObjectIdentifier(open), default: 0] += 1 } },
+                          rebase: { [rebased] open in rebased.withLock { $0[ObjectIdentifier(open), default: 0] += 1 } })
     }
+    private func count(_ box: Box<[ObjectIdentifier: Int]>, _ open: AnyObject) -> Int { box.withLock { $0[ObjectIdentifier(open)] ?? 0 } }
     private func times(_ s: PassthroughWrites.FileState) -> PassthroughWrites.Times { .init(s) }
     private func set(_ node: AnyObject, _ ctime: Int, size: Int64 = 6) -> PassthroughWrites.FileState {
         let s = PassthroughWrites.FileState(size: size, ctime: (ctime, 0))
@@ -147,6 +153,89 @@ final class PassthroughWritesTests: XCTestCase {
         _ = set(file, 3) // written beside the mount again
         w.opened(file, by: 12, open: b, atOpen: nil) // an O_TRUNC open: a change by itself
         XCTAssertEqual(w.whose(file, pid: 99, close: true), .mountsWhileHeld, "that open's release tells it")
+    }
+
+    /// Every open held flushes (a presented file): who closed a descriptor of it is known, so a
+    /// close by any other process is a write beside the mount, told at once, and the open's release
+    /// tells only what changed after it (or that it wrote itself); a close by a process that
+    /// flushed it is the mount's, as before.
+    func testWhenEveryHeldOpenFlushesACloseByAProcessThatFlushedNoneIsBesideTheMount() {
+        let w = make()
+        let a = NSObject()
+        w.opened(file, by: 10, open: a, atOpen: times(set(file, 1)), flushes: true)
+        _ = set(file, 2)
+        XCTAssertEqual(w.whose(file, pid: 10, close: false), .mounts, "the holder's write")
+        XCTAssertEqual(count(wrote, a), 1, "and its release tells it, whatever is told meanwhile")
+        _ = set(file, 3)
+        XCTAssertEqual(w.whose(file, pid: 11, close: false), .beside)
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .beside, "flushed nothing: beside the mount, told now")
+        XCTAssertEqual(count(rebased, a), 1, "the release compares with the file as it was told")
+        w.flushed(file, open: a, by: 99) // a child that inherited the descriptor closes it
+        _ = set(file, 4)
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .mountsWhileHeld, "its last close: the mount's")
+        XCTAssertEqual(count(rebased, a), 1)
+        w.flushed(file, open: a, by: 10)
+        w.released(file, by: 10, open: a, state: set(file, 4))
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .mounts, "as the release left it")
+    }
+
+    /// One open held without FLUSH (opened before its file was presented): who closed it is not
+    /// known, and a close by another process while it is held waits for the releases, as before.
+    func testAHeldOpenWithoutFlushKeepsTheHeldRule() {
+        let w = make()
+        let a = NSObject(), b = NSObject()
+        let s = set(file, 1)
+        w.opened(file, by: 10, open: a, atOpen: times(s), flushes: true)
+        w.opened(file, by: 12, open: b, atOpen: times(s), flushes: false)
+        _ = set(file, 2)
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .mountsWhileHeld)
+        XCTAssertEqual(count(rebased, a) + count(rebased, b), 0)
+        w.released(file, by: 12, open: b, state: set(file, 2))
+        _ = set(file, 3)
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .beside, "once only opens that flush are held")
+    }
+
+    /// A write read from a process that closed nothing yet (a child writing through an inherited
+    /// descriptor, or a writer beside the mount): a close beside the mount told meanwhile leaves the
+    /// release's comparison alone; once that process flushes the open, its write is the open's.
+    func testAWriteOfAProcessThatHasNotClosedYetKeepsTheReleasesComparison() {
+        let w = make()
+        let a = NSObject()
+        w.opened(file, by: 10, open: a, atOpen: times(set(file, 1)), flushes: true)
+        _ = set(file, 2)
+        XCTAssertEqual(w.whose(file, pid: 99, close: false), .beside, "not known whose yet")
+        _ = set(file, 3)
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .beside)
+        XCTAssertEqual(count(rebased, a), 0, "the child's write is still the release's to tell")
+        XCTAssertEqual(count(wrote, a), 0)
+        w.flushed(file, open: a, by: 99)
+        XCTAssertEqual(count(wrote, a), 1, "the child wrote through the open")
+    }
+
+    /// The closers of an open released while another is held: the close event of its last closer
+    /// may be read after its release, and is still the mount's.
+    func testTheLastCloserOfAReleasedOpenIsTheMountsWhileAnotherIsHeld() {
+        let w = make()
+        let a = NSObject(), b = NSObject()
+        let s = set(file, 1)
+        w.opened(file, by: 10, open: a, atOpen: times(s), flushes: true)
+        w.opened(file, by: 12, open: b, atOpen: times(s), flushes: true)
+        w.flushed(file, open: a, by: 99)
+        w.released(file, by: 10, open: a, state: set(file, 2))
+        _ = set(file, 3) // b's holder writes meanwhile (its event not read yet)
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .mountsWhileHeld)
+        w.reads.add(3, ordering: .relaxed)
+        XCTAssertEqual(w.whose(file, pid: 99, close: true), .beside, "read long after: no longer")
+    }
+
+    /// More processes flushed an open than are remembered: its closers are no longer known.
+    func testAnOpenWithMoreClosersThanRememberedKeepsTheHeldRule() {
+        let w = make()
+        let a = NSObject()
+        w.opened(file, by: 10, open: a, atOpen: times(set(file, 1)), flushes: true)
+        for pid in 1000..<Int32(1000 + PassthroughWrites.maxPids + 1) { w.flushed(file, open: a, by: pid) }
+        _ = set(file, 2)
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .mountsWhileHeld)
     }
 
     /// A release reads no file handle: the watcher learns it from the events that find the file by
