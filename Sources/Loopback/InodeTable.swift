@@ -250,6 +250,19 @@ final class InodeTable: Sendable {
         return node
     }
 
+    /// Counts one lookup of the node that holds a descriptor on the item numbered `ino` on `dev`, if
+    /// the table has one (its inode cannot be freed, so the number is that item's), without opening
+    /// the item. Nil for the root (never counted) and for a node keeping only its file handle.
+    func retainPinned(dev: dev_t, ino: ino_t) -> BackingNode? {
+        let key = InodeKey(dev: dev, ino: ino)
+        if key == root.key { return nil }
+        return nodes.withLock { n in
+            guard let node = n.byKey[key], node.holdsDescriptor else { return nil }
+            node.lookups += 1
+            return node
+        }
+    }
+
     /// Registers the kernel's one lookup of an unnamed file (O_TMPFILE) through `fd`, an O_PATH
     /// descriptor on it (owned). Its node holds that descriptor whatever the budget (counted in it
     /// while there is room): an unnamed file has no name to be looked up by, and a file handle of an

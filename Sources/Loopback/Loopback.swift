@@ -86,6 +86,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     let opensByHandle: Bool
     /// Walks through `/proc/self/fd` by every Loopback of this process so far (tests count them).
     public static var procPathWalks: Int { procPathWalkCount.load(ordering: .relaxed) }
+    private let listedKnownCount = Atomic<Int>(0)
+    /// Entries of listings (READDIRPLUS) given from a node the table held, without opening the item
+    /// (`listedEntry`; tests count them).
+    public var listedKnownEntries: Int { listedKnownCount.load(ordering: .relaxed) }
 
     public init(backingRoot: String, options: LoopbackOptions = LoopbackOptions()) throws(Errno) {
         self.options = options
@@ -231,6 +235,25 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let lifetime = min(e.attributeTimeout, e.entryTimeout)
         noteLookup(of: node, in: parent, name: name, freshUntil: lifetime > 0 ? Self.entryClock() &+ UInt64(lifetime * 1e9) : 0)
         return .success(e)
+    }
+
+    /// A listing's entry for `name` in `parent` (READDIRPLUS), counting one lookup, as `lookupEntry`
+    /// gives it; but when the table holds a node pinned by its descriptor for the item the name is
+    /// now (a folder listed again, `rm -rf` of what was just made), one fstatat by name instead of
+    /// openat, fstat and close. A pinned node's inode cannot be freed, so its number is its own: the
+    /// number the name has now is that node's item, and the attributes are read now, as a lookup
+    /// reads them. Otherwise (a new item, a node keeping only its handle, the root) `lookupEntry`.
+    func listedEntry(parent: BackingNode, name: UnsafePointer<CChar>) -> Result<EntryReply, Errno> {
+        var st = stat()
+        if parent.withFD({ pfd in sys { fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) } }) == nil,
+           let node = inodes.retainPinned(dev: st.st_dev, ino: st.st_ino) {
+            listedKnownCount.add(1, ordering: .relaxed)
+            let e = entry(node, st)
+            let lifetime = min(e.attributeTimeout, e.entryTimeout)
+            noteLookup(of: node, in: parent, name: name, freshUntil: lifetime > 0 ? Self.entryClock() &+ UInt64(lifetime * 1e9) : 0)
+            return .success(e)
+        }
+        return lookupEntry(parent: parent, name: name)
     }
 
     /// Whether the kernel surely still holds a fresh entry and attributes for `name` in `parent`,
@@ -938,7 +961,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                         let remaining = size - used
                         if plus && !isDotOrDotDot(name)
                             && !(ent.pointee.d_type != UInt8(DT_DIR) && kernelHoldsFreshEntry(in: parent, name: name, ino: ent.pointee.d_ino)) {
-                            switch lookupEntry(parent: parent, name: name) {
+                            switch listedEntry(parent: parent, name: name) {
                             case .success(let e):
                                 let n = request.addDirectoryEntryPlus(into: buffer + used, capacity: remaining, name: name, entry: e, nextOffset: nextOffset)
                                 if n > remaining { forget(inode(e.inode), count: 1) }

@@ -130,6 +130,64 @@ final class RequestKindsTests: InProcessMountTestCase {
         XCTAssertEqual(st.st_ino, native.st_ino, "the replaced name is the new file")
     }
 
+    /// A listing (READDIRPLUS) of items the daemon knows gives each from its node with one stat by
+    /// name, opening none of them again (`rm -rf` lists every folder it just made); the listing
+    /// still shows each name as it is now: a folder replaced beside the mount is the new folder
+    /// (its own inode number and mode), a folder changed beside the mount shows the change, and
+    /// every lookup a listing counted is forgotten again (no node left once the tree is removed).
+    func testAListingOfKnownItemsOpensNoneAndShowsEachAsItIsNow() throws {
+        let base = daemon.loopback.inodeCount
+        XCTAssertEqual(mkdir(mnt + "/top", 0o755), 0)
+        for d in ["d1", "d2", "d3"] { XCTAssertEqual(mkdir(mnt + "/top/" + d, 0o755), 0) }
+        try write("top/f", "x")
+        func listing() throws -> [String: (ino: ino_t, mode: mode_t)] {
+            var out: [String: (ino: ino_t, mode: mode_t)] = [:]
+            for line in try sh("ls -lai --time-style=+ \(mnt!)/top").output.split(separator: "\n") {
+                let words = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard words.count >= 7, let ino = ino_t(words[0]), let name = words.last, name != ".", name != ".." else { continue }
+                let kind = words[1].first == "d" ? S_IFDIR : S_IFREG
+                var mode: mode_t = 0
+                for (i, c) in words[1].dropFirst().prefix(9).enumerated() where c != "-" { mode |= 1 << (8 - i) }
+                out[String(name)] = (ino, kind | mode)
+            }
+            return out
+        }
+        func native(_ name: String) -> (ino: ino_t, mode: mode_t) {
+            var st = stat()
+            XCTAssertEqual(lstat(backing + "/top/" + name, &st), 0)
+            return (st.st_ino, st.st_mode)
+        }
+        let known = daemon.loopback.listedKnownEntries
+        for _ in 0..<3 {
+            let l = try listing()
+            XCTAssertEqual(Set(l.keys), ["d1", "d2", "d3", "f"])
+            for (name, item) in l { XCTAssertTrue(item == native(name), "\(name) is listed as it is: \(item) against \(native(name))") }
+        }
+        XCTAssertGreaterThan(daemon.loopback.listedKnownEntries, known, "known folders were listed from their nodes")
+        // Beside the mount: d2 replaced by a new folder (the old one's node still held), d1 changed.
+        XCTAssertEqual(rmdir(backing + "/top/d2"), 0)
+        XCTAssertEqual(mkdir(backing + "/top/d2", 0o700), 0)
+        XCTAssertEqual(chmod(backing + "/top/d1", 0o711), 0)
+        let deadline = Date().addingTimeInterval(5)
+        func current() throws -> Bool {
+            let l = try listing()
+            return l["d1"].map { $0 == native("d1") } == true && l["d2"].map { $0 == native("d2") } == true
+        }
+        while try !current(), Date() < deadline { usleep(20_000) }
+        let l = try listing()
+        XCTAssertTrue(l["d2"]! == native("d2"), "the replaced folder is the new one: \(l["d2"]!) against \(native("d2"))")
+        XCTAssertEqual(l["d2"]!.mode & 0o777, 0o700)
+        XCTAssertEqual(l["d1"]!.mode & 0o777, 0o711)
+        var st = stat()
+        XCTAssertEqual(stat(mnt + "/top/d2", &st), 0)
+        XCTAssertEqual(st.st_ino, native("d2").ino)
+        // Every lookup counted is forgotten: the removed tree leaves no node behind.
+        _ = try sh("rm -rf \(mnt!)/top")
+        let until = Date().addingTimeInterval(10)
+        while daemon.loopback.inodeCount > base, Date() < until { usleep(20_000) }
+        XCTAssertEqual(daemon.loopback.inodeCount, base, "no node of the removed tree is left")
+    }
+
     func testPOSIXACLsAreCachedByTheKernelAndDroppedWhenTheyChange() throws {
         try write("f", "secret")
         chmod(backing + "/f", 0o600)
