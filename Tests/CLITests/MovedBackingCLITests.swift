@@ -4,6 +4,7 @@
 // see where it went is told that, never "cannot connect".
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 final class MovedBackingCLITests: CLITestCase {
@@ -107,7 +108,7 @@ final class MovedBackingCLITests: CLITestCase {
         let unmount = coordfs("unmount", mnt)
         XCTAssertEqual(unmount.status, 0, "\(unmount)")
         XCTAssertFalse(Self.mounts(under: root).contains(mnt))
-        XCTAssertTrue(kill(daemon, 0) != 0 || Unmounted.hasExited(daemon), "the daemon ended before unmount returned")
+        XCTAssertTrue(ProcessEnd.hasEnded(daemon), "the daemon ended before unmount returned")
         if rename(moved, backing) == 0 { renamedBack = true }
     }
 
@@ -215,13 +216,5 @@ final class MovedBackingCLITests: CLITestCase {
         let log = coordfs("log", mnt, "--json", "--path", "/mine.txt")
         XCTAssertEqual(log.status, 0, "\(log)")
         XCTAssertTrue(log.stdout.contains("/mine.txt"), "\(log)")
-    }
-}
-
-/// Whether a process has ended (gone, or a zombie without threads), as `Unmounter` waits for.
-private enum Unmounted {
-    static func hasExited(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return true }
-        return stat[stat.index(after: close)...].hasPrefix(" Z")
     }
 }

@@ -3,6 +3,7 @@
 // child that keeps a descriptor open cannot hang a test), and a teardown that always unmounts.
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 /// What a finished command left behind.
@@ -327,9 +328,8 @@ os.execv(sys.argv[2], sys.argv[2:])
                 if umount2(m, Int32(MNT_DETACH)) != 0 { problems.append("umount -l \(m): \(String(cString: strerror(errno)))") }
             }
             if let pid, pid > 0 {
-                var waited = 0
-                while kill(pid, 0) == 0 && waited < 500 { usleep(20_000); waited += 1 }
-                if kill(pid, 0) == 0 { kill(pid, SIGKILL); problems.append("daemon \(pid) outlived its unmount") }
+                // Ended, not reaped: init reaps the daemon when it gets to it (seconds later here).
+                if !ProcessEnd.wait(pid, timeout: 10) { kill(pid, SIGKILL); problems.append("daemon \(pid) outlived its unmount") }
             }
         }
         return problems

@@ -496,8 +496,8 @@ final class MountCommandTests: MountTestCase {
         XCTAssertGreaterThan(daemonPID, 0, "the daemon's pid file is not in its own folder")
         XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
         let ends = Date().addingTimeInterval(20)
-        while daemonPID > 0, kill(daemonPID, 0) == 0, Date() < ends { usleep(20_000) }
-        XCTAssertFalse(daemonPID > 0 && kill(daemonPID, 0) == 0, "the daemon did not end after the unmount")
+        while daemonPID > 0, Mounts.isAlive(daemonPID), Date() < ends { usleep(20_000) }
+        XCTAssertFalse(daemonPID > 0 && Mounts.isAlive(daemonPID), "the daemon did not end after the unmount")
         XCTAssertEqual(Sys.contents(victim).0 == precious, true, "root's file was written through nobody's links")
         XCTAssertEqual(Sys.readdir(state + "/log").0.map(\.name), [], "the event log was written into nobody's folder")
         XCTAssertEqual(Sys.readdir(state + "/store").0.map(\.name), [], "the store was written into nobody's folder")
