@@ -4,6 +4,7 @@
 #   make cluster-demo  two nodes over one folder through etcd: status --cluster, a cross-node ask and
 #                 its conflict, then every node's steps live (mount-scripts/cluster-demo.sh)
 #   make test     install what is missing, build, run every test
+#   make scale    install what is missing, build, run the scale tests at full size (100,000 presenters)
 #   make bench    benchmarks; results in docs/benchmarks.md
 #   make fuzz     the control-protocol fuzzer, longer than in make test
 #   make install  coordfs, mount.coordfs and the systemd unit under $(PREFIX) (DESTDIR-aware)
@@ -20,7 +21,7 @@ DEMO     ?= $(CURDIR)/demo
 APT_PACKAGES := libfuse3-dev liburing-dev fuse3 pkg-config libsqlite3-dev attr acl fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox prometheus chromium chromium-driver \
                 etcd-server etcd-client iproute2 tmux nano
 
-.PHONY: all deps build build-debug run cluster-demo test bench fuzz install install-files uninstall clean
+.PHONY: all deps build build-debug run cluster-demo test scale bench fuzz install install-files uninstall clean
 
 all: build
 
@@ -49,25 +50,37 @@ run: build
 cluster-demo: build
 	@CONFIG=$(CONFIG) DEMO="$(DEMO)-cluster" ./mount-scripts/cluster-demo.sh
 
-# The whole output also goes to .build/test.log; on failure its failing lines are printed again
-# at the end, where a truncated CI log still shows them.
+# One build of the products and the tests (`swift build --build-tests`; the tests drive the debug
+# `coordfs` binary), then `swift test --skip-build`. The whole output also goes to .build/test.log;
+# on failure its failing lines are printed again at the end, where a truncated CI log still shows them.
 # The kernel's FUSE over io_uring is turned on for the run (and put back after): every suite runs
 # with the default transport (auto: io_uring), then the mount suites again with TEST_TRANSPORT
-# (/dev/fuse), leaving out TRANSPORT_SKIP (docs/testing.md, "Both transports").
+# (/dev/fuse), leaving out TRANSPORT_SKIP: suites that test what sits above the transport, and the
+# classes that choose their transport themselves, which the first pass ran as they are
+# (docs/testing.md, "Both transports").
 URING_SWITCH   := /sys/module/fuse/parameters/enable_uring
+URING_ON       := saved=""; if [ -w $(URING_SWITCH) ]; then saved=$$(cat $(URING_SWITCH)); echo Y > $(URING_SWITCH); fi; \
+                  trap 'if [ -n "$$saved" ]; then echo "$$saved" > $(URING_SWITCH); fi' EXIT
 TEST_TRANSPORT ?= dev
 TRANSPORT_SUITES ?= ^(MountTests|CoordinatedMountTests)\.
-TRANSPORT_SKIP ?= ^CoordinatedMountTests\.(SelfCoordinatingProgramsTests|ClusterEtcdMountTests|StoreSaveStyleTests|StoreResolutionTests)
+TRANSPORT_SKIP ?= ^CoordinatedMountTests\.(SelfCoordinatingProgramsTests|ClusterEtcdMountTests|StoreSaveStyleTests|StoreResolutionTests|Ring[A-Za-z]*Tests|DeviceTransportTests|SharedMountTransportTests|PrivateMountTransportTests|EndedDaemonTests|FloorFileSystemTests|DeviceReaderTests|ClusterMoveTests|StoreReflinkMountTests)|^MountTests\.IdleDaemonTests
 test: deps
-	$(SWIFT) build
-	@set -o pipefail; saved=""; \
-	if [ -w $(URING_SWITCH) ]; then saved=$$(cat $(URING_SWITCH)); echo Y > $(URING_SWITCH); fi; \
-	trap 'if [ -n "$$saved" ]; then echo "$$saved" > $(URING_SWITCH); fi' EXIT; \
-	echo "$(SWIFT) test"; $(SWIFT) test 2>&1 | tee .build/test.log && { \
-	  echo "COORDFS_TEST_TRANSPORT=$(TEST_TRANSPORT) $(SWIFT) test --filter '$(TRANSPORT_SUITES)' --skip '$(TRANSPORT_SKIP)'"; \
+	$(SWIFT) build --build-tests
+	@set -o pipefail; $(URING_ON); \
+	echo "$(SWIFT) test --skip-build"; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log && { \
+	  echo "COORDFS_TEST_TRANSPORT=$(TEST_TRANSPORT) $(SWIFT) test --skip-build --filter '$(TRANSPORT_SUITES)' --skip '$(TRANSPORT_SKIP)'"; \
 	  COORDFS_TEST_TRANSPORT=$(TEST_TRANSPORT) $(SWIFT) test --skip-build --filter '$(TRANSPORT_SUITES)' --skip '$(TRANSPORT_SKIP)' 2>&1 | tee -a .build/test.log; } || { \
 	  echo "== make test failed; the failing lines (the whole output is in .build/test.log):"; \
 	  grep -E "error: |Fatal error|Exited with (signal|unexpected)|✘|' failed \(" .build/test.log | head -n 80; exit 1; }
+
+# The scale tests at full size: ScaleTests with SCALE_PRESENTERS presenters (make test runs them with
+# 20,000), built as make test builds; several minutes in a debug build on two cores (docs/testing.md).
+SCALE_PRESENTERS ?= 100000
+scale: deps
+	$(SWIFT) build --build-tests
+	@set -o pipefail; $(URING_ON); \
+	echo "COORDFS_SCALE_PRESENTERS=$(SCALE_PRESENTERS) $(SWIFT) test --skip-build --filter 'CoordFSClientTests\.ScaleTests'"; \
+	COORDFS_SCALE_PRESENTERS=$(SCALE_PRESENTERS) $(SWIFT) test --skip-build --filter 'CoordFSClientTests\.ScaleTests' 2>&1 | tee .build/scale.log
 
 fuzz: deps
 	COORDFS_FUZZ_CASES=$${COORDFS_FUZZ_CASES:-5000000} $(SWIFT) test --filter ControlProtocolTests.FuzzTests

@@ -7,12 +7,13 @@ import ControlProtocol
 import Coordination
 @testable import CoordFS
 
-/// 100,000 presenters on one mount (issue 17, items 4 and 5): a write to their document, and
-/// `coordfs status`, stay fast and work. The presenters are registered through ten connections,
-/// each sending its 10,000 `register` frames at once and reading the replies after, so setting
-/// them up costs seconds, not minutes.
+/// Many presenters on one mount (issue 17, items 4 and 5): a write to their document, and
+/// `coordfs status`, stay fast and work. The presenters are registered through connections of
+/// 10,000 each, each sending its `register` frames at once and reading the replies after, so
+/// setting them up costs seconds, not minutes. `make test` runs them with 20,000 presenters;
+/// `make scale` with 100,000 (`COORDFS_SCALE_PRESENTERS=N` sets the number).
 final class ScaleTests: ClientMountTestCase {
-    static let presenters = Int(ProcessInfo.processInfo.environment["COORDFS_SCALE_PRESENTERS"] ?? "") ?? 100_000
+    static let presenters = Int(ProcessInfo.processInfo.environment["COORDFS_SCALE_PRESENTERS"] ?? "") ?? 20_000
     static let perConnection = 10_000
 
     override func configure(_ options: inout MountOptions) {
@@ -56,28 +57,51 @@ final class ScaleTests: ClientMountTestCase {
         return clients
     }
 
-    /// Item 4: 100,000 notification-only presenters on one document; a write to it through the
-    /// mount and the next writer after it finish in seconds, and every presenter hears of it.
-    func testAWriteToADocumentWith100000PresentersStaysLinear() throws {
+    /// What two writes to a document with `count` notification-only presenters cost: each
+    /// connection is read while the writes happen (a client that stops reading is dropped), and
+    /// the cost ends once every presenter has heard of both (didChange) or at the timeout.
+    struct TwoWrites { var told: Int; var seconds: Double; var cpuSeconds: Double; var notifiedAfter: Double }
+    func writeTwice(_ name: String, _ clients: [(client: RawClient, presenters: Int)]) throws -> TwoWrites {
+        let counts = clients.map { client, presenters in
+            Counter(client, until: { if case .notification(let n) = $0, case .didChange = n.event { return true }; return false }, count: 2 * presenters)
+        }
+        let cpu = Self.cpuSeconds()
+        let write = Date()
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo new > '\(mnt!)/\(name)'"], timeout: 120).status, 0)
+        // The access ends at close; the next writer waits for it.
+        XCTAssertEqual(try run(["/bin/sh", "-c", "echo newer > '\(mnt!)/\(name)'"], timeout: 120).status, 0)
+        let written = Date().timeIntervalSince(write)
+        XCTAssertEqual(readBacking(name), "newer\n")
+        let told = counts.map { $0.wait(timeout: 60) }.reduce(0, +)
+        return TwoWrites(told: told, seconds: written, cpuSeconds: Self.cpuSeconds() - cpu, notifiedAfter: Date().timeIntervalSince(write))
+    }
+
+    /// Item 4: many notification-only presenters on one document; a write to it through the mount
+    /// and the next writer after it finish in seconds, and every presenter hears of both. The cost
+    /// per presenter stays flat: the CPU time this process (the daemon and the presenters'
+    /// readers) spends on the two writes, per presenter, is compared between an eighth of the
+    /// presenters and all of them. It is about the same; a cost per presenter that grew with their
+    /// number (each presenter found by a walk of the others: 484 s for one write with 100,000
+    /// before issue 17) makes it 3.4 times higher at 20,000 and 6 times at 100,000. CPU time, not
+    /// the clock: other work on the machine stretches the clock, hardly this process's CPU time.
+    func testAWriteToADocumentWithManyPresentersStaysLinear() throws {
+        try writeBacking("few.txt", "old\n")
         try writeBacking("doc.txt", "old\n")
+        let few = max(Self.presenters / 8, 1)
+        let fewClients = try present("few.txt", count: few)
+        XCTAssertTrue(eventually(timeout: 60) { self.presenterCount == few })
+        let fewWrites = try writeTwice("few.txt", fewClients)
+        XCTAssertEqual(fewWrites.told, 2 * few, "every presenter heard of both writes")
+        for (client, _) in fewClients { shutdown(client.fd, Int32(SHUT_RDWR)) }
+        XCTAssertTrue(eventually(timeout: 60) { self.presenterCount == 0 })
+
         let rssBefore = Self.residentMegabytes()
         let started = Date()
         let clients = try present("doc.txt")
         let registered = Date().timeIntervalSince(started)
         XCTAssertTrue(eventually(timeout: 60) { self.presenterCount == Self.presenters })
-        // Each connection is read while the writes happen (a client that stops reading is dropped).
-        let counts = clients.map { client, presenters in
-            Counter(client, until: { if case .notification(let n) = $0, case .didChange = n.event { return true }; return false }, count: 2 * presenters)
-        }
-        let write = Date()
-        XCTAssertEqual(try run(["/bin/sh", "-c", "echo new > '\(mnt!)/doc.txt'"], timeout: 120).status, 0)
-        // The access ends at close; the next writer waits for it.
-        XCTAssertEqual(try run(["/bin/sh", "-c", "echo newer > '\(mnt!)/doc.txt'"], timeout: 120).status, 0)
-        let written = Date().timeIntervalSince(write)
-        XCTAssertEqual(readBacking("doc.txt"), "newer\n")
-        // Every presenter is told (didChange) of each write.
-        let told = counts.map { $0.wait(timeout: 60) }.reduce(0, +)
-        print("ScaleTests: notified after \(Date().timeIntervalSince(write)) s")
+        let writes = try writeTwice("doc.txt", clients)
+        print("ScaleTests: notified after \(writes.notifiedAfter) s")
         let rssPeak = Self.residentMegabytes()
         let closing = Date()
         for (client, _) in clients { shutdown(client.fd, Int32(SHUT_RDWR)) }
@@ -89,15 +113,18 @@ final class ScaleTests: ClientMountTestCase {
         let rssAfter = Self.residentMegabytes()
         print("ScaleTests: resident memory \(rssBefore) MB before, \(rssPeak) MB with \(Self.presenters) presenters, \(rssAfter) MB after they left")
         XCTAssertLessThan(rssAfter - rssBefore, max(0.6 * (rssPeak - rssBefore), 50), "most of the presenters' memory is given back")
-        XCTAssertEqual(told, 2 * Self.presenters, "every presenter heard of both writes")
-        print("ScaleTests: registered \(Self.presenters) presenters in \(registered) s; two writes took \(written) s")
-        XCTAssertLessThan(written, 60, "two writes to a document with \(Self.presenters) presenters")
+        XCTAssertEqual(writes.told, 2 * Self.presenters, "every presenter heard of both writes")
+        print("ScaleTests: registered \(Self.presenters) presenters in \(registered) s; two writes took \(writes.seconds) s")
+        XCTAssertLessThan(writes.seconds, 60, "two writes to a document with \(Self.presenters) presenters")
+        let perFew = fewWrites.cpuSeconds / Double(few), perAll = writes.cpuSeconds / Double(Self.presenters)
+        print("ScaleTests: CPU time of two writes: \(fewWrites.cpuSeconds) s with \(few) presenters, \(writes.cpuSeconds) s with \(Self.presenters) (\(perAll / perFew) times as much per presenter)")
+        XCTAssertLessThan(perAll, 2.5 * perFew, "the cost of a write per presenter grows with their number: \(fewWrites.cpuSeconds) s CPU with \(few), \(writes.cpuSeconds) s with \(Self.presenters)")
     }
 
-    /// Item 5: the status of a mount with 100,000 presenters is about 9 MB of JSON, far beyond
-    /// one 1 MiB frame: it comes in parts (each a frame within the limit, all but the last marked
-    /// `more`), and `coordfs status` shows all of it.
-    func testStatusWith100000PresentersComesInParts() throws {
+    /// Item 5: the status of a mount with many presenters is far beyond one 1 MiB frame (about
+    /// 1.8 MB of JSON with 20,000, 9 MB with 100,000): it comes in parts (each a frame within the
+    /// limit, all but the last marked `more`), and `coordfs status` shows all of it.
+    func testStatusWithManyPresentersComesInParts() throws {
         try writeBacking("doc.txt", "old\n")
         let clients = try present("doc.txt")
         XCTAssertEqual(presenterCount, Self.presenters)
@@ -113,7 +140,7 @@ final class ScaleTests: ClientMountTestCase {
         // No part at all (the daemon did not answer within the client's timeout) fails here,
         // before `parts.count - 1` below would be negative and end the whole test process.
         guard !parts.isEmpty else { return XCTFail("no status report came within the client's receive timeout") }
-        XCTAssertGreaterThan(parts.count, 1, "a 100,000-presenter report does not fit one frame")
+        XCTAssertGreaterThan(parts.count, 1, "a report of \(Self.presenters) presenters does not fit one frame")
         XCTAssertEqual(parts.map(\.more), Array(repeating: true, count: parts.count - 1) + [false])
         XCTAssertEqual(parts.map(\.presenters.count).reduce(0, +), Self.presenters)
         // The command line shows every presenter.
@@ -231,6 +258,13 @@ extension ScaleTests {
         let folder = Array(repeating: name, count: 12).joined(separator: "/")
         try FileManager.default.createDirectory(atPath: backing + "/" + folder, withIntermediateDirectories: true)
         return (0..<64).map { folder + "/\($0)-" + name }
+    }
+
+    /// The CPU time (user and system) of this process, all threads, in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// This process's resident memory (the daemon runs in it), from /proc/self/statm.
