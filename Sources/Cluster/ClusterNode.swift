@@ -496,6 +496,42 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         if !changes.isEmpty { host?.clusterChangedHere(changes) }
     }
 
+    public func isObservedElsewhere(_ path: ItemPath) -> Bool {
+        lock.withLock {
+            let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
+            guard others(state.presenceBelow[.root]) else { return false }
+            var at: ItemPath? = path
+            while let p = at {
+                if others(state.presentersAt[p]) { return true }
+                at = p.parent
+            }
+            return false
+        }
+    }
+
+    public func isPresentedElsewhere(_ path: ItemPath) -> Bool {
+        lock.withLock { (state.presentersAt[path] ?? [:]).contains { $0.key != name && $0.value > 0 } }
+    }
+
+    /// A change an ended access of this node made, told now (a new file once it outlived the save
+    /// window): a change record of its own, as an access's, with no fencing token (no right is
+    /// used: the item is there already, and what is told changes nothing in it).
+    public func changedAfterAccess(_ changes: [AccessChange], origin: AccessOrigin) {
+        guard !changes.isEmpty else { return }
+        lock.lock()
+        state.serial += 1
+        state.changeRecords.append(ChangeRecord(serial: state.serial, token: 0, origin: WireOrigin(origin), changes: changes, asked: []))
+        state.recordsQueued += 1
+        if !state.recordsUrgent && presentedElsewhere(changes) {
+            state.recordsUrgent = true
+            wakePublisher()
+        }
+        let start = claimFlush()
+        lock.unlock()
+        if start { Task.detached { [self] in await flushLoop() } }
+        host?.clusterChangedHere(changes)
+    }
+
     // MARK: Rights (called with the lock held)
 
     func usableRight(_ path: ItemPath, _ mode: LockMode) -> Right? {

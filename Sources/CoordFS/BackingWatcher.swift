@@ -1,4 +1,5 @@
 import Coordination
+import Dispatch
 import FuseKit
 import Glibc
 import Loopback
@@ -40,6 +41,10 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     let eventDelay = Atomic<Int>(0)
     /// Another node's changes the cluster tells (a node of a cluster; `ClusterEchoes`).
     let clusterEchoes = Mutex<ClusterEchoes?>(nil)
+    /// New files seen here whose appearance waits for `save_window` (a node of a cluster): by path,
+    /// the generation of their wait.
+    private let appearing = Mutex<(byPath: [ItemPath: UInt64], generation: UInt64)>(([:], 0))
+    private let appearQueue = DispatchQueue(label: "coordfs.watcher.appear")
 
     static let mask: UInt64 = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
         | LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
@@ -241,7 +246,13 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         let who = names.identity(of: pid)
         let origin = AccessOrigin(pid: who.pid, uid: 0, gid: 0, executable: who.name)
         // Another node's change, which its change record tells (nodes over one folder): not again.
+        var fromWaiting = false
         if let echoes = clusterEchoes.withLock({ $0 }) {
+            switch appearsLater(mask: mask, resolved, origin: origin, echoes) {
+            case .told: return
+            case .renamedFromWaiting: fromWaiting = true
+            case .goOn: break
+            }
             // A rename is decided by the name that holds the file now (its source when it left).
             let renamed = mask & LinuxCalls.Fanotify.rename != 0
             let from = renamed ? resolved.first { $0.type == Self.oldDfidName }.flatMap(pathOf) : nil
@@ -254,13 +265,14 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let tells = mask & (LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
                                 | LinuxCalls.Fanotify.closeWrite) != 0
                 || (mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0)
-            if echoes.isEcho(touched, decidedBy: tells ? decisive : [], origin: origin) { return }
+            let names = mask & (LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename) != 0
+            if echoes.isEcho(touched, decidedBy: tells ? decisive : [], names: names, origin: origin) { return }
         }
         func path(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
             tempPatterns.matches(r.name) ? nil : pathOf(r)
         }
         if mask & LinuxCalls.Fanotify.rename != 0 {
-            let from = resolved.first { $0.type == Self.oldDfidName }.flatMap(path)
+            let from = fromWaiting ? nil : resolved.first { $0.type == Self.oldDfidName }.flatMap(path)
             let to = resolved.first { $0.type == Self.newDfidName }.flatMap(path)
             switch (from, to) {
             case let (f?, t?):
@@ -296,6 +308,76 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             fileSystem?.documents(p)?.didDelete(p, by: origin)
             coordinator.announce(.deleted(p), origin: origin)
         }
+    }
+
+    /// On a node of a cluster: a new file seen here in a folder presented here is told as a file
+    /// made through a mount is (docs/semantics.md, `create`): once it outlives `save_window`, what
+    /// was written meanwhile part of that one message, and never when it is removed or renamed
+    /// away first (a temp file; renamed, its new name is told as a name that appeared). Another
+    /// node's create is seen here so (its daemon makes the file, its writer writes it) and that
+    /// node tells it by its record when its own wait ends: one of the two tells it, matched by the
+    /// file's state (`ClusterEchoes`). Says whether the event tells anything more now.
+    private func appearsLater(mask: UInt64, _ resolved: [(type: UInt8, node: BackingNode, name: String)],
+                              origin: AccessOrigin, _ echoes: ClusterEchoes) -> Appearing {
+        let renamed = mask & LinuxCalls.Fanotify.rename != 0
+        if renamed {
+            // Renamed away while it waits: a temp file (its new name is told as appeared, below).
+            guard let from = resolved.first(where: { $0.type == Self.oldDfidName }).flatMap(pathOf) else { return .goOn }
+            let to = resolved.first { $0.type == Self.newDfidName }.flatMap(pathOf)
+            let waited = appearing.withLock { a in
+                if let to { a.byPath[to] = nil }
+                return a.byPath.removeValue(forKey: from) != nil
+            }
+            return waited ? .renamedFromWaiting : .goOn
+        }
+        guard let first = resolved.first, !first.name.isEmpty, !tempPatterns.matches(first.name), let p = pathOf(first) else { return .goOn }
+        if mask & LinuxCalls.Fanotify.create != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0 {
+            let window = fileSystem?.saves.window ?? 0
+            guard window > 0, let parent = p.parent, coordinator.isObserved(parent), !coordinator.isPresented(p),
+                  Self.isRegularFile(first) else { return .goOn }
+            if mask & LinuxCalls.Fanotify.delete != 0 { return .told } // made and gone already
+            let generation = appearing.withLock { a -> UInt64 in
+                a.generation += 1
+                a.byPath[p] = a.generation
+                return a.generation
+            }
+            appearQueue.asyncAfter(deadline: .now() + window) { [self] in
+                let due = appearing.withLock { a -> Bool in
+                    guard a.byPath[p] == generation else { return false }
+                    a.byPath[p] = nil
+                    return true
+                }
+                guard due, !stopped.load(ordering: .relaxed) else { return }
+                // Told already by the node that made it (its record came first): not again.
+                if echoes.isEcho([p], decidedBy: [p], origin: origin) { return }
+                coordinator.announce(.subitemAppeared(p), origin: origin)
+            }
+            return .told
+        }
+        // Written, its attributes set, or removed while it waits: part of it, or a temp file.
+        let waiting = appearing.withLock { a -> Bool in
+            guard a.byPath[p] != nil else { return false }
+            if mask & LinuxCalls.Fanotify.delete != 0 { a.byPath[p] = nil }
+            return true
+        }
+        return waiting ? .told : .goOn
+    }
+
+    private enum Appearing {
+        /// Nothing to do with a new file's wait: the event is told as any other.
+        case goOn
+        /// Part of a new file's wait (or its end as a temp file): nothing more is told now.
+        case told
+        /// A rename whose source waited: it was a temp file, its new name told as from one.
+        case renamedFromWaiting
+    }
+
+    private static func isRegularFile(_ r: (type: UInt8, node: BackingNode, name: String)) -> Bool {
+        let kind = r.node.withDescriptor { dfd -> mode_t in
+            var st = stat()
+            return fstatat(dfd, r.name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_mode & S_IFMT : 0
+        }
+        return kind == .success(S_IFREG)
     }
 
     /// A change whose events were held while another node's access that writes the item ran here,

@@ -148,7 +148,7 @@ final class ClusterEchoes: Sendable {
                 }
                 t.entries[intent.path] = e
             }
-            for (path, e) in t.entries where e.held != nil && !isWritten(t, path) {
+            for (path, e) in t.entries where e.held != nil && !isWritten(t, path, names: true) {
                 if !recorded { out.append((path, e.held!)) }
                 t.entries[path]?.held = nil
             }
@@ -158,8 +158,10 @@ final class ClusterEchoes: Sendable {
         return untold.map { ($0.0, $0.1, stateOf($0.0) == nil) }
     }
 
-    private func isWritten(_ t: Table, _ path: ItemPath) -> Bool {
+    /// `names`: a name made, removed or renamed at `path`, which a write of its folder makes.
+    private func isWritten(_ t: Table, _ path: ItemPath, names: Bool = false) -> Bool {
         if let e = t.entries[path], e.writing > 0 || e.writingInside > 0 { return true }
+        if names, let parent = path.parent, let e = t.entries[parent], e.writing > 0 { return true }
         guard t.inside > 0 else { return false }
         var p = path.parent
         while let at = p {
@@ -171,15 +173,17 @@ final class ClusterEchoes: Sendable {
 
     /// Whether the watcher's event on `paths` (the item, or a rename's two names; `decisive`: the one
     /// whose file decides, a rename's destination; none for an event the watcher tells nothing of,
-    /// a write's MODIFY: it must not take the file as told) is another node's
+    /// a write's MODIFY: it must not take the file as told; `names`: a name made, removed or renamed,
+    /// which another node's access writing its folder makes: a `mkdir`, a link, whose record tells
+    /// it through the proxy that asked the folder's presenters here) is another node's
     /// change the cluster tells (held, or told already), or finds the file as presenters here were
     /// last told of it (a late close of a descriptor that changed nothing since: another node's
     /// daemon letting go of a file it kept): then the watcher tells nothing of it. Otherwise the
     /// file as it is now is what the watcher tells.
-    func isEcho(_ paths: [ItemPath], decidedBy decisive: [ItemPath], origin: AccessOrigin) -> Bool {
+    func isEcho(_ paths: [ItemPath], decidedBy decisive: [ItemPath], names: Bool = false, origin: AccessOrigin) -> Bool {
         let held = table.withLock { t -> Bool in
             var held = false
-            for path in paths where isWritten(t, path) {
+            for path in paths where isWritten(t, path, names: names) {
                 if t.entries[path]?.held == nil { t.entries[path, default: Entry()].held = origin }
                 held = true
             }

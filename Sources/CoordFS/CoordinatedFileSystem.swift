@@ -393,8 +393,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         let who = origin(request.context, p)
         let context = request.context
-        let plan = policy.create(.init(path: p, parent: dirPath, tempName: isTemp(n), parentObserved: coordinator.isObserved(dirPath),
-                                       presented: coordinator.isPresented(p)))
+        let plan = policy.create(.init(path: p, parent: dirPath, tempName: isTemp(n), parentObserved: coordinator.isObservedAnywhere(dirPath),
+                                       presented: coordinator.isPresentedAnywhere(p)))
         let done = CreatePlan(created: plan.created, truncated: plan.truncated, quiet: plan.quiet)
         if let p = plan.adopts, let adopted = saves.adopt(p) {
             let grant = Grant(access: adopted, coordinator: coordinator, origin: who)
@@ -555,8 +555,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let node = loopback.inode(id), pnode = loopback.inode(newParent)
         // An unnamed file (O_TMPFILE) gets its first name: a new file of its linker's, as a create makes.
         let plan: ((ItemPath, ItemPath) -> Plan)? = !loopback.isUnnamed(node) ? nil : { [self] p, dirPath in
-            policy.linkUnnamed(.init(path: p, parent: dirPath, tempName: isTemp(p), parentObserved: coordinator.isObserved(dirPath),
-                                     presented: coordinator.isPresented(p)))
+            policy.linkUnnamed(.init(path: p, parent: dirPath, tempName: isTemp(p), parentObserved: coordinator.isObservedAnywhere(dirPath),
+                                     presented: coordinator.isPresentedAnywhere(p)))
         }
         makeItem(request, parent: pnode, name: newName, plan: plan) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
     }

@@ -53,7 +53,7 @@ final class SaveTracker: Sendable {
         static func == (a: HashedPath, b: HashedPath) -> Bool { a.hash == b.hash && a.path == b.path }
         func hash(into hasher: inout Hasher) { hasher.combine(hash) }
     }
-    private let window: Double
+    let window: Double
     private let coordinator: Coordinator
     private let queue = DispatchQueue(label: "coordfs.saves")
     private let hooks = Mutex<(any DocumentHooks)?>(nil)

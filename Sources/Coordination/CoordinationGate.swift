@@ -30,4 +30,23 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// The access that had `pass` ended (or failed after the gate admitted it); `changes` is what
     /// it announced. Must not block.
     func release(_ pass: any GatePass, changes: [AccessChange], origin: AccessOrigin)
+
+    /// Whether a presenter elsewhere (another node) presents the folder `path` or a folder above
+    /// it: a new file made here inside it is told as where a presenter here presents it (once it
+    /// outlives the save window, its creator's writes part of it). Never waits.
+    func isObservedElsewhere(_ path: ItemPath) -> Bool
+
+    /// Whether a presenter elsewhere presents `path` itself. Never waits.
+    func isPresentedElsewhere(_ path: ItemPath) -> Bool
+
+    /// A change made here by an access that has ended is told now (a new file's appearance, told
+    /// once it outlived the save window): the other nodes hear of it as of an access's changes.
+    /// Must not block.
+    func changedAfterAccess(_ changes: [AccessChange], origin: AccessOrigin)
+}
+
+extension CoordinationGate {
+    public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
+    public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }
+    public func changedAfterAccess(_ changes: [AccessChange], origin: AccessOrigin) {}
 }

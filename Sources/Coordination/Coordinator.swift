@@ -272,6 +272,26 @@ public final class Coordinator: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Delivers a change made through this mount by an access that has ended (a new file's
+    /// appearance, told once it outlived the save window), and tells the gate (other nodes) of it
+    /// as of an access's changes. A change noticed beside the mount, or told by another node, goes
+    /// through ``announce(_:origin:)``: each node tells those itself.
+    public func announceAfterAccess(_ change: AccessChange, origin: AccessOrigin) {
+        announce(change, origin: origin)
+        gate?.changedAfterAccess([change], origin: origin)
+    }
+
+    /// Whether the folder `path` or one above it is presented here or, in a cluster, on another
+    /// node (``isObserved(_:)`` and the gate's ``CoordinationGate/isObservedElsewhere(_:)``).
+    public func isObservedAnywhere(_ path: ItemPath) -> Bool {
+        isObserved(path) || gate?.isObservedElsewhere(path) == true
+    }
+
+    /// Whether `path` is presented here or, in a cluster, on another node.
+    public func isPresentedAnywhere(_ path: ItemPath) -> Bool {
+        isPresented(path) || gate?.isPresentedElsewhere(path) == true
+    }
+
     /// Records `item(at:willMoveTo:)` as an event.
     func announceWillMove(from: ItemPath, to: ItemPath, during access: CoordinatedAccess?, origin: AccessOrigin) {
         lock.withLock { emit(access?.id, origin, .willMove(from: from, to: to)) }

@@ -111,6 +111,29 @@ import CoordinationTestSupport
         #expect((j.index("a:dropCaches(appeared docs/new.txt)") ?? .max) < (j.index("F:subitemDidAppear(docs/new.txt)") ?? .min))
     }
 
+    /// A new file whose appearance b tells once it outlived its save window (after its accesses
+    /// ended, `Coordinator.announceAfterAccess`) reaches a's folder presenter once, through b's
+    /// record; b knows that a folder above it is presented on a (and a does not of itself).
+    @Test func aNewFileToldAfterItsAccessReachesAFolderPresenterOnAnotherNodeOnce() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        #expect(cluster.coordinator("b").isObservedAnywhere(path("docs/new.txt")) == false)
+        try await cluster.present("F", at: "docs", on: "a", seenBy: "b")
+        #expect(cluster.coordinator("b").isObservedAnywhere(path("docs/new.txt")))
+        #expect(cluster.coordinator("b").isObservedAnywhere(path("docs/sub/new.txt")))
+        #expect(!cluster.coordinator("b").isObservedAnywhere(path("other/new.txt")))
+        #expect(cluster.coordinator("b").isPresentedAnywhere(path("docs")))
+        #expect(!cluster.coordinator("a").coordinationGate!.isObservedElsewhere(path("docs/new.txt")), "its own presenter")
+        cluster.coordinator("b").announceAfterAccess(.subitemAppeared(path("docs/new.txt")), origin: origin)
+        #expect(await eventually { j.contains("F:subitemDidAppear(docs/new.txt)") }, "\(j.all)")
+        #expect((j.index("a:dropCaches(appeared docs/new.txt)") ?? .max) < (j.index("F:subitemDidAppear(docs/new.txt)") ?? .min))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(j.all.filter { $0 == "F:subitemDidAppear(docs/new.txt)" }.count == 1, "\(j.all)")
+    }
+
     @Test func aDeletionOnAnotherNodeAsksTheDocumentAndItsFolderToAccommodateIt() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")

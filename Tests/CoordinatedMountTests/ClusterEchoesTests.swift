@@ -80,4 +80,23 @@ final class ClusterEchoesTests: XCTestCase {
         XCTAssertTrue(watcherTells(e), "a change beside the mounts after it: told")
         XCTAssertEqual(e.told([doc], matching: true), [doc], "and a record finding the file so: heard")
     }
+
+    /// A `mkdir` or a link through another node whose access asked a folder presenter here (a
+    /// proxy writing the folder runs here): the name appearing in the folder is that node's, held
+    /// until its record tells it through the proxy; a change of a file already in the folder is not.
+    func testANameMadeInAFolderAnotherNodeWritesHereIsHeldForItsRecord() {
+        let e = make()
+        let folder = try! ItemPath("dir"), made = try! ItemPath("dir/made")
+        e.began([.writingIntent(with: folder)])
+        states.withLock { $0[made] = PassthroughWrites.FileState(size: 0, ctime: (1, 0)) }
+        XCTAssertTrue(e.isEcho([made], decidedBy: [made], names: true, origin: origin), "a name made in it: held")
+        write(1)
+        XCTAssertTrue(watcherTells(e), "a write to a file in it (no name made): told")
+        XCTAssertTrue(e.ended([.writingIntent(with: folder)], told: true).isEmpty, "its record told it: dropped")
+        XCTAssertFalse(e.isEcho([try! ItemPath("dir/other")], decidedBy: [try! ItemPath("dir/other")], names: true, origin: origin),
+                       "once the proxy ended, a name made there is told")
+        e.began([.writingIntent(with: folder)])
+        XCTAssertTrue(e.isEcho([made], decidedBy: [made], names: true, origin: origin))
+        XCTAssertEqual(e.ended([.writingIntent(with: folder)], told: false).map(\.path), [made], "its record told nothing: told now")
+    }
 }

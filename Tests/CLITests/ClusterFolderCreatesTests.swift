@@ -1,0 +1,104 @@
+import EtcdTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// New items inside a folder presented on another node (docs/cluster.md, "Every save one change"):
+/// two nodes over one backing folder of this host, a real etcd, `coordfs present` of the folder on
+/// node a (and on node b), the backing watcher off (as for nodes on hosts that do not see each
+/// other's writes: NFS, SMB) and on. A file made through b (`touch`, `echo >`, `cp`), a folder
+/// (`mkdir`), a symbolic and a hard link (`ln -s`, `ln`) and an item moved into the folder (`mv`)
+/// reach a's folder presenter exactly once each, as the same thing made through a's own mount
+/// does (`subitemDidAppear`, the creator's writes part of it); the same made through a reaches it
+/// once too (no echo back from b). Exact counts after the first tell and a settle longer than
+/// `save_window` and the record intervals, so a tell arriving late fails the test. Before the fix:
+/// with the watcher off, a file made through b never reached a's presenter when b presented the
+/// folder too (b's record carried no create), and reached it twice when only a did (the create,
+/// then the creator's close); with the watcher on, once or twice.
+final class ClusterFolderCreatesTests: ClusterCLITestCase {
+    private var watcher = false
+
+    override func clusterOptions(_ node: String, _ extra: [String] = []) -> [String] {
+        super.clusterOptions(node, extra).map { $0 == "backing_watcher=off" && watcher ? "backing_watcher=on" : $0 }
+    }
+
+    private func heard(_ presenter: Child) -> [String] { presenter.lines.filter { $0.hasPrefix("notification ") } }
+
+    func testNewItemsThroughEitherNodeReachAFolderPresenterOnceWithTheWatcherOff() throws {
+        try newItemsReachEachFolderPresenterOnce(presentOnB: true)
+    }
+
+    func testNewItemsThroughEitherNodeReachAFolderPresenterOnceWithTheWatcherOn() throws {
+        watcher = true
+        try newItemsReachEachFolderPresenterOnce(presentOnB: true)
+    }
+
+    /// Node b presents nothing: its own mount tells nobody, and its record is all a hears.
+    func testNewItemsThroughANodeThatPresentsNothingReachTheOtherNodesFolderPresenterOnce() throws {
+        try newItemsReachEachFolderPresenterOnce(presentOnB: false)
+    }
+
+    func testNewItemsThroughANodeThatPresentsNothingReachTheOtherNodesFolderPresenterOnceWithTheWatcherOn() throws {
+        watcher = true
+        try newItemsReachEachFolderPresenterOnce(presentOnB: false)
+    }
+
+    private func newItemsReachEachFolderPresenterOnce(presentOnB: Bool) throws {
+        mkdir(backing + "/dir", 0o755)
+        FileManager.default.createFile(atPath: backing + "/src.txt", contents: Data("copied\n".utf8))
+        for via in ["a", "b"] {
+            FileManager.default.createFile(atPath: backing + "/\(via)-moved", contents: Data("moved\n".utf8))
+        }
+        FileManager.default.createFile(atPath: root + "/src.txt", contents: Data("copied\n".utf8))
+        try mountNode("a", at: mnt)
+        try mountNode("b", at: mntB)
+        let onA = try present("dir", on: mnt)
+        let onB = presentOnB ? try present("dir", on: mntB) : nil
+        defer { _ = onA.stop(); _ = onB?.stop() }
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty && (!presentOnB || !etcdKeys("p/b/").isEmpty) }, "presenters in etcd")
+
+        var seen: [String] = []
+        for (via, m) in [("b", mntB!), ("a", mnt!)] {
+            let d = m + "/dir"
+            let makes: [(name: String, command: String)] = [
+                ("touched", "touch '\(d)/\(via)-touched'"),
+                ("echoed", "echo new > '\(d)/\(via)-echoed'"),
+                ("copied", "cp '\(root!)/src.txt' '\(d)/\(via)-copied'"),
+                ("folder", "mkdir '\(d)/\(via)-folder'"),
+                ("symlink", "ln -s src.txt '\(d)/\(via)-symlink'"),
+                ("hardlink", "ln '\(m)/src.txt' '\(d)/\(via)-hardlink'"),
+                ("moved", "mv '\(m)/\(via)-moved' '\(d)/\(via)-moved'"),
+            ]
+            for (what, command) in makes {
+                let name = "dir/\(via)-\(what)"
+                let label = "\(what) through \(via) (watcher \(watcher ? "on" : "off"))"
+                let before = (a: heard(onA).count, b: onB.map { heard($0).count } ?? 0)
+                let r = sh(command)
+                XCTAssertEqual(r.status, 0, "\(label): \(r)")
+                let told = { (p: Child?, from: Int) in p.map { self.heard($0).dropFirst(from).contains { $0.contains(name) } } ?? true }
+                XCTAssertTrue(waitUntil(15) { told(onA, before.a) && told(onB, before.b) },
+                              "\(label): not told: a: \(heard(onA).dropFirst(before.a)) b: \(onB.map { heard($0).dropFirst(before.b) } ?? [])")
+                // Settle past save_window (1 s) and the records' way through etcd: nothing more may come.
+                usleep(2_500_000)
+                let a = Array(heard(onA).dropFirst(before.a))
+                seen.append("\(label): \(a)")
+                XCTAssertEqual(a.count, 1, "\(label): a's folder presenter: \(a)")
+                XCTAssertTrue(a.first?.contains(name) == true, "\(label): a's folder presenter: \(a)")
+                if let onB {
+                    let b = Array(heard(onB).dropFirst(before.b))
+                    XCTAssertEqual(b.count, 1, "\(label): b's folder presenter: \(b)")
+                }
+            }
+        }
+        print(seen.joined(separator: "\n"))
+        // The presenter on a hears through b what it hears through its own mount.
+        let kind = { (line: String) in line.split(separator: " ").prefix(2).joined(separator: " ") }
+        let throughA = heard(onA).filter { $0.contains("dir/a-") }.map(kind)
+        let throughB = heard(onA).filter { $0.contains("dir/b-") }.map(kind)
+        XCTAssertEqual(throughB, throughA, "a's presenter: \(onA.stdout)")
+        XCTAssertEqual(onA.stop(), 0)
+        if let onB { XCTAssertEqual(onB.stop(), 0) }
+        XCTAssertEqual(coordfs("unmount", mntB).status, 0)
+        unmount()
+    }
+}
