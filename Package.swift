@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport", "TestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
         // Helpers more than one test target needs (POSIX ACL bytes, the Python protocol client's start; a journal and a recording presenter).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Linux"], path: "Tests/TestSupport"),
         .target(name: "CoordinationTestSupport", dependencies: ["Coordination"], path: "Tests/CoordinationTestSupport"),
         // Real etcd members for the tests (started on free loopback ports, always stopped).
         .target(name: "EtcdTestSupport", path: "Tests/EtcdTestSupport"),

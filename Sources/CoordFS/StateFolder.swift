@@ -204,7 +204,7 @@ public struct StateFolder: Sendable, Equatable {
     /// The pid written by a running daemon, if its process is still alive.
     public func runningDaemonPID() -> pid_t? {
         guard let text = readWholeFile(pidFile), let pid = pid_t(text.trimmingCharacters(in: " \n")), pid > 0 else { return nil }
-        return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
+        return ProcessLife.isRunning(pid) ? pid : nil
     }
 
     // MARK: Mount records (cluster nodes)

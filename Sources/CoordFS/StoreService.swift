@@ -177,7 +177,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         for name in names where !name.rawValue.hasPrefix(instance + "/") {
             // "coordfs-PID-BOOT/presenter#N": another live daemon on the same backing keeps its own.
             let parts = name.rawValue.split(separator: "/").first?.split(separator: "-") ?? []
-            if parts.count == 3, parts[0] == "coordfs", let pid = pid_t(parts[1]), pid != getpid(), kill(pid, 0) == 0 || errno == EPERM {
+            if parts.count == 3, parts[0] == "coordfs", let pid = pid_t(parts[1]), pid != getpid(), ProcessLife.isRunning(pid) {
                 continue
             }
             _ = try? store.unregisterAll(name)

@@ -42,37 +42,18 @@ public enum Unmounter {
         }
     }
 
-    /// Waits for the daemon to finish: gone, or a zombie (its new parent, init, may reap it late)
-    /// with no thread left, so that its files are closed and BACKING's file system can be unmounted.
+    /// Waits for the daemon to finish (`ProcessLife.isRunning`: a zombie init has not reaped yet
+    /// has ended), so that its files are closed and BACKING's file system can be unmounted.
     /// A daemon still running after `seconds` is said (not with --lazy, where open files keep it).
     private static func waitForExit(_ pid: pid_t?, _ seconds: Double, lazy: Bool, log: String) throws(MountError) {
         guard let pid else { return }
         var waited = 0.0
-        while waited < seconds, kill(pid, 0) == 0, !hasExited(pid) {
+        while waited < seconds, ProcessLife.isRunning(pid) {
             usleep(5_000); waited += 0.005
         }
-        if !lazy, kill(pid, 0) == 0, !hasExited(pid) {
+        if !lazy, ProcessLife.isRunning(pid) {
             throw .system("unmounted, but the daemon (pid \(pid)) has not ended after \(Int(seconds)) s; its log is \(log)")
         }
-    }
-
-    /// True once `pid` is gone or a zombie whose other threads have ended too. A thread-group leader
-    /// shows `Z` as soon as its own thread exits, while the others may still hold the open files.
-    static func hasExited(_ pid: pid_t) -> Bool {
-        guard let stat = readWholeFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return true }
-        guard stat[stat.index(after: close)...].hasPrefix(" Z") else { return false }
-        return threadCount(pid) <= 1
-    }
-
-    /// The threads `/proc/PID/task` lists (0 once the process is gone).
-    static func threadCount(_ pid: pid_t) -> Int {
-        guard let dir = opendir("/proc/\(pid)/task") else { return 0 }
-        defer { closedir(dir) }
-        var n = 0
-        while let e = readdir(dir) {
-            if e.pointee.d_name.0 != 0x2E { n += 1 }  // not "." or ".."
-        }
-        return n
     }
 
     static func runFusermount(_ args: [String]) -> Bool {

@@ -19,7 +19,7 @@ public struct NodeMountRecord: Equatable, Sendable {
     public static let nodesFolder = ".coordfs/nodes"
 
     /// Its daemon runs (on this host, in this boot).
-    public var isAlive: Bool { bootID == Self.bootID() && (kill(pid, 0) == 0 || errno == EPERM) }
+    public var isAlive: Bool { bootID == Self.bootID() && ProcessLife.isRunning(pid) }
 
     /// This kernel's boot (`/proc/sys/kernel/random/boot_id`): a record of another host, or of this
     /// one before a reboot, never names a mount here.

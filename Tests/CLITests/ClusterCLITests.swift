@@ -1,6 +1,7 @@
 import EtcdTestSupport
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 /// Two cluster nodes as a user starts them (issue 19): two `coordfs mount ... -o cluster=...,node=`
@@ -141,7 +142,7 @@ final class ClusterCLITests: ClusterCLITestCase {
         let pid = try XCTUnwrap(pid_t(try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)))
         XCTAssertEqual(kill(pid, SIGKILL), 0)
-        XCTAssertTrue(waitUntil(10) { kill(pid, 0) != 0 }, "daemon \(pid) gone")
+        XCTAssertTrue(ProcessEnd.wait(pid, timeout: 10), "daemon \(pid) gone")
         XCTAssertEqual(access(nodeState("b") + "/mount", F_OK), 0, "a killed daemon leaves its record")
         let logB = coordfs("log", mntB, "--json")
         XCTAssertEqual(logB.status, 0, "\(logB)")

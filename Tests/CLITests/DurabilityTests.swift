@@ -4,6 +4,7 @@
 // take back nothing a watcher showed.
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 final class DurabilityTests: CLITestCase {
@@ -182,7 +183,7 @@ final class DurabilityTests: CLITestCase {
         let shown = watcher.lines
         guard let daemon = daemonPID() else { return XCTFail("no daemon pid") }
         kill(daemon, SIGKILL)
-        XCTAssertTrue(eventually(timeout: 10) { kill(daemon, 0) != 0 }, "the daemon outlived SIGKILL")
+        XCTAssertTrue(ProcessEnd.wait(daemon, timeout: 10), "the daemon outlived SIGKILL")
         let lastShown = seq(of: shown.last ?? "") ?? 0
 
         // Room again, and a new mount; the watcher keeps running.
