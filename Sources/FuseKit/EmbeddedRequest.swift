@@ -35,6 +35,8 @@ public final class EmbeddedRequest: Sendable {
     /// Its supplementary groups.
     public let groups: [gid_t]
     private let state = Mutex<State>(State())
+    /// Its requests that wait (parked, or taken back and not yet answered), as a session's.
+    let requests = ParkedRequests()
     private struct State {
         var replies: [Reply] = []
         var interrupted = false
@@ -65,6 +67,17 @@ public final class EmbeddedRequest: Sendable {
     }
 
     var isInterrupted: Bool { state.withLock { $0.interrupted } }
+
+    /// As the end of the session its requests came through (`FuseSession`'s deinit, before libfuse
+    /// frees the session): every request of this double still parked, or taken back and not yet
+    /// answered, is answered ECONNABORTED now, and nothing answers it again: a later `resume()`
+    /// returns nil, a later reply or release sends nothing, `onInterrupt` does nothing. A request
+    /// parked afterwards is answered so at once. Returns how many it answered.
+    @discardableResult
+    public func endSession() -> Int { requests.end() }
+
+    /// How many of its requests wait (parked, or taken back and not yet answered).
+    public var waiting: Int { requests.count }
 
     func record(_ reply: Reply) { state.withLock { $0.replies.append(reply) } }
 

@@ -18,23 +18,48 @@ public struct Request: ~Copyable {
     /// The double this request answers to instead of the kernel (retained once, released with the
     /// one answer or handed to the parked request): trivially destroyed, as `discard` needs.
     @usableFromInline let embedded: Unmanaged<EmbeddedRequest>?
+    /// The parked request this one was taken back from (`ParkedRequest.resume`; retained once,
+    /// released with the one answer or the next park). Its answer goes through it, under its lock:
+    /// none is sent once the session's end answered the request (libfuse has freed it then).
+    @usableFromInline let parked: Unmanaged<ParkedRequest>?
 
-    @inlinable init(_ raw: fuse_req_t) { self.raw = raw; embedded = nil }
+    @inlinable init(_ raw: fuse_req_t) { self.raw = raw; embedded = nil; parked = nil }
 
     init(embedded: EmbeddedRequest) {
         raw = nil
         self.embedded = .passRetained(embedded)
+        parked = nil
+    }
+
+    init(taken parked: ParkedRequest) {
+        raw = parked.kernelRequest
+        embedded = nil
+        self.parked = .passRetained(parked)
     }
 
     deinit { send(.error(.ioError)) }
 
     /// The one answer: to the kernel, or recorded by the double.
     private func send(_ reply: Reply) {
-        if let embedded {
-            embedded.takeRetainedValue().record(reply)
+        deliver(double: { $0.record(reply) }, kernel: { Self.send(reply, to: $0) })
+    }
+
+    /// Hands the one answer to `double` (a double's request) or `kernel`; for a request taken back
+    /// from a parked one, through that (nothing when its session's end answered it already).
+    @inline(__always)
+    private func deliver(double: (EmbeddedRequest) -> Void, kernel: (fuse_req_t) -> Void) {
+        if let parked {
+            parked.takeRetainedValue().answer(double: double, kernel: kernel)
             return
         }
-        let raw = raw!
+        if let embedded {
+            double(embedded.takeRetainedValue())
+            return
+        }
+        kernel(raw!)
+    }
+
+    private static func send(_ reply: Reply, to raw: fuse_req_t) {
         switch reply {
         case .error(let e): fuse_reply_err(raw, e?.rawValue ?? 0)
         case .entry(let entry):
@@ -70,21 +95,32 @@ public struct Request: ~Copyable {
 
     /// The calling process (`fuse_req_ctx`).
     public var context: RequestContext {
+        if let parked { return parked.takeUnretainedValue().context }
         if let embedded { return embedded.takeUnretainedValue().context }
-        let c = fuse_req_ctx(raw!)!.pointee
+        return Self.context(of: raw!)
+    }
+
+    static func context(of raw: fuse_req_t) -> RequestContext {
+        let c = fuse_req_ctx(raw)!.pointee
         return RequestContext(uid: c.uid, gid: c.gid, pid: c.pid, umask: c.umask)
     }
 
     /// The caller's supplementary groups (from /proc; costs a read, use only when needed).
     public func supplementaryGroups(max: Int = 64) -> [gid_t] {
+        if let parked { return parked.takeUnretainedValue().supplementaryGroups(max: max) }
         if let embedded { return Array(embedded.takeUnretainedValue().groups.prefix(max)) }
+        return Self.groups(of: raw!, max: max)
+    }
+
+    static func groups(of raw: fuse_req_t, max: Int) -> [gid_t] {
         var list = [gid_t](repeating: 0, count: max)
-        let n = list.withUnsafeMutableBufferPointer { fuse_req_getgroups(raw!, Int32(max), $0.baseAddress) }
+        let n = list.withUnsafeMutableBufferPointer { fuse_req_getgroups(raw, Int32(max), $0.baseAddress) }
         return n > 0 ? Array(list.prefix(Int(min(n, Int32(max))))) : []
     }
 
     /// True when the kernel interrupted this request (the caller got a signal).
     public var isInterrupted: Bool {
+        if let parked { return parked.takeUnretainedValue().isInterrupted }
         if let embedded { return embedded.takeUnretainedValue().isInterrupted }
         return fuse_req_interrupted(raw!) != 0
     }
@@ -111,11 +147,8 @@ public struct Request: ~Copyable {
         discard self
     }
     public consuming func reply(link target: UnsafePointer<CChar>) {
-        if embedded != nil {
-            send(.link(Array(UnsafeBufferPointer(start: target, count: strlen(target))).map { UInt8(bitPattern: $0) }))
-        } else {
-            fuse_reply_readlink(raw!, target)
-        }
+        deliver(double: { $0.record(.link(Array(UnsafeBufferPointer(start: target, count: strlen(target))).map { UInt8(bitPattern: $0) })) },
+                kernel: { fuse_reply_readlink($0, target) })
         discard self
     }
     public consuming func reply(open: OpenReply, flags: Int32) {
@@ -127,32 +160,28 @@ public struct Request: ~Copyable {
         discard self
     }
     public consuming func reply(buffer: UnsafeRawBufferPointer) {
-        if embedded != nil {
-            send(.buffer(Array(buffer)))
-        } else {
-            fuse_reply_buf(raw!, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count)
-        }
+        deliver(double: { $0.record(.buffer(Array(buffer))) },
+                kernel: { fuse_reply_buf($0, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count) })
         discard self
     }
     /// Reply to a read with up to `size` bytes of `fd` at `offset`; libfuse splices when it can.
     /// (The double records the bytes read.)
     public consuming func reply(dataFrom fd: Int32, offset: Int, size: Int) {
-        if embedded != nil {
+        deliver(double: { double in
             var bytes = [UInt8](repeating: 0, count: size)
             let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, size, off_t(offset)) }
-            send(n >= 0 ? .buffer(Array(bytes.prefix(n))) : .error(Errno(rawValue: errno)))
-            discard self
-            return
-        }
-        var bufv = fuse_bufvec()
-        bufv.count = 1
-        bufv.idx = 0
-        bufv.off = 0
-        bufv.buf.size = size
-        bufv.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
-        bufv.buf.fd = fd
-        bufv.buf.pos = offset
-        fuse_reply_data(raw!, &bufv, FUSE_BUF_SPLICE_MOVE)
+            double.record(n >= 0 ? .buffer(Array(bytes.prefix(n))) : .error(Errno(rawValue: errno)))
+        }, kernel: { raw in
+            var bufv = fuse_bufvec()
+            bufv.count = 1
+            bufv.idx = 0
+            bufv.off = 0
+            bufv.buf.size = size
+            bufv.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+            bufv.buf.fd = fd
+            bufv.buf.pos = offset
+            fuse_reply_data(raw, &bufv, FUSE_BUF_SPLICE_MOVE)
+        })
         discard self
     }
     public consuming func reply(statfs: statvfs) {
@@ -193,8 +222,18 @@ public struct Request: ~Copyable {
     }
 
     /// Detach the request from this worker thread so it can be answered later from any thread.
+    /// A request taken back from a parked one is parked again in it (unless its session's end
+    /// answered it meanwhile: then it stays answered).
     public consuming func park() -> ParkedRequest {
-        let p = embedded.map { ParkedRequest(embedded: $0.takeRetainedValue()) } ?? ParkedRequest(raw!)
+        let p: ParkedRequest
+        if let parked {
+            p = parked.takeRetainedValue()
+            p.parkAgain()
+        } else if let embedded {
+            p = ParkedRequest(embedded: embedded.takeRetainedValue())
+        } else {
+            p = ParkedRequest(raw!, of: SessionState.of(raw!).parkedRequests)
+        }
         discard self
         return p
     }
@@ -213,71 +252,3 @@ public struct Request: ~Copyable {
     }
 }
 
-/// A request waiting off the FUSE worker threads. Answer it once from any thread; a second answer is
-/// ignored, and one never answered gets EIO when the last reference goes away.
-public final class ParkedRequest: Sendable {
-    private let raw: UInt // fuse_req_t as bits: libfuse allows the reply from any thread; 0 for a double's
-    private let embedded: EmbeddedRequest?
-    /// True once resumed. Guards the request's life: libfuse frees it when it is answered, so
-    /// nothing may touch it after. Lock order: `answered`, then libfuse's request lock, then
-    /// `interruptHandler` (a leaf, taken by the interrupt callback under libfuse's lock).
-    private let answered = Mutex<Bool>(false)
-    private let interruptHandler = Mutex<(@Sendable () -> Void)?>(nil)
-
-    init(_ raw: fuse_req_t) { self.raw = UInt(bitPattern: raw); embedded = nil }
-    init(embedded: EmbeddedRequest) { raw = 0; self.embedded = embedded }
-
-    deinit {
-        guard !answered.withLock({ $0 }) else { return }
-        if let embedded { embedded.record(.error(.ioError)) } else { fuse_reply_err(req, EIO) }
-    }
-
-    private var req: fuse_req_t { fuse_req_t(bitPattern: raw)! }
-
-    /// Runs `body` (once, on another thread) if the kernel interrupts this request, i.e. the waiting
-    /// process got a signal; at once if that already happened. Does nothing once the request was
-    /// answered. The request must still be answered (typically with EINTR by what `body` cancels).
-    public func onInterrupt(_ body: @escaping @Sendable () -> Void) {
-        answered.withLock { done in
-            guard !done else { return }
-            interruptHandler.withLock { $0 = body }
-            if let embedded {
-                embedded.onInterrupt { [self] in
-                    let handler = interruptHandler.withLock { h in defer { h = nil }; return h }
-                    if let handler { DispatchQueue.global().async(execute: handler) }
-                }
-                return
-            }
-            // The parked request stays alive until answered (its owner holds it), and libfuse never
-            // calls back after `resume` cleared the callback, so the unretained pointer is valid.
-            fuse_req_interrupt_func(req, { _, data in
-                guard let data else { return }
-                let parked = Unmanaged<ParkedRequest>.fromOpaque(data).takeUnretainedValue()
-                let handler = parked.interruptHandler.withLock { h in defer { h = nil }; return h }
-                // libfuse calls this holding the request's lock; answering the request takes that
-                // lock again, so the handler runs elsewhere.
-                if let handler { DispatchQueue.global().async(execute: handler) }
-            }, Unmanaged.passUnretained(self).toOpaque())
-        }
-    }
-
-    /// Takes the request back for exactly one reply; nil when it was already answered.
-    public func resume() -> Request? {
-        let first = answered.withLock { done -> Bool in
-            guard !done else { return false }
-            done = true
-            if let embedded { embedded.onInterrupt(nil) } else { fuse_req_interrupt_func(req, nil, nil) }
-            return true
-        }
-        guard first else { return nil }
-        interruptHandler.withLock { $0 = nil }
-        if let embedded { return Request(embedded: embedded) }
-        return Request(req)
-    }
-
-    /// Whether the kernel interrupted the waiting caller (e.g. Ctrl-C on a blocked `cat`).
-    public var isInterrupted: Bool {
-        if let embedded { return embedded.isInterrupted }
-        return fuse_req_interrupted(req) != 0
-    }
-}

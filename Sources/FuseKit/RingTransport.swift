@@ -354,7 +354,9 @@ final class RingTransport: @unchecked Sendable {
     }
 
     /// Closes the ring (under its submission lock, so a late reply submits nothing). The queues and
-    /// their entries' memory stay until deinit: a parked request's late reply may look at them.
+    /// their entries' memory stay until deinit: a parked request's late reply may look at them until
+    /// the session's end answers the requests still parked (`ParkedRequests.end`), which is before
+    /// the session lets go of the ring.
     private func closeRings() {
         reader.stop()
         // The waker first: a wake under way still finds `ring` open.

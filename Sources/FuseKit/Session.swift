@@ -18,6 +18,8 @@ final class SessionState: Sendable {
     let ringInUse = Atomic<Bool>(false)
     /// The requests served, by operation.
     let requests = FuseRequestCounters()
+    /// The requests that wait off the workers (`ParkedRequest`), answered at the session's end.
+    let parkedRequests = ParkedRequests()
     private let onInit: Mutex<(@Sendable () -> Void)?>
     private let say: @Sendable (String) -> Void
     /// Whether other users may use the mount (`allow_other`, `allow_root`), for the log's line.
@@ -33,6 +35,23 @@ final class SessionState: Sendable {
                                   regularFilesHeld: { limit in fileSystem.regularFilesTheKernelHolds(limit: limit).map(\.rawValue) })
         self.say = say
         self.onInit = Mutex(onInit)
+    }
+
+    /// The state of the session `req` came through.
+    @inline(__always)
+    static func of(_ req: fuse_req_t) -> SessionState {
+        Unmanaged<SessionState>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+    }
+
+    /// The session ends (its loop returned, its reader and ring stopped; libfuse is about to free
+    /// it): the requests still waiting are answered now (`ParkedRequests.end`).
+    func end() -> Int {
+        let answered = parkedRequests.end()
+        if answered > 0 {
+            FuseSession.answeredAtTheirSessionsEnd.add(answered, ordering: .relaxed)
+            say("coordfs: the session ended with \(answered) request\(answered == 1 ? "" : "s") still waiting: answered ECONNABORTED")
+        }
+        return answered
     }
 
     /// The INIT reply takes FUSE_OVER_IO_URING (known once the kernel's INIT has been read).
@@ -124,6 +143,14 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     deinit {
         state.reader.stop()   // a session that was mounted but never served still has its watchdog
         state.ring.stop()     // and its ring's threads
+        // A request of this session may still be parked somewhere (a presenter's ask, a deadline,
+        // a closure: an in-process mount stopped and let go): libfuse frees a request only when it
+        // is answered, unlinking it from the session under the session's lock, and every later
+        // look at it (its interrupt callback, its reply through the I/O hooks and the ring) reads
+        // the session. So each is answered now and never touched again (`ParkedRequest`). The
+        // session counts as exited: a reply the kernel no longer waits for is no error to print.
+        fuse_session_exit(session)
+        _ = state.end()
         fuse_session_destroy(session)
         // The userdata reference taken in init (libfuse is done with it: destroy called the file
         // system's destroy last). Without this the file system and its descriptors would outlive an
@@ -153,6 +180,15 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
             throw FuseSessionError(description: "libfuse refused the session's I/O hooks")
         }
     }
+
+    /// Requests answered by their session's end in this process, because they were still parked
+    /// (or taken back and not yet answered) when the session was let go (`ParkedRequest`).
+    public static var requestsAnsweredAtTheirSessionsEnd: Int { answeredAtTheirSessionsEnd.load(ordering: .relaxed) }
+    static let answeredAtTheirSessionsEnd = Atomic<Int>(0)
+
+    /// This session's requests that wait off the workers: parked (`Request.park`), or taken back and
+    /// not yet answered.
+    public var requestsWaiting: Int { state.parkedRequests.count }
 
     /// The requests the kernel sent this session, by operation (the metrics endpoint reads them).
     public var requestCounters: FuseRequestCounters { state.requests }

@@ -2,6 +2,7 @@ import Dispatch
 import FuseKit
 import Glibc
 import SystemPackage
+import Synchronization
 import XCTest
 
 /// The reply-once rules of `Request` and `ParkedRequest`, through the request double (no mount).
@@ -82,6 +83,95 @@ final class EmbeddedRequestTests: XCTestCase {
         answered.interrupt()
         XCTAssertEqual(early.replies.map(\.errorCode), [EINTR])
         XCTAssertEqual(answered.replies.map(\.errorCode), [0])
+    }
+
+    // MARK: The session's end
+
+    /// A parked request outliving its session: the end answers it (ECONNABORTED), and then nothing
+    /// touches it: its resume gets nothing, its interrupt runs nothing, its release answers nothing.
+    func testTheSessionsEndAnswersAParkedRequestAndNothingAfter() {
+        let probe = EmbeddedRequest()
+        let parked = probe.request().park()
+        parked.onInterrupt { XCTFail("an interrupt after the session's end runs nothing") }
+        XCTAssertEqual(probe.waiting, 1)
+        XCTAssertEqual(probe.endSession(), 1, "the session's end answers the request still parked")
+        XCTAssertEqual(probe.replies.map(\.errorCode), [ECONNABORTED])
+        XCTAssertEqual(probe.waiting, 0)
+        if let late = parked.resume() { // gets nothing: the end answered it
+            XCTFail("resumed after the session's end")
+            late.replyOK()
+        }
+        probe.interrupt()
+        parked.onInterrupt { XCTFail("an interrupt after the session's end runs nothing") }
+        XCTAssertEqual(parked.context, probe.context, "the caller, as it was when parked")
+        XCTAssertEqual(probe.endSession(), 0, "answered once")
+        XCTAssertEqual(probe.replies.map(\.errorCode), [ECONNABORTED], "nothing more")
+    }
+
+    /// The two orders: the session's end, then the last holder lets go (no second answer); the last
+    /// holder lets go first (EIO, as ever), then the end (nothing left to answer).
+    func testTheSessionEndsBeforeOrAfterTheParkedRequestIsLetGo() {
+        let sessionFirst = EmbeddedRequest()
+        do {
+            let parked = sessionFirst.request().park()
+            XCTAssertEqual(sessionFirst.endSession(), 1)
+            _ = parked
+        }
+        XCTAssertEqual(sessionFirst.replies.map(\.errorCode), [ECONNABORTED], "let go after the end: no EIO on top")
+
+        let holdersFirst = EmbeddedRequest()
+        do { _ = holdersFirst.request().park() }
+        XCTAssertEqual(holdersFirst.waiting, 0)
+        XCTAssertEqual(holdersFirst.endSession(), 0)
+        XCTAssertEqual(holdersFirst.replies.map(\.errorCode), [EIO])
+    }
+
+    /// A request taken back (resumed) and not yet answered when the session ends: the end answers
+    /// it, and its own answer (or its drop) later sends nothing. One taken back and parked again
+    /// waits again.
+    func testARequestTakenBackButNotAnsweredIsAnsweredByTheEndOnly() {
+        let probe = EmbeddedRequest(context: RequestContext(uid: 65534, gid: 65534, pid: 4242, umask: 0o077), groups: [7])
+        let parked = probe.request().park()
+        guard let taken = parked.resume() else { return XCTFail("not resumed") }
+        XCTAssertEqual(probe.waiting, 1, "taken back, not yet answered: still the session's")
+        XCTAssertEqual(probe.endSession(), 1)
+        XCTAssertEqual(taken.context.pid, 4242)
+        XCTAssertEqual(taken.supplementaryGroups(), [7])
+        taken.reply(error: .resourceBusy)
+        do { let dropped = probe.request().park(); _ = dropped.resume() }   // parked after the end
+        XCTAssertEqual(probe.replies.map(\.errorCode), [ECONNABORTED, ECONNABORTED],
+                       "the late answer sends nothing; a request parked after the end is answered at once")
+
+        let again = EmbeddedRequest()
+        let first = again.request().park()
+        guard let back = first.resume() else { return XCTFail("not resumed") }
+        let second = back.park()
+        XCTAssertTrue(second === first, "parked again in the same parked request")
+        XCTAssertEqual(again.waiting, 1)
+        second.resume()?.replyOK()
+        XCTAssertEqual(again.waiting, 0)
+        XCTAssertEqual(again.endSession(), 0)
+        XCTAssertEqual(again.replies.map(\.errorCode), [0])
+    }
+
+    /// Resumes and answers racing the session's end, on many threads: every request is answered
+    /// exactly once, by its resume or by the end, never both.
+    func testAResumeRacingTheSessionsEndAnswersOnce() {
+        for round in 0..<20 {
+            let probe = EmbeddedRequest()
+            let count = 200
+            let parked = (0..<count).map { _ in probe.request().park() }
+            let ended = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: count + 1) { i in
+                if i == count / 2 { return ended.store(probe.endSession(), ordering: .relaxed) }
+                parked[i < count / 2 ? i : i - 1].resume()?.reply(error: .resourceBusy)
+            }
+            let codes = probe.replies.map(\.errorCode)
+            XCTAssertEqual(codes.count, count, "round \(round): one answer per request")
+            XCTAssertEqual(codes.filter { $0 == ECONNABORTED }.count, ended.load(ordering: .relaxed), "round \(round)")
+            XCTAssertEqual(codes.filter { $0 == EBUSY }.count, count - ended.load(ordering: .relaxed), "round \(round)")
+            XCTAssertEqual(probe.waiting, 0)
+        }
     }
 }
 
