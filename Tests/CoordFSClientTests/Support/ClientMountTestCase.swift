@@ -57,6 +57,9 @@ class ClientMountTestCase: XCTestCase {
         }
         children = []
         daemon?.stopAndWait()
+        // Let go of it: XCTest keeps every test object until the process ends, and a daemon kept
+        // holds its /dev/fuse descriptor, its log and store files for the rest of the run.
+        daemon = nil
         if let mnt, MountTable.coordfsMount(at: mnt) != nil { umount2(mnt, Int32(MNT_DETACH)) }
         if let root { try? FileManager.default.removeItem(atPath: root) }
     }
