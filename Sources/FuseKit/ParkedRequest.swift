@@ -72,13 +72,22 @@ public final class ParkedRequest: Sendable {
     }
 
     deinit {
-        let answered = phase.withLock { phase -> Bool in
-            guard phase == .parked else { return false }
-            phase = .answered
-            if let embedded { embedded.record(.error(.ioError)) } else { fuse_reply_err(req, EIO) }
-            return true
+        let onList = phase.withLock { phase -> Bool in
+            switch phase {
+            case .parked:
+                phase = .answered
+                if let embedded { embedded.record(.error(.ioError)) } else { fuse_reply_err(req, EIO) }
+                return true
+            case .ended:
+                // The session's end answered it and may still be looking at it under its stripe's
+                // lock (after this lock, `answerAtSessionEnd` clears the interrupt handler): the
+                // stripe's lock is taken before this object's memory goes.
+                return true
+            case .taken, .answered:
+                return false
+            }
         }
-        if answered { stripe.remove(self) }
+        if onList { stripe.remove(self) }
     }
 
     /// What the session's end answers a request still waiting with: what the kernel answers a

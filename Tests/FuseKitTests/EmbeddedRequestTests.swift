@@ -173,6 +173,28 @@ final class EmbeddedRequestTests: XCTestCase {
             XCTAssertEqual(probe.waiting, 0)
         }
     }
+
+    /// The last references let go racing the session's end, on many threads: every request is
+    /// answered exactly once, with EIO by its release or by the end, and one the end answered is
+    /// not freed while the end still looks at it (its release waits for the end's lock).
+    func testALastReleaseRacingTheSessionsEndAnswersOnce() {
+        final class Holder: @unchecked Sendable { var parked: ParkedRequest? }
+        for round in 0..<20 {
+            let probe = EmbeddedRequest()
+            let count = 200
+            let holders = (0..<count).map { _ in let h = Holder(); h.parked = probe.request().park(); return h }
+            let ended = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: count + 1) { i in
+                if i == count / 2 { return ended.store(probe.endSession(), ordering: .relaxed) }
+                holders[i < count / 2 ? i : i - 1].parked = nil
+            }
+            let codes = probe.replies.map(\.errorCode)
+            XCTAssertEqual(codes.count, count, "round \(round): one answer per request")
+            XCTAssertEqual(codes.filter { $0 == ECONNABORTED }.count, ended.load(ordering: .relaxed), "round \(round)")
+            XCTAssertEqual(codes.filter { $0 == EIO }.count, count - ended.load(ordering: .relaxed), "round \(round)")
+            XCTAssertEqual(probe.waiting, 0)
+        }
+    }
 }
 
 extension Reply {
