@@ -101,6 +101,12 @@ public enum LinuxCalls {
     }
 
     /// `open_by_handle_at(2)` (needs CAP_DAC_READ_SEARCH); -1 and errno on failure.
+    ///
+    /// ENOMEM is asked again a few times: ext4 says ENOMEM, not ESTALE, for a handle whose file is
+    /// gone while its inode number is being given to a new file at that very moment (its
+    /// `iget_locked` finds the new inode still being created and gives up with "no memory"); a
+    /// moment later the same handle gives ESTALE, the answer for a file that is gone. A real
+    /// shortage of memory still fails with ENOMEM.
     public static func open(_ handle: KernelFileHandle, mountFD: Int32, flags: Int32) -> Int32 {
         var h = clinux_file_handle()
         h.handle_bytes = UInt32(handle.bytes.count)
@@ -108,7 +114,14 @@ public enum LinuxCalls {
         withUnsafeMutableBytes(of: &h.f_handle) { dst in
             handle.bytes.withUnsafeBytes { src in dst.copyMemory(from: src) }
         }
-        return clinux_open_by_handle_at(mountFD, &h, flags)
+        var fd = clinux_open_by_handle_at(mountFD, &h, flags)
+        var again = 0
+        while fd < 0 && errno == ENOMEM && again < 16 {
+            sched_yield()
+            again += 1
+            fd = clinux_open_by_handle_at(mountFD, &h, flags)
+        }
+        return fd
     }
 
     /// fanotify(7) with directory file handles and names (`FAN_REPORT_DFID_NAME`).
