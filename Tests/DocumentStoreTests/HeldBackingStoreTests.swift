@@ -8,22 +8,28 @@ import Linux
 /// it) goes on in its backing folder once that folder is renamed, checks paths against where the
 /// folder is now, and never reads or writes another folder put at the old path.
 final class HeldBackingStoreTests: XCTestCase {
-    func testAStoreOnHeldDescriptorsFollowsItsRenamedBackingFolderAndNeverTheOldPath() throws {
+    /// A backing folder `Docs` (its `doc.txt` reads "one") with a store opened on descriptors of it
+    /// and of its `.coordfs` (as the daemon opens it), `doc.txt` registered by a presenter; `body`
+    /// gets the store, the folder's path, the path it is to be renamed to, and the root descriptor.
+    private func withHeldStore(_ body: (DocumentStore, _ old: String, _ new: String, _ rootFD: Int32) throws -> Void) throws {
         let parent = "/tmp/coordfs-store-tests/held-\(UInt64.random(in: 0...UInt64.max))"
         let old = parent + "/Docs", new = parent + "/Documents"
         try FileSystem.mkdirs(old + "/.coordfs")
         defer { _ = try? Shell.run("/bin/rm", ["-rf", parent]) }
-        func put(_ path: String, _ text: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
-        func text(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
-        try put(old + "/doc.txt", "one\n")
+        try Data("one\n".utf8).write(to: URL(fileURLWithPath: old + "/doc.txt"))
         let rootFD = open(old, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         let stateFD = open(old + "/.coordfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         XCTAssertGreaterThanOrEqual(rootFD, 0)
         XCTAssertGreaterThanOrEqual(stateFD, 0)
         defer { close(rootFD); close(stateFD) }
         let store = try DocumentStore(backingRoot: "/proc/self/fd/\(rootFD)", stateDirectory: "/proc/self/fd/\(stateFD)/store")
-        let alice = StorePresenterID("alice")
-        _ = try store.register(alice, path: "doc.txt")
+        _ = try store.register(StorePresenterID("alice"), path: "doc.txt")
+        try body(store, old, new, rootFD)
+    }
+
+    func testAStoreOnHeldDescriptorsFollowsItsRenamedBackingFolderAndNeverTheOldPath() throws { try withHeldStore { store, old, new, _ in
+        func put(_ path: String, _ text: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+        func text(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
 
         // `mv Docs Documents`, and another folder made at the old path.
         XCTAssertEqual(rename(old, new), 0)
@@ -51,23 +57,11 @@ final class HeldBackingStoreTests: XCTestCase {
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: old), ["doc.txt"], "nothing written at the old path")
         XCTAssertEqual(text(old + "/doc.txt"), "impostor\n")
-    }
+    } }
 
     /// A store error names a file by where its folder is now, never by the held descriptor's
     /// `/proc/self/fd/N` path a person cannot act on.
-    func testAStoreErrorNamesTheFolderWhereItIsNotTheHeldDescriptor() throws {
-        let parent = "/tmp/coordfs-store-tests/held-\(UInt64.random(in: 0...UInt64.max))"
-        let old = parent + "/Docs", new = parent + "/Documents"
-        try FileSystem.mkdirs(old + "/.coordfs")
-        defer { _ = try? Shell.run("/bin/rm", ["-rf", parent]) }
-        try Data("one\n".utf8).write(to: URL(fileURLWithPath: old + "/doc.txt"))
-        let rootFD = open(old, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        let stateFD = open(old + "/.coordfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        XCTAssertGreaterThanOrEqual(rootFD, 0)
-        XCTAssertGreaterThanOrEqual(stateFD, 0)
-        defer { close(rootFD); close(stateFD) }
-        let store = try DocumentStore(backingRoot: "/proc/self/fd/\(rootFD)", stateDirectory: "/proc/self/fd/\(stateFD)/store")
-        _ = try store.register(StorePresenterID("alice"), path: "doc.txt")
+    func testAStoreErrorNamesTheFolderWhereItIsNotTheHeldDescriptor() throws { try withHeldStore { store, old, new, rootFD in
         let kept = try XCTUnwrap(try store.preserveBeforeInPlaceWrite("doc.txt"))
         XCTAssertEqual(rename(old, new), 0)
         // The version's file goes missing (a disk error, a hand in the state folder).
@@ -84,5 +78,5 @@ final class HeldBackingStoreTests: XCTestCase {
         XCTAssertEqual(HeldPath.shown("/proc/self/fd/99999/a"), "/proc/self/fd/99999/a")
         XCTAssertEqual(HeldPath.shown("/proc/self/fd/\(rootFD)x/a"), "/proc/self/fd/\(rootFD)x/a")
         XCTAssertEqual(HeldPath.shown("/proc/self/fd/\(rootFD)"), new)
-    }
+    } }
 }
