@@ -97,7 +97,8 @@ public struct MountOptions: Sendable, Equatable {
         coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
           save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
         event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216),
-          log_max_days=N (at most 36500), log_user_share=PERCENT (1 to 100, 10)
+          log_max_days=N (at most 36500), log_user_share=PERCENT (1 to 100, 10),
+          log_summary_interval=S (1 to 3600, 10)
         \(StoreOptions.documentation)
         \(PeerLimits.documentation)
         \(ClusterOptions.documentation)
@@ -181,6 +182,11 @@ public struct MountOptions: Sendable, Equatable {
                         throw .badOption(item, "expects \(Limits.describe(EventLogSettings.userShareRange)) percent of log_max_mb")
                     }
                     o.eventLog.userSharePercent = n
+                case ("log_summary_interval", let v?):
+                    guard let n = Int(v), EventLogSettings.summaryIntervalRange.contains(n) else {
+                        throw .badOption(item, "expects \(Limits.describe(EventLogSettings.summaryIntervalRange)) seconds")
+                    }
+                    o.eventLog.summaryIntervalSeconds = n
                 case ("log_max_days", let v?):
                     guard let d = Double(v), d > 0, d <= EventLogSettings.maxDaysLimit else {
                         throw .badOption(item, "expects more than 0 and at most \(Limits.describe(EventLogSettings.maxDaysLimit)) days")

@@ -285,11 +285,12 @@ final class UserQuotaCLITests: CLITestCase {
 
     /// A user over its share that went quiet: what was gathered for its next summary is written
     /// within a bound on an otherwise idle mount (at the log writer's retention check, which wakes
-    /// it every 10 s anyway), not only at its next record or at unmount; and the operator sees who
-    /// is summarised in `coordfs status` (text and JSON; nobody sees only itself) and the metrics.
+    /// it every 10 s anyway, every `log_summary_interval` when that is shorter: 1 s here), not only
+    /// at its next record or at unmount; and the operator sees who is summarised in `coordfs status`
+    /// (text and JSON; nobody sees only itself) and the metrics.
     func testAQuietUsersPendingSummaryIsWrittenSoonAndStatusAndMetricsNameIt() throws {
         makeSharedFolder()
-        try mount(options: ["allow_other", "log_max_mb=1", "log_user_share=1", "metrics=127.0.0.1:0"])
+        try mount(options: ["allow_other", "log_max_mb=1", "log_user_share=1", "log_summary_interval=1", "metrics=127.0.0.1:0"])
         let flood = """
             import os, sys
             d = sys.argv[1]
@@ -303,7 +304,7 @@ final class UserQuotaCLITests: CLITestCase {
         XCTAssertEqual(nobodys.status, 0, "\(nobodys)")
         // nobody is quiet now; its last records (last-marker's) wait for a summary. It comes
         // without another record of anyone's and without an unmount (within summary interval +
-        // retention check, 20 s; 60 s allowed).
+        // retention check, 2 s; 60 s allowed; only the unmount would write it without them).
         let deadline = Date().addingTimeInterval(60)
         func markerSummarised() -> Bool {
             logRecords(mnt, "--kind", "coalesced").contains { $0["oldPath"] as? String == "/shared/last-marker" && uid($0) == 65534 }

@@ -70,6 +70,8 @@ final class MountCommandTests: MountTestCase {
             ("log_user_share=101", "1 to 100 percent of log_max_mb"),
             ("log_user_share=-5", "1 to 100 percent of log_max_mb"),
             ("log_user_share=ten", "1 to 100 percent of log_max_mb"),
+            ("log_summary_interval=0", "1 to 3600 seconds"),
+            ("log_summary_interval=3601", "1 to 3600 seconds"),
         ]
         for (option, range) in cases {
             for foreground in [false, true] {
@@ -88,7 +90,7 @@ final class MountCommandTests: MountTestCase {
         // Nothing was started: no state folder, so no daemon log either.
         XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.backing + "/.coordfs/daemon.log"))
         // The largest values in range mount and work.
-        let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "log_max_mb=16777216,log_max_days=36500,ask_timeout=86400,log_user_share=100")
+        let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "log_max_mb=16777216,log_max_days=36500,ask_timeout=86400,log_user_share=100,log_summary_interval=3600")
         XCTAssertEqual(r.status, 0, "the largest values in range were refused: \(r)")
         XCTAssertTrue(Mounts.isMounted(fixture.mountpoint))
         XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
