@@ -46,6 +46,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let appearing = Mutex<(byPath: [ItemPath: UInt64], generation: UInt64)>(([:], 0))
     private let appearQueue = DispatchQueue(label: "coordfs.watcher.appear")
 
+    /// The watcher thread's name (`top -H`, `perf sched`, /proc/PID/task/TID/comm: at most 15 bytes).
+    static let threadName = "backing-watcher"
+
     static let mask: UInt64 = LinuxCalls.Fanotify.modify | LinuxCalls.Fanotify.attrib | LinuxCalls.Fanotify.closeWrite
         | LinuxCalls.Fanotify.create | LinuxCalls.Fanotify.delete | LinuxCalls.Fanotify.rename
         | LinuxCalls.Fanotify.onChild | LinuxCalls.Fanotify.onDirectory
@@ -73,7 +76,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // Every known directory is marked: renames outside the mount reach `pathsChanged()`.
         loopback.setPathsAreWatched(true)
         if !marksComplete.load(ordering: .relaxed) { loopback.setPathsAreWatched(false) }
-        startThread { [self] in run() }
+        startThread(named: Self.threadName) { [self] in run() }
     }
 
     func stop() {

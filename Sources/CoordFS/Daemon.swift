@@ -14,6 +14,8 @@ import Linux
 /// Process rules (see docs/architecture.md): `mount()` starts no thread; `serve()` starts every thread.
 /// A background daemon is a program of its own (`DaemonLauncher.startInBackground`), never a fork.
 public final class Daemon: @unchecked Sendable {
+    /// The signal thread's name (`top -H`, `perf sched`, /proc/PID/task/TID/comm: at most 15 bytes).
+    static let signalThreadName = "coordfs-signals"
     public let plan: MountPlan
     public let loopback: Loopback
     /// The mount's coordinator: presenters register here (in-process, or through the control socket).
@@ -200,7 +202,7 @@ public final class Daemon: @unchecked Sendable {
         // The first signal unmounts as `umount -l` does: the mount leaves the tree at once, and what
         // is open in it (files, a shell's working folder) is served until it is let go; then the
         // kernel ends the session and the loop returns. A second signal ends it at once.
-        startThread { [self] in
+        startThread(named: Self.signalThreadName) { [self] in
             var s = signals
             var caught: Int32 = 0
             while sigwait(&s, &caught) != 0 {}
@@ -335,13 +337,19 @@ public final class Daemon: @unchecked Sendable {
 }
 
 /// A detached POSIX thread running `body` (no Dispatch or Swift concurrency: the signal thread must
-/// exist before anything else is started).
-func startThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: @unchecked Sendable { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
+/// exist before anything else is started). `name`: the thread's name (`top -H`, `perf sched`,
+/// /proc/PID/task/TID/comm; at most 15 bytes), nil to keep the process's.
+func startThread(named name: String? = nil, _ body: @escaping @Sendable () -> Void) {
+    final class Box: @unchecked Sendable {
+        let name: String?
+        let body: @Sendable () -> Void
+        init(_ n: String?, _ b: @escaping @Sendable () -> Void) { name = n; body = b }
+    }
     var tid = pthread_t()
-    let arg = Unmanaged.passRetained(Box(body)).toOpaque()
+    let arg = Unmanaged.passRetained(Box(name, body)).toOpaque()
     pthread_create(&tid, nil, { raw in
         let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+        if let name = box.name { nameCurrentThread(name) }
         box.body()
         return nil
     }, arg)

@@ -95,6 +95,8 @@ final class DeviceReader: @unchecked Sendable {
     /// being rung awake for each; after a longer gap one ring costs less than the looks would. It
     /// was a second: a lone request then cost 500 looks (about 10 ms of CPU on a loaded machine).
     static let lingerStalls = 10
+    /// The watchdog thread's name (`top -H`, `perf sched`, /proc/PID/task/TID/comm: at most 15 bytes).
+    package static let watchdogThreadName = "fuse-watchdog"
 
     /// `adaptive`: poll only while it pays (`SpinGovernor`); false: for the whole spin every time.
     /// `runnable`: the machine's runnable tasks (`RunQueue`; the tests pass their own).
@@ -145,6 +147,7 @@ final class DeviceReader: @unchecked Sendable {
             guard pthread_create(&t, nil, { arg in
                 let reader = Unmanaged<DeviceReader>.fromOpaque(arg!).takeRetainedValue()
                 blockAllSignalsInThisThread()
+                nameCurrentThread(DeviceReader.watchdogThreadName)
                 reader.watch()
                 return nil
             }, me) == 0 else {

@@ -250,6 +250,10 @@ final class RingTransport: @unchecked Sendable {
 
     /// The ring's threads, for all queues together: 16, as libfuse's loop.
     static let threadCount = 16
+    /// The names of the ring's threads and of its puller (`top -H`, `perf sched`, /proc/PID/task/TID/comm:
+    /// at most 15 bytes), so who wakes whom can be read from the scheduler's events.
+    package static let threadName = "fuse-ring"
+    package static let pullerThreadName = "fuse-ring-pull"
 
     /// Sets up the ring and its threads (which wait for INIT) before the mount's INIT is answered.
     /// False (and `setupFailure` says why) when io_uring cannot be used: the INIT reply then does not
@@ -288,6 +292,7 @@ final class RingTransport: @unchecked Sendable {
             guard pthread_create(&thread, nil, { arg in
                 let work = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()
                 blockAllSignalsInThisThread()
+                nameCurrentThread(RingTransport.threadName)
                 work.transport.serve(slot: work.slot, of: work.of)
                 return nil
             }, arg) == 0 else {
@@ -302,6 +307,7 @@ final class RingTransport: @unchecked Sendable {
         guard pthread_create(&thread, nil, { arg in
             let transport = Unmanaged<RingTransport>.fromOpaque(arg!).takeUnretainedValue()
             blockAllSignalsInThisThread()
+            nameCurrentThread(RingTransport.pullerThreadName)
             transport.pull()
             return nil
         }, Unmanaged.passUnretained(self).toOpaque()) == 0 else {

@@ -17,7 +17,7 @@ final class IdleDaemonTests: MountTestCase {
     private let idleBudgetNanoseconds = 2_000_000
 
     func testAnIdleMountOverDevFuseUsesNoCPUAfterASecond() throws {
-        try idleMountUsesNoCPU(options: ["transport=dev"], expect: "requests come through /dev/fuse")
+        try idleMountUsesNoCPU(options: ["transport=dev"], expect: "requests come through /dev/fuse", ring: false)
     }
 
     func testAnIdleMountOverTheRingUsesNoCPUAfterASecond() throws {
@@ -29,10 +29,14 @@ final class IdleDaemonTests: MountTestCase {
             guard (try? "Y".write(toFile: path, atomically: false, encoding: .utf8)) != nil else { throw XCTSkip("cannot turn on \(path)") }
         }
         defer { if !saved.hasPrefix("Y") { try? saved.trimmingCharacters(in: .whitespacesAndNewlines).write(toFile: path, atomically: false, encoding: .utf8) } }
-        try idleMountUsesNoCPU(options: ["transport=uring"], expect: "requests come through io_uring")
+        try idleMountUsesNoCPU(options: ["transport=uring"], expect: "requests come through io_uring", ring: true)
     }
 
-    private func idleMountUsesNoCPU(options: [String], expect: String) throws {
+    /// Also: each of the daemon's own threads says what it is (`top -H`, `perf sched`,
+    /// /proc/PID/task/TID/comm), so who wakes whom can be read from the scheduler's events: the
+    /// watchdogs, the log writer, the backing watcher and the signal thread on both transports, and
+    /// the ring's 16 threads and its puller on the ring.
+    private func idleMountUsesNoCPU(options: [String], expect: String, ring: Bool) throws {
         guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's CPU is measured") }
         try fixture.mount(options: options)
         guard let pid = fixture.daemonPids.first else { return XCTFail("no daemon serves \(fixture.mountpoint)") }
@@ -50,6 +54,15 @@ final class IdleDaemonTests: MountTestCase {
         }
         for i in 0..<300 { XCTAssertEqual(unlink(mnt("f\(i)")), 0) }
 
+        let names = Self.threadNames(of: pid)
+        let count = { (name: String) in names.filter { $0 == name }.count }
+        XCTAssertGreaterThanOrEqual(count("fuse-watchdog"), 1, "the daemon's threads: \(names.sorted())")
+        XCTAssertEqual(count("eventlog-writer"), 1, "the daemon's threads: \(names.sorted())")
+        XCTAssertEqual(count("backing-watcher"), 1, "the daemon's threads: \(names.sorted())")
+        XCTAssertEqual(count("coordfs-signals"), 1, "the daemon's threads: \(names.sorted())")
+        XCTAssertEqual(count("fuse-ring"), ring ? 16 : 0, "the daemon's threads: \(names.sorted())")
+        XCTAssertEqual(count("fuse-ring-pull"), ring ? 1 : 0, "the daemon's threads: \(names.sorted())")
+
         Thread.sleep(forTimeInterval: 1.2)   // "after a second"
         let before = try XCTUnwrap(Self.cpu(of: pid))
         Thread.sleep(forTimeInterval: 2)
@@ -58,6 +71,15 @@ final class IdleDaemonTests: MountTestCase {
         XCTAssertLessThan(used, idleBudgetNanoseconds,
                           "the idle daemon used \(used / 1000) µs of CPU in 2 s (\(after.ticks - before.ticks) clock ticks); its busiest threads: \(Self.busiest(of: pid, since: before.perThread))")
         XCTAssertLessThanOrEqual(after.ticks - before.ticks, 1, "utime+stime grew by \(after.ticks - before.ticks) ticks in 2 idle seconds")
+    }
+
+    /// The names of the daemon's threads (/proc/PID/task/TID/comm).
+    private static func threadNames(of pid: pid_t) -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
     }
 
     /// The daemon's CPU time: every thread's runtime (schedstat, ns) and utime+stime (clock ticks).
