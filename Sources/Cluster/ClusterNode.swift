@@ -513,10 +513,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         lock.withLock { (state.presentersAt[path] ?? [:]).contains { $0.key != name && $0.value > 0 } }
     }
 
-    /// A change an ended access of this node made, told now (a new file once it outlived the save
-    /// window): a change record of its own, as an access's, with no fencing token (no right is
-    /// used: the item is there already, and what is told changes nothing in it).
-    public func changedAfterAccess(_ changes: [AccessChange], origin: AccessOrigin) {
+    /// A change this node made outside any coordinated access, told now (a new file once it
+    /// outlived the save window, after its accesses ended; anything the daemon changed on its own
+    /// behalf without one): a change record of its own, as an access's, with no fencing token (no
+    /// right is used) and no node asked. The other nodes take it as any record: their kernels drop
+    /// what they cached of the items, their stores and presenters hear of it, once.
+    public func changedOutsideAccess(_ changes: [AccessChange], origin: AccessOrigin) {
         guard !changes.isEmpty else { return }
         lock.lock()
         state.serial += 1
@@ -1629,7 +1631,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let presented = lock.withLock { state.presenters.values.compactMap(\.path.path) }
         let origin = AccessOrigin(pid: 0, uid: 0, gid: 0, executable: "etcd compaction@\(name)")
         for path in host?.clusterChangesMissed(at: Array(Set(presented)), origin: origin) ?? [] {
-            coordinator?.announce(.changed(path), origin: origin)
+            coordinator?.announceObserved(.changed(path), origin: origin)
         }
         step(node: name, "etcd compacted its history past revision \(missedFrom - 1), which this node's watch had reached: changes of revisions \(missedFrom) to \(revision) other than each node's latest change records were not seen", path: nil)
         from = revision + 1
@@ -1832,7 +1834,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 let heard = host?.clusterDidChange(changes, origin: origin, asked: asked) ?? []
                 // Presenters asked through a proxy hear it from the proxy's release, after their
                 // own asks; the others now (but what they heard already, from the mount's watcher).
-                if !asked { for c in changes where !heard.contains(c) { coordinator?.announce(c, origin: origin) } }
+                if !asked { for c in changes where !heard.contains(c) { coordinator?.announceObserved(c, origin: origin) } }
             }
         }
         for end in effects.proxiesToEnd { endProxy(end.proxy, end.changes, answerGone: end.answerGone) }

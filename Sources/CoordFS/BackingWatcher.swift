@@ -285,13 +285,13 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                 } else {
                     fileSystem?.documents(atOrBelow: f)?.didMove(from: f, to: t, by: origin)
                 }
-                coordinator.announce(.moved(from: f, to: t), origin: origin)
+                coordinator.announceObserved(.moved(from: f, to: t), origin: origin)
             case let (nil, t?): // from a temp name: over a presented document, a save
                 fileSystem?.documents(t)?.didChange(t, by: origin)
-                coordinator.announce(.subitemAppeared(t), origin: origin)
+                coordinator.announceObserved(.subitemAppeared(t), origin: origin)
             case let (f?, nil):
                 fileSystem?.documents(f)?.didDelete(f, by: origin)
-                coordinator.announce(.deleted(f), origin: origin)
+                coordinator.announceObserved(.deleted(f), origin: origin)
             default: break
             }
             return
@@ -300,16 +300,16 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // fanotify merges queued events on the same entry (CREATE|MODIFY|CLOSE_WRITE): each bit is
         // its own announcement, in the order they happened.
         if mask & LinuxCalls.Fanotify.create != 0 {
-            coordinator.announce(.subitemAppeared(p), origin: origin)
+            coordinator.announceObserved(.subitemAppeared(p), origin: origin)
         }
         if mask & LinuxCalls.Fanotify.closeWrite != 0 || (mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0) {
             // Written (a change of attributes alone is not one of contents for the store).
             if mask & LinuxCalls.Fanotify.closeWrite != 0 { fileSystem?.documents(p)?.didChange(p, by: origin) }
-            coordinator.announce(.changed(p), origin: origin)
+            coordinator.announceObserved(.changed(p), origin: origin)
         }
         if mask & LinuxCalls.Fanotify.delete != 0 {
             fileSystem?.documents(p)?.didDelete(p, by: origin)
-            coordinator.announce(.deleted(p), origin: origin)
+            coordinator.announceObserved(.deleted(p), origin: origin)
         }
     }
 
@@ -353,7 +353,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                 guard due, !stopped.load(ordering: .relaxed) else { return }
                 // Told already by the node that made it (its record came first): not again.
                 if echoes.isEcho([p], decidedBy: [p], origin: origin) { return }
-                coordinator.announce(.subitemAppeared(p), origin: origin)
+                coordinator.announceObserved(.subitemAppeared(p), origin: origin)
             }
             return .told
         }
@@ -388,10 +388,10 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     func tellHeld(_ path: ItemPath, origin: AccessOrigin, gone: Bool) {
         if gone {
             fileSystem?.documents(path)?.didDelete(path, by: origin)
-            coordinator.announce(.deleted(path), origin: origin)
+            coordinator.announceObserved(.deleted(path), origin: origin)
         } else {
             fileSystem?.documents(path)?.didChange(path, by: origin)
-            coordinator.announce(.changed(path), origin: origin)
+            coordinator.announceObserved(.changed(path), origin: origin)
         }
     }
 

@@ -92,14 +92,9 @@ final class ClusterEchoes: Sendable {
         return table.withLock { t in
             var heard = Set<ItemPath>()
             for (path, state) in states {
-                t.order += 1
-                var e = t.entries[path, default: Entry()]
-                if matching, e.toldByWatcher, let told = e.told, told == state { heard.insert(path) }
-                e.told = .some(state)
-                e.toldByWatcher = false
-                e.held = nil
-                e.order = t.order
-                t.entries[path] = e
+                let before = note(path, state, byWatcher: false, &t)
+                if matching, before.toldByWatcher, let told = before.told, told == state { heard.insert(path) }
+                t.entries[path]?.held = nil
             }
             trim(&t)
             // Held below a told item (a folder replaced): told with it.
@@ -120,14 +115,23 @@ final class ClusterEchoes: Sendable {
     func changedHere(_ paths: [ItemPath]) {
         let states = paths.map { ($0, stateOf($0)) }
         table.withLock { t in
-            for (path, state) in states {
-                t.order += 1
-                t.entries[path, default: Entry()].told = .some(state)
-                t.entries[path]?.toldByWatcher = false
-                t.entries[path]?.order = t.order
-            }
+            for (path, state) in states { note(path, state, byWatcher: false, &t) }
             trim(&t)
         }
+    }
+
+    /// Notes `path`'s file as a change told here left it (`byWatcher`: the watcher told it, before
+    /// any record of it came), the newest entry. Returns the entry as it was before.
+    @discardableResult
+    private func note(_ path: ItemPath, _ state: FileState, byWatcher: Bool, _ t: inout Table) -> Entry {
+        t.order += 1
+        let before = t.entries[path] ?? Entry()
+        var e = before
+        e.told = .some(state)
+        e.toldByWatcher = byWatcher
+        e.order = t.order
+        t.entries[path] = e
+        return before
     }
 
     /// The proxy of `began(intents)` ended; `told`: its access's change record told changes here.
@@ -198,10 +202,7 @@ final class ClusterEchoes: Sendable {
                     echo = true
                     continue
                 }
-                t.order += 1
-                t.entries[path, default: Entry()].told = .some(state)
-                t.entries[path]?.toldByWatcher = true
-                t.entries[path]?.order = t.order
+                note(path, state, byWatcher: true, &t)
             }
             trim(&t)
             return echo

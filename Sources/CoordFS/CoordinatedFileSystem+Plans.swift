@@ -76,7 +76,7 @@ extension CoordinatedFileSystem {
                 }
             case .appearsLater(let p):
                 let who = grant.origin
-                saves.created(p, by: who.pid) { [coordinator] in coordinator.announceAfterAccess(.subitemAppeared(p), origin: who) }
+                saves.created(p, by: who.pid) { [coordinator] in coordinator.announce(.subitemAppeared(p), origin: who) }
             case .ifPresented(let p, let steps):
                 if store.isPresented(p) { perform(steps, grant, adopted: held, store, kept: &kept) }
             }

@@ -2,8 +2,9 @@ import Coordination
 import Glibc
 import Synchronization
 
-/// An access granted to one operation, or none: announcements then go to the coordinator directly,
-/// so presenters still hear.
+/// An access granted to one operation, or none: announcements then go to the coordinator directly
+/// (`Coordinator.announce`, a change made outside any access), so presenters here still hear, and
+/// the other nodes of a cluster too.
 struct Grant: Sendable {
     let access: CoordinatedAccess?
     let coordinator: Coordinator

@@ -315,10 +315,11 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     }
 
     /// Resolves a conflict (close, save, reload, keep both, merge; see `DocumentStore.resolve`).
-    /// Resolutions that write (save, merge, keep both) run inside a coordinated write on the
-    /// document (keep both: on its folder) made on behalf of the conflict's presenter, so the
-    /// document's other presenters are asked first and told after (did change, plus their
-    /// ``DocumentChangeEvent``). A refused resolution (reload or merge of a deletion, merge of
+    /// Resolutions that write (save, merge, keep both, a lost update's reload: `Conflict.writes`)
+    /// run inside a coordinated write on the document (keep both: on its folder) made on behalf of
+    /// the conflict's presenter, so the document's other presenters, on every node of a cluster,
+    /// are asked first and told after (did change, plus their ``DocumentChangeEvent``), as for a
+    /// write through the mount. A refused resolution (reload or merge of a deletion, merge of
     /// binary contents, missing "mine") throws and changes nothing.
     ///
     /// The new file is written in the backing folder and shows through the mount at once (the
@@ -352,18 +353,21 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
         let presenter = coordinatorID(of: conflict.presenter)
         let who = actor ?? conflict.presenter.rawValue
-        let writes: Bool
-        switch resolution {
-        case .save, .merge, .keepBoth: writes = true
-        case .close, .reload: writes = false
-        }
+        // The write, as a change through the mount is made: its item's presenters (on every node)
+        // asked before and told after, the other nodes by the access's change record.
+        let writes = conflict.writes(resolution, mine: mine != nil)
         let origin = (requester ?? AccessOrigin.currentProcess).onBehalf(of: presenter)
-        let intents: [FileAccessIntent] = resolution == .keepBoth ? [.writingIntent(with: path.parent ?? .root)] : [.writingIntent(with: path)]
-        withAccess(writes ? intents : [], origin: origin, waiting: waiting) { access -> (ResolutionOutcome, ItemPath?) in
+        let intents: [FileAccessIntent] = switch writes {
+        case .nothing: []
+        case .document: [.writingIntent(with: path)]
+        case .besideDocument: [.writingIntent(with: path.parent ?? .root)]
+        }
+        withAccess(intents, origin: origin, waiting: waiting) { access -> (ResolutionOutcome, ItemPath?) in
             let outcome = try store.resolve(id, with: resolution, mine: mine, by: who, owner: owner)
             let written = outcome.writtenPath.flatMap { try? ItemPath($0) }
             if let written {
-                let change: AccessChange = resolution == .keepBoth ? .subitemAppeared(written) : .changed(written)
+                let change: AccessChange = writes == .besideDocument ? .subitemAppeared(written) : .changed(written)
+                // (Without an access, a write the store made anyway: told here and to the other nodes all the same.)
                 if let access { access.announce(change) } else { self.coordinator.announce(change, origin: origin) }
             }
             return (outcome, written)

@@ -39,14 +39,16 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// Whether a presenter elsewhere presents `path` itself. Never waits.
     func isPresentedElsewhere(_ path: ItemPath) -> Bool
 
-    /// A change made here by an access that has ended is told now (a new file's appearance, told
-    /// once it outlived the save window): the other nodes hear of it as of an access's changes.
-    /// Must not block.
-    func changedAfterAccess(_ changes: [AccessChange], origin: AccessOrigin)
+    /// A change made here outside any coordinated access is told now (a new file's appearance, told
+    /// once it outlived the save window after its accesses ended; a change the daemon made on its
+    /// own behalf; one announced after its access ended): the other nodes hear of it as of an
+    /// access's changes. Never a change this host did not make (seen beside the mount, or told by
+    /// another node). Must not block.
+    func changedOutsideAccess(_ changes: [AccessChange], origin: AccessOrigin)
 }
 
 extension CoordinationGate {
     public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }
-    public func changedAfterAccess(_ changes: [AccessChange], origin: AccessOrigin) {}
+    public func changedOutsideAccess(_ changes: [AccessChange], origin: AccessOrigin) {}
 }

@@ -354,8 +354,12 @@ extension Coordinator {
     func announce(_ change: AccessChange, during access: CoordinatedAccess) {
         lock.lock()
         emit(access, .announced(change))
-        // The gate (other nodes) hears of every change, whoever presents it here.
+        // The gate (other nodes) hears of every change, whoever presents it here: with the access's
+        // changes when it ends, or now when it ended already (as a change outside any access).
+        let ended = access.phase == .released
         if access.gatePass != nil && access.phase == .granted { access.gateChanges.append(change) }
+        // (Without the lock, once this is done.)
+        defer { if ended { gate?.changedOutsideAccess([change], origin: access.origin) } }
         if !mayConcernPresenters(change, during: access) {
             // Nobody presents the item or anything above it: nothing to deliver, nothing to keep.
             // (A presenter registered later in this access does not hear of it, as with Apple:

@@ -262,23 +262,28 @@ public final class Coordinator: @unchecked Sendable {
         if local == nil { gate?.cancel(id) }
     }
 
-    /// Delivers an announcement that happened outside any coordinated access (for example, a
-    /// change the daemon noticed on the backing folder). Moves re-key presenters at once.
+    /// Delivers a change made on this host outside any coordinated access: one the daemon makes on
+    /// its own behalf (a new file's appearance, told once it outlived the save window after its
+    /// accesses ended; anything written without an access), or one an accessor announces outside its
+    /// access. Presenters here hear it as an access's change, and so does the gate (the other nodes
+    /// of a cluster: ``CoordinationGate/changedOutsideAccess(_:origin:)``), as it hears an access's
+    /// changes when the access ends: whatever this host changes reaches every node, however it was
+    /// made. A change this host did not make goes through ``announceObserved(_:origin:)``. Moves
+    /// re-key presenters at once.
     public func announce(_ change: AccessChange, origin: AccessOrigin) {
+        announceObserved(change, origin: origin)
+        gate?.changedOutsideAccess([change], origin: origin)
+    }
+
+    /// Delivers a change this host did not make: seen in the backing folder (made beside the mount),
+    /// or told by another node of a cluster (its change record). Presenters here only: every node
+    /// tells those itself (its own watcher, the other node's record). Moves re-key presenters at once.
+    public func announceObserved(_ change: AccessChange, origin: AccessOrigin) {
         lock.lock()
         emit(nil, origin, .announced(change))
         let pendingChange = record(change)
         deliver([pendingChange], origin: origin, requestID: nil, intents: [])
         lock.unlock()
-    }
-
-    /// Delivers a change made through this mount by an access that has ended (a new file's
-    /// appearance, told once it outlived the save window), and tells the gate (other nodes) of it
-    /// as of an access's changes. A change noticed beside the mount, or told by another node, goes
-    /// through ``announce(_:origin:)``: each node tells those itself.
-    public func announceAfterAccess(_ change: AccessChange, origin: AccessOrigin) {
-        announce(change, origin: origin)
-        gate?.changedAfterAccess([change], origin: origin)
     }
 
     /// Whether the folder `path` or one above it is presented here or, in a cluster, on another

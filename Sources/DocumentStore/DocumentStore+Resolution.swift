@@ -4,6 +4,34 @@ import GRDB
 import Glibc
 import NameBytes
 
+/// What resolving a conflict writes in the backing folder: the coordinated write it runs in
+/// (``Conflict/writes(_:mine:)``).
+public enum ResolutionWrites: Sendable, Hashable {
+    /// Nothing: the presenter takes the file as it is, or drops the document.
+    case nothing
+    /// The document itself (written over, or back when it was deleted).
+    case document
+    /// A new file beside the document, in its folder (keep both's conflict copy).
+    case besideDocument
+}
+
+extension Conflict {
+    /// What ``DocumentStore/resolve(_:with:mine:by:owner:)`` writes for `resolution` (`mine`: given),
+    /// so that the integrator wraps it in a coordinated write of that item, as a change through the
+    /// mount is made: save and merge write the document, keep both a copy beside it; a lost
+    /// update's reload writes theirs back over it, and its save writes only a given `mine`.
+    public func writes(_ resolution: Resolution, mine: Bool) -> ResolutionWrites {
+        switch (resolution, kind) {
+        case (.close, _): .nothing
+        case (.reload, .lostUpdate): .document
+        case (.reload, _): .nothing
+        case (.save, .lostUpdate): mine ? .document : .nothing
+        case (.save, _), (.merge, _): .document
+        case (.keepBoth, _): .besideDocument
+        }
+    }
+}
+
 extension DocumentStore {
     /// Resolves a conflict (the integrator wraps save, keep both and merge in a coordinated write).
     ///

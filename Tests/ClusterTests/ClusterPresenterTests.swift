@@ -112,7 +112,7 @@ import CoordinationTestSupport
     }
 
     /// A new file whose appearance b tells once it outlived its save window (after its accesses
-    /// ended, `Coordinator.announceAfterAccess`) reaches a's folder presenter once, through b's
+    /// ended, `Coordinator.announce`) reaches a's folder presenter once, through b's
     /// record; b knows that a folder above it is presented on a (and a does not of itself).
     @Test func aNewFileToldAfterItsAccessReachesAFolderPresenterOnAnotherNodeOnce() async throws {
         let cluster = TestCluster()
@@ -127,11 +127,38 @@ import CoordinationTestSupport
         #expect(!cluster.coordinator("b").isObservedAnywhere(path("other/new.txt")))
         #expect(cluster.coordinator("b").isPresentedAnywhere(path("docs")))
         #expect(!cluster.coordinator("a").coordinationGate!.isObservedElsewhere(path("docs/new.txt")), "its own presenter")
-        cluster.coordinator("b").announceAfterAccess(.subitemAppeared(path("docs/new.txt")), origin: origin)
+        cluster.coordinator("b").announce(.subitemAppeared(path("docs/new.txt")), origin: origin)
         #expect(await eventually { j.contains("F:subitemDidAppear(docs/new.txt)") }, "\(j.all)")
         #expect((j.index("a:dropCaches(appeared docs/new.txt)") ?? .max) < (j.index("F:subitemDidAppear(docs/new.txt)") ?? .min))
         try await Task.sleep(for: .milliseconds(200))
         #expect(j.all.filter { $0 == "F:subitemDidAppear(docs/new.txt)" }.count == 1, "\(j.all)")
+    }
+
+    /// One rule for what a node tells the others: every change it makes, in an access or outside
+    /// any (`Coordinator.announce`; announced by an access that has ended already), goes in a
+    /// change record; one it only saw (`Coordinator.announceObserved`: made beside its mount, or
+    /// told by another node) does not, since every node tells those itself.
+    @Test func aChangeMadeOutsideAnAccessReachesOtherNodesAndOneOnlySeenDoesNot() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let j = cluster.journal
+        try await cluster.present("D", at: "docs/x.txt", on: "a", seenBy: "b")
+        cluster.coordinator("b").announceObserved(.changed(path("docs/x.txt")), origin: origin)
+        await cluster.node("b").flush()
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!j.contains("D:didChange"), "a change b only saw reached a: \(j.all)")
+
+        // Announced once b's access had ended (the access asked D, and its record told nothing).
+        let grant = try await access(cluster.coordinator("b"), [write("docs/x.txt")]).get()
+        grant.release()
+        #expect(await eventually { j.contains("D:reacquire") }, "\(j.all)")
+        grant.didChange(path("docs/x.txt"))
+        #expect(await eventually { j.contains("D:didChange") }, "\(j.all)")
+        #expect((j.index("a:dropCaches(changed docs/x.txt)") ?? .max) < (j.index("D:didChange") ?? .min), "\(j.all)")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(j.all.filter { $0 == "D:didChange" }.count == 1, "\(j.all)")
     }
 
     @Test func aDeletionOnAnotherNodeAsksTheDocumentAndItsFolderToAccommodateIt() async throws {

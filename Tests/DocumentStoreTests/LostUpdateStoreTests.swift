@@ -82,6 +82,32 @@ final class LostUpdateStoreTests: XCTestCase {
         XCTAssertTrue(try f.store.conflicts(atPath: "doc").isEmpty)
     }
 
+    /// Each resolution writes what `Conflict.writes` says it writes (the mount makes it inside a
+    /// coordinated write of that item, so that presenters on every node are asked and told): for
+    /// lost updates, and for changes under unsaved presenters.
+    func testEachResolutionWritesWhatItsConflictSaysItWrites() throws {
+        let mine = Contents.bytes(Array("a\nm\nc\n".utf8))
+        func written(_ outcome: ResolutionOutcome, _ document: String) -> ResolutionWrites {
+            switch outcome.writtenPath { case nil: .nothing; case document?: .document; default: .besideDocument }
+        }
+        for resolution in Resolution.allCases {
+            for withMine in [false, true] {
+                let (conflict, _, _) = try lostUpdate()
+                let says = conflict.writes(resolution, mine: withMine)
+                let outcome = try f.store.resolve(conflict.id, with: resolution, mine: withMine ? mine : nil, by: "test")
+                XCTAssertEqual(written(outcome, "doc"), says, "a lost update's \(resolution), mine given: \(withMine)")
+            }
+        }
+        XCTAssertEqual(try lostUpdate().conflict.writes(.reload, mine: false), .document, "theirs written back")
+        let scenarios = Scenarios(make: { _ in self.f }, expectsReflink: false)
+        for resolution in Resolution.allCases {
+            let conflict = try scenarios.changedUnderUnsaved(f)
+            let says = conflict.writes(resolution, mine: true)
+            let outcome = try f.store.resolve(conflict.id, with: resolution, mine: mine, by: "test")
+            XCTAssertEqual(written(outcome, "doc.txt"), says, "a change's \(resolution)")
+        }
+    }
+
     func testKeepBothWritesTheirsBeside() throws {
         let (conflict, _, _) = try lostUpdate()
         let outcome = try f.store.resolve(conflict.id, with: .keepBoth, by: "test")
