@@ -60,6 +60,12 @@ public enum LinuxCalls {
         CLinux.fremovexattr(fd, name)
     }
 
+    /// An O_PATH, close-on-exec descriptor on what `fd` refers to (`open_tree(fd, "", AT_EMPTY_PATH)`):
+    /// the same inode, reached without walking a path (-1 and errno on failure, ENOSYS before 5.2).
+    public static func pathDescriptor(of fd: Int32) -> Int32 {
+        clinux_path_descriptor(fd)
+    }
+
     /// A kernel file handle (`struct file_handle`): names an inode without holding it open. Its bytes
     /// tell a reused inode number apart (ext4, XFS, btrfs and tmpfs put the inode's generation in
     /// them), so two handles are equal only for the same inode.

@@ -795,10 +795,39 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             close(fd); _ = p.withDescriptor { unlinkat($0, name.cString, 0) }
             return .failure(e)
         }
-        switch lookupEntry(parent: p, name: name.cString) {
+        // Handed to the caller (chown, set-ID bits set again): the reply gives the file as it is now.
+        if handsOver || made.st_mode & (S_ISUID | S_ISGID) != 0, let e = sys({ fstat(fd, &made) }) {
+            close(fd); return .failure(e)
+        }
+        switch createdEntry(parent: p, name: name.cString, fd: fd, stat: made) {
         case .success(let e): return .success((e, makeOpen(fd, inode(e.inode), flags)))
         case .failure(let e): close(fd); return .failure(e)
         }
+    }
+
+    /// The entry of the file a create opened as `fd` (`st`: its attributes now), counting one
+    /// lookup: the node is the file the create's descriptor is (not whatever the name is by the
+    /// time it is looked up again), from the table when it holds that file pinned (a create of an
+    /// existing name), else with an O_PATH descriptor opened from `fd` itself (one open_tree, no
+    /// path walked, no stat: the create's own fstat gives the attributes).
+    func createdEntry(parent: BackingNode, name: UnsafePointer<CChar>, fd: Int32, stat st: stat) -> Result<EntryReply, Errno> {
+        let node: BackingNode
+        if let known = inodes.retainPinned(dev: st.st_dev, ino: st.st_ino) {
+            node = known
+        } else {
+            var pathFD = LinuxCalls.pathDescriptor(of: fd)
+            if pathFD < 0, errno == ENOSYS || errno == EPERM { // no open_tree (or a filter refuses it)
+                pathFD = withProcPath(fd) { path in Glibc.open(path, O_PATH | O_CLOEXEC) }
+            }
+            switch pathFD >= 0 ? .success(pathFD) : Result<Int32, Errno>.failure(Errno(rawValue: errno)) {
+            case .success(let pathFD): node = inodes.remember(fd: pathFD, stat: st, parent: parent)
+            case .failure(let e): return .failure(e)
+            }
+        }
+        let e = entry(node, st)
+        let lifetime = min(e.attributeTimeout, e.entryTimeout)
+        noteLookup(of: node, in: parent, name: name, freshUntil: lifetime > 0 ? Self.entryClock() &+ UInt64(lifetime * 1e9) : 0)
+        return .success(e)
     }
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {

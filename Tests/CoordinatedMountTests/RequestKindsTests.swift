@@ -212,4 +212,60 @@ final class RequestKindsTests: InProcessMountTestCase {
         XCTAssertEqual(setxattr(mnt + "/f", "user.b", Array("333".utf8)), 0)
         XCTAssertEqual(try sh("getfattr --only-values -n user.b f", in: backing).output, "333")
     }
+
+    /// A create's node is the file the create opened, taken from the create's own descriptor (an
+    /// O_PATH one opened from it, no path walked, no stat beyond the create's): the kernel is told
+    /// the file as it is (inode number, mode with its set-user-ID, owner, size, times, while still
+    /// open and after the close), the node holds an O_PATH descriptor of its own (not the create's
+    /// writable one, which would keep the file open for writing as long as the kernel knows it),
+    /// a script made so runs, a create of a name the kernel knows gets that name's node, and every
+    /// node a create made is forgotten again once the files are removed.
+    func testACreatedFileIsTheNodeOfItsOwnDescriptorAndShownAsItIs() throws {
+        let base = daemon.loopback.inodeCount
+        func same(_ name: String, _ through: stat, _ what: String) {
+            var native = stat()
+            XCTAssertEqual(lstat(backing + "/" + name, &native), 0)
+            XCTAssertEqual(through.st_ino, native.st_ino, "\(what): inode number")
+            XCTAssertEqual(through.st_mode, native.st_mode, "\(what): mode")
+            XCTAssertEqual(through.st_uid, native.st_uid, "\(what): owner")
+            XCTAssertEqual(through.st_gid, native.st_gid, "\(what): group")
+            XCTAssertEqual(through.st_size, native.st_size, "\(what): size")
+            XCTAssertEqual(through.st_nlink, native.st_nlink, "\(what): links")
+            XCTAssertEqual(through.st_mtim.tv_sec, native.st_mtim.tv_sec, "\(what): mtime")
+            XCTAssertEqual(through.st_mtim.tv_nsec, native.st_mtim.tv_nsec, "\(what): mtime")
+            XCTAssertEqual(through.st_ctim.tv_sec, native.st_ctim.tv_sec, "\(what): ctime")
+            XCTAssertEqual(through.st_ctim.tv_nsec, native.st_ctim.tv_nsec, "\(what): ctime")
+        }
+        for (name, mode) in [("plain", 0o640), ("suid", 0o4755), ("run.sh", 0o755)] as [(String, mode_t)] {
+            let fd = open(mnt + "/" + name, O_CREAT | O_EXCL | O_WRONLY, mode)
+            XCTAssertGreaterThanOrEqual(fd, 0, name)
+            var st = stat()
+            XCTAssertEqual(lstat(mnt + "/" + name, &st), 0)
+            same(name, st, "\(name) as created")
+            let text = name == "run.sh" ? "#!/bin/sh\necho ran\n" : "data"
+            XCTAssertEqual(Glibc.write(fd, text, text.utf8.count), text.utf8.count)
+            XCTAssertEqual(fstat(fd, &st), 0)
+            same(name, st, "\(name) written, still open")
+            close(fd)
+            let node = try XCTUnwrap(daemon.loopback.knownChild(of: daemon.loopback.inode(.root), named: name))
+            XCTAssertTrue(node.holdsDescriptor, "\(name): its node holds a descriptor of its own")
+            XCTAssertEqual(node.withDescriptor { fcntl($0, F_GETFL) & LinuxCalls.O_PATH }, .success(LinuxCalls.O_PATH), "\(name): an O_PATH one, which writes nothing")
+            XCTAssertEqual(lstat(mnt + "/" + name, &st), 0)
+            same(name, st, "\(name) after its close")
+        }
+        XCTAssertEqual(try sh("\(mnt!)/run.sh").output.trimmingCharacters(in: .newlines), "ran", "a script made through the mount runs")
+        // O_CREAT of a name the kernel knows (an open, or a create of the same file): the same node.
+        let node = try XCTUnwrap(daemon.loopback.knownChild(of: daemon.loopback.inode(.root), named: "plain"))
+        let fd = open(mnt + "/plain", O_CREAT | O_WRONLY | O_TRUNC, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        XCTAssertTrue(daemon.loopback.knownChild(of: daemon.loopback.inode(.root), named: "plain") === node)
+        var st = stat()
+        XCTAssertEqual(lstat(mnt + "/plain", &st), 0)
+        same("plain", st, "plain truncated by O_CREAT|O_TRUNC")
+        for name in ["plain", "suid", "run.sh"] { XCTAssertEqual(unlink(mnt + "/" + name), 0) }
+        let until = Date().addingTimeInterval(10)
+        while daemon.loopback.inodeCount > base, Date() < until { usleep(20_000) }
+        XCTAssertEqual(daemon.loopback.inodeCount, base, "no node of the removed files is left")
+    }
 }
