@@ -54,10 +54,14 @@ extension CoordinatedFileSystem {
     }
 
     /// Performs steps under `grant` (a close's, a create's folder access), the store looked at now.
-    func perform(_ steps: [Step], _ grant: Grant) {
-        guard !steps.isEmpty else { return }
+    /// Returns whether the document store may have run a hook (a path of the steps was presented).
+    @discardableResult
+    func perform(_ steps: [Step], _ grant: Grant) -> Bool {
+        guard !steps.isEmpty else { return false }
         var kept = false
-        perform(steps, grant, adopted: nil, StoreView(self, origin: grant.origin, before: [], done: steps), kept: &kept)
+        let store = StoreView(self, origin: grant.origin, before: [], done: steps)
+        perform(steps, grant, adopted: nil, store, kept: &kept)
+        return store.mayRunHooks
     }
 
     private func perform(_ steps: [Step], _ grant: Grant, adopted held: Grant?, _ store: StoreView, kept: inout Bool) {
@@ -119,6 +123,9 @@ struct StoreView {
         look(done)
         self.looks = looks
     }
+
+    /// True when a path of the plan was presented at the grant: a store step may run a hook.
+    var mayRunHooks: Bool { hooks != nil && !looks.isEmpty }
 
     /// True when `p` was a presented document at the grant (for paths the plan names).
     func isPresented(_ p: ItemPath, atOrBelow: Bool = false) -> Bool {

@@ -301,13 +301,20 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if case let delay = releaseDelay.load(ordering: .relaxed), delay > 0 { usleep(UInt32(delay) * 1000) }
         // Finished while still tracked: a remove or rename by the same process either finishes it
         // first or waits until this has.
-        finish(handle, f)
-        if f.isWrite { untrack(handle, f) }
+        let seen = finish(handle, f)
+        if f.isWrite { untrack(handle, f, seen: seen) }
     }
 
     /// Tells what an open did and ends its access, once: at its release, or before its process
     /// removes or renames the file. A file removed meanwhile is not told changed: its deletion was.
-    private func finish(_ handle: HandleAccess, _ f: OpenFile) {
+    /// Returns the file as its descriptor showed it before the close was told (the "removed since?"
+    /// check), when this call finished the open and nothing it did may have touched the file after
+    /// that look (no hook of the document store ran: nobody presents it): all the open's writes
+    /// were done by then, and the access was still held, so it is the file as this open left it
+    /// (`untrack`).
+    @discardableResult
+    private func finish(_ handle: HandleAccess, _ f: OpenFile) -> stat? {
+        var seen: stat? = nil
         handle.finishOnce {
             let contents = f.modified || handle.truncated || handle.resized
             if contents && !handle.quiet {
@@ -318,12 +325,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             // What was done decides what is told: an open that changed nothing tells nothing, and
             // the save tracker and the file's links are looked at only when it changed something.
             let changed = contents || handle.touched
+            var st = stat()
+            if changed, fstat(f.fd, &st) == 0 { seen = st }
             let steps = policy.close(.init(path: handle.path, contentsChanged: contents, attributesChanged: handle.touched, quiet: handle.quiet,
                                            freshByOpener: changed && saves.creator(of: handle.path) == handle.pid,
-                                           removed: changed && Self.isRemoved(f.fd)))
-            perform(steps, handle.grant)
+                                           removed: seen.map { $0.st_nlink == 0 } ?? false))
+            // The store's hooks (a presented document) read and keep the file: looked at again after.
+            if perform(steps, handle.grant) { seen = nil }
             handle.grant.release()
         }
+        return seen
     }
 
     /// Finishes `pid`'s write opens of `p` before that process removes or renames it. close(2) does
@@ -338,11 +349,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             w.file.noteChangesSinceOpen() // at a release, the loopback's release has done this
             finish(w.handle, w.file)
         }
-    }
-
-    private static func isRemoved(_ fd: Int32) -> Bool {
-        var st = stat()
-        return fstat(fd, &st) == 0 && st.st_nlink == 0
     }
 
     /// The reply to an open of `p`. A passthrough open for writing of a file someone presents (the
@@ -365,10 +371,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
     }
 
-    private func untrack(_ handle: HandleAccess, _ f: OpenFile) {
+    /// `seen`: the file as `finish` found it through the open's descriptor at this release (nil:
+    /// read it now).
+    private func untrack(_ handle: HandleAccess, _ f: OpenFile, seen: stat? = nil) {
         if f.backingID != nil {
             // The file as this open's writes left it, from the daemon's own descriptor.
-            passthroughWrites.released(f.inode, by: handle.pid, open: f, state: .init(fd: f.fd))
+            passthroughWrites.released(f.inode, by: handle.pid, open: f, state: seen.map { .init($0) } ?? .init(fd: f.fd))
         }
         openWriters.withLock { table in
             // One lookup: the list is taken out, and put back only when others are left.
