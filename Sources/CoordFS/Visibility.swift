@@ -1,6 +1,7 @@
 import ControlProtocol
 import Coordination
 import Glibc
+import Linux
 
 // The two rules of docs/protocol.md, "Threat model", in one place: what a user may learn of an
 // item (visibility) and which accesses it may delay or refuse. Everything that leaves the daemon
@@ -61,5 +62,24 @@ struct BackingPermissions: PresenterPermissions {
 
     func mayMake(_ intent: FileAccessIntent, as credentials: PresenterCredentials) -> Bool {
         resolver.mayMake(intent, for: ControlPathResolver.Peer(credentials))
+    }
+
+    /// An access's user with its supplementary groups, from its process's `/proc/PID/status` while
+    /// that process still is the user's (its file-system uid, the one FUSE reports); the uid and gid
+    /// alone when it is gone or the pid now is another user's.
+    func credentials(of origin: AccessOrigin) -> PresenterCredentials {
+        var credentials = PresenterCredentials(uid: origin.uid, gid: origin.gid)
+        guard origin.pid > 0, let status = readWholeFile("/proc/\(origin.pid)/status") else { return credentials }
+        var uids: [UInt32] = []
+        var groups: [UInt32] = []
+        for line in status.split(separator: "\n") {
+            if line.hasPrefix("Uid:") {
+                uids = line.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
+            } else if line.hasPrefix("Groups:") {
+                groups = line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
+            }
+        }
+        if uids.count == 4, uids[3] == origin.uid { credentials.groups = groups }
+        return credentials
     }
 }

@@ -73,6 +73,9 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// changed by it (what it read when it registered may already hold the change); moves and
     /// deletions still reach it, since they change what its path names.
     @exclusivity(unchecked) var presentersRegisteredBefore: UInt64 = .max
+    /// Holders of another user judged by ``Coordinator/mayHoldUp(_:_:)``: whether each may hold
+    /// this request up.
+    @exclusivity(unchecked) var holdersJudged: [RequestID: Bool] = [:]
     /// What the coordination gate (a cluster) gave this access, given back at release.
     @exclusivity(unchecked) var gatePass: (any GatePass)?
     /// What the access announced, for the gate.

@@ -28,6 +28,16 @@ public protocol PresenterPermissions: Sendable {
     func maySee(_ path: ItemPath, as credentials: PresenterCredentials) -> Bool
     /// Whether `credentials` could make `intent` itself, and so may delay or refuse it.
     func mayMake(_ intent: FileAccessIntent, as credentials: PresenterCredentials) -> Bool
+    /// The credentials the user of an access is judged with when its read would hold up another
+    /// user's write (it may only when that user could make the write itself). By default the
+    /// origin's uid and gid, no supplementary groups.
+    func credentials(of origin: AccessOrigin) -> PresenterCredentials
+}
+
+extension PresenterPermissions {
+    public func credentials(of origin: AccessOrigin) -> PresenterCredentials {
+        PresenterCredentials(uid: origin.uid, gid: origin.gid)
+    }
 }
 
 /// One request's (or one delivery's) memo of ``PresenterPermissions`` answers: a thousand

@@ -94,4 +94,37 @@ private let root = AccessOrigin(pid: 1, uid: 0, gid: 0, executable: "rm")
             #expect(journal.view(name).filter { $0 == "relinquishToWriter" }.count == 1, "\(journal.view(name))")
         }
     }
+
+    /// A held read of another user (not root, not the writer's) holds up a write only when that user
+    /// could make the write itself (docs/protocol.md, "Who may delay or refuse what").
+    @Test func aReaderWhoCouldNotMakeTheWriteDoesNotHoldItUp() throws {
+        let coordinator = Coordinator()
+        coordinator.presenterPermissions = FakePermissions()
+        let hostile = AccessOrigin(pid: 2, uid: user.uid, gid: user.gid, executable: "sleep")
+        let writer = AccessOrigin(pid: 3, uid: 1001, gid: 1001, executable: "sed")
+        for p in ["theirs/f", "mine/f"] {
+            let read = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path(p)), origin: hostile))
+            let write = coordinator.tryCoordinateImmediately(.writingIntent(with: path(p)), origin: root)
+            #expect((write != nil) == (p == "theirs/f"), "root's write of \(p)")
+            write?.release()
+            let other = coordinator.tryCoordinateImmediately(.writingIntent(with: path(p), options: .forDeleting), origin: writer)
+            #expect((other != nil) == (p == "theirs/f"), "another user's deletion of \(p)")
+            other?.release()
+            let own = coordinator.tryCoordinateImmediately(.writingIntent(with: path(p)), origin: AccessOrigin(pid: 4, uid: user.uid, gid: user.gid, executable: "vim"))
+            #expect(own == nil, "the reader's own user's write of \(p) waits as before")
+            read.release()
+        }
+        // Root's reads, and any user's writes, still hold up everyone's writes.
+        let rootRead = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("theirs/f")), origin: root))
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: writer) == nil)
+        rootRead.release()
+        let hostileWrite = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: hostile))
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: root) == nil)
+        hostileWrite.release()
+        // Without a permissions screen (the library in an app) every hold excludes.
+        let plain = Coordinator()
+        let read = try #require(plain.tryCoordinateImmediately(.readingIntent(with: path("theirs/f")), origin: hostile))
+        #expect(plain.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: root) == nil)
+        read.release()
+    }
 }
