@@ -781,27 +781,62 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public func createFile(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let handsOver = runningAsRoot && (context.uid != 0 || context.gid != 0)
-        let fd: Int32
-        // Made for another user, the item must be new: see `openAppeared`.
-        switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f | (handsOver ? O_EXCL : 0), mode) } }) {
-        case .success(let d): fd = d
-        case .failure(let e) where e == .fileExists && handsOver && flags & O_EXCL == 0:
-            return openAppeared(parent: p, name: name, flags: flags, context: context)
-        case .failure(let e): return .failure(e)
-        }
+        // Always made with O_EXCL, so the daemon knows whether this create made the file: a create
+        // that fails after making it (a descriptor limit reached by the node's descriptor, a chown
+        // refused) takes its file away again, as a failed open(2) leaves none natively, and never
+        // removes a file that was there before. The kernel sends a create for a name it knows as
+        // missing; one that appeared since (beside the mount, another host) is opened as it is:
+        // for another user through `openAppeared` (the item must be new to be handed over), else
+        // as open(2) without O_EXCL would (it may go again before that: then made anew).
         var made = stat()
-        if let e = sys({ fstat(fd, &made) }) ?? giveToCaller(parent: p, name: name.cString, context: context)
-            ?? keepSetIDBits(fd, made: made.st_mode, caller: context) {
-            close(fd); _ = p.withDescriptor { unlinkat($0, name.cString, 0) }
+        var fd: Int32 = -1
+        var isNew = true
+        for _ in 0..<3 where fd < 0 {
+            switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f | O_EXCL, mode) } }) {
+            case .success(let d): fd = d; isNew = true
+            case .failure(let e) where e == .fileExists && flags & O_EXCL == 0:
+                if handsOver { return openAppeared(parent: p, name: name, flags: flags, context: context) }
+                switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f & ~O_CREAT, 0) } }) {
+                case .success(let d): fd = d; isNew = false
+                case .failure(let e) where e == .noSuchFileOrDirectory: continue
+                case .failure(let e): return .failure(e)
+                }
+            case .failure(let e): return .failure(e)
+            }
+        }
+        guard fd >= 0 else { return .failure(.fileExists) }
+        /// Closes `fd` and, when this create made the file, removes it (only while the name still
+        /// is that file): the failed create leaves the folder as it found it.
+        func fail(_ e: Errno) -> Result<(EntryReply, OpenFile), Errno> {
+            close(fd)
+            if isNew { removeMade(parent: p, name: name.cString, dev: made.st_dev, ino: made.st_ino) }
             return .failure(e)
+        }
+        if let e = sys({ fstat(fd, &made) }) {
+            close(fd)
+            if isNew { _ = p.withDescriptor { unlinkat($0, name.cString, 0) } }  // made with O_EXCL just now
+            return .failure(e)
+        }
+        if let e = giveToCaller(parent: p, name: name.cString, context: context) ?? keepSetIDBits(fd, made: made.st_mode, caller: context) {
+            return fail(e)
         }
         // Handed to the caller (chown, set-ID bits set again): the reply gives the file as it is now.
         if handsOver || made.st_mode & (S_ISUID | S_ISGID) != 0, let e = sys({ fstat(fd, &made) }) {
-            close(fd); return .failure(e)
+            return fail(e)
         }
         switch createdEntry(parent: p, name: name.cString, fd: fd, stat: made) {
         case .success(let e): return .success((e, makeOpen(fd, inode(e.inode), flags)))
-        case .failure(let e): close(fd); return .failure(e)
+        case .failure(let e): return fail(e)
+        }
+    }
+
+    /// Removes `name` from `parent` if it still is the file `dev`/`ino` (a create's own file, taken
+    /// away again when the create failed after making it).
+    func removeMade(parent: BackingNode, name: UnsafePointer<CChar>, dev: dev_t, ino: ino_t) {
+        _ = parent.withDescriptor { pfd -> Int32 in
+            var now = stat()
+            guard fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0, now.st_dev == dev, now.st_ino == ino else { return -1 }
+            return unlinkat(pfd, name, 0)
         }
     }
 
