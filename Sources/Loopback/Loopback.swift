@@ -854,10 +854,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             if pathFD < 0, errno == ENOSYS || errno == EPERM { // no open_tree (or a filter refuses it)
                 pathFD = withProcPath(fd) { path in Glibc.open(path, O_PATH | O_CLOEXEC) }
             }
-            switch pathFD >= 0 ? .success(pathFD) : Result<Int32, Errno>.failure(Errno(rawValue: errno)) {
-            case .success(let pathFD): node = inodes.remember(fd: pathFD, stat: st, parent: parent)
-            case .failure(let e): return .failure(e)
-            }
+            guard pathFD >= 0 else { return .failure(Errno(rawValue: errno)) }
+            node = inodes.remember(fd: pathFD, stat: st, parent: parent)
         }
         let e = entry(node, st)
         let lifetime = min(e.attributeTimeout, e.entryTimeout)
