@@ -69,17 +69,8 @@ struct BackingPermissions: PresenterPermissions {
     /// alone when it is gone or the pid now is another user's.
     func credentials(of origin: AccessOrigin) -> PresenterCredentials {
         var credentials = PresenterCredentials(uid: origin.uid, gid: origin.gid)
-        guard origin.pid > 0, let status = readWholeFile("/proc/\(origin.pid)/status") else { return credentials }
-        var uids: [UInt32] = []
-        var groups: [UInt32] = []
-        for line in status.split(separator: "\n") {
-            if line.hasPrefix("Uid:") {
-                uids = line.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
-            } else if line.hasPrefix("Groups:") {
-                groups = line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
-            }
-        }
-        if uids.count == 4, uids[3] == origin.uid { credentials.groups = groups }
+        guard let status = ProcessStatus.read(pid: origin.pid) else { return credentials }
+        if status.uids?.filesystem == origin.uid { credentials.groups = status.groups ?? [] }
         return credentials
     }
 }

@@ -5,10 +5,7 @@ extension PeerCredentials {
     /// The peer's supplementary groups, from `/proc/<pid>/status` (empty if the process is gone).
     /// Read it when the connection opens: a pid can be reused after the peer exits.
     package func supplementaryGroups() -> [UInt32] {
-        guard let text = readWholeFile("/proc/\(pid)/status"),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") })
-        else { return [] }
-        return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
+        ProcessStatus.read(pid: pid)?.groups ?? []
     }
 
     /// Whether this peer may read (or write) an item with the given owner and permission bits,
