@@ -31,8 +31,9 @@ enum LostUpdateDecision: Equatable, Sendable {
 
     /// - Parameters:
     ///   - mode: the mount's `lost_updates` option.
-    ///   - presented: the document has a presenter: today's presenter rules apply, not these (one
-    ///     save is never reported twice).
+    ///   - presented: the saving process presents the document itself: its presenter's rules apply,
+    ///     not these (its save is never reported twice). A presenter of another process (a viewer)
+    ///     does not count: the saver's lost update is recorded whoever else presents the document.
     ///   - read: the version this process last read (or saved) at the path, while it is alive; nil
     ///     when it never read it (a process that only writes, or another short-lived process read it:
     ///     `cat` then `cp` are not linked).

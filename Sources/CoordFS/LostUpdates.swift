@@ -122,9 +122,12 @@ final class LostUpdates: Sendable {
         let key = Key(pid: origin.pid, path: path)
         pending.withLock { _ = $0.removeValue(forKey: key) }
         guard let current = identity(of: path) else { return nil }
-        let presented = coordinator.isPresented(path)
+        // Only the saver's own presenter of the document takes its save out of these rules (its
+        // conflicts are that presenter's): another process presenting it (a viewer, `coordfs
+        // present`, another user who may read it) changes nothing for the saver's lost update.
+        let ownPresenter = coordinator.isPresented(path, byProcess: origin.pid)
         let read = readers.readVersion(at: path, by: origin.pid)
-        switch LostUpdateDecision.decide(mode: mode == .refuse && !mayRefuse ? .keep : mode, presented: presented, read: read, current: current) {
+        switch LostUpdateDecision.decide(mode: mode == .refuse && !mayRefuse ? .keep : mode, presented: ownPresenter, read: read, current: current) {
         case .refuse:
             store.recordRefusedLostUpdate(path, by: origin, errno: LostUpdateDecision.refusal)
             return Errno(rawValue: LostUpdateDecision.refusal)
@@ -139,11 +142,9 @@ final class LostUpdates: Sendable {
             }
         case .save:
             // Not this process's lost update; but another live process read this very version:
-            // keep it as that reader's base while it can still be had.
-            if !presented {
-                let others = readers.liveReaders(path, current: current, except: origin.pid)
-                if !others.isEmpty { keep(path, reason: .base, for: others, store: store, by: origin) }
-            }
+            // keep it as that reader's base while it can still be had (whoever presents the document).
+            let others = readers.liveReaders(path, current: current, except: origin.pid)
+            if !others.isEmpty { keep(path, reason: .base, for: others, store: store, by: origin) }
         }
         return nil
     }
@@ -162,7 +163,7 @@ final class LostUpdates: Sendable {
     func keepBeforeChangeElsewhere(_ path: ItemPath, inside: Bool, by origin: AccessOrigin) {
         let (mode, store) = config.withLock { ($0.mode, $0.store) }
         guard mode != .off, let store else { return }
-        for p in readers.pathsRead(at: path, inside: inside) where !coordinator.isPresented(p) {
+        for p in readers.pathsRead(at: path, inside: inside) {
             guard let current = identity(of: p) else { continue }
             let live = readers.liveReaders(p, current: current, except: 0)
             if !live.isEmpty { keep(p, reason: .base, for: live, store: store, by: origin) }

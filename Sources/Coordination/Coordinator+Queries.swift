@@ -7,6 +7,13 @@ extension Coordinator {
         lock.withLock { presenterNode(path).map { !$0.records.isEmpty } ?? false }
     }
 
+    /// True when process `pid` registered a presenter for `path` itself (not only for a folder above
+    /// it): that process's accesses to the item are its presenter's (the lost-update rules leave its
+    /// saves to that presenter's own conflicts). Costs the path's depth.
+    public func isPresented(_ path: ItemPath, byProcess pid: Int32) -> Bool {
+        lock.withLock { presenterNode(path)?.records.first(ownedBy: pid) != nil }
+    }
+
     /// True when a presenter is registered for `path` or for an item inside it (a folder whose move
     /// takes presented documents along). Costs the path's depth.
     public func isPresented(atOrBelow path: ItemPath) -> Bool {

@@ -259,8 +259,12 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
         XCTAssertEqual(try store.versions(ofPath: "doc").count, 0)
     }
 
-    /// A presented document keeps the presenter rules: one save, one event, no lost-update conflict.
-    func testAPresentedDocumentIsLeftToItsPresenter() throws {
+    /// A document another process presents (a viewer: an app showing it, `coordfs present`, another
+    /// user who may read it) keeps the lost-update rules for the processes that save it: its presenter
+    /// hears each save once, and the reader's late save over sed's change is still one conflict with
+    /// theirs and the base kept. (Before, any presenter of the document turned the rule off, so sed's
+    /// change was lost with no trace while somebody merely looked at the file.)
+    func testAnotherProcessPresentingTheDocumentDoesNotHideALostUpdate() throws {
         try write("doc", "a\nb\nc\n")
         let (presenter, _) = try presentDocument("doc")
         let reader = try startReader("rename")
@@ -268,7 +272,41 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
         finish(reader)
         presenter.waitForEvents(2)
         XCTAssertEqual(presenter.events.count, 2, "sed's save and the reader's: \(presenter.events)")
-        XCTAssertTrue(try store.conflicts(state: nil).isEmpty)
+        XCTAssertEqual(backingText("doc"), "a\nb\nC\n", "the reader's save went through")
+        let open = try store.conflicts(atPath: "doc")
+        XCTAssertEqual(open.count, 1, "one conflict: \(open)")
+        guard let conflict = open.first else { return }
+        XCTAssertEqual(conflict.kind, .lostUpdate)
+        XCTAssertTrue(conflict.presenter.rawValue.hasPrefix("process:\(reader.process.processIdentifier):"), conflict.presenter.rawValue)
+        XCTAssertEqual(try text(conflict.theirsVersion), "A\nb\nc\n", "sed's version kept")
+        XCTAssertEqual(try text(conflict.baseVersion), "a\nb\nc\n", "what the reader read kept")
+        XCTAssertEqual(try lostUpdateRecords().count, 1)
+        XCTAssertEqual(try lostUpdateRecords().last?.actor?.pid, reader.process.processIdentifier)
+    }
+
+    /// The process that presents the document saving it itself keeps its presenter's rules: its
+    /// late save is its presenter's affair (its own unsaved-changes conflicts), not a lost update.
+    func testThePresentersOwnProcessSavingItIsLeftToItsPresenter() throws {
+        try write("doc", "a\nb\nc\n")
+        let (presenter, _) = try presentDocument("doc")
+        XCTAssertEqual(try read("doc"), "a\nb\nc\n", "this process read it through the mount")
+        try sh("sed -i 's/^a$/A/' doc")
+        presenter.waitForEvents(1)
+        XCTAssertEqual(presenter.events.count, 1, "sed's save: \(presenter.events)")
+        // This process (the presenter's) writes back what it had read, in place, through the mount.
+        try "a\nb\nC\n".write(toFile: mnt + "/doc", atomically: false, encoding: .utf8)
+        XCTAssertEqual(backingText("doc"), "a\nb\nC\n")
+        // The save lands (and a lost update would be recorded) at the kernel's RELEASE, which
+        // close(2) does not wait for.
+        let me = getpid()
+        func writing() -> Bool {
+            daemon.coordinated!.openWriters.withLock { $0.values.contains { $0.contains { $0.handle.pid == me } } }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while writing() && Date() < deadline { usleep(5_000) }
+        XCTAssertFalse(writing(), "the mount never had this process's RELEASE")
+        let conflicts = try store.conflicts(state: nil)
+        XCTAssertTrue(conflicts.isEmpty, "\(conflicts)")
         XCTAssertTrue(try lostUpdateRecords().isEmpty)
     }
 }
