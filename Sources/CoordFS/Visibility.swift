@@ -25,14 +25,17 @@ extension ControlPathResolver {
     /// may see the item and could make that access itself, by the rule the protocol applies to its
     /// own `coordinate` writes: write permission on the item (on its directory when it does not
     /// exist yet); for deleting, moving or replacing also write permission on the directory, and in a
-    /// sticky directory only as the owner of the item or of the directory. A read counts as a
+    /// sticky directory only as the owner of the item or of the directory (of the directory alone
+    /// when the item is not there: a presented document's deletion is coordinated once `save_window`
+    /// passed, after its unlink, when its owner can no longer be looked at). A read counts as a
     /// write here: a user may hold up only accesses to items it could itself write.
     func mayMake(_ intent: FileAccessIntent, for peer: Peer) -> Bool {
         if peer.credentials.uid == 0 { return true }
         guard let path = MountPath.of(intent.path), maySee(path, for: peer) else { return false }
         let structural = !intent.writingOptions.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])
         guard let item = try? authorize(path, for: peer, write: true, structural: structural, followFinal: !structural) else { return false }
-        if structural, let parent = item.parent, let attributes = item.attributes, parent.mode & UInt32(S_ISVTX) != 0 {
+        if structural, let parent = item.parent, parent.mode & UInt32(S_ISVTX) != 0 {
+            guard let attributes = item.attributes else { return peer.credentials.uid == parent.uid }
             return peer.credentials.uid == attributes.uid || peer.credentials.uid == parent.uid
         }
         return true

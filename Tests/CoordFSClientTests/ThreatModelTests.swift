@@ -17,14 +17,14 @@ final class ThreatModelTests: ClientMountTestCase {
         options.allowOther = true
     }
 
-    /// A hostile presenter in Python: registers PATH (a directory, every ask), prints every message
-    /// as a JSON line and refuses every ask with an error.
-    private func hostilePresenter(_ path: String) throws -> Child {
+    /// A hostile presenter in Python: registers PATH (a directory unless `kind` says otherwise, every
+    /// ask), prints every message as a JSON line and refuses every ask with an error.
+    private func hostilePresenter(_ path: String, kind: String = "directory") throws -> Child {
         let script = root + "/hostile.py"
         try (pythonClientPrelude + """
         sock.settimeout(None)
         send({"type": "hello", "id": 1, "versions": [1], "client": "hostile"})
-        send({"type": "register", "id": 2, "path": sys.argv[2], "kind": "directory",
+        send({"type": "register", "id": 2, "path": sys.argv[2], "kind": sys.argv[3],
               "asks": ["save", "relinquishToReader", "relinquishToWriter", "accommodateDeletion", "accommodateSubitemDeletion"]})
         try:
             while True:
@@ -35,7 +35,7 @@ final class ThreatModelTests: ClientMountTestCase {
         except (EOFError, ConnectionResetError):
             pass
         """).write(toFile: script, atomically: true, encoding: .utf8)
-        let child = try start(["/usr/bin/python3", script, socketPath, path], user: nobody)
+        let child = try start(["/usr/bin/python3", script, socketPath, path, kind], user: nobody)
         XCTAssertTrue(eventually { child.text.contains("\"registered\"") || !self.isRunning(child) }, child.text)
         return child
     }
@@ -93,6 +93,27 @@ final class ThreatModelTests: ClientMountTestCase {
         let asked = hostile.lines.filter { $0.contains("\"ask\"") }
         XCTAssertFalse(asked.contains { $0.contains("public.txt") || $0.contains("roots.txt") }, "told after, never asked: \(asked)")
         XCTAssertFalse(hostile.text.contains("secret") || hostile.text.contains("inner"), hostile.text)
+    }
+
+    /// Root's `rm` of its own presented file in a sticky folder everyone may write: the unlink goes
+    /// through at once, and the deletion is coordinated once `save_window` passed, when the file is
+    /// already gone. nobody, who could not have deleted root's file there, is told of it but never
+    /// asked, so it can neither refuse it nor hold up root's next access to the name for its ask
+    /// deadline (before: the deletion, with no file left to show its owner, asked nobody's presenter,
+    /// and root's `echo > name` right after waited 4.5 s for a presenter that did not answer).
+    func testAPresenterOfAFileInAStickyFolderIsNotAskedAboutItsOwnersDeletion() throws {
+        mkdir(backing + "/sticky", 0o777)
+        chmod(backing + "/sticky", 0o1777)
+        try writeBacking("sticky/roots.txt", "r\n", mode: 0o644)
+        let hostile = try hostilePresenter("sticky/roots.txt", kind: "file")
+        XCTAssertTrue(isRunning(hostile), hostile.text)
+        let rm = try sh("rm '\(mnt!)/sticky/roots.txt'")
+        XCTAssertEqual(rm.status, 0, rm.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/sticky/roots.txt"))
+        // The deletion told (after save_window): nobody may see the folder.
+        XCTAssertTrue(eventually { hostile.text.contains("\"didDelete\"") }, "told of the deletion: \(hostile.text)")
+        let asked = hostile.lines.filter { $0.contains("\"ask\"") }
+        XCTAssertEqual(asked, [], "nobody could not delete root's file in a sticky folder: never asked")
     }
 
     /// `status` shows nobody only what it could list: not a presenter inside a folder it may
