@@ -165,6 +165,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         let p = try present("doc.txt")
         try XCTUnwrap(daemon.backingWatcher).eventDelay.store(2500, ordering: .relaxed)
         try sh("for i in 1 2 3; do echo saved$i > doc.txt; sleep 0.3; done")
+        try waitUntilReleased("doc.txt")  // a close returns before the kernel's RELEASE is handled
         try waitForTheWatcher()
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 3, "one change per save: \(p.log)")
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 0, "no save told as a change beside the mount")
@@ -178,6 +179,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
         try sh("echo mount > doc.txt")
+        try waitUntilReleased("doc.txt")  // a close returns before the kernel's RELEASE is handled
         try waitForTheWatcher()
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "\(p.log)")
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 0)

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One lane of `make test` (docs/testing.md, "How make test runs"): runs the tests of the built test
+# bundle whose names match --filter and none of the --skip regular expressions, as
+# `swift test --skip-build --filter ... --skip ...` would, but without SwiftPM: `swift test` holds
+# the build's database locked for its whole run, so two of them cannot run at once.
+#
+#   scripts/test-lane.sh NAME [--filter RE] [--skip RE]...
+#
+# Names are matched as `swift test` matches them: `Module.Class/testMethod` (XCTest) and
+# `Module.Suite/test()` (Swift Testing). The output is printed with `[NAME] ` in front of each line
+# and kept, without it, in .build/test-NAME.log. Exits 0 when every selected test passed.
+# TEST_BUNDLE: the test bundle (default .build/debug/coordfsPackageTests.xctest).
+set -uo pipefail
+
+name=${1:?usage: test-lane.sh NAME [--filter RE] [--skip RE]...}
+shift
+filter=""
+skips=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --filter) filter=${2:?--filter needs a regular expression}; shift 2 ;;
+        --skip) skips+=("${2:?--skip needs a regular expression}"); shift 2 ;;
+        *) echo "test-lane.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+bundle=${TEST_BUNDLE:-.build/debug/coordfsPackageTests.xctest}
+log=.build/test-$name.log
+[ -x "$bundle" ] || { echo "test-lane.sh: no test bundle at $bundle (swift build --build-tests)" >&2; exit 2; }
+
+# The XCTest cases this lane runs, one `Module.Class/test` per line.
+select_tests() {
+    local tests
+    tests=$("$bundle" --list-tests | grep -E '^[A-Za-z0-9_]+\.[A-Za-z0-9_]+/') || return 1
+    [ -n "$filter" ] && { tests=$(grep -E -- "$filter" <<<"$tests") || true; }
+    local skip
+    for skip in "${skips[@]}"; do
+        [ -n "$tests" ] || break
+        tests=$(grep -vE -- "$skip" <<<"$tests") || true
+    done
+    printf '%s' "$tests"
+}
+
+run() {
+    local status=0 tests
+    tests=$(select_tests) || { echo "test-lane.sh: $bundle --list-tests failed"; return 2; }
+    if [ -n "$tests" ]; then
+        echo "$(wc -l <<<"$tests") XCTest cases"
+        # One argument of comma-separated names per run of the bundle, as SwiftPM passes them, kept
+        # well under the kernel's limit of 128 KiB for one argument.
+        local chunk="" line
+        while IFS= read -r line; do
+            if [ $(( ${#chunk} + ${#line} )) -gt 60000 ]; then
+                "$bundle" "$chunk" || status=1
+                chunk=""
+            fi
+            chunk=${chunk:+$chunk,}$line
+        done <<<"$tests"
+        "$bundle" "$chunk" || status=1
+    fi
+    local args=(--testing-library swift-testing)
+    [ -n "$filter" ] && args+=(--filter "$filter")
+    local skip
+    for skip in "${skips[@]}"; do args+=(--skip "$skip"); done
+    NO_COLOR=1 "$bundle" "${args[@]}"
+    case $? in
+        0) ;;
+        69) echo "(no Swift Testing tests in this lane)" ;;  # EX_UNAVAILABLE: none matched
+        *) status=1 ;;
+    esac
+    return $status
+}
+
+described="$bundle"
+[ -n "$filter" ] && described+=" --filter '$filter'"
+for skip in "${skips[@]}"; do described+=" --skip '$skip'"; done
+echo "[$name] $described"
+run 2>&1 | tee "$log" | sed -u "s/^/[$name] /"
