@@ -71,7 +71,7 @@ URING_ON       := saved=""; if [ -w $(URING_SWITCH) ]; then saved=$$(cat $(URING
 TEST_TRANSPORT ?= dev
 TRANSPORT_SUITES ?= ^(MountTests|CoordinatedMountTests)\.
 TRANSPORT_SKIP ?= ^CoordinatedMountTests\.(SelfCoordinatingProgramsTests|ClusterEtcdMountTests|StoreSaveStyleTests|StoreResolutionTests|Ring[A-Za-z]*Tests|DeviceTransportTests|SharedMountTransportTests|PrivateMountTransportTests|EndedDaemonTests|FloorFileSystemTests|DeviceReaderTests|ClusterMoveTests|StoreReflinkMountTests)|^MountTests\.IdleDaemonTests
-LANE_RING_SUITES ?= ^(MountTests|CoordinatedMountTests|CoordFSClientTests)\.
+LANE_RING_SUITES ?= ^(MountTests|CoordinatedMountTests|CoordFSClientTests)\.|^CLITests\.(DurabilityTests|WebConflictTests|WebPageTests)/
 SERIAL_SUITES ?= ^(CoordinatedMountTests\.(RingPollingThreadTests|DeviceReaderTests)|MountTests\.IdleDaemonTests)/
 test: deps
 	$(SWIFT) build --build-tests
