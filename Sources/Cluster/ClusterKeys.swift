@@ -9,7 +9,7 @@ import NameBytes
 /// |---|---|---|
 /// | `n/<node>` | the node: alive since, lease, TTL | the node's |
 /// | `p/<node>/<presenter id>` | a presenter: path, uid | the node's |
-/// | `h<item>\0<node>\0<serial>` | a right: mode, order | the node's |
+/// | `h<item>\0<node>\0<serial>` | a right: mode, order, the user whose accesses use it (uid, gid, groups) | the node's |
 /// | `a/<to node>/<from node>/<serial>` | an ask: intents, origin, fencing token | the asker's |
 /// | `r/<from node>/<serial>/<to node>` | the answer to an ask | the answerer's |
 /// | `c/<node>` | the node's latest change records (every put is seen by the watches) | the node's |

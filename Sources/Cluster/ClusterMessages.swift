@@ -77,10 +77,30 @@ struct PresenterValue: Codable, Sendable {
     var uid: UInt32
 }
 
-/// `h...`: a right. `order` is set on rights split off a wider one: they keep its place.
-struct RightValue: Codable, Sendable {
+/// `h...`: a right. `order` is set on rights split off a wider one: they keep its place. `uid`,
+/// `gid` and `groups` are the user whose accesses use it (a node takes a right for one user's
+/// accesses): another node judges a read right of another user in the way of its write as it judges
+/// its own readers (``HoldUpRule``). A right of an older node has none of them, and holds as before.
+struct RightValue: Codable, Sendable, Equatable {
     var mode: UInt8
     var order: Revision?
+    var uid: UInt32?
+    var gid: UInt32?
+    var groups: [UInt32]?
+
+    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil) {
+        self.mode = mode
+        self.order = order
+        uid = holder?.uid
+        gid = holder?.gid
+        groups = holder?.groups
+    }
+
+    /// The user it records, or nil (a right of an older node, or one cut short).
+    var holder: PresenterCredentials? {
+        guard let uid, let gid else { return nil }
+        return PresenterCredentials(uid: uid, gid: gid, groups: groups ?? [])
+    }
 }
 
 /// `a/<to>/<from>/<serial>`.

@@ -110,6 +110,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var path: ItemPath
         var mode: LockMode
         var order: Revision
+        /// The user whose accesses use it, as its node recorded it (nil: a right of an older node).
+        var holder: PresenterCredentials? = nil
     }
 
     /// A right this node holds in etcd (granted, or still waiting for older conflicting ones).
@@ -117,6 +119,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let key: [UInt8]
         let path: ItemPath
         let mode: LockMode
+        /// The user whose accesses use it (recorded in etcd): only that user's accesses take it.
+        let holder: PresenterCredentials
         var order: Revision
         var granted = false
         var inUse = 0
@@ -132,11 +136,18 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// this node's readers read there are kept (`yieldsBefore`).
         var recalledBy: [Hold] = []
 
-        init(key: [UInt8], path: ItemPath, mode: LockMode, order: Revision) {
+        init(key: [UInt8], path: ItemPath, mode: LockMode, order: Revision, holder: PresenterCredentials) {
             self.key = key
             self.path = path
             self.mode = mode
             self.order = order
+            self.holder = holder
+        }
+
+        /// Whether an access of `user` may use it: root's accesses share root's rights (root is
+        /// never judged), anyone else's take only rights recorded with their exact credentials.
+        func serves(_ user: PresenterCredentials) -> Bool {
+            user.uid == 0 ? holder.uid == 0 : holder == user
         }
 
         func covers(_ p: ItemPath, _ m: LockMode) -> Bool {
@@ -419,6 +430,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     public func admitNow(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?) -> (any GatePass)? {
         if let purpose, purpose.hasPrefix(Self.proxyPurpose) { return Pass.proxy() }
+        let user = credentials(of: origin)
         lock.lock()
         if !state.reachable && configuration.unreachable == .local {
             state.localGrants += 1
@@ -430,7 +442,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard sessionValid(), askTargets(intents).isEmpty else { return nil }
         var uses: [(right: Right, path: ItemPath, mode: LockMode)] = []
         for intent in intents {
-            guard let right = usableRight(intent.path, intent.lockMode) else { return nil }
+            guard let right = usableRight(intent.path, intent.lockMode, for: user) else { return nil }
             uses.append((right, intent.path, intent.lockMode))
         }
         var token: Revision = 0
@@ -536,11 +548,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     // MARK: Rights (called with the lock held)
 
-    func usableRight(_ path: ItemPath, _ mode: LockMode) -> Right? {
+    func usableRight(_ path: ItemPath, _ mode: LockMode, for user: PresenterCredentials) -> Right? {
         var p: ItemPath? = path
         while let at = p {
             if let list = state.rights[at] {
-                for r in list where r.granted && !r.recalled && !r.dead && !r.ephemeral && r.covers(path, mode) { return r }
+                for r in list where r.granted && !r.recalled && !r.dead && !r.ephemeral && r.serves(user) && r.covers(path, mode) { return r }
             }
             p = at.parent
         }
@@ -698,7 +710,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             let mode = modes.max { $0.rank < $1.rank } ?? .read
             state.serial += 1
             let key = keys.rightKey(path, serial: state.serial)
-            let part = Right(key: key, path: path, mode: mode, order: r.order)
+            let part = Right(key: key, path: path, mode: mode, order: r.order, holder: r.holder)
             part.granted = true
             part.recalled = true
             part.inUse = modes.count
@@ -707,7 +719,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             r.replacement[path] = part
             state.rights[path, default: []].append(part)
             state.rightsByKey[key] = part
-            queue(key, .put(Wire.encode(RightValue(mode: mode.rawValue, order: r.order))))
+            queue(key, .put(Wire.encode(RightValue(mode: mode.rawValue, order: r.order, holder: r.holder))))
         }
     }
 
@@ -754,6 +766,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         // Deadlines run on the monotonic clock (the session's clock may be a test's).
         let started = startedAt ?? ClusterConfiguration.monotonicSeconds()
         let retryUntil = started + max(policy.waitDeadline.map(Self.seconds) ?? 0, configuration.failoverWait)
+        let user = credentials(of: origin)
+        let permissions = coordinator?.presenterPermissions
         do {
             try await retrying(until: retryUntil, request) { try await self.ensureSession() }
         } catch {
@@ -764,7 +778,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)] = []
         let (lease, exempt, serial) = lock.withLock { () -> (LeaseID, Set<String>, UInt64) in
             for intent in intents {
-                if let r = usableRight(intent.path, intent.lockMode) {
+                if let r = usableRight(intent.path, intent.lockMode, for: user) {
                     take(r, intent.path, intent.lockMode)
                     uses.append((r, intent.path, intent.lockMode))
                 } else {
@@ -794,7 +808,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     state.serial += 1
                     let key = keys.rightKey(w.path, serial: state.serial)
                     keysFor.append(key)
-                    ops.append(.put(key: key, value: Wire.encode(RightValue(mode: w.mode.rawValue, order: nil)), lease: lease))
+                    ops.append(.put(key: key, value: Wire.encode(RightValue(mode: w.mode.rawValue, order: nil, holder: user)), lease: lease))
                 }
             }
             let ranges = wanted.flatMap { conflictRanges($0.path, $0.mode) }
@@ -840,7 +854,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             lock.withLock {
                 for (i, w) in wanted.enumerated() {
-                    let r = Right(key: keysFor[i], path: w.path, mode: w.mode, order: order)
+                    let r = Right(key: keysFor[i], path: w.path, mode: w.mode, order: order, holder: user)
                     r.ephemeral = !exempt.isEmpty
                     state.rights[w.path, default: []].append(r)
                     state.rightsByKey[r.key] = r
@@ -850,15 +864,21 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 recallByYoungerHolds(fresh)
             }
+            // Read rights of other users in the way that could not hold this access up on one host.
+            var passed: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] = []
             while true {
-                let blockers = conflicts(found, wanted: wanted, order: order, exempt: exempt)
-                if blockers.isEmpty { break }
+                let inTheWay = conflicts(found, wanted: wanted, order: order, exempt: exempt)
+                if inTheWay.isEmpty {
+                    passed = []
+                    break
+                }
+                let blockers = inTheWay.filter { Self.holdsUp($0.mode, of: $0.holder, intents, of: origin, permissions) }
                 // A folder right taken while this node's watch had not yet shown another node's
                 // right there (the folder looked free) waits for whatever that node uses in the
                 // folder, which its access does not touch (that node's folder right, recalled, is
                 // split along its accesses): it is given back and the items' rights taken instead.
                 if folderRights, wanted.contains(where: { w in
-                    (w.path != w.use || w.mode != w.useMode) && blockers.contains { b in
+                    (w.path != w.use || w.mode != w.useMode) && inTheWay.contains { b in
                         Self.conflict(w.path, w.mode, b.path, b.mode) && !Self.conflict(w.use, w.useMode, b.path, b.mode)
                     }
                 }) {
@@ -866,6 +886,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     return await admitAsync(intents, origin: origin, purpose: purpose, policy: policy, request: request,
                                             sessionsLeft: sessionsLeft, folderRights: false, startedAt: started)
                 }
+                passed = inTheWay.filter { b in !blockers.contains { $0.key == b.key } }
+                if blockers.isEmpty { break }
                 let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, request: request,
                                             until: policy.waitDeadline.map { started + Self.seconds($0) })
                 switch outcome {
@@ -901,9 +923,15 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             lock.withLock {
                 for r in fresh where !r.dead {
+                    // Taken past another node's right: this access's own, never kept for the next.
+                    if !passed.isEmpty { r.ephemeral = true }
                     r.granted = true
                     // A right recalled while it waited goes as soon as its access ends.
                 }
+            }
+            for b in passed {
+                step(node: name, "not held up by node \(b.node)'s read of uid \(b.holder?.uid ?? 0), who could not make this access's writes",
+                     path: b.path)
             }
         }
         let token = uses.map(\.right.order).max() ?? 0
@@ -1012,14 +1040,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// The rights of other nodes, older than `order`, in the way of `wanted`.
     func conflicts(_ ranges: [[KeyValue]], wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)],
-                   order: Revision, exempt: Set<String>) -> [(key: [UInt8], node: String, path: ItemPath, mode: LockMode)] {
-        var out: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode)] = []
+                   order: Revision, exempt: Set<String>) -> [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] {
+        var out: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] = []
         var seen = Set<[UInt8]>()
         for kv in ranges.joined() {
             guard seen.insert(kv.key).inserted, let hold = decodeHold(kv), hold.node != name, !exempt.contains(hold.node),
                   hold.order < order else { continue }
             if wanted.contains(where: { Self.conflict($0.path, $0.mode, hold.path, hold.mode) }) {
-                out.append((kv.key, hold.node, hold.path, hold.mode))
+                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder))
             }
         }
         return out
@@ -1028,7 +1056,25 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func decodeHold(_ kv: KeyValue) -> Hold? {
         guard case .right(let path, let node)? = keys.parse(kv.key), let v = Wire.decode(RightValue.self, kv.value),
               let mode = LockMode(rawValue: v.mode) else { return nil }
-        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision)
+        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder)
+    }
+
+    /// Whether another node's right, of `mode` and recorded with `holder`, in the way of an access
+    /// of `intents` by `origin` holds it up: by the rule a host applies to its own readers
+    /// (``HoldUpRule``, with this node's permissions screen). A read right of another user (not
+    /// root, not the access's) holds up a write only when that user could make it; every other right,
+    /// a right of an older node (no user recorded) and any right where there is no screen hold up.
+    static func holdsUp(_ mode: LockMode, of holder: PresenterCredentials?, _ intents: [FileAccessIntent], of origin: AccessOrigin,
+                        _ permissions: (any PresenterPermissions)?) -> Bool {
+        guard let permissions, let holder, HoldUpRule.judges(holderUID: holder.uid, requesterUID: origin.uid) else { return true }
+        return HoldUpRule.mayHoldUp(holderWrites: mode != .read, intents: intents, permissions: permissions) { holder }
+    }
+
+    /// The user an access of `origin` takes rights for: root as one (never judged), anyone else with
+    /// the supplementary groups the permissions screen reads for it (`/proc/PID/status`).
+    func credentials(of origin: AccessOrigin) -> PresenterCredentials {
+        if origin.uid == 0 { return PresenterCredentials(uid: 0, gid: origin.gid) }
+        return coordinator?.presenterPermissions?.credentials(of: origin) ?? PresenterCredentials(uid: origin.uid, gid: origin.gid)
     }
 
     private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, request: RequestID, until deadline: Double?) async -> KeyWaiter.Outcome {

@@ -374,26 +374,21 @@ public final class Coordinator: @unchecked Sendable {
             // The holder is waiting for this presenter: let the presenter act (save) for it.
             return false
         }
-        if permissions != nil, holder.origin.uid != request.origin.uid, holder.origin.uid != 0 {
+        if permissions != nil, HoldUpRule.judges(holderUID: holder.origin.uid, requesterUID: request.origin.uid) {
             return mayHoldUp(holder, request)
         }
         return true
     }
 
-    /// Whether a reading `holder` of another user (neither root nor the requester's) may hold up a
-    /// writing `request`: only when its user could make one of the request's writes itself (as a
-    /// presenter may be asked, docs/protocol.md "Who may delay or refuse what": a read counts as a
-    /// write). A user who may read a document but not write it (a world-readable file of someone
-    /// else's, kept open by `tail -f` or a `sleep < doc`) does not make every save of it wait
-    /// `write_wait`. Writing holders, and a reading request, keep the usual rules. Judged once per
-    /// pair, under the lock, with the holder's credentials as the permissions screen learns them.
+    /// Whether a `holder` of another user (neither root nor the requester's) may hold up `request`,
+    /// by ``HoldUpRule``: a reading holder only when its user could make one of the request's writes
+    /// itself; writing holders, and a reading request, keep the usual rules. Judged once per pair,
+    /// under the lock, with the holder's credentials as the permissions screen learns them.
     func mayHoldUp(_ holder: CoordinatedAccess, _ request: CoordinatedAccess) -> Bool {
-        guard let permissions, !holder.intents.contains(where: \.isWriting) else { return true }
-        let writes = request.intents.filter(\.isWriting)
-        if writes.isEmpty { return true }
+        guard let permissions else { return true }
         if let known = request.holdersJudged[holder.id] { return known }
-        let credentials = permissions.credentials(of: holder.origin)
-        let answer = writes.contains { permissions.maySee($0.path, as: credentials) && permissions.mayMake($0, as: credentials) }
+        let answer = HoldUpRule.mayHoldUp(holderWrites: holder.intents.contains(where: \.isWriting), intents: request.intents,
+                                          permissions: permissions) { permissions.credentials(of: holder.origin) }
         request.holdersJudged[holder.id] = answer
         return answer
     }

@@ -40,6 +40,33 @@ extension PresenterPermissions {
     }
 }
 
+/// Who may hold up whose write by reading (docs/protocol.md, "Who may delay or refuse what": a read
+/// counts as a write): the one rule, applied by the coordinator to a held or queued read of its own
+/// mount (``Coordinator/mayHoldUp(_:_:)``) and by a cluster node to another node's read right, whose
+/// node recorded its user. Only with a permissions screen (the daemon); without one, every hold holds.
+public enum HoldUpRule {
+    /// Whether a hold of user `holderUID` in the way of a request of user `requesterUID` is judged at
+    /// all: root's holds and the requester's own user's hold it up as ever.
+    @inline(__always)
+    public static func judges(holderUID: UInt32, requesterUID: UInt32) -> Bool {
+        holderUID != 0 && holderUID != requesterUID
+    }
+
+    /// Whether a hold of another user (``judges(holderUID:requesterUID:)``) holds up a request of
+    /// `intents`: a writing hold always, and so it does a request that writes nothing; a reading hold
+    /// only when its user (`credentials`, asked for only then) could make one of the request's writes
+    /// itself. A user who may read a document but not write it (a world-readable file of someone
+    /// else's, kept open by `tail -f` or a `sleep < doc`) does not make every save of it wait.
+    public static func mayHoldUp(holderWrites: Bool, intents: [FileAccessIntent], permissions: any PresenterPermissions,
+                                 credentials: () -> PresenterCredentials) -> Bool {
+        if holderWrites { return true }
+        let writes = intents.filter(\.isWriting)
+        if writes.isEmpty { return true }
+        let holder = credentials()
+        return writes.contains { permissions.maySee($0.path, as: holder) && permissions.mayMake($0, as: holder) }
+    }
+}
+
 /// One request's (or one delivery's) memo of ``PresenterPermissions`` answers: a thousand
 /// presenters of one user cost one evaluation.
 struct PresenterScreen {
