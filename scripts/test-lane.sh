@@ -71,8 +71,25 @@ run() {
     return $status
 }
 
+# A test process that crashed leaves the mounts of the daemons it ran in-process behind, dead (a
+# stat gives ENOTCONN): unmount those under the tests' temporary roots, so no stale mount outlives
+# the run. A live mount (another lane's, anyone else's) answers its stat and is left alone.
+unmount_dead() {
+    local root=${COORDFS_TEST_TMPDIR:-/tmp} _dev mountpoint type _rest answer
+    while read -r _dev mountpoint type _rest; do
+        [ "$type" = fuse.coordfs ] || continue
+        case $mountpoint in "$root"/coordfs-*) ;; *) continue ;; esac
+        if ! answer=$(stat "$mountpoint" 2>&1) && [[ $answer == *"not connected"* ]]; then
+            umount -l "$mountpoint" && echo "unmounted $mountpoint: its daemon died with a crashed test process"
+        fi
+    done </proc/mounts
+}
+
 described="$bundle"
 [ -n "$filter" ] && described+=" --filter '$filter'"
 for skip in "${skips[@]}"; do described+=" --skip '$skip'"; done
 echo "[$name] $described"
 run 2>&1 | tee "$log" | sed -u "s/^/[$name] /"
+status=$?
+unmount_dead | tee -a "$log" | sed -u "s/^/[$name] /"
+exit $status
