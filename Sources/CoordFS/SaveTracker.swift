@@ -116,7 +116,9 @@ final class SaveTracker: Sendable {
 
     /// The document did not come back: it really moved or was deleted. A deletion is now a
     /// coordinated delete, so presenters get `accommodatePresentedItemDeletion` (late: the file is
-    /// already gone; the document store kept its last version).
+    /// already gone; the document store kept its last version). A presenter refusing it (or, with
+    /// `strict`, not answering) cannot undo it: the deletion is then told without the access, as one
+    /// seen beside the mount, so every presenter still hears of it and the log records it.
     private func finish(_ path: ItemPath, _ p: Pending) {
         switch p.departure {
         case .renamed(let to, _):
@@ -126,10 +128,15 @@ final class SaveTracker: Sendable {
         case .deleted:
             hooks.withLock { $0 }?.didDelete(path, by: p.access.origin)
             p.access.release()
-            coordinator.coordinate([.writingIntent(with: path, options: .forDeleting)], origin: p.access.origin) { result in
-                guard case .success(let deletion) = result else { return }
-                deletion.didDelete(path)
-                deletion.release()
+            let origin = p.access.origin
+            coordinator.coordinate([.writingIntent(with: path, options: .forDeleting)], origin: origin) { [coordinator] result in
+                switch result {
+                case .success(let deletion):
+                    deletion.didDelete(path)
+                    deletion.release()
+                case .failure:
+                    coordinator.announce(.deleted(path), origin: origin)
+                }
             }
         }
     }

@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Coordination
 import Synchronization
+import EventLog
 @testable import CoordFS
 
 /// One test per row of docs/semantics.md: what each operation through the mount asks, tells, waits
@@ -86,6 +87,26 @@ final class SemanticsTests: InProcessMountTestCase {
         let log = p.waitUntil(timeout: 3) { $0.contains("accommodateDeletion") }
         XCTAssertFalse(log.contains("didChange"), "\(log)")
         XCTAssertEqual(log, ["relinquishToWriter", "reacquire", "relinquishToWriter", "accommodateDeletion", "reacquire"], "\(log)")
+    }
+
+    /// The deletion of a presented document is coordinated once `save_window` passed, when its file
+    /// is already gone: a presenter that refuses it cannot undo it, nor keep the others from hearing
+    /// of it. (Before, the refusal dropped the deletion: no presenter was told, and the log had only
+    /// a `denied` record for an `rm` that had succeeded.)
+    func testARefusedLateDeletionIsStillToldToEveryPresenterAndLogged() throws {
+        try write("doc.txt", "alpha\n")
+        let refuser = try present("doc.txt", behaviour: .init(refuseDeletion: true))
+        let viewer = DeletionRecorder(path: try ItemPath("doc.txt"))
+        _ = try coordinator.addFilePresenter(viewer)
+        try sh("rm doc.txt")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/doc.txt"))
+        let refused = refuser.waitUntil(timeout: 5, settle: 0) { $0.contains("accommodateDeletion") }
+        XCTAssertTrue(refused.contains("accommodateDeletion"), "\(refused)")
+        let deadline = Date().addingTimeInterval(5)
+        while !viewer.deleted.withLock({ $0 }) && Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(viewer.deleted.withLock { $0 }, "the other presenter heard of the deletion")
+        let deletions = try logged().filter { $0.kind == .didDelete && $0.path == "/doc.txt" }
+        XCTAssertEqual(deletions.count, 1, "the deletion recorded once: \(deletions)")
     }
 
     func testRmdirOfAPresentedDirectoryAsksToAccommodateAndARefusalIsEBUSY() throws {
@@ -390,4 +411,13 @@ final class BackingChangeTests: InProcessMountTestCase {
         let log = p.waitUntil(settle: 0.5) { $0.contains("didChange") }
         XCTAssertEqual(log.filter { $0 == "didChange" }.count, 1, "\(log)")
     }
+}
+
+/// A presenter that only notes whether it was told its item was deleted.
+private final class DeletionRecorder: FilePresenter, @unchecked Sendable {
+    let path: ItemPath
+    let deleted = Mutex(false)
+    init(path: ItemPath) { self.path = path }
+    var presentedItemPath: ItemPath? { path }
+    func presentedItemDidDelete() async { deleted.withLock { $0 = true } }
 }
