@@ -93,6 +93,12 @@ static const int CLINUX_AT_SYMLINK_NOFOLLOW = 0x100;
 static inline int clinux_path_descriptor(int fd) {
     return (int)syscall(428, fd, "", 0x1000 /* AT_EMPTY_PATH */ | 02000000 /* OPEN_TREE_CLOEXEC = O_CLOEXEC */);
 }
+/* fchmodat2(fd, "", mode, AT_EMPTY_PATH) (Linux 6.6; one syscall number on every architecture,
+   452): chmod of what an O_PATH descriptor refers to, without a path walk (fchmod refuses O_PATH
+   descriptors; glibc 2.36 has no wrapper). -1 and ENOSYS before 6.6. */
+static inline int clinux_fchmod_path_descriptor(int fd, unsigned int mode) {
+    return (int)syscall(452, fd, "", mode, 0x1000 /* AT_EMPTY_PATH */);
+}
 #include <malloc.h>
 /* A pidfd of process pid (Linux 5.3): its inode number tells processes apart with pidfs (6.9). */
 static inline int clinux_pidfd_open(int pid) {

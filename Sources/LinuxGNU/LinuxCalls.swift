@@ -66,6 +66,12 @@ public enum LinuxCalls {
         clinux_path_descriptor(fd)
     }
 
+    /// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)` (Linux 6.6): the mode of what an O_PATH descriptor
+    /// refers to, set without walking a path (0, or -1 and errno: ENOSYS before 6.6).
+    public static func chmod(pathDescriptor fd: Int32, _ mode: mode_t) -> Int32 {
+        clinux_fchmod_path_descriptor(fd, UInt32(mode))
+    }
+
     /// A kernel file handle (`struct file_handle`): names an inode without holding it open. Its bytes
     /// tell a reused inode number apart (ext4, XFS, btrfs and tmpfs put the inode's generation in
     /// them), so two handles are equal only for the same inode.

@@ -366,7 +366,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         case .success(let s): st = s
         }
         guard st.st_mode & (S_ISGID | S_IXGRP) == S_ISGID, !ProcessGroups.contains(st.st_gid, caller: caller) else { return nil }
-        return node.withFD { fd in withProcPath(fd) { p in sys { chmod(p, st.st_mode & 0o7777 & ~S_ISGID) } } }
+        return node.withFD { fd in chmod(pathDescriptor: fd, st.st_mode & 0o7777 & ~S_ISGID) }
     }
 
     /// The item's current path relative to the backing root ("" for the root), read from the kernel
@@ -504,7 +504,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let fh: Int32? = open?.fd
         if changing.contains(.mode) {
             let e: Errno? = if let fh { sys { fchmod(fh, attr.st_mode) } }
-                            else { node.withFD { fd in withProcPath(fd) { p in sys { chmod(p, attr.st_mode) } } } }
+                            else { node.withFD { fd in chmod(pathDescriptor: fd, attr.st_mode) } }
             if let e { return .failure(e) }
         }
         if !changing.isDisjoint(with: [.uid, .gid]) {
@@ -531,7 +531,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                     if let fh { return sys { futimens(fh, ts) } }
                     return node.withFD { nfd in
                         if node.type == S_IFLNK { return sys { utimensat(nfd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) } }
-                        return withProcPath(nfd) { p in sys { utimensat(AT_FDCWD, p, ts, 0) } }
+                        return setTimes(pathDescriptor: nfd, ts)
                     }
                 }
             }

@@ -13,6 +13,31 @@ let UTIME_OMIT = LinuxCalls.UTIME_OMIT
 /// Walks through `/proc/self/fd` so far (`Loopback.procPathWalks`).
 let procPathWalkCount = Atomic<Int>(0)
 
+/// False once `fchmodat2` proved missing (before Linux 6.6): chmod then walks `/proc/self/fd`.
+private let emptyPathChmod = Atomic<Bool>(true)
+
+/// chmod(2) of what an O_PATH descriptor refers to: `fchmodat2(fd, "", mode, AT_EMPTY_PATH)`, no path
+/// walked (tar sets a mode on nearly every file it makes); through `/proc/self/fd/N` before Linux 6.6
+/// or where a filter refuses the call (its error then is the walk's: a chmod refused is refused
+/// either way, and changes nothing).
+func chmod(pathDescriptor fd: Int32, _ mode: mode_t) -> Errno? {
+    if emptyPathChmod.load(ordering: .relaxed) {
+        guard let e = sys({ LinuxCalls.chmod(pathDescriptor: fd, mode) }) else { return nil }
+        guard e == .noFunction || e == .invalidArgument || e == .notPermitted else { return e }
+        if e == .noFunction { emptyPathChmod.store(false, ordering: .relaxed) }
+    }
+    return withProcPath(fd) { p in sys { Glibc.chmod(p, mode) } }
+}
+
+/// utimensat(2) of what an O_PATH descriptor of anything but a symlink refers to:
+/// `utimensat(fd, "", times, AT_EMPTY_PATH)`, no path walked (tar sets the times of every file it
+/// makes); through `/proc/self/fd/N` where the kernel refuses AT_EMPTY_PATH here.
+func setTimes(pathDescriptor fd: Int32, _ times: UnsafePointer<timespec>) -> Errno? {
+    guard let e = sys({ utimensat(fd, "", times, AT_EMPTY_PATH) }) else { return nil }
+    guard e == .invalidArgument || e == .noFunction else { return e }
+    return withProcPath(fd) { p in sys { utimensat(AT_FDCWD, p, times, 0) } }
+}
+
 /// "/proc/self/fd/N": reopens an O_PATH descriptor, or names it for calls without an fd variant.
 /// Each use is a walk through procfs, which makes a new dentry and inode for the descriptor every
 /// time (measured here: 20-40 µs, against 2 µs for `open_by_handle_at`): not for hot paths.
