@@ -56,10 +56,6 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         /// `producing` while its next frame is being made (off the lock and the I/O queue).
         var producer: StatusFrameStream?
         var producing = false
-        /// Dispatch sources watching `fd`; it is closed when the last one's cancel handler runs.
-        var readSource: DispatchSourceRead?
-        var writeSource: DispatchSourceWrite?
-        var fdUsers = 0
     }
 
     let state: Locked<State>
@@ -67,13 +63,17 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
     /// the client sent earlier is still waiting for the handler.
     let queued = Atomic<Int>(0)
     private unowned let server: ControlServer
+    /// Watches `fd` from accept to `finish`, edge-triggered for reading and writing: bytes the
+    /// socket could not take are written when it reports writability, with nothing to arm.
+    private let readiness: Readiness
     /// Only touched by the server's I/O queue.
     nonisolated(unsafe) var decoder: FrameDecoder
 
-    init(id: UInt64, fd: Int32, peer: PeerCredentials, server: ControlServer, queue: DispatchQueue, maxFrameSize: Int) {
+    init(id: UInt64, fd: Int32, peer: PeerCredentials, server: ControlServer, readiness: Readiness, queue: DispatchQueue, maxFrameSize: Int) {
         self.id = id
         self.peer = peer
         self.server = server
+        self.readiness = readiness
         self.queue = queue
         self.decoder = FrameDecoder(maxFrameSize: maxFrameSize)
         self.state = Locked(State(fd: fd))
@@ -268,38 +268,19 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
             if written == bytes.count { return }
             let start = max(written, 0)
             if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
-                // Broken pipe and friends: the read source sees the hangup and the server tears down.
+                // Broken pipe and friends: the hangup is reported and the server tears down.
                 return
             }
+            // The socket is full (a short write or EAGAIN): it reports writability once the
+            // client has read enough, and `flush` writes the rest then.
             s.outbound.append(contentsOf: bytes[start...])
             s.pendingSince = monotonicNanoseconds()
         } else {
             s.outbound.append(contentsOf: bytes)
         }
-        if s.writeSource == nil {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: s.fd, queue: server.ioQueue)
-            source.setEventHandler { [weak self] in self?.flush() }
-            retainDescriptor(&s, for: source)
-            s.writeSource = source
-            source.resume()
-        }
     }
 
-    /// Counts `source` as a user of the descriptor; its cancel handler releases it.
-    func retainDescriptor(_ s: inout State, for source: any DispatchSourceProtocol) {
-        s.fdUsers += 1
-        let fd = s.fd
-        source.setCancelHandler { [weak self] in
-            guard let self else { Glibc.close(fd); return }
-            let last = self.state.withLock { s -> Bool in
-                s.fdUsers -= 1
-                return s.fdUsers == 0
-            }
-            if last { Glibc.close(fd) }
-        }
-    }
-
-    /// Writes buffered bytes (I/O queue, when the socket is writable).
+    /// Writes buffered bytes (I/O queue, when the socket reports writability).
     func flush() {
         state.withLock { s in
             guard !s.finished else { return }
@@ -316,15 +297,13 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
             if s.outboundOffset == s.outbound.count {
                 s.outbound = []
                 s.outboundOffset = 0
-                s.writeSource?.cancel()
-                s.writeSource = nil
                 if s.closing != nil { _ = shutdown(s.fd, Int32(SHUT_RDWR)) }
             }
         }
     }
 
     /// Decides to close: remembers why, sends a last frame if given, and shuts the socket down
-    /// once the outbound buffer is written. The read source then sees the hangup and the server finishes it.
+    /// once the outbound buffer is written. The hangup is then reported and the server finishes it.
     func beginClose(reason: CloseReason, finalFrame: [UInt8]?, discardOutbound: Bool = false) {
         state.withLock { s in
             guard s.closing == nil, !s.finished else { return }
@@ -343,8 +322,9 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         }
     }
 
-    /// Marks the connection finished (I/O queue only) and cancels its sources, which close the
-    /// descriptor. Returns the close reason (`reason` unless one was decided before) and the
+    /// Marks the connection finished (I/O queue only), stops watching its descriptor and closes
+    /// it (nothing uses it after `finished`; an event already on its way finds the connection
+    /// gone from the server's table by its id). Returns the close reason (`reason` unless one was decided before) and the
     /// asks still pending, or nil if it was already finished.
     func finish(reason: CloseReason) -> (CloseReason, [PendingAsk])? {
         state.withLock { s -> (CloseReason, [PendingAsk])? in
@@ -359,10 +339,9 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
             s.streamed = []
             s.streamedHead = 0
             s.producer = nil
-            s.writeSource?.cancel()
-            s.writeSource = nil
-            s.readSource?.cancel()
-            s.readSource = nil
+            readiness.unregister(s.fd)
+            Glibc.close(s.fd)
+            s.fd = -1
             return (final, asks)
         }
     }

@@ -3,11 +3,13 @@ import Glibc
 import Synchronization
 import Linux
 
-/// The daemon's end of the control socket: a Unix-domain stream socket. Readiness comes from
-/// Dispatch sources (epoll underneath) on one serial I/O queue, where frames are read and
-/// decoded; decoded requests go to the `ControlServerHandler` on each connection's serial queue.
-/// A connection costs a descriptor, a small state object, a read source and an idle dispatch
-/// queue, so thousands are cheap.
+/// The daemon's end of the control socket: a Unix-domain stream socket. Readiness comes from the
+/// server's own epoll instance and thread (`Readiness`, not Dispatch sources: libdispatch's epoll
+/// backend crashes under connections that come and go while sends wait for writability) and is
+/// handled on one serial I/O queue, where frames are read, decoded and buffered bytes written;
+/// decoded requests go to the `ControlServerHandler` on each connection's serial queue. A
+/// connection costs a descriptor, an epoll registration, a small state object and an idle
+/// dispatch queue, so thousands are cheap.
 ///
 /// Lock order: `table` before a connection's `state`; never the reverse.
 package final class ControlServer: @unchecked Sendable {
@@ -76,7 +78,8 @@ package final class ControlServer: @unchecked Sendable {
     private static let ioQueueKey = DispatchSpecificKey<Bool>()
 
     private struct Lifecycle {
-        var listenSource: DispatchSourceRead?
+        var readiness: Readiness?
+        var listenFD: Int32 = -1
         var boundInode: (dev: UInt64, ino: UInt64)?
         var started = false
         var stopped = false
@@ -130,17 +133,62 @@ package final class ControlServer: @unchecked Sendable {
         if stat(path, &info) != 0 { throw fail("stat \(path)", errno) }
         if listen(listenFD, 512) != 0 { throw fail("listen \(path)", errno) }
 
-        let listenSource = DispatchSource.makeReadSource(fileDescriptor: listenFD, queue: ioQueue)
-        listenSource.setEventHandler { [weak self] in self?.acceptAll(listenFD: listenFD) }
-        listenSource.setCancelHandler { Glibc.close(listenFD) }
-        try lifecycle.withLock { (l: inout Lifecycle) throws(ControlTransportError) in
-            guard !l.started else { throw fail("start (already started)", EALREADY) }
-            l.listenSource = listenSource
-            l.boundInode = (UInt64(info.st_dev), UInt64(info.st_ino))
-            l.started = true
+        let readiness: Readiness
+        do {
+            readiness = try Readiness { [weak self, ioQueue] token, events in
+                ioQueue.async { [weak self] in self?.ready(token, events) }
+            }
+        } catch {
+            for fd in fds { Glibc.close(fd) }
+            unlink(path)
+            throw error
         }
-        listenSource.resume()
+        do {
+            try lifecycle.withLock { (l: inout Lifecycle) throws(ControlTransportError) in
+                guard !l.started else { throw .system(operation: "start (already started)", errno: EALREADY) }
+                l.readiness = readiness
+                l.listenFD = listenFD
+                l.boundInode = (UInt64(info.st_dev), UInt64(info.st_ino))
+                l.started = true
+            }
+        } catch {
+            readiness.stop()
+            Glibc.close(listenFD)
+            throw error
+        }
+        // One-shot: armed again after each round of accepting (on the I/O queue).
+        if !readiness.register(listenFD, token: Self.listenToken, events: Readiness.readable | Readiness.oneShot) {
+            let code = errno
+            stop()
+            throw .system(operation: "epoll_ctl \(path)", errno: code)
+        }
+        do {
+            try readiness.start()
+        } catch {
+            stop()
+            throw error
+        }
         startSweeping()
+    }
+
+    /// The listening socket's token; connections' are their ids, from 1 on, never reused.
+    private static let listenToken: UInt64 = 0
+
+    /// A readiness event (I/O queue): accepts, or writes and reads what a connection can.
+    private func ready(_ token: UInt64, _ events: UInt32) {
+        if token == Self.listenToken {
+            guard let (readiness, listenFD) = lifecycle.withLock({ l in l.stopped ? nil : l.readiness.map { ($0, l.listenFD) } }) else { return }
+            acceptAll(listenFD: listenFD, readiness: readiness)
+            readiness.rearm(listenFD, token: Self.listenToken, events: Readiness.readable | Readiness.oneShot)
+            return
+        }
+        guard let connection = table.withLock({ $0[token] }) else { return }  // gone already
+        if events & (Readiness.writable | Readiness.error | Readiness.hangup) != 0 {
+            connection.flush()
+        }
+        if events & (Readiness.readable | Readiness.error | Readiness.hangup | Readiness.peerHangup) != 0 {
+            readAvailable(connection)
+        }
     }
 
     /// Every quarter of the shorter timeout (within 0.1 to 5 s), on the I/O queue: closes the
@@ -185,19 +233,22 @@ package final class ControlServer: @unchecked Sendable {
     /// socket file if it is still the one this server bound. Do not call it from a handler
     /// that blocks the I/O queue (handlers run elsewhere, so calling it from one is fine).
     package func stop() {
-        let snapshot = lifecycle.withLock { l -> (DispatchSourceRead?, (dev: UInt64, ino: UInt64)?)? in
+        let snapshot = lifecycle.withLock { l -> (Readiness?, Int32, (dev: UInt64, ino: UInt64)?)? in
             guard l.started, !l.stopped else { return nil }
             l.stopped = true
-            return (l.listenSource, l.boundInode)
+            return (l.readiness, l.listenFD, l.boundInode)
         }
-        guard let (listenSource, bound) = snapshot else { return }
+        guard let (readiness, listenFD, bound) = snapshot else { return }
         let work = { [self] in
-            listenSource?.cancel()
             sweeper?.cancel()
             sweeper = nil
             for connection in table.withLock({ Array($0.values) }) {
                 teardown(connection, reason: .serverStopped)
             }
+            // The readiness thread never waits for the I/O queue, so it can be joined here;
+            // events it handed over before find `stopped` or no connection and do nothing.
+            readiness?.stop()
+            Glibc.close(listenFD)
         }
         if DispatchQueue.getSpecific(key: Self.ioQueueKey) == true { work() } else { ioQueue.sync(execute: work) }
         var info = stat()
@@ -234,7 +285,7 @@ package final class ControlServer: @unchecked Sendable {
 
     deinit { readBuffer.deallocate() }
 
-    private func acceptAll(listenFD: Int32) {
+    private func acceptAll(listenFD: Int32, readiness: Readiness) {
         while true {
             // accept4 is GNU-only in Glibc's module; accept + fcntl does the same here since
             // the daemon does not fork.
@@ -253,7 +304,7 @@ package final class ControlServer: @unchecked Sendable {
             }
             let id = counters.withLock { c in c.connection += 1; return c.connection }
             let queue = DispatchQueue(label: "coordfs.control.connection", target: delivery)
-            let connection = ControlConnection(id: id, fd: fd, peer: peer, server: self, queue: queue, maxFrameSize: configuration.maxFrameSize)
+            let connection = ControlConnection(id: id, fd: fd, peer: peer, server: self, readiness: readiness, queue: queue, maxFrameSize: configuration.maxFrameSize)
             let refusal = table.withLock { t -> String? in
                 let uid = peer.uid
                 if configuration.exemptUsers.contains(uid) {
@@ -280,16 +331,14 @@ package final class ControlServer: @unchecked Sendable {
                 Glibc.close(fd)
                 continue
             }
-            let readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: ioQueue)
-            readSource.setEventHandler { [weak self, weak connection] in
-                guard let self, let connection else { return }
-                self.readAvailable(connection)
+            // Registered once for its life, edge-triggered: reading drains the socket to EAGAIN,
+            // writing goes on until the buffer is empty or the socket full, and each change after
+            // that is reported again.
+            let events = Readiness.readable | Readiness.writable | Readiness.peerHangup | Readiness.edgeTriggered
+            if !readiness.register(fd, token: id, events: events) {
+                teardown(connection, reason: .ioError(errno))
+                continue
             }
-            connection.state.withLock { s in
-                connection.retainDescriptor(&s, for: readSource)
-                s.readSource = readSource
-            }
-            readSource.resume()
             let timeout = configuration.helloTimeout
             queue.asyncAfter(deadline: .now() + .milliseconds(Int(ControlConnection.milliseconds(timeout)))) { [weak connection] in
                 guard let connection, connection.version == nil else { return }
@@ -303,9 +352,10 @@ package final class ControlServer: @unchecked Sendable {
     private func readAvailable(_ connection: ControlConnection) {
         let buffer = readBuffer
         guard let fd = connection.state.withLock({ $0.finished ? nil : $0.fd }) else { return }
-        // Read until the socket is drained (Dispatch may deliver readiness edge-triggered, so
-        // data and a hangup arriving together give one event). After 16 reads, yield the queue
-        // and continue later so one chatty client cannot starve the rest.
+        // Read until the socket is drained (readiness is edge-triggered: nothing is reported
+        // again until more arrives, and data and a hangup arriving together give one event).
+        // After 16 reads, yield the queue and continue later so one chatty client cannot starve
+        // the rest.
         for _ in 0..<16 {
             let n = Sys.read(fd, buffer)
             if n > 0 {
