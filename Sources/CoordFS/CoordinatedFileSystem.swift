@@ -62,6 +62,46 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                                           writeWait: options.writeWait)
         readPolicy = policy.waits(write: false, waits)
         writePolicy = policy.waits(write: true, waits)
+        registrations.fs = self
+        coordinator.presenterRegistrationWatcher = registrations
+    }
+
+    /// Remembers, for each write open held while a presenter of its file (or of a folder it is in)
+    /// registers, the file as it was then (`HandleAccess.lateRegistrants`).
+    private let registrations = RegistrationWatcher()
+    private final class RegistrationWatcher: PresenterRegistrationWatcher, @unchecked Sendable {
+        /// Set once, in the file system's init.
+        weak var fs: CoordinatedFileSystem?
+
+        /// The write opens held now at or below `path`.
+        func writers(at path: ItemPath) -> [(handle: HandleAccess, file: OpenFile)] {
+            guard let fs else { return [] }
+            return fs.openWriters.withLock { table in
+                table.isEmpty ? [] : table.values.flatMap { $0.filter { !$0.handle.quiet && path.isSameOrAncestor(of: $0.handle.path) } }
+            }
+        }
+
+        /// The file of each such open before the registration: a write that lands while it is
+        /// made counts as after it (told), never as before.
+        func willRegister(at path: ItemPath) -> (any Sendable)? {
+            var before: [ObjectIdentifier: PassthroughWrites.Times] = [:]
+            for w in writers(at: path) {
+                if let state = PassthroughWrites.FileState(fd: w.file.fd) { before[ObjectIdentifier(w.handle)] = .init(state) }
+            }
+            return before
+        }
+
+        func registered(_ id: PresenterID, at path: ItemPath, before: (any Sendable)?) {
+            let before = before as? [ObjectIdentifier: PassthroughWrites.Times] ?? [:]
+            for w in writers(at: path) {
+                guard let access = w.handle.grant.access, access.wasGranted(before: id) else { continue }
+                // An open made while the presenter registered: the file as it opened it (a create,
+                // an O_TRUNC open or a write the daemon serves has none: it is told).
+                let baseline = before[ObjectIdentifier(w.handle)]
+                    ?? w.file.stateAtOpen.map { PassthroughWrites.Times(size: $0.size, mtime: $0.mtime, ctime: $0.ctime) }
+                if let baseline { w.handle.lateRegistrants.withLock { $0[id] = baseline } }
+            }
+        }
     }
 
     /// Installs (or removes, with nil) the document store's hooks.
@@ -327,6 +367,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let changed = contents || handle.touched
             var st = stat()
             if changed, fstat(f.fd, &st) == 0 { seen = st }
+            // A presenter registered while the open was held hears of its change only when the
+            // file changed after it registered (what it read then did not hold the change): as with
+            // Apple, every presenter learns of a save once, and never of one it had read already.
+            if changed, let access = handle.grant.access, access.presenterRegisteredSinceGrant {
+                let now = seen.map { PassthroughWrites.Times(.init($0)) }
+                let sawIt = handle.lateRegistrants.withLock { late in Set(late.compactMap { now != nil && $0.value == now! ? $0.key : nil }) }
+                access.tellPresentersRegisteredSinceGrant(except: sawIt)
+            }
             let steps = policy.close(.init(path: handle.path, contentsChanged: contents, attributesChanged: handle.touched, quiet: handle.quiet,
                                            freshByOpener: changed && saves.creator(of: handle.path) == handle.pid,
                                            removed: seen.map { $0.st_nlink == 0 } ?? false))

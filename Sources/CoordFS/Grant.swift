@@ -33,6 +33,10 @@ final class HandleAccess: Sendable {
         self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
     }
     private let resizedFlag = Atomic<Bool>(false)
+    /// Presenters registered at or above `path` while this open is held, with the file's size and
+    /// times when each registered (what it could read then): its release tells it a change only
+    /// when the file changed since (`CoordinatedFileSystem.finish`).
+    let lateRegistrants = Mutex<[PresenterID: PassthroughWrites.Times]>([:])
     /// Attributes changed while open (fchmod, futimens).
     var touched: Bool { touchedFlag.load(ordering: .relaxed) }
     func touch() { touchedFlag.store(true, ordering: .relaxed) }

@@ -72,7 +72,15 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// after that (while the access is held) is not told that the item changed or a subitem
     /// changed by it (what it read when it registered may already hold the change); moves and
     /// deletions still reach it, since they change what its path names.
-    @exclusivity(unchecked) var presentersRegisteredBefore: UInt64 = .max
+    /// (Atomic, so that a holder can see without the lock whether anyone registered since: see
+    /// ``presenterRegisteredSinceGrant``.)
+    let presentersRegisteredBefore = Atomic<UInt64>(.max)
+    /// Presenters registered after the grant (ids from `presentersRegisteredBefore` up to this one)
+    /// that are told the access's changes after all, but those in `lateNotTold`: set by
+    /// ``tellPresentersRegisteredSinceGrant(except:)`` when the holder knows the item changed after
+    /// they registered.
+    @exclusivity(unchecked) var lateToldBefore: UInt64 = 0
+    @exclusivity(unchecked) var lateNotTold: Set<PresenterID> = []
     /// Holders of another user judged by ``Coordinator/mayHoldUp(_:_:)``: whether each may hold
     /// this request up.
     @exclusivity(unchecked) var holdersJudged: [RequestID: Bool] = [:]
@@ -126,6 +134,33 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// open file, which it may keep for hours while other programs share it through their own locks).
     /// Before that deadline this access excludes as usual.
     public func yieldAtWaitDeadlines() { yields.store(true, ordering: .relaxed) }
+
+    /// True when a presenter (anywhere) was registered after this access was granted (no lock).
+    public var presenterRegisteredSinceGrant: Bool {
+        presentersRegisteredBefore.load(ordering: .relaxed) < coordinator.presentersIssued.load(ordering: .relaxed)
+    }
+
+    /// True when the presenter `id` was registered after this access was granted (no lock).
+    public func wasGranted(before id: PresenterID) -> Bool {
+        presentersRegisteredBefore.load(ordering: .relaxed) <= id.rawValue
+    }
+
+    /// The holder saw the item change after the presenters registered since the grant (up to now)
+    /// did, but for those in `except` (they registered after its last change, so what they read
+    /// holds it): the access's changes are told to them too, as to the presenters registered
+    /// before the grant. Call it before announcing the changes.
+    public func tellPresentersRegisteredSinceGrant(except: Set<PresenterID>) {
+        coordinator.lock.withLock {
+            lateToldBefore = coordinator.nextPresenter
+            lateNotTold = except
+        }
+    }
+
+    /// Whether a presenter is told that this access changed an item (under the lock).
+    func tellsChange(to id: PresenterID) -> Bool {
+        id.rawValue < presentersRegisteredBefore.load(ordering: .relaxed)
+            || (id.rawValue < lateToldBefore && !lateNotTold.contains(id))
+    }
 
     /// Where the request is now.
     public var currentPhase: Phase { coordinator.lock.withLock { phase } }

@@ -23,15 +23,20 @@ extension Coordinator {
     public func addFilePresenter(_ presenter: any FilePresenter, at path: ItemPath,
                                  owner: AccessOrigin = .currentProcess,
                                  credentials: PresenterCredentials? = nil) throws(CoordinationError) -> PresenterID {
+        let watcher = registrationWatcher
+        let before = watcher?.willRegister(at: path)
         lock.lock()
-        defer { lock.unlock() }
         if let existing = presenters.byObject[ObjectIdentifier(presenter)] {
+            lock.unlock()
             throw .presenterAlreadyRegistered(existing)
         }
         let id = PresenterID(rawValue: nextPresenter)
         nextPresenter += 1
+        presentersIssued.store(nextPresenter, ordering: .relaxed)
         presenters.insert(PresenterRecord(id: id, presenter: presenter, path: path, owner: owner, credentials: credentials))
         emit(nil, owner, .presenterRegistered(id, path: path, owner: owner))
+        lock.unlock()
+        watcher?.registered(id, at: path, before: before)
         return id
     }
 
@@ -362,8 +367,9 @@ extension Coordinator {
         defer { if ended { gate?.changedOutsideAccess([change], origin: access.origin) } }
         if !mayConcernPresenters(change, during: access) {
             // Nobody presents the item or anything above it: nothing to deliver, nothing to keep.
-            // (A presenter registered later in this access does not hear of it, as with Apple:
-            // `presentersRegisteredBefore` keeps that rule when somebody was nearby.)
+            // (A presenter registered later in this access hears of it only when the holder saw
+            // the item change after it registered: `tellsChange(to:)`, which keeps the access
+            // out of this shortcut.)
             lock.unlock()
             return
         }
@@ -371,8 +377,7 @@ extension Coordinator {
         if access.phase == .granted {
             access.announcements.append(pendingChange)
         } else {
-            deliver([pendingChange], origin: access.origin, requestID: access.id, intents: [],
-                    registeredBefore: access.presentersRegisteredBefore)
+            deliver([pendingChange], origin: access.origin, requestID: access.id, intents: [], audience: access)
         }
         lock.unlock()
     }
@@ -386,7 +391,7 @@ extension Coordinator {
         case .changed(let p), .deleted(let p), .subitemAppeared(let p): path = p
         case .moved: return true
         }
-        if !access.presentersNearby && access.intents.count == 1 && access.intents[0].path == path {
+        if !access.presentersNearby && access.lateToldBefore == 0 && access.intents.count == 1 && access.intents[0].path == path {
             return false
         }
         var found = false
@@ -408,11 +413,12 @@ extension Coordinator {
     }
 
     /// Queues the "did" messages for `announcements` (after the access's own asks, before its reacquirers).
-    /// Presenters with an id of `registeredBefore` or above registered after the access was granted:
-    /// they are not told that the access changed an item (the change may be older than their
-    /// registration, which read it), only of what it moved, made appear or deleted.
+    /// Presenters registered after `audience` (the access) was granted are not told that it changed
+    /// an item (the change may be older than their registration, which read it), only of what it
+    /// moved, made appear or deleted, unless its holder saw the item change after they registered
+    /// (``CoordinatedAccess/tellsChange(to:)``).
     func deliver(_ announcements: [PendingAnnouncement], origin: AccessOrigin, requestID: RequestID?,
-                 intents: [FileAccessIntent], registeredBefore: UInt64 = .max) {
+                 intents: [FileAccessIntent], audience: CoordinatedAccess? = nil) {
         if presenters.isEmpty { return }
         let excluded = origin.presenterID
         var out: [(PresenterRecord, PresenterNotification)] = []
@@ -450,9 +456,9 @@ extension Coordinator {
             switch announcement {
             case .changed(let path):
                 guard let node = presenters.walk(to: path, ancestor: { record in
-                    if record.id.rawValue < registeredBefore { add(record, .subitemDidChange(path)) }
+                    if audience?.tellsChange(to: record.id) ?? true { add(record, .subitemDidChange(path)) }
                 }) else { break }
-                for record in node.records where record.id.rawValue < registeredBefore { add(record, .itemDidChange(path)) }
+                for record in node.records where audience?.tellsChange(to: record.id) ?? true { add(record, .itemDidChange(path)) }
             case .deleted(let path):
                 let node = presenters.walk(to: path, ancestor: { add($0, .subitemDeleted(path)) })
                 // Presenters that were not asked to accommodate the deletion also learn the item changed

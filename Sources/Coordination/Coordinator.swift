@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The arbiter of one mount: presenters, holds, waits, asks and "did" messages.
 ///
 /// The core entry point, ``coordinate(_:origin:purpose:policy:completion:)``, never blocks: it
@@ -41,6 +43,11 @@ public final class Coordinator: @unchecked Sendable {
     /// Waiting requests that have a parent access (deadlock checks run only when non-zero).
     @exclusivity(unchecked) var nestedWaiting = 0
     @exclusivity(unchecked) var nextPresenter: UInt64 = 1
+    /// `nextPresenter`, readable without the lock.
+    let presentersIssued = Atomic<UInt64>(1)
+    /// Told before and after each registration (the mount: which of its held writes change the
+    /// item after the presenter registered). Set before the first registration; read without the lock.
+    nonisolated(unsafe) var registrationWatcher: (any PresenterRegistrationWatcher)?
     /// The gate every access passes first (a cluster), or nil. Set before the first request.
     nonisolated(unsafe) var gate: (any CoordinationGate)?
 
@@ -58,6 +65,13 @@ public final class Coordinator: @unchecked Sendable {
     public var presenterPermissions: (any PresenterPermissions)? {
         get { lock.withLock { permissions } }
         set { lock.withLock { permissions = newValue } }
+    }
+
+    /// Told around each presenter registration (see ``PresenterRegistrationWatcher``). Install it
+    /// before the first registration; it is read without the lock.
+    public var presenterRegistrationWatcher: (any PresenterRegistrationWatcher)? {
+        get { registrationWatcher }
+        set { registrationWatcher = newValue }
     }
 
     /// What every access must pass before its holds are taken here (the cluster, issue 19), or nil.
@@ -236,7 +250,7 @@ public final class Coordinator: @unchecked Sendable {
         nextRequest += 1
         request.phase = .granted
         request.grantedAt = now
-        request.presentersRegisteredBefore = nextPresenter
+        request.presentersRegisteredBefore.store(nextPresenter, ordering: .relaxed)
         request.gatePass = pass
         if sinkReference != nil {
             emit(request, at: now, .requested(intents: resolved, purpose: purpose))
@@ -434,7 +448,7 @@ public final class Coordinator: @unchecked Sendable {
     func grant(_ request: CoordinatedAccess, _ effects: inout Effects) {
         request.phase = .granted
         request.grantedAt = MonotonicClock.now()
-        request.presentersRegisteredBefore = nextPresenter
+        request.presentersRegisteredBefore.store(nextPresenter, ordering: .relaxed)
         cancelWaitTimer(request)
         if request.isPending {
             request.isPending = false
@@ -669,7 +683,7 @@ public final class Coordinator: @unchecked Sendable {
         defer { if let pass { gate?.release(pass, changes: changes, origin: request.origin) } }
         if !request.announcements.isEmpty {
             deliver(request.announcements, origin: request.origin, requestID: request.id, intents: request.intents,
-                    registeredBefore: request.presentersRegisteredBefore)
+                    audience: request)
             request.announcements = []
         }
         scheduleReacquirers(request)

@@ -67,3 +67,15 @@ extension FilePresenter {
     public func accommodatePresentedSubitemDeletion(at path: ItemPath) async throws {}
     public func wantsAsk(_ ask: PresenterAsk) -> Bool { true }
 }
+
+/// Told around each presenter registration, so that the holder of an access granted before it (an
+/// open file of the mount, held for as long as its process keeps it) can later tell whether it
+/// changed the item after the presenter registered (``CoordinatedAccess/tellPresentersRegisteredSinceGrant(except:)``).
+/// Both calls run without the coordinator's lock, on the registering thread; they must not block
+/// on presenters or accesses.
+public protocol PresenterRegistrationWatcher: AnyObject, Sendable {
+    /// Before the presenter at `path` is registered; what it returns comes back in ``registered(_:at:before:)``.
+    func willRegister(at path: ItemPath) -> (any Sendable)?
+    /// After it was registered as `id` (not called when the registration failed).
+    func registered(_ id: PresenterID, at path: ItemPath, before: (any Sendable)?)
+}

@@ -281,6 +281,43 @@ class LateReleaseTestCase: InProcessMountTestCase {
         return p
     }
 
+    /// The other way round: a process opened the document for writing (with O_TRUNC or without)
+    /// before the presenter registered, and writes and closes after it did. What the presenter read
+    /// when it registered did not hold the save, so it hears of it, once (as with Apple: a save
+    /// is told to every presenter once), and the next save once more.
+    func writeAfterThePresenterRegisteredIsToldOnce(truncate: Bool) throws -> RecordingPresenter {
+        try write("doc.txt", "alpha\n")
+        // The child opens the file, writes once ../go appears, and closes (the command returns at once).
+        try sh("""
+        python3 -c "
+        import os, time
+        if os.fork() == 0:
+            os.closerange(0, 65536)
+            fd = os.open('doc.txt', os.O_WRONLY\(truncate ? " | os.O_TRUNC" : ""))
+            n = 0
+            while not os.path.exists('../go') and n < 200:
+                time.sleep(0.05); n += 1
+            os.write(fd, b'written after\\n'); os.close(fd); os._exit(0)
+        "
+        """)
+        let doc = try ItemPath("doc.txt")
+        func holders() -> [RequestID] { coordinator.status().held.filter { $0.intents.contains { $0.path == doc } }.map(\.id) }
+        var deadline = Date().addingTimeInterval(6)
+        while holders().isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(holders().count, 1, "the write open is held when the presenter registers")
+        let p = try present("doc.txt")
+        FileManager.default.createFile(atPath: root + "/go", contents: nil)
+        deadline = Date().addingTimeInterval(6)
+        while !holders().isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(holders(), [], "the handle was released")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "written after\n")
+        let log = p.waitUntil(timeout: 5, settle: 0.8) { $0.contains("didChange") }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 1, "a save after the registration is told once: \(log)")
+        try sh("echo saved > doc.txt")
+        let after = p.waitUntil(timeout: 5, settle: 0.8) { $0.filter { $0 == "didChange" }.count >= 2 }
+        XCTAssertEqual(after.filter { $0 == "didChange" }.count, 2, "the next save once more: \(after)")
+        return p
+    }
 }
 
 /// Without passthrough: the daemon serves the writes and sees the last close as the RELEASE.
@@ -293,6 +330,14 @@ final class LateReleaseTests: LateReleaseTestCase {
     func testAWriteOverBeforeThePresenterRegisteredIsNotToldItAtItsLateRelease() throws {
         _ = try writeOverBeforeThePresenterRegisteredIsNotToldItAtItsLateRelease()
     }
+
+    func testAWriteAfterThePresenterRegisteredIsToldOnce() throws {
+        _ = try writeAfterThePresenterRegisteredIsToldOnce(truncate: false)
+    }
+
+    func testAWriteAfterThePresenterRegisteredIsToldOnceAfterATruncatingOpen() throws {
+        _ = try writeAfterThePresenterRegisteredIsToldOnce(truncate: true)
+    }
 }
 
 /// With kernel passthrough: the child's last close of the backing file is also reported by fanotify,
@@ -304,5 +349,14 @@ final class LatePassthroughReleaseTests: LateReleaseTestCase {
         XCTAssertEqual(daemon.session?.passthroughEnabled, true)
         _ = try writeOverBeforeThePresenterRegisteredIsNotToldItAtItsLateRelease()
         XCTAssertEqual(try besideTheMount("/doc.txt"), [], "the child's close is the mount's own write")
+    }
+
+    func testAWriteAfterThePresenterRegisteredIsToldOnce() throws {
+        _ = try writeAfterThePresenterRegisteredIsToldOnce(truncate: false)
+        XCTAssertEqual(try besideTheMount("/doc.txt"), [], "the child's close is the mount's own write")
+    }
+
+    func testAWriteAfterThePresenterRegisteredIsToldOnceAfterATruncatingOpen() throws {
+        _ = try writeAfterThePresenterRegisteredIsToldOnce(truncate: true)
     }
 }

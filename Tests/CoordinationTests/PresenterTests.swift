@@ -1,4 +1,5 @@
 import Coordination
+import Synchronization
 import Testing
 import CoordinationTestSupport
 
@@ -156,6 +157,43 @@ let presenterTable: [PresenterCase] = [
         #expect(journal.view("B") == [], "\(journal.all)")
         #expect(!journal.view("Folder").contains("subitemDidChange(b)"), "\(journal.all)")
         #expect(journal.view("Early").filter { $0 == "didChange" }.count == 1, "\(journal.all)")
+    }
+
+    /// The holder of an access granted before a presenter registered says it changed the item after
+    /// that presenter registered: the presenter is told its change (once), as is a folder presenter,
+    /// but for those it names as having seen the change; the registration watcher hears of each
+    /// registration before and after it is made.
+    @Test func aPresenterRegisteredWhileAnAccessIsHeldIsToldAChangeItsHolderSawAfter() async throws {
+        final class Watcher: PresenterRegistrationWatcher, @unchecked Sendable {
+            let calls = Mutex<[String]>([])
+            func willRegister(at path: ItemPath) -> (any Sendable)? { calls.withLock { $0.append("will \(path)") }; return 7 }
+            func registered(_ id: PresenterID, at path: ItemPath, before: (any Sendable)?) {
+                calls.withLock { $0.append("did \(path) \(before as? Int ?? 0)") }
+            }
+        }
+        let coordinator = Coordinator()
+        let watcher = Watcher()
+        coordinator.presenterRegistrationWatcher = watcher
+        let journal = Journal()
+        // Granted at once, nobody near.
+        let quick = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("a")), origin: testOrigin))
+        #expect(!quick.presenterRegisteredSinceGrant)
+        let late = try coordinator.addFilePresenter(RecordingPresenter("A", at: path("a"), journal: journal))
+        let saw = try coordinator.addFilePresenter(RecordingPresenter("Saw", at: path("a"), journal: journal))
+        try coordinator.addFilePresenter(RecordingPresenter("Folder", at: .root, journal: journal))
+        #expect(quick.presenterRegisteredSinceGrant && quick.wasGranted(before: late) && quick.wasGranted(before: saw))
+        quick.tellPresentersRegisteredSinceGrant(except: [saw])
+        // Registered after the holder looked: it read the change.
+        try coordinator.addFilePresenter(RecordingPresenter("After", at: path("a"), journal: journal))
+        quick.didChange(path("a"))
+        quick.release()
+        #expect(await eventually { journal.view("A").contains("didChange") && journal.view("Folder").contains("subitemDidChange(a)") })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(journal.view("A") == ["didChange"], "\(journal.all)")
+        #expect(journal.view("Folder") == ["subitemDidChange(a)"], "\(journal.all)")
+        #expect(journal.view("Saw") == [], "\(journal.all)")
+        #expect(journal.view("After") == [], "\(journal.all)")
+        #expect(watcher.calls.withLock { $0 } == ["will a", "did a 7", "will a", "did a 7", "will /", "did / 7", "will a", "did a 7"])
     }
 
     @Test func registrationErrors() throws {
