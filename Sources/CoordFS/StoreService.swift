@@ -366,7 +366,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             let outcome = try store.resolve(id, with: resolution, mine: mine, by: who, owner: owner)
             let written = outcome.writtenPath.flatMap { try? ItemPath($0) }
             if let written {
-                let change: AccessChange = writes == .besideDocument ? .subitemAppeared(written) : .changed(written)
+                // A copy beside the document, or the document written anew after its deletion, is
+                // a new item (its folder's presenters hear it appeared); else the document changed.
+                let change: AccessChange = writes == .besideDocument || outcome.recreated ? .subitemAppeared(written) : .changed(written)
                 // (Without an access, a write the store made anyway: told here and to the other nodes all the same.)
                 if let access { access.announce(change) } else { self.coordinator.announce(change, origin: origin) }
             }
@@ -411,7 +413,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let origin = requester ?? AccessOrigin.currentProcess.onBehalf(of: presenter)
         withAccess([.writingIntent(with: target)], origin: origin, waiting: waiting) { access -> RestoreOutcome in
             let outcome = try store.restore(version, to: target.string, by: presenter.map(self.storeID(of:)), owner: owner)
-            if let access { access.announce(.changed(target)) } else { self.coordinator.announce(.changed(target), origin: origin) }
+            // A restore that re-creates a deleted document makes a new item, as any create does.
+            let change: AccessChange = outcome.recreated ? .subitemAppeared(target) : .changed(target)
+            if let access { access.announce(change) } else { self.coordinator.announce(change, origin: origin) }
             return outcome
         } then: { result in
             completion(result.map { outcome in

@@ -83,6 +83,7 @@ extension DocumentStore {
                 guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
                 outcome.after = FileIdentity(now)
                 outcome.writtenPath = relative
+                outcome.recreated = st == nil
                 try takeTheirs()
                 outcome.othersNotified = try announce(
                     db, conflict.document, relative, absolute, .change, before: st.map(FileIdentity.init), after: outcome.after, writer: conflict.presenter)

@@ -103,7 +103,7 @@ extension DocumentStore {
             guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
             let after = FileIdentity(now)
             let event = try announce(db, document, relative, absolute, .change, before: st.map(FileIdentity.init), after: after, writer: presenter)
-            return RestoreOutcome(preserved: preserved, after: after, presentersNotified: event)
+            return RestoreOutcome(preserved: preserved, after: after, presentersNotified: event, recreated: st == nil)
         }
     }
 }

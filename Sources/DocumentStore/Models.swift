@@ -155,6 +155,9 @@ public struct ResolutionOutcome: Sendable, Hashable {
     public var after: FileIdentity?
     /// When save or merge wrote the document: the event for its other presenters.
     public var othersNotified: UnderlyingFileChanged?
+    /// The resolution wrote the document anew: it did not exist (it was deleted), so it is a new
+    /// item for the presenters of its folder, not a change.
+    public var recreated = false
 }
 
 /// What a restore did.
@@ -164,6 +167,9 @@ public struct RestoreOutcome: Sendable, Hashable {
     public var after: FileIdentity
     /// The event for the document's presenters (other than the restorer).
     public var presentersNotified: UnderlyingFileChanged?
+    /// The restore wrote the document anew: it did not exist (it was deleted), so it is a new item
+    /// for the presenters of its folder, not a change.
+    public var recreated = false
 }
 
 /// A presenter's standing with a document.

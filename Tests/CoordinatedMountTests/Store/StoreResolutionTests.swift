@@ -64,6 +64,50 @@ final class StoreResolutionTests: StoreMountTestCase {
         XCTAssertEqual(backingText("doc.txt"), "mine\n")
     }
 
+    /// A save that writes a deleted document anew, and a restore that does, make a new item: its
+    /// folder's presenters hear that it appeared, as for any create (not that it changed), and the
+    /// log records an appearance; a restore over the file that is there is a change again.
+    func testASaveOrRestoreThatReCreatesADeletedDocumentMakesItAppear() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        try write("notes/doc.txt", "alpha\n")
+        let (p, _) = try presentDocument("notes/doc.txt", unsaved: true)
+        let dir = try present("notes")
+        try sh("rm notes/doc.txt")
+        let conflict = try conflict(of: p.waitForEvents(1, timeout: 5, settle: 0.5))
+        XCTAssertEqual(conflict.kind, .deletion)
+        var seen = dir.waitUntil(timeout: 5, settle: 0.3) { $0.contains { $0.hasPrefix("accommodateSubitemDeletion") } }.count
+        func toldSince() -> [String] {
+            let log = dir.waitUntil(timeout: 5, settle: 0.5) { $0.dropFirst(seen).contains { $0.hasPrefix("subitemDid") } }
+            defer { seen = log.count }
+            return log.dropFirst(seen).filter { $0.hasPrefix("subitemDid") }
+        }
+        let outcome = try service.resolve(conflict.id, with: .save, mine: .bytes(Array("mine\n".utf8)))
+        XCTAssertTrue(outcome.recreated)
+        XCTAssertEqual(backingText("notes/doc.txt"), "mine\n")
+        XCTAssertEqual(toldSince(), ["subitemDidAppear notes/doc.txt"], "the save re-created it: \(dir.log)")
+        // Deleted again, then restored from the version kept at the deletion.
+        let alpha = try XCTUnwrap(try store.versions(ofPath: "notes/doc.txt").first { v in
+            (try? store.contents(of: v.id)).map { String(decoding: $0, as: UTF8.self) } == "alpha\n"
+        })
+        try sh("rm notes/doc.txt")
+        _ = dir.waitUntil(timeout: 5, settle: 0.5) { $0.dropFirst(seen).contains { $0.hasPrefix("accommodateSubitemDeletion") } }
+        seen = dir.log.count
+        let restored = try service.restore(alpha.id)
+        XCTAssertTrue(restored.recreated)
+        XCTAssertEqual(backingText("notes/doc.txt"), "alpha\n")
+        XCTAssertEqual(toldSince(), ["subitemDidAppear notes/doc.txt"], "the restore re-created it: \(dir.log)")
+        // Over the file that is there: a change.
+        let again = try service.restore(alpha.id)
+        XCTAssertFalse(again.recreated)
+        XCTAssertEqual(toldSince(), ["subitemDidChange notes/doc.txt"], "\(dir.log)")
+        XCTAssertEqual(dir.waitUntil(timeout: 0, settle: 0.5) { _ in true }.filter { $0.hasPrefix("subitemDid") },
+                       ["subitemDidChange notes/doc.txt", "subitemDidAppear notes/doc.txt", "subitemDidChange notes/doc.txt",
+                        "subitemDidAppear notes/doc.txt", "subitemDidChange notes/doc.txt"],
+                       "one message per write (each deletion: subitemDidDelete, which a presenter hears as a change by default)")
+        let kinds = try logged().filter { $0.path == "/notes/doc.txt" }.map(\.kind)
+        XCTAssertEqual(kinds.filter { $0 == .subitemAppeared }.count, 2, "\(kinds)")
+    }
+
     func testDeletionRefusesReloadAndMergeAndChangesNothing() throws {
         let (_, id, conflict) = try deletedConflict()
         XCTAssertThrowsError(try service.resolve(conflict.id, with: .reload)) { error in
