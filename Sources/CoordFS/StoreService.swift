@@ -351,6 +351,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         } catch {
             return completion(.failure(error))
         }
+        // A resolution the store would refuse is refused before its write asks anyone.
+        do {
+            try store.checkResolution(id, with: resolution, mine: mine)
+        } catch {
+            return completion(.failure(error))
+        }
         let presenter = coordinatorID(of: conflict.presenter)
         let who = actor ?? conflict.presenter.rawValue
         // The write, as a change through the mount is made: its item's presenters (on every node)

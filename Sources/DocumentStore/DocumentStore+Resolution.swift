@@ -170,13 +170,70 @@ extension DocumentStore {
     /// Three-way merge of `mine` and `theirs` against the kept version `baseID`; refused without a
     /// base and for binary input.
     private func mergeWithBase(_ db: Database, _ baseID: UInt64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> TextMerge.Merged {
+        let base = try mergeBase(db, baseID, mine: mine, theirs: theirs, relative)
+        return TextMerge.merge(base: base, mine: mine, theirs: theirs)
+    }
+
+    /// The base of a merge, once it is known the merge can be made (a base kept, no binary input).
+    private func mergeBase(_ db: Database, _ baseID: UInt64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> [UInt8] {
         guard let baseID, let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
         else { throw DocumentStoreError.baseUnavailable(path: relative) }
         let base = try FileSystem.readAll(storedPath(baseName))
         for input in [base, mine, theirs] where TextMerge.looksBinary(input) {
             throw DocumentStoreError.binaryContents(relative)
         }
-        return TextMerge.merge(base: base, mine: mine, theirs: theirs)
+        return base
+    }
+
+    /// Refuses now, writing nothing, what ``resolve(_:with:mine:by:owner:)`` would refuse: a
+    /// conflict that is not open, a resolution that does not apply (reload or merge of a deletion),
+    /// contents missing, a merge without a kept base or of binary contents, a lost update's theirs
+    /// gone. The integrator calls it before it takes the resolution's coordinated write, so that a
+    /// refused resolution asks no presenter: a refusal changes nothing and disturbs no one.
+    /// (`resolve` checks again inside its write: the file may change in between.)
+    public func checkResolution(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil) throws {
+        try read { db in
+            let conflict = try fetchConflict(db, id)
+            guard conflict.state == .open else {
+                throw DocumentStoreError.conflictAlreadyResolved(id.rawValue, resolution: conflict.resolution?.rawValue ?? "?")
+            }
+            guard let relative = try String.fetchOne(db, sql: "SELECT path FROM document WHERE id = ?", arguments: [conflict.document.rawValue]) else {
+                throw DocumentStoreError.unknownDocument("\(conflict.document)")
+            }
+            let (_, absolute) = try resolve(relative)
+            let deleted = try statDocument(absolute, relative) == nil
+            if conflict.kind == .lostUpdate {
+                switch resolution {
+                case .close, .save:
+                    break
+                case .reload, .keepBoth:
+                    _ = try theirsOfLostUpdate(db, conflict, relative)
+                case .merge:
+                    if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
+                    _ = try mergeBase(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? readDocument(relative),
+                                      theirs: try FileSystem.readAll(try theirsOfLostUpdate(db, conflict, relative)), relative)
+                }
+                return
+            }
+            switch resolution {
+            case .close:
+                break
+            case .reload:
+                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("reload") }
+            case .save:
+                guard mine != nil else { throw DocumentStoreError.missingContents("save") }
+            case .keepBoth:
+                guard mine != nil else { throw DocumentStoreError.missingContents("keep both") }
+            case .merge:
+                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
+                guard let mine else { throw DocumentStoreError.missingContents("merge") }
+                let interestBase = try UInt64.fetchOne(
+                    db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
+                    arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
+                _ = try mergeBase(db, conflict.baseVersion?.rawValue ?? interestBase, mine: try Self.bytes(of: mine),
+                                  theirs: try readDocument(relative), relative)
+            }
+        }
     }
 
     private static func bytes(of contents: Contents) throws -> [UInt8] {

@@ -108,6 +108,45 @@ final class StoreResolutionTests: StoreMountTestCase {
         XCTAssertEqual(kinds.filter { $0 == .subitemAppeared }.count, 2, "\(kinds)")
     }
 
+    /// A resolution the store refuses (a merge of binary contents, a save without contents, a merge
+    /// of a deletion) fails before its write is asked for: the document's other presenter and its
+    /// folder's presenter are asked nothing and told nothing, and the log has no access for it.
+    func testARefusedResolutionAsksNoOne() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        try write("notes/doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("notes/doc.txt", unsaved: true)
+        let other = try present("notes/doc.txt")
+        let dir = try present("notes")
+        try sh("echo theirs > notes/doc.txt")
+        let changed = try conflict(of: p.waitForEvents(1, settle: 0.3))
+        _ = other.waitUntil(timeout: 5, settle: 0.5) { $0.contains("didChange") }
+        func refused(_ conflict: Conflict, _ resolution: Resolution, mine: Contents?, _ expected: DocumentStoreError) throws {
+            let (otherBefore, dirBefore, recordsBefore) = (other.log.count, dir.log.count, try logged().count)
+            XCTAssertThrowsError(try service.resolve(conflict.id, with: resolution, mine: mine)) { error in
+                XCTAssertEqual(error as? DocumentStoreError, expected)
+            }
+            usleep(300_000)
+            XCTAssertEqual(Array(other.log.dropFirst(otherBefore)), [], "\(resolution) refused: the document's presenter is asked nothing")
+            XCTAssertEqual(Array(dir.log.dropFirst(dirBefore)), [], "\(resolution) refused: the folder's presenter is asked nothing")
+            let kinds = try logged().dropFirst(recordsBefore).map(\.kind)
+            XCTAssertFalse(kinds.contains(.intentRequested) || kinds.contains(.presenterAsked) || kinds.contains(.granted), "\(kinds)")
+            XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], "still open")
+        }
+        try refused(changed, .merge, mine: .bytes([0x61, 0, 0x62]), .binaryContents("notes/doc.txt"))
+        try refused(changed, .save, mine: nil, .missingContents("save"))
+        XCTAssertEqual(backingText("notes/doc.txt"), "theirs\n")
+        try service.resolve(changed.id, with: .reload)
+        try service.setUnsavedChanges(id, true)
+        let eventsBefore = p.events.count
+        try sh("rm notes/doc.txt")
+        let deleted = try conflict(of: Array(p.waitForEvents(eventsBefore + 1, timeout: 5, settle: 0.5).dropFirst(eventsBefore)))
+        XCTAssertEqual(deleted.kind, .deletion)
+        _ = other.waitUntil(timeout: 5, settle: 0.5) { $0.contains("accommodateDeletion") }
+        _ = dir.waitUntil(timeout: 5, settle: 0.5) { $0.contains { $0.hasPrefix("accommodateSubitemDeletion") } }
+        try refused(deleted, .merge, mine: .bytes(Array("x\n".utf8)), .resolutionNotApplicableToDeletion("merge"))
+        XCTAssertNil(backingText("notes/doc.txt"))
+    }
+
     func testDeletionRefusesReloadAndMergeAndChangesNothing() throws {
         let (_, id, conflict) = try deletedConflict()
         XCTAssertThrowsError(try service.resolve(conflict.id, with: .reload)) { error in
