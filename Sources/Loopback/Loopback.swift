@@ -695,11 +695,30 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let id = node.passthrough.withLock { use -> Int32 in
             // Registered already, or the first open (a failed registration leaves the inode's opens
             // to the daemon until the last one closes, then the next open tries again).
-            if use.backingID == 0, use.opens == 0, case .success(let id) = registry.openBacking(fd) { use.backingID = id }
+            if use.backingID == 0, use.opens == 0 {
+                let registered = Self.readOnlyDescriptor(of: fd, flags)
+                if case .success(let id) = registry.openBacking(registered ?? fd) { use.backingID = id }
+                if let registered { close(registered) }
+            }
             use.opens += 1
             return use.backingID
         }
         return OpenFile(fd: fd, inode: node, flags: flags, backingID: id > 0 ? id : nil, sharesInodeMode: true)
+    }
+
+    /// A read-only descriptor of the file a writable open `fd` holds, to register as the node's
+    /// passthrough backing file instead of `fd` (nil: `fd` is read-only already, or the file could
+    /// not be opened for reading: `fd` is registered then). The kernel keeps the registered file
+    /// until the node is forgotten, and opens each passthrough open's own backing file from its
+    /// path with that open's flags and the daemon's credentials, so a read-only one serves writers
+    /// as well; a writable one (a create's) kept the file open for writing after its last writer
+    /// closed, and running it from the backing folder failed with ETXTBSY for as long as the kernel
+    /// knew the node, where natively it runs once the writer closed.
+    private static func readOnlyDescriptor(of fd: Int32, _ flags: Int32) -> Int32? {
+        guard flags & O_ACCMODE != O_RDONLY else { return nil }
+        // The same open file's inode, by its /proc magic link (no name is walked).
+        let ro = Glibc.open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        return ro >= 0 ? ro : nil
     }
 
     /// The end of an open's part in its inode's passthrough mode (the backing id stays registered

@@ -61,6 +61,40 @@ final class PassthroughTests: InProcessMountTestCase {
         }
     }
 
+    /// A program copied (created) or rewritten through the mount runs from the backing folder once
+    /// its writer closed it, while the kernel still knows the node, as natively: the node's backing
+    /// file is registered read-only, so it does not hold the file open for writing (ETXTBSY) until
+    /// the kernel forgets the node. While a writer holds it open, the exec fails as natively; the
+    /// inode's later opens still pass through (no READ or WRITE reaches the daemon) and write the file.
+    func testAProgramWrittenThroughTheMountRunsFromTheBackingFolderOnceItsWriterClosed() throws {
+        try skipUnlessTheKernelAllowsPassthrough()
+        try sh("cp /bin/true prog && chmod +x prog")
+        let fd = open(mnt + "/prog", O_RDONLY)   // the kernel keeps knowing the node
+        defer { close(fd) }
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var r = try sh("'\(backing!)/prog' && echo ran", allowFailure: true)
+        XCTAssertEqual(r.output, "ran\n", "created through the mount: \(r)")
+        XCTAssertEqual(try sh("./prog && echo ran", allowFailure: true).output, "ran\n", "through the mount")
+        // Rewritten in place through the mount (an open for writing, no create).
+        try sh("python3 -c \"import os; b = open('/bin/true', 'rb').read(); fd = os.open('prog', os.O_WRONLY); os.write(fd, b); os.close(fd)\"")
+        r = try sh("'\(backing!)/prog' && echo ran", allowFailure: true)
+        XCTAssertEqual(r.output, "ran\n", "rewritten through the mount: \(r)")
+        // While a writer holds it: ETXTBSY, as natively.
+        let writer = open(mnt + "/prog", O_WRONLY)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        r = try sh("'\(backing!)/prog' 2>&1 && echo ran", allowFailure: true)
+        XCTAssertNotEqual(r.status, 0, "a file open for writing does not run: \(r)")
+        XCTAssertTrue(r.output.contains("busy"), "\(r)")
+        close(writer)
+        XCTAssertEqual(try sh("'\(backing!)/prog' && echo ran", allowFailure: true).output, "ran\n")
+        // Still passthrough: reads and writes of the node's later opens do not reach the daemon.
+        let before = daemon.loopback.dataRequests
+        try sh("cmp prog /bin/true && printf x >> prog && cat prog > /dev/null")
+        XCTAssertEqual(daemon.loopback.dataRequests, before, "no READ or WRITE request reached the daemon")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: backing + "/prog")).count,
+                       try Data(contentsOf: URL(fileURLWithPath: "/bin/true")).count + 1)
+    }
+
     /// Opens and closes of one file from several processes at once: every open gets the inode's one
     /// backing file, none fails.
     func testConcurrentOpensAndClosesOfOneFileAllSucceed() throws {
