@@ -24,6 +24,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let saves: SaveTracker
     let readPolicy: CoordinationPolicy
     let writePolicy: CoordinationPolicy
+    /// An append's (``HandlePlan/appends``): a write that does not wait for files open for reading.
+    let appendPolicy: CoordinationPolicy
     /// Which intents, store hooks and announcements each operation is (docs/semantics.md).
     let policy: OperationPolicy
     /// The document store's hooks (set by the store service), called for presented documents only.
@@ -62,6 +64,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                                           writeWait: options.writeWait)
         readPolicy = policy.waits(write: false, waits)
         writePolicy = policy.waits(write: true, waits)
+        appendPolicy = policy.waits(write: true, append: true, waits)
         registrations.fs = self
         coordinator.presenterRegistrationWatcher = registrations
     }
@@ -197,7 +200,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// A user (other than root and the mount's owner) may have `max_user_waits` requests waiting at
     /// once; a further one that would wait fails with EAGAIN, nothing done.
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
-                    _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
+                    append: Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
         guard intents.allSatisfy({ PathLimit.fits($0.path) }) else { return request.reply(error: .fileNameTooLong) }
         let purpose = Self.purpose(of: origin.pid)
@@ -206,7 +209,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         guard waits.begin(origin.uid) else { return request.reply(error: .resourceTemporarilyUnavailable) }
         let parked = request.park()
-        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? writePolicy : readPolicy) { [self] result in
+        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? (append ? appendPolicy : writePolicy) : readPolicy) { [self] result in
             waits.end(origin.uid)
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
@@ -267,14 +270,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let who = origin(request.context, p)
         let write = file.flags & O_ACCMODE != O_RDONLY || file.flags & O_TRUNC != 0
         guard let plan = policy.open(.init(path: p, kind: .file, write: write, truncate: file.flags & O_TRUNC != 0,
-                                           tempName: isTemp(p), fresh: freshness(p, for: who.pid))) else {
+                                           append: file.flags & O_APPEND != 0, tempName: isTemp(p), fresh: freshness(p, for: who.pid))) else {
             return loopback.open(request, inode: id, file: file)
         }
         perform(plan.first, by: who.pid)
         if let p = plan.adopts, let adopted = saves.adopt(p) {
             return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, plan)
         }
-        withAccess(request, plan.intents, origin: who, write: plan.write) { [self] req, grant in
+        withAccess(request, plan.intents, origin: who, write: plan.write, append: plan.appends) { [self] req, grant in
             finishOpen(req, node, file, grant, p, plan)
         }
     }
@@ -292,7 +295,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         switch loopback.openFile(node, flags: file.flags, caller: request.context) {
         case .success(let f):
             if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid, uid: grant.origin.uid) }
-            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet)
+            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet, appends: plan.appends)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             let reply = openReply(f, p)
@@ -544,6 +547,21 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// noted as such, so the open's close tells a change of attributes unless it also wrote.
     private func setattr(_ request: consuming Request, _ node: BackingNode, _ attributes: stat, _ changing: SetAttributes,
                          open: OpenFile?, covered handle: HandleAccess, writer: OpenFile? = nil) {
+        // ftruncate under an append: its open went past files open for reading, the size change
+        // waits for them as a write (a short write access of its own, same process: it never
+        // waits for its own handle), and is still told as part of the open's one change.
+        if policy.setAttributesUnderOpenWaitsForReaders(sizeChanges: changing.contains(.size), appends: handle.appends) {
+            let who = origin(request.context, handle.path)
+            return withAccess(request, [.writingIntent(with: handle.path)], origin: who, write: true) { [self] req, grant in
+                coveredSetattr(req, node, attributes, changing, open: open, covered: handle, writer: writer)
+                grant.release()
+            }
+        }
+        coveredSetattr(request, node, attributes, changing, open: open, covered: handle, writer: writer)
+    }
+
+    private func coveredSetattr(_ request: consuming Request, _ node: BackingNode, _ attributes: stat, _ changing: SetAttributes,
+                                open: OpenFile?, covered handle: HandleAccess, writer: OpenFile?) {
         let attributesOnly = policy.setAttributesUnderOpenWrite(sizeChanges: changing.contains(.size)) == .attributes
         if attributesOnly { (open ?? writer)?.noteChangesSinceOpen() }
         let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: request.context)

@@ -27,10 +27,12 @@ final class HandleAccess: Sendable {
     let truncated: Bool
     /// A temp/backup name: nobody is told about it.
     let quiet: Bool
+    /// An append (O_APPEND without O_TRUNC): its open did not wait for files open for reading.
+    let appends: Bool
     private let touchedFlag = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(false)
-    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool) {
-        self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet
+    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool, appends: Bool = false) {
+        self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet; self.appends = appends
     }
     private let resizedFlag = Atomic<Bool>(false)
     /// Presenters registered at or above `path` while this open is held, with the file's size and

@@ -33,13 +33,20 @@ public struct CoordinationPolicy: Hashable, Sendable {
     public var waitDeadline: Duration?
     /// What happens when `waitDeadline` passes.
     public var atWaitDeadline: WaitDeadlineAction
+    /// The request does not wait at all for granted reads that yield at others' wait deadlines
+    /// (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's file open for
+    /// reading): an append, which changes no byte such a reader could already read. It still
+    /// waits for reads that do not yield (explicit coordinated reads), for writes and for the queue.
+    public var passesYieldingReaders: Bool
 
     public init(askDeadline: Duration = .seconds(5), onAskTimeout: AskTimeoutPolicy = .proceed,
-                waitDeadline: Duration? = .seconds(60), atWaitDeadline: WaitDeadlineAction = .fail) {
+                waitDeadline: Duration? = .seconds(60), atWaitDeadline: WaitDeadlineAction = .fail,
+                passesYieldingReaders: Bool = false) {
         self.askDeadline = askDeadline
         self.onAskTimeout = onAskTimeout
         self.waitDeadline = waitDeadline
         self.atWaitDeadline = atWaitDeadline
+        self.passesYieldingReaders = passesYieldingReaders
     }
 }
 

@@ -379,6 +379,10 @@ public final class Coordinator: @unchecked Sendable {
     func blocks(_ holder: CoordinatedAccess, _ request: CoordinatedAccess, priority: Bool) -> Bool {
         if holder === request { return false }
         if Self.sharePurpose(request.purposeIdentifier, holder.purposeIdentifier) { return false }
+        if request.policy.passesYieldingReaders, holder.phase == .granted, holder.yields.load(ordering: .relaxed),
+           !holder.intents.contains(where: \.isWriting) {
+            return false // an append past an open file's read (docs/semantics.md, "Waits and deadlines")
+        }
         if holder.phase == .waiting {
             // Queue order keeps writers from starving behind a stream of readers; a presenter saving
             // for someone else's request is not held up by the queue.

@@ -32,12 +32,14 @@ public struct OperationPolicy: Hashable, Sendable {
 
     /// How long a read or a write waits and what it gets at each deadline: a read goes ahead without
     /// exclusion; a write goes ahead past readers and other programs' open files, and gets EBUSY
-    /// while an explicit coordinated write holds the item.
-    public func waits(write: Bool, _ w: Waits) -> CoordinationPolicy {
+    /// while an explicit coordinated write holds the item. `append`: a write that only appends
+    /// (``HandlePlan/appends``) does not wait for other programs' files open for reading at all.
+    public func waits(write: Bool, append: Bool = false, _ w: Waits) -> CoordinationPolicy {
         func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
         return CoordinationPolicy(askDeadline: seconds(w.askTimeout), onAskTimeout: w.strict ? .strict : .proceed,
                                   waitDeadline: seconds(write ? w.writeWait : w.readWait),
-                                  atWaitDeadline: write ? .goAheadPastYieldingHolds : .goAhead)
+                                  atWaitDeadline: write ? .goAheadPastYieldingHolds : .goAhead,
+                                  passesYieldingReaders: write && append)
     }
 
     // MARK: open
@@ -49,10 +51,13 @@ public struct OperationPolicy: Hashable, Sendable {
         public var write: Bool
         /// Opened with O_TRUNC.
         public var truncate: Bool
+        /// Opened with O_APPEND: every write through the handle goes to the end of the file.
+        public var append: Bool
         public var tempName: Bool
         public var fresh: Freshness
-        public init(path: ItemPath, kind: ItemKind?, write: Bool, truncate: Bool, tempName: Bool = false, fresh: Freshness = .told) {
-            self.path = path; self.kind = kind; self.write = write; self.truncate = truncate
+        public init(path: ItemPath, kind: ItemKind?, write: Bool, truncate: Bool, append: Bool = false, tempName: Bool = false,
+                    fresh: Freshness = .told) {
+            self.path = path; self.kind = kind; self.write = write; self.truncate = truncate; self.append = append
             self.tempName = tempName; self.fresh = fresh
         }
     }
@@ -61,7 +66,10 @@ public struct OperationPolicy: Hashable, Sendable {
     public func coordinatesOpen(of kind: ItemKind?) -> Bool { kind == .file }
 
     /// An open of a regular file is a read or a write for the life of the handle; nil: not
-    /// coordinated (directories, devices, FIFOs).
+    /// coordinated (directories, devices, FIFOs). An open for writing with O_APPEND and without
+    /// O_TRUNC appends: it changes no byte a reader could already read, so it does not wait for
+    /// other programs' files open for reading (a `tail -f` of a log); it waits for explicit
+    /// coordinated reads and for writers as any write, and asks and tells the same presenters.
     public func open(_ op: Open) -> HandlePlan? {
         guard coordinatesOpen(of: op.kind) else { return nil }
         let p = op.path
@@ -70,7 +78,8 @@ public struct OperationPolicy: Hashable, Sendable {
         if op.write { first.append(.moveArrives(p, unlessBackTo: nil)) } // a document moved here moments ago: told first
         return HandlePlan(first: first, adopts: op.write ? p : nil,
                           intents: [op.write ? .writingIntent(with: p) : .readingIntent(with: p)], write: op.write,
-                          before: op.write ? [.beforeInPlaceWrite(p)] : [], truncated: op.truncate, quiet: op.tempName)
+                          before: op.write ? [.beforeInPlaceWrite(p)] : [], truncated: op.truncate, quiet: op.tempName,
+                          appends: op.write && op.append && !op.truncate)
     }
 
     // MARK: close
@@ -170,6 +179,12 @@ public struct OperationPolicy: Hashable, Sendable {
     }
 
     public func setAttributesUnderOpenWrite(sizeChanges: Bool) -> CoveredChange { sizeChanges ? .contents : .attributes }
+
+    /// Whether a change of attributes under an open for writing waits for readers first: a size
+    /// change (ftruncate) under an append (``HandlePlan/appends``), whose open did not wait for
+    /// other programs' files open for reading, changes bytes they could read, so it waits for them
+    /// as a write does (`write_wait`, then past them), still told as part of the open's one change.
+    public func setAttributesUnderOpenWaitsForReaders(sizeChanges: Bool, appends: Bool) -> Bool { sizeChanges && appends }
 
     /// What a setattr by path settles before its facts are looked up.
     public func setAttributesPrelude(_ path: ItemPath) -> [SaveStep] { [.moveArrives(path, unlessBackTo: nil)] }

@@ -123,12 +123,15 @@ public struct HandlePlan: Hashable, Sendable {
     public var truncated = false
     /// A temp name: nothing is told about the handle.
     public var quiet = false
+    /// A write that only appends (O_APPEND without O_TRUNC): it does not wait for other programs'
+    /// files open for reading (``OperationPolicy/waits(write:append:_:)``).
+    public var appends = false
 
     public init(first: [SaveStep] = [], adopts: ItemPath? = nil, intents: [FileAccessIntent] = [], write: Bool = false,
                 parentIntents: [FileAccessIntent] = [], created: [Step] = [], before: [StoreStep] = [],
-                truncated: Bool = false, quiet: Bool = false) {
+                truncated: Bool = false, quiet: Bool = false, appends: Bool = false) {
         self.first = first; self.adopts = adopts; self.intents = intents; self.write = write
         self.parentIntents = parentIntents; self.created = created; self.before = before
-        self.truncated = truncated; self.quiet = quiet
+        self.truncated = truncated; self.quiet = quiet; self.appends = appends
     }
 }

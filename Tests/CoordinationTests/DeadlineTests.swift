@@ -102,6 +102,38 @@ import CoordinationTestSupport
         access.release(); open.release()
     }
 
+    /// An append (``CoordinationPolicy/passesYieldingReaders``) does not wait for held reads that
+    /// yield (an open file's), only for explicit reads and for writes, whether they yield or not.
+    @Test func anAppendPassesYieldingReadsButNotExplicitReadsOrWrites() async throws {
+        let coordinator = Coordinator()
+        let append = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAheadPastYieldingHolds, passesYieldingReaders: true)
+        let open = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("f")), origin: testOrigin))
+        open.yieldAtWaitDeadlines()
+        let (_, passed) = request(coordinator, [.writingIntent(with: path("f"))], policy: append)
+        #expect(await eventually { passed.result != nil }, "granted long before its 60 s deadline")
+        try #require(passed.access).release()
+        // Without the option the same write waits for that read.
+        let (_, waiting) = request(coordinator, [.writingIntent(with: path("f"))],
+                                   policy: CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAheadPastYieldingHolds))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(waiting.result == nil)
+        open.release()
+        #expect(await eventually { waiting.result != nil })
+        try #require(waiting.access).release()
+        // An explicit read and a yielding write (another program's open for writing) hold it up.
+        for holdsWrite in [false, true] {
+            let intent: FileAccessIntent = holdsWrite ? .writingIntent(with: path("f")) : .readingIntent(with: path("f"))
+            let holder = try #require(coordinator.tryCoordinateImmediately(intent, origin: testOrigin))
+            if holdsWrite { holder.yieldAtWaitDeadlines() }
+            let (_, held) = request(coordinator, [.writingIntent(with: path("f"))], policy: append)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(held.result == nil, "held up by \(intent)")
+            holder.release()
+            #expect(await eventually { held.result != nil })
+            try #require(held.access).release()
+        }
+    }
+
     @Test func slowPresenterWithinDeadlineIsWaitedFor() async throws {
         let coordinator = Coordinator()
         let journal = Journal()

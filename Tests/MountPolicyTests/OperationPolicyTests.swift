@@ -24,6 +24,24 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(write.atWaitDeadline, .goAheadPastYieldingHolds, "EBUSY while an explicit coordinated write holds")
     }
 
+    func testAnAppendDoesNotWaitForOpenFilesForReadingButOtherWritesDo() throws {
+        XCTAssertTrue(policy.waits(write: true, append: true, .init()).passesYieldingReaders, "an append passes files open for reading")
+        XCTAssertFalse(policy.waits(write: true, .init()).passesYieldingReaders, "any other write waits for them")
+        XCTAssertFalse(policy.waits(write: false, append: true, .init()).passesYieldingReaders)
+        let append = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: true, truncate: false, append: true)))
+        XCTAssertTrue(append.appends, "O_APPEND without O_TRUNC")
+        XCTAssertEqual(append.intents, [.writingIntent(with: doc)], "still a write: presenters asked and told as for any write")
+        XCTAssertEqual(append.before, [.beforeInPlaceWrite(doc)])
+        XCTAssertFalse(append.truncated)
+        let truncating = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: true, truncate: true, append: true)))
+        XCTAssertFalse(truncating.appends, "O_APPEND with O_TRUNC replaces what readers read")
+        XCTAssertFalse(try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: true, truncate: false))).appends)
+        XCTAssertFalse(try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: false, truncate: false, append: true))).appends)
+        XCTAssertTrue(policy.setAttributesUnderOpenWaitsForReaders(sizeChanges: true, appends: true), "ftruncate under an append waits")
+        XCTAssertFalse(policy.setAttributesUnderOpenWaitsForReaders(sizeChanges: false, appends: true), "fchmod under an append does not")
+        XCTAssertFalse(policy.setAttributesUnderOpenWaitsForReaders(sizeChanges: true, appends: false), "covered by a write that waited")
+    }
+
     func testAPresenterThatDoesNotAnswerIsPassedOverUnlessStrict() {
         let lenient = policy.waits(write: true, .init(askTimeout: 2))
         XCTAssertEqual(lenient.askDeadline, .seconds(2))
