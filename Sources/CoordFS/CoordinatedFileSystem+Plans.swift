@@ -79,8 +79,13 @@ extension CoordinatedFileSystem {
                     grant.announce(otherwise)
                 }
             case .appearsLater(let p):
+                // Told once it outlived the save window, to the presenters there when it was made: one
+                // that registered since (of the file, or of its folder) found it made already.
                 let who = grant.origin
-                saves.created(p, by: who.pid) { [coordinator] in coordinator.announce(.subitemAppeared(p), origin: who) }
+                let mark = coordinator.presenterMark
+                saves.created(p, by: who.pid) { [coordinator] in
+                    coordinator.announce(.subitemAppeared(p), origin: who, toPresentersRegisteredBefore: mark)
+                }
             case .ifPresented(let p, let steps):
                 if store.isPresented(p) { perform(steps, grant, adopted: held, store, kept: &kept) }
             }

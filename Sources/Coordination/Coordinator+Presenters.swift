@@ -418,7 +418,7 @@ extension Coordinator {
     /// moved, made appear or deleted, unless its holder saw the item change after they registered
     /// (``CoordinatedAccess/tellsChange(to:)``).
     func deliver(_ announcements: [PendingAnnouncement], origin: AccessOrigin, requestID: RequestID?,
-                 intents: [FileAccessIntent], audience: CoordinatedAccess? = nil) {
+                 intents: [FileAccessIntent], audience: CoordinatedAccess? = nil, registeredBefore: UInt64 = .max) {
         if presenters.isEmpty { return }
         let excluded = origin.presenterID
         var out: [(PresenterRecord, PresenterNotification)] = []
@@ -427,7 +427,7 @@ extension Coordinator {
         // each of them one step, not a search through the others.
         var seen: Set<NotificationKey> = []
         func add(_ record: PresenterRecord, _ note: PresenterNotification) {
-            guard record.id != excluded, !record.removed else { return }
+            guard record.id != excluded, !record.removed, record.id.rawValue < registeredBefore else { return }
             // A presenter hears only of items its user could see; a move it sees one side of is,
             // for it, an item that went away or appeared.
             let screened: PresenterNotification

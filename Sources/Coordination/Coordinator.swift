@@ -289,14 +289,32 @@ public final class Coordinator: @unchecked Sendable {
         gate?.changedOutsideAccess([change], origin: origin)
     }
 
+    /// ``announce(_:origin:)`` told only to the presenters registered before `mark` (a
+    /// ``presenterMark`` taken when the change was made): a change told late (a new file's
+    /// appearance, told once it outlived the save window) is not news to a presenter that registered
+    /// after it was made, which found the item as the change left it. The gate hears it as always.
+    public func announce(_ change: AccessChange, origin: AccessOrigin, toPresentersRegisteredBefore mark: UInt64) {
+        tellHere(change, origin: origin, registeredBefore: mark)
+        gate?.changedOutsideAccess([change], origin: origin)
+    }
+
+    /// The first presenter id not issued yet (no lock): presenters registered from now on have this
+    /// id or a later one (``announce(_:origin:toPresentersRegisteredBefore:)``).
+    public var presenterMark: UInt64 { presentersIssued.load(ordering: .relaxed) }
+
     /// Delivers a change this host did not make: seen in the backing folder (made beside the mount),
     /// or told by another node of a cluster (its change record). Presenters here only: every node
     /// tells those itself (its own watcher, the other node's record). Moves re-key presenters at once.
     public func announceObserved(_ change: AccessChange, origin: AccessOrigin) {
+        tellHere(change, origin: origin, registeredBefore: .max)
+    }
+
+    /// Records and delivers `change` to this host's presenters registered before `mark`.
+    private func tellHere(_ change: AccessChange, origin: AccessOrigin, registeredBefore mark: UInt64) {
         lock.lock()
         emit(nil, origin, .announced(change))
         let pendingChange = record(change)
-        deliver([pendingChange], origin: origin, requestID: nil, intents: [])
+        deliver([pendingChange], origin: origin, requestID: nil, intents: [], registeredBefore: mark)
         lock.unlock()
     }
 

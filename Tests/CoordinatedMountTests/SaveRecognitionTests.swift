@@ -235,6 +235,29 @@ final class NewFileAppearanceTests: InProcessMountTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 3, "told when cat opened it, not when save_window (4 s) closed")
         XCTAssertEqual(dir.waitUntil(timeout: 0, settle: 0.5) { _ in true }.filter { $0.hasPrefix("subitemDidAppear") }, ["subitemDidAppear notes/read.txt"])
     }
+
+    /// Presenters that register after the new file was written (of the file, of its folder) found it
+    /// made: its appearance, told when save_window closes, reaches the folder's presenter that was
+    /// there before, and not them (the file's presenter heard "did change" for contents it had
+    /// read). The next save reaches all three, once.
+    func testPresentersRegisteredAfterANewFileWasMadeAreNotToldItsLateAppearance() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        let dir = try present("notes")
+        try sh("echo new > notes/fresh.txt")
+        let file = try present("notes/fresh.txt")
+        let lateDir = try present("notes")
+        let log = dir.waitUntil(timeout: 20, settle: 1) { $0.contains("subitemDidAppear notes/fresh.txt") }
+        XCTAssertEqual(log.filter { $0.hasPrefix("subitem") }, ["subitemDidAppear notes/fresh.txt"], "the folder's presenter from before")
+        XCTAssertEqual(file.log, [], "the file's presenter registered once it was written")
+        XCTAssertEqual(lateDir.log, [], "the folder's presenter registered once it was written")
+        try sh("echo more > notes/fresh.txt")
+        XCTAssertEqual(file.waitUntil(timeout: 20, settle: 0.5) { $0.contains("didChange") }.filter { $0 == "didChange" }.count, 1,
+                       "the next save: \(file.log)")
+        XCTAssertEqual(lateDir.waitUntil(timeout: 20, settle: 0) { $0.contains("subitemDidChange notes/fresh.txt") }
+            .filter { $0.hasPrefix("subitemDid") }, ["subitemDidChange notes/fresh.txt"])
+        XCTAssertEqual(dir.log.filter { $0.hasPrefix("subitemDid") }, ["subitemDidAppear notes/fresh.txt", "subitemDidChange notes/fresh.txt"])
+        XCTAssertEqual(try read("notes/fresh.txt"), "more\n")
+    }
 }
 
 /// A write that was over before the presenter registered, but whose handle another process still

@@ -163,6 +163,26 @@ let presenterTable: [PresenterCase] = [
     /// that presenter registered: the presenter is told its change (once), as is a folder presenter,
     /// but for those it names as having seen the change; the registration watcher hears of each
     /// registration before and after it is made.
+    /// A change told late (a new file's appearance once it outlived the save window) reaches only
+    /// the presenters registered before the mark taken when it was made.
+    @Test func aChangeToldLateReachesOnlyThePresentersRegisteredBeforeItWasMade() async throws {
+        let coordinator = Coordinator()
+        let journal = Journal()
+        try coordinator.addFilePresenter(RecordingPresenter("Before", at: path("d"), journal: journal))
+        let mark = coordinator.presenterMark
+        try coordinator.addFilePresenter(RecordingPresenter("After", at: path("d"), journal: journal))
+        try coordinator.addFilePresenter(RecordingPresenter("File", at: path("d/new"), journal: journal))
+        coordinator.announce(.subitemAppeared(path("d/new")), origin: testOrigin, toPresentersRegisteredBefore: mark)
+        #expect(await eventually { !journal.view("Before").isEmpty })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(journal.view("Before") == ["subitemDidAppear(d/new)"], "\(journal.all)")
+        #expect(journal.view("After") == [], "\(journal.all)")
+        #expect(journal.view("File") == [], "\(journal.all)")
+        // Without a mark, as before: all of them.
+        coordinator.announce(.subitemAppeared(path("d/new")), origin: testOrigin)
+        #expect(await eventually { journal.view("File") == ["didChange"] && journal.view("After") == ["subitemDidAppear(d/new)"] })
+    }
+
     @Test func aPresenterRegisteredWhileAnAccessIsHeldIsToldAChangeItsHolderSawAfter() async throws {
         final class Watcher: PresenterRegistrationWatcher, @unchecked Sendable {
             let calls = Mutex<[String]>([])
