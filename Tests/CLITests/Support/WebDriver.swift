@@ -66,7 +66,20 @@ final class WebDriver {
         return id
     }
 
-    func click(_ css: String) throws { try call("POST", "/element/\(try element(css))/click", [:]) }
+    /// Clicks the element `css` finds. The page renders its tables again as events stream in, so
+    /// the element found may be replaced before the click reaches it ("stale element reference",
+    /// more often on a loaded machine): then it is found again and clicked, for up to 10 s.
+    func click(_ css: String) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            do {
+                try call("POST", "/element/\(try element(css))/click", [:])
+                return
+            } catch let failure as Failure where failure.description.contains("stale element reference") && Date() < deadline {
+                usleep(50_000)
+            }
+        }
+    }
 
     func acceptAlert() throws { try call("POST", "/alert/accept", [:]) }
 
