@@ -416,7 +416,8 @@ extension Coordinator {
     /// Presenters registered after `audience` (the access) was granted are not told that it changed
     /// an item (the change may be older than their registration, which read it), only of what it
     /// moved, made appear or deleted, unless its holder saw the item change after they registered
-    /// (``CoordinatedAccess/tellsChange(to:)``).
+    /// (``CoordinatedAccess/tellsChange(to:)``). Presenters with an id of `registeredBefore` or
+    /// above hear nothing of `announcements` (a change told late, made before they registered).
     func deliver(_ announcements: [PendingAnnouncement], origin: AccessOrigin, requestID: RequestID?,
                  intents: [FileAccessIntent], audience: CoordinatedAccess? = nil, registeredBefore: UInt64 = .max) {
         if presenters.isEmpty { return }
