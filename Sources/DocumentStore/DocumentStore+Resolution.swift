@@ -53,15 +53,7 @@ extension DocumentStore {
     public func resolve(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil, by actor: String,
                         owner: FileOwner? = nil) throws -> ResolutionOutcome {
         try write { db in
-            let conflict = try fetchConflict(db, id)
-            guard conflict.state == .open else {
-                throw DocumentStoreError.conflictAlreadyResolved(id.rawValue, resolution: conflict.resolution?.rawValue ?? "?")
-            }
-            guard let relative = try String.fetchOne(db, sql: "SELECT path FROM document WHERE id = ?", arguments: [conflict.document.rawValue]) else {
-                throw DocumentStoreError.unknownDocument("\(conflict.document)")
-            }
-            let (_, absolute) = try resolve(relative)
-            let st = try statDocument(absolute, relative)
+            let (conflict, relative, absolute, st) = try openConflict(db, id)
             let deleted = st == nil
             let hasInterest = try Bool.fetchOne(
                 db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND presenter = ?",
@@ -193,15 +185,8 @@ extension DocumentStore {
     /// (`resolve` checks again inside its write: the file may change in between.)
     public func checkResolution(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil) throws {
         try read { db in
-            let conflict = try fetchConflict(db, id)
-            guard conflict.state == .open else {
-                throw DocumentStoreError.conflictAlreadyResolved(id.rawValue, resolution: conflict.resolution?.rawValue ?? "?")
-            }
-            guard let relative = try String.fetchOne(db, sql: "SELECT path FROM document WHERE id = ?", arguments: [conflict.document.rawValue]) else {
-                throw DocumentStoreError.unknownDocument("\(conflict.document)")
-            }
-            let (_, absolute) = try resolve(relative)
-            let deleted = try statDocument(absolute, relative) == nil
+            let (conflict, relative, _, st) = try openConflict(db, id)
+            let deleted = st == nil
             if conflict.kind == .lostUpdate {
                 switch resolution {
                 case .close, .save:
@@ -234,6 +219,20 @@ extension DocumentStore {
                                   theirs: try readDocument(relative), relative)
             }
         }
+    }
+
+    /// The conflict `id`, still open, and its document: its path (relative to the backing folder
+    /// and absolute) and its state now (nil: deleted). What a resolution and its check start from.
+    private func openConflict(_ db: Database, _ id: ConflictID) throws -> (Conflict, relative: String, absolute: String, stat?) {
+        let conflict = try fetchConflict(db, id)
+        guard conflict.state == .open else {
+            throw DocumentStoreError.conflictAlreadyResolved(id.rawValue, resolution: conflict.resolution?.rawValue ?? "?")
+        }
+        guard let relative = try String.fetchOne(db, sql: "SELECT path FROM document WHERE id = ?", arguments: [conflict.document.rawValue]) else {
+            throw DocumentStoreError.unknownDocument("\(conflict.document)")
+        }
+        let (_, absolute) = try resolve(relative)
+        return (conflict, relative, absolute, try statDocument(absolute, relative))
     }
 
     private static func bytes(of contents: Contents) throws -> [UInt8] {
