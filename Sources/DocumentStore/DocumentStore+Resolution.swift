@@ -106,10 +106,7 @@ extension DocumentStore {
             case .merge:
                 if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
                 guard let mine else { throw DocumentStoreError.missingContents("merge") }
-                let interestBase = try UInt64.fetchOne(
-                    db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
-                    arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
-                let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue ?? interestBase, mine: try Self.bytes(of: mine),
+                let merged = try mergeWithBase(db, try mergeBaseID(db, conflict), mine: try Self.bytes(of: mine),
                                                theirs: try readDocument(relative), relative)
                 outcome.mergeConflicts = merged.conflicts
                 try replaceDocument(with: .bytes(merged.text))
@@ -212,10 +209,7 @@ extension DocumentStore {
             case .merge:
                 if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
                 guard let mine else { throw DocumentStoreError.missingContents("merge") }
-                let interestBase = try UInt64.fetchOne(
-                    db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
-                    arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
-                _ = try mergeBase(db, conflict.baseVersion?.rawValue ?? interestBase, mine: try Self.bytes(of: mine),
+                _ = try mergeBase(db, try mergeBaseID(db, conflict), mine: try Self.bytes(of: mine),
                                   theirs: try readDocument(relative), relative)
             }
         }
@@ -233,6 +227,15 @@ extension DocumentStore {
         }
         let (_, absolute) = try resolve(relative)
         return (conflict, relative, absolute, try statDocument(absolute, relative))
+    }
+
+    /// The kept version a presenter's conflict merges against: the conflict's base, or else the base
+    /// its presenter's interest kept.
+    private func mergeBaseID(_ db: Database, _ conflict: Conflict) throws -> UInt64? {
+        if let base = conflict.baseVersion?.rawValue { return base }
+        return try UInt64.fetchOne(
+            db, sql: "SELECT baseVersionId FROM interest WHERE documentId = ? AND presenter = ? AND baseState = 'kept'",
+            arguments: [conflict.document.rawValue, conflict.presenter.rawValue])
     }
 
     private static func bytes(of contents: Contents) throws -> [UInt8] {
