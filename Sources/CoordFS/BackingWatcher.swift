@@ -279,12 +279,11 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let to = resolved.first { $0.type == Self.newDfidName }.flatMap(path)
             switch (from, to) {
             case let (f?, t?):
-                // Over a presented document: its contents were replaced; otherwise documents follow.
-                if let hooks = fileSystem?.documents(t) {
-                    hooks.didChange(t, by: origin)
-                } else {
-                    fileSystem?.documents(atOrBelow: f)?.didMove(from: f, to: t, by: origin)
-                }
+                // Over a presented document: its contents were replaced (its presenters stay). The
+                // documents moved follow, a presented one joining the document it replaced (as
+                // through the mount: the change first, then the move).
+                fileSystem?.documents(t)?.didChange(t, by: origin)
+                fileSystem?.documents(atOrBelow: f)?.didMove(from: f, to: t, by: origin)
                 coordinator.announceObserved(.moved(from: f, to: t), origin: origin)
             case let (nil, t?): // from a temp name: over a presented document, a save
                 fileSystem?.documents(t)?.didChange(t, by: origin)

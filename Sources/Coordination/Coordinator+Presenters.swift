@@ -453,13 +453,30 @@ extension Coordinator {
             guard seen.insert(NotificationKey(presenter: record.id, note: screened)).inserted else { return }
             out.append((record, screened))
         }
-        for announcement in announcements {
+        // A move re-keys its presenters when it is recorded, so a change recorded before it in the
+        // same access would reach, at delivery, the presenters the move brought to its path since
+        // (a rename over a presented document of a presented file: `b` changed, then `a`'s
+        // presenters arrived there with their file, which did not change). Each change skips the
+        // presenters a later move of the batch brought.
+        var arrivedLater: [Set<PresenterID>] = []
+        if announcements.count > 1, announcements.dropFirst().contains(where: { if case .moved = $0 { true } else { false } }) {
+            var later = Set<PresenterID>()
+            arrivedLater = Array(repeating: [], count: announcements.count)
+            for i in announcements.indices.reversed() {
+                arrivedLater[i] = later
+                if case .moved(_, _, let moved, _) = announcements[i] { for (record, _) in moved { later.insert(record.id) } }
+            }
+        }
+        for (index, announcement) in announcements.enumerated() {
             switch announcement {
             case .changed(let path):
+                let arrived = arrivedLater.isEmpty ? [] : arrivedLater[index]
                 guard let node = presenters.walk(to: path, ancestor: { record in
-                    if audience?.tellsChange(to: record.id) ?? true { add(record, .subitemDidChange(path)) }
+                    if !arrived.contains(record.id), audience?.tellsChange(to: record.id) ?? true { add(record, .subitemDidChange(path)) }
                 }) else { break }
-                for record in node.records where audience?.tellsChange(to: record.id) ?? true { add(record, .itemDidChange(path)) }
+                for record in node.records where !arrived.contains(record.id) && (audience?.tellsChange(to: record.id) ?? true) {
+                    add(record, .itemDidChange(path))
+                }
             case .deleted(let path):
                 let node = presenters.walk(to: path, ancestor: { add($0, .subitemDeleted(path)) })
                 // Presenters that were not asked to accommodate the deletion also learn the item changed

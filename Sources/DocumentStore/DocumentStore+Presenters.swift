@@ -142,8 +142,12 @@ extension DocumentStore {
 
     /// A path moved (rename without replacing a presented document's contents): the document at
     /// `from` now lives at `to`. A document that was at `to` is detached (keeps its id and versions,
-    /// loses its path). When `from` is not a document, the documents inside it as a folder follow it.
-    /// Returns the moved document, or nil when `from` is not a document.
+    /// loses its path), unless presenters of it are still there (a rename over a presented document
+    /// is a save of it: its presenters stay): then the moved document joins it, its versions,
+    /// presenters (with the bases they loaded) and conflicts now the document's at `to`, so that
+    /// both documents' presenters hear of the next change there. When `from` is not a document,
+    /// the documents inside it as a folder follow it. Returns the moved document (the one at `to`
+    /// it joined), or nil when `from` is not a document.
     @discardableResult
     public func noteMoved(from: String, to: String) throws -> DocumentID? {
         let (source, _) = try resolve(from)
@@ -154,6 +158,18 @@ extension DocumentStore {
                 return nil
             }
             if source == destination { return document }
+            if let staying = try documentID(db, destination),
+               try Bool.fetchOne(db, sql: "SELECT 1 FROM interest WHERE documentId = ? LIMIT 1", arguments: [staying.rawValue]) == true {
+                // (A presenter has one interest per document: one already there keeps it.)
+                for table in ["version", "OR IGNORE interest", "conflict"] {
+                    try db.execute(sql: "UPDATE \(table) SET documentId = ? WHERE documentId = ?", arguments: [staying.rawValue, document.rawValue])
+                }
+                try db.execute(sql: "DELETE FROM document WHERE id = ?", arguments: [document.rawValue])
+                if let st = try? statDocument(destinationAbsolute, destination) {
+                    try setIdentity(db, staying, FileIdentity(st))
+                }
+                return staying
+            }
             try db.execute(sql: "UPDATE document SET path = NULL WHERE path = ?", arguments: [destination])
             try db.execute(sql: "UPDATE document SET path = ? WHERE id = ?", arguments: [destination, document.rawValue])
             if let st = try? statDocument(destinationAbsolute, destination) {

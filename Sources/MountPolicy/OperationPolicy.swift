@@ -327,7 +327,10 @@ public struct OperationPolicy: Hashable, Sendable {
         }
 
         // A new version replaces the document (sed -i, rsync, mv tmp over, LibreOffice, most GUI
-        // editors), or comes back after an unlink: the document changed, it was not deleted.
+        // editors), or comes back after an unlink: the document changed, it was not deleted. The
+        // change is told first, to the document's presenters; then a presented source moves there
+        // (`mv a b` with both presented): its presenters follow their file, which did not change,
+        // and hear only that it moved, and the store's document at `b` takes `a`'s along.
         let adopts = sourceIsFile && op.saveInProgressAtDestination
         let replacesDocument = sourceIsFile && destinationIsFile && (tempSource || op.destinationPresented)
         if adopts || replacesDocument {
@@ -336,8 +339,9 @@ public struct OperationPolicy: Hashable, Sendable {
             let changed = AccessChange.changed(dst)
             return Plan(first: first, adopts: adopts ? dst : nil, intents: intents,
                         before: op.destinationKind != nil ? [.beforeReplace(dst)] : [],
-                        done: [.ifPresented(src, [.store(.didMove(from: src, to: dst)), .announce(.moved(from: src, to: dst))]),
-                               .store(.didChange(dst)), adopts ? .announceAdopted(changed) : .announce(changed), .saved(dst)],
+                        done: [.store(.didChange(dst)), adopts ? .announceAdopted(changed) : .announce(changed),
+                               .ifPresented(src, [.store(.didMove(from: src, to: dst)), .announce(.moved(from: src, to: dst))]),
+                               .saved(dst)],
                         revealsSettledOnFailure: untold)
         }
 

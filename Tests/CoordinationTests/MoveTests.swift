@@ -68,6 +68,32 @@ import CoordinationTestSupport
         #expect(coordinator.presentedPath(of: doc) == path("doc.txt"))
     }
 
+    @Test func aChangeToldBeforeAMoveInOneAccessReachesOnlyThePresentersThatWereThere() async throws {
+        // `mv a b` with both presented, seen as a save of `b`: `b` changed (its presenter hears
+        // it), then `a`'s presenter follows its file there. The move re-keys it when recorded, so
+        // the change, delivered at release, must not reach it: its file did not change.
+        let coordinator = Coordinator()
+        let journal = Journal()
+        let moved = try coordinator.addFilePresenter(RecordingPresenter("A", at: path("a"), journal: journal))
+        try coordinator.addFilePresenter(RecordingPresenter("B", at: path("b"), journal: journal))
+        let access = try await withCheckedThrowingContinuation { (c: CheckedContinuation<CoordinatedAccess, any Error>) in
+            coordinator.coordinate([.writingIntent(with: path("a"), options: .forMoving), .writingIntent(with: path("b"))],
+                                   origin: testOrigin) { c.resume(with: $0.mapError { $0 as any Error }) }
+        }
+        access.didChange(path("b"))
+        access.didMove(from: path("a"), to: path("b"))
+        access.release()
+        await eventually { journal.view("A").count == 3 && journal.view("B").count == 3 }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(journal.view("A") == ["relinquishToWriter", "didMove(b)", "reacquire"], "\(journal.all)")
+        #expect(journal.view("B") == ["relinquishToWriter", "didChange", "reacquire"], "\(journal.all)")
+        #expect(coordinator.presentedPath(of: moved) == path("b"))
+        // A change after the move, in its own access, reaches both.
+        coordinator.announce(.changed(path("b")), origin: testOrigin)
+        await eventually { journal.view("A").count == 4 && journal.view("B").count == 4 }
+        #expect(journal.view("A").last == "didChange" && journal.view("B").last == "didChange", "\(journal.all)")
+    }
+
     @Test func announcementOutsideAnAccessIsDeliveredAtOnce() async throws {
         let coordinator = Coordinator()
         let journal = Journal()

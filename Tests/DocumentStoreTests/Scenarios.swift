@@ -607,6 +607,30 @@ struct Scenarios {
         XCTAssertEqual(try f.store.document(atPath: "moved/in/c.txt")?.id, inside.document)
         XCTAssertNil(try f.store.document(atPath: "dir/in/c.txt"))
         XCTAssertEqual(try f.store.document(atPath: "dirx.txt")?.id, beside.document)
+        // Moved over a document whose presenters stay (a rename over a presented document is a
+        // save of it): the moved document joins it, versions, presenters and conflicts.
+        try f.write("x.txt", "x\n")
+        try f.write("y.txt", "y\n")
+        let x = try f.store.register(alice, path: "x.txt")
+        let y = try f.store.register(bob, path: "y.txt")
+        let keptX = try XCTUnwrap(try f.store.preserveBeforeReplace("x.txt"))
+        XCTAssertEqual(rename(f.path("x.txt"), f.path("y.txt")), 0)
+        XCTAssertEqual(try f.store.noteMoved(from: "x.txt", to: "y.txt"), y.document)
+        let joined = try XCTUnwrap(try f.store.document(atPath: "y.txt"))
+        XCTAssertEqual(Set(joined.presenters.map(\.presenter)), [alice, bob])
+        XCTAssertNil(try f.store.document(atPath: "x.txt"))
+        XCTAssertNil(try f.store.document(x.document), "the moved document is gone, joined")
+        XCTAssertTrue(try f.store.versions(ofPath: "y.txt").map(\.id).contains(keptX.version.id))
+        // Over a document nobody presents: it is detached, as before.
+        try f.write("z.txt", "z\n")
+        let z = try f.store.register(alice, path: "z.txt")
+        try f.store.unregisterAll(alice)
+        try f.write("w.txt", "w\n")
+        let w = try f.store.register(bob, path: "w.txt")
+        XCTAssertEqual(rename(f.path("w.txt"), f.path("z.txt")), 0)
+        XCTAssertEqual(try f.store.noteMoved(from: "w.txt", to: "z.txt"), w.document)
+        XCTAssertEqual(try f.store.document(atPath: "z.txt")?.id, w.document)
+        XCTAssertNotEqual(w.document, z.document)
     }
 
     // MARK: Save styles

@@ -285,8 +285,9 @@ final class OperationPolicyTests: XCTestCase {
                        "the document: relinquish to writer, not a deletion")
         XCTAssertNil(plan.adopts)
         XCTAssertEqual(plan.before, [.beforeReplace(doc)])
-        XCTAssertEqual(plan.done, [.ifPresented(temp, [.store(.didMove(from: temp, to: doc)), .announce(.moved(from: temp, to: doc))]),
-                                   .store(.didChange(doc)), .announce(.changed(doc)), .saved(doc)])
+        XCTAssertEqual(plan.done, [.store(.didChange(doc)), .announce(.changed(doc)),
+                                   .ifPresented(temp, [.store(.didMove(from: temp, to: doc)), .announce(.moved(from: temp, to: doc))]), .saved(doc)],
+                       "the document's presenters hear of the change before a presented source moves there")
         // Any name over a presented document, and a file its creator just made under any name.
         let overPresented = policy.rename(.init(source: other, destination: doc, destinationKind: .file, destinationPresented: true))
         XCTAssertEqual(overPresented.intents.last, .writingIntent(with: doc))
@@ -302,8 +303,8 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(plan.adopts, doc)
         XCTAssertEqual(plan.intents, [.writingIntent(with: temp, options: .forMoving)], "the document's access is the save's")
         XCTAssertEqual(plan.before, [], "nothing at the name to keep")
-        XCTAssertEqual(plan.done, [.ifPresented(temp, [.store(.didMove(from: temp, to: doc)), .announce(.moved(from: temp, to: doc))]),
-                                   .store(.didChange(doc)), .announceAdopted(.changed(doc)), .saved(doc)])
+        XCTAssertEqual(plan.done, [.store(.didChange(doc)), .announceAdopted(.changed(doc)),
+                                   .ifPresented(temp, [.store(.didMove(from: temp, to: doc)), .announce(.moved(from: temp, to: doc))]), .saved(doc)])
         let folder = policy.rename(.init(source: dir, destination: doc, sourceKind: .directory, saveInProgressAtDestination: true))
         XCTAssertNil(folder.adopts, "only a file completes a save")
     }

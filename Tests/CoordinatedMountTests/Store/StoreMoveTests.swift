@@ -182,4 +182,59 @@ final class StoreMoveTests: StoreMountTestCase {
         XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id])
         XCTAssertFalse(p.log.contains { $0.hasPrefix("didMove") }, "\(p.log)")
     }
+
+    // MARK: A presented document moved over another presented one
+
+    /// `a.txt` (presented, nothing unsaved) is renamed over `other/b.txt` (presented with unsaved
+    /// changes) by `script`: for `b.txt`'s presenter that is a save of its document (one did
+    /// change, one conflict, its base kept), for `a.txt`'s a move of its file, which did not change
+    /// (one did move, no did change, no store event). The store's document at `other/b.txt` then
+    /// has both presenters, and the next save there is told to each once. On main the moved
+    /// presenter heard did change and a reload of its own file, and the store detached `b.txt`'s
+    /// document: its presenter got no conflict, and no event of later saves.
+    /// `keepsTheReplacedFile`: through the mount the replaced file is kept first; a rename seen in
+    /// the backing folder had already happened (the conflict then has no base).
+    private func moveOverAPresentedDocument(_ script: String, keepsTheReplacedFile: Bool = true,
+                                            file: StaticString = #filePath, line: UInt = #line) throws {
+        try FileManager.default.createDirectory(atPath: backing + "/other", withIntermediateDirectories: true)
+        try write("a.txt", "a\n")
+        try write("other/b.txt", "b\n")
+        let (moved, _) = try presentDocument("a.txt")
+        let (stays, staysID) = try presentDocument("other/b.txt", unsaved: true)
+        // Looked up through the mount, as a presenter opening its document does (the backing
+        // watcher names items of folders the mount knows).
+        XCTAssertEqual(try sh("stat -c %s a.txt other/b.txt").output, "2\n2\n", file: file, line: line)
+        try sh("B='\(backing!)'; \(script)")
+        let events = stays.waitForEvents(1, settle: 0.8)
+        let conflict = try conflict(of: events, file: file, line: line)
+        XCTAssertEqual(conflict.path, "other/b.txt", file: file, line: line)
+        XCTAssertEqual(try service.conflicts(of: staysID).map(\.id), [conflict.id], "one conflict", file: file, line: line)
+        if keepsTheReplacedFile {
+            let base = try XCTUnwrap(conflict.baseVersion, "the conflict knows its base", file: file, line: line)
+            XCTAssertEqual(String(decoding: try store.contents(of: base), as: UTF8.self), "b\n", file: file, line: line)
+            XCTAssertTrue(try keptTexts("other/b.txt").contains("b\n"), "the replaced file is kept under its path", file: file, line: line)
+        }
+        XCTAssertEqual(stays.log.filter { $0 == "didChange" }.count, 1, "\(stays.log)", file: file, line: line)
+        XCTAssertFalse(stays.log.contains { $0.hasPrefix("didMove") }, "\(stays.log)", file: file, line: line)
+        XCTAssertEqual(moved.log.filter { $0 == "didMove other/b.txt" }.count, 1, "\(moved.log)", file: file, line: line)
+        XCTAssertFalse(moved.log.contains("didChange"), "its file did not change: \(moved.log)", file: file, line: line)
+        XCTAssertEqual(moved.events, [], "no store event for the moved file", file: file, line: line)
+        XCTAssertEqual(try store.document(atPath: "other/b.txt")?.presenters.count, 2, file: file, line: line)
+        XCTAssertNil(try store.document(atPath: "a.txt"), file: file, line: line)
+
+        try sh("printf 'c\\n' > other/b.txt")
+        let later = moved.waitForEvents(1, settle: 0.8)
+        XCTAssertEqual(later.count, 1, "the moved presenter hears the next save there: \(later)", file: file, line: line)
+        XCTAssertEqual(later.first?.action, .reload, file: file, line: line)
+        XCTAssertEqual(moved.log.filter { $0 == "didChange" }.count, 1, "\(moved.log)", file: file, line: line)
+        XCTAssertEqual(stays.waitForEvents(2, settle: 0.2).count, 2, "and so does the one that stayed: \(stays.events)", file: file, line: line)
+    }
+
+    func testAPresentedDocumentMovedOverAnotherPresentedOneIsASaveOfThatOneAndAMoveOfItself() throws {
+        try moveOverAPresentedDocument("mv a.txt other/b.txt")
+    }
+
+    func testAPresentedDocumentMovedOverAnotherPresentedOneInTheBackingFolderIsTheSame() throws {
+        try moveOverAPresentedDocument("mv \"$B/a.txt\" \"$B/other/b.txt\"", keepsTheReplacedFile: false)
+    }
 }
