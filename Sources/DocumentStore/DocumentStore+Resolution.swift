@@ -81,37 +81,31 @@ extension DocumentStore {
                     db, conflict.document, relative, absolute, .change, before: st.map(FileIdentity.init), after: outcome.after, writer: conflict.presenter)
             }
 
-            if conflict.kind == .lostUpdate {
-                let (copy, hunks) = try resolveLostUpdate(db, conflict, resolution, mine: mine, relative, absolute, deleted: deleted,
-                                                          owner: owner, replaceDocument: replaceDocument)
-                if let copy { outcome.writtenPath = copy }
-                outcome.mergeConflicts = hunks
-            } else {
-            switch resolution {
-            case .close:
-                try dropInterest()
-            case .reload:
-                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("reload") }
-                try takeTheirs()
-            case .save:
-                guard let mine else { throw DocumentStoreError.missingContents("save") }
-                try replaceDocument(with: mine)
-            case .keepBoth:
-                guard let mine else { throw DocumentStoreError.missingContents("keep both") }
-                let copy = try writeConflictCopy(mine, beside: relative, owner: owner)
-                let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
-                outcome.writtenPath = copyRelative
-                try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, id.rawValue])
-                if deleted { try dropInterest() } else { try takeTheirs() }
-            case .merge:
-                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
-                guard let mine else { throw DocumentStoreError.missingContents("merge") }
-                let merged = try mergeWithBase(db, try mergeBaseID(db, conflict), mine: try Self.bytes(of: mine),
-                                               theirs: try readDocument(relative), relative)
-                outcome.mergeConflicts = merged.conflicts
-                try replaceDocument(with: .bytes(merged.text))
+            // The resolution's rules, checked again here: the file may have changed since checkResolution.
+            let step = try plan(db, conflict, resolution, mine: mine, relative, deleted: deleted)
+            func perform(_ step: ResolutionStep) throws {
+                switch step {
+                case .keepFile:
+                    break
+                case .dropInterest:
+                    try dropInterest()
+                case .takeTheirs:
+                    try takeTheirs()
+                case let .replace(contents):
+                    try replaceDocument(with: contents)
+                case let .merge(base, mine, theirs):
+                    let merged = TextMerge.merge(base: base, mine: mine, theirs: theirs)
+                    outcome.mergeConflicts = merged.conflicts
+                    try replaceDocument(with: .bytes(merged.text))
+                case let .copyBeside(contents, then):
+                    let copy = try writeConflictCopy(contents, beside: relative, owner: owner)
+                    let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
+                    outcome.writtenPath = copyRelative
+                    try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, id.rawValue])
+                    try perform(then)
+                }
             }
-            }
+            try perform(step)
             try db.execute(
                 sql: "UPDATE conflict SET state = 'resolved', resolution = ?, resolvedBy = ?, resolvedAt = ? WHERE id = ?",
                 arguments: [resolution.rawValue, actor, Self.now(), id.rawValue])
@@ -124,56 +118,6 @@ extension DocumentStore {
         }
     }
 
-    /// A lost update's resolutions. "Mine" is the file the late save left (or `mine`, when given),
-    /// "theirs" the version it went over (kept), the base what the saver had read (when kept):
-    /// - close, save without `mine`: the file stays mine (save with `mine` writes that over it);
-    /// - reload: theirs is written back over the file (restored, if the file was deleted since);
-    /// - keep both: theirs is written beside the file as its conflict copy; the file stays mine;
-    /// - merge: three-way merge of mine and theirs against the base, written over the file.
-    private func resolveLostUpdate(
-        _ db: Database, _ conflict: Conflict, _ resolution: Resolution, mine: Contents?, _ relative: String, _ absolute: String,
-        deleted: Bool, owner: FileOwner?, replaceDocument: (Contents) throws -> Void
-    ) throws -> (conflictCopy: String?, mergeConflicts: Int) {
-        switch resolution {
-        case .close:
-            break
-        case .save:
-            if let mine { try replaceDocument(mine) }
-        case .reload:
-            try replaceDocument(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)))
-        case .keepBoth:
-            let copy = try writeConflictCopy(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)), beside: relative, owner: owner)
-            let copyRelative = String(copy.dropFirst(backingRoot.count + 1))
-            try db.execute(sql: "UPDATE conflict SET conflictCopyPath = ? WHERE id = ?", arguments: [copyRelative, conflict.id.rawValue])
-            return (copyRelative, 0)
-        case .merge:
-            if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
-            let merged = try mergeWithBase(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? readDocument(relative),
-                                           theirs: try FileSystem.readAll(try theirsOfLostUpdate(db, conflict, relative)), relative)
-            try replaceDocument(.bytes(merged.text))
-            return (nil, merged.conflicts)
-        }
-        return (nil, 0)
-    }
-
-    /// Three-way merge of `mine` and `theirs` against the kept version `baseID`; refused without a
-    /// base and for binary input.
-    private func mergeWithBase(_ db: Database, _ baseID: UInt64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> TextMerge.Merged {
-        let base = try mergeBase(db, baseID, mine: mine, theirs: theirs, relative)
-        return TextMerge.merge(base: base, mine: mine, theirs: theirs)
-    }
-
-    /// The base of a merge, once it is known the merge can be made (a base kept, no binary input).
-    private func mergeBase(_ db: Database, _ baseID: UInt64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> [UInt8] {
-        guard let baseID, let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
-        else { throw DocumentStoreError.baseUnavailable(path: relative) }
-        let base = try FileSystem.readAll(storedPath(baseName))
-        for input in [base, mine, theirs] where TextMerge.looksBinary(input) {
-            throw DocumentStoreError.binaryContents(relative)
-        }
-        return base
-    }
-
     /// Refuses now, writing nothing, what ``resolve(_:with:mine:by:owner:)`` would refuse: a
     /// conflict that is not open, a resolution that does not apply (reload or merge of a deletion),
     /// contents missing, a merge without a kept base or of binary contents, a lost update's theirs
@@ -183,36 +127,86 @@ extension DocumentStore {
     public func checkResolution(_ id: ConflictID, with resolution: Resolution, mine: Contents? = nil) throws {
         try read { db in
             let (conflict, relative, _, st) = try openConflict(db, id)
-            let deleted = st == nil
-            if conflict.kind == .lostUpdate {
-                switch resolution {
-                case .close, .save:
-                    break
-                case .reload, .keepBoth:
-                    _ = try theirsOfLostUpdate(db, conflict, relative)
-                case .merge:
-                    if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
-                    _ = try mergeBase(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? readDocument(relative),
-                                      theirs: try FileSystem.readAll(try theirsOfLostUpdate(db, conflict, relative)), relative)
-                }
-                return
-            }
+            _ = try plan(db, conflict, resolution, mine: mine, relative, deleted: st == nil)
+        }
+    }
+
+    /// What a resolution does, once its rules allow it: decided by ``plan(_:_:_:mine:_:deleted:)``,
+    /// carried out by ``resolve(_:with:mine:by:owner:)``.
+    private indirect enum ResolutionStep {
+        /// The file stays as it is (a lost update's close, and its save without contents).
+        case keepFile
+        /// The presenter's interest ends (close; keep both of a deletion, after its copy).
+        case dropInterest
+        /// The presenter takes the file as it is (reload; keep both, after its copy).
+        case takeTheirs
+        /// The contents written over the document (save; a lost update's reload writes theirs back).
+        case replace(Contents)
+        /// The three-way merge of mine and theirs against the base, written over the document.
+        case merge(base: [UInt8], mine: [UInt8], theirs: [UInt8])
+        /// The contents written beside the document as its conflict copy, then the next step.
+        case copyBeside(Contents, then: ResolutionStep)
+    }
+
+    /// The rules of each resolution, in one place: what `resolution` of the open `conflict` does to
+    /// its document at `relative` (`deleted`: the file is gone), or the refusal, in this order: a
+    /// resolution that does not apply (reload or merge of a deletion), contents missing, a lost
+    /// update's theirs gone, a merge without a kept base or of binary contents. Writes nothing:
+    /// ``checkResolution(_:with:mine:)`` runs it before the coordinated write, ``resolve(_:with:mine:by:owner:)``
+    /// again inside its own, and carries out the step.
+    ///
+    /// A lost update's "mine" is the file the late save left (or `mine`, when given), "theirs" the
+    /// version it went over (kept), the base what the saver had read (when kept): close, and save
+    /// without `mine`, leave the file mine (save with `mine` writes that over it); reload writes
+    /// theirs back over the file (restored, if the file was deleted since); keep both writes theirs
+    /// beside the file as its conflict copy; merge merges mine and theirs against the base.
+    private func plan(_ db: Database, _ conflict: Conflict, _ resolution: Resolution, mine: Contents?, _ relative: String,
+                      deleted: Bool) throws -> ResolutionStep {
+        if conflict.kind == .lostUpdate {
             switch resolution {
             case .close:
-                break
-            case .reload:
-                if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("reload") }
+                return .keepFile
             case .save:
-                guard mine != nil else { throw DocumentStoreError.missingContents("save") }
+                return mine.map { .replace($0) } ?? .keepFile
+            case .reload:
+                return .replace(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)))
             case .keepBoth:
-                guard mine != nil else { throw DocumentStoreError.missingContents("keep both") }
+                return .copyBeside(.file(absolutePath: try theirsOfLostUpdate(db, conflict, relative)), then: .keepFile)
             case .merge:
                 if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
-                guard let mine else { throw DocumentStoreError.missingContents("merge") }
-                _ = try mergeBase(db, try mergeBaseID(db, conflict), mine: try Self.bytes(of: mine),
-                                  theirs: try readDocument(relative), relative)
+                return try merge(db, conflict.baseVersion?.rawValue, mine: try mine.map(Self.bytes(of:)) ?? readDocument(relative),
+                                 theirs: try FileSystem.readAll(try theirsOfLostUpdate(db, conflict, relative)), relative)
             }
         }
+        switch resolution {
+        case .close:
+            return .dropInterest
+        case .reload:
+            if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("reload") }
+            return .takeTheirs
+        case .save:
+            guard let mine else { throw DocumentStoreError.missingContents("save") }
+            return .replace(mine)
+        case .keepBoth:
+            guard let mine else { throw DocumentStoreError.missingContents("keep both") }
+            return .copyBeside(mine, then: deleted ? .dropInterest : .takeTheirs)
+        case .merge:
+            if deleted { throw DocumentStoreError.resolutionNotApplicableToDeletion("merge") }
+            guard let mine else { throw DocumentStoreError.missingContents("merge") }
+            return try merge(db, try mergeBaseID(db, conflict), mine: try Self.bytes(of: mine), theirs: try readDocument(relative), relative)
+        }
+    }
+
+    /// The merge of `mine` and `theirs` against the kept version `baseID`; refused without a base
+    /// and for binary input.
+    private func merge(_ db: Database, _ baseID: UInt64?, mine: [UInt8], theirs: [UInt8], _ relative: String) throws -> ResolutionStep {
+        guard let baseID, let baseName = try String.fetchOne(db, sql: "SELECT storedName FROM version WHERE id = ?", arguments: [baseID])
+        else { throw DocumentStoreError.baseUnavailable(path: relative) }
+        let base = try FileSystem.readAll(storedPath(baseName))
+        for input in [base, mine, theirs] where TextMerge.looksBinary(input) {
+            throw DocumentStoreError.binaryContents(relative)
+        }
+        return .merge(base: base, mine: mine, theirs: theirs)
     }
 
     /// The conflict `id`, still open, and its document: its path (relative to the backing folder
