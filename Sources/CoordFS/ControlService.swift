@@ -3,6 +3,7 @@ import ControlProtocol
 import Coordination
 import EventLog
 import Glibc
+import Linux
 import Synchronization
 
 /// The mount's control socket: out-of-process presenters and coordinated accesses (docs/protocol.md).
@@ -34,7 +35,8 @@ public final class ControlService: Sendable {
             serverName: "coordfs \(ControlService.version)", mountPoint: plan.mountpoint,
             maxConnections: limits.maxConnections, maxConnectionsPerUser: limits.maxUserConnections,
             exemptUsers: PeerLimits.exemptUsers, reservedConnections: PeerLimits.reservedConnections,
-            idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), slowTimeout: .milliseconds(Int64(limits.slowTimeout * 1000)))
+            idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), slowTimeout: .milliseconds(Int64(limits.slowTimeout * 1000)),
+            notice: { sayOnStandardError("coordfs: \($0)") })
         let server = ControlServer(configuration: configuration, handler: handler)
         do {
             try server.start()

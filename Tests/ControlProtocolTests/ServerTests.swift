@@ -326,6 +326,42 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(access(stalePath, F_OK), -1, "stop removes the socket file")
     }
 
+    /// A server let go without `stop()` stops all the same: its readiness thread (`coordfs-control`)
+    /// ends and is joined, its client is disconnected, its socket file removed. Before, the thread
+    /// went on waiting in epoll_wait for ever, holding the epoll instance and the listening socket.
+    func testAServerLetGoWithoutStopEndsItsThreadAndClosesItsSockets() throws {
+        final class Quiet: ControlServerHandler, @unchecked Sendable {
+            func controlServer(_ server: ControlServer, didReceive message: ControlMessage, on connection: ControlConnection) {}
+        }
+        func controlThreads() -> Int {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.filter { task in
+                (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.hasPrefix("coordfs-control") == true
+            }.count
+        }
+        func eventually(_ what: String, _ condition: () -> Bool) {
+            let deadline = Date().addingTimeInterval(10)
+            while !condition() {
+                if Date() > deadline { return XCTFail("not within 10 s: \(what)") }
+                usleep(10_000)
+            }
+        }
+        daemon.server.stop()  // setUp's: its thread joined, so only this test's server's comes and goes
+        let path = directory.path + "/dropped.sock"
+        let before = controlThreads()
+        var server: ControlServer? = ControlServer(configuration: .init(socketPath: path), handler: Quiet())
+        try server?.start()
+        eventually("the server's readiness thread, named") { controlThreads() == before + 1 }
+        let raw = try RawClient(path: path)
+        _ = try raw.hello()
+        weak let dropped = server
+        server = nil
+        eventually("the server is gone") { dropped == nil }
+        eventually("its readiness thread ended (\(controlThreads()) running, \(before) before)") { controlThreads() == before }
+        XCTAssertNil(try raw.receive(), "its client sees the end of the stream")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "its socket file is removed")
+    }
+
     func testLongSocketPathsWork() throws {
         var deep = directory.path
         while deep.utf8.count < 150 {

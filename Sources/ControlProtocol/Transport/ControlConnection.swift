@@ -62,7 +62,9 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
     /// Blocks given to `queue` by the I/O queue and not finished yet: while it is zero, nothing
     /// the client sent earlier is still waiting for the handler.
     let queued = Atomic<Int>(0)
-    private unowned let server: ControlServer
+    /// Weak: a server let go without `stop()` finishes its connections, which a handler may still hold.
+    private weak let server: ControlServer?
+    private let maxOutboundBytes: Int
     /// Watches `fd` from accept to `finish`, edge-triggered for reading and writing: bytes the
     /// socket could not take are written when it reports writability, with nothing to arm.
     private let readiness: Readiness
@@ -73,6 +75,7 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         self.id = id
         self.peer = peer
         self.server = server
+        self.maxOutboundBytes = server.configuration.maxOutboundBytes
         self.readiness = readiness
         self.queue = queue
         self.decoder = FrameDecoder(maxFrameSize: maxFrameSize)
@@ -196,7 +199,10 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         _ kind: AskKind, presenter: PresenterID, path: MountPath, subitem: MountPath? = nil,
         deadline: Duration, completion: @escaping @Sendable (AskOutcome) -> Void
     ) -> AskID {
-        let id = server.nextAskID()
+        guard let id = server?.nextAskID() else {  // the server is gone: so is the connection
+            queue.async { completion(.disconnected) }
+            return AskID(0)
+        }
         let deadlineMs = Self.milliseconds(deadline)
         let frame = ControlMessage.ask(Ask(id: id, presenter: presenter, kind: kind, path: path, subitem: subitem, deadlineMs: deadlineMs)).encodedFrame()
         let registered = state.withLock { s -> Bool in
@@ -249,7 +255,7 @@ package final class ControlConnection: @unchecked Sendable, Hashable, CustomStri
         let accepted = state.withLock { s -> Bool in
             guard s.closing == nil else { return false }
             appendAndFlush(&s, bytes)
-            if s.outbound.count - s.outboundOffset > server.configuration.maxOutboundBytes {
+            if s.outbound.count - s.outboundOffset > maxOutboundBytes {
                 overflow = true
             }
             return true

@@ -45,13 +45,19 @@ package final class ControlServer: @unchecked Sendable {
         /// A client whose unsent messages made no progress for this long (it stopped reading) is
         /// disconnected; nil: only `maxOutboundBytes` bounds it.
         package var slowTimeout: Duration?
+        /// When accept finds no descriptor (EMFILE, ENFILE), how long the listening socket goes
+        /// unwatched before accepting is tried again (sooner when a connection closes).
+        package var acceptBackoff: Duration
+        /// Where the server says what an operator should know (that it ran out of descriptors);
+        /// nil: nowhere.
+        package var notice: (@Sendable (String) -> Void)?
 
         package init(
             socketPath: String, permissions: UInt32 = 0o600, maxFrameSize: Int = Framing.defaultMaxFrameSize,
             serverName: String = "coordfs", mountPoint: String? = nil, maxOutboundBytes: Int = 8 << 20,
             maxConnections: Int = 8192, maxConnectionsPerUser: Int = .max, exemptUsers: Set<UInt32> = [0],
             reservedConnections: Int = 64, helloTimeout: Duration = .seconds(10), idleTimeout: Duration? = nil,
-            slowTimeout: Duration? = nil
+            slowTimeout: Duration? = nil, acceptBackoff: Duration = .milliseconds(250), notice: (@Sendable (String) -> Void)? = nil
         ) {
             self.socketPath = socketPath
             self.permissions = permissions
@@ -66,6 +72,8 @@ package final class ControlServer: @unchecked Sendable {
             self.helloTimeout = helloTimeout
             self.idleTimeout = idleTimeout
             self.slowTimeout = slowTimeout
+            self.acceptBackoff = acceptBackoff
+            self.notice = notice
         }
     }
 
@@ -91,6 +99,27 @@ package final class ControlServer: @unchecked Sendable {
     /// Drops idle and slow connections (`idleTimeout`, `slowTimeout`).
     private nonisolated(unsafe) var sweeper: DispatchSourceTimer?
     private let counters = Mutex<(connection: UInt64, ask: UInt64)>((0, 0))
+
+    /// Accepting when descriptors run out (I/O queue only). A round of accepting that finds none
+    /// (EMFILE, ENFILE) leaves the listening socket unwatched (it stays readable, so watching it
+    /// would wake the I/O queue again at once, a busy loop): new connections wait in the backlog
+    /// until a connection closes or `acceptBackoff` passes, then accepting is tried again.
+    private struct Exhaustion {
+        /// The listening socket is not watched.
+        var paused = false
+        /// A retry after `acceptBackoff` is on its way.
+        var retryScheduled = false
+        /// Accept found no descriptor, and none has been accepted since.
+        var exhausted = false
+        /// When that was last said (`notice`), and how many times it happened since unsaid.
+        var lastSaid: UInt64?
+        var unsaid = 0
+    }
+    private nonisolated(unsafe) var exhaustion = Exhaustion()
+    private let exhaustionCount = Atomic<UInt64>(0)
+
+    /// How many times accepting found no descriptor left (each time until one is accepted again counts once).
+    package var descriptorExhaustions: UInt64 { exhaustionCount.load(ordering: .relaxed) }
 
     package init(configuration: Configuration, handler: any ControlServerHandler) {
         self.configuration = configuration
@@ -135,8 +164,11 @@ package final class ControlServer: @unchecked Sendable {
 
         let readiness: Readiness
         do {
-            readiness = try Readiness { [weak self, ioQueue] token, events in
-                ioQueue.async { [weak self] in self?.ready(token, events) }
+            // The readiness thread never holds the server (only the I/O queue's blocks load it),
+            // so the last reference to a dropped server is never let go there (deinit joins it).
+            let weakly = WeakServer(self)
+            readiness = try Readiness { [ioQueue] token, events in
+                ioQueue.async { weakly.server?.ready(token, events) }
             }
         } catch {
             for fd in fds { Glibc.close(fd) }
@@ -178,8 +210,11 @@ package final class ControlServer: @unchecked Sendable {
     private func ready(_ token: UInt64, _ events: UInt32) {
         if token == Self.listenToken {
             guard let (readiness, listenFD) = lifecycle.withLock({ l in l.stopped ? nil : l.readiness.map { ($0, l.listenFD) } }) else { return }
-            acceptAll(listenFD: listenFD, readiness: readiness)
-            readiness.rearm(listenFD, token: Self.listenToken, events: Readiness.readable | Readiness.oneShot)
+            if let code = acceptAll(listenFD: listenFD, readiness: readiness) {
+                pauseAccepting(code)
+            } else {
+                readiness.rearm(listenFD, token: Self.listenToken, events: Readiness.readable | Readiness.oneShot)
+            }
             return
         }
         guard let connection = table.withLock({ $0[token] }) else { return }  // gone already
@@ -193,6 +228,46 @@ package final class ControlServer: @unchecked Sendable {
 
     /// Every quarter of the shorter timeout (within 0.1 to 5 s), on the I/O queue: closes the
     /// connections that stopped reading (`slowTimeout`) and those idle holding nothing (`idleTimeout`).
+    /// Accept found no descriptor (I/O queue): the listening socket stays unwatched until a
+    /// connection closes or `acceptBackoff` passes. Said once (`notice`) when it starts, and at
+    /// most once a minute however often it comes back.
+    private func pauseAccepting(_ code: Int32) {
+        exhaustion.paused = true
+        if !exhaustion.exhausted {
+            exhaustion.exhausted = true
+            exhaustionCount.add(1, ordering: .relaxed)
+            let now = monotonicNanoseconds()
+            if let last = exhaustion.lastSaid, now &- last < 60_000_000_000 {
+                exhaustion.unsaid += 1
+            } else {
+                let again = exhaustion.unsaid > 0 ? " (\(exhaustion.unsaid) more times since this was last said)" : ""
+                let what = code == EMFILE || code == ENFILE ? "file descriptors" : "memory"
+                configuration.notice?(
+                    "control socket: out of \(what) (\(String(cString: strerror(code)))): new connections wait until one is free; "
+                        + "connections already open are served\(again)")
+                exhaustion.lastSaid = now
+                exhaustion.unsaid = 0
+            }
+        }
+        guard !exhaustion.retryScheduled else { return }
+        exhaustion.retryScheduled = true
+        let backoff = Int(ControlConnection.milliseconds(configuration.acceptBackoff))
+        ioQueue.asyncAfter(deadline: .now() + .milliseconds(backoff)) { [weak self] in
+            guard let self else { return }
+            self.exhaustion.retryScheduled = false
+            self.resumeAccepting()
+        }
+    }
+
+    /// Watches the listening socket again, if accepting was paused (I/O queue).
+    private func resumeAccepting() {
+        guard exhaustion.paused,
+            let (readiness, listenFD) = lifecycle.withLock({ l in l.stopped ? nil : l.readiness.map { ($0, l.listenFD) } })
+        else { return }
+        exhaustion.paused = false
+        readiness.rearm(listenFD, token: Self.listenToken, events: Readiness.readable | Readiness.oneShot)
+    }
+
     private func startSweeping() {
         let timeouts = [configuration.idleTimeout, configuration.slowTimeout].compactMap { $0 }
         guard let shortest = timeouts.min() else { return }
@@ -251,12 +326,7 @@ package final class ControlServer: @unchecked Sendable {
             Glibc.close(listenFD)
         }
         if DispatchQueue.getSpecific(key: Self.ioQueueKey) == true { work() } else { ioQueue.sync(execute: work) }
-        var info = stat()
-        if let bound, stat(configuration.socketPath, &info) == 0,
-            UInt64(info.st_dev) == bound.dev, UInt64(info.st_ino) == bound.ino
-        {
-            unlink(configuration.socketPath)
-        }
+        removeSocketFile(ifBound: bound)
     }
 
     /// Raises this process's soft descriptor limit to its hard limit (a daemon serving
@@ -283,16 +353,49 @@ package final class ControlServer: @unchecked Sendable {
     /// Scratch buffer for reads; only used on the I/O queue.
     private nonisolated(unsafe) let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
 
-    deinit { readBuffer.deallocate() }
+    /// A server let go without `stop()` stops all the same: its readiness thread ends and is
+    /// joined, its connections and listening socket are closed, its socket file removed. Their
+    /// handler is not told (`didClose` takes the server, which is gone); stop first for that.
+    deinit {
+        let snapshot = lifecycle.withLock { l -> (Readiness?, Int32, (dev: UInt64, ino: UInt64)?)? in
+            guard l.started, !l.stopped else { return nil }
+            l.stopped = true
+            return (l.readiness, l.listenFD, l.boundInode)
+        }
+        if let (readiness, listenFD, bound) = snapshot {
+            sweeper?.cancel()
+            for connection in table.withLock({ Array($0.values) }) { _ = connection.finish(reason: .serverStopped) }
+            readiness?.stop()
+            Glibc.close(listenFD)
+            removeSocketFile(ifBound: bound)
+        }
+        readBuffer.deallocate()
+    }
 
-    private func acceptAll(listenFD: Int32, readiness: Readiness) {
+    private func removeSocketFile(ifBound bound: (dev: UInt64, ino: UInt64)?) {
+        var info = stat()
+        if let bound, stat(configuration.socketPath, &info) == 0,
+            UInt64(info.st_dev) == bound.dev, UInt64(info.st_ino) == bound.ino
+        {
+            unlink(configuration.socketPath)
+        }
+    }
+
+    /// Accepts every connection waiting. Returns nil once none is left (or on an error the next
+    /// wake-up may not have), the errno when there is no descriptor (or memory) to take the next.
+    private func acceptAll(listenFD: Int32, readiness: Readiness) -> Int32? {
         while true {
             // accept4 is GNU-only in Glibc's module; accept + fcntl does the same here since
             // the daemon does not fork.
             let fd = retryingEINTR { accept(listenFD, nil, nil) }
             if fd < 0 {
-                return  // EAGAIN, or EMFILE and friends: try again on the next wake-up
+                switch errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: return errno
+                case ECONNABORTED, EPROTO: continue  // that one gave up; the next may be there
+                default: return nil  // EAGAIN: all taken
+                }
             }
+            exhaustion.exhausted = false
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             if (try? Sys.setNonBlocking(fd)) == nil {
                 Glibc.close(fd)
@@ -469,5 +572,12 @@ package final class ControlServer: @unchecked Sendable {
             for ask in asks { ask.completion(.disconnected) }
             handler.controlServer(self, didClose: connection, reason: final)
         }
+        resumeAccepting()  // a descriptor is free again
     }
+}
+
+/// The server, for the readiness thread's closure, which must not hold it.
+private final class WeakServer: Sendable {
+    weak let server: ControlServer?
+    init(_ server: ControlServer) { self.server = server }
 }

@@ -1,12 +1,19 @@
 import Glibc
+import Linux
 
-/// Starts a detached-style POSIX thread running `body`; the returned handle can be joined.
+/// Starts a POSIX thread named `name` (/proc/PID/task/TID/comm, at most 15 bytes) running
+/// `body`; the returned handle can be joined.
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) throws(ControlTransportError) -> pthread_t {
-    final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
-    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    final class Box {
+        let name: String
+        let body: @Sendable () -> Void
+        init(_ name: String, _ body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+    }
+    let context = Unmanaged.passRetained(Box(name, body)).toOpaque()
     var thread = pthread_t()
     let result = pthread_create(&thread, nil, { raw in
         let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+        nameCurrentThread(box.name)
         box.body()
         return nil
     }, context)

@@ -1,0 +1,144 @@
+import Foundation
+import Glibc
+import XCTest
+
+/// The control socket of an `allow_other` mount, which every local user can connect to, when the
+/// daemon runs out of descriptors: a daemon with RLIMIT_NOFILE at 128 (soft and hard, set with
+/// `prlimit`; it cannot raise it) and more clients connecting than it has descriptors left. It
+/// does not spin (its CPU time, utime+stime from /proc/PID/stat, stays low while the limit is hit:
+/// before, the listening socket, still readable, woke its accept loop again at once, a core's
+/// worth), says so once in its log, answers the clients it has, and serves new ones once others
+/// disconnect.
+final class ControlSocketDescriptorLimitTests: MountTestCase {
+    override var descriptorLimit: Int? { 128 }
+    override var comparesTreesAtEnd: Bool { false }
+
+    /// A raw client of the control socket (frames: a 4-byte big-endian length, then JSON).
+    final class Client {
+        let fd: Int32
+        init(_ path: String) throws {
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, b) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard connected == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+            }
+        }
+        deinit { Glibc.close(fd) }
+
+        func send(_ json: String) {
+            let body = Array(json.utf8)
+            let n = UInt32(body.count).bigEndian
+            let frame = withUnsafeBytes(of: n) { Array($0) } + body
+            _ = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+
+        /// The next frame's JSON, waiting up to `seconds`; nil at the end or when nothing came.
+        func receive(within seconds: Double) -> [String: Any]? {
+            func exactly(_ count: Int) -> [UInt8]? {
+                var bytes: [UInt8] = []
+                let deadline = Date().addingTimeInterval(seconds)
+                while bytes.count < count {
+                    var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    let left = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
+                    guard poll(&p, 1, left) == 1 else { return nil }
+                    var chunk = [UInt8](repeating: 0, count: count - bytes.count)
+                    let n = recv(fd, &chunk, chunk.count, 0)
+                    guard n > 0 else { return nil }
+                    bytes += chunk[0..<n]
+                }
+                return bytes
+            }
+            guard let head = exactly(4) else { return nil }
+            let length = head.reduce(0) { $0 << 8 | Int($1) }
+            guard let body = exactly(length) else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
+        }
+
+        /// Says hello; the type of the daemon's first reply (`welcome`), or nil.
+        func hello(within seconds: Double = 20) -> String? {
+            send(#"{"type":"hello","id":1,"versions":[1]}"#)
+            return receive(within: seconds)?["type"] as? String
+        }
+    }
+
+    /// utime + stime of `pid`, in clock ticks (/proc/PID/stat, fields 14 and 15).
+    private func cpuTicks(_ pid: pid_t) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let utime = Int(fields[11]), let stime = Int(fields[12]) else { return nil }
+        return utime + stime
+    }
+
+    private func eventually(_ what: String, within seconds: Double = 30, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(50_000)
+        }
+        XCTFail("not within \(Int(seconds)) s: \(what)")
+        return false
+    }
+
+    private func daemonLog() -> String {
+        (try? String(contentsOfFile: fixture.backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+    }
+
+    func testOutOfDescriptorsTheDaemonDoesNotSpinAnswersItsClientsAndServesNewOnesOnceSomeAreFree() throws {
+        guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's control socket") }
+        guard let pid = fixture.daemonPids.first else { return XCTFail("no daemon serves \(fixture.mountpoint)") }
+        XCTAssertEqual(fixture.daemonDescriptorLimit(), 128)
+        let socketPath = fixture.backing + "/.coordfs/control.sock"
+        let ticksPerSecond = Int(sysconf(Int32(_SC_CLK_TCK)))
+
+        let early = try Client(socketPath)
+        XCTAssertEqual(early.hello(), "welcome")
+
+        // More clients than the daemon has descriptors left, each saying hello.
+        var flood: [Client] = []
+        for _ in 0..<200 {
+            let client = try Client(socketPath)
+            client.send(#"{"type":"hello","id":1,"versions":[1]}"#)
+            flood.append(client)
+        }
+        guard eventually("the daemon holds about all its descriptors (\(fixture.daemonOpenDescriptors() ?? 0) of 128)", {
+            (fixture.daemonOpenDescriptors() ?? 0) >= 120
+        }) else { return }
+
+        // At the limit, with clients still waiting to be accepted: no busy loop.
+        let before = try XCTUnwrap(cpuTicks(pid))
+        Thread.sleep(forTimeInterval: 3)
+        let after = try XCTUnwrap(cpuTicks(pid))
+        XCTAssertLessThan(after - before, ticksPerSecond / 2,
+                          "the daemon used \(after - before) clock ticks of CPU in 3 s at its descriptor limit (a spinning accept loop takes about \(3 * ticksPerSecond))")
+        XCTAssertGreaterThanOrEqual(fixture.daemonOpenDescriptors() ?? 0, 120, "still at the limit")
+        let outOfDescriptors = "out of file descriptors"
+        XCTAssertTrue(daemonLog().contains(outOfDescriptors), "the daemon's log says it ran out: \(daemonLog().suffix(600))")
+
+        // A client it has is answered.
+        early.send(#"{"type":"status","id":2}"#)
+        var reply: [String: Any]?
+        repeat { reply = early.receive(within: 20) } while reply != nil && (reply?["id"] as? Int) != 2
+        XCTAssertNotNil(reply, "the connected client got no answer to its status")
+
+        // Once others disconnect, a new client is served.
+        flood.removeAll()
+        let late = try Client(socketPath)
+        XCTAssertEqual(late.hello(), "welcome", "a client connecting after others left is served")
+        early.send(#"{"type":"status","id":3}"#)
+        repeat { reply = early.receive(within: 20) } while reply != nil && (reply?["id"] as? Int) != 3
+        XCTAssertEqual(reply?["type"] as? String, "statusReport")
+
+        let said = daemonLog().components(separatedBy: outOfDescriptors).count - 1
+        XCTAssertEqual(said, 1, "said once, not once per round of the accept loop: \(daemonLog().suffix(1200))")
+    }
+}
