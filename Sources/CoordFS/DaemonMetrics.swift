@@ -47,6 +47,7 @@ public final class DaemonMetrics: @unchecked Sendable {
     private let logRecordsSummarised: Prometheus.Counter
     private let readerRecords: Prometheus.Gauge
     private let readersDropped: Prometheus.Counter
+    private let controlOutOfDescriptors: Prometheus.Counter
     private let cpuSeconds: Prometheus.Counter
     private let residentBytes, virtualBytes, openFDs, maxFDs, startTime, threads: Prometheus.Gauge
     /// What the scrape-time counters had reached at the last scrape (they only ever increase by the delta).
@@ -99,6 +100,7 @@ public final class DaemonMetrics: @unchecked Sendable {
         logRecordsSummarised = r.makeCounter(descriptor: describe("coordfs_event_log_records_summarised_total", "Records of users over their share of the event log summarised in coalesced records instead of stored one by one."))
         readerRecords = r.makeGauge(descriptor: describe("coordfs_lost_update_readers", "Records of the lost-update readers table (a live process that read a document)."))
         readersDropped = r.makeCounter(descriptor: describe("coordfs_lost_update_readers_dropped_total", "Records of the lost-update readers table dropped by max_user_readers or max_readers (the oldest of a user's)."))
+        controlOutOfDescriptors = r.makeCounter(descriptor: describe("coordfs_control_out_of_descriptors_total", "Times the control socket found no file descriptor (or memory) to accept a connection with; new connections waited meanwhile."))
         cpuSeconds = r.makeCounter(descriptor: describe("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
         residentBytes = r.makeGauge(descriptor: describe("process_resident_memory_bytes", "Resident memory size in bytes."))
         virtualBytes = r.makeGauge(descriptor: describe("process_virtual_memory_bytes", "Virtual memory size in bytes."))
@@ -151,6 +153,7 @@ public final class DaemonMetrics: @unchecked Sendable {
                 logUsersOverShare.set(Double(share.users.count))
                 advance(logRecordsSummarised, to: share.summarisedRecords)
             }
+            if let control = daemon.control { advance(controlOutOfDescriptors, to: control.server.descriptorExhaustions) }
             readProcess()
             return registry.emitToBuffer()
         }

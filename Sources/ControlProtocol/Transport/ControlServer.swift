@@ -226,8 +226,6 @@ package final class ControlServer: @unchecked Sendable {
         }
     }
 
-    /// Every quarter of the shorter timeout (within 0.1 to 5 s), on the I/O queue: closes the
-    /// connections that stopped reading (`slowTimeout`) and those idle holding nothing (`idleTimeout`).
     /// Accept found no descriptor (I/O queue): the listening socket stays unwatched until a
     /// connection closes or `acceptBackoff` passes. Said once (`notice`) when it starts, and at
     /// most once a minute however often it comes back.
@@ -268,6 +266,8 @@ package final class ControlServer: @unchecked Sendable {
         readiness.rearm(listenFD, token: Self.listenToken, events: Readiness.readable | Readiness.oneShot)
     }
 
+    /// Every quarter of the shorter timeout (within 0.1 to 5 s), on the I/O queue: closes the
+    /// connections that stopped reading (`slowTimeout`) and those idle holding nothing (`idleTimeout`).
     private func startSweeping() {
         let timeouts = [configuration.idleTimeout, configuration.slowTimeout].compactMap { $0 }
         guard let shortest = timeouts.min() else { return }
