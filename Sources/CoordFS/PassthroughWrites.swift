@@ -237,7 +237,8 @@ final class PassthroughWrites: Sendable {
                 f.handle = handle
                 t.byHandle[handle] = key
             }
-            if f.isEmpty { t.remove(key) } else { t.files[key] = f }
+            t.files[key] = f
+            if f.isEmpty { t.remove(key) }
             // Files whose close event never came (merged with another) are dropped, oldest first.
             if t.files.count > keptReleases {
                 let old = t.files.filter { $0.value.open.isEmpty }.sorted { $0.value.releasedAt < $1.value.releasedAt }
@@ -286,6 +287,7 @@ final class PassthroughWrites: Sendable {
     /// `whose` on the entries found now; nil when none was found.
     private func lookUp(_ t: inout Table, handle: [UInt8]?, _ node: AnyObject?, path: ItemPath?, pid: pid_t, close: Bool, read: UInt64) -> Whose? {
         var keys: [ObjectIdentifier] = []
+        if let handle, let k = t.byHandle[handle], t.files[k] == nil { t.byHandle[handle] = nil } // (never left behind: see `matchEntry`)
         if let handle, let k = t.byHandle[handle] { keys = [k] }
         else if let node, t.files[ObjectIdentifier(node)] != nil { keys = [ObjectIdentifier(node)] }
         else if node == nil, let path { keys = t.files.filter { $0.value.path == path }.map(\.key) }
@@ -305,7 +307,9 @@ final class PassthroughWrites: Sendable {
             t.byHandle[handle] = key
         }
         let whose = match(&f, pid: pid, close: close, read: read)
-        if f.isEmpty { t.remove(key) } else { t.files[key] = f }
+        // Stored first, so that a removal finds the handle just learned and lets go of it too.
+        t.files[key] = f
+        if f.isEmpty { t.remove(key) }
         return whose
     }
 

@@ -206,6 +206,33 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         XCTAssertEqual(try read("doc.txt"), "saved3\n")
     }
 
+    /// A file written through the mount (its close event matched, its handle learned then), renamed
+    /// over a presented document in the backing folder (as a sync tool puts a file in place), then
+    /// saved through the mount three times under its new name: each save told once, none as a
+    /// change beside the mount. Before, the handle learned at the first close stayed mapped to the
+    /// entry let go right after, and every later close of the file found nothing there: each save
+    /// through the mount was told twice, once as a change beside the mount.
+    func testAFileTheMountWroteRenamedOverADocumentBesideTheMountIsToldOncePerSave() throws {
+        try write("marker.txt", "")
+        try write("doc.txt", "alpha\n")
+        try sh("echo new > new.txt")
+        try waitUntilReleased("new.txt")
+        try waitForTheWatcher()
+        let p = try present("doc.txt")
+        try sh("mv '\(backing!)/new.txt' '\(backing!)/doc.txt'") // (another process: the daemon's own are not watched)
+        let replaced = p.waitUntil(settle: 0.8) { $0.contains("didChange") }
+        XCTAssertEqual(replaced.filter { $0 == "didChange" }.count, 1, "the rename beside the mount: \(replaced)")
+        for i in 1...3 {
+            try sh("echo saved\(i) > doc.txt")
+            try waitUntilReleased("doc.txt")
+            try waitForTheWatcher()
+        }
+        let log = p.waitUntil(settle: 0.8) { $0.filter { $0 == "didChange" }.count >= 4 }
+        XCTAssertEqual(log.filter { $0 == "didChange" }.count, 4, "the rename, then one per save: \(log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 0, "no save told as a change beside the mount")
+        XCTAssertEqual(try read("doc.txt"), "saved3\n")
+    }
+
     /// A write through the mount, then, once the watcher read its events, another process writing
     /// the backing file directly: told once, as a change beside the mount.
     func testAWriteBesideTheMountToAFileTheMountWroteIsToldOnce() throws {

@@ -260,6 +260,33 @@ final class PassthroughWritesTests: XCTestCase {
         XCTAssertNil(handlesRead.withLock { $0[ObjectIdentifier(other)] })
     }
 
+    /// A file whose close events were all matched (its entry let go) is written again through
+    /// another node of the same file (the kernel looked it up anew, under the name it was renamed
+    /// to beside the mount): its events are still the mount's own. Before, the handle learned by
+    /// the event that let the entry go stayed mapped to it, and every later event of the file found
+    /// nothing there: a change beside the mount. The same for a handle learned at a release.
+    func testAHandleLearnedAsItsEntryIsLetGoDoesNotOutliveIt() {
+        let w = make()
+        let renamed = NSObject()
+        w.opened(file, by: 10)
+        w.released(file, by: 10, state: set(file, 2))
+        XCTAssertEqual(w.whose(handle: [1, 2, 3], file, pid: 10, close: true), .mounts)
+        XCTAssertFalse(w.remembers(file), "all its closes matched")
+        w.opened(renamed, by: 11)
+        w.released(renamed, by: 11, state: set(renamed, 3))
+        XCTAssertEqual(w.whose(handle: [1, 2, 3], renamed, pid: 11, close: true), .mounts)
+        XCTAssertFalse(w.remembers(renamed))
+        // The close event read before the release, which learns the handle (as in a test).
+        let early = NSObject(), again = NSObject()
+        w.opened(early, by: 12)
+        XCTAssertEqual(w.whose(early, pid: 12, close: true), .mounts, "the writer's own close, read early")
+        w.released(early, by: 12, state: set(early, 4), handle: [7])
+        XCTAssertFalse(w.remembers(early))
+        w.opened(again, by: 13)
+        w.released(again, by: 13, state: set(again, 5))
+        XCTAssertEqual(w.whose(handle: [7], again, pid: 13, close: true), .mounts)
+    }
+
     /// Found by the file's handle, whatever its name is now (renamed after the release).
     func testARenamedFileIsFoundByItsHandle() {
         let w = make()
