@@ -165,7 +165,7 @@ package struct EncodedRecords {
     }
 
     /// Calls `body` with each record's kind, time and fields, in order.
-    func forEach(_ body: (EventKind, EventTime, UnsafeRawBufferPointer) -> Void) {
+    package func forEach(_ body: (EventKind, EventTime, UnsafeRawBufferPointer) -> Void) {
         fields.buffer.withUnsafeBytes { all in
             var start = 0
             for r in records {
