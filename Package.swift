@@ -6,7 +6,8 @@ import PackageDescription
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3, CURing (FUSE over io_uring, C over liburing)
 //                      │   └──▶ Loopback
 //   CoordFS, Loopback, EventLog, DocumentStore ─▶ LinuxGNU ─▶ CLinux (LinuxCalls: renameat2, xattrs,
-//     file handles, fanotify; sys/sysValue giving swift-system's Errno) and ─▶ Linux
+//     file handles, fanotify; CarrylessCRC32, the log's CRC by PCLMULQDQ; sys/sysValue giving
+//     swift-system's Errno) and ─▶ Linux
 //   FuseKit, ControlProtocol, CoordFSClient ─▶ Linux (no C: the one EINTR retry, the one mountinfo
 //     reader, stderr lines, small file reads; an app linking CoordFSClient needs no C module)
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol

@@ -27,7 +27,7 @@ struct RecordFormatter {
     /// The items of each request between its request and its end, encoded once: `granted` reuses
     /// them, and `released` and `denied` (whose coordinator events carry only the request id) name
     /// the items through them. Holds only requests in flight: entries go at release or failure.
-    private var requestItems: [UInt64: Items] = [:]
+    private var requestItems = RequestTable()
     /// Requests that went ahead without exclusion at their wait deadline, with what they went past:
     /// their `granted` record says so.
     private var unexcluded: [UInt64: String] = [:]
@@ -95,6 +95,50 @@ struct RecordFormatter {
                 start = b.end
             }
             return false
+        }
+    }
+
+    /// The items of the requests in flight, by request id: the last ones in a short array searched
+    /// from its end (a few requests are in flight at a time, and a request's records follow each
+    /// other closely; hashing the id with SipHash for each of a request's five look-ups cost about
+    /// 200 instructions a record), the rest, past `arrayLimit`, in a dictionary.
+    struct RequestTable {
+        private var recent: [(id: UInt64, items: Items)] = []
+        private var more: [UInt64: Items] = [:]
+        static let arrayLimit = 32
+
+        var count: Int { recent.count + more.count }
+
+        private func index(_ id: UInt64) -> Int? {
+            var i = recent.count
+            while i > 0 {
+                i -= 1
+                if recent[i].id == id { return i }
+            }
+            return nil
+        }
+
+        subscript(id: UInt64) -> Items? {
+            if let i = index(id) { return recent[i].items }
+            return more.isEmpty ? nil : more[id]
+        }
+
+        /// Sets the items of `id` (replacing any it had).
+        mutating func insert(_ id: UInt64, _ items: Items) {
+            if let i = index(id) {
+                recent[i].items = items
+            } else if !more.isEmpty && more[id] != nil || recent.count >= Self.arrayLimit {
+                more[id] = items
+            } else {
+                recent.append((id, items))
+            }
+        }
+
+        mutating func remove(_ id: UInt64) -> Items? {
+            guard let i = index(id) else { return more.isEmpty ? nil : more.removeValue(forKey: id) }
+            let last = recent.count - 1
+            if i != last { recent.swapAt(i, last) }
+            return recent.removeLast().items
         }
     }
 
@@ -187,7 +231,7 @@ struct RecordFormatter {
         switch event.kind {
         case .requested(let intents, _):
             let items = Items(intents)
-            if let request { requestItems[request] = items }
+            if let request { requestItems.insert(request, items) }
             finish(.intentRequested, items)
         case .waiting:
             break // visible as the gap between intentRequested and granted
@@ -219,7 +263,7 @@ struct RecordFormatter {
                 if !unexcluded.isEmpty { unexcluded[request] = nil }
                 if !fences.isEmpty { fences[request] = nil }
             }
-            let items = request.flatMap { requestItems.removeValue(forKey: $0) }
+            let items = request.flatMap { requestItems.remove($0) }
             let first = items.flatMap { $0.count > 0 ? $0.bounds(0) : nil }
             if let path = Self.path(of: error) {
                 formatted.fields.path(path.components)
@@ -234,7 +278,7 @@ struct RecordFormatter {
         case .released(let held):
             // How long the access was held.
             let micros = held / 1000
-            if let items = request.flatMap({ requestItems.removeValue(forKey: $0) }), items.count > 0 {
+            if let items = request.flatMap({ requestItems.remove($0) }), items.count > 0 {
                 finish(.released, items, latencyMicros: micros)
             } else {
                 formatted.fields.path([])
@@ -298,9 +342,16 @@ struct RecordFormatter {
     }
 
     static func sameBytes(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.count == b.utf8.count else { return false }
+        // Copies of one string (an origin's executable, a path's component handed on) share their
+        // storage, or are the same small string: the same 16 bytes, so the same name.
+        if unsafeBitCast(a, to: (UInt64, UInt64).self) == unsafeBitCast(b, to: (UInt64, UInt64).self) { return true }
+        let n = a.utf8.count
+        guard n == b.utf8.count else { return false }
+        if n == 0 { return true }
+        // memcmp: the generic `elementsEqual` walked the bytes one by one through iterators
+        // (about 230 instructions for a short name).
         return a.utf8.withContiguousStorageIfAvailable { x in
-            b.utf8.withContiguousStorageIfAvailable { y in x.elementsEqual(y) }
+            b.utf8.withContiguousStorageIfAvailable { y in memcmp(x.baseAddress!, y.baseAddress!, n) == 0 }
         }.flatMap { $0 } ?? a.utf8.elementsEqual(b.utf8)
     }
 
@@ -339,11 +390,11 @@ struct RecordFormatter {
     static func encodeIntent(_ intent: FileAccessIntent, into fields: inout RecordFields) {
         switch intent.kind {
         case .reading(let o):
-            fields.intent(.read)
+            fields.intent(write: false)
             // Most intents have no option: the names are not walked for them.
             if !o.isEmpty { for (name, option) in ReadingOptions.names where o.contains(option) { fields.option(name) } }
         case .writing(let o):
-            fields.intent(.write)
+            fields.intent(write: true)
             if !o.isEmpty { for (name, option) in WritingOptions.names where o.contains(option) { fields.option(name) } }
         }
     }

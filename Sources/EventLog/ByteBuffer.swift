@@ -8,6 +8,9 @@ protocol ByteSink {
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
     /// Overwrites the 8 bytes at `offset`, which were appended before.
     mutating func store(_ value: UInt64, at offset: Int)
+    /// Appends at most `limit` (at most 32) bytes that `body` writes at the pointer it is given;
+    /// `body` returns how many it wrote.
+    mutating func append(upTo limit: Int, _ body: (UnsafeMutableRawPointer) -> Int)
 }
 
 extension ByteSink {
@@ -17,6 +20,15 @@ extension ByteSink {
 extension Array: ByteSink where Element == UInt8 {
     mutating func store(_ value: UInt64, at offset: Int) {
         withUnsafeMutableBytes { $0.storeBytes(of: value, toByteOffset: offset, as: UInt64.self) }
+    }
+
+    mutating func append(upTo limit: Int, _ body: (UnsafeMutableRawPointer) -> Int) {
+        precondition(limit <= 32)
+        var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        Swift.withUnsafeMutableBytes(of: &buffer) { p in
+            let n = body(p.baseAddress!)
+            append(contentsOf: UnsafeRawBufferPointer(rebasing: p[0..<n]))
+        }
     }
 }
 

@@ -32,6 +32,17 @@ package struct RecordFields {
 
     package mutating func intent(_ v: IntentKind) { RecordCodec.appendString(.intent, v.rawValue, to: &buffer) }
 
+    /// The intent field of a write (`true`) or a read: the same bytes as `intent(.write)` or
+    /// `intent(.read)`, stored as one constant (tag 16 << 1 | 1, length, the name).
+    package mutating func intent(write: Bool) {
+        // Little-endian: 0x21, the length, then "write" or "read".
+        let word: UInt64 = write ? 0x00_65_74_69_72_77_05_21 : 0x00_00_64_61_65_72_04_21
+        buffer.append(upTo: 8) { p in
+            p.storeBytes(of: word.littleEndian, as: UInt64.self)
+            return write ? 7 : 6
+        }
+    }
+
     /// One reading or writing option by its Foundation name (repeat for several).
     package mutating func option(_ name: String) { RecordCodec.appendString(.option, name, to: &buffer) }
 
@@ -90,20 +101,22 @@ package struct RecordFields {
                 for c in components {
                     p.storeBytes(of: UInt8(ascii: "/"), toByteOffset: at, as: UInt8.self)
                     at += 1
-                    var c = c
                     // 0xF4 leads the escape scalars of names that are not UTF-8 (`LosslessName`):
                     // a path with one is encoded below instead (nothing of it is kept).
-                    let copied = c.withUTF8 { u -> Bool in
+                    // (Read in place: `withUTF8` is mutating, and a copy of the name to call it
+                    // on was a retain and a release a component.)
+                    let copied = c.utf8.withContiguousStorageIfAvailable { u -> Bool in
                         if u.contains(0xF4) { return false }
                         if let base = u.baseAddress { (p + at).copyMemory(from: base, byteCount: u.count) }
                         return true
-                    }
+                    } ?? false
                     if !copied {
                         guard LosslessName.isPlain(c) else {
                             plain = false
                             return 0
                         }
-                        c.withUTF8 { u in (p + at).copyMemory(from: u.baseAddress!, byteCount: u.count) }
+                        var c = c
+                        c.withUTF8 { u in if let base = u.baseAddress { (p + at).copyMemory(from: base, byteCount: u.count) } }
                     }
                     at += c.utf8.count
                 }

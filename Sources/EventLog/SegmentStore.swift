@@ -241,9 +241,9 @@ final class SegmentStore {
             let active = segments.count - 1
             let firstFrame = chunkFrame
             let fd = activeFD
-            let p = path(segments[active].name.fileName)
+            let name = segments[active].name
             let (done, error) = queue.buffer.withUnsafeBytes { b in
-                Sys.write(fd, UnsafeRawBufferPointer(rebasing: b[chunkByte..<end]), path: p)
+                Sys.write(fd, UnsafeRawBufferPointer(rebasing: b[chunkByte..<end]), path: path(name.fileName))
             }
             var kept = done
             if error != nil {

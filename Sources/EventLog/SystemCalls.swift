@@ -25,13 +25,15 @@ enum Sys {
 
     /// Writes as much of `bytes` as the file takes (looping over short writes): how many bytes are
     /// in the file, and the error that stopped it before the end (a full disk takes what fits first).
-    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) -> (written: Int, error: EventLogError?) {
+    /// Writes all of `bytes`; `path` names the file in an error (made only then: the log writer
+    /// calls this for every batch, and a segment's path cost some 11,000 instructions to make).
+    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure () -> String) -> (written: Int, error: EventLogError?) {
         var done = 0
         while done < bytes.count {
             switch sysValue({ Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) }) {
             case .success(let n) where n > 0: done += n
-            case .success: return (done, .failed(operation: "write", path: path, errno: EIO))
-            case .failure(let e): return (done, .failed(operation: "write", path: path, errno: e.rawValue))
+            case .success: return (done, .failed(operation: "write", path: path(), errno: EIO))
+            case .failure(let e): return (done, .failed(operation: "write", path: path(), errno: e.rawValue))
             }
         }
         return (done, nil)

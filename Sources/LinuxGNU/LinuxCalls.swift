@@ -186,3 +186,17 @@ public enum LinuxCalls {
         return n
     }
 }
+
+/// CRC-32 (IEEE 802.3, reflected) folded by the CPU's carry-less multiplication (PCLMULQDQ), for
+/// the event log's frames: the same checksum as a table-driven one.
+public enum CarrylessCRC32 {
+    /// Whether this CPU has PCLMULQDQ (and SSE 4.1); `fold16` is only called then.
+    public static let available: Bool = clinux_has_pclmul() != 0
+
+    /// Goes on from `crc` (the running value, inverted: 0xFFFFFFFF at the start) over the first
+    /// `count & ~15` bytes at `bytes` (`count` at least 16), and returns the running value there.
+    public static func fold16(_ bytes: UnsafeRawPointer, count: Int, crc: UInt32) -> UInt32 {
+        precondition(count >= 16)
+        return clinux_crc32_fold16(bytes.assumingMemoryBound(to: UInt8.self), count, crc)
+    }
+}

@@ -111,6 +111,33 @@ final class RecordFormatTests: XCTestCase {
         }
     }
 
+    /// Where the CPU has PCLMULQDQ (this machine's has), whole 16-byte blocks are folded by it
+    /// (`CRC32.usesCarrylessMultiply`), and the checksum is still the standard one: the check
+    /// values and the bitwise reference above, and here long buffers at every alignment.
+    func testTheCPUsCarrylessCRC32IsTheSameChecksum() throws {
+        #if arch(x86_64)
+        let flags = try String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)
+            .split(separator: "\n").first { $0.hasPrefix("flags") }.map { $0.split(separator: " ").map(String.init) } ?? []
+        XCTAssertEqual(CRC32.usesCarrylessMultiply, flags.contains("pclmulqdq") && flags.contains("sse4_1"))
+        #endif
+        func reference(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+            var crc: UInt32 = 0xFFFF_FFFF
+            for b in bytes {
+                crc ^= UInt32(b)
+                for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+            }
+            return crc ^ 0xFFFF_FFFF
+        }
+        var generator = SystemRandomNumberGenerator()
+        let data = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for (offset, length) in [(0, 16), (1, 17), (3, 31), (5, 32), (7, 33), (9, 1_000), (15, 4_099), (2, 65_536), (11, 69_989)] {
+            let slice = data[offset..<(offset + length)]
+            XCTAssertEqual(slice.withUnsafeBytes { CRC32.checksum($0) }, reference(slice), "offset \(offset), length \(length)")
+        }
+        XCTAssertEqual(CRC32.checksum(Array(repeating: 0xFF, count: 64)), reference(ArraySlice(repeating: 0xFF, count: 64)))
+        XCTAssertEqual(CRC32.checksum(Array(repeating: 0, count: 48)), reference(ArraySlice(repeating: 0, count: 48)))
+    }
+
     func testDecoderRejectsDamageWithAnError() {
         var frame: [UInt8] = []
         RecordCodec.appendFrame(sampleRecords()[3], to: &frame)
