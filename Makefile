@@ -61,8 +61,8 @@ cluster-demo: build
 # at once, each running the built test bundle through scripts/test-lane.sh (`swift test` would hold
 # the build's database locked for its whole run): lane "ring" runs LANE_RING_SUITES on io_uring;
 # lane "dev" runs the /dev/fuse pass, then lane "rest" every other suite. Then the SERIAL_SUITES,
-# which count CPU time or polling rounds or (InheritedDescriptorTests) fail under CPU load (a race,
-# docs/testing.md), run alone, on io_uring and then on /dev/fuse. Each lane's
+# which count CPU time or polling rounds and would be disturbed by a neighbour, run alone, on
+# io_uring and then (those of them the /dev/fuse pass runs) on /dev/fuse. Each lane's
 # output is printed with its name in front and kept in .build/test-LANE.log; .build/test.log has all
 # of it; on failure the failing lines are printed again at the end, where a truncated CI log still
 # shows them.
@@ -73,7 +73,7 @@ TEST_TRANSPORT ?= dev
 TRANSPORT_SUITES ?= ^(MountTests|CoordinatedMountTests)\.
 TRANSPORT_SKIP ?= ^CoordinatedMountTests\.(SelfCoordinatingProgramsTests|ClusterEtcdMountTests|StoreSaveStyleTests|StoreResolutionTests|Ring[A-Za-z]*Tests|DeviceTransportTests|SharedMountTransportTests|PrivateMountTransportTests|EndedDaemonTests|FloorFileSystemTests|DeviceReaderTests|ClusterMoveTests|StoreReflinkMountTests)|^MountTests\.IdleDaemonTests
 LANE_RING_SUITES ?= ^(MountTests|CoordinatedMountTests|CoordFSClientTests)\.|^CLITests\.(DurabilityTests|WebConflictTests|WebPageTests)/
-SERIAL_SUITES ?= ^(CoordinatedMountTests\.(RingPollingThreadTests|DeviceReaderTests|InheritedDescriptorTests)|MountTests\.IdleDaemonTests)/
+SERIAL_SUITES ?= ^(CoordinatedMountTests\.(RingPollingThreadTests|DeviceReaderTests)|MountTests\.IdleDaemonTests)/
 test: deps
 	$(SWIFT) build --build-tests
 	@set -o pipefail; $(URING_ON); rm -f .build/test*.log; \

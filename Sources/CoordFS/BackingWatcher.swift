@@ -161,7 +161,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             }
             if mask & LinuxCalls.Fanotify.overflow != 0 {
                 overflowed()
-            } else if pid != ownPID {
+            } else if pid != ownPID || (mask & LinuxCalls.Fanotify.closeWrite != 0 && passthroughWrites != nil) {
+                // The daemon's own changes are made through the mount and told there: only the close
+                // of its descriptors is looked at (`daemonClosed`).
                 var entries: [(type: UInt8, directory: [UInt8], name: String)] = []
                 var info = offset + metadataLength
                 while info + 4 <= offset + eventLength {
@@ -185,10 +187,25 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                     }
                     info += length
                 }
-                handle(mask: mask, pid: pid, entries: entries)
+                if pid == ownPID { daemonClosed(entries) } else { handle(mask: mask, pid: pid, entries: entries) }
             }
             offset += eventLength
         }
+    }
+
+    /// The close of one of the daemon's own descriptors opened for writing (a write open's, closed
+    /// after its release): `PassthroughWrites` stops waiting for it. Nothing is told. The file is
+    /// found by its handle; its node is looked up only when that does not find it.
+    private func daemonClosed(_ entries: [(type: UInt8, directory: [UInt8], name: String)]) {
+        guard let own = passthroughWrites else { return }
+        let target = entries.first { $0.type == LinuxCalls.Fanotify.fidRecord }?.directory
+        if own.closedByDaemon(handle: target, nil) { return }
+        let first = directories.withLock { dirs in
+            entries.first { $0.type != LinuxCalls.Fanotify.fidRecord }.flatMap { e in dirs.byHandle[e.directory].map { (type: e.type, node: $0, name: e.name) } }
+        }
+        guard let first, !first.name.isEmpty else { return }
+        let changed = loopback.knownChild(of: first.node, named: first.name)
+        own.closedByDaemon(handle: target, changed, path: changed == nil ? pathOf(first) : nil)
     }
 
     private static let dfidName: UInt8 = 2, oldDfidName: UInt8 = 10, newDfidName: UInt8 = 12

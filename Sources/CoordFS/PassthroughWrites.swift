@@ -126,19 +126,64 @@ final class PassthroughWrites: Sendable {
         var handleRead = false
         /// Releases whose close event was not seen yet, and close events seen before their release.
         var closesToCome = 0, closesSeenEarly = 0
+        /// Released opens whose daemon's own descriptor's close event was not seen yet. The daemon
+        /// closes its descriptor of an open after the release; the event comes with the daemon's pid
+        /// (`closedByDaemon`), or, when another process held a reference to that descriptor and
+        /// dropped it last, with that process's pid (a child of the daemon's process between its
+        /// fork and its exec, which closes the descriptor as close-on-exec: an in-process daemon's
+        /// host spawning a process), matched as any close of the file as the mount left it.
+        var ownClosesToCome = 0
         /// The releases by pid, with the watcher's read at the time (`reads`), for a close event that
         /// finds the file changed again since (by a change beside the mount right after).
         var releasedBy: [(pid: pid_t, read: UInt64)] = []
         var path: ItemPath?                   // as last opened
         var releasedAt: UInt64 = 0            // order of the last release, to drop the oldest
-        var isEmpty: Bool { open.isEmpty && ((left == nil && releasedBy.isEmpty) || closesToCome <= 0) }
+        var born: UInt64 = 0                  // order of the entry's making: the newer node is the later
+        var isEmpty: Bool {
+            open.isEmpty && (left == nil || ownClosesToCome <= 0) && ((left == nil && releasedBy.isEmpty) || closesToCome <= 0)
+        }
     }
     private struct Table {
         var files: [ObjectIdentifier: FileWrites] = [:]
         var byHandle: [[UInt8]: ObjectIdentifier] = [:]
-        var releases: UInt64 = 0
+        var releases: UInt64 = 0, born: UInt64 = 0
         mutating func remove(_ key: ObjectIdentifier) {
             if let h = files.removeValue(forKey: key)?.handle, byHandle[h] == key { byHandle[h] = nil }
+        }
+
+        /// `key`'s file has the kernel handle `h` (nil: it could not be read), read through its node.
+        /// When another entry has that handle, the two are one file the kernel forgot and looked up
+        /// again, a node of its own each (the loopback's node goes with the kernel's FORGET; an
+        /// entry keeps its own alive): the older entry is merged into the newer, the node opens and
+        /// releases now name, unless both hold opens.
+        mutating func learn(_ key: ObjectIdentifier, handle h: [UInt8]?) {
+            guard var f = files[key], f.handle == nil else { return }
+            f.handleRead = true
+            files[key] = f
+            guard let h else { return }
+            guard let other = byHandle[h], other != key, let o = files[other] else {
+                files[key]?.handle = h
+                byHandle[h] = key
+                return
+            }
+            let (old, new) = o.born < f.born ? (other, key) : (key, other)
+            guard files[old]?.open.isEmpty == true, let from = files.removeValue(forKey: old), var into = files[new] else { return }
+            for (pid, n) in from.open { into.open[pid, default: 0] += n }
+            into.opens += from.opens
+            into.modifiers.formUnion(from.modifiers)
+            into.modifiersLost = into.modifiersLost || from.modifiersLost
+            into.releasedClosers = Array((from.releasedClosers + into.releasedClosers).suffix(PassthroughWrites.maxPids))
+            into.releasedBy = Array((from.releasedBy + into.releasedBy).suffix(8))
+            if into.left == nil { into.left = from.left }
+            into.closesToCome += from.closesToCome
+            into.closesSeenEarly += from.closesSeenEarly
+            into.ownClosesToCome += from.ownClosesToCome
+            if into.path == nil { into.path = from.path }
+            into.releasedAt = max(into.releasedAt, from.releasedAt)
+            into.handle = h
+            into.handleRead = true
+            byHandle[h] = new
+            files[new] = into
         }
     }
     private let table = Mutex(Table())
@@ -184,7 +229,11 @@ final class PassthroughWrites: Sendable {
                 flushes: Bool = false) {
         table.withLock { t in
             let key = ObjectIdentifier(node)
-            t.files[key, default: FileWrites(node: Retained(object: node))].open[pid, default: 0] += 1
+            if t.files[key] == nil {
+                t.born += 1
+                t.files[key] = FileWrites(node: Retained(object: node), born: t.born)
+            }
+            t.files[key]?.open[pid, default: 0] += 1
             t.files[key]?.opens.append(HeldOpen(id: open.map { ObjectIdentifier($0) }, object: open.map { Retained(object: $0) },
                                                 pid: pid, atOpen: atOpen, flushes: flushes))
             if let path { t.files[key]?.path = path }
@@ -231,6 +280,8 @@ final class PassthroughWrites: Sendable {
                 if f.releasedBy.count >= 8 { f.releasedBy.removeFirst() }
                 f.releasedBy.append((pid, reads.load(ordering: .relaxed)))
             }
+            // The daemon's own descriptor of the open closes after this.
+            f.ownClosesToCome += 1
             t.releases += 1
             f.releasedAt = t.releases
             if f.handle == nil, let handle {
@@ -244,6 +295,32 @@ final class PassthroughWrites: Sendable {
                 let old = t.files.filter { $0.value.open.isEmpty }.sorted { $0.value.releasedAt < $1.value.releasedAt }
                 for (k, _) in old.prefix(t.files.count - keptReleases / 2) { t.remove(k) }
             }
+        }
+    }
+
+    /// The close event of one of the daemon's own descriptors of a file (the daemon's pid): of a
+    /// released open's descriptor, which the daemon closes after the release. Found as `whose` finds
+    /// a file (its handle, the node at its name, the path it was opened by); nothing else is read.
+    /// False when the file may be remembered but was not found: the handle is not known, and no
+    /// node or path was given (the watcher looks the node up only then).
+    @discardableResult
+    func closedByDaemon(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil) -> Bool {
+        table.withLock { t in
+            var key: ObjectIdentifier?
+            if let handle, let k = t.byHandle[handle] { key = k }
+            else if let node, t.files[ObjectIdentifier(node)] != nil { key = ObjectIdentifier(node) }
+            else if node == nil, let path { key = t.files.first { $0.value.path == path && $0.value.ownClosesToCome > 0 }?.key }
+            else if node == nil, path == nil, !t.files.isEmpty { return false }
+            guard let key, var f = t.files[key], f.ownClosesToCome > 0 else { return true }
+            f.ownClosesToCome -= 1
+            if f.handle == nil, let handle, t.byHandle[handle] == nil {
+                f.handle = handle
+                t.byHandle[handle] = key
+            }
+            // Stored first, so that a removal lets go of the handle just learned too.
+            t.files[key] = f
+            if f.isEmpty { t.remove(key) }
+            return true
         }
     }
 
@@ -264,6 +341,16 @@ final class PassthroughWrites: Sendable {
     /// shown yet are read then, through their nodes, outside the lock, each at most once (so a
     /// release never reads one, and a file whose events come by its name never needs it).
     func whose(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Whose {
+        // The handle names one entry and the node at the event's name another, whose handle is not
+        // known yet: they may be one file under an old node and a new one (`Table.learn`).
+        if let handle, let node, table.withLock({ t in
+            let key = ObjectIdentifier(node)
+            guard let k = t.byHandle[handle], k != key, let f = t.files[key] else { return false }
+            return f.handle == nil && !f.handleRead
+        }) {
+            let h = handleOf(node)
+            table.withLock { $0.learn(ObjectIdentifier(node), handle: h) }
+        }
         let read = reads.load(ordering: .relaxed)
         if let found = table.withLock({ lookUp(&$0, handle: handle, node, path: path, pid: pid, close: close, read: read) }) {
             return found
@@ -273,12 +360,7 @@ final class PassthroughWrites: Sendable {
         guard !unread.isEmpty else { return .beside }
         let handles = unread.map { ($0.0, handleOf($0.1.object)) }
         return table.withLock { t in
-            for (key, h) in handles {
-                guard var f = t.files[key], f.handle == nil else { continue }
-                f.handleRead = true
-                if let h, t.byHandle[h] == nil { f.handle = h; t.byHandle[h] = key }
-                t.files[key] = f
-            }
+            for (key, h) in handles { t.learn(key, handle: h) }
             guard let key = t.byHandle[handle] else { return .beside }
             return matchEntry(&t, key, handle: nil, pid: pid, close: close, read: read)
         }
@@ -346,7 +428,9 @@ final class PassthroughWrites: Sendable {
         if let left = f.left, now == nil || now == left {
             // A close while the file is held may be one whose release is still to come: not counted.
             if close, !held {
-                f.closesToCome -= 1
+                // The close of a released open's own file, or else of the daemon's descriptor of it
+                // that another process dropped last.
+                if f.closesToCome <= 0, f.ownClosesToCome > 0 { f.ownClosesToCome -= 1 } else { f.closesToCome -= 1 }
                 if let token { f.releasedBy.remove(at: token) }
             }
             return .mounts

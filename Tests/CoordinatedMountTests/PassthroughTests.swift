@@ -508,6 +508,79 @@ final class InheritedDescriptorTests: InProcessMountTestCase {
         try savesOnce("echo teed | tee doc.txt > /dev/null", reads: "teed\n")
     }
 
+    /// A background child writes through the descriptor it inherited and closes it last, a while
+    /// later: the watcher reads its write before its close (whose it is, is not known yet) and drops
+    /// the kernel's name of the file, so the kernel forgets the file once it is closed and the next
+    /// open looks it up again, a new node of the same file. The next save is one save: the entry of
+    /// the old node, kept for the close its release waits for, knew the file's handle, and the new
+    /// open's events, found by it, were told as changes beside the mount (the save told twice:
+    /// `testShellRedirectsInSubshellsAreOneSaveEach` under CPU load).
+    func testASaveAfterTheKernelForgotTheFileIsOneSave() throws {
+        try savesOnce("exec 3>doc.txt; (echo b >&3; sleep 0.5) & exec 3>&-; wait", reads: "b\n")
+        try savesOnce("echo teed | tee doc.txt > /dev/null", reads: "teed\n")
+    }
+
+    /// The daemon's own descriptor of a write open, shared with another process that drops it last,
+    /// after the release: as a process the daemon's process spawns does between its fork and its
+    /// exec (close-on-exec), where the daemon runs in the process of a program that starts others
+    /// (these tests, an app hosting `Daemon.startInProcess`). Its close event comes with that
+    /// process's pid, after the release and the close of the open's own file; it was told as a
+    /// change beside the mount (the save told twice: `testShellRedirectsInSubshellsAreOneSaveEach`
+    /// under CPU load, where `waitForTheWatcher`'s shell was spawned while the release closed it).
+    func testTheDaemonsDescriptorDroppedLastByAnotherProcessIsNoChangeBesideTheMount() throws {
+        let p = try present("doc.txt")
+        defer { coordinator.removeFilePresenter(p) }
+        let coordinated = try XCTUnwrap(daemon.coordinated)
+        coordinated.releaseDelay.store(1500, ordering: .relaxed)
+        defer { coordinated.releaseDelay.store(0, ordering: .relaxed) }
+        try sh("echo teed | tee doc.txt > /dev/null")
+        // While the release waits, the daemon still holds its descriptor of the open: a process
+        // that shares it (until its stdin ends) is started.
+        let target = try XCTUnwrap(realpath(backing + "/doc.txt", nil).map { p in defer { free(p) }; return String(cString: p) })
+        let daemonsFD = try XCTUnwrap(Self.writeDescriptors(of: target).first, "the daemon's descriptor of the open")
+        var stdin: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&stdin), 0)
+        for end in stdin { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let shared = fcntl(daemonsFD, F_DUPFD, 10) // not close-on-exec: the child keeps it
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_adddup2(&actions, stdin[0], 0)
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup("read x"), nil]
+        let spawned = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ)
+        posix_spawn_file_actions_destroy(&actions)
+        argv.forEach { free($0) }
+        close(shared)
+        close(stdin[0])
+        defer { if spawned == 0 { close(stdin[1]); var status: Int32 = 0; waitpid(pid, &status, 0) } }
+        XCTAssertEqual(spawned, 0)
+        try waitUntilReleased("doc.txt")
+        // The daemon closed its descriptor: the child's is the last reference.
+        let deadline = Date().addingTimeInterval(20)
+        while !Self.writeDescriptors(of: target).isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(Self.writeDescriptors(of: target), [], "the daemon closed its descriptor")
+        close(stdin[1])
+        stdin[1] = -1
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        try waitForTheWatcher()
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "one change per save: \(p.log)")
+        XCTAssertEqual(try besideTheMount("/doc.txt").count, 0, "none beside the mount")
+        XCTAssertEqual(try read("doc.txt"), "teed\n")
+    }
+
+    /// This process's descriptors open for writing on the file at `path` (the in-process daemon's).
+    private static func writeDescriptors(of path: String) -> [Int32] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return [] }
+        return names.compactMap(Int32.init).filter { fd in
+            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"), link == path,
+                  let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8),
+                  let flags = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") })
+                      .flatMap({ Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) }) else { return false }
+            return flags & Int(O_ACCMODE) != Int(O_RDONLY)
+        }.sorted()
+    }
+
     /// A multiprocessing writer: the parent opens, the forked worker writes and closes last.
     func testAMultiprocessingWorkerWritingTheParentsDescriptorIsOneSave() throws {
         try savesOnce("""

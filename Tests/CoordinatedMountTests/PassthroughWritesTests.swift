@@ -107,7 +107,36 @@ final class PassthroughWritesTests: XCTestCase {
         _ = set(file, 2)
         XCTAssertTrue(w.isOwn(file, pid: 10, close: true))
         w.released(file, by: 10, state: set(file, 2))
+        XCTAssertTrue(w.remembers(file), "until the daemon's own descriptor of the open is closed")
+        w.closedByDaemon(file)
         XCTAssertFalse(w.remembers(file), "nothing kept of it")
+    }
+
+    /// The daemon's own descriptor of a released open, dropped last by another process that shared
+    /// it (a child of the daemon's process between its fork and its exec): its close event comes
+    /// with that process's pid, after the release, the file as the release left it.
+    func testTheDaemonsDescriptorClosedLastByAnotherProcessIsTheMounts() {
+        let w = make()
+        let a = NSObject()
+        w.opened(file, by: 10, open: a, atOpen: times(set(file, 1)), flushes: true)
+        w.flushed(file, open: a, by: 10)
+        _ = set(file, 2)
+        XCTAssertEqual(w.whose(file, pid: 10, close: true), .mounts, "the writer's close, read before its release")
+        w.released(file, by: 10, open: a, state: set(file, 2))
+        w.reads.add(5, ordering: .relaxed) // read long after
+        XCTAssertEqual(w.whose(file, pid: 77, close: true), .mounts, "the daemon's descriptor, closed last by another process")
+        XCTAssertFalse(w.remembers(file), "nothing more to come")
+        _ = set(file, 3)
+        XCTAssertEqual(w.whose(file, pid: 78, close: true), .beside, "a write beside the mount after it")
+        // A write beside the mount before the daemon's descriptor was closed is still told.
+        w.opened(file, by: 11, open: a, atOpen: nil, flushes: true)
+        w.flushed(file, open: a, by: 11)
+        _ = set(file, 4)
+        XCTAssertEqual(w.whose(file, pid: 11, close: true), .mounts)
+        w.released(file, by: 11, open: a, state: set(file, 4))
+        _ = set(file, 5)
+        XCTAssertEqual(w.whose(file, pid: 79, close: true), .beside, "changed since the release")
+        XCTAssertFalse(w.remembers(file), "changed: nothing left to match")
     }
 
     /// A file the mount still has open for writing, written beside the mount by another process.
@@ -270,10 +299,12 @@ final class PassthroughWritesTests: XCTestCase {
         let renamed = NSObject()
         w.opened(file, by: 10)
         w.released(file, by: 10, state: set(file, 2))
+        w.closedByDaemon(file) // the daemon's own descriptor of the open
         XCTAssertEqual(w.whose(handle: [1, 2, 3], file, pid: 10, close: true), .mounts)
         XCTAssertFalse(w.remembers(file), "all its closes matched")
         w.opened(renamed, by: 11)
         w.released(renamed, by: 11, state: set(renamed, 3))
+        w.closedByDaemon(renamed)
         XCTAssertEqual(w.whose(handle: [1, 2, 3], renamed, pid: 11, close: true), .mounts)
         XCTAssertFalse(w.remembers(renamed))
         // The close event read before the release, which learns the handle (as in a test).
@@ -281,10 +312,43 @@ final class PassthroughWritesTests: XCTestCase {
         w.opened(early, by: 12)
         XCTAssertEqual(w.whose(early, pid: 12, close: true), .mounts, "the writer's own close, read early")
         w.released(early, by: 12, state: set(early, 4), handle: [7])
+        w.closedByDaemon(handle: [7], nil)
         XCTAssertFalse(w.remembers(early))
         w.opened(again, by: 13)
         w.released(again, by: 13, state: set(again, 5))
         XCTAssertEqual(w.whose(handle: [7], again, pid: 13, close: true), .mounts)
+    }
+
+    /// The kernel forgot a file after its release and looked it up again: a new node, while the
+    /// entry of the old one (kept for a close still to come: a child's last close read before the
+    /// release) knows the file's handle. The new open's events, which report that handle, are its
+    /// own, and the two entries become one; a write beside the mount after is still told.
+    func testAFileTheKernelForgotAndLookedUpAgainIsOneFile() {
+        let w = make()
+        let old = NSObject(), new = NSObject(), a = NSObject(), b = NSObject()
+        handles.withLock { $0[ObjectIdentifier(old)] = [1, 2]; $0[ObjectIdentifier(new)] = [1, 2] }
+        func both(_ ctime: Int) -> PassthroughWrites.FileState { _ = set(old, ctime); return set(new, ctime) }
+        w.opened(old, by: 10, open: a, atOpen: times(both(1)), flushes: true)
+        _ = both(2)
+        XCTAssertEqual(w.whose(handle: [1, 2], old, pid: 10, close: false), .mounts)
+        w.flushed(old, open: a, by: 10)
+        _ = both(3) // a child writes through the descriptor it inherited, and closes it last
+        w.flushed(old, open: a, by: 11)
+        XCTAssertEqual(w.whose(handle: [1, 2], nil, pid: 11, close: true), .mountsWhileHeld, "the child's last close, before the release")
+        w.released(old, by: 10, open: a, state: both(3))
+        XCTAssertTrue(w.remembers(old))
+        w.opened(new, by: 20, open: b, atOpen: nil, flushes: true)
+        _ = both(4)
+        XCTAssertEqual(w.whose(handle: [1, 2], new, pid: 20, close: false), .mounts, "the new open's write")
+        XCTAssertFalse(w.remembers(old), "one entry, the new node's")
+        XCTAssertEqual(handlesRead.withLock { $0[ObjectIdentifier(new)] }, 1, "its handle read once")
+        w.flushed(new, open: b, by: 20)
+        XCTAssertEqual(w.whose(handle: [1, 2], new, pid: 20, close: true), .mounts, "its close")
+        w.released(new, by: 20, open: b, state: both(4))
+        w.closedByDaemon(handle: [1, 2], new)
+        _ = both(5)
+        XCTAssertEqual(w.whose(handle: [1, 2], new, pid: 30, close: true), .beside, "a write beside the mount")
+        XCTAssertEqual(handlesRead.withLock { $0[ObjectIdentifier(new)] }, 1)
     }
 
     /// Found by the file's handle, whatever its name is now (renamed after the release).
