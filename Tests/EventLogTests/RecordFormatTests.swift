@@ -88,18 +88,20 @@ final class RecordFormatTests: XCTestCase {
         XCTAssertEqual(Recorded<SnapshotMethod>(rawValue: "reflink").known, .reflink)
     }
 
+    /// The IEEE CRC-32, a bit at a time: what the tables and the CPU's fold must agree with.
+    private func reference(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for b in bytes {
+            crc ^= UInt32(b)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        return crc ^ 0xFFFF_FFFF
+    }
+
     func testCRC32MatchesTheStandardAndABitwiseReference() {
         XCTAssertEqual(CRC32.checksum(Array("123456789".utf8)), 0xCBF4_3926)
         XCTAssertEqual(CRC32.checksum(Array("The quick brown fox jumps over the lazy dog".utf8)), 0x414F_A339)
         XCTAssertEqual(CRC32.checksum([UInt8]()), 0)
-        func reference(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-            var crc: UInt32 = 0xFFFF_FFFF
-            for b in bytes {
-                crc ^= UInt32(b)
-                for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
-            }
-            return crc ^ 0xFFFF_FFFF
-        }
         var generator = SystemRandomNumberGenerator()
         let data = (0..<200).map { _ in UInt8.random(in: 0...255, using: &generator) }
         for offset in 0..<8 {
@@ -120,14 +122,6 @@ final class RecordFormatTests: XCTestCase {
             .split(separator: "\n").first { $0.hasPrefix("flags") }.map { $0.split(separator: " ").map(String.init) } ?? []
         XCTAssertEqual(CRC32.usesCarrylessMultiply, flags.contains("pclmulqdq") && flags.contains("sse4_1"))
         #endif
-        func reference(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-            var crc: UInt32 = 0xFFFF_FFFF
-            for b in bytes {
-                crc ^= UInt32(b)
-                for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
-            }
-            return crc ^ 0xFFFF_FFFF
-        }
         var generator = SystemRandomNumberGenerator()
         let data = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
         for (offset, length) in [(0, 16), (1, 17), (3, 31), (5, 32), (7, 33), (9, 1_000), (15, 4_099), (2, 65_536), (11, 69_989)] {
