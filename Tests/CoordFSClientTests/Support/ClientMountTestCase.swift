@@ -61,7 +61,18 @@ class ClientMountTestCase: XCTestCase {
         // holds its /dev/fuse descriptor, its log and store files for the rest of the run.
         daemon = nil
         if let mnt, MountTable.coordfsMount(at: mnt) != nil { umount2(mnt, Int32(MNT_DETACH)) }
-        if let root { try? FileManager.default.removeItem(atPath: root) }
+        if let root {
+            try? FileManager.default.removeItem(atPath: root)
+            // Paths past PATH_MAX (DeepPathTests) are beyond FileManager: rm walks them by descriptor.
+            if access(root, F_OK) == 0 {
+                let rm = Process()
+                rm.executableURL = URL(fileURLWithPath: "/bin/rm")
+                rm.arguments = ["-rf", "--one-file-system", root]
+                try? rm.run()
+                rm.waitUntilExit()
+            }
+            XCTAssertNotEqual(access(root, F_OK), 0, "the test's folder \(root) is removed")
+        }
     }
 
     var socketPath: String { daemon.plan.state.controlSocket }
