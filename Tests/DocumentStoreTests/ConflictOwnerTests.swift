@@ -8,6 +8,13 @@ import XCTest
 /// the presenter is gone; a conflict an older store recorded has no owner (root's alone).
 final class ConflictOwnerTests: XCTestCase {
     var f: Fixture!
+
+    /// XCTest keeps every test object until the process ends: the fixture (whose deinit removes its
+    /// folder) is let go here.
+    override func tearDown() {
+        f = nil
+        super.tearDown()
+    }
     let alice = StorePresenterID("coordfs-1-1/presenter#1")
     let bob = StorePresenterID("coordfs-1-1/presenter#2")
 

@@ -7,6 +7,13 @@ import XCTest
 /// for its readers, recording the conflict, and every resolution.
 final class LostUpdateStoreTests: XCTestCase {
     var f: Fixture!
+
+    /// XCTest keeps every test object until the process ends: the fixture (whose deinit removes its
+    /// folder) is let go here.
+    override func tearDown() {
+        f = nil
+        super.tearDown()
+    }
     let saver = StorePresenterID("process:4242:77:uid:0")
 
     override func setUpWithError() throws {

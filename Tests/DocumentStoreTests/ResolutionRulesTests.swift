@@ -8,6 +8,13 @@ import XCTest
 /// inside its write) give the same error for the same state, and a refusal changes nothing.
 final class ResolutionRulesTests: XCTestCase {
     var f: Fixture!
+
+    /// XCTest keeps every test object until the process ends: the fixture (whose deinit removes its
+    /// folder) is let go here.
+    override func tearDown() {
+        f = nil
+        super.tearDown()
+    }
     var scenarios: Scenarios!
     let saver = StorePresenterID("process:4242:77:uid:0")
     let text = Contents.bytes(Array("mine\n".utf8))

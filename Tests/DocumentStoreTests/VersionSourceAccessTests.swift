@@ -9,6 +9,13 @@ import XCTest
 final class VersionSourceAccessTests: XCTestCase {
     var f: Fixture!
 
+    /// XCTest keeps every test object until the process ends: the fixture (whose deinit removes its
+    /// folder) is let go here.
+    override func tearDown() {
+        f = nil
+        super.tearDown()
+    }
+
     override func setUpWithError() throws { f = try Fixture.onDisk() }
 
     func testAVersionRecordsWhoCouldReadItsFile() throws {
