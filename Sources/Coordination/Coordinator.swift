@@ -284,16 +284,12 @@ public final class Coordinator: @unchecked Sendable {
     /// changes when the access ends: whatever this host changes reaches every node, however it was
     /// made. A change this host did not make goes through ``announceObserved(_:origin:)``. Moves
     /// re-key presenters at once.
-    public func announce(_ change: AccessChange, origin: AccessOrigin) {
-        announceObserved(change, origin: origin)
-        gate?.changedOutsideAccess([change], origin: origin)
-    }
-
-    /// ``announce(_:origin:)`` told only to the presenters registered before `mark` (a
-    /// ``presenterMark`` taken when the change was made): a change told late (a new file's
-    /// appearance, told once it outlived the save window) is not news to a presenter that registered
-    /// after it was made, which found the item as the change left it. The gate hears it as always.
-    public func announce(_ change: AccessChange, origin: AccessOrigin, toPresentersRegisteredBefore mark: UInt64) {
+    ///
+    /// With `mark` (a ``presenterMark`` taken when the change was made), only the presenters
+    /// registered before it are told: a change told late (a new file's appearance, told once it
+    /// outlived the save window) is not news to a presenter that registered after it was made,
+    /// which found the item as the change left it. The gate hears it as always.
+    public func announce(_ change: AccessChange, origin: AccessOrigin, toPresentersRegisteredBefore mark: UInt64 = .max) {
         tellHere(change, origin: origin, registeredBefore: mark)
         gate?.changedOutsideAccess([change], origin: origin)
     }

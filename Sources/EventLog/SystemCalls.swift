@@ -25,8 +25,8 @@ enum Sys {
 
     /// Writes as much of `bytes` as the file takes (looping over short writes): how many bytes are
     /// in the file, and the error that stopped it before the end (a full disk takes what fits first).
-    /// Writes all of `bytes`; `path` names the file in an error (made only then: the log writer
-    /// calls this for every batch, and a segment's path cost some 11,000 instructions to make).
+    /// `path` names the file in an error and is made only then (the log writer calls this for every
+    /// batch, and a segment's path cost some 11,000 instructions to make).
     static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: @autoclosure () -> String) -> (written: Int, error: EventLogError?) {
         var done = 0
         while done < bytes.count {
