@@ -131,7 +131,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport", "TestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
         .testTarget(name: "LinuxTests", dependencies: ["Linux"]),
-        // Helpers more than one test target needs (POSIX ACL bytes, the Python protocol client's start; a journal and a recording presenter).
+        // Helpers more than one test target needs (POSIX ACL bytes, the Python protocol client's start, a plain HTTP client; a journal and a recording presenter).
         .target(name: "TestSupport", dependencies: ["Linux"], path: "Tests/TestSupport"),
         .target(name: "CoordinationTestSupport", dependencies: ["Coordination"], path: "Tests/CoordinationTestSupport"),
         // Real etcd members for the tests (started on free loopback ports, always stopped).

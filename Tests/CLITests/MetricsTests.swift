@@ -4,6 +4,7 @@
 import Foundation
 import Glibc
 import XCTest
+import TestSupport
 
 final class MetricsTests: CLITestCase {
     /// The address the daemon printed to its log (`coordfs: metrics at http://ADDR/metrics`).

@@ -6,6 +6,7 @@
 import Foundation
 import Glibc
 import XCTest
+import TestSupport
 
 final class WebPageTests: CLITestCase {
     static let hostile = "<img src=x onerror=alert(1)>"

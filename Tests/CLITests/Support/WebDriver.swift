@@ -3,6 +3,7 @@
 // speaks chromedriver's HTTP API with the fixture's plain HTTP client: nothing from PyPI.
 import Foundation
 import Glibc
+import TestSupport
 
 final class WebDriver {
     let port: UInt16

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 /// The control socket of an `allow_other` mount, which every local user can connect to, when the
@@ -95,29 +96,10 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
     /// The value of `series` on the daemon's metrics endpoint (its port from the daemon's log), or nil.
     private func metric(_ series: String) -> Double? {
         let log = daemonLog()
-        guard let at = log.range(of: "metrics at http://127.0.0.1:") else { return nil }
-        guard let port = UInt16(log[at.upperBound...].prefix { $0.isNumber }) else { return nil }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { return nil }
-        let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var response: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = recv(fd, &chunk, chunk.count, 0)
-            if n <= 0 { break }
-            response += chunk[0..<n]
-        }
-        let text = String(decoding: response, as: UTF8.self)
+        guard let at = log.range(of: "metrics at http://127.0.0.1:"),
+              let port = UInt16(log[at.upperBound...].prefix { $0.isNumber }),
+              let text = HTTP.request(port: port, "GET", "/metrics")?.text
+        else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
             return Double(line.dropFirst(series.count + 1).trimmingCharacters(in: .whitespaces))
         }

@@ -1,19 +1,19 @@
 // A plain HTTP/1.1 client over a TCP socket to 127.0.0.1, for the metrics endpoint and the web
-// page's server: each request on a new connection (Connection: close), the answer read to its end.
+// page's server (CLITests, MountTests): each request on a new connection (Connection: close), the answer read to its end.
 import Foundation
 import Glibc
 
-struct HTTPResponse: CustomStringConvertible {
-    var status: Int
-    var headers: [String: String]  // lower-cased names
-    var body: [UInt8]
-    var text: String { String(decoding: body, as: UTF8.self) }
-    var description: String { "HTTP \(status) \(headers) \(text.prefix(500))" }
+public struct HTTPResponse: CustomStringConvertible {
+    public var status: Int
+    public var headers: [String: String]  // lower-cased names
+    public var body: [UInt8]
+    public var text: String { String(decoding: body, as: UTF8.self) }
+    public var description: String { "HTTP \(status) \(headers) \(text.prefix(500))" }
 }
 
-enum HTTP {
+public enum HTTP {
     /// Sends `method path` with `headers` (and `body`) to 127.0.0.1:`port`; nil when the connection fails.
-    static func request(port: UInt16, _ method: String = "GET", _ path: String, headers: [String: String] = [:],
+    public static func request(port: UInt16, _ method: String = "GET", _ path: String, headers: [String: String] = [:],
                         body: [UInt8] = [], timeout: Int = 10) -> HTTPResponse? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
@@ -55,7 +55,7 @@ enum HTTP {
         return parse(answer)
     }
 
-    static func parse(_ bytes: [UInt8]) -> HTTPResponse? {
+    public static func parse(_ bytes: [UInt8]) -> HTTPResponse? {
         guard let end = (0..<max(0, bytes.count - 3)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }) else { return nil }
         let lines = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
         guard let first = lines.first, first.split(separator: " ").count >= 2, let status = Int(first.split(separator: " ")[1]) else { return nil }
