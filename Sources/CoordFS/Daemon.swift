@@ -66,7 +66,7 @@ public final class Daemon: @unchecked Sendable {
 
     /// Starts what runs beside the FUSE loop, each with threads of its own:
     /// the event log (first, so the others' records land in it), the backing watcher, the document
-    /// store and the control socket.
+    /// store, the cluster node (when `cluster=` is given; the join) and the control socket.
     func startServices() throws(MountError) {
         if plan.options.eventLog.enabled && eventLog == nil {
             do {
@@ -97,8 +97,14 @@ public final class Daemon: @unchecked Sendable {
                 + "they show through the mount after the cache timeouts, and presenters are not told")
         }
         if store == nil { store = try StoreService.start(daemon: self) }
-        if control == nil { control = try ControlService.start(daemon: self) }
+        // The cluster before the control socket: an access granted through the socket before the
+        // join would hold no gate pass, unseen by the other nodes for as long as it is held.
         try startCluster(store: clusterStoreForTesting)
+        if control == nil {
+            let started = try ControlService.start(daemon: self)
+            if let cluster { started?.handler.clusterView.withLock { $0 = ClusterView(node: cluster) } }
+            control = started
+        }
         if metrics == nil, let address = plan.options.metrics {
             let m = DaemonMetrics()
             let endpoint = try MetricsEndpoint(address: address) { [weak self] in
@@ -135,13 +141,15 @@ public final class Daemon: @unchecked Sendable {
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
         plan.state.io.removeMountRecord()
+        // The control socket before the cluster: its accesses are released through the gate, and
+        // none is granted once the node has left.
+        control?.stop()
+        control = nil
         stopCluster()
         metricsEndpoint?.stop()
         metricsEndpoint = nil
         watcher?.stop()
         watcher = nil
-        control?.stop()
-        control = nil
         store?.stop()
         store = nil
         guard let log = eventLog else { return }

@@ -182,7 +182,6 @@ extension Daemon {
             throw .system("cannot join the cluster at \(options.endpoints.joined(separator: ",")) as node \(node.name): \(error)")
         }
         cluster = node
-        control?.handler.clusterView.withLock { $0 = ClusterView(node: node) }
         sayOnStandardError("coordfs: node \(node.name) of cluster \(options.prefix) (etcd \(options.endpoints.joined(separator: ",")), lease \(options.leaseTTL) s, unreachable=\(options.unreachable.rawValue))")
     }
 

@@ -1,6 +1,7 @@
 import XCTest
 import Foundation
 import Glibc
+import Synchronization
 @testable import CoordFS
 import Cluster
 import ClusterKV
@@ -90,6 +91,101 @@ final class ClusterMountTests: TwoNodeClusterMountTestCase {
         }
         _ = done.wait(timeout: .now() + 5)
         return out
+    }
+}
+
+/// The control socket serves only once the node has joined: an access granted through it before
+/// the join would hold no gate pass, unseen by the other nodes for as long as it is held.
+final class ClusterJoinTests: TwoNodeClusterMountTestCase {
+    /// A node whose etcd calls wait until the test lets them through.
+    final class HeldStore: ClusterStore, @unchecked Sendable {
+        let store: MemoryClusterStore
+        private let state = Mutex((open: false, asked: false))
+        init(_ store: MemoryClusterStore) { self.store = store }
+        var asked: Bool { state.withLock { $0.asked } }
+        func open() { state.withLock { $0.open = true } }
+        private func pass() async throws {
+            state.withLock { $0.asked = true }
+            while !state.withLock({ $0.open }) { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        func range(_ key: [UInt8], prefix: Bool) async throws -> (values: [KeyValue], revision: Revision) {
+            try await pass(); return try await store.range(key, prefix: prefix)
+        }
+        func put(_ key: [UInt8], _ value: [UInt8], lease: LeaseID) async throws -> Revision {
+            try await pass(); return try await store.put(key, value, lease: lease)
+        }
+        func delete(_ key: [UInt8], prefix: Bool) async throws -> (revision: Revision, deleted: Int) {
+            try await pass(); return try await store.delete(key, prefix: prefix)
+        }
+        func transaction(_ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]) async throws -> TransactionResult {
+            try await pass(); return try await store.transaction(compare, success: success, failure: failure)
+        }
+        func grantLease(ttl: Int64) async throws -> (id: LeaseID, ttl: Int64) {
+            try await pass(); return try await store.grantLease(ttl: ttl)
+        }
+        func keepAlive(_ lease: LeaseID) async throws -> Int64 { try await pass(); return try await store.keepAlive(lease) }
+        func revokeLease(_ lease: LeaseID) async throws { try await pass(); try await store.revokeLease(lease) }
+        func watch(_ key: [UInt8], prefix: Bool, fromRevision: Revision) -> AsyncThrowingStream<WatchBatch, Error> {
+            store.watch(key, prefix: prefix, fromRevision: fromRevision)
+        }
+    }
+
+    func testTheControlSocketAcceptsNoConnectionUntilTheNodeHasJoined() throws {
+        let held = HeldStore(etcd)
+        let mntC = root + "/mntC"
+        mkdir(mntC, 0o755)
+        mkdir(root + "/stateC", 0o755)
+        var options = daemon.plan.options
+        options.cluster.node = "c"
+        var plan = try MountPreflight.plan(backing: backing, mountpoint: mntC, options: options)
+        plan.state = StateFolder(backing: root + "/stateC")
+        let daemonC = try Daemon(plan: plan)
+        daemonC.clusterStoreForTesting = held
+        let started = DispatchSemaphore(value: 0)
+        var waitedForStart = false
+        let failure = Mutex<String?>(nil)
+        Thread.detachNewThread {
+            do { try daemonC.startInProcess(timeoutSeconds: 30) } catch { failure.withLock { $0 = "\(error)" } }
+            started.signal()
+        }
+        defer {
+            held.open()
+            if !waitedForStart { _ = started.wait(timeout: .now() + 30) }
+            daemonC.stopAndWait()
+            if MountTable.coordfsMount(at: mntC) != nil { umount2(mntC, Int32(MNT_DETACH)) }
+        }
+        let socket = plan.state.io.controlSocket
+        let deadline = Date().addingTimeInterval(10)
+        while !held.asked && Date() < deadline { usleep(2_000) }
+        XCTAssertTrue(held.asked, "the node never began to join")
+        // The join has begun and waits for etcd: nobody may coordinate through this node yet.
+        XCTAssertFalse(Self.connects(to: socket), "the control socket accepted a connection before the node joined")
+        usleep(200_000)
+        XCTAssertFalse(Self.connects(to: socket), "the control socket accepted a connection before the node joined")
+        held.open()
+        let result = started.wait(timeout: .now() + 30)
+        waitedForStart = result == .success
+        XCTAssertEqual(result, .success, "the node did not start once etcd answered")
+        XCTAssertNil(failure.withLock { $0 })
+        XCTAssertNotNil(daemonC.cluster, "the node did not join")
+        XCTAssertTrue(Self.connects(to: socket), "the control socket does not serve after the join")
+    }
+
+    /// Whether a client can connect to the Unix socket at `path` now.
+    static func connects(to path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
     }
 }
 
