@@ -258,6 +258,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     public func open(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
+        // A user at its bound of open files (`max_user_open_files`, or the others' share of the
+        // daemon's descriptors) is refused before anything is coordinated: no presenter asked, no
+        // access taken, for an open that cannot be made.
+        if loopback.openFiles.refuses(request.context.uid) { return request.reply(error: .tooManyOpenFilesInSystem) }
         let node = loopback.inode(id)
         // Only regular files are coordinated (the policy's rule, asked before looking the path up).
         guard policy.coordinatesOpen(of: ItemKind(mode: node.type)) else {
@@ -445,6 +449,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     public func create(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, file: FileInfo) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
+        if loopback.openFiles.refuses(request.context.uid) { return request.reply(error: .tooManyOpenFilesInSystem) }
         let pnode = loopback.inode(parent)
         let n = name.string, bytes = name.copy
         guard let dirPath = path(pnode), let p = try? dirPath.appending(n) else {

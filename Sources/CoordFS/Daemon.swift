@@ -68,6 +68,7 @@ public final class Daemon: @unchecked Sendable {
     /// the event log (first, so the others' records land in it), the backing watcher, the document
     /// store, the cluster node (when `cluster=` is given; the join) and the control socket.
     func startServices() throws(MountError) {
+        boundOpenFiles()
         if plan.options.eventLog.enabled && eventLog == nil {
             do {
                 let log = try EventLogWriter(directory: plan.state.io.eventLog, options: plan.options.eventLog.writerOptions)
@@ -317,6 +318,16 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         _exit(1)
+    }
+
+    /// Bounds what other users' opens through the mount may hold of the daemon's descriptors
+    /// (`max_user_open_files`, and the others' pool the descriptor limit leaves once raised).
+    private func boundOpenFiles() {
+        var limit = rlimit()
+        let descriptors = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(min(limit.rlim_cur, 1 << 30)) : 1024
+        loopback.openFiles.configure(perUser: plan.options.limits.maxUserOpenFiles,
+                                     others: OpenFileBounds.pool(descriptorLimit: descriptors, nodeBudget: loopback.nodeDescriptorBudget))
+        loopback.openFiles.setNotice { sayOnStandardError($0) }
     }
 
     /// Nodes hold descriptors up to half the limit and are reopened by file handle beyond it: take

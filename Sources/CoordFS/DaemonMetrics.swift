@@ -48,6 +48,8 @@ public final class DaemonMetrics: @unchecked Sendable {
     private let readerRecords: Prometheus.Gauge
     private let readersDropped: Prometheus.Counter
     private let controlOutOfDescriptors: Prometheus.Counter
+    private let openFilesRefused: Prometheus.Counter
+    private let othersOpenFiles: Prometheus.Gauge
     private let cpuSeconds: Prometheus.Counter
     private let residentBytes, virtualBytes, openFDs, maxFDs, startTime, threads: Prometheus.Gauge
     /// What the scrape-time counters had reached at the last scrape (they only ever increase by the delta).
@@ -101,6 +103,8 @@ public final class DaemonMetrics: @unchecked Sendable {
         readerRecords = r.makeGauge(descriptor: describe("coordfs_lost_update_readers", "Records of the lost-update readers table (a live process that read a document)."))
         readersDropped = r.makeCounter(descriptor: describe("coordfs_lost_update_readers_dropped_total", "Records of the lost-update readers table dropped by max_user_readers or max_readers (the oldest of a user's)."))
         controlOutOfDescriptors = r.makeCounter(descriptor: describe("coordfs_control_out_of_descriptors_total", "Times the control socket found no file descriptor (or memory) to accept a connection with; new connections waited meanwhile."))
+        openFilesRefused = r.makeCounter(descriptor: describe("coordfs_open_files_refused_total", "Opens through the mount refused with ENFILE by max_user_open_files or by the descriptors kept for root and the owner."))
+        othersOpenFiles = r.makeGauge(descriptor: describe("coordfs_open_files_others", "Descriptors the daemon holds now for files and directories users other than root and the owner hold open through the mount."))
         cpuSeconds = r.makeCounter(descriptor: describe("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
         residentBytes = r.makeGauge(descriptor: describe("process_resident_memory_bytes", "Resident memory size in bytes."))
         virtualBytes = r.makeGauge(descriptor: describe("process_virtual_memory_bytes", "Virtual memory size in bytes."))
@@ -154,6 +158,8 @@ public final class DaemonMetrics: @unchecked Sendable {
                 advance(logRecordsSummarised, to: share.summarisedRecords)
             }
             if let control = daemon.control { advance(controlOutOfDescriptors, to: control.server.descriptorExhaustions) }
+            advance(openFilesRefused, to: UInt64(daemon.loopback.openFiles.refusals))
+            othersOpenFiles.set(Double(daemon.loopback.openFiles.heldByOthers))
             readProcess()
             return registry.emitToBuffer()
         }

@@ -23,6 +23,11 @@ public struct PeerLimits: Sendable, Equatable {
     /// presenter's answer or an access held elsewhere); beyond it, the request fails with EAGAIN.
     /// On io_uring each such request holds a ring entry (FuseKit's `RingTransport`).
     public var maxUserWaits = 1024
+    /// `max_user_open_files`: files and directories one user holds open through the mount (each
+    /// holds a descriptor in the daemon; an unnamed `O_TMPFILE` file counts two); beyond it the open
+    /// fails with ENFILE, nothing done. All such users' opens together are bounded too, by the
+    /// daemon's descriptor limit (`OpenFileBounds.pool`), so that root and the owner keep theirs.
+    public var maxUserOpenFiles = 8192
     /// `max_user_pinned_versions`: versions the document store keeps beyond retention for one user
     /// (its presenters' bases, its open conflicts, versions held for its live readers); beyond it
     /// its presenters' registrations are refused and nothing more is pinned for it
@@ -61,7 +66,7 @@ public struct PeerLimits: Sendable, Equatable {
 
     static let documentation = """
         limits: max_connections=N, max_user_connections=N, max_user_presenters=N, max_user_accesses=N,
-          max_user_asks=N, max_user_waits=N, max_user_pinned_versions=N (1000), max_user_pinned_mb=N (1024),
+          max_user_asks=N, max_user_waits=N, max_user_open_files=N (8192), max_user_pinned_versions=N (1000), max_user_pinned_mb=N (1024),
           max_user_readers=N (65536), max_readers=N (262144), idle_timeout=S, slow_timeout=S
         """
 
@@ -86,6 +91,7 @@ public struct PeerLimits: Sendable, Equatable {
         case "max_user_accesses": maxUserAccesses = try count(1...1_000_000)
         case "max_user_asks": maxUserAsks = try count(1...1_000_000)
         case "max_user_waits": maxUserWaits = try count(1...1_000_000)
+        case "max_user_open_files": maxUserOpenFiles = try count(1...10_000_000)
         case "max_user_readers": maxUserReaders = try count(1...10_000_000)
         case "max_readers": maxReaders = try count(1...100_000_000)
         case "max_user_pinned_versions": maxUserPinnedVersions = try count(1...10_000_000)

@@ -69,6 +69,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// lookup that found nothing gives a cacheable "no such name" only if none came in meanwhile.
     private let appearances = Atomic<UInt64>(0)
     private let backingFiles = Mutex<(any BackingFileRegistry)?>(nil)
+    /// The descriptors other users' opens may hold (`max_user_open_files`, and a reserve for root
+    /// and the owner); unbounded until the daemon configures it.
+    public let openFiles = OpenFileBounds()
+    /// How many node descriptors the inode table may hold (`DescriptorBudget`).
+    public var nodeDescriptorBudget: Int { inodes.budget.limit }
     private let dataRequestCount = Atomic<Int>(0)
     private let quietCloses = QuietCloses()
     /// When every node's absent attributes were last forgotten (`forgetAbsentXattrs`).
@@ -664,13 +669,29 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// An O_TRUNC open by a caller other than root drops set-user-ID and set-group-ID as the VFS
     /// would (the daemon's own truncate, as root, keeps them; with FUSE_HANDLE_KILLPRIV_V2 the kernel
     /// leaves this to the file system).
+    ///
+    /// A user other than root and the owner at its bound of open files (`OpenFileBounds`) gets
+    /// ENFILE, nothing opened or truncated.
     public func openFile(_ node: BackingNode, flags: Int32, caller: RequestContext) -> Result<OpenFile, Errno> {
+        let hold: OpenFileBounds.Hold?
+        switch openFiles.take(caller.uid) {
+        case .success(let h): hold = h
+        case .failure(let e): return .failure(e)
+        }
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
         let opened = reopen(node, flags: f)
         if case .success = opened, flags & O_TRUNC != 0, caller.uid != 0 {
             _ = dropPrivileges(of: node, caller: caller, onlyIfSet: true)
         }
-        return opened.map { makeOpen($0, node, flags) }
+        switch opened {
+        case .success(let fd):
+            let open = makeOpen(fd, node, flags)
+            open.hold = hold
+            return .success(open)
+        case .failure(let e):
+            hold?.giveBack()
+            return .failure(e)
+        }
     }
 
     /// Lets regular files use kernel passthrough through `registry` once it is enabled.
@@ -796,8 +817,31 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    /// Creates and opens `name` in `parent` for the caller (create(2) with O_CREAT), counting one lookup.
+    /// Creates and opens `name` in `parent` for the caller (create(2) with O_CREAT), counting one
+    /// lookup. A user other than root and the owner at its bound of open files (`OpenFileBounds`)
+    /// gets ENFILE, nothing made.
     public func createFile(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        Self.holding(openFiles.take(context.uid)) { createCounted(parent: p, name: name, mode: mode, flags: flags, context: context) }
+    }
+
+    /// `make`'s open, holding `taken` (given back when it fails, else when the open's descriptor
+    /// closes); `taken`'s refusal as it is.
+    private static func holding(_ taken: Result<OpenFileBounds.Hold?, Errno>,
+                                _ make: () -> Result<(EntryReply, OpenFile), Errno>) -> Result<(EntryReply, OpenFile), Errno> {
+        let hold: OpenFileBounds.Hold?
+        switch taken {
+        case .success(let h): hold = h
+        case .failure(let e): return .failure(e)
+        }
+        let made = make()
+        switch made {
+        case .success(let (_, open)): open.hold = hold
+        case .failure: hold?.giveBack()
+        }
+        return made
+    }
+
+    private func createCounted(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let handsOver = runningAsRoot && (context.uid != 0 || context.gid != 0)
         // Always made with O_EXCL, so the daemon knows whether this create made the file: a create
@@ -905,7 +949,12 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// daemon acts with the mounting user's ids and the backing folder's checks answer. Its node holds
     /// a descriptor whatever the budget (`InodeTable.rememberUnnamed`): without a name, nothing else
     /// reaches it. Never linked, it goes when its last descriptor and the kernel's node are let go.
+    /// It counts two descriptors in `OpenFileBounds` while open (its own and its node's).
     public func createUnnamedFile(parent p: BackingNode, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        Self.holding(openFiles.take(context.uid, 2)) { createUnnamedCounted(parent: p, mode: mode, flags: flags, context: context) }
+    }
+
+    private func createUnnamedCounted(parent p: BackingNode, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_TRUNC | Self.openTemporaryFile)) | Self.openTemporaryFile | O_CLOEXEC
         let fd: Int32
         switch p.withFD({ pfd in sysValue { openat(pfd, ".", f, mode) } }) {
@@ -991,18 +1040,27 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     // MARK: Directories
 
+    /// A user other than root and the owner at its bound of open files (`OpenFileBounds`) gets ENFILE.
     public func opendir(_ request: consuming Request, inode id: InodeID, file: FileInfo) {
         let node = inode(id)
+        let hold: OpenFileBounds.Hold?
+        switch openFiles.take(request.context.uid) {
+        case .success(let h): hold = h
+        case .failure(let e): return request.reply(error: e)
+        }
         let fd: Int32
         switch node.withFD({ dfd in sysValue { openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } }) {
         case .success(let f): fd = f
-        case .failure(let e): return request.reply(error: e)
+        case .failure(let e):
+            hold?.giveBack()
+            return request.reply(error: e)
         }
         guard let dir = fdopendir(fd) else {
             let e = Errno(rawValue: errno); close(fd)
+            hold?.giveBack()
             return request.reply(error: e)
         }
-        let handle = DirectoryHandle(dir: dir, hidesReservedNames: id == .root && !hidden.isEmpty)
+        let handle = DirectoryHandle(dir: dir, hidesReservedNames: id == .root && !hidden.isEmpty, hold: hold)
         let raw = UInt64(UInt(bitPattern: Unmanaged.passRetained(handle).toOpaque()))
         request.reply(open: OpenReply(handle: FileHandleID(rawValue: raw)), flags: file.flags)
     }
@@ -1266,6 +1324,13 @@ final class DirectoryHandle: @unchecked Sendable {
     let lock = Mutex<Void>(())
     var offset: Int = 0
     var pending: UnsafeMutablePointer<dirent>? = nil
-    init(dir: OpaquePointer, hidesReservedNames: Bool) { self.dir = dir; self.hidesReservedNames = hidesReservedNames }
-    deinit { closedir(dir) }
+    /// Its descriptor, counted for a user other than root and the owner (`OpenFileBounds`).
+    let hold: OpenFileBounds.Hold?
+    init(dir: OpaquePointer, hidesReservedNames: Bool, hold: OpenFileBounds.Hold?) {
+        self.dir = dir; self.hidesReservedNames = hidesReservedNames; self.hold = hold
+    }
+    deinit {
+        closedir(dir)
+        hold?.giveBack()
+    }
 }

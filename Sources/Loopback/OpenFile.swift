@@ -22,6 +22,9 @@ public final class OpenFile: @unchecked Sendable {
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
+    /// The descriptors this open holds for a user other than root and the owner
+    /// (`OpenFileBounds`), given back when its descriptor closes. Set before the open is answered.
+    var hold: OpenFileBounds.Hold?
 
     init(fd: Int32, inode: BackingNode, flags: Int32, backingID: Int32? = nil, sharesInodeMode: Bool = false) {
         self.fd = fd; self.inode = inode; self.flags = flags
@@ -30,7 +33,10 @@ public final class OpenFile: @unchecked Sendable {
         let write = flags & O_ACCMODE != O_RDONLY && flags & (O_TRUNC | O_CREAT) == 0
         openedState = Mutex(backingID != nil && write ? FileState(fd) : nil)
     }
-    deinit { close(fd) }
+    deinit {
+        close(fd)
+        hold?.giveBack()
+    }
 
     /// True once data or size changed through this open (write, truncate, fallocate, copy into it).
     public var modified: Bool { modifiedFlag.load(ordering: .relaxed) }

@@ -192,7 +192,7 @@ final class PeerLimitsTests: ClientMountTestCase {
 
     /// Every limit option is range-checked with a clear error.
     func testLimitOptionsAreRangeChecked() throws {
-        let options = try MountOptions.parse(["max_connections=100,max_user_connections=10,max_user_presenters=7,max_user_accesses=3,max_user_asks=9,max_user_waits=5,idle_timeout=60,slow_timeout=2.5",
+        let options = try MountOptions.parse(["max_connections=100,max_user_connections=10,max_user_presenters=7,max_user_accesses=3,max_user_asks=9,max_user_waits=5,max_user_open_files=13,idle_timeout=60,slow_timeout=2.5",
                                              "max_user_pinned_versions=4,max_user_pinned_mb=2,max_user_readers=11,max_readers=12"])
         XCTAssertEqual(options.limits.maxConnections, 100)
         XCTAssertEqual(options.limits.maxUserConnections, 10)
@@ -200,12 +200,15 @@ final class PeerLimitsTests: ClientMountTestCase {
         XCTAssertEqual(options.limits.maxUserAccesses, 3)
         XCTAssertEqual(options.limits.maxUserAsks, 9)
         XCTAssertEqual(options.limits.maxUserWaits, 5)
+        XCTAssertEqual(options.limits.maxUserOpenFiles, 13)
+        XCTAssertEqual(MountOptions().limits.maxUserOpenFiles, 8192)
         XCTAssertEqual(options.limits.idleTimeout, 60)
         XCTAssertEqual(options.limits.slowTimeout, 2.5)
         XCTAssertEqual(options.limits.userPins, UserPinBudget(maxVersions: 4, maxBytes: 2 << 20, exempt: PeerLimits.exemptUsers))
         XCTAssertEqual(options.limits.readers, ImplicitReaders.Limits(perUser: 11, total: 12))
         for bad in ["max_connections=0", "max_connections=65537", "max_user_connections=-1", "max_user_presenters=1e300",
-                    "max_user_presenters=17592186044416", "max_user_accesses=", "max_user_asks=x", "max_user_waits=0", "max_user_waits=1000001", "idle_timeout=inf",
+                    "max_user_presenters=17592186044416", "max_user_accesses=", "max_user_asks=x", "max_user_waits=0", "max_user_waits=1000001", "max_user_open_files=0", "max_user_open_files=10000001",
+                    "max_user_open_files=1e3", "idle_timeout=inf",
                     "idle_timeout=nan", "slow_timeout=0", "slow_timeout=86401", "max_user_presenters",
                     "max_user_pinned_versions=0", "max_user_pinned_mb=1073741825", "max_user_readers=x", "max_readers=0"] {
             XCTAssertThrowsError(try MountOptions.parse([bad]), bad) { error in

@@ -1,0 +1,129 @@
+import Glibc
+import Synchronization
+import SystemPackage
+
+/// What users other than root and the mount's owner may hold open through the mount: each open
+/// file and directory (and an unnamed file's node, `O_TMPFILE`) holds a descriptor in the daemon
+/// for as long as the kernel holds the open, and on an `allow_other` mount any local user can
+/// open a world-readable file over and over from many processes, each up to its own `ulimit -n`.
+/// Without a bound one user took every descriptor the daemon has: root's opens through the mount,
+/// root's presenters' connections and the store's and the log's files then failed.
+///
+/// Two bounds (docs/protocol.md, "Limits"): `max_user_open_files` opens of one user, and all such
+/// users' opens together at most `others` (three quarters of the descriptors the node budget
+/// leaves, `pool(descriptorLimit:nodeBudget:)`): the rest is kept for root, the owner and the
+/// daemon's own files, so no other user can lock them out. Beyond either, the open fails with
+/// ENFILE ("too many open files in system": the caller's own table is not full), nothing done.
+/// Root's and the owner's opens are not counted (two comparisons, no lock).
+public final class OpenFileBounds: Sendable {
+    /// Root, and the daemon's own user (the mount's owner).
+    let owner: UInt32
+    private let perUser = Atomic<Int>(Int.max)
+    private let others = Atomic<Int>(Int.max)
+    private struct Counts {
+        var byUser: [UInt32: Int] = [:]
+        var total = 0
+    }
+    private let counts = Mutex(Counts())
+    private let refusedCount = Atomic<Int>(0)
+    /// When a refusal was last said (monotonic seconds), to say it at most once a minute.
+    private let lastSaid = Mutex<(at: Double, refusedThen: Int)?>(nil)
+    private let notice = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    public init(owner: UInt32 = getuid()) { self.owner = owner }
+
+    /// A user's opens held (given back with `giveBack` when its descriptor closes).
+    public struct Hold: Sendable {
+        let bounds: OpenFileBounds
+        let uid: UInt32
+        let units: Int
+        /// Gives the descriptors back (once: the holder calls it from its deinit).
+        func giveBack() { bounds.give(uid, units) }
+    }
+
+    /// Sets the bounds: `perUser` opens of one user, `others` of all users but root and the owner.
+    public func configure(perUser: Int, others: Int) {
+        self.perUser.store(max(0, perUser), ordering: .relaxed)
+        self.others.store(max(0, others), ordering: .relaxed)
+    }
+
+    /// Where the daemon's log says a refusal (at most once a minute, with how many since).
+    public func setNotice(_ say: (@Sendable (String) -> Void)?) { notice.withLock { $0 = say } }
+
+    /// The total for users other than root and the owner: three quarters of the descriptors the
+    /// node budget leaves (at least 64 kept for root, the owner, the control socket, the store and
+    /// the log).
+    public static func pool(descriptorLimit: Int, nodeBudget: Int) -> Int {
+        let rest = max(0, descriptorLimit - nodeBudget)
+        return max(0, rest - max(64, rest / 4))
+    }
+
+    @inline(__always)
+    func isExempt(_ uid: UInt32) -> Bool { uid == 0 || uid == owner }
+
+    /// Takes `units` descriptors for `uid`'s open: ENFILE (nothing taken) at `uid`'s bound or at
+    /// the others' total; nil for root and the owner (nothing counted).
+    func take(_ uid: UInt32, _ units: Int = 1) -> Result<Hold?, Errno> {
+        if isExempt(uid) { return .success(nil) }
+        let user = perUser.load(ordering: .relaxed), all = others.load(ordering: .relaxed)
+        let taken = counts.withLock { c -> Bool in
+            let mine = c.byUser[uid] ?? 0
+            guard mine + units <= user, c.total + units <= all else { return false }
+            c.byUser[uid] = mine + units
+            c.total += units
+            return true
+        }
+        guard taken else {
+            refused(uid, atUserBound: (counts.withLock { $0.byUser[uid] ?? 0 }) + units > user)
+            return .failure(Errno(rawValue: ENFILE))
+        }
+        return .success(Hold(bounds: self, uid: uid, units: units))
+    }
+
+    private func give(_ uid: UInt32, _ units: Int) {
+        counts.withLock { c in
+            if let mine = c.byUser[uid], mine > units { c.byUser[uid] = mine - units } else { c.byUser[uid] = nil }
+            c.total = max(0, c.total - units)
+        }
+    }
+
+    /// Whether an open of `uid` would be refused now (asked before coordinating an open, so that a
+    /// user at its bound asks no presenter and takes no access for an open that cannot be made).
+    @inline(__always)
+    public func refuses(_ uid: UInt32) -> Bool {
+        if isExempt(uid) { return false }
+        let user = perUser.load(ordering: .relaxed), all = others.load(ordering: .relaxed)
+        let (mine, total) = counts.withLock { ($0.byUser[uid] ?? 0, $0.total) }
+        guard mine < user, total < all else {
+            refused(uid, atUserBound: mine >= user)
+            return true
+        }
+        return false
+    }
+
+    private func refused(_ uid: UInt32, atUserBound: Bool) {
+        let n = refusedCount.add(1, ordering: .relaxed).newValue
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let t = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        let since = lastSaid.withLock { last -> Int? in
+            if let l = last, t - l.at < 60 { return nil }
+            defer { last = (at: t, refusedThen: n) }
+            return n - (last?.refusedThen ?? 0)
+        }
+        guard let since, let say = notice.withLock({ $0 }) else { return }
+        let which = atUserBound
+            ? "user \(uid) holds max_user_open_files (\(perUser.load(ordering: .relaxed))) files open through the mount"
+            : "users other than root and the owner hold \(others.load(ordering: .relaxed)) files open through the mount, all the daemon leaves them"
+        say("coordfs: \(which): further opens of such users fail with ENFILE until some close (\(since) refused since last said)")
+    }
+
+    /// Opens refused so far.
+    public var refusals: Int { refusedCount.load(ordering: .relaxed) }
+    /// Descriptors held for `uid`'s opens now (0 for root and the owner: not counted).
+    public func held(by uid: UInt32) -> Int { counts.withLock { $0.byUser[uid] ?? 0 } }
+    /// Descriptors held for the opens of users other than root and the owner now.
+    public var heldByOthers: Int { counts.withLock { $0.total } }
+    /// The bounds now.
+    public var bounds: (perUser: Int, others: Int) { (perUser.load(ordering: .relaxed), others.load(ordering: .relaxed)) }
+}
