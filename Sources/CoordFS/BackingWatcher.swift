@@ -319,9 +319,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             coordinator.announceObserved(.subitemAppeared(p), origin: origin)
         }
         if mask & LinuxCalls.Fanotify.closeWrite != 0 || (mask & LinuxCalls.Fanotify.attrib != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0) {
-            // Written (a change of attributes alone is not one of contents for the store).
-            if mask & LinuxCalls.Fanotify.closeWrite != 0 { fileSystem?.documents(p)?.didChange(p, by: origin) }
-            coordinator.announceObserved(.changed(p), origin: origin)
+            // Written (a change of attributes alone is not one of contents for the store). The file's
+            // other names a presenter presents (hard links) are the same file: changed too.
+            for q in [p] + otherPresentedNames(first, changed, besides: p) {
+                if mask & LinuxCalls.Fanotify.closeWrite != 0 { fileSystem?.documents(q)?.didChange(q, by: origin) }
+                coordinator.announceObserved(.changed(q), origin: origin)
+            }
         }
         if mask & LinuxCalls.Fanotify.delete != 0 {
             fileSystem?.documents(p)?.didDelete(p, by: origin)
@@ -425,6 +428,30 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             return fstatat(dfd, r.name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT
         }
         return exists == .success(false)
+    }
+
+    /// The presented names other than `p` of the regular file an event's entry is (hard links:
+    /// docs/semantics.md, "Several names for one file"); none for a file with one name, or while
+    /// nobody presents anything.
+    private func otherPresentedNames(_ r: (type: UInt8, node: BackingNode, name: String), _ changed: BackingNode?,
+                                     besides p: ItemPath) -> [ItemPath] {
+        guard let fs = fileSystem, coordinator.hasPresenters else { return [] }
+        let looked: stat?
+        if let changed {
+            looked = (try? changed.withDescriptor { fd -> stat? in
+                var st = stat()
+                return fstat(fd, &st) == 0 ? st : nil
+            }.get()) ?? nil
+        } else {
+            looked = (try? r.node.withDescriptor { dfd -> stat? in
+                r.name.withNameCString { name -> stat? in
+                    var st = stat()
+                    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+                }
+            }.get()) ?? nil
+        }
+        guard let st = looked, st.st_nlink > 1 else { return [] }
+        return fs.presentedNames(of: st).filter { $0 != p }
     }
 
     /// The mount path of an event's entry.

@@ -171,9 +171,46 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // by, when that name still is the file: no read of /proc/self/fd on every open.
         if let (directory, name) = loopback.lookedUpName(of: node), let folder = path(directory),
            let p = try? folder.appending(name) {
-            return p
+            return presentedName(of: node, else: p)
         }
-        return loopback.path(of: node) { try? ItemPath($0) }
+        return loopback.path(of: node) { try? ItemPath($0) }.map { presentedName(of: node, else: $0) }
+    }
+
+    /// The name an access to a regular file with several names (hard links) is coordinated at. An
+    /// open or a setattr reaches the daemon with the file's node only, never the name its caller
+    /// used, and the node's path is the name the kernel last looked up (`ls`, `cat other` of
+    /// another name moves it there, while the kernel's cached entry of the document's own name
+    /// leads to the same node without a lookup). When `p` is not presented but another name of
+    /// the file is, the access is that document's: its presenters are asked and told, and its
+    /// store keeps its version (docs/semantics.md, "Several names for one file"). Costs nothing
+    /// while nobody presents anything, one fstat of the node while someone does, and a look at
+    /// every presented path only for a file with several names.
+    func presentedName(of node: BackingNode, else p: ItemPath) -> ItemPath {
+        guard node.type == S_IFREG, coordinator.hasPresenters,
+              case .success(let found) = node.withDescriptor({ fd -> stat? in
+                  var st = stat()
+                  return fstat(fd, &st) == 0 ? st : nil
+              }), let st = found, st.st_nlink > 1, !coordinator.isPresented(p) else { return p }
+        return presentedNames(of: st).first ?? p
+    }
+
+    /// The presented paths that are names of the regular file `st` (hard links), in path order.
+    func presentedNames(of st: stat) -> [ItemPath] {
+        guard st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1 else { return [] }
+        let candidates = coordinator.presentedPaths()
+        if candidates.isEmpty { return [] }
+        let root = loopback.inode(.root)
+        let found = root.withDescriptor { rootFD -> [ItemPath] in
+            candidates.filter { q in
+                guard !q.components.isEmpty else { return false }
+                return q.string.withNameCString { name in
+                    var other = stat()
+                    return fstatat(rootFD, name, &other, AT_SYMLINK_NOFOLLOW) == 0
+                        && other.st_dev == st.st_dev && other.st_ino == st.st_ino
+                }
+            }
+        }
+        return ((try? found.get()) ?? []).sorted()
     }
 
     func path(_ parent: BackingNode, _ name: String) -> ItemPath? {

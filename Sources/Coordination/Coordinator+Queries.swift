@@ -20,6 +20,20 @@ extension Coordinator {
         lock.withLock { presenterNode(path).map { !$0.records.isEmpty || $0.descendantPresenters > 0 } ?? false }
     }
 
+    /// Every path a presenter is registered for here, each once (files and folders, in no order).
+    /// Costs the number of presenters: the mount asks it only for a file with several names (hard
+    /// links), to find which of them are presented.
+    public func presentedPaths() -> [ItemPath] {
+        lock.withLock {
+            if presenters.isEmpty { return [] }
+            var seen = Set<ItemPath>()
+            return presenters.byID.values.compactMap { seen.insert($0.path).inserted ? $0.path : nil }
+        }
+    }
+
+    /// True when any presenter is registered here.
+    public var hasPresenters: Bool { lock.withLock { !presenters.isEmpty } }
+
     /// The presenter trie's node of `path`, nil when no presenter is at or below it (call with the
     /// lock held). Costs the path's depth.
     private func presenterNode(_ path: ItemPath) -> PathNode? {
