@@ -621,6 +621,71 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
+    // MARK: Extended attributes
+
+    /// An extended attribute set or removed (setfattr, setfacl, a file manager's tags) is a change
+    /// of attributes, as a chmod by path is (docs/semantics.md): presenters are asked and told, the
+    /// store keeps no version and opens no conflict. Part of the caller's own open for writing (its
+    /// close tells it), of its save right before (vim sets the ACL after writing) and of a file it
+    /// just made (`cp -a`, `rsync -X`); a temp name tells nobody. A change the kernel makes inside
+    /// another system call (the capability a chown removes) is that call's, not coordinated again.
+    public func setxattr(_ request: consuming Request, inode id: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) {
+        let node = loopback.inode(id)
+        guard let (covered, plan, p) = attributeChange(request.context, node) else {
+            return loopback.setxattr(request, inode: id, name: name, value: value, flags: flags)
+        }
+        // The request's buffers do not outlive a wait: copied.
+        let n = name.copy, v = Array(value)
+        changeAttribute(request, node, covered: covered, plan: plan, p) { [loopback] in
+            n.withCString { name in v.withUnsafeBytes { loopback.setExtendedAttribute(node, name: name, value: $0, flags: flags) } }
+        }
+    }
+
+    public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
+        let node = loopback.inode(id)
+        guard let (covered, plan, p) = attributeChange(request.context, node) else {
+            return loopback.removexattr(request, inode: id, name: name)
+        }
+        let n = name.copy, caller = request.context
+        changeAttribute(request, node, covered: covered, plan: plan, p) { [loopback] in
+            n.withCString { loopback.removeExtendedAttribute(node, name: $0, caller: caller) }
+        }
+    }
+
+    /// How an extended attribute change of `node` is coordinated: covered by the caller's open
+    /// for writing, a plan of its own at a path, or nil: not coordinated.
+    private func attributeChange(_ context: RequestContext, _ node: BackingNode)
+        -> (covered: (handle: HandleAccess, file: OpenFile)?, plan: Plan?, path: ItemPath?)? {
+        guard node.type == S_IFREG, CallerSystemCall.isExtendedAttributeChange(context.pid) != false else { return nil }
+        let pid = names.process(of: context.pid)
+        if let writer = openWriter(of: node, pid: pid) { return (writer, nil, nil) }
+        guard let p = path(node) else { return nil }
+        perform(policy.setAttributesPrelude(p), by: pid)
+        guard let plan = policy.setAttributes(.init(path: p, sizeChanges: false, tempName: isTemp(p), fresh: freshness(p, for: pid),
+                                                    afterOwnSave: saves.isAftermath(p, by: pid))) else { return nil }
+        perform(plan.first, by: pid)
+        return (nil, plan, p)
+    }
+
+    private func changeAttribute(_ request: consuming Request, _ node: BackingNode, covered: (handle: HandleAccess, file: OpenFile)?,
+                                 plan: Plan?, _ p: ItemPath?, _ change: @escaping @Sendable () -> Errno?) {
+        if let (handle, file) = covered {
+            file.noteChangesSinceOpen()
+            let e = change()
+            if e == nil {
+                handle.touch()
+                file.noteAttributesSet()
+            }
+            if let e { return request.reply(error: e) }
+            return request.replyOK()
+        }
+        guard let plan, let p else { return request.reply(error: .ioError) }
+        withAccess(request, plan.intents, origin: origin(request.context, p), write: true) { [self] req, grant in
+            let e = perform(plan, grant, change)
+            if let e { req.reply(error: e) } else { req.replyOK() }
+        }
+    }
+
     // MARK: Names
 
     /// mknod, mkdir, symlink and link: a short write on the parent; the new item appears.
@@ -786,10 +851,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func releasedir(_ request: consuming Request, inode: InodeID, file: FileInfo) { loopback.releasedir(request, inode: inode, file: file) }
     public func fsyncdir(_ request: consuming Request, inode: InodeID, dataOnly: Bool, file: FileInfo) { loopback.fsyncdir(request, inode: inode, dataOnly: dataOnly, file: file) }
     public func statfs(_ request: consuming Request, inode: InodeID) { loopback.statfs(request, inode: inode) }
-    public func setxattr(_ request: consuming Request, inode: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) { loopback.setxattr(request, inode: inode, name: name, value: value, flags: flags) }
     public func getxattr(_ request: consuming Request, inode: InodeID, name: FileName, size: Int) { loopback.getxattr(request, inode: inode, name: name, size: size) }
     public func listxattr(_ request: consuming Request, inode: InodeID, size: Int) { loopback.listxattr(request, inode: inode, size: size) }
-    public func removexattr(_ request: consuming Request, inode: InodeID, name: FileName) { loopback.removexattr(request, inode: inode, name: name) }
     public func access(_ request: consuming Request, inode: InodeID, mask: Int32) { loopback.access(request, inode: inode, mask: mask) }
     public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) { loopback.fallocate(request, inode: inode, mode: mode, offset: offset, length: length, file: file) }
     public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) { loopback.copyFileRange(request, input: input, inputOffset: inputOffset, inputFile: inputFile, output: output, outputOffset: outputOffset, outputFile: outputFile, length: length, flags: flags) }

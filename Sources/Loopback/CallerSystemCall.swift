@@ -9,7 +9,7 @@ import FuseKit
 import Glibc
 import LinuxGNU
 
-enum CallerSystemCall {
+public enum CallerSystemCall {
     /// The chown family on this architecture: chown, fchown, lchown, fchownat.
     #if arch(x86_64)
     static let chownCalls: Set<Int> = [92, 93, 94, 260]
@@ -18,6 +18,26 @@ enum CallerSystemCall {
     #else
     static let chownCalls: Set<Int> = []
     #endif
+
+    /// The extended-attribute changes on this architecture: setxattr, lsetxattr, fsetxattr,
+    /// removexattr, lremovexattr, fremovexattr, setxattrat, removexattrat.
+    #if arch(x86_64)
+    static let xattrChangeCalls: Set<Int> = [188, 189, 190, 197, 198, 199, 463, 466]
+    #elseif arch(arm64)
+    static let xattrChangeCalls: Set<Int> = [5, 6, 7, 14, 15, 16, 463, 466]
+    #else
+    static let xattrChangeCalls: Set<Int> = []
+    #endif
+
+    /// True when the thread `tid` is in a system call that sets or removes an extended attribute,
+    /// false when it is in another one (a chown, whose capability removal the kernel makes
+    /// itself; a write, a truncate) or in none, nil when that cannot be read.
+    public static func isExtendedAttributeChange(_ tid: pid_t) -> Bool? {
+        guard tid > 0, !xattrChangeCalls.isEmpty, let text = readWholeFile("/proc/\(tid)/syscall") else { return nil }
+        guard let first = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first else { return nil }
+        guard let number = Int(first) else { return false }   // "running": not blocked in a call
+        return xattrChangeCalls.contains(number)
+    }
 
     /// True when the thread `tid` is in a chown-family system call, false when it is in another
     /// one (a write, io_uring_enter, ...) or in none, nil when that cannot be read (a caller outside

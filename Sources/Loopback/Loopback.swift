@@ -1211,12 +1211,17 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func setxattr(_ request: consuming Request, inode id: InodeID, name: FileName, value: UnsafeRawBufferPointer, flags: Int32) {
-        let node = inode(id)
-        let result = xattrCall(node, onDescriptor: { LinuxCalls.fsetxattr($0, name.cString, value.baseAddress, value.count, flags) },
-                               onPath: { LinuxCalls.setxattr($0, name.cString, value.baseAddress, value.count, flags) })
-        xattrsMayHaveChanged(node)
-        if case .failure(let e) = result { return request.reply(error: e) }
+        if let e = setExtendedAttribute(inode(id), name: name.cString, value: value, flags: flags) { return request.reply(error: e) }
         request.replyOK()
+    }
+
+    /// Sets an extended attribute of `node` (SETXATTR's work, for a caller that coordinates it first).
+    public func setExtendedAttribute(_ node: BackingNode, name: UnsafePointer<CChar>, value: UnsafeRawBufferPointer, flags: Int32) -> Errno? {
+        let result = xattrCall(node, onDescriptor: { LinuxCalls.fsetxattr($0, name, value.baseAddress, value.count, flags) },
+                               onPath: { LinuxCalls.setxattr($0, name, value.baseAddress, value.count, flags) })
+        xattrsMayHaveChanged(node)
+        if case .failure(let e) = result { return e }
+        return nil
     }
 
     public func getxattr(_ request: consuming Request, inode id: InodeID, name: FileName, size: Int) {
@@ -1261,21 +1266,27 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func removexattr(_ request: consuming Request, inode id: InodeID, name: FileName) {
-        let node = inode(id)
+        if let e = removeExtendedAttribute(inode(id), name: name.cString, caller: request.context) { return request.reply(error: e) }
+        request.replyOK()
+    }
+
+    /// Removes an extended attribute of `node` for `caller` (REMOVEXATTR's work, for a caller that
+    /// coordinates it first).
+    public func removeExtendedAttribute(_ node: BackingNode, name: UnsafePointer<CChar>, caller: RequestContext) -> Errno? {
         // The kernel removes a file's capability itself before the SETATTR of chown(f, -1, -1)
         // (`setattr_prepare`); where Linux refuses that chown (EPERM) before removing anything, so
         // does this removal, and the chown fails with it. Anyone else's removal of
         // `security.capability` needs CAP_SETFCAP, which the kernel checks before asking.
-        if request.context.uid != 0, strcmp(name.cString, "security.capability") == 0,
-           CallerSystemCall.isChown(request.context.pid) == true,
-           case .success(let st) = attributes(of: node), CallerSystemCall.chownIsRefused(st, caller: request.context) {
-            return request.reply(error: .notPermitted)
+        if caller.uid != 0, strcmp(name, "security.capability") == 0,
+           CallerSystemCall.isChown(caller.pid) == true,
+           case .success(let st) = attributes(of: node), CallerSystemCall.chownIsRefused(st, caller: caller) {
+            return .notPermitted
         }
         // A removal makes nothing appear: the node's absent attributes stay.
-        let result = xattrCall(node, onDescriptor: { LinuxCalls.fremovexattr($0, name.cString) },
-                               onPath: { LinuxCalls.removexattr($0, name.cString) })
-        if case .failure(let e) = result { return request.reply(error: e) }
-        request.replyOK()
+        let result = xattrCall(node, onDescriptor: { LinuxCalls.fremovexattr($0, name) },
+                               onPath: { LinuxCalls.removexattr($0, name) })
+        if case .failure(let e) = result { return e }
+        return nil
     }
 
     public func access(_ request: consuming Request, inode id: InodeID, mask: Int32) {

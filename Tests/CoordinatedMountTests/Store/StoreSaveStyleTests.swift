@@ -56,12 +56,17 @@ final class StoreSaveStyleTests: StoreMountTestCase {
         try assertConflictAfterSave(p, id: id, base: "alpha\n", expect: "installed\n")
     }
 
-    /// A change of attributes only (mode, times) is told as a change, never a content conflict: no
-    /// underlying-file-changed event, no conflict, no version.
+    /// A change of attributes only (mode, times, extended attributes and ACLs) is told as a change,
+    /// never a content conflict: no underlying-file-changed event, no conflict, no version. (An
+    /// extended attribute set or removed through the mount told nothing before, while the same
+    /// change beside the mount was told.)
     func testChmodAndTouchAreAChangeOfAttributesNotOfContents() throws {
         try write("doc.txt", "alpha\n")
         let (p, id) = try presentDocument("doc.txt", unsaved: true)
-        for command in ["chmod 600 doc.txt", "touch doc.txt", "touch -m -d 2001-01-01 doc.txt", "chmod 644 doc.txt"] {
+        var commands = ["chmod 600 doc.txt", "touch doc.txt", "touch -m -d 2001-01-01 doc.txt", "chmod 644 doc.txt"]
+        if have("setfattr") { commands += ["setfattr -n user.tag -v red doc.txt", "setfattr -x user.tag doc.txt"] }
+        if have("setfacl") { commands += ["setfacl -m u:nobody:rw doc.txt", "setfacl -b doc.txt"] }
+        for command in commands {
             let before = p.log.filter { $0 == "didChange" }.count
             try sh(command)
             let deadline = Date().addingTimeInterval(5)
@@ -69,6 +74,7 @@ final class StoreSaveStyleTests: StoreMountTestCase {
             XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, before + 1, "`\(command)` is told once: \(p.log)")
         }
         XCTAssertEqual(p.waitForEvents(1, timeout: 0.5), [], "no content change: \(p.log)")
+        XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, commands.count, "each told once: \(p.log)")
         XCTAssertEqual(try service.conflicts(of: id).count, 0)
         XCTAssertEqual(backingText("doc.txt"), "alpha\n")
     }
