@@ -325,6 +325,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan) {
         let pid = grant.origin.pid
+        // Opened to read and write in place (a database; Python's "r+"): what the process writes
+        // over is what it reads through this very open, the version it opens, as an open for
+        // reading would record (docs/semantics.md, "Lost updates"). The sqlite3 shell reads a
+        // database's first bytes before it opens it to write: a write of two of them sharing one
+        // database was a lost update whenever the other wrote in between.
+        if plan.write, !plan.quiet, file.flags & O_ACCMODE == O_RDWR, file.flags & O_TRUNC == 0 {
+            _ = node.withDescriptor { lostUpdates.didRead(p, file: $0, by: pid, uid: grant.origin.uid) }
+        }
         if plan.write, !plan.quiet, let refused = lostUpdates.beforeSave(p, by: grant.origin, .inPlace) {
             grant.release()
             return request.reply(error: refused)
