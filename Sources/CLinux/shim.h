@@ -58,6 +58,7 @@ static inline int clinux_fanotify_mark(int fd, unsigned int flags, unsigned long
 }
 static const unsigned int CLINUX_FAN_REPORT_DFID_NAME = FAN_REPORT_DIR_FID | FAN_REPORT_NAME;
 static const unsigned int CLINUX_FAN_REPORT_FID = FAN_REPORT_FID;
+static const unsigned int CLINUX_FAN_REPORT_TARGET_FID = 0x00001000; /* FAN_REPORT_TARGET_FID (Linux 5.17) */
 static const unsigned int CLINUX_FAN_CLASS_NOTIF = FAN_CLASS_NOTIF;
 static const unsigned int CLINUX_FAN_MARK_ADD = FAN_MARK_ADD;
 static const unsigned int CLINUX_FAN_MARK_REMOVE = FAN_MARK_REMOVE;

@@ -18,6 +18,9 @@ import LinuxGNU
 /// change: the daemon's own changes (every change made through the mount) are skipped.
 final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let group: Int32
+    /// Whether a name's event carries the named item's own handle (`FAN_REPORT_TARGET_FID`): a
+    /// rename's moved item is then found where it went, in a folder without a mark too.
+    private let reportsTargets: Bool
     private let wake: (read: Int32, write: Int32)
     private let loopback: Loopback
     private let session: FuseSession
@@ -57,8 +60,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// backing folder show through the mount after the cache timeouts, and presenters are not told.
     init?(loopback: Loopback, session: FuseSession, coordinator: Coordinator, tempPatterns: TempNamePatterns,
           passthroughWrites: PassthroughWrites?, fileSystem: CoordinatedFileSystem? = nil) {
-        let g = LinuxCalls.Fanotify.initialize()
+        let (g, targets) = LinuxCalls.Fanotify.initialize()
         guard g >= 0 else { return nil }
+        reportsTargets = targets
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { close(g); return nil }
         group = g
@@ -164,7 +168,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             } else if pid != ownPID || (mask & LinuxCalls.Fanotify.closeWrite != 0 && passthroughWrites != nil) {
                 // The daemon's own changes are made through the mount and told there: only the close
                 // of its descriptors is looked at (`daemonClosed`).
-                var entries: [(type: UInt8, directory: [UInt8], name: String)] = []
+                var entries: [Entry] = []
                 var info = offset + metadataLength
                 while info + 4 <= offset + eventLength {
                     let type = bytes[info]
@@ -177,12 +181,13 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                         let bytesStart = handleStart + 8
                         if bytesStart + handleBytes <= info + length {
                             let handle = Array(bytes[bytesStart..<(bytesStart + handleBytes)])
+                            let handleType = bytes.loadUnaligned(fromByteOffset: handleStart + 4, as: Int32.self)
                             // The name: up to its NUL (or the record's end), decoded in place.
                             let nameStart = bytesStart + handleBytes
                             var p = nameStart
                             while p < info + length, bytes[p] != 0 { p += 1 }
                             let name = String(nameBuffer: UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[nameStart..<p]))
-                            entries.append((type, handle, name))
+                            entries.append((type, handle, handleType, name))
                         }
                     }
                     info += length
@@ -196,7 +201,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// The close of one of the daemon's own descriptors opened for writing (a write open's, closed
     /// after its release): `PassthroughWrites` stops waiting for it. Nothing is told. The file is
     /// found by its handle; its node is looked up only when that does not find it.
-    private func daemonClosed(_ entries: [(type: UInt8, directory: [UInt8], name: String)]) {
+    private func daemonClosed(_ entries: [Entry]) {
         guard let own = passthroughWrites else { return }
         let target = entries.first { $0.type == LinuxCalls.Fanotify.fidRecord }?.directory
         if own.closedByDaemon(handle: target, nil) { return }
@@ -210,7 +215,11 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
 
     private static let dfidName: UInt8 = 2, oldDfidName: UInt8 = 10, newDfidName: UInt8 = 12
 
-    private func handle(mask eventMask: UInt64, pid: Int32, entries: [(type: UInt8, directory: [UInt8], name: String)]) {
+    /// One info record of an event: its type, the directory's (or, for `fidRecord`, the changed
+    /// file's own) handle bytes and handle type, and the entry's name.
+    typealias Entry = (type: UInt8, directory: [UInt8], handleType: Int32, name: String)
+
+    private func handle(mask eventMask: UInt64, pid: Int32, entries: [Entry]) {
         var mask = eventMask
         // The changed file's own handle (its inode, whatever its names are now), where reported.
         let target = entries.first { $0.type == LinuxCalls.Fanotify.fidRecord }?.directory
@@ -254,13 +263,33 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                 session.invalidate(inode: loopback.id(of: child))
             }
         }
+        // A rename into a folder the kernel never looked up (no mark there, made beside the mount
+        // just before, at any depth) is reported by its source's mark alone, without its
+        // destination: the moved item's own handle says where it went. A document moved so moved
+        // there, as into a known folder; nowhere the mount shows (outside the backing folder, in
+        // the state folder, gone): it left the mount, a deletion.
+        let renamed = mask & LinuxCalls.Fanotify.rename != 0
+        var movedTo: ItemPath? = nil
+        if renamed, reportsTargets, !resolved.contains(where: { $0.type == Self.newDfidName }),
+           let moved = entries.first(where: { $0.type == LinuxCalls.Fanotify.fidRecord }),
+           let now = loopback.path(ofHandle: .init(bytes: moved.directory, type: moved.handleType)) {
+            movedTo = try? ItemPath(now)
+        }
+        /// A rename's source (`oldDfidName`) or destination (`newDfidName`); nil for a temp name
+        /// when `skippingTemp`.
+        func side(_ t: UInt8, skippingTemp: Bool = false) -> ItemPath? {
+            if let r = resolved.first(where: { $0.type == t }) {
+                return skippingTemp && tempPatterns.matches(r.name) ? nil : pathOf(r)
+            }
+            guard t == Self.newDfidName, let movedTo else { return nil }
+            return skippingTemp && tempPatterns.matches(movedTo.name ?? "") ? nil : movedTo
+        }
         // A document renamed through the mount moments ago to a name changed here moved: told first
         // (the store follows it), so the change reaches it at its new path as through the mount.
         if let fs = fileSystem {
-            let renamed = mask & LinuxCalls.Fanotify.rename != 0
-            let touched = renamed ? [Self.newDfidName, Self.oldDfidName].compactMap { t in resolved.first { $0.type == t } }
-                                : Array(resolved.prefix(1))
-            fs.perform(fs.policy.backingChangePrelude(touched.compactMap(pathOf)), by: pid)
+            let touched = renamed ? [Self.newDfidName, Self.oldDfidName].compactMap { side($0) }
+                                : resolved.prefix(1).compactMap(pathOf)
+            fs.perform(fs.policy.backingChangePrelude(touched), by: pid)
         }
         // Then tell presenters, once per change (a write's many MODIFY events are not announced).
         let who = names.identity(of: pid)
@@ -268,15 +297,14 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         // Another node's change, which its change record tells (nodes over one folder): not again.
         var fromWaiting = false
         if let echoes = clusterEchoes.withLock({ $0 }) {
-            switch appearsLater(mask: mask, resolved, origin: origin, echoes) {
+            switch appearsLater(mask: mask, resolved, renamed: (side(Self.oldDfidName), side(Self.newDfidName)), origin: origin, echoes) {
             case .told: return
             case .renamedFromWaiting: fromWaiting = true
             case .goOn: break
             }
             // A rename is decided by the name that holds the file now (its source when it left).
-            let renamed = mask & LinuxCalls.Fanotify.rename != 0
-            let from = renamed ? resolved.first { $0.type == Self.oldDfidName }.flatMap(pathOf) : nil
-            let to = renamed ? resolved.first { $0.type == Self.newDfidName }.flatMap(pathOf) : nil
+            let from = renamed ? side(Self.oldDfidName) : nil
+            let to = renamed ? side(Self.newDfidName) : nil
             let item = renamed ? nil : resolved.first.flatMap(pathOf)
             let touched = [from, to, item].compactMap { $0 }
             let decisive = [to ?? from ?? item].compactMap { $0 }
@@ -291,9 +319,9 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         func path(_ r: (type: UInt8, node: BackingNode, name: String)) -> ItemPath? {
             tempPatterns.matches(r.name) ? nil : pathOf(r)
         }
-        if mask & LinuxCalls.Fanotify.rename != 0 {
-            let from = fromWaiting ? nil : resolved.first { $0.type == Self.oldDfidName }.flatMap(path)
-            let to = resolved.first { $0.type == Self.newDfidName }.flatMap(path)
+        if renamed {
+            let from = fromWaiting ? nil : side(Self.oldDfidName, skippingTemp: true)
+            let to = side(Self.newDfidName, skippingTemp: true)
             switch (from, to) {
             case let (f?, t?):
                 // Over a presented document: its contents were replaced (its presenters stay). The
@@ -340,12 +368,12 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     /// node tells it by its record when its own wait ends: one of the two tells it, matched by the
     /// file's state (`ClusterEchoes`). Says whether the event tells anything more now.
     private func appearsLater(mask: UInt64, _ resolved: [(type: UInt8, node: BackingNode, name: String)],
-                              origin: AccessOrigin, _ echoes: ClusterEchoes) -> Appearing {
+                              renamed sides: (from: ItemPath?, to: ItemPath?), origin: AccessOrigin, _ echoes: ClusterEchoes) -> Appearing {
         let renamed = mask & LinuxCalls.Fanotify.rename != 0
         if renamed {
             // Renamed away while it waits: a temp file (its new name is told as appeared, below).
-            guard let from = resolved.first(where: { $0.type == Self.oldDfidName }).flatMap(pathOf) else { return .goOn }
-            let to = resolved.first { $0.type == Self.newDfidName }.flatMap(pathOf)
+            guard let from = sides.from else { return .goOn }
+            let to = sides.to
             let waited = appearing.withLock { a in
                 if let to { a.byPath[to] = nil }
                 return a.byPath.removeValue(forKey: from) != nil

@@ -78,6 +78,9 @@ public enum LinuxCalls {
     public struct KernelFileHandle: Sendable, Equatable {
         var bytes: [UInt8]
         var type: Int32
+        /// A handle as the kernel reported it elsewhere (fanotify's info records carry the
+        /// `struct file_handle`'s type and bytes).
+        public init(bytes: [UInt8], type: Int32) { self.bytes = bytes; self.type = type }
     }
 
     /// `name_to_handle_at(fd, "", AT_EMPTY_PATH)`: the handle and the mount id of what `fd` refers to.
@@ -149,12 +152,20 @@ public enum LinuxCalls {
         public static let overflow: UInt64 = CLINUX_FAN_Q_OVERFLOW
 
         /// A notification group reporting directory handles and names, and the changed file's own
-        /// handle (`FAN_REPORT_FID`, an info record of type `fidRecord`) where the kernel can; -1 and
-        /// errno on failure.
-        public static func initialize() -> Int32 {
-            let g = clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | CLINUX_FAN_REPORT_DFID_NAME | CLINUX_FAN_REPORT_FID, UInt32(O_RDONLY | O_CLOEXEC))
-            if g >= 0 { return g }
-            return clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | CLINUX_FAN_REPORT_DFID_NAME, UInt32(O_RDONLY | O_CLOEXEC))
+        /// handle (`FAN_REPORT_FID`, an info record of type `fidRecord`) where the kernel can: for
+        /// a name's creation, removal or rename too, the named item's (`FAN_REPORT_TARGET_FID`,
+        /// Linux 5.17+; `reportsTargets`), not its folder's. -1 and errno on failure.
+        public static func initialize() -> (group: Int32, reportsTargets: Bool) {
+            let flags = [
+                (CLINUX_FAN_REPORT_DFID_NAME | CLINUX_FAN_REPORT_FID | CLINUX_FAN_REPORT_TARGET_FID, true),
+                (CLINUX_FAN_REPORT_DFID_NAME | CLINUX_FAN_REPORT_FID, false),
+                (CLINUX_FAN_REPORT_DFID_NAME, false),
+            ]
+            for (report, targets) in flags {
+                let g = clinux_fanotify_init(CLINUX_FAN_CLASS_NOTIF | report, UInt32(O_RDONLY | O_CLOEXEC))
+                if g >= 0 { return (g, targets) }
+            }
+            return (-1, false)
         }
         /// The info record type of the changed object's own handle (`FAN_EVENT_INFO_TYPE_FID`).
         public static let fidRecord: UInt8 = 1

@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import NameBytes
+import LinuxGNU
 
 /// A weak reference to a node (the directory a file was last looked up in), and the name it was
 /// looked up by there (its bytes and a NUL; empty: not known).
@@ -155,8 +156,14 @@ extension Loopback {
             }
             return nil
         }
-        // Climb `..` from the directory: every step's name is found in the directory above.
-        var child = (try? node.withDescriptor({ openat($0, ".", O_PATH | O_DIRECTORY | O_CLOEXEC) }).get()) ?? -1
+        return (try? node.withDescriptor({ climbPathBytes(fromDirectory: $0) }).get()) ?? nil
+    }
+
+    /// The path of the directory `fd` refers to, relative to the backing root, built by climbing `..`
+    /// from it: every step's name is found in the directory above (nil when "/" is reached outside
+    /// the backing root, or the directory is gone).
+    private func climbPathBytes(fromDirectory fd: Int32) -> [UInt8]? {
+        var child = openat(fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC)
         guard child >= 0 else { return nil }
         defer { Glibc.close(child) }
         var names: [[UInt8]] = []
@@ -179,6 +186,45 @@ extension Loopback {
             child = parent
         }
         return nil
+    }
+
+    /// The path, relative to the backing root, of the item a kernel file handle names: one fanotify
+    /// reported and the kernel may never have looked up (the item a rename made beside the mount
+    /// moved into a folder the backing watcher has no mark on, `BackingWatcher`). Nil when the
+    /// mount does not show it there: gone, outside the backing root, the backing root itself or
+    /// inside a hidden root name (the state folder); and when it cannot be opened by its handle (a
+    /// daemon without CAP_DAC_READ_SEARCH, a file system whose handles do not open again: overlayfs
+    /// without nfs_export). The path the kernel gives is checked, not trusted: from the backing
+    /// root it must lead to that very item (a directory beyond PATH_MAX: built by climbing `..`
+    /// from it). Bytes all the way: the answer is the path's lossless `String`.
+    public func path(ofHandle handle: LinuxCalls.KernelFileHandle) -> String? {
+        guard opensByHandle, let (_, mountFD) = inodes.handleToOpen(inodes.root) else { return nil }
+        let fd = retryingEINTR { LinuxCalls.open(handle, mountFD: mountFD, flags: O_PATH | O_NOFOLLOW | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        guard fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        let bytes: [UInt8]
+        switch readLinkRelative(fd) {
+        case .path(let read):
+            // Where the kernel says it is, if that name leads there from the root now.
+            var there = stat()
+            let same = inodes.root.withDescriptor { root in
+                (read + [0]).withUnsafeBytes { raw in
+                    fstatat(root, raw.baseAddress!.assumingMemoryBound(to: CChar.self), &there, AT_SYMLINK_NOFOLLOW) == 0
+                }
+            }
+            guard !read.isEmpty, case .success(true) = same, there.st_dev == st.st_dev, there.st_ino == st.st_ino else { return nil }
+            bytes = read
+        case .tooLong:
+            guard st.st_mode & S_IFMT == S_IFDIR, let built = climbPathBytes(fromDirectory: fd), !built.isEmpty else { return nil }
+            bytes = built
+        case .gone:
+            return nil
+        }
+        let first = bytes.prefix { $0 != 0x2F }
+        if hidden.contains(where: { $0.elementsEqual(first) }) { return nil }
+        return String(nameBytes: bytes)
     }
 
     /// The path of `node` as an entry of `directory`, or nil when the directory does not hold it.

@@ -49,7 +49,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     public let backingRoot: String
     public let options: LoopbackOptions
     let inodes: InodeTable
-    private let hidden: [[UInt8]]
+    /// The hidden root names' bytes (the state folder).
+    let hidden: [[UInt8]]
     private let runningAsRoot = geteuid() == 0
     /// Hidden names in the root that are directories (counted once: the state folder exists before
     /// the mount and for its whole life).

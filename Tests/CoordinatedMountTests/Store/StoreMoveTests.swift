@@ -151,6 +151,86 @@ final class StoreMoveTests: StoreMountTestCase {
         try moveThenChangeInTheBackingFolder("rm \"$B/doc2.txt\"", kind: .deletion)
     }
 
+    // MARK: Moved in the backing folder into a folder the mount never looked up
+
+    /// Presents `a/doc.txt` ("alpha", unsaved; `a` looked up through the mount, as a presenter
+    /// opening its document does), runs `move` in the backing folder (`$B`; `$OUT` is a folder
+    /// beside the backing folder, on its file system) into a folder the kernel never looked up,
+    /// so the backing watcher has no mark on it: fanotify names it by its handle alone. A move
+    /// there is told as a move (once, no deletion, no store event: nothing changed), the store's
+    /// document follows (its presenter and base under the new path), and the next save there,
+    /// through the mount, is one conflict at the new path with the base kept. On main such a move
+    /// was told as a deletion: a deletion conflict for the unsaved presenter, and the document
+    /// left behind.
+    private func moveBesideIntoAFolderNeverLookedUp(_ move: String, moved: String,
+                                                    file: StaticString = #filePath, line: UInt = #line) throws {
+        try FileManager.default.createDirectory(atPath: backing + "/a", withIntermediateDirectories: true)
+        try write("a/doc.txt", "alpha\n")
+        let (p, id) = try presentDocument("a/doc.txt", unsaved: true)
+        XCTAssertEqual(try sh("cat a/doc.txt").output, "alpha\n", file: file, line: line)
+        try sh("B='\(backing!)'; OUT='\(root!)/outside'; mkdir -p \"$OUT\"; \(move)")
+        let deadline = Date().addingTimeInterval(10)
+        while !p.log.contains("didMove \(moved)") && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(p.log.filter { $0.hasPrefix("didMove") }, ["didMove \(moved)"], "told of the move once: \(p.log)", file: file, line: line)
+        XCTAssertFalse(p.log.contains("accommodateDeletion"), "\(p.log)", file: file, line: line)
+        XCTAssertEqual(p.waitForEvents(1, timeout: 0, settle: 0.8).count, 0, "nothing changed: no store event: \(p.events)", file: file, line: line)
+        XCTAssertEqual(coordinator.presentedPath(of: id)?.string, moved, file: file, line: line)
+        XCTAssertEqual(try store.document(atPath: moved)?.presenters.count, 1, "the store followed the document", file: file, line: line)
+        XCTAssertNil(try store.document(atPath: "a/doc.txt"), file: file, line: line)
+        XCTAssertEqual(try keptTexts("a/doc.txt"), [], file: file, line: line)
+
+        // The next save, through the mount (which looks the folder up), is a conflict there.
+        try sh("printf 'theirs\\n' > '\(moved)'")
+        let events = p.waitForEvents(1, settle: 0.8)
+        let conflict = try conflict(of: events, file: file, line: line)
+        XCTAssertEqual(events.first?.kind, .change, file: file, line: line)
+        XCTAssertEqual(events.first?.path.string, moved, file: file, line: line)
+        XCTAssertEqual(conflict.path, moved, file: file, line: line)
+        XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], "one conflict", file: file, line: line)
+        let base = try XCTUnwrap(conflict.baseVersion, "the conflict knows its base", file: file, line: line)
+        XCTAssertEqual(String(decoding: try store.contents(of: base), as: UTF8.self), "alpha\n", file: file, line: line)
+        XCTAssertTrue(try keptTexts(moved).contains("alpha\n"), "the base is kept under the new path", file: file, line: line)
+        XCTAssertEqual(backingText(moved), "theirs\n", file: file, line: line)
+    }
+
+    func testMovedInTheBackingFolderIntoAFolderTheMountNeverLookedUpIsAMoveThere() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/b", withIntermediateDirectories: true)
+        try moveBesideIntoAFolderNeverLookedUp("mv \"$B/a/doc.txt\" \"$B/b/doc.txt\"", moved: "b/doc.txt")
+    }
+
+    /// Into a folder made beside the mount just before, two levels deep (`mkdir -p`, as a sync tool
+    /// making the folders of a file it moves): the watcher saw `new` appear, never `new/deep`.
+    func testMovedInTheBackingFolderIntoAFolderJustMadeThereIsAMoveThere() throws {
+        try moveBesideIntoAFolderNeverLookedUp("mkdir -p \"$B/new/deep\" && mv \"$B/a/doc.txt\" \"$B/new/deep/doc.txt\"",
+                                               moved: "new/deep/doc.txt")
+    }
+
+    /// Its folder moved into a folder the mount never looked up: the document moved with it.
+    func testItsFolderMovedInTheBackingFolderIntoAFolderTheMountNeverLookedUpIsAMoveThere() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/b/c", withIntermediateDirectories: true)
+        try moveBesideIntoAFolderNeverLookedUp("mv \"$B/a\" \"$B/b/c/a\"", moved: "b/c/a/doc.txt")
+    }
+
+    /// Moved in the backing folder out of the mount's tree (beside the backing folder, on its file
+    /// system, and into the state folder, which the mount does not show): a deletion, a conflict
+    /// for the unsaved presenter, at the path it had.
+    func testMovedInTheBackingFolderOutOfTheMountIsADeletion() throws {
+        for (i, to) in ["$OUT/doc.txt", "$B/.coordfs/doc.txt"].enumerated() {
+            try FileManager.default.createDirectory(atPath: backing + "/a\(i)", withIntermediateDirectories: true)
+            try write("a\(i)/doc.txt", "alpha\n")
+            let (p, id) = try presentDocument("a\(i)/doc.txt", unsaved: true)
+            XCTAssertEqual(try sh("cat a\(i)/doc.txt").output, "alpha\n")
+            try sh("B='\(backing!)'; OUT='\(root!)/outside'; mkdir -p \"$OUT\"; mv \"$B/a\(i)/doc.txt\" \"\(to)\"")
+            let events = p.waitForEvents(1, settle: 0.8)
+            let conflict = try conflict(of: events)
+            XCTAssertEqual(events.first?.kind, .deletion, to)
+            XCTAssertEqual(conflict.path, "a\(i)/doc.txt", to)
+            XCTAssertEqual(try service.conflicts(of: id).map(\.id), [conflict.id], to)
+            XCTAssertFalse(p.log.contains { $0.hasPrefix("didMove") }, "\(to): \(p.log)")
+            XCTAssertEqual(coordinator.presentedPath(of: id)?.string, "a\(i)/doc.txt", to)
+        }
+    }
+
     // MARK: Resolution
 
     /// The presenter resolves its conflict after the move: the resolution writes the new path and
