@@ -50,6 +50,10 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         var observers: [UInt64: StoreObserver] = [:]
         var nextObserver: UInt64 = 1
         var stopped = false
+        /// Versions the store could not keep before a change (`keep`), by path, with the error's
+        /// text: named in the change's `failed` event if that cannot be recorded either
+        /// (`noteChange`), so that one failed save is one event, not two.
+        var unkept: [ItemPath: String] = [:]
 
         mutating func add(_ entry: Registered, _ id: PresenterID) {
             presenters[id] = entry
@@ -509,18 +513,31 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     public func didMove(from: ItemPath, to: ItemPath, by origin: AccessOrigin) {
         guard !from.isRoot, !to.isRoot else { return }
+        // The file moved as it was: nothing it held was lost by a version not kept before.
+        state.withLock { _ = $0.unkept.removeValue(forKey: from) }
         do { try documentStore.noteMoved(from: from.string, to: to.string) } catch { failed(to, "noteMove", error) }
     }
 
+    /// A version that cannot be kept is logged at once (`storeFailed`, daemon.log); its presenters
+    /// hear of the change that follows it (`noteChange`) once: the store's decision when it records
+    /// the change (a conflict without a base, as for a change made beside the mount), or one
+    /// `failed` event naming both errors when it cannot. A change that never comes (an open for
+    /// writing that wrote nothing, a move) lost nothing they loaded.
     private func keep(_ path: ItemPath, _ call: (DocumentStore, String) throws -> Snapshot?) {
         guard !path.isRoot else { return }
         tap?.drain(path: path) // presenters of this path registered just before this write: their bases first
         do {
             if let snapshot = try call(documentStore, path.string) { keptVersion(snapshot) }
+            state.withLock { _ = $0.unkept.removeValue(forKey: path) }
         } catch DocumentStoreError.notARegularFile {
             // A presented directory: documents are regular files.
         } catch {
-            failed(path, "keepVersion", error)
+            report("keepVersion \(path)", error)
+            recorder?.storeFailed(path: path.string, reason: "keepVersion", error: error)
+            state.withLock { s in
+                if s.unkept.count >= 1024 { s.unkept.removeAll() } // bounded: paths whose change never came
+                s.unkept[path] = "\(error)"
+            }
         }
     }
 
@@ -530,29 +547,42 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         // A presenter writing its own document (a coordinated write on its behalf) is not told,
         // and what it wrote becomes its base.
         let writer = origin.presenterID.map(storeID(of:))
+        var deletion = false
+        if case .deleted = change { deletion = true }
+        // The version before this change, if the store could not keep it: told with it, once.
+        let unkept = state.withLock { $0.unkept.removeValue(forKey: path) }
         do {
             let event = try store.noteExternalChange(path.string, change, by: writer)
             if let writer, case .changed = change { _ = try? store.rebase(writer, path: path.string) }
+            // Recorded: the store's decision is the one event (a conflict then has no base; the
+            // version not kept is in the log), as for any change the store could not keep before.
             if let event { deliver(event, by: origin) }
         } catch DocumentStoreError.notARegularFile {
         } catch {
-            var deletion = false
-            if case .deleted = change { deletion = true }
-            failed(path, deletion ? "noteDeletion" : "noteChange", error, deletion: deletion)
+            failed(path, deletion ? "noteDeletion" : "noteChange", error, deletion: deletion, unkept: unkept)
         }
     }
 
-    /// A failure to keep a version or record a change (a full disk, an I/O error) is never silent:
-    /// it goes to daemon.log, to the event log (`storeFailed`), and to each presenter of the
-    /// document as a `failed` action instead of the reload or conflict the store could not decide.
-    private func failed(_ path: ItemPath, _ reason: String, _ error: any Error, deletion: Bool = false) {
+    private static let couldNotKeep = "the document store could not keep the version you loaded: "
+
+    /// A failure to record a change (a full disk, an I/O error) is never silent: it goes to
+    /// daemon.log, to the event log (`storeFailed`), and to each presenter of the document as a
+    /// `failed` action instead of the reload or conflict the store could not decide; one event,
+    /// which also names the version the store could not keep before it (`unkept`), if so.
+    private func failed(_ path: ItemPath, _ reason: String, _ error: any Error, deletion: Bool = false, unkept: String? = nil) {
         report("\(reason) \(path)", error)
         recorder?.storeFailed(path: path.string, reason: reason, error: error)
+        let message = unkept.map { Self.couldNotKeep + $0 + "; nor record this change: \(error)" }
+            ?? "the document store could not record this change: \(error)"
+        tell(path, message, deletion: deletion)
+    }
+
+    /// A `failed` event with `message` to each presenter of the document at `path` (and the observers).
+    private func tell(_ path: ItemPath, _ message: String, deletion: Bool) {
         let entries = state.withLock { $0.presenters }
         let ofPath = entries.filter { coordinator.presentedPath(of: $0.key) == path }
         guard !ofPath.isEmpty else { return }
         let document = (try? documentStore.document(atPath: path.string))?.map(\.id) ?? DocumentID(rawValue: 0)
-        let message = "the document store could not \(reason == "keepVersion" ? "keep the version you loaded" : "record this change"): \(error)"
         var events: [DocumentChangeEvent] = []
         for (id, entry) in ofPath.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let event = DocumentChangeEvent(

@@ -216,7 +216,9 @@ final class DurabilityTests: CLITestCase {
 
     /// The store on a full disk: a presenter with unsaved changes whose document is written in place
     /// gets a `failed` action naming the error (not a bare didChange, as before), and the log has a
-    /// `storeFailed` record once it can be written.
+    /// `storeFailed` record once it can be written. One save, one event: the store could neither
+    /// keep the version the presenter loaded nor record the change, and the one `failed` event
+    /// names both (before, each was a `failed` event of its own); the log has a record of each.
     func testAStoreFailureOnAFullDiskReachesThePresenterAndTheLog() throws {
         try backingOnSmallTmpfs()
         FileOps.put(backing + "/doc.txt", String(repeating: "line of the document\n", count: 4000))
@@ -234,15 +236,49 @@ final class DurabilityTests: CLITestCase {
                       presenter.stdout)
         let line = presenter.lines.first { $0.contains("action=failed") } ?? ""
         XCTAssertTrue(line.contains("No space left on device") || line.contains("full"), line)
+        XCTAssertTrue(line.contains("could not keep the version you loaded") && line.contains("nor record this change"), line)
+        // Its did change after the store's event: nothing more comes for this save.
+        XCTAssertTrue(eventually(timeout: 10) { presenter.stdout.contains("notification didChange doc.txt") }, presenter.stdout)
         // Room again: the log has the failure.
         XCTAssertEqual(unlink(backing + "/filler"), 0)
         XCTAssertTrue(eventually(timeout: 20) { self.statusSays("event log: writing") }, coordfs("status", mnt).stdout)
         presenter.stop()
+        let told = presenter.lines.filter { $0.contains("notification documentChanged") }
+        XCTAssertEqual(told.count, 1, "one save, one event: \(told)")
         unmount()
         let stored = records(coordfs("log", "--backing", backing, "--json").lines)
-        let failure = stored.first { $0.kind == "storeFailed" && $0.path == "/doc.txt" }
-        XCTAssertNotNil(failure, "no storeFailed record: \(stored.suffix(10))")
-        XCTAssertEqual((failure?.details["errno"] as? NSNumber)?.int32Value, ENOSPC, "\(failure.map(\.description) ?? "")")
+        let failures = stored.filter { $0.kind == "storeFailed" && $0.path == "/doc.txt" }
+        XCTAssertEqual(failures.map(\.reason), ["keepVersion", "noteChange"], "\(failures.map(\.description))")
+        for failure in failures {
+            XCTAssertEqual((failure.details["errno"] as? NSNumber)?.int32Value, ENOSPC, failure.description)
+        }
+    }
+
+    /// A save by `cp` on a full disk: the store cannot keep the version the presenter (unsaved
+    /// changes) loaded, then the truncation frees room and the change is recorded: one event, the
+    /// conflict (without a base), not a `failed` event before it; the log has the `storeFailed`
+    /// record of the version not kept and the conflict.
+    func testASaveOnAFullDiskTheStoreThenRecordsIsOneConflict() throws {
+        try backingOnSmallTmpfs()
+        FileOps.put(backing + "/doc.txt", String(repeating: "line of the document\n", count: 4000))
+        FileOps.put(root + "/new.txt", String(repeating: "a new version\n", count: 3000))
+        try mount()
+        let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
+        XCTAssertTrue(eventually(timeout: 10) { presenter.stdout.contains("registered presenter#") }, presenter.stdout + presenter.stderr)
+        fillDisk(backing + "/filler")
+        let cp = run("/bin/cp", [root + "/new.txt", mnt + "/doc.txt"])
+        XCTAssertEqual(cp.status, 0, "\(cp)")
+        XCTAssertTrue(eventually(timeout: 10) { presenter.stdout.contains("notification didChange doc.txt") }, presenter.stdout)
+        XCTAssertEqual(unlink(backing + "/filler"), 0)
+        XCTAssertTrue(eventually(timeout: 20) { self.statusSays("event log: writing") }, coordfs("status", mnt).stdout)
+        presenter.stop()
+        let told = presenter.lines.filter { $0.contains("notification documentChanged") }
+        XCTAssertEqual(told.count, 1, "one save, one event: \(told)")
+        XCTAssertTrue(told.first?.contains("kind=change action=conflict") ?? false, "\(told)")
+        unmount()
+        let stored = records(coordfs("log", "--backing", backing, "--json").lines)
+        XCTAssertEqual(stored.filter { $0.kind == "storeFailed" && $0.path == "/doc.txt" }.map(\.reason), ["keepVersion"])
+        XCTAssertEqual(stored.filter { $0.kind == "conflictDetected" && $0.path == "/doc.txt" }.count, 1)
     }
 
     func testRetentionLeavesGapRecordsAndSaysSo() throws {
