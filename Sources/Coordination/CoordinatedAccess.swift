@@ -194,6 +194,9 @@ final class AskChain {
     var index = 0
     var current: AskState?
     var finished = false
+    /// The accessor's uid the chain counts under in its record's ``PresenterRecord/otherUsersAsking``
+    /// (nil: root's, the presenter's own user's, or a presenter without credentials).
+    var turn: UInt32?
 
     init(record: PresenterRecord, steps: [PresenterAsk]) {
         self.record = record

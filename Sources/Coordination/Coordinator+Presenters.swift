@@ -213,6 +213,10 @@ extension Coordinator {
         for (index, intent) in request.intents.enumerated() {
             forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { record, need in
                 guard let need = wanted(need, by: record) else { return }
+                if need.relinquish == .relinquishToReader, let uid = otherUserTurn(record, request.origin),
+                   record.otherUsersAsking[uid] != nil {
+                    return // that user's other access is in this presenter's hands: read without asking
+                }
                 let at: Int
                 if let found = entries[record.id] {
                     at = found
@@ -232,6 +236,48 @@ extension Coordinator {
             }
         }
         return plan
+    }
+
+    // MARK: Other users' turns
+
+    /// The uid `origin`'s asks to `record` count under, or nil when they are not counted: the
+    /// accessor is root or the presenter's own user, or the presenter acts for no known user (an
+    /// in-process presenter registered without ``PresenterCredentials``).
+    ///
+    /// A presenter answers one message at a time (its mailbox), so every ask queued to it delays
+    /// the asks behind it. Another user's reads may ask root's presenter of a world-readable
+    /// document (it may write what they read), and each of a hundred looping reads would queue its
+    /// asks ahead of the presenter's own user's save. So a read of such a user is not asked of a
+    /// presenter while an ask chain of that user's to it is open (from its first ask until its last
+    /// answer, its deadline, or its request's end): the read goes on as if the presenter had not
+    /// listed the asks (it is told after, as ever), and at most one chain of each other user is
+    /// in the presenter's queue. Writes are always asked (they are exclusive per item, and a
+    /// presenter is never written under without relinquishing); root's and the presenter's own
+    /// user's accesses are asked as before. docs/protocol.md, "Who may delay or refuse what".
+    @inline(__always)
+    func otherUserTurn(_ record: PresenterRecord, _ origin: AccessOrigin) -> UInt32? {
+        guard let own = record.credentials?.uid, origin.uid != 0, origin.uid != own else { return nil }
+        return origin.uid
+    }
+
+    /// Counts `chain` as its accessor's open chain to its presenter (when it is counted).
+    func beginTurn(_ chain: AskChain, of request: CoordinatedAccess) {
+        guard let uid = otherUserTurn(chain.record, request.origin) else { return }
+        chain.turn = uid
+        chain.record.otherUsersAsking[uid, default: 0] += 1
+    }
+
+    /// Ends `chain`'s count (once; the chain is finishing).
+    func endTurn(_ chain: AskChain) {
+        guard let uid = chain.turn else { return }
+        chain.turn = nil
+        let record = chain.record
+        if let n = record.otherUsersAsking[uid], n > 1 {
+            record.otherUsersAsking[uid] = n - 1
+        } else {
+            record.otherUsersAsking[uid] = nil
+            if record.otherUsersAsking.isEmpty { record.otherUsersAsking = [:] }
+        }
     }
 
     /// Sends the chain's next ask, or closes the chain when it has none left.
@@ -291,6 +337,7 @@ extension Coordinator {
     func finishChain(_ chain: AskChain, of request: CoordinatedAccess, _ effects: inout Effects) {
         guard !chain.finished else { return }
         chain.finished = true
+        endTurn(chain)
         request.openChains -= 1
         if request.openChains == 0 && request.phase == .askingPresenters {
             grant(request, &effects)

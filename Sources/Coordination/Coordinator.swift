@@ -458,6 +458,7 @@ public final class Coordinator: @unchecked Sendable {
         pending[request.id] = request
         request.chains = plan.map { AskChain(record: $0.record, steps: $0.steps) }
         request.openChains = request.chains.count
+        for chain in request.chains { beginTurn(chain, of: request) }
         for chain in request.chains {
             issueNext(chain, of: request, &effects)
         }
@@ -493,6 +494,7 @@ public final class Coordinator: @unchecked Sendable {
         cancelWaitTimer(request)
         for chain in request.chains {
             if let ask = chain.current, !ask.resolved { resolve(ask) }
+            if !chain.finished { endTurn(chain) }
             chain.finished = true
         }
         removeEntries(request)

@@ -12,6 +12,10 @@ final class PresenterRecord: @unchecked Sendable {
     var path: ItemPath
     /// Asks sent to this presenter and not yet resolved, from any request.
     var pendingAsks: [AskState] = []
+    /// Open ask chains of accesses by users other than root and the presenter's own, by the
+    /// accessor's uid: a read of a user with one here is not asked of this presenter
+    /// (``Coordinator/otherUserTurn(_:_:)``).
+    var otherUsersAsking: [UInt32: Int] = [:]
     var removed = false
 
     init(id: PresenterID, presenter: any FilePresenter, path: ItemPath, owner: AccessOrigin,
