@@ -327,11 +327,11 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                 // Over a presented document: its contents were replaced (its presenters stay). The
                 // documents moved follow, a presented one joining the document it replaced (as
                 // through the mount: the change first, then the move).
-                fileSystem?.documents(t)?.didChange(t, by: origin)
+                fileSystem?.documents(t)?.didChangeBeside(t, by: origin)
                 fileSystem?.documents(atOrBelow: f)?.didMove(from: f, to: t, by: origin)
                 coordinator.announceObserved(.moved(from: f, to: t), origin: origin)
             case let (nil, t?): // from a temp name: over a presented document, a save
-                fileSystem?.documents(t)?.didChange(t, by: origin)
+                fileSystem?.documents(t)?.didChangeBeside(t, by: origin)
                 coordinator.announceObserved(.subitemAppeared(t), origin: origin)
             case let (f?, nil):
                 fileSystem?.documents(f)?.didDelete(f, by: origin)
@@ -350,7 +350,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             // Written (a change of attributes alone is not one of contents for the store). The file's
             // other names a presenter presents (hard links) are the same file: changed too.
             for q in [p] + otherPresentedNames(first, changed, besides: p) {
-                if mask & LinuxCalls.Fanotify.closeWrite != 0 { fileSystem?.documents(q)?.didChange(q, by: origin) }
+                if mask & LinuxCalls.Fanotify.closeWrite != 0 { fileSystem?.documents(q)?.didChangeBeside(q, by: origin) }
                 coordinator.announceObserved(.changed(q), origin: origin)
             }
         }
@@ -437,7 +437,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             fileSystem?.documents(path)?.didDelete(path, by: origin)
             coordinator.announceObserved(.deleted(path), origin: origin)
         } else {
-            fileSystem?.documents(path)?.didChange(path, by: origin)
+            fileSystem?.documents(path)?.didChangeBeside(path, by: origin)
             coordinator.announceObserved(.changed(path), origin: origin)
         }
     }

@@ -137,6 +137,12 @@ struct StoreView {
         !looks.isEmpty && looks.contains { $0.path == p && $0.atOrBelow == atOrBelow }
     }
 
+    /// `DocumentHooks.beforeAppend` for a presented document of the plan (nil otherwise).
+    func runAppend(_ p: ItemPath) -> Int64? {
+        guard let hooks, isPresented(p) else { return nil }
+        return hooks.beforeAppend(p)
+    }
+
     func run(_ step: StoreStep) {
         guard let hooks, isPresented(step.path, atOrBelow: step.atOrBelow) else { return }
         switch step {

@@ -337,16 +337,34 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             grant.release()
             return request.reply(error: refused)
         }
+        // An append of a presented document keeps what its presenters loaded as the file's first
+        // bytes, not a copy, while nothing else may write the file: then the daemon serves it
+        // and sees each change below them (`watchedBelow`).
+        var watchedBelow: Int64?
         if !plan.before.isEmpty { // a read has no store step: no look at the store's hooks
             let store = StoreView(self, origin: grant.origin, before: plan.before, done: [])
-            for step in plan.before { store.run(step) }
+            for step in plan.before {
+                if plan.appends, case .beforeInPlaceWrite(let q) = step, q == p, store.isPresented(q), !writtenOtherwise(node) {
+                    watchedBelow = store.runAppend(q)
+                } else {
+                    store.run(step)
+                }
+            }
         }
-        switch loopback.openFile(node, flags: file.flags, caller: request.context) {
+        switch loopback.openFile(node, flags: file.flags, caller: request.context, passthrough: watchedBelow == nil) {
         case .success(let f):
+            if watchedBelow != nil, !f.servedByDaemon {
+                // The inode has passthrough opens (the kernel refuses an open without passthrough
+                // then): this one passes through as well, and the prefix is copied now, as before.
+                watchedBelow = nil
+                storeHooks?.beforeInPlaceWrite(p)
+            }
             if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid, uid: grant.origin.uid) }
-            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet, appends: plan.appends)
+            let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet, appends: plan.appends,
+                                      watchedBelow: watchedBelow)
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
+            if let watchedBelow { watchAppends(of: node, below: watchedBelow) }
             let reply = openReply(f, p)
             if f.isWrite { track(handle, f, flushes: !reply.noFlush) }
             request.reply(open: reply, flags: file.flags)
@@ -487,6 +505,27 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
+    /// Whether an open other than an append the daemon watches (`HandleAccess.watched`) may write
+    /// `node`: then an append's open keeps what presenters loaded by a copy, as any write's.
+    private func writtenOtherwise(_ node: BackingNode) -> Bool {
+        openWriters.withLock { $0[ObjectIdentifier(node)]?.contains { !$0.handle.watched || $0.file.backingID != nil } ?? false }
+    }
+
+    /// The watched appends of `node` look at changes below `end` too (a prefix recorded for another
+    /// append of the file).
+    private func watchAppends(of node: BackingNode, below end: Int64) {
+        let watched = openWriters.withLock { $0[ObjectIdentifier(node)]?.filter { $0.handle.watched }.map(\.handle) ?? [] }
+        for h in watched { h.watch(below: end) }
+    }
+
+    /// Before a change through `f` at `offset` (a size change: 0): when it may change what the
+    /// store keeps as a prefix of the file for its presenters, those bytes are kept first.
+    private func keepPrefix(before f: OpenFile, at offset: Int64) {
+        guard let handle = f.attachment as? HandleAccess, handle.watched, handle.takePrefixEnd(below: offset) else { return }
+        // By the file's path now (a document renamed meanwhile took its base along).
+        storeHooks?.beforeInPlaceWrite(path(f.inode) ?? handle.path)
+    }
+
     /// An open write handle of `pid` on `node`, if any.
     private func openWriter(of node: BackingNode, pid: pid_t) -> (handle: HandleAccess, file: OpenFile)? {
         openWriters.withLock { $0[ObjectIdentifier(node)]?.first { $0.handle.pid == pid } }
@@ -613,6 +652,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func coveredSetattr(_ request: consuming Request, _ node: BackingNode, _ attributes: stat, _ changing: SetAttributes,
                                 open: OpenFile?, covered handle: HandleAccess, writer: OpenFile?) {
         let attributesOnly = policy.setAttributesUnderOpenWrite(sizeChanges: changing.contains(.size)) == .attributes
+        // A truncate (or extension) through a watched append: what presenters loaded is kept first.
+        if !attributesOnly, handle.watched, handle.takePrefixEnd(below: 0) { storeHooks?.beforeInPlaceWrite(path(node) ?? handle.path) }
         if attributesOnly { (open ?? writer)?.noteChangesSinceOpen() }
         let result = loopback.setAttributes(node, attributes, changing: changing, open: open, caller: request.context)
         if case .success = result {
@@ -842,7 +883,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func getattr(_ request: consuming Request, inode: InodeID, file: FileInfo?) { loopback.getattr(request, inode: inode, file: file) }
     public func readlink(_ request: consuming Request, inode: InodeID) { loopback.readlink(request, inode: inode) }
     public func read(_ request: consuming Request, inode: InodeID, size: Int, offset: Int, file: FileInfo) { loopback.read(request, inode: inode, size: size, offset: offset, file: file) }
-    public func write(_ request: consuming Request, inode: InodeID, data: IncomingData, offset: Int, file: FileInfo) { loopback.write(request, inode: inode, data: data, offset: offset, file: file) }
+    public func write(_ request: consuming Request, inode: InodeID, data: IncomingData, offset: Int, file: FileInfo) {
+        keepPrefix(before: loopback.openFile(file), at: Int64(offset))
+        loopback.write(request, inode: inode, data: data, offset: offset, file: file)
+    }
     /// A FLUSH: on a local file system only for a passthrough open for writing of a presented file
     /// (`openReply`). Who closed is noted (one lock, a read of /proc for the thread's process) and
     /// the reply never waits for anything else: no presenter, no access.
@@ -862,8 +906,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func getxattr(_ request: consuming Request, inode: InodeID, name: FileName, size: Int) { loopback.getxattr(request, inode: inode, name: name, size: size) }
     public func listxattr(_ request: consuming Request, inode: InodeID, size: Int) { loopback.listxattr(request, inode: inode, size: size) }
     public func access(_ request: consuming Request, inode: InodeID, mask: Int32) { loopback.access(request, inode: inode, mask: mask) }
-    public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) { loopback.fallocate(request, inode: inode, mode: mode, offset: offset, length: length, file: file) }
-    public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) { loopback.copyFileRange(request, input: input, inputOffset: inputOffset, inputFile: inputFile, output: output, outputOffset: outputOffset, outputFile: outputFile, length: length, flags: flags) }
+    public func fallocate(_ request: consuming Request, inode: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) {
+        keepPrefix(before: loopback.openFile(file), at: Int64(offset))
+        loopback.fallocate(request, inode: inode, mode: mode, offset: offset, length: length, file: file)
+    }
+    public func copyFileRange(_ request: consuming Request, input: InodeID, inputOffset: Int, inputFile: FileInfo, output: InodeID, outputOffset: Int, outputFile: FileInfo, length: Int, flags: Int32) {
+        keepPrefix(before: loopback.openFile(outputFile), at: Int64(outputOffset))
+        loopback.copyFileRange(request, input: input, inputOffset: inputOffset, inputFile: inputFile, output: output, outputOffset: outputOffset, outputFile: outputFile, length: length, flags: flags) }
     public func lseek(_ request: consuming Request, inode: InodeID, offset: Int, whence: Int32, file: FileInfo) { loopback.lseek(request, inode: inode, offset: offset, whence: whence, file: file) }
 }
 

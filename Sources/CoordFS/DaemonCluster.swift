@@ -70,7 +70,7 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
         guard let hooks = daemon?.coordinated?.storeHooks else { return already }
         for c in changes where !already.contains(c) {
             switch c {
-            case .changed(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didChange(p, by: origin) }
+            case .changed(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didChangeBeside(p, by: origin) }
             case .deleted(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didDelete(p, by: origin) }
             case .moved(let a, let b): if daemon?.coordinator.isPresented(atOrBelow: a) == true { hooks.didMove(from: a, to: b, by: origin) }
             case .subitemAppeared: break

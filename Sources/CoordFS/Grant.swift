@@ -29,10 +29,39 @@ final class HandleAccess: Sendable {
     let quiet: Bool
     /// An append (O_APPEND without O_TRUNC): its open did not wait for files open for reading.
     let appends: Bool
+    /// An append the daemon serves (no kernel passthrough) because what presenters loaded is kept
+    /// as a prefix of the file, not a copy (`DocumentHooks.beforeAppend`): every write, truncate
+    /// and `fallocate` through it is looked at (`prefixEnd`).
+    let watched: Bool
     private let touchedFlag = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(false)
-    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool, appends: Bool = false) {
+    /// While above 0, the document store may hold a base that is the file's first `prefixEnd`
+    /// bytes: a change below it through this open keeps them first (`takePrefixEnd`).
+    private let prefixEndValue = Atomic<Int64>(0)
+    init(grant: Grant, path: ItemPath, pid: pid_t, truncated: Bool, quiet: Bool, appends: Bool = false, watchedBelow: Int64? = nil) {
         self.grant = grant; self.path = path; self.pid = pid; self.truncated = truncated; self.quiet = quiet; self.appends = appends
+        self.watched = watchedBelow != nil
+        if let watchedBelow { prefixEndValue.store(watchedBelow, ordering: .relaxed) }
+    }
+    /// The end of the prefix this open must not change unseen (0: none).
+    var prefixEnd: Int64 { prefixEndValue.load(ordering: .relaxed) }
+    /// Another append recorded a prefix of the file up to `end`: watched up to there too.
+    func watch(below end: Int64) {
+        var current = prefixEndValue.load(ordering: .relaxed)
+        while current < end {
+            let (exchanged, original) = prefixEndValue.compareExchange(expected: current, desired: end, ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
+    }
+    /// True once when a change through this open at `offset` (a size change: 0) falls below the
+    /// prefix: the caller keeps the prefix first; later changes through this open are not
+    /// looked at again (the store holds no prefix of the file after that, until another append
+    /// records one and raises it, `watch(below:)`).
+    func takePrefixEnd(below offset: Int64) -> Bool {
+        let end = prefixEndValue.load(ordering: .relaxed)
+        guard end > 0, offset < end else { return false }
+        return prefixEndValue.compareExchange(expected: end, desired: 0, ordering: .relaxed).exchanged
     }
     private let resizedFlag = Atomic<Bool>(false)
     /// Presenters registered at or above `path` while this open is held, with the file's size and

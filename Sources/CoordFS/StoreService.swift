@@ -481,6 +481,16 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         keep(path) { try $0.preserveBeforeInPlaceWrite($1) }
     }
 
+    public func beforeAppend(_ path: ItemPath) -> Int64? {
+        var end: Int64?
+        keep(path) { store, p in
+            let kept = try store.preserveBeforeAppend(p)
+            end = kept.prefixEnd
+            return kept.snapshot
+        }
+        return end
+    }
+
     public func beforeReplace(_ path: ItemPath) {
         keep(path) { try $0.preserveBeforeReplace($1) }
     }
@@ -491,6 +501,10 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     public func didChange(_ path: ItemPath, by origin: AccessOrigin) {
         noteChange(path, .changed(before: nil, after: nil), by: origin)
+    }
+
+    public func didChangeBeside(_ path: ItemPath, by origin: AccessOrigin) {
+        noteChange(path, .changed(before: nil, after: nil), by: origin, beside: true)
     }
 
     /// A change that may have happened unseen (another node's record lost to etcd's compaction):
@@ -541,7 +555,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
     }
 
-    private func noteChange(_ path: ItemPath, _ change: ExternalChange, by origin: AccessOrigin) {
+    private func noteChange(_ path: ItemPath, _ change: ExternalChange, by origin: AccessOrigin, beside: Bool = false) {
         guard !path.isRoot else { return }
         let store = documentStore
         // A presenter writing its own document (a coordinated write on its behalf) is not told,
@@ -552,7 +566,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         // The version before this change, if the store could not keep it: told with it, once.
         let unkept = state.withLock { $0.unkept.removeValue(forKey: path) }
         do {
-            let event = try store.noteExternalChange(path.string, change, by: writer)
+            let event = try store.noteExternalChange(path.string, change, by: writer, beside: beside)
             if let writer, case .changed = change { _ = try? store.rebase(writer, path: path.string) }
             // Recorded: the store's decision is the one event (a conflict then has no base; the
             // version not kept is in the log), as for any change the store could not keep before.

@@ -14,9 +14,11 @@ extension DocumentStore {
     /// Returns nil when `path` is not a document anybody presents or has an open conflict on.
     @discardableResult
     /// `onlyIfNotAsKnown`: nothing is recorded when the file on disk is the one the store knew (a
-    /// change that may have happened unseen).
+    /// change that may have happened unseen). `beside`: the change was made where the store was not
+    /// asked first (directly in the backing folder, another host): a base that is a prefix of the
+    /// file (``BaseState/prefix(_:)``) cannot be trusted any more and is lost, as a pending one.
     public func noteExternalChange(_ path: String, _ change: ExternalChange, by writer: StorePresenterID? = nil,
-                                   onlyIfNotAsKnown: Bool = false) throws -> UnderlyingFileChanged? {
+                                   onlyIfNotAsKnown: Bool = false, beside: Bool = false) throws -> UnderlyingFileChanged? {
         let (relative, absolute) = try resolve(path)
         // Not a document: nothing to record, and no need for the writer lock.
         if try read({ db in try documentID(db, relative) }) == nil { return nil }
@@ -40,16 +42,35 @@ extension DocumentStore {
             }
             // A change whose file is already gone again is a deletion by the time anyone reacts.
             if kind == .change && onDisk == nil { kind = .deletion; after = nil }
-            return try announce(db, document, relative, absolute, kind, before: before, after: after, writer: writer)
+            return try announce(db, document, relative, absolute, kind, before: before, after: after, writer: writer,
+                                beside: beside || onlyIfNotAsKnown)
         }
     }
 
     /// Records the change and decides, per presenter, between a conflict and the default action.
     func announce(
         _ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ kind: ChangeKind,
-        before: FileIdentity?, after: FileIdentity?, writer: StorePresenterID?
+        before: FileIdentity?, after: FileIdentity?, writer: StorePresenterID?, beside: Bool = false
     ) throws -> UnderlyingFileChanged? {
         try setIdentity(db, document, after)
+        let preset = kind == .change ? configuration.defaultActions.whenChanged : configuration.defaultActions.whenDeleted
+        // Only actions that need nothing from the presenter can be applied for it.
+        let automatic: Resolution? = switch preset {
+        case .reload? where kind == .change: .reload
+        case .close?: .close
+        default: nil
+        }
+        // Bases that are a prefix of the file: after appends through the mount still its first
+        // bytes, copied now for a presenter that gets a conflict (its base pinned is a version);
+        // a reload drops them without a copy. A change beside the mount may have changed any byte.
+        if beside {
+            try db.execute(sql: "UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND baseState = 'prefix'", arguments: [document.rawValue])
+        } else if try Bool.fetchOne(
+            db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND baseState = 'prefix' AND presenter IS NOT ? AND (hasUnsavedChanges OR ?) LIMIT 1",
+            arguments: [document.rawValue, writer?.rawValue, automatic == nil]) == true
+        {
+            try keepPrefixBases(db, document, relative, absolute, try statDocument(absolute, relative))
+        }
         // Bases still pending are not this file any more and were never captured.
         try db.execute(
             sql: """
@@ -75,13 +96,6 @@ extension DocumentStore {
         }
         var reloads: [StorePresenterID] = []
         for (row, interest) in interests {
-            let preset = kind == .change ? configuration.defaultActions.whenChanged : configuration.defaultActions.whenDeleted
-            // Only actions that need nothing from the presenter can be applied for it.
-            let automatic: Resolution? = switch preset {
-            case .reload? where kind == .change: .reload
-            case .close?: .close
-            default: nil
-            }
             if interest.hasUnsavedChanges || automatic == nil {
                 let conflict = try openConflict(db, document, interest.presenter, kind, before: before, after: after,
                                                 base: row["baseState"] == "kept" ? row["baseVersionId"] as Int64? : nil,

@@ -36,17 +36,156 @@ extension DocumentStore {
             let document = try documentID(db, relative)
             let interests = try document.map { try Row.fetchAll(db, sql: "SELECT * FROM interest WHERE documentId = ?", arguments: [$0.rawValue]) } ?? []
             if !interests.isEmpty {
+                // Bases that are a prefix of this file (an append is open or was) are copied first.
+                let prefixes = try keepPrefixBases(db, document!, relative, absolute, st)
                 let pending = interests.map(Schema.interest).filter { if case .pending = $0.base { return true } else { return false } }
                 let matching = pending.filter { $0.base == .pending(identity) }
                 if matching.isEmpty {
                     try markPendingBasesLost(db, document!)
-                    return nil
+                    return prefixes.first
                 }
                 return try takeSnapshot(db, document!, relative, absolute, st, reason: .beforeWrite)
             }
             guard keepsUnpresentedFiles else { return nil }
             return try takeSnapshot(db, document ?? createDocument(db, relative, identity), relative, absolute, st, reason: .beforeWrite)
         }
+    }
+
+    /// What ``preserveBeforeAppend(_:)`` did.
+    public struct AppendPreservation: Sendable, Hashable {
+        /// A version kept as ``preserveBeforeInPlaceWrite(_:)`` would have (a pending base of an
+        /// empty file, a file nobody presents that the policy keeps); nil when nothing was copied.
+        public var snapshot: Snapshot?
+        /// The end of the longest base that is a prefix of this file: while the append is open,
+        /// anything that may change bytes below it (a write at a lower offset, a truncate,
+        /// `fallocate`) must call ``preserveBeforeInPlaceWrite(_:)`` first, which copies the prefix.
+        /// nil: no base is a prefix of this file (nothing to watch).
+        public var prefixEnd: Int64?
+        public init(snapshot: Snapshot? = nil, prefixEnd: Int64? = nil) { self.snapshot = snapshot; self.prefixEnd = prefixEnd }
+    }
+
+    /// Called before `path` is opened for appending only (`O_APPEND` without `O_TRUNC`), when no
+    /// other open may write it otherwise: a pending base that is this file becomes a *prefix* base
+    /// (its inode and size, ``BaseState/prefix(_:)``) instead of being copied, since an append
+    /// leaves the old bytes where they are. The caller must then see every change the open makes
+    /// below ``AppendPreservation/prefixEnd`` and call ``preserveBeforeInPlaceWrite(_:)`` before it.
+    /// A reload after the append drops the prefix without a copy; a conflict, a rename over, a
+    /// deletion or any other write copies it first. Pending bases that are no longer this file
+    /// are lost, as before an in-place write; an empty file is kept as then (nothing to copy).
+    public func preserveBeforeAppend(_ path: String) throws -> AppendPreservation {
+        let (relative, absolute) = try resolve(path)
+        if try read({ db in try nothingToKeepBeforeWrite(db, relative, absolute) }) { return AppendPreservation() }
+        return try write { db -> AppendPreservation in
+            guard let st = try statDocument(absolute, relative) else { return AppendPreservation() }
+            let identity = FileIdentity(st)
+            guard let document = try documentID(db, relative),
+                  try Bool.fetchOne(db, sql: "SELECT 1 FROM interest WHERE documentId = ? LIMIT 1", arguments: [document.rawValue]) == true
+            else {
+                // Nobody presents it: as before any write.
+                guard keepsUnpresentedFiles else { return AppendPreservation() }
+                let document = try documentID(db, relative) ?? createDocument(db, relative, identity)
+                return AppendPreservation(snapshot: try takeSnapshot(db, document, relative, absolute, st, reason: .beforeWrite))
+            }
+            // A prefix of another file, or longer than this one, is not this file's any more.
+            try db.execute(
+                sql: """
+                    UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND baseState = 'prefix'
+                      AND NOT (baseDev = ? AND baseIno = ? AND baseSize <= ?)
+                    """,
+                arguments: [document.rawValue, Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), identity.size])
+            try db.execute(
+                sql: """
+                    UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND baseState = 'pending'
+                      AND NOT (baseDev = ? AND baseIno = ? AND baseSize = ? AND baseMtimeNs = ?)
+                    """,
+                arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
+            var snapshot: Snapshot?
+            if identity.size == 0 {
+                // Nothing to copy: kept as any pending base (an empty version).
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND baseState = 'pending' LIMIT 1",
+                                     arguments: [document.rawValue]) == true {
+                    snapshot = try takeSnapshot(db, document, relative, absolute, st, reason: .beforeWrite)
+                }
+            } else {
+                try db.execute(sql: "UPDATE interest SET baseState = 'prefix' WHERE documentId = ? AND baseState = 'pending'", arguments: [document.rawValue])
+            }
+            let end = try Int64.fetchOne(
+                db, sql: "SELECT MAX(baseSize) FROM interest WHERE documentId = ? AND baseState = 'prefix' AND baseSize > 0", arguments: [document.rawValue])
+            return AppendPreservation(snapshot: snapshot, prefixEnd: end)
+        }
+    }
+
+    /// Copies the bases of `document` that are a prefix of its file (``BaseState/prefix(_:)``):
+    /// their first bytes, from the file `st` describes, once per prefix; each becomes a kept base
+    /// (or reuses a version of that very file state). A prefix of another inode, or longer than the
+    /// file now, is lost. `st` nil: the file is gone, every prefix is lost.
+    @discardableResult
+    func keepPrefixBases(_ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat?) throws -> [Snapshot] {
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT DISTINCT baseDev, baseIno, baseSize, baseMtimeNs FROM interest WHERE documentId = ? AND baseState = 'prefix'",
+            arguments: [document.rawValue])
+        var kept: [Snapshot] = []
+        for row in rows {
+            guard let prefix = Schema.identity(row, "base") else { continue }
+            let these = StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(prefix))
+            let matches = "documentId = ? AND baseState = 'prefix' AND baseDev = ? AND baseIno = ? AND baseSize = ? AND baseMtimeNs = ?"
+            guard let st, UInt64(st.st_dev) == prefix.device, UInt64(st.st_ino) == prefix.inode, Int64(st.st_size) >= prefix.size else {
+                try db.execute(sql: "UPDATE interest SET baseState = 'lost' WHERE \(matches)", arguments: these)
+                continue
+            }
+            let snapshot = try keepPrefix(db, document, relative, absolute, st, prefix)
+            for (presenter, uid) in try boundOwners(db, document, pendingFor: prefix, state: "prefix")
+            where try !mayPin(db, uid, version: Int64(bitPattern: snapshot.version.id.rawValue), size: snapshot.version.size) {
+                try db.execute(sql: "UPDATE interest SET baseState = 'lost' WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter])
+            }
+            try db.execute(sql: "UPDATE interest SET baseState = 'kept', baseVersionId = ? WHERE \(matches)",
+                           arguments: StatementArguments([snapshot.version.id.rawValue.databaseValue]) + these)
+            kept.append(snapshot)
+        }
+        return kept
+    }
+
+    /// Keeps the first `prefix.size` bytes of the file `st` describes as a version whose source is
+    /// `prefix` (the file as the presenters loaded it), or finds that version kept already.
+    private func keepPrefix(_ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat,
+                            _ prefix: FileIdentity) throws -> Snapshot {
+        let started = Self.monotonicNanoseconds()
+        if let existing = try Row.fetchOne(
+            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.srcDev = ? AND v.srcIno = ? AND v.srcSize = ? AND v.srcMtimeNs = ? AND v.method != 'link' ORDER BY v.id DESC LIMIT 1",
+            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(prefix)))
+        {
+            return Snapshot(version: try Schema.version(existing), reused: true, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
+        }
+        let source = try FileSystem.openSame(absolute, as: st)
+        defer { FileSystem.close(source) }
+        try db.execute(
+            sql: """
+                INSERT INTO version (documentId, path, createdAt, size, reason, method, storedName, srcDev, srcIno, srcSize, srcMtimeNs,
+                  srcMode, srcUid, srcGid, srcAcl)
+                VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: StatementArguments(
+                [document.rawValue.databaseValue, relative.databaseValue, Self.now().databaseValue,
+                 prefix.size.databaseValue, VersionReason.beforeWrite.rawValue.databaseValue] + Schema.identityValues(prefix)
+                    + [Int64(st.st_mode).databaseValue, Int64(st.st_uid).databaseValue, Int64(st.st_gid).databaseValue,
+                       FileSystem.accessACL(source).map { Data($0) }.databaseValue]))
+        let id = db.lastInsertedRowID
+        let name = "\(id)"
+        FileSystem.unlinkIfPresent(storedPath(name))
+        var method = SnapshotMethod.copy
+        if inPlaceMethod == .reflink, (try? FileSystem.reflink(fd: source, sourcePath: absolute, to: storedPath(name))) != nil {
+            // A clone of the whole file, cut to the prefix: no bytes copied.
+            do { try FileSystem.truncate(storedPath(name), to: prefix.size) } catch {
+                FileSystem.unlinkIfPresent(storedPath(name))
+                throw error
+            }
+            method = .reflink
+        } else {
+            try FileSystem.copyPrefix(fd: source, sourcePath: absolute, length: prefix.size, toNew: storedPath(name))
+        }
+        try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
+        let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
+        return Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
     }
 
     /// Whether ``StoreConfiguration/unpresentedFiles`` keeps a file nobody presents before an
@@ -65,7 +204,7 @@ extension DocumentStore {
         guard let document = try documentID(db, relative) else { return !keepsUnpresentedFiles }
         let states = try String.fetchAll(db, sql: "SELECT baseState FROM interest WHERE documentId = ?", arguments: [document.rawValue])
         if states.isEmpty { return !keepsUnpresentedFiles }
-        return !states.contains("pending")
+        return !states.contains("pending") && !states.contains("prefix")
     }
 
     private func preserveBeforeReplacement(_ path: String, reason: VersionReason) throws -> Snapshot? {
@@ -90,6 +229,9 @@ extension DocumentStore {
         _ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat,
         reason: VersionReason
     ) throws -> Snapshot {
+        // Bases that are a prefix of this file: their bytes first (what this snapshot is taken
+        // before may change them).
+        try keepPrefixBases(db, document, relative, absolute, st)
         let started = Self.monotonicNanoseconds()
         let identity = FileIdentity(st)
         let snapshot: Snapshot

@@ -100,14 +100,15 @@ extension DocumentStore {
     }
 
     /// The owners (bound by the budget) of the given presenters' interests in `document`.
-    func boundOwners(_ db: Database, _ document: DocumentID, pendingFor identity: FileIdentity? = nil) throws -> [(presenter: String, uid: UInt32)] {
+    func boundOwners(_ db: Database, _ document: DocumentID, pendingFor identity: FileIdentity? = nil,
+                     state: String = "pending") throws -> [(presenter: String, uid: UInt32)] {
         guard userPins.isBounded else { return [] }
         let rows: [Row]
         if let identity {
             rows = try Row.fetchAll(db, sql: """
-                SELECT presenter, ownerUid FROM interest WHERE documentId = ? AND ownerUid IS NOT NULL AND baseState = 'pending'
+                SELECT presenter, ownerUid FROM interest WHERE documentId = ? AND ownerUid IS NOT NULL AND baseState = ?
                   AND baseDev = ? AND baseIno = ? AND baseSize = ? AND baseMtimeNs = ?
-                """, arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
+                """, arguments: StatementArguments([document.rawValue.databaseValue, state.databaseValue] + Schema.identityValues(identity)))
         } else {
             rows = try Row.fetchAll(db, sql: "SELECT presenter, ownerUid FROM interest WHERE documentId = ? AND ownerUid IS NOT NULL",
                                     arguments: [document.rawValue])

@@ -163,11 +163,36 @@ enum FileSystem {
         }
     }
 
-    static func copy(fd src: Int32, sourcePath: String, to dst: Int32, destinationPath: String) throws -> Int64 {
+    /// Copies the first `length` bytes of the open file `src` (from its start) into the new file
+    /// `destination`; fails (`EIO`, nothing left behind) when the file is shorter by now.
+    static func copyPrefix(fd src: Int32, sourcePath source: String, length: Int64, toNew destination: String) throws {
+        let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        do {
+            let copied = try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination, limit: length)
+            guard copied == length else { throw error("copy", source, EIO) }
+            close(dst)
+        } catch {
+            close(dst)
+            unlinkIfPresent(destination)
+            throw error
+        }
+    }
+
+    /// Sets the size of the file at `path` (a clone of a prefix cut to its length).
+    static func truncate(_ path: String, to length: Int64) throws {
+        let fd = try open(path, O_WRONLY)
+        defer { close(fd) }
+        _ = try retrying("ftruncate", path) { Glibc.ftruncate(fd, off_t(length)) }
+    }
+
+    /// Copies from the start of `src` to its end, or at most `limit` bytes.
+    static func copy(fd src: Int32, sourcePath: String, to dst: Int32, destinationPath: String, limit: Int64? = nil) throws -> Int64 {
         var total: Int64 = 0
+        func chunk(_ most: Int) -> Int { limit.map { Int(min(Int64(most), $0 - total)) } ?? most }
         if let copyFileRange {
             copying: while true {
-                switch sysValue({ copyFileRange(src, nil, dst, nil, 1 << 30, 0) }) {
+                if chunk(1) == 0 { return total }
+                switch sysValue({ copyFileRange(src, nil, dst, nil, chunk(1 << 30), 0) }) {
                 case .success(0): return total
                 case .success(let n): total += Int64(n)
                 case .failure(let e):
@@ -181,7 +206,8 @@ enum FileSystem {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 4096)
         defer { buffer.deallocate() }
         while true {
-            let n = try retrying("read", sourcePath) { read(src, buffer, bufferSize) }
+            if chunk(1) == 0 { return total }
+            let n = try retrying("read", sourcePath) { read(src, buffer, chunk(bufferSize)) }
             if n == 0 { return total }
             try writeAll(dst, UnsafeRawBufferPointer(start: buffer, count: n), destinationPath)
             total += Int64(n)

@@ -177,6 +177,12 @@ public enum BaseState: Sendable, Hashable {
     /// Not captured yet: the loaded version is still the file itself (identity recorded); it will
     /// be captured by the first snapshot of the document.
     case pending(FileIdentity)
+    /// Not copied: the loaded version is the first `size` bytes of this file (its device and
+    /// inode), which has only been appended to since (an open for appending found the base
+    /// pending: ``DocumentStore/preserveBeforeAppend(_:)``). Those bytes are copied before
+    /// anything may change them (any other write, a truncate, a rename over, a deletion, a
+    /// conflict that pins the base); a reload drops it without a copy.
+    case prefix(FileIdentity)
     /// Kept as this version.
     case kept(VersionID)
     /// The file changed before the base could be captured (outside the store's view), or the

@@ -160,6 +160,8 @@ enum Schema {
             base = .kept(VersionID(rawValue: id))
         } else if state == "pending", let identity = identity(row, "base") {
             base = .pending(identity)
+        } else if state == "prefix", let identity = identity(row, "base") {
+            base = .prefix(identity)
         } else {
             base = .lost
         }

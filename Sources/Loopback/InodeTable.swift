@@ -46,7 +46,13 @@ public final class BackingNode: @unchecked Sendable {
     /// every open of an inode in one mode, so the first open decides for the rest. The id stays
     /// registered until the kernel forgets the node, so every later open uses the same one (a new id
     /// could reach the kernel before it let go of the old one at a release, and fail with EBUSY).
-    let passthrough = Mutex<(backingID: Int32, opens: Int)>((0, 0))
+    ///
+    /// `served`: opens the daemon serves with direct_io on purpose (`Loopback.openFile(passthrough:
+    /// false)`) that the kernel may not have taken yet. The kernel refuses an open without
+    /// passthrough while the inode has a passthrough open (EIO), so such an open is made only while
+    /// it has none, and until the kernel surely took it (its first request: a read, a write, a
+    /// flush, its release) the inode's new opens are served so too, and counted alike.
+    let passthrough = Mutex<(backingID: Int32, opens: Int, served: Int)>((0, 0, 0))
     /// The directory a non-directory was last looked up in: its path when /proc cannot give it
     /// (beyond PATH_MAX; `LongPaths.swift`).
     let lookedUpIn = Mutex(WeakNode())

@@ -673,7 +673,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     ///
     /// A user other than root and the owner at its bound of open files (`OpenFileBounds`) gets
     /// ENFILE, nothing opened or truncated.
-    public func openFile(_ node: BackingNode, flags: Int32, caller: RequestContext) -> Result<OpenFile, Errno> {
+    ///
+    /// `passthrough` false: the daemon serves this open's reads and writes whatever the mount's
+    /// passthrough (the layer above must see its writes), with `direct_io`, when the inode has no
+    /// passthrough open (else it is an open as any other: `servedByDaemon` false).
+    public func openFile(_ node: BackingNode, flags: Int32, caller: RequestContext, passthrough: Bool = true) -> Result<OpenFile, Errno> {
         let hold: OpenFileBounds.Hold?
         switch openFiles.take(caller.uid) {
         case .success(let h): hold = h
@@ -686,13 +690,27 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
         switch opened {
         case .success(let fd):
-            let open = makeOpen(fd, node, flags)
+            let open = passthrough || node.type != S_IFREG ? makeOpen(fd, node, flags) : makeServedOpen(fd, node, flags)
             open.hold = hold
             return .success(open)
         case .failure(let e):
             hold?.giveBack()
             return .failure(e)
         }
+    }
+
+    /// An open the daemon serves on purpose (`openFile(passthrough: false)`): only while the inode
+    /// has no passthrough open, else an open as any other.
+    private func makeServedOpen(_ fd: Int32, _ node: BackingNode, _ flags: Int32) -> OpenFile {
+        let served = node.passthrough.withLock { use -> Bool in
+            if use.backingID > 0 && use.opens > 0 { return false }
+            use.served += 1
+            return true
+        }
+        guard served else { return makeOpen(fd, node, flags) }
+        let open = OpenFile(fd: fd, inode: node, flags: flags, servedByDaemon: true)
+        node.latestOpen.withLock { $0.file = open }
+        return open
     }
 
     /// Lets regular files use kernel passthrough through `registry` once it is enabled.
@@ -715,6 +733,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             return OpenFile(fd: fd, inode: node, flags: flags)
         }
         let id = node.passthrough.withLock { use -> Int32 in
+            // While an open the daemon serves on purpose is held, the inode's opens are served so.
+            if use.served > 0 {
+                use.served += 1
+                return -1
+            }
             // Registered already, or the first open (a failed registration leaves the inode's opens
             // to the daemon until the last one closes, then the next open tries again).
             if use.backingID == 0, use.opens == 0 {
@@ -725,6 +748,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             use.opens += 1
             return use.backingID
         }
+        if id < 0 { return OpenFile(fd: fd, inode: node, flags: flags, servedByDaemon: true) }
         return OpenFile(fd: fd, inode: node, flags: flags, backingID: id > 0 ? id : nil, sharesInodeMode: true)
     }
 
@@ -746,6 +770,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The end of an open's part in its inode's passthrough mode (the backing id stays registered
     /// until the node is forgotten).
     private func endPassthrough(_ open: OpenFile) {
+        open.taken()
         guard open.sharesInodeMode else { return }
         open.noteChangesSinceOpen()
         open.inode.passthrough.withLock { $0.opens -= 1 }
@@ -758,7 +783,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The open's reply: takes a reference the kernel holds until release.
     public func openReply(_ open: OpenFile) -> OpenReply {
         _ = Unmanaged.passRetained(open)
-        var reply = OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0,
+        var reply = OpenReply(handle: open.handle, directIO: open.flags & O_DIRECT != 0 || open.servedByDaemon,
                               keepCache: options.keepCache, nonSeekable: open.inode.type == S_IFIFO || open.inode.type == S_IFSOCK)
         reply.noFlush = open.inode.type == S_IFREG && quietCloses.neverReportErrors(open.fd, device: open.inode.key.dev)
         if let id = open.backingID {
@@ -997,12 +1022,15 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func read(_ request: consuming Request, inode id: InodeID, size: Int, offset: Int, file: FileInfo) {
         dataRequestCount.add(1, ordering: .relaxed)
-        request.reply(dataFrom: openFile(file).fd, offset: offset, size: size)
+        let f = openFile(file)
+        f.taken()
+        request.reply(dataFrom: f.fd, offset: offset, size: size)
     }
 
     public func write(_ request: consuming Request, inode id: InodeID, data: IncomingData, offset: Int, file: FileInfo) {
         dataRequestCount.add(1, ordering: .relaxed)
         let f = openFile(file)
+        f.taken()
         f.markModified()
         switch data.write(to: f.fd, at: offset) {
         case .success(let n): request.reply(written: n)
@@ -1014,6 +1042,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         // Closing a duplicate reports delayed write errors (NFS, quotas) to the caller's close(2).
         // Only opens of files whose close can report one get here (`QuietCloses`).
         flushRequestCount.add(1, ordering: .relaxed)
+        openFile(file).taken()
         switch sysValue({ dup(openFile(file).fd) }) {
         case .success(let d):
             if let e = sys({ close(d) }) { return request.reply(error: e) }
@@ -1301,6 +1330,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     public func fallocate(_ request: consuming Request, inode id: InodeID, mode: Int32, offset: Int, length: Int, file: FileInfo) {
         let f = openFile(file)
+        f.taken()
         f.markModified()
         if let e = sys({ LinuxCalls.fallocate(f.fd, mode, offset, length) }) { return request.reply(error: e) }
         request.replyOK()

@@ -15,6 +15,19 @@ public final class OpenFile: @unchecked Sendable {
     public let backingID: Int32?
     /// Counted in the node's passthrough opens (until release).
     let sharesInodeMode: Bool
+    /// Served by the daemon with direct_io, counted in the node's `served` opens until the kernel
+    /// surely took the open (`taken()`).
+    public let servedByDaemon: Bool
+    private let takenFlag = Atomic<Bool>(false)
+
+    /// A request on this open came: the kernel took its open reply. Once, for an open the daemon
+    /// serves on purpose: the inode's new opens may pass through again.
+    @inline(__always)
+    func taken() {
+        guard servedByDaemon, !takenFlag.load(ordering: .relaxed),
+              !takenFlag.exchange(true, ordering: .relaxed) else { return }
+        inode.passthrough.withLock { $0.served -= 1 }
+    }
     /// For a passthrough open for writing (not a create, not O_TRUNC): ctime, mtime and size when
     /// opened, to tell at release whether the file changed (multigrain timestamps: a change after
     /// this fstat gets a new ctime).
@@ -26,9 +39,9 @@ public final class OpenFile: @unchecked Sendable {
     /// (`OpenFileBounds`), given back when its descriptor closes. Set before the open is answered.
     var hold: OpenFileBounds.Hold?
 
-    init(fd: Int32, inode: BackingNode, flags: Int32, backingID: Int32? = nil, sharesInodeMode: Bool = false) {
+    init(fd: Int32, inode: BackingNode, flags: Int32, backingID: Int32? = nil, sharesInodeMode: Bool = false, servedByDaemon: Bool = false) {
         self.fd = fd; self.inode = inode; self.flags = flags
-        self.backingID = backingID; self.sharesInodeMode = sharesInodeMode
+        self.backingID = backingID; self.sharesInodeMode = sharesInodeMode; self.servedByDaemon = servedByDaemon
         // A create or an O_TRUNC open is a change whatever it writes: nothing to compare.
         let write = flags & O_ACCMODE != O_RDONLY && flags & (O_TRUNC | O_CREAT) == 0
         openedState = Mutex(backingID != nil && write ? FileState(fd) : nil)

@@ -308,6 +308,7 @@ struct Scenarios {
         case .pending(let identity): XCTAssertEqual(identity, try f.identity("doc.txt"))
         case .kept(let version): XCTAssertEqual(try f.text(version), "one\ntwo\nTHREE\n")
         case .lost: XCTFail("base lost")
+        case .prefix(let identity): XCTFail("a reload's base is no prefix: \(identity)")
         }
     }
 
