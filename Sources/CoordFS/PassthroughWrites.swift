@@ -142,6 +142,13 @@ final class PassthroughWrites: Sendable {
         var isEmpty: Bool {
             open.isEmpty && (left == nil || ownClosesToCome <= 0) && ((left == nil && releasedBy.isEmpty) || closesToCome <= 0)
         }
+        /// `opened`'s change; the entry's `born`, to tell a new entry.
+        mutating func opened(by pid: pid_t, _ held: HeldOpen, at path: ItemPath?) -> UInt64 {
+            open[pid, default: 0] += 1
+            opens.append(held)
+            if let path { self.path = path }
+            return born
+        }
     }
     private struct Table {
         var files: [ObjectIdentifier: FileWrites] = [:]
@@ -227,16 +234,13 @@ final class PassthroughWrites: Sendable {
     /// kernel sends FLUSH for it, and each is told here (`flushed`).
     func opened(_ node: AnyObject, by pid: pid_t, at path: ItemPath? = nil, open: AnyObject? = nil, atOpen: Times? = nil,
                 flushes: Bool = false) {
+        let held = HeldOpen(id: open.map { ObjectIdentifier($0) }, object: open.map { Retained(object: $0) },
+                            pid: pid, atOpen: atOpen, flushes: flushes)
         table.withLock { t in
-            let key = ObjectIdentifier(node)
-            if t.files[key] == nil {
-                t.born += 1
-                t.files[key] = FileWrites(node: Retained(object: node), born: t.born)
-            }
-            t.files[key]?.open[pid, default: 0] += 1
-            t.files[key]?.opens.append(HeldOpen(id: open.map { ObjectIdentifier($0) }, object: open.map { Retained(object: $0) },
-                                                pid: pid, atOpen: atOpen, flushes: flushes))
-            if let path { t.files[key]?.path = path }
+            // One look-up: the entry, made when new, is changed in place.
+            let born = t.born + 1
+            if t.files[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node), born: born)]
+                .opened(by: pid, held, at: path) == born { t.born = born }
         }
     }
 
