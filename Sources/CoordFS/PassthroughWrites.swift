@@ -157,6 +157,12 @@ final class PassthroughWrites: Sendable {
         mutating func remove(_ key: ObjectIdentifier) {
             if let h = files.removeValue(forKey: key)?.handle, byHandle[h] == key { byHandle[h] = nil }
         }
+        /// The entry at `i` let go, when it is empty.
+        mutating func removeIfEmpty(at i: [ObjectIdentifier: FileWrites].Index) {
+            guard files.values[i].isEmpty else { return }
+            let (key, f) = files.remove(at: i)
+            if let h = f.handle, byHandle[h] == key { byHandle[h] = nil }
+        }
 
         /// `key`'s file has the kernel handle `h` (nil: it could not be read), read through its node.
         /// When another entry has that handle, the two are one file the kernel forgot and looked up
@@ -249,57 +255,66 @@ final class PassthroughWrites: Sendable {
     /// its close event. One lock, nothing waited for.
     func flushed(_ node: AnyObject, open: AnyObject, by pid: pid_t) {
         table.withLock { t in
-            let key = ObjectIdentifier(node), id = ObjectIdentifier(open)
-            guard var f = t.files[key], let i = f.opens.firstIndex(where: { $0.id == id }), f.opens[i].flushes else { return }
-            if !f.opens[i].closers.contains(pid) {
-                if f.opens[i].closers.count >= Self.maxPids { f.opens[i].flushes = false } else { f.opens[i].closers.insert(pid) }
-            }
-            // Its writes read before: through this open's descriptor (the mount's), not beside it.
-            if f.modifiers.remove(pid) != nil, let o = f.opens[i].object { wrote(o.object) }
-            t.files[key] = f
+            let id = ObjectIdentifier(open)
+            guard let e = t.files.index(forKey: ObjectIdentifier(node)) else { return }
+            // Changed in place (a copy would copy the arrays and sets it changes).
+            Self.flushed(&t.files.values[e], id, by: pid, wrote: wrote)
         }
+    }
+
+    private static func flushed(_ f: inout FileWrites, _ id: ObjectIdentifier, by pid: pid_t, wrote: (AnyObject) -> Void) {
+        guard let i = f.opens.firstIndex(where: { $0.id == id }), f.opens[i].flushes else { return }
+        if !f.opens[i].closers.contains(pid) {
+            if f.opens[i].closers.count >= Self.maxPids { f.opens[i].flushes = false } else { f.opens[i].closers.insert(pid) }
+        }
+        // Its writes read before: through this open's descriptor (the mount's), not beside it.
+        if f.modifiers.remove(pid) != nil, let o = f.opens[i].object { wrote(o.object) }
     }
 
     /// Its release; `state` is the file as the daemon's own descriptor of it shows it now (every
     /// write of this open is done). One lock, no system call: the file's kernel handle is learned
     /// from the watcher's events (`whose`), not read here. `handle` is for tests.
     func released(_ node: AnyObject, by pid: pid_t, open: AnyObject? = nil, state: FileState?, handle: [UInt8]? = nil) {
+        let id = open.map { ObjectIdentifier($0) }
         table.withLock { t in
             let key = ObjectIdentifier(node)
-            guard var f = t.files[key] else { return }
-            if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
-            let id = open.map { ObjectIdentifier($0) }
-            if let i = f.opens.firstIndex(where: { $0.id == id }) {
-                let read = reads.load(ordering: .relaxed)
-                for pid in f.opens[i].closers {
-                    if f.releasedClosers.count >= Self.maxPids { f.releasedClosers.removeFirst() }
-                    f.releasedClosers.append((pid, read))
-                }
-                f.opens.remove(at: i)
-            }
-            if f.open.isEmpty { f.modifiers = []; f.modifiersLost = false }
-            f.left = state
-            if f.closesSeenEarly > 0 { f.closesSeenEarly -= 1 } else {
-                f.closesToCome += 1
-                if f.releasedBy.count >= 8 { f.releasedBy.removeFirst() }
-                f.releasedBy.append((pid, reads.load(ordering: .relaxed)))
-            }
-            // The daemon's own descriptor of the open closes after this.
-            f.ownClosesToCome += 1
+            guard let e = t.files.index(forKey: key) else { return }
             t.releases += 1
-            f.releasedAt = t.releases
-            if f.handle == nil, let handle {
-                f.handle = handle
+            // Changed in place (a copy would copy the arrays and dictionaries it changes).
+            Self.released(&t.files.values[e], by: pid, id, state: state, read: reads.load(ordering: .relaxed), order: t.releases)
+            if t.files.values[e].handle == nil, let handle {
+                t.files.values[e].handle = handle
                 t.byHandle[handle] = key
             }
-            t.files[key] = f
-            if f.isEmpty { t.remove(key) }
+            // After the handle, so that a removal lets go of it too.
+            t.removeIfEmpty(at: e)
             // Files whose close event never came (merged with another) are dropped, oldest first.
             if t.files.count > keptReleases {
                 let old = t.files.filter { $0.value.open.isEmpty }.sorted { $0.value.releasedAt < $1.value.releasedAt }
                 for (k, _) in old.prefix(t.files.count - keptReleases / 2) { t.remove(k) }
             }
         }
+    }
+
+    private static func released(_ f: inout FileWrites, by pid: pid_t, _ id: ObjectIdentifier?, state: FileState?, read: UInt64, order: UInt64) {
+        if let n = f.open[pid] { f.open[pid] = n > 1 ? n - 1 : nil }
+        if let i = f.opens.firstIndex(where: { $0.id == id }) {
+            for pid in f.opens[i].closers {
+                if f.releasedClosers.count >= Self.maxPids { f.releasedClosers.removeFirst() }
+                f.releasedClosers.append((pid, read))
+            }
+            f.opens.remove(at: i)
+        }
+        if f.open.isEmpty { f.modifiers = []; f.modifiersLost = false }
+        f.left = state
+        if f.closesSeenEarly > 0 { f.closesSeenEarly -= 1 } else {
+            f.closesToCome += 1
+            if f.releasedBy.count >= 8 { f.releasedBy.removeFirst() }
+            f.releasedBy.append((pid, read))
+        }
+        // The daemon's own descriptor of the open closes after this.
+        f.ownClosesToCome += 1
+        f.releasedAt = order
     }
 
     /// The close event of one of the daemon's own descriptors of a file (the daemon's pid): of a
@@ -315,15 +330,14 @@ final class PassthroughWrites: Sendable {
             else if let node, t.files[ObjectIdentifier(node)] != nil { key = ObjectIdentifier(node) }
             else if node == nil, let path { key = t.files.first { $0.value.path == path && $0.value.ownClosesToCome > 0 }?.key }
             else if node == nil, path == nil, !t.files.isEmpty { return false }
-            guard let key, var f = t.files[key], f.ownClosesToCome > 0 else { return true }
-            f.ownClosesToCome -= 1
-            if f.handle == nil, let handle, t.byHandle[handle] == nil {
-                f.handle = handle
+            guard let key, let e = t.files.index(forKey: key), t.files.values[e].ownClosesToCome > 0 else { return true }
+            t.files.values[e].ownClosesToCome -= 1
+            if t.files.values[e].handle == nil, let handle, t.byHandle[handle] == nil {
+                t.files.values[e].handle = handle
                 t.byHandle[handle] = key
             }
-            // Stored first, so that a removal lets go of the handle just learned too.
-            t.files[key] = f
-            if f.isEmpty { t.remove(key) }
+            // After the handle, so that a removal lets go of the handle just learned too.
+            t.removeIfEmpty(at: e)
             return true
         }
     }
@@ -372,11 +386,15 @@ final class PassthroughWrites: Sendable {
 
     /// `whose` on the entries found now; nil when none was found.
     private func lookUp(_ t: inout Table, handle: [UInt8]?, _ node: AnyObject?, path: ItemPath?, pid: pid_t, close: Bool, read: UInt64) -> Whose? {
-        var keys: [ObjectIdentifier] = []
-        if let handle, let k = t.byHandle[handle], t.files[k] == nil { t.byHandle[handle] = nil } // (never left behind: see `matchEntry`)
-        if let handle, let k = t.byHandle[handle] { keys = [k] }
-        else if let node, t.files[ObjectIdentifier(node)] != nil { keys = [ObjectIdentifier(node)] }
-        else if node == nil, let path { keys = t.files.filter { $0.value.path == path }.map(\.key) }
+        if let handle, let k = t.byHandle[handle] {
+            if let e = t.files.index(forKey: k) { return matchEntry(&t, e, k, handle: handle, pid: pid, close: close, read: read) }
+            t.byHandle[handle] = nil // (never left behind: see `matchEntry`)
+        }
+        if let node, let e = t.files.index(forKey: ObjectIdentifier(node)) {
+            return matchEntry(&t, e, ObjectIdentifier(node), handle: handle, pid: pid, close: close, read: read)
+        }
+        guard node == nil, let path else { return nil }
+        let keys = t.files.filter { $0.value.path == path }.map(\.key)
         guard !keys.isEmpty else { return nil }
         for key in keys {
             let whose = matchEntry(&t, key, handle: handle, pid: pid, close: close, read: read)
@@ -386,16 +404,22 @@ final class PassthroughWrites: Sendable {
     }
 
     private func matchEntry(_ t: inout Table, _ key: ObjectIdentifier, handle: [UInt8]?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
-        guard var f = t.files[key] else { return .beside }
+        guard let e = t.files.index(forKey: key) else { return .beside }
+        return matchEntry(&t, e, key, handle: handle, pid: pid, close: close, read: read)
+    }
+
+    /// The entry at `e` (of `key`), changed in place: a copy would copy the arrays and dictionaries
+    /// `match` changes.
+    private func matchEntry(_ t: inout Table, _ e: [ObjectIdentifier: FileWrites].Index, _ key: ObjectIdentifier,
+                            handle: [UInt8]?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
         // The handle the event reports, for later events after a rename.
-        if f.handle == nil, let handle, t.byHandle[handle] == nil {
-            f.handle = handle
+        if t.files.values[e].handle == nil, let handle, t.byHandle[handle] == nil {
+            t.files.values[e].handle = handle
             t.byHandle[handle] = key
         }
-        let whose = match(&f, pid: pid, close: close, read: read)
-        // Stored first, so that a removal finds the handle just learned and lets go of it too.
-        t.files[key] = f
-        if f.isEmpty { t.remove(key) }
+        let whose = match(&t.files.values[e], pid: pid, close: close, read: read)
+        // After the handle, so that a removal finds the handle just learned and lets go of it too.
+        t.removeIfEmpty(at: e)
         return whose
     }
 
