@@ -29,7 +29,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let names = ProcessNames()
     /// Directories by their kernel file handle bytes, and the handle each was marked with (a
     /// directory's node may keep no descriptor, and its file may be gone when it is forgotten).
-    private let directories = Mutex<(byHandle: [[UInt8]: BackingNode], handleOf: [ObjectIdentifier: [UInt8]])>(([:], [:]))
+    private let directories = Mutex<(byHandle: [FileHandleKey: BackingNode], handleOf: [ObjectIdentifier: FileHandleKey])>(([:], [:]))
     private let ownPID = getpid()
     /// The mount's own writes made by the kernel (passthrough), reported with the writer's pid.
     private let passthroughWrites: PassthroughWrites?
@@ -113,9 +113,10 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             loopback.setPathsAreWatched(false)
             return
         }
+        let key = FileHandleKey(handle)
         directories.withLock { d in
-            d.byHandle[LinuxCalls.handleBytes(handle)] = node
-            d.handleOf[ObjectIdentifier(node)] = LinuxCalls.handleBytes(handle)
+            d.byHandle[key] = node
+            d.handleOf[ObjectIdentifier(node)] = key
         }
     }
 
@@ -178,16 +179,16 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
                     let handleStart = info + 4 + 8
                     if handleStart + 8 <= info + length {
                         let handleBytes = Int(bytes.loadUnaligned(fromByteOffset: handleStart, as: UInt32.self))
+                        let handleType = bytes.loadUnaligned(fromByteOffset: handleStart + 4, as: Int32.self)
                         let bytesStart = handleStart + 8
                         if bytesStart + handleBytes <= info + length {
-                            let handle = Array(bytes[bytesStart..<(bytesStart + handleBytes)])
-                            let handleType = bytes.loadUnaligned(fromByteOffset: handleStart + 4, as: Int32.self)
+                            let handle = FileHandleKey(type: handleType, bytes: UnsafeRawBufferPointer(rebasing: bytes[bytesStart..<(bytesStart + handleBytes)]))
                             // The name: up to its NUL (or the record's end), decoded in place.
                             let nameStart = bytesStart + handleBytes
                             var p = nameStart
                             while p < info + length, bytes[p] != 0 { p += 1 }
                             let name = String(nameBuffer: UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[nameStart..<p]))
-                            entries.append((type, handle, handleType, name))
+                            entries.append((type, handle, name))
                         }
                     }
                     info += length
@@ -216,8 +217,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private static let dfidName: UInt8 = 2, oldDfidName: UInt8 = 10, newDfidName: UInt8 = 12
 
     /// One info record of an event: its type, the directory's (or, for `fidRecord`, the changed
-    /// file's own) handle bytes and handle type, and the entry's name.
-    typealias Entry = (type: UInt8, directory: [UInt8], handleType: Int32, name: String)
+    /// file's own) handle, and the entry's name.
+    typealias Entry = (type: UInt8, directory: FileHandleKey, name: String)
 
     private func handle(mask eventMask: UInt64, pid: Int32, entries: [Entry]) {
         var mask = eventMask
@@ -272,7 +273,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         var movedTo: ItemPath? = nil
         if renamed, reportsTargets, !resolved.contains(where: { $0.type == Self.newDfidName }),
            let moved = entries.first(where: { $0.type == LinuxCalls.Fanotify.fidRecord }),
-           let now = loopback.path(ofHandle: .init(bytes: moved.directory, type: moved.handleType)) {
+           let now = loopback.path(ofHandle: moved.directory.kernelHandle) {
             movedTo = try? ItemPath(now)
         }
         /// A rename's source (`oldDfidName`) or destination (`newDfidName`); nil for a temp name

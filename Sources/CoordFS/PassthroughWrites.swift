@@ -122,7 +122,7 @@ final class PassthroughWrites: Sendable {
         var left: FileState?
         /// The kernel's file handle of the file, as fanotify reports it (once known), and whether
         /// the watcher read it through the node already (it does so at most once, see `whose`).
-        var handle: [UInt8]?
+        var handle: FileHandleKey?
         var handleRead = false
         /// Releases whose close event was not seen yet, and close events seen before their release.
         var closesToCome = 0, closesSeenEarly = 0
@@ -152,7 +152,7 @@ final class PassthroughWrites: Sendable {
     }
     private struct Table {
         var files: [ObjectIdentifier: FileWrites] = [:]
-        var byHandle: [[UInt8]: ObjectIdentifier] = [:]
+        var byHandle: [FileHandleKey: ObjectIdentifier] = [:]
         var releases: UInt64 = 0, born: UInt64 = 0
         mutating func remove(_ key: ObjectIdentifier) {
             if let h = files.removeValue(forKey: key)?.handle, byHandle[h] == key { byHandle[h] = nil }
@@ -169,7 +169,7 @@ final class PassthroughWrites: Sendable {
         /// again, a node of its own each (the loopback's node goes with the kernel's FORGET; an
         /// entry keeps its own alive): the older entry is merged into the newer, the node opens and
         /// releases now name, unless both hold opens.
-        mutating func learn(_ key: ObjectIdentifier, handle h: [UInt8]?) {
+        mutating func learn(_ key: ObjectIdentifier, handle h: FileHandleKey?) {
             guard var f = files[key], f.handle == nil else { return }
             f.handleRead = true
             files[key] = f
@@ -207,7 +207,7 @@ final class PassthroughWrites: Sendable {
     /// The file's state now, read through its node (nil when it cannot be read: the file is gone).
     private let stateOf: @Sendable (AnyObject) -> FileState?
     /// The file's kernel handle, read through its node (nil when it cannot be read).
-    private let handleOf: @Sendable (AnyObject) -> [UInt8]?
+    private let handleOf: @Sendable (AnyObject) -> FileHandleKey?
     /// Tells an open that it wrote (its release tells a change whatever the file's times say).
     private let wrote: @Sendable (AnyObject) -> Void
     /// Tells an open that its release compares the file with what it is now (a change beside the
@@ -215,7 +215,7 @@ final class PassthroughWrites: Sendable {
     private let rebase: @Sendable (AnyObject) -> Void
 
     init(keptReleases: Int = 256, stateOf: @escaping @Sendable (AnyObject) -> FileState? = PassthroughWrites.backingState,
-         handleOf: @escaping @Sendable (AnyObject) -> [UInt8]? = PassthroughWrites.backingHandle,
+         handleOf: @escaping @Sendable (AnyObject) -> FileHandleKey? = PassthroughWrites.backingHandle,
          wrote: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteWritten() },
          rebase: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteChangedBeside() }) {
         self.keptReleases = keptReleases
@@ -230,9 +230,9 @@ final class PassthroughWrites: Sendable {
         return (try? node.withDescriptor { FileState(fd: $0) }.get()) ?? nil
     }
 
-    static func backingHandle(_ node: AnyObject) -> [UInt8]? {
+    static func backingHandle(_ node: AnyObject) -> FileHandleKey? {
         guard let node = node as? BackingNode else { return nil }
-        return (try? node.withDescriptor { LinuxCalls.identityHandle(of: $0).map(LinuxCalls.handleBytes) }.get()) ?? nil
+        return (try? node.withDescriptor { LinuxCalls.identityHandle(of: $0).map(FileHandleKey.init) }.get()) ?? nil
     }
 
     /// A passthrough open for writing by `pid`, of the file at `path`; `open` is the open's identity
@@ -274,7 +274,7 @@ final class PassthroughWrites: Sendable {
     /// Its release; `state` is the file as the daemon's own descriptor of it shows it now (every
     /// write of this open is done). One lock, no system call: the file's kernel handle is learned
     /// from the watcher's events (`whose`), not read here. `handle` is for tests.
-    func released(_ node: AnyObject, by pid: pid_t, open: AnyObject? = nil, state: FileState?, handle: [UInt8]? = nil) {
+    func released(_ node: AnyObject, by pid: pid_t, open: AnyObject? = nil, state: FileState?, handle: FileHandleKey? = nil) {
         let id = open.map { ObjectIdentifier($0) }
         table.withLock { t in
             let key = ObjectIdentifier(node)
@@ -323,7 +323,7 @@ final class PassthroughWrites: Sendable {
     /// False when the file may be remembered but was not found: the handle is not known, and no
     /// node or path was given (the watcher looks the node up only then).
     @discardableResult
-    func closedByDaemon(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil) -> Bool {
+    func closedByDaemon(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil) -> Bool {
         table.withLock { t in
             var key: ObjectIdentifier?
             if let handle, let k = t.byHandle[handle] { key = k }
@@ -348,7 +348,7 @@ final class PassthroughWrites: Sendable {
     }
 
     /// True when a change event (`close`: CLOSE_WRITE) of `pid` is the mount's own write.
-    func isOwn(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
+    func isOwn(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Bool {
         whose(handle: handle, node, path: path, pid: pid, close: close) != .beside
     }
 
@@ -358,7 +358,7 @@ final class PassthroughWrites: Sendable {
     /// released whose name changed since (renamed, replaced): the handles of the files no event has
     /// shown yet are read then, through their nodes, outside the lock, each at most once (so a
     /// release never reads one, and a file whose events come by its name never needs it).
-    func whose(handle: [UInt8]? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Whose {
+    func whose(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Whose {
         // The handle names one entry and the node at the event's name another, whose handle is not
         // known yet: they may be one file under an old node and a new one (`Table.learn`).
         if let handle, let node, table.withLock({ t in
@@ -385,7 +385,7 @@ final class PassthroughWrites: Sendable {
     }
 
     /// `whose` on the entries found now; nil when none was found.
-    private func lookUp(_ t: inout Table, handle: [UInt8]?, _ node: AnyObject?, path: ItemPath?, pid: pid_t, close: Bool, read: UInt64) -> Whose? {
+    private func lookUp(_ t: inout Table, handle: FileHandleKey?, _ node: AnyObject?, path: ItemPath?, pid: pid_t, close: Bool, read: UInt64) -> Whose? {
         if let handle, let k = t.byHandle[handle] {
             if let e = t.files.index(forKey: k) { return matchEntry(&t, e, k, handle: handle, pid: pid, close: close, read: read) }
             t.byHandle[handle] = nil // (never left behind: see `matchEntry`)
@@ -403,7 +403,7 @@ final class PassthroughWrites: Sendable {
         return .beside
     }
 
-    private func matchEntry(_ t: inout Table, _ key: ObjectIdentifier, handle: [UInt8]?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
+    private func matchEntry(_ t: inout Table, _ key: ObjectIdentifier, handle: FileHandleKey?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
         guard let e = t.files.index(forKey: key) else { return .beside }
         return matchEntry(&t, e, key, handle: handle, pid: pid, close: close, read: read)
     }
@@ -411,7 +411,7 @@ final class PassthroughWrites: Sendable {
     /// The entry at `e` (of `key`), changed in place: a copy would copy the arrays and dictionaries
     /// `match` changes.
     private func matchEntry(_ t: inout Table, _ e: [ObjectIdentifier: FileWrites].Index, _ key: ObjectIdentifier,
-                            handle: [UInt8]?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
+                            handle: FileHandleKey?, pid: pid_t, close: Bool, read: UInt64) -> Whose {
         // The handle the event reports, for later events after a rename.
         if t.files.values[e].handle == nil, let handle, t.byHandle[handle] == nil {
             t.files.values[e].handle = handle

@@ -176,9 +176,6 @@ public enum LinuxCalls {
         }
     }
 
-    /// The raw bytes of a kernel file handle (to compare with fanotify's).
-    public static func handleBytes(_ h: KernelFileHandle) -> [UInt8] { h.bytes }
-
     /// `renameat2(2)`.
     public static func renameat2(_ olddirfd: Int32, _ oldpath: UnsafePointer<CChar>, _ newdirfd: Int32, _ newpath: UnsafePointer<CChar>, _ flags: UInt32) -> Int32 {
         clinux_renameat2(olddirfd, oldpath, newdirfd, newpath, flags)

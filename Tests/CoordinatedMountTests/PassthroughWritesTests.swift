@@ -1,7 +1,13 @@
 import XCTest
 import Coordination
+import LinuxGNU
 import Synchronization
 @testable import CoordFS
+
+/// A handle of the tests' own making (type 0), written as its bytes.
+extension FileHandleKey: ExpressibleByArrayLiteral {
+    public init(arrayLiteral bytes: UInt8...) { self.init(type: 0, bytes: bytes) }
+}
 
 /// The matching of the mount's own passthrough writes with the backing watcher's events: by what
 /// the file is (as the mount's release left it), not by who closed it or when.
@@ -21,7 +27,7 @@ final class PassthroughWritesTests: XCTestCase {
         func withLock<R>(_ body: (inout T) -> R) -> R { table.withLock { body(&$0) } }
     }
     private let handlesRead = Box<[ObjectIdentifier: Int]>([:])
-    private let handles = Box<[ObjectIdentifier: [UInt8]]>([:])
+    private let handles = Box<[ObjectIdentifier: FileHandleKey]>([:])
 
     /// The opens told they wrote, and told to compare with the file as it is now, by open.
     private let wrote = Box<[ObjectIdentifier: Int]>([:]), rebased = Box<[ObjectIdentifier: Int]>([:])
