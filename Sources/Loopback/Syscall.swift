@@ -44,8 +44,15 @@ func setTimes(pathDescriptor fd: Int32, _ times: UnsafePointer<timespec>) -> Err
 @inline(__always)
 func withProcPath<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {
     procPathWalkCount.add(1, ordering: .relaxed)
+    return withProcPathName(fd, body)
+}
+
+/// `withProcPath`'s path, not counted in `procPathWalks`: for the registration of a new file's
+/// read-only passthrough backing file (`readOnlyDescriptor`), which that count never included.
+@inline(__always)
+func withProcPathName<R>(_ fd: Int32, _ body: (UnsafePointer<CChar>) -> R) -> R {
     // Formatted by hand into a stack buffer: this is on every open.
-    return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 32) { buf in
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 32) { buf in
         let prefix: StaticString = "/proc/self/fd/"
         var i = 0
         prefix.withUTF8Buffer { for b in $0 { buf[i] = CChar(bitPattern: b); i += 1 } }
