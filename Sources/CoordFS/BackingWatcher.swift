@@ -166,46 +166,78 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             }
             if mask & LinuxCalls.Fanotify.overflow != 0 {
                 overflowed()
-            } else if pid != ownPID || (mask & LinuxCalls.Fanotify.closeWrite != 0 && passthroughWrites != nil) {
+            } else if pid == ownPID {
                 // The daemon's own changes are made through the mount and told there: only the close
-                // of its descriptors is looked at (`daemonClosed`).
-                var entries: [Entry] = []
-                var info = offset + metadataLength
-                while info + 4 <= offset + eventLength {
-                    let type = bytes[info]
-                    let length = Int(bytes.loadUnaligned(fromByteOffset: info + 2, as: UInt16.self))
-                    guard length >= 4, info + length <= offset + eventLength else { break }
-                    // fsid (8 bytes), then struct file_handle, then the name (DFID_NAME kinds).
-                    let handleStart = info + 4 + 8
-                    if handleStart + 8 <= info + length {
-                        let handleBytes = Int(bytes.loadUnaligned(fromByteOffset: handleStart, as: UInt32.self))
-                        let handleType = bytes.loadUnaligned(fromByteOffset: handleStart + 4, as: Int32.self)
-                        let bytesStart = handleStart + 8
-                        if bytesStart + handleBytes <= info + length {
-                            let handle = FileHandleKey(type: handleType, bytes: UnsafeRawBufferPointer(rebasing: bytes[bytesStart..<(bytesStart + handleBytes)]))
-                            // The name: up to its NUL (or the record's end), decoded in place.
-                            let nameStart = bytesStart + handleBytes
-                            var p = nameStart
-                            while p < info + length, bytes[p] != 0 { p += 1 }
-                            let name = String(nameBuffer: UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[nameStart..<p]))
-                            entries.append((type, handle, name))
-                        }
+                // of its descriptors is looked at, first by the file's handle alone, which finds it
+                // without the rest of the event decoded (`daemonClosed`).
+                if mask & LinuxCalls.Fanotify.closeWrite != 0, let own = passthroughWrites {
+                    let records = offset + metadataLength ..< offset + eventLength
+                    if !own.closedByDaemon(handle: Self.fileHandle(bytes, records), nil) {
+                        daemonClosed(own, Self.entries(bytes, records))
                     }
-                    info += length
                 }
-                if pid == ownPID { daemonClosed(entries) } else { handle(mask: mask, pid: pid, entries: entries) }
+            } else {
+                handle(mask: mask, pid: pid, entries: Self.entries(bytes, offset + metadataLength ..< offset + eventLength))
             }
             offset += eventLength
         }
     }
 
+    /// An event's info records (`records`: their bytes in `bytes`): each one's type, its file handle
+    /// (after the fsid's 8 bytes, a `struct file_handle`) and the bytes after the handle (the name,
+    /// for the DFID_NAME kinds). `body` returns false to stop.
+    private static func forEachRecord(_ bytes: UnsafeRawBufferPointer, _ records: Range<Int>,
+                                      _ body: (_ type: UInt8, _ handleType: Int32, _ handle: UnsafeRawBufferPointer, _ rest: Range<Int>) -> Bool) {
+        var info = records.lowerBound
+        while info + 4 <= records.upperBound {
+            let type = bytes[info]
+            let length = Int(bytes.loadUnaligned(fromByteOffset: info + 2, as: UInt16.self))
+            guard length >= 4, info + length <= records.upperBound else { return }
+            let handleStart = info + 4 + 8
+            if handleStart + 8 <= info + length {
+                let handleBytes = Int(bytes.loadUnaligned(fromByteOffset: handleStart, as: UInt32.self))
+                let handleType = bytes.loadUnaligned(fromByteOffset: handleStart + 4, as: Int32.self)
+                let bytesStart = handleStart + 8
+                if bytesStart + handleBytes <= info + length {
+                    let handle = UnsafeRawBufferPointer(rebasing: bytes[bytesStart..<(bytesStart + handleBytes)])
+                    if !body(type, handleType, handle, (bytesStart + handleBytes)..<(info + length)) { return }
+                }
+            }
+            info += length
+        }
+    }
+
+    /// The event's info records, each with its handle and its name (empty for a record without one).
+    private static func entries(_ bytes: UnsafeRawBufferPointer, _ records: Range<Int>) -> [Entry] {
+        var entries: [Entry] = []
+        forEachRecord(bytes, records) { type, handleType, handle, rest in
+            // The name: up to its NUL (or the record's end), decoded in place.
+            var p = rest.lowerBound
+            while p < rest.upperBound, bytes[p] != 0 { p += 1 }
+            let name = String(nameBuffer: UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[rest.lowerBound..<p]))
+            entries.append((type, FileHandleKey(type: handleType, bytes: handle), name))
+            return true
+        }
+        return entries
+    }
+
+    /// The changed file's own handle (the FID record's), where the event reports it.
+    private static func fileHandle(_ bytes: UnsafeRawBufferPointer, _ records: Range<Int>) -> FileHandleKey? {
+        var found: FileHandleKey?
+        forEachRecord(bytes, records) { type, handleType, handle, _ in
+            guard type == LinuxCalls.Fanotify.fidRecord else { return true }
+            found = FileHandleKey(type: handleType, bytes: handle)
+            return false
+        }
+        return found
+    }
+
     /// The close of one of the daemon's own descriptors opened for writing (a write open's, closed
-    /// after its release): `PassthroughWrites` stops waiting for it. Nothing is told. The file is
-    /// found by its handle; its node is looked up only when that does not find it.
-    private func daemonClosed(_ entries: [Entry]) {
-        guard let own = passthroughWrites else { return }
+    /// after its release) that its handle did not find (`closedByDaemon` false: the handle is not
+    /// known yet, or the event has none): `PassthroughWrites` stops waiting for it. Nothing is told.
+    /// The file is found by the node at the event's name, else by its path.
+    private func daemonClosed(_ own: PassthroughWrites, _ entries: [Entry]) {
         let target = entries.first { $0.type == LinuxCalls.Fanotify.fidRecord }?.directory
-        if own.closedByDaemon(handle: target, nil) { return }
         let first = directories.withLock { dirs in
             entries.first { $0.type != LinuxCalls.Fanotify.fidRecord }.flatMap { e in dirs.byHandle[e.directory].map { (type: e.type, node: $0, name: e.name) } }
         }
