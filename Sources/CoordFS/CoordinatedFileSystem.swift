@@ -72,6 +72,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Remembers, for each write open held while a presenter of its file (or of a folder it is in)
     /// registers, the file as it was then (`HandleAccess.lateRegistrants`).
     private let registrations = RegistrationWatcher()
+    /// The presented paths by the file they name (hard links: `presentedName`).
+    let presentedInodes = PresentedInodes()
+    /// How many times a presented path was looked at in the backing folder for that (tests).
+    let presentedPathLooks = Atomic<Int>(0)
     private final class RegistrationWatcher: PresenterRegistrationWatcher, @unchecked Sendable {
         /// Set once, in the file system's init.
         weak var fs: CoordinatedFileSystem?
@@ -94,7 +98,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return before
         }
 
+        func presentedItemsMayHaveChanged(_ paths: [ItemPath]) { fs?.presentedInodes.mark(paths) }
+
         func registered(_ id: PresenterID, at path: ItemPath, before: (any Sendable)?) {
+            fs?.presentedInodes.mark([path])
             let before = before as? [ObjectIdentifier: PassthroughWrites.Times] ?? [:]
             for w in writers(at: path) {
                 guard let access = w.handle.grant.access, access.wasGranted(before: id) else { continue }
@@ -183,8 +190,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// leads to the same node without a lookup). When `p` is not presented but another name of
     /// the file is, the access is that document's: its presenters are asked and told, and its
     /// store keeps its version (docs/semantics.md, "Several names for one file"). Costs nothing
-    /// while nobody presents anything, one fstat of the node while someone does, and a look at
-    /// every presented path only for a file with several names.
+    /// while nobody presents anything, one fstat of the node while someone does, and for a file
+    /// with several names a look-up by its inode (`PresentedInodes`: the presented paths changed
+    /// since are looked at again, then each of the file's presented names once).
     func presentedName(of node: BackingNode, else p: ItemPath) -> ItemPath {
         guard node.type == S_IFREG, coordinator.hasPresenters,
               case .success(let found) = node.withDescriptor({ fd -> stat? in
@@ -196,21 +204,26 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     /// The presented paths that are names of the regular file `st` (hard links), in path order.
     func presentedNames(of st: stat) -> [ItemPath] {
-        guard st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1 else { return [] }
-        let candidates = coordinator.presentedPaths()
-        if candidates.isEmpty { return [] }
-        let root = loopback.inode(.root)
-        let found = root.withDescriptor { rootFD -> [ItemPath] in
-            candidates.filter { q in
-                guard !q.components.isEmpty else { return false }
-                return q.string.withNameCString { name in
-                    var other = stat()
-                    return fstatat(rootFD, name, &other, AT_SYMLINK_NOFOLLOW) == 0
-                        && other.st_dev == st.st_dev && other.st_ino == st.st_ino
-                }
+        guard st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1, coordinator.hasPresenters else { return [] }
+        let file = PresentedInodes.File(st)
+        let candidates = presentedInodes.names(of: file, presented: { coordinator.presentedPaths() },
+                                               look: { q in coordinator.isPresented(q) ? backingFile(at: q) : nil })
+        // Each still presented and still that file now.
+        return candidates.filter { coordinator.isPresented($0) && backingFile(at: $0) == file }.sorted()
+    }
+
+    /// The regular file at `q` in the backing folder, by its path from the root (nil: none there).
+    private func backingFile(at q: ItemPath) -> PresentedInodes.File? {
+        guard !q.components.isEmpty else { return nil }
+        presentedPathLooks.add(1, ordering: .relaxed)
+        let found = loopback.inode(.root).withDescriptor { rootFD -> PresentedInodes.File? in
+            q.string.withNameCString { name in
+                var st = stat()
+                guard fstatat(rootFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFREG else { return nil }
+                return PresentedInodes.File(st)
             }
         }
-        return ((try? found.get()) ?? []).sorted()
+        return (try? found.get()) ?? nil
     }
 
     func path(_ parent: BackingNode, _ name: String) -> ItemPath? {

@@ -99,6 +99,7 @@ extension Coordinator {
             finishChain(ask.chain, of: ask.request, &effects)
         }
         emit(nil, record.owner, .presenterUnregistered(record.id, path: record.path))
+        registrationWatcher?.presentedItemsMayHaveChanged([record.path])
     }
 
     // MARK: Asks before the access
@@ -468,6 +469,18 @@ extension Coordinator {
     func deliver(_ announcements: [PendingAnnouncement], origin: AccessOrigin, requestID: RequestID?,
                  intents: [FileAccessIntent], audience: CoordinatedAccess? = nil, registeredBefore: UInt64 = .max) {
         if presenters.isEmpty { return }
+        if let watcher = registrationWatcher {
+            var paths: [ItemPath] = []
+            for announcement in announcements {
+                switch announcement {
+                case .changed(let p), .deleted(let p), .appeared(let p): paths.append(p)
+                case .moved(let from, let to, let moved, _):
+                    paths.append(from); paths.append(to)
+                    for (record, _) in moved { paths.append(record.path) }
+                }
+            }
+            watcher.presentedItemsMayHaveChanged(paths)
+        }
         let excluded = origin.presenterID
         var out: [(PresenterRecord, PresenterNotification)] = []
         var screen = PresenterScreen(permissions, accessor: origin)

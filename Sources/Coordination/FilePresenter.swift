@@ -78,4 +78,12 @@ public protocol PresenterRegistrationWatcher: AnyObject, Sendable {
     func willRegister(at path: ItemPath) -> (any Sendable)?
     /// After it was registered as `id` (not called when the registration failed).
     func registered(_ id: PresenterID, at path: ItemPath, before: (any Sendable)?)
+    /// Presented items at `paths` may name another file now: a presenter there went away, or a
+    /// change, deletion, appearance or move there is being told. Called with the coordinator's
+    /// lock held: it must only take note (no system call, no call into the coordinator).
+    func presentedItemsMayHaveChanged(_ paths: [ItemPath])
+}
+
+extension PresenterRegistrationWatcher {
+    public func presentedItemsMayHaveChanged(_ paths: [ItemPath]) {}
 }
