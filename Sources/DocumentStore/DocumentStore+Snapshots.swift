@@ -149,13 +149,37 @@ extension DocumentStore {
     /// `prefix` (the file as the presenters loaded it), or finds that version kept already.
     private func keepPrefix(_ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat,
                             _ prefix: FileIdentity) throws -> Snapshot {
+        try version(db, document, relative, absolute, st, source: prefix, reason: .beforeWrite, reusingLinks: false) { source, stored in
+            if inPlaceMethod == .reflink, (try? FileSystem.reflink(fd: source, sourcePath: absolute, to: stored)) != nil {
+                // A clone of the whole file, cut to the prefix: no bytes copied.
+                do { try FileSystem.truncate(stored, to: prefix.size) } catch {
+                    FileSystem.unlinkIfPresent(stored)
+                    throw error
+                }
+                return .reflink
+            }
+            try FileSystem.copyPrefix(fd: source, sourcePath: absolute, length: prefix.size, toNew: stored)
+            return .copy
+        }
+    }
+
+    /// The version of `document` whose source is `identity` (the file `st` describes, as it is
+    /// now or, for a prefix, as it was), found kept already (a `link` version only when
+    /// `reusingLinks`), or else recorded with `st`'s access and its bytes kept by `keepBytes` (the
+    /// file opened once, and the stored file's path).
+    private func version(_ db: Database, _ document: DocumentID, _ relative: String, _ absolute: String, _ st: stat,
+                         source identity: FileIdentity, reason: VersionReason, reusingLinks: Bool,
+                         keepBytes: (Int32, String) throws -> SnapshotMethod) throws -> Snapshot {
         let started = Self.monotonicNanoseconds()
         if let existing = try Row.fetchOne(
-            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.srcDev = ? AND v.srcIno = ? AND v.srcSize = ? AND v.srcMtimeNs = ? AND v.method != 'link' ORDER BY v.id DESC LIMIT 1",
-            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(prefix)))
+            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.srcDev = ? AND v.srcIno = ? AND v.srcSize = ? AND v.srcMtimeNs = ?"
+                + (reusingLinks ? "" : " AND v.method != 'link'") + " ORDER BY v.id DESC LIMIT 1",
+            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
         {
             return Snapshot(version: try Schema.version(existing), reused: true, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
         }
+        // The bytes kept and the access recorded with them (who may read the version) are one
+        // file's: the one `st` describes, opened once, whatever happens to its name meanwhile.
         let source = try FileSystem.openSame(absolute, as: st)
         defer { FileSystem.close(source) }
         try db.execute(
@@ -166,23 +190,16 @@ extension DocumentStore {
                 """,
             arguments: StatementArguments(
                 [document.rawValue.databaseValue, relative.databaseValue, Self.now().databaseValue,
-                 prefix.size.databaseValue, VersionReason.beforeWrite.rawValue.databaseValue] + Schema.identityValues(prefix)
+                 identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)
                     + [Int64(st.st_mode).databaseValue, Int64(st.st_uid).databaseValue, Int64(st.st_gid).databaseValue,
                        FileSystem.accessACL(source).map { Data($0) }.databaseValue]))
         let id = db.lastInsertedRowID
         let name = "\(id)"
+        // A file by this name is left from a transaction that failed after keeping it (a
+        // resolution whose write was refused) and rolled its row back: this row's number is
+        // used again, so the file is nobody's.
         FileSystem.unlinkIfPresent(storedPath(name))
-        var method = SnapshotMethod.copy
-        if inPlaceMethod == .reflink, (try? FileSystem.reflink(fd: source, sourcePath: absolute, to: storedPath(name))) != nil {
-            // A clone of the whole file, cut to the prefix: no bytes copied.
-            do { try FileSystem.truncate(storedPath(name), to: prefix.size) } catch {
-                FileSystem.unlinkIfPresent(storedPath(name))
-                throw error
-            }
-            method = .reflink
-        } else {
-            try FileSystem.copyPrefix(fd: source, sourcePath: absolute, length: prefix.size, toNew: storedPath(name))
-        }
+        let method = try keepBytes(source, storedPath(name))
         try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
         let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
         return Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
@@ -232,40 +249,9 @@ extension DocumentStore {
         // Bases that are a prefix of this file: their bytes first (what this snapshot is taken
         // before may change them).
         try keepPrefixBases(db, document, relative, absolute, st)
-        let started = Self.monotonicNanoseconds()
         let identity = FileIdentity(st)
-        let snapshot: Snapshot
-        if let existing = try Row.fetchOne(
-            db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.documentId = ? AND v.srcDev = ? AND v.srcIno = ? AND v.srcSize = ? AND v.srcMtimeNs = ? ORDER BY v.id DESC LIMIT 1",
-            arguments: StatementArguments([document.rawValue.databaseValue] + Schema.identityValues(identity)))
-        {
-            snapshot = Snapshot(version: try Schema.version(existing), reused: true, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
-        } else {
-            // The bytes kept and the access recorded with them (who may read the version) are one
-            // file's: the one `st` describes, opened once, whatever happens to its name meanwhile.
-            let source = try FileSystem.openSame(absolute, as: st)
-            defer { FileSystem.close(source) }
-            try db.execute(
-                sql: """
-                    INSERT INTO version (documentId, path, createdAt, size, reason, method, storedName, srcDev, srcIno, srcSize, srcMtimeNs,
-                      srcMode, srcUid, srcGid, srcAcl)
-                    VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: StatementArguments(
-                    [document.rawValue.databaseValue, relative.databaseValue, Self.now().databaseValue,
-                     identity.size.databaseValue, reason.rawValue.databaseValue] + Schema.identityValues(identity)
-                        + [Int64(st.st_mode).databaseValue, Int64(st.st_uid).databaseValue, Int64(st.st_gid).databaseValue,
-                           FileSystem.accessACL(source).map { Data($0) }.databaseValue]))
-            let id = db.lastInsertedRowID
-            let name = "\(id)"
-            // A file by this name is left from a transaction that failed after keeping it (a
-            // resolution whose write was refused) and rolled its row back: this row's number is
-            // used again, so the file is nobody's.
-            FileSystem.unlinkIfPresent(storedPath(name))
-            let method = try keep(fd: source, absolute, as: storedPath(name))
-            try db.execute(sql: "UPDATE version SET method = ?, storedName = ? WHERE id = ?", arguments: [method.rawValue, name, id])
-            let row = try Row.fetchOne(db, sql: "SELECT \(Schema.versionColumns) FROM version v WHERE v.id = ?", arguments: [id])!
-            snapshot = Snapshot(version: try Schema.version(row), reused: false, elapsedNanoseconds: Self.monotonicNanoseconds() - started)
+        let snapshot = try version(db, document, relative, absolute, st, source: identity, reason: reason, reusingLinks: true) { source, stored in
+            try keep(fd: source, absolute, as: stored)
         }
         // Pending bases whose user has no room for this version keep none (``UserPinBudget``).
         for (presenter, uid) in try boundOwners(db, document, pendingFor: identity)
