@@ -5,6 +5,7 @@ import Synchronization
 @testable import CoordFS
 import Cluster
 import ClusterKV
+import TestSupport
 import Coordination
 
 /// Two daemons of one cluster in this process, each with its own mount point and state folder, over
@@ -29,16 +30,27 @@ class TwoNodeClusterMountTestCase: InProcessMountTestCase {
     override func setUpWithError() throws {
         try super.setUpWithError()
         // Node B: the same backing folder, its own mount point and state folder.
-        mntB = root + "/mntB"
-        mkdir(mntB, 0o755)
-        mkdir(root + "/stateB", 0o755)
-        var optionsB = daemon.plan.options
-        optionsB.cluster.node = "b"
-        var planB = try MountPreflight.plan(backing: backing, mountpoint: mntB, options: optionsB)
-        planB.state = StateFolder(backing: root + "/stateB")
-        daemonB = try Daemon(plan: planB)
-        daemonB.clusterStoreForTesting = etcd
+        let b = try makeNode("b", store: etcd)
+        mntB = b.mountpoint
+        daemonB = b.daemon
         try daemonB.startInProcess()
+    }
+
+    /// Another node of node A's cluster, not started: the same backing folder and options, node
+    /// name `name`, its own mount point (`root/mnt` + the name in upper case) and state folder,
+    /// joining through `store`.
+    func makeNode(_ name: String, store: ClusterStore) throws -> (daemon: Daemon, mountpoint: String) {
+        let suffix = name.uppercased()
+        let mountpoint = root + "/mnt" + suffix
+        mkdir(mountpoint, 0o755)
+        mkdir(root + "/state" + suffix, 0o755)
+        var options = daemon.plan.options
+        options.cluster.node = name
+        var plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: options)
+        plan.state = StateFolder(backing: root + "/state" + suffix)
+        let node = try Daemon(plan: plan)
+        node.clusterStoreForTesting = store
+        return (node, mountpoint)
     }
 
     override func tearDownWithError() throws {
@@ -132,15 +144,7 @@ final class ClusterJoinTests: TwoNodeClusterMountTestCase {
 
     func testTheControlSocketAcceptsNoConnectionUntilTheNodeHasJoined() throws {
         let held = HeldStore(etcd)
-        let mntC = root + "/mntC"
-        mkdir(mntC, 0o755)
-        mkdir(root + "/stateC", 0o755)
-        var options = daemon.plan.options
-        options.cluster.node = "c"
-        var plan = try MountPreflight.plan(backing: backing, mountpoint: mntC, options: options)
-        plan.state = StateFolder(backing: root + "/stateC")
-        let daemonC = try Daemon(plan: plan)
-        daemonC.clusterStoreForTesting = held
+        let (daemonC, mntC) = try makeNode("c", store: held)
         let started = DispatchSemaphore(value: 0)
         var waitedForStart = false
         let failure = Mutex<String?>(nil)
@@ -154,38 +158,21 @@ final class ClusterJoinTests: TwoNodeClusterMountTestCase {
             daemonC.stopAndWait()
             if MountTable.coordfsMount(at: mntC) != nil { umount2(mntC, Int32(MNT_DETACH)) }
         }
-        let socket = plan.state.io.controlSocket
+        let socket = daemonC.plan.state.io.controlSocket
         let deadline = Date().addingTimeInterval(10)
         while !held.asked && Date() < deadline { usleep(2_000) }
         XCTAssertTrue(held.asked, "the node never began to join")
         // The join has begun and waits for etcd: nobody may coordinate through this node yet.
-        XCTAssertFalse(Self.connects(to: socket), "the control socket accepted a connection before the node joined")
+        XCTAssertFalse(UnixSocket.accepts(socket), "the control socket accepted a connection before the node joined")
         usleep(200_000)
-        XCTAssertFalse(Self.connects(to: socket), "the control socket accepted a connection before the node joined")
+        XCTAssertFalse(UnixSocket.accepts(socket), "the control socket accepted a connection before the node joined")
         held.open()
         let result = started.wait(timeout: .now() + 30)
         waitedForStart = result == .success
         XCTAssertEqual(result, .success, "the node did not start once etcd answered")
         XCTAssertNil(failure.withLock { $0 })
         XCTAssertNotNil(daemonC.cluster, "the node did not join")
-        XCTAssertTrue(Self.connects(to: socket), "the control socket does not serve after the join")
-    }
-
-    /// Whether a client can connect to the Unix socket at `path` now.
-    static func connects(to path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, b) in bytes.enumerated() { raw[i] = b }
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        } == 0
+        XCTAssertTrue(UnixSocket.accepts(socket), "the control socket does not serve after the join")
     }
 }
 

@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 @testable import CoordFS
 import Coordination
 import ControlProtocol
@@ -199,17 +200,8 @@ final class RawClient {
     private var nextID: UInt64 = 1
 
     init(socket path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw XCTSkip("connect \(path): \(String(cString: strerror(errno)))") }
+        fd = UnixSocket.connect(path)
+        guard fd >= 0 else { throw XCTSkip("connect \(path): \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }

@@ -21,21 +21,8 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
     final class Client {
         let fd: Int32
         init(_ path: String) throws {
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            fd = UnixSocket.connect(path)
             guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                for (i, b) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
-            }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard connected == 0 else {
-                let code = errno
-                Glibc.close(fd)
-                throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-            }
         }
         deinit { Glibc.close(fd) }
 
@@ -81,16 +68,6 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let utime = Int(fields[11]), let stime = Int(fields[12]) else { return nil }
         return utime + stime
-    }
-
-    private func eventually(_ what: String, within seconds: Double = 30, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(50_000)
-        }
-        XCTFail("not within \(Int(seconds)) s: \(what)")
-        return false
     }
 
     /// The value of `series` on the daemon's metrics endpoint (its port from the daemon's log), or nil.

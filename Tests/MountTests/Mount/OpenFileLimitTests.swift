@@ -89,16 +89,6 @@ final class OpenFileLimitTests: MountTestCase {
         deinit { end() }
     }
 
-    private func eventually(_ what: String, within seconds: Double = 30, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(50_000)
-        }
-        XCTFail("not within \(Int(seconds)) s: \(what)")
-        return false
-    }
-
     /// Root through the mount while nobody holds what it may: opens of a file (20 at once), a
     /// create and its write, a listing, and `coordfs status` (a connection to the control socket).
     private func assertRootIsServed(_ what: String, file: StaticString = #filePath, line: UInt = #line) throws {

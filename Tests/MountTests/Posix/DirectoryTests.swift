@@ -1,6 +1,7 @@
 // readdir (names and d_type), readdirplus (a stat of every entry right after listing), mkdir and
 // rmdir with their errors, unlink, fsync on a directory fd, and creation modes under umask.
 import Glibc
+import TestSupport
 import XCTest
 
 final class DirectoryTests: MountTestCase {
@@ -19,15 +20,10 @@ final class DirectoryTests: MountTestCase {
 
     /// Binds (and closes) a unix-domain socket at `path`, leaving the socket inode behind.
     private func bindSocket(_ path: String) -> Outcome {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = UnixSocket.bind(path)
         guard fd >= 0 else { return .failure(errno) }
-        defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = b }
-        }
-        return Sys.call { withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } } }
+        close(fd)
+        return .success(0)
     }
 
     func testReaddirNamesAndTypes() {
