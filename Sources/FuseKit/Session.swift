@@ -20,6 +20,8 @@ final class SessionState: Sendable {
     let requests = FuseRequestCounters()
     /// The requests that wait off the workers (`ParkedRequest`), answered at the session's end.
     let parkedRequests = ParkedRequests()
+    /// The backing files registered with the kernel (`openBacking`) and not closed yet.
+    let backingIDs = Mutex<Set<Int32>>([])
     private let onInit: Mutex<(@Sendable () -> Void)?>
     private let say: @Sendable (String) -> Void
     /// Whether other users may use the mount (`allow_other`, `allow_root`), for the log's line.
@@ -151,6 +153,7 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         // session counts as exited: a reply the kernel no longer waits for is no error to print.
         fuse_session_exit(session)
         _ = state.end()
+        closeRegisteredBackingFiles()
         fuse_session_destroy(session)
         // The userdata reference taken in init (libfuse is done with it: destroy called the file
         // system's destroy last). Without this the file system and its descriptors would outlive an
@@ -210,7 +213,22 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         let rc = cfuse_session_loop_mt(session, config)
         state.reader.stop()
         state.ring.stop()
+        closeRegisteredBackingFiles()
         return rc
+    }
+
+    /// Closes every backing file still registered (the loop has ended). The kernel would keep each
+    /// until the connection is freed, and with FUSE over io_uring that is after the ring's
+    /// asynchronous teardown, which may come after this process has ended: the backing folder's
+    /// file system was still busy (EBUSY to its umount) now and then right after `coordfs unmount`
+    /// had seen the daemon end. The files the kernel's inodes hold were let go at the unmount; the
+    /// registry's own references go here, at once.
+    private func closeRegisteredBackingFiles() {
+        let ids = state.backingIDs.withLock { ids in
+            defer { ids.removeAll() }
+            return ids
+        }
+        for id in ids { _ = cfuse_backing_close(fuse_session_fd(session), id) }
     }
 
     /// The transport requests come through (`.dev` until the kernel's INIT is read): what the INIT
@@ -252,13 +270,18 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
 
     public func openBacking(_ fd: Int32) -> Result<Int32, Errno> {
         let id = cfuse_backing_open(fuse_session_fd(session), fd)
-        if id > 0 { return .success(id) }
+        if id > 0 {
+            state.backingIDs.withLock { _ = $0.insert(id) }
+            return .success(id)
+        }
         let e = Errno(rawValue: id < 0 ? errno : EIO)
         state.passthrough.registrationFailed(e)
         return .failure(e)
     }
 
     public func closeBacking(_ id: Int32) {
+        // Out of the set first: the kernel may give the id to another file once it is closed.
+        guard state.backingIDs.withLock({ $0.remove(id) }) != nil else { return }
         _ = cfuse_backing_close(fuse_session_fd(session), id)
     }
 
