@@ -26,7 +26,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
     private let session: FuseSession
     private let coordinator: Coordinator
     private let tempPatterns: TempNamePatterns
-    private let names = ProcessNames()
+    private let names: ProcessNames
     /// Directories by their kernel file handle bytes, and the handle each was marked with (a
     /// directory's node may keep no descriptor, and its file may be gone when it is forgotten).
     private let directories = Mutex<(byHandle: [FileHandleKey: BackingNode], handleOf: [ObjectIdentifier: FileHandleKey])>(([:], [:]))
@@ -68,6 +68,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         group = g
         wake = (fds[0], fds[1])
         self.loopback = loopback
+        names = ProcessNames(limit: loopback.descriptors.callerNames)
         self.session = session
         self.coordinator = coordinator
         self.tempPatterns = tempPatterns

@@ -155,6 +155,7 @@ extension ControlRequestHandler {
 
     func resolve(_ request: Resolve, _ client: ControlClientState) {
         let connection = client.connection
+        let uid = client.peer.credentials.uid
         // Everything is checked before anything is written: a refused request changes nothing.
         let conflict: Conflict
         let store: StoreService
@@ -198,11 +199,22 @@ extension ControlRequestHandler {
             }
             if case .path(let path)? = request.mine, request.resolution.needsContents {
                 let item = try resolver.authorize(path, for: client.peer, write: false)
-                mineFD = try openForReading(item.path, peer: client.peer)
+                // The file stays open while the resolution waits for its grant: one of the others'
+                // share of descriptors for a user other than root and the owner.
+                guard descriptors.takeShare(uid, units: 1) else {
+                    throw ProtocolError(.limitExceeded, "the daemon's descriptors for users other than root and the owner are all taken: "
+                        + "try again once some close, or give the contents (\"mine\")")
+                }
+                do throws(ProtocolError) {
+                    mineFD = try openForReading(item.path, peer: client.peer)
+                } catch {
+                    descriptors.giveShare(uid, units: 1)
+                    throw error
+                }
             }
             pending = try beginStoreWait(request.id, client)
         } catch {
-            if mineFD >= 0 { Glibc.close(mineFD) }
+            if mineFD >= 0 { closeMine(mineFD, uid) }
             connection.reply(to: request.id, error: error)
             return
         }
@@ -223,7 +235,7 @@ extension ControlRequestHandler {
         let fileOwner = FileOwner(uid: client.peer.credentials.uid, gid: client.peer.credentials.gid)
         store.resolve(conflict.id, with: resolution, mine: mine, by: actor, owner: fileOwner, requestedBy: client.origin,
                       waiting: { client.waiting(pending, id: $0) }) { [mineFD] result in
-            defer { if mineFD >= 0 { Glibc.close(mineFD) } }
+            defer { if mineFD >= 0 { self.closeMine(mineFD, uid) } }
             let ended = client.ended(pending)
             do {
                 let outcome = try result.get()
@@ -417,6 +429,12 @@ extension ControlRequestHandler {
         if uid == 0 { return true }
         if let owner = conflict.owner { return owner == uid }
         return StoreService.saverUID(conflict.presenter) == uid
+    }
+
+    /// Closes the file a resolution resolved from, and gives its descriptor back to the share.
+    private func closeMine(_ fd: Int32, _ uid: UInt32) {
+        Glibc.close(fd)
+        descriptors.giveShare(uid, units: 1)
     }
 
     /// Opens a file the resolver already checked (its path has no symbolic links left) without

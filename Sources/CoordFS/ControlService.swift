@@ -4,6 +4,7 @@ import Coordination
 import EventLog
 import Glibc
 import Linux
+import Loopback
 import Synchronization
 
 /// The mount's control socket: out-of-process presenters and coordinated accesses (docs/protocol.md).
@@ -22,7 +23,8 @@ public final class ControlService: Sendable {
     /// Starts serving `BACKING/.coordfs/control.sock` for `daemon`; nil when the mount runs without it.
     static func start(daemon: Daemon) throws(MountError) -> ControlService? {
         let plan = daemon.plan
-        ControlServer.raiseFileDescriptorLimit()
+        // The descriptor limit was raised when the daemon was made (`Daemon.init`), before its
+        // shares were cut from it.
         let allowOther = plan.options.allowOther
         if allowOther {
             // Other users must reach the socket inside the state folder, but never list or change it.
@@ -36,7 +38,8 @@ public final class ControlService: Sendable {
             maxConnections: limits.maxConnections, maxConnectionsPerUser: limits.maxUserConnections,
             exemptUsers: PeerLimits.exemptUsers, reservedConnections: PeerLimits.reservedConnections,
             idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), slowTimeout: .milliseconds(Int64(limits.slowTimeout * 1000)),
-            notice: { sayOnStandardError("coordfs: \($0)") })
+            notice: { sayOnStandardError("coordfs: \($0)") },
+            share: ControlService.share(of: daemon.loopback.openFiles))
         let server = ControlServer(configuration: configuration, handler: handler)
         do {
             try server.start()
@@ -59,6 +62,19 @@ public final class ControlService: Sendable {
         handler.closeAll()
     }
 
+    /// A connection of a user other than root and the owner draws two descriptors from the others'
+    /// share (`OpenFileBounds`, which their opens through the mount draw from too): its socket,
+    /// and the log segment its log reader keeps open between `readLog`s. So however many uids
+    /// connect, their connections and opens together stay within the share.
+    static func share(of bounds: OpenFileBounds) -> (take: @Sendable (UInt32) -> String?, give: @Sendable (UInt32) -> Void) {
+        let units = ControlLimits.descriptorsPerConnection
+        return (take: { uid in
+            bounds.takeShare(uid, units: units) ? nil
+                : "the daemon's descriptors for users other than root and the owner are all taken (\(bounds.bounds.others): "
+                    + "their opens through the mount and connections): try again once some close"
+        }, give: { uid in bounds.giveShare(uid, units: units) })
+    }
+
     /// The daemon's version, sent in `welcome`.
     static let version = "0.1.0"
 }
@@ -67,6 +83,9 @@ public final class ControlService: Sendable {
 enum ControlLimits {
     static let presentersPerConnection = 10_000
     static let accessesPerConnection = 1_024
+    /// Descriptors a connection of a user other than root and the owner counts in the others'
+    /// share: its socket and its log reader's segment.
+    static let descriptorsPerConnection = 2
     /// The longest a `coordinate` may ask to wait (`timeoutMs` is clamped to it).
     static let maxWait: Duration = .seconds(3600)
     /// The wait when the request gives no `timeoutMs`.
@@ -79,6 +98,8 @@ enum ControlLimits {
 final class ControlRequestHandler: ControlServerHandler, Sendable {
     let coordinator: Coordinator
     let resolver: ControlPathResolver
+    /// The others' share of the daemon's descriptors (a file a waiting resolution keeps open draws one).
+    let descriptors: OpenFileBounds
     let askDeadline: Duration
     let onAskTimeout: AskTimeoutPolicy
     /// The mount's document store (nil with `store=off`).
@@ -105,6 +126,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
 
     init(daemon: Daemon) {
         coordinator = daemon.coordinator
+        descriptors = daemon.loopback.openFiles
         let plan = daemon.plan
         resolver = ControlPathResolver(backing: plan.backing, mountpoint: plan.mountpoint)
         let options = plan.options.coordination

@@ -20,7 +20,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public let loopback: Loopback
     public let coordinator: Coordinator
     public let options: CoordinationOptions
-    let names = ProcessNames()
+    let names: ProcessNames
     let saves: SaveTracker
     let readPolicy: CoordinationPolicy
     let writePolicy: CoordinationPolicy
@@ -54,6 +54,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public init(loopback: Loopback, coordinator: Coordinator, options: CoordinationOptions, maxUserWaits: Int = PeerLimits().maxUserWaits,
                 backing: String? = nil) {
         self.loopback = loopback
+        names = ProcessNames(limit: loopback.descriptors.callerNames)
         waits = UserCounts(limit: maxUserWaits)
         self.coordinator = coordinator
         self.options = options

@@ -18,6 +18,9 @@ public final class Daemon: @unchecked Sendable {
     static let signalThreadName = "coordfs-signals"
     public let plan: MountPlan
     public let loopback: Loopback
+    /// How the daemon's descriptors are shared out, cut from RLIMIT_NOFILE once raised (docs/architecture.md,
+    /// "The daemon's descriptors").
+    public let descriptors: DescriptorShares
     /// The mount's coordinator: presenters register here (in-process, or through the control socket).
     public let coordinator: Coordinator
     /// The coordinated layer, nil when the mount runs with `coordination=off`.
@@ -44,6 +47,7 @@ public final class Daemon: @unchecked Sendable {
     /// The cluster store tests give (several daemons over one in-memory etcd); nil: etcd from the options.
     public var clusterStoreForTesting: (any ClusterStore)?
     private let unmounted = Mutex(false)
+    private let saidDescriptors = Mutex(false)
     private let finished = Mutex<Bool>(false)
 
     public init(plan: MountPlan, coordinator: Coordinator = Coordinator()) throws(MountError) {
@@ -53,8 +57,14 @@ public final class Daemon: @unchecked Sendable {
         if let warning = try plan.state.hold() { sayOnStandardError("coordfs: warning: \(warning)") }
         self.plan = plan
         self.coordinator = coordinator
+        // The limit is raised before anything is cut from it: the node budget, the callers' names
+        // tables and the other users' share all come from this one reading (`DescriptorShares`).
+        Daemon.raiseDescriptorLimit()
+        descriptors = DescriptorShares.inForce()
+        var loopbackOptions = plan.options.loopbackOptions(hiding: [StateFolder.name])
+        loopbackOptions.descriptors = descriptors
         do {
-            loopback = try Loopback(backingRoot: plan.backing, options: plan.options.loopbackOptions(hiding: [StateFolder.name]))
+            loopback = try Loopback(backingRoot: plan.backing, options: loopbackOptions)
         } catch {
             throw .system("cannot open the backing folder '\(plan.backing)': \(error)")
         }
@@ -199,7 +209,6 @@ public final class Daemon: @unchecked Sendable {
     public func serve() -> Int32 {
         guard let session else { return 1 }
         umask(0) // modes arrive already masked by the kernel with the caller's umask
-        Daemon.raiseDescriptorLimit()
         // Signals go to one thread that unmounts. They are blocked first, before any service starts
         // a thread: every thread inherits the mask, so none of them can be killed by SIGTERM.
         var set = sigset_t()
@@ -247,7 +256,6 @@ public final class Daemon: @unchecked Sendable {
     /// mount answers. Signals are left alone. End it with `stopAndWait()`.
     public func startInProcess(timeoutSeconds: Double = 10) throws(MountError) {
         let ready = Mutex(false)
-        Daemon.raiseDescriptorLimit()
         try mount(onReady: { ready.withLock { $0 = true } })
         guard let session else { return }
         try startServices()
@@ -320,18 +328,20 @@ public final class Daemon: @unchecked Sendable {
         _exit(1)
     }
 
-    /// Bounds what other users' opens through the mount may hold of the daemon's descriptors
-    /// (`max_user_open_files`, and the others' pool the descriptor limit leaves once raised).
+    /// Bounds what other users may hold of the daemon's descriptors (`max_user_open_files`, and the
+    /// others' share of the limit as raised, which their connections draw from too), and says how
+    /// the descriptors are shared out, once.
     private func boundOpenFiles() {
-        var limit = rlimit()
-        let descriptors = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(min(limit.rlim_cur, 1 << 30)) : 1024
-        loopback.openFiles.configure(perUser: plan.options.limits.maxUserOpenFiles,
-                                     others: OpenFileBounds.pool(descriptorLimit: descriptors, nodeBudget: loopback.nodeDescriptorBudget))
+        loopback.openFiles.configure(perUser: plan.options.limits.maxUserOpenFiles, others: descriptors.others)
         loopback.openFiles.setNotice { sayOnStandardError($0) }
+        if !saidDescriptors.withLock({ said in defer { said = true }; return said }) {
+            sayOnStandardError("coordfs: descriptors: \(descriptors)")
+        }
     }
 
     /// Nodes hold descriptors up to half the limit and are reopened by file handle beyond it: take
-    /// the hard limit, so that fewer need reopening.
+    /// the hard limit, so that fewer need reopening. Called before anything is cut from the limit
+    /// (`Daemon.init`).
     /// As root the hard limit itself is raised, up to the kernel's `fs.nr_open`.
     static func raiseDescriptorLimit() {
         var limit = rlimit()

@@ -50,6 +50,8 @@ public final class DaemonMetrics: @unchecked Sendable {
     private let controlOutOfDescriptors: Prometheus.Counter
     private let openFilesRefused: Prometheus.Counter
     private let othersOpenFiles: Prometheus.Gauge
+    private let othersDescriptors, othersDescriptorsLimit, nodeDescriptorsLimit: Prometheus.Gauge
+    private let connectionsRefused: Prometheus.Counter
     private let cpuSeconds: Prometheus.Counter
     private let residentBytes, virtualBytes, openFDs, maxFDs, startTime, threads: Prometheus.Gauge
     /// What the scrape-time counters had reached at the last scrape (they only ever increase by the delta).
@@ -105,6 +107,10 @@ public final class DaemonMetrics: @unchecked Sendable {
         controlOutOfDescriptors = r.makeCounter(descriptor: describe("coordfs_control_out_of_descriptors_total", "Times the control socket found no file descriptor (or memory) to accept a connection with; new connections waited meanwhile."))
         openFilesRefused = r.makeCounter(descriptor: describe("coordfs_open_files_refused_total", "Opens through the mount refused with ENFILE by max_user_open_files or by the descriptors kept for root and the owner."))
         othersOpenFiles = r.makeGauge(descriptor: describe("coordfs_open_files_others", "Descriptors the daemon holds now for files and directories users other than root and the owner hold open through the mount."))
+        othersDescriptors = r.makeGauge(descriptor: describe("coordfs_others_descriptors", "Descriptors of the others' share held now for users other than root and the owner: their opens through the mount, two per control-socket connection, files their waiting resolutions keep open."))
+        othersDescriptorsLimit = r.makeGauge(descriptor: describe("coordfs_others_descriptors_limit", "The others' share: what users other than root and the owner may hold together of the daemon's descriptors, cut from its descriptor limit as raised."))
+        nodeDescriptorsLimit = r.makeGauge(descriptor: describe("coordfs_node_descriptors_limit", "The node budget: descriptors the daemon's nodes may hold (half its descriptor limit as raised); beyond it nodes keep file handles."))
+        connectionsRefused = r.makeCounter(descriptor: describe("coordfs_control_connections_refused_total", "Control-socket connections refused by max_connections, max_user_connections or the others' share of the daemon's descriptors."))
         cpuSeconds = r.makeCounter(descriptor: describe("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."))
         residentBytes = r.makeGauge(descriptor: describe("process_resident_memory_bytes", "Resident memory size in bytes."))
         virtualBytes = r.makeGauge(descriptor: describe("process_virtual_memory_bytes", "Virtual memory size in bytes."))
@@ -160,6 +166,10 @@ public final class DaemonMetrics: @unchecked Sendable {
             if let control = daemon.control { advance(controlOutOfDescriptors, to: control.server.descriptorExhaustions) }
             advance(openFilesRefused, to: UInt64(daemon.loopback.openFiles.refusals))
             othersOpenFiles.set(Double(daemon.loopback.openFiles.heldByOthers))
+            othersDescriptors.set(Double(daemon.loopback.openFiles.shareHeld))
+            othersDescriptorsLimit.set(Double(daemon.descriptors.others))
+            nodeDescriptorsLimit.set(Double(daemon.loopback.nodeDescriptorBudget))
+            if let control = daemon.control { advance(connectionsRefused, to: control.server.refusedConnections) }
             readProcess()
             return registry.emitToBuffer()
         }

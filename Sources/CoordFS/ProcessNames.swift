@@ -33,13 +33,12 @@ final class ProcessNames: Sendable {
     }
 
     private let threads = Mutex<[pid_t: KnownThread]>([:])
-    /// Bounds the table and the descriptors it keeps open: 512, or a 16th of the descriptor limit
-    /// when that is less (at 1,024 descriptors, half are the nodes' and the rest serve open files).
-    private let limit: Int = {
-        var r = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) == 0 else { return 64 }
-        return max(16, min(512, Int(min(r.rlim_cur, 1 << 20)) / 16))
-    }()
+    /// Bounds the table and the descriptors it keeps open (`DescriptorShares.callerNames`: 512, or a
+    /// 16th of the descriptor limit in force when that is less; at 1,024 descriptors, half are the
+    /// nodes' and the rest serve open files).
+    private let limit: Int
+
+    init(limit: Int) { self.limit = max(1, limit) }
 
     /// The caller's process and executable.
     func identity(of tid: pid_t) -> Identity {

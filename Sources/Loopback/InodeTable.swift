@@ -154,17 +154,11 @@ struct InodeKey: Hashable {
     var ino: ino_t
 }
 
-/// How many node descriptors the daemon may hold: half the descriptor limit, the rest is for open
-/// files, directory streams, the store and the sockets.
+/// How many node descriptors the daemon may hold (`DescriptorShares.nodes`: half the descriptor
+/// limit in force; the rest is for open files, directory streams, the store and the sockets).
 final class DescriptorBudget: Sendable {
     private let used = Atomic<Int>(0)
     let limit: Int
-
-    init() {
-        var r = rlimit()
-        let soft = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r) == 0 ? Int(min(r.rlim_cur, 1 << 30)) : 1024
-        limit = max(256, soft / 2)
-    }
 
     init(limit: Int) { self.limit = limit }
 
@@ -208,7 +202,7 @@ final class InodeTable: Sendable {
     let budget: DescriptorBudget
     let root: BackingNode
 
-    init(rootFD: Int32, rootStat: stat, budget: DescriptorBudget = DescriptorBudget()) {
+    init(rootFD: Int32, rootStat: stat, budget: DescriptorBudget = DescriptorBudget(limit: DescriptorShares.inForce().nodes)) {
         self.budget = budget
         root = BackingNode(fd: rootFD, key: InodeKey(dev: rootStat.st_dev, ino: rootStat.st_ino), type: S_IFDIR, budget: nil)
         root.lookups = 2 // never forgotten

@@ -30,6 +30,9 @@ public struct LoopbackOptions: Sendable {
     public var hiddenRootNames: Set<String> = []
     /// Refuse every change (the mount is read-only).
     public var readOnly: Bool = false
+    /// How the daemon's descriptors are shared out (node budget, callers' names, other users'
+    /// share); nil: cut from RLIMIT_NOFILE as in force when the Loopback is made.
+    public var descriptors: DescriptorShares? = nil
     /// Take FUSE_POSIX_ACL at INIT: the kernel then honours POSIX ACLs in its own permission checks
     /// and keeps each inode's ACLs (asking the daemon once, until the item changes), instead of
     /// passing every `system.posix_acl_*` read on. The kernel then always checks permissions itself
@@ -73,6 +76,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// The descriptors other users' opens may hold (`max_user_open_files`, and a reserve for root
     /// and the owner); unbounded until the daemon configures it.
     public let openFiles = OpenFileBounds()
+    /// How the descriptors are shared out (`LoopbackOptions.descriptors`, or the limit in force at
+    /// the Loopback's making).
+    public let descriptors: DescriptorShares
     /// How many node descriptors the inode table may hold (`DescriptorBudget`).
     public var nodeDescriptorBudget: Int { inodes.budget.limit }
     private let dataRequestCount = Atomic<Int>(0)
@@ -113,7 +119,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             var sub = stat()
             return fstatat(fd, name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && (sub.st_mode & S_IFMT) == S_IFDIR
         }.count
-        inodes = InodeTable(rootFD: fd, rootStat: st)
+        let shares = options.descriptors ?? DescriptorShares.inForce()
+        descriptors = shares
+        inodes = InodeTable(rootFD: fd, rootStat: st, budget: DescriptorBudget(limit: shares.nodes))
         opensByHandle = Self.canOpenByHandle(fd)
     }
 

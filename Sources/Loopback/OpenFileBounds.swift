@@ -2,30 +2,38 @@ import Glibc
 import Synchronization
 import SystemPackage
 
-/// What users other than root and the mount's owner may hold open through the mount: each open
-/// file and directory (and an unnamed file's node, `O_TMPFILE`) holds a descriptor in the daemon
-/// for as long as the kernel holds the open, and on an `allow_other` mount any local user can
-/// open a world-readable file over and over from many processes, each up to its own `ulimit -n`.
+/// What users other than root and the mount's owner may hold of the daemon's descriptors: each
+/// open file and directory (and an unnamed file's node, `O_TMPFILE`) holds a descriptor in the
+/// daemon for as long as the kernel holds the open, and on an `allow_other` mount any local user can
+/// open a world-readable file over and over from many processes, each up to its own `ulimit -n`;
+/// each of its control-socket connections holds one or two (`ControlService`), and so does a
+/// resolution waiting for its grant with the file it resolves from open.
 /// Without a bound one user took every descriptor the daemon has: root's opens through the mount,
 /// root's presenters' connections and the store's and the log's files then failed.
 ///
-/// Two bounds (docs/protocol.md, "Limits"): `max_user_open_files` opens of one user, and all such
-/// users' opens together at most `others` (three quarters of the descriptors the node budget
-/// leaves, `pool(descriptorLimit:nodeBudget:)`): the rest is kept for root, the owner and the
-/// daemon's own files, so no other user can lock them out. Beyond either, the open fails with
-/// ENFILE ("too many open files in system": the caller's own table is not full), nothing done.
-/// Root's and the owner's opens are not counted (two comparisons, no lock).
+/// Bounds (docs/protocol.md, "Limits"): `max_user_open_files` opens of one user (its connections:
+/// `max_user_connections`), and everything all such users hold together at most `others`
+/// (`DescriptorShares.others`: the opens, connections and files of every such user draw from this
+/// one share, so no set of users, however many uids, takes what root, the owner and the daemon's own
+/// files need). Beyond either, an open fails with ENFILE ("too many open files in system": the
+/// caller's own table is not full), a connection is refused, nothing done.
+/// Root's and the owner's are not counted (two comparisons, no lock).
 public final class OpenFileBounds: Sendable {
     /// Root, and the daemon's own user (the mount's owner).
     let owner: UInt32
     private let perUser = Atomic<Int>(Int.max)
     private let others = Atomic<Int>(Int.max)
     private struct Counts {
+        /// Each user's opens through the mount (for `max_user_open_files`).
         var byUser: [UInt32: Int] = [:]
+        /// Everything such users hold: their opens, and what `takeShare` took.
         var total = 0
+        /// What `takeShare` took (connections, files waiting resolutions keep open).
+        var shared = 0
     }
     private let counts = Mutex(Counts())
     private let refusedCount = Atomic<Int>(0)
+    private let shareRefusedCount = Atomic<Int>(0)
     /// When a refusal was last said (monotonic seconds), to say it at most once a minute.
     private let lastSaid = Mutex<(at: Double, refusedThen: Int)?>(nil)
     private let notice = Mutex<(@Sendable (String) -> Void)?>(nil)
@@ -49,14 +57,6 @@ public final class OpenFileBounds: Sendable {
 
     /// Where the daemon's log says a refusal (at most once a minute, with how many since).
     public func setNotice(_ say: (@Sendable (String) -> Void)?) { notice.withLock { $0 = say } }
-
-    /// The total for users other than root and the owner: three quarters of the descriptors the
-    /// node budget leaves (at least 64 kept for root, the owner, the control socket, the store and
-    /// the log).
-    public static func pool(descriptorLimit: Int, nodeBudget: Int) -> Int {
-        let rest = max(0, descriptorLimit - nodeBudget)
-        return max(0, rest - max(64, rest / 4))
-    }
 
     @inline(__always)
     func isExempt(_ uid: UInt32) -> Bool { uid == 0 || uid == owner }
@@ -87,6 +87,33 @@ public final class OpenFileBounds: Sendable {
         }
     }
 
+    /// Takes `units` of the others' share for something of `uid`'s other than an open through the
+    /// mount (a control-socket connection, a file a waiting resolution keeps open): within the
+    /// share only (its own bound is the caller's: `max_user_connections`, `max_user_accesses`);
+    /// false, counted and said as a refusal, when the share is taken. True for root and the owner
+    /// (nothing counted).
+    public func takeShare(_ uid: UInt32, units: Int) -> Bool {
+        if isExempt(uid) { return true }
+        let all = others.load(ordering: .relaxed)
+        let taken = counts.withLock { c -> Bool in
+            guard c.total + units <= all else { return false }
+            c.total += units
+            c.shared += units
+            return true
+        }
+        if !taken { refused(uid, atUserBound: false, open: false) }
+        return taken
+    }
+
+    /// Gives back what `takeShare` took (nothing for root and the owner).
+    public func giveShare(_ uid: UInt32, units: Int) {
+        if isExempt(uid) { return }
+        counts.withLock { c in
+            c.total = max(0, c.total - units)
+            c.shared = max(0, c.shared - units)
+        }
+    }
+
     /// Whether an open of `uid` would be refused now (asked before coordinating an open, so that a
     /// user at its bound asks no presenter and takes no access for an open that cannot be made).
     @inline(__always)
@@ -101,8 +128,11 @@ public final class OpenFileBounds: Sendable {
         return false
     }
 
-    private func refused(_ uid: UInt32, atUserBound: Bool) {
-        let n = refusedCount.add(1, ordering: .relaxed).newValue
+    /// Counts a refusal and says it (at most once a minute, with how many since): `atUserBound`, an
+    /// open of a user at `max_user_open_files`; otherwise anything refused because the share is taken.
+    private func refused(_ uid: UInt32, atUserBound: Bool, open: Bool = true) {
+        if open { refusedCount.add(1, ordering: .relaxed) } else { shareRefusedCount.add(1, ordering: .relaxed) }
+        let n = refusedCount.load(ordering: .relaxed) + shareRefusedCount.load(ordering: .relaxed)
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let t = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
@@ -113,17 +143,24 @@ public final class OpenFileBounds: Sendable {
         }
         guard let since, let say = notice.withLock({ $0 }) else { return }
         let which = atUserBound
-            ? "user \(uid) holds max_user_open_files (\(perUser.load(ordering: .relaxed))) files open through the mount"
-            : "users other than root and the owner hold \(others.load(ordering: .relaxed)) files open through the mount, all the daemon leaves them"
-        say("coordfs: \(which): further opens of such users fail with ENFILE until some close (\(since) refused since last said)")
+            ? "user \(uid) holds max_user_open_files (\(perUser.load(ordering: .relaxed))) files open through the mount: "
+                + "its further opens fail with ENFILE until some close"
+            : "users other than root and the owner hold \(others.load(ordering: .relaxed)) of the daemon's descriptors, all it keeps "
+                + "for them (their opens through the mount, control-socket connections, files waiting resolutions keep open): their "
+                + "further opens fail with ENFILE and their connections are refused until some close"
+        say("coordfs: \(which) (\(since) refused since last said)")
     }
 
     /// Opens refused so far.
     public var refusals: Int { refusedCount.load(ordering: .relaxed) }
+    /// What `takeShare` refused so far (connections, resolutions).
+    public var shareRefusals: Int { shareRefusedCount.load(ordering: .relaxed) }
     /// Descriptors held for `uid`'s opens now (0 for root and the owner: not counted).
     public func held(by uid: UInt32) -> Int { counts.withLock { $0.byUser[uid] ?? 0 } }
     /// Descriptors held for the opens of users other than root and the owner now.
-    public var heldByOthers: Int { counts.withLock { $0.total } }
+    public var heldByOthers: Int { counts.withLock { $0.total - $0.shared } }
+    /// Everything held of the others' share now: their opens and what `takeShare` took.
+    public var shareHeld: Int { counts.withLock { $0.total } }
     /// The bounds now.
     public var bounds: (perUser: Int, others: Int) { (perUser.load(ordering: .relaxed), others.load(ordering: .relaxed)) }
 }

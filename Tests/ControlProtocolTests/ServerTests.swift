@@ -393,6 +393,66 @@ final class ServerTests: XCTestCase {
         small.events.wait { $0.contains { $0.hasPrefix("close slowConsumer") } }
     }
 
+    /// Connections of users not in `exemptUsers` draw from a share the server does not own
+    /// (`Configuration.share`: the daemon's share of descriptors for users other than root and the
+    /// owner, which their opens through the mount draw from too): refused with `limitExceeded`,
+    /// nothing opened, once it is taken; given back once for each connection taken, when its peer
+    /// closes it and when the server stops.
+    func testConnectionsDrawFromAShareAndGiveItBackOnceEach() throws {
+        final class Share: @unchecked Sendable {
+            let lock = NSLock()
+            var held = 0, taken = 0, given = 0
+        }
+        let share = Share()
+        let path = directory.path + "/shared.sock"
+        let shared = MiniDaemon(socketPath: path)
+        shared.server = ControlServer(configuration: .init(
+            socketPath: path, exemptUsers: [],
+            share: (take: { _ in
+                share.lock.withLock { () -> String? in
+                    guard share.held < 2 else { return "the share is taken" }
+                    share.held += 1
+                    share.taken += 1
+                    return nil
+                }
+            }, give: { _ in
+                share.lock.withLock {
+                    share.held -= 1
+                    share.given += 1
+                }
+            })), handler: shared)
+        try shared.server.start()
+        defer { shared.server.stop() }
+
+        var first: RawClient? = try RawClient(path: path)
+        let second = try RawClient(path: path)
+        _ = try first?.hello()
+        _ = try second.hello()
+        let third = try RawClient(path: path)
+        try? third.send(.hello(Hello(id: RequestID(1))))
+        // Refused at once: its error frame, or the reset of a socket closed with the hello unread.
+        switch try? third.receive() {
+        case .error(let e)?:
+            XCTAssertEqual(e.code, .limitExceeded)
+            XCTAssertEqual(e.message, "the share is taken")
+        case .welcome?: XCTFail("a third connection beyond a share of two was served")
+        default: break
+        }
+        XCTAssertEqual(shared.server.refusedConnections, 1)
+        XCTAssertEqual(shared.server.connectionCount, 2)
+        XCTAssertEqual(share.lock.withLock { share.held }, 2)
+
+        first = nil  // the peer closes
+        shared.events.wait { $0.contains { $0.hasPrefix("close") } }
+        XCTAssertEqual(share.lock.withLock { share.given }, 1)
+        let fourth = try RawClient(path: path)
+        _ = try fourth.hello()
+        shared.server.stop()
+        XCTAssertEqual(share.lock.withLock { share.held }, 0, "every connection's part given back")
+        XCTAssertEqual(share.lock.withLock { share.taken }, 3)
+        XCTAssertEqual(share.lock.withLock { share.given }, 3, "once each")
+    }
+
     func testPythonExampleFromTheDocsWorks() async throws {
         let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("docs/protocol.md")

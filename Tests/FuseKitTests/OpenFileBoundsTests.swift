@@ -100,12 +100,58 @@ final class OpenFileBoundsTests: XCTestCase {
         XCTAssertEqual(loopback.openFiles.heldByOthers, 0)
     }
 
-    /// The others' total: three quarters of what the node budget leaves, at least 64 kept.
-    func testTheOthersShareOfTheDescriptorLimit() {
-        XCTAssertEqual(OpenFileBounds.pool(descriptorLimit: 512, nodeBudget: 256), 192)
-        XCTAssertEqual(OpenFileBounds.pool(descriptorLimit: 1024, nodeBudget: 512), 384)
-        XCTAssertEqual(OpenFileBounds.pool(descriptorLimit: 1_048_576, nodeBudget: 512), 786_048)
-        XCTAssertEqual(OpenFileBounds.pool(descriptorLimit: 300, nodeBudget: 256), 0)
-        XCTAssertEqual(OpenFileBounds.pool(descriptorLimit: 128, nodeBudget: 256), 0)
+    /// Connections and other things counted in the share (`takeShare`) and opens draw from one
+    /// total: a user's connections leave its own opens' bound alone but take from every other
+    /// user's room, and root's are not counted.
+    func testConnectionsAndOpensShareOneTotal() throws {
+        loopback.openFiles.configure(perUser: 100, others: 6)
+        let doc = lookup("doc")
+        XCTAssertTrue(loopback.openFiles.takeShare(65534, units: 2), "a connection of nobody's")
+        XCTAssertTrue(loopback.openFiles.takeShare(65533, units: 2), "one of another user's")
+        XCTAssertTrue(loopback.openFiles.takeShare(0, units: 2), "root's: not counted")
+        XCTAssertEqual(loopback.openFiles.shareHeld, 4)
+        XCTAssertEqual(loopback.openFiles.held(by: 65534), 0, "connections are not opens")
+        let first = try open(nobody, doc).get()
+        XCTAssertFalse(loopback.openFiles.takeShare(65532, units: 2), "a third user's connection: one descriptor left")
+        XCTAssertEqual(loopback.openFiles.shareRefusals, 1)
+        let second = try open(other, doc).get()
+        XCTAssertEqual(open(nobody, doc).map { _ in 0 }, .failure(.tooManyOpenFilesInSystem), "the share is taken, far below nobody's own bound")
+        XCTAssertEqual(loopback.openFiles.heldByOthers, 2, "opens")
+        XCTAssertEqual(loopback.openFiles.shareHeld, 6, "opens and connections")
+        // Root is served all along.
+        release(owner, doc, try open(owner, doc).get())
+
+        loopback.openFiles.giveShare(65533, units: 2)
+        XCTAssertTrue(loopback.openFiles.takeShare(65532, units: 2), "given back: the third user's connection")
+        loopback.openFiles.giveShare(65532, units: 2)
+        loopback.openFiles.giveShare(65534, units: 2)
+        loopback.openFiles.giveShare(0, units: 2)
+        release(nobody, doc, first)
+        release(other, doc, second)
+        XCTAssertEqual(loopback.openFiles.shareHeld, 0)
+    }
+
+    /// How the descriptors are cut from one limit: half for nodes (at least 256), a 16th (16 to
+    /// 512) for each of the two callers' names tables, and of the rest three quarters for users
+    /// other than root and the owner (at least 64 kept).
+    func testTheSharesOfTheDescriptorLimit() {
+        func shares(_ limit: Int) -> [Int] {
+            let s = DescriptorShares(limit: limit)
+            XCTAssertEqual(s.nodes + 2 * s.callerNames + s.others + s.kept, max(limit, s.nodes + 2 * s.callerNames), "\(limit): the parts add up")
+            return [s.nodes, s.callerNames, s.others, s.kept]
+        }
+        XCTAssertEqual(shares(512), [256, 32, 128, 64])
+        XCTAssertEqual(shares(1024), [512, 64, 288, 96])
+        XCTAssertEqual(shares(2048), [1024, 128, 576, 192])
+        XCTAssertEqual(shares(4096), [2048, 256, 1152, 384])
+        XCTAssertEqual(shares(20_000), [10_000, 512, 6732, 2244])
+        XCTAssertEqual(shares(1_048_576), [524_288, 512, 392_448, 130_816])
+        XCTAssertEqual(shares(300), [256, 18, 0, 8])
+        XCTAssertEqual(shares(128)[2], 0)
+        // What the Loopback cuts when it is given none: the limit in force.
+        var r = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &r), 0)
+        XCTAssertEqual(loopback.descriptors, DescriptorShares(limit: Int(min(r.rlim_cur, 1 << 30))))
+        XCTAssertEqual(loopback.nodeDescriptorBudget, loopback.descriptors.nodes)
     }
 }

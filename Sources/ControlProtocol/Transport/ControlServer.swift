@@ -51,13 +51,20 @@ package final class ControlServer: @unchecked Sendable {
         /// Where the server says what an operator should know (that it ran out of descriptors);
         /// nil: nowhere.
         package var notice: (@Sendable (String) -> Void)?
+        /// A share of the process's descriptors that connections of users not in `exemptUsers` draw
+        /// from, with other things than this server (the daemon's share for other users, which their
+        /// opens through the mount draw from too): `take` is asked for each such connection once it
+        /// passed the counts above and answers why not (nil: taken); `give` gets it back when the
+        /// connection is torn down. Nil: no such share.
+        package var share: (take: @Sendable (UInt32) -> String?, give: @Sendable (UInt32) -> Void)?
 
         package init(
             socketPath: String, permissions: UInt32 = 0o600, maxFrameSize: Int = Framing.defaultMaxFrameSize,
             serverName: String = "coordfs", mountPoint: String? = nil, maxOutboundBytes: Int = 8 << 20,
             maxConnections: Int = 8192, maxConnectionsPerUser: Int = .max, exemptUsers: Set<UInt32> = [0],
             reservedConnections: Int = 64, helloTimeout: Duration = .seconds(10), idleTimeout: Duration? = nil,
-            slowTimeout: Duration? = nil, acceptBackoff: Duration = .milliseconds(250), notice: (@Sendable (String) -> Void)? = nil
+            slowTimeout: Duration? = nil, acceptBackoff: Duration = .milliseconds(250), notice: (@Sendable (String) -> Void)? = nil,
+            share: (take: @Sendable (UInt32) -> String?, give: @Sendable (UInt32) -> Void)? = nil
         ) {
             self.socketPath = socketPath
             self.permissions = permissions
@@ -74,6 +81,7 @@ package final class ControlServer: @unchecked Sendable {
             self.slowTimeout = slowTimeout
             self.acceptBackoff = acceptBackoff
             self.notice = notice
+            self.share = share
         }
     }
 
@@ -117,6 +125,10 @@ package final class ControlServer: @unchecked Sendable {
     }
     private nonisolated(unsafe) var exhaustion = Exhaustion()
     private let exhaustionCount = Atomic<UInt64>(0)
+    private let refusedCount = Atomic<UInt64>(0)
+
+    /// Connections refused by `maxConnections`, `maxConnectionsPerUser` or the `share`.
+    package var refusedConnections: UInt64 { refusedCount.load(ordering: .relaxed) }
 
     /// How many times accepting found no descriptor left (each time until one is accepted again counts once).
     package var descriptorExhaustions: UInt64 { exhaustionCount.load(ordering: .relaxed) }
@@ -423,12 +435,14 @@ package final class ControlServer: @unchecked Sendable {
                     guard mine < configuration.maxConnectionsPerUser else {
                         return "uid \(uid) already has \(mine) connections (max_user_connections)"
                     }
+                    if let why = configuration.share?.take(uid) { return why }
                 }
                 t[id] = connection
                 perUser.withLock { $0[uid, default: 0] += 1 }
                 return nil
             }
             if let refusal {
+                refusedCount.add(1, ordering: .relaxed)
                 let frame = ControlMessage.error(ErrorMessage(code: .limitExceeded, message: refusal)).encodedFrame()
                 _ = frame.withUnsafeBytes { Sys.send(fd, $0) }
                 Glibc.close(fd)
@@ -561,13 +575,16 @@ package final class ControlServer: @unchecked Sendable {
     /// I/O queue only.
     private func teardown(_ connection: ControlConnection, reason: ControlConnection.CloseReason) {
         guard let (final, asks) = connection.finish(reason: reason) else { return }
-        table.withLock { t in
-            guard t.removeValue(forKey: connection.id) != nil else { return }
+        let removed = table.withLock { t -> Bool in
+            guard t.removeValue(forKey: connection.id) != nil else { return false }
             perUser.withLock { counts in
                 let uid = connection.peer.uid
                 if let n = counts[uid], n > 1 { counts[uid] = n - 1 } else { counts[uid] = nil }
             }
+            return true
         }
+        // Its descriptor is closed (`finish`): its part of the share is free again.
+        if removed, !configuration.exemptUsers.contains(connection.peer.uid) { configuration.share?.give(connection.peer.uid) }
         connection.queue.async { [handler, self] in
             for ask in asks { ask.completion(.disconnected) }
             handler.controlServer(self, didClose: connection, reason: final)

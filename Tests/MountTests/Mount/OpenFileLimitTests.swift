@@ -6,9 +6,9 @@ import XCTest
 /// directory open through the mount holds a descriptor in the daemon, and on an `allow_other`
 /// mount `nobody` may open root's world-readable files from as many processes as it likes, each
 /// up to its own `ulimit -n`. The daemon runs with RLIMIT_NOFILE at 512 (soft and hard; it
-/// cannot raise it), so its node budget is 256 and the descriptors other users' opens may hold
-/// together 192 (three quarters of the 256 the node budget leaves; the rest is kept for root,
-/// the owner, the control socket, the store and the log).
+/// cannot raise it), so its node budget is 256, its callers' names tables 64, and the descriptors
+/// other users may hold together 128 (`DescriptorShares`: three quarters of the 192 those leave;
+/// the rest is kept for root, the owner, the control socket, the store and the log).
 ///
 /// Before the bound, nobody's opens took every descriptor the daemon had: root's opens and
 /// creates through the mount failed with EMFILE and root's `coordfs status` could not connect.
@@ -20,8 +20,8 @@ final class OpenFileLimitTests: MountTestCase {
         return super.mountOptions + ((try? MountTarget.fromEnvironment().isCoordFS) == true ? ["max_user_open_files=\(perUser)"] : [])
     }
 
-    /// The others' share of a daemon at 512 descriptors (`OpenFileBounds.pool`).
-    static let othersPool = 192
+    /// The others' share of a daemon at 512 descriptors (`DescriptorShares`).
+    static let othersPool = 128
 
     /// Opens PATH COUNT times read-only (a folder as a directory: OPENDIR), then, when NEW is not
     /// "-", creates NEW; prints "<opened> <errno name of the first refusal or OK> <errno of the
@@ -125,7 +125,8 @@ final class OpenFileLimitTests: MountTestCase {
     }
 
     /// `max_user_open_files=100`: nobody's 101st open of root's 0644 file, and its create at the
-    /// bound, get ENFILE (nothing created); another uid still opens its own share; root is served;
+    /// bound, get ENFILE (nothing created); another uid still opens 20 within the others' share
+    /// (100 + 20 of 128); root is served;
     /// once nobody's process is gone, nobody opens again.
     func testOneUsersOpenFilesAreBoundedAndTheBoundIsGivenBack() throws {
         guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's bound") }
@@ -143,9 +144,9 @@ final class OpenFileLimitTests: MountTestCase {
         let more = try Holder(uid: 65534, path: mnt("shared"), count: 1)
         XCTAssertEqual(more.report()?.refusal, "ENFILE", "nobody's other processes share its bound (a folder's open counts too)")
         more.end()
-        let other = try Holder(uid: 65533, path: mnt("shared/doc.txt"), count: 50)
+        let other = try Holder(uid: 65533, path: mnt("shared/doc.txt"), count: 20)
         let theirs = try XCTUnwrap(other.report(), "another user's opens: \(other.errors)")
-        XCTAssertEqual(theirs.opened, 50, "another user's opens are not held up by nobody's bound")
+        XCTAssertEqual(theirs.opened, 20, "another user's opens are not held up by nobody's bound")
         XCTAssertEqual(theirs.refusal, "OK")
 
         try assertRootIsServed("nobody at its bound")
@@ -182,14 +183,14 @@ final class OpenFileLimitTests: MountTestCase {
 
         try assertRootIsServed("nobody's processes holding the others' share")
         XCTAssertLessThan(fixture.daemonOpenDescriptors() ?? 512, 480, "the daemon keeps descriptors to spare")
-        XCTAssertTrue(daemonLog().contains("users other than root and the owner hold \(Self.othersPool) files open"),
+        XCTAssertTrue(daemonLog().contains("users other than root and the owner hold \(Self.othersPool) of the daemon's descriptors"),
                       "the daemon's log says it: \(daemonLog().suffix(800))")
 
         holders.forEach { $0.end() }
         _ = eventually("nobody opens again once its holders exited") {
-            let again = try? Holder(uid: 65534, path: mnt("shared/doc.txt"), count: 150)
+            let again = try? Holder(uid: 65534, path: mnt("shared/doc.txt"), count: Self.othersPool)
             defer { again?.end() }
-            return again?.report().map { $0.opened == 150 && $0.refusal == "OK" } ?? false
+            return again?.report().map { $0.opened == Self.othersPool && $0.refusal == "OK" } ?? false
         }
     }
 

@@ -31,6 +31,8 @@ class MountTestCase: XCTestCase {
     var mountOptions: [String] { ["allow_other"] }
     /// RLIMIT_NOFILE for the daemon (nil: the default, which the daemon raises to its hard limit).
     var descriptorLimit: Int? { nil }
+    /// Its soft limit at the start, when lower (nil: the same); the daemon raises it to the hard one.
+    var softDescriptorLimit: Int? { nil }
     /// Whether setUp mounts (the CLI tests mount on their own).
     var mountsInSetUp: Bool { true }
     /// Whether tearDown requires native, mount and backing trees to be identical.
@@ -43,7 +45,7 @@ class MountTestCase: XCTestCase {
         let target = try MountTarget.fromEnvironment()
         let fixture = try MountedFolder(target: target)
         do {
-            if mountsInSetUp { try fixture.mount(options: mountOptions, descriptorLimit: descriptorLimit) }
+            if mountsInSetUp { try fixture.mount(options: mountOptions, descriptorLimit: descriptorLimit, softDescriptorLimit: softDescriptorLimit) }
         } catch {
             fixture.destroy()
             throw error

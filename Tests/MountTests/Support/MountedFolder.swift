@@ -106,16 +106,17 @@ final class MountedFolder {
     }
 
     /// Mounts backing on mnt and waits until the kernel lists a FUSE mount there.
-    /// `descriptorLimit`: the daemon runs with RLIMIT_NOFILE at that (soft and hard), without
-    /// CAP_SYS_RESOURCE so it cannot raise it again (`setpriv`, `prlimit`).
-    func mount(options: [String] = ["allow_other"], descriptorLimit: Int? = nil) throws {
+    /// `descriptorLimit`: the daemon runs with RLIMIT_NOFILE at that (soft and hard, or the soft
+    /// limit `softDescriptorLimit` when given), without CAP_SYS_RESOURCE so it cannot raise it
+    /// beyond the hard limit (`setpriv`, `prlimit`).
+    func mount(options: [String] = ["allow_other"], descriptorLimit: Int? = nil, softDescriptorLimit: Int? = nil) throws {
         guard var (exe, args) = mountCommand(options: options) else { mounted = false; return }
         if let descriptorLimit {
             guard let setpriv = Spawn.which("setpriv"), let prlimit = Spawn.which("prlimit") else {
                 throw SpawnError(message: "setpriv and prlimit (util-linux) are needed to mount with a lower descriptor limit")
             }
             args = ["--bounding-set=-sys_resource", prlimit,
-                    "--nofile=\(descriptorLimit):\(descriptorLimit)", exe] + args
+                    "--nofile=\(softDescriptorLimit ?? descriptorLimit):\(descriptorLimit)", exe] + args
             exe = setpriv
         }
         let result = Spawn.run(exe, args, timeout: 60)
