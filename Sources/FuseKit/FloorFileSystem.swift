@@ -10,7 +10,8 @@ import Synchronization
 /// coordination and no log: a missing name is a negative entry cached for `negativeTimeout` (as
 /// coordfs's watched folders give), names and attributes are kept for `entryTimeout` and
 /// `attributeTimeout`, a listing is READDIRPLUS with each entry's attributes (a regular file the
-/// kernel was given less than half an entry lifetime ago by name alone, as coordfs gives it),
+/// kernel was given less than half an entry lifetime ago and not opened since by name alone, as
+/// coordfs gives it),
 /// GETXATTR is ENODATA (coordfs's answer for a file without the attribute: `security.capability`,
 /// `security.selinux`, `system.posix_acl_access`), LISTXATTR empty, SETXATTR accepted and dropped,
 /// ACCESS allowed (a single-user mount), FLUSH and RELEASE are OK, FORGET is nothing. It takes the
@@ -365,6 +366,7 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     /// registered as its backing file at the inode's first passthrough open.
     private func storedOpen(_ node: Node, fd: Int32, flags: Int32) -> OpenReply {
         let writer = Self.writes(flags)
+        node.given = 0   // the kernel drops the inode's atime at a read (openReply)
         if writer { node.writers += 1; node.dirty = true; node.writerFD = fd }
         var through = false
         if node.backing > 0 {
@@ -415,7 +417,13 @@ public final class FloorFileSystem: FuseFileSystem, @unchecked Sendable {
     private func openReply(_ id: UInt64, flags: Int32) -> Result<OpenReply, Errno> {
         var reply = OpenReply(handle: FileHandleID(rawValue: 1))
         reply.noFlush = true
-        let node = state.withLock { $0.nodes[id] }
+        // An open's reads bypass the page cache, so the kernel drops the inode's atime: the next
+        // listing gives the entry with its attributes again, as coordfs's does.
+        let node = state.withLock { s -> Node? in
+            let node = s.nodes[id]
+            node?.given = 0
+            return node
+        }
         if let node, let source = node.source {
             guard flags & O_ACCMODE == O_RDONLY else { return .failure(.readOnlyFileSystem) }
             // Nodes are never freed and a node's backing id is set under the lock once.

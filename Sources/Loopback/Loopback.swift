@@ -295,6 +295,20 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
     }
 
+    /// An open of the regular file `node`: what the kernel holds of its attributes may not stay
+    /// whole. A read that bypasses the page cache (kernel passthrough, or direct I/O to the daemon)
+    /// makes the kernel drop the inode's atime (`fuse_invalidate_atime`), and the next `fstat` of
+    /// any caller asks the daemon (a GETATTR round trip: `grep -r` of a tree listed before sent one
+    /// per file). So the next listing gives this entry with its attributes again, which the kernel
+    /// takes whole, rather than by name alone (`kernelHoldsFreshEntry`). Not where the kernel keeps
+    /// POSIX ACLs (`posixACLs`): an entry given again drops the inode's cached ACLs, one request at
+    /// the next `ls -l` for the one this saves.
+    @inline(__always)
+    private func kernelMayDropTimes(of node: BackingNode) {
+        guard !options.posixACLs else { return }
+        node.lookedUpIn.withLock { $0.freshUntil = 0 }
+    }
+
     /// Half of the entry lifetime the kernel would be given for `node` now, in nanoseconds.
     private func halfLifetime(of node: BackingNode) -> UInt64 {
         let t = timeouts(forDevice: node.key.dev)
@@ -700,6 +714,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         case .success(let fd):
             let open = passthrough || node.type != S_IFREG ? makeOpen(fd, node, flags) : makeServedOpen(fd, node, flags)
             open.hold = hold
+            if node.type == S_IFREG { kernelMayDropTimes(of: node) }
             return .success(open)
         case .failure(let e):
             hold?.giveBack()

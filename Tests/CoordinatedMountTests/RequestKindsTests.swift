@@ -341,3 +341,62 @@ final class RequestKindsTests: InProcessMountTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/tree"))
     }
 }
+
+/// A tree read a second time (`grep -r` again, a build's second pass): each file's `fstat` after
+/// its open is answered by the kernel from what the listing gave, not by a GETATTR. A read that
+/// bypasses the page cache (kernel passthrough) makes the kernel drop the inode's atime, so once a
+/// file was opened the next listing gives it with its attributes again rather than by name alone
+/// (on a mount whose kernel keeps no POSIX ACLs, as a single-user mount's). What the kernel then
+/// holds is what the file is: a change beside the mount in between shows.
+final class ReadAgainRequestsTests: InProcessMountTestCase {
+    private static let files = 40
+
+    /// Lists `dir` through the mount, then opens, `fstat`s, reads and closes each file, as `grep -r`
+    /// does; the sizes `fstat` gave, by name.
+    private func pass(_ dir: String) -> [String: Int] {
+        var sizes: [String: Int] = [:]
+        guard let d = opendir(dir) else { XCTFail("opendir \(dir): \(errno)"); return [:] }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        closedir(d)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for name in names {
+            let fd = open(dir + "/" + name, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { XCTFail("open \(name): \(errno)"); continue }
+            var st = stat()
+            XCTAssertEqual(fstat(fd, &st), 0)
+            sizes[name] = Int(st.st_size)
+            while Glibc.read(fd, &buffer, buffer.count) > 0 {}
+            close(fd)
+        }
+        return sizes
+    }
+
+    func testASecondReadOfATreeAsksNoAttributesPerFile() throws {
+        XCTAssertFalse(daemon.plan.options.allowOther, "a single-user mount: the kernel keeps no ACLs")
+        mkdir(backing + "/tree", 0o755)
+        var expected: [String: Int] = [:]
+        for i in 0..<Self.files {
+            try write("tree/f\(i)", String(repeating: "x", count: i + 1))
+            expected["f\(i)"] = i + 1
+        }
+        let counters = try XCTUnwrap(daemon.requestCounters)
+        XCTAssertEqual(pass(mnt + "/tree"), expected)
+        let getattrs = counters.value(.getattr)
+        let opens = counters.value(.open)
+        XCTAssertEqual(pass(mnt + "/tree"), expected)
+        XCTAssertEqual(counters.value(.open) - opens, UInt64(Self.files), "each file opened through the daemon")
+        XCTAssertLessThanOrEqual(counters.value(.getattr) - getattrs, 2,
+                                 "the second pass asked the attributes of each file again (the folder's own: at most 2)")
+        // Not kept past a change: a file grown beside the mount between two passes shows its new size.
+        let grown = backing + "/tree/f0"
+        try String(repeating: "y", count: 100).write(toFile: grown, atomically: false, encoding: .utf8)
+        expected["f0"] = 100
+        let deadline = Date().addingTimeInterval(5)
+        while pass(mnt + "/tree") != expected, Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(pass(mnt + "/tree"), expected)
+    }
+}
