@@ -5,8 +5,8 @@ import PackageDescription
 // imports CLinux, the GNU calls Glibc's module hides; Glibc itself is fine anywhere):
 //   coordfs (CLI) ─▶ CoordFS ─▶ FuseKit ─▶ CFuse3, CURing (FUSE over io_uring, C over liburing)
 //                      │   └──▶ Loopback
-//   CoordFS, Loopback, EventLog, DocumentStore ─▶ LinuxGNU ─▶ CLinux (LinuxCalls: renameat2, xattrs,
-//     file handles, fanotify; CarrylessCRC32, the log's CRC by PCLMULQDQ; sys/sysValue giving
+//   CoordFS, Loopback, EventLog, DocumentStore, CoordFSWeb ─▶ LinuxGNU ─▶ CLinux (LinuxCalls: renameat2, xattrs,
+//     file handles, fanotify, a loopback TCP peer's owner by sock_diag; CarrylessCRC32, the log's CRC by PCLMULQDQ; sys/sysValue giving
 //     swift-system's Errno) and ─▶ Linux
 //   FuseKit, ControlProtocol, CoordFSClient ─▶ Linux (no C: the one EINTR retry, the one mountinfo
 //     reader, stderr lines, small file reads; an app linking CoordFSClient needs no C module)
@@ -99,8 +99,10 @@ let package = Package(
         .target(
             name: "CoordFSWeb",
             dependencies: [
-                "CoordFSClient", "ControlProtocol", "EventLog", "DocumentStore", "Linux", "NameBytes",
+                "CoordFSClient", "ControlProtocol", "EventLog", "DocumentStore", "Linux", "LinuxGNU", "NameBytes",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // ServerChildChannel: a connection's first handler at its accept (PeerBounds.swift).
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 // DocumentStore's own dependency, whose module a release build needs to see.
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -101,6 +101,50 @@ static inline int clinux_path_descriptor(int fd) {
 static inline int clinux_fchmod_path_descriptor(int fd, unsigned int mode) {
     return (int)syscall(452, fd, "", mode, 0x1000 /* AT_EMPTY_PATH */);
 }
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
+/* The uid owning the TCP socket on this machine whose own address is (src, sport) and whose peer
+   is (dst, dport): the other end of a loopback connection, found by sock_diag (an exact look-up,
+   no dump, no privilege needed; the uid /proc/net/tcp shows). family AF_INET (4-byte addresses) or
+   AF_INET6 (16 bytes); ports in network byte order. -1 when there is no such socket. */
+static inline long clinux_tcp_socket_uid(int family, const void *src, unsigned short sport, const void *dst, unsigned short dport) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    struct { struct nlmsghdr nlh; struct inet_diag_req_v2 r; } req;
+    memset(&req, 0, sizeof req);
+    req.nlh.nlmsg_len = sizeof req;
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = (unsigned char)family;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0U;
+    req.r.id.idiag_sport = sport;
+    req.r.id.idiag_dport = dport;
+    size_t n = family == AF_INET6 ? 16 : 4;
+    memcpy(req.r.id.idiag_src, src, n);
+    memcpy(req.r.id.idiag_dst, dst, n);
+    req.r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel;
+    memset(&kernel, 0, sizeof kernel);
+    kernel.nl_family = AF_NETLINK;
+    long uid = -1;
+    if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof req) {
+        long buffer[1024];
+        ssize_t got = recv(fd, buffer, sizeof buffer, 0);
+        struct nlmsghdr *h = (struct nlmsghdr *)buffer;
+        if (got > 0 && NLMSG_OK(h, (unsigned int)got) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+            struct inet_diag_msg *m = (struct inet_diag_msg *)NLMSG_DATA(h);
+            uid = (long)m->idiag_uid;
+        }
+    }
+    close(fd);
+    return uid;
+}
 #include <malloc.h>
 /* A pidfd of process pid (Linux 5.3): its inode number tells processes apart with pidfs (6.9). */
 static inline int clinux_pidfd_open(int pid) {

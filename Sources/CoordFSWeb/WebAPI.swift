@@ -71,8 +71,9 @@ struct WebAPI: Sendable {
         var tooLarge = false
         func version(_ v: VersionID?) async throws -> [UInt8]? {
             guard let v else { return nil }
-            let bytes = try await clientCall { try await session.contents(ofVersion: v) }
-            if bytes.count > WebLimits.maxDocument { tooLarge = true; return [] }
+            // A larger version is not read at all (its size comes with the first reply).
+            let kept = try await clientCall { try await session.contents(ofVersion: v, atMost: WebLimits.maxDocument) }
+            guard let bytes = kept.bytes else { tooLarge = true; return [] }
             return bytes
         }
         func file() throws -> [UInt8]? {
@@ -207,10 +208,15 @@ struct WebAPI: Sendable {
 
     func version(_ body: JSONObject) async throws -> JSONValue {
         let id = try int(body, "version")
-        let bytes = try await clientCall { try await session.contents(ofVersion: VersionID(UInt64(id))) }
+        let kept = try await clientCall { try await session.contents(ofVersion: VersionID(UInt64(id)), atMost: WebLimits.maxDocument) }
+        guard let bytes = kept.bytes else {
+            // Not read: the page shows no more than 8 MiB (`coordfs show` writes it all).
+            return .object(JSONObject(["version": .int(id), "size": .int(Int64(clamping: kept.size)), "binary": .bool(false),
+                                       "tooLarge": .bool(true), "text": .null]))
+        }
         let binary = TextMerge.looksBinary(bytes)
-        return .object(JSONObject(["version": .int(id), "size": .int(Int64(bytes.count)), "binary": .bool(binary),
-                                   "text": binary ? .null : .string(String(decoding: bytes.prefix(WebLimits.maxDocument), as: UTF8.self))]))
+        return .object(JSONObject(["version": .int(id), "size": .int(Int64(bytes.count)), "binary": .bool(binary), "tooLarge": .bool(false),
+                                   "text": binary ? .null : .string(String(decoding: bytes, as: UTF8.self))]))
     }
 
     /// `coordfs diff PATH --version N`: from the version to the file as it is now.
@@ -221,7 +227,10 @@ struct WebAPI: Sendable {
         guard list.contains(where: { $0.version.rawValue == UInt64(id) }) else {
             throw WebError(status: 404, "version \(id) is not a version of \(path.rawValue)")
         }
-        let old = try await clientCall { try await session.contents(ofVersion: VersionID(UInt64(id))) }
+        let kept = try await clientCall { try await session.contents(ofVersion: VersionID(UInt64(id)), atMost: WebLimits.maxDocument) }
+        guard let old = kept.bytes else {
+            throw WebError(status: 413, "version \(id) is larger than \(WebLimits.maxDocument >> 20) MiB: use `coordfs diff`")
+        }
         let now = try backend.current(path) ?? []
         let label = path.rawValue.displayEscaped
         let text = TextMerge.unifiedDiff(old: old, new: now, oldLabel: "a/\(label)", newLabel: "b/\(label)")

@@ -6,6 +6,7 @@ import Foundation
 import Glibc
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Linux
 import Logging
@@ -56,9 +57,11 @@ public struct WebServer: Sendable {
             }
         }
         let host = self.host
+        // Each other local user (or remote address) holds at most a bounded number of connections.
+        let peers = PeerConnections()
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade { request, _, _ in
+            server: HTTPServerBuilder { responder in PeerBoundChannel(peers: peers, inner: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: .init()) { request, _, _ in
                 guard let policy = policy() else { return .dontUpgrade }
                 let (path, query) = Self.split(request.path ?? "/")
                 guard path == "/api/events" else { return .dontUpgrade }
@@ -71,7 +74,7 @@ public struct WebServer: Sendable {
                 return .upgrade([:]) { inbound, outbound, _ in
                     try await EventStream(backend: backend).run(after: after, inbound: inbound, outbound: outbound)
                 }
-            },
+            }) },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in
                 let actual = channel.localAddress?.port ?? port

@@ -24,6 +24,19 @@ public enum LinuxCalls {
     }
     /// The file system type of `fd`'s file (`statfs` f_type, as in linux/magic.h), or -1.
     public static func fileSystemType(_ fd: Int32) -> Int { clinux_fs_type(fd) }
+    /// The uid owning the TCP socket on this machine whose own address is `address`:`port` and
+    /// whose peer is `peer`:`peerPort` (the other end of a loopback connection: pass the
+    /// connection's remote address as `address` and its local one as `peer`), by sock_diag; nil
+    /// when there is no such socket here (a peer on another machine, or gone). `family` AF_INET
+    /// (addresses of 4 bytes) or AF_INET6 (16), ports in host byte order.
+    public static func tcpSocketOwner(family: Int32, address: [UInt8], port: UInt16, peer: [UInt8], peerPort: UInt16) -> UInt32? {
+        let n = family == AF_INET6 ? 16 : 4
+        guard address.count == n, peer.count == n else { return nil }
+        let uid = address.withUnsafeBytes { a in
+            peer.withUnsafeBytes { p in clinux_tcp_socket_uid(family, a.baseAddress, port.bigEndian, p.baseAddress, peerPort.bigEndian) }
+        }
+        return uid >= 0 ? UInt32(truncatingIfNeeded: uid) : nil
+    }
     /// `pidfd_open(pid, 0)`: a descriptor of process `pid`, or -1 (errno ESRCH: no such process).
     public static func pidfdOpen(_ pid: Int32) -> Int32 { clinux_pidfd_open(pid) }
     /// Heap bytes in use (glibc's `mallinfo2().uordblks`), for memory benchmarks.

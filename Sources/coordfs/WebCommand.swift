@@ -83,6 +83,9 @@ struct WebCommand: ParsableCommand {
             openLog: { after, recent in try Self.openLog(located, after: after, recent: recent) },
             status: { try await Self.status(located) }, watch: watch)
         let token = WebToken.generate()
+        // Each connection holds a descriptor: take the hard limit (other users' share of them is
+        // bounded, docs/web.md "Security").
+        ControlServer.raiseFileDescriptorLimit()
         let server = WebServer(backend: backend, token: token, host: address.host, port: Int(address.port), assets: assets)
         let shown = address.isIPv6 ? "[\(address.host)]" : address.host
         let gone: String?

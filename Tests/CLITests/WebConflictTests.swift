@@ -301,6 +301,52 @@ final class WebConflictTests: CLITestCase {
         _ = presenters
     }
 
+    /// A kept version far larger than the page shows (96 MiB) is never read into the server's
+    /// memory: its conflict view says it is too large, View says so with its size, a diff against
+    /// it is refused naming `coordfs diff`, and the server's peak memory grows by less than half
+    /// the version's size. Before, each of them read the whole version through the daemon (and
+    /// View then showed its first 8 MiB), so a click on a large document's version took its size
+    /// in memory, and more.
+    func testALargeVersionIsNeverReadWholeByTheServer() throws {
+        let size = 96 << 20
+        FileManager.default.createFile(atPath: backing + "/large.txt", contents: Data(repeating: 0x61, count: size))
+        try mount()
+        let presenter = try present("large.txt", unsaved: true)
+        XCTAssertEqual(sh("echo more >> '\(mnt!)/large.txt'").status, 0)
+        let conflict = try XCTUnwrap(jsonLines(coordfs("conflicts", mnt, "--json")).first)
+        let id = try XCTUnwrap(conflict["id"] as? Int, "\(conflict)")
+        let base = try XCTUnwrap(conflict["baseVersion"] as? Int, "the loaded version is kept: \(conflict)")
+        let (web, url, port) = try startWeb()
+        let headers = ["X-CoordFS-Token": String(url.split(separator: "=").last!), "Content-Type": "application/json"]
+        func post(_ path: String, _ body: [String: Any]) throws -> (Int, [String: Any]?, String) {
+            let r = HTTP.request(port: port, "POST", path, headers: headers, body: Array(try JSONSerialization.data(withJSONObject: body)), timeout: 60)
+            return (r?.status ?? 0, (try? JSONSerialization.jsonObject(with: Data(r?.body ?? []))) as? [String: Any], r?.text ?? "")
+        }
+        /// The server's peak resident memory, in KiB.
+        func peak() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/\(web.pid)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+        }
+        XCTAssertEqual(try post("/api/versions", ["path": "large.txt"]).0, 200)
+        let before = peak()
+        XCTAssertGreaterThan(before, 0)
+        let view = try post("/api/conflict", ["id": id])
+        XCTAssertEqual(view.0, 200, view.2)
+        XCTAssertEqual(view.1?["tooLarge"] as? Bool, true, view.2)
+        let shown = try post("/api/version", ["version": base])
+        XCTAssertEqual(shown.0, 200, shown.2)
+        XCTAssertEqual(shown.1?["tooLarge"] as? Bool, true, shown.2)
+        XCTAssertEqual(shown.1?["size"] as? Int, size, "its size is said")
+        XCTAssertTrue(shown.1?["text"] is NSNull, "none of it sent: \(shown.2.prefix(200))")
+        let diff = try post("/api/diff", ["path": "large.txt", "version": base])
+        XCTAssertEqual(diff.0, 413, diff.2)
+        XCTAssertTrue(diff.2.contains("coordfs diff"), diff.2)
+        let grown = peak() - before
+        XCTAssertLessThan(grown, (size >> 10) / 2, "the server's peak memory grew by \(grown) KiB for a version of \(size >> 10) KiB")
+        _ = presenter
+    }
+
     /// `coordfs web` run by nobody on an allow_other mount: its page lists and resolves nobody's
     /// own lost update, never root's conflicts (not listed, and a crafted request for one is
     /// refused without a word about it), as the control protocol rules.

@@ -334,6 +334,116 @@ final class WebPageTests: CLITestCase {
         XCTAssertEqual(again.status, 69, "\(again)")
     }
 
+    /// A page paused on a busy mount (tens of thousands of records while it is paused) holds the
+    /// newest 10,000 and says how many older ones it did not keep; on Resume it shows at most
+    /// 2,000 rows, the newest first, and keeps at most 10,000 records. Before, it held every record
+    /// that came while paused (a page paused for a day on a busy mount held all of them) and on
+    /// Resume made a row of each before it trimmed the table.
+    func testAPausedPageOnABusyMountKeepsTheNewestRecordsOnly() throws {
+        try mount()
+        let (_, url, _) = try startWeb()
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(url)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the live connection")
+        try browser.click("#pause")
+        let busy = run("/usr/bin/python3", ["-c", """
+            import os, sys
+            for i in range(2000):
+                p = os.path.join(sys.argv[1], "busy%d.txt" % i)
+                with open(p, "w") as f: f.write("x")
+                os.unlink(p)
+            """, mnt], timeout: 300)
+        XCTAssertEqual(busy.status, 0, "\(busy)")
+        XCTAssertEqual(sh("echo last > '\(mnt!)/last.txt'").status, 0)
+        let last = coordfs("log", mnt, "--json").lines.compactMap { line -> Int? in
+            ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any])?["seq"] as? Int
+        }.max() ?? 0
+        XCTAssertGreaterThan(last, 15_000, "tens of thousands of records")
+        XCTAssertNotNil(try browser.wait("return events.cursor >= \(last)", timeout: 120), "the page received them all")
+        let held = try browser.run("return events.held.length") as? Int ?? -1
+        XCTAssertLessThanOrEqual(held, 10_000, "held while paused")
+        XCTAssertGreaterThan(try browser.run("return events.dropped") as? Int ?? 0, 0)
+        XCTAssertTrue((try browser.run("return document.getElementById('ev-info').textContent") as? String)?.contains("not kept while paused") == true)
+        try browser.click("#pause")
+        XCTAssertNotNil(try browser.wait("return events.held.length === 0"))
+        XCTAssertLessThanOrEqual(try browser.run("return document.querySelectorAll('#events tbody tr').length") as? Int ?? 99_999, 2000)
+        XCTAssertLessThanOrEqual(try browser.run("return events.all.length") as? Int ?? 99_999, 10_000)
+        XCTAssertEqual(try browser.run("return Number(document.querySelector('#events tbody tr').dataset.seq)") as? Int,
+                       try browser.run("return Math.max(...events.all.map(r => r.seq))") as? Int, "the newest record on top")
+        XCTAssertTrue(try browser.run("return events.all.some(r => r.path === '/last.txt')") as? Bool == true, "the newest records are kept")
+    }
+
+    /// Another local user (every local user can reach a loopback port) opens 300 connections to
+    /// root's `coordfs web` without the token and sends each an unfinished request head, then
+    /// holds them: it keeps at most its share (128), the rest closed at once, and root's page
+    /// (its API with the token, its live connection) is answered meanwhile; once that user lets go,
+    /// its next request is answered again. Before, its connections took every descriptor of the
+    /// server (here 256) and root's requests got no answer.
+    func testAnotherUsersIdleConnectionsCannotLockThePageOut() throws {
+        chmod(root, 0o755)  // nobody looks for the file that lets it go
+        try mount()
+        let (_, url, port) = try startWeb(descriptors: 256)
+        let token = String(url.split(separator: "=").last!)
+        let script = #"""
+        import os, select, socket, sys, time
+        port, n, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+        socks = []
+        for i in range(n):
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                s.connect(("127.0.0.1", port))
+                s.sendall(("GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port).encode())
+                socks.append(s)
+            except OSError:
+                s.close()
+        time.sleep(2)
+        held = 0
+        for s in socks:
+            r, _, _ = select.select([s], [], [], 0)
+            try:
+                if not r or s.recv(1, socket.MSG_PEEK): held += 1
+            except OSError:
+                pass
+        print("connected %d held %d" % (len(socks), held), flush=True)
+        while not os.path.exists(go): time.sleep(0.05)
+        """#
+        let go = root + "/let-go"
+        let flood = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                   "/usr/bin/python3", "-c", script, "\(port)", "300", go])
+        defer { FileOps.put(go, ""); _ = flood.wait(timeout: 10) }
+        let counted = Date().addingTimeInterval(60)
+        while !flood.stdout.contains("held") && flood.wait(timeout: 0) == nil && Date() < counted { usleep(50_000) }
+        let counts = flood.stdout.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        XCTAssertEqual(counts.count, 2, "\(flood.stdout) \(flood.stderr)")
+        XCTAssertEqual(counts.first, 300, "every connection was accepted by the kernel: \(flood.stdout)")
+        XCTAssertLessThanOrEqual(counts.last ?? 999, 128, "nobody holds at most its share: \(flood.stdout)")
+        // Root's page meanwhile: its API and its live connection are answered.
+        let status = HTTP.request(port: port, "GET", "/api/status?token=\(token)", timeout: 10)
+        XCTAssertEqual(status?.status, 200, "root's request is answered: \(String(describing: status))")
+        let ws = ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                  "Origin": "http://127.0.0.1:\(port)"]
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/api/events?token=\(token)", headers: ws, timeout: 10)?.status, 101, "root's live connection")
+        // Nobody lets go: its share is free again, its next request answered (without the token: 401).
+        FileOps.put(go, "")
+        XCTAssertEqual(flood.wait(timeout: 10), 0, flood.stderr)
+        let probe = #"""
+        import socket, sys
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n" % sys.argv[1].encode())
+        print(s.recv(100).split(b"\r\n")[0].decode())
+        """#
+        var again = ""
+        let answered = Date().addingTimeInterval(10)
+        repeat {
+            again = run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", probe, "\(port)"]).stdout
+            if again.contains("401") { break }
+            usleep(100_000)
+        } while Date() < answered
+        XCTAssertTrue(again.contains("401"), "nobody's share is free once its connections closed: \(again)")
+    }
+
     /// Two `coordfs web` (two mounts, or one mount twice) open in one browser: each page keeps its
     /// own token. Before, both set a cookie of one name, and a browser shares a host's cookies
     /// among its ports: the second page's cookie replaced the first's, and every later request of

@@ -285,6 +285,22 @@ package final class ControlClient: @unchecked Sendable {
         }
     }
 
+    /// A kept version's size and its bytes when it is at most `limit` bytes long (nil beyond it:
+    /// nothing past the first reply is read), for a reader that shows or merges versions up to a
+    /// size and must not hold a larger one in memory to find out.
+    package func contents(ofVersion version: VersionID, atMost limit: Int) async throws(ControlTransportError) -> (bytes: [UInt8]?, size: UInt64) {
+        var bytes: [UInt8] = []
+        while true {
+            let chunk = try await readVersion(version, offset: UInt64(bytes.count))
+            if chunk.size > UInt64(max(0, limit)) { return (nil, chunk.size) }
+            bytes += chunk.data
+            if chunk.eof { return (bytes, chunk.size) }
+            if chunk.data.isEmpty { throw .unexpectedReply("an empty versionData before the end") }
+            // A version that grew past the limit while it was read (a reused one) is no longer small.
+            if bytes.count > limit { return (nil, UInt64(bytes.count)) }
+        }
+    }
+
     /// Writes kept version `version` back over the document at `path`, as a coordinated write the
     /// daemon makes for this peer (which must be allowed to replace the document).
     package func restore(_ version: VersionID, to path: MountPath) async throws(ControlTransportError) -> Restored {

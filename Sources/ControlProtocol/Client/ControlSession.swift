@@ -216,6 +216,11 @@ package final class ControlSession: @unchecked Sendable {
         try await connectedClient().contents(ofVersion: version)
     }
 
+    /// A kept version's size, and its bytes when it is at most `limit` bytes long.
+    package func contents(ofVersion version: VersionID, atMost limit: Int) async throws(ControlTransportError) -> (bytes: [UInt8]?, size: UInt64) {
+        try await connectedClient().contents(ofVersion: version, atMost: limit)
+    }
+
     /// The largest frame the daemon accepts (what one `resolve` with bytes may carry).
     package func maxFrameSize() async throws(ControlTransportError) -> Int {
         try await connectedClient().welcome.maxFrameSize

@@ -10,6 +10,10 @@ const KINDS = ["mount", "unmount", "intentRequested", "presenterAsked", "present
   "conflictDetected", "conflictResolved", "gap", "retention", "logRecovered", "logStalled", "storeFailed",
   "lostUpdate", "coalesced"];
 const MAX_ROWS = 2000;
+// Records the page keeps (for the filters and the versions' seen names), and holds while paused:
+// a page left open (or paused) on a busy mount keeps the newest ones, never all of them.
+const MAX_KEPT = MAX_ROWS * 5;
+const MAX_SEEN_PATHS = 5000;
 
 // ---------------------------------------------------------------- helpers
 
@@ -103,7 +107,7 @@ function showTab(name) {
 
 // ---------------------------------------------------------------- the live event stream
 
-const events = { all: [], cursor: null, paused: false, held: [], socket: null, retry: 500, seenPaths: new Set() };
+const events = { all: [], cursor: null, paused: false, held: [], dropped: 0, socket: null, retry: 500, seenPaths: new Set() };
 const kindSelect = document.getElementById("f-kind");
 for (const k of KINDS) kindSelect.append(el("option", { value: k }, k));
 const body = document.querySelector("#events tbody");
@@ -152,26 +156,44 @@ function rerender() {
 
 function info() {
   const held = events.held.length ? ", " + events.held.length + " held while paused" : "";
-  document.getElementById("ev-info").textContent = events.all.length + " records, cursor " + (events.cursor ?? "-") + held;
+  const dropped = events.dropped ? ", " + events.dropped + " older ones not kept while paused (coordfs log has them)" : "";
+  document.getElementById("ev-info").textContent = events.all.length + " records, cursor " + (events.cursor ?? "-") + held + dropped;
+}
+
+function seen(path) {
+  const p = path.replace(/^\//, "");
+  events.seenPaths.delete(p);  // a Set keeps its order of insertion: the newest last
+  events.seenPaths.add(p);
+  if (events.seenPaths.size > MAX_SEEN_PATHS) events.seenPaths.delete(events.seenPaths.values().next().value);
 }
 
 function add(records) {
   for (const r of records) {
-    events.all.push(r);
-    if (r.path) events.seenPaths.add(r.path.replace(/^\//, ""));
+    if (r.path) seen(r.path);
     chartNote(r);
     if (r.kind === "conflictDetected" || r.kind === "conflictResolved") refreshConflictsSoon();
     if (/presenter|granted|released|intentRequested/.test(r.kind)) refreshStatusSoon();
-    if (matches(r)) body.prepend(row(r, true));
   }
-  if (events.all.length > MAX_ROWS * 5) events.all.splice(0, events.all.length - MAX_ROWS * 5);
+  events.all.push(...records.slice(-MAX_KEPT));
+  if (events.all.length > MAX_KEPT) events.all.splice(0, events.all.length - MAX_KEPT);
+  // Only the newest rows are shown: a batch of many (a long pause) makes no more than that.
+  for (const r of records.filter(matches).slice(-MAX_ROWS)) body.prepend(row(r, true));
   while (body.childElementCount > MAX_ROWS) body.lastElementChild.remove();
+}
+
+// While paused, records wait in `held`, the newest MAX_KEPT of them.
+function hold(records) {
+  events.held.push(...records);
+  if (events.held.length > MAX_KEPT) {
+    events.dropped += events.held.length - MAX_KEPT;
+    events.held.splice(0, events.held.length - MAX_KEPT);
+  }
 }
 
 document.getElementById("pause").addEventListener("click", (e) => {
   events.paused = !events.paused;
   e.target.textContent = events.paused ? "Resume" : "Pause";
-  if (!events.paused) { const h = events.held; events.held = []; add(h); }
+  if (!events.paused) { const h = events.held; events.held = []; events.dropped = 0; add(h); }
   info();
 });
 
@@ -196,7 +218,7 @@ function connect() {
     // The cursor is the last record the server read: a reconnect asks for what follows it.
     const fresh = msg.records.filter((r) => events.cursor === null || r.seq > events.cursor);
     events.cursor = msg.cursor;
-    if (events.paused) events.held.push(...fresh); else add(fresh);
+    if (events.paused) hold(fresh); else add(fresh);
     info();
   };
   ws.onclose = () => {
@@ -222,7 +244,7 @@ async function refreshStatus() {
     fill("presenters", s.presenters, (p) => [p.presenter, p.pid, shown(p.executable), p.uid, p.kind, shown(p.path)], 5);
     fill("accesses", s.accesses, (a) => [a.access, a.pid, shown(a.executable), a.uid, a.heldMs + " ms", intents(a.intents)], 5);
     fill("waiting", s.waiting, (w) => [w.pid, shown(w.executable), w.uid, w.waitingMs + " ms", intents(w.intents)], 4);
-    for (const p of s.presenters) events.seenPaths.add(p.path);
+    for (const p of s.presenters) seen(p.path);
   } catch (e) { toast("status: " + e.message, true); }
 }
 
@@ -247,7 +269,7 @@ async function refreshConflicts() {
     const tb = document.querySelector("#conflicts tbody");
     clear(tb);
     for (const c of conflicts) {
-      events.seenPaths.add(c.path);
+      seen(c.path);
       tb.append(el("tr", { data: { id: c.id } }, el("td", {}, c.id), el("td", { class: "path" }, shown(c.path)), el("td", {}, c.kind),
         el("td", { class: "mono" }, c.presenter), el("td", {}, time(c.createdMs)), el("td", {}, c.baseVersion ?? "-"),
         el("td", {}, el("button", { class: "open-conflict", "aria-label": "Open conflict " + c.id + " of " + shown(c.path), on: { click: () => showConflict(c.id) } }, "Open"))));
@@ -490,7 +512,8 @@ async function viewVersion(version) {
   clear(view);
   try {
     const r = await api("POST", "/api/version", { version });
-    view.append(el("h3", {}, "version " + version + " (" + size(r.size) + ")"), el("pre", {}, r.binary ? "(binary contents)" : r.text));
+    const shownText = r.tooLarge ? "(larger than the page shows, 8 MiB: coordfs show PATH --version " + version + " writes it)" : r.binary ? "(binary contents)" : r.text;
+    view.append(el("h3", {}, "version " + version + " (" + size(r.size) + ")"), el("pre", {}, shownText));
   } catch (e) { toast(e.message, true); }
 }
 
@@ -527,6 +550,8 @@ const LAT_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000,
 function chartNote(r) {
   const t = Math.floor(new Date(r.time).getTime() / 1000);
   if (!isNaN(t)) chart.perSecond.set(t, (chart.perSecond.get(t) || 0) + 1);
+  // Seconds older than the chart shows go (also while the chart is not drawn).
+  if (chart.perSecond.size > 1200) for (const k of chart.perSecond.keys()) if (k < t - 600) chart.perSecond.delete(k);
   if (r.kind === "presenterAnswered" && r.details && r.details.latencyMicros !== undefined) chart.latencies.push(r.details.latencyMicros / 1000);
   if (chart.latencies.length > 100000) chart.latencies.splice(0, 50000);
   if (!document.getElementById("tab-charts").hidden) drawChartsSoon();

@@ -125,10 +125,13 @@ final class WebDriver {
 }
 
 extension CLITestCase {
-    /// Starts `coordfs web` on the mount (as nobody when `asNobody`); returns it, its URL and its port.
-    func startWeb(asNobody: Bool = false) throws -> (Child, String, UInt16) {
-        let web = asNobody ? try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary, "web", mnt])
-                           : try startCoordfs(["web", mnt])
+    /// Starts `coordfs web` on the mount (as nobody when `asNobody`; with at most `descriptors`
+    /// open files, soft and hard, when given); returns it, its URL and its port.
+    func startWeb(asNobody: Bool = false, descriptors: Int? = nil) throws -> (Child, String, UInt16) {
+        var command: [String] = [binary, "web", mnt]
+        if asNobody { command = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + command }
+        if let descriptors { command = ["/usr/bin/prlimit", "--nofile=\(descriptors):\(descriptors)", "--"] + command }
+        let web = try start(command[0], Array(command.dropFirst()))
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if let line = web.lines.first(where: { $0.contains("http://127.0.0.1:") }) {
