@@ -25,7 +25,8 @@ extension DocumentStore {
         return try write { db -> UnderlyingFileChanged? in
             guard let document = try documentID(db, relative) else { return nil }
             let known = try Row.fetchOne(db, sql: "SELECT * FROM document WHERE id = ?", arguments: [document.rawValue]).flatMap { Schema.identity($0, "") }
-            let onDisk = try statDocument(absolute, relative).map(FileIdentity.init)
+            // Something else at its name (a folder, a link, a FIFO): the document is gone.
+            let onDisk = try documentFileIfPresent(absolute).map(FileIdentity.init)
             if onlyIfNotAsKnown && known == onDisk { return nil }
             let before: FileIdentity?
             var after: FileIdentity?
@@ -69,7 +70,7 @@ extension DocumentStore {
             db, sql: "SELECT 1 FROM interest WHERE documentId = ? AND baseState = 'prefix' AND presenter IS NOT ? AND (hasUnsavedChanges OR ?) LIMIT 1",
             arguments: [document.rawValue, writer?.rawValue, automatic == nil]) == true
         {
-            try keepPrefixBases(db, document, relative, absolute, try statDocument(absolute, relative))
+            try keepPrefixBases(db, document, relative, absolute, try documentFileIfPresent(absolute))
         }
         // Bases still pending are not this file any more and were never captured.
         try db.execute(
@@ -90,7 +91,7 @@ extension DocumentStore {
         var current: stat??
         func currentFile() throws -> stat? {
             if let current { return current }
-            let st = try statDocument(absolute, relative)
+            let st = try documentFileIfPresent(absolute)
             current = .some(st)
             return st
         }

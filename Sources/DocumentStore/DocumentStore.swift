@@ -264,6 +264,15 @@ public final class DocumentStore: @unchecked Sendable {
         return st
     }
 
+    /// The document's file at `absolute` as it is now: nil when none is there, missing or replaced
+    /// by something that is not a regular file (a folder made at its name, a symbolic link renamed
+    /// over it, a FIFO), which is no version of the document and is never followed: for the
+    /// document, it was deleted.
+    func documentFileIfPresent(_ absolute: String) throws -> stat? {
+        guard let st = try FileSystem.lstatIfPresent(absolute), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return st
+    }
+
     func storedPath(_ name: String) -> String { objectsDirectory + "/" + name }
 
     func temporaryPath(_ tag: String) -> String {
