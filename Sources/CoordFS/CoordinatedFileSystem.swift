@@ -857,9 +857,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         perform(policy.renamePrelude(from: src, to: dst), by: who.pid)
         let srcKind = loopback.itemAttributes(parent: from, name: name.cString).map { ItemKind(mode: $0.st_mode) }
         let dstKind = loopback.itemAttributes(parent: to, name: newName.cString).map { ItemKind(mode: $0.st_mode) }
+        let exchange = flags & LinuxCalls.renameExchange != 0
         var facts = OperationPolicy.Rename(
-            source: src, destination: dst, exchange: flags & LinuxCalls.renameExchange != 0, sourceKind: srcKind, destinationKind: dstKind,
+            source: src, destination: dst, exchange: exchange, sourceKind: srcKind, destinationKind: dstKind,
             sourceTempName: isTemp(n), destinationTempName: isTemp(nn), sourceFresh: srcKind == .file ? freshness(src, for: who.pid) : .told,
+            destinationFresh: exchange && dstKind == .file ? freshness(dst, for: who.pid) : .told,
             sourcePresented: coordinator.isPresented(src), sourceObserved: coordinator.isObserved(src),
             destinationPresented: coordinator.isPresented(dst), saveInProgressAtDestination: saves.isPending(dst))
         var plan = policy.rename(facts)

@@ -275,6 +275,8 @@ public struct OperationPolicy: Hashable, Sendable {
         public var sourceTempName: Bool
         public var destinationTempName: Bool
         public var sourceFresh: Freshness
+        /// With `exchange`: whether the destination is a file created moments ago nobody was told of.
+        public var destinationFresh: Freshness
         public var sourcePresented: Bool
         /// The source, or a folder above it, is presented.
         public var sourceObserved: Bool
@@ -283,12 +285,13 @@ public struct OperationPolicy: Hashable, Sendable {
         public var saveInProgressAtDestination: Bool
         public init(source: ItemPath, destination: ItemPath, exchange: Bool = false, sourceKind: ItemKind? = .file,
                     destinationKind: ItemKind? = nil, sourceTempName: Bool = false, destinationTempName: Bool = false,
-                    sourceFresh: Freshness = .told, sourcePresented: Bool = false, sourceObserved: Bool = false,
-                    destinationPresented: Bool = false, saveInProgressAtDestination: Bool = false) {
+                    sourceFresh: Freshness = .told, destinationFresh: Freshness = .told, sourcePresented: Bool = false,
+                    sourceObserved: Bool = false, destinationPresented: Bool = false, saveInProgressAtDestination: Bool = false) {
             self.source = source; self.destination = destination; self.exchange = exchange
             self.sourceKind = sourceKind; self.destinationKind = destinationKind
             self.sourceTempName = sourceTempName; self.destinationTempName = destinationTempName
-            self.sourceFresh = sourceFresh; self.sourcePresented = sourcePresented; self.sourceObserved = sourceObserved
+            self.sourceFresh = sourceFresh; self.destinationFresh = destinationFresh
+            self.sourcePresented = sourcePresented; self.sourceObserved = sourceObserved
             self.destinationPresented = destinationPresented; self.saveInProgressAtDestination = saveInProgressAtDestination
         }
     }
@@ -303,6 +306,21 @@ public struct OperationPolicy: Hashable, Sendable {
         let tempSource = op.sourceTempName || untold
 
         if op.exchange {
+            // An atomic swap save: a file its caller made moments ago (nobody told of it yet), or
+            // one of a temp name, exchanged with a document, after which the caller removes it
+            // (it holds the old version now). The document's save: asked as a rename over it, one
+            // did change; the other name stays the caller's temp file, as a file it made: removed
+            // within save_window, nobody hears of it, kept longer, it appears then.
+            let tempDestination = destinationIsFile && (op.destinationTempName || op.destinationFresh == .byCaller)
+            if sourceIsFile, destinationIsFile, tempSource != tempDestination {
+                let (document, temp) = tempSource ? (dst, src) : (src, dst)
+                let reveal = [(src, op.sourceFresh), (dst, op.destinationFresh)].compactMap { p, fresh in
+                    p == document && fresh == .byAnother ? SaveStep.revealFresh(p) : nil
+                }
+                return Plan(first: reveal, intents: [.writingIntent(with: temp, options: .forMoving), .writingIntent(with: document)],
+                            before: [.beforeReplace(document)],
+                            done: [.store(.didChange(document)), .announce(.changed(document)), .saved(document)])
+            }
             // Both items stay, each with the other's contents: a change at both paths.
             return Plan(first: first, intents: [.writingIntent(with: src, options: .forMoving), .writingIntent(with: dst, options: .forMoving)],
                         before: [.beforeReplace(src), .beforeReplace(dst)],

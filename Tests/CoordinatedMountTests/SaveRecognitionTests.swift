@@ -164,6 +164,38 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         XCTAssertEqual(try String(contentsOfFile: backing + "/notes/doc.txt", encoding: .utf8), "beta\n")
     }
 
+    /// An atomic swap save: a new file written, exchanged with the document (renameat2 with
+    /// RENAME_EXCHANGE, which leaves the old version at the new file's name), then removed; the
+    /// document named first or second. Each document's presenter is asked before and told once;
+    /// the folder's presenter hears that the documents changed, never of the new files (before: that
+    /// each changed, then asked to accommodate its deletion and told it was deleted).
+    func testASwapSaveByRenameExchangeIsOneSave() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        try write("notes/doc.txt", "alpha\n")
+        try write("notes/doc2.txt", "alpha\n")
+        let p = try present("notes/doc.txt"), q = try present("notes/doc2.txt")
+        let dir = try present("notes")
+        try sh("""
+        python3 -c "
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        def swap(a, b):
+            assert libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0, os.strerror(ctypes.get_errno())
+        for doc, first in (('notes/doc.txt', False), ('notes/doc2.txt', True)):
+            new = doc + '.new'
+            fd = os.open(new, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644); os.write(fd, b'beta\\n'); os.fsync(fd); os.close(fd)
+            swap(doc, new) if first else swap(new, doc)
+            os.unlink(new)
+        "
+        """)
+        try assertOneSave(p, expect: "beta\n")
+        try assertOneSave(q, expect: "beta\n")
+        let log = dir.waitUntil(settle: 0.8) { $0.contains("subitemDidChange notes/doc2.txt") }
+        XCTAssertEqual(told(dir), ["subitemDidChange notes/doc.txt", "subitemDidChange notes/doc2.txt"], "\(log)")
+        XCTAssertFalse(log.contains { $0.contains(".new") }, "\(log)")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing + "/notes").sorted(), ["doc.txt", "doc2.txt"])
+    }
+
     /// git's lock file is written and renamed over the index: the presenter of the repository hears
     /// that the index changed, never of a lock file.
     func testGitsLockFileIsATempFile() throws {

@@ -347,6 +347,33 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(plan.done, [.store(.didChange(doc)), .store(.didChange(other)), .announce(.changed(doc)), .announce(.changed(other))])
     }
 
+    /// An atomic swap save (renameat2 with RENAME_EXCHANGE): a file its caller made moments ago,
+    /// or one of a temp name, exchanged with a document is that document's save, one did change,
+    /// asked as a rename over it; the new file's name stays its caller's temp file (nothing settled,
+    /// nothing told of it, so its removal next tells nobody).
+    func testAnExchangeWithAFileItsCallerJustMadeIsASaveOfTheDocument() {
+        let save: [Step] = [.store(.didChange(doc)), .announce(.changed(doc)), .saved(doc)]
+        let fresh = policy.rename(.init(source: other, destination: doc, exchange: true, destinationKind: .file, sourceFresh: .byCaller))
+        XCTAssertEqual(fresh.first, [], "the new file stays its caller's: it removes it next")
+        XCTAssertEqual(fresh.intents, [.writingIntent(with: other, options: .forMoving), .writingIntent(with: doc)])
+        XCTAssertEqual(fresh.before, [.beforeReplace(doc)])
+        XCTAssertEqual(fresh.done, save)
+        XCTAssertFalse(fresh.revealsSettledOnFailure)
+        let reversed = policy.rename(.init(source: doc, destination: other, exchange: true, destinationKind: .file, destinationFresh: .byCaller))
+        XCTAssertEqual(reversed.done, save, "the document named first")
+        let temp = policy.rename(.init(source: path("dir/doc.tmp"), destination: doc, exchange: true, destinationKind: .file, sourceTempName: true))
+        XCTAssertEqual(temp.done, save)
+        // Made by another process, both new, or both documents: a change at both paths.
+        for facts in [OperationPolicy.Rename(source: other, destination: doc, exchange: true, destinationKind: .file, sourceFresh: .byAnother),
+                      .init(source: other, destination: doc, exchange: true, destinationKind: .file, sourceFresh: .byCaller, destinationFresh: .byCaller),
+                      .init(source: other, destination: doc, exchange: true, destinationKind: .file)] {
+            XCTAssertEqual(policy.rename(facts).done.filter { if case .announce = $0 { true } else { false } },
+                           [.announce(.changed(other)), .announce(.changed(doc))], "\(facts)")
+        }
+        let folder = policy.rename(.init(source: dir, destination: doc, exchange: true, sourceKind: .directory, destinationKind: .file, sourceFresh: .byCaller))
+        XCTAssertEqual(folder.done.count, 4, "a folder and a file: both changed")
+    }
+
     func testTempNamesAreNeverReportedByARename() {
         let temp = path("dir/.goutputstream-XYZ"), swap = path("dir/doc.tmp")
         let named = policy.rename(.init(source: temp, destination: doc, sourceTempName: true))

@@ -90,6 +90,25 @@ final class ToolSaveTests: StoreMountTestCase {
         try assertSaves(p, expect: "unnamed\n")
     }
 
+    /// An atomic swap save: a new file written, exchanged with the document (renameat2 with
+    /// RENAME_EXCHANGE), then removed (it holds the old version).
+    func testASwapSaveByRenameExchange() throws {
+        try write("doc.txt", "alpha\n")
+        let (p, _) = try presentDocument("doc.txt")
+        try sh("""
+        python3 -c "
+        import os, ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open('doc.txt.new', os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644); os.write(fd, b'swapped\\n'); os.fsync(fd); os.close(fd)
+        assert libc.renameat2(-100, b'doc.txt.new', -100, b'doc.txt', 2) == 0, ctypes.get_errno()
+        os.unlink('doc.txt.new')
+        "
+        """)
+        try assertSaves(p, expect: "swapped\n")
+        XCTAssertTrue(try keptTexts("doc.txt").contains("alpha\n"), "the version it replaced is kept")
+        XCTAssertNil(backingText("doc.txt.new"))
+    }
+
     func testPythonTempfileAndReplace() throws {
         try write("doc.txt", "alpha\n")
         let (p, _) = try presentDocument("doc.txt")
