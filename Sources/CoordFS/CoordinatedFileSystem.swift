@@ -754,15 +754,33 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// mknod, mkdir, symlink and link: a short write on the parent; the new item appears.
     /// `plan`: the policy's plan for the new item's path in its folder's (by default `make`'s).
     private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name fileName: FileName,
-                          plan planFor: ((ItemPath, ItemPath) -> Plan)? = nil,
+                          plan planFor: ((ItemPath, ItemPath) -> Plan?)? = nil,
                           _ make: @escaping @Sendable (UnsafePointer<CChar>, RequestContext) -> Result<EntryReply, Errno>) {
         let context = request.context
         guard let dirPath = path(pnode), let p = try? dirPath.appending(fileName.string) else {
             return request.reply(make(fileName.cString, context))
         }
         let name = fileName.copy
-        let plan = planFor?(p, dirPath) ?? policy.make(p, in: dirPath, tempName: isTemp(p))
-        withAccess(request, plan.intents, origin: origin(context, p), write: true) { [self] req, grant in
+        var plan = planFor?(p, dirPath) ?? policy.make(p, in: dirPath, tempName: isTemp(p))
+        if let back = plan.adopts {
+            // The save in progress there comes back: done under its access (as a create adopts it).
+            if let adopted = saves.adopt(back) {
+                let who = origin(context, p)
+                let grant = Grant(access: adopted, coordinator: coordinator, origin: who)
+                var result: Result<EntryReply, Errno> = .failure(.ioError)
+                _ = perform(plan, grant) {
+                    result = name.withCString { make($0, context) }
+                    if case .failure(let e) = result { return e }
+                    lostUpdates.didSave(p, by: who) // the second half of the save its unlink began
+                    return nil
+                }
+                return request.reply(result)
+            }
+            // Its window closed meanwhile: a name like any other.
+            plan = planFor?(p, dirPath) ?? policy.make(p, in: dirPath, tempName: isTemp(p))
+            if plan.adopts != nil { plan = policy.make(p, in: dirPath, tempName: isTemp(p)) }
+        }
+        withAccess(request, plan.intents, origin: origin(context, p), write: true) { [self, plan] req, grant in
             var result: Result<EntryReply, Errno> = .failure(.ioError)
             _ = perform(plan, grant) {
                 result = name.withCString { make($0, context) }
@@ -797,10 +815,14 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func link(_ request: consuming Request, inode id: InodeID, newParent: InodeID, newName: FileName) {
         if loopback.isHidden(parent: newParent, newName) { return request.reply(error: .notPermitted) }
         let node = loopback.inode(id), pnode = loopback.inode(newParent)
-        // An unnamed file (O_TMPFILE) gets its first name: a new file of its linker's, as a create makes.
-        let plan: ((ItemPath, ItemPath) -> Plan)? = !loopback.isUnnamed(node) ? nil : { [self] p, dirPath in
-            policy.linkUnnamed(.init(path: p, parent: dirPath, tempName: isTemp(p), parentObserved: coordinator.isObservedAnywhere(dirPath),
-                                     presented: coordinator.isPresentedAnywhere(p)))
+        let unnamed = loopback.isUnnamed(node), file = node.type == S_IFREG
+        let plan: (ItemPath, ItemPath) -> Plan? = { [self] p, dirPath in
+            // A presented document unlinked moments ago comes back as this file: a save.
+            if file, saves.isPending(p) { return policy.linkBack(p) }
+            // An unnamed file (O_TMPFILE) gets its first name: a new file of its linker's, as a create makes.
+            guard unnamed else { return nil }
+            return policy.linkUnnamed(.init(path: p, parent: dirPath, tempName: isTemp(p), parentObserved: coordinator.isObservedAnywhere(dirPath),
+                                            presented: coordinator.isPresentedAnywhere(p)))
         }
         makeItem(request, parent: pnode, name: newName, plan: plan) { [loopback] n, _ in loopback.makeLink(node, newParent: pnode, newName: n) }
     }

@@ -167,6 +167,14 @@ public struct OperationPolicy: Hashable, Sendable {
                     done: [later ? .appearsLater(p) : .announce(.subitemAppeared(p))] + document)
     }
 
+    /// A regular file linked in (a named one, or an unnamed one's first name) where a save is in
+    /// progress: a presented document unlinked moments ago (`rm doc; ln copy doc`, or an unnamed
+    /// file linked in after the unlink) comes back, as a create there brings it back: one did
+    /// change under the save's access, which its unlink took (no deletion once the window closes).
+    public func linkBack(_ path: ItemPath) -> Plan {
+        Plan(adopts: path, done: [.store(.didChange(path)), .announce(.changed(path)), .saved(path)])
+    }
+
     // MARK: truncate, chmod, chown, utimens
 
     /// What a change of attributes on a file its caller holds open for writing is: covered by that

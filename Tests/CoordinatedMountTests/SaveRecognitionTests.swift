@@ -114,6 +114,33 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         try assertOneSave(p, expect: "committed\n")
     }
 
+    /// A presented document unlinked and a file linked in at its name within save_window (`rm doc;
+    /// ln copy doc`, and an unnamed file linked in right after the unlink): one save each, as when
+    /// a create brings it back (before: told it changed, then, once the window closed, asked to
+    /// accommodate a deletion and told it was deleted, while it was there).
+    func testUnlinkThenALinkAtItsNameIsOneSave() throws {
+        try write("doc.txt", "alpha\n")
+        try write("copy.txt", "restored\n")
+        try write("doc2.txt", "alpha\n")
+        let p = try present("doc.txt"), q = try present("doc2.txt")
+        try sh("rm doc.txt && ln copy.txt doc.txt")
+        try sh("""
+        python3 -c "
+        import os, ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o644); os.write(fd, b'unnamed\\n')
+        os.unlink('doc2.txt')
+        assert libc.linkat(fd, b'', -100, b'doc2.txt', 0x1000) == 0, ctypes.get_errno()
+        os.close(fd)
+        "
+        """)
+        try assertOneSave(p, expect: "restored\n")
+        try assertOneSave(q, expect: "unnamed\n")
+        for presenter in [p, q] {
+            XCTAssertFalse(presenter.log.contains { $0.lowercased().contains("delete") }, "no deletion: \(presenter.log)")
+        }
+    }
+
     func testTempFilePlusRenameLikeLibreOffice() throws {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")

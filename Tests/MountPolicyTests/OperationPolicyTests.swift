@@ -163,6 +163,15 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(temp.done, [], "nor told")
     }
 
+    /// A file linked in where a presented document was unlinked moments ago (`rm doc; ln copy
+    /// doc`): the document comes back, under the access its unlink took, as a create brings it back.
+    func testAFileLinkedInWhereASaveIsInProgressBringsTheDocumentBack() {
+        let plan = policy.linkBack(doc)
+        XCTAssertEqual(plan.adopts, doc, "under the save's access")
+        XCTAssertEqual(plan.intents, [])
+        XCTAssertEqual(plan.done, [.store(.didChange(doc)), .announce(.changed(doc)), .saved(doc)], "one did change, no appearance")
+    }
+
     // MARK: truncate, chmod, chown, utimens
 
     func testTruncateByPathIsAWriteAndAChangeOfContents() throws {

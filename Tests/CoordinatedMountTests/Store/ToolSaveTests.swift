@@ -109,6 +109,17 @@ final class ToolSaveTests: StoreMountTestCase {
         XCTAssertNil(backingText("doc.txt.new"))
     }
 
+    /// The document unlinked and another file linked in at its name (`rm doc; ln copy doc`): one
+    /// save, its version kept, never a deletion once the save window closes.
+    func testUnlinkThenLinkAnotherFileIn() throws {
+        try write("doc.txt", "alpha\n")
+        try write("copy.txt", "restored\n")
+        let (p, _) = try presentDocument("doc.txt")
+        try sh("rm doc.txt && ln copy.txt doc.txt")
+        try assertSaves(p, expect: "restored\n")
+        XCTAssertTrue(try keptTexts("doc.txt").contains("alpha\n"), "the version it replaced is kept")
+    }
+
     func testPythonTempfileAndReplace() throws {
         try write("doc.txt", "alpha\n")
         let (p, _) = try presentDocument("doc.txt")
