@@ -121,12 +121,12 @@ struct PresentCommand: ParsableCommand {
         let kind: ItemKind = isDirectory ? .directory : .file
         let wanted = asks.isEmpty ? Set(AskKind.allCases) : Set(asks.compactMap(AskKind.init(rawValue:)))
         let endpoint = ShellPresenter(mount: mount, path: relative, kind: kind, json: json, delay: delay, onSave: onSave, onChange: onChange,
-                                      exitWhenGone: exitWhenGone)
+                                      exitWhenGone: exitWhenGone, unsaved: unsaved)
         let session = mount.session
         do {
             let unsaved = self.unsaved
             let handle = try runBlocking { try await session.register(relative, kind: kind, asks: wanted, unsaved: unsaved, endpoint: endpoint) }
-            endpoint.registered(as: session.remoteID(of: handle), unsaved: unsaved)
+            endpoint.registered(as: session.remoteID(of: handle))
         } catch {
             let code = (error as? ControlTransportError).flatMap { e -> ErrorCode? in
                 if case .protocolError(let p) = e { return p.code }
@@ -152,10 +152,13 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
     let onChange: String?
     let kind: ItemKind
     let exitWhenGone: Bool
+    /// Registered with unsaved changes (`--unsaved`): the session registers it so again after a
+    /// remount, and each `registered` line says so.
+    let unsaved: Bool
     private let current: Mutex<MountPath>
 
     init(mount: CoordFSMount, path: MountPath, kind: ItemKind, json: Bool, delay: Double, onSave: String?, onChange: String?,
-         exitWhenGone: Bool) {
+         exitWhenGone: Bool, unsaved: Bool = false) {
         self.mount = mount
         self.current = Mutex(path)
         self.kind = kind
@@ -164,10 +167,11 @@ final class ShellPresenter: PresenterEndpoint, Sendable {
         self.onSave = onSave
         self.onChange = onChange
         self.exitWhenGone = exitWhenGone
+        self.unsaved = unsaved
     }
 
     /// The `registered` line, at the start and after each re-registration.
-    func registered(as presenter: PresenterID?, unsaved: Bool = false) {
+    func registered(as presenter: PresenterID?) {
         let path = current.withLock { $0 }
         if json {
             var object = JSONObject()

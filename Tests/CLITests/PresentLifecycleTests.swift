@@ -37,6 +37,23 @@ final class PresentLifecycleTests: CLITestCase {
         XCTAssertEqual(presenter.stop(), 0)
     }
 
+    /// `--unsaved` survives the remount, and its `registered` line says so again (before, the
+    /// session registered it with unsaved changes but the line after the remount left that out).
+    func testAPresenterWithUnsavedChangesRegistersAgainWithThem() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
+        try mount()
+        let presenter = try present(["--unsaved"])
+        unmount()
+        XCTAssertTrue(waitFor(presenter, timeout: 3) { $0.contains("disconnected doc.txt") }, presenter.stdout)
+        try mount()
+        XCTAssertTrue(waitFor(presenter) { $0.filter { $0.hasPrefix("registered presenter#") && $0.hasSuffix(" file doc.txt unsaved") }.count == 2 },
+                      "registered again, with unsaved changes: \(presenter.stdout) \(presenter.stderr)")
+        XCTAssertEqual(sh("echo b > '\(mnt!)/doc.txt'").status, 0)
+        XCTAssertTrue(waitFor(presenter) { $0.contains { $0.hasPrefix("notification documentChanged doc.txt") && $0.contains("action=conflict") } },
+                      "a change is a conflict: \(presenter.stdout)")
+        XCTAssertEqual(presenter.stop(), 0)
+    }
+
     func testPresentExitsWhenTheMountGoesAwayWithExitWhenGone() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
         try mount()
