@@ -238,6 +238,11 @@ struct RecordFormatter {
         case .presenterAsked(let p, let ask, let path):
             presenterPaths[p] = Self.logPath(path)
             append(.presenterAsked, Self.logPath(path), EventDetails(presenterID: p.description, ask: Self.ask(ask)))
+        case .presenterNotAsked(let p, let reads, let path):
+            let message = reads == 1
+                ? "not asked: this user's turn at the presenter is taken (its ask chain or reacquire is queued there); the read goes on, the presenter is told after"
+                : "\(reads) more reads of this user not asked while its turn at the presenter was taken"
+            append(.presenterNotAsked, Self.logPath(path), EventDetails(presenterID: p.description, reason: "otherUserTurn", message: message))
         case .presenterAnswered(let p, let ask, let nanos):
             append(.presenterAnswered, path(of: p), EventDetails(presenterID: p.description, ask: Self.ask(ask), latencyMicros: nanos / 1000))
         case .presenterTimedOut(let p, let ask, let deadline):

@@ -81,6 +81,11 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// they registered.
     @exclusivity(unchecked) var lateToldBefore: UInt64 = 0
     @exclusivity(unchecked) var lateNotTold: Set<PresenterID> = []
+    /// Where this request stands in the queue of waiting requests (``Coordinator/queuedAhead(_:of:)``):
+    /// 0 when no access of its own user was in its way when it arrived, else one more than the
+    /// highest rank among those (a holder counting 0). Set once, when the request takes its holds
+    /// outside the fast path (-1: the fast path, which never waits).
+    @exclusivity(unchecked) var queueRank: Int = -1
     /// Holders of another user judged by ``Coordinator/mayHoldUp(_:_:)``: whether each may hold
     /// this request up.
     @exclusivity(unchecked) var holdersJudged: [RequestID: Bool] = [:]
@@ -194,9 +199,11 @@ final class AskChain {
     var index = 0
     var current: AskState?
     var finished = false
-    /// The accessor's uid the chain counts under in its record's ``PresenterRecord/otherUsersAsking``
-    /// (nil: root's, the presenter's own user's, or a presenter without credentials).
+    /// The accessor's uid whose turn at its presenter the chain takes (``PresenterRecord/turns``;
+    /// nil: root's, the presenter's own user's, or a presenter without credentials).
     var turn: UInt32?
+    /// The chain has that turn (false while it waits for it).
+    var holdsTurn = false
 
     init(record: PresenterRecord, steps: [PresenterAsk]) {
         self.record = record

@@ -39,6 +39,12 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
         case waiting(blockedBy: RequestID)
         /// A presenter was asked something.
         case presenterAsked(PresenterID, ask: PresenterAsk, presenterPath: ItemPath)
+        /// Reads of another user than root and the presenter's own went on without asking the
+        /// presenter, because that user's turn there was taken (one of its ask chains or
+        /// reacquires queued or being answered: ``Coordinator/otherUserTurn(_:_:)``). `reads` is 1
+        /// for the first such read of a turn (the event's request), and then how many more there
+        /// were, once the turn passed (no request).
+        case presenterNotAsked(PresenterID, reads: Int, presenterPath: ItemPath)
         /// A presenter answered an ask; `latencyNanos` from ask to answer.
         case presenterAnswered(PresenterID, ask: PresenterAsk, latencyNanos: UInt64)
         /// A presenter missed its deadline.
@@ -99,6 +105,8 @@ public struct CoordinationEvent: Sendable, CustomStringConvertible {
         case .requested(let i, let p): return head + "requested \(i)" + (p.map { " purpose=\($0)" } ?? "")
         case .waiting(let b): return head + "waiting for \(b)"
         case .presenterAsked(let p, let a, let path): return head + "asked \(p) (\(path)): \(a)"
+        case .presenterNotAsked(let p, let n, let path):
+            return head + "\(p) (\(path)) not asked: \(n == 1 ? "a read" : "\(n) more reads") of a user whose turn there is taken"
         case .presenterAnswered(let p, let a, let l): return head + "\(p) answered \(a) in \(l) ns"
         case .presenterTimedOut(let p, let a, let d): return head + "\(p) timed out on \(a) after \(d)"
         case .presenterGone(let p, let a): return head + "\(p) gone during \(a)"

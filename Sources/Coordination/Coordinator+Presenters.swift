@@ -92,6 +92,16 @@ extension Coordinator {
         presenters.remove(record)
         record.removed = true
         record.mailbox.close()
+        // Chains waiting for their user's turn here end as an ask it was not sent (its reacquires
+        // waiting there are dropped with the mailbox's messages).
+        let turns = record.turns
+        record.turns = [:]
+        for turn in turns.values {
+            for case .chain(let chain, let request) in turn.drain() where !chain.finished {
+                chain.turn = nil
+                finishChain(chain, of: request, &effects)
+            }
+        }
         let asks = record.pendingAsks
         for ask in asks where !ask.resolved {
             resolve(ask)
@@ -215,8 +225,10 @@ extension Coordinator {
             forEachNeed(intent, index: index, excluding: request.origin.presenterID, screen: &screen) { record, need in
                 guard let need = wanted(need, by: record) else { return }
                 if need.relinquish == .relinquishToReader, let uid = otherUserTurn(record, request.origin),
-                   record.otherUsersAsking[uid] != nil {
-                    return // that user's other access is in this presenter's hands: read without asking
+                   let turn = record.turns[uid] {
+                    // That user's turn at this presenter is taken: the read goes on without asking.
+                    noteNotAsked(record, turn, request)
+                    return
                 }
                 let at: Int
                 if let found = entries[record.id] {
@@ -241,43 +253,145 @@ extension Coordinator {
 
     // MARK: Other users' turns
 
-    /// The uid `origin`'s asks to `record` count under, or nil when they are not counted: the
-    /// accessor is root or the presenter's own user, or the presenter acts for no known user (an
-    /// in-process presenter registered without ``PresenterCredentials``).
+    /// The uid whose turn `origin`'s asks to `record` take (``PresenterRecord/turns``), or nil when
+    /// they take none: the accessor is root or the presenter's own user, or the presenter acts for
+    /// no known user (an in-process presenter registered without ``PresenterCredentials``).
     ///
     /// A presenter answers one message at a time (its mailbox), so every ask queued to it delays
-    /// the asks behind it. Another user's reads may ask root's presenter of a world-readable
-    /// document (it may write what they read), and each of a hundred looping reads would queue its
-    /// asks ahead of the presenter's own user's save. So a read of such a user is not asked of a
-    /// presenter while an ask chain of that user's to it is open (from its first ask until its last
-    /// answer, its deadline, or its request's end): the read goes on as if the presenter had not
-    /// listed the asks (it is told after, as ever), and at most one chain of each other user is
-    /// in the presenter's queue. Writes are always asked (they are exclusive per item, and a
-    /// presenter is never written under without relinquishing); root's and the presenter's own
-    /// user's accesses are asked as before. docs/protocol.md, "Who may delay or refuse what".
+    /// the asks behind it. Another user's accesses may ask root's presenter (of a world-readable or
+    /// world-writable document, of a shared folder they create and delete in), and a hundred
+    /// looping accesses would queue their asks ahead of root's save. So each such user has one turn
+    /// at a presenter: one of its ask chains, or one reacquire after its access, queued there or
+    /// being answered at a time. Its further chains and reacquires for that presenter wait in the
+    /// coordinator, in order, and go to the presenter's queue when the turn is free, behind
+    /// whatever root or the presenter's own user queued meanwhile; its further reads are not asked
+    /// of the presenter at all while the turn is taken (they go on as if it had not listed the
+    /// asks, and it is told after, as ever). Root's and the presenter's own user's asks wait behind
+    /// at most one ask of each other user. docs/protocol.md, "Who may delay or refuse what".
     @inline(__always)
     func otherUserTurn(_ record: PresenterRecord, _ origin: AccessOrigin) -> UInt32? {
         guard let own = record.credentials?.uid, origin.uid != 0, origin.uid != own else { return nil }
         return origin.uid
     }
 
-    /// Counts `chain` as its accessor's open chain to its presenter (when it is counted).
-    func beginTurn(_ chain: AskChain, of request: CoordinatedAccess) {
-        guard let uid = otherUserTurn(chain.record, request.origin) else { return }
-        chain.turn = uid
-        chain.record.otherUsersAsking[uid, default: 0] += 1
+    /// The turn of `uid` at `record`, made when it has none.
+    private func userTurn(_ uid: UInt32, at record: PresenterRecord) -> PresenterTurn {
+        if let turn = record.turns[uid] { return turn }
+        let turn = PresenterTurn()
+        record.turns[uid] = turn
+        return turn
     }
 
-    /// Ends `chain`'s count (once; the chain is finishing).
-    func endTurn(_ chain: AskChain) {
+    /// Sends `chain`'s first ask now, or queues the chain behind its user's turn at its presenter.
+    func begin(_ chain: AskChain, of request: CoordinatedAccess, _ effects: inout Effects) {
+        let record = chain.record
+        guard !record.removed, let uid = otherUserTurn(record, request.origin) else {
+            issueNext(chain, of: request, &effects)
+            return
+        }
+        chain.turn = uid
+        let turn = userTurn(uid, at: record)
+        if turn.taken {
+            turn.append(.chain(chain, request))
+            return
+        }
+        turn.taken = true
+        chain.holdsTurn = true
+        issueNext(chain, of: request, &effects)
+    }
+
+    /// `chain` is finishing (answered, past its deadline, its request ended): the turn it holds
+    /// passes on; a chain still waiting for the turn is skipped when the turn gets to it.
+    func endTurn(_ chain: AskChain, _ effects: inout Effects) {
         guard let uid = chain.turn else { return }
         chain.turn = nil
-        let record = chain.record
-        if let n = record.otherUsersAsking[uid], n > 1 {
-            record.otherUsersAsking[uid] = n - 1
+        if chain.holdsTurn {
+            chain.holdsTurn = false
+            passTurn(at: chain.record, of: uid, &effects)
+        }
+    }
+
+    /// The turn of `uid` at `record` is over: the next chain or reacquire of that user's waiting
+    /// for it goes to the presenter's queue; with none, the turn is free (its entry goes).
+    func passTurn(at record: PresenterRecord, of uid: UInt32, _ effects: inout Effects) {
+        guard !record.removed, let turn = record.turns[uid] else { return }
+        turn.taken = false
+        if turn.notAsked > 1, let last = turn.lastNotAsked {
+            emit(nil, last, .presenterNotAsked(record.id, reads: turn.notAsked - 1, presenterPath: record.path))
+        }
+        turn.notAsked = 0
+        turn.lastNotAsked = nil
+        while let work = turn.next() {
+            switch work {
+            case .chain(let chain, let request):
+                guard !chain.finished else { continue }
+                turn.taken = true
+                chain.holdsTurn = true
+                issueNext(chain, of: request, &effects)
+                return
+            case .reacquire(let reacquirer):
+                turn.taken = true
+                enqueueReacquire(reacquirer, to: record, turnOf: uid)
+                return
+            }
+        }
+        record.turns[uid] = nil
+    }
+
+    /// `request` holds up another user's request while one of its chains waits for its user's turn:
+    /// that chain goes first when the turn passes, before the user's other chains and reacquires
+    /// (which hold nothing the other user waits for). Else root's create in a shared folder would
+    /// wait, behind the create of nobody's holding the folder, for every deletion of nobody's
+    /// queued at the folder's presenter.
+    func hurryTurns(of request: CoordinatedAccess) {
+        for chain in request.chains where !chain.finished && !chain.holdsTurn {
+            if let uid = chain.turn, let turn = chain.record.turns[uid] { turn.hurry(chain) }
+        }
+    }
+
+    /// A reacquire after an access of `origin`'s, queued to `record` at once, or behind its user's turn.
+    func scheduleReacquire(_ reacquirer: @escaping Reacquirer, to record: PresenterRecord, for origin: AccessOrigin) {
+        guard !record.removed, let uid = otherUserTurn(record, origin) else {
+            record.mailbox.enqueue(reacquirer)
+            return
+        }
+        let turn = userTurn(uid, at: record)
+        if turn.taken {
+            turn.append(.reacquire(reacquirer))
+            return
+        }
+        turn.taken = true
+        enqueueReacquire(reacquirer, to: record, turnOf: uid)
+    }
+
+    /// Queues a reacquire that holds `uid`'s turn at `record` until the presenter has run it.
+    private func enqueueReacquire(_ reacquirer: @escaping Reacquirer, to record: PresenterRecord, turnOf uid: UInt32) {
+        record.mailbox.enqueue { [weak self] in
+            await reacquirer()
+            self?.reacquireRan(at: record, turnOf: uid)
+        }
+    }
+
+    /// A reacquire that held `uid`'s turn at `record` has run (called from its mailbox task).
+    func reacquireRan(at record: PresenterRecord, turnOf uid: UInt32) {
+        lock.lock()
+        var effects = Effects()
+        passTurn(at: record, of: uid, &effects)
+        lock.unlock()
+        effects.run()
+    }
+
+    /// A read of `request`'s user was not asked of `record` because that user's turn there is
+    /// taken. The log says so for the first such read of a turn (its request), and how many more
+    /// there were when the turn passes: at most two records a turn, so a user's looping reads
+    /// cannot flood the log through this (and they count in its share of the log as any record of
+    /// its accesses).
+    func noteNotAsked(_ record: PresenterRecord, _ turn: PresenterTurn, _ request: CoordinatedAccess) {
+        turn.notAsked += 1
+        if turn.notAsked == 1 {
+            emit(request, .presenterNotAsked(record.id, reads: 1, presenterPath: record.path))
         } else {
-            record.otherUsersAsking[uid] = nil
-            if record.otherUsersAsking.isEmpty { record.otherUsersAsking = [:] }
+            turn.lastNotAsked = request.origin
         }
     }
 
@@ -338,7 +452,7 @@ extension Coordinator {
     func finishChain(_ chain: AskChain, of request: CoordinatedAccess, _ effects: inout Effects) {
         guard !chain.finished else { return }
         chain.finished = true
-        endTurn(chain)
+        endTurn(chain, &effects)
         request.openChains -= 1
         if request.openChains == 0 && request.phase == .askingPresenters {
             grant(request, &effects)
@@ -359,7 +473,7 @@ extension Coordinator {
                     request.reacquirers.append((record, reacquirer))
                 } else {
                     emit(request, .reacquireScheduled(record.id))
-                    record.mailbox.enqueue(reacquirer)
+                    scheduleReacquire(reacquirer, to: record, for: request.origin)
                 }
             }
             lock.unlock()

@@ -162,6 +162,7 @@ public final class Coordinator: @unchecked Sendable {
         if id == nil { emit(request, .requested(intents: resolved, purpose: purpose)) }
         request.completion = completion
         insertEntries(request)
+        request.queueRank = queueRank(of: request)
         if let blocker = firstBlocker(request) {
             request.phase = .waiting
             if origin.presenterID != nil { presenterWaiters += 1 }
@@ -388,6 +389,44 @@ public final class Coordinator: @unchecked Sendable {
         return nil
     }
 
+    /// The rank `request` is queued with (``CoordinatedAccess/queueRank``): 0 when no access of its
+    /// own user is in its way, else one more than the highest rank among those (a holder counting
+    /// 0, so a user's second access in a queue has rank 1, its third 2, ...). Accesses of the same
+    /// purpose (one process's) do not count: they never wait for each other.
+    func queueRank(of request: CoordinatedAccess) -> Int {
+        var rank = 0
+        let uid = request.origin.uid
+        for intent in request.intents {
+            _ = locks.firstBlocker(path: intent.path, mode: intent.lockMode) { owner in
+                guard owner !== request, owner.origin.uid == uid, owner.id < request.id,
+                      !Self.sharePurpose(request.purposeIdentifier, owner.purposeIdentifier) else { return false }
+                switch owner.phase {
+                case .waiting: rank = max(rank, owner.queueRank + 1)
+                case .askingPresenters, .granted: rank = max(rank, 1)
+                case .released, .failed: break
+                }
+                return false
+            }
+        }
+        return rank
+    }
+
+    /// Whether the waiting `holder` comes before `request` in the queue: waiting requests are
+    /// served by rank (``queueRank(of:)``), then in arrival order. Each user's first access in a
+    /// queue goes before any user's second, so one user's many accesses to one item queue behind
+    /// each other, not ahead of another user's access: root's save
+    /// waits for the access holding the item and at most the first waiting access of each other
+    /// user, not for all of them (docs/coordination.md, "Fair queues"). Ranks never change once
+    /// set, so the order is one total order (a request only waits for requests before it in it)
+    /// and waiting requests cannot wait for each other in a loop. A request of the fast path
+    /// (never queued, rank -1) is behind every waiting one.
+    @inline(__always)
+    func queuedAhead(_ holder: CoordinatedAccess, of request: CoordinatedAccess) -> Bool {
+        let rank = request.queueRank
+        if rank < 0 || holder.queueRank == rank { return holder.id < request.id }
+        return holder.queueRank < rank
+    }
+
     /// Whether an entry of `holder`, already known to conflict by mode and place, holds up `request`.
     @inline(__always)
     func blocks(_ holder: CoordinatedAccess, _ request: CoordinatedAccess, priority: Bool) -> Bool {
@@ -400,7 +439,7 @@ public final class Coordinator: @unchecked Sendable {
         if holder.phase == .waiting {
             // Queue order keeps writers from starving behind a stream of readers; a presenter saving
             // for someone else's request is not held up by the queue.
-            if priority || holder.id > request.id { return false }
+            if priority || !queuedAhead(holder, of: request) { return false }
         } else if let presenter = request.origin.presenterID, holder.phase == .askingPresenters,
                   holder.hasLiveAsk(to: presenter) {
             // The holder is waiting for this presenter: let the presenter act (save) for it.
@@ -458,9 +497,8 @@ public final class Coordinator: @unchecked Sendable {
         pending[request.id] = request
         request.chains = plan.map { AskChain(record: $0.record, steps: $0.steps) }
         request.openChains = request.chains.count
-        for chain in request.chains { beginTurn(chain, of: request) }
         for chain in request.chains {
-            issueNext(chain, of: request, &effects)
+            begin(chain, of: request, &effects)
         }
     }
 
@@ -494,9 +532,10 @@ public final class Coordinator: @unchecked Sendable {
         cancelWaitTimer(request)
         for chain in request.chains {
             if let ask = chain.current, !ask.resolved { resolve(ask) }
-            if !chain.finished { endTurn(chain) }
             chain.finished = true
         }
+        // (Once none of its chains is to be issued any more: a turn passed on goes to another's.)
+        for chain in request.chains { endTurn(chain, &effects) }
         removeEntries(request)
         scheduleReacquirers(request)
         if let pass = request.gatePass, let gate {
@@ -540,6 +579,7 @@ public final class Coordinator: @unchecked Sendable {
         }
         waiter.blockedBy = blocker.id
         waiter.blocker = blocker
+        if blocker.phase == .askingPresenters, blocker.origin.uid != waiter.origin.uid { hurryTurns(of: blocker) }
         if nestedWaiting > 0, let holder = cycle(from: waiter) {
             let path = waiter.intents.first { intent in
                 locks.firstBlocker(path: intent.path, mode: intent.lockMode, blocks: { $0 === blocker }) != nil
@@ -556,7 +596,8 @@ public final class Coordinator: @unchecked Sendable {
 
     /// The access through which `waiter` would end up waiting for itself or for an access it is
     /// nested in, or nil. Every cycle passes through a nested waiting request (queue order alone
-    /// cannot loop: a request only waits for earlier ones), so this runs only when one exists.
+    /// cannot loop: a request only waits for requests before it in the queue, ``queuedAhead(_:of:)``),
+    /// so this runs only when one exists.
     func cycle(from waiter: CoordinatedAccess) -> CoordinatedAccess? {
         var enclosing: [CoordinatedAccess] = [waiter]
         var next = waiter.parent
@@ -725,7 +766,7 @@ public final class Coordinator: @unchecked Sendable {
         if request.reacquirers.isEmpty { return }
         for (record, reacquirer) in request.reacquirers {
             emit(request, .reacquireScheduled(record.id))
-            record.mailbox.enqueue(reacquirer)
+            scheduleReacquire(reacquirer, to: record, for: request.origin)
         }
         request.reacquirers = []
     }

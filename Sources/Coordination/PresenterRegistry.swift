@@ -12,10 +12,12 @@ final class PresenterRecord: @unchecked Sendable {
     var path: ItemPath
     /// Asks sent to this presenter and not yet resolved, from any request.
     var pendingAsks: [AskState] = []
-    /// Open ask chains of accesses by users other than root and the presenter's own, by the
-    /// accessor's uid: a read of a user with one here is not asked of this presenter
-    /// (``Coordinator/otherUserTurn(_:_:)``).
-    var otherUsersAsking: [UInt32: Int] = [:]
+    /// The turns of users other than root and the presenter's own at this presenter, by the
+    /// accessor's uid (``Coordinator/otherUserTurn(_:_:)``): one ask chain or one reacquire of
+    /// such a user queued to the presenter or being answered at a time, what else it has for the
+    /// presenter waiting here in order; a read of a user with an entry here is not asked of this
+    /// presenter. An entry lives while its turn is taken.
+    var turns: [UInt32: PresenterTurn] = [:]
     var removed = false
 
     init(id: PresenterID, presenter: any FilePresenter, path: ItemPath, owner: AccessOrigin,
@@ -25,6 +27,56 @@ final class PresenterRecord: @unchecked Sendable {
         self.path = path
         self.owner = owner
         self.credentials = credentials
+    }
+}
+
+/// One other user's turn at one presenter (``PresenterRecord/turns``). Guarded by the coordinator's lock.
+final class PresenterTurn {
+    /// What waits for the turn: an ask chain (its request is asking presenters) or a reacquire.
+    enum Work {
+        case chain(AskChain, CoordinatedAccess)
+        case reacquire(Reacquirer)
+    }
+
+    /// One of the user's asks (a chain's, or a reacquire) is queued to the presenter or being answered.
+    var taken = false
+    /// What the user has for the presenter next, in order.
+    private(set) var waiting: [Work] = []
+    private var head = 0
+    /// Reads of the user not asked of the presenter while the turn was taken (``Coordinator/noteNotAsked``).
+    var notAsked = 0
+    /// Who made the last of them (the actor of the record that counts them).
+    var lastNotAsked: AccessOrigin?
+
+    func append(_ work: Work) { waiting.append(work) }
+
+    /// The next work waiting, or nil.
+    func next() -> Work? {
+        guard head < waiting.count else { return nil }
+        let work = waiting[head]
+        head += 1
+        if head == waiting.count {
+            waiting.removeAll()
+            head = 0
+        } else if head > 64 && head * 2 > waiting.count {
+            waiting.removeFirst(head)
+            head = 0
+        }
+        return work
+    }
+
+    /// Moves `chain` to the front of what waits (its request holds up another user's).
+    func hurry(_ chain: AskChain) {
+        guard let at = waiting[head...].firstIndex(where: { if case .chain(let c, _) = $0 { c === chain } else { false } }),
+              at > head else { return }
+        let work = waiting.remove(at: at)
+        waiting.insert(work, at: head)
+    }
+
+    /// Everything still waiting (the presenter went away).
+    func drain() -> [Work] {
+        defer { waiting = []; head = 0 }
+        return Array(waiting[head...])
     }
 }
 

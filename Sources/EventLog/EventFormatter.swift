@@ -93,7 +93,7 @@ public struct EventFormatter: Sendable {
         case .intentRequested: "36"
         case .granted: "32"
         case .released: "90"
-        case .presenterAsked, .presenterAnswered, .presenterAdded, .presenterRemoved: "33"
+        case .presenterAsked, .presenterAnswered, .presenterAdded, .presenterRemoved, .presenterNotAsked: "33"
         case .presenterTimedOut, .presenterGone, .denied: "31"
         case .didChange, .didMove, .didDelete: "34"
         case .subitemAppeared, .subitemChanged, .subitemMoved, .subitemDeleted: "94"

@@ -81,6 +81,13 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
     /// (`userShare`), bytes (what the records would have taken), message (how many of each kind, from
     /// when to when, and the share). The first one is written when the user reaches its share.
     case coalesced
+    /// A read of a user other than root and the presenter's own went on without asking a presenter,
+    /// because that user's turn at the presenter was taken (one of its ask chains or reacquires
+    /// queued there or being answered): the presenter is told after, as ever. One record for the
+    /// first such read of a turn (its request; the actor is its process), and one when the turn
+    /// passes counting the others (the actor the last of them). `path` is the presenter's item.
+    /// Details: presenter id, reason (`otherUserTurn`), message (how many reads).
+    case presenterNotAsked
 
     /// The stable on-disk code. Append new kinds with new codes; never reuse a code.
     public var code: UInt8 {
@@ -114,6 +121,7 @@ public enum EventKind: String, Sendable, CaseIterable, Codable, Hashable {
         case .storeFailed: 27
         case .lostUpdate: 28
         case .coalesced: 29
+        case .presenterNotAsked: 30
         }
     }
 

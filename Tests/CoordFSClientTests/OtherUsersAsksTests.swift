@@ -91,5 +91,25 @@ final class OtherUsersAsksTests: ClientMountTestCase {
         }
         readers = []
         XCTAssertEqual(readBacking("doc.txt"), "root-busy\n")
+
+        // The event log says why nobody's reads were not asked (as `coordfs log -f` shows an
+        // operator), at most twice a turn: once for the first read, once counting the others.
+        var records: [[String: Any]] = []
+        XCTAssertTrue(eventually(timeout: 30) {
+            guard let log = try? self.run([bin, "log", self.mnt, "--kind", "presenterNotAsked", "--json"], timeout: 60),
+                  log.status == 0 else { return false }
+            records = log.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            return !records.isEmpty
+        }, "presenterNotAsked records in the log")
+        for record in records {
+            XCTAssertEqual(((record["actor"] as? [String: Any])?["uid"] as? NSNumber)?.intValue, 65534, "\(record)")
+            XCTAssertEqual((record["details"] as? [String: Any])?["reason"] as? String, "otherUserTurn", "\(record)")
+            XCTAssertEqual(record["path"] as? String, "/doc.txt", "\(record)")
+        }
+        let notAsked = recorded { if case .presenterNotAsked = $0 { true } else { false } }
+        let reads = notAsked.reduce(0) { n, e in if case .presenterNotAsked(_, let r, _) = e.kind { n + r } else { n } }
+        print("OtherUsersAsksTests: \(reads) of nobody's reads not asked, in \(notAsked.count) events (\(records.count) in the log), \(asked(by: 65534, all)) of nobody's asks")
+        XCTAssertLessThanOrEqual(notAsked.count, 2 * asked(by: 65534, all), "at most two records a turn")
+        XCTAssertGreaterThan(reads, notAsked.count, "the records count the reads not asked rather than one each")
     }
 }

@@ -86,8 +86,15 @@ private func origin(_ uid: UInt32, _ pid: Int32) -> AccessOrigin {
         try await first.value
         try await rootRead.value
         try await otherUser.value
-        // Once nobody's chain ended, its next read asks again.
-        try await read(coordinator, "doc", as: origin(65534, 15), done: done).value
+        // Once nobody's turn is over (its chain answered, then its reacquire run), its next read
+        // asks again; until then its reads go on unasked.
+        var asked = false
+        for pid in Int32(15)..<515 where !asked {
+            try await read(coordinator, "doc", as: origin(65534, pid), done: done).value
+            asked = count(journal, "P:relinquishToReader uid=65534") == 2
+            if !asked { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(asked, "\(journal.all)")
         #expect(await eventually { count(journal, "P:reacquire uid=65534") == 2 })
         #expect(count(journal, "P:relinquishToReader uid=65534") == 2, "\(journal.all)")
         #expect(count(journal, "P:relinquishToReader uid=0") == 1)

@@ -8,7 +8,7 @@ const KINDS = ["mount", "unmount", "intentRequested", "presenterAsked", "present
   "presenterGone", "presenterAdded", "presenterRemoved", "granted", "denied", "released", "didChange", "didMove",
   "didDelete", "subitemAppeared", "subitemChanged", "subitemMoved", "subitemDeleted", "snapshotTaken",
   "conflictDetected", "conflictResolved", "gap", "retention", "logRecovered", "logStalled", "storeFailed",
-  "lostUpdate", "coalesced"];
+  "lostUpdate", "coalesced", "presenterNotAsked"];
 const MAX_ROWS = 2000;
 // Records the page keeps (for the filters and the versions' seen names), and holds while paused:
 // a page left open (or paused) on a busy mount keeps the newest ones, never all of them.
