@@ -1635,6 +1635,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             } catch ClusterStoreError.compacted {
                 await resync(&from)
                 resumeRevisionWaiters()
+            } catch ClusterStoreError.historyLost(let current) {
+                await resync(&from, historyLostAt: current)
+                resumeRevisionWaiters()
             } catch {
                 reachability(false, error)
             }
@@ -1650,9 +1653,25 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// starts over from there. The change records put since the last revision seen that are still
     /// in etcd (each node's latest batch) are told as new; earlier batches are gone with the
     /// history, which a notable step says.
-    private func resync(_ from: inout Revision) async {
+    ///
+    /// `historyLostAt`: etcd lost its history instead (started again empty, or on an older data
+    /// folder, at the same address: its revision, then, is below the last one the watch saw, so
+    /// a watch from there would stay silent until etcd passed it). Every key is read as new, every
+    /// change record in etcd is one this node missed, and this node's session is gone unless it
+    /// was made again in this etcd already (its node key there with its lease): its rights were
+    /// lost with the data, so none of them is used again (a new session, new rights).
+    private func resync(_ from: inout Revision, historyLostAt current: Revision? = nil) async {
         guard let (values, revision) = try? await store.range(keys.base, prefix: true) else { return }
-        let missedFrom = from
+        let lost = current != nil
+        let missedFrom = lost ? 0 : from
+        if lost {
+            let lease = lock.withLock { state.lease }
+            let mine = values.first { $0.key == keys.nodeKey(name) }.flatMap { Wire.decode(NodeValue.self, $0.value) }
+            if lease != 0 && mine?.lease != lease {
+                step(node: name, "session lost: etcd lost its history (lease \(lease) with it)", path: nil)
+                sessionLost(lease)
+            }
+        }
         let effects = lock.withLock { () -> Effects in
             var effects = Effects()
             let present = Set(values.map(\.key))
@@ -1663,7 +1682,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             for p in state.proxies.values where !present.contains(keys.key("a", name, p.from, String(p.serial))) {
                 apply(.delete(key: keys.key("a", name, p.from, String(p.serial)), modRevision: revision), revision: revision, &effects, initial: false)
             }
-            for kv in values where state.holds[kv.key] == nil && state.presenterKeys[kv.key] == nil {
+            for kv in values where lost || state.holds[kv.key] == nil && state.presenterKeys[kv.key] == nil {
                 let missed = kv.modRevision >= missedFrom && Self.isChange(.put(kv), keys)
                 apply(.put(kv), revision: missed ? kv.modRevision : revision, &effects, initial: !missed)
             }
@@ -1675,11 +1694,15 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         // Earlier records are gone with the history: the documents presented here are looked at.
         // This node's own presenters (its session may be new, their keys not put again yet).
         let presented = lock.withLock { state.presenters.values.compactMap(\.path.path) }
-        let origin = AccessOrigin(pid: 0, uid: 0, gid: 0, executable: "etcd compaction@\(name)")
+        let origin = AccessOrigin(pid: 0, uid: 0, gid: 0, executable: (lost ? "etcd history lost@" : "etcd compaction@") + name)
         for path in host?.clusterChangesMissed(at: Array(Set(presented)), origin: origin) ?? [] {
             coordinator?.announceObserved(.changed(path), origin: origin)
         }
-        step(node: name, "etcd compacted its history past revision \(missedFrom - 1), which this node's watch had reached: changes of revisions \(missedFrom) to \(revision) other than each node's latest change records were not seen", path: nil)
+        if lost {
+            step(node: name, "etcd lost its history: its revision \(current ?? revision) is below \(from - 1), which this node's watch had reached (started again without its data?): every node's keys read again at revision \(revision); change records put before other than each node's latest were not seen", path: nil)
+        } else {
+            step(node: name, "etcd compacted its history past revision \(missedFrom - 1), which this node's watch had reached: changes of revisions \(missedFrom) to \(revision) other than each node's latest change records were not seen", path: nil)
+        }
         from = revision + 1
     }
 

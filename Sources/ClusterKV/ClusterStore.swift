@@ -114,6 +114,12 @@ public enum ClusterStoreError: Error, Sendable, Hashable {
     /// A watch asked for revisions the store has compacted away; the oldest it still has (the
     /// revision compacted to: a watch from it works).
     case compacted(oldestAvailable: Revision)
+    /// A watch asked to go on from a revision the store has not reached, although an earlier
+    /// answer showed it: the store lost its history (etcd started again on an empty or older data
+    /// folder at the same address) and is now at `current`. Its revisions count again from there, so
+    /// a watch from the revision after the last one seen would stay silent until the store passed
+    /// it: read everything again and watch from `current + 1`.
+    case historyLost(current: Revision)
     /// Authentication failed or is missing.
     case unauthenticated(String)
     /// The store answers but refuses every write: its space quota is used up (etcd's NOSPACE

@@ -11,7 +11,8 @@ extension EtcdClusterStore {
     /// `unavailable` once every endpoint failed in a row (while one of them says it has no leader,
     /// an election under way, it goes round them again after a pause, for up to
     /// `electionWait`), `compacted` when etcd no longer has
-    /// `fromRevision`, `unauthenticated` when it refuses the credentials. The watch asks etcd to
+    /// `fromRevision`, `historyLost` when etcd is below a revision the watch (or the caller, by
+    /// `fromRevision`) saw already (its data lost: started again empty at the same address), `unauthenticated` when it refuses the credentials. The watch asks etcd to
     /// end it when its member loses the leader (`hasleader`), so a member cut off from the others
     /// does not keep it silent.
     public func watch(_ key: [UInt8], prefix: Bool, fromRevision: Revision) -> AsyncThrowingStream<WatchBatch, Error> {
@@ -192,7 +193,9 @@ extension EtcdClusterStore {
                         pending.removeSubrange(...newline)
                         if line.isEmpty { continue }
                         do {
-                            try handle(line: line, next: &next, deliver: deliver, created: created)
+                            if let behind = try handle(line: line, next: &next, deliver: deliver, created: created) {
+                                try await checkHistory(endpoint: endpoint, behind: behind, next: next)
+                            }
                         } catch ClusterStoreError.unauthenticated(let message) {
                             guard attempt == 0, configuration.credentials != nil else {
                                 throw ClusterStoreError.unauthenticated(message)
@@ -220,9 +223,27 @@ extension EtcdClusterStore {
         }
     }
 
+    /// A watch created from `next` on a member whose revision was `behind` (below `next - 1`,
+    /// which an earlier answer showed): a follower that has not applied everything yet, or etcd
+    /// started again without its history (an empty or older data folder at the same address).
+    /// A linearizable read on the member tells them apart: it answers once the member applied
+    /// what the cluster committed. Still behind: `historyLost`, for the caller to read everything
+    /// again (a watch from `next` would stay silent until etcd's revisions passed it).
+    private func checkHistory(endpoint: Int, behind: Revision, next: Revision) async throws {
+        var probe = JSONObject()
+        probe.string("key", Base64.encode([0]))
+        probe.string("limit", "1")
+        probe.raw("keys_only", "true")
+        let data = try await authorizedPost(endpoint: endpoint, path: "/v3/kv/range", payload: probe.data)
+        let current = (try? JSONDecoder().decode(WireRangeResponse.self, from: data))?.header?.revision?.value ?? behind
+        if current + 1 < next { throw ClusterStoreError.historyLost(current: current) }
+    }
+
+    /// Takes one line of the watch's answer; returns etcd's revision when the watch was created
+    /// on a member whose revision is below one the watch delivered already (`checkHistory`).
     private func handle(
         line: Data, next: inout Revision, deliver: (WatchBatch, Revision) -> Void, created: (Revision) -> Void
-    ) throws {
+    ) throws -> Revision? {
         let decoded: WireStreamLine<WireWatchResponse>
         do {
             decoded = try JSONDecoder().decode(WireStreamLine<WireWatchResponse>.self, from: line)
@@ -236,7 +257,7 @@ extension EtcdClusterStore {
             }
             throw mapped
         }
-        guard let result = decoded.result else { return }
+        guard let result = decoded.result else { return nil }
         let headerRevision = result.header?.revision?.value ?? 0
         if result.canceled == true {
             if let compacted = result.compact_revision?.value, compacted > 0 {
@@ -248,15 +269,17 @@ extension EtcdClusterStore {
             }
             throw Self.error(WireError(error: reason, message: reason, code: 3), status: .ok)
         }
+        var behind: Revision?
         if result.created == true {
             if next <= 0 { next = headerRevision + 1 }
+            if headerRevision > 0 && headerRevision + 1 < next { behind = headerRevision }
             created(next)
         }
         let events = try (result.events ?? []).compactMap { event -> WatchEvent? in
             guard let kv = try event.kv?.keyValue() else { return nil }
             return event.type == "DELETE" ? .delete(key: kv.key, modRevision: kv.modRevision) : .put(kv)
         }
-        guard let last = events.last else { return }
+        guard let last = events.last else { return behind }
         let lastRevision: Revision =
             switch last {
             case .put(let kv): kv.modRevision
@@ -264,5 +287,6 @@ extension EtcdClusterStore {
             }
         next = lastRevision + 1
         deliver(WatchBatch(revision: max(headerRevision, lastRevision), events: events), next)
+        return behind
     }
 }

@@ -195,6 +195,42 @@ final class EtcdFailoverTests: XCTestCase {
         try await store.shutdown()
     }
 
+    /// etcd's data lost (a new etcd on the same address and port, its revisions from 1 again): a
+    /// watch going on from the revision after the last it delivered (far above the new etcd's)
+    /// throws `historyLost` with etcd's revision, where etcd would have let it wait in silence
+    /// until its revisions passed that one; a watch from the new etcd's next revision works, and
+    /// so does one from a revision not reached yet of an etcd that lost nothing.
+    func testAWatchBeyondAWipedEtcdsRevisionSaysItsHistoryIsLost() async throws {
+        let etcd = try EtcdCluster(size: 1)
+        defer { etcd.stop() }
+        let store = try EtcdClusterStore(EtcdConfiguration(endpoints: etcd.endpoints))
+        let key = Array("w/".utf8)
+        var last: Revision = 0
+        for i in 0..<50 { last = try await store.put(key + [UInt8(i)], [1], lease: 0) }
+        // Not lost: a watch from the revision after the last one just waits for it.
+        let ahead = store.watch(key, prefix: true, fromRevision: last + 1)
+        let written = Task { try await Task.sleep(for: .milliseconds(300)); return try await store.put(key, [2], lease: 0) }
+        var iterator = ahead.makeAsyncIterator()
+        let batch = try await iterator.next()
+        let put = try await written.value
+        XCTAssertEqual(batch?.events.first.map(ClusterStoreConformance.revision), put)
+
+        try etcd.restartEmpty()
+        let now = try await store.put(key, [3], lease: 0)
+        XCTAssertLessThan(now, last, "a new etcd")
+        do {
+            for try await batch in store.watch(key, prefix: true, fromRevision: last + 2) { XCTFail("an event from a wiped etcd: \(batch)") }
+            XCTFail("the watch ended without an error")
+        } catch ClusterStoreError.historyLost(let current) {
+            XCTAssertEqual(current, now)
+        }
+        let fresh = store.watch(key, prefix: true, fromRevision: now)
+        var freshIterator = fresh.makeAsyncIterator()
+        let first = try await freshIterator.next()
+        XCTAssertEqual(first?.events.first.map(ClusterStoreConformance.revision), now)
+        try await store.shutdown()
+    }
+
     /// A member that stops answering (SIGSTOP: its connections stay open) does not keep a watch
     /// silent: the watch's probe finds it and the watch goes on through another member from the
     /// revision after its last event; with no other member, the watch ends `unavailable`.

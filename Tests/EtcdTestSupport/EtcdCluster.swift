@@ -212,6 +212,24 @@ public final class EtcdCluster: @unchecked Sendable {
         try waitUntilHealthy(timeout: 20)
     }
 
+    /// etcd's data lost: every member killed, its data folder removed, and a new cluster started
+    /// on the same addresses and ports (what an operator does who wipes etcd, or restores an older
+    /// backup, under running clients). Its revisions count from 1 again; auth is off.
+    public func restartEmpty() throws {
+        for i in members.indices {
+            kill(i)
+            if members[i].guardPid > 0 {
+                Glibc.kill(members[i].guardPid, SIGKILL)
+                _ = waitpid(members[i].guardPid, nil, 0)
+                members[i].guardPid = 0
+            }
+            try? FileManager.default.removeItem(atPath: members[i].dataDir)
+        }
+        rootPassword = nil
+        for i in members.indices { try launch(i, initial: true) }
+        try waitUntilHealthy(timeout: 20)
+    }
+
     /// Runs etcdctl (API v3) against the members; returns its output, throws on failure.
     @discardableResult
     public func etcdctl(_ arguments: [String], user: String? = nil) throws -> String {
