@@ -1,4 +1,5 @@
 import ClusterKV
+import Foundation
 import Coordination
 #if canImport(Glibc)
 import Glibc
@@ -96,6 +97,23 @@ public struct ClusterConfiguration: Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// A node's join refused: another node of the cluster has this node's name and lives (its session
+/// outlived its TTL while this one waited for it to go).
+public struct ClusterNodeNameInUse: Error, CustomStringConvertible, Sendable {
+    public var node: String
+    public var since: Double?
+    public var lease: Int64
+    public var ttl: Int64?
+    public var waited: Double
+
+    public var description: String {
+        let began = since.map { " since " + Date(timeIntervalSince1970: $0).formatted(.iso8601) } ?? ""
+        return "node name \(node) is in use: a node of this name is in the cluster (lease \(lease)\(ttl.map { ", ttl \($0) s" } ?? "")\(began)) "
+            + "and renewed its session while this one waited \(Int(waited.rounded())) s for it to go, so it is alive (another host mounted with node=\(node)?): "
+            + "give every host a node name of its own (node=NAME; by default the host name). Nothing of that node was changed"
     }
 }
 

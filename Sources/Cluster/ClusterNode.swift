@@ -251,7 +251,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Installs itself as `coordinator`'s gate. Throws when etcd cannot be reached.
     public func start(coordinator: Coordinator) async throws {
         self.coordinator = coordinator
-        let (values, revision) = try await store.range(keys.base, prefix: true)
+        var read = try await store.range(keys.base, prefix: true)
+        if let held = read.values.first(where: { $0.key == keys.nodeKey(name) }) {
+            try await waitUntilTheNameIsFree(held)
+            read = try await store.range(keys.base, prefix: true)
+        }
+        let (values, revision) = read
         let effects = lock.withLock { () -> Effects in
             var effects = Effects()
             for kv in values { apply(.put(kv), revision: revision, &effects, initial: true) }
@@ -263,6 +268,24 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         coordinator.coordinationGate = self
         tasks.append(Task.detached { [weak self] in await self?.watchLoop(from: revision + 1) })
         tasks.append(Task.detached { [weak self] in await self?.renewLoop() })
+    }
+
+    /// Another session holds this node's name (its node key is in etcd): a node of that name that
+    /// died less than its TTL ago (its lease still runs out), or a live one (another host mounted
+    /// with the same `node=`). Waits, reading the key, until it is gone, at most the holder's TTL
+    /// and a second (bounded by 15 s): a key still there then was renewed meanwhile, so that node
+    /// lives, and joining would take its name's keys over (its presenters, rights, asks and change
+    /// records): refused, with nothing written.
+    private func waitUntilTheNameIsFree(_ held: KeyValue) async throws {
+        let value = Wire.decode(NodeValue.self, held.value)
+        let waited = min(Double(value?.ttl ?? configuration.leaseTTL) + 1, 15)
+        let deadline = ClusterConfiguration.monotonicSeconds() + waited
+        while ClusterConfiguration.monotonicSeconds() < deadline {
+            try await Task.sleep(nanoseconds: 250_000_000)
+            let (now, _) = try await store.range(keys.nodeKey(name), prefix: false)
+            if now.isEmpty { return }
+        }
+        throw ClusterNodeNameInUse(node: name, since: value?.since, lease: value?.lease ?? held.lease, ttl: value?.ttl, waited: waited)
     }
 
     /// Leaves the cluster: revokes the lease (its keys go at once) and stops.

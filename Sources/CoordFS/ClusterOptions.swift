@@ -6,7 +6,7 @@ import Cluster
 /// | option | default | meaning |
 /// |---|---|---|
 /// | `cluster=URL[,URL...]` | none | etcd's client endpoints (`http://` or `https://`); further URLs may follow as items of their own |
-/// | `node=NAME` | the host name | this node's name in the cluster (1 to 64 letters, digits, `.`, `-`, `_`; not `.` or `..`); its state folder is `BACKING/.coordfs/nodes/NAME` |
+/// | `node=NAME` | the host name | this node's name in the cluster (1 to 64 letters, digits, `.`, `-`, `_`; not `.` or `..`); its state folder is `BACKING/.coordfs/nodes/NAME`; a name another live mount of the cluster has is refused |
 /// | `cluster_prefix=P` | `coordfs` | every key under `P/`: several clusters on one etcd |
 /// | `cluster_ttl=S` | 10 | the node's lease, in seconds (2 to 3600) |
 /// | `cluster_ca=FILE`, `cluster_cert=FILE`, `cluster_key=FILE` | none | TLS: the members' CA, this node's client certificate and key (PEM) |
@@ -40,7 +40,7 @@ public struct ClusterOptions: Sendable, Equatable {
     /// The record intervals' range, in milliseconds.
     public static let intervalRange: ClosedRange<Double> = 0...1000
 
-    public static let documentation = "cluster: cluster=URL,URL... (etcd endpoints), node=NAME, cluster_prefix=P, cluster_ttl=S (2 to 3600), "
+    public static let documentation = "cluster: cluster=URL,URL... (etcd endpoints), node=NAME (one mount's: a name in use is refused), cluster_prefix=P, cluster_ttl=S (2 to 3600), "
         + "cluster_ca=FILE, cluster_cert=FILE, cluster_key=FILE, cluster_user=U, cluster_password_file=FILE, cluster_unreachable=fail|local, "
         + "cluster_record_interval=MS (0 to 1000, default 2), cluster_unpresented_interval=MS (0 to 1000, default 50)"
 

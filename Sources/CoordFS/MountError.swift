@@ -8,6 +8,10 @@ public enum MountError: Error, CustomStringConvertible, Equatable {
     case mountpointInsideBacking(mountpoint: String, backing: String)
     case backingInsideMountpoint(mountpoint: String, backing: String)
     case alreadyMounted(String)
+    /// A cluster node of this name is mounted already over this backing folder on this host (its
+    /// mount record names a live daemon): two mounts of one node name would share its state folder
+    /// and its keys in etcd.
+    case nodeInUse(node: String, pid: Int32, mountpoint: String)
     case notMounted(String)
     /// The mount's backing folder was renamed or moved while mounted, and this user cannot find
     /// where (`BackingWhereabouts.movedOutOfSight`).
@@ -30,6 +34,8 @@ public enum MountError: Error, CustomStringConvertible, Equatable {
             return "the backing folder '\(b)' is inside the mountpoint '\(m)': the mount would hide it; choose a mountpoint outside it"
         case .alreadyMounted(let m):
             return "'\(m)' is already a coordfs mount (unmount it first: coordfs unmount \(m))"
+        case .nodeInUse(let node, let pid, let m):
+            return "node=\(node) is mounted already over this folder on this host (on '\(m)', daemon pid \(pid)): every mount of a cluster needs a node name of its own (node=NAME; by default the host name), or it would share that node's state folder and its presenters, rights and asks in etcd. Nothing was changed"
         case .notMounted(let m):
             return "'\(m)' is not a coordfs mount"
         case .backingOutOfSight(let m, let b):

@@ -1,3 +1,4 @@
+import Linux
 import NameBytes
 import Glibc
 
@@ -19,7 +20,21 @@ public enum MountPreflight {
         if m.utf8.starts(with: (b + "/").utf8) || ExactName.same(m, b) { throw .mountpointInsideBacking(mountpoint: m, backing: b) }
         if b.utf8.starts(with: (m + "/").utf8) { throw .backingInsideMountpoint(mountpoint: m, backing: b) }
         if MountTable.coordfsMount(at: m) != nil { throw .alreadyMounted(m) }
-        return MountPlan(backing: b, mountpoint: m, options: options, state: StateFolder(backing: b, options: options))
+        let state = StateFolder(backing: b, options: options)
+        try checkNodeNameFree(state)
+        return MountPlan(backing: b, mountpoint: m, options: options, state: state)
+    }
+
+    /// A cluster node's name must not be mounted already over this backing folder on this host: its
+    /// mount record (`nodes/NODE/mount`, this boot, a running daemon that is not this process)
+    /// says it is. Checked before anything is mounted or written (a second daemon of the node would
+    /// first write that record over the first's, then share its log, store, socket and etcd keys).
+    /// Another host's node of the same name is found in etcd when the node joins
+    /// (`ClusterNode.start`).
+    static func checkNodeNameFree(_ state: StateFolder) throws(MountError) {
+        guard let node = state.node, let record = NodeMountRecord.read(in: state.path),
+              record.pid != getpid(), record.isAlive else { return }
+        throw .nodeInUse(node: node, pid: record.pid, mountpoint: record.mountpoint)
     }
 
     static func resolveFolder(_ path: String, role: String) throws(MountError) -> String {

@@ -6,8 +6,8 @@ import XCTest
 /// What etcd's operator and a copy-paste mistake do to running nodes, each node a daemon of its own
 /// started as a user starts it, over one backing folder and a real one-member etcd, through the
 /// real mounts and CLI (docs/cluster.md, "Failure table"): etcd restarted on its data, etcd's data
-/// wiped (a new etcd at the same address). Teardown unmounts every mount and stops etcd, also
-/// when a test fails.
+/// wiped (a new etcd at the same address), a node name mounted twice. Teardown unmounts every
+/// mount and stops etcd, also when a test fails.
 final class ClusterEtcdLifeTests: ClusterProcessTestCase {
     /// Puts `count` keys outside the cluster's prefix through etcd's JSON gateway (one process):
     /// etcd's revision grows past what a wiped etcd reaches again in the test.
@@ -124,5 +124,64 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
         XCTAssertEqual(FileOps.get(mnt + "/doc.txt"), "two\n", "a shows b's bytes")
         XCTAssertLessThan(etcdRevision(), before, "still below: the nodes did not hear each other only once etcd passed it")
         for child in [onA, onB] { XCTAssertEqual(child.stop(), 0) }
+    }
+
+    // MARK: One node name mounted twice
+
+    /// A copy-paste mistake: a third mount with `node=a` while node a runs. Over the same folder on
+    /// this host it is refused at once, before anything is mounted or written, naming the mount
+    /// that has the name; as another host would be (another backing folder, the same cluster) it is
+    /// refused once the name's session outlived its TTL while the new node waited for it to go.
+    /// Node a is not disturbed either way: its mount record, its session in etcd, its presenter
+    /// asked and told. Before, the first mount wrote its record over a's (so the CLI no longer
+    /// found a's state from a's mount point) and failed on a's event log's lock, and the second
+    /// joined the cluster as a, putting its node key, with its own lease, over a's.
+    func testASecondMountOfANodeNameIsRefusedAndTheFirstIsUndisturbed() throws {
+        try mount("a", at: mnt)
+        try mount("b", at: mntB)
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("d\n".utf8))
+        let onA = try present("doc.txt", on: mnt)
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        let lease = try XCTUnwrap(leaseOfNodeKey("a"))
+        let record = try String(contentsOfFile: nodeState("a") + "/mount", encoding: .utf8)
+        let pidA = try daemonPID("a")
+        let mntC = root + "/mntC"
+        mkdir(mntC, 0o755)
+
+        func assertAUndisturbed(_ context: String) {
+            XCTAssertEqual(try? String(contentsOfFile: nodeState("a") + "/mount", encoding: .utf8), record, "a's mount record \(context)")
+            XCTAssertEqual(try? daemonPID("a"), pidA, "a's pid file \(context)")
+            XCTAssertEqual(leaseOfNodeKey("a"), lease, "a's session in etcd \(context)")
+            XCTAssertEqual(keys(of: "a")["p"], 1, "a's presenter in etcd \(context): \(etcdKeys(""))")
+            let status = coordfs("status", mnt, "--cluster", "--json")
+            XCTAssertEqual(status.status, 0, "\(status)")
+            XCTAssertTrue(status.stdout.contains("\"\(lease)\""), "a's status \(context): \(status.stdout)")
+            XCTAssertFalse(Self.mounts(under: root).contains(mntC), "mounted at \(mntC) \(context)")
+        }
+
+        // The same folder, this host.
+        let same = run(binary, ["mount", backing!, mntC, "-o", nodeOptions("a")])
+        XCTAssertNotEqual(same.status, 0, "a second node=a mounted: \(same)")
+        XCTAssertTrue(same.stderr.contains("node=a is mounted already") && same.stderr.contains(mnt!), "\(same)")
+        assertAUndisturbed("after the mount over the same folder")
+        assertAWriteAsksAndTells(mntB, "doc.txt", onA, "one")
+
+        // Another folder (another host's view of the cluster): the name is found in etcd.
+        let backing2 = root + "/backing2"
+        mkdir(backing2, 0o755)
+        let started = Date()
+        let other = run(binary, ["mount", backing2, mntC, "-o", nodeOptions("a")])
+        let took = Date().timeIntervalSince(started)
+        XCTAssertNotEqual(other.status, 0, "another host's node=a joined: \(other)")
+        XCTAssertTrue(other.stderr.contains("node name a is in use"), "\(other)")
+        XCTAssertGreaterThanOrEqual(took, ttl, "it waited for the name's session to go")
+        assertAUndisturbed("after another host's mount")
+        assertAWriteAsksAndTells(mntB, "doc.txt", onA, "two")
+
+        // Once a is gone, the name is free at once (its lease revoked at unmount).
+        XCTAssertEqual(onA.stop(), 0)
+        XCTAssertEqual(coordfs("unmount", mnt).status, 0)
+        try mount("a", at: mntC)
+        XCTAssertEqual(coordfs("unmount", mntC).status, 0)
     }
 }
