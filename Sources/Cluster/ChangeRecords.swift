@@ -41,6 +41,32 @@ enum ChangeRecords {
         return out
     }
 
+    /// The first of `records` whose encoded form (``encode(_:)``) stays within `maxBytes` (at
+    /// least one record), and the rest. Sizes are counted from the records' names, a little over
+    /// what `encode` makes of them.
+    static func split(_ records: [ChangeRecord], maxBytes: Int) -> (first: [ChangeRecord], rest: [ChangeRecord]) {
+        var size = 16
+        for (i, r) in records.enumerated() {
+            size += estimatedSize(r)
+            if size > maxBytes && i > 0 { return (Array(records[..<i]), Array(records[i...])) }
+        }
+        return (records, [])
+    }
+
+    /// At least the bytes `encode` makes of `r`: ten for each integer and each name's length, and a
+    /// name's UTF-8 bytes (a name's byte that is not UTF-8 is one byte in the value, fewer).
+    static func estimatedSize(_ r: ChangeRecord) -> Int {
+        func path(_ p: ItemPath) -> Int { p.components.reduce(10) { $0 + $1.utf8.count + 10 } }
+        var size = 60 + r.origin.exe.utf8.count + r.asked.reduce(0) { $0 + $1.utf8.count + 10 }
+        for c in r.changes {
+            switch c {
+            case .changed(let p), .deleted(let p), .subitemAppeared(let p): size += 1 + path(p)
+            case .moved(let a, let b): size += 1 + path(a) + path(b)
+            }
+        }
+        return size
+    }
+
     static func encode(_ records: [ChangeRecord]) -> [UInt8] {
         var w = Writer()
         w.bytes.reserveCapacity(16 + records.count * 32)

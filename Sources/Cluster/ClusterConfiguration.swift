@@ -48,6 +48,13 @@ public struct ClusterConfiguration: Sendable {
     public var unpresentedRecordInterval: Double
     /// The clock of session validity in seconds (monotonic by default; tests drive their own).
     public var clock: @Sendable () -> Double
+    /// The most bytes of change records one transaction carries (etcd refuses a request over its
+    /// `--max-request-bytes`, 1.5 MiB by default): a longer queue goes in several, one after the
+    /// other.
+    public var maxRecordBatchBytes = ClusterConfiguration.defaultMaxRecordBatchBytes
+
+    /// The default of `maxRecordBatchBytes`: 512 KiB.
+    public static let defaultMaxRecordBatchBytes = 512 * 1024
 
     public init(node: String = ClusterConfiguration.hostName(), prefix: String = "coordfs", leaseTTL: Int64 = 10,
                 unreachable: UnreachablePolicy = .fail, maxIdleRights: Int = 4096, folderRights: Bool = true,

@@ -1404,14 +1404,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     return nil
                 }
                 var ops: [ClusterOperation] = []
-                let records = state.changeRecords
-                state.changeRecords = []
-                state.recordsUrgent = false
+                // At most `maxRecordBatchBytes` of records a transaction (etcd refuses a request
+                // over its --max-request-bytes, 1.5 MiB by default, and a batch it refuses would be
+                // sent again for ever): the rest go in the next ones, at once, and what else is
+                // queued (rights given back above all, which must come after the records queued
+                // before them) goes with the last part.
+                let (records, rest) = ChangeRecords.split(state.changeRecords, maxBytes: configuration.maxRecordBatchBytes)
+                state.changeRecords = rest
+                state.recordsUrgent = !rest.isEmpty
                 // Encoded after the lock is released (the request threads take it).
                 if !records.isEmpty { state.lastRecordBatch = ClusterConfiguration.monotonicSeconds() }
                 var taken: [([UInt8], PendingOp)] = []
                 var order = state.opOrder
-                let n = min(order.count, 127)
+                let n = rest.isEmpty ? min(order.count, 127) : 0
                 for key in order.prefix(n) {
                     guard let op = state.ops.removeValue(forKey: key) else { continue }
                     taken.append((key, op))
@@ -1423,7 +1428,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 order.removeFirst(n)
                 state.opOrder = order
                 return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease,
-                                   recordsUpTo: records.isEmpty ? 0 : state.recordsQueued), state.changeKeyRevision, true)
+                                   recordsUpTo: records.isEmpty ? 0 : state.recordsQueued - UInt64(rest.count)), state.changeKeyRevision, true)
             }
             guard let next else {
                 let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in

@@ -56,6 +56,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
     private var nextWatcher = 0
     private var reachable = true
     private var answersToLose = 0
+    private var maxRequestBytes = Int.max
     private var expiryTask: Task<Void, Never>?
 
     /// Counts of calls by kind ("range", "put", "delete", "txn", "grant", "keepalive", "revoke",
@@ -115,6 +116,23 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
         mutex.withLock { answersToLose = count }
     }
 
+    /// Refuses a put or transaction whose keys and values take more than `bytes`, as etcd refuses
+    /// a request over its `--max-request-bytes` ("etcdserver: request is too large").
+    public func setMaxRequestBytes(_ bytes: Int) {
+        mutex.withLock { maxRequestBytes = bytes }
+    }
+
+    private func checkSize(_ ops: [ClusterOperation]) throws {
+        var size = 0
+        for op in ops {
+            switch op {
+            case .put(let key, let value, _): size += key.count + value.count
+            case .delete(let key, _), .range(let key, _): size += key.count
+            }
+        }
+        if size > maxRequestBytes { throw ClusterStoreError.failed("etcdserver: request is too large") }
+    }
+
     /// Forgets the history before `revision` (etcd's compaction): watches from older revisions fail.
     public func compact(_ revision: Revision) {
         mutex.withLock {
@@ -145,6 +163,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
     public func put(_ key: [UInt8], _ value: [UInt8], lease: LeaseID) async throws -> Revision {
         try mutex.withLock {
             try enter("put")
+            try checkSize([.put(key: key, value: value, lease: lease)])
             var events: [WatchEvent] = []
             try write(key, value, lease: lease, at: revision + 1, &events)
             commit(events)
@@ -166,6 +185,7 @@ public final class MemoryClusterStore: ClusterStore, @unchecked Sendable {
     public func transaction(_ compare: [Compare], success: [ClusterOperation], failure: [ClusterOperation]) async throws -> TransactionResult {
         try mutex.withLock {
             try enter("txn")
+            try checkSize(success + failure)
             // As etcd: both branches are checked for a key put twice or put and deleted, whichever runs.
             for branch in [success, failure] where Self.hasDuplicateKey(branch) {
                 throw ClusterStoreError.failed("duplicate key given in txn request")

@@ -286,6 +286,44 @@ func expectBHeardInOrder(_ cluster: TestCluster, _ writes: Int) async {
         #expect(told != nil && told! < (j.index("b:granted d/f3") ?? -1), "b's access went on before it heard of a's d/f3: \(j.all)")
         pending.access?.release()
     }
+
+    /// etcd refuses a request over its `--max-request-bytes` (1.5 MiB by default): a node's
+    /// change records queued while a batch waited (any user's creates and unlinks of long names,
+    /// 4 KiB paths, are some 8 KiB each) may take more than that. They go in several
+    /// transactions of at most `maxRecordBatchBytes`, every change told to the other node in
+    /// order, and a right another node recalls goes after them all. Before, the one batch was
+    /// refused and sent again for ever: nothing of the node reached etcd any more (no record, no
+    /// right given back), and the other node's write waited out its deadline.
+    @Test func recordsBeyondWhatEtcdTakesInOneRequestGoInSeveral() async throws {
+        let cluster = TestCluster()
+        cluster.store.setMaxRequestBytes(64 * 1024)
+        try await cluster.add("a", unpresentedRecordInterval: 0.5, maxRecordBatchBytes: 16 * 1024)
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        let long = String(repeating: "x", count: 250)
+        let first = try await access(a, [write("d/\(long)0")]).get()
+        first.didChange(path("d/\(long)0"))
+        first.release()
+        await cluster.node("a").flush()
+        let before = try await recordPuts(cluster, "a")
+        let writes = 400  // some 120 KiB of records, queued within the interval
+        for i in 1...writes {
+            let grant = try #require(a.tryCoordinateImmediately(write("d/\(long)\(i)"), origin: origin), "write \(i) was not local")
+            grant.didChange(path("d/\(long)\(i)"))
+            grant.release()
+        }
+        // b's write recalls a's right on d: granted once a's records are in etcd, all told first.
+        let granted = LoggedGrant(cluster.coordinator("b"), "d/\(long)1", cluster.journal)
+        #expect(await eventually(10) { granted.access != nil }, "b's write was not granted")
+        let told = cluster.journal.all.filter { $0.hasPrefix("b:dropCaches(changed d/") }
+        #expect(told == (0...writes).map { "b:dropCaches(changed d/\(long)\($0))" }, "b heard \(told.count) of \(writes + 1)")
+        let grantedAt = cluster.journal.index("b:granted d/\(long)1") ?? -1
+        #expect((cluster.journal.index("b:dropCaches(changed d/\(long)\(writes))") ?? Int.max) < grantedAt, "b went on before it heard a's last record")
+        granted.access?.release()
+        let puts = try await recordPuts(cluster, "a") - before
+        #expect(puts >= 8, "\(puts) puts: each at most 16 KiB")
+    }
 }
 
 /// A write of `name` requested on node `node`'s coordinator; its grant is logged in the journal

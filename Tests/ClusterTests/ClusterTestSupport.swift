@@ -60,13 +60,15 @@ final class TestCluster: @unchecked Sendable {
     func add(_ name: String, ttl: Int64 = 3, unreachable: UnreachablePolicy = .fail, folderRights: Bool = true,
              failoverWait: Double = 5, recordInterval: Double = ClusterConfiguration.defaultRecordInterval,
              unpresentedRecordInterval: Double = ClusterConfiguration.defaultUnpresentedRecordInterval,
+             maxRecordBatchBytes: Int = ClusterConfiguration.defaultMaxRecordBatchBytes,
              policy: CoordinationPolicy = CoordinationPolicy(askDeadline: .seconds(2), waitDeadline: .seconds(20)),
              through: (any ClusterStore)? = nil) async throws -> ClusterNode {
         let clock = self.clock
-        let config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
+        var config = ClusterConfiguration(node: name, prefix: "test/cluster", leaseTTL: ttl, unreachable: unreachable,
                                           folderRights: folderRights, failoverWait: failoverWait, recordInterval: recordInterval,
                                           unpresentedRecordInterval: unpresentedRecordInterval,
                                           clock: { clock.now })
+        config.maxRecordBatchBytes = maxRecordBatchBytes
         let node = ClusterNode(store: through ?? store, configuration: config)
         let coordinator = Coordinator(configuration: CoordinatorConfiguration(defaultPolicy: policy))
         let tap = Tap(node: node)
