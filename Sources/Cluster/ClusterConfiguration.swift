@@ -160,6 +160,11 @@ public protocol ClusterHost: AnyObject, Sendable {
     /// An access of this node changed these items (its presenters heard; its record goes to the
     /// other nodes).
     func clusterChangedHere(_ changes: [AccessChange])
+    /// These paths, presented on another node, may name another file now (a presenter came, went
+    /// or moved, or the item changed): a file with several names finds its presented names by
+    /// what the presented paths name (`PresentedInodes`). May be called with the node's lock held:
+    /// takes note only.
+    func clusterPresentedItemsMayHaveChanged(_ paths: [ItemPath])
 }
 
 extension ClusterHost {
@@ -169,6 +174,7 @@ extension ClusterHost {
     public func clusterChangeBegins(_ intents: [FileAccessIntent]) {}
     public func clusterChangeEnded(_ intents: [FileAccessIntent], told: Bool) {}
     public func clusterChangedHere(_ changes: [AccessChange]) {}
+    public func clusterPresentedItemsMayHaveChanged(_ paths: [ItemPath]) {}
 }
 
 /// One step of the cluster's coordination, as etcd ordered it (`coordfs watch --cluster`).

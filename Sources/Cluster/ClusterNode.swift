@@ -526,8 +526,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         // The publisher is started here only when it is not running (it is, most of the time,
         // while accesses stream: paced, it takes what they append when its interval is over).
         let start = (!state.changeRecords.isEmpty || !state.ops.isEmpty) && claimFlush()
+        let marked = presentedElsewhereAt(changes)
         lock.unlock()
         if start { Task.detached { [self] in await flushLoop() } }
+        if !marked.isEmpty { host?.clusterPresentedItemsMayHaveChanged(marked) }
         if !changes.isEmpty { host?.clusterChangedHere(changes) }
     }
 
@@ -548,6 +550,28 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         lock.withLock { (state.presentersAt[path] ?? [:]).contains { $0.key != name && $0.value > 0 } }
     }
 
+    public var hasPresentersElsewhere: Bool {
+        lock.withLock { (state.presenceBelow[.root] ?? [:]).contains { $0.key != name && $0.value > 0 } }
+    }
+
+    public func presentedPathsElsewhere() -> [ItemPath] {
+        lock.withLock { state.presentersAt.compactMap { path, counts in counts.contains { $0.key != name && $0.value > 0 } ? path : nil } }
+    }
+
+    /// The items of `changes` another node presents (with the lock held): the file their name
+    /// gives may be another one now (a file with several names finds its presented names by it).
+    func presentedElsewhereAt(_ changes: [AccessChange]) -> [ItemPath] {
+        guard (state.presenceBelow[.root] ?? [:]).contains(where: { $0.key != name && $0.value > 0 }) else { return [] }
+        var out: [ItemPath] = []
+        for c in changes {
+            switch c {
+            case .changed(let p), .deleted(let p), .subitemAppeared(let p): out.append(p)
+            case .moved(let a, let b): out += [a, b]
+            }
+        }
+        return out.filter { (state.presentersAt[$0] ?? [:]).contains { $0.key != name && $0.value > 0 } }
+    }
+
     /// A change this node made outside any coordinated access, told now (a new file once it
     /// outlived the save window, after its accesses ended; anything the daemon changed on its own
     /// behalf without one): a change record of its own, as an access's, with no fencing token (no
@@ -564,8 +588,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             wakePublisher()
         }
         let start = claimFlush()
+        let marked = presentedElsewhereAt(changes)
         lock.unlock()
         if start { Task.detached { [self] in await flushLoop() } }
+        if !marked.isEmpty { host?.clusterPresentedItemsMayHaveChanged(marked) }
         host?.clusterChangedHere(changes)
     }
 
@@ -1290,6 +1316,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             countPresenter(entry.node, entry.path, -1)
             state.presenterKeys[key] = (entry.node, path)
             countPresenter(entry.node, path, 1)
+            if entry.node != name { host?.clusterPresentedItemsMayHaveChanged([entry.path, path]) }
         }
         guard below[name] != nil else { return }
         for (id, value) in state.presenters {
@@ -1786,6 +1813,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             if let old = state.presenterKeys[key] { countPresenter(old.node, old.path, -1) }
             state.presenterKeys[key] = (n, path)
             countPresenter(n, path, 1)
+            if n != name { host?.clusterPresentedItemsMayHaveChanged([path]) }
             step(n, "presents", path)
             // Records waiting for the longer interval may concern it: they go within `recordInterval`.
             if n != name && !state.changeRecords.isEmpty && !state.recordsUrgent {
@@ -1795,6 +1823,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         case (.presenter, .delete):
             if let old = state.presenterKeys.removeValue(forKey: key) {
                 countPresenter(old.node, old.path, -1)
+                if old.node != name { host?.clusterPresentedItemsMayHaveChanged([old.path]) }
                 step(old.node, "no longer presents", old.path)
             }
         case (.right(let path, let n), .put(let kv)):
@@ -1927,6 +1956,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 guard !changes.isEmpty else { continue }
                 let origin = r.origin.origin(node: node)
                 let asked = viaProxy.contains(r.serial)
+                let marked = lock.withLock { presentedElsewhereAt(changes) }
+                if !marked.isEmpty { host?.clusterPresentedItemsMayHaveChanged(marked) }
                 host?.clusterDropCaches(changes)
                 let heard = host?.clusterDidChange(changes, origin: origin, asked: asked) ?? []
                 // Presenters asked through a proxy hear it from the proxy's release, after their

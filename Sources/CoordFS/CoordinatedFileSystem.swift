@@ -195,22 +195,22 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// with several names a look-up by its inode (`PresentedInodes`: the presented paths changed
     /// since are looked at again, then each of the file's presented names once).
     func presentedName(of node: BackingNode, else p: ItemPath) -> ItemPath {
-        guard node.type == S_IFREG, coordinator.hasPresenters,
+        guard node.type == S_IFREG, coordinator.hasPresentersAnywhere,
               case .success(let found) = node.withDescriptor({ fd -> stat? in
                   var st = stat()
                   return fstat(fd, &st) == 0 ? st : nil
-              }), let st = found, st.st_nlink > 1, !coordinator.isPresented(p) else { return p }
+              }), let st = found, st.st_nlink > 1, !coordinator.isPresentedAnywhere(p) else { return p }
         return presentedNames(of: st).first ?? p
     }
 
     /// The presented paths that are names of the regular file `st` (hard links), in path order.
     func presentedNames(of st: stat) -> [ItemPath] {
-        guard st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1, coordinator.hasPresenters else { return [] }
+        guard st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1, coordinator.hasPresentersAnywhere else { return [] }
         let file = PresentedInodes.File(st)
-        let candidates = presentedInodes.names(of: file, presented: { coordinator.presentedPaths() },
-                                               look: { q in coordinator.isPresented(q) ? backingFile(at: q) : nil })
-        // Each still presented and still that file now.
-        return candidates.filter { coordinator.isPresented($0) && backingFile(at: $0) == file }.sorted()
+        let candidates = presentedInodes.names(of: file, presented: { coordinator.presentedPathsAnywhere() },
+                                               look: { q in coordinator.isPresentedAnywhere(q) ? backingFile(at: q) : nil })
+        // Each still presented (here or, in a cluster, on another node) and still that file now.
+        return candidates.filter { coordinator.isPresentedAnywhere($0) && backingFile(at: $0) == file }.sorted()
     }
 
     /// The regular file at `q` in the backing folder, by its path from the root (nil: none there).

@@ -83,6 +83,10 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
         echoes?.changedHere(changes.flatMap(Self.paths))
     }
 
+    func clusterPresentedItemsMayHaveChanged(_ paths: [ItemPath]) {
+        daemon?.coordinated?.presentedInodes.mark(paths)
+    }
+
     private static func paths(_ c: AccessChange) -> [ItemPath] {
         switch c {
         case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]

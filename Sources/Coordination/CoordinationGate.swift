@@ -39,6 +39,12 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// Whether a presenter elsewhere presents `path` itself. Never waits.
     func isPresentedElsewhere(_ path: ItemPath) -> Bool
 
+    /// Whether any presenter elsewhere presents anything. Never waits.
+    var hasPresentersElsewhere: Bool { get }
+
+    /// The paths presenters elsewhere present (each once). Never waits.
+    func presentedPathsElsewhere() -> [ItemPath]
+
     /// A change made here outside any coordinated access is told now (a new file's appearance, told
     /// once it outlived the save window after its accesses ended; a change the daemon made on its
     /// own behalf; one announced after its access ended): the other nodes hear of it as of an
@@ -50,5 +56,7 @@ public protocol CoordinationGate: AnyObject, Sendable {
 extension CoordinationGate {
     public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }
+    public var hasPresentersElsewhere: Bool { false }
+    public func presentedPathsElsewhere() -> [ItemPath] { [] }
     public func changedOutsideAccess(_ changes: [AccessChange], origin: AccessOrigin) {}
 }

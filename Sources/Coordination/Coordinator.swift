@@ -326,6 +326,16 @@ public final class Coordinator: @unchecked Sendable {
         isPresented(path) || gate?.isPresentedElsewhere(path) == true
     }
 
+    /// Whether any presenter is registered here or, in a cluster, on another node.
+    public var hasPresentersAnywhere: Bool { hasPresenters || gate?.hasPresentersElsewhere == true }
+
+    /// The paths presented here or, in a cluster, on another node (each once).
+    public func presentedPathsAnywhere() -> [ItemPath] {
+        let elsewhere = gate?.presentedPathsElsewhere() ?? []
+        if elsewhere.isEmpty { return presentedPaths() }
+        return Array(Set(presentedPaths() + elsewhere))
+    }
+
     /// Records `item(at:willMoveTo:)` as an event.
     func announceWillMove(from: ItemPath, to: ItemPath, during access: CoordinatedAccess?, origin: AccessOrigin) {
         lock.withLock { emit(access?.id, origin, .willMove(from: from, to: to)) }
