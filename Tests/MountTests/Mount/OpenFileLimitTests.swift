@@ -194,7 +194,4 @@ final class OpenFileLimitTests: MountTestCase {
         }
     }
 
-    private func daemonLog() -> String {
-        (try? String(contentsOfFile: fixture.backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
-    }
 }
