@@ -2,6 +2,7 @@ import Coordination
 import Dispatch
 import DocumentStore
 import Glibc
+import Linux
 import LinuxGNU
 import Synchronization
 
@@ -24,12 +25,12 @@ struct ProcessKey: Hashable, Sendable {
 /// or nil when there is no such process.
 func processStart(_ pid: pid_t) -> UInt64? {
     guard pid > 0 else { return nil }
-    guard pidfsInodes else { return processStartTime(pid) }
+    guard pidfsInodes else { return ProcessLife.startTime(pid) }
     let fd = LinuxCalls.pidfdOpen(pid)
-    guard fd >= 0 else { return errno == ESRCH ? nil : processStartTime(pid) }
+    guard fd >= 0 else { return errno == ESRCH ? nil : ProcessLife.startTime(pid) }
     defer { close(fd) }
     var st = stat()
-    return fstat(fd, &st) == 0 ? UInt64(st.st_ino) : processStartTime(pid)
+    return fstat(fd, &st) == 0 ? UInt64(st.st_ino) : ProcessLife.startTime(pid)
 }
 
 /// True when pidfds of two processes have two inode numbers (pidfs); before it, every pidfd was the
@@ -41,41 +42,6 @@ private let pidfsInodes: Bool = {
     guard mine >= 0, first >= 0, fstat(mine, &a) == 0, fstat(first, &b) == 0 else { return false }
     return a.st_ino != b.st_ino
 }()
-
-/// Field 22 (`starttime`) of `/proc/PID/stat`, or nil when the process is gone. The command name
-/// (field 2) may hold spaces and parentheses: fields are counted after its last `)`.
-func processStartTime(_ pid: pid_t) -> UInt64? {
-    guard pid > 0 else { return nil }
-    let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> UInt64? in
-        let n = read(fd, buf.baseAddress, 1024)
-        guard n > 0 else { return nil }
-        return parseStartTime(UnsafeBufferPointer(rebasing: buf[0..<n]))
-    }
-}
-
-/// The start time in a `/proc/PID/stat` line (the 20th field after the command's closing `)`).
-func parseStartTime<C: BidirectionalCollection>(_ line: C) -> UInt64? where C.Element == UInt8 {
-    guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-    var field = 2, value: UInt64 = 0, inField = false
-    for byte in line[line.index(after: close)...] {
-        if byte == UInt8(ascii: " ") {
-            if inField {
-                if field == 22 { return value }
-                inField = false
-            }
-            continue
-        }
-        if !inField { inField = true; field += 1; value = 0 }
-        if field == 22 {
-            guard byte >= 48 && byte <= 57 else { return nil }
-            value = value &* 10 &+ UInt64(byte - 48)
-        }
-    }
-    return inField && field == 22 ? value : nil
-}
 
 /// Every live process that opened a document for reading through the mount is an *implicit reader*
 /// of the version it read: the file's identity (device, inode, size, mtime: no copy), per process

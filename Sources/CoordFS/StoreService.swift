@@ -112,9 +112,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         writePolicy = CoordinationPolicy(
             askDeadline: .nanoseconds(Int64(coordination.askTimeout * 1e9)), onAskTimeout: coordination.strict ? .strict : .proceed,
             waitDeadline: .nanoseconds(Int64(coordination.writeWait * 1e9)))
-        var boot = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &boot)
-        instance = "coordfs-\(getpid())-\(boot.tv_sec)"
+        instance = Self.instanceName(pid: getpid(), start: ProcessLife.startTime(getpid()) ?? 0)
         let store: DocumentStore
         do {
             store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: Self.configuration(options, userPins))
@@ -176,16 +174,30 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
     }
 
+    /// The prefix of a daemon's presenter names: `coordfs-PID-START-BOOT`, its pid, its start time
+    /// (clock ticks after boot, `ProcessLife.startTime`) and the boot's id (without its dashes).
+    static func instanceName(pid: pid_t, start: UInt64) -> String {
+        "coordfs-\(pid)-\(start)-\(NodeMountRecord.bootID().filter { $0 != "-" })"
+    }
+
+    /// Whether the daemon whose presenter name this is still runs: in this boot, its pid held by the
+    /// process that started when it did (a pid handed out again after a crash is another process),
+    /// and not this one (a daemon's presenters never outlive it). Names of older daemons
+    /// (`coordfs-PID-BOOTSECONDS`) name none that runs.
+    static func daemonRuns(named name: StorePresenterID) -> Bool {
+        let parts = name.rawValue.split(separator: "/").first?.split(separator: "-") ?? []
+        guard parts.count == 4, parts[0] == "coordfs", let pid = pid_t(parts[1]), let start = UInt64(parts[2]),
+              pid != getpid(), parts[3] == NodeMountRecord.bootID().filter({ $0 != "-" }) else { return false }
+        return ProcessLife.isRunning(pid, startedAt: start)
+    }
+
+    /// At start: the interests of presenters whose daemon is gone (crashed, killed) are dropped,
+    /// their bases released to retention; their open conflicts stay. Another live daemon on the same
+    /// backing keeps its own.
     private func dropPresentersOfGoneDaemons(_ store: DocumentStore) {
         guard let names = try? store.presenters() else { return }
-        for name in names where !name.rawValue.hasPrefix(instance + "/") {
-            // "coordfs-PID-BOOT/presenter#N": another live daemon on the same backing keeps its own.
-            let parts = name.rawValue.split(separator: "/").first?.split(separator: "-") ?? []
-            if parts.count == 3, parts[0] == "coordfs", let pid = pid_t(parts[1]), pid != getpid(), ProcessLife.isRunning(pid) {
-                continue
-            }
-            _ = try? store.unregisterAll(name)
-        }
+        let gone = names.filter { !$0.rawValue.hasPrefix(instance + "/") && !Self.daemonRuns(named: $0) }
+        _ = try? store.unregisterAll(gone)
     }
 
     // MARK: Presenters

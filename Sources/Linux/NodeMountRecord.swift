@@ -2,13 +2,16 @@ import Glibc
 import NameBytes
 
 /// A cluster node's mount record, `BACKING/.coordfs/nodes/NODE/mount` (docs/cluster.md, "State
-/// folders"): the boot it was written in, the daemon's pid and the mount point. Several hosts (or
+/// folders"): the boot it was written in, the daemon's pid and start time, and the mount point. Several hosts (or
 /// several nodes on one host) mount one shared folder, each with its own state folder; the mount
 /// table names only the backing folder, and the record tells which node's state folder belongs to
 /// a mount point. The daemon writes it after mounting and removes it when it ends cleanly.
 public struct NodeMountRecord: Equatable, Sendable {
     public var bootID: String
     public var pid: pid_t
+    /// The daemon's start time (`ProcessLife.startTime`; nil in a record of an older daemon): its pid
+    /// held by a process that started at another time is not the daemon.
+    public var start: UInt64?
     public var mountpoint: String
     /// The record's modification time (seconds): the newest wins among dead daemons' records.
     public var modified: Int
@@ -19,7 +22,7 @@ public struct NodeMountRecord: Equatable, Sendable {
     public static let nodesFolder = ".coordfs/nodes"
 
     /// Its daemon runs (on this host, in this boot).
-    public var isAlive: Bool { bootID == Self.bootID() && ProcessLife.isRunning(pid) }
+    public var isAlive: Bool { bootID == Self.bootID() && ProcessLife.isRunning(pid, startedAt: start) }
 
     /// This kernel's boot (`/proc/sys/kernel/random/boot_id`): a record of another host, or of this
     /// one before a reboot, never names a mount here.
@@ -29,7 +32,9 @@ public struct NodeMountRecord: Equatable, Sendable {
 
     /// Writes the record of this process's mount at `mountpoint` into the state folder `folder`.
     public static func write(in folder: String, mountpoint: String) {
-        let bytes = Array("\(bootID())\n\(getpid())\n".utf8) + mountpoint.nameBytes
+        let me = getpid()
+        let start = ProcessLife.startTime(me).map { " \($0)" } ?? ""
+        let bytes = Array("\(bootID())\n\(me)\(start)\n".utf8) + mountpoint.nameBytes
         let path = folder + "/" + fileName, temporary = path + ".new"
         let fd = temporary.withNameCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { return }
@@ -52,10 +57,13 @@ public struct NodeMountRecord: Equatable, Sendable {
         let path = folder + "/" + fileName
         guard let bytes = readWholeFileBytes(path) else { return nil }
         let lines = bytes.split(separator: 0x0A, maxSplits: 2, omittingEmptySubsequences: false)
-        guard lines.count == 3, let pid = pid_t(String(decoding: lines[1], as: UTF8.self)), pid > 0 else { return nil }
+        // "PID START" (an older daemon's record: "PID").
+        let process = lines.count == 3 ? lines[1].split(separator: 0x20, maxSplits: 1).map { String(decoding: $0, as: UTF8.self) } : []
+        guard process.count >= 1, let pid = pid_t(process[0]), pid > 0 else { return nil }
+        let start = process.count == 2 ? UInt64(process[1]) : nil
         var st = stat()
         _ = path.withNameCString { stat($0, &st) }
-        return NodeMountRecord(bootID: String(decoding: lines[0], as: UTF8.self), pid: pid,
+        return NodeMountRecord(bootID: String(decoding: lines[0], as: UTF8.self), pid: pid, start: start,
                                mountpoint: String(nameBytes: lines[2]), modified: Int(st.st_mtim.tv_sec))
     }
 

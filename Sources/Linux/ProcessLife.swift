@@ -8,14 +8,56 @@ public enum ProcessLife {
     /// is init, which here takes 1 to 2 s). A thread-group leader shows `Z` as soon as its own
     /// thread exits while its other threads may still hold the files: that counts as running. A
     /// process whose state this user cannot read (procfs's `hidepid`) counts as running.
-    public static func isRunning(_ pid: pid_t) -> Bool {
+    ///
+    /// `startedAt`: the process's start time as recorded (``startTime(_:)``): a process that now
+    /// has `pid` but started at another time is another process (the kernel handed the pid out
+    /// again), and the recorded one is gone. Nil: the pid alone decides.
+    public static func isRunning(_ pid: pid_t, startedAt start: UInt64? = nil) -> Bool {
         guard pid > 0 else { return false }
         if kill(pid, 0) != 0 && errno == ESRCH { return false }
         guard let stat = readWholeFileBytes("/proc/\(pid)/stat") else { return kill(pid, 0) == 0 || errno == EPERM }
+        if let start, let now = parseStartTime(stat), now != start { return false }
         guard let close = stat.lastIndex(of: UInt8(ascii: ")")), close + 2 < stat.count else { return true }
         let state = stat[close + 2]
         guard state == UInt8(ascii: "Z") || state == UInt8(ascii: "X") else { return true }
         return threadCount(pid) > 1
+    }
+
+    /// When process `pid` started: field 22 (`starttime`) of `/proc/PID/stat`, in clock ticks after
+    /// boot; nil when there is no such process (or its stat cannot be read). With the pid it tells a
+    /// process from any other that had or will have its pid in this boot.
+    public static func startTime(_ pid: pid_t) -> UInt64? {
+        guard pid > 0 else { return nil }
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> UInt64? in
+            let n = read(fd, buf.baseAddress, 1024)
+            guard n > 0 else { return nil }
+            return parseStartTime(UnsafeBufferPointer(rebasing: buf[0..<n]))
+        }
+    }
+
+    /// The start time in a `/proc/PID/stat` line: the 20th field after the command's last `)` (the
+    /// command name, field 2, may hold spaces and parentheses).
+    public static func parseStartTime<C: BidirectionalCollection>(_ line: C) -> UInt64? where C.Element == UInt8 {
+        guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var field = 2, value: UInt64 = 0, inField = false
+        for byte in line[line.index(after: close)...] {
+            if byte == UInt8(ascii: " ") {
+                if inField {
+                    if field == 22 { return value }
+                    inField = false
+                }
+                continue
+            }
+            if !inField { inField = true; field += 1; value = 0 }
+            if field == 22 {
+                guard byte >= 48 && byte <= 57 else { return nil }
+                value = value &* 10 &+ UInt64(byte - 48)
+            }
+        }
+        return inField && field == 22 ? value : nil
     }
 
     /// The threads `/proc/PID/task` lists (0 once the process is gone).

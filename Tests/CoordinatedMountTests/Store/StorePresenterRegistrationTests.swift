@@ -3,6 +3,7 @@ import Foundation
 @testable import CoordFS
 import Coordination
 import DocumentStore
+import Linux
 
 /// The store learns every presenter the coordinator registers, whoever registers it (an
 /// in-process `addFilePresenter`, the control socket), and lets go when it is removed.
@@ -35,6 +36,30 @@ final class StorePresenterRegistrationTests: StoreMountTestCase {
         XCTAssertTrue(try waitUntil { try self.store.document(atPath: "doc.txt")?.presenters.isEmpty ?? true }, "let go")
         XCTAssertEqual(try service.conflicts().map(\.id), [conflict], "its conflict stays, resolvable")
         try service.resolve(conflict, with: .reload, by: "test")
+    }
+
+    /// A daemon's presenters recorded in the store outlive it only while it runs: at start the
+    /// mount drops the interests (and so the pinned bases) of daemons that are gone, and a daemon
+    /// whose pid the kernel handed to another process after it crashed is gone. A process is its
+    /// pid and its start time: here a live `sleep` stands for a daemon that still runs (its pid and
+    /// start), and for one that had the same pid before it (its pid, another start). Before, the pid
+    /// alone decided, and the crashed daemon's presenter and its base stayed as long as the pid's
+    /// new owner ran.
+    func testPresentersOfADaemonWhosePidWasHandedOutAgainAreDropped() throws {
+        try write("doc.txt", "alpha\n")
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        other.arguments = ["60"]
+        try other.run()
+        defer { other.terminate(); other.waitUntilExit() }
+        let pid = other.processIdentifier
+        let start = try XCTUnwrap(ProcessLife.startTime(pid))
+        let running = StorePresenterID(StoreService.instanceName(pid: pid, start: start) + "/presenter#1")
+        let crashed = StorePresenterID(StoreService.instanceName(pid: pid, start: start - 1) + "/presenter#1")
+        let older = StorePresenterID("coordfs-\(pid)-\(start / 100)/presenter#1")  // an older daemon's name
+        for name in [running, crashed, older] { try store.register(name, path: "doc.txt", owner: 0) }
+        try mountAgain()
+        XCTAssertEqual(try store.presenters(), [running], "the live daemon's presenter stays, the others' are dropped")
     }
 
     func testFoldersAndMissingFilesAreNoDocuments() throws {

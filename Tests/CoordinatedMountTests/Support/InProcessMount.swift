@@ -38,10 +38,25 @@ class InProcessMountTestCase: XCTestCase {
             options.transport = t
         }
         configure(&options)
-        let plan = try MountPreflight.plan(backing: backing, mountpoint: mnt, options: options)
-        daemon = try Daemon(plan: plan)
+        mountOptions = options
+        try startDaemon()
+    }
+
+    /// The options the daemon mounts with (after ``configure(_:)``).
+    private(set) var mountOptions = MountOptions()
+
+    private func startDaemon() throws {
+        daemon = try Daemon(plan: try MountPreflight.plan(backing: backing, mountpoint: mnt, options: mountOptions))
         willStart(daemon)
         try daemon.startInProcess()
+    }
+
+    /// The daemon stopped (its presenters let go, as at an unmount) and the same folders mounted
+    /// again with the same options: what a restart of the daemon finds in its state folder.
+    func mountAgain() throws {
+        daemon.stopAndWait()
+        daemon = nil
+        try startDaemon()
     }
 
     /// Override to set up the daemon before it mounts (a cluster store, ...).
