@@ -72,15 +72,22 @@ extension ControlRequestHandler {
     }
 
     /// `register` with `unsaved`: the store must know the presenter's document now. Throws (and
-    /// the caller unregisters) when it is no document.
-    func registerUnsaved(_ id: PresenterID, path: MountPath) throws(ProtocolError) {
+    /// the caller unregisters) when it is no document. Returns the conflict it took over (its user's
+    /// gone presenter's on the document), to be told once the presenter is registered.
+    func registerUnsaved(_ id: PresenterID, path: MountPath) throws(ProtocolError) -> [ConflictID] {
         let store = try requireStore()
         do {
             try store.register(id, path: path.itemPath)
-            try store.setUnsavedChanges(id, true)
+            return try store.setUnsavedChanges(id, true)
         } catch {
             throw Self.protocolError(error, presenter: id)
         }
+    }
+
+    /// Tells the presenter of the conflicts it took over, as Foundation's
+    /// presentedItemDidGainConflictVersion: after its `registered` or `ok`, so that it knows itself.
+    func tellAdopted(_ conflicts: [ConflictID], presenter: PresenterID, _ client: ControlClientState) {
+        for conflict in conflicts { client.connection.notify(presenter, .didGainConflict(conflict)) }
     }
 
     func setUnsavedChanges(_ request: SetUnsavedChanges, _ client: ControlClientState) {
@@ -93,14 +100,16 @@ extension ControlRequestHandler {
             guard let path = coordinator.presentedPath(of: id) else {
                 throw ProtocolError(.unknownPresenter, "\(request.presenter) is no longer registered")
             }
+            let adopted: [ConflictID]
             do {
                 // Registration with the store is queued behind the coordinator's; make sure it happened.
                 try store.register(id, path: path)
-                try store.setUnsavedChanges(id, request.unsaved)
+                adopted = try store.setUnsavedChanges(id, request.unsaved)
             } catch {
                 throw Self.protocolError(error, presenter: id)
             }
             connection.send(.ok(OK(id: request.id)))
+            tellAdopted(adopted, presenter: id, client)
         } catch {
             connection.reply(to: request.id, error: error)
         }

@@ -297,9 +297,10 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         presenter.bind(id)
+        var adopted: [ConflictID] = []
         if request.unsaved {
             do {
-                try registerUnsaved(id, path: item.path)
+                adopted = try registerUnsaved(id, path: item.path)
             } catch {
                 coordinator.removeFilePresenter(id: id)  // nothing stays registered after a refusal
                 presenter.removed()
@@ -316,6 +317,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
             return
         }
         connection.send(.registered(Registered(id: request.id, presenter: id)))
+        tellAdopted(adopted, presenter: id, client)
     }
 
     private func unregister(_ request: Unregister, _ client: ControlClientState) {

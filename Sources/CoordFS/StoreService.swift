@@ -284,7 +284,11 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// Whether the presenter has unsaved changes in its document: decides between a conflict and
     /// the default action (reload, close) when the document changes underneath it.
-    public func setUnsavedChanges(_ id: PresenterID, _ hasUnsavedChanges: Bool) throws {
+    ///
+    /// Returns the open conflict it took over, if any: its user's gone presenter's on the document
+    /// (`DocumentStore.setUnsavedChanges`), now resolved as its own.
+    @discardableResult
+    public func setUnsavedChanges(_ id: PresenterID, _ hasUnsavedChanges: Bool) throws -> [ConflictID] {
         try documentStore.setUnsavedChanges(storeID(of: id), path: try currentPath(of: id).string, hasUnsavedChanges)
     }
 

@@ -75,14 +75,42 @@ extension DocumentStore {
 
     /// Whether the presenter has unsaved changes in the document (decides between a conflict and
     /// the default action when the file changes underneath it).
-    public func setUnsavedChanges(_ presenter: StorePresenterID, path: String, _ hasUnsavedChanges: Bool) throws {
+    ///
+    /// A presenter that says it has unsaved changes takes over the open conflict its user's gone
+    /// presenter left on the document (the newest, when several did): the editor that held those
+    /// changes when the file changed underneath it, registered again after its daemon crashed or
+    /// restarted, or after it reconnected. A gone presenter is one with no interest left in the store
+    /// (dropped when its daemon stopped or at the next start, or let go); a lost update is no
+    /// presenter's and stays its saver's. Returns the conflicts taken over (none or one), for the
+    /// integrator to tell the presenter; one it has already keeps it from taking another.
+    @discardableResult
+    public func setUnsavedChanges(_ presenter: StorePresenterID, path: String, _ hasUnsavedChanges: Bool) throws -> [ConflictID] {
         let (relative, _) = try resolve(path)
-        try write { db in
+        return try write { db in
             let document = try requireInterest(db, presenter, relative)
             try db.execute(
                 sql: "UPDATE interest SET hasUnsavedChanges = ? WHERE documentId = ? AND presenter = ?",
                 arguments: [hasUnsavedChanges, document.rawValue, presenter.rawValue])
+            guard hasUnsavedChanges else { return [] }
+            return try adoptConflict(db, document, presenter)
         }
+    }
+
+    /// The open conflict of a gone presenter of the same user on `document`, now `presenter`'s.
+    private func adoptConflict(_ db: Database, _ document: DocumentID, _ presenter: StorePresenterID) throws -> [ConflictID] {
+        guard let owner = try Int64.fetchOne(
+            db, sql: "SELECT ownerUid FROM interest WHERE documentId = ? AND presenter = ?", arguments: [document.rawValue, presenter.rawValue]),
+            try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM conflict WHERE documentId = ? AND presenter = ? AND state = 'open'",
+                arguments: [document.rawValue, presenter.rawValue]) == nil,
+            let id = try Int64.fetchOne(db, sql: """
+                SELECT c.id FROM conflict c WHERE c.documentId = ? AND c.state = 'open' AND c.kind != 'lostUpdate' AND c.ownerUid = ?
+                  AND c.presenter != ? AND NOT EXISTS (SELECT 1 FROM interest i WHERE i.presenter = c.presenter)
+                ORDER BY c.id DESC LIMIT 1
+                """, arguments: [document.rawValue, owner, presenter.rawValue])
+        else { return [] }
+        try db.execute(sql: "UPDATE conflict SET presenter = ? WHERE id = ?", arguments: [presenter.rawValue, id])
+        return [ConflictID(rawValue: UInt64(id))]
     }
 
     /// The presenter lets go of the document: its base is released and retention may drop it.

@@ -40,7 +40,8 @@ struct PresentCommand: ParsableCommand {
         output goes away. When the mount goes away (unmounted, or its daemon stopped or
         restarted) it says so at once (a `disconnected` line, and a message on stderr) and waits:
         once the mount is back at the same place it registers again (a new `registered` line)
-        and goes on. With --exit-when-gone it exits instead, with status 69, as soon as the
+        and goes on; with --unsaved, an open conflict it had is its own again (a didGainConflict
+        notification). With --exit-when-gone it exits instead, with status 69, as soon as the
         mount goes away.
 
         Output lines (text):

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 /// `coordfs present` when its mount goes away and comes back (issue 20, item 6).
@@ -51,6 +52,51 @@ final class PresentLifecycleTests: CLITestCase {
         XCTAssertEqual(sh("echo b > '\(mnt!)/doc.txt'").status, 0)
         XCTAssertTrue(waitFor(presenter) { $0.contains { $0.hasPrefix("notification documentChanged doc.txt") && $0.contains("action=conflict") } },
                       "a change is a conflict: \(presenter.stdout)")
+        XCTAssertEqual(presenter.stop(), 0)
+    }
+
+    /// A presenter with unsaved changes whose conflict opened before its daemon was killed
+    /// (SIGKILL) has it back once it registered again after the next mount: it is told
+    /// (`didGainConflict`, after its second `registered` line), `coordfs conflicts` lists it as the
+    /// new daemon's presenter's, and the presenter is told when `coordfs resolve` resolves it. Before,
+    /// the conflict stayed with the dead daemon's presenter: the presenter heard nothing of it,
+    /// neither at its registration nor at its resolution, and the next change opened a second one.
+    func testAConflictOpenedBeforeTheDaemonWasKilledIsThePresentersAgainAfterTheRemount() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
+        try mount()
+        let presenter = try present(["--unsaved"])
+        XCTAssertEqual(sh("echo b > '\(mnt!)/doc.txt'").status, 0)
+        let gained = { (lines: [String]) in lines.filter { $0.hasPrefix("notification didGainConflict doc.txt conflict=") } }
+        XCTAssertTrue(waitFor(presenter) { gained($0).count == 1 }, "the conflict opened: \(presenter.stdout)")
+        let conflict = try XCTUnwrap(gained(presenter.lines).first?.split(separator: "=").last.map(String.init))
+
+        let first = try XCTUnwrap(daemonPID())
+        XCTAssertEqual(kill(first, SIGKILL), 0)
+        XCTAssertTrue(ProcessEnd.wait(first, timeout: 10), "daemon \(first) gone")
+        XCTAssertTrue(waitFor(presenter, timeout: 3) { $0.contains("disconnected doc.txt") }, presenter.stdout)
+        try mount()  // cleans the stale mount first
+        let second = try XCTUnwrap(daemonPID())
+        XCTAssertTrue(waitFor(presenter) { lines in
+            guard let again = lines.lastIndex(where: { $0.hasPrefix("registered presenter#") }), lines.filter({ $0.hasPrefix("registered") }).count == 2 else { return false }
+            return lines[again...].contains("notification didGainConflict doc.txt conflict=\(conflict)")
+        }, "told of its conflict once registered again: \(presenter.stdout) \(presenter.stderr)")
+
+        let listed = coordfs("conflicts", mnt, "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        let rows = listed.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(rows.count, 1, "one conflict: \(listed.stdout)")
+        XCTAssertEqual((rows.first?["id"] as? NSNumber)?.stringValue, conflict)
+        XCTAssertTrue((rows.first?["presenter"] as? String)?.hasPrefix("coordfs-\(second)-") == true, "the new daemon's presenter's: \(listed.stdout)")
+
+        // Another change under it folds into the same conflict.
+        XCTAssertEqual(sh("echo c > '\(mnt!)/doc.txt'").status, 0)
+        XCTAssertTrue(waitFor(presenter) { $0.filter { $0.hasPrefix("notification documentChanged doc.txt") }.count == 2 }, presenter.stdout)
+        XCTAssertEqual(coordfs("conflicts", mnt, "--json").lines.count, 1, "still one conflict")
+
+        let resolved = coordfs("resolve", mnt + "/doc.txt", "--reload")
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        XCTAssertTrue(waitFor(presenter) { $0.contains("notification didResolveConflict doc.txt conflict=\(conflict) resolution=reload") },
+                      "told of the resolution: \(presenter.stdout)")
         XCTAssertEqual(presenter.stop(), 0)
     }
 

@@ -51,6 +51,35 @@ final class ConflictOwnerTests: XCTestCase {
         XCTAssertNil(try XCTUnwrap(open.first { $0.presenter == bob }).owner)
     }
 
+    /// A presenter with unsaved changes takes over the open conflict its user's gone presenter left
+    /// on the document (the editor registered again after its daemon crashed): one, the newest; never
+    /// another user's, a live presenter's, a lost update, or one when it has its own.
+    func testAPresenterWithUnsavedChangesTakesOverItsUsersGonePresentersConflict() throws {
+        try f.write("doc.txt", "base\n")
+        let carol = StorePresenterID("coordfs-1-1/presenter#3")
+        try f.store.register(alice, path: "doc.txt", owner: 65534)
+        try f.store.register(bob, path: "doc.txt", owner: 1000)
+        try f.store.register(carol, path: "doc.txt", owner: 65534)
+        for p in [alice, bob, carol] { try f.store.setUnsavedChanges(p, path: "doc.txt", true) }
+        let opened = Dictionary(uniqueKeysWithValues: try change("theirs\n").map { ($0.presenter, $0.id) })
+        // Carol still presents; alice and bob are gone (their daemon died, the next start dropped them).
+        try f.store.unregisterAll([alice, bob])
+        let again = StorePresenterID("coordfs-2-2/presenter#1"), other = StorePresenterID("coordfs-2-2/presenter#2")
+        try f.store.register(again, path: "doc.txt", owner: 65534)
+        XCTAssertEqual(try f.store.setUnsavedChanges(again, path: "doc.txt", false), [], "nothing unsaved: nothing to resolve with")
+        XCTAssertEqual(try f.store.setUnsavedChanges(again, path: "doc.txt", true), [try XCTUnwrap(opened[alice])])
+        XCTAssertEqual(try f.store.conflict(try XCTUnwrap(opened[alice])).presenter, again)
+        XCTAssertEqual(try f.store.conflict(try XCTUnwrap(opened[alice])).owner, 65534, "still its user's")
+        XCTAssertEqual(try f.store.setUnsavedChanges(again, path: "doc.txt", true), [], "it has one already")
+        try f.store.register(other, path: "doc.txt", owner: 65534)
+        XCTAssertEqual(try f.store.setUnsavedChanges(other, path: "doc.txt", true), [], "none left of its user's gone presenters")
+        XCTAssertEqual(try f.store.conflict(try XCTUnwrap(opened[bob])).presenter, bob, "another user's stays")
+        XCTAssertEqual(try f.store.conflict(try XCTUnwrap(opened[carol])).presenter, carol, "a live presenter's stays")
+        // The next change folds into the conflict taken over: still one for the presenter.
+        let next = try change("later\n").filter { $0.presenter == again }
+        XCTAssertEqual(next.map(\.id), [try XCTUnwrap(opened[alice])])
+    }
+
     func testALostUpdateBelongsToItsSaver() throws {
         try f.write("doc", "a\n")
         let read = try XCTUnwrap(f.identity("doc"))
