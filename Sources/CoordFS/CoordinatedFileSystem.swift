@@ -901,9 +901,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 plan = policy.rename(facts)
             }
         }
+        let swapSaved = facts.swapSavedDocument
         withAccess(request, plan.intents, origin: who, write: true) { [self, plan, held, settled] req, grant in
             let save = LostUpdates.RenameSave(src: src, dst: dst, srcIsFile: srcKind == .file, dstIsFile: dstKind == .file,
-                                              dstExists: dstKind != nil, flags: flags)
+                                              dstExists: dstKind != nil, flags: flags, swapSaved: swapSaved)
             req.reply(perform(plan, grant, adopted: held, settled: settled) {
                 if let refused = lostUpdates.beforeRename(save, by: who) { return refused }
                 let e = bytes.withCString { a in newBytes.withCString { b in loopback.renameItem(parent: from, name: a, newParent: to, newName: b, flags: flags) } }

@@ -198,24 +198,49 @@ final class LostUpdates: Sendable {
         let dstIsFile: Bool
         let dstExists: Bool
         let flags: UInt32
+        /// With RENAME_EXCHANGE, the document an atomic swap save saves as the mount recognised it
+        /// (the other name held a file its caller made moments ago in a presented folder, or one of
+        /// a temp name: `OperationPolicy.Rename.swapSavedDocument`).
+        var swapSaved: ItemPath? = nil
 
         /// A file renamed over a file: a save of `dst` (temp file renamed over, `mv` over).
         var replaces: Bool { srcIsFile && dstIsFile && flags & LinuxCalls.renameExchange == 0 }
         /// A file renamed to a new name: maybe the first half of a save of `src` (renamed to a
         /// backup name, then written anew).
         var departs: Bool { srcIsFile && !dstExists && flags & LinuxCalls.renameExchange == 0 }
+        /// Two files exchanged (RENAME_EXCHANGE): each name holds the other's file now.
+        var exchangesFiles: Bool { srcIsFile && dstIsFile && flags & LinuxCalls.renameExchange != 0 }
     }
 
-    /// Before a rename (inside its access): a save over `dst`, or `src` leaving for a backup name.
+    /// The document a rename saves for `pid`: `dst` renamed over; with an exchange of two files (an
+    /// atomic swap save: the new file exchanged with the document, then removed), the swap save's
+    /// document, and where the mount could not tell it (nobody presents the folder, the new file's
+    /// name is no temp name), the one name of the two that `pid` read: the other is its new file.
+    /// Nil for a process that read both (two documents swapped: each one's contents are still
+    /// there) or neither (never read, no lost update).
+    private func saved(by r: RenameSave, _ pid: pid_t) -> ItemPath? {
+        if r.replaces { return r.dst }
+        guard r.exchangesFiles else { return nil }
+        if let document = r.swapSaved { return document }
+        let readSource = readers.readVersion(at: r.src, by: pid) != nil, readDestination = readers.readVersion(at: r.dst, by: pid) != nil
+        guard readSource != readDestination else { return nil }
+        return readSource ? r.src : r.dst
+    }
+
+    /// Before a rename (inside its access): a save of a document (renamed over, or exchanged with
+    /// the caller's new file), or `src` leaving for a backup name.
     func beforeRename(_ r: RenameSave, by origin: AccessOrigin) -> Errno? {
-        if r.replaces { return beforeSave(r.dst, by: origin, .replace) }
+        guard mode != .off else { return nil }
+        if let document = saved(by: r, origin.pid) { return beforeSave(document, by: origin, .replace) }
         if r.departs { _ = beforeSave(r.src, by: origin, .replace, mayRefuse: false) }
         return nil
     }
 
-    /// After the rename: a save over `dst` landed. (A departure waits for the new file.)
+    /// After the rename: a save of a document landed. (A departure waits for the new file.) The
+    /// saver's read records are as they were before the rename: the same document is found.
     func didRename(_ r: RenameSave, by origin: AccessOrigin) {
-        if r.replaces { didSave(r.dst, by: origin) }
+        guard mode != .off else { return }
+        if let document = saved(by: r, origin.pid) { didSave(document, by: origin) }
     }
 
     /// A write open of `origin` ended without changing the contents: no save.

@@ -302,6 +302,18 @@ public struct OperationPolicy: Hashable, Sendable {
             self.sourcePresented = sourcePresented; self.sourceObserved = sourceObserved
             self.destinationPresented = destinationPresented; self.saveInProgressAtDestination = saveInProgressAtDestination
         }
+
+        /// With `exchange`, an atomic swap save: the document saved, when one name holds a file its
+        /// caller made moments ago (nobody told of it yet) or a file of a temp name, and the other a
+        /// document (a file that is neither). The caller removes the other name next: it holds the
+        /// old version now. Nil for any other rename (two documents exchanged are a change at both).
+        public var swapSavedDocument: ItemPath? {
+            guard exchange, sourceKind == .file, destinationKind == .file else { return nil }
+            let tempSource = sourceTempName || sourceFresh == .byCaller
+            let tempDestination = destinationTempName || destinationFresh == .byCaller
+            guard tempSource != tempDestination else { return nil }
+            return tempSource ? destination : source
+        }
     }
 
     public func rename(_ op: Rename) -> Plan {
@@ -319,9 +331,8 @@ public struct OperationPolicy: Hashable, Sendable {
             // (it holds the old version now). The document's save: asked as a rename over it, one
             // did change; the other name stays the caller's temp file, as a file it made: removed
             // within save_window, nobody hears of it, kept longer, it appears then.
-            let tempDestination = destinationIsFile && (op.destinationTempName || op.destinationFresh == .byCaller)
-            if sourceIsFile, destinationIsFile, tempSource != tempDestination {
-                let (document, temp) = tempSource ? (dst, src) : (src, dst)
+            if let document = op.swapSavedDocument {
+                let temp = document == dst ? src : dst
                 let reveal = [(src, op.sourceFresh), (dst, op.destinationFresh)].compactMap { p, fresh in
                     p == document && fresh == .byAnother ? SaveStep.revealFresh(p) : nil
                 }

@@ -381,6 +381,11 @@ final class OperationPolicyTests: XCTestCase {
         }
         let folder = policy.rename(.init(source: dir, destination: doc, exchange: true, sourceKind: .directory, destinationKind: .file, sourceFresh: .byCaller))
         XCTAssertEqual(folder.done.count, 4, "a folder and a file: both changed")
+        // The document saved, as the lost-update rules see it (`LostUpdates.RenameSave`).
+        XCTAssertEqual(OperationPolicy.Rename(source: other, destination: doc, exchange: true, destinationKind: .file, sourceFresh: .byCaller).swapSavedDocument, doc)
+        XCTAssertEqual(OperationPolicy.Rename(source: doc, destination: other, exchange: true, destinationKind: .file, destinationFresh: .byCaller).swapSavedDocument, doc)
+        XCTAssertNil(OperationPolicy.Rename(source: other, destination: doc, exchange: true, destinationKind: .file).swapSavedDocument, "two documents")
+        XCTAssertNil(OperationPolicy.Rename(source: other, destination: doc, destinationKind: .file, sourceFresh: .byCaller).swapSavedDocument, "no exchange")
     }
 
     func testTempNamesAreNeverReportedByARename() {

@@ -33,6 +33,15 @@ class LostUpdateMountTestCase: StoreMountTestCase {
     elif style == "rename":
         with open(doc + ".new", "w") as f: f.write(new)
         os.replace(doc + ".new", doc)
+    elif style == "exchange":
+        # An atomic swap save: the new file exchanged with the document (renameat2 with
+        # RENAME_EXCHANGE), then removed (it holds the old version).
+        import ctypes
+        with open(doc + ".new", "w") as f: f.write(new)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.renameat2(-100, (doc + ".new").encode(), -100, doc.encode(), 2) != 0:
+            sys.exit(os.strerror(ctypes.get_errno()))
+        os.unlink(doc + ".new")
     elif style == "unlink":
         os.unlink(doc)
         with open(doc, "w") as f: f.write(new)
@@ -143,7 +152,7 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
     /// Each save style: one conflict, theirs and the base kept, the file the reader's, and a clean
     /// three-way merge brings both changes together.
     func testEverySaveStyleOverAChangeSinceTheReadIsOneConflictWithBothVersionsKept() throws {
-        for style in ["inplace", "rename", "unlink", "backup"] {
+        for style in ["inplace", "rename", "exchange", "unlink", "backup"] {
             try write("doc", "a\nb\nc\n")
             let reader = try startReader(style)
             try sh("sed -i 's/^a$/A/' doc")
@@ -165,7 +174,7 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
             XCTAssertEqual(try read("doc"), "A\nb\nC\n", "\(style): merged through the mount")
             unlink(backing + "/doc.bak")
         }
-        XCTAssertEqual(try lostUpdateRecords().count, 4, "one record per late save")
+        XCTAssertEqual(try lostUpdateRecords().count, 5, "one record per late save")
     }
 
     /// The saver is named by the process it was (pid and start) when its save lands after it
@@ -197,7 +206,7 @@ final class LostUpdateMountTests: LostUpdateMountTestCase {
     }
 
     func testNoConflictWhenNobodyElseChangedItOrTheSaverReadItAgain() throws {
-        for style in ["inplace", "rename", "unlink", "backup"] {
+        for style in ["inplace", "rename", "exchange", "unlink", "backup"] {
             try write("doc", "a\nb\nc\n")
             finish(try startReader(style))
             unlink(backing + "/doc.bak")
@@ -353,7 +362,7 @@ final class LostUpdateRefuseMountTests: LostUpdateMountTestCase {
     }
 
     func testALateSaveIsRefusedWithECANCELED() throws {
-        for style in ["inplace", "rename"] {
+        for style in ["inplace", "rename", "exchange"] {
             try write("doc", "a\nb\nc\n")
             let reader = try startReader(style)
             try sh("sed -i 's/^a$/A/' doc")
@@ -365,7 +374,7 @@ final class LostUpdateRefuseMountTests: LostUpdateMountTestCase {
         }
         XCTAssertTrue(try store.conflicts(state: nil).isEmpty)
         let records = try lostUpdateRecords()
-        XCTAssertEqual(records.map(\.details.reason), ["refused", "refused"])
+        XCTAssertEqual(records.map(\.details.reason), ["refused", "refused", "refused"])
         XCTAssertEqual(records.first?.details.errno, ECANCELED)
         // A save that first removes the document is kept, never refused (it cannot be told from a removal).
         try write("doc", "a\nb\nc\n")
