@@ -10,86 +10,31 @@ import Coordination
 /// save waited behind all of them (5 s with 60 readers and a presenter taking 0.2 s an ask). Now a
 /// read of another user than root and the presenter's own is not asked of a presenter while an ask
 /// chain of that user's to it is open: at most one such chain is ahead of root's save.
-final class OtherUsersAsksTests: ClientMountTestCase {
-    let nobody = (uid: uid_t(65534), gid: gid_t(65534))
-    static let delay = 0.5
-
-    override func configure(_ options: inout MountOptions) {
-        super.configure(&options)
-        options.allowOther = true
-        // Long enough that root's save, queued behind nobody's asks, waits for every one of them.
-        options.coordination.askTimeout = 60
-        options.coordination.writeWait = 120
-    }
-
-    private var all: [CoordinationEvent] { recorded { _ in true } }
-
-    /// Root's save through the mount (a shell's `>`), in seconds.
-    private func save(_ text: String) throws -> Double {
-        let start = Date()
-        let result = try run(["/bin/sh", "-c", "echo \(text) > \(mnt!)/doc.txt"], timeout: 300)
-        XCTAssertEqual(result.status, 0, result.output)
-        return Date().timeIntervalSince(start)
-    }
+final class OtherUsersAsksTests: OtherUsersTurnTestCase {
 
     func testAnotherUsersReadsQueueAtMostOneAskChainAheadOfRootsSave() throws {
         let bin = try Self.coordfsBinary()
         try writeBacking("doc.txt", "hello\n", mode: 0o644)
         let presenter = try start([bin, "present", mnt + "/doc.txt", "--delay", "\(Self.delay)"])
         XCTAssertTrue(eventually { self.presenterCount == 1 }, presenter.text)
-        let alone = try save("root-alone")
-
-        // 30 of nobody's processes read the document in a loop until the stop file appears.
-        let stop = root + "/stop"
+        // Each of nobody's processes reads the document over and over.
         let loop = """
         import os, sys
-        errors = 0
-        while not os.path.exists(sys.argv[2]):
+        stop, doc = sys.argv[1], sys.argv[2]
+        while not os.path.exists(stop):
             try:
-                open(sys.argv[1]).read()
+                open(doc).read()
             except OSError as e:
-                errors += 1
                 print(e, flush=True)
         """
-        var readers: [Child] = []
-        defer {
-            close(open(stop, O_CREAT | O_WRONLY, 0o644))
-            for reader in readers { wait(reader, timeout: 60) }
-        }
-        for _ in 0..<30 {
-            readers.append(try start(["/usr/bin/python3", "-c", loop, mnt + "/doc.txt", stop], user: nobody))
-        }
-        func asked(by uid: UInt32, _ events: [CoordinationEvent]) -> Int {
-            events.filter { if case .presenterAsked = $0.kind { $0.origin?.uid == uid } else { false } }.count
-        }
-        XCTAssertTrue(eventually(timeout: 60) { asked(by: 65534, self.all) >= 2 }, "nobody's reads ask root's presenter")
-        // Let nobody's reads pile up as they did before.
-        usleep(3_000_000)
-
-        let mark = all.count
-        let busy = try save("root-busy")
-        let events = Array(all[mark...])
-        // Root's save's asks, and nobody's asks answered between root's first ask and root's last answer.
-        let rootAsked = events.firstIndex { if case .presenterAsked = $0.kind { $0.origin?.uid == 0 } else { false } }
-        let rootAnswered = events.lastIndex { if case .presenterAnswered = $0.kind { $0.origin?.uid == 0 } else { false } }
-        guard let first = rootAsked, let last = rootAnswered, first < last else {
-            return XCTFail("root's save asked the presenter and had its answer: \(events.map(\.description).prefix(40))")
-        }
-        let ahead = events[first...last].filter { event in
-            if case .presenterAnswered = event.kind { event.origin?.uid == 65534 } else { false }
-        }
-        print("OtherUsersAsksTests: root's save \(alone) s without readers, \(busy) s with 30; nobody's asks answered ahead of it: \(ahead.count)")
-        XCTAssertLessThanOrEqual(ahead.count, 2, "at most one of nobody's ask chains (relinquish, save) ahead of root's save")
+        let doc = mnt + "/doc.txt"
+        let (alone, busy, ahead) = try rootsSave(alone: "echo root-alone > \(doc)", busy: "echo root-busy > \(doc)",
+                                                 program: loop, arguments: { _ in [doc] })
+        print("OtherUsersAsksTests: root's save \(alone) s without readers, \(busy) s with \(Self.processes); nobody's asks answered ahead of it: \(ahead)")
+        XCTAssertLessThanOrEqual(ahead, 2, "at most one of nobody's ask chains (relinquish, save) ahead of root's save")
         // The same as a generous bound on root's wait: without the rule it waited for every
         // queued ask of nobody's, 30 readers' worth (15 s and more at 0.5 s an ask).
         XCTAssertLessThan(busy, alone + 10 * Self.delay, "root's save took \(busy) s with nobody's readers, \(alone) s without")
-        XCTAssertGreaterThan(asked(by: 65534, all), 2, "nobody's reads still ask the presenter, one chain at a time")
-        close(open(stop, O_CREAT | O_WRONLY, 0o644))
-        for reader in readers {
-            XCTAssertEqual(wait(reader, timeout: 60), 0)
-            XCTAssertEqual(reader.text, "", "nobody's reads succeed")
-        }
-        readers = []
         XCTAssertEqual(readBacking("doc.txt"), "root-busy\n")
 
         // The event log says why nobody's reads were not asked (as `coordfs log -f` shows an

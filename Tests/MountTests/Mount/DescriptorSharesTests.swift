@@ -214,46 +214,15 @@ final class DescriptorSharesTests: MountTestCase {
     """#
 
     /// A `hog` run as `uid` under setpriv, and what it printed.
-    final class Hog {
-        let uid: uid_t
-        let pid: pid_t
-        let output: String
+    final class Hog: ScriptAsUser {
         init(uid: uid_t, file: String, socket: String, opens: Int = 30, connections: Int = 300) throws {
-            self.uid = uid
-            output = NSTemporaryDirectory() + "/coordfs-hog-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            guard let setpriv = Spawn.which("setpriv"), let python = Spawn.which("/usr/bin/python3") ?? Spawn.which("python3") else {
-                throw XCTSkip("setpriv and python3 are needed")
-            }
-            pid = try Spawn.start(setpriv, ["--reuid=\(uid)", "--regid=65534", "--clear-groups", python, "-c", DescriptorSharesTests.hog,
-                                            file, socket, "\(opens)", "\(connections)"], stdout: output, stderr: output + ".err")
+            try super.init(uid: uid, script: DescriptorSharesTests.hog, arguments: [file, socket, "\(opens)", "\(connections)"])
         }
 
         /// What it printed once done (nil when nothing came within two minutes).
         func report() -> (opens: Int, connections: Int, lastOpen: String, lastConnection: String)? {
-            let deadline = Date().addingTimeInterval(120)
-            while Date() < deadline {
-                if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
-                    let f = text.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-                    guard f.count == 4, let o = Int(f[0]), let c = Int(f[1]) else { return nil }
-                    return (o, c, f[2], f[3])
-                }
-                if kill(pid, 0) != 0 { break }
-                usleep(20_000)
-            }
-            return nil
+            guard let f = fields(4, within: 120), let o = Int(f[0]), let c = Int(f[1]) else { return nil }
+            return (o, c, f[2], f[3])
         }
-
-        var errors: String { (try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "" }
-
-        private var ended = false
-        /// Ends it and waits for it (its descriptors and connections close as it exits); once.
-        func end() {
-            guard !ended else { return }
-            ended = true
-            kill(pid, SIGKILL)
-            _ = Spawn.wait(pid, timeout: 10)
-            unlink(output); unlink(output + ".err")
-        }
-        deinit { end() }
     }
 }

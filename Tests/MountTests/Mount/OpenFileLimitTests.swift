@@ -49,44 +49,16 @@ final class OpenFileLimitTests: MountTestCase {
     """#
 
     /// A process of `uid` running `holder`, and what it printed.
-    final class Holder {
-        let pid: pid_t
-        let output: String
+    final class Holder: ScriptAsUser {
         init(uid: uid_t, path: String, count: Int, create: String = "-") throws {
-            output = NSTemporaryDirectory() + "/coordfs-openfiles-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            guard let setpriv = Spawn.which("setpriv"), let python = Spawn.which("/usr/bin/python3") ?? Spawn.which("python3") else { throw XCTSkip("setpriv and python3 are needed") }
-            pid = try Spawn.start(setpriv, ["--reuid=\(uid)", "--regid=65534", "--clear-groups", python, "-c", OpenFileLimitTests.holder,
-                                            path, "\(count)", create], stdout: output, stderr: output + ".err")
+            try super.init(uid: uid, script: OpenFileLimitTests.holder, arguments: [path, "\(count)", create])
         }
 
         /// The line it printed once its opens are done (nil when none came within a minute).
         func report() -> (opened: Int, refusal: String, create: String)? {
-            let deadline = Date().addingTimeInterval(60)
-            while Date() < deadline {
-                if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
-                    let f = text.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-                    guard f.count == 3, let n = Int(f[0]) else { return nil }
-                    return (n, f[1], f[2])
-                }
-                if kill(pid, 0) != 0 { break }
-                usleep(20_000)
-            }
-            return nil
+            guard let f = fields(3, within: 60), let n = Int(f[0]) else { return nil }
+            return (n, f[1], f[2])
         }
-
-        var errors: String { (try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "" }
-
-        private var ended = false
-        /// Ends it and waits for it (its descriptors close as it exits); once (its pid is not
-        /// signalled again after it was reaped).
-        func end() {
-            guard !ended else { return }
-            ended = true
-            kill(pid, SIGKILL)
-            _ = Spawn.wait(pid, timeout: 10)
-            unlink(output); unlink(output + ".err")
-        }
-        deinit { end() }
     }
 
     /// Root through the mount while nobody holds what it may: opens of a file (20 at once), a

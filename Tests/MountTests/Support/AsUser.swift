@@ -1,7 +1,9 @@
 // Running one operation as another user: fork, drop to the given uid/gid in the child, run the
 // operation, send the outcome back over a pipe. The child only makes syscalls and writes to the
 // pipe before `_exit`, so forking the (multithreaded) test process is safe in practice.
+import Foundation
 import Glibc
+import XCTest
 
 /// The uid/gid of `nobody` on Debian, the unprivileged user the permission tests act as.
 let nobodyUID: uid_t = 65534
@@ -52,4 +54,54 @@ func asUser(uid: uid_t = nobodyUID, gid: gid_t = nobodyGID, _ body: () -> ChildO
     let data = Array(bytes[24...])
     guard data.count == Int(header[2]) else { return ChildOutcome(outcome: .failure(ECHILD)) }
     return ChildOutcome(outcome: Outcome(ret: Int(header[0]), err: Int32(header[1])), data: data)
+}
+
+/// A Python script run as `uid` (group nobody, no supplementary groups) under setpriv, which prints
+/// one line of space-separated fields once it has done its part and then holds what it made (its
+/// descriptors, its connections) until it is ended. The tests that hold a share of the daemon's
+/// descriptors as another user subclass it to name the fields.
+class ScriptAsUser {
+    let uid: uid_t
+    let pid: pid_t
+    let output: String
+
+    init(uid: uid_t, script: String, arguments: [String]) throws {
+        self.uid = uid
+        output = NSTemporaryDirectory() + "/coordfs-as-\(uid)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        guard let setpriv = Spawn.which("setpriv"), let python = Spawn.which("/usr/bin/python3") ?? Spawn.which("python3") else {
+            throw XCTSkip("setpriv and python3 are needed")
+        }
+        pid = try Spawn.start(setpriv, ["--reuid=\(uid)", "--regid=65534", "--clear-groups", python, "-c", script] + arguments,
+                              stdout: output, stderr: output + ".err")
+    }
+
+    /// The `count` fields of the line it printed (nil when it printed something else, exited first,
+    /// or printed nothing within `timeout` seconds).
+    func fields(_ count: Int, within timeout: TimeInterval) -> [String]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: output, encoding: .utf8), text.hasSuffix("\n") {
+                let f = text.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                return f.count == count ? f : nil
+            }
+            if kill(pid, 0) != 0 { break }
+            usleep(20_000)
+        }
+        return nil
+    }
+
+    /// What it wrote to its standard error.
+    var errors: String { (try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "" }
+
+    private var ended = false
+    /// Ends it and waits for it (what it holds closes as it exits); once (its pid is not signalled
+    /// again after it was reaped).
+    func end() {
+        guard !ended else { return }
+        ended = true
+        kill(pid, SIGKILL)
+        _ = Spawn.wait(pid, timeout: 10)
+        unlink(output); unlink(output + ".err")
+    }
+    deinit { end() }
 }
