@@ -18,16 +18,20 @@ if grep -q " $mnt fuse.coordfs " /proc/mounts; then "$BIN" unmount --lazy "$mnt"
 web=""
 cleanup() { [ -n "$web" ] && kill "$web" 2>/dev/null; "$BIN" unmount --lazy "$mnt" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
-# The page (coordfs web): its URL, with its token, is printed beside the mount.
+# The page (coordfs web): its launcher file (which keeps the token off a browser's command line)
+# and its URL, with its token, to paste into a running browser, are printed beside the mount.
 weblog=$(mktemp)
 "$BIN" web "$mnt" > "$weblog" 2>&1 &
 web=$!
 url=""
-for _ in $(seq 100); do url=$(grep -o 'http://[^ ]*' "$weblog" || true); [ -n "$url" ] && break; sleep 0.1; done
+launcher=""
+for _ in $(seq 100); do launcher=$(grep -o 'file://[^ ]*' "$weblog" || true); [ -n "$launcher" ] && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*' "$weblog" || true)
 rm -f "$weblog"
 cat <<MSG
 coordfs: $backing is mounted on $mnt
-  the page:                   ${url:-(coordfs web did not start)}
+  the page:                   ${launcher:-(coordfs web did not start)}
+                              (open that file in a browser; or paste ${url:-its URL} into a running one)
   try, in another terminal:   echo hello > $mnt/notes/todo.txt
                               $BIN present $mnt/notes/todo.txt
   the event log follows here; Ctrl-C unmounts.

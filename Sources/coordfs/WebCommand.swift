@@ -8,6 +8,7 @@ import Foundation
 import Glibc
 import Linux
 import NameBytes
+import Synchronization
 
 /// `coordfs web MOUNTPOINT`: a page in the browser for what the CLI does (docs/web.md).
 struct WebCommand: ParsableCommand {
@@ -15,8 +16,13 @@ struct WebCommand: ParsableCommand {
         commandName: "web",
         abstract: "Serve a page showing a mount live: events, status, conflicts, versions, charts.",
         discussion: """
-        Prints one URL with a random token (open it in a browser on this machine) and serves until \
-        Ctrl-C or SIGTERM. The page shows the event log live (filter by path glob, kind and actor; \
+        Prints one URL with a random token and a launcher file that opens it, and serves until \
+        Ctrl-C or SIGTERM. Open the launcher (file:///...) in a browser on this machine, or paste the \
+        URL into one that is running; --open starts $BROWSER (or xdg-open) on the launcher. Never \
+        give the URL itself to a browser's command line (chromium URL, xdg-open URL): a process's \
+        arguments are readable by every local user, and the token is the page. The launcher is a \
+        file only this user can read, in a folder of its own (in $XDG_RUNTIME_DIR, or /tmp), \
+        removed when coordfs web ends. The page shows the event log live (filter by path glob, kind and actor; \
         pause), the presenters, held accesses and waiting requests (coordfs status), the open \
         conflicts with base, theirs and mine side by side, a three-way merge preview and a button \
         for each resolution coordfs resolve has, each document's kept versions as a timeline (view, \
@@ -39,6 +45,7 @@ struct WebCommand: ParsableCommand {
 
         Examples:
           coordfs web /mnt/docs
+          coordfs web /mnt/docs --open
           coordfs web /mnt/docs --listen 127.0.0.1:8765
         """
     )
@@ -48,6 +55,9 @@ struct WebCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("Where to listen: an IP address and a port (0: any free one).", valueName: "host:port"))
     var listen: String = "127.0.0.1:0"
+
+    @Flag(help: "Start $BROWSER (or xdg-open) on the launcher file, which keeps the token off its command line.")
+    var open = false
 
     func validate() throws {
         guard MetricsAddress(listen) != nil else {
@@ -88,18 +98,35 @@ struct WebCommand: ParsableCommand {
         ControlServer.raiseFileDescriptorLimit()
         let server = WebServer(backend: backend, token: token, host: address.host, port: Int(address.port), assets: assets)
         let shown = address.isIPv6 ? "[\(address.host)]" : address.host
+        let open = self.open
+        // The launcher file, removed on every way out.
+        let launcher = Mutex<WebLauncher?>(nil)
+        defer { launcher.withLock { $0?.remove() } }
         let gone: String?
         do {
             gone = try runBlocking {
                 try await server.run { port in
+                    let url = "http://\(shown):\(port)/?token=\(token.value)"
                     Stdout.line("coordfs web: \(mountPoint.displayEscaped) at")
-                    Stdout.line("    http://\(shown):\(port)/?token=\(token.value)")
+                    Stdout.line("    \(url)")
+                    // Without the launcher (or a browser for --open) the server goes on: the URL
+                    // can still be pasted into a running browser. No browser is ever given the URL.
+                    do {
+                        let made = try WebLauncher(url: url)
+                        launcher.withLock { $0 = made }
+                        Stdout.line("open it in a browser from this file (only you can read it; a browser's command line is not private):")
+                        Stdout.line("    \(made.url)")
+                        if open { try made.openInBrowser() }
+                    } catch {
+                        Stderr.print("coordfs: web: \(error)" + (open ? "" : "; paste the URL into a running browser instead"))
+                    }
                 }
             }
         } catch {
             throw CLIError("cannot serve on \(address): \(error)")
         }
         if let gone {
+            launcher.withLock { $0?.remove() }
             ControlCommandFailure(message: "web: the mount at \(mountPoint.displayEscaped) is gone (\(gone)); stopped serving", status: ControlExit.unavailable).exit()
         }
     }

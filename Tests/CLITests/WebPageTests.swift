@@ -562,4 +562,86 @@ final class WebPageTests: CLITestCase {
                        "every record the log holds from the page's first to its last is shown: missing \(Set(expected).subtracting(shown).sorted())")
     }
 
+
+    /// The page opened from the launcher file `coordfs web` prints, as a user should open it: the
+    /// file (0600 in a 0700 folder of its own, in $XDG_RUNTIME_DIR) redirects headless chromium
+    /// to the page, which goes live; meanwhile the token is in no process's command line or
+    /// environment (every local user reads those: before, the only way to open the page was the
+    /// URL, which `chromium URL` or `xdg-open URL` put there), nobody cannot read the file, and
+    /// it is gone with its folder once `coordfs web` ends. `--open` starts $BROWSER with the
+    /// file's URL only.
+    func testTheLauncherFileOpensThePageWithTheTokenInNoProcesssArguments() throws {
+        chmod(root, 0o755)
+        let runtime = root + "/runtime"
+        mkdir(runtime, 0o700)
+        try mount()
+        let (web, url, port) = try startWeb(environment: ["XDG_RUNTIME_DIR": runtime])
+        let token = String(url.split(separator: "=").last!)
+        XCTAssertTrue(pollUntil(within: 10) { web.lines.contains { $0.contains("file://") } }, web.stdout + web.stderr)
+        let fileURL = try XCTUnwrap(web.lines.first { $0.contains("file://") }).trimmingCharacters(in: .whitespaces)
+        let path = String(fileURL.dropFirst("file://".count))
+        XCTAssertTrue(path.hasPrefix(runtime + "/coordfs-web-"), path)
+        let folder = String(path[..<path.lastIndex(of: "/")!])
+        var st = stat()
+        XCTAssertEqual(lstat(path, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o7777, 0o600, "the launcher is the user's alone")
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFREG)
+        XCTAssertEqual(lstat(folder, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o7777, 0o700, "in a folder of its own")
+        XCTAssertTrue((try? String(contentsOfFile: path, encoding: .utf8))?.contains(token) == true, "it holds the URL")
+        // Nobody cannot read it, even knowing where it is (here the runtime folder is made searchable for the try).
+        chmod(runtime, 0o711)
+        let peek = run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/cat", path])
+        XCTAssertNotEqual(peek.status, 0, "\(peek)")
+        XCTAssertFalse(peek.stdout.contains(token))
+        chmod(runtime, 0o700)
+
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(fileURL)
+        XCTAssertNotNil(try browser.wait("return location.protocol === 'http:' && document.getElementById('conn') !== null && document.getElementById('conn').textContent === 'live'", timeout: 20),
+                        "the launcher leads to the page, live")
+        XCTAssertEqual(try browser.run("return location.host") as? String, "127.0.0.1:\(port)")
+        XCTAssertEqual(try browser.run("return document.referrer") as? String, "", "nothing sent as Referer")
+        try browser.run("window.answer = null; api('GET', '/api/status').then(() => { window.answer = 'ok' }, (e) => { window.answer = e.message })")
+        XCTAssertNotNil(try browser.wait("return window.answer !== null"))
+        XCTAssertEqual(try browser.run("return window.answer") as? String, "ok", "the page's API answers")
+        /// Processes whose command line or environment holds the token (pid and which).
+        func holders() -> [String] {
+            var found: [String] = []
+            let needle = Data(token.utf8)
+            for pid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int(pid) != nil {
+                for part in ["cmdline", "environ"] {
+                    if let data = FileManager.default.contents(atPath: "/proc/\(pid)/\(part)"), data.range(of: needle) != nil {
+                        found.append("\(pid) \(part): \(String(decoding: data.prefix(200), as: UTF8.self))")
+                    }
+                }
+            }
+            return found
+        }
+        XCTAssertGreaterThan(((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).count, 10, "/proc is read")
+        XCTAssertEqual(holders(), [], "no process's arguments or environment hold the token")
+
+        // --open: $BROWSER is given the launcher's URL, nothing else, and the token is in no environment.
+        let record = root + "/browser.sh"
+        FileOps.put(record, "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.args\"\nenv > \"$0.env\"\n")
+        chmod(record, 0o755)
+        let (opened, openedURL, _) = try startWeb(options: ["--open"], environment: ["XDG_RUNTIME_DIR": runtime, "BROWSER": record])
+        XCTAssertTrue(pollUntil(within: 10) { FileManager.default.fileExists(atPath: record + ".env") }, opened.stdout + opened.stderr)
+        let args = (try? String(contentsOfFile: record + ".args", encoding: .utf8)) ?? ""
+        let launched = opened.lines.first { $0.contains("file://") }?.trimmingCharacters(in: .whitespaces)
+        XCTAssertEqual(args, (launched ?? "?") + "\n", "the browser gets the launcher's URL only")
+        let openedToken = String(openedURL.split(separator: "=").last!)
+        XCTAssertFalse(args.contains(openedToken))
+        XCTAssertFalse(((try? String(contentsOfFile: record + ".env", encoding: .utf8)) ?? "").contains(openedToken))
+
+        // Ended, each takes its launcher and folder along.
+        browser.quit()
+        XCTAssertEqual(web.stop(SIGINT, timeout: 10), 0, web.stderr)
+        XCTAssertEqual(opened.stop(SIGTERM, timeout: 10), 0, opened.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "the launcher is removed")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder), "and its folder")
+        XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: runtime)) ?? []).filter { $0.hasPrefix("coordfs-web-") }, [])
+    }
+
 }

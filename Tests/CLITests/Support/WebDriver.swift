@@ -126,12 +126,20 @@ final class WebDriver {
 
 extension CLITestCase {
     /// Starts `coordfs web` on the mount (as nobody when `asNobody`; with at most `descriptors`
-    /// open files, soft and hard, when given); returns it, its URL and its port.
-    func startWeb(asNobody: Bool = false, descriptors: Int? = nil) throws -> (Child, String, UInt16) {
-        var command: [String] = [binary, "web", mnt]
+    /// open files, soft and hard, when given; with `options` after the mount and `environment`
+    /// added to the test's); returns it, its URL and its port. Its launcher file goes to a
+    /// folder of the test's (TMPDIR, no XDG_RUNTIME_DIR unless given): the teardown's SIGKILL
+    /// leaves it, and the test's folder takes it along.
+    func startWeb(asNobody: Bool = false, descriptors: Int? = nil, options: [String] = [],
+                  environment: [String: String] = [:]) throws -> (Child, String, UInt16) {
+        var command: [String] = [binary, "web", mnt] + options
         if asNobody { command = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + command }
         if let descriptors { command = ["/usr/bin/prlimit", "--nofile=\(descriptors):\(descriptors)", "--"] + command }
-        let web = try start(command[0], Array(command.dropFirst()))
+        let tmp = root + "/web-tmp"
+        mkdir(tmp, 0o1777)
+        chmod(tmp, 0o1777)
+        let web = try start(command[0], Array(command.dropFirst()),
+                            environment: ["XDG_RUNTIME_DIR": "", "TMPDIR": tmp].merging(environment) { $1 })
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if let line = web.lines.first(where: { $0.contains("http://127.0.0.1:") }) {
