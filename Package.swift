@@ -104,6 +104,8 @@ let package = Package(
                 // ServerChildChannel: a connection's first handler at its accept (PeerBounds.swift).
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                // The HTTP/1 decoder's errors and parts: a malformed request's answer (RequestBounds.swift).
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 // DocumentStore's own dependency, whose module a release build needs to see.
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -120,7 +120,8 @@ final class PeerConnections: Sendable {
 
 /// A server's child channel with `PeerBound` first in its pipeline, put there when the connection
 /// is accepted (Hummingbird's own "additional" handlers come only after a request head was read,
-/// which an idle connection never sends).
+/// which an idle connection never sends), and the bounds of a request head and the answer to a
+/// malformed one around the inner channel's HTTP decoder (`RequestBounds`).
 struct PeerBoundChannel<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let peers: PeerConnections
@@ -132,7 +133,10 @@ struct PeerBoundChannel<Inner: ServerChildChannel>: ServerChildChannel {
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
-        return inner.setup(channel: channel, logger: logger)
+        return inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            try RequestBounds.install(in: channel)
+            return value
+        }
     }
 
     func handle(value: Value, logger: Logger) async {

@@ -61,7 +61,7 @@ public struct WebServer: Sendable {
         let peers = PeerConnections()
         let app = Application(
             router: router,
-            server: HTTPServerBuilder { responder in PeerBoundChannel(peers: peers, inner: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: .init()) { request, _, _ in
+            server: HTTPServerBuilder { responder in PeerBoundChannel(peers: peers, inner: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: .init(http1: .init(httpDecoderConfiguration: RequestBounds.decoder))) { request, _, _ in
                 guard let policy = policy() else { return .dontUpgrade }
                 let (path, query) = Self.split(request.path ?? "/")
                 guard path == "/api/events" else { return .dontUpgrade }

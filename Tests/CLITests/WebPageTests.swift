@@ -644,4 +644,81 @@ final class WebPageTests: CLITestCase {
         XCTAssertEqual(((try? FileManager.default.contentsOfDirectory(atPath: runtime)) ?? []).filter { $0.hasPrefix("coordfs-web-") }, [])
     }
 
+    /// Malformed requests over raw sockets, as root and as another local user: garbage, an unknown
+    /// method, a header field of 200 KB, 200 header fields, a request line of 4 MiB and 2 MiB of
+    /// empty lines are each answered as HTTP says (400, 501, 431) at once and the connection is
+    /// closed by the server while the client keeps its end open. Before, none got an answer and
+    /// each connection stayed until the client closed it. Nobody's 150 refused connections then
+    /// leave its share free: its next request is answered.
+    func testMalformedRequestsAreAnsweredAndClosedAtOnce() throws {
+        chmod(root, 0o755)
+        try mount()
+        let (_, _, port) = try startWeb()
+        let script = #"""
+        import socket, sys, time
+        port = int(sys.argv[1])
+        host = b"Host: 127.0.0.1:%d\r\n" % port
+        cases = [
+            ("bad-header-name", b"GET / HTTP/1.1\r\n" + host + b"X\x01Y: z\r\n\r\n"),
+            ("unknown-method", b"XYZZY / HTTP/1.1\r\n" + host + b"\r\n"),
+            ("huge-header", b"GET / HTTP/1.1\r\n" + host + b"X-Big: " + b"a" * 200000 + b"\r\n\r\n"),
+            ("many-headers", b"GET / HTTP/1.1\r\n" + host + b"".join(b"X-%d: y\r\n" % i for i in range(200)) + b"\r\n"),
+            ("long-line", b"GET /" + b"a" * (4 << 20) + b" HTTP/1.1\r\n" + host + b"\r\n"),
+            ("empty-lines", b"\r\n" * (1 << 20)),
+        ]
+        def ask(data):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.settimeout(5)
+            try:
+                s.sendall(data)
+            except OSError:
+                pass
+            start, got, closed = time.time(), b"", False
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        closed = True
+                        break
+                    got += chunk
+            except OSError:
+                pass
+            elapsed = time.time() - start
+            s.close()
+            status = got.split(b"\r\n")[0].split(b" ")[1].decode() if got.startswith(b"HTTP/1.1 ") else "none"
+            return status, closed, elapsed
+        for name, data in cases:
+            status, closed, elapsed = ask(data)
+            print(name, status, "closed" if closed else "open", "%.2f" % elapsed, flush=True)
+        answered = 0
+        for _ in range(150):
+            if ask(b"\x16\x03\x01garbage\r\n\r\n")[0] == "none":
+                break
+            answered += 1
+        print("garbage-answered", answered, flush=True)
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET / HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n")
+        print("after", s.recv(100).split(b"\r\n")[0].decode(), flush=True)
+        """#
+        let expected = ["bad-header-name": "400", "unknown-method": "501", "huge-header": "431", "many-headers": "431",
+                        "long-line": "431", "empty-lines": "431"]
+        for nobody in [false, true] {
+            let who = nobody ? "nobody" : "root"
+            let command = (nobody ? ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] : []) + ["/usr/bin/python3", "-c", script, "\(port)"]
+            let r = run(command[0], Array(command.dropFirst()), timeout: 120)
+            XCTAssertEqual(r.status, 0, "\(who): \(r)")
+            var seen: [String: String] = [:]
+            for line in r.lines {
+                let f = line.split(separator: " ").map(String.init)
+                guard f.count == 4, let want = expected[f[0]] else { continue }
+                seen[f[0]] = f[1]
+                XCTAssertEqual(f[1], want, "\(who): \(line)")
+                XCTAssertEqual(f[2], "closed", "\(who): the server closed the connection: \(line)")
+                XCTAssertLessThan(Double(f[3]) ?? 99, 2.0, "\(who): at once: \(line)")
+            }
+            XCTAssertEqual(Set(seen.keys), Set(expected.keys), "\(who): \(r.stdout)")
+            XCTAssertTrue(r.stdout.contains("garbage-answered 150"), "\(who): \(r.stdout)")
+            XCTAssertTrue(r.stdout.contains("after HTTP/1.1 401"), "\(who): answered as before afterwards: \(r.stdout)")
+        }
+    }
 }

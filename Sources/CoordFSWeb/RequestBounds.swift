@@ -1,0 +1,201 @@
+import HummingbirdCore
+import NIOCore
+import NIOHTTP1
+
+/// What a client may send before a request head is whole, and the answer to one that is malformed
+/// (docs/web.md, "Security"). Hummingbird's HTTP/1 channel with its WebSocket upgrade turns off
+/// NIO's own answer to a parse error and leaves the error to a part of it that is not there
+/// before the first request head: a request of garbage, an unknown method, header fields past the
+/// decoder's limit or a request line of megabytes got no answer, and the connection stayed open
+/// until the client closed it, holding a descriptor (and a share of its peer's bound). Nothing
+/// counted the bytes the decoder skips before a request line either (empty lines, without end).
+/// Here every such request is answered as HTTP says (400, 431, 501, 505) and the connection
+/// closed at once after the answer.
+enum RequestBounds {
+    /// The request line and the header fields together, and any one of them (the decoder's limits).
+    static let maxHead = 64 << 10
+    /// Header fields in one request.
+    static let maxFields = 100
+    /// Bytes a client may send while the decoder makes nothing of them (a head not yet whole,
+    /// empty lines before one): past this the request is refused with 431. A little over
+    /// `maxHead`, so that a head the decoder would refuse is refused by the decoder, naming why.
+    static let maxUnparsed = maxHead + (4 << 10)
+
+    /// The decoder's limits for `HTTP1Channel.Configuration`.
+    static var decoder: HTTP1Channel.Configuration.DecoderConfiguration {
+        .init(maxHeaderFieldSize: maxHead, maxHeaderListSize: maxHead, maxHeaderFieldCount: maxFields)
+    }
+
+    /// Puts the two handlers in a connection's pipeline, which `HTTP1WebSocketUpgradeChannel`
+    /// has set up: the count of raw bytes right before the HTTP decoder, the answer right after it.
+    static func install(in channel: any Channel) throws {
+        let pipeline = channel.pipeline.syncOperations
+        let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        let answer = MalformedRequestAnswer()
+        try pipeline.addHandler(answer, position: .after(decoder))
+        try pipeline.addHandler(UnparsedBytesBound(answer: answer), position: .before(decoder))
+    }
+
+    /// The status a parse error is answered with, and why, in words.
+    static func refusal(_ error: HTTPParserError) -> (HTTPResponseStatus, String) {
+        switch error {
+        case .headerOverflow:
+            return (.requestHeaderFieldsTooLarge, "the request line and header fields are larger than \(maxHead >> 10) KiB or more than \(maxFields)")
+        case .invalidMethod:
+            return (.notImplemented, "an unknown request method")
+        case .invalidVersion:
+            return (.httpVersionNotSupported, "only HTTP/1.x is spoken here")
+        default:
+            return (.badRequest, "a malformed request (\(error))")
+        }
+    }
+}
+
+/// Counts the bytes read since the HTTP decoder last made a request part of them, and has the
+/// request refused once they pass `RequestBounds.maxUnparsed`. After a refusal nothing more is
+/// read into the pipeline; after an upgrade to a WebSocket it counts nothing (frames are bounded
+/// by the WebSocket handler).
+final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    private let answer: MalformedRequestAnswer
+
+    init(answer: MalformedRequestAnswer) { self.answer = answer }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if answer.upgraded { return context.fireChannelRead(data) }
+        if answer.refused { return }
+        answer.unparsed += Self.unwrapInboundIn(data).readableBytes
+        context.fireChannelRead(data)
+        if answer.unparsed > RequestBounds.maxUnparsed {
+            answer.refuse(.requestHeaderFieldsTooLarge, "more than \(RequestBounds.maxUnparsed >> 10) KiB sent before a whole request head")
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // A refused client that has read the answer and closed its end: done.
+        if answer.isAnswered, let e = event as? ChannelEvent, e == .inputClosed {
+            answer.finish()
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+/// Right after the HTTP decoder: answers a request the decoder cannot parse, or one that is too
+/// long in coming (`UnparsedBytesBound`), with a status and a line saying why, `Connection: close`,
+/// and closes the connection once the answer is written. A response already under way (to an
+/// earlier request on the connection) ends first. The parse error is not passed on: nothing after
+/// this handler answers it again. Once the connection is a WebSocket, everything passes as it is.
+final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Bytes read since the decoder last made a request part (`UnparsedBytesBound` adds, this resets).
+    var unparsed = 0
+    /// The connection is a WebSocket now.
+    private(set) var upgraded = false
+    /// The request is refused: nothing more is read, and the answer is sent once no response is under way.
+    var refused: Bool { refusal != nil }
+    private var refusal: (status: HTTPResponseStatus, message: String)?
+    /// A response's head is written and not its end.
+    private var responding = false
+    /// The refusal is written: what else would be written is dropped.
+    private var answered = false
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if upgraded { return context.fireChannelRead(data) }
+        unparsed = 0
+        if refused { return }
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !upgraded, let parse = error as? HTTPParserError {
+            let (status, message) = RequestBounds.refusal(parse)
+            return refuse(status, message)
+        }
+        // The decoder, once it failed, says so again for each later read: the refusal is on its way.
+        if refused, error is ByteToMessageDecoderError { return }
+        context.fireErrorCaught(error)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // Upgraded to a WebSocket: its frames pass as they are (this is not removed: a handler
+        // leaving the pipeline in the middle of the upgrade's write kept the 101 from the client).
+        if upgraded { return context.write(data, promise: promise) }
+        if answered {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        switch Self.unwrapOutboundIn(data) {
+        case .head(let head) where head.status == .switchingProtocols:
+            // The WebSocket's handlers take over; nothing HTTP passes here any more.
+            upgraded = true
+            context.write(data, promise: promise)
+            return
+        case .head(let head):
+            if head.status.code >= 200 { responding = true }
+            context.write(data, promise: promise)
+        case .body:
+            context.write(data, promise: promise)
+        case .end:
+            responding = false
+            context.write(data, promise: promise)
+            if refused { sendRefusal(context) }
+        }
+    }
+
+    /// Refuses the request: answered now, or once the response under way has ended.
+    func refuse(_ status: HTTPResponseStatus, _ message: String) {
+        guard refusal == nil, !upgraded else { return }
+        refusal = (status, message)
+        if !responding, let context { sendRefusal(context) }
+    }
+
+    private func sendRefusal(_ context: ChannelHandlerContext) {
+        guard let refusal, !answered else { return }
+        answered = true
+        let body = context.channel.allocator.buffer(string: "\(refusal.status.code) \(refusal.status.reasonPhrase): \(refusal.message)\n")
+        let head = HTTPResponseHead(version: .http1_1, status: refusal.status, headers: [
+            "Connection": "close", "Content-Length": "\(body.readableBytes)", "Content-Type": "text/plain; charset=utf-8",
+            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+        ])
+        context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+        context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: written)
+        // Closed for writing once the answer is out; what the client still sends is read and
+        // dropped until it closes its end (`UnparsedBytesBound`), for at most `lingering`. A close
+        // with unread bytes would make the kernel reset the connection, and a client still sending
+        // (a head of megabytes) could lose the answer.
+        let channel = context.channel
+        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            channel.close(mode: .output, promise: nil)
+            channel.eventLoop.scheduleTask(in: Self.lingering) { this.value.finish() }
+        }
+    }
+
+    /// Ends a refused connection: what follows this handler hears that the input ended (before
+    /// the first request head, NIO's upgrade handler then fails its wait as for a client that went,
+    /// which Hummingbird takes quietly; a close alone fails it as an error, which it logs), and the
+    /// connection is closed.
+    func finish() {
+        guard let context else { return }
+        context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        self.context?.close(promise: nil)
+    }
+
+    /// How long a refused connection is read (and dropped) after its answer, at most.
+    static let lingering = TimeAmount.seconds(2)
+
+    /// Whether the answer is written: the client's end closing then closes the connection.
+    var isAnswered: Bool { answered }
+}
