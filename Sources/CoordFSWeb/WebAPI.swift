@@ -65,10 +65,14 @@ struct WebAPI: Sendable {
         /// A side is larger than the page shows and merges (`WebLimits.maxDocument`): it is there,
         /// its bytes are not (empty).
         var tooLarge = false
+        /// The file is a symbolic link now (its name or a folder on its way), not followed: no
+        /// side of the file (as when deleted), and where the link is and points.
+        var link: (path: String, target: String)?
     }
 
     private func sides(_ c: ConflictInfo) async throws -> Sides {
         var tooLarge = false
+        var link: (path: String, target: String)?
         func version(_ v: VersionID?) async throws -> [UInt8]? {
             guard let v else { return nil }
             // A larger version is not read at all (its size comes with the first reply).
@@ -77,7 +81,15 @@ struct WebAPI: Sendable {
             return bytes
         }
         func file() throws -> [UInt8]? {
-            do { return try backend.current(c.path) } catch let e as WebError where e.status == 413 { tooLarge = true; return [] }
+            do {
+                switch try backend.currentFile(c.path) {
+                case .bytes(let bytes): return bytes
+                case .missing: return nil
+                case .link(let at, let target):
+                    link = (at, target)
+                    return nil
+                }
+            } catch let e as WebError where e.status == 413 { tooLarge = true; return [] }
         }
         let base = try await version(c.baseVersion)
         var s = Sides(base: base)
@@ -88,6 +100,7 @@ struct WebAPI: Sendable {
             s.theirs = try file()
         }
         s.tooLarge = tooLarge
+        s.link = link
         return s
     }
 
@@ -110,6 +123,10 @@ struct WebAPI: Sendable {
         o["baseAvailable"] = .bool(s.base != nil)
         o["theirsExists"] = .bool(s.theirs != nil)
         o["mineExists"] = .bool(s.mine != nil)
+        if let link = s.link {
+            o["link"] = .object(JSONObject(["path": .string(link.path), "target": .string(link.target),
+                                            "message": .string(WebBackend.linkMessage(link.path, link.target))]))
+        }
         if !binary {
             o["base"] = SideBySide.view(s.base ?? [], against: s.theirs ?? [])
             o["theirs"] = SideBySide.view(s.theirs ?? [], against: s.base ?? [])

@@ -3,6 +3,7 @@ import CoordFSClient
 import DocumentStore
 import EventLog
 import Glibc
+import Linux
 import NameBytes
 
 /// A reader of the mount's event log as the user who runs `coordfs web` may read it: the log's
@@ -51,27 +52,43 @@ public struct WebBackend: Sendable {
         self.watch = watch
     }
 
-    /// The file at `path` (inside the mount) as it is now, read through the mount as this user;
-    /// nil when it does not exist.
+    /// What is at `path` (inside the mount) now, read through the mount as this user, without
+    /// following a symbolic link: a link put in place of the document (or of a folder on its way)
+    /// is said to be one, and where it points is never shown or merged as the document (a
+    /// document's name is the document's, not whatever file its link names: for the document
+    /// store it was deleted). Before, the page read through it, so another user's link to a file
+    /// this user may read (root's page, for a link made in a shared folder to a root-only file)
+    /// showed that file's bytes as the document's, and into mine's editor they went.
+    enum Current {
+        case bytes([UInt8])
+        case missing
+        case link(path: String, target: String)
+    }
+
+    func currentFile(_ path: MountPath) throws -> Current {
+        let shown = path.rawValue.displayEscaped
+        switch NoLinkRead.read(path.rawValue, below: mountPoint, atMost: WebLimits.maxDocument) {
+        case .bytes(let bytes): return .bytes(bytes)
+        case .missing: return .missing
+        case .link(let at, let target): return .link(path: at, target: target)
+        case .notAFile: throw WebError(status: 409, "\(shown) is not a regular file")
+        case .tooLarge: throw WebError(status: 413, "\(shown) is larger than \(WebLimits.maxDocument) bytes")
+        case .failed(let code):
+            throw WebError(status: code == EACCES ? 403 : 500, "cannot read \(shown): \(String(cString: strerror(code)))")
+        }
+    }
+
+    /// The file's bytes now; nil when it does not exist. A link: 409, saying where it points.
     func current(_ path: MountPath) throws -> [UInt8]? {
-        let absolute = mount.absolutePath(path)
-        let fd = absolute.withNameCString { open($0, O_RDONLY | O_CLOEXEC) }
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw WebError(status: errno == EACCES ? 403 : 500, "cannot read \(path.rawValue): \(String(cString: strerror(errno)))")
+        switch try currentFile(path) {
+        case .bytes(let bytes): return bytes
+        case .missing: return nil
+        case .link(let at, let target): throw WebError(status: 409, Self.linkMessage(at, target))
         }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = read(fd, &buffer, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { throw WebError(status: 500, "cannot read \(path.rawValue): \(String(cString: strerror(errno)))") }
-            if n == 0 { break }
-            out += buffer[..<n]
-            if out.count > WebLimits.maxDocument { throw WebError(status: 413, "\(path.rawValue) is larger than \(WebLimits.maxDocument) bytes") }
-        }
-        return out
+    }
+
+    static func linkMessage(_ at: String, _ target: String) -> String {
+        "\(at.displayEscaped) is a symbolic link (to \(target.displayEscaped)), not a document: coordfs web does not follow links"
     }
 }
 

@@ -382,6 +382,71 @@ final class WebConflictTests: CLITestCase {
                        "the resolution is nobody's")
     }
 
+    /// Another user puts a symbolic link in place of its document: nobody's lost update on a
+    /// shared document, then nobody makes the document a link to root's 0600 file (inside the
+    /// mount, in a root-only folder; the daemon resolves that for root). Root's page shows the
+    /// conflict saying the file is a link and where it points, with none of that file's bytes as
+    /// mine, and the merge preview merges none of them either. Before, the page read the file
+    /// through the mount as root, following the link: root's secret stood in mine's side and
+    /// editor as nobody's document (one click of Save mine away from being written into nobody's
+    /// folder) and in the merge preview. Re-pointed out of the mount, root's `coordfs diff` says
+    /// it is a link (it said "not a regular file"); nobody's gets no byte of root's file.
+    func testALinkInPlaceOfADocumentIsSaidToBeOneAndNeverRead() throws {
+        chmod(root, 0o755)
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o777)
+        mkdir(backing + "/private", 0o700)
+        let secret = "ROOT SECRET \(getpid())"
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("one\ntwo\nthree\n".utf8), attributes: [.posixPermissions: 0o666])
+        FileManager.default.createFile(atPath: backing + "/private/secret.txt", contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        try mount(options: ["allow_other"])
+        let id = try lostUpdate("shared/doc.txt", asNobody: true)
+        let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let relink = #"import os, sys; os.unlink(sys.argv[1]); os.symlink(sys.argv[2], sys.argv[1])"#
+        let linked = run(nobody[0], Array(nobody.dropFirst()) + ["/usr/bin/python3", "-c", relink, mnt + "/shared/doc.txt", "../private/secret.txt"])
+        XCTAssertEqual(linked.status, 0, "\(linked)")
+        XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: backing + "/shared/doc.txt"), "../private/secret.txt")
+
+        let (_, url, port) = try startWeb()
+        let headers = ["X-CoordFS-Token": String(url.split(separator: "=").last!), "Content-Type": "application/json"]
+        func post(_ path: String, _ body: [String: Any]) throws -> (Int, [String: Any]?, String) {
+            let r = HTTP.request(port: port, "POST", path, headers: headers, body: Array(try JSONSerialization.data(withJSONObject: body)), timeout: 30)
+            return (r?.status ?? 0, (try? JSONSerialization.jsonObject(with: Data(r?.body ?? []))) as? [String: Any], r?.text ?? "")
+        }
+        let view = try post("/api/conflict", ["id": id])
+        XCTAssertEqual(view.0, 200, view.2)
+        XCTAssertFalse(view.2.contains(secret), "none of root's file in the conflict view: \(view.2)")
+        let link = view.1?["link"] as? [String: Any]
+        XCTAssertEqual(link?["path"] as? String, "shared/doc.txt", view.2)
+        XCTAssertEqual(link?["target"] as? String, "../private/secret.txt", view.2)
+        XCTAssertTrue((link?["message"] as? String)?.contains("symbolic link") == true, view.2)
+        XCTAssertEqual(view.1?["mineExists"] as? Bool, false, "the link is not mine: \(view.2)")
+        XCTAssertEqual(view.1?["mineText"] as? String ?? "", "", view.2)
+        let preview = try post("/api/merge-preview", ["id": id])
+        XCTAssertFalse(preview.2.contains(secret), "none of root's file merged: \(preview.2)")
+        XCTAssertNotEqual(preview.0, 200, preview.2)
+
+        // The page says so in a browser too, in place of the "deleted" note.
+        let browser = try openPage(url)
+        defer { browser.quit() }
+        try openConflict(browser, id)
+        XCTAssertTrue((try browser.run("return document.getElementById('conflict-view').textContent") as? String)?.contains("is a symbolic link (to ../private/secret.txt)") == true)
+        XCTAssertEqual(try browser.run("return document.getElementById('conflict-view').textContent.includes(arguments[0])", [secret]) as? Bool, false)
+
+        // Out of the mount: root's diff says it is a link; nobody's shows nothing of root's file.
+        let outside = root + "/outside.txt"
+        FileManager.default.createFile(atPath: outside, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let outward = run(nobody[0], Array(nobody.dropFirst()) + ["/usr/bin/python3", "-c", relink, mnt + "/shared/doc.txt", outside])
+        XCTAssertEqual(outward.status, 0, "\(outward)")
+        let theirs = try XCTUnwrap(jsonLines(coordfs("conflicts", mnt, "--json")).first?["theirsVersion"] as? Int)
+        let rootsDiff = coordfs("diff", mnt + "/shared/doc.txt", "--version", "\(theirs)")
+        XCTAssertNotEqual(rootsDiff.status, 0, "\(rootsDiff)")
+        XCTAssertTrue(rootsDiff.stderr.contains("shared/doc.txt is a symbolic link (to \(outside))"), "\(rootsDiff)")
+        XCTAssertFalse(rootsDiff.stdout.contains(secret))
+        let nobodysDiff = run(nobody[0], Array(nobody.dropFirst()) + [binary, "diff", mnt + "/shared/doc.txt", "--version", "\(theirs)"])
+        XCTAssertFalse(nobodysDiff.stdout.contains(secret) || nobodysDiff.stderr.contains(secret), "\(nobodysDiff)")
+    }
+
     /// Hostile and non-UTF-8 names in every place the page shows one (events, status, the conflict
     /// list and view, the versions timeline and its seen names, the diff header, the toast after a
     /// resolution): text, never markup, and a byte that is not UTF-8 shown as `\xNN` as the CLI does.

@@ -342,8 +342,10 @@ async function showConflict(id) {
   if (c.tooLarge) notes.push("Larger than the page shows (8 MiB): no side-by-side view or merge here (coordfs resolve --merge merges it); mine comes from a file, byte for byte.");
   else if (c.binary) notes.push("Binary contents: no side-by-side view or merge; mine comes from a file, byte for byte.");
   else if (!c.text) notes.push("Not plain UTF-8 text (a byte that is not UTF-8, or CR line ends): shown with \ufffd where a byte is not UTF-8; mine comes from a file, byte for byte, so nothing is changed by the browser.");
-  if (!lost && c.conflict.kind === "change" && !c.theirsExists) notes.push("The file was deleted since the conflict opened: Save mine restores it, Keep both writes mine beside it, Close drops mine.");
-  if (lost && !c.mineExists) notes.push("The file was deleted since the late save: Reload restores theirs, Save mine restores mine when you give it.");
+  // A symbolic link in place of the file is not followed: said so, instead of "deleted".
+  if (c.link) notes.push(c.link.message + ": nothing of where it points is shown or merged here as the document.");
+  else if (!lost && c.conflict.kind === "change" && !c.theirsExists) notes.push("The file was deleted since the conflict opened: Save mine restores it, Keep both writes mine beside it, Close drops mine.");
+  if (lost && !c.mineExists && !c.link) notes.push("The file was deleted since the late save: Reload restores theirs, Save mine restores mine when you give it.");
   if (lost && !c.theirsExists) notes.push("The version the late save went over was not kept: nothing to reload or keep beside it.");
   if (!c.baseAvailable && c.conflict.kind !== "deletion") notes.push("The base was not kept: no merge.");
   for (const n of notes) view.append(el("p", { class: "note" }, n));
@@ -372,7 +374,7 @@ async function showConflict(id) {
   if (!c.binary) {
     const t = (side) => SIDE_TITLES[(lost ? "lost-" : "") + side] || SIDE_TITLES[side];
     const sides = [lines(c.base, "base", t("base"), c.baseAvailable ? null : "(not kept)"),
-      lines(c.theirs, "theirs", t("theirs"), c.theirsExists ? null : (lost ? "(not kept)" : "(deleted)"))];
+      lines(c.theirs, "theirs", t("theirs"), c.theirsExists ? null : (lost ? "(not kept)" : c.link ? "(a symbolic link, not followed)" : "(deleted)"))];
     const mineSide = el("div", { class: "side mine" }, el("h3", {}, lost ? SIDE_TITLES["lost-mine"] + (c.text ? ": edit to write your own" : "") : "mine (your version: edit, or load a file)"), mineView, mineText);
     if (lost && c.mine && !c.text) c.mine.lines.forEach((l, i) => mineView.append(el("span", { class: "line" + (c.mine.changed.includes(i) ? " changed" : "") }, l)));
     sides.push(mineSide);
