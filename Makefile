@@ -19,7 +19,7 @@ DEMO     ?= $(CURDIR)/demo
 
 # System packages the build, the tests and the benchmarks need (Debian names).
 APT_PACKAGES := libfuse3-dev liburing-dev fuse3 pkg-config libsqlite3-dev attr acl fio rsync vim git python3 jq xfsprogs btrfs-progs emacs-nox prometheus chromium chromium-driver \
-                etcd-server etcd-client iproute2 tmux nano
+                etcd-server etcd-client iproute2 tmux nano unzip
 
 .PHONY: all deps build build-debug run cluster-demo test scale bench fuzz install install-files uninstall clean
 
