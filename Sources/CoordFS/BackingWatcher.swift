@@ -394,8 +394,8 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         }
     }
 
-    /// On a node of a cluster: a new file seen here in a folder presented here is told as a file
-    /// made through a mount is (docs/semantics.md, `create`): once it outlives `save_window`, what
+    /// On a node of a cluster: a new file (a symbolic link or node too) seen here in a folder
+    /// presented here is told as a file made through a mount is (docs/semantics.md, `create`): once it outlives `save_window`, what
     /// was written meanwhile part of that one message, and never when it is removed or renamed
     /// away first (a temp file; renamed, its new name is told as a name that appeared). Another
     /// node's create is seen here so (its daemon makes the file, its writer writes it) and that
@@ -418,7 +418,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         if mask & LinuxCalls.Fanotify.create != 0 && mask & LinuxCalls.Fanotify.onDirectory == 0 {
             let window = fileSystem?.saves.window ?? 0
             guard window > 0, let parent = p.parent, coordinator.isObserved(parent), !coordinator.isPresented(p),
-                  Self.isRegularFile(first) else { return .goOn }
+                  Self.appearsAsAFile(first) else { return .goOn }
             if mask & LinuxCalls.Fanotify.delete != 0 { return .told } // made and gone already
             let generation = appearing.withLock { a -> UInt64 in
                 a.generation += 1
@@ -456,12 +456,15 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         case renamedFromWaiting
     }
 
-    private static func isRegularFile(_ r: (type: UInt8, node: BackingNode, name: String)) -> Bool {
+    /// A regular file, a symbolic link or a node (FIFO, socket, device): what appears as a created
+    /// file does (a folder is told at once, as `mkdir` through a mount is).
+    private static func appearsAsAFile(_ r: (type: UInt8, node: BackingNode, name: String)) -> Bool {
         let kind = r.node.withDescriptor { dfd -> mode_t in
             var st = stat()
             return fstatat(dfd, r.name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_mode & S_IFMT : 0
         }
-        return kind == .success(S_IFREG)
+        guard case .success(let k) = kind else { return false }
+        return k != 0 && k != S_IFDIR
     }
 
     /// A change whose events were held while another node's access that writes the item ran here,

@@ -753,7 +753,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     /// mknod, mkdir, symlink and link: a short write on the parent; the new item appears.
     /// `plan`: the policy's plan for the new item's path in its folder's (by default `make`'s).
-    private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name fileName: FileName,
+    /// `leaf`: a symbolic link or a node, which appears as a created file does (`OperationPolicy.make`).
+    private func makeItem(_ request: consuming Request, parent pnode: BackingNode, name fileName: FileName, leaf: Bool = false,
                           plan planFor: ((ItemPath, ItemPath) -> Plan?)? = nil,
                           _ make: @escaping @Sendable (UnsafePointer<CChar>, RequestContext) -> Result<EntryReply, Errno>) {
         let context = request.context
@@ -761,7 +762,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return request.reply(make(fileName.cString, context))
         }
         let name = fileName.copy
-        var plan = planFor?(p, dirPath) ?? policy.make(p, in: dirPath, tempName: isTemp(p))
+        let made = { [self] in
+            policy.make(p, in: dirPath, tempName: isTemp(p), leaf: leaf,
+                        parentObserved: leaf && coordinator.isObservedAnywhere(dirPath), presented: leaf && coordinator.isPresentedAnywhere(p))
+        }
+        var plan = planFor?(p, dirPath) ?? made()
         if let back = plan.adopts {
             // The save in progress there comes back: done under its access (as a create adopts it).
             if let adopted = saves.adopt(back) {
@@ -777,8 +782,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 return request.reply(result)
             }
             // Its window closed meanwhile: a name like any other.
-            plan = planFor?(p, dirPath) ?? policy.make(p, in: dirPath, tempName: isTemp(p))
-            if plan.adopts != nil { plan = policy.make(p, in: dirPath, tempName: isTemp(p)) }
+            plan = planFor?(p, dirPath) ?? made()
+            if plan.adopts != nil { plan = made() }
         }
         withAccess(request, plan.intents, origin: origin(context, p), write: true) { [self, plan] req, grant in
             var result: Result<EntryReply, Errno> = .failure(.ioError)
@@ -794,7 +799,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     public func mknod(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t, device: dev_t) {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let pnode = loopback.inode(parent)
-        makeItem(request, parent: pnode, name: name) { [loopback] n, c in loopback.makeNode(parent: pnode, name: n, mode: mode, device: device, context: c) }
+        makeItem(request, parent: pnode, name: name, leaf: true) { [loopback] n, c in loopback.makeNode(parent: pnode, name: n, mode: mode, device: device, context: c) }
     }
 
     public func mkdir(_ request: consuming Request, parent: InodeID, name: FileName, mode: mode_t) {
@@ -807,7 +812,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if loopback.isHidden(parent: parent, name) { return request.reply(error: .notPermitted) }
         let pnode = loopback.inode(parent)
         let t = NameCopy(FileName(target))
-        makeItem(request, parent: pnode, name: name) { [loopback] n, c in
+        makeItem(request, parent: pnode, name: name, leaf: true) { [loopback] n, c in
             t.withCString { loopback.makeSymlink(target: $0, parent: pnode, name: n, context: c) }
         }
     }
@@ -879,6 +884,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         perform(policy.renamePrelude(from: src, to: dst), by: who.pid)
         let srcKind = loopback.itemAttributes(parent: from, name: name.cString).map { ItemKind(mode: $0.st_mode) }
         let dstKind = loopback.itemAttributes(parent: to, name: newName.cString).map { ItemKind(mode: $0.st_mode) }
+        // A symbolic link or node made moments ago that nobody was told of yet (`OperationPolicy.make`)
+        // and renamed now: told first that it appeared, then what the rename does, as before.
+        if srcKind != .file { saves.settle(src)?() }
+        if let dstKind, dstKind != .file { saves.settle(dst)?() }
         let exchange = flags & LinuxCalls.renameExchange != 0
         var facts = OperationPolicy.Rename(
             source: src, destination: dst, exchange: exchange, sourceKind: srcKind, destinationKind: dstKind,

@@ -147,8 +147,18 @@ public struct OperationPolicy: Hashable, Sendable {
     // MARK: mkdir, mknod, symlink, link
 
     /// A new item other than by create: a short write on its folder; the item appears.
-    public func make(_ path: ItemPath, in parent: ItemPath, tempName: Bool) -> Plan {
-        Plan(intents: [.writingIntent(with: parent)], done: tempName ? [] : [.announce(.subitemAppeared(path))])
+    ///
+    /// `leaf`: a symbolic link or a node (`mknod`, `mkfifo`, a socket bound there), not a folder or
+    /// another name of a file. When a folder above it is presented (`parentObserved`, and nobody
+    /// presents the new name), its presenters hear of it as of a created file: once it outlives
+    /// save_window or another process touches it; one its maker removes before that was a probe
+    /// (git's `init` and `clone` make `.git/tXXXXXX` a symbolic link to see whether the file
+    /// system has them, and remove it at once) and they never hear of it.
+    public func make(_ path: ItemPath, in parent: ItemPath, tempName: Bool, leaf: Bool = false,
+                     parentObserved: Bool = false, presented: Bool = false) -> Plan {
+        if tempName { return Plan(intents: [.writingIntent(with: parent)]) }
+        let later = recognisesSaves && leaf && parentObserved && !presented
+        return Plan(intents: [.writingIntent(with: parent)], done: [later ? .appearsLater(path) : .announce(.subitemAppeared(path))])
     }
 
     /// An unnamed file (O_TMPFILE) linked in: its first name, so a new file its caller made, under

@@ -191,6 +191,35 @@ final class SaveRecognitionTests: InProcessMountTestCase {
         XCTAssertEqual(try String(contentsOfFile: backing + "/notes/doc.txt", encoding: .utf8), "beta\n")
     }
 
+    /// A symbolic link or FIFO its maker removes at once was a probe, as a file created and removed
+    /// at once is: `git init` and `git clone` make `.git/tXXXXXX` a symbolic link to see whether
+    /// the file system has them, and remove it. The folder's presenter never hears of them (before:
+    /// that each appeared, then asked to accommodate its deletion and told it was deleted, on every
+    /// `git init` in a presented folder); one kept appears once it outlives save_window.
+    func testASymlinkOrFIFOItsMakerRemovesAtOnceNeverReachesTheFolderPresenter() throws {
+        try FileManager.default.createDirectory(atPath: backing + "/notes", withIntermediateDirectories: true)
+        let dir = try present("notes")
+        try sh("""
+        python3 -c "
+        import os
+        os.symlink('target', 'notes/probe'); os.unlink('notes/probe')
+        os.mkfifo('notes/fifo'); os.unlink('notes/fifo')
+        os.symlink('target', 'notes/kept')
+        "
+        """)
+        let log = dir.waitUntil(settle: 0.8) { $0.contains("subitemDidAppear notes/kept") }
+        XCTAssertEqual(told(dir), ["subitemDidAppear notes/kept"], "\(log)")
+        XCTAssertFalse(log.contains { $0.hasPrefix("accommodateSubitemDeletion") }, "\(log)")
+        if have("git") {
+            dir.clear()
+            try sh("git init -q notes/repo")
+            let log = dir.waitUntil(settle: 1.2) { $0.contains("subitemDidAppear notes/repo/.git/HEAD") }
+            let probes = log.filter { $0.range(of: #"\.git/t[A-Za-z0-9]{6}$"#, options: .regularExpression) != nil }
+            XCTAssertEqual(probes, [], "\(log)")
+            XCTAssertTrue(log.contains("subitemDidAppear notes/repo/.git/HEAD"), "\(log)")
+        }
+    }
+
     /// An atomic swap save: a new file written, exchanged with the document (renameat2 with
     /// RENAME_EXCHANGE, which leaves the old version at the new file's name), then removed; the
     /// document named first or second. Each document's presenter is asked before and told once;

@@ -147,6 +147,20 @@ final class OperationPolicyTests: XCTestCase {
         XCTAssertEqual(policy.make(path("dir/4913"), in: dir, tempName: true).done, [], "a temp name does not appear")
     }
 
+    /// A symbolic link or node under a presented folder appears as a created file does: once it
+    /// outlives save_window (a probe its maker removes before that never appears); a folder, a
+    /// hard link, a presented name or save_window=0 at once.
+    func testASymlinkOrNodeUnderAPresentedFolderAppearsAsACreatedFileDoes() {
+        XCTAssertEqual(policy.make(other, in: dir, tempName: false, leaf: true, parentObserved: true).done, [.appearsLater(other)])
+        XCTAssertEqual(policy.make(other, in: dir, tempName: false, leaf: true, parentObserved: false).done, [.announce(.subitemAppeared(other))])
+        XCTAssertEqual(policy.make(other, in: dir, tempName: false, leaf: false, parentObserved: true).done, [.announce(.subitemAppeared(other))])
+        XCTAssertEqual(policy.make(other, in: dir, tempName: false, leaf: true, parentObserved: true, presented: true).done,
+                       [.announce(.subitemAppeared(other))])
+        XCTAssertEqual(withoutSaves.make(other, in: dir, tempName: false, leaf: true, parentObserved: true).done,
+                       [.announce(.subitemAppeared(other))])
+        XCTAssertEqual(policy.make(path("dir/4913"), in: dir, tempName: true, leaf: true, parentObserved: true).done, [])
+    }
+
     /// An unnamed file (O_TMPFILE) linked in: a new file of its linker's, under a create's rules.
     func testLinkingAnUnnamedFileInIsACreateOfItsName() {
         let plan = withoutSaves.linkUnnamed(.init(path: other, parent: dir, parentObserved: true))
