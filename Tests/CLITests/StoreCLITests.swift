@@ -507,6 +507,58 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(record.uid, 65534, "logged as nobody's: \(record)")
     }
 
+    /// A presenter saying it has unsaved changes takes over only its own user's gone presenter's
+    /// conflict (`DocumentStore.setUnsavedChanges`), as the users meet it on an `allow_other` mount:
+    /// root's two `present --unsaved` of a shared 0666 document each get a conflict, one of them is
+    /// killed. nobody's `present --unsaved` of the document, of a hard link to it and of its new
+    /// name once renamed takes nothing (root's conflict stays its gone presenter's, nobody is told
+    /// of none and lists none), and root's third presenter from another process takes the gone
+    /// one's, never the one of root's presenter that still runs.
+    func testOnlyItsOwnUsersEditorTakesOverAGonePresentersConflict() throws {
+        makeSharedFolder()  // nobody reaches the mount
+        FileManager.default.createFile(atPath: backing + "/shared/doc.txt", contents: Data("base\n".utf8), attributes: [.posixPermissions: 0o666])
+        try mount(options: ["allow_other"])
+        let gone = try present("shared/doc.txt", unsaved: true), live = try present("shared/doc.txt", unsaved: true)
+        XCTAssertEqual(sh("echo theirs > '\(mnt!)/shared/doc.txt'").status, 0)
+        let gained = { (p: Child) in p.lines.filter { $0.contains("didGainConflict") }.compactMap { $0.split(separator: "=").last.map(String.init) } }
+        XCTAssertTrue(pollUntil(within: 10) { gained(gone).count == 1 && gained(live).count == 1 }, "\(gone.stdout) \(live.stdout)")
+        let gonesConflict = try XCTUnwrap(gained(gone).first), livesConflict = try XCTUnwrap(gained(live).first)
+        XCTAssertNotEqual(gonesConflict, livesConflict)
+        let owner = { (id: String) in self.sql("SELECT presenter FROM conflict WHERE id = \(id)") }
+        let gonesPresenter = owner(gonesConflict), livesPresenter = owner(livesConflict)
+        _ = gone.stop(SIGKILL)
+        XCTAssertTrue(pollUntil(within: 10) { self.sql("SELECT COUNT(*) FROM interest") == "1" }, "the killed presenter let go")
+
+        // nobody: the document, a hard link to it, the document under a new name.
+        XCTAssertEqual(link(backing + "/shared/doc.txt", backing + "/shared/link.txt"), 0)
+        var nobodys = [try presentAsNobody("shared/doc.txt"), try presentAsNobody("shared/link.txt")]
+        XCTAssertEqual(rename(mnt + "/shared/doc.txt", mnt + "/shared/moved.txt"), 0, String(cString: strerror(errno)))
+        // A rename may be the first half of a save (to a backup name) for save_window: then it moved.
+        XCTAssertTrue(pollUntil(within: 10) {
+            self.sql("SELECT d.path FROM conflict c JOIN document d ON d.id = c.documentId WHERE c.id = \(gonesConflict)") == "shared/moved.txt"
+        }, "the conflict's document moved")
+        nobodys.append(try presentAsNobody("shared/moved.txt"))
+        // The takeover is decided before `registered` is sent: the store says what it did.
+        XCTAssertEqual(owner(gonesConflict), gonesPresenter, "root's conflict is not nobody's presenter's")
+        XCTAssertEqual(owner(livesConflict), livesPresenter)
+        let listed = coordfs(as: 65534, "conflicts", mnt, "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        XCTAssertEqual(listed.lines, [], "nobody lists none of root's: \(listed)")
+
+        // root's editor from another process: the gone presenter's, not the live one's.
+        let again = try present("shared/moved.txt", unsaved: true)
+        XCTAssertTrue(pollUntil(within: 10) { gained(again) == [gonesConflict] }, "told of the gone presenter's conflict: \(again.stdout)")
+        XCTAssertNotEqual(owner(gonesConflict), gonesPresenter, "now the new presenter's")
+        XCTAssertEqual(owner(livesConflict), livesPresenter, "the live presenter keeps its own")
+        XCTAssertEqual(gained(live), [livesConflict])
+        for n in nobodys {
+            XCTAssertEqual(gained(n), [], "nobody told of nothing: \(n.stdout)")
+            XCTAssertEqual(n.stop(), 0)
+        }
+        XCTAssertEqual(again.stop(), 0)
+        XCTAssertEqual(live.stop(), 0)
+    }
+
     /// Its rights still bound what a resolution of its own conflict writes: nobody's conflict on a
     /// document it may no longer write (root made it read-only after the presenter left) is closed
     /// but not saved over.
