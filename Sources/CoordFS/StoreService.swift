@@ -182,13 +182,23 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// Whether the daemon whose presenter name this is still runs: in this boot, its pid held by the
     /// process that started when it did (a pid handed out again after a crash is another process),
-    /// and not this one (a daemon's presenters never outlive it). Names of older daemons
-    /// (`coordfs-PID-BOOTSECONDS`) name none that runs.
+    /// and not this one (a daemon's presenters never outlive it). An older daemon named its
+    /// presenters `coordfs-PID-BOOTSECONDS` (the seconds since boot when it named them, after it
+    /// started): it runs while its pid is held by a process that started no later than that, and
+    /// one that started later got the pid after it ended (a daemon of the previous version on the
+    /// same backing keeps its presenters while this one starts, as before the start was recorded).
     static func daemonRuns(named name: StorePresenterID) -> Bool {
         let parts = name.rawValue.split(separator: "/").first?.split(separator: "-") ?? []
-        guard parts.count == 4, parts[0] == "coordfs", let pid = pid_t(parts[1]), let start = UInt64(parts[2]),
-              pid != getpid(), parts[3] == NodeMountRecord.bootID().filter({ $0 != "-" }) else { return false }
-        return ProcessLife.isRunning(pid, startedAt: start)
+        guard parts.count == 3 || parts.count == 4, parts[0] == "coordfs", let pid = pid_t(parts[1]), pid != getpid(),
+              let stamp = UInt64(parts[2]) else { return false }
+        if parts.count == 3 {
+            var boot = timespec()
+            clock_gettime(CLOCK_BOOTTIME, &boot)
+            guard stamp <= UInt64(boot.tv_sec), let start = ProcessLife.startTime(pid) else { return false }
+            return start / UInt64(sysconf(Int32(_SC_CLK_TCK))) <= stamp && ProcessLife.isRunning(pid, startedAt: start)
+        }
+        guard parts[3] == NodeMountRecord.bootID().filter({ $0 != "-" }) else { return false }
+        return ProcessLife.isRunning(pid, startedAt: stamp)
     }
 
     /// At start: the interests of presenters whose daemon is gone (crashed, killed) are dropped,

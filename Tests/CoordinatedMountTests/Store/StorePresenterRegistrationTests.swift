@@ -56,10 +56,16 @@ final class StorePresenterRegistrationTests: StoreMountTestCase {
         let start = try XCTUnwrap(ProcessLife.startTime(pid))
         let running = StorePresenterID(StoreService.instanceName(pid: pid, start: start) + "/presenter#1")
         let crashed = StorePresenterID(StoreService.instanceName(pid: pid, start: start - 1) + "/presenter#1")
-        let older = StorePresenterID("coordfs-\(pid)-\(start / 100)/presenter#1")  // an older daemon's name
-        for name in [running, crashed, older] { try store.register(name, path: "doc.txt", owner: 0) }
+        // An older daemon's names (coordfs-PID-BOOTSECONDS, named once it had started): one that
+        // still runs (a daemon of the previous version on the same backing), one whose pid went to a
+        // process that started after it named its presenters, and one from before a reboot.
+        let seconds = start / UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        let olderRunning = StorePresenterID("coordfs-\(pid)-\(seconds)/presenter#1")
+        let olderCrashed = StorePresenterID("coordfs-\(pid)-\(seconds - 1)/presenter#1")
+        let olderBoot = StorePresenterID("coordfs-\(pid)-\(UInt64(Int32.max))/presenter#1")
+        for name in [running, crashed, olderRunning, olderCrashed, olderBoot] { try store.register(name, path: "doc.txt", owner: 0) }
         try mountAgain()
-        XCTAssertEqual(try store.presenters(), [running], "the live daemon's presenter stays, the others' are dropped")
+        XCTAssertEqual(Set(try store.presenters()), [running, olderRunning], "the live daemons' presenters stay, the others' are dropped")
     }
 
     func testFoldersAndMissingFilesAreNoDocuments() throws {
