@@ -100,6 +100,42 @@ final class PresentLifecycleTests: CLITestCase {
         XCTAssertEqual(presenter.stop(), 0)
     }
 
+    /// Two editors of one user with unsaved changes in one document each have a conflict when its
+    /// daemon is killed: once both registered again after the next mount, each has one of the two
+    /// back (told with `didGainConflict`), never both nor the same one, and `coordfs conflicts`
+    /// lists two, each the new daemon's presenter's: nothing lost, nothing doubled. (Which editor gets
+    /// which cannot be told after the crash: the newest goes to the first to register again.)
+    func testTwoPresentersConflictsAfterTheDaemonWasKilledAreOneEachAgain() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
+        try mount()
+        let editors = [try present(["--unsaved"]), try present(["--unsaved"])]
+        XCTAssertEqual(sh("echo b > '\(mnt!)/doc.txt'").status, 0)
+        let gained = { (lines: [String]) in lines.filter { $0.hasPrefix("notification didGainConflict doc.txt conflict=") }.compactMap { $0.split(separator: "=").last.map(String.init) } }
+        for e in editors { XCTAssertTrue(waitFor(e) { gained($0).count == 1 }, "the conflict opened: \(e.stdout)") }
+        let before = Set(editors.flatMap { gained($0.lines) })
+        XCTAssertEqual(before.count, 2, "one each")
+
+        let first = try XCTUnwrap(daemonPID())
+        XCTAssertEqual(kill(first, SIGKILL), 0)
+        XCTAssertTrue(ProcessEnd.wait(first, timeout: 10), "daemon \(first) gone")
+        try mount()  // cleans the stale mount first
+        let second = try XCTUnwrap(daemonPID())
+        // After its second `registered` line, each is told of one conflict.
+        let again = { (lines: [String]) -> [String] in
+            guard lines.filter({ $0.hasPrefix("registered") }).count == 2, let i = lines.lastIndex(where: { $0.hasPrefix("registered") }) else { return [] }
+            return gained(Array(lines[i...]))
+        }
+        for e in editors { XCTAssertTrue(waitFor(e) { again($0).count == 1 }, "told of one once registered again: \(e.stdout) \(e.stderr)") }
+        XCTAssertEqual(Set(editors.flatMap { again($0.lines) }), before, "each has one of the two back")
+        let listed = coordfs("conflicts", mnt, "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        let rows = listed.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(Set(rows.compactMap { ($0["id"] as? NSNumber)?.stringValue }), before, "\(listed.stdout)")
+        XCTAssertEqual(Set(rows.compactMap { $0["presenter"] as? String }).count, 2, "two presenters: \(listed.stdout)")
+        XCTAssertTrue(rows.allSatisfy { ($0["presenter"] as? String)?.hasPrefix("coordfs-\(second)-") == true }, "the new daemon's presenters': \(listed.stdout)")
+        for e in editors { XCTAssertEqual(e.stop(), 0) }
+    }
+
     func testPresentExitsWhenTheMountGoesAwayWithExitWhenGone() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
         try mount()
