@@ -73,6 +73,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         // The publisher's queue: one op per key, the change records, and who to wake after.
         var ops: [[UInt8]: PendingOp] = [:]
         var opOrder: [[UInt8]] = []
+        /// How many change records the node had queued when each op was queued: an op goes in the
+        /// transaction that carries the last of those (a right given back after the records of the
+        /// accesses that used it), not after records queued later.
+        var opsAfter: [[UInt8]: UInt64] = [:]
         var changeRecords: [ChangeRecord] = []
         /// Change records queued since the node started, and how many of them etcd has: an ask
         /// waits for the records queued before it (`recordsInEtcd`).
@@ -397,6 +401,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             state.idleRights = 0
             state.ops = [:]
             state.opOrder = []
+            state.opsAfter = [:]
         }
     }
 
@@ -1333,6 +1338,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func queue(_ key: [UInt8], _ op: PendingOp) {
         if state.ops[key] == nil { state.opOrder.append(key) }
         state.ops[key] = op
+        state.opsAfter[key] = state.recordsQueued
         // It may not wait for the records' interval.
         wakePublisher()
     }
@@ -1441,10 +1447,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 state.recordsUrgent = !rest.isEmpty
                 // Encoded after the lock is released (the request threads take it).
                 if !records.isEmpty { state.lastRecordBatch = ClusterConfiguration.monotonicSeconds() }
+                // The ops queued once every record before them is in this batch or an earlier one,
+                // in the order they were queued: a right given back goes with the records of the
+                // accesses that used it, however many records the node's accesses queue meanwhile
+                // (before, it waited for the whole queue to drain, which a node streaming long
+                // records faster than etcd took them never did: another node's access waited out
+                // its deadline).
+                let covered = state.recordsQueued - UInt64(rest.count)
                 var taken: [([UInt8], PendingOp)] = []
-                var order = state.opOrder
-                let n = rest.isEmpty ? min(order.count, 127) : 0
-                for key in order.prefix(n) {
+                var n = 0
+                for key in state.opOrder {
+                    guard n < 127, (state.opsAfter[key] ?? 0) <= covered else { break }
+                    n += 1
+                    state.opsAfter[key] = nil
                     guard let op = state.ops.removeValue(forKey: key) else { continue }
                     taken.append((key, op))
                     switch op {
@@ -1452,8 +1467,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     case .delete: ops.append(.delete(key: key, prefix: false))
                     }
                 }
-                order.removeFirst(n)
-                state.opOrder = order
+                state.opOrder.removeFirst(n)
                 return (FlushBatch(ops: ops, records: records, taken: taken, lease: state.lease,
                                    recordsUpTo: records.isEmpty ? 0 : state.recordsQueued - UInt64(rest.count)), state.changeKeyRevision, true)
             }

@@ -11,14 +11,16 @@ func recordPuts(_ cluster: TestCluster, _ name: String) async throws -> Int64 {
     try await cluster.store.range(Array("test/cluster/c/\(name)".utf8), prefix: false).values.first?.version ?? 0
 }
 
-/// Writes `d/f1` … `d/f<writes>` on `a`, each admitted locally (its right held) and its change
-/// told, pausing `pause` after every tenth (a tool's own work between its writes); returns the
-/// seconds the stream took.
-func streamOfLocalWrites(_ a: Coordinator, _ writes: Int, pause: Duration? = nil) async throws -> Double {
+/// Writes `d/f1` … `d/f<writes>` (or `named(i)`) on `a`, each admitted locally (its right held)
+/// and its change told, pausing `pause` after every tenth (a tool's own work between its writes);
+/// returns the seconds the stream took.
+@discardableResult
+func streamOfLocalWrites(_ a: Coordinator, _ writes: Int, pause: Duration? = nil,
+                         named: (Int) -> String = { "d/f\($0)" }) async throws -> Double {
     let started = ContinuousClock.now
     for i in 1...writes {
-        let grant = try #require(a.tryCoordinateImmediately(write("d/f\(i)"), origin: origin), "write \(i) was not local")
-        grant.didChange(path("d/f\(i)"))
+        let grant = try #require(a.tryCoordinateImmediately(write(named(i)), origin: origin), "write \(i) was not local")
+        grant.didChange(path(named(i)))
         grant.release()
         if let pause, i % 10 == 0 { try await Task.sleep(for: pause) }
     }
@@ -285,6 +287,42 @@ func expectBHeardInOrder(_ cluster: TestCluster, _ writes: Int) async {
         let told = j.index("b:dropCaches(changed d/f3)")
         #expect(told != nil && told! < (j.index("b:granted d/f3") ?? -1), "b's access went on before it heard of a's d/f3: \(j.all)")
         pending.access?.release()
+    }
+
+    /// A right another node recalls goes back with the change records its node queued before the
+    /// recall, not after every record queued since: a node whose accesses go on queueing records
+    /// elsewhere (long paths, faster than etcd takes them) gives it back all the same. Before, it
+    /// went with the last part of the queue, so the other node's access waited until the queue
+    /// drained, which under such a stream it did not (a save through another node failed with
+    /// EBUSY after its write wait).
+    @Test func aRecalledRightDoesNotWaitForRecordsQueuedAfterTheRecall() async throws {
+        let cluster = TestCluster()
+        let holding = HoldingStore(cluster.store)
+        try await cluster.add("a", maxRecordBatchBytes: 16 * 1024, through: holding)
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a")
+        let long = String(repeating: "x", count: 250)
+        // a's rights on d and on e, its records in etcd.
+        for folder in ["d", "e"] { try await writeAndFlush(cluster, "a", "\(folder)/\(long)0") }
+        // a's record puts wait (a slow etcd) while it writes 100 files of d: some 35 KiB of records.
+        holding.hold("test/cluster/c/a")
+        try await streamOfLocalWrites(a, 100) { "d/\(long)\($0)" }
+        #expect(await eventually { holding.held == 1 }, "a's first batch is on its way")
+        // b's write in d recalls a's idle right on d, then a goes on writing in e: 3,000 records
+        // (some 1 MiB) queued after the recall.
+        let granted = LoggedGrant(cluster.coordinator("b"), "d/\(long)1", cluster.journal)
+        #expect(await eventually { cluster.node("a").status().nodes.first { $0.name == "b" }?.holds.isEmpty == false })
+        try await streamOfLocalWrites(a, 3000) { "e/\(long)\($0)" }
+        holding.release()
+        #expect(await eventually(20) { granted.access != nil }, "b's write was not granted")
+        let j = cluster.journal
+        let grantedAt = try #require(j.index("b:granted d/\(long)1"))
+        #expect((j.index("b:dropCaches(changed d/\(long)100)") ?? Int.max) < grantedAt, "b went on before it heard a's records in d")
+        #expect(grantedAt < (j.index("b:dropCaches(changed e/\(long)3000)") ?? Int.max),
+                "b's write waited for the records a queued after the recall")
+        #expect(await eventually(20) { j.contains("b:dropCaches(changed e/\(long)3000)") }, "b heard every record of e")
+        granted.access?.release()
     }
 
     /// etcd refuses a request over its `--max-request-bytes` (1.5 MiB by default): a node's

@@ -122,6 +122,15 @@ func access(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: A
     }
 }
 
+/// A write of `name` on node `node`, its change told and its record in etcd: the node holds the
+/// right for it (how many tests begin).
+func writeAndFlush(_ cluster: TestCluster, _ node: String, _ name: String) async throws {
+    let grant = try await access(cluster.coordinator(node), [write(name)]).get()
+    grant.didChange(path(name))
+    grant.release()
+    await cluster.node(node).flush()
+}
+
 func write(_ p: String, _ options: FileCoordinator.WritingOptions = []) -> FileAccessIntent { .writingIntent(with: path(p), options: options) }
 func read(_ p: String) -> FileAccessIntent { .readingIntent(with: path(p)) }
 
