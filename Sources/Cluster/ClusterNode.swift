@@ -42,6 +42,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var changeKeyRevision: Revision = 0
         var localGrants = 0
         var stopped = false
+        /// The node is leaving (``stop()``): no session is made again for an access still on its way.
+        var leaving = false
         var watchedRevision: Revision = 0
         /// Admissions waiting for the watch to reach their rights' revision (`watchReaches`).
         var revisionWaiters: [(revision: Revision, waiter: RevisionWaiter)] = []
@@ -292,14 +294,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         throw ClusterNodeNameInUse(node: name, since: value?.since, lease: value?.lease ?? held.lease, ttl: value?.ttl, waited: waited)
     }
 
-    /// Leaves the cluster: revokes the lease (its keys go at once) and stops.
+    /// Leaves the cluster: sends what it queued (change records of its last accesses, rights given
+    /// back, answers), for at most `failoverWait`, then revokes the lease (its keys go at once) and
+    /// stops. Without the first, the last changes of a node unmounted under load never reached the
+    /// other nodes: their kernels kept names and sizes it had changed, their presenters never heard.
     public func stop() async {
         let (lease, pacing) = lock.withLock { () -> (LeaseID, CheckedContinuation<Void, Never>?) in
             state.stopped = true
+            state.leaving = true
             defer { state.paceWaiter = nil }
             return (state.lease, state.paceWaiter)
         }
         pacing?.resume()
+        if lease != 0 { await flush(within: configuration.failoverWait) }
         resumeRevisionWaiters()
         coordinator?.coordinationGate = nil
         for t in tasks { t.cancel() }
@@ -330,7 +337,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func sessionValid() -> Bool { state.lease != 0 && now < state.validUntil }
 
     private func establishSession() async throws {
-        let wait = lock.withLock { () -> Bool in
+        let wait = try lock.withLock { () throws -> Bool in
+            if state.leaving { throw ClusterStoreError.unavailable("node \(name) is leaving the cluster") }
             if state.establishing { return true }
             state.establishing = true
             return false
@@ -1393,6 +1401,26 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         return true
     }
 
+    /// ``flush()``, for at most `seconds` (etcd may not answer).
+    func flush(within seconds: Double) async {
+        final class Once: @unchecked Sendable {
+            let lock = NSLock()
+            var done = false
+            func claim() -> Bool { lock.withLock { defer { done = true }; return !done } }
+        }
+        let once = Once()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            Task.detached { [self] in
+                await flush()
+                if once.claim() { c.resume() }
+            }
+            Task.detached {
+                try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                if once.claim() { c.resume() }
+            }
+        }
+    }
+
     /// Waits until what was queued before the call is in etcd (tests, status).
     public func flush() async {
         startFlush()
@@ -1524,7 +1552,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 reachability(false, error)
                 try? await Task.sleep(nanoseconds: 200_000_000)
                 if lock.withLock({ state.stopped }) {
-                    lock.withLock { state.flushing = false }
+                    // Stopped while etcd did not take it: whoever waits for the flush goes on.
+                    let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+                        state.flushing = false
+                        defer { state.flushWaiters = [] }
+                        return state.flushWaiters
+                    }
+                    for w in waiters { w.resume() }
                     return
                 }
             }

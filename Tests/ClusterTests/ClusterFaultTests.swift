@@ -32,6 +32,33 @@ import CoordinationTestSupport
         held.release()
     }
 
+    /// A node that leaves (its mount unmounted) first sends what it queued: the change records of
+    /// its last accesses reach the other nodes although its publisher was still sending an earlier
+    /// batch, and only then are its keys gone. Before, it revoked its lease at once: the batch on
+    /// its way failed with the lease, and the records after it were never sent (the other nodes'
+    /// kernels kept what they cached of those changes, their presenters never heard).
+    @Test func aNodeThatLeavesSendsWhatItQueuedFirst() async throws {
+        let cluster = TestCluster()
+        let holding = HoldingStore(cluster.store)
+        try await cluster.add("a")
+        try await cluster.add("b", through: holding)
+        defer { Task { await cluster.stop() } }
+        let b = cluster.coordinator("b")
+        try await writeAndFlush(cluster, "b", "d/f0")
+        // b's record puts are slow (a loaded etcd): its batch of d/f1 is on its way, d/f2 queued.
+        holding.hold("test/cluster/c/b")
+        try await streamOfLocalWrites(b, 1) { _ in "d/f1" }
+        #expect(await eventually { holding.held == 1 }, "b's batch is on its way")
+        try await streamOfLocalWrites(b, 1) { _ in "d/f2" }
+        let left = Task { await cluster.node("b").stop() }
+        try await Task.sleep(for: .milliseconds(300))
+        holding.release()
+        await left.value
+        #expect(await eventually { cluster.journal.contains("a:dropCaches(changed d/f2)") }, "b's last record never reached a")
+        #expect(cluster.journal.contains("a:dropCaches(changed d/f1)"))
+        #expect(!cluster.store.snapshot.contains { k in let s = String(decoding: k.key, as: UTF8.self); return s.hasSuffix("/b") || s.contains("/b/") || s.contains("\0b\0") }, "b left keys behind")
+    }
+
     @Test func aPausedNodeGrantsNothingOnAStaleRightAndReregistersItsPresenters() async throws {
         let cluster = TestCluster(manualClock: true)
         try await cluster.add("a", ttl: 3)
