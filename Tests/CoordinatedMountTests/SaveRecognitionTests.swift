@@ -5,11 +5,18 @@ import Coordination
 /// Every way editors and tools save a document: the document's presenter is asked before, hears
 /// exactly one "did change" after, never a deletion or a move, and keeps presenting the same path.
 final class SaveRecognitionTests: InProcessMountTestCase {
-    func testSedInPlace() throws {
+    /// `doc.txt`, holding "alpha\n", presented; `command` run in the mount is one save of it,
+    /// leaving `content`.
+    private func assertOneSave(by command: String, expect content: String,
+                               file: StaticString = #filePath, line: UInt = #line) throws {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
-        try sh("sed -i s/alpha/beta/ doc.txt")
-        try assertOneSave(p, expect: "beta\n")
+        try sh(command)
+        try assertOneSave(p, expect: content, file: file, line: line)
+    }
+
+    func testSedInPlace() throws {
+        try assertOneSave(by: "sed -i s/alpha/beta/ doc.txt", expect: "beta\n")
     }
 
     /// The document is renamed to a backup name of the tool's choosing, then a new file takes its
@@ -29,11 +36,8 @@ final class SaveRecognitionTests: InProcessMountTestCase {
 
     /// Unlink, create anew, close, then the mode set by path: the mode is part of the save.
     func testInstallSetsTheModeByPathAfterItsSave() throws {
-        try write("doc.txt", "alpha\n")
         try "installed\n".write(toFile: root + "/new.txt", atomically: false, encoding: .utf8)
-        let p = try present("doc.txt")
-        try sh("install -m 600 ../new.txt doc.txt")
-        try assertOneSave(p, expect: "installed\n")
+        try assertOneSave(by: "install -m 600 ../new.txt doc.txt", expect: "installed\n")
         var st = stat()
         XCTAssertEqual(stat(backing + "/doc.txt", &st), 0)
         XCTAssertEqual(st.st_mode & 0o777, 0o600)
@@ -42,66 +46,42 @@ final class SaveRecognitionTests: InProcessMountTestCase {
     /// An archive extractor overwriting a document: unlink, create, write, then times, owner and
     /// mode: one save.
     func testArchiveExtractionOverADocument() throws {
-        try write("doc.txt", "alpha\n")
         try sh("mkdir -p ../src && printf 'archived\\n' > ../src/doc.txt && tar -cf ../a.tar -C ../src doc.txt")
-        let p = try present("doc.txt")
-        try sh("tar -xf ../a.tar")
-        try assertOneSave(p, expect: "archived\n")
+        try assertOneSave(by: "tar -xf ../a.tar", expect: "archived\n")
     }
 
     func testVimDefaultSettings() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
-        try write("doc.txt", "alpha\n")
-        let p = try present("doc.txt")
-        try sh("vim -u DEFAULTS -i NONE -es '+normal! Gobeta' '+wq' doc.txt")
-        try assertOneSave(p, expect: "alpha\nbeta\n")
+        try assertOneSave(by: "vim -u DEFAULTS -i NONE -es '+normal! Gobeta' '+wq' doc.txt", expect: "alpha\nbeta\n")
         XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/doc.txt~"))
     }
 
     func testVimBackupcopyYes() throws {
         try XCTSkipUnless(have("vim"), "vim is not installed (make test installs it)")
-        try write("doc.txt", "alpha\n")
-        let p = try present("doc.txt")
-        try sh("vim -u DEFAULTS -i NONE -es '+set backupcopy=yes' '+normal! Gobeta' '+wq' doc.txt")
-        try assertOneSave(p, expect: "alpha\nbeta\n")
+        try assertOneSave(by: "vim -u DEFAULTS -i NONE -es '+set backupcopy=yes' '+normal! Gobeta' '+wq' doc.txt", expect: "alpha\nbeta\n")
     }
 
     func testRsyncOverExistingFile() throws {
         try XCTSkipUnless(have("rsync"), "rsync is not installed (make test installs it)")
-        try write("doc.txt", "alpha\n")
         try "from rsync\n".write(toFile: root + "/src.txt", atomically: false, encoding: .utf8)
-        let p = try present("doc.txt")
-        try sh("rsync ../src.txt doc.txt")
-        try assertOneSave(p, expect: "from rsync\n")
+        try assertOneSave(by: "rsync ../src.txt doc.txt", expect: "from rsync\n")
     }
 
     func testCpOverFile() throws {
-        try write("doc.txt", "alpha\n")
         try "copied\n".write(toFile: root + "/src.txt", atomically: false, encoding: .utf8)
-        let p = try present("doc.txt")
-        try sh("cp ../src.txt doc.txt")
-        try assertOneSave(p, expect: "copied\n")
+        try assertOneSave(by: "cp ../src.txt doc.txt", expect: "copied\n")
     }
 
     func testMvTempFileOver() throws {
-        try write("doc.txt", "alpha\n")
-        let p = try present("doc.txt")
-        try sh("printf 'moved\\n' > doc.txt.tmp && mv doc.txt.tmp doc.txt")
-        try assertOneSave(p, expect: "moved\n")
+        try assertOneSave(by: "printf 'moved\\n' > doc.txt.tmp && mv doc.txt.tmp doc.txt", expect: "moved\n")
     }
 
     func testShellRedirect() throws {
-        try write("doc.txt", "alpha\n")
-        let p = try present("doc.txt")
-        try sh("echo redirected > doc.txt")
-        try assertOneSave(p, expect: "redirected\n")
+        try assertOneSave(by: "echo redirected > doc.txt", expect: "redirected\n")
     }
 
     func testPythonOpenWrite() throws {
-        try write("doc.txt", "alpha\n")
-        let p = try present("doc.txt")
-        try sh("python3 -c \"open('doc.txt', 'w').write('python\\\\n')\"")
-        try assertOneSave(p, expect: "python\n")
+        try assertOneSave(by: "python3 -c \"open('doc.txt', 'w').write('python\\\\n')\"", expect: "python\n")
     }
 
     func testGitCheckout() throws {
@@ -158,10 +138,7 @@ final class SaveRecognitionTests: InProcessMountTestCase {
 
     func testEmacsRenameToBackupSave() throws {
         try XCTSkipUnless(have("emacs"), "emacs is not installed (make test installs emacs-nox)")
-        try write("doc.txt", "alpha\n")
-        let p = try present("doc.txt")
-        try sh("emacs -Q --batch doc.txt --eval '(progn (goto-char (point-max)) (insert \"beta\\n\") (save-buffer))'")
-        try assertOneSave(p, expect: "alpha\nbeta\n")
+        try assertOneSave(by: "emacs -Q --batch doc.txt --eval '(progn (goto-char (point-max)) (insert \"beta\\n\") (save-buffer))'", expect: "alpha\nbeta\n")
     }
 
     /// What a folder's presenter heard, without the asks around accesses.
