@@ -42,6 +42,19 @@ class KernelRingMountTestCase: InProcessMountTestCase {
         try super.tearDownWithError()
         KernelRingSwitch.restore(restore)
     }
+
+    /// A create, a read and an unlink through the mount went through `transport`: through the ring's
+    /// entries on io_uring, none of them on /dev/fuse.
+    func assertACreateReadAndUnlinkGo(through transport: FuseTransportInUse,
+                                      file: StaticString = #filePath, line: UInt = #line) throws {
+        try sh("echo a > f && cat f && rm f")
+        XCTAssertEqual(daemon.session!.transportInUse, transport, file: file, line: line)
+        if transport == .dev {
+            XCTAssertEqual(daemon.session!.requestsThroughRing, 0, file: file, line: line)
+        } else {
+            XCTAssertGreaterThan(daemon.session!.requestsThroughRing, 0, file: file, line: line)
+        }
+    }
 }
 
 /// Requests through io_uring (`-o transport=uring`, FuseKit's `RingTransport`): they come through the
@@ -523,9 +536,7 @@ final class DeviceTransportTests: KernelRingMountTestCase {
     }
 
     func testTheDeviceTransportNeverUsesTheRing() throws {
-        try sh("echo a > f && cat f && rm f")
-        XCTAssertEqual(daemon.session!.transportInUse, .dev)
-        XCTAssertEqual(daemon.session!.requestsThroughRing, 0)
+        try assertACreateReadAndUnlinkGo(through: .dev)
     }
 }
 
@@ -539,9 +550,7 @@ final class SharedMountTransportTests: KernelRingMountTestCase {
     }
 
     func testAutoTakesTheRingForAMountSharedWithOtherUsers() throws {
-        try sh("echo a > f && cat f && rm f")
-        XCTAssertEqual(daemon.session!.transportInUse, .uring)
-        XCTAssertGreaterThan(daemon.session!.requestsThroughRing, 0)
+        try assertACreateReadAndUnlinkGo(through: .uring)
     }
 }
 
@@ -554,9 +563,7 @@ final class PrivateMountTransportTests: KernelRingMountTestCase {
     }
 
     func testAutoTakesTheRingForAMountOfItsOwnerAlone() throws {
-        try sh("echo a > f && cat f && rm f")
-        XCTAssertEqual(daemon.session!.transportInUse, .uring)
-        XCTAssertGreaterThan(daemon.session!.requestsThroughRing, 0)
+        try assertACreateReadAndUnlinkGo(through: .uring)
     }
 }
 
