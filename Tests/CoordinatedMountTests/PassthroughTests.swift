@@ -186,6 +186,13 @@ extension InProcessMountTestCase {
         let deadline = Date().addingTimeInterval(timeout)
         while coordinator.status().held.contains(where: { $0.intents.contains { $0.path == path } }) && Date() < deadline { usleep(20_000) }
     }
+
+    /// Waits until no access holds `relative`, then until the watcher handled the kernel's events
+    /// of those accesses (their close events, read however late).
+    func waitUntilReleasedAndWatched(_ relative: String) throws {
+        try waitUntilReleased(relative)
+        try waitForTheWatcher()
+    }
 }
 
 final class PassthroughCloseMatchTests: InProcessMountTestCase {
@@ -199,8 +206,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         let p = try present("doc.txt")
         try XCTUnwrap(daemon.backingWatcher).eventDelay.store(2500, ordering: .relaxed)
         try sh("for i in 1 2 3; do echo saved$i > doc.txt; sleep 0.3; done")
-        try waitUntilReleased("doc.txt")  // a close returns before the kernel's RELEASE is handled
-        try waitForTheWatcher()
+        try waitUntilReleasedAndWatched("doc.txt")  // a close returns before the kernel's RELEASE is handled
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 3, "one change per save: \(p.log)")
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 0, "no save told as a change beside the mount")
         XCTAssertEqual(try read("doc.txt"), "saved3\n")
@@ -216,16 +222,14 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         try write("marker.txt", "")
         try write("doc.txt", "alpha\n")
         try sh("echo new > new.txt")
-        try waitUntilReleased("new.txt")
-        try waitForTheWatcher()
+        try waitUntilReleasedAndWatched("new.txt")
         let p = try present("doc.txt")
         try sh("mv '\(backing!)/new.txt' '\(backing!)/doc.txt'") // (another process: the daemon's own are not watched)
         let replaced = p.waitUntil(settle: 0.8) { $0.contains("didChange") }
         XCTAssertEqual(replaced.filter { $0 == "didChange" }.count, 1, "the rename beside the mount: \(replaced)")
         for i in 1...3 {
             try sh("echo saved\(i) > doc.txt")
-            try waitUntilReleased("doc.txt")
-            try waitForTheWatcher()
+            try waitUntilReleasedAndWatched("doc.txt")
         }
         let log = p.waitUntil(settle: 0.8) { $0.filter { $0 == "didChange" }.count >= 4 }
         XCTAssertEqual(log.filter { $0 == "didChange" }.count, 4, "the rename, then one per save: \(log)")
@@ -240,8 +244,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         try write("doc.txt", "alpha\n")
         let p = try present("doc.txt")
         try sh("echo mount > doc.txt")
-        try waitUntilReleased("doc.txt")  // a close returns before the kernel's RELEASE is handled
-        try waitForTheWatcher()
+        try waitUntilReleasedAndWatched("doc.txt")  // a close returns before the kernel's RELEASE is handled
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "\(p.log)")
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 0)
         try sh("python3 -c \"open('\(backing!)/doc.txt', 'w').write('direct\\n')\"")
@@ -274,8 +277,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         XCTAssertEqual(st.st_size, 18, "the kernel's attributes were dropped: alpha, held, direct")
         try input.fileHandleForWriting.close()
         holder.waitUntilExit()
-        try waitUntilReleased("doc.txt")
-        try waitForTheWatcher()
+        try waitUntilReleasedAndWatched("doc.txt")
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 2, "and the holder's save once, at its release: \(p.log)")
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 1, "not again as a change beside the mount")
         XCTAssertEqual(try read("doc.txt"), "alpha\nheld\ndirect\nmore\n")
@@ -320,8 +322,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
                 XCTAssertEqual(whileHeld.filter { $0.details.requestID == nil }.count, 2, "changes beside the mount")
                 try input.fileHandleForWriting.close()
                 holder.waitUntilExit()
-                try waitUntilReleased("d/doc.txt")
-                try waitForTheWatcher()
+                try waitUntilReleasedAndWatched("d/doc.txt")
                 XCTAssertEqual(told(p.log), 2 + (text == nil ? 0 : 1), "the release tells the holder's writes alone: \(what): \(p.log)")
                 let changes = try logged().dropFirst(recordsBefore).filter { $0.kind == .didChange && $0.path == "/d/doc.txt" }
                 XCTAssertEqual(changes.map { $0.actor?.pid }, (writers + (text == nil ? [] : [holder.processIdentifier])).map { Optional($0) },
@@ -363,8 +364,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
                            "nor recorded")
             try input.fileHandleForWriting.close()
             holder.waitUntilExit()
-            try waitUntilReleased("doc.txt")
-            try waitForTheWatcher()
+            try waitUntilReleasedAndWatched("doc.txt")
             let changes = try logged().dropFirst(recordsBefore).filter { $0.kind == .didChange && $0.path == "/doc.txt" }
             XCTAssertEqual(changes.map { $0.actor?.pid }, [holder.processIdentifier], "recorded once, as the holder's change")
             XCTAssertNotNil(changes.first?.details.requestID, "the holder's open's change")
@@ -425,8 +425,7 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 1)
         try input.fileHandleForWriting.close()
         holder.waitUntilExit()
-        try waitUntilReleased("doc.txt")
-        try waitForTheWatcher()
+        try waitUntilReleasedAndWatched("doc.txt")
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "once: \(p.log)")
     }
 
