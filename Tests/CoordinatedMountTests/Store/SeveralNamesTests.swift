@@ -19,6 +19,16 @@ final class SeveralNamesTests: StoreMountTestCase {
 
     static let asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups"
 
+    /// Waits for the presenter's `count`th store event, and `settle` more; asserts it has `count`
+    /// (a failure says `what` first, then the events and the presenter's log).
+    @discardableResult
+    private func assertEvents(_ p: DocumentRecorder, _ count: Int, _ what: String = "",
+                              file: StaticString = #filePath, line: UInt = #line) -> [DocumentChangeEvent] {
+        let events = p.waitForEvents(count, settle: 0.8)
+        XCTAssertEqual(events.count, count, "\(what)\(events) \(p.log)", file: file, line: line)
+        return events
+    }
+
     /// One change of the presenter's document with unsaved changes: one conflict whose base is
     /// what the presenter had loaded, the file as `content`, told once, and one `didChange`
     /// record for the document since it was presented (of `actor`'s uid when given).
@@ -63,12 +73,10 @@ final class SeveralNamesTests: StoreMountTestCase {
         try sh("ln doc.txt other.txt", in: backing)
         let (p, _) = try presentDocument("doc.txt")
         try sh("cat doc.txt other.txt > /dev/null && echo through > other.txt")
-        var events = p.waitForEvents(1, settle: 0.8)
-        XCTAssertEqual(events.count, 1, "\(events) \(p.log)")
+        let events = assertEvents(p, 1)
         XCTAssertEqual(try store.document(atPath: "doc.txt")?.identity, events.last?.after, "the store's base is the saved file")
         try sh("truncate -s 3 other.txt")
-        events = p.waitForEvents(2, settle: 0.8)
-        XCTAssertEqual(events.count, 2, "\(events) \(p.log)")
+        assertEvents(p, 2)
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 2, "\(p.log)")
         XCTAssertEqual(backingText("doc.txt"), "thr")
     }
@@ -106,12 +114,10 @@ final class SeveralNamesTests: StoreMountTestCase {
         // An open of another file with two names: the presented names looked at (doc.txt's file).
         try sh("cat x.txt > /dev/null")
         try sh("echo beta > doc.tmp && mv doc.tmp doc.txt")
-        var events = p.waitForEvents(1, settle: 0.8)
-        XCTAssertEqual(events.count, 1, "\(events) \(p.log)")
+        assertEvents(p, 1)
         try sh("ln doc.txt other.txt", in: backing)
         try sh("cat other.txt > /dev/null && echo gamma > other.txt")
-        events = p.waitForEvents(2, settle: 0.8)
-        XCTAssertEqual(events.count, 2, "the write through the new name is the document's: \(events) \(p.log)")
+        assertEvents(p, 2, "the write through the new name is the document's: ")
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 2, "\(p.log)")
         XCTAssertEqual(backingText("doc.txt"), "gamma\n")
     }
