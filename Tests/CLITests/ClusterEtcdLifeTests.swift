@@ -31,6 +31,14 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
         return revision.int64Value
     }
 
+    /// Node a mounted at `mnt` and node b at `mntB`, both with `extra` options, then `files` (name,
+    /// text) put in the backing folder.
+    func mountAAndB(_ extra: [String] = [], files: [(String, String)]) throws {
+        try mount("a", at: mnt, extra)
+        try mount("b", at: mntB, extra)
+        for (name, text) in files { FileManager.default.createFile(atPath: backing + "/" + name, contents: Data(text.utf8)) }
+    }
+
     /// `present` on `mountpoint` and the lines it printed that start with `prefix`.
     func count(_ child: Child, _ prefix: String) -> Int { child.lines.filter { $0.hasPrefix(prefix) }.count }
 
@@ -56,10 +64,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
     /// waits for it), presenters on both nodes are still asked and told, and neither node made a
     /// new session.
     func testEtcdRestartedOnItsDataKeepsSessionsRightsAndPresenters() throws {
-        try mount("a", at: mnt, ["write_wait=30"])
-        try mount("b", at: mntB, ["write_wait=30"])
-        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("d\n".utf8))
-        FileManager.default.createFile(atPath: backing + "/b-doc.txt", contents: Data("e\n".utf8))
+        try mountAAndB(["write_wait=30"], files: [("doc.txt", "d\n"), ("b-doc.txt", "e\n")])
         let onA = try present("doc.txt", on: mnt)
         let onB = try present("b-doc.txt", on: mntB)
         XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty && !etcdKeys("p/b/").isEmpty }, "presenters in etcd")
@@ -93,10 +98,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
     /// daemon log, reads every key again, makes a new session, and goes on: presenters registered
     /// before the wipe and after it on either node are asked and told.
     func testEtcdWipedUnderRunningNodesIsReadAgainAndAsksGoOn() throws {
-        try mount("a", at: mnt, ["ask_timeout=30"])
-        try mount("b", at: mntB, ["ask_timeout=30"])
-        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("d\n".utf8))
-        FileManager.default.createFile(atPath: backing + "/later.txt", contents: Data("l\n".utf8))
+        try mountAAndB(["ask_timeout=30"], files: [("doc.txt", "d\n"), ("later.txt", "l\n")])
         let onA = try present("doc.txt", on: mnt)
         XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
         assertAWriteAsksAndTells(mntB, "doc.txt", onA, "one")
@@ -137,9 +139,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
     /// found a's state from a's mount point) and failed on a's event log's lock, and the second
     /// joined the cluster as a, putting its node key, with its own lease, over a's.
     func testASecondMountOfANodeNameIsRefusedAndTheFirstIsUndisturbed() throws {
-        try mount("a", at: mnt)
-        try mount("b", at: mntB)
-        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("d\n".utf8))
+        try mountAAndB(files: [("doc.txt", "d\n")])
         let onA = try present("doc.txt", on: mnt)
         XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
         let lease = try XCTUnwrap(leaseOfNodeKey("a"))
