@@ -13,19 +13,16 @@ extension FileHandleKey: ExpressibleByArrayLiteral {
 /// the file is (as the mount's release left it), not by who closed it or when.
 final class PassthroughWritesTests: XCTestCase {
     private let file = NSObject(), other = NSObject()
-    /// The files' states as the watcher would read them now (nil: gone).
-    private final class States: Sendable {
-        let table = Mutex<[ObjectIdentifier: PassthroughWrites.FileState]>([:])
-        func withLock<R>(_ body: (inout [ObjectIdentifier: PassthroughWrites.FileState]) -> R) -> R { table.withLock { body(&$0) } }
-    }
-    private let states = States()
-
-    /// The handles read through the nodes, by node.
+    /// A table the watcher's closures and the test share.
     private final class Box<T: Sendable>: Sendable {
         let table: Mutex<T>
         init(_ value: T) { table = Mutex(value) }
         func withLock<R>(_ body: (inout T) -> R) -> R { table.withLock { body(&$0) } }
     }
+    /// The files' states as the watcher would read them now (nil: gone).
+    private let states = Box<[ObjectIdentifier: PassthroughWrites.FileState]>([:])
+
+    /// The handles read through the nodes, by node.
     private let handlesRead = Box<[ObjectIdentifier: Int]>([:])
     private let handles = Box<[ObjectIdentifier: FileHandleKey]>([:])
 
