@@ -20,6 +20,12 @@ enum RequestBounds {
     /// empty lines before one): past this the request is refused with 431. A little over
     /// `maxHead`, so that a head the decoder would refuse is refused by the decoder, naming why.
     static let maxUnparsed = maxHead + (4 << 10)
+    /// Time a client has for a whole request head: from the accept, or from the end of the
+    /// previous request and its response on a kept-alive connection (an idle one too). Past it the
+    /// request is answered 408 and the connection closed, so a head sent a byte every few seconds
+    /// (slowloris) holds no descriptor for long. A request whose head is whole is not timed (its
+    /// handler may take long), nor is a WebSocket (the live stream).
+    static let headDeadline = TimeAmount.seconds(10)
 
     /// The decoder's limits for `HTTP1Channel.Configuration`.
     static var decoder: HTTP1Channel.Configuration.DecoderConfiguration {
@@ -82,8 +88,9 @@ final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Right after the HTTP decoder: answers a request the decoder cannot parse, or one that is too
-/// long in coming (`UnparsedBytesBound`), with a status and a line saying why, `Connection: close`,
+/// Right after the HTTP decoder: answers a request the decoder cannot parse, one that is too
+/// long in coming (`UnparsedBytesBound`), or one whose head is not whole within
+/// `RequestBounds.headDeadline` (408), with a status and a line saying why, `Connection: close`,
 /// and closes the connection once the answer is written. A response already under way (to an
 /// earlier request on the connection) ends first. The parse error is not passed on: nothing after
 /// this handler answers it again. Once the connection is a WebSocket, everything passes as it is.
@@ -105,15 +112,54 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     /// The refusal is written: what else would be written is dropped.
     private var answered = false
     private var context: ChannelHandlerContext?
+    /// Request heads read, request ends read and responses ended on this connection: with all
+    /// three equal the connection waits for a request head, under `RequestBounds.headDeadline`.
+    private var heads = 0, requestEnds = 0, responseEnds = 0
+    private var deadline: Scheduled<Void>?
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        armDeadline(context)
+    }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        cancelDeadline()
+        self.context = nil
+    }
+    func channelInactive(context: ChannelHandlerContext) {
+        cancelDeadline()
+        context.fireChannelInactive()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if upgraded { return context.fireChannelRead(data) }
         unparsed = 0
         if refused { return }
+        switch Self.unwrapInboundIn(data) {
+        case .head:
+            heads += 1
+            cancelDeadline()
+        case .end:
+            requestEnds += 1
+            armDeadline(context)
+        case .body:
+            break
+        }
         context.fireChannelRead(data)
+    }
+
+    /// Waiting for a request head (none under way, every response ended): the deadline runs.
+    private func armDeadline(_ context: ChannelHandlerContext) {
+        guard deadline == nil, !upgraded, !refused, heads == requestEnds, heads == responseEnds else { return }
+        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(in: RequestBounds.headDeadline) {
+            this.value.deadline = nil
+            this.value.refuse(.requestTimeout, "no whole request head within \(RequestBounds.headDeadline.nanoseconds / 1_000_000_000) s")
+        }
+    }
+
+    private func cancelDeadline() {
+        deadline?.cancel()
+        deadline = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -138,6 +184,7 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
         case .head(let head) where head.status == .switchingProtocols:
             // The WebSocket's handlers take over; nothing HTTP passes here any more.
             upgraded = true
+            cancelDeadline()
             context.write(data, promise: promise)
             return
         case .head(let head):
@@ -147,8 +194,9 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
             context.write(data, promise: promise)
         case .end:
             responding = false
+            responseEnds += 1
             context.write(data, promise: promise)
-            if refused { sendRefusal(context) }
+            if refused { sendRefusal(context) } else { armDeadline(context) }
         }
     }
 
@@ -162,6 +210,7 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     private func sendRefusal(_ context: ChannelHandlerContext) {
         guard let refusal, !answered else { return }
         answered = true
+        cancelDeadline()
         let body = context.channel.allocator.buffer(string: "\(refusal.status.code) \(refusal.status.reasonPhrase): \(refusal.message)\n")
         let head = HTTPResponseHead(version: .http1_1, status: refusal.status, headers: [
             "Connection": "close", "Content-Length": "\(body.readableBytes)", "Content-Type": "text/plain; charset=utf-8",

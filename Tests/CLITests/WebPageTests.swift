@@ -654,7 +654,7 @@ final class WebPageTests: CLITestCase {
         chmod(root, 0o755)
         try mount()
         let (_, _, port) = try startWeb()
-        let script = #"""
+        let script = Self.pythonAnswer + #"""
         import socket, sys, time
         port = int(sys.argv[1])
         host = b"Host: 127.0.0.1:%d\r\n" % port
@@ -673,20 +673,10 @@ final class WebPageTests: CLITestCase {
                 s.sendall(data)
             except OSError:
                 pass
-            start, got, closed = time.time(), b"", False
-            try:
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        closed = True
-                        break
-                    got += chunk
-            except OSError:
-                pass
-            elapsed = time.time() - start
+            start = time.time()
+            status, closed, _, end = answer(s, 5)
             s.close()
-            status = got.split(b"\r\n")[0].split(b" ")[1].decode() if got.startswith(b"HTTP/1.1 ") else "none"
-            return status, closed, elapsed
+            return status, closed, end - start
         for name, data in cases:
             status, closed, elapsed = ask(data)
             print(name, status, "closed" if closed else "open", "%.2f" % elapsed, flush=True)
@@ -721,4 +711,143 @@ final class WebPageTests: CLITestCase {
             XCTAssertTrue(r.stdout.contains("after HTTP/1.1 401"), "\(who): answered as before afterwards: \(r.stdout)")
         }
     }
+
+    /// A request head sent slowly (slowloris) or not at all is answered 408 and closed near the
+    /// deadline (10 s from the accept, or from the end of the previous request), while a request
+    /// whose head came in time and the live stream outlast it. Raw sockets against the real
+    /// `coordfs web`, all at once (about 17 s).
+    func testASlowRequestHeadIsAnswered408AndClosedNearTheDeadline() throws {
+        try mount()
+        let (_, url, port) = try startWeb()
+        let token = String(url.split(separator: "=").last!)
+        let script = Self.pythonAnswer + #"""
+        import base64, os, socket, sys, threading, time
+        port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+        host = b"Host: 127.0.0.1:%d\r\n" % port
+        out = []
+        def answered(s, start):
+            # The status, closed or not, and when the answer began (from start).
+            status, closed, first, end = answer(s, 25)
+            return status, closed, (first or end) - start
+        def one(s):
+            # One whole response of a kept-alive connection (Content-Length).
+            data = b""
+            while b"\r\n\r\n" not in data: data += s.recv(65536)
+            head, body = data.split(b"\r\n\r\n", 1)
+            length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+            while len(body) < length: body += s.recv(65536)
+            return head.split(b"\r\n")[0].split(b" ")[1].decode()
+        def trickle(s, first, slow, rest):
+            # Sends first, then slow a byte a second, then rest, on a thread of its own.
+            def send():
+                try:
+                    s.sendall(first)
+                    for b in slow:
+                        time.sleep(1); s.sendall(bytes([b]))
+                    s.sendall(rest)
+                except OSError:
+                    pass
+            threading.Thread(target=send, daemon=True).start()
+        def report(name, status, closed, elapsed):
+            out.append("%s %s %s %.2f" % (name, status, "closed" if closed else "open", elapsed))
+        def slow():
+            s = socket.create_connection(("127.0.0.1", port)); start = time.time()
+            trickle(s, b"GET / HTTP/1.1\r\n", host + b"X-Slow: " + b"a" * 30, b"")
+            report("slow-head", *answered(s, start))
+        def idle():
+            s = socket.create_connection(("127.0.0.1", port)); start = time.time()
+            report("idle", *answered(s, start))
+        def keptalive():
+            s = socket.create_connection(("127.0.0.1", port))
+            request = b"GET /app.css?token=" + token.encode() + b" HTTP/1.1\r\n" + host + b"\r\n"
+            s.sendall(request); first = one(s)
+            time.sleep(7)
+            s.sendall(request); second = one(s); start = time.time()
+            out.append("kept-alive-requests %s %s" % (first, second))
+            report("kept-alive", *answered(s, start))
+        def slowbody():
+            s = socket.create_connection(("127.0.0.1", port)); start = time.time()
+            body = b"{" + b" " * 12 + b'"path": "' + path.encode() + b'"}'
+            s.sendall(b"POST /api/versions HTTP/1.1\r\n" + host + b"X-CoordFS-Token: " + token.encode()
+                      + b"\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+            trickle(s, b"", body[:13], body[13:])
+            report("slow-body", *answered(s, start))
+        def stream():
+            s = socket.create_connection(("127.0.0.1", port)); start = time.time()
+            key = base64.b64encode(os.urandom(16)).decode()
+            s.sendall(("GET /api/events?token=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\nOrigin: http://127.0.0.1:%d\r\n\r\n" % (token, port, key, port)).encode())
+            s.settimeout(25)
+            data = b""
+            try:
+                while b'"cursor"' not in data: data += s.recv(1 << 20)
+                while time.time() - start < 14:
+                    s.settimeout(max(0.01, 14 - (time.time() - start)))
+                    try:
+                        chunk = s.recv(1 << 20)
+                        if not chunk: break
+                        data += chunk
+                    except socket.timeout:
+                        pass
+                open(path, "w").write("after the deadline\n")
+                s.settimeout(5)
+                while path.split("/")[-1].encode() not in data:
+                    chunk = s.recv(1 << 20)
+                    if not chunk: break
+                    data += chunk
+            except OSError:
+                pass
+            out.append("stream %s %.2f" % ("live" if path.split("/")[-1].encode() in data else "cut", time.time() - start))
+        threads = [threading.Thread(target=f) for f in (slow, idle, keptalive, slowbody, stream)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print("\n".join(out), flush=True)
+        """#
+        let r = run("/usr/bin/python3", ["-c", script, "\(port)", token, mnt + "/slow-deadline.txt"], timeout: 90)
+        XCTAssertEqual(r.status, 0, "\(r)")
+        var seen: Set<String> = []
+        for line in r.lines {
+            let f = line.split(separator: " ").map(String.init)
+            guard f.count == 4, ["slow-head", "idle", "kept-alive", "slow-body"].contains(f[0]) else { continue }
+            seen.insert(f[0])
+            let elapsed = Double(f[3]) ?? -1
+            if f[0] == "slow-body" {
+                // Its head came at once: the request is answered once its body is whole (13 s), not cut.
+                XCTAssertNotEqual(f[1], "408", "a request whose head came in time is not timed: \(line)")
+                XCTAssertNotEqual(f[1], "none", "answered: \(line)")
+                XCTAssertGreaterThan(elapsed, 12.0, "answered after its body: \(line)")
+                continue
+            }
+            XCTAssertEqual(f[1], "408", "\(line)")
+            XCTAssertEqual(f[2], "closed", "the server closed the connection: \(line)")
+            XCTAssertGreaterThan(elapsed, 9.5, "not before the deadline: \(line)")
+            XCTAssertLessThan(elapsed, 12.0, "near the deadline: \(line)")
+        }
+        XCTAssertEqual(seen, ["slow-head", "idle", "kept-alive", "slow-body"], r.stdout)
+        XCTAssertTrue(r.stdout.contains("kept-alive-requests 200 200"), "a request 7 s after the first on one connection is answered: \(r.stdout)")
+        XCTAssertTrue(r.lines.contains { $0.hasPrefix("stream live ") }, "the live stream outlasts the deadline: \(r.stdout)")
+    }
+
+    /// Python for the raw-socket tests: `answer(s, timeout)` reads until the server closes (or
+    /// the timeout) and gives the response's status ("none" without one), whether the server
+    /// closed, and when the first byte came (None without one) and when reading ended.
+    static let pythonAnswer = #"""
+    import socket, time
+    def answer(s, timeout):
+        s.settimeout(timeout)
+        got, closed, first = b"", False, None
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    closed = True
+                    break
+                if first is None: first = time.time()
+                got += chunk
+        except OSError:
+            pass
+        status = got.split(b"\r\n")[0].split(b" ")[1].decode() if got.startswith(b"HTTP/1.1 ") else "none"
+        return status, closed, first, time.time()
+
+    """#
 }
