@@ -177,11 +177,14 @@ extension Coordinator {
             guard let node else { return }
             let itemNeed = Need(relinquish: .relinquishToWriter, save: options.contains(.forMerging) && !deleting,
                                 accommodate: deleting)
-            for record in node.records where record.id != excluding { body(record, itemNeed) }
+            // A presenter whose item was deleted before is not asked again (a late deletion of a
+            // presented document whose folder went first).
+            for record in node.records where record.id != excluding && !(deleting && record.itemDeleted) { body(record, itemNeed) }
             if deleting || options.contains(.forMoving) {
                 let inner = Need(relinquish: .relinquishToWriter, accommodate: deleting)
                 PresenterRegistry.forEachDescendant(of: node) { record in
-                    if record.id != excluding { body(record, inner) }
+                    // A presenter whose item was deleted before is not asked again for its folder.
+                    if record.id != excluding && !(deleting && record.itemDeleted) { body(record, inner) }
                 }
             }
         }
@@ -570,6 +573,9 @@ extension Coordinator {
         case .moved(let from, let to):
             let replaced = presenters.presenters(at: to)
             let moved = from == to ? [] : presenters.move(from: from, to: to)
+            // An item is at the path of each of them now (``PresenterRecord/itemDeleted``).
+            for record in replaced { record.itemDeleted = false }
+            for (record, old) in moved where old == from { record.itemDeleted = false }
             return .moved(from: from, to: to, moved: moved, replaced: replaced)
         }
     }
@@ -651,22 +657,35 @@ extension Coordinator {
                 for record in node.records where !arrived.contains(record.id) && (audience?.tellsChange(to: record.id) ?? true) {
                     add(record, .itemDidChange(path))
                 }
+                for record in node.records where record.id.rawValue < registeredBefore { record.itemDeleted = false }
             case .deleted(let path):
                 let node = presenters.walk(to: path, ancestor: { add($0, .subitemDeleted(path)) })
                 // Presenters that were not asked to accommodate the deletion also learn the item changed
                 // (all Foundation would tell them).
                 let accommodated = intents.contains { $0.isDeleting && $0.path.isSameOrAncestor(of: path) }
                 if let node, !accommodated {
-                    for record in node.records { add(record, .itemDidChange(path)) }
+                    for record in node.records where !record.itemDeleted { add(record, .itemDidChange(path)) }
                 }
-                // Every presenter of the item, or of an item inside it, is told it is gone.
+                // Every presenter of the item, or of an item inside it, is told it is gone, once:
+                // a presenter whose item was deleted before (rm -rf deletes children before their
+                // folders; a presented document's deletion is told late) is not told again.
                 if let node {
-                    for record in node.records { add(record, .itemDidDelete(record.path)) }
-                    PresenterRegistry.forEachDescendant(of: node) { add($0, .itemDidDelete($0.path)) }
+                    for record in node.records where !record.itemDeleted {
+                        add(record, .itemDidDelete(record.path))
+                        if record.id.rawValue < registeredBefore { record.itemDeleted = true }
+                    }
+                    PresenterRegistry.forEachDescendant(of: node) { record in
+                        guard !record.itemDeleted else { return }
+                        add(record, .itemDidDelete(record.path))
+                        if record.id.rawValue < registeredBefore { record.itemDeleted = true }
+                    }
                 }
             case .appeared(let path):
                 guard let node = presenters.walk(to: path, ancestor: { add($0, .subitemDidAppear(path)) }) else { break }
-                for record in node.records { add(record, .itemDidChange(path)) }
+                for record in node.records {
+                    add(record, .itemDidChange(path))
+                    if record.id.rawValue < registeredBefore { record.itemDeleted = false }
+                }
             case .moved(let from, let to, let moved, let replaced):
                 for (record, oldPath) in moved {
                     add(record, .itemDidMove(from: oldPath, to: oldPath.replacingPrefix(from, with: to) ?? record.path))

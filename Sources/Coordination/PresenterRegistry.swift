@@ -19,6 +19,11 @@ final class PresenterRecord: @unchecked Sendable {
     /// presenter. An entry lives while its turn is taken.
     var turns: [UInt32: PresenterTurn] = [:]
     var removed = false
+    /// The presented item was deleted (the presenter was told so) and has not existed since as far
+    /// as the coordinator knows: a later deletion of it or of a folder above it neither asks the
+    /// presenter nor tells it again. Cleared when the item changes, appears or a move brings it (or another
+    /// item) to the presenter's path.
+    var itemDeleted = false
 
     init(id: PresenterID, presenter: any FilePresenter, path: ItemPath, owner: AccessOrigin,
          credentials: PresenterCredentials? = nil) {

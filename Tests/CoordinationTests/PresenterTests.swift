@@ -248,4 +248,51 @@ let presenterTable: [PresenterCase] = [
         held.release()
         waiting.access?.release()
     }
+    /// `rm -rf f` deletes children before their folders: a presenter inside whose item was deleted
+    /// (asked, told) is neither asked nor told again for the folders above it, until its item
+    /// exists again; the folder's presenter hears of each subitem once.
+    @Test func aDeletedItemsPresenterIsToldOfItsDeletionOnce() async throws {
+        let recorder = EventRecorder()
+        let coordinator = Coordinator(eventSink: recorder)
+        let journal = Journal()
+        let folder = try coordinator.addFilePresenter(RecordingPresenter("F", at: path("f"), journal: journal))
+        let x = try coordinator.addFilePresenter(RecordingPresenter("X", at: path("f/x"), journal: journal))
+        let y = try coordinator.addFilePresenter(RecordingPresenter("Y", at: path("f/sub/y"), journal: journal))
+        func write(_ p: String, options: FileCoordinator.WritingOptions = .forDeleting,
+                   _ body: (CoordinatedAccess) -> Void) async throws {
+            let access = try await withCheckedThrowingContinuation { (c: CheckedContinuation<CoordinatedAccess, any Error>) in
+                coordinator.coordinate([.writingIntent(with: path(p), options: options)], origin: testOrigin) {
+                    c.resume(with: $0.mapError { $0 as any Error })
+                }
+            }
+            body(access)
+            access.release()
+        }
+        func delete(_ p: String) async throws { try await write(p) { $0.didDelete(path(p)) } }
+        func told(_ id: PresenterID) -> [PresenterNotification] {
+            recorder.all.compactMap { if case .notified(id, let note) = $0.kind { note } else { nil } }
+        }
+        func asked(_ name: String) -> Int { journal.view(name).filter { $0 == "accommodateDeletion" }.count }
+        for p in ["f/x", "f/sub/y", "f/sub", "f"] { try await delete(p) }
+        await eventually { told(folder).contains(.itemDidDelete(path("f"))) }
+        #expect(asked("X") == 1 && asked("Y") == 1 && asked("F") == 1)
+        #expect(told(x) == [.itemDidDelete(path("f/x"))])
+        #expect(told(y) == [.itemDidDelete(path("f/sub/y"))])
+        #expect(told(folder) == [.subitemDeleted(path("f/x")), .subitemDeleted(path("f/sub/y")),
+                                 .subitemDeleted(path("f/sub")), .itemDidDelete(path("f"))])
+        // Deleted again where nothing was made since (a presented document's late deletion):
+        // X is neither asked nor told; F still hears of the subitem.
+        try await delete("f/x")
+        await eventually { told(folder).count == 5 }
+        #expect(asked("X") == 1 && told(x) == [.itemDidDelete(path("f/x"))])
+        #expect(told(folder).last == .subitemDeleted(path("f/x")))
+        // Once its item exists again (made anew), the next deletion above it asks and tells it again.
+        try await write("f", options: []) { $0.subitemDidAppear(path("f")) }
+        try await write("f", options: []) { $0.subitemDidAppear(path("f/x")) }
+        try await delete("f")
+        await eventually { told(x).count == 3 }
+        #expect(asked("X") == 2 && asked("Y") == 1)
+        #expect(told(x) == [.itemDidDelete(path("f/x")), .itemDidChange(path("f/x")), .itemDidDelete(path("f/x"))])
+        #expect(told(y) == [.itemDidDelete(path("f/sub/y"))])
+    }
 }
