@@ -16,7 +16,9 @@ fi
 if grep -q " $mnt fuse.coordfs " /proc/mounts; then "$BIN" unmount --lazy "$mnt" || true; fi
 "$BIN" mount "$backing" "$mnt"
 web=""
-cleanup() { [ -n "$web" ] && kill "$web" 2>/dev/null; "$BIN" unmount --lazy "$mnt" 2>/dev/null || true; }
+# (Each step may fail, as when Ctrl-C reached `coordfs web` first: under set -e a failing kill
+# would end the cleanup before the unmount.)
+cleanup() { if [ -n "$web" ]; then kill "$web" 2>/dev/null || true; fi; "$BIN" unmount --lazy "$mnt" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 # The page (coordfs web): its launcher file (which keeps the token off a browser's command line)
 # and its URL, with its token, to paste into a running browser, are printed beside the mount.
