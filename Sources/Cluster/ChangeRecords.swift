@@ -58,12 +58,7 @@ enum ChangeRecords {
     static func estimatedSize(_ r: ChangeRecord) -> Int {
         func path(_ p: ItemPath) -> Int { p.components.reduce(10) { $0 + $1.utf8.count + 10 } }
         var size = 60 + r.origin.exe.utf8.count + r.asked.reduce(0) { $0 + $1.utf8.count + 10 }
-        for c in r.changes {
-            switch c {
-            case .changed(let p), .deleted(let p), .subitemAppeared(let p): size += 1 + path(p)
-            case .moved(let a, let b): size += 1 + path(a) + path(b)
-            }
-        }
+        for c in r.changes { size += 1 + c.paths.reduce(0) { $0 + path($1) } }
         return size
     }
 

@@ -548,11 +548,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     public func isObservedElsewhere(_ path: ItemPath) -> Bool {
         lock.withLock {
-            let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
-            guard others(state.presenceBelow[.root]) else { return false }
+            guard othersCount(state.presenceBelow[.root]) else { return false }
             var at: ItemPath? = path
             while let p = at {
-                if others(state.presentersAt[p]) { return true }
+                if othersCount(state.presentersAt[p]) { return true }
                 at = p.parent
             }
             return false
@@ -560,29 +559,27 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool {
-        lock.withLock { (state.presentersAt[path] ?? [:]).contains { $0.key != name && $0.value > 0 } }
+        lock.withLock { othersCount(state.presentersAt[path]) }
     }
 
     public var hasPresentersElsewhere: Bool {
-        lock.withLock { (state.presenceBelow[.root] ?? [:]).contains { $0.key != name && $0.value > 0 } }
+        lock.withLock { othersCount(state.presenceBelow[.root]) }
     }
 
     public func presentedPathsElsewhere() -> [ItemPath] {
-        lock.withLock { state.presentersAt.compactMap { path, counts in counts.contains { $0.key != name && $0.value > 0 } ? path : nil } }
+        lock.withLock { state.presentersAt.compactMap { path, counts in othersCount(counts) ? path : nil } }
+    }
+
+    /// Whether nodes other than this one count in `counts` (presenters, holds, by node).
+    private func othersCount(_ counts: [String: Int]?) -> Bool {
+        (counts ?? [:]).contains { $0.key != name && $0.value > 0 }
     }
 
     /// The items of `changes` another node presents (with the lock held): the file their name
     /// gives may be another one now (a file with several names finds its presented names by it).
     func presentedElsewhereAt(_ changes: [AccessChange]) -> [ItemPath] {
-        guard (state.presenceBelow[.root] ?? [:]).contains(where: { $0.key != name && $0.value > 0 }) else { return [] }
-        var out: [ItemPath] = []
-        for c in changes {
-            switch c {
-            case .changed(let p), .deleted(let p), .subitemAppeared(let p): out.append(p)
-            case .moved(let a, let b): out += [a, b]
-            }
-        }
-        return out.filter { (state.presentersAt[$0] ?? [:]).contains { $0.key != name && $0.value > 0 } }
+        guard othersCount(state.presenceBelow[.root]) else { return [] }
+        return changes.flatMap(\.paths).filter { othersCount(state.presentersAt[$0]) }
     }
 
     /// A change this node made outside any coordinated access, told now (a new file once it
@@ -1074,9 +1071,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// it when nobody else holds or presents anything at all; else the item's.
     func rightToTake(_ path: ItemPath, _ mode: LockMode) -> (ItemPath, LockMode) {
         guard configuration.folderRights else { return (path, mode) }
-        let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
         func free(_ folder: ItemPath) -> Bool {
-            if others(state.holdsBelow[folder]) || others(state.presenceBelow[folder]) { return false }
+            if othersCount(state.holdsBelow[folder]) || othersCount(state.presenceBelow[folder]) { return false }
             // A folder right of another node above it would conflict anyway: take the item's then.
             var p = folder.parent
             while let at = p {
@@ -1367,24 +1363,17 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// `unpresentedRecordInterval`: what they tell other nodes is only to drop names and
     /// attributes their kernels cached without a right (docs/cluster.md, "Coherence").
     func presentedElsewhere(_ changes: [AccessChange]) -> Bool {
-        let others = { (counts: [String: Int]?) in (counts ?? [:]).contains { $0.key != self.name && $0.value > 0 } }
-        guard others(state.presenceBelow[.root]) else { return false }
+        guard othersCount(state.presenceBelow[.root]) else { return false }
         func concerns(_ p: ItemPath) -> Bool {
-            if others(state.presenceBelow[p]) { return true }
+            if othersCount(state.presenceBelow[p]) { return true }
             var above = p.parent
             while let at = above {
-                if others(state.presentersAt[at]) { return true }
+                if othersCount(state.presentersAt[at]) { return true }
                 above = at.parent
             }
             return false
         }
-        for change in changes {
-            switch change {
-            case .changed(let p), .deleted(let p), .subitemAppeared(let p): if concerns(p) { return true }
-            case .moved(let from, let to): if concerns(from) || concerns(to) { return true }
-            }
-        }
-        return false
+        return changes.contains { $0.paths.contains(where: concerns) }
     }
 
     /// Sends what is queued, in one transaction at a time, in order (change records before the
@@ -1938,13 +1927,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             for r in records where shown {
                 let changes = r.changes
                 let what = changes.map(\.description).joined(separator: ", ")
-                let paths = changes.flatMap { c -> [ItemPath] in
-                    switch c {
-                    case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
-                    case .moved(let a, let b): return [a, b]
-                    }
-                }
-                step(n, "did " + (what.isEmpty ? "nothing" : what) + " (token \(r.token))", nil, paths: paths)
+                step(n, "did " + (what.isEmpty ? "nothing" : what) + " (token \(r.token))", nil, paths: changes.flatMap(\.paths))
             }
             guard n != name, !initial else { return }
             let queued = state.ops.count

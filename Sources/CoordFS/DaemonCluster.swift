@@ -44,15 +44,8 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
 
     func clusterDropCaches(_ changes: [AccessChange]) {
         guard let fs = daemon?.coordinated else { return }
-        var paths: [ItemPath] = []
-        for c in changes {
-            switch c {
-            case .changed(let p), .deleted(let p), .subitemAppeared(let p): paths.append(p)
-            case .moved(let a, let b): paths += [a, b]
-            }
-        }
         let done = DispatchSemaphore(value: 0)
-        let all = paths
+        let all = changes.flatMap(\.paths)
         kernelQueue.async {
             for p in all { fs.forgetCached(p) }
             done.signal()
@@ -64,9 +57,9 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
         // What the backing watcher sees of these changes, read after this, is not told again; what
         // it told already, finding the file as it is now, is not told by the record (its node asked
         // nobody here, so the watcher was not held while it wrote: a folder's presenters here).
-        let heard = echoes?.told(changes.flatMap(Self.paths), matching: !asked) ?? []
+        let heard = echoes?.told(changes.flatMap(\.paths), matching: !asked) ?? []
         // A change is the file at its (last) path: a move's destination.
-        let already = changes.filter { c in Self.paths(c).last.map(heard.contains) ?? false }
+        let already = changes.filter { c in c.paths.last.map(heard.contains) ?? false }
         guard let hooks = daemon?.coordinated?.storeHooks else { return already }
         for c in changes where !already.contains(c) {
             switch c {
@@ -80,18 +73,11 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
     }
 
     func clusterChangedHere(_ changes: [AccessChange]) {
-        echoes?.changedHere(changes.flatMap(Self.paths))
+        echoes?.changedHere(changes.flatMap(\.paths))
     }
 
     func clusterPresentedItemsMayHaveChanged(_ paths: [ItemPath]) {
         daemon?.coordinated?.presentedInodes.mark(paths)
-    }
-
-    private static func paths(_ c: AccessChange) -> [ItemPath] {
-        switch c {
-        case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
-        case .moved(let a, let b): return [a, b]
-        }
     }
 
     func clusterKeepsReadVersions(at path: ItemPath, inside: Bool) -> Bool {

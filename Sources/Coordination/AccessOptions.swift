@@ -88,6 +88,14 @@ public enum AccessChange: Hashable, Sendable, CustomStringConvertible {
     /// A new item appeared (a create inside a directory).
     case subitemAppeared(ItemPath)
 
+    /// The paths the change concerns: the item's, or a move's two.
+    public var paths: [ItemPath] {
+        switch self {
+        case .changed(let p), .deleted(let p), .subitemAppeared(let p): return [p]
+        case .moved(let a, let b): return [a, b]
+        }
+    }
+
     public var description: String {
         switch self {
         case .changed(let p): return "changed \(p)"
