@@ -177,8 +177,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// The prefix of a daemon's presenter names: `coordfs-PID-START-BOOT`, its pid, its start time
     /// (clock ticks after boot, `ProcessLife.startTime`) and the boot's id (without its dashes).
     static func instanceName(pid: pid_t, start: UInt64) -> String {
-        "coordfs-\(pid)-\(start)-\(NodeMountRecord.bootID().filter { $0 != "-" })"
+        "coordfs-\(pid)-\(start)-\(bootTag)"
     }
+
+    /// This boot's id without its dashes, as presenter names carry it: read once (a boot's id
+    /// does not change while it runs), not again for each name the start-up cleanup looks at.
+    static let bootTag = NodeMountRecord.bootID().filter { $0 != "-" }
 
     /// Whether the daemon whose presenter name this is still runs: in this boot, its pid held by the
     /// process that started when it did (a pid handed out again after a crash is another process),
@@ -197,7 +201,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
             guard stamp <= UInt64(boot.tv_sec), let start = ProcessLife.startTime(pid) else { return false }
             return start / UInt64(sysconf(Int32(_SC_CLK_TCK))) <= stamp && ProcessLife.isRunning(pid, startedAt: start)
         }
-        guard parts[3] == NodeMountRecord.bootID().filter({ $0 != "-" }) else { return false }
+        guard parts[3] == bootTag else { return false }
         return ProcessLife.isRunning(pid, startedAt: stamp)
     }
 
