@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "CURing", linkerSettings: [.linkedLibrary("uring")]),
         .target(name: "NameBytes"),
         .systemLibrary(name: "CLinux"),
-        .target(name: "Linux", dependencies: ["NameBytes"]),
+        .target(name: "Linux", dependencies: ["CLinux", "NameBytes"]),
         .target(name: "LinuxGNU", dependencies: ["CLinux", "Linux", .product(name: "SystemPackage", package: "swift-system")]),
         .target(name: "Vocabulary"),
         .target(

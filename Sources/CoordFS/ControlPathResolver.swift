@@ -38,7 +38,7 @@ struct ControlPathResolver: Sendable {
     init(backing: String, mountpoint: String) {
         self.backing = backing
         self.mountpoint = mountpoint
-        descriptor = OwnedDescriptor(backing.withNameCString { open($0, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC) })
+        descriptor = OwnedDescriptor(backing.withNameCString { open($0, LinuxCalls.O_PATH | O_DIRECTORY | O_CLOEXEC) })
         root = descriptor.fd >= 0 ? "/proc/self/fd/\(descriptor.fd)" : backing
     }
 
@@ -110,7 +110,7 @@ struct ControlPathResolver: Sendable {
     /// - Throws: `notFound` for a missing directory on the way, a link out of the mount, a loop,
     ///   or the state folder; `permissionDenied` for a directory the peer may not search.
     func resolve(_ path: MountPath, for peer: Peer, followFinal: Bool) throws(ProtocolError) -> Item {
-        let rootFD = open(root, O_PATH_FLAG | O_DIRECTORY | O_CLOEXEC)
+        let rootFD = open(root, LinuxCalls.O_PATH | O_DIRECTORY | O_CLOEXEC)
         guard rootFD >= 0 else { throw ProtocolError(.internalError, "cannot open the backing folder: \(Self.describe(errno))") }
         var fds: [Int32] = [rootFD]        // fds[i] is the directory holding names[i]
         var names: [String] = []
@@ -177,7 +177,7 @@ struct ControlPathResolver: Sendable {
             guard type == UInt32(S_IFDIR) else {
                 throw ProtocolError(.notFound, "\(path): \(Self.show(names + [name])) is not a directory")
             }
-            let next = name.withNameCString { openat(directoryFD, $0, O_PATH_FLAG | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            let next = name.withNameCString { openat(directoryFD, $0, LinuxCalls.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             guard next >= 0 else {
                 throw ProtocolError(.notFound, "\(path): cannot open \(Self.show(names + [name])): \(Self.describe(errno))")
             }
@@ -245,6 +245,3 @@ struct ControlPathResolver: Sendable {
 
     static func describe(_ code: Int32) -> String { String(cString: strerror(code)) }
 }
-
-/// O_PATH (GNU-only in Glibc's Swift module).
-private let O_PATH_FLAG: Int32 = 0o10000000

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import NameBytes
 
@@ -62,7 +63,7 @@ public enum NoLinkRead: Equatable, Sendable {
         return n > 0 ? String(nameBytes: Array(buffer[0..<n])) : "?"
     }
 
-    /// `O_PATH` from `<fcntl.h>` (Glibc's module leaves it out): a folder opened only to name
-    /// what is in it, which needs search permission on the way and no read permission on it.
-    private static let oPath: Int32 = 0o10000000
+    /// `O_PATH` (Glibc's module leaves it out): a folder opened only to name what is in it, which
+    /// needs search permission on the way and no read permission on it.
+    private static let oPath = CLINUX_O_PATH
 }
