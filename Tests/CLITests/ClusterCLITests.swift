@@ -42,6 +42,12 @@ class ClusterCLITestCase: CLITestCase {
         }
     }
 
+    /// Node a mounted on `mnt`, then node b on `mntB`, both with `extra`.
+    func mountNodes(_ extra: [String] = []) throws {
+        try mountNode("a", at: mnt, extra)
+        try mountNode("b", at: mntB, extra)
+    }
+
     func nodeState(_ node: String) -> String { backing + "/.coordfs/nodes/" + node }
 
     /// The keys etcd holds under `prefix/sub` (etcdctl, as an operator would look).
@@ -70,8 +76,7 @@ class ClusterCLITestCase: CLITestCase {
 final class ClusterCLITests: ClusterCLITestCase {
     func testTwoNodesOverOneFolderKeepTheirOwnStateAndAPresenterOnAIsAskedWhenBWrites() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
 
         // Each node its own log, store, socket, pid file and daemon log; nothing at the top.
         for node in ["a", "b"] {
@@ -137,8 +142,7 @@ final class ClusterCLITests: ClusterCLITestCase {
     /// that node's log from the mount point (not the other node's, not the one-host folder); the
     /// next `coordfs mount` of the node cleans the stale mount and writes a new record.
     func testAKilledNodesStaleMountStillFindsItsOwnLog() throws {
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
         // Its mount record written first: a record still in memory (the writer gathers for about
         // 5 ms) is lost with a SIGKILL, as docs/event-log.md says; what is in the file must be found.
         XCTAssertTrue(waitUntil(20) { self.coordfs("log", self.mntB, "--json").stdout.contains(" on \(self.mntB!)\"") },

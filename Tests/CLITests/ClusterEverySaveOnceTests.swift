@@ -35,8 +35,7 @@ final class ClusterEverySaveOnceTests: ClusterCLITestCase {
     func testEverySaveThroughEitherNodeOrBesideBothIsToldOnceToEachPresenter() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         FileManager.default.createFile(atPath: root + "/src.txt", contents: Data("copied\n".utf8))
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
         let onA = try present("doc.txt", on: mnt)
         let onB = try present("doc.txt", on: mntB)
         defer { _ = onA.stop(); _ = onB.stop() }

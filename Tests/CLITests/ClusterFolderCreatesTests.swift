@@ -51,8 +51,7 @@ final class ClusterFolderCreatesTests: ClusterCLITestCase {
             FileManager.default.createFile(atPath: backing + "/\(via)-moved", contents: Data("moved\n".utf8))
         }
         FileManager.default.createFile(atPath: root + "/src.txt", contents: Data("copied\n".utf8))
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
         let onA = try present("dir", on: mnt)
         let onB = presentOnB ? try present("dir", on: mntB) : nil
         defer { _ = onA.stop(); _ = onB?.stop() }

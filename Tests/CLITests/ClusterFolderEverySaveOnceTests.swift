@@ -35,8 +35,7 @@ final class ClusterFolderEverySaveOnceTests: ClusterCLITestCase {
         mkdir(backing + "/dir", 0o755)
         FileManager.default.createFile(atPath: backing + "/dir/doc.txt", contents: Data("one\n".utf8))
         FileManager.default.createFile(atPath: root + "/src.txt", contents: Data("copied\n".utf8))
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
         let onA = try present("dir", on: mnt)
         let onB = try present("dir", on: mntB)
         defer { _ = onA.stop(); _ = onB.stop() }

@@ -18,8 +18,7 @@ final class ClusterHardLinkTests: ClusterCLITestCase {
     func testAWriteThroughAnotherNameOnAnotherNodeAsksAndTellsThePresenter() throws {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         FileManager.default.createFile(atPath: backing + "/late.txt", contents: Data("uno\n".utf8))
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
         let early = try present("doc.txt", on: mnt)
         XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 1 }, "a's presenter in etcd: \(etcdKeys(""))")
         // The links made through a and beside the mounts: b's kernel never looked the documents'

@@ -16,8 +16,7 @@ final class ClusterOtherUsersReadersTests: ClusterCLITestCase {
     /// Both nodes, as a shared mount is: other users may use it; a held save would wait 60 s.
     private func mountBoth() throws {
         chmod(root, 0o755)  // nobody reaches the mounts
-        try mountNode("a", at: mnt, ["allow_other", "write_wait=60"])
-        try mountNode("b", at: mntB, ["allow_other", "write_wait=60"])
+        try mountNodes(["allow_other", "write_wait=60"])
     }
 
     /// nobody's reader of `relative` through node b, once it holds it open (and its right is in etcd).

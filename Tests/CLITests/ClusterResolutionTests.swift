@@ -44,8 +44,7 @@ class ClusterResolutionTestCase: ClusterCLITestCase {
         for name in ["save", "both", "lost", "restore"] {
             FileManager.default.createFile(atPath: backing + "/dir/\(name).txt", contents: Data("base\n".utf8))
         }
-        try mountNode("a", at: mnt)
-        try mountNode("b", at: mntB)
+        try mountNodes()
         let a = mnt!, b = mntB!
         // a: presenters with unsaved changes (their conflicts are a's), and one whose store keeps
         // restore.txt's versions.

@@ -38,8 +38,7 @@ final class ClusterViewsCLITests: ClusterCLITestCase {
 
     func testStatusAndWatchShowEveryNodeAndNobodySeesOnlyWhatItCouldFind() throws {
         makeFolders()
-        try mountNode("a", at: mnt, ["allow_other"])
-        try mountNode("b", at: mntB, ["allow_other"])
+        try mountNodes(["allow_other"])
         let rootWatch = try startCoordfs(["watch", mntB, "--cluster", "--json"])
         let nobodyWatch = try startAsNobody(["watch", mntB, "--cluster"])
         XCTAssertTrue(waitUntilFollowing([rootWatch, nobodyWatch]), "watchers follow: \(rootWatch.stdout) \(rootWatch.stderr) \(nobodyWatch.stderr)")
@@ -118,8 +117,7 @@ final class ClusterViewsCLITests: ClusterCLITestCase {
         FileManager.default.createFile(atPath: file, contents: Data((password + "\n").utf8), attributes: [.posixPermissions: 0o600])
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
         let auth = ["cluster_user=root", "cluster_password_file=\(file)"]
-        try mountNode("a", at: mnt, auth)
-        try mountNode("b", at: mntB, auth)
+        try mountNodes(auth)
         let watch = try startCoordfs(["watch", mnt, "--cluster", "--json"])
         let presenter = try present("doc.txt", on: mnt)
         XCTAssertEqual(sh("echo two > '\(mntB!)/doc.txt'").status, 0)

@@ -13,10 +13,6 @@ import Coordination
 final class OtherUsersAsksTests: OtherUsersTurnTestCase {
 
     func testAnotherUsersReadsQueueAtMostOneAskChainAheadOfRootsSave() throws {
-        let bin = try Self.coordfsBinary()
-        try writeBacking("doc.txt", "hello\n", mode: 0o644)
-        let presenter = try start([bin, "present", mnt + "/doc.txt", "--delay", "\(Self.delay)"])
-        XCTAssertTrue(eventually { self.presenterCount == 1 }, presenter.text)
         // Each of nobody's processes reads the document over and over.
         let loop = """
         import os, sys
@@ -27,9 +23,7 @@ final class OtherUsersAsksTests: OtherUsersTurnTestCase {
             except OSError as e:
                 print(e, flush=True)
         """
-        let doc = mnt + "/doc.txt"
-        let (alone, busy, ahead) = try rootsSave(alone: "echo root-alone > \(doc)", busy: "echo root-busy > \(doc)",
-                                                 program: loop, arguments: { _ in [doc] })
+        let (alone, busy, ahead) = try rootsSaveOfAPresentedDocument(mode: 0o644, program: loop)
         print("OtherUsersAsksTests: root's save \(alone) s without readers, \(busy) s with \(Self.processes); nobody's asks answered ahead of it: \(ahead)")
         XCTAssertLessThanOrEqual(ahead, 2, "at most one of nobody's ask chains (relinquish, save) ahead of root's save")
         // The same as a generous bound on root's wait: without the rule it waited for every
@@ -39,6 +33,7 @@ final class OtherUsersAsksTests: OtherUsersTurnTestCase {
 
         // The event log says why nobody's reads were not asked (as `coordfs log -f` shows an
         // operator), at most twice a turn: once for the first read, once counting the others.
+        let bin = try Self.coordfsBinary()
         var records: [[String: Any]] = []
         XCTAssertTrue(eventually(timeout: 30) {
             guard let log = try? self.run([bin, "log", self.mnt, "--kind", "presenterNotAsked", "--json"], timeout: 60),

@@ -14,11 +14,6 @@ import Coordination
 /// serves each user's first access before any user's second.
 final class OtherUsersWritesTests: OtherUsersTurnTestCase {
     func testAnotherUsersWritesOfRootsDocumentQueueAtMostOneAheadOfRootsSave() throws {
-        let bin = try Self.coordfsBinary()
-        try writeBacking("doc.txt", "hello\n", mode: 0o666)
-        chmod(backing + "/doc.txt", 0o666)
-        let presenter = try start([bin, "present", mnt + "/doc.txt", "--delay", "\(Self.delay)"])
-        XCTAssertTrue(eventually { self.presenterCount == 1 }, presenter.text)
         // Each of nobody's processes writes the document over and over (an open for writing: a
         // relinquish of root's presenter, the write, its reacquire).
         let loop = """
@@ -31,9 +26,7 @@ final class OtherUsersWritesTests: OtherUsersTurnTestCase {
             except OSError as e:
                 print(e, flush=True)
         """
-        let doc = mnt + "/doc.txt"
-        let (alone, busy, ahead) = try rootsSave(alone: "echo root-alone > \(doc)", busy: "echo root-busy > \(doc)",
-                                                 program: loop, arguments: { _ in [doc] })
+        let (alone, busy, ahead) = try rootsSaveOfAPresentedDocument(mode: 0o666, program: loop)
         print("OtherUsersWritesTests: root's save \(alone) s alone, \(busy) s with \(Self.processes) of nobody's writers; nobody's asks answered ahead of it: \(ahead)")
         XCTAssertLessThanOrEqual(ahead, 2, "at most one of nobody's asks (the writer holding the document's reacquire) ahead of root's save")
         // A generous bound: without the rule it waited for every queued write of nobody's, each a

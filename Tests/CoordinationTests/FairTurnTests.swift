@@ -60,6 +60,18 @@ private func rootPresenting(_ p: String) throws -> (Coordinator, TurnPresenter, 
     return (coordinator, presenter, recorder)
 }
 
+/// Root's presenter of `dir`, holding its answers, asked by nobody's deletion of `dir/a`; nobody's
+/// deletions of `dir/b` and `dir/c` wait for nobody's turn.
+private func nobodysDeletionsWaitingTheirTurn() async throws -> (Coordinator, TurnPresenter, ResultBox, ResultBox, ResultBox) {
+    let (coordinator, presenter, _) = try rootPresenting("dir")
+    presenter.asks.withLock { $0 = false }
+    let (_, a) = request(coordinator, delete("dir/a"), origin: origin(65534, 10))
+    #expect(await eventually { presenter.count("subitemDeletion") == 1 })
+    let (_, b) = request(coordinator, delete("dir/b"), origin: origin(65534, 11))
+    let (_, c) = request(coordinator, delete("dir/c"), origin: origin(65534, 12))
+    return (coordinator, presenter, a, b, c)
+}
+
 /// Every access granted (then released), within a generous bound.
 private func grantedAll(_ boxes: [ResultBox]) async -> Bool {
     await eventually(timeout: .seconds(10)) { boxes.allSatisfy { $0.access != nil } }
@@ -73,13 +85,8 @@ private func grantedAll(_ boxes: [ResultBox]) async -> Bool {
 /// requests are served by rank: each user's first access in a queue before any user's second.
 @Suite struct FairTurnTests {
     @Test func anotherUsersDeletionsAskThePresenterOneAtATimeBehindRootsAndOtherUsers() async throws {
-        let (coordinator, presenter, _) = try rootPresenting("dir")
-        presenter.asks.withLock { $0 = false }
         // nobody's first deletion in root's presented folder is asked; its next two wait for its turn.
-        let (_, a) = request(coordinator, delete("dir/a"), origin: origin(65534, 10))
-        #expect(await eventually { presenter.count("subitemDeletion") == 1 })
-        let (_, b) = request(coordinator, delete("dir/b"), origin: origin(65534, 11))
-        let (_, c) = request(coordinator, delete("dir/c"), origin: origin(65534, 12))
+        let (coordinator, presenter, a, b, c) = try await nobodysDeletionsWaitingTheirTurn()
         // uid 1001 has a turn of its own; root's deletion takes none.
         let (_, d) = request(coordinator, delete("dir/d"), origin: origin(1001, 13))
         let (_, r) = request(coordinator, delete("dir/r"), origin: origin(0, 20))
@@ -146,13 +153,8 @@ private func grantedAll(_ boxes: [ResultBox]) async -> Bool {
     }
 
     @Test func aChainWhoseAccessHoldsUpAnotherUsersGoesFirstInItsUsersTurn() async throws {
-        let (coordinator, presenter, _) = try rootPresenting("dir")
-        presenter.asks.withLock { $0 = false }
         // nobody's deletions: the first asked, two waiting for nobody's turn.
-        let (_, a) = request(coordinator, delete("dir/a"), origin: origin(65534, 10))
-        #expect(await eventually { presenter.count("subitemDeletion") == 1 })
-        let (_, b) = request(coordinator, delete("dir/b"), origin: origin(65534, 11))
-        let (_, c) = request(coordinator, delete("dir/c"), origin: origin(65534, 12))
+        let (coordinator, presenter, a, b, c) = try await nobodysDeletionsWaitingTheirTurn()
         // nobody's create in the folder holds it (a write of the folder) and waits for its turn too;
         // root's create waits for it.
         let (_, w) = request(coordinator, write("dir"), origin: origin(65534, 13))

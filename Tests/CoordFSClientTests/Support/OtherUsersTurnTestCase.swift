@@ -36,6 +36,20 @@ class OtherUsersTurnTestCase: ClientMountTestCase {
         events.filter { if case .presenterAsked = $0.kind { $0.origin?.uid == uid } else { false } }.count
     }
 
+    /// Root's save of `doc.txt` (of `mode`, presented by `coordfs present --delay`) under nobody's
+    /// looping `program`, which is given the stop file and the document's path: `rootsSave`'s
+    /// times and asks ahead, each save an `echo >` of root's.
+    func rootsSaveOfAPresentedDocument(mode: mode_t, program: String) throws -> (alone: Double, busy: Double, ahead: Int) {
+        let bin = try Self.coordfsBinary()
+        try writeBacking("doc.txt", "hello\n", mode: mode)
+        chmod(backing + "/doc.txt", mode)
+        let presenter = try start([bin, "present", mnt + "/doc.txt", "--delay", "\(Self.delay)"])
+        XCTAssertTrue(eventually { self.presenterCount == 1 }, presenter.text)
+        let doc = mnt + "/doc.txt"
+        return try rootsSave(alone: "echo root-alone > \(doc)", busy: "echo root-busy > \(doc)",
+                             program: program, arguments: { _ in [doc] })
+    }
+
     /// Root's save under nobody's looping `program` (`processes` of them, as nobody, each given the
     /// stop file and then `arguments(i)`; each runs until the stop file appears and prints only its
     /// errors): its time without them (`alone`) and with them, and how many of nobody's asks the
