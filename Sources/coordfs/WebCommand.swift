@@ -21,7 +21,7 @@ struct WebCommand: ParsableCommand {
         URL into one that is running; --open starts $BROWSER (or xdg-open) on the launcher. Never \
         give the URL itself to a browser's command line (chromium URL, xdg-open URL): a process's \
         arguments are readable by every local user, and the token is the page. The launcher is a \
-        file only this user can read, in a folder of its own (in $XDG_RUNTIME_DIR, or /tmp), \
+        file only this user can read, in a folder of its own (in $XDG_RUNTIME_DIR, else $TMPDIR or /tmp), \
         removed when coordfs web ends. The page shows the event log live (filter by path glob, kind and actor; \
         pause), the presenters, held accesses and waiting requests (coordfs status), the open \
         conflicts with base, theirs and mine side by side, a three-way merge preview and a button \
