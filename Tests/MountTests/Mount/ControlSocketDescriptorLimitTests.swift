@@ -70,6 +70,13 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         return utime + stime
     }
 
+    /// Why the daemon's CPU time could not be read: whether it still runs, and the end of its log
+    /// (CI once found no /proc/PID/stat for it at its limit on io_uring, and said nothing more).
+    private func whyNoTicks(_ pid: pid_t) -> String {
+        let running = kill(pid, 0) == 0 ? "runs" : "is gone (\(String(cString: strerror(errno))))"
+        return "no CPU time for daemon \(pid), which \(running); its log ends: \(daemonLog().suffix(1200))"
+    }
+
     func testOutOfDescriptorsTheDaemonDoesNotSpinAnswersItsClientsAndServesNewOnesOnceSomeAreFree() throws {
         guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's control socket") }
         guard let pid = fixture.daemonPids.first else { return XCTFail("no daemon serves \(fixture.mountpoint)") }
@@ -92,9 +99,9 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         }) else { return }
 
         // At the limit, with clients still waiting to be accepted: no busy loop.
-        let before = try XCTUnwrap(cpuTicks(pid))
+        let before = try XCTUnwrap(cpuTicks(pid), whyNoTicks(pid))
         Thread.sleep(forTimeInterval: 3)
-        let after = try XCTUnwrap(cpuTicks(pid))
+        let after = try XCTUnwrap(cpuTicks(pid), whyNoTicks(pid))
         XCTAssertLessThan(after - before, ticksPerSecond / 2,
                           "the daemon used \(after - before) clock ticks of CPU in 3 s at its descriptor limit (a spinning accept loop takes about \(3 * ticksPerSecond))")
         XCTAssertGreaterThanOrEqual(fixture.daemonOpenDescriptors() ?? 0, 120, "still at the limit")
