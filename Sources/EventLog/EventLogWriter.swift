@@ -90,6 +90,11 @@ public final class EventLogWriter: Sendable {
 
     /// Since when writes fail, or nil while they succeed.
     public var stuckSince: EventTime? { core.stuckSince }
+
+    /// Tests only: `hook` runs on the writer thread after a write failed, before the failure counts.
+    func setAfterFailedWrite(_ hook: (@Sendable () -> Void)?) { core.setAfterFailedWrite(hook) }
+    /// Tests only: a flush waits.
+    var flushWaiting: Bool { core.flushWaiting }
     private let core: WriterCore
 
     /// Opens the log in `directory` (created if missing, one level), recovers a torn tail, and
@@ -152,7 +157,9 @@ public final class EventLogWriter: Sendable {
     public func sourceHasRecords() { core.sourceHasRecords() }
 
     /// Waits until every record appended before the call is in the file. Throws the write error
-    /// if the disk refused them (the writer keeps retrying in the background).
+    /// if the disk refused them (the writer keeps retrying in the background): the error of a write
+    /// begun after the call, never that of an attempt already under way, so a caller that made room
+    /// and then flushes sees the writer try again.
     public func flush() throws { try core.flush() }
 
     /// Flushes, stops the writer thread and releases the directory. Further appends return 0.
@@ -213,7 +220,12 @@ private final class WriterCore: @unchecked Sendable {
     private var finished = false
     private var written: UInt64
     private var error: EventLogError?
-    private var errorCount: UInt64 = 0
+    /// Write attempts begun (counted under `sync` as the writer takes what to write), and the one
+    /// whose failure `error` is: a flush throws only the error of an attempt begun after it.
+    private var attemptsBegun: UInt64 = 0
+    private var errorAttempt: UInt64 = 0
+    /// Tests only: called on the writer thread after a write failed, before the failure is recorded.
+    private var afterFailedWrite: (@Sendable () -> Void)?
     private var unwrittenAtClose = 0
     private var retentionRequests: UInt64 = 0
     private var retentionRuns: UInt64 = 0
@@ -347,6 +359,8 @@ private final class WriterCore: @unchecked Sendable {
     }
 
     func setNoticeHandler(_ handler: (@Sendable (EventLogWriter.Notice) -> Void)?) { sync.withLock { notice = handler } }
+    func setAfterFailedWrite(_ hook: (@Sendable () -> Void)?) { sync.withLock { afterFailedWrite = hook } }
+    var flushWaiting: Bool { sync.withLock { flushWaiters > 0 } }
     var stuckSince: EventTime? { sync.withLock { stuck?.since } }
 
     var lastAssignedSeq: UInt64 { sync.withLock { nextSeq - 1 } }
@@ -359,13 +373,15 @@ private final class WriterCore: @unchecked Sendable {
         sync.lock()
         defer { sync.unlock() }
         let target = nextSeq - 1
-        let errorsBefore = errorCount
+        // An attempt under way now may fail for a reason the caller has just removed (a disk it
+        // made room on): only the attempts after this one answer the flush.
+        let attemptsBefore = attemptsBegun
         flushWaiters += 1
         defer { flushWaiters -= 1 }
         // Wake the writer whether idle or coalescing: a flush should not wait out the delay.
         sync.signal(Condition.work)
         while written < target {
-            if errorCount != errorsBefore, let e = error { throw e }
+            if errorAttempt > attemptsBefore, let e = error { throw e }
             if finished { throw EventLogError.closed }
             sync.wait(Condition.progress)
         }
@@ -491,6 +507,9 @@ private final class WriterCore: @unchecked Sendable {
             }
             let stopping = closing
             let retentionTicket = retentionRequests
+            attemptsBegun += 1
+            let attempt = attemptsBegun
+            let failureHook = afterFailedWrite
             sync.unlock()
 
             var lastWritten: UInt64?
@@ -505,6 +524,7 @@ private final class WriterCore: @unchecked Sendable {
                 if n > 0 { lastWritten = stalled.frames[n - 1].seq }
                 writeError = e
                 if e == nil { stalled.removeAll() } else { stalled = stalled.suffix(from: n) }
+                if e != nil { failureHook?() }
             }
 
             var pruned: SegmentStore.Pruned?
@@ -528,7 +548,7 @@ private final class WriterCore: @unchecked Sendable {
             stats.segmentsCreated = UInt64(store.segmentsCreated)
             if let writeError {
                 error = writeError
-                errorCount += 1
+                errorAttempt = attempt
                 stats.writeErrors += 1
             }
             // Stuck, or writing again: said in writer.lock, to the owner, and once writing again

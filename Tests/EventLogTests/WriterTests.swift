@@ -433,6 +433,35 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(records.last?.kind, .logStalled)
     }
 
+    /// Room made while a retry was already failing, then a flush: the flush is answered by a write
+    /// begun after it, not by the failure of the attempt under way when it came (which it threw: a
+    /// caller that freed the disk was told the disk was full). The CI of 93cf132 met this once.
+    func testAFlushAfterRoomIsMadeIsNotAnsweredByTheRetryAlreadyFailing() throws {
+        let (w, dir, filler) = try writerOnAFullDisk()
+        // Hold the writer's next failed retry (every 100 ms) until room is made and a flush waits.
+        let failed = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+        let held = Atomic<Bool>(false)
+        w.setAfterFailedWrite {
+            guard !held.exchange(true, ordering: .relaxed) else { return }
+            failed.signal()
+            go.wait()
+        }
+        XCTAssertEqual(failed.wait(timeout: .now() + 5), .success, "the writer never retried")
+        XCTAssertEqual(unlink(filler), 0)
+        DispatchQueue.global().async {
+            while !w.flushWaiting { usleep(1000) }
+            go.signal()
+        }
+        try w.flush()
+        XCTAssertGreaterThanOrEqual(w.writtenSeq, 2000)
+        XCTAssertNil(w.stuckSince)
+        w.setAfterFailedWrite(nil)
+        try w.close()
+        let records = try readAll(dir)
+        XCTAssertEqual(records.count, 2001, "the 2,000 records, then the logStalled record")
+        assertContinuous(records, from: 1)
+    }
+
     /// A full disk, room again, and the log closed at once (no flush first): the records that waited
     /// are written on the way out, and so is the logStalled record saying they waited (the writer
     /// queued it after deciding it was done, when close() already refused appends).
