@@ -22,7 +22,9 @@
 # the same for the comparison of the two transports (BENCH_TRANSPORT=0: none; BENCH_TRANSPORT_TARGETS,
 # default "coordfs_dev coordfs_uring", may add coordfs_dev_fixed, coordfs_uring_fixed (spin_adapt=off)
 # and passthrough_hp; BENCH_TRANSPORT_LOADS, default "quiet", may add "hog": BENCH_HOGS_PER_CPU (1)
-# CPU-bound `yes` per CPU during those workloads).
+# CPU-bound `yes` per CPU during those workloads, and "haltpoll": on a virtual machine whose idle
+# driver is cpuidle-haltpoll, the guest's halt polling set to BENCH_HALTPOLL_NS (200000, the driver's
+# own default) during those workloads and restored after, also on exit).
 # Request kinds (section_kinds): BENCH_LSL_FILES (50000), BENCH_KINDS_ROUNDS (3), BENCH_GROWTH
 # ("1000 10000 100000"), BENCH_LIBFUSE_SRC (a libfuse source tree, or a git directory holding the
 # tag of the installed libfuse, for passthrough_hp; else that tag is cloned from GitHub).
@@ -65,6 +67,11 @@ LOW_NOFILE=${BENCH_LOW_NOFILE:-1024}
 TRANSPORT=${BENCH_TRANSPORT:-1}
 URING_SWITCH=/sys/module/fuse/parameters/enable_uring
 URING_SAVED=""
+# A virtual machine's idle CPUs poll for this long before they halt (cpuidle-haltpoll); 0: they
+# halt at once, and waking one takes an interrupt and an exit to the host.
+HALTPOLL_SWITCH=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+HALTPOLL_NS=${BENCH_HALTPOLL_NS:-200000}
+HALTPOLL_SAVED=""
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "bench: $*"; exit 1; }
@@ -84,6 +91,7 @@ cleanup() {
   local m
   [ -z "$URING_SAVED" ] || echo "$URING_SAVED" > "$URING_SWITCH" 2>/dev/null || true
   stop_hogs
+  stop_haltpoll
   for m in "${MOUNTS[@]}"; do
     if mountpoint -q "$m" 2>/dev/null || grep -q " $m fuse" /proc/mounts; then
       fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
@@ -432,12 +440,46 @@ stop_hogs() {
   HOG_PIDS=()
 }
 
+# "haltpoll" load: the guest's idle CPUs poll HALTPOLL_NS before halting, for that load's workloads.
+haltpoll_available() {
+  [ "$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null)" = haltpoll ] && [ -w "$HALTPOLL_SWITCH" ]
+}
+
+start_haltpoll() {
+  [ -n "$HALTPOLL_SAVED" ] || HALTPOLL_SAVED=$(cat "$HALTPOLL_SWITCH")
+  echo "$HALTPOLL_NS" > "$HALTPOLL_SWITCH"
+}
+
+stop_haltpoll() {
+  [ -z "$HALTPOLL_SAVED" ] || echo "$HALTPOLL_SAVED" > "$HALTPOLL_SWITCH" 2>/dev/null || true
+  HALTPOLL_SAVED=""
+}
+
+# The machine's idle driver and, under cpuidle-haltpoll, its polling: what a wake-up of an idle
+# CPU costs, which moves every FUSE round trip (docs/benchmarks.md, "Idle CPUs that halt at once").
+idle_description() {
+  local driver; driver=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)
+  if [ "$driver" = haltpoll ] && [ -r "$HALTPOLL_SWITCH" ]; then
+    local ns; ns=$(cat "$HALTPOLL_SWITCH")
+    if [ "$ns" = 0 ]; then echo "cpuidle-haltpoll with guest_halt_poll_ns 0 (a virtual machine whose idle CPUs halt at once: waking one is an interrupt and an exit to the host)"
+    else echo "cpuidle-haltpoll, idle CPUs poll up to $ns ns before they halt"; fi
+  else
+    echo "$driver"
+  fi
+}
+
 run_transport() {
   [ "$TRANSPORT" != 0 ] || return 0
   [ -f "$URING_SWITCH" ] || { say "bench: this kernel has no FUSE over io_uring: no transport comparison"; TRANSPORT=0; return 0; }
   uring_offered
   [ "$(cat "$URING_SWITCH")" = Y ] || { say "bench: cannot turn on $URING_SWITCH: no transport comparison"; TRANSPORT=0; return 0; }
   local t
+  if [[ " ${TRANSPORT_LOADS[*]} " == *" haltpoll "* ]] && ! haltpoll_available; then
+    say "bench: the idle driver is not cpuidle-haltpoll (or its polling cannot be set): no haltpoll load"
+    local kept=() l
+    for l in "${TRANSPORT_LOADS[@]}"; do [ "$l" = haltpoll ] || kept+=("$l"); done
+    TRANSPORT_LOADS=("${kept[@]}")
+  fi
   for t in "${TRANSPORT_TARGETS[@]}"; do start_target "$t"; done
   TRANSPORT_LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
   local name better r i n t value cpu0 req0 cpu1 req1 load k
@@ -457,11 +499,13 @@ run_transport() {
           fi
           settle_disk
           [ "$load" = hog ] && { start_hogs; sleep 1; }
+          [ "$load" = haltpoll ] && start_haltpoll
           TRANSPORT_LOADAVG[$name:$load]="${TRANSPORT_LOADAVG[$name:$load]:-} $(cut -d' ' -f1 /proc/loadavg)"
           cpu0=$(daemon_cpu_ticks "${PID_OF[$t]}"); req0=$(daemon_requests "${METRICS_PORT[$t]:-}")
           if ! value=$("wl_$name" "${DIR_OF[$t]}"); then value="error"; fi
           cpu1=$(daemon_cpu_ticks "${PID_OF[$t]}"); req1=$(daemon_requests "${METRICS_PORT[$t]:-}")
           [ "$load" = hog ] && stop_hogs
+          [ "$load" = haltpoll ] && stop_haltpoll
           say "bench:   $value ($((cpu1 - cpu0)) ticks, $((req1 - req0)) requests)"
           TRANSPORT_CPU[$k]=$(( ${TRANSPORT_CPU[$k]:-0} + cpu1 - cpu0 ))
           TRANSPORT_REQ[$k]=$(( ${TRANSPORT_REQ[$k]:-0} + req1 - req0 ))
@@ -716,6 +760,7 @@ section_machine() {
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
   echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "- kernel: $(uname -r); $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "- idle CPUs: $(idle_description)"
   if [ "$FRESH_FS" = 1 ]; then
     echo "- disk: $(df --output=source "$WORK" | tail -1); each target's folder is a fresh ext4 file system of its own, an image file of $(( SIZE_MB + 3072 )) MiB on that disk (loop device), made at the start of the run"
   else
@@ -782,8 +827,10 @@ section_transport() {
   echo "(FUSE over io_uring: one commit-and-fetch per request; \`docs/architecture.md\`, \"The transport\"),"
   echo "each with a metrics endpoint (to count the requests), enable_uring set to Y for the run; \`_fixed\`:"
   echo "the same with \`spin_adapt=off\` (the reader polls for the whole spin after every request, as"
-  echo "before the spin became adaptive). Loads: quiet (nothing of the bench's own running) and hog"
-  echo "($HOGS_PER_CPU \`yes >/dev/null\` per CPU, not niced, through the workload); each round runs every"
+  echo "before the spin became adaptive). Loads: quiet (nothing of the bench's own running), hog"
+  echo "($HOGS_PER_CPU \`yes >/dev/null\` per CPU, not niced, through the workload) and haltpoll (the guest's idle"
+  echo "CPUs polling up to $HALTPOLL_NS ns before they halt, set for the workload and restored after; idle"
+  echo "CPUs in the other loads: $(idle_description)); each round runs every"
   echo "load, the target order rotating. Best of $META_ROUNDS rounds each, on fresh file systems; medians in"
   echo "brackets; ratios against the first column. Daemon CPU per request: the daemon's user and system"
   echo "time over every round, divided by the FUSE requests it served in them (\`coordfs_fuse_requests_total\`)."

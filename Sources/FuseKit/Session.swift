@@ -61,7 +61,8 @@ final class SessionState: Sendable {
         ring.isWanted && ringPrepared.load(ordering: .acquiring) && passthrough.ringOffered.load(ordering: .relaxed)
     }
 
-    /// Says which transport the mount uses and why (one line in the daemon's log), from libfuse's INIT.
+    /// Says which transport the mount uses and why (one line in the daemon's log), from libfuse's INIT, and
+    /// whether this machine's idle CPUs halt at once (`IdleCPUs`), which every round trip pays.
     func sayTransport() {
         let option = "transport=\(ring.wanted.rawValue)"
         if ringWillBeUsed {
@@ -78,6 +79,7 @@ final class SessionState: Sendable {
             say("coordfs: requests come through /dev/fuse (\(option), but the kernel does not offer FUSE over io_uring: "
                 + "it needs Linux 6.14 or later built with CONFIG_FUSE_IO_URING, and /sys/module/fuse/parameters/enable_uring set to Y)")
         }
+        if let idle = IdleCPUs.note() { say(idle) }
     }
 
     /// The INIT reply was written; `ringPayload`: it took the ring, whose entries need payload buffers

@@ -32,6 +32,36 @@ final class IdleDaemonTests: MountTestCase {
         try idleMountUsesNoCPU(options: ["transport=uring"], expect: "requests come through io_uring", ring: true)
     }
 
+    /// A machine whose idle CPUs halt at once (cpuidle-haltpoll, `guest_halt_poll_ns` 0: every round
+    /// trip that wakes a CPU pays an exit to the host) is said in the daemon's log at mount, and one
+    /// whose idle CPUs poll is not; the daemon changes nothing (`IdleCPUs`). Only where the machine's
+    /// idle driver is haltpoll and root may set its polling for the test (restored after).
+    func testTheDaemonSaysWhenIdleCPUsHaltAtOnce() throws {
+        try daemonLogAboutIdleCPUs(haltPollNanoseconds: "0", said: true)
+    }
+
+    func testTheDaemonSaysNothingWhenIdleCPUsPoll() throws {
+        try daemonLogAboutIdleCPUs(haltPollNanoseconds: "200000", said: false)
+    }
+
+    private func daemonLogAboutIdleCPUs(haltPollNanoseconds: String, said: Bool) throws {
+        guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's log is read") }
+        let driver = (try? String(contentsOfFile: "/sys/devices/system/cpu/cpuidle/current_driver", encoding: .utf8)) ?? ""
+        let path = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+        guard driver.hasPrefix("haltpoll"), let saved = try? String(contentsOfFile: path, encoding: .utf8),
+              (try? haltPollNanoseconds.write(toFile: path, atomically: false, encoding: .utf8)) != nil else {
+            throw XCTSkip("this machine's idle driver is not cpuidle-haltpoll, or its polling cannot be set (\(driver))")
+        }
+        defer { try? saved.trimmingCharacters(in: .whitespacesAndNewlines).write(toFile: path, atomically: false, encoding: .utf8) }
+        try fixture.mount(options: [])
+        let log = (try? String(contentsOfFile: fixture.backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(log.contains("requests come through"), "the mount's log is read: \(log.suffix(600))")
+        XCTAssertEqual(log.contains("idle CPUs halt at once (cpuidle-haltpoll with guest_halt_poll_ns 0"), said,
+                       "guest_halt_poll_ns \(haltPollNanoseconds): \(log.suffix(900))")
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), haltPollNanoseconds,
+                       "the daemon changed the machine's setting")
+    }
+
     /// Also: each of the daemon's own threads says what it is (`top -H`, `perf sched`,
     /// /proc/PID/task/TID/comm), so who wakes whom can be read from the scheduler's events: the
     /// watchdogs, the log writer, the backing watcher and the signal thread on both transports, and
