@@ -356,11 +356,13 @@ public final class Daemon: @unchecked Sendable {
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
+    /// `daemon.pid`: this process's pid, then its start time and boot (`DaemonPIDFile`), so that the
+    /// file a killed daemon leaves names no running daemon once its pid is another process's.
     private func writePIDFile() {
-        let text = "\(getpid())\n"
+        let bytes = DaemonPIDFile.contents()
         let fd = open(plan.state.io.pidFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
-        _ = text.withCString { write(fd, $0, strlen($0)) }
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
     }
 }

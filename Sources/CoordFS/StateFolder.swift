@@ -201,10 +201,11 @@ public struct StateFolder: Sendable, Equatable {
         }
     }
 
-    /// The pid written by a running daemon, if its process is still alive.
-    public func runningDaemonPID() -> pid_t? {
-        guard let text = readWholeFile(pidFile), let pid = pid_t(text.trimmingCharacters(in: " \n")), pid > 0 else { return nil }
-        return ProcessLife.isRunning(pid) ? pid : nil
+    /// The daemon that wrote the pid file, if it still runs: its pid and start (`DaemonPIDFile`), nil
+    /// when its pid is now another process's.
+    public func runningDaemon() -> DaemonPIDFile? {
+        guard let file = DaemonPIDFile.read(pidFile), file.isRunning else { return nil }
+        return file
     }
 
     // MARK: Mount records (cluster nodes)
@@ -230,7 +231,7 @@ public struct StateFolder: Sendable, Equatable {
     /// mount, whose daemon died, the newest record), else the one-host folder.
     public static func of(backing: String, mountpoint: String, stale: Bool) -> StateFolder {
         let single = StateFolder(backing: backing)
-        let deadCount = stale || single.runningDaemonPID() == nil
+        let deadCount = stale || single.runningDaemon() == nil
         guard let folder = NodeMountRecord.nodeStateFolder(backing: backing, mountpoint: mountpoint, deadDaemonsCount: deadCount),
               let node = folder.split(separator: "/").last.map(String.init), ClusterOptions.isValidNodeName(node) else { return single }
         return StateFolder(backing: backing, node: node)

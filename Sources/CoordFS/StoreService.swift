@@ -182,7 +182,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// This boot's id without its dashes, as presenter names carry it: read once (a boot's id
     /// does not change while it runs), not again for each name the start-up cleanup looks at.
-    static let bootTag = NodeMountRecord.bootID().filter { $0 != "-" }
+    static let bootTag = ProcessLife.bootID().filter { $0 != "-" }
 
     /// Whether the daemon whose presenter name this is still runs: in this boot, its pid held by the
     /// process that started when it did (a pid handed out again after a crash is another process),

@@ -1,5 +1,6 @@
 import FuseKit
 import Glibc
+import Linux
 import LinuxGNU
 import NameBytes
 
@@ -12,7 +13,8 @@ public enum Unmounter {
         // A backing folder renamed while mounted: its daemon's pid file is where it is now.
         let backing = (try? MountLocator.currentBacking(entry, stale: stale))?.backing ?? entry.source
         let state = StateFolder.of(backing: backing, mountpoint: entry.mountpoint, stale: stale)
-        let pid = state.runningDaemonPID()
+        // The daemon by its pid and start: a killed daemon's pid file, its pid another process's now, names none.
+        let daemon = state.runningDaemon()
         if MountPreflight.isDeadMount(m) {
             try MountPreflight.cleanStaleMount(m)
             return
@@ -21,11 +23,11 @@ public enum Unmounter {
             if e == EBUSY { throw .system("'\(m)' is busy (files are open or a process is inside it); close them, or use --lazy") }
             if e == EPERM {
                 // Not root: fusermount3 unmounts a user's own mount.
-                if runFusermount(["-u"] + (lazy ? ["-z"] : []) + [m]) { return try waitForExit(pid, waitSeconds, lazy: lazy, log: state.daemonLog) }
+                if runFusermount(["-u"] + (lazy ? ["-z"] : []) + [m]) { return try waitForExit(daemon, waitSeconds, lazy: lazy, log: state.daemonLog) }
             }
             throw .system("cannot unmount '\(m)': \(String(cString: strerror(e)))")
         }
-        try waitForExit(pid, waitSeconds, lazy: lazy, log: state.daemonLog)
+        try waitForExit(daemon, waitSeconds, lazy: lazy, log: state.daemonLog)
     }
 
     /// umount2, tried again for half a second while it says EBUSY: a path walk or a stat of another
@@ -45,14 +47,14 @@ public enum Unmounter {
     /// Waits for the daemon to finish (`ProcessLife.isRunning`: a zombie init has not reaped yet
     /// has ended), so that its files are closed and BACKING's file system can be unmounted.
     /// A daemon still running after `seconds` is said (not with --lazy, where open files keep it).
-    private static func waitForExit(_ pid: pid_t?, _ seconds: Double, lazy: Bool, log: String) throws(MountError) {
-        guard let pid else { return }
+    private static func waitForExit(_ daemon: DaemonPIDFile?, _ seconds: Double, lazy: Bool, log: String) throws(MountError) {
+        guard let daemon else { return }
         var waited = 0.0
-        while waited < seconds, ProcessLife.isRunning(pid) {
+        while waited < seconds, daemon.isRunning {
             usleep(5_000); waited += 0.005
         }
-        if !lazy, ProcessLife.isRunning(pid) {
-            throw .system("unmounted, but the daemon (pid \(pid)) has not ended after \(Int(seconds)) s; its log is \(log)")
+        if !lazy, daemon.isRunning {
+            throw .system("unmounted, but the daemon (pid \(daemon.pid)) has not ended after \(Int(seconds)) s; its log is \(log)")
         }
     }
 

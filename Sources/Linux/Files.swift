@@ -16,6 +16,20 @@ public func readWholeFile(_ path: String) -> String? {
     readWholeFileBytes(path).map { String(decoding: $0, as: UTF8.self) }
 }
 
+/// The first `limit` bytes of the regular file at `path`, nil for anything else: a link (not
+/// followed), a FIFO (never waited on), a device (`/dev/zero` is not read on and on), or no file. For
+/// the small records the CLI reads in a state folder before it has checked whose the folder is.
+public func readSmallRegularFile(_ path: String, limit: Int) -> [UInt8]? {
+    let fd = path.withNameCString { Glibc.open($0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+    guard fd >= 0 else { return nil }
+    defer { Glibc.close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+    var bytes = [UInt8](repeating: 0, count: limit)
+    let n = bytes.withUnsafeMutableBytes { b in retryingEINTR { pread(fd, b.baseAddress, b.count, 0) } }
+    return n >= 0 ? Array(bytes[0..<n]) : nil
+}
+
 /// Reads a whole (small) file's bytes, or nil. `path` is a lossless name (`LosslessName`).
 public func readWholeFileBytes(_ path: String) -> [UInt8]? {
     let fd = path.withNameCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }

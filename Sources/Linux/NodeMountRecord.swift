@@ -21,20 +21,15 @@ public struct NodeMountRecord: Equatable, Sendable {
     /// `.coordfs/nodes`, the nodes' state folders inside the backing folder.
     public static let nodesFolder = ".coordfs/nodes"
 
-    /// Its daemon runs (on this host, in this boot).
-    public var isAlive: Bool { bootID == Self.bootID() && ProcessLife.isRunning(pid, startedAt: start) }
-
-    /// This kernel's boot (`/proc/sys/kernel/random/boot_id`): a record of another host, or of this
-    /// one before a reboot, never names a mount here.
-    public static func bootID() -> String {
-        String(decoding: (readWholeFileBytes("/proc/sys/kernel/random/boot_id") ?? []).filter { $0 != 0x0A && $0 != 0x20 }, as: UTF8.self)
-    }
+    /// Its daemon runs (on this host, in this boot: a record of another host, or of this one before a
+    /// reboot, never names a mount here).
+    public var isAlive: Bool { bootID == ProcessLife.bootID() && ProcessLife.isRunning(pid, startedAt: start) }
 
     /// Writes the record of this process's mount at `mountpoint` into the state folder `folder`.
     public static func write(in folder: String, mountpoint: String) {
         let me = getpid()
         let start = ProcessLife.startTime(me).map { " \($0)" } ?? ""
-        let bytes = Array("\(bootID())\n\(me)\(start)\n".utf8) + mountpoint.nameBytes
+        let bytes = Array("\(ProcessLife.bootID())\n\(me)\(start)\n".utf8) + mountpoint.nameBytes
         let path = folder + "/" + fileName, temporary = path + ".new"
         let fd = temporary.withNameCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { return }
@@ -55,7 +50,8 @@ public struct NodeMountRecord: Equatable, Sendable {
     /// The record in the state folder `folder`, if any.
     public static func read(in folder: String) -> NodeMountRecord? {
         let path = folder + "/" + fileName
-        guard let bytes = readWholeFileBytes(path) else { return nil }
+        // Read before the CLI knows whose folder it is: a regular file only, a boot, a pid and a path.
+        guard let bytes = readSmallRegularFile(path, limit: 256 + Int(PATH_MAX)) else { return nil }
         let lines = bytes.split(separator: 0x0A, maxSplits: 2, omittingEmptySubsequences: false)
         // "PID START" (an older daemon's record: "PID").
         let process = lines.count == 3 ? lines[1].split(separator: 0x20, maxSplits: 1).map { String(decoding: $0, as: UTF8.self) } : []
@@ -85,7 +81,7 @@ public struct NodeMountRecord: Equatable, Sendable {
     /// the newest record if `deadDaemonsCount` (the mount is stale, or no one-host daemon runs). Nil:
     /// no node's (the mount keeps its state in `BACKING/.coordfs`).
     public static func nodeStateFolder(backing: String, mountpoint: String, deadDaemonsCount: Bool) -> String? {
-        let boot = bootID()
+        let boot = ProcessLife.bootID()
         var found: [(String, NodeMountRecord)] = []
         for n in nodes(backing: backing) {
             let folder = backing + "/" + nodesFolder + "/" + n

@@ -60,6 +60,12 @@ public enum ProcessLife {
         return inField && field == 22 ? value : nil
     }
 
+    /// This kernel's boot (`/proc/sys/kernel/random/boot_id`; empty when it cannot be read): a pid and
+    /// start time recorded in another boot, or on another host, name no process here.
+    public static func bootID() -> String {
+        String(decoding: (readWholeFileBytes("/proc/sys/kernel/random/boot_id") ?? []).filter { $0 != 0x0A && $0 != 0x20 }, as: UTF8.self)
+    }
+
     /// The threads `/proc/PID/task` lists (0 once the process is gone).
     public static func threadCount(_ pid: pid_t) -> Int {
         guard let dir = opendir("/proc/\(pid)/task") else { return 0 }

@@ -1,6 +1,7 @@
 import EtcdTestSupport
 import Foundation
 import Glibc
+import Linux
 import TestSupport
 import XCTest
 
@@ -50,6 +51,11 @@ class ClusterCLITestCase: CLITestCase {
 
     func nodeState(_ node: String) -> String { backing + "/.coordfs/nodes/" + node }
 
+    /// The pid in node `node`'s pid file.
+    func daemonPID(_ node: String) throws -> pid_t {
+        try XCTUnwrap(daemonPIDFile(in: nodeState(node))?.pid, "pid file of \(node)")
+    }
+
     /// The keys etcd holds under `prefix/sub` (etcdctl, as an operator would look).
     func etcdKeys(_ sub: String) -> [String] {
         let r = run("/usr/bin/env", ["ETCDCTL_API=3", "etcdctl", "--endpoints", etcd.endpoints.joined(separator: ","),
@@ -87,9 +93,7 @@ final class ClusterCLITests: ClusterCLITestCase {
         for item in ["daemon.pid", "control.sock", "log"] {
             XCTAssertNotEqual(access(backing + "/.coordfs/" + item, F_OK), 0, "no shared \(item) in .coordfs")
         }
-        let pidA = try String(contentsOfFile: nodeState("a") + "/daemon.pid", encoding: .utf8)
-        let pidB = try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8)
-        XCTAssertNotEqual(pidA, pidB, "two daemons")
+        XCTAssertNotEqual(try daemonPID("a"), try daemonPID("b"), "two daemons")
         // The reserved name stays hidden through both mounts.
         for m in [mnt!, mntB!] {
             XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: m).contains(".coordfs"), "listed in \(m)")
@@ -147,8 +151,7 @@ final class ClusterCLITests: ClusterCLITestCase {
         // 5 ms) is lost with a SIGKILL, as docs/event-log.md says; what is in the file must be found.
         XCTAssertTrue(waitUntil(20) { self.coordfs("log", self.mntB, "--json").stdout.contains(" on \(self.mntB!)\"") },
                       "B's mount record is in its log")
-        let pid = try XCTUnwrap(pid_t(try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pid = try daemonPID("b")
         XCTAssertEqual(kill(pid, SIGKILL), 0)
         XCTAssertTrue(ProcessEnd.wait(pid, timeout: 10), "daemon \(pid) gone")
         XCTAssertEqual(access(nodeState("b") + "/mount", F_OK), 0, "a killed daemon leaves its record")
@@ -158,9 +161,20 @@ final class ClusterCLITests: ClusterCLITestCase {
         XCTAssertFalse(logB.stdout.contains(" on \(mnt!)\""), "not A's")
         // A's mount is unaffected and still found.
         XCTAssertTrue(coordfs("log", mnt!, "--json").stdout.contains(" on \(mnt!)\""))
+        // A one-host daemon killed over this folder before left its pid file at the top, its pid
+        // handed out again since (a live `sleep`, another start): no one-host daemon runs, so the
+        // client library takes B's stale mount for B's, as the log does (before, it went to the
+        // one-host socket, `.coordfs/control.sock`, whenever that pid file was there).
+        let sleeper = try start("/bin/sleep", ["60"])
+        defer { sleeper.stop(SIGKILL) }
+        let topPIDFile = backing + "/.coordfs/daemon.pid"
+        try "\(sleeper.pid)\nstart=1 boot=\(ProcessLife.bootID())\n".write(toFile: topPIDFile, atomically: false, encoding: .utf8)
+        let status = coordfs("status", mntB)
+        XCTAssertNotEqual(status.status, 0, "\(status)")
+        XCTAssertTrue(status.stderr.contains(nodeState("b") + "/control.sock"), "B's socket asked for: \(status)")
+        unlink(topPIDFile)
         try mountNode("b", at: mntB)
-        let newPID = try String(contentsOfFile: nodeState("b") + "/daemon.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertNotEqual(newPID, String(pid), "a new daemon")
+        XCTAssertNotEqual(try daemonPID("b"), pid, "a new daemon")
         XCTAssertEqual(sh("echo back > '\(mntB!)/back.txt'").status, 0, "the new mount works")
         XCTAssertEqual(FileOps.get(mnt + "/back.txt"), "back\n")
         XCTAssertEqual(coordfs("unmount", mntB).status, 0)

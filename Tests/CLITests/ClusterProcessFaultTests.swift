@@ -44,11 +44,6 @@ class ClusterProcessTestCase: ClusterCLITestCase {
         }
     }
 
-    func daemonPID(_ node: String) throws -> pid_t {
-        let text = try String(contentsOfFile: nodeState(node) + "/daemon.pid", encoding: .utf8)
-        return try XCTUnwrap(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), "pid file of \(node)")
-    }
-
     func daemonLog(_ node: String) -> String {
         (try? String(contentsOfFile: nodeState(node) + "/daemon.log", encoding: .utf8)) ?? ""
     }

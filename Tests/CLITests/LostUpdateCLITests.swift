@@ -127,8 +127,7 @@ final class LostUpdateCLITests: CLITestCase {
 
     func testAResolutionThroughTheSocketIsLoggedAsTheCallers() throws {
         let conflict = try nobodysLostUpdate()
-        let daemonPID = try XCTUnwrap(Int32((try? String(contentsOfFile: backing + "/.coordfs/daemon.pid", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""), "the daemon's pid file")
+        let daemonPID = try XCTUnwrap(daemonPIDFile()?.pid, "the daemon's pid file")
 
         // nobody's own client (the protocol's `resolve`; the store's files are not nobody's to read).
         let merged = resolveOverTheSocketAsNobody(conflict, "merge")

@@ -56,8 +56,9 @@ public struct ControlSocketLocator: Sendable {
     /// record names this mount point: `NodeMountRecord`).
     public static func defaultSocketPath(for mount: Mount) -> String {
         let single = defaultSocketPath(backingFolder: mount.source)
-        var pid = stat()
-        let singleRuns = (single.dropLast("control.sock".count) + "daemon.pid").withNameCString { stat($0, &pid) } == 0
+        // Whether a one-host daemon runs here: by its pid file's pid and start (a killed daemon leaves
+        // its file, and its pid may be another process's by now).
+        let singleRuns = DaemonPIDFile.read(String(single.dropLast("control.sock".count)) + "daemon.pid")?.isRunning == true
         if let node = NodeMountRecord.nodeStateFolder(backing: mount.source, mountpoint: mount.mountPoint, deadDaemonsCount: !singleRuns) {
             return node + "/control.sock"
         }

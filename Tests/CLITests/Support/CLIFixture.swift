@@ -3,6 +3,7 @@
 // child that keeps a descriptor open cannot hang a test), and a teardown that always unmounts.
 import Foundation
 import Glibc
+import Linux
 import TestSupport
 import XCTest
 
@@ -270,11 +271,16 @@ os.execv(sys.argv[2], sys.argv[2:])
         XCTAssertEqual(r.status, 0, "coordfs unmount: \(r)")
     }
 
+    /// The pid file in the state folder `state` (the one-host `BACKING/.coordfs` by default) as
+    /// the CLI reads it (`DaemonPIDFile`: the pid, its start and boot), nil without one.
+    func daemonPIDFile(in state: String? = nil) -> DaemonPIDFile? {
+        DaemonPIDFile.read((state ?? backing + "/.coordfs") + "/daemon.pid")
+    }
+
     /// The running daemon's pid (from BACKING/.coordfs/daemon.pid).
     func daemonPID() -> pid_t? {
-        guard let text = try? String(contentsOfFile: backing + "/.coordfs/daemon.pid", encoding: .utf8),
-              let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0, kill(pid, 0) == 0 else { return nil }
-        return pid
+        guard let daemon = daemonPIDFile(), daemon.isRunning else { return nil }
+        return daemon.pid
     }
 
     /// Every FUSE mountpoint at or under `root` (/proc/self/mountinfo).
@@ -310,8 +316,7 @@ os.execv(sys.argv[2], sys.argv[2:])
     static func unmountEverything(under root: String, binary: String?) -> [String] {
         var problems: [String] = []
         for m in mounts(under: root).reversed() {
-            let pidText = try? String(contentsOfFile: root + "/backing/.coordfs/daemon.pid", encoding: .utf8)
-            let pid = pidText.flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            let daemon = DaemonPIDFile.read(root + "/backing/.coordfs/daemon.pid")
             var proper = false
             if let binary {
                 var child: pid_t = 0
@@ -327,9 +332,12 @@ os.execv(sys.argv[2], sys.argv[2:])
                 problems.append("`coordfs unmount \(m)` did not unmount")
                 if umount2(m, Int32(MNT_DETACH)) != 0 { problems.append("umount -l \(m): \(String(cString: strerror(errno)))") }
             }
-            if let pid, pid > 0 {
-                // Ended, not reaped: init reaps the daemon when it gets to it (seconds later here).
-                if !ProcessEnd.wait(pid, timeout: 10) { kill(pid, SIGKILL); problems.append("daemon \(pid) outlived its unmount") }
+            if let daemon {
+                // Ended, not reaped: init reaps the daemon when it gets to it (seconds later here). By
+                // pid and start: a killed daemon's pid may be another process's by now.
+                if !ProcessEnd.wait(daemon.pid, startedAt: daemon.start, timeout: 10) {
+                    kill(daemon.pid, SIGKILL); problems.append("daemon \(daemon.pid) outlived its unmount")
+                }
             }
         }
         return problems

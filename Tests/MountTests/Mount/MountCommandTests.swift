@@ -2,6 +2,7 @@
 // mounted, a stale mount is cleaned up by the next mount, SIGTERM unmounts, `-o ro` is read-only.
 import Foundation
 import Glibc
+import Linux
 import XCTest
 
 final class MountCommandTests: MountTestCase {
@@ -260,6 +261,43 @@ final class MountCommandTests: MountTestCase {
         }
     }
 
+    /// A daemon killed leaves its pid file (`daemon.pid`: its pid, then its start and boot). Once the
+    /// kernel hands that pid to another process (a `sleep` started after the kill, its pid written
+    /// into the file beside the dead daemon's start), the file names no daemon: `coordfs unmount` of
+    /// the stale mount returns at once without waiting on the `sleep` or saying a daemon has not
+    /// ended, and the next `coordfs mount` works and writes its own daemon's pid and start.
+    func testAKilledDaemonsPidHandedToAnotherProcessIsNotTakenForTheDaemon() throws {
+        let pidFile = fixture.backing + "/.coordfs/daemon.pid"
+        XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
+        guard let pid = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon process found for the mount") }
+        let written = try XCTUnwrap(DaemonPIDFile.read(pidFile), "the daemon's pid file")
+        XCTAssertEqual(written, DaemonPIDFile(pid: pid, start: ProcessLife.startTime(pid), bootID: ProcessLife.bootID()))
+        XCTAssertEqual(Sys.put(fixture.mountpoint + "/kept", [7]), .success())
+        kill(pid, SIGKILL)
+        MountedFolder.reap([pid])
+        let sleeper = try Spawn.start("/bin/sleep", ["60"])
+        defer { kill(sleeper, SIGKILL); _ = Spawn.wait(sleeper, timeout: 10) }
+        let handedOut = "\(sleeper)\nstart=\(written.start ?? 0) boot=\(written.bootID ?? "")\n"
+        XCTAssertEqual(Sys.put(pidFile, Array(handedOut.utf8)), .success())
+        let began = Date()
+        let u = coordfs("unmount", fixture.mountpoint)
+        let took = Date().timeIntervalSince(began)
+        XCTAssertEqual(u.status, 0, "coordfs unmount of a stale mount whose pid file names a live sleep: \(u)")
+        XCTAssertFalse(u.output.contains("has not ended"), "the sleep taken for the daemon: \(u)")
+        XCTAssertLessThan(took, 5, "coordfs unmount waited on the sleep")
+        assertNotMounted(fixture.mountpoint, "unmount of a stale mount")
+        XCTAssertTrue(Mounts.isAlive(sleeper), "the sleep was signalled")
+        let m = coordfs("mount", fixture.backing, fixture.mountpoint)
+        XCTAssertEqual(m.status, 0, "the next mount: \(m)")
+        guard let next = daemon(of: fixture.mountpoint) else { return XCTFail("no daemon after the next mount") }
+        XCTAssertEqual(DaemonPIDFile.read(pidFile)?.pid, next, "the new daemon's pid file")
+        XCTAssertEqual(Sys.contents(fixture.mountpoint + "/kept").0, [7], "the new mount does not serve the backing folder")
+        let again = coordfs("unmount", fixture.mountpoint)
+        XCTAssertEqual(again.status, 0, "unmount of the new mount: \(again)")
+        MountedFolder.reap([next])
+        XCTAssertFalse(Mounts.isAlive(next), "the new daemon outlived its unmount")
+    }
+
     func testSIGTERMAndSIGINTUnmountCleanly() throws {
         for signal in [SIGTERM, SIGINT] {
             XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
@@ -499,8 +537,7 @@ final class MountCommandTests: MountTestCase {
         }
         // The daemon removes its pid file and closes its log as it ends, which may be after the
         // unmount returned: wait for it to end before looking.
-        let daemonPID = pid_t(String(decoding: Sys.contents(stolen + "/daemon.pid").0 ?? [], as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        let daemonPID = DaemonPIDFile.parse(Sys.contents(stolen + "/daemon.pid").0 ?? [])?.pid ?? 0
         XCTAssertGreaterThan(daemonPID, 0, "the daemon's pid file is not in its own folder")
         XCTAssertEqual(coordfs("unmount", fixture.mountpoint).status, 0)
         let ends = Date().addingTimeInterval(20)
