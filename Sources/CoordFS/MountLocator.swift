@@ -95,10 +95,11 @@ public enum MountLocator {
                 + (e == EACCES ? " (the state folder belongs to the user who mounted; run as that user)" : ""))
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else { throw .system("'\(log)' is not a folder") }
-        let mounted = MountTable.entries().last {
-            $0.fsType == "fuse.coordfs" && $0.source == b && StateFolder.of(backing: b, mountpoint: $0.mountpoint, stale: false) == state
-        }
-        return LocatedMount(mountpoint: mounted?.mountpoint, backing: b, pathInMount: "/", stale: false, state: state)
+        // A mount of it whose daemon is gone is stale, as when it is located by its mount point.
+        let mounted = MountTable.entries().filter { $0.fsType == "fuse.coordfs" && $0.source == b }
+            .map { ($0, MountPreflight.isDeadMount($0.mountpoint)) }
+            .last { StateFolder.of(backing: b, mountpoint: $0.0.mountpoint, stale: $0.1) == state }
+        return LocatedMount(mountpoint: mounted?.0.mountpoint, backing: b, pathInMount: "/", stale: mounted?.1 ?? false, state: state)
     }
 
     /// Where the backing folder of the mount `entry` is now, and the table's path when that is not

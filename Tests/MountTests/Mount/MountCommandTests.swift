@@ -265,7 +265,8 @@ final class MountCommandTests: MountTestCase {
     /// kernel hands that pid to another process (a `sleep` started after the kill, its pid written
     /// into the file beside the dead daemon's start), the file names no daemon: `coordfs unmount` of
     /// the stale mount returns at once without waiting on the `sleep` or saying a daemon has not
-    /// ended, and the next `coordfs mount` works and writes its own daemon's pid and start.
+    /// ended, and the next `coordfs mount` works and writes its own daemon's pid and start. Located by
+    /// its backing folder (`coordfs log --backing B --info`) the stale mount is said to be gone.
     func testAKilledDaemonsPidHandedToAnotherProcessIsNotTakenForTheDaemon() throws {
         let pidFile = fixture.backing + "/.coordfs/daemon.pid"
         XCTAssertEqual(coordfs("mount", fixture.backing, fixture.mountpoint).status, 0)
@@ -279,6 +280,10 @@ final class MountCommandTests: MountTestCase {
         defer { kill(sleeper, SIGKILL); _ = Spawn.wait(sleeper, timeout: 10) }
         let handedOut = "\(sleeper)\nstart=\(written.start ?? 0) boot=\(written.bootID ?? "")\n"
         XCTAssertEqual(Sys.put(pidFile, Array(handedOut.utf8)), .success())
+        // Found from its backing folder, the mount is said to be gone as from its mount point (before:
+        // "mounted").
+        let info = coordfs("log", "--backing", fixture.backing, "--info")
+        XCTAssertTrue(info.stdout.contains("mount:     \(fixture.mountpoint) (daemon gone)"), "log --backing --info: \(info)")
         let began = Date()
         let u = coordfs("unmount", fixture.mountpoint)
         let took = Date().timeIntervalSince(began)
