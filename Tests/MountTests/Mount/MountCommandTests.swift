@@ -474,7 +474,8 @@ final class MountCommandTests: MountTestCase {
     /// could make `.coordfs` first, with `daemon.pid` and `daemon.log` as links to a file of root's:
     /// the mount refuses a state folder that is not its own user's alone, and writes nothing through
     /// it. A backing folder other users may write without the sticky bit is refused too (they could
-    /// move `.coordfs` away and put theirs in its place); a sticky one mounts.
+    /// move `.coordfs` away and put theirs in its place); a sticky one mounts. Root's commands read
+    /// nobody's planted pid file as a small regular file only (a link to /dev/zero is none).
     func testAStateFolderAnotherUserCouldChangeIsRefusedAndOneMovedAwayIsNotFollowed() throws {
         let victim = fixture.root + "/victim"
         let precious = Array("root's own file\n".utf8)
@@ -535,6 +536,16 @@ final class MountCommandTests: MountTestCase {
         let status = coordfs("status", fixture.mountpoint)
         XCTAssertNotEqual(status.status, 0, "coordfs status used nobody's state folder: \(status)")
         XCTAssertTrue(status.output.contains("uid 65534"), "coordfs status does not say whose the folder is: \(status)")
+        // Nobody's pid file a link to /dev/zero: root's commands read it before they know whose the
+        // folder is, and read no further than a pid file's size (before: on and on, until killed).
+        let zeroed = asUser {
+            guard unlink(state + "/daemon.pid") == 0, symlink("/dev/zero", state + "/daemon.pid") == 0 else { return ChildOutcome(outcome: .failure(errno)) }
+            return ChildOutcome(outcome: .success())
+        }
+        XCTAssertEqual(zeroed.outcome, .success(), "\(zeroed)")
+        let log = coordfs("log", fixture.mountpoint, "--info")
+        XCTAssertEqual(log.timedOut, false, "coordfs log read nobody's /dev/zero: \(log)")
+        XCTAssertTrue(log.output.contains("uid 65534"), "coordfs log does not say whose the folder is: \(log)")
         // Writes through the mount (event records), then the unmount (the daemon removes its pid
         // file and closes its log).
         for n in 0..<20 {
