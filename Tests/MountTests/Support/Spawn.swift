@@ -3,6 +3,7 @@
 // inherited pipe must not hang the test that started it.
 import Foundation
 import Glibc
+import Linux
 
 /// What a finished command left behind.
 struct CommandResult: CustomStringConvertible {
@@ -151,21 +152,10 @@ enum Mounts {
         return pids
     }
 
-    static func isAlive(_ pid: pid_t) -> Bool {
-        if kill(pid, 0) != 0 && errno == ESRCH { return false }
-        // A zombie is dead for our purposes, but only once every thread of it is gone: a
-        // multithreaded process whose main thread exited first shows "Z" while its other threads
-        // still run their exit, and they share the descriptor table, so its locks (the event log's
-        // writer.lock) are held until the last of them is gone.
-        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-           let close = stat.lastIndex(of: ")") {
-            let state = stat[stat.index(close, offsetBy: 2)]
-            guard state == "Z" || state == "X" else { return true }
-            let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.count ?? 0
-            return threads > 1
-        }
-        return true
-    }
+    /// A zombie is dead for our purposes once every thread of it is gone (its other threads share
+    /// the descriptor table, so its locks, the event log's writer.lock, are held until the last
+    /// ends): the daemon's own rule, `ProcessLife.isRunning`.
+    static func isAlive(_ pid: pid_t) -> Bool { ProcessLife.isRunning(pid) }
 }
 
 /// A value shared between test threads, guarded by a lock.
