@@ -2,15 +2,15 @@ import HummingbirdCore
 import NIOCore
 import NIOHTTP1
 
-/// What a client may send before a request head is whole, and the answer to one that is malformed
-/// (docs/web.md, "Security"). Hummingbird's HTTP/1 channel with its WebSocket upgrade turns off
-/// NIO's own answer to a parse error and leaves the error to a part of it that is not there
-/// before the first request head: a request of garbage, an unknown method, header fields past the
-/// decoder's limit or a request line of megabytes got no answer, and the connection stayed open
-/// until the client closed it, holding a descriptor (and a share of its peer's bound). Nothing
-/// counted the bytes the decoder skips before a request line either (empty lines, without end).
-/// Here every such request is answered as HTTP says (400, 431, 501, 505) and the connection
-/// closed at once after the answer.
+/// What a client may send before a request head is whole, how long it has for a head and a body,
+/// and the answer to one that is malformed or too slow (docs/web.md, "Security"). Hummingbird's
+/// HTTP/1 channel with its WebSocket upgrade turns off NIO's own answer to a parse error and
+/// leaves the error to a part of it that is not there before the first request head: a request
+/// of garbage, an unknown method, header fields past the decoder's limit or a request line of
+/// megabytes got no answer, and the connection stayed open until the client closed it, holding a
+/// descriptor (and a share of its peer's bound). Nothing counted the bytes the decoder skips
+/// before a request line either (empty lines, without end). Here every such request is answered
+/// as HTTP says (400, 431, 501, 505) and the connection closed at once after the answer.
 enum RequestBounds {
     /// The request line and the header fields together, and any one of them (the decoder's limits).
     static let maxHead = 64 << 10
@@ -23,9 +23,19 @@ enum RequestBounds {
     /// Time a client has for a whole request head: from the accept, or from the end of the
     /// previous request and its response on a kept-alive connection (an idle one too). Past it the
     /// request is answered 408 and the connection closed, so a head sent a byte every few seconds
-    /// (slowloris) holds no descriptor for long. A request whose head is whole is not timed (its
-    /// handler may take long), nor is a WebSocket (the live stream).
+    /// (slowloris) holds no descriptor for long. A handler is not timed (an answer may take long),
+    /// nor is a WebSocket (the live stream).
     static let headDeadline = TimeAmount.seconds(10)
+    /// Time a client has for a request's body, from when its head is read (or when the answer to
+    /// the request before it on the connection ended, if later): past it the request is answered
+    /// 408 and the connection closed, and the handler waiting for the body sees it cut
+    /// (`RequestBodyCut`), never a short body. Before, a valid head with `Content-Length: 1000000`
+    /// (or a chunked body) followed by a byte every few seconds held its connection, a descriptor
+    /// and the bytes buffered for as long as the client liked. 60 s is the page's largest body at
+    /// a slow but honest rate: the text of a merge preview, at most the 8 MiB a document is shown
+    /// (`WebLimits.maxDocument`; mine of a resolve is at most the daemon's 1 MiB frame), at 1.1
+    /// Mbit/s, a slow uplink to `--listen`; on loopback a browser sends it in milliseconds.
+    static let bodyDeadline = TimeAmount.seconds(60)
 
     /// The decoder's limits for `HTTP1Channel.Configuration`.
     static var decoder: HTTP1Channel.Configuration.DecoderConfiguration {
@@ -58,9 +68,9 @@ enum RequestBounds {
 }
 
 /// Counts the bytes read since the HTTP decoder last made a request part of them, and has the
-/// request refused once they pass `RequestBounds.maxUnparsed`. After a refusal nothing more is
-/// read into the pipeline; after an upgrade to a WebSocket it counts nothing (frames are bounded
-/// by the WebSocket handler).
+/// request refused once they pass `RequestBounds.maxUnparsed`. After a refusal, or an answer that
+/// ends the connection, nothing more is read into the pipeline; after an upgrade to a WebSocket it
+/// counts nothing (frames are bounded by the WebSocket handler).
 final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -70,7 +80,7 @@ final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if answer.upgraded { return context.fireChannelRead(data) }
-        if answer.refused { return }
+        if answer.closing { return }
         answer.unparsed += Self.unwrapInboundIn(data).readableBytes
         context.fireChannelRead(data)
         if answer.unparsed > RequestBounds.maxUnparsed {
@@ -79,7 +89,7 @@ final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // A refused client that has read the answer and closed its end: done.
+        // A client that has read the last answer and closed its end: done.
         if answer.isAnswered, let e = event as? ChannelEvent, e == .inputClosed {
             answer.finish()
             return
@@ -90,10 +100,15 @@ final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
 
 /// Right after the HTTP decoder: answers a request the decoder cannot parse, one that is too
 /// long in coming (`UnparsedBytesBound`), or one whose head is not whole within
-/// `RequestBounds.headDeadline` (408), with a status and a line saying why, `Connection: close`,
-/// and closes the connection once the answer is written. A response already under way (to an
-/// earlier request on the connection) ends first. The parse error is not passed on: nothing after
-/// this handler answers it again. Once the connection is a WebSocket, everything passes as it is.
+/// `RequestBounds.headDeadline` or whose body is not whole within `RequestBounds.bodyDeadline`
+/// (408), with a status and a line saying why, `Connection: close`, and closes the connection
+/// once the answer is written. A response already under way (to an earlier request on the
+/// connection) ends first. The parse error is not passed on: nothing after this handler answers
+/// it again. A response that ends before its request's body was read whole (a refusal before the
+/// body: 401, 403, 404, 413) is the connection's last too: it says `Connection: close` and the
+/// connection is closed as after a refusal, not drained for as long as the client sends (which
+/// Hummingbird does after a response, without a limit). Once the connection is a WebSocket,
+/// everything passes as it is.
 final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -106,6 +121,10 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     private(set) var upgraded = false
     /// The request is refused: nothing more is read, and the answer is sent once no response is under way.
     var refused: Bool { refusal != nil }
+    /// Nothing more is read into the pipeline: the request is refused, or the last answer is written.
+    var closing: Bool { refused || answered }
+    /// The response under way answers a request whose body is not read whole: it is the last.
+    private var last = false
     private var refusal: (status: HTTPResponseStatus, message: String)?
     /// A response's head is written and not its end.
     private var responding = false
@@ -113,7 +132,9 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     private var answered = false
     private var context: ChannelHandlerContext?
     /// Request heads read, request ends read and responses ended on this connection: with all
-    /// three equal the connection waits for a request head, under `RequestBounds.headDeadline`.
+    /// three equal the connection waits for a request head, under `RequestBounds.headDeadline`;
+    /// with more heads than ends and every earlier request answered, for the body of the request
+    /// being handled, under `RequestBounds.bodyDeadline`.
     private var heads = 0, requestEnds = 0, responseEnds = 0
     private var deadline: Scheduled<Void>?
 
@@ -140,20 +161,23 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
             cancelDeadline()
         case .end:
             requestEnds += 1
-            armDeadline(context)
+            cancelDeadline()
         case .body:
             break
         }
         context.fireChannelRead(data)
+        armDeadline(context)
     }
 
-    /// Waiting for a request head (none under way, every response ended): the deadline runs.
+    /// Waiting for a request head (none under way, every response ended), or for the body of the
+    /// request being handled (its head read, every earlier response ended): its deadline runs.
     private func armDeadline(_ context: ChannelHandlerContext) {
-        guard deadline == nil, !upgraded, !refused, heads == requestEnds, heads == responseEnds else { return }
+        guard deadline == nil, !upgraded, !closing, requestEnds == responseEnds else { return }
+        let (timeout, what) = heads == requestEnds ? (RequestBounds.headDeadline, "head") : (RequestBounds.bodyDeadline, "body")
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
-        deadline = context.eventLoop.scheduleTask(in: RequestBounds.headDeadline) {
+        deadline = context.eventLoop.scheduleTask(in: timeout) {
             this.value.deadline = nil
-            this.value.refuse(.requestTimeout, "no whole request head within \(RequestBounds.headDeadline.nanoseconds / 1_000_000_000) s")
+            this.value.refuse(.requestTimeout, "no whole request \(what) within \(timeout.nanoseconds / 1_000_000_000) s")
         }
     }
 
@@ -187,14 +211,29 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
             cancelDeadline()
             context.write(data, promise: promise)
             return
-        case .head(let head):
-            if head.status.code >= 200 { responding = true }
+        case .head(var head):
+            guard head.status.code >= 200 else { return context.write(data, promise: promise) }
+            responding = true
+            // Answered before its body was read whole: the last answer on this connection.
+            if requestEnds == responseEnds, heads > requestEnds, !refused {
+                last = true
+                cancelDeadline()
+                head.headers.replaceOrAdd(name: "Connection", value: "close")
+                return context.write(Self.wrapOutboundOut(.head(head)), promise: promise)
+            }
             context.write(data, promise: promise)
         case .body:
             context.write(data, promise: promise)
         case .end:
             responding = false
             responseEnds += 1
+            if last {
+                let written = context.eventLoop.makePromise(of: Void.self)
+                written.futureResult.cascade(to: promise)
+                context.write(data, promise: written)
+                closeOnceWritten(written.futureResult, context)
+                return
+            }
             context.write(data, promise: promise)
             if refused { sendRefusal(context) } else { armDeadline(context) }
         }
@@ -202,15 +241,16 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Refuses the request: answered now, or once the response under way has ended.
     func refuse(_ status: HTTPResponseStatus, _ message: String) {
-        guard refusal == nil, !upgraded else { return }
+        guard refusal == nil, !upgraded, !answered else { return }
         refusal = (status, message)
+        // A handler reading the body of the request under way sees it cut, never a short body
+        // (Hummingbird ends a body whose stream ends early as if it were whole).
+        if heads > requestEnds, let context { context.fireErrorCaught(RequestBodyCut(reason: message)) }
         if !responding, let context { sendRefusal(context) }
     }
 
     private func sendRefusal(_ context: ChannelHandlerContext) {
         guard let refusal, !answered else { return }
-        answered = true
-        cancelDeadline()
         let body = context.channel.allocator.buffer(string: "\(refusal.status.code) \(refusal.status.reasonPhrase): \(refusal.message)\n")
         let head = HTTPResponseHead(version: .http1_1, status: refusal.status, headers: [
             "Connection": "close", "Content-Length": "\(body.readableBytes)", "Content-Type": "text/plain; charset=utf-8",
@@ -220,31 +260,45 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
         context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: written)
-        // Closed for writing once the answer is out; what the client still sends is read and
-        // dropped until it closes its end (`UnparsedBytesBound`), for at most `lingering`. A close
-        // with unread bytes would make the kernel reset the connection, and a client still sending
-        // (a head of megabytes) could lose the answer.
+        closeOnceWritten(written.futureResult, context)
+    }
+
+    /// The last answer is on its way: nothing more is written or read into the pipeline.
+    /// Closed for writing once the answer is out; what the client still sends is read and
+    /// dropped until it closes its end (`UnparsedBytesBound`), for at most `lingering`. A close
+    /// with unread bytes would make the kernel reset the connection, and a client still sending
+    /// (a head of megabytes, a body) could lose the answer.
+    private func closeOnceWritten(_ written: EventLoopFuture<Void>, _ context: ChannelHandlerContext) {
+        answered = true
+        cancelDeadline()
         let channel = context.channel
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
-        written.futureResult.whenComplete { _ in
+        written.whenComplete { _ in
             channel.close(mode: .output, promise: nil)
             channel.eventLoop.scheduleTask(in: Self.lingering) { this.value.finish() }
         }
     }
 
-    /// Ends a refused connection: what follows this handler hears that the input ended (before
-    /// the first request head, NIO's upgrade handler then fails its wait as for a client that went,
-    /// which Hummingbird takes quietly; a close alone fails it as an error, which it logs), and the
-    /// connection is closed.
+    /// Ends a refused (or last answered) connection: what follows this handler hears that the
+    /// input ended (before the first request head, NIO's upgrade handler then fails its wait as
+    /// for a client that went, which Hummingbird takes quietly; a close alone fails it as an
+    /// error, which it logs), and the connection is closed.
     func finish() {
         guard let context else { return }
         context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         self.context?.close(promise: nil)
     }
 
-    /// How long a refused connection is read (and dropped) after its answer, at most.
+    /// How long a connection is read (and dropped) after its last answer, at most.
     static let lingering = TimeAmount.seconds(2)
 
     /// Whether the answer is written: the client's end closing then closes the connection.
     var isAnswered: Bool { answered }
+}
+
+/// What a handler reading a request's body gets when the body is cut: it was not whole within
+/// `RequestBounds.bodyDeadline`, or the request was refused in the middle of it (408, 400, 431).
+struct RequestBodyCut: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "the request body was cut: \(reason)" }
 }

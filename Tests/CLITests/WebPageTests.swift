@@ -729,14 +729,6 @@ final class WebPageTests: CLITestCase {
             # The status, closed or not, and when the answer began (from start).
             status, closed, first, end = answer(s, 25)
             return status, closed, (first or end) - start
-        def one(s):
-            # One whole response of a kept-alive connection (Content-Length).
-            data = b""
-            while b"\r\n\r\n" not in data: data += s.recv(65536)
-            head, body = data.split(b"\r\n\r\n", 1)
-            length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
-            while len(body) < length: body += s.recv(65536)
-            return head.split(b"\r\n")[0].split(b" ")[1].decode()
         def trickle(s, first, slow, rest):
             # Sends first, then slow a byte a second, then rest, on a thread of its own.
             def send():
@@ -828,11 +820,138 @@ final class WebPageTests: CLITestCase {
         XCTAssertTrue(r.lines.contains { $0.hasPrefix("stream live ") }, "the live stream outlasts the deadline: \(r.stdout)")
     }
 
+    /// A request body sent slowly, or not at all, is answered 408 and closed near its deadline (60 s
+    /// from the end of its head), and a request refused before its body (401 without the token,
+    /// also with `Connection: close`; 404; 413 past 16 MiB) is answered and let go within seconds
+    /// while the client goes on sending, as root and as nobody at once over raw sockets against the
+    /// real `coordfs web` (about 65 s). A restore whose body is cut (408, or the client's end
+    /// closed in the middle of it: 400) is not carried out. A POST whose body comes at once is
+    /// answered and its connection kept for the next request. Before, each slow or refused request
+    /// held its connection (read, or drained, without end) for as long as the client sent, and a
+    /// restore whose client closed its end in the middle of the body was carried out.
+    func testASlowRequestBodyIsAnswered408AndARefusedOneIsNotDrained() throws {
+        chmod(root, 0o755)
+        try mount()
+        FileOps.put(backing + "/body.txt", "b\n")
+        // A version to restore: doc.txt written through the mount under a presenter keeps what it was.
+        FileOps.put(backing + "/doc.txt", "original\n")
+        let presenter = try present("doc.txt")
+        defer { presenter.stop() }
+        FileOps.put(mnt + "/doc.txt", "changed\n")
+        func versions() -> [[String: Any]] {
+            coordfs("versions", mnt + "/doc.txt", "--json").lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        let version = try XCTUnwrap(versions().first?["version"] as? Int, "\(versions())")
+        let (_, url, port) = try startWeb()
+        let token = String(url.split(separator: "=").last!)
+        let script = Self.pythonAnswer + #"""
+        import select, sys, threading
+        port, token, version = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+        host = b"Host: 127.0.0.1:%d\r\n" % port
+        auth = b"X-CoordFS-Token: " + token.encode() + b"\r\n"
+        json = b"Content-Type: application/json\r\n"
+        out = []
+        def held(name, head, body=b"", trickle=b""):
+            # Sends the head, then the body at once, then the trickle a byte a second until an answer
+            # comes (nothing when empty), then a byte every 0.2 s: the answer's status, when it came
+            # and when a send failed (the server let go of the connection), from the end of the head.
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(head); start = time.time()
+            got, answered, eof, released, last = b"", None, False, None, time.time()
+            try:
+                s.sendall(body)
+                while time.time() - start < 75:
+                    every = 0.2 if got or eof else 1.0
+                    if select.select([] if eof else [s], [], [], max(0.0, last + every - time.time()))[0]:
+                        chunk = s.recv(65536)
+                        if not chunk: eof = True
+                        elif answered is None: answered = time.time() - start
+                        got += chunk
+                    if time.time() >= last + every:
+                        if trickle or got or eof: s.send(trickle or b" ")
+                        last = time.time()
+            except OSError:
+                released = time.time() - start
+            status = got.split(b"\r\n")[0].split(b" ")[1].decode() if got.startswith(b"HTTP/1.1 ") else "none"
+            out.append("%s %s %s %s" % (name, status, "%.2f" % answered if answered else "-", "%.2f" % released if released else "held"))
+        def post(path, headers, length):
+            return b"POST " + path + b" HTTP/1.1\r\n" + host + json + headers + b"Content-Length: %d\r\n\r\n" % length
+        restore = b'{"path": "doc.txt", "version": %d}' % version
+        cases = [
+            ("slow-length", post(b"/api/versions", auth, 1000000), b"{", b" "),
+            ("slow-restore", post(b"/api/restore", auth, 1000), restore, b" "),
+            ("slow-chunked", b"POST /api/versions HTTP/1.1\r\n" + host + json + auth + b"Transfer-Encoding: chunked\r\n\r\n", b"100000\r\n{", b" "),
+            ("silent", post(b"/api/versions", auth, 1000), b"", b""),
+            ("no-token", post(b"/api/versions", b"", 1000000), b"{", b" "),
+            ("no-token-close", post(b"/api/versions", b"Connection: close\r\n", 1000000), b"{", b" "),
+            ("not-found", post(b"/api/nothing", auth, 1000000), b"{", b" "),
+            ("too-large", post(b"/api/versions", auth, 20 << 20), b" " * (17 << 20), b" "),
+        ]
+        def atonce():
+            # A body sent with its head: answered, and the connection kept for a second request.
+            s = socket.create_connection(("127.0.0.1", port)); s.settimeout(10)
+            body = b'{"path": "body.txt"}'
+            s.sendall(post(b"/api/versions", auth, len(body)) + body); first = one(s)
+            s.sendall(post(b"/api/versions", auth, len(body)) + body); second = one(s)
+            out.append("at-once %s %s" % (first, second))
+        def cut():
+            # A restore whose client closes its end in the middle of the body.
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(post(b"/api/restore", auth, 1000) + restore + b" " * 10)
+            time.sleep(0.5)
+            s.shutdown(socket.SHUT_WR)
+            out.append("cut-restore %s" % answer(s, 10)[0])
+        threads = [threading.Thread(target=held, args=c) for c in cases] + [threading.Thread(target=f) for f in (atonce, cut)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print("\n".join(out), flush=True)
+        """#
+        let nobody = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", script, "\(port)", token, "\(version)"])
+        defer { nobody.stop(SIGKILL) }
+        let r = run("/usr/bin/python3", ["-c", script, "\(port)", token, "\(version)"], timeout: 120)
+        let n = nobody.wait(timeout: 30)
+        for (who, status, lines, output) in [("root", r.status, r.lines, "\(r)"), ("nobody", n, nobody.lines, nobody.stdout + nobody.stderr)] {
+            XCTAssertEqual(status, 0, "\(who): \(output)")
+            var seen: Set<String> = []
+            for line in lines {
+                let f = line.split(separator: " ").map(String.init)
+                guard f.count == 4 else { continue }
+                seen.insert(f[0])
+                let answered = Double(f[2]) ?? 99, released = Double(f[3]) ?? 99
+                switch f[0] {
+                case "slow-length", "slow-restore", "slow-chunked", "silent":
+                    XCTAssertEqual(f[1], "408", "\(who): \(line)")
+                    XCTAssertGreaterThan(answered, 59.5, "\(who): not before the deadline: \(line)")
+                    XCTAssertLessThan(answered, 64.0, "\(who): near the deadline: \(line)")
+                    XCTAssertLessThan(released, answered + 4, "\(who): let go after the answer: \(line)")
+                default:
+                    let want = ["no-token": "401", "no-token-close": "401", "not-found": "404", "too-large": "413"][f[0]]
+                    XCTAssertEqual(f[1], want, "\(who): \(line)")
+                    XCTAssertLessThan(released, 5.0, "\(who): let go within seconds, not drained: \(line)")
+                }
+            }
+            XCTAssertEqual(seen, ["slow-length", "slow-restore", "slow-chunked", "silent", "no-token", "no-token-close", "not-found", "too-large"], "\(who): \(output)")
+            XCTAssertTrue(lines.contains("at-once 200 200"), "\(who): a body sent at once is answered, the connection kept: \(output)")
+            XCTAssertTrue(lines.contains("cut-restore 400"), "\(who): a body cut by the client's end is refused: \(output)")
+        }
+        // Neither the slow restores nor the cut ones were carried out.
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "changed\n", "no restore carried out")
+        XCTAssertFalse(versions().contains { $0["reason"] as? String == "restore" }, "\(versions())")
+    }
+
     /// Python for the raw-socket tests: `answer(s, timeout)` reads until the server closes (or
     /// the timeout) and gives the response's status ("none" without one), whether the server
-    /// closed, and when the first byte came (None without one) and when reading ended.
+    /// closed, and when the first byte came (None without one) and when reading ended; `one(s)`
+    /// reads one whole response of a kept-alive connection (Content-Length) and gives its status.
     static let pythonAnswer = #"""
     import socket, time
+    def one(s):
+        data = b""
+        while b"\r\n\r\n" not in data: data += s.recv(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+        while len(body) < length: body += s.recv(65536)
+        return head.split(b"\r\n")[0].split(b" ")[1].decode()
     def answer(s, timeout):
         s.settimeout(timeout)
         got, closed, first = b"", False, None
