@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <poll.h>
 
 struct curing_ring { struct io_uring ring; unsigned flags; };
 
@@ -60,6 +61,15 @@ int curing_queue_fuse_cmd(curing_ring *r, int devfd, uint32_t op, uint16_t qid, 
     struct curing_cmd_req *req = (struct curing_cmd_req *)sqe->cmd;
     req->qid = qid;
     req->commit_id = commit_id;
+    io_uring_sqe_set_data64(sqe, user_data);
+    return 0;
+}
+
+int curing_queue_poll_in(curing_ring *r, int fd, uint64_t user_data) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+    if (!sqe) return -EBUSY;
+    memset(sqe, 0, 128);
+    io_uring_prep_poll_add(sqe, fd, POLLIN);
     io_uring_sqe_set_data64(sqe, user_data);
     return 0;
 }

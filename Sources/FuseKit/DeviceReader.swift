@@ -109,6 +109,8 @@ final class DeviceReader: @unchecked Sendable {
         governor = SpinGovernor(cap: spinNanoseconds >= 1_000 ? spinNanoseconds : 0, cpus: RunQueue.onlineCPUs, adaptive: adaptive)
         token = .allocate(capacity: 1)
         doorbell = .allocate(capacity: 1)
+        bell = .allocate(capacity: 1)
+        sem_init(bell, 0, 0)
         sem_init(token, 0, 1)
         sem_init(doorbell, 0, 0)
     }
@@ -117,6 +119,8 @@ final class DeviceReader: @unchecked Sendable {
         stop()
         sem_destroy(token)
         sem_destroy(doorbell)
+        sem_destroy(bell)
+        bell.deallocate()
         token.deallocate()
         doorbell.deallocate()
     }
@@ -173,10 +177,32 @@ final class DeviceReader: @unchecked Sendable {
     @inline(__always)
     func receive(_ fd: Int32, into buffer: UnsafeMutableRawPointer?, _ attempt: () -> Int) -> Int {
         receive(opcode: { buffer?.loadUnaligned(fromByteOffset: 4, as: UInt32.self) }, wait: {
+            // EINTR: libfuse looks at the session's state.
+            if watchedElsewhere.load(ordering: .acquiring) { return waitForTheBell() }
+            deviceWaits.add(1, ordering: .relaxed)
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            return poll(&p, 1, -1) < 0 ? -1 : 0   // EINTR: libfuse looks at the session's state
+            return poll(&p, 1, -1) < 0 ? -1 : 0
         }, attempt)
     }
+
+    /// Set while another thread watches the device for this reader (`RingTransport`: once the ring
+    /// serves the mount, only forgets and interrupts come to /dev/fuse, and the ring's holder takes
+    /// them through a poll on its ring, without a wake-up of a thread of its own for each). The
+    /// reader then waits for `ringBell` instead of the device (a wait on the device is woken by every
+    /// request that comes there, whoever takes it), and looks at the device when it rings.
+    let watchedElsewhere = Atomic<Bool>(false)
+    /// The watcher rings when it leaves something on the device for the reader (the connection's
+    /// end) or stops watching.
+    private let bell: UnsafeMutablePointer<sem_t>
+    /// Waits of the reader on the device itself (each a wake-up of its thread when something comes;
+    /// tests).
+    let deviceWaits = Atomic<Int>(0)
+
+    /// Makes the reader look at the device (see `watchedElsewhere`).
+    func ringBell() { sem_post(bell) }
+
+    /// A cancellation point, as poll(2) (libfuse cancels idle workers at the end of its loop).
+    private func waitForTheBell() -> Int32 { sem_wait(bell) == 0 ? 0 : -1 }
 
     /// `receive` for any source: `opcode` gives the opcode of what `attempt` took (nil: none), and
     /// `wait` blocks until `attempt` may find something (poll(2) of the device; for `RingTransport`,

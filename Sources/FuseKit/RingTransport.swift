@@ -176,6 +176,21 @@ final class RingTransport: @unchecked Sendable {
     private let hasPending = Atomic<Bool>(false)
     /// The user data of the no-op that wakes the holder (an entry's is its queue and index).
     static let wakeUserData = UInt64.max
+    /// The user data of the holder's poll of /dev/fuse (`watchTheDevice`).
+    static let deviceUserData = UInt64.max - 1
+    /// Whether the holder watches /dev/fuse for the session's reader (`watchTheDevice`): set at the
+    /// start where that reader's descriptor does not block (it spins), cleared when the device ends
+    /// or the ring is refused.
+    private let watchesDevice = Atomic<Bool>(false)
+    /// The holder's poll of /dev/fuse is queued or under way (only the holder touches it).
+    private var devicePollArmed = false
+    /// The holder's poll is queued and waits for its next enter (under `sq`).
+    private let devicePollQueued = Atomic<Bool>(false)
+    /// Where the holder reads what comes to /dev/fuse (as large as libfuse's own buffer must be).
+    private var deviceBuffer: UnsafeMutableRawPointer?
+    private var deviceBufferSize = 0
+    /// Requests the holder took from /dev/fuse (forgets, interrupts) while it served the ring.
+    let deviceRequestsTaken = Atomic<Int>(0)
     private var threads: [pthread_t] = []
     private var session: OpaquePointer?
     private var devfd: Int32 = -1
@@ -228,6 +243,7 @@ final class RingTransport: @unchecked Sendable {
 
     deinit {
         stop()
+        if let deviceBuffer { munmap(deviceBuffer, deviceBufferSize) }
         sem_destroy(go)
         go.deallocate()
         sem_destroy(pullWake)
@@ -338,6 +354,17 @@ final class RingTransport: @unchecked Sendable {
     func start(payloadSize: Int) {
         guard state.compareExchange(expected: State.idle.rawValue, desired: State.starting.rawValue, ordering: .acquiringAndReleasing).exchanged else { return }
         self.payloadSize = payloadSize
+        if let deviceReader, deviceReader.spins {
+            // /dev/fuse's reader reads a non-blocking descriptor: the holder may look at it too.
+            let size = payloadSize + 2 * Self.payloadOffset
+            if let memory = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
+               memory != MAP_FAILED {
+                deviceBuffer = memory
+                deviceBufferSize = size
+                watchesDevice.store(true, ordering: .releasing)
+                deviceReader.watchedElsewhere.store(true, ordering: .releasing)
+            }
+        }
         state.store(State.running.rawValue, ordering: .releasing)
         deviceReader?.pollsAfterRequests.store(false, ordering: .relaxed)
         for _ in threads { sem_post(go) }
@@ -347,6 +374,7 @@ final class RingTransport: @unchecked Sendable {
     func stop() {
         let previous = state.exchange(State.stopped.rawValue, ordering: .acquiringAndReleasing)
         guard previous != State.stopped.rawValue else { return }
+        stopWatchingTheDevice()
         for _ in threads { sem_post(go) }
         wake()
         for t in threads { pthread_join(t, nil) }
@@ -405,11 +433,12 @@ final class RingTransport: @unchecked Sendable {
     /// takes a request that came meanwhile).
     @inline(__always)
     private func submitDeferred() {
-        guard deferredCommits.load(ordering: .relaxed) > 0 else { return }   // only the holder leaves any
+        guard deferredCommits.load(ordering: .relaxed) > 0 || devicePollQueued.load(ordering: .relaxed) else { return }   // only the holder leaves any
         let rc: Int32 = sq.withLock { closed in
             guard !closed, let ring else { return 0 }
             let replies = deferredCommits.exchange(0, ordering: .relaxed)
-            guard replies > 0 else { return 0 }
+            let poll = devicePollQueued.exchange(false, ordering: .relaxed)
+            guard replies > 0 || poll else { return 0 }
             repliesAlone.add(replies, ordering: .relaxed)
             return curing_flush(ring) > 0 ? curing_submit(ring) : 0
         }
@@ -422,10 +451,62 @@ final class RingTransport: @unchecked Sendable {
         let toSubmit: UInt32? = sq.withLock { closed in
             guard !closed, let ring else { return nil }
             repliesWithTheWait.add(deferredCommits.exchange(0, ordering: .relaxed), ordering: .relaxed)
+            devicePollQueued.store(false, ordering: .relaxed)
             return curing_flush(ring)
         }
         guard let toSubmit, let ring else { return -ESHUTDOWN }
         return curing_submit_and_wait(ring, toSubmit)
+    }
+
+    // MARK: /dev/fuse, watched by the holder
+
+    // Once the ring serves the mount, the kernel still sends forgets and interrupts to /dev/fuse:
+    // with the ring, an unlinked file's forget came there after each unlink, and woke libfuse's
+    // worker asleep in poll(2) on the device, a thread of its own that took a core from the tool or
+    // the polling holder. So the holder watches the device as it watches the ring: a one-shot poll
+    // of /dev/fuse on the ring (queued, it goes with the holder's next enter), whose completion the
+    // holder takes among the entries' (the kernel delivers it by task work, as a request); it then
+    // reads the device once (non-blocking: the session's reader spins) and serves what it read
+    // there and then (a forget or an interrupt is answered on /dev/fuse, or not at all), and polls
+    // again. The session's reader meanwhile waits for its bell, not on the device
+    // (`DeviceReader.watchedElsewhere`); the holder rings it when the device fails (the connection's
+    // end: the reader then reads the error, and libfuse's loop ends as before) and when the ring
+    // stops or is refused.
+
+    /// Queues the poll of /dev/fuse for the holder's next enter.
+    private func armDevicePoll() {
+        let queued: Bool = sq.withLock { closed in
+            guard !closed, let ring else { return false }
+            guard curing_queue_poll_in(ring, devfd, Self.deviceUserData) == 0 else { return false }
+            devicePollQueued.store(true, ordering: .relaxed)
+            return true
+        }
+        devicePollArmed = queued
+    }
+
+    /// The holder's poll of /dev/fuse completed with `polled` (its events, or an error): one read of
+    /// the device, served at once.
+    private func takeFromTheDevice(polled: Int32) {
+        guard polled >= 0, let buffer = deviceBuffer else { return stopWatchingTheDevice() }
+        let n = Glibc.read(devfd, buffer, deviceBufferSize)
+        if n > 0 {
+            deviceRequestsTaken.add(1, ordering: .relaxed)
+            var buf = fuse_buf()
+            buf.size = n
+            buf.mem = buffer
+            buf.fd = -1
+            TmpfileRequest.readAsCreate(buffer, length: n)
+            fuse_session_process_buf(session, &buf)
+        } else if n < 0 && errno != EAGAIN && errno != EINTR {
+            stopWatchingTheDevice()   // the session's reader reads the error (ENODEV: the end)
+        }
+    }
+
+    /// The session's reader goes back to waiting on the device itself.
+    private func stopWatchingTheDevice() {
+        guard watchesDevice.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        deviceReader?.watchedElsewhere.store(false, ordering: .releasing)
+        deviceReader?.ringBell()
     }
 
     // MARK: a queue's thread
@@ -625,6 +706,7 @@ final class RingTransport: @unchecked Sendable {
     private func refused(_ why: String) {
         guard !refusalSaid.exchange(true, ordering: .relaxed) else { return }
         deviceReader?.pollsAfterRequests.store(true, ordering: .relaxed)
+        stopWatchingTheDevice()
         say("coordfs: the kernel's io_uring queues could not be used (\(why)); requests keep coming through /dev/fuse")
     }
 
@@ -638,6 +720,7 @@ final class RingTransport: @unchecked Sendable {
     @inline(__always)
     private func attempt(_ taken: inout Entry?) -> Int {
         if hasPending.load(ordering: .acquiring) { submitPending() }
+        if !devicePollArmed, watchesDevice.load(ordering: .relaxed) { armDevicePoll() }
         let ring = self.ring.unsafelyUnwrapped
         // A request came meanwhile: the reply left for the next enter goes before it is served.
         if deferredCommits.load(ordering: .relaxed) > 0, curing_has_news(ring) != 0 { submitDeferred() }
@@ -647,6 +730,11 @@ final class RingTransport: @unchecked Sendable {
             if userData == Self.wakeUserData {
                 // Another thread queued a commit (or the ring stops): queued before its no-op.
                 if hasPending.load(ordering: .acquiring) { submitPending() }
+                continue
+            }
+            if userData == Self.deviceUserData {
+                devicePollArmed = false
+                takeFromTheDevice(polled: res)
                 continue
             }
             let queue = queues[Int(userData >> 32)]
@@ -843,6 +931,8 @@ final class RingTransport: @unchecked Sendable {
         var pullsSent = 0, pullsAnswered = 0
         /// The holder's replies sent with its wait for the next request, and alone.
         var repliesWithTheWait = 0, repliesAlone = 0
+        /// Requests the holder took from /dev/fuse (forgets, interrupts: `takeFromTheDevice`).
+        var deviceRequestsTaken = 0
     }
 
     var usage: Usage {
@@ -851,6 +941,7 @@ final class RingTransport: @unchecked Sendable {
         u.pullsAnswered = pullsAnswered.load(ordering: .relaxed)
         u.repliesWithTheWait = repliesWithTheWait.load(ordering: .relaxed)
         u.repliesAlone = repliesAlone.load(ordering: .relaxed)
+        u.deviceRequestsTaken = deviceRequestsTaken.load(ordering: .relaxed)
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         var vector = [UInt8]()
         for queue in queues {

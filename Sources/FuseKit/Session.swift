@@ -248,6 +248,10 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     /// The ring's entries, the parked requests they hold, and what the entries added for them cost.
     var ringUsage: RingTransport.Usage { state.ring.usage }
 
+    /// How often /dev/fuse's reader waited on the device itself (a wake-up of its thread for what
+    /// comes there; with the ring, the holder watches the device instead where it can).
+    var deviceWaits: Int { state.reader.deviceWaits.load(ordering: .relaxed) }
+
     /// Sets (nil: removes) work for the worker that holds /dev/fuse to do while it polls the empty
     /// device after a request it served: `work` is called between its looks, each call one small slice
     /// (it returns whether there is more), until it returns false or a request comes. Only while the

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import Coordination
 import Linux
+import TestSupport
 @testable import CoordFS
 @testable import FuseKit
 
@@ -665,5 +666,32 @@ final class RingPollingThreadTests: KernelRingMountTestCase {
         }
         XCTAssertFalse(perRound.isEmpty, "no round's looks took under 60 ms: \(seen)")
         XCTAssertEqual(perRound.min(), 1, "threads running in at least 3/4 of the looks, per round: \(perRound); \(seen)")
+    }
+}
+
+/// Once the ring serves the mount, the kernel still sends an evicted file's forget to /dev/fuse
+/// (after each unlink): the ring's holder takes it through its poll of the device on the ring, and
+/// /dev/fuse's reader does not wake for it. Before, each forget woke that reader, a thread of its
+/// own that took a core from the tool or the polling holder (smallfiles with polling idle CPUs:
+/// the ring slower than /dev/fuse; docs/benchmarks.md).
+final class RingForgetTests: KernelRingMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.transport = .uring
+    }
+
+    func testTheForgetsOfUnlinkedFilesWakeNoThreadOfDevFuse() throws {
+        let session = daemon.session!
+        XCTAssertEqual(session.transportInUse, .uring)
+        try sh("mkdir d && for i in $(seq 1 200); do echo x > d/f$i; done")
+        let nodes = daemon.loopback.inodeCount
+        let waits = session.deviceWaits, taken = session.ringUsage.deviceRequestsTaken
+        try sh("rm d/f*")
+        XCTAssertTrue(pollUntil(within: 10) { daemon.loopback.inodeCount <= nodes - 200 },
+                      "the 200 files' forgets reached the file system: \(nodes) nodes, now \(daemon.loopback.inodeCount)")
+        XCTAssertGreaterThan(session.ringUsage.deviceRequestsTaken - taken, 0, "the holder took the forgets from /dev/fuse")
+        XCTAssertLessThanOrEqual(session.deviceWaits - waits, 2,
+                                 "/dev/fuse's reader waited on the device \(session.deviceWaits - waits) times (a wake-up each)")
+        XCTAssertEqual(try sh("echo after > e && cat e && rm e && rmdir d").output, "after\n", "the mount still answers")
     }
 }

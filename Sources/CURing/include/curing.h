@@ -62,6 +62,12 @@ int curing_submit_fuse_cmd(curing_ring *ring, int devfd, uint32_t op, uint16_t q
 int curing_queue_fuse_cmd(curing_ring *ring, int devfd, uint32_t op, uint16_t qid, uint64_t commit_id,
                           const struct iovec *iov, uint64_t user_data);
 
+/* Queues a one-shot poll of `fd` for input without submitting it: its completion (the poll's
+   events, or a negative errno) carries `user_data`; the kernel looks at `fd` when it is submitted
+   and completes it at once when input is already there. 0, or -EBUSY when the submission queue is
+   full. */
+int curing_queue_poll_in(curing_ring *ring, int fd, uint64_t user_data);
+
 /* Submits what is queued, in one system call: how many, or a negative errno. */
 int curing_submit(curing_ring *ring);
 
