@@ -61,15 +61,16 @@ private func rootPresenting(_ p: String) throws -> (Coordinator, TurnPresenter, 
 }
 
 /// Root's presenter of `dir`, holding its answers, asked by nobody's deletion of `dir/a`; nobody's
-/// deletions of `dir/b` and `dir/c` wait for nobody's turn.
-private func nobodysDeletionsWaitingTheirTurn() async throws -> (Coordinator, TurnPresenter, ResultBox, ResultBox, ResultBox) {
+/// deletions of `dir/b` and `dir/c` wait for nobody's turn (`bRequest`: the one of `dir/b`, to cancel).
+private func nobodysDeletionsWaitingTheirTurn() async throws
+    -> (Coordinator, TurnPresenter, ResultBox, ResultBox, ResultBox, bRequest: RequestID) {
     let (coordinator, presenter, _) = try rootPresenting("dir")
     presenter.asks.withLock { $0 = false }
     let (_, a) = request(coordinator, delete("dir/a"), origin: origin(65534, 10))
     #expect(await eventually { presenter.count("subitemDeletion") == 1 })
-    let (_, b) = request(coordinator, delete("dir/b"), origin: origin(65534, 11))
+    let (bRequest, b) = request(coordinator, delete("dir/b"), origin: origin(65534, 11))
     let (_, c) = request(coordinator, delete("dir/c"), origin: origin(65534, 12))
-    return (coordinator, presenter, a, b, c)
+    return (coordinator, presenter, a, b, c, bRequest)
 }
 
 /// Every access granted (then released), within a generous bound.
@@ -86,7 +87,7 @@ private func grantedAll(_ boxes: [ResultBox]) async -> Bool {
 @Suite struct FairTurnTests {
     @Test func anotherUsersDeletionsAskThePresenterOneAtATimeBehindRootsAndOtherUsers() async throws {
         // nobody's first deletion in root's presented folder is asked; its next two wait for its turn.
-        let (coordinator, presenter, a, b, c) = try await nobodysDeletionsWaitingTheirTurn()
+        let (coordinator, presenter, a, b, c, _) = try await nobodysDeletionsWaitingTheirTurn()
         // uid 1001 has a turn of its own; root's deletion takes none.
         let (_, d) = request(coordinator, delete("dir/d"), origin: origin(1001, 13))
         let (_, r) = request(coordinator, delete("dir/r"), origin: origin(0, 20))
@@ -154,7 +155,7 @@ private func grantedAll(_ boxes: [ResultBox]) async -> Bool {
 
     @Test func aChainWhoseAccessHoldsUpAnotherUsersGoesFirstInItsUsersTurn() async throws {
         // nobody's deletions: the first asked, two waiting for nobody's turn.
-        let (coordinator, presenter, a, b, c) = try await nobodysDeletionsWaitingTheirTurn()
+        let (coordinator, presenter, a, b, c, _) = try await nobodysDeletionsWaitingTheirTurn()
         // nobody's create in the folder holds it (a write of the folder) and waits for its turn too;
         // root's create waits for it.
         let (_, w) = request(coordinator, write("dir"), origin: origin(65534, 13))
@@ -200,12 +201,7 @@ private func grantedAll(_ boxes: [ResultBox]) async -> Bool {
     }
 
     @Test func aChainWaitingForItsTurnEndsWithItsRequestOrItsPresenter() async throws {
-        let (coordinator, presenter, _) = try rootPresenting("dir")
-        presenter.asks.withLock { $0 = false }
-        let (_, a) = request(coordinator, delete("dir/a"), origin: origin(65534, 10))
-        #expect(await eventually { presenter.count("subitemDeletion") == 1 })
-        let (cancelled, b) = request(coordinator, delete("dir/b"), origin: origin(65534, 11))
-        let (_, c) = request(coordinator, delete("dir/c"), origin: origin(65534, 12))
+        let (coordinator, presenter, a, b, c, cancelled) = try await nobodysDeletionsWaitingTheirTurn()
         coordinator.cancel(cancelled)
         #expect(await eventually { b.error != nil })
         presenter.asks.withLock { $0 = true }
