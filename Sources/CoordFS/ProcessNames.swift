@@ -21,13 +21,6 @@ final class ProcessNames: Sendable {
         init(pid: pid_t, comm: Int32) { self.pid = pid; self.comm = comm }
         deinit { if comm >= 0 { close(comm) } }
 
-        /// The task still runs: its `comm` reads (one byte). A recycled id's new task is another.
-        func isAlive() -> Bool {
-            guard comm >= 0 else { return false }
-            var byte: UInt8 = 0
-            return pread(comm, &byte, 1, 0) > 0
-        }
-
         func name() -> String? {
             guard comm >= 0 else { return nil }
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buf -> String? in
@@ -57,19 +50,12 @@ final class ProcessNames: Sendable {
         return learn(tid)
     }
 
-    /// The caller's process only (once the thread is known, one `pread` of a byte to see that it is
-    /// still that thread). Without that look, a thread id the kernel gave out again, to a thread of
-    /// another process (another user's, on a shared mount), was taken for the old thread's process: a
-    /// truncate, an attribute change or a flush of that other process counted as covered by the old
-    /// process's open for writing (no ask, no lost-update check).
-    func process(of tid: pid_t) -> pid_t {
-        if tid <= 0 { return tid }
-        if let known = threads.withLock({ $0[tid] }) {
-            if known.isAlive() { return known.pid }
-            threads.withLock { if $0[tid] === known { $0[tid] = nil } }
-        }
-        return learn(tid).pid
-    }
+    /// The caller's process only: `identity(of:)`, whose read of the name is also the look that the
+    /// known thread is still that thread. Without that look, a thread id the kernel gave out again, to
+    /// a thread of another process (another user's, on a shared mount), was taken for the old
+    /// thread's process: a truncate, an attribute change or a flush of that other process counted as
+    /// covered by the old process's open for writing (no ask, no lost-update check).
+    func process(of tid: pid_t) -> pid_t { identity(of: tid).pid }
 
     private func learn(_ tid: pid_t) -> Identity {
         // The descriptor first: if the thread is replaced between the two reads, the name read
