@@ -135,6 +135,13 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport", "TestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
         .testTarget(name: "LinuxTests", dependencies: ["Linux"]),
+        // The web server's request bounds on an EmbeddedChannel, whose clock the test drives (docs/web.md).
+        .testTarget(name: "CoordFSWebTests", dependencies: [
+            "CoordFSWeb",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         // Helpers more than one test target needs (POSIX ACL bytes, the Python protocol client's start, a plain HTTP client; a journal and a recording presenter).
         .target(name: "TestSupport", dependencies: ["Linux"], path: "Tests/TestSupport"),
         .target(name: "CoordinationTestSupport", dependencies: ["Coordination"], path: "Tests/CoordinationTestSupport"),

@@ -170,9 +170,12 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     /// Waiting for a request head (none under way, every response ended), or for the body of the
-    /// request being handled (its head read, every earlier response ended): its deadline runs.
+    /// request being handled (its head read, every earlier response ended, and no answer to it
+    /// begun: one answered before its body is the connection's last, which closes when the answer
+    /// ends, however long that takes; a deadline then would cut the body under the answer): its
+    /// deadline runs.
     private func armDeadline(_ context: ChannelHandlerContext) {
-        guard deadline == nil, !upgraded, !closing, requestEnds == responseEnds else { return }
+        guard deadline == nil, !upgraded, !closing, !last, requestEnds == responseEnds else { return }
         let (timeout, what) = heads == requestEnds ? (RequestBounds.headDeadline, "head") : (RequestBounds.bodyDeadline, "body")
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         deadline = context.eventLoop.scheduleTask(in: timeout) {
