@@ -26,16 +26,27 @@ enum RequestBounds {
     /// (slowloris) holds no descriptor for long. A handler is not timed (an answer may take long),
     /// nor is a WebSocket (the live stream).
     static let headDeadline = TimeAmount.seconds(10)
-    /// Time a client has for a request's body, from when its head is read (or when the answer to
-    /// the request before it on the connection ended, if later): past it the request is answered
-    /// 408 and the connection closed, and the handler waiting for the body sees it cut
-    /// (`RequestBodyCut`), never a short body. Before, a valid head with `Content-Length: 1000000`
-    /// (or a chunked body) followed by a byte every few seconds held its connection, a descriptor
-    /// and the bytes buffered for as long as the client liked. 60 s is the page's largest body at
-    /// a slow but honest rate: the text of a merge preview, at most the 8 MiB a document is shown
-    /// (`WebLimits.maxDocument`; mine of a resolve is at most the daemon's 1 MiB frame), at 1.1
-    /// Mbit/s, a slow uplink to `--listen`; on loopback a browser sends it in milliseconds.
+    /// Time a request's body has for each `bodyProgress` of it, and for its end: from when its head
+    /// is read (or when the answer to the request before it on the connection ended, if later),
+    /// and again from each MiB of it read. Past it the request is answered 408 and the connection
+    /// closed, and the handler waiting for the body sees it cut (`RequestBodyCut`), never a short
+    /// body. So a body must keep coming at 1 MiB a minute at least: one of up to 1 MiB is whole
+    /// within 60 s, the largest the server takes (`WebLimits.maxBody`, 16 MiB) may take 16
+    /// minutes, and a stall of 60 s ends any (as does a trickle of a byte every few seconds, which
+    /// held a connection, a descriptor and the bytes buffered for as long as the client liked).
+    /// 1 MiB a minute is 140 kbit/s, where a deadline for the whole body would have asked 2.2
+    /// Mbit/s of a 16 MiB one; the page's largest body, a merge preview's text, is at most the 8
+    /// MiB a document is shown (`WebLimits.maxDocument`), and on loopback a browser sends it in
+    /// milliseconds. A client holding a connection this way sends 1 MiB a minute all the while.
+    ///
+    /// The time runs until NIO has read and decoded the body, which it does only a little ahead
+    /// of the handler reading it (Hummingbird's request body is a stream with back pressure): a
+    /// handler that did slow work before reading its body would see an honest client's body stall
+    /// and answer it 408. None does: every route with a body reads it first (`collectBody` in
+    /// `WebServer.run`); a new one must too, or answer before its body (which ends the connection).
     static let bodyDeadline = TimeAmount.seconds(60)
+    /// The body a request must send within each `bodyDeadline` (or its end).
+    static let bodyProgress = 1 << 20
 
     /// The decoder's limits for `HTTP1Channel.Configuration`.
     static var decoder: HTTP1Channel.Configuration.DecoderConfiguration {
@@ -100,8 +111,8 @@ final class UnparsedBytesBound: ChannelInboundHandler, RemovableChannelHandler {
 
 /// Right after the HTTP decoder: answers a request the decoder cannot parse, one that is too
 /// long in coming (`UnparsedBytesBound`), or one whose head is not whole within
-/// `RequestBounds.headDeadline` or whose body is not whole within `RequestBounds.bodyDeadline`
-/// (408), with a status and a line saying why, `Connection: close`, and closes the connection
+/// `RequestBounds.headDeadline` or whose body stalls (`RequestBounds.bodyDeadline`: neither its
+/// end nor another MiB of it within 60 s) (408), with a status and a line saying why, `Connection: close`, and closes the connection
 /// once the answer is written. A response already under way (to an earlier request on the
 /// connection) ends first. The parse error is not passed on: nothing after this handler answers
 /// it again. A response that ends before its request's body was read whole (a refusal before the
@@ -137,6 +148,9 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     /// being handled, under `RequestBounds.bodyDeadline`.
     private var heads = 0, requestEnds = 0, responseEnds = 0
     private var deadline: Scheduled<Void>?
+    /// Body bytes read since the deadline was armed: another `RequestBounds.bodyProgress` of them
+    /// arms it again.
+    private var bodyRead = 0
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -162,8 +176,10 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
         case .end:
             requestEnds += 1
             cancelDeadline()
-        case .body:
-            break
+        case .body(let bytes):
+            bodyRead += bytes.readableBytes
+            // Another MiB of the body: the next has its own time (armed again below).
+            if bodyRead >= RequestBounds.bodyProgress { cancelDeadline() }
         }
         context.fireChannelRead(data)
         armDeadline(context)
@@ -176,11 +192,15 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     /// deadline runs.
     private func armDeadline(_ context: ChannelHandlerContext) {
         guard deadline == nil, !upgraded, !closing, !last, requestEnds == responseEnds else { return }
-        let (timeout, what) = heads == requestEnds ? (RequestBounds.headDeadline, "head") : (RequestBounds.bodyDeadline, "body")
+        let seconds = { (timeout: TimeAmount) in timeout.nanoseconds / 1_000_000_000 }
+        let (timeout, why) = heads == requestEnds
+            ? (RequestBounds.headDeadline, "no whole request head within \(seconds(RequestBounds.headDeadline)) s")
+            : (RequestBounds.bodyDeadline, "the request body stalled: neither its end nor \(RequestBounds.bodyProgress >> 20) MiB more of it within \(seconds(RequestBounds.bodyDeadline)) s")
+        bodyRead = 0
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         deadline = context.eventLoop.scheduleTask(in: timeout) {
             this.value.deadline = nil
-            this.value.refuse(.requestTimeout, "no whole request \(what) within \(timeout.nanoseconds / 1_000_000_000) s")
+            this.value.refuse(.requestTimeout, why)
         }
     }
 
@@ -299,8 +319,8 @@ final class MalformedRequestAnswer: ChannelDuplexHandler, RemovableChannelHandle
     var isAnswered: Bool { answered }
 }
 
-/// What a handler reading a request's body gets when the body is cut: it was not whole within
-/// `RequestBounds.bodyDeadline`, or the request was refused in the middle of it (408, 400, 431).
+/// What a handler reading a request's body gets when the body is cut: it stalled
+/// (`RequestBounds.bodyDeadline`), or the request was refused in the middle of it (408, 400, 431).
 struct RequestBodyCut: Error, CustomStringConvertible {
     let reason: String
     var description: String { "the request body was cut: \(reason)" }

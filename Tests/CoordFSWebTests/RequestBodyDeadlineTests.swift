@@ -52,6 +52,59 @@ final class RequestBodyDeadlineTests: XCTestCase {
         return heads
     }
 
+    func testABodyThatKeepsComingAMiBAMinuteIsNotCut() throws {
+        // 3 MiB in pieces of 64 KiB, a MiB every 55 s, then its end 59 s after the last MiB: 224 s
+        // in all (before, 408 at 60 s: the body had to be whole by then).
+        let (channel, reader) = try post(length: 3 << 20)
+        defer { _ = try? channel.finish() }
+        for _ in 0..<3 {
+            for _ in 0..<16 {
+                wait(.milliseconds(55_000 / 16), on: channel)
+                try send(64 << 10, on: channel)
+            }
+        }
+        wait(.seconds(59), on: channel)
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        XCTAssertEqual(try answers(channel).map(\.status), [], "not cut while it kept coming")
+        XCTAssertEqual(reader.ends, 1, "the whole body reached the handler")
+        XCTAssertFalse(reader.cut, "\(reader.errors)")
+    }
+
+    func testABodyThatStallsForAMinuteOrTricklesIsAnswered408() throws {
+        // A trickle from the head, a byte a second: 408 at 60 s, as before.
+        do {
+            let (channel, reader) = try post(length: 1_000_000)
+            defer { _ = try? channel.finish() }
+            for _ in 0..<59 {
+                wait(.seconds(1), on: channel)
+                try send(1, on: channel)
+            }
+            XCTAssertEqual(try answers(channel).map(\.status), [], "not before 60 s")
+            wait(.seconds(1), on: channel)
+            let heads = try answers(channel)
+            XCTAssertEqual(heads.map(\.status), [.requestTimeout], "a trickle")
+            XCTAssertEqual(heads.first?.headers["Connection"], ["close"])
+            XCTAssertTrue(reader.cut, "the handler sees the body cut: \(reader.errors)")
+            XCTAssertEqual(reader.ends, 0)
+        }
+        // 2 MiB at once 10 s and 30 s after the head, then nothing: 408 60 s after the last MiB,
+        // at 90 s (before: at 60 s, while it came at 2 MiB in 30 s).
+        do {
+            let (channel, reader) = try post(length: 3 << 20)
+            defer { _ = try? channel.finish() }
+            wait(.seconds(10), on: channel)
+            try send(1 << 20, on: channel)
+            wait(.seconds(20), on: channel)
+            try send((1 << 20) + 100, on: channel)
+            wait(.milliseconds(59_900), on: channel)
+            XCTAssertEqual(try answers(channel).map(\.status), [], "not before 60 s after its last MiB")
+            XCTAssertFalse(reader.cut, "\(reader.errors)")
+            wait(.milliseconds(100), on: channel)
+            XCTAssertEqual(try answers(channel).map(\.status), [.requestTimeout], "a stall of 60 s")
+            XCTAssertTrue(reader.cut, "the handler sees the body cut: \(reader.errors)")
+        }
+    }
+
     func testAnAnswerUnderWayBeforeItsBodyIsNotCutByTheBodysDeadline() throws {
         // Answered before its body was read (a refusal, or a route that does not read it) with an
         // answer that takes longer than the body's 60 s, while the body trickles on: the answer
