@@ -195,7 +195,8 @@ class ClientMountTestCase: XCTestCase {
 
 /// A raw protocol client for tests that need full control (no answers, hostile frames).
 final class RawClient {
-    let fd: Int32
+    /// The connection's descriptor; -1 once `disconnect()`ed.
+    private(set) var fd: Int32
     private var decoder = FrameDecoder()
     private var nextID: UInt64 = 1
 
@@ -206,7 +207,20 @@ final class RawClient {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    /// Closes the connection, as a client that goes away does; its descriptor is closed once.
+    /// Before, a test's own `close(fd)` and then the deinit's closed the number twice: in between
+    /// the kernel had handed it out again, in this process that runs the daemon, to one of the
+    /// daemon's own descriptors (under strace: the inode table's mount anchor, opened 2 ms after
+    /// the test's close; the daemon's close of it at unmount then failed with EBADF), and the
+    /// daemon's later close of such a number closes whatever holds it by then, another test's
+    /// socket included (CI: a fresh `RawClient`'s hello failed at once).
+    func disconnect() {
+        guard fd >= 0 else { return }
+        close(fd)
+        fd = -1
+    }
+
+    deinit { disconnect() }
 
     func id() -> ControlProtocol.RequestID {
         nextID += 1
