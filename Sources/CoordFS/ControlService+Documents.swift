@@ -4,6 +4,7 @@ import Coordination
 import Dispatch
 import DocumentStore
 import Glibc
+import Linux
 import LinuxGNU
 
 // The document store over the control socket (docs/protocol.md, "The document store"): a
@@ -470,6 +471,11 @@ extension ControlRequestHandler {
         Glibc.close(fd)
         guard file >= 0 else {
             throw ProtocolError(code == ELOOP ? .notFound : .notFound, "minePath \(path): \(ControlPathResolver.describe(code))")
+        }
+        // Kept open while the resolution waits: never at a number the daemon keeps for its own files.
+        guard DescriptorReserve.admits(file) else {
+            Glibc.close(file)
+            throw ProtocolError(.limitExceeded, "minePath \(path): the daemon has no descriptor left for it (the last ones are kept for its own files)")
         }
         var st = stat()
         guard fstat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {

@@ -61,6 +61,8 @@ public final class Daemon: @unchecked Sendable {
         // tables and the other users' share all come from this one reading (`DescriptorShares`).
         Daemon.raiseDescriptorLimit()
         descriptors = DescriptorShares.inForce()
+        // The top numbers are the daemon's own from here on: no client's connection or open holds one.
+        DescriptorReserve.keep(limit: descriptors.limit)
         var loopbackOptions = plan.options.loopbackOptions(hiding: [StateFolder.name])
         loopbackOptions.descriptors = descriptors
         do {

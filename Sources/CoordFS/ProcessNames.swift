@@ -1,5 +1,6 @@
 import FuseKit
 import Glibc
+import Linux
 import Synchronization
 import LinuxGNU
 
@@ -60,7 +61,10 @@ final class ProcessNames: Sendable {
     private func learn(_ tid: pid_t) -> Identity {
         // The descriptor first: if the thread is replaced between the two reads, the name read
         // through it fails next time and the thread is learned again.
-        let comm = open("/proc/\(tid)/comm", O_RDONLY | O_CLOEXEC)
+        var comm = open("/proc/\(tid)/comm", O_RDONLY | O_CLOEXEC)
+        // Not kept at a number the daemon keeps for its own files (`DescriptorReserve`): the
+        // thread is then learned again at its next request.
+        if comm >= 0, !DescriptorReserve.admits(comm) { close(comm); comm = -1 }
         let id = Self.read(tid)
         let known = KnownThread(pid: id.pid, comm: comm)
         guard comm >= 0 else { return id }

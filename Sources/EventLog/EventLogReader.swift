@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 
 /// Where a reader starts.
 public enum EventLogPosition: Sendable, Hashable {
@@ -260,6 +261,12 @@ public final class EventLogReader {
         if fd < 0 {
             if errno == ENOENT { return false }  // deleted by retention meanwhile
             throw EventLogError.failed(operation: "open", path: path, errno: errno)
+        }
+        // A reader keeps its segment open between reads: in the daemon, for a client (`readLog`),
+        // never at a number the daemon keeps for its own files (`DescriptorReserve`).
+        guard DescriptorReserve.admits(fd) else {
+            Sys.close(fd)
+            throw EventLogError.failed(operation: "open (only the descriptors the daemon keeps for its own files are left)", path: path, errno: ENFILE)
         }
         do {
             try name.validateHeader(fd: fd, path: path)

@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 
 /// How the daemon shares out its descriptors, every part cut from one number: RLIMIT_NOFILE as in
 /// force once the daemon has raised it (docs/architecture.md, "The daemon's descriptors"). The
@@ -20,6 +21,9 @@ import Glibc
 /// - `kept`: the rest, for root's and the owner's opens and connections and the daemon's own files
 ///   (the store, the event log, the watcher, the FUSE session, sockets, what a request opens for the
 ///   moment).
+/// - `reserve`: of all L, the top numbers no client's request may leave the daemon holding, root's
+///   and the owner's included: L/16 within 32...256 (`DescriptorReserve`, kept by the daemon at
+///   start), so its own opens and the runtime's always find one.
 public struct DescriptorShares: Sendable, Equatable, CustomStringConvertible {
     /// The limit they are cut from.
     public let limit: Int
@@ -33,6 +37,8 @@ public struct DescriptorShares: Sendable, Equatable, CustomStringConvertible {
     public let others: Int
     /// What no other user can take.
     public var kept: Int { max(0, limit - nodes - Self.callerNameTables * callerNames - others) }
+    /// The top descriptor numbers kept for the daemon's own opens (`DescriptorReserve`).
+    public var reserve: Int { DescriptorReserve.size(forLimit: limit) }
 
     public init(limit: Int) {
         let l = max(0, limit)
@@ -54,6 +60,7 @@ public struct DescriptorShares: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         "\(limit) (RLIMIT_NOFILE in force): \(nodes) for nodes, \(Self.callerNameTables * callerNames) for callers' names, "
             + "\(others) for users other than root and the owner (their opens through the mount, two per control-socket connection), "
-            + "\(kept) kept for root, the owner and the daemon's own files"
+            + "\(kept) kept for root, the owner and the daemon's own files; the top \(reserve) numbers only for the daemon's own "
+            + "(no connection or open of any user's may hold one)"
     }
 }

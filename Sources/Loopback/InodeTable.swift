@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 import FuseKit
 import SystemPackage
 import Synchronization
@@ -116,7 +117,8 @@ public final class BackingNode: @unchecked Sendable {
     }
 
     /// Beyond the budget: opens the item by its handle for `body`, and keeps the descriptor when the
-    /// budget has room again (the kernel forgot other nodes).
+    /// budget has room again (the kernel forgot other nodes) and its number is not one the daemon
+    /// keeps for its own files (`DescriptorReserve`).
     private func reopened<R>(_ body: (Int32) -> R) -> Result<R, Errno> {
         guard let handle else { return .failure(.badFileDescriptor) } // cannot happen: such nodes hold one
         let fd = retryingEINTR { LinuxCalls.open(handle, mountFD: mountFD, flags: O_PATH | O_NOFOLLOW | O_CLOEXEC) }
@@ -125,7 +127,7 @@ public final class BackingNode: @unchecked Sendable {
             // ESTALE: the inode is gone (its number may belong to another file now).
             return .failure(e == ESTALE ? .noSuchFileOrDirectory : Errno(rawValue: e))
         }
-        if let budget, budget.take() {
+        if let budget, DescriptorReserve.admits(fd), budget.take() {
             if slot.compareExchange(expected: -1, desired: fd, ordering: .acquiringAndReleasing).exchanged {
                 return .success(body(fd))
             }
@@ -292,7 +294,8 @@ final class InodeTable: Sendable {
     /// read already). Items without file handles hold their descriptor whatever the budget.
     private func makeNode(fd: Int32, key: InodeKey, type: mode_t, parent: BackingNode,
                           item: (handle: LinuxCalls.KernelFileHandle, mountID: Int32)?) -> BackingNode {
-        if budget.take() { return BackingNode(fd: fd, key: key, type: type, budget: budget) }
+        // A number the daemon keeps for its own files (`DescriptorReserve`) is not kept for a node.
+        if DescriptorReserve.admits(fd), budget.take() { return BackingNode(fd: fd, key: key, type: type, budget: budget) }
         guard let (handle, mountID) = item ?? LinuxCalls.fileHandle(of: fd), let anchor = anchor(mountID, parent: parent) else {
             // No file handles here (or the file is a mount of its own): hold the descriptor anyway.
             return BackingNode(fd: fd, key: key, type: type, budget: nil)

@@ -705,8 +705,18 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         case .success(let h): hold = h
         case .failure(let e): return .failure(e)
         }
+        guard roomToTruncate(flags) else {
+            hold?.giveBack()
+            return .failure(Errno(rawValue: ENFILE))
+        }
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_CLOEXEC
-        let opened = reopen(node, flags: f)
+        var opened = reopen(node, flags: f)
+        // Not kept at a number the daemon keeps for itself (`DescriptorReserve`); a truncating open,
+        // asked before, is never refused once it has changed its file.
+        if case .success(let fd) = opened, flags & O_TRUNC == 0, !openFiles.mayKeep(fd) {
+            close(fd)
+            opened = .failure(Errno(rawValue: ENFILE))
+        }
         if case .success = opened, flags & O_TRUNC != 0, caller.uid != 0 {
             _ = dropPrivileges(of: node, caller: caller, onlyIfSet: true)
         }
@@ -720,6 +730,13 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             hold?.giveBack()
             return .failure(e)
         }
+    }
+
+    /// Whether an open that changes its file as it opens (`O_TRUNC`) may be made: a descriptor below
+    /// the daemon's reserve is free (`OpenFileBounds.hasRoom`, probed with the backing root's).
+    /// Other opens are checked on the descriptor they took (`OpenFileBounds.mayKeep`).
+    private func roomToTruncate(_ flags: Int32) -> Bool {
+        flags & O_TRUNC == 0 || ((try? inodes.root.withDescriptor { openFiles.hasRoom(probing: $0) }.get()) ?? true)
     }
 
     /// An open the daemon serves on purpose (`openFile(passthrough: false)`): only while the inode
@@ -892,6 +909,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     private func createCounted(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        guard roomToTruncate(flags) else { return .failure(Errno(rawValue: ENFILE)) }
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let handsOver = runningAsRoot && (context.uid != 0 || context.gid != 0)
         // Always made with O_EXCL, so the daemon knows whether this create made the file: a create
@@ -930,6 +948,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             if isNew { _ = p.withDescriptor { unlinkat($0, name.cString, 0) } }  // made with O_EXCL just now
             return .failure(e)
         }
+        // Not kept at a number the daemon keeps for itself: the file this create made goes again; an
+        // existing file truncated as it opened (asked before) is kept open.
+        if (isNew || flags & O_TRUNC == 0), !openFiles.mayKeep(fd) { return fail(Errno(rawValue: ENFILE)) }
         if let e = giveToCaller(parent: p, name: name.cString, context: context) ?? keepSetIDBits(fd, made: made.st_mode, caller: context) {
             return fail(e)
         }
@@ -1026,6 +1047,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         case .success(let d): pathFD = d
         case .failure(let e): close(fd); return .failure(e)
         }
+        // Both kept below the daemon's reserve, else neither (the unnamed file goes with them).
+        guard openFiles.mayKeep(fd), openFiles.mayKeep(pathFD) else {
+            close(pathFD); close(fd)
+            return .failure(Errno(rawValue: ENFILE))
+        }
         let node = inodes.rememberUnnamed(fd: pathFD, stat: st)
         return .success((entry(node, st), makeOpen(fd, node, flags & ~Self.openTemporaryFile)))
     }
@@ -1104,7 +1130,11 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
         let fd: Int32
         switch node.withFD({ dfd in sysValue { openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } }) {
-        case .success(let f): fd = f
+        case .success(let f) where openFiles.mayKeep(f): fd = f
+        case .success(let f):
+            close(f)
+            hold?.giveBack()
+            return request.reply(error: Errno(rawValue: ENFILE))
         case .failure(let e):
             hold?.giveBack()
             return request.reply(error: e)

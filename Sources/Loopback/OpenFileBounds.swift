@@ -1,4 +1,5 @@
 import Glibc
+import Linux
 import Synchronization
 import SystemPackage
 
@@ -74,7 +75,7 @@ public final class OpenFileBounds: Sendable {
             return true
         }
         guard taken else {
-            refused(uid, atUserBound: (counts.withLock { $0.byUser[uid] ?? 0 }) + units > user)
+            refused(uid, (counts.withLock { $0.byUser[uid] ?? 0 }) + units > user ? .userBound : .share)
             return .failure(Errno(rawValue: ENFILE))
         }
         return .success(Hold(bounds: self, uid: uid, units: units))
@@ -101,7 +102,7 @@ public final class OpenFileBounds: Sendable {
             c.shared += units
             return true
         }
-        if !taken { refused(uid, atUserBound: false, open: false) }
+        if !taken { refused(uid, .share, open: false) }
         return taken
     }
 
@@ -122,15 +123,38 @@ public final class OpenFileBounds: Sendable {
         let user = perUser.load(ordering: .relaxed), all = others.load(ordering: .relaxed)
         let (mine, total) = counts.withLock { ($0.byUser[uid] ?? 0, $0.total) }
         guard mine < user, total < all else {
-            refused(uid, atUserBound: mine >= user)
+            refused(uid, mine >= user ? .userBound : .share)
             return true
         }
         return false
     }
 
-    /// Counts a refusal and says it (at most once a minute, with how many since): `atUserBound`, an
-    /// open of a user at `max_user_open_files`; otherwise anything refused because the share is taken.
-    private func refused(_ uid: UInt32, atUserBound: Bool, open: Bool = true) {
+    /// Whether an open, whoever's, may keep the descriptor it took (`fd`): not one of the numbers the
+    /// daemon keeps for its own files (`DescriptorReserve`). False: counted and said as a refusal; the
+    /// caller closes `fd` and fails with ENFILE.
+    @inline(__always)
+    public func mayKeep(_ fd: Int32) -> Bool {
+        if DescriptorReserve.admits(fd) { return true }
+        refused(0, .reserve)
+        return false
+    }
+
+    /// Whether an open that changes its file as it opens (`O_TRUNC`, which cannot be refused after
+    /// the fact) may be made: a descriptor below the reserve is free now (`probe`: any descriptor
+    /// the caller holds). False: counted and said as a refusal; fail with ENFILE, nothing done.
+    public func hasRoom(probing probe: Int32) -> Bool {
+        if DescriptorReserve.hasRoom(probing: probe) { return true }
+        refused(0, .reserve)
+        return false
+    }
+
+    /// Why an open or a share was refused.
+    private enum Refusal { case userBound, share, reserve }
+
+    /// Counts a refusal and says it (at most once a minute, with how many since): `.userBound`, an
+    /// open of a user at `max_user_open_files`; `.share`, anything refused because the others'
+    /// share is taken; `.reserve`, an open of anyone's that found only the daemon's own numbers left.
+    private func refused(_ uid: UInt32, _ why: Refusal, open: Bool = true) {
         if open { refusedCount.add(1, ordering: .relaxed) } else { shareRefusedCount.add(1, ordering: .relaxed) }
         let n = refusedCount.load(ordering: .relaxed) + shareRefusedCount.load(ordering: .relaxed)
         var now = timespec()
@@ -142,12 +166,19 @@ public final class OpenFileBounds: Sendable {
             return n - (last?.refusedThen ?? 0)
         }
         guard let since, let say = notice.withLock({ $0 }) else { return }
-        let which = atUserBound
-            ? "user \(uid) holds max_user_open_files (\(perUser.load(ordering: .relaxed))) files open through the mount: "
+        let which: String
+        switch why {
+        case .userBound:
+            which = "user \(uid) holds max_user_open_files (\(perUser.load(ordering: .relaxed))) files open through the mount: "
                 + "its further opens fail with ENFILE until some close"
-            : "users other than root and the owner hold \(others.load(ordering: .relaxed)) of the daemon's descriptors, all it keeps "
+        case .share:
+            which = "users other than root and the owner hold \(others.load(ordering: .relaxed)) of the daemon's descriptors, all it keeps "
                 + "for them (their opens through the mount, control-socket connections, files waiting resolutions keep open): their "
                 + "further opens fail with ENFILE and their connections are refused until some close"
+        case .reserve:
+            which = "the daemon holds all its descriptors but the last \(DescriptorReserve.kept), which it keeps for its own files: "
+                + "opens through the mount fail with ENFILE, whoever's, until some close"
+        }
         say("coordfs: \(which) (\(since) refused since last said)")
     }
 

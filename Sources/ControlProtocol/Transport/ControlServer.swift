@@ -239,10 +239,24 @@ package final class ControlServer: @unchecked Sendable {
     }
 
     /// Accept found no descriptor (I/O queue): the listening socket stays unwatched until a
-    /// connection closes or `acceptBackoff` passes. Said once (`notice`) when it starts, and at
-    /// most once a minute however often it comes back.
+    /// connection closes or `acceptBackoff` passes; counted and said (`noteExhaustion`).
     private func pauseAccepting(_ code: Int32) {
         exhaustion.paused = true
+        noteExhaustion(code)
+        guard !exhaustion.retryScheduled else { return }
+        exhaustion.retryScheduled = true
+        let backoff = Int(ControlConnection.milliseconds(configuration.acceptBackoff))
+        ioQueue.asyncAfter(deadline: .now() + .milliseconds(backoff)) { [weak self] in
+            guard let self else { return }
+            self.exhaustion.retryScheduled = false
+            self.resumeAccepting()
+        }
+    }
+
+    /// Counts running out (I/O queue; once until a connection is accepted again) and says it, once
+    /// when it starts and at most once a minute however often it comes back. `atReserve`: accept
+    /// gave a number the daemon keeps (`DescriptorReserve`), not an error.
+    private func noteExhaustion(_ code: Int32, atReserve: Bool = false) {
         if !exhaustion.exhausted {
             exhaustion.exhausted = true
             exhaustionCount.add(1, ordering: .relaxed)
@@ -252,20 +266,15 @@ package final class ControlServer: @unchecked Sendable {
             } else {
                 let again = exhaustion.unsaid > 0 ? " (\(exhaustion.unsaid) more times since this was last said)" : ""
                 let what = code == EMFILE || code == ENFILE ? "file descriptors" : "memory"
+                let why = atReserve ? "only the last \(DescriptorReserve.kept), kept for its own files, are left"
+                    : String(cString: strerror(code))
+                let then = atReserve ? "are refused (limitExceeded)" : "wait"
                 configuration.notice?(
-                    "control socket: out of \(what) (\(String(cString: strerror(code)))): new connections wait until one is free; "
+                    "control socket: out of \(what) (\(why)): new connections \(then) until one is free; "
                         + "connections already open are served\(again)")
                 exhaustion.lastSaid = now
                 exhaustion.unsaid = 0
             }
-        }
-        guard !exhaustion.retryScheduled else { return }
-        exhaustion.retryScheduled = true
-        let backoff = Int(ControlConnection.milliseconds(configuration.acceptBackoff))
-        ioQueue.asyncAfter(deadline: .now() + .milliseconds(backoff)) { [weak self] in
-            guard let self else { return }
-            self.exhaustion.retryScheduled = false
-            self.resumeAccepting()
         }
     }
 
@@ -407,8 +416,17 @@ package final class ControlServer: @unchecked Sendable {
                 default: return nil  // EAGAIN: all taken
                 }
             }
-            exhaustion.exhausted = false
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            // A number the daemon keeps for its own opens (`DescriptorReserve`): refused at once with
+            // a clear answer, whoever connects (root's and the owner's too), as the connections over
+            // `maxConnections` are; counted and said as running out is. Not paused: the backlog
+            // drains, each client told, and a connection that closes makes room below the floor.
+            guard DescriptorReserve.admits(fd) else {
+                refuse(fd, because: "the daemon has no descriptor left for another connection (the last ones are kept for its own files)")
+                noteExhaustion(EMFILE, atReserve: true)
+                continue
+            }
+            exhaustion.exhausted = false
             if (try? Sys.setNonBlocking(fd)) == nil {
                 Glibc.close(fd)
                 continue
@@ -442,10 +460,7 @@ package final class ControlServer: @unchecked Sendable {
                 return nil
             }
             if let refusal {
-                refusedCount.add(1, ordering: .relaxed)
-                let frame = ControlMessage.error(ErrorMessage(code: .limitExceeded, message: refusal)).encodedFrame()
-                _ = frame.withUnsafeBytes { Sys.send(fd, $0) }
-                Glibc.close(fd)
+                refuse(fd, because: refusal)
                 continue
             }
             // Registered once for its life, edge-triggered: reading drains the socket to EAGAIN,
@@ -464,6 +479,14 @@ package final class ControlServer: @unchecked Sendable {
                     finalFrame: ControlMessage.error(ErrorMessage(code: .notNegotiated, message: "no hello within \(timeout)")).encodedFrame())
             }
         }
+    }
+
+    /// Tells an accepted client why it is not served (`limitExceeded`) and closes its socket.
+    private func refuse(_ fd: Int32, because refusal: String) {
+        refusedCount.add(1, ordering: .relaxed)
+        let frame = ControlMessage.error(ErrorMessage(code: .limitExceeded, message: refusal)).encodedFrame()
+        _ = frame.withUnsafeBytes { Sys.send(fd, $0) }
+        Glibc.close(fd)
     }
 
     private func readAvailable(_ connection: ControlConnection) {

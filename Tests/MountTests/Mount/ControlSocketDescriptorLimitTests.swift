@@ -3,13 +3,17 @@ import Glibc
 import TestSupport
 import XCTest
 
-/// The control socket of an `allow_other` mount, which every local user can connect to, when the
-/// daemon runs out of descriptors: a daemon with RLIMIT_NOFILE at 128 (soft and hard, set with
-/// `prlimit`; it cannot raise it) and more clients connecting than it has descriptors left. It
-/// does not spin (its CPU time, utime+stime from /proc/PID/stat, stays low while the limit is hit:
-/// before, the listening socket, still readable, woke its accept loop again at once, a core's
-/// worth), says so once in its log, answers the clients it has, and serves new ones once others
-/// disconnect.
+/// The control socket of an `allow_other` mount, which every local user can connect to, and the
+/// mount itself, when the daemon runs out of descriptors: a daemon with RLIMIT_NOFILE at 128 (soft
+/// and hard, set with `prlimit`; it cannot raise it) and more clients (root's: no share bounds
+/// them) connecting, or more opens, than it has descriptors left. It keeps the top 32 numbers for
+/// its own files (`DescriptorReserve`): before, root's connections took every descriptor, and the
+/// daemon died within seconds (libdispatch's workqueue monitor, which opens /proc/TID/stat of its
+/// workers about once a second, crashes the process when it cannot: SIGILL, on io_uring in CI).
+/// It does not spin (its CPU time, utime+stime from /proc/PID/stat, stays low while the limit is
+/// hit: before, the listening socket, still readable, woke its accept loop again at once, a core's
+/// worth), tells each client it cannot serve why, says so once in its log, answers the clients it
+/// has, and serves new ones once others disconnect.
 final class ControlSocketDescriptorLimitTests: MountTestCase {
     override var descriptorLimit: Int? { 128 }
     override var comparesTreesAtEnd: Bool { false }
@@ -62,6 +66,12 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         }
     }
 
+    /// Each client's first frame, all within `seconds` together (nil: none came).
+    private func firstAnswers(of clients: [Client], within seconds: Double) -> [[String: Any]?] {
+        let deadline = Date().addingTimeInterval(seconds)
+        return clients.map { $0.receive(within: max(0.05, deadline.timeIntervalSinceNow)) }
+    }
+
     /// utime + stime of `pid`, in clock ticks (/proc/PID/stat, fields 14 and 15).
     private func cpuTicks(_ pid: pid_t) -> Int? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
@@ -87,24 +97,38 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         let early = try Client(socketPath)
         XCTAssertEqual(early.hello(), "welcome")
 
-        // More clients than the daemon has descriptors left, each saying hello.
+        // More clients than the daemon has descriptors left, each saying hello; each is answered,
+        // welcomed or told it cannot be served (none left waiting).
         var flood: [Client] = []
         for _ in 0..<200 {
             let client = try Client(socketPath)
             client.send(#"{"type":"hello","id":1,"versions":[1]}"#)
             flood.append(client)
         }
-        guard eventually("the daemon holds about all its descriptors (\(fixture.daemonOpenDescriptors() ?? 0) of 128)", {
-            (fixture.daemonOpenDescriptors() ?? 0) >= 120
-        }) else { return }
+        let answers = firstAnswers(of: flood, within: 20)
+        let welcomed = answers.filter { $0?["type"] as? String == "welcome" }.count
+        let refusals = answers.compactMap { $0 }.filter { $0["type"] as? String == "error" }
+        XCTAssertEqual(welcomed + refusals.count, flood.count, "every client is answered: \(answers.filter { $0 == nil }.count) got nothing")
+        XCTAssertGreaterThan(welcomed, 50, "the daemon serves as many as it has descriptors for")
+        XCTAssertFalse(refusals.isEmpty, "more clients than descriptors: some are refused")
+        for refusal in refusals {
+            XCTAssertEqual(refusal["code"] as? String, "limitExceeded", "\(refusal)")
+            XCTAssertTrue((refusal["message"] as? String ?? "").contains("kept for its own files"), "says why: \(refusal)")
+        }
 
-        // At the limit, with clients still waiting to be accepted: no busy loop.
+        // At the limit, with more clients connecting: no busy loop, and the daemon's own files
+        // still have their descriptors (it lives, and at least half the 32 it keeps are free).
+        let more = (0..<20).compactMap { _ in try? Client(socketPath) }
         let before = try XCTUnwrap(cpuTicks(pid), whyNoTicks(pid))
         Thread.sleep(forTimeInterval: 3)
         let after = try XCTUnwrap(cpuTicks(pid), whyNoTicks(pid))
         XCTAssertLessThan(after - before, ticksPerSecond / 2,
                           "the daemon used \(after - before) clock ticks of CPU in 3 s at its descriptor limit (a spinning accept loop takes about \(3 * ticksPerSecond))")
-        XCTAssertGreaterThanOrEqual(fixture.daemonOpenDescriptors() ?? 0, 120, "still at the limit")
+        XCTAssertEqual(firstAnswers(of: more, within: 20).filter { $0?["code"] as? String == "limitExceeded" }.count, more.count,
+                       "later clients are refused too")
+        let held = try XCTUnwrap(fixture.daemonOpenDescriptors(), whyNoTicks(pid))
+        XCTAssertGreaterThanOrEqual(held, 128 - 32 - 8, "the daemon holds about all the descriptors clients may take")
+        XCTAssertLessThanOrEqual(held, 128 - 16, "the daemon keeps descriptors for its own files, whoever connects")
         let outOfDescriptors = "out of file descriptors"
         XCTAssertTrue(daemonLog().contains(outOfDescriptors), "the daemon's log says it ran out: \(daemonLog().suffix(600))")
 
@@ -126,5 +150,43 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         XCTAssertEqual(said, 1, "said once, not once per round of the accept loop: \(daemonLog().suffix(1200))")
         // Operators see it in the metrics too (each time until a connection is accepted again counts once).
         XCTAssertGreaterThanOrEqual(metric("coordfs_control_out_of_descriptors_total") ?? 0, 1, "the metrics endpoint counts the exhaustion: \(daemonLog().suffix(600))")
+    }
+
+    /// Root's opens through the mount, which no share bounds, stop short of the descriptors the
+    /// daemon keeps for its own files: the open that would take one fails with ENFILE, a truncating
+    /// open then fails before it changes anything, and once the opens close the file opens again.
+    func testOpensThroughTheMountLeaveTheDaemonItsOwnDescriptorsAndATruncatingOneChangesNothing() throws {
+        guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's descriptors") }
+        guard let pid = fixture.daemonPids.first else { return XCTFail("no daemon serves \(fixture.mountpoint)") }
+        let file = fixture.mountpoint + "/held.txt"
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: file))
+        var held: [Int32] = []
+        defer { held.forEach { Glibc.close($0) } }
+        var failure: Int32 = 0
+        for _ in 0..<200 {
+            let fd = open(file, O_RDONLY)
+            if fd < 0 { failure = errno; break }
+            held.append(fd)
+        }
+        XCTAssertEqual(failure, ENFILE, "an open beyond what the daemon has for clients fails with ENFILE (after \(held.count))")
+        XCTAssertGreaterThan(held.count, 40, "the daemon serves opens while it has descriptors for them")
+        let daemonHolds = try XCTUnwrap(fixture.daemonOpenDescriptors(), whyNoTicks(pid))
+        XCTAssertLessThanOrEqual(daemonHolds, 128 - 16, "the daemon keeps descriptors for its own files, whoever opens")
+
+        // A truncating open fails before it truncates; a folder's open fails too.
+        XCTAssertEqual(open(file, O_WRONLY | O_TRUNC), -1, "a truncating open at the reserve")
+        XCTAssertEqual(errno, ENFILE)
+        XCTAssertEqual(try String(contentsOfFile: fixture.backing + "/held.txt", encoding: .utf8), "keep me", "nothing truncated")
+        XCTAssertNil(opendir(fixture.mountpoint), "a folder's open at the reserve")
+        XCTAssertTrue(daemonLog().contains("which it keeps for its own files"), "the daemon's log says why: \(daemonLog().suffix(600))")
+
+        // Closed again, the file opens, and truncates.
+        held.forEach { Glibc.close($0) }
+        held.removeAll()
+        let fd = open(file, O_WRONLY | O_TRUNC)
+        XCTAssertGreaterThanOrEqual(fd, 0, "opens once others closed: \(String(cString: strerror(errno)))")
+        if fd >= 0 { Glibc.close(fd) }
+        XCTAssertEqual(try String(contentsOfFile: fixture.backing + "/held.txt", encoding: .utf8), "")
+        XCTAssertEqual(kill(pid, 0), 0, "the daemon lives")
     }
 }

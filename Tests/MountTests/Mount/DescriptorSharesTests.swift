@@ -118,6 +118,8 @@ final class DescriptorSharesTests: MountTestCase {
         let s = Self.shares(limit)
         let said = "coordfs: descriptors: \(limit) (RLIMIT_NOFILE in force): \(s.nodes) for nodes, \(s.names) for callers' names, \(s.others) for users other than root and the owner"
         XCTAssertTrue(daemonLog().contains(said), "the daemon's log says `\(said)`: \(daemonLog().suffix(800))", file: file, line: line)
+        let reserve = "the top \(min(256, max(32, limit / 16))) numbers only for the daemon's own"
+        XCTAssertTrue(daemonLog().contains(reserve), "the daemon's log says `\(reserve)`: \(daemonLog().suffix(800))", file: file, line: line)
         XCTAssertEqual(metric("coordfs_node_descriptors_limit"), Double(s.nodes), "the node budget's metric", file: file, line: line)
         XCTAssertEqual(metric("coordfs_others_descriptors_limit"), Double(s.others), "the others' share's metric", file: file, line: line)
         XCTAssertEqual(metric("process_max_fds"), Double(limit), file: file, line: line)
