@@ -876,6 +876,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let access = flags & O_ACCMODE
         let needed: mode_t = (access == O_RDONLY ? 4 : access == O_WRONLY ? 2 : 6) | (flags & O_TRUNC != 0 ? 2 : 0)
         guard bits & needed == needed else { close(fd); return .failure(.permissionDenied) }
+        // Not kept at a number the daemon keeps for its own files; refused before it truncates.
+        guard openFiles.mayKeep(fd) else { close(fd); return .failure(Errno(rawValue: ENFILE)) }
         if flags & O_TRUNC != 0, let e = sys({ ftruncate(fd, 0) }) { close(fd); return .failure(e) }
         if flags & O_NONBLOCK == 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
         switch lookupEntry(parent: p, name: name.cString) {
@@ -909,7 +911,6 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     private func createCounted(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
-        guard roomToTruncate(flags) else { return .failure(Errno(rawValue: ENFILE)) }
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
         let handsOver = runningAsRoot && (context.uid != 0 || context.gid != 0)
         // Always made with O_EXCL, so the daemon knows whether this create made the file: a create
@@ -927,6 +928,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             case .success(let d): fd = d; isNew = true
             case .failure(let e) where e == .fileExists && flags & O_EXCL == 0:
                 if handsOver { return openAppeared(parent: p, name: name, flags: flags, context: context) }
+                // An existing file, which O_TRUNC changes as it opens: asked before (a new one is
+                // checked on its descriptor below, and taken away again if refused).
+                guard roomToTruncate(flags) else { return .failure(Errno(rawValue: ENFILE)) }
                 switch p.withFD({ pfd in sysValue { openat(pfd, name.cString, f & ~O_CREAT, 0) } }) {
                 case .success(let d): fd = d; isNew = false
                 case .failure(let e) where e == .noSuchFileOrDirectory: continue

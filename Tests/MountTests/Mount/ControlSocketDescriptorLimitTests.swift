@@ -154,7 +154,8 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
 
     /// Root's opens through the mount, which no share bounds, stop short of the descriptors the
     /// daemon keeps for its own files: the open that would take one fails with ENFILE, a truncating
-    /// open then fails before it changes anything, and once the opens close the file opens again.
+    /// open or create then fails before it changes anything, a create of a new file leaves none, and
+    /// once the opens close the file opens again.
     func testOpensThroughTheMountLeaveTheDaemonItsOwnDescriptorsAndATruncatingOneChangesNothing() throws {
         guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's descriptors") }
         guard let pid = fixture.daemonPids.first else { return XCTFail("no daemon serves \(fixture.mountpoint)") }
@@ -162,22 +163,30 @@ final class ControlSocketDescriptorLimitTests: MountTestCase {
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: file))
         var held: [Int32] = []
         defer { held.forEach { Glibc.close($0) } }
-        var failure: Int32 = 0
+        var refused: Int32 = 0
         for _ in 0..<200 {
             let fd = open(file, O_RDONLY)
-            if fd < 0 { failure = errno; break }
+            if fd < 0 { refused = errno; break }
             held.append(fd)
         }
-        XCTAssertEqual(failure, ENFILE, "an open beyond what the daemon has for clients fails with ENFILE (after \(held.count))")
+        XCTAssertEqual(refused, ENFILE, "an open beyond what the daemon has for clients fails with ENFILE (after \(held.count))")
         XCTAssertGreaterThan(held.count, 40, "the daemon serves opens while it has descriptors for them")
         let daemonHolds = try XCTUnwrap(fixture.daemonOpenDescriptors(), whyNoTicks(pid))
         XCTAssertLessThanOrEqual(daemonHolds, 128 - 16, "the daemon keeps descriptors for its own files, whoever opens")
 
-        // A truncating open fails before it truncates; a folder's open fails too.
-        XCTAssertEqual(open(file, O_WRONLY | O_TRUNC), -1, "a truncating open at the reserve")
-        XCTAssertEqual(errno, ENFILE)
+        // A truncating open fails before it truncates, a create too, and a folder's open.
+        /// The errno of an open of `path` (0: it opened, and is closed again).
+        func failure(_ path: String, _ flags: Int32) -> Int32 {
+            let fd = open(path, flags, 0o644)
+            if fd >= 0 { Glibc.close(fd); return 0 }
+            return errno
+        }
+        XCTAssertEqual(failure(file, O_WRONLY | O_TRUNC), ENFILE, "a truncating open at the reserve")
+        XCTAssertEqual(failure(file, O_WRONLY | O_CREAT | O_TRUNC), ENFILE, "a create of the file there")
+        XCTAssertEqual(failure(fixture.mountpoint + "/new.txt", O_WRONLY | O_CREAT | O_TRUNC), ENFILE, "a create of a new file")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.backing + "/new.txt"), "the refused create made nothing")
         XCTAssertEqual(try String(contentsOfFile: fixture.backing + "/held.txt", encoding: .utf8), "keep me", "nothing truncated")
-        XCTAssertNil(opendir(fixture.mountpoint), "a folder's open at the reserve")
+        XCTAssertEqual(failure(fixture.mountpoint, O_RDONLY | O_DIRECTORY), ENFILE, "a folder's open at the reserve")
         XCTAssertTrue(daemonLog().contains("which it keeps for its own files"), "the daemon's log says why: \(daemonLog().suffix(600))")
 
         // Closed again, the file opens, and truncates.
