@@ -292,8 +292,8 @@ public final class Daemon: @unchecked Sendable {
     /// `servingWhatIsOpen` (a signal): the session is not ended; what is open in the detached mount
     /// keeps working until it is let go, when the kernel ends the session and the serving loop
     /// returns cleanly. Otherwise (or when the mount could not be detached) the loop is told to end
-    /// too, and on /dev/fuse it does after the next request: a request then, or a file still open,
-    /// fails with ECONNABORTED.
+    /// too, and does at once (`FuseSession.exit` wakes the reader): a file still open then fails
+    /// with ECONNABORTED.
     public func stop(servingWhatIsOpen: Bool = false) {
         let first = unmounted.withLock { done in defer { done = true }; return !done }
         guard first, let session else { return }

@@ -113,6 +113,11 @@ final class DeviceReader: @unchecked Sendable {
         sem_init(bell, 0, 0)
         sem_init(token, 0, 1)
         sem_init(doorbell, 0, 0)
+        var ends: (Int32, Int32) = (-1, -1)
+        if withUnsafeMutableBytes(of: &ends, { pipe($0.baseAddress!.assumingMemoryBound(to: Int32.self)) }) == 0 {
+            for e in [ends.0, ends.1] { _ = fcntl(e, F_SETFD, FD_CLOEXEC) }
+        }
+        ending = ends
     }
 
     deinit {
@@ -123,6 +128,7 @@ final class DeviceReader: @unchecked Sendable {
         bell.deallocate()
         token.deallocate()
         doorbell.deallocate()
+        if ending.0 >= 0 { close(ending.0); close(ending.1) }
     }
 
     var spins: Bool { spinNanoseconds > 0 }
@@ -180,9 +186,25 @@ final class DeviceReader: @unchecked Sendable {
             // EINTR: libfuse looks at the session's state.
             if watchedElsewhere.load(ordering: .acquiring) { return waitForTheBell() }
             deviceWaits.add(1, ordering: .relaxed)
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            return poll(&p, 1, -1) < 0 ? -1 : 0
+            // The device, and `ending` (the session told to end: with the ring serving, nothing
+            // else may come to the device until the connection ends).
+            var p = (pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: ending.0, events: Int16(POLLIN), revents: 0))
+            return withUnsafeMutableBytes(of: &p) { poll($0.baseAddress!.assumingMemoryBound(to: pollfd.self), ending.0 >= 0 ? 2 : 1, -1) } < 0 ? -1 : 0
         }, attempt)
+    }
+
+    /// A pipe whose reading end is readable once the session is told to end (`end()`, which writes
+    /// a byte never read): wakes a reader waiting on the device, and every wait after.
+    private let ending: (Int32, Int32)
+
+    /// The session is told to end: the reader, waiting on the device or on its bell, wakes and
+    /// finds `fuse_session_exited` (its loop ends without another request).
+    func end() {
+        if ending.1 >= 0 {
+            var byte: UInt8 = 1
+            _ = write(ending.1, &byte, 1)
+        }
+        ringBell()
     }
 
     /// Set while another thread watches the device for this reader (`RingTransport`: once the ring
@@ -192,7 +214,7 @@ final class DeviceReader: @unchecked Sendable {
     /// request that comes there, whoever takes it), and looks at the device when it rings.
     let watchedElsewhere = Atomic<Bool>(false)
     /// The watcher rings when it leaves something on the device for the reader (the connection's
-    /// end) or stops watching.
+    /// end) or stops watching; the session rings when it is told to end (`FuseSession.exit`).
     private let bell: UnsafeMutablePointer<sem_t>
     /// Waits of the reader on the device itself (each a wake-up of its thread when something comes;
     /// tests).
@@ -298,6 +320,13 @@ final class DeviceReader: @unchecked Sendable {
             if wait() < 0 { return -1 }
             n = attempt()
             if n >= 0 || errno != EAGAIN { return n }
+            // Woken with nothing to take: the session's end rings too (`FuseSession.exit`, for a
+            // reader waiting on the bell while the ring watches the device: the ring's holder serves
+            // the forgets and interrupts that would otherwise wake it).
+            if let session, fuse_session_exited(session) != 0 {
+                errno = EINTR
+                return -1
+            }
         }
     }
 

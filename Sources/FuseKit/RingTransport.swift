@@ -425,7 +425,9 @@ final class RingTransport: @unchecked Sendable {
         guard !sent else { return }
         sq.withLock { closed in
             guard !closed, let ring else { return }
-            _ = curing_submit_nop(ring, Self.wakeUserData)   // (nothing is deferred without a waker)
+            // This submit also sends what the holder queued for its next enter (its deferred
+            // commits, the poll of /dev/fuse), from this thread, as a non-holder's commit does.
+            _ = curing_submit_nop(ring, Self.wakeUserData)
         }
     }
 
@@ -487,6 +489,9 @@ final class RingTransport: @unchecked Sendable {
     /// The holder's poll of /dev/fuse completed with `polled` (its events, or an error): one read of
     /// the device, served at once.
     private func takeFromTheDevice(polled: Int32) {
+        // Watching stopped since the poll was armed (the ring refused, or stopped): the reader,
+        // rung then, reads the device itself; a read here would serve its request outside it.
+        guard watchesDevice.load(ordering: .acquiring) else { return }
         guard polled >= 0, let buffer = deviceBuffer else { return stopWatchingTheDevice() }
         let n = Glibc.read(devfd, buffer, deviceBufferSize)
         if n > 0 {

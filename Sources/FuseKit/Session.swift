@@ -264,7 +264,14 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
     }
 
     /// Ask the loop to end (from any thread).
-    public func exit() { fuse_session_exit(session) }
+    /// Tells the serving loop to end, at once: the reader is woken, whether it waits on the device
+    /// or on its bell (the ring watches /dev/fuse for it and serves forgets and interrupts itself),
+    /// since with the ring serving nothing else may come to it until the connection ends. (With
+    /// `spin=0` the reader blocks in libfuse's own read: the loop ends at its next request.)
+    public func exit() {
+        fuse_session_exit(session)
+        state.reader.end()
+    }
 
     public func unmount() { fuse_session_unmount(session) }
 

@@ -143,6 +143,16 @@ final class RingTransportTests: KernelRingMountTestCase {
         XCTAssertNil(MountTable.coordfsMount(at: mnt))
     }
 
+    /// The daemon told to end (in process, `stopAndWait`: not a signal's detach-and-serve) while a
+    /// file stays open in the detached mount: its serving loop ends within the wait. Before, with
+    /// the ring's holder watching /dev/fuse for the reader (and serving the forgets and interrupts
+    /// that used to wake it), the reader slept on its bell, or (watching off) on the device, and
+    /// the loop lasted until the connection ended: the file's last close.
+    func testTheDaemonToldToEndWithAFileHeldOpenEnds() throws {
+        XCTAssertEqual(session.transportInUse, .uring)
+        try assertTheDaemonToldToEndWithAFileHeldOpenEnds(self)
+    }
+
     private func minor(_ dev: UInt) -> UInt { (dev & 0xff) | ((dev >> 12) & 0xffffff00) }
 }
 
@@ -694,4 +704,34 @@ final class RingForgetTests: KernelRingMountTestCase {
                                  "/dev/fuse's reader waited on the device \(session.deviceWaits - waits) times (a wake-up each)")
         XCTAssertEqual(try sh("echo after > e && cat e && rm e && rmdir d").output, "after\n", "the mount still answers")
     }
+}
+
+/// The same end through /dev/fuse, where the reader waits on the device itself (and the detach's
+/// forgets come to it too).
+final class DeviceTransportEndTests: InProcessMountTestCase {
+    override func configure(_ options: inout MountOptions) {
+        options.transport = .dev
+    }
+
+    func testTheDaemonToldToEndWithAFileHeldOpenEnds() throws {
+        XCTAssertEqual(daemon.session?.transportInUse, .dev)
+        try assertTheDaemonToldToEndWithAFileHeldOpenEnds(self)
+    }
+}
+
+/// A file held open in `test`'s mount, the daemon told to end (`stopAndWait`): its loop has ended.
+func assertTheDaemonToldToEndWithAFileHeldOpenEnds(_ test: InProcessMountTestCase,
+                                                    file: StaticString = #filePath, line: UInt = #line) throws {
+    try test.write("doc.txt", "alpha\n")
+    let fd = open(test.mnt + "/doc.txt", O_RDONLY)
+    XCTAssertGreaterThanOrEqual(fd, 0, String(cString: strerror(errno)), file: file, line: line)
+    defer { if fd >= 0 { Glibc.close(fd) } }
+    let stopped = DispatchSemaphore(value: 0)
+    let d = test.daemon!
+    Thread.detachNewThread {
+        d.stopAndWait(timeoutSeconds: 10)
+        stopped.signal()
+    }
+    XCTAssertEqual(stopped.wait(timeout: .now() + 20), .success, file: file, line: line)
+    XCTAssertTrue(d.hasFinished, "the daemon's loop ended with a file held open in the detached mount", file: file, line: line)
 }
