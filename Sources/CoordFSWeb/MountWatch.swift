@@ -1,3 +1,4 @@
+import Linux
 import Synchronization
 
 /// Whether the mount `coordfs web` shows is still there. The command watches the mount (its

@@ -113,11 +113,6 @@ final class DeviceReader: @unchecked Sendable {
         sem_init(bell, 0, 0)
         sem_init(token, 0, 1)
         sem_init(doorbell, 0, 0)
-        var ends: (Int32, Int32) = (-1, -1)
-        if withUnsafeMutableBytes(of: &ends, { pipe($0.baseAddress!.assumingMemoryBound(to: Int32.self)) }) == 0 {
-            for e in [ends.0, ends.1] { _ = fcntl(e, F_SETFD, FD_CLOEXEC) }
-        }
-        ending = ends
     }
 
     deinit {
@@ -128,7 +123,6 @@ final class DeviceReader: @unchecked Sendable {
         bell.deallocate()
         token.deallocate()
         doorbell.deallocate()
-        if ending.0 >= 0 { close(ending.0); close(ending.1) }
     }
 
     var spins: Bool { spinNanoseconds > 0 }
@@ -188,22 +182,19 @@ final class DeviceReader: @unchecked Sendable {
             deviceWaits.add(1, ordering: .relaxed)
             // The device, and `ending` (the session told to end: with the ring serving, nothing
             // else may come to the device until the connection ends).
-            var p = (pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: ending.0, events: Int16(POLLIN), revents: 0))
-            return withUnsafeMutableBytes(of: &p) { poll($0.baseAddress!.assumingMemoryBound(to: pollfd.self), ending.0 >= 0 ? 2 : 1, -1) } < 0 ? -1 : 0
+            var p = (pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: ending.descriptor, events: Int16(POLLIN), revents: 0))
+            return withUnsafeMutableBytes(of: &p) { poll($0.baseAddress!.assumingMemoryBound(to: pollfd.self), ending.descriptor >= 0 ? 2 : 1, -1) } < 0 ? -1 : 0
         }, attempt)
     }
 
-    /// A pipe whose reading end is readable once the session is told to end (`end()`, which writes
-    /// a byte never read): wakes a reader waiting on the device, and every wait after.
-    private let ending: (Int32, Int32)
+    /// Readable once the session is told to end (`end()`): wakes a reader waiting on the device,
+    /// and every wait after.
+    private let ending = WakeUp()
 
     /// The session is told to end: the reader, waiting on the device or on its bell, wakes and
     /// finds `fuse_session_exited` (its loop ends without another request).
     func end() {
-        if ending.1 >= 0 {
-            var byte: UInt8 = 1
-            _ = write(ending.1, &byte, 1)
-        }
+        ending.signal()
         ringBell()
     }
 

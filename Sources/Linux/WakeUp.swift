@@ -1,14 +1,14 @@
 import Glibc
 
 /// A descriptor another thread makes readable, once and for good, to wake a thread asleep in
-/// poll(2) (an event stream's reader, asleep on the log: `EventStream`). A pipe: Swift's Glibc
-/// module does not show eventfd.
-final class WakeUp: Sendable {
-    /// Readable once `signal()` ran; nothing reads it, so it stays readable.
-    let descriptor: Int32
+/// poll(2) (an event stream's reader, asleep on the log: `EventStream`; the /dev/fuse reader when
+/// its session is told to end: `DeviceReader`). A pipe: Swift's Glibc module does not show eventfd.
+public final class WakeUp: Sendable {
+    /// Readable once `signal()` ran; nothing reads it, so it stays readable (-1: no pipe could be made).
+    public let descriptor: Int32
     private let writeEnd: Int32
 
-    init() {
+    public init() {
         var ends: [Int32] = [-1, -1]
         if pipe(&ends) == 0 {
             for fd in ends {
@@ -21,7 +21,7 @@ final class WakeUp: Sendable {
     }
 
     /// Makes `descriptor` readable (again a no-op once it is).
-    func signal() {
+    public func signal() {
         guard writeEnd >= 0 else { return }
         var byte: UInt8 = 1
         _ = write(writeEnd, &byte, 1)
