@@ -475,7 +475,7 @@ extension ControlRequestHandler {
         // Kept open while the resolution waits: never at a number the daemon keeps for its own files.
         guard DescriptorReserve.admits(file) else {
             Glibc.close(file)
-            throw ProtocolError(.limitExceeded, "minePath \(path): the daemon has no descriptor left for it (the last ones are kept for its own files)")
+            throw ProtocolError(.limitExceeded, "minePath \(path): \(DescriptorReserve.refusal(for: "the file it resolves from"))")
         }
         var st = stat()
         guard fstat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {

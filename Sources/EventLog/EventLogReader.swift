@@ -266,7 +266,7 @@ public final class EventLogReader {
         // never at a number the daemon keeps for its own files (`DescriptorReserve`).
         guard DescriptorReserve.admits(fd) else {
             Sys.close(fd)
-            throw EventLogError.failed(operation: "open (only the descriptors the daemon keeps for its own files are left)", path: path, errno: ENFILE)
+            throw EventLogError.failed(operation: "open (\(DescriptorReserve.refusal(for: "a log reader's segment")))", path: path, errno: ENFILE)
         }
         do {
             try name.validateHeader(fd: fd, path: path)

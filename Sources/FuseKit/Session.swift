@@ -263,8 +263,7 @@ public final class FuseSession: BackingFileRegistry, @unchecked Sendable {
         state.ring.reader.idleWork.withLock { $0 = box }
     }
 
-    /// Ask the loop to end (from any thread).
-    /// Tells the serving loop to end, at once: the reader is woken, whether it waits on the device
+    /// Tells the serving loop to end (from any thread), at once: the reader is woken, whether it waits on the device
     /// or on its bell (the ring watches /dev/fuse for it and serves forgets and interrupts itself),
     /// since with the ring serving nothing else may come to it until the connection ends. (With
     /// `spin=0` the reader blocks in libfuse's own read: the loop ends at its next request.)

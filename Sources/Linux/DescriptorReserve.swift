@@ -43,6 +43,11 @@ public enum DescriptorReserve {
     /// The lowest number kept (`Int32.max`: nothing kept).
     public static var floor: Int32 { floorValue.load(ordering: .relaxed) }
 
+    /// Why a client's request was refused at the floor, for its answer: `what` is what it asked for.
+    public static func refusal(for what: String) -> String {
+        "the daemon has no descriptor left for \(what) (the last ones are kept for its own files)"
+    }
+
     /// Whether a descriptor taken for a client's request may be kept for it: below the floor.
     @inline(__always)
     public static func admits(_ fd: Int32) -> Bool { fd < floorValue.load(ordering: .relaxed) }

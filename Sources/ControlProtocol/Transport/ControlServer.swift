@@ -422,7 +422,7 @@ package final class ControlServer: @unchecked Sendable {
             // `maxConnections` are; counted and said as running out is. Not paused: the backlog
             // drains, each client told, and a connection that closes makes room below the floor.
             guard DescriptorReserve.admits(fd) else {
-                refuse(fd, because: "the daemon has no descriptor left for another connection (the last ones are kept for its own files)")
+                refuse(fd, because: DescriptorReserve.refusal(for: "another connection"))
                 noteExhaustion(EMFILE, atReserve: true)
                 continue
             }
