@@ -33,9 +33,7 @@ public enum CallerSystemCall {
     /// false when it is in another one (a chown, whose capability removal the kernel makes
     /// itself; a write, a truncate) or in none, nil when that cannot be read.
     public static func isExtendedAttributeChange(_ tid: pid_t) -> Bool? {
-        guard tid > 0, !xattrChangeCalls.isEmpty, let text = readWholeFile("/proc/\(tid)/syscall") else { return nil }
-        guard let first = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first else { return nil }
-        guard let number = Int(first) else { return false }   // "running": not blocked in a call
+        guard !xattrChangeCalls.isEmpty, let number = blockedCall(tid) else { return nil }
         return xattrChangeCalls.contains(number)
     }
 
@@ -43,11 +41,29 @@ public enum CallerSystemCall {
     /// one (a write, io_uring_enter, ...) or in none, nil when that cannot be read (a caller outside
     /// the daemon's pid namespace has pid 0, a thread that is gone, an architecture not listed).
     static func isChown(_ tid: pid_t) -> Bool? {
-        guard tid > 0, !chownCalls.isEmpty, let text = readWholeFile("/proc/\(tid)/syscall") else { return nil }
-        guard let first = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first else { return nil }
-        guard let number = Int(first) else { return nil }   // "running": not blocked in a call
+        guard !chownCalls.isEmpty, let number = blockedCall(tid) else { return nil }
         return chownCalls.contains(number)
     }
+
+    /// The number of the system call the thread `tid` is blocked in (-1: blocked outside one), nil
+    /// when that cannot be read. The kernel answers "running" for a thread on a processor, and a
+    /// caller is one for a moment after its request is sent: the daemon may read the request (at
+    /// once on the io_uring transport, from another processor) before the caller is asleep waiting
+    /// for the answer. It cannot go on without that answer, so it is asleep soon: asked again,
+    /// yielding the processor and then sleeping a little between tries, for at most about 20 ms.
+    static func blockedCall(_ tid: pid_t) -> Int? {
+        guard tid > 0 else { return nil }
+        for attempt in 0..<settleAttempts {
+            guard let text = readWholeFile("/proc/\(tid)/syscall"),
+                  let first = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first else { return nil }
+            if let number = Int(first) { return number }
+            if attempt < 8 { sched_yield() } else { usleep(500) }
+        }
+        return nil
+    }
+
+    /// How often `blockedCall` asks a running thread again: 8 yields, then 40 sleeps of 0.5 ms.
+    static let settleAttempts = 48
 
     /// chown(f, -1, -1) of a file with attributes `st` by `caller` is refused by Linux (EPERM): it
     /// would drop set-user-ID, or set-group-ID (group-executable, or of a group the caller is not

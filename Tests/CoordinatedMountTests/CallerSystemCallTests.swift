@@ -35,6 +35,37 @@ final class CallerSystemCallTests: XCTestCase {
         XCTAssertNil(CallerSystemCall.isChown(Int32.max), "no such thread")
     }
 
+    /// A caller still running when its request is read (it sends the request, then sleeps waiting
+    /// for the answer; on the io_uring transport the daemon reads it at once, from the other
+    /// processor) is asked again until it sleeps: here a thread that runs for 5 ms, then blocks in
+    /// read(2), is read as in read(2) at the first ask, not as unknown. (CI saw a nobody's
+    /// chown(-1, -1) taken for a write's removal of privileges this way, and allowed.)
+    func testACallerStillRunningIsAskedAgainUntilItSleeps() throws {
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(pipe(&fds), 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let tid = Mutex<pid_t>(0)
+        let reader = fds[0]
+        let thread = Thread {
+            tid.withLock { $0 = Self.threadID() }
+            let until = DispatchTime.now().uptimeNanoseconds + 5_000_000
+            while DispatchTime.now().uptimeNanoseconds < until {}
+            var byte: UInt8 = 0
+            _ = read(reader, &byte, 1)
+        }
+        thread.start()
+        var t: pid_t = 0
+        while t == 0 { t = tid.withLock { $0 } }
+        #if arch(x86_64)
+        let readCall = 0
+        #else
+        let readCall = 63
+        #endif
+        XCTAssertEqual(CallerSystemCall.blockedCall(t), readCall, "read(2), once the thread sleeps in it")
+        var one: UInt8 = 1
+        XCTAssertEqual(write(fds[1], &one, 1), 1)
+    }
+
     /// The calling thread's id, from /proc/thread-self ("PID/task/TID").
     static func threadID() -> pid_t {
         var buffer = [CChar](repeating: 0, count: 64)
