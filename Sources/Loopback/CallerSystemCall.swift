@@ -49,21 +49,23 @@ public enum CallerSystemCall {
     /// when that cannot be read. The kernel answers "running" for a thread on a processor, and a
     /// caller is one for a moment after its request is sent: the daemon may read the request (at
     /// once on the io_uring transport, from another processor) before the caller is asleep waiting
-    /// for the answer. It cannot go on without that answer, so it is asleep soon: asked again,
-    /// yielding the processor and then sleeping a little between tries, for at most about 20 ms.
+    /// for the answer. It cannot go on without that answer (a signal only makes the kernel send an
+    /// INTERRUPT, and it waits on), so it is asleep as soon as it gets a processor: asked again,
+    /// yielding the processor and then sleeping 1 ms between tries, for at most about 200 ms (a
+    /// machine that busy cannot be told from a thread that never sleeps).
     static func blockedCall(_ tid: pid_t) -> Int? {
         guard tid > 0 else { return nil }
         for attempt in 0..<settleAttempts {
             guard let text = readWholeFile("/proc/\(tid)/syscall"),
                   let first = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first else { return nil }
             if let number = Int(first) { return number }
-            if attempt < 8 { sched_yield() } else { usleep(500) }
+            if attempt < 8 { sched_yield() } else { usleep(1000) }
         }
         return nil
     }
 
-    /// How often `blockedCall` asks a running thread again: 8 yields, then 40 sleeps of 0.5 ms.
-    static let settleAttempts = 48
+    /// How often `blockedCall` asks a running thread: 8 yields, then 200 sleeps of 1 ms.
+    static let settleAttempts = 208
 
     /// chown(f, -1, -1) of a file with attributes `st` by `caller` is refused by Linux (EPERM): it
     /// would drop set-user-ID, or set-group-ID (group-executable, or of a group the caller is not
