@@ -222,8 +222,10 @@ final class InodeTable: Sendable {
     }
 
     /// Registers one kernel lookup of the item `fd` refers to. Takes ownership of `fd` (closed when an
-    /// inode for the same item already exists, or when the node keeps only a file handle).
-    func remember(fd: Int32, stat st: stat, parent: BackingNode) -> BackingNode {
+    /// inode for the same item already exists, or when the node keeps only a file handle). Nil, with
+    /// `fd` closed, for a new node that would have to hold `fd` at a number the daemon keeps for its
+    /// own files (`DescriptorReserve`): its item has no file handle to keep instead.
+    func remember(fd: Int32, stat st: stat, parent: BackingNode) -> BackingNode? {
         let key = InodeKey(dev: st.st_dev, ino: st.st_ino)
         if key == root.key { close(fd); return root }
         // The item's handle, read only when a node that keeps just its handle has the same number.
@@ -232,7 +234,7 @@ final class InodeTable: Sendable {
             if !known.holdsDescriptor { item = LinuxCalls.fileHandle(of: fd) }
             if known.isSameItem(as: item?.handle), retainIfCurrent(known) { close(fd); return known }
         }
-        let fresh = makeNode(fd: fd, key: key, type: st.st_mode & S_IFMT, parent: parent, item: item)
+        guard let fresh = makeNode(fd: fd, key: key, type: st.st_mode & S_IFMT, parent: parent, item: item) else { return nil }
         var isNew = false
         let node = nodes.withLock { n -> BackingNode in
             if let current = n.byKey[key] {
@@ -291,13 +293,15 @@ final class InodeTable: Sendable {
     }
 
     /// A node holding `fd` while the budget allows, else keeping only its file handle (`item`, when
-    /// read already). Items without file handles hold their descriptor whatever the budget.
+    /// read already). Items without file handles hold their descriptor whatever the budget, but not
+    /// at a number the daemon keeps for its own files (`DescriptorReserve`): nil then, `fd` closed.
     private func makeNode(fd: Int32, key: InodeKey, type: mode_t, parent: BackingNode,
-                          item: (handle: LinuxCalls.KernelFileHandle, mountID: Int32)?) -> BackingNode {
-        // A number the daemon keeps for its own files (`DescriptorReserve`) is not kept for a node.
-        if DescriptorReserve.admits(fd), budget.take() { return BackingNode(fd: fd, key: key, type: type, budget: budget) }
+                          item: (handle: LinuxCalls.KernelFileHandle, mountID: Int32)?) -> BackingNode? {
+        let admitted = DescriptorReserve.admits(fd)
+        if admitted, budget.take() { return BackingNode(fd: fd, key: key, type: type, budget: budget) }
         guard let (handle, mountID) = item ?? LinuxCalls.fileHandle(of: fd), let anchor = anchor(mountID, parent: parent) else {
             // No file handles here (or the file is a mount of its own): hold the descriptor anyway.
+            guard admitted else { close(fd); return nil }
             return BackingNode(fd: fd, key: key, type: type, budget: nil)
         }
         close(fd)

@@ -243,7 +243,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         }
         var st = stat()
         if let e = sys({ fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) }) { close(fd); return .failure(e) }
-        let node = inodes.remember(fd: fd, stat: st, parent: parent)
+        guard let node = inodes.remember(fd: fd, stat: st, parent: parent) else { return .failure(openFiles.refusedAtReserve()) }
         let e = entry(node, st)
         // The kernel keeps what this reply gives at least this long (it starts counting later).
         let lifetime = min(e.attributeTimeout, e.entryTimeout)
@@ -993,7 +993,8 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                 pathFD = withProcPath(fd) { path in Glibc.open(path, O_PATH | O_CLOEXEC) }
             }
             guard pathFD >= 0 else { return .failure(Errno(rawValue: errno)) }
-            node = inodes.remember(fd: pathFD, stat: st, parent: parent)
+            guard let made = inodes.remember(fd: pathFD, stat: st, parent: parent) else { return .failure(openFiles.refusedAtReserve()) }
+            node = made
         }
         let e = entry(node, st)
         let lifetime = min(e.attributeTimeout, e.entryTimeout)

@@ -139,6 +139,14 @@ public final class OpenFileBounds: Sendable {
         return false
     }
 
+    /// A node refused because it would hold a descriptor at a number the daemon keeps for itself
+    /// (an item without a file handle, `InodeTable.remember`): counted and said as a refusal; the
+    /// error to fail the lookup or create with (ENFILE).
+    public func refusedAtReserve() -> Errno {
+        refused(0, .reserve)
+        return Errno(rawValue: ENFILE)
+    }
+
     /// Whether an open that changes its file as it opens (`O_TRUNC`, which cannot be refused after
     /// the fact) may be made: a descriptor below the reserve is free now (`probe`: any descriptor
     /// the caller holds). False: counted and said as a refusal; fail with ENFILE, nothing done.
