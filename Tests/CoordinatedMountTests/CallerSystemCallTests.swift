@@ -9,28 +9,47 @@ import XCTest
 @testable import Loopback
 
 final class CallerSystemCallTests: XCTestCase {
-    func testAThreadBlockedInAReadIsNotInAChownAndAMissingThreadIsUnknown() throws {
-        var fds: [Int32] = [-1, -1]
-        XCTAssertEqual(pipe(&fds), 0)
-        defer { close(fds[0]); close(fds[1]) }
-        let tid = Mutex<pid_t>(0)
-        let reader = fds[0]
-        let thread = Thread {
-            tid.withLock { $0 = Self.threadID() }
-            var byte: UInt8 = 0
-            _ = read(reader, &byte, 1)
+    /// A thread that runs for `spin` nanoseconds, then blocks in read(2) on a pipe until `release`
+    /// is called; `tid` is its id, known once the thread started.
+    final class ReadingThread: @unchecked Sendable {
+        private var fds: [Int32] = [-1, -1]
+        private let id = Mutex<pid_t>(0)
+
+        init(spin: UInt64 = 0) {
+            XCTAssertEqual(pipe(&fds), 0)
+            let reader = fds[0]
+            Thread { [self] in
+                id.withLock { $0 = CallerSystemCallTests.threadID() }
+                let until = DispatchTime.now().uptimeNanoseconds + spin
+                while DispatchTime.now().uptimeNanoseconds < until {}
+                var byte: UInt8 = 0
+                _ = read(reader, &byte, 1)
+            }.start()
         }
-        thread.start()
+
+        var tid: pid_t {
+            var t: pid_t = 0
+            while t == 0 { t = id.withLock { $0 } }
+            return t
+        }
+
+        func release() {
+            var one: UInt8 = 1
+            XCTAssertEqual(write(fds[1], &one, 1), 1)
+        }
+
+        deinit { close(fds[0]); close(fds[1]) }
+    }
+
+    func testAThreadBlockedInAReadIsNotInAChownAndAMissingThreadIsUnknown() throws {
+        let thread = ReadingThread()
+        defer { thread.release() }
         var answer: Bool?
         let deadline = Date().addingTimeInterval(10)
         while answer == nil, Date() < deadline {
-            let t = tid.withLock { $0 }
-            if t != 0 { answer = CallerSystemCall.isChown(t) }   // nil while it runs
-            if answer == nil { usleep(10_000) }
+            answer = CallerSystemCall.isChown(thread.tid)   // nil while it runs (asked again for 200 ms)
         }
         XCTAssertEqual(answer, false, "a thread blocked in read(2)")
-        var one: UInt8 = 1
-        XCTAssertEqual(write(fds[1], &one, 1), 1)
         XCTAssertNil(CallerSystemCall.isChown(0), "pid 0: a caller outside the daemon's pid namespace")
         XCTAssertNil(CallerSystemCall.isChown(Int32.max), "no such thread")
     }
@@ -41,29 +60,14 @@ final class CallerSystemCallTests: XCTestCase {
     /// read(2), is read as in read(2) at the first ask, not as unknown. (CI saw a nobody's
     /// chown(-1, -1) taken for a write's removal of privileges this way, and allowed.)
     func testACallerStillRunningIsAskedAgainUntilItSleeps() throws {
-        var fds: [Int32] = [-1, -1]
-        XCTAssertEqual(pipe(&fds), 0)
-        defer { close(fds[0]); close(fds[1]) }
-        let tid = Mutex<pid_t>(0)
-        let reader = fds[0]
-        let thread = Thread {
-            tid.withLock { $0 = Self.threadID() }
-            let until = DispatchTime.now().uptimeNanoseconds + 5_000_000
-            while DispatchTime.now().uptimeNanoseconds < until {}
-            var byte: UInt8 = 0
-            _ = read(reader, &byte, 1)
-        }
-        thread.start()
-        var t: pid_t = 0
-        while t == 0 { t = tid.withLock { $0 } }
+        let thread = ReadingThread(spin: 5_000_000)
+        defer { thread.release() }
         #if arch(x86_64)
         let readCall = 0
         #else
         let readCall = 63
         #endif
-        XCTAssertEqual(CallerSystemCall.blockedCall(t), readCall, "read(2), once the thread sleeps in it")
-        var one: UInt8 = 1
-        XCTAssertEqual(write(fds[1], &one, 1), 1)
+        XCTAssertEqual(CallerSystemCall.blockedCall(thread.tid), readCall, "read(2), once the thread sleeps in it")
     }
 
     /// The calling thread's id, from /proc/thread-self ("PID/task/TID").
