@@ -161,7 +161,8 @@ public final class OpenFileBounds: Sendable {
 
     /// Counts a refusal and says it (at most once a minute, with how many since): `.userBound`, an
     /// open of a user at `max_user_open_files`; `.share`, anything refused because the others'
-    /// share is taken; `.reserve`, an open of anyone's that found only the daemon's own numbers left.
+    /// share is taken; `.reserve`, an open of anyone's (or a node without a file handle) that found
+    /// only the daemon's own numbers left.
     private func refused(_ uid: UInt32, _ why: Refusal, open: Bool = true) {
         if open { refusedCount.add(1, ordering: .relaxed) } else { shareRefusedCount.add(1, ordering: .relaxed) }
         let n = refusedCount.load(ordering: .relaxed) + shareRefusedCount.load(ordering: .relaxed)
@@ -185,7 +186,8 @@ public final class OpenFileBounds: Sendable {
                 + "further opens fail with ENFILE and their connections are refused until some close"
         case .reserve:
             which = "the daemon holds all its descriptors but the last \(DescriptorReserve.kept), which it keeps for its own files: "
-                + "opens through the mount fail with ENFILE, whoever's, until some close"
+                + "opens through the mount (and lookups, where the backing file system has no file handles) fail with ENFILE, "
+                + "whoever's, until some close"
         }
         say("coordfs: \(which) (\(since) refused since last said)")
     }
