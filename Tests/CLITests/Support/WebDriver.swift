@@ -13,12 +13,16 @@ final class WebDriver {
     struct Failure: Error, CustomStringConvertible { var description: String }
 
     /// Starts chromedriver (a child of the test case, killed at teardown) and a headless chromium session.
+    /// Their temporary folders (chromium's `org.chromium.Chromium.scoped_dir.*`, which a killed
+    /// browser leaves) go beside `profile`, in the test's folder, not in /tmp.
     init(test: CLITestCase, profile: String) throws {
         guard access("/usr/bin/chromedriver", X_OK) == 0, access("/usr/bin/chromium", X_OK) == 0 else {
             throw Failure(description: "chromium and chromium-driver are missing: make deps installs them")
         }
         port = UInt16(20000 + Int(getpid() % 20000))
-        driver = try test.start("/usr/bin/chromedriver", ["--port=\(port)"])
+        let tmp = profile + "-tmp"
+        mkdir(tmp, 0o700)
+        driver = try test.start("/usr/bin/chromedriver", ["--port=\(port)"], environment: ["TMPDIR": tmp])
         let deadline = Date().addingTimeInterval(20)
         while HTTP.request(port: port, "GET", "/status", timeout: 2)?.status != 200 {
             guard Date() < deadline else { throw Failure(description: "chromedriver did not start: \(driver.stderr)") }
