@@ -210,7 +210,7 @@ public final class Daemon: @unchecked Sendable {
     /// then unmounts. Returns the process exit status.
     public func serve() -> Int32 {
         guard let session else { return 1 }
-        umask(0) // modes arrive already masked by the kernel with the caller's umask
+        umask(0) // new items' modes: the caller's umask or its folder's default ACL (Loopback.creationMode)
         // Signals go to one thread that unmounts. They are blocked first, before any service starts
         // a thread: every thread inherits the mask, so none of them can be killed by SIGTERM.
         var set = sigset_t()

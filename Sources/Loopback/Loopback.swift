@@ -344,6 +344,31 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         return (options.watchedAttributeTimeout ?? options.attributeTimeout, options.watchedEntryTimeout ?? options.entryTimeout)
     }
 
+    /// The mode a new item asked for with `mode` is made with in `parent`: the caller's umask taken
+    /// off, unless the folder has a default ACL, which then decides the item's permissions instead
+    /// (the kernel's `posix_acl_create`, done by the backing file system: the daemon's own umask is
+    /// 0). The kernel sends the mode unmasked with the caller's umask (FUSE_DONT_MASK); a kernel
+    /// that masked it already sends it with nothing left to take off. Costs one getxattr of the
+    /// folder when the umask takes bits off.
+    func creationMode(_ mode: mode_t, in parent: BackingNode, context: RequestContext) -> mode_t {
+        let masked = mode & ~(context.umask & 0o777)
+        guard masked != mode, hasDefaultACL(parent) else { return masked }
+        return mode
+    }
+
+    /// Whether the folder `directory` has a default ACL (`system.posix_acl_default`); false when it
+    /// cannot be read (a file system without ACLs).
+    func hasDefaultACL(_ directory: BackingNode) -> Bool {
+        let name = "system.posix_acl_default"
+        let size = directory.withDescriptor { fd -> Int in
+            let n = LinuxCalls.getxattrat(fd, ".", name, nil, 0)
+            guard n < 0, errno == ENOSYS else { return n }
+            // Before Linux 6.13 (no getxattrat): by the folder descriptor's path in /proc.
+            return withProcPath(fd) { LinuxCalls.getxattr($0, name, nil, 0) }
+        }
+        return ((try? size.get()) ?? -1) > 0
+    }
+
     /// New items belong to the caller, as on the native folder. The daemon creates them as root, then
     /// hands them over; in a set-group-ID directory the group stays the directory's (as the kernel
     /// already chose).
@@ -445,6 +470,9 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
                        .readdirPlus, .readdirPlusAuto, .parallelDirectoryOps, .asyncDirectIO])
         c.want.remove(.writebackCache)
         if options.posixACLs { c.want.insert(.posixACL) }
+        // New items' modes arrive as the caller asked, with its umask beside them: a folder's default
+        // ACL, not the umask, decides them natively (`creationMode`).
+        c.want.insert(.dontMask)
         // A symlink's target is kept in the kernel's page cache of its inode: a link's target never
         // changes in place (a new target is a new link: a new inode, and a new node here).
         c.want.insert(.cacheSymlinks)
@@ -598,11 +626,13 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func makeNode(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, device: dev_t, context: RequestContext) -> Result<EntryReply, Errno> {
+        let mode = creationMode(mode, in: parent, context: context)
         if let e = parent.withFD({ pfd in sys { mknodat(pfd, name, mode, device) } }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: false)
     }
 
     public func makeDirectory(parent: BackingNode, name: UnsafePointer<CChar>, mode: mode_t, context: RequestContext) -> Result<EntryReply, Errno> {
+        let mode = creationMode(mode, in: parent, context: context)
         if let e = parent.withFD({ pfd in sys { mkdirat(pfd, name, mode) } }) { return .failure(e) }
         return finishCreate(parent: parent, name: name, context: context, directory: true)
     }
@@ -912,6 +942,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     private func createCounted(parent p: BackingNode, name: FileName, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT)) | O_CREAT | O_CLOEXEC
+        let mode = creationMode(mode, in: p, context: context)
         let handsOver = runningAsRoot && (context.uid != 0 || context.gid != 0)
         // Always made with O_EXCL, so the daemon knows whether this create made the file: a create
         // that fails after making it (a descriptor limit reached by the node's descriptor, a chown
@@ -1032,6 +1063,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
 
     private func createUnnamedCounted(parent p: BackingNode, mode: mode_t, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
         let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_TRUNC | Self.openTemporaryFile)) | Self.openTemporaryFile | O_CLOEXEC
+        let mode = creationMode(mode, in: p, context: context)
         let fd: Int32
         switch p.withFD({ pfd in sysValue { openat(pfd, ".", f, mode) } }) {
         case .success(let d): fd = d

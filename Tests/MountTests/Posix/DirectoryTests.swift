@@ -133,6 +133,56 @@ final class DirectoryTests: MountTestCase {
         umask(0o022)
     }
 
+    /// A folder's default ACL decides the permissions of what is made in it, not the maker's umask
+    /// (files, folders, FIFOs and unnamed files, by root and by nobody), and each inherits the ACL;
+    /// beside it a folder without one still takes the umask off. Before, the kernel took the umask
+    /// off before the daemon saw the mode: 0600 and 0700 under umask 077 where natively 0660 and 0770.
+    func testADefaultACLDecidesNewItemsModesInsteadOfTheUmask() {
+        let acl = PosixACL.acl(owner: 7, users: [(nobodyUID, 7)], group: 5, mask: 7, other: 0)
+        prepare("mkdir shared 0777 with a default ACL") { s in
+            let made = Sys.call { mkdir(s("shared"), 0o777) }
+            guard made.ok else { return made }
+            chmod(s("shared"), 0o777)
+            return Sys.setxattr(s("shared"), "system.posix_acl_default", acl)
+        }
+        prepare("mkdir plain 0777") { s in Sys.call { mkdir(s("plain"), 0o777) == 0 ? chmod(s("plain"), 0o777) : -1 } }
+        defer { umask(0o022) }
+        /// The mode of what `make` made at `rel`, made under umask 077 (0: it failed).
+        func made(_ s: Side, _ rel: String, _ make: (String) -> Int32) -> Int {
+            umask(0o077)
+            guard make(s(rel)) == 0 else { return 0 }
+            return Int(Sys.lstat(s(rel)).0?.mode ?? 0)
+        }
+        func create(_ path: String) -> Int32 {
+            let fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0o666)
+            return fd < 0 ? -1 : close(fd)
+        }
+        func unnamed(_ folder: String) -> Int {
+            umask(0o077)
+            let fd = open(folder, Linux.O_TMPFILE | O_RDWR, 0o666)
+            guard fd >= 0 else { return 0 }
+            defer { close(fd) }
+            var st = stat()
+            return fstat(fd, &st) == 0 ? Int(st.st_mode) : 0
+        }
+        for dir in ["shared", "plain"] {
+            let bits: mode_t = dir == "shared" ? 0o660 : 0o600, dirBits: mode_t = dir == "shared" ? 0o770 : 0o700
+            same("create \(dir)/f 0666 under umask 077", expect: Int(S_IFREG | bits)) { s in made(s, "\(dir)/f") { create($0) } }
+            same("mkdir \(dir)/d 0777 under umask 077", expect: Int(S_IFDIR | dirBits)) { s in made(s, "\(dir)/d") { mkdir($0, 0o777) } }
+            same("mkfifo \(dir)/p 0666 under umask 077", expect: Int(S_IFIFO | bits)) { s in made(s, "\(dir)/p") { mkfifo($0, 0o666) } }
+            same("O_TMPFILE in \(dir) 0666 under umask 077", expect: Int(S_IFREG | bits)) { s in unnamed(s(dir)) }
+            sameAsNobody("create \(dir)/nf 0666 under umask 077", expect: .success(Int(S_IFREG | bits))) { s in
+                .success(made(s, "\(dir)/nf") { create($0) })
+            }
+            sameAsNobody("mkdir \(dir)/nd 0777 under umask 077", expect: .success(Int(S_IFDIR | dirBits))) { s in
+                .success(made(s, "\(dir)/nd") { mkdir($0, 0o777) })
+            }
+        }
+        same("the folder made in shared inherits its default ACL", expect: acl) { s in
+            Sys.getxattr(s("shared/d"), "system.posix_acl_default").0
+        }
+    }
+
     func testFsyncOnADirectoryFd() {
         populate()
         guard let fds = openBoth("dir", O_RDONLY | O_DIRECTORY) else { return }
