@@ -595,7 +595,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             let reply = openReply(f, p)
-            track(handle, f, flushes: !reply.noFlush)
+            // Tracked as an open's: only an open for writing, which its release untracks (a create
+            // opened for reading only, as `flock FILE` makes its lock file, stayed tracked for good,
+            // holding its descriptors and its user's count of open files).
+            if f.isWrite { track(handle, f, flushes: !reply.noFlush) }
             request.reply(create: entry, open: reply, flags: file.flags)
         case .failure(let e):
             dirGrant?.release()

@@ -134,6 +134,31 @@ final class OpenFileLimitTests: MountTestCase {
         }
     }
 
+    /// `max_user_open_files=100`: `flock(1)` as nobody on 150 new lock files (each made by an open
+    /// for reading with O_CREAT) all run, nobody creates a file after them, and once they are
+    /// removed the daemon holds no descriptor of any of them. Before, the daemon kept each such
+    /// create's open (three descriptors) and its count in nobody's bound for good: the 101st
+    /// `flock` failed with ENFILE, and so did every later open and create of nobody's, and the
+    /// removed lock files stayed allocated on disk.
+    func testOneUsersReadOnlyCreatesGiveTheirOpensBack() throws {
+        guard target.isCoordFS else { throw XCTSkip("a coordfs daemon's bound") }
+        guard let setpriv = Spawn.which("setpriv"), Spawn.which("flock") != nil else { throw XCTSkip("setpriv and flock are needed") }
+        makeSharedFiles()
+        let asNobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c"]
+        let locks = Spawn.run(asNobody[0], Array(asNobody.dropFirst()) + [
+            "cd \"$1\" && for i in $(seq 1 150); do flock lock$i true || exit 1; done && echo made > after", "sh", mnt("drop")], timeout: 120)
+        XCTAssertEqual(locks.status, 0, "every flock(1) on a new lock file runs, and nobody creates a file after them: \(locks)")
+        XCTAssertEqual(try? String(contentsOfFile: backing("drop/after"), encoding: .utf8), "made\n")
+        for i in 1...150 { unlink(mnt("drop/lock\(i)")) }
+        let pid = try XCTUnwrap(fixture.daemonPids.first)
+        _ = eventually("the daemon holds no descriptor of a removed lock file") {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            return !fds.contains { fd in
+                ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? "").contains("/drop/lock")
+            }
+        }
+    }
+
     /// No per-user bound to speak of (`max_user_open_files=100000`): four of nobody's processes
     /// opening 150 files and folders each take at most the others' share of the daemon's
     /// descriptors, the rest ENFILE, and root is served as before; freed again when they exit.
