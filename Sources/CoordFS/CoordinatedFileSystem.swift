@@ -592,13 +592,19 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 dirGrant.release()
             }
             let handle = HandleAccess(grant: grant, path: p, pid: grant.origin.pid, truncated: plan.truncated, quiet: plan.quiet)
+            let reply = openReply(f, p)
+            // Opened for reading only (`flock FILE` making its lock file): nothing can be written
+            // through it, so the create is over once made, as an open for writing closed at once
+            // (`touch`) is: finished now, and the handle holds no access. Held to its release, its
+            // write made every other program's open of the file wait (`read_wait`, `write_wait`)
+            // for as long as the `flock` ran; tracked as an open writer, it was never untracked.
+            guard f.isWrite else {
+                finish(handle, f)
+                return request.reply(create: entry, open: reply, flags: file.flags)
+            }
             grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
-            let reply = openReply(f, p)
-            // Tracked as an open's: only an open for writing, which its release untracks (a create
-            // opened for reading only, as `flock FILE` makes its lock file, stayed tracked for good,
-            // holding its descriptors and its user's count of open files).
-            if f.isWrite { track(handle, f, flushes: !reply.noFlush) }
+            track(handle, f, flushes: !reply.noFlush)
             request.reply(create: entry, open: reply, flags: file.flags)
         case .failure(let e):
             dirGrant?.release()

@@ -128,7 +128,9 @@ public struct OperationPolicy: Hashable, Sendable {
         }
     }
 
-    /// A create writes the new file for the life of its handle and its folder for the create.
+    /// A create writes the new file for the life of its handle and its folder for the create (a
+    /// handle opened for reading only is finished as soon as the file is made: nothing can be
+    /// written through it; `CoordinatedFileSystem.finishCreate`).
     public func create(_ op: Create) -> HandlePlan {
         let p = op.path
         // The document of a save in progress comes back (vim, emacs, git checkout): same document.

@@ -1,8 +1,16 @@
 // flock, POSIX record locks seen from a second process (F_SETLK / F_GETLK), and OFD locks.
+import Foundation
 import Glibc
 import XCTest
 
 final class LockTests: MountTestCase {
+    /// Reads wait long for a writer in the test of `flock(1)`, so that a wait cannot pass for a
+    /// quick answer.
+    override var mountOptions: [String] {
+        let long = name.contains("LockFileItMade") && (try? MountTarget.fromEnvironment().isCoordFS) == true
+        return super.mountOptions + (long ? ["read_wait=10"] : [])
+    }
+
     private func lock(_ type: Int32, start: Int = 0, len: Int = 0) -> flock {
         var l = flock()
         l.l_type = Int16(type)
@@ -10,6 +18,37 @@ final class LockTests: MountTestCase {
         l.l_start = off_t(start)
         l.l_len = off_t(len)
         return l
+    }
+
+    /// `flock FILE CMD` makes FILE (an open for reading with O_CREAT) and holds its lock while CMD
+    /// runs: another `flock -n FILE` is refused at once (exit 1) and `cat FILE` reads it at once,
+    /// as natively. Before, the create held a write on the file for as long as `flock` kept it
+    /// open: both waited `read_wait` (10 s here) first.
+    func testFlockOfALockFileItMadeIsRefusedAtOnce() throws {
+        guard let flockTool = Spawn.which("flock") else { throw XCTSkip("flock(1) is needed") }
+        for side in [native!, mnt!] {
+            let ready = NSTemporaryDirectory() + "/coordfs-flock-\(getpid())-\(side)"
+            defer { unlink(ready) }
+            // CMD writes its pid (that of the `sleep` holding the lock) to `ready`.
+            let holder = try Spawn.start(flockTool, [side("lock"), "/bin/sh", "-c", "echo $$ > \"$0\"; exec sleep 60", ready])
+            var sleeper: pid_t?
+            defer {
+                if let sleeper { kill(sleeper, SIGKILL) }
+                kill(holder, SIGKILL)
+                _ = Spawn.wait(holder, timeout: 10)
+            }
+            XCTAssertTrue(eventually("\(side): flock holds the lock file it made") {
+                sleeper = (try? String(contentsOfFile: ready, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                return sleeper != nil
+            })
+            let started = Date()
+            let tried = Spawn.run(flockTool, ["-n", side("lock"), "true"])
+            let read = Spawn.run("/bin/cat", [side("lock")])
+            let took = Date().timeIntervalSince(started)
+            XCTAssertEqual(tried.status, 1, "\(side): flock -n of the held lock file is refused: \(tried)")
+            XCTAssertEqual(read.status, 0, "\(side): cat reads the lock file: \(read)")
+            XCTAssertLessThan(took, 3, "\(side): flock -n and cat answer at once")
+        }
     }
 
     func testFlock() {
