@@ -206,10 +206,12 @@ public struct ClusterStep: Sendable, CustomStringConvertible {
 
     /// A step that says how the cluster stands rather than what one access did (the daemon logs
     /// these): a node joined or left, this node's session lost or begun, etcd unreachable or back,
-    /// an access granted locally or past another node's right, an ask no node answered in time.
+    /// an access granted locally or past another node's right, an ask no node answered in time, a change
+    /// another node made here that no change record told (``ClusterNode`` looked at the file).
     public var isNotable: Bool {
         what.hasPrefix("joined") || what.hasPrefix("left") || what.hasPrefix("session")
             || what.hasPrefix("etcd") || what.hasPrefix("went ahead") || what.hasPrefix("no answer")
+            || what.hasPrefix("untold change")
     }
 }
 

@@ -2094,8 +2094,31 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         if flush { startFlush() }
         guard let access else { return }
         for c in changes { access.announce(c) }
+        let missed = answerGone ? [] : untoldChanges(of: proxy)
+        for p in missed { access.announce(.changed(p)) }
         access.release()
-        host?.clusterChangeEnded(proxy.intents, told: !changes.isEmpty)
+        host?.clusterChangeEnded(proxy.intents, told: !changes.isEmpty || !missed.isEmpty)
+    }
+
+    /// The documents presented here that another node's writing access, run here as `proxy`, may
+    /// have changed with no change record to tell it: its ask went alone (its node left, its lease
+    /// ended, or it was killed before its record was sent; an access that changed something deletes
+    /// its asks in its record's transaction). Its writes are in the shared folder all the same, so
+    /// each such document is looked at, as after a compaction: one whose file is not the one the
+    /// store knew is noted as changed (a conflict for unsaved changes, else a reload) and returned,
+    /// for its presenters to hear didChange. Before, they were asked to relinquish and given the
+    /// document back, and never heard of the change.
+    private func untoldChanges(of proxy: Proxy) -> [ItemPath] {
+        let written = proxy.intents.filter(\.isWriting).map(\.path)
+        guard !written.isEmpty, let host else { return [] }
+        let presented = lock.withLock { state.presenters.values.compactMap(\.path.path) }
+        let concerned = Set(presented.filter { p in written.contains { $0.isSameOrAncestor(of: p) } })
+        guard !concerned.isEmpty else { return [] }
+        let missed = host.clusterChangesMissed(at: concerned.sorted(), origin: proxy.origin)
+        for p in missed {
+            step(node: proxy.from, "untold change: its access ended without its change record (its node gone?); the file here had changed", path: p)
+        }
+        return missed
     }
 
     // MARK: Steps and status

@@ -186,6 +186,41 @@ final class ClusterProcessFaultTests: ClusterProcessTestCase {
         for child in [holder, asking, bPresenter, slow] { child.stop(SIGKILL) }
     }
 
+    /// Node b SIGKILLed while a process through b has written a document presented on a with
+    /// unsaved changes and still holds it open: b's access never ends, so no change record of it
+    /// ever comes, yet its bytes are in the shared file. Once b's lease ends, a looks at the file
+    /// its presenter was asked to relinquish: a conflict (with the base a's store kept when it let
+    /// b's write through), the presenter told `didChange` and `didGainConflict`, and a line in a's
+    /// daemon log. Before, a's presenter was asked, given the document back (`reacquire`) and told
+    /// nothing, and its next save went over b's write unseen.
+    func testANodeKilledMidWriteLeavesAConflictWhereTheDocumentIsPresented() throws {
+        try mount("a", at: mnt)
+        try mount("b", at: mntB)
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
+        XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("registered") } }, presenter.stdout + presenter.stderr)
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        let writer = try background("exec 3>>'\(mntB!)/doc.txt' && echo two >&3 && echo written && exec sleep 600")
+        XCTAssertTrue(waitUntil(20) { writer.lines.contains("written") }, "b's writer: \(writer.stdout) \(writer.stderr)")
+        XCTAssertTrue(presenter.lines.contains { $0.contains("relinquishToWriter doc.txt") }, presenter.stdout)
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "one\ntwo\n", "b's write is in the shared file")
+
+        kill(try daemonPID("b"), SIGKILL)
+        XCTAssertTrue(waitUntil(ttl + 10) { presenter.lines.contains { $0.hasPrefix("notification didGainConflict doc.txt") } },
+                      "a's presenter never heard of b's write: \(presenter.stdout)")
+        XCTAssertTrue(presenter.lines.contains("notification didChange doc.txt"), presenter.stdout)
+        XCTAssertTrue(presenter.lines.contains { $0.hasPrefix("notification documentChanged doc.txt kind=change action=conflict") }, presenter.stdout)
+        let r = coordfs("conflicts", mnt, "--json")
+        let listed = r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { ($0["path"] as? String) == mnt + "/doc.txt" }
+        XCTAssertEqual(listed.count, 1, "\(r)")
+        XCTAssertEqual(listed.first?["kind"] as? String, "change", "\(listed)")
+        let base = try XCTUnwrap(listed.first?["baseVersion"] as? Int, "the base a kept before b's write: \(listed)")
+        XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", String(base)).stdout, "one\n")
+        XCTAssertTrue(daemonLog("a").contains(" b: untold change"), "a's log: \(daemonLog("a"))")
+        for child in [writer, presenter] { child.stop(SIGKILL) }
+    }
+
     /// The lease of node `node`'s key in etcd (decimal, as etcdctl's JSON gives it).
     // MARK: A node paused, a node partitioned
 
