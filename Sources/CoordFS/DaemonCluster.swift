@@ -61,11 +61,19 @@ final class DaemonClusterHost: ClusterHost, @unchecked Sendable {
         // A change is the file at its (last) path: a move's destination.
         let already = changes.filter { c in c.paths.last.map(heard.contains) ?? false }
         guard let hooks = daemon?.coordinated?.storeHooks else { return already }
+        let changedFiles = Set(changes.compactMap { c -> ItemPath? in if case .changed(let p) = c { p } else { nil } })
         for c in changes where !already.contains(c) {
             switch c {
             case .changed(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didChangeBeside(p, by: origin) }
             case .deleted(let p): if daemon?.coordinator.isPresented(p) == true { hooks.didDelete(p, by: origin) }
-            case .moved(let a, let b): if daemon?.coordinator.isPresented(atOrBelow: a) == true { hooks.didMove(from: a, to: b, by: origin) }
+            case .moved(let a, let b):
+                // A file moved over a document presented here (`mv draft.txt report.txt` by a
+                // process that did not make the file): the writing node did not know it was
+                // presented, so its record says only that the file moved. The document changed,
+                // as one host's mount tells its store (a conflict for unsaved changes, else a
+                // reload); then a document presented at the source follows its file.
+                if !changedFiles.contains(b), daemon?.coordinator.isPresented(b) == true { hooks.didChangeBeside(b, by: origin) }
+                if daemon?.coordinator.isPresented(atOrBelow: a) == true { hooks.didMove(from: a, to: b, by: origin) }
             case .subitemAppeared: break
             }
         }

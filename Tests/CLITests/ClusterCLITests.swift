@@ -142,6 +142,39 @@ final class ClusterCLITests: ClusterCLITestCase {
         unmount()
     }
 
+    /// `mv draft.txt doc.txt` through b (a file another process made, older than `save_window`:
+    /// a plain move over the document, whose presenter b does not know) while a's `present
+    /// --unsaved` presents doc.txt: b's record says only that draft.txt moved to doc.txt, and a
+    /// takes it as its own mount would, a change of the document: a conflict whose base is what a's
+    /// presenter loaded, and a second presenter without unsaved changes reloads. Before, both
+    /// heard `didChange` from the coordinator and nothing from a's store: no conflict, no reload,
+    /// and the unsaved presenter's next save went over the moved file unseen.
+    func testAFileMovedOverADocumentOnOneNodeIsAChangeForItsPresentersOnTheOther() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        FileManager.default.createFile(atPath: backing + "/draft.txt", contents: Data("draft\n".utf8))
+        try mountNodes()
+        let unsaved = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
+        XCTAssertTrue(waitUntil(10) { unsaved.lines.contains { $0.hasPrefix("registered") } }, unsaved.stdout + unsaved.stderr)
+        let clean = try present("doc.txt", on: mnt)
+        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "a's presenters in etcd: \(etcdKeys(""))")
+
+        XCTAssertEqual(sh("mv '\(mntB!)/draft.txt' '\(mntB!)/doc.txt'").status, 0)
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "draft\n")
+        XCTAssertTrue(waitUntil(10) { unsaved.lines.contains { $0.hasPrefix("notification didGainConflict doc.txt") } },
+                      "a's unsaved presenter: \(unsaved.stdout)")
+        XCTAssertTrue(unsaved.lines.contains { $0.hasPrefix("notification documentChanged doc.txt kind=change action=conflict") }, unsaved.stdout)
+        XCTAssertTrue(waitUntil(10) { clean.lines.contains { $0.hasPrefix("notification documentChanged doc.txt kind=change action=reload") } },
+                      "a's presenter without unsaved changes: \(clean.stdout)")
+        let r = coordfs("conflicts", mnt, "--json")
+        let listed = r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { ($0["path"] as? String) == mnt + "/doc.txt" }
+        XCTAssertEqual(listed.count, 1, "\(r)")
+        let base = try XCTUnwrap(listed.first?["baseVersion"] as? Int, "\(listed)")
+        XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", String(base)).stdout, "one\n")
+        XCTAssertEqual(FileOps.get(mnt + "/doc.txt"), "draft\n")
+        for child in [unsaved, clean] { child.stop(SIGKILL) }
+    }
+
     /// A node's daemon killed (SIGKILL): its mount is stale, its record stays, and the CLI still finds
     /// that node's log from the mount point (not the other node's, not the one-host folder); the
     /// next `coordfs mount` of the node cleans the stale mount and writes a new record.
