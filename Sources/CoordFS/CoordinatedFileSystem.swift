@@ -864,7 +864,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         let who = origin(request.context, p)
         perform(policy.removePrelude(p, directory: directory), by: who.pid)
         let temp = isTemp(n)
-        var facts = OperationPolicy.Remove(path: p, directory: directory, tempName: temp, presented: coordinator.isPresented(p),
+        var facts = OperationPolicy.Remove(path: p, directory: directory, tempName: temp, presented: coordinator.isPresentedAnywhere(p),
                                            fresh: freshness(p, for: who.pid))
         var plan = policy.remove(facts)
         var settled: (@Sendable () -> Void)?
@@ -902,8 +902,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             source: src, destination: dst, exchange: exchange, sourceKind: srcKind, destinationKind: dstKind,
             sourceTempName: isTemp(n), destinationTempName: isTemp(nn), sourceFresh: srcKind == .file ? freshness(src, for: who.pid) : .told,
             destinationFresh: exchange && dstKind == .file ? freshness(dst, for: who.pid) : .told,
-            sourcePresented: coordinator.isPresented(src), sourceObserved: coordinator.isObserved(src),
-            destinationPresented: coordinator.isPresented(dst), saveInProgressAtDestination: saves.isPending(dst))
+            // Presenters of other nodes of a cluster count as this node's own: a save by rename
+            // to a backup name (vim) or a file moved over a document presented elsewhere is the
+            // document's change there too, told as one in this node's change record.
+            sourcePresented: coordinator.isPresentedAnywhere(src), sourceObserved: coordinator.isObservedAnywhere(src),
+            destinationPresented: coordinator.isPresentedAnywhere(dst), saveInProgressAtDestination: saves.isPending(dst))
         var plan = policy.rename(facts)
         var settled: (@Sendable () -> Void)?
         if !perform(plan.first, by: who.pid, settled: &settled) {

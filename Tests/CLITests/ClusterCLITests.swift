@@ -175,6 +175,53 @@ final class ClusterCLITests: ClusterCLITestCase {
         for child in [unsaved, clean] { child.stop(SIGKILL) }
     }
 
+    /// Saves that take the document's name away for a moment, through b, while a's `present
+    /// --unsaved` presents the document: vim's (the document renamed to a backup name, the new
+    /// version written at its name, the backup removed) and `rm doc; echo > doc` (git checkout's).
+    /// b treats a presenter of a as it treats its own, so each is a change of the document there,
+    /// as through one host's mount: the presenter stays at its name and hears didChange (no
+    /// didMove, no didDelete), its store opens a conflict whose base is what it loaded. Before, b's
+    /// record said the document moved to the backup (a's presenter followed it there and presented
+    /// a removed file, with no conflict) or was deleted and a new file appeared.
+    func testSavesByRenameOrUnlinkOnOneNodeAreChangesOfTheDocumentOnTheOther() throws {
+        FileManager.default.createFile(atPath: backing + "/vim.txt", contents: Data("one\n".utf8))
+        FileManager.default.createFile(atPath: backing + "/git.txt", contents: Data("one\n".utf8))
+        try mountNodes()
+        var presenters: [String: Child] = [:]
+        for name in ["vim.txt", "git.txt"] {
+            let p = try startCoordfs(["present", mnt + "/" + name, "--unsaved"])
+            XCTAssertTrue(waitUntil(10) { p.lines.contains { $0.hasPrefix("registered") } }, p.stdout + p.stderr)
+            presenters[name] = p
+        }
+        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "a's presenters in etcd: \(etcdKeys(""))")
+
+        XCTAssertEqual(sh("cd '\(mntB!)' && mv vim.txt vim.txt~ && echo new > vim.txt && rm vim.txt~").status, 0)
+        XCTAssertEqual(sh("cd '\(mntB!)' && rm git.txt && echo new > git.txt").status, 0)
+        let listed = { () -> [String: [String: Any]] in
+            let r = self.coordfs("conflicts", self.mnt, "--json")
+            var out: [String: [String: Any]] = [:]
+            for case let o? in r.lines.map({ try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }) {
+                if let path = o["path"] as? String { out[path] = o }
+            }
+            return out
+        }
+        for (name, presenter) in presenters {
+            XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("notification didGainConflict \(name)") } },
+                          "\(name)'s presenter on a: \(presenter.stdout)")
+            XCTAssertTrue(presenter.lines.contains("notification didChange \(name)"), presenter.stdout)
+            XCTAssertFalse(presenter.lines.contains { $0.contains("didMove") || $0.contains("didDelete") || $0.contains("kind=deletion") },
+                           "\(name) was saved, not moved or deleted: \(presenter.stdout)")
+            let conflict = try XCTUnwrap(listed()[mnt + "/" + name], "\(listed())")
+            XCTAssertEqual(conflict["kind"] as? String, "change")
+            let base = try XCTUnwrap(conflict["baseVersion"] as? Int, "\(conflict)")
+            XCTAssertEqual(coordfs("show", mnt + "/" + name, "--version", String(base)).stdout, "one\n")
+            XCTAssertEqual(FileOps.get(mnt + "/" + name), "new\n")
+        }
+        let status = coordfs("status", mnt, "--json").stdout
+        XCTAssertFalse(status.contains("vim.txt~"), "a's presenter followed the backup: \(status)")
+        for child in presenters.values { child.stop(SIGKILL) }
+    }
+
     /// A node's daemon killed (SIGKILL): its mount is stale, its record stays, and the CLI still finds
     /// that node's log from the mount point (not the other node's, not the one-host folder); the
     /// next `coordfs mount` of the node cleans the stale mount and writes a new record.
