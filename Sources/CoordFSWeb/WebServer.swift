@@ -193,7 +193,9 @@ struct Guard: RouterMiddleware {
     /// No framing, no sniffing, no referrer, nothing cached, and only this server's own scripts.
     func secured(_ response: Response, policy: WebAccessPolicy) -> Response {
         var r = response
-        let sockets = policy.hosts.sorted().map { "ws://\($0)" }.joined(separator: " ")
+        // CSP's host sources have no IPv6 literal: a browser refuses `ws://[::1]:PORT` with an
+        // error on the page's console and ignores it ('self' covers the page's own WebSocket).
+        let sockets = policy.hosts.filter { !$0.hasPrefix("[") }.sorted().map { "ws://\($0)" }.joined(separator: " ")
         r.headers[.contentSecurityPolicy] = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
             + "connect-src 'self' \(sockets); frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
         r.headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"

@@ -74,6 +74,9 @@ final class WebPageTests: CLITestCase {
         defer { browser.quit() }
         try browser.open(url)
         XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20), "the live connection")
+        // Nothing on the console: before, every load had the policy's `ws://[::1]:PORT` refused
+        // as an invalid source and a 404 for /favicon.ico.
+        XCTAssertEqual(try browser.consoleErrors(), [], "the page's console")
 
         // A write through the mount shows within a second.
         XCTAssertNotNil(try browser.wait("return document.querySelectorAll('#events tbody tr').length > 0"))

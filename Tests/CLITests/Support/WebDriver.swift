@@ -58,6 +58,13 @@ final class WebDriver {
 
     func open(_ url: String) throws { try call("POST", "/url", ["url": url]) }
 
+    /// The errors the page's console has had since the last call (chromedriver's browser log,
+    /// level SEVERE): a refused policy source, a request answered 404, an uncaught exception.
+    func consoleErrors() throws -> [String] {
+        let entries = (try call("POST", "/se/log", ["type": "browser"]) as? [[String: Any]]) ?? []
+        return entries.filter { ($0["level"] as? String) == "SEVERE" }.map { ($0["message"] as? String) ?? "\($0)" }
+    }
+
     /// Runs `script` (a function body; `arguments` are `args`) in the page and returns its value.
     @discardableResult
     func run(_ script: String, _ args: [Any] = []) throws -> Any? {
