@@ -145,6 +145,42 @@ static inline long clinux_tcp_socket_uid(int family, const void *src, unsigned s
     close(fd);
     return uid;
 }
+#include <linux/capability.h>
+/* What `clinux_withhold_root_reserve` changed in the calling thread's credentials. */
+struct clinux_thread_credentials {
+    unsigned int fsuid;
+    unsigned int effective[2];
+    int changed;
+};
+/* Makes the calling thread's writes those of a user other than root as far as the blocks a file
+   system keeps for root go (ext4 lets a writer into them when its fsuid is the reserve's user, root
+   by default, or it has CAP_SYS_RESOURCE; quotas' hard limits yield to CAP_SYS_RESOURCE too): fsuid
+   `uid` and CAP_SYS_RESOURCE out of the effective set. Every other capability stays as it was
+   (setfsuid takes the file-system ones out of the effective set: they are put back), so nothing
+   else is judged otherwise. setfsuid, capget and capset act on this thread alone. */
+static inline void clinux_withhold_root_reserve(unsigned int uid, struct clinux_thread_credentials *saved) {
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    saved->changed = 0;
+    if (syscall(SYS_capget, &h, d) != 0) return;
+    saved->effective[0] = d[0].effective;
+    saved->effective[1] = d[1].effective;
+    saved->fsuid = (unsigned int)syscall(SYS_setfsuid, uid);
+    saved->changed = 1;
+    d[0].effective &= ~(1u << CAP_SYS_RESOURCE);
+    (void)syscall(SYS_capset, &h, d);
+}
+/* Puts back what `clinux_withhold_root_reserve` changed. */
+static inline void clinux_restore_root_reserve(const struct clinux_thread_credentials *saved) {
+    if (!saved->changed) return;
+    (void)syscall(SYS_setfsuid, saved->fsuid);
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0) return;
+    d[0].effective = saved->effective[0];
+    d[1].effective = saved->effective[1];
+    (void)syscall(SYS_capset, &h, d);
+}
 #include <malloc.h>
 /* A pidfd of process pid (Linux 5.3): its inode number tells processes apart with pidfs (6.9). */
 static inline int clinux_pidfd_open(int pid) {

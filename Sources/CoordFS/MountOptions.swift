@@ -266,6 +266,7 @@ public struct MountOptions: Sendable, Equatable {
         l.hiddenRootNames = names
         l.readOnly = readOnly
         l.posixACLs = kernelChecksPermissions
+        l.sharedWithOtherUsers = allowOther
         return l
     }
 }

@@ -38,6 +38,10 @@ public struct LoopbackOptions: Sendable {
     /// passing every `system.posix_acl_*` read on. The kernel then always checks permissions itself
     /// (as `default_permissions`), so only for mounts that do that anyway.
     public var posixACLs: Bool = false
+    /// Other users may use the mount (`allow_other`): files are registered for kernel passthrough
+    /// with the blocks kept for root withheld (`RootReserve`), since the kernel writes every later
+    /// open of the file, whoever's, with the credentials of the registration.
+    public var sharedWithOtherUsers: Bool = false
     public init() {}
 }
 
@@ -367,6 +371,15 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             return withProcPath(fd) { LinuxCalls.getxattr($0, name, nil, 0) }
         }
         return ((try? size.get()) ?? -1) > 0
+    }
+
+    /// `body` (a write of data to an open file) as `context`'s caller's: for a user other than root,
+    /// without the blocks the file system keeps for root (`RootReserve`), so that its writes end with
+    /// ENOSPC where they end on the native folder, and the last blocks stay for root's own work, the
+    /// mount's event log and store among it. Root's own are made as before.
+    @inline(__always)
+    func asCaller<T>(_ context: RequestContext, _ body: () -> T) -> T {
+        RootReserve.withheld(as: context.uid, body)
     }
 
     /// New items belong to the caller, as on the native folder. The daemon creates them as root, then
@@ -812,7 +825,10 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
             // to the daemon until the last one closes, then the next open tries again).
             if use.backingID == 0, use.opens == 0 {
                 let registered = Self.readOnlyDescriptor(of: fd, flags)
-                if case .success(let id) = registry.openBacking(registered ?? fd) { use.backingID = id }
+                let registering = { registry.openBacking(registered ?? fd) }
+                if case .success(let id) = options.sharedWithOtherUsers ? RootReserve.withheld(as: RootReserve.anyUser, registering) : registering() {
+                    use.backingID = id
+                }
                 if let registered { close(registered) }
             }
             use.opens += 1
@@ -1119,7 +1135,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let f = openFile(file)
         f.taken()
         f.markModified()
-        switch data.write(to: f.fd, at: offset) {
+        switch asCaller(request.context, { data.write(to: f.fd, at: offset) }) {
         case .success(let n): request.reply(written: n)
         case .failure(let e): request.reply(error: e)
         }
@@ -1423,7 +1439,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         let f = openFile(file)
         f.taken()
         f.markModified()
-        if let e = sys({ LinuxCalls.fallocate(f.fd, mode, offset, length) }) { return request.reply(error: e) }
+        if let e = asCaller(request.context, { sys({ LinuxCalls.fallocate(f.fd, mode, offset, length) }) }) { return request.reply(error: e) }
         request.replyOK()
     }
 
@@ -1431,7 +1447,7 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         var inOff = inputOffset, outOff = outputOffset
         let fin = openFile(inputFile).fd, target = openFile(outputFile), fout = target.fd
         target.markModified()
-        switch sysValue({ LinuxCalls.copyFileRange(fin, &inOff, fout, &outOff, length, UInt32(flags)) }) {
+        switch asCaller(request.context, { sysValue({ LinuxCalls.copyFileRange(fin, &inOff, fout, &outOff, length, UInt32(flags)) }) }) {
         case .success(let n): request.reply(written: n)
         case .failure(let e): request.reply(error: e)
         }
