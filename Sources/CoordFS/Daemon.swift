@@ -207,8 +207,11 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// Serves until the mount goes away (`coordfs unmount`, `umount`) or SIGINT/SIGTERM/SIGHUP arrives,
-    /// then unmounts. Returns the process exit status.
-    public func serve() -> Int32 {
+    /// then unmounts. Returns the process exit status. `onStartFailure` hears why the services could
+    /// not start (the event log, the store, the control socket, ...), before the daemon unmounts and
+    /// returns 1: the background starter waits on its pipe for that, since the daemon's log, where it
+    /// is said too, may be where it cannot write (a full disk).
+    public func serve(onStartFailure: ((String) -> Void)? = nil) -> Int32 {
         guard let session else { return 1 }
         umask(0) // new items' modes: the caller's umask or its folder's default ACL (Loopback.creationMode)
         // Signals go to one thread that unmounts. They are blocked first, before any service starts
@@ -236,6 +239,7 @@ public final class Daemon: @unchecked Sendable {
         }
         do { try startServices() } catch {
             sayOnStandardError("coordfs: \(error)")
+            onStartFailure?(error.description)
             stop()
             return 1
         }

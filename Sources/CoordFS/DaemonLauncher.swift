@@ -17,14 +17,15 @@ import NameBytes
 /// forever at full CPU. A new program image starts with a fresh runtime.
 public enum DaemonLauncher {
     /// Runs the daemon here until unmounted; returns the exit status. With `readyFD`, says "ok" there
-    /// once the mount answers (the background starter waits for it).
+    /// once the mount answers, or why its services could not start (the background starter waits
+    /// for either).
     public static func runInForeground(_ daemon: Daemon, readyFD: Int32? = nil) throws(MountError) -> Int32 {
         let mountpoint = daemon.plan.mountpoint, backing = daemon.plan.backing
         try daemon.mount(onReady: {
             sayOnStandardError("coordfs: mounted \(backing) on \(mountpoint) (pid \(getpid()))")
             if let readyFD { tell(readyFD, "ok") }
         })
-        return daemon.serve()
+        return daemon.serve(onStartFailure: { why in if let readyFD { tell(readyFD, why) } })
     }
 
     /// Ends a daemon process once `serve()` returned: everything durable is done by then (log closed,

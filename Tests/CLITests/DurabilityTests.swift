@@ -148,6 +148,25 @@ final class DurabilityTests: CLITestCase {
         return r.status == 0 && r.stdout.contains(text)
     }
 
+    /// `coordfs mount` on a full disk says why the daemon did not come up, on its own stderr: the
+    /// daemon's log, where it says so too, is on that disk. Before, it said only "the coordfs daemon
+    /// did not come up" (the reason went to a daemon.log it could not write). Once there is room,
+    /// the mount comes up.
+    func testAMountOnAFullDiskSaysWhy() throws {
+        try backingOnSmallTmpfs()
+        let filler = backing + "/filler"
+        fillDisk(filler)
+        let refused = coordfs("mount", backing, mnt)
+        XCTAssertNotEqual(refused.status, 0, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("cannot open the") && (refused.stderr.contains("full") || refused.stderr.contains("No space left")),
+                      "the refusal names what could not be opened and why: \(refused)")
+        XCTAssertFalse(Self.mounts(under: root).contains(mnt), "nothing is left mounted")
+        XCTAssertEqual(unlink(filler), 0)
+        try mount()
+        FileOps.put(mnt + "/f", "x")
+        unmount()
+    }
+
     /// The issue-17 case: a full disk while a watcher follows, a SIGKILL of the daemon while it is
     /// stuck, space freed, a new mount. Every record the watcher showed is still in the log with the
     /// same seq and contents, no seq is shown twice, the watcher goes on with the new mount's
