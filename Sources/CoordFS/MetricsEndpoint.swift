@@ -30,9 +30,15 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A minimal HTTP/1.1 server for Prometheus: `GET /metrics` answers the registry's text, anything
-/// else 404 (405 for another method). One thread, one connection at a time, each closed after its
-/// answer; a client that sends nothing for 5 s is dropped. It reads no file and takes no input but
-/// the request line, so it shows nothing but the numbers (no names, no paths).
+/// else 404 (405 for another method). One thread serves every connection at once (poll), each
+/// answered as soon as its request head is in and closed after its answer; a connection has
+/// `deadline` (2 s) from its accept to get its request in and its answer out, and each user other
+/// than root and the daemon's own holds at most `perUser` (8) such connections at once (the owner
+/// of the peer's socket, by sock_diag: every local user can reach a loopback port), the rest closed
+/// at their accept. Before, connections were served one at a time, each waiting up to 5 s for each
+/// read: one of nobody's connections that sent nothing made every scrape wait 5 s, a few hundred
+/// kept the endpoint from answering anyone for as long as nobody liked. It reads no file and takes
+/// no input but the request line, so it shows nothing but the numbers (no names, no paths).
 final class MetricsEndpoint: @unchecked Sendable {
     let address: MetricsAddress
     private let fd: Int32
@@ -102,31 +108,105 @@ final class MetricsEndpoint: @unchecked Sendable {
         close(fd)
     }
 
+    /// How long a connection may take from its accept to the end of its answer.
+    static let deadline: Duration = .seconds(2)
+    /// Connections one user other than root and the daemon's own may hold at once.
+    static let perUser = 8
+    /// Connections held at once in all (beyond them, new ones wait in the listen backlog).
+    static let maxConnections = 256
+
+    /// One connection being served: its request as read so far, then its answer as sent so far.
+    private struct Connection {
+        let fd: Int32
+        let user: UInt32?
+        let until: ContinuousClock.Instant
+        var request: [UInt8] = []
+        var answer: [UInt8]? = nil
+        var sent = 0
+    }
+
     private func serve() {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        let exempt: Set<UInt32> = [0, getuid()]
+        var connections: [Connection] = []
+        var perUser: [UInt32?: Int] = [:]
+        var acceptAgain = ContinuousClock.now
+        defer { for c in connections { close(c.fd) } }
+        func drop(_ i: Int) {
+            let c = connections.remove(at: i)
+            close(c.fd)
+            if let user = c.user, exempt.contains(user) { return }
+            perUser[c.user, default: 1] -= 1
+        }
         while true {
-            let c = accept(fd, nil, nil)
-            if c < 0 {
-                if errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE { usleep(10_000); continue }
-                return  // shut down
+            let now = ContinuousClock.now
+            let accepting = now >= acceptAgain && connections.count < Self.maxConnections
+            var fds = [pollfd(fd: fd, events: accepting ? Int16(POLLIN) : 0, revents: 0)]
+            fds += connections.map { pollfd(fd: $0.fd, events: Int16($0.answer == nil ? POLLIN : POLLOUT), revents: 0) }
+            var wake = connections.map(\.until).min()
+            if !accepting, connections.count < Self.maxConnections { wake = min(wake ?? acceptAgain, acceptAgain) }
+            let timeout = wake.map { w -> Int32 in
+                let left = w - now
+                return left <= .zero ? 0 : Int32(min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 60_000))
+            } ?? -1
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
+            if ready < 0 && errno != EINTR { return }
+            // Shut down (`stop`): the listening socket hangs up.
+            if fds[0].revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { return }
+            // Served first, then dropped when past their time, last first so the indices hold.
+            for i in stride(from: connections.count - 1, through: 0, by: -1) where fds[i + 1].revents != 0 {
+                if !step(&connections[i]) { drop(i) }
             }
-            answer(c)
-            close(c)
+            let after = ContinuousClock.now
+            for i in stride(from: connections.count - 1, through: 0, by: -1) where connections[i].until <= after { drop(i) }
+            guard accepting, fds[0].revents & Int16(POLLIN) != 0 else { continue }
+            while connections.count < Self.maxConnections {
+                let c = accept(fd, nil, nil)
+                if c < 0 {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    if errno == EMFILE || errno == ENFILE { acceptAgain = .now + .milliseconds(250) }
+                    if errno == EAGAIN || errno == EWOULDBLOCK || errno == EMFILE || errno == ENFILE { break }
+                    return  // shut down
+                }
+                _ = fcntl(c, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK)
+                let user = LinuxCalls.tcpPeerOwner(c)
+                if !(user.map(exempt.contains) ?? false) {
+                    guard perUser[user, default: 0] < Self.perUser else { close(c); continue }
+                    perUser[user, default: 0] += 1
+                }
+                connections.append(Connection(fd: c, user: user, until: .now + Self.deadline))
+            }
         }
     }
 
-    private func answer(_ c: Int32) {
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var request: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        // Up to the end of the headers (or 16 KiB).
-        while request.count < 16_384 {
-            let n = read(c, &buffer, buffer.count)
-            if n <= 0 { return }
-            request += buffer[..<n]
-            if Self.hasHeaderEnd(request) { break }
+    /// Reads what `c` sent or sends what it is owed; false once it is done with (answered, or gone).
+    private func step(_ c: inout Connection) -> Bool {
+        if c.answer == nil {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while c.request.count < 16_384 {
+                let n = read(c.fd, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return true }
+                if n <= 0 { return false }
+                c.request += buffer[..<n]
+                if Self.hasHeaderEnd(c.request) { break }
+            }
+            c.answer = answer(to: c.request)
         }
+        guard let out = c.answer else { return false }
+        while c.sent < out.count {
+            let n = out.withUnsafeBytes { write(c.fd, $0.baseAddress! + c.sent, $0.count - c.sent) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return true }
+            if n <= 0 { return false }
+            c.sent += n
+        }
+        return false
+    }
+
+    /// The whole answer (head and body) to `request`, a request head (or its first 16 KiB).
+    private func answer(to request: [UInt8]) -> [UInt8] {
         let line = request.split(separator: 13, maxSplits: 1).first.map { String(decoding: $0, as: UTF8.self) } ?? ""
         let parts = line.split(separator: " ")
         let status: String
@@ -146,12 +226,7 @@ final class MetricsEndpoint: @unchecked Sendable {
         let head = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         var out = Array(head.utf8)
         if parts.first != "HEAD" { out += body }
-        var done = 0
-        while done < out.count {
-            let n = retryingEINTR { out.withUnsafeBytes { write(c, $0.baseAddress! + done, $0.count - done) } }
-            if n <= 0 { return }
-            done += n
-        }
+        return out
     }
 
     /// Whether `bytes` holds the blank line that ends HTTP headers.

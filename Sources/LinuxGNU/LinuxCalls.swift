@@ -37,6 +37,34 @@ public enum LinuxCalls {
         }
         return uid >= 0 ? UInt32(truncatingIfNeeded: uid) : nil
     }
+    /// The uid owning the other end of the TCP connection `fd` (an accepted socket) on this
+    /// machine, from the connection's own addresses (`tcpSocketOwner`); nil when the peer is on
+    /// another machine or not known.
+    public static func tcpPeerOwner(_ fd: Int32) -> UInt32? {
+        func parts(_ get: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> (family: Int32, address: [UInt8], port: UInt16)? {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            guard withUnsafeMutablePointer(to: &storage, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { get($0, &length) } }) == 0 else { return nil }
+            return withUnsafePointer(to: &storage) { p -> (Int32, [UInt8], UInt16)? in
+                switch Int32(p.pointee.ss_family) {
+                case AF_INET:
+                    return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
+                        var v = a.pointee.sin_addr
+                        return (AF_INET, withUnsafeBytes(of: &v) { Array($0) }, UInt16(bigEndian: a.pointee.sin_port))
+                    }
+                case AF_INET6:
+                    return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
+                        var v = a.pointee.sin6_addr
+                        return (AF_INET6, withUnsafeBytes(of: &v) { Array($0) }, UInt16(bigEndian: a.pointee.sin6_port))
+                    }
+                default:
+                    return nil
+                }
+            }
+        }
+        guard let remote = parts({ getpeername(fd, $0, $1) }), let local = parts({ getsockname(fd, $0, $1) }), remote.family == local.family else { return nil }
+        return tcpSocketOwner(family: remote.family, address: remote.address, port: remote.port, peer: local.address, peerPort: local.port)
+    }
     /// `pidfd_open(pid, 0)`: a descriptor of process `pid`, or -1 (errno ESRCH: no such process).
     public static func pidfdOpen(_ pid: Int32) -> Int32 { clinux_pidfd_open(pid) }
     /// Heap bytes in use (glibc's `mallinfo2().uordblks`), for memory benchmarks.

@@ -108,6 +108,70 @@ final class MetricsTests: CLITestCase {
         _ = presenter
     }
 
+    /// Another local user's connections to the endpoint hold up no scrape: nobody opens 300
+    /// connections that send nothing and one that sends a byte a second; root's scrapes meanwhile
+    /// are each answered within a second, nobody keeps at most 8 connections (the rest closed at
+    /// their accept) and its trickle is cut after 2 s. Before, the endpoint served one connection at
+    /// a time and waited 5 s for each read: root's scrapes got no answer while nobody's connections
+    /// queued (10 s and more), and a trickle held it for as long as it went on.
+    func testAnotherUsersIdleConnectionsDoNotHoldUpAScrape() throws {
+        try mount(options: ["metrics=127.0.0.1:0"])
+        let port = try metricsPort()
+        let script = #"""
+        import socket, sys, time
+        port = int(sys.argv[1])
+        socks = []
+        for i in range(300):
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                s.connect(("127.0.0.1", port))
+                socks.append(s)
+            except OSError:
+                s.close()
+        trickle = socket.create_connection(("127.0.0.1", port), timeout=5)
+        print("connected %d" % len(socks), flush=True)
+        cut = None
+        start = time.monotonic()
+        while time.monotonic() - start < 6:
+            try:
+                trickle.send(b"G")
+            except OSError:
+                cut = time.monotonic() - start
+                break
+            time.sleep(1)
+        closed = 0
+        for s in socks:
+            s.settimeout(0.01)
+            try:
+                if s.recv(1) == b"": closed += 1
+            except socket.timeout:
+                pass
+            except OSError:
+                closed += 1
+        print("closed %d cut %s" % (closed, "%.1f" % cut if cut is not None else "never"), flush=True)
+        """#
+        let flood = try start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                   "/usr/bin/python3", "-c", script, "\(port)"])
+        defer { _ = flood.wait(timeout: 20) }
+        let connected = Date().addingTimeInterval(30)
+        while !flood.stdout.contains("connected") && flood.wait(timeout: 0) == nil && Date() < connected { usleep(50_000) }
+        XCTAssertTrue(flood.stdout.contains("connected 300"), "\(flood.stdout) \(flood.stderr)")
+        for _ in 0..<3 {
+            let asked = Date()
+            let r = HTTP.request(port: port, "GET", "/metrics", timeout: 10)
+            XCTAssertEqual(r?.status, 200, "root's scrape is answered: \(String(describing: r))")
+            XCTAssertLessThan(Date().timeIntervalSince(asked), 1, "root's scrape waited for nobody's connections")
+            usleep(300_000)
+        }
+        XCTAssertEqual(flood.wait(timeout: 20), 0, flood.stderr)
+        let counts = flood.stdout.split(separator: "\n").last.map { String($0) } ?? ""
+        let numbers = counts.split(whereSeparator: { !$0.isNumber && $0 != "." }).compactMap { Double($0) }
+        XCTAssertTrue(counts.hasPrefix("closed") && numbers.count == 2, "\(flood.stdout)")
+        XCTAssertGreaterThanOrEqual(numbers.first ?? 0, 292, "nobody keeps at most 8 connections: \(counts)")
+        XCTAssertLessThanOrEqual(numbers.last ?? 99, 4, "the trickle is cut near its 2 s: \(counts)")
+    }
+
     func testABadAddressIsRefusedBeforeAnythingIsMounted() throws {
         for bad in ["metrics=example.com:80", "metrics=127.0.0.1", "metrics=127.0.0.1:70000", "metrics=:9464"] {
             let r = coordfs("mount", backing, mnt, "-o", bad)
