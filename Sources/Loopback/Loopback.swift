@@ -1390,6 +1390,18 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     }
 
     public func listxattr(_ request: consuming Request, inode id: InodeID, size: Int) {
+        if runningAsRoot, request.context.uid != 0 {
+            switch namesWithoutTrusted(inode(id)) {
+            case .success(let names) where size == 0: return request.reply(xattrSize: names.count)
+            case .success(let names) where names.count > size: return request.reply(error: Errno(rawValue: ERANGE))
+            case .success(let names):
+                let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(names.count, 1), alignment: 1)
+                defer { copy.deallocate() }
+                copy.copyBytes(from: names)
+                return request.reply(buffer: UnsafeRawBufferPointer(rebasing: copy[0..<names.count]))
+            case .failure(let e): return request.reply(error: e)
+            }
+        }
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
         defer { buf.deallocate() }
         let list = size == 0 ? nil : buf.baseAddress?.assumingMemoryBound(to: CChar.self)
@@ -1399,6 +1411,30 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
         case .success(let n) where size == 0: request.reply(xattrSize: n)
         case .success(let n): request.reply(buffer: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
         case .failure(let e): request.reply(error: e)
+        }
+    }
+
+    /// The extended attributes' names of `node` (LISTXATTR's list: names each ending in a NUL) but
+    /// those in `trusted.*`, for a caller other than root. The file system lists `trusted.*` names
+    /// only to a caller with CAP_SYS_ADMIN, judged with the lister's credentials, and the daemon
+    /// lists as root: another user saw the names of root's `trusted.*` attributes through the mount
+    /// (their values stay refused by the kernel), where natively it sees none. The whole list is
+    /// read (at most XATTR_LIST_MAX, 64 KiB) to answer a size query with the size of what is kept.
+    private func namesWithoutTrusted(_ node: BackingNode) -> Result<[UInt8], Errno> {
+        let capacity = 65_536
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
+        defer { buf.deallocate() }
+        let list = buf.baseAddress!.assumingMemoryBound(to: CChar.self)
+        return xattrCall(node, onDescriptor: { LinuxCalls.flistxattr($0, list, capacity) },
+                         onPath: { LinuxCalls.listxattr($0, list, capacity) }).map { n in
+            var kept: [UInt8] = []
+            var start = 0
+            for i in 0..<n where buf[i] == 0 {
+                let name = UnsafeRawBufferPointer(rebasing: buf[start...i])
+                if !name.starts(with: "trusted.".utf8) { kept += name }
+                start = i + 1
+            }
+            return kept
         }
     }
 

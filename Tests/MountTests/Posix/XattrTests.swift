@@ -29,6 +29,25 @@ final class XattrTests: MountTestCase {
         same("lsetxattr user.* on a symlink", expect: Outcome.failure(EPERM)) { s in Sys.setxattr(s("l"), "user.a", [1]) }
     }
 
+    /// `trusted.*` names are listed to root only, as the file system lists them natively (to a
+    /// caller with CAP_SYS_ADMIN): nobody's listxattr of root's 0644 file, its size query and the
+    /// list, give `user.u` alone on both sides. Before, the daemon listed as root and nobody got
+    /// `trusted.t` through the mount too.
+    func testTrustedNamesAreListedToRootOnly() {
+        prepare("put f") { s in Sys.put(s("f"), [1]) }
+        prepare("setxattr f trusted.t") { s in Sys.setxattr(s("f"), "trusted.t", Array("root's".utf8)) }
+        prepare("setxattr f user.u") { s in Sys.setxattr(s("f"), "user.u", [1]) }
+        func listed(_ path: String) -> ChildOutcome {
+            let size = LinuxCalls.llistxattr(path, nil, 0)
+            var names = [CChar](repeating: 0, count: max(size, 1))
+            let got = LinuxCalls.llistxattr(path, &names, names.count)
+            return ChildOutcome(outcome: Outcome(ret: size, err: size < 0 ? errno : 0),
+                                data: got > 0 ? names[0..<got].map { UInt8(bitPattern: $0) } : [])
+        }
+        same("list f as root", expect: ChildOutcome(outcome: .success(17), data: Array("trusted.t\0user.u\0".utf8))) { s in listed(s("f")) }
+        same("list f as nobody", expect: ChildOutcome(outcome: .success(7), data: Array("user.u\0".utf8))) { s in asUser { listed(s("f")) } }
+    }
+
     func testCreateReplaceAndSizes() {
         prepare("put f") { s in Sys.put(s("f"), [1]) }
         same("XATTR_REPLACE on a missing name", expect: Outcome.failure(ENODATA)) { s in Sys.setxattr(s("f"), "user.k", [1], Linux.XATTR_REPLACE) }
