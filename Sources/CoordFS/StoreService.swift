@@ -34,6 +34,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     let writePolicy: CoordinationPolicy
     /// What one user may pin in the store (the mount's `max_user_pinned_versions`, `max_user_pinned_mb`).
     let userPins: UserPinBudget
+    /// Other users may use the mount: versions are copied without the blocks kept for root.
+    let shared: Bool
     /// Prefix of this daemon's presenter names in the store: interests left by a daemon that is
     /// gone are dropped at start (its presenters cannot come back under the same coordinator ids).
     let instance: String
@@ -91,7 +93,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let service = try StoreService(
             backing: daemon.plan.state.io.backing, stateDirectory: daemon.plan.state.io.store, coordinator: daemon.coordinator,
             coordination: daemon.plan.options.coordination, log: daemon.recorder.map(StoreEventRecorder.init(log:)),
-            options: options, userPins: daemon.plan.options.limits.userPins)
+            options: options, userPins: daemon.plan.options.limits.userPins, shared: daemon.plan.options.allowOther)
         service.mount = mount
         let tap = StorePresenterTap(service: service, next: daemon.coordinator.eventSink)
         service.tap = tap
@@ -103,8 +105,9 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     }
 
     init(backing: String, stateDirectory: String, coordinator: Coordinator, coordination: CoordinationOptions,
-         log: StoreEventRecorder?, options: StoreOptions, userPins: UserPinBudget = PeerLimits().userPins) throws(MountError) {
+         log: StoreEventRecorder?, options: StoreOptions, userPins: UserPinBudget = PeerLimits().userPins, shared: Bool = false) throws(MountError) {
         self.userPins = userPins
+        self.shared = shared
         self.backing = backing
         self.stateDirectory = stateDirectory
         self.coordinator = coordinator
@@ -115,7 +118,8 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         instance = Self.instanceName(pid: getpid(), start: ProcessLife.startTime(getpid()) ?? 0)
         let store: DocumentStore
         do {
-            store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: Self.configuration(options, userPins))
+            store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory,
+                                      configuration: Self.configuration(options, userPins, shared: shared))
         } catch {
             throw .system("cannot open the document store in '\(stateDirectory)': \(error)")
         }
@@ -124,9 +128,10 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     }
 
     /// The store's configuration for `options`, with the mount's per-user budget.
-    private static func configuration(_ options: StoreOptions, _ userPins: UserPinBudget) -> StoreConfiguration {
+    private static func configuration(_ options: StoreOptions, _ userPins: UserPinBudget, shared: Bool) -> StoreConfiguration {
         var configuration = options.configuration
         configuration.userPins = userPins
+        configuration.copiesLeaveRootReserve = shared
         return configuration
     }
 
@@ -165,7 +170,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     /// Reopens the store with other options (default actions, retention). Registrations and
     /// observers stay.
     public func reconfigure(_ options: StoreOptions) throws {
-        let store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: Self.configuration(options, userPins))
+        let store = try DocumentStore(backingRoot: backing, stateDirectory: stateDirectory, configuration: Self.configuration(options, userPins, shared: shared))
         state.withLock {
             // What live readers hold stays held in the reopened store.
             store.adoptHolds(of: $0.store)

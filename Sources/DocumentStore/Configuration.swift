@@ -81,6 +81,11 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var allowReflink: Bool
     /// What one user's pins may hold (unbounded by default; a mount bounds it).
     public var userPins: UserPinBudget
+    /// Versions' bytes are copied without the blocks the file system keeps for root
+    /// (`RootReserve`): on a mount other users write, the daemon keeps their documents' versions as
+    /// root, and they must not take the last blocks kept for root, its event log and this store's
+    /// database. A copy that finds no room fails (`ENOSPC`) and the version is not kept.
+    public var copiesLeaveRootReserve = false
 
     public init(
         retention: Retention = Retention(), defaultActions: DefaultActions = DefaultActions(),

@@ -158,7 +158,8 @@ extension DocumentStore {
                 }
                 return .reflink
             }
-            try FileSystem.copyPrefix(fd: source, sourcePath: absolute, length: prefix.size, toNew: stored)
+            try FileSystem.copyPrefix(fd: source, sourcePath: absolute, length: prefix.size, toNew: stored,
+                                      leavingRootReserve: configuration.copiesLeaveRootReserve)
             return .copy
         }
     }
@@ -293,7 +294,7 @@ extension DocumentStore {
                 // This file cannot be cloned (another filesystem below a bind mount): copy.
             }
         }
-        try FileSystem.copy(fd: fd, sourcePath: source, toNew: destination)
+        try FileSystem.copy(fd: fd, sourcePath: source, toNew: destination, leavingRootReserve: configuration.copiesLeaveRootReserve)
         return .copy
     }
 

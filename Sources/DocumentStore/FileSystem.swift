@@ -148,12 +148,13 @@ enum FileSystem {
         return try copy(fd: src, sourcePath: source, toNew: destination)
     }
 
-    /// `copy(from:to:)` from the open file `src`.
+    /// `copy(from:to:)` from the open file `src`. `leavingRootReserve`: the bytes are written
+    /// without the blocks the file system keeps for root (`RootReserve`; the file is made as before).
     @discardableResult
-    static func copy(fd src: Int32, sourcePath source: String, toNew destination: String) throws -> Int64 {
+    static func copy(fd src: Int32, sourcePath source: String, toNew destination: String, leavingRootReserve: Bool = false) throws -> Int64 {
         let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         do {
-            let copied = try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination)
+            let copied = try leaving(leavingRootReserve) { try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination) }
             close(dst)
             return copied
         } catch {
@@ -165,10 +166,10 @@ enum FileSystem {
 
     /// Copies the first `length` bytes of the open file `src` (from its start) into the new file
     /// `destination`; fails (`EIO`, nothing left behind) when the file is shorter by now.
-    static func copyPrefix(fd src: Int32, sourcePath source: String, length: Int64, toNew destination: String) throws {
+    static func copyPrefix(fd src: Int32, sourcePath source: String, length: Int64, toNew destination: String, leavingRootReserve: Bool = false) throws {
         let dst = try open(destination, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         do {
-            let copied = try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination, limit: length)
+            let copied = try leaving(leavingRootReserve) { try copy(fd: src, sourcePath: source, to: dst, destinationPath: destination, limit: length) }
             guard copied == length else { throw error("copy", source, EIO) }
             close(dst)
         } catch {
@@ -176,6 +177,11 @@ enum FileSystem {
             unlinkIfPresent(destination)
             throw error
         }
+    }
+
+    /// `body`, with the blocks kept for root withheld when `withheld` (`RootReserve`).
+    private static func leaving<T>(_ withheld: Bool, _ body: () throws -> T) throws -> T {
+        withheld ? try RootReserve.withheld(as: RootReserve.anyUser, body) : try body()
     }
 
     /// Sets the size of the file at `path` (a clone of a prefix cut to its length).

@@ -59,22 +59,7 @@ final class RootReserveTests: MountTestCase {
         try fixture.mount(options: options)
         let before = space()
         XCTAssertGreaterThan(before.reserved, 2 << 20, "the image keeps about 3 MiB for root: \(before)")
-        let fill = mnt("shared/fill")
-        let filled = asUser {
-            let fd = open(fill, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            guard fd >= 0 else { return ChildOutcome(outcome: .failure(errno)) }
-            defer { close(fd) }
-            let block = [UInt8](repeating: 0x5a, count: 64 << 10)
-            var total = 0
-            while true {
-                let n = write(fd, block, block.count)
-                if n <= 0 { break }
-                total += n
-            }
-            var err = errno
-            if fallocate, err == ENOSPC, LinuxCalls.fallocate(fd, 0, total, 8 << 20) != 0 { err = errno }
-            return ChildOutcome(outcome: Outcome(ret: total, err: err))
-        }
+        let filled = nobodyFills(mnt("shared/fill"), fallocate: fallocate)
         XCTAssertEqual(filled.outcome.err, ENOSPC, "nobody's writes (and fallocate) end with ENOSPC: \(filled)")
         let after = space()
         // ext4 says ENOSPC to nobody once its free blocks are down to the reserve; a few blocks of
@@ -89,6 +74,61 @@ final class RootReserveTests: MountTestCase {
         let logged = logBytes()
         XCTAssertEqual(Sys.call { mkdir(mnt("after"), 0o755) }, .success())
         eventually("the event log writes the records of root's mkdir after nobody filled the disk", within: 10) { logBytes() > logged }
+    }
+
+    /// The document store keeps the versions of another user's presented document as root: their
+    /// bytes are copied without the reserve too. nobody presents its own 2 MiB document, fills what
+    /// it may write, then saves the document in place three times (truncate, write 2 MiB), which
+    /// natively reuses its own blocks: each save succeeds and the reserve stays free (the store
+    /// keeps no version it has no room for). Before, the store's copy of the document took 2 MiB of
+    /// the reserve and nobody's next write found none of its own blocks free: ENOSPC.
+    func testVersionsOfAnotherUsersDocumentLeaveRootsReservedBlocks() throws {
+        try fixture.mount(options: ["allow_other"])
+        guard case .coordfs(let binary) = target, let setpriv = Spawn.which("setpriv") else { throw XCTSkip("needs coordfs and setpriv") }
+        let before = space()
+        let doc = mnt("shared/doc.bin")
+        XCTAssertEqual(asUser { ChildOutcome(outcome: Sys.put(doc, self.pattern(2 << 20, seed: 3))) }.outcome, .success())
+        let said = fixture.root + "/present.out"
+        let presenter = try Spawn.start(setpriv, ["--reuid=65534", "--regid=65534", "--clear-groups", binary, "present", doc], stdout: said)
+        defer { kill(presenter, SIGTERM); _ = Spawn.wait(presenter, timeout: 10) }
+        eventually("nobody's presenter is registered", within: 10) { ((try? String(contentsOfFile: said, encoding: .utf8)) ?? "").contains("registered") }
+        XCTAssertEqual(nobodyFills(mnt("shared/fill"), fallocate: false).outcome.err, ENOSPC)
+        let saves = asUser {
+            let bytes = [UInt8](repeating: 0x33, count: 2 << 20)
+            for _ in 0..<3 {
+                let fd = open(doc, O_RDWR)
+                guard fd >= 0 else { return ChildOutcome(outcome: .failure(errno)) }
+                defer { close(fd) }
+                guard ftruncate(fd, 0) == 0 else { return ChildOutcome(outcome: .failure(errno)) }
+                let o = Sys.write(fd, bytes, at: 0)
+                guard o == .success(bytes.count) else { return ChildOutcome(outcome: o) }
+            }
+            return ChildOutcome(outcome: .success())
+        }
+        XCTAssertEqual(saves.outcome, .success(), "nobody's in-place saves of its own document, which natively reuse its own blocks")
+        let after = space()
+        XCTAssertGreaterThanOrEqual(after.free, before.reserved * 3 / 4, "the store's versions of nobody's document took the blocks kept for root: \(before) then \(after)")
+        XCTAssertEqual(Sys.call { unlink(mnt("shared/fill")) }, .success())
+    }
+
+    /// nobody writes `path` through the mount until its writes fail (then, with `fallocate`, asks
+    /// for 8 MiB more): the bytes written and the error.
+    private func nobodyFills(_ path: String, fallocate: Bool) -> ChildOutcome {
+        asUser {
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            guard fd >= 0 else { return ChildOutcome(outcome: .failure(errno)) }
+            defer { close(fd) }
+            let block = [UInt8](repeating: 0x5a, count: 64 << 10)
+            var total = 0
+            while true {
+                let n = write(fd, block, block.count)
+                if n <= 0 { break }
+                total += n
+            }
+            var err = errno
+            if fallocate, err == ENOSPC, LinuxCalls.fallocate(fd, 0, total, 8 << 20) != 0 { err = errno }
+            return ChildOutcome(outcome: Outcome(ret: total, err: err))
+        }
     }
 
     /// The bytes of the event log's segments in the state folder.
