@@ -68,19 +68,26 @@ struct LogCommand: ParsableCommand {
             query.warnIfCursorBeyondEnd(bounds)
             // The end is fixed now, so a busy mount cannot keep this command reading forever.
             let end = min(until ?? UInt64.max, bounds.nextSeq &- 1)
-            var start = query.since ?? 1
-            if let last, filter.isEmpty, bounds.nextSeq > UInt64(last) {
+            let first = query.since ?? 1
+            // Through the daemon, only the records this user may see come back: the last N of
+            // them are not the last N seqs, even without a filter.
+            let throughDaemon = recordBounds.storage == nil
+            var start = first
+            if let last, filter.isEmpty, !throughDaemon, bounds.nextSeq > UInt64(last) {
                 // Without a filter the last N records are the last N seqs: skip the rest unread.
                 start = max(start, bounds.nextSeq - UInt64(last))
             }
-            let reader = try mount.recordSource(position: start <= 1 ? .start : .from(start), filter: filter)
             let formatter = query.formatter()
             let out = RecordOutput(formatter: formatter)
             if let h = query.header(formatter) { out.add(line: h) }
             do {
-                if let last {
+                if let last, throughDaemon {
+                    try emit(lastThroughDaemon(last, mount, filter, from: first, oldest: bounds.oldestSeq, end), out)
+                } else if let last {
+                    let reader = try mount.recordSource(position: start <= 1 ? .start : .from(start), filter: filter)
                     try printLast(last, reader, end, out)
                 } else {
+                    let reader = try mount.recordSource(position: start <= 1 ? .start : .from(start), filter: filter)
                     try printAll(reader, end, out)
                 }
             } catch let stop as RecordOutput.Stop {
@@ -109,13 +116,46 @@ struct LogCommand: ParsableCommand {
         while let r = try reader.next(), Self.starts(r, atOrBefore: end) {
             if ring.count < n { ring.append(r) } else { ring[head] = r; head = (head + 1) % n }
         }
-        for i in 0..<ring.count {
-            let r = ring[(head + i) % ring.count]
+        try emit((0..<ring.count).map { ring[(head + $0) % ring.count] }, out)
+    }
+
+    private func emit(_ records: [EventRecord], _ out: RecordOutput) throws {
+        for r in records {
             report(r)
             out.add(r)
             if out.pending >= 1 << 16 { try out.flush() }
         }
         try out.flush()
+    }
+
+    /// The last `n` matching records of `first...end` that the daemon passes on to this user. It
+    /// leaves out the records naming items the user may not see, so they are read back from the
+    /// end in windows of seqs growing fourfold (`n`, then `4n`, ...) until `n` are found or
+    /// `first` is reached: a user whose last records are near the end reads little, one who sees
+    /// few reads the log once (a window that would reach the oldest kept record goes on to
+    /// `first`, so a deleted beginning is one `gap` record, as when reading from the start).
+    private func lastThroughDaemon(_ n: Int, _ mount: LocatedMount, _ filter: EventFilter, from first: UInt64,
+                                   oldest: UInt64?, _ end: UInt64) throws -> [EventRecord] {
+        var found: [EventRecord] = []
+        var hi = end
+        var width = UInt64(n)
+        var newest = true
+        while true {
+            var lo = hi >= width ? hi - width + 1 : 0
+            if lo <= max(first, oldest ?? 0) { lo = first }
+            let reader = try mount.recordSource(position: lo <= 1 ? .start : .from(lo), filter: filter)
+            var window: [EventRecord] = []
+            // The newest window takes a gap record whose range starts by `end`, as `printLast`;
+            // an older one only records up to its own end (the rest were in the window after it).
+            while let r = try reader.next(), newest ? Self.starts(r, atOrBefore: hi) : r.seq <= hi {
+                window.append(r)
+            }
+            found = window + found
+            if found.count >= n || lo <= first { return Array(found.suffix(n)) }
+            hi = lo - 1
+            width = width.multipliedReportingOverflow(by: 4).overflow ? UInt64.max : width * 4
+            newest = false
+        }
     }
 
     /// A gap record stands for its whole range: it belongs to the output if the range starts in it.

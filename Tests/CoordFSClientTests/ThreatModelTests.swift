@@ -191,6 +191,37 @@ final class ThreatModelTests: ClientMountTestCase {
         XCTAssertEqual(wait(watcher), 0, watcher.text)
     }
 
+    /// `coordfs log --last N` as nobody prints the last N records nobody may see, also when the
+    /// log's newest records name items it may not (before, it took the last N seqs and then left
+    /// out those: nothing was printed).
+    func testNobodysLastRecordsAreTheLastItMaySee() throws {
+        let bin = try Self.coordfsBinary()
+        mkdir(backing + "/private", 0o700)
+        let secrets = (1...8).map { "'\(mnt!)/private/secret-\($0).txt'" }
+        XCTAssertEqual(try sh(secrets.map { "echo s > \($0)" }.joined(separator: " && ")).status, 0)
+        XCTAssertEqual(try sh("echo p > '\(mnt!)/public-a.txt' && echo p > '\(mnt!)/public-b.txt'").status, 0)
+        // The log's newest records: writes of the private files (no create, so not even their folder).
+        XCTAssertEqual(try sh(secrets.map { "echo t > \($0)" }.joined(separator: " && ")).status, 0)
+        XCTAssertTrue(eventually {
+            let tail = (try? self.run([bin, "log", "--json", "--last", "1", self.mnt]))?.output ?? ""
+            return tail.contains("secret-8.txt") && tail.contains("released")
+        }, "root reads the last private record")
+
+        let all = try run([bin, "log", "--json", mnt], user: nobody)
+        XCTAssertEqual(all.status, 0, all.output)
+        let visible = all.output.split(separator: "\n")
+        XCTAssertTrue(visible.count >= 3 && visible.last?.contains("public-b.txt") == true, all.output)
+        XCTAssertFalse(all.output.contains("secret-"), all.output)
+        for n in [1, 3] {
+            let last = try run([bin, "log", "--json", "--last", String(n), mnt], user: nobody)
+            XCTAssertEqual(last.status, 0, last.output)
+            XCTAssertEqual(last.output.split(separator: "\n"), Array(visible.suffix(n)), "--last \(n): \(last.output)")
+        }
+        // With a filter too, and in text.
+        let kind = try run([bin, "log", "--last", "1", "--kind", "released", mnt], user: nobody)
+        XCTAssertTrue(kind.output.contains("public-b.txt"), kind.output)
+    }
+
     /// Visibility follows the kernel, POSIX ACLs included (set with setfacl on the backing folders):
     /// a folder whose mode bits shut nobody out but whose ACL lets nobody (by name, or its group)
     /// list it shows in nobody's `status` and `log`; one whose mode bits let nobody in but whose ACL
