@@ -491,9 +491,16 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         }
         // An access is listed when one of its items is visible, and then with those items only.
         func intents(_ list: [FileAccessIntent]) -> [Intent] { list.filter { visible($0.path) }.compactMap(Self.convert) }
+        // What an access not granted yet waits for: the asks of presenters the peer may see.
+        let presenterPaths = Dictionary(snapshot.presenters.map { ($0.id, $0.path) }, uniquingKeysWith: { a, _ in a })
+        func asking(_ list: [CoordinationStatus.PendingAsk]) -> [StatusReport.Asking] {
+            list.filter { presenterPaths[$0.presenter].map(visible) ?? false }.map {
+                StatusReport.Asking(presenter: $0.presenter, ask: AskKind($0.ask), askingMs: $0.ageNanos / 1_000_000)
+            }
+        }
         let accesses = snapshot.held.filter { $0.intents.contains { visible($0.path) } }.map { a in
             StatusReport.Access(access: AccessID(a.id.rawValue), intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid,
-                                heldMs: a.ageNanos / 1_000_000)
+                                heldMs: a.ageNanos / 1_000_000, asking: a.phase == .granted ? [] : asking(a.pendingAsks))
         }
         let waiting = snapshot.waiting.filter { $0.intents.contains { visible($0.path) } }.map { a in
             StatusReport.Waiting(intents: intents(a.intents), pid: a.origin.pid, uid: a.origin.uid, waitingMs: a.ageNanos / 1_000_000)

@@ -84,13 +84,7 @@ final class RemotePresenter: Coordination.FilePresenter, Sendable {
 
     /// Only the asks the client listed in `register` are sent; the others cost nothing.
     func wantsAsk(_ ask: PresenterAsk) -> Bool {
-        switch ask {
-        case .relinquishToReader: return asks.contains(.relinquishToReader)
-        case .relinquishToWriter: return asks.contains(.relinquishToWriter)
-        case .saveChanges: return asks.contains(.save)
-        case .accommodateDeletion: return asks.contains(.accommodateDeletion)
-        case .accommodateSubitemDeletion: return asks.contains(.accommodateSubitemDeletion)
-        }
+        asks.contains(AskKind(ask))
     }
 
     func relinquishPresentedItem(toReader reader: AccessOrigin) async -> Reacquirer? {
@@ -189,5 +183,18 @@ extension MountPath {
     var itemPath: ItemPath {
         // A MountPath is normalised (no empty, `.` or `..` components, no NUL): always a valid ItemPath.
         (try? ItemPath(rawValue)) ?? .root
+    }
+}
+
+extension AskKind {
+    /// The protocol's name of a coordinator's ask.
+    init(_ ask: PresenterAsk) {
+        switch ask {
+        case .relinquishToReader: self = .relinquishToReader
+        case .relinquishToWriter: self = .relinquishToWriter
+        case .saveChanges: self = .save
+        case .accommodateDeletion: self = .accommodateDeletion
+        case .accommodateSubitemDeletion: self = .accommodateSubitemDeletion
+        }
     }
 }

@@ -123,6 +123,11 @@ struct StatusCommand: ParsableCommand {
         }
     }
 
+    /// An ask an access not granted yet waits for, after its intents.
+    static func describe(_ ask: StatusReport.Asking) -> String {
+        ", asking presenter \(ask.presenter.rawValue) to \(ask.ask.rawValue) (\(ask.askingMs) ms)"
+    }
+
     /// Each process's name, read once however many entries it has (100,000 presenters of one
     /// process cost one read of /proc).
     static func processNames(_ report: StatusReport) -> (Int32) -> String {
@@ -141,7 +146,7 @@ struct StatusCommand: ParsableCommand {
         }, into: &lines)
         table("held accesses", ["ID", "PID", "EXECUTABLE", "UID", "HELD", "INTENTS"], report.accesses.map { a in
             [String(a.access.rawValue), String(a.pid), processName(a.pid), String(a.uid), "\(a.heldMs) ms",
-             a.intents.map(describe).joined(separator: "; ")]
+             a.intents.map(describe).joined(separator: "; ") + a.asking.map(describe).joined()]
         }, into: &lines)
         table("waiting requests", ["PID", "EXECUTABLE", "UID", "WAITING", "INTENTS"], report.waiting.map { w in
             [String(w.pid), processName(w.pid), String(w.uid), "\(w.waitingMs) ms", w.intents.map(describe).joined(separator: "; ")]
@@ -191,7 +196,11 @@ struct StatusCommand: ParsableCommand {
         object["accesses"] = .array(report.accesses.map { a in
             .object(JSONObject(["access": .int(Int64(a.access.rawValue)), "pid": .int(Int64(a.pid)),
                                 "executable": .string(processName(a.pid)), "uid": .int(Int64(a.uid)),
-                                "heldMs": .int(Int64(clamping: a.heldMs)), "intents": intents(a.intents)]))
+                                "heldMs": .int(Int64(clamping: a.heldMs)), "intents": intents(a.intents),
+                                "asking": .array(a.asking.map { ask in
+                                    .object(JSONObject(["presenter": .int(Int64(ask.presenter.rawValue)), "ask": .string(ask.ask.rawValue),
+                                                        "askingMs": .int(Int64(clamping: ask.askingMs))]))
+                                })]))
         })
         object["waiting"] = .array(report.waiting.map { w in
             .object(JSONObject(["pid": .int(Int64(w.pid)), "executable": .string(processName(w.pid)), "uid": .int(Int64(w.uid)),

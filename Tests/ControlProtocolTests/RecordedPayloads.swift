@@ -85,5 +85,6 @@ enum RecordedPayloads {
         ##"{"type":"clusterSteps","id":38,"from":12}"##,
         ##"{"type":"clusterStepList","id":38,"steps":[{"seq":12,"revision":57,"node":"b","what":"holds write (token 57)","path":"docs/a.txt"},{"seq":13,"revision":58,"node":"a","what":"joined (lease 1, ttl 10 s)"}],"next":14,"oldest":1}"##,
         ##"{"type":"conflictList","id":39,"conflicts":[{"conflict":7,"document":4,"path":"docs/b.txt","storePresenter":"process:4242:81234:uid:1000","kind":"lostUpdate","createdMs":1763759351114,"before":{"device":"2049","inode":"131074","size":4301,"mtimeNs":"1763759351114000123"},"baseVersion":10,"theirsVersion":11}]}"##,
+        ##"{"type":"statusReport","id":40,"presenters":[],"accesses":[{"access":6,"intents":[{"intent":"write","path":"docs/a.txt","options":[]}],"pid":2,"uid":1000,"heldMs":1300,"asking":[{"presenter":1,"ask":"relinquishToWriter","askingMs":1299},{"presenter":2,"ask":"save","askingMs":7}]}],"waiting":[]}"##,
     ]
 }

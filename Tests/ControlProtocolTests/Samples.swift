@@ -124,6 +124,11 @@ enum Samples {
                              storePresenter: "process:4242:81234:uid:1000", kind: .lostUpdate, createdMs: 1_763_759_351_114,
                              before: identity, after: nil, baseVersion: VersionID(10), theirsVersion: VersionID(11)),
             ])),
+            .statusReport(StatusReport(
+                id: RequestID(40),
+                accesses: [.init(access: AccessID(6), intents: [.writing(a)], pid: 2, uid: 1000, heldMs: 1300,
+                                 asking: [.init(presenter: PresenterID(1), ask: .relinquishToWriter, askingMs: 1299),
+                                          .init(presenter: PresenterID(2), ask: .save, askingMs: 7)])])),
         ]
     }
 }

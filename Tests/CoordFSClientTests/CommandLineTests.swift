@@ -140,6 +140,42 @@ final class CommandLineTests: ClientMountTestCase {
         XCTAssertEqual(try run([bin, "status", "/tmp"]).status, 69)
     }
 
+    /// An access still asking a slow presenter says so in `status`: which presenter, which ask,
+    /// for how long (before, it was listed as held like a granted one, and nothing told an
+    /// operator that the writer was in fact waiting for that presenter).
+    func testStatusSaysWhichPresenterAnAccessNotGrantedYetWaitsFor() throws {
+        try writeBacking("doc.txt", "old\n")
+        let bin = try Self.coordfsBinary()
+        let presenter = try present("doc.txt", ["--delay", "3"])
+        let id = presenter.lines.first { $0.hasPrefix("registered presenter#") }?.split(separator: " ")[1].dropFirst("presenter#".count)
+        let writer = try start(["/bin/sh", "-c", "echo new > '\(mnt!)/doc.txt'"])
+        XCTAssertTrue(eventually { presenter.text.contains("relinquishToWriter") }, presenter.text)
+        let text = try run([bin, "status", mnt])
+        XCTAssertEqual(text.status, 0, text.output)
+        let row = text.output.split(separator: "\n").first { $0.contains("write doc.txt") }
+        XCTAssertTrue(row?.contains("asking presenter \(id ?? "?") to relinquishToWriter (") == true, text.output)
+
+        let json = try run([bin, "status", "--json", mnt])
+        let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
+        let access = (object?["accesses"] as? [[String: Any]])?.first
+        let asking = access?["asking"] as? [[String: Any]]
+        XCTAssertEqual(asking?.count, 1, json.output)
+        XCTAssertEqual(asking?.first?["presenter"] as? Int, id.flatMap { Int($0) }, json.output)
+        XCTAssertEqual(asking?.first?["ask"] as? String, "relinquishToWriter", json.output)
+        XCTAssertNotNil(asking?.first?["askingMs"] as? Int, json.output)
+
+        // Granted, it asks no one: a holder's entry has an empty list.
+        XCTAssertEqual(wait(writer, timeout: 10), 0)
+        let holder = try start([bin, "coordinate", "--write", "--timeout", "10", mnt + "/doc.txt", "--", "sleep", "30"])
+        XCTAssertTrue(eventually(timeout: 15) { self.daemon.coordinator.status().held.contains { $0.origin.pid == holder.pid && $0.phase == .granted } })
+        let held = try run([bin, "status", "--json", mnt])
+        let after = try JSONSerialization.jsonObject(with: Data(held.output.utf8)) as? [String: Any]
+        XCTAssertEqual(((after?["accesses"] as? [[String: Any]])?.first?["asking"] as? [Any])?.count, 0, held.output)
+        XCTAssertFalse(try run([bin, "status", mnt]).output.contains("asking presenter"))
+        kill(holder.pid, SIGKILL)
+        wait(holder)
+    }
+
     func testNobodyMayPresentAndCoordinateOnlyWhatItCouldAccess() throws {
         let bin = try Self.coordfsBinary()
         let nobody = (uid: uid_t(65534), gid: gid_t(65534))

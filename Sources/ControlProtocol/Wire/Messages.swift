@@ -348,17 +348,32 @@ public struct StatusReport: Sendable, Hashable {
         public var intents: [Intent]
         public var pid: Int32
         public var uid: UInt32
-        /// Milliseconds held so far.
+        /// Milliseconds held so far (for an access still asking presenters: since it was requested).
         public var heldMs: UInt64
+        /// The asks of presenters this access is waiting for the answers of: it is not granted
+        /// yet, its place held (those presenters the peer may see; empty once granted).
+        public var asking: [Asking] = []
         /// On the wire only: this entry's intents go on in the next entry of the list (an access
         /// too large for one frame is sent in several entries; decoding joins them).
         package var continues = false
-        public init(access: AccessID, intents: [Intent], pid: Int32, uid: UInt32, heldMs: UInt64) {
+        public init(access: AccessID, intents: [Intent], pid: Int32, uid: UInt32, heldMs: UInt64, asking: [Asking] = []) {
             self.access = access
             self.intents = intents
             self.pid = pid
             self.uid = uid
             self.heldMs = heldMs
+            self.asking = asking
+        }
+    }
+    /// An ask an access waits on: which presenter, which ask, for how long so far.
+    public struct Asking: Sendable, Hashable {
+        public var presenter: PresenterID
+        public var ask: AskKind
+        public var askingMs: UInt64
+        public init(presenter: PresenterID, ask: AskKind, askingMs: UInt64) {
+            self.presenter = presenter
+            self.ask = ask
+            self.askingMs = askingMs
         }
     }
     public struct Waiting: Sendable, Hashable {
@@ -466,6 +481,15 @@ extension StatusReport: WireMessage {
                 access: AccessID(try item.uint("access")), intents: try item.intents("intents"),
                 pid: try item.pid(), uid: try item.uid(), heldMs: try item.uint("heldMs"))
             access.continues = try item.optionalBool("continues") ?? false
+            if item.has("asking") {
+                for (n, value) in try item.array("asking").enumerated() {
+                    let ask = try item.nested(value, "accesses[\(offset)].asking[\(n)]")
+                    // An ask this build does not know is left out, not an error.
+                    guard let kind = AskKind(rawValue: try ask.string("ask", maxBytes: 64)) else { continue }
+                    access.asking.append(StatusReport.Asking(
+                        presenter: PresenterID(try ask.uint("presenter")), ask: kind, askingMs: try ask.uint("askingMs")))
+                }
+            }
             accesses.append(access)
         }
         for (offset, value) in try fields.array("waiting").enumerated() {
@@ -522,6 +546,12 @@ extension StatusReport.Access {
             "access": .int(Int64(access.rawValue)), "intents": .array(intents.map(\.wireValue)),
             "pid": .int(Int64(pid)), "uid": .int(Int64(uid)), "heldMs": .int(Int64(heldMs)),
         ])
+        if !asking.isEmpty {
+            o["asking"] = .array(asking.map {
+                .object(JSONObject(["presenter": .int(Int64($0.presenter.rawValue)), "ask": .string($0.ask.rawValue),
+                                    "askingMs": .int(Int64(clamping: $0.askingMs))]))
+            })
+        }
         if continues { o["continues"] = .bool(true) }
         return .object(o)
     }
