@@ -56,7 +56,12 @@ public final class EventLogWriter: Sendable {
     static func recoveryRecord(tornTail r: Recovery?, previous: EventLogWriterState?, nextSeq: UInt64) -> EventRecord? {
         guard r != nil || previous != nil else { return nil }
         var parts: [String] = []
-        if let r { parts.append("cut \(r.bytesTruncated) bytes of unfinished records after seq \(r.lastSeq) in \(r.segment)") }
+        // The segment by its name in the log's folder: the daemon opens the log through a held
+        // descriptor (`/proc/self/fd/N/log`), a path that means nothing to whoever reads this.
+        if let r {
+            let name = r.segment.split(separator: "/").last.map(String.init) ?? r.segment
+            parts.append("cut \(r.bytesTruncated) bytes of unfinished records after seq \(r.lastSeq) at the end of \(name)")
+        }
         if let p = previous {
             var s = "the previous writer (pid \(p.pid)) ended without closing the log"
             if p.phase == .stuck {

@@ -109,6 +109,37 @@ final class DurabilityTests: CLITestCase {
         XCTAssertEqual(Set(all.map(\.seq)).count, all.count, "a seq was used twice")
     }
 
+    /// A torn tail (a frame cut short, as a crash mid-write leaves it) is cut by the next mount and
+    /// said by its `logRecovered` record, naming the segment as it is in the log's folder (before:
+    /// `/proc/self/fd/N/log/segment-...`, the daemon's own descriptor path).
+    func testATornTailIsCutByTheNextMountAndNamedInTheLogsFolder() throws {
+        try mount()
+        FileOps.put(mnt + "/before", "x")
+        unmount()
+        let log = backing + "/.coordfs/log"
+        let segment = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: log).filter { $0.hasPrefix("segment-") }.max())
+        // A frame header promising 100 bytes, and 3 of them.
+        let fd = open(log + "/" + segment, O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let torn: [UInt8] = [100, 0, 0, 0, 1, 2, 3]
+        XCTAssertEqual(write(fd, torn, torn.count), torn.count)
+        close(fd)
+
+        try mount()
+        FileOps.put(mnt + "/after", "x")
+        unmount()
+        let all = records(coordfs("log", "--backing", backing, "--json").lines)
+        assertContinuous(all, from: 1, "log after the torn tail")
+        let recovered = all.filter { $0.kind == "logRecovered" }
+        XCTAssertEqual(recovered.count, 1, "\(recovered.map(\.description))")
+        let message = recovered.first?.details["message"] as? String ?? ""
+        XCTAssertEqual(recovered.first?.reason, "tornTail")
+        XCTAssertEqual((recovered.first?.details["bytes"] as? NSNumber)?.intValue, torn.count)
+        XCTAssertTrue(message.contains("at the end of \(segment)"), message)
+        XCTAssertFalse(message.contains("/proc/"), message)
+        XCTAssertTrue(all.contains { $0.kind == "didChange" && $0.path == "/after" })
+    }
+
     /// Fills the file system of `path` but for `leave` bytes with a file `name` in it.
     private func fillDisk(_ path: String, leave: Int = 0) {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
