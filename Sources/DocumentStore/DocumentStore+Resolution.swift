@@ -243,11 +243,13 @@ extension DocumentStore {
 
     /// Writes contents to a scratch file in the store, then renames it over the document at
     /// `relative` (atomic: readers see the old or the new file, never a mix), in the folder
-    /// `openFolder(of:)` opens. Mode and owner follow the old file.
-    func writeFile(_ contents: Contents, to relative: String, permissionsFrom old: stat?, owner: FileOwner? = nil) throws {
+    /// `openFolder(of:)` opens. Mode and owner follow the old file; without one the mode is
+    /// `newMode` (see `stage`).
+    func writeFile(_ contents: Contents, to relative: String, permissionsFrom old: stat?, owner: FileOwner? = nil,
+                   newMode: mode_t? = nil) throws {
         let (folder, name) = try openFolder(of: relative)
         defer { FileSystem.close(folder) }
-        let scratch = try stage(contents, permissionsFrom: old, owner: owner)
+        let scratch = try stage(contents, permissionsFrom: old, owner: owner, newMode: newMode)
         do {
             try FileSystem.retrying("rename", relative) { scratch.withNameCString { a in name.withNameCString { b in renameat(AT_FDCWD, a, folder, b) } } }
         } catch {
@@ -268,8 +270,12 @@ extension DocumentStore {
     }
 
     /// A file in the store's scratch directory holding `contents`, synced to disk. Its mode is
-    /// `old`'s (or 0666 less the umask), its owner `owner`, else `old`'s (when the store is root).
-    func stage(_ contents: Contents, permissionsFrom old: stat?, owner: FileOwner? = nil) throws -> String {
+    /// `old`'s, else `newMode` (its permission bits), else 0644; its owner `owner`, else `old`'s
+    /// (when the store is root). Never the process's umask: a daemon's is 0 (the callers' umasks
+    /// and folders' default ACLs decide what it makes through the mount), which made every file
+    /// the store re-created writable by every user; and changing it for a moment would change it
+    /// for the creates of every other thread.
+    func stage(_ contents: Contents, permissionsFrom old: stat?, owner: FileOwner? = nil, newMode: mode_t? = nil) throws -> String {
         let scratch = temporaryPath("write")
         do {
             switch contents {
@@ -290,9 +296,7 @@ extension DocumentStore {
             if let old {
                 _ = fchmod(fd, old.st_mode & 0o7777)
             } else {
-                let mask = umask(0o022)
-                umask(mask)
-                _ = fchmod(fd, 0o666 & ~mask)
+                _ = fchmod(fd, newMode.map { $0 & 0o777 } ?? 0o644)
             }
             try FileSystem.fsync(fd, scratch)
             return scratch

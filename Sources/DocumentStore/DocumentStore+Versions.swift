@@ -85,8 +85,9 @@ extension DocumentStore {
     /// Writes a kept version back over the file at `path` (its document's current path by
     /// default), atomically. The current file is kept first (reason `restore`), so a restore is
     /// undoable; the document's presenters other than `presenter` get the change event. A file the
-    /// restore re-creates (its document was deleted) belongs to `owner` (nil: the store's user);
-    /// a file written over keeps its owner.
+    /// restore re-creates (its document was deleted) belongs to `owner` (nil: the store's user),
+    /// with the permission bits the file had when the version was kept (0644 for a version kept
+    /// by an older store); a file written over keeps its owner and mode.
     @discardableResult
     public func restore(_ id: VersionID, to path: String? = nil, by presenter: StorePresenterID? = nil, owner: FileOwner? = nil) throws -> RestoreOutcome {
         let version = try version(id)
@@ -99,7 +100,9 @@ extension DocumentStore {
             var preserved: Snapshot?
             if let st { preserved = try takeSnapshot(db, document, relative, absolute, st, reason: .restore) }
             // Clone or copy, never link: a later write to the restored file must not alter the version.
-            try writeFile(.file(absolutePath: stored), to: relative, permissionsFrom: st, owner: st == nil ? owner : nil)
+            // A re-created file gets the permission bits the file had when the version was kept.
+            try writeFile(.file(absolutePath: stored), to: relative, permissionsFrom: st, owner: st == nil ? owner : nil,
+                          newMode: version.sourceAccess.map { mode_t($0.mode) })
             guard let now = try statDocument(absolute, relative) else { throw DocumentStoreError.fileNotFound(relative) }
             let after = FileIdentity(now)
             let event = try announce(db, document, relative, absolute, .change, before: st.map(FileIdentity.init), after: after, writer: presenter)

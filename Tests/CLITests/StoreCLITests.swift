@@ -169,6 +169,27 @@ final class StoreCLITests: CLITestCase {
         XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: backing).contains { $0.contains("coordfs-restore") }, "no temp file left")
     }
 
+    /// A restore that re-creates a deleted document gives it the mode the file had when the version
+    /// was kept (before: 0666, writable by every user, the daemon's umask being 0).
+    func testARestoredDeletedDocumentHasTheModeItWasKeptWith() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        chmod(backing + "/doc.txt", 0o640)
+        try mount()
+        let presenter = try present("doc.txt")
+        XCTAssertEqual(sh("rm '\(mnt!)/doc.txt'").status, 0)
+        var kept = versions("doc.txt")
+        let deadline = Date().addingTimeInterval(5)
+        while kept.isEmpty && Date() < deadline { usleep(50_000); kept = versions("doc.txt") }
+        let id = try XCTUnwrap((kept.first?["version"] as? NSNumber)?.int64Value, "\(kept)")
+        let restore = coordfs("restore", mnt + "/doc.txt", "--version", String(id))
+        XCTAssertEqual(restore.status, 0, "\(restore)")
+        XCTAssertEqual(text("doc.txt"), "one\n")
+        var st = stat()
+        XCTAssertEqual(stat(backing + "/doc.txt", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o7777, 0o640, String(st.st_mode & 0o7777, radix: 8))
+        _ = presenter
+    }
+
     /// `coordfs restore` run as nobody (issue 18 item 5): the daemon restores for it over the
     /// socket (the CLI never opens the store: its database is unreadable to nobody), a coordinated
     /// write whose presenter is asked and told, and it is refused a document nobody could not write.
@@ -853,6 +874,9 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(coordfs("resolve", mnt + "/keep-both.txt", "--keep-both", "--from", mine).status, 0)
         XCTAssertNil(text("close.txt"), "stays deleted")
         XCTAssertEqual(text("save.txt"), "mine\n", "save restores the deleted file")
+        var saved = stat()
+        XCTAssertEqual(stat(backing + "/save.txt", &saved), 0)
+        XCTAssertEqual(saved.st_mode & 0o022, 0, "writable by others: \(String(saved.st_mode & 0o7777, radix: 8))")
         XCTAssertNil(text("keep-both.txt"))
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing).filter { $0.hasPrefix("keep-both (conflict ") }.count, 1)
         XCTAssertEqual(openConflicts().count, 0)
