@@ -11,6 +11,8 @@ struct ResolveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "resolve",
         abstract: "Resolve a document's conflict.",
+        // One of the five flags, not all of them (the generated usage listed them side by side).
+        usage: "coordfs resolve <path> (--close | --save | --reload | --keep-both | --merge) [--from <file>] [--conflict <id>]",
         discussion: """
         Resolves the open conflict of PATH (see `coordfs conflicts`):
           --close      drop your version; the file stays as it is (or deleted)
@@ -50,6 +52,16 @@ struct ResolveCommand: ParsableCommand {
             value == .keepBoth ? .customLong("keep-both") : .long
         }
 
+        static func help(for value: Choice) -> ArgumentHelp? {
+            switch value {
+            case .close: "Drop your version; the file stays as it is."
+            case .save: "Write your version (--from FILE) over theirs."
+            case .reload: "Take theirs, drop yours."
+            case .keepBoth: "Write your version (--from FILE) beside the file."
+            case .merge: "Three-way merge of yours (--from FILE) and theirs."
+            }
+        }
+
         /// The resolution (the protocol's and the store's).
         var resolution: Resolution {
             switch self {
@@ -65,8 +77,12 @@ struct ResolveCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("A document inside a coordfs mount.", valueName: "path"))
     var path: String
 
-    @Flag(exclusivity: .exclusive, help: "How to resolve.")
-    var choice: Choice
+    /// Optional for the parser only, so that naming none gets `validate`'s error (the parser's own
+    /// showed `--close <close>`); `choice` is always set past `validate`.
+    @Flag(exclusivity: .exclusive)
+    var picked: Choice?
+
+    var choice: Choice { picked! }
 
     @Option(help: ArgumentHelp("Your version of the document (for --save, --keep-both, --merge).", valueName: "file"))
     var from: String?
@@ -75,6 +91,9 @@ struct ResolveCommand: ParsableCommand {
     var conflictID: Int64?
 
     func validate() throws {
+        guard let choice = picked else {
+            throw ValidationError("name one resolution: --close, --save, --reload, --keep-both or --merge")
+        }
         switch choice {
         case .save, .keepBoth, .merge:
             break // --from is needed unless the conflict is a lost update (checked once it is known)
