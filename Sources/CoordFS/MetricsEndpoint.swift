@@ -34,7 +34,7 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
 /// answered as soon as its request head is in and closed after its answer; a connection has
 /// `deadline` (2 s) from its accept to get its request in and its answer out, and each user other
 /// than root and the daemon's own holds at most `perUser` (8) such connections at once (the owner
-/// of the peer's socket, by sock_diag: every local user can reach a loopback port), the rest closed
+/// of the peer's socket, `LinuxCalls.tcpSocketOwner`: every local user can reach a loopback port), the rest closed
 /// at their accept. Before, connections were served one at a time, each waiting up to 5 s for each
 /// read: one of nobody's connections that sent nothing made every scrape wait 5 s, a few hundred
 /// kept the endpoint from answering anyone for as long as nobody liked. It reads no file and takes

@@ -16,33 +16,10 @@ enum PeerKey: Hashable, Sendable {
     static func of(remote: SocketAddress?, local: SocketAddress?) -> PeerKey {
         guard let r = remote.flatMap(parts) else { return .address([]) }
         if let l = local.flatMap(parts), l.family == r.family,
-           let uid = LinuxCalls.tcpSocketOwner(family: r.family, address: r.address, port: r.port, peer: l.address, peerPort: l.port)
-               ?? owner(inProcNet: r, peer: l) {
+           let uid = LinuxCalls.tcpSocketOwner(family: r.family, address: r.address, port: r.port, peer: l.address, peerPort: l.port) {
             return .user(uid)
         }
         return .address(r.address)
-    }
-
-    /// The same from `/proc/net/tcp` (or `tcp6`), where sock_diag does not answer (a kernel
-    /// without `tcp_diag`): the row whose own address is `socket`'s and whose peer is `peer`'s.
-    private static func owner(inProcNet socket: (family: Int32, address: [UInt8], port: UInt16),
-                              peer: (family: Int32, address: [UInt8], port: UInt16)) -> UInt32? {
-        /// An address as the kernel prints it there: each 32-bit word in host order, %08X; the port %04X.
-        func hex(_ address: [UInt8], _ port: UInt16) -> String {
-            var words = ""
-            for i in stride(from: 0, to: address.count, by: 4) {
-                let word = address[i..<i + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
-                words += String(word, radix: 16, uppercase: true).leftPadded(8)
-            }
-            return words + ":" + String(port, radix: 16, uppercase: true).leftPadded(4)
-        }
-        let own = hex(socket.address, socket.port), other = hex(peer.address, peer.port)
-        guard let table = readWholeFile(socket.family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp") else { return nil }
-        for line in table.split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: " ")
-            if fields.count > 7, fields[1] == own, fields[2] == other { return UInt32(fields[7]) }
-        }
-        return nil
     }
 
     private static func parts(_ a: SocketAddress) -> (family: Int32, address: [UInt8], port: UInt16)? {
@@ -177,8 +154,4 @@ final class PeerBound: ChannelInboundHandler, RemovableChannelHandler {
         context.channel.closeFuture.whenComplete { _ in peers.release(peer) }
         return true
     }
-}
-
-private extension String {
-    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }

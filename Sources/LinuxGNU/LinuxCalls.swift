@@ -26,16 +26,38 @@ public enum LinuxCalls {
     public static func fileSystemType(_ fd: Int32) -> Int { clinux_fs_type(fd) }
     /// The uid owning the TCP socket on this machine whose own address is `address`:`port` and
     /// whose peer is `peer`:`peerPort` (the other end of a loopback connection: pass the
-    /// connection's remote address as `address` and its local one as `peer`), by sock_diag; nil
-    /// when there is no such socket here (a peer on another machine, or gone). `family` AF_INET
-    /// (addresses of 4 bytes) or AF_INET6 (16), ports in host byte order.
+    /// connection's remote address as `address` and its local one as `peer`), by sock_diag, or
+    /// from `/proc/net/tcp` (`tcp6`) where sock_diag does not answer (a kernel without
+    /// `tcp_diag`); nil when there is no such socket here (a peer on another machine, or gone).
+    /// `family` AF_INET (addresses of 4 bytes) or AF_INET6 (16), ports in host byte order.
     public static func tcpSocketOwner(family: Int32, address: [UInt8], port: UInt16, peer: [UInt8], peerPort: UInt16) -> UInt32? {
         let n = family == AF_INET6 ? 16 : 4
         guard address.count == n, peer.count == n else { return nil }
         let uid = address.withUnsafeBytes { a in
             peer.withUnsafeBytes { p in clinux_tcp_socket_uid(family, a.baseAddress, port.bigEndian, p.baseAddress, peerPort.bigEndian) }
         }
-        return uid >= 0 ? UInt32(truncatingIfNeeded: uid) : nil
+        return uid >= 0 ? UInt32(truncatingIfNeeded: uid) : tcpSocketOwnerInProcNet(family: family, address: address, port: port, peer: peer, peerPort: peerPort)
+    }
+    /// `tcpSocketOwner` from `/proc/net/tcp` (or `tcp6`): the row whose own address is
+    /// `address`:`port` and whose peer is `peer`:`peerPort`.
+    private static func tcpSocketOwnerInProcNet(family: Int32, address: [UInt8], port: UInt16, peer: [UInt8], peerPort: UInt16) -> UInt32? {
+        /// An address as the kernel prints it there: each 32-bit word in host order, %08X; the port %04X.
+        func hex(_ address: [UInt8], _ port: UInt16) -> String {
+            func padded(_ s: String, _ width: Int) -> String { String(repeating: "0", count: max(0, width - s.count)) + s }
+            var words = ""
+            for i in stride(from: 0, to: address.count, by: 4) {
+                let word = address[i..<i + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+                words += padded(String(word, radix: 16, uppercase: true), 8)
+            }
+            return words + ":" + padded(String(port, radix: 16, uppercase: true), 4)
+        }
+        let own = hex(address, port), other = hex(peer, peerPort)
+        guard let table = readWholeFile(family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp") else { return nil }
+        for line in table.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            if fields.count > 7, fields[1] == own, fields[2] == other { return UInt32(fields[7]) }
+        }
+        return nil
     }
     /// The uid owning the other end of the TCP connection `fd` (an accepted socket) on this
     /// machine, from the connection's own addresses (`tcpSocketOwner`); nil when the peer is on
