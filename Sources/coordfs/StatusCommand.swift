@@ -197,10 +197,7 @@ struct StatusCommand: ParsableCommand {
             .object(JSONObject(["access": .int(Int64(a.access.rawValue)), "pid": .int(Int64(a.pid)),
                                 "executable": .string(processName(a.pid)), "uid": .int(Int64(a.uid)),
                                 "heldMs": .int(Int64(clamping: a.heldMs)), "intents": intents(a.intents),
-                                "asking": .array(a.asking.map { ask in
-                                    .object(JSONObject(["presenter": .int(Int64(ask.presenter.rawValue)), "ask": .string(ask.ask.rawValue),
-                                                        "askingMs": .int(Int64(clamping: ask.askingMs))]))
-                                })]))
+                                "asking": .array(a.asking.map(\.wireValue))]))
         })
         object["waiting"] = .array(report.waiting.map { w in
             .object(JSONObject(["pid": .int(Int64(w.pid)), "executable": .string(processName(w.pid)), "uid": .int(Int64(w.uid)),

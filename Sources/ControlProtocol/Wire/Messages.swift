@@ -546,14 +546,18 @@ extension StatusReport.Access {
             "access": .int(Int64(access.rawValue)), "intents": .array(intents.map(\.wireValue)),
             "pid": .int(Int64(pid)), "uid": .int(Int64(uid)), "heldMs": .int(Int64(heldMs)),
         ])
-        if !asking.isEmpty {
-            o["asking"] = .array(asking.map {
-                .object(JSONObject(["presenter": .int(Int64($0.presenter.rawValue)), "ask": .string($0.ask.rawValue),
-                                    "askingMs": .int(Int64(clamping: $0.askingMs))]))
-            })
-        }
+        if !asking.isEmpty { o["asking"] = .array(asking.map(\.wireValue)) }
         if continues { o["continues"] = .bool(true) }
         return .object(o)
+    }
+}
+
+extension StatusReport.Asking {
+    /// Also what `coordfs status --json` shows of it.
+    package var wireValue: JSONValue {
+        .object(JSONObject([
+            "presenter": .int(Int64(presenter.rawValue)), "ask": .string(ask.rawValue), "askingMs": .int(Int64(clamping: askingMs)),
+        ]))
     }
 }
 
