@@ -29,16 +29,6 @@ final class KernelCacheTests: InProcessMountTestCase {
         XCTAssertTrue(check(), what, file: file, line: line)
     }
 
-    /// Returns once the backing watcher has handled every change made in the backing folder so
-    /// far: a name the kernel holds as missing, made there now, shows through the mount once the
-    /// watcher handled its report, which comes after the reports of every change made before it.
-    private func watcherCaughtUp(file: StaticString = #filePath, line: UInt = #line) throws {
-        let name = "caught-up.\(UInt64.random(in: 0...UInt64.max))"
-        XCTAssertFalse(exists(name), file: file, line: line)
-        try sh("touch \(name)", in: backing)
-        soon("the watcher did not report \(name), made in the backing folder", file: file, line: line) { exists(name) }
-    }
-
     // MARK: Negative entries
 
     func testOptionsGiveTheNegativeLifetimes() throws {
@@ -155,7 +145,7 @@ final class KernelCacheTests: InProcessMountTestCase {
         try sh("ln -s one link && ln -s three other", in: backing)
         // The watcher's reports of these two links drop what the kernel holds of them: counted
         // only once it handled them (on a loaded machine they came after the first readlink).
-        try watcherCaughtUp()
+        try waitForTheWatcher()
         XCTAssertEqual(target("link"), "one")
         let before = requests(.readlink)
         XCTAssertEqual(target("link"), "one")
