@@ -91,14 +91,14 @@ public struct MountOptions: Sendable, Equatable {
     public static var documentation: String {
         """
         kernel/libfuse: \(passThroughFlags.sorted().joined(separator: ", ")), max_read=N (1 to 2147483647)
-        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off,
-          backing_watcher=on|off, max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000),
-          spin_adapt=on|off, transport=auto|uring|dev, debug
-        coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S,
-          save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
-        event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216),
-          log_max_days=N (at most 36500), log_user_share=PERCENT (1 to 100, 10),
-          log_summary_interval=S (1 to 3600, 10)
+        coordfs: attr_timeout=S, entry_timeout=S, negative_timeout=S, cache=auto|none, passthrough=on|off, \
+        backing_watcher=on|off, max_threads=N (1 to 1024), spin=MICROSECONDS (0 to 100000), \
+        spin_adapt=on|off, transport=auto|uring|dev, debug
+        coordination: coordination=on|off, ask_timeout=S, strict, read_wait=S, write_wait=S, \
+        save_window=S, temp_patterns=GLOB:GLOB:...  (every S: seconds, 0 to 86400)
+        event log: log=on|off, log_sync=none|batch, log_max_mb=N (1 to 16777216), \
+        log_max_days=N (at most 36500), log_user_share=PERCENT (1 to 100, 10), \
+        log_summary_interval=S (1 to 3600, 10)
         \(StoreOptions.documentation)
         \(PeerLimits.documentation)
         \(ClusterOptions.documentation)

@@ -65,9 +65,10 @@ public struct PeerLimits: Sendable, Equatable {
     }
 
     static let documentation = """
-        limits: max_connections=N, max_user_connections=N, max_user_presenters=N, max_user_accesses=N,
-          max_user_asks=N, max_user_waits=N, max_user_open_files=N (8192), max_user_pinned_versions=N (1000), max_user_pinned_mb=N (1024),
-          max_user_readers=N (65536), max_readers=N (262144), idle_timeout=S, slow_timeout=S
+        limits: max_connections=N, max_user_connections=N, max_user_presenters=N, max_user_accesses=N, \
+        max_user_asks=N, max_user_waits=N, max_user_open_files=N (8192), max_user_pinned_versions=N (1000), \
+        max_user_pinned_mb=N (1024), max_user_readers=N (65536), max_readers=N (262144), idle_timeout=S, \
+        slow_timeout=S
         """
 
     /// Parses one option; false when `key` is not a limit.

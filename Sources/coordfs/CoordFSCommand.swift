@@ -5,7 +5,7 @@ struct CoordFSCommand: ParsableCommand {
         commandName: "coordfs",
         abstract: "Coordinated, conflict-safe shared editing of a folder, mounted through FUSE.",
         discussion: """
-        coordfs mounts a backing folder and routes every open, write, rename and delete made through the
+        coordfs mounts a backing folder and routes every open, write, rename and delete made through the \
         mount through a coordinator with NSFileCoordinator / NSFilePresenter semantics.
 
         Every command finds a mount from any path inside it, also when its backing folder was \

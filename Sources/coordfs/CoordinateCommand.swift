@@ -9,21 +9,21 @@ struct CoordinateCommand: ParsableCommand {
         commandName: "coordinate",
         abstract: "Run a command inside a coordinated read or write of an item.",
         discussion: """
-        Asks the mount's daemon for a coordinated access to PATH (presenters are asked first, as
-        for any coordinated access: relinquish, save, accommodate deletion), waits until it is
-        granted, then runs COMMAND and exits with its exit status. The access is held until
-        COMMAND exits; other processes' conflicting accesses, through the mount or the control
+        Asks the mount's daemon for a coordinated access to PATH (presenters are asked first, as \
+        for any coordinated access: relinquish, save, accommodate deletion), waits until it is \
+        granted, then runs COMMAND and exits with its exit status. The access is held until \
+        COMMAND exits; other processes' conflicting accesses, through the mount or the control \
         socket, wait until then.
 
-        COMMAND runs in place of this process (same pid), so its own reads and writes through the
-        mount never wait for the access it runs in. Processes it starts have their own pids and
-        are coordinated like anyone else. The connection to the daemon is passed to COMMAND as
-        an open descriptor ($COORDFS_ACCESS_FD); the access ends when the last process holding it
+        COMMAND runs in place of this process (same pid), so its own reads and writes through the \
+        mount never wait for the access it runs in. Processes it starts have their own pids and \
+        are coordinated like anyone else. The connection to the daemon is passed to COMMAND as \
+        an open descriptor ($COORDFS_ACCESS_FD); the access ends when the last process holding it \
         exits (as with flock(1)), and presenters hear what COMMAND did through the mount.
 
-        Exit status: COMMAND's; 64 usage; 66 the item's directory does not exist or the path
-        leaves the mount; 69 not a coordfs mount or no daemon; 75 not granted within --timeout,
-        or refused at once by a per-user limit of the mount (max_user_accesses: try again later);
+        Exit status: COMMAND's; 64 usage; 66 the item's directory does not exist or the path \
+        leaves the mount; 69 not a coordfs mount or no daemon; 75 not granted within --timeout, \
+        or refused at once by a per-user limit of the mount (max_user_accesses: try again later); \
         77 permission denied; 1 a presenter refused; 126/127 COMMAND cannot be run.
 
         Examples:

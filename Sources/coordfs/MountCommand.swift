@@ -8,27 +8,28 @@ struct MountCommand: ParsableCommand {
         commandName: "mount",
         abstract: "Mount BACKING on MOUNTPOINT.",
         discussion: """
-        Without -f the daemon goes to the background and the command returns once the mount answers.
-        Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly;
-        after a signal what is still open in the mount is served until it is let go (a second
-        signal ends it at once).
-        A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first. Refused when
-        BACKING/.coordfs is not the mounting user's own folder or others may write it. The daemon
-        holds its state folder open and keeps using it even if another user moves it away (where
-        BACKING is theirs, or others may write it without the sticky bit: the mount says so), and
+        Without -f the daemon goes to the background and the command returns once the mount answers. \
+        Its log is BACKING/.coordfs/daemon.log. SIGINT, SIGTERM or `coordfs unmount` unmount cleanly; \
+        after a signal what is still open in the mount is served until it is let go (a second \
+        signal ends it at once). \
+        A stale mount left by a crashed daemon on MOUNTPOINT is cleaned up first. Refused when \
+        BACKING/.coordfs is not the mounting user's own folder or others may write it. The daemon \
+        holds its state folder open and keeps using it even if another user moves it away (where \
+        BACKING is theirs, or others may write it without the sticky bit: the mount says so), and \
         coordfs commands refuse a .coordfs that is not the mount's daemon's.
 
-        A node of a cluster (-o cluster=URL,...) keeps its state (log, store, socket, daemon log) in
-        BACKING/.coordfs/nodes/NODE (NODE: node=, by default the host name), so several hosts can
-        mount one shared folder (NFS, SMB, CephFS). On network storage the backing watcher sees no
-        other host's writes: backing_watcher=off turns it off; the cluster tells nodes of each
+        A node of a cluster (-o cluster=URL,...) keeps its state (log, store, socket, daemon log) in \
+        BACKING/.coordfs/nodes/NODE (NODE: node=, by default the host name), so several hosts can \
+        mount one shared folder (NFS, SMB, CephFS). On network storage the backing watcher sees no \
+        other host's writes: backing_watcher=off turns it off; the cluster tells nodes of each \
         other's changes (docs/cluster.md).
 
         Options (-o, comma-separated, repeatable):
         \(MountOptions.documentation)
-        With allow_other or allow_root (or when given), default_permissions is on: the kernel checks
-        every caller's permissions as the backing folder would. Without them only the mounting user
-        can use the mount, and the daemon acts as that user, so the backing folder's checks are the
+
+        With allow_other or allow_root (or when given), default_permissions is on: the kernel checks \
+        every caller's permissions as the backing folder would. Without them only the mounting user \
+        can use the mount, and the daemon acts as that user, so the backing folder's checks are the \
         native ones.
         """
     )

@@ -13,35 +13,35 @@ struct PresentCommand: ParsableCommand {
         commandName: "present",
         abstract: "Present a file or directory from the shell: print and answer every ask.",
         discussion: """
-        Registers a presenter for PATH with the mount's daemon, as an editor holding the document
-        open would, and prints each ask (relinquish, save, accommodate deletion, reacquire) and
-        each notification (did change, did move, subitem events) as it arrives, one line each.
-        Every ask is answered: at once by default, after --delay seconds to play a slow
-        presenter, after --on-save's command for saves. A failing --on-save command (non-zero
+        Registers a presenter for PATH with the mount's daemon, as an editor holding the document \
+        open would, and prints each ask (relinquish, save, accommodate deletion, reacquire) and \
+        each notification (did change, did move, subitem events) as it arrives, one line each. \
+        Every ask is answered: at once by default, after --delay seconds to play a slow \
+        presenter, after --on-save's command for saves. A failing --on-save command (non-zero \
         exit) answers the save with an error, which refuses the access that asked.
 
-        The mount's document store keeps the version the presenter loaded. When someone else
-        changes or deletes the file, the presenter gets one documentChanged notification with
-        what the store did: reload (nothing unsaved), close (deleted, nothing unsaved) or a
-        conflict. With --unsaved the presenter says it has unsaved changes, so a change
-        underneath it opens a conflict (list it with `coordfs conflicts`, resolve it with
+        The mount's document store keeps the version the presenter loaded. When someone else \
+        changes or deletes the file, the presenter gets one documentChanged notification with \
+        what the store did: reload (nothing unsaved), close (deleted, nothing unsaved) or a \
+        conflict. With --unsaved the presenter says it has unsaved changes, so a change \
+        underneath it opens a conflict (list it with `coordfs conflicts`, resolve it with \
         `coordfs resolve`).
 
-        Commands run with /bin/sh -c and these variables: COORDFS_PATH (the presented item's
-        absolute path, after any move), COORDFS_ITEM (the same, relative to the mount),
-        COORDFS_MOUNT, COORDFS_ASK or COORDFS_EVENT, COORDFS_SUBITEM and COORDFS_NEW_PATH
-        (absolute) when the message names them; for documentChanged also COORDFS_KIND (change,
-        deletion), COORDFS_ACTION (reload, close, conflict) and COORDFS_CONFLICT (its id).
-        --on-change runs for every notification. A
-        command that writes the presented file through the mount while answering would wait for
+        Commands run with /bin/sh -c and these variables: COORDFS_PATH (the presented item's \
+        absolute path, after any move), COORDFS_ITEM (the same, relative to the mount), \
+        COORDFS_MOUNT, COORDFS_ASK or COORDFS_EVENT, COORDFS_SUBITEM and COORDFS_NEW_PATH \
+        (absolute) when the message names them; for documentChanged also COORDFS_KIND (change, \
+        deletion), COORDFS_ACTION (reload, close, conflict) and COORDFS_CONFLICT (its id). \
+        --on-change runs for every notification. A \
+        command that writes the presented file through the mount while answering would wait for \
         the very access that asked; write elsewhere, or to the backing folder.
 
-        Runs until Ctrl-C, SIGTERM or SIGHUP (status 0), or quietly when the reader of its
-        output goes away. When the mount goes away (unmounted, or its daemon stopped or
-        restarted) it says so at once (a `disconnected` line, and a message on stderr) and waits:
-        once the mount is back at the same place it registers again (a new `registered` line)
-        and goes on; with --unsaved, an open conflict it had is its own again (a didGainConflict
-        notification). With --exit-when-gone it exits instead, with status 69, as soon as the
+        Runs until Ctrl-C, SIGTERM or SIGHUP (status 0), or quietly when the reader of its \
+        output goes away. When the mount goes away (unmounted, or its daemon stopped or \
+        restarted) it says so at once (a `disconnected` line, and a message on stderr) and waits: \
+        once the mount is back at the same place it registers again (a new `registered` line) \
+        and goes on; with --unsaved, an open conflict it had is its own again (a didGainConflict \
+        notification). With --exit-when-gone it exits instead, with status 69, as soon as the \
         mount goes away.
 
         Output lines (text):
@@ -52,6 +52,7 @@ struct PresentCommand: ParsableCommand {
           notification didChange report.txt
           notification didMove report.txt newPath=final.txt
           notification documentChanged report.txt kind=change action=conflict conflict=5 document=3
+
         With --json each line is the protocol message itself (docs/protocol.md).
 
         Examples:

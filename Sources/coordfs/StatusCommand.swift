@@ -11,17 +11,17 @@ struct StatusCommand: ParsableCommand {
         commandName: "status",
         abstract: "Show a mount's presenters, held accesses and waiting requests.",
         discussion: """
-        Asks the mount's daemon over its control socket. Presenters are listed with their id, the
-        process that registered them (pid and executable) and the presented path; accesses with
-        their id, process, intents and how long they have been held; waiting requests with how long
-        they have waited. Unmodified tools appear too: an open file is a held access. Paths are
-        relative to the mount's root. Another user sees only what they could reach through the
-        mount themselves. The second line says what the event log's writer is doing: writing, or
-        STUCK (a full disk, an I/O error) since when, why and how many records wait in memory
-        (shown to users who may read the log; "eventLog" in --json). Then one line per user over
-        its share of the log (-o log_user_share), whose records are summarised in coalesced
-        records: since when, how many, and the bytes its records take against the share (root and
-        the mount's owner see every such user, another user only itself; "logShare" in --json). A
+        Asks the mount's daemon over its control socket. Presenters are listed with their id, the \
+        process that registered them (pid and executable) and the presented path; accesses with \
+        their id, process, intents and how long they have been held; waiting requests with how long \
+        they have waited. Unmodified tools appear too: an open file is a held access. Paths are \
+        relative to the mount's root. Another user sees only what they could reach through the \
+        mount themselves. The second line says what the event log's writer is doing: writing, or \
+        STUCK (a full disk, an I/O error) since when, why and how many records wait in memory \
+        (shown to users who may read the log; "eventLog" in --json). Then one line per user over \
+        its share of the log (-o log_user_share), whose records are summarised in coalesced \
+        records: since when, how many, and the bytes its records take against the share (root and \
+        the mount's owner see every such user, another user only itself; "logShare" in --json). A \
         report of any size is shown (the daemon sends a large one in parts).
 
         With --cluster, for a node of a cluster (-o cluster=, docs/cluster.md): this node, whether \

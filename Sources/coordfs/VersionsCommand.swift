@@ -20,6 +20,7 @@ struct VersionsCommand: ParsableCommand {
         beforeWrite (before an in-place write), restore (the file a restore replaced), resolution \
         (the file a conflict resolution replaced)
         how:  link (the old inode itself, no copy), reflink (a copy-on-write clone), copy
+
         A version marked pinned is a presenter's base or an open conflict's; it is never dropped.
 
         The store is read directly (BACKING/.coordfs/store), so this works while the daemon runs, \
