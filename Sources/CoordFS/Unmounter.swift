@@ -22,7 +22,11 @@ public enum Unmounter {
         if let e = unmountRetryingBriefly(m, lazy: lazy) {
             if e == EBUSY { throw .system("'\(m)' is busy (files are open or a process is inside it); close them, or use --lazy") }
             if e == EPERM {
-                // Not root: fusermount3 unmounts a user's own mount.
+                // Not root: fusermount3 unmounts a user's own mount, and refuses another user's
+                // (with a message about /etc/mtab): said here instead.
+                if let owner = entry.owner, owner != getuid() {
+                    throw .system("cannot unmount '\(m)': it was mounted by uid \(owner), and only that user or root may unmount it")
+                }
                 if runFusermount(["-u"] + (lazy ? ["-z"] : []) + [m]) { return try waitForExit(daemon, waitSeconds, lazy: lazy, log: state.daemonLog) }
             }
             throw .system("cannot unmount '\(m)': \(String(cString: strerror(e)))")

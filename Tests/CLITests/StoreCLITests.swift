@@ -62,14 +62,6 @@ final class StoreCLITests: CLITestCase {
         return r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
-    /// `setpriv`'s arguments that run what follows as `uid` (its own group, no other groups).
-    private func user(_ uid: Int) -> [String] { ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--"] }
-
-    /// `coordfs ARGUMENTS` as `uid`.
-    private func coordfs(as uid: Int, _ arguments: String...) -> CommandResult {
-        run("/usr/bin/setpriv", user(uid) + [binary] + arguments, timeout: 30)
-    }
-
     /// `coordfs present PATH --unsaved` as nobody, once it is registered.
     private func presentAsNobody(_ relative: String, file: StaticString = #filePath, line: UInt = #line) throws -> Child {
         let child = try start("/usr/bin/setpriv", user(65534) + [binary, "present", mnt + "/" + relative, "--unsaved"])

@@ -7,14 +7,6 @@ import TestSupport
 import XCTest
 
 final class UserQuotaCLITests: CLITestCase {
-    /// `setpriv`'s arguments that run what follows as `uid` (its own group, no other groups).
-    private func user(_ uid: Int) -> [String] { ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--"] }
-
-    /// `coordfs ARGUMENTS` as `uid`.
-    private func coordfs(as uid: Int, _ arguments: String...) -> CommandResult {
-        run("/usr/bin/setpriv", user(uid) + [binary] + arguments, timeout: 30)
-    }
-
     /// A folder `shared` (0777) in a mount root every user reaches, with `names` in it (0666).
     private func makeSharedFolder(_ names: [String] = []) {
         chmod(root, 0o755)

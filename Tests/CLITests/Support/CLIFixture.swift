@@ -234,6 +234,14 @@ os.execv(sys.argv[2], sys.argv[2:])
     func coordfs(_ arguments: String..., timeout: Double = 60) -> CommandResult { run(binary, arguments, timeout: timeout) }
     func coordfs(arguments: [String], timeout: Double = 60) -> CommandResult { run(binary, arguments, timeout: timeout) }
 
+    /// `setpriv`'s arguments that run what follows as `uid` (its own group, no other groups).
+    func user(_ uid: Int) -> [String] { ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--"] }
+
+    /// `coordfs ARGUMENTS` as `uid`.
+    func coordfs(as uid: Int, _ arguments: String...) -> CommandResult {
+        run("/usr/bin/setpriv", user(uid) + [binary] + arguments, timeout: 30)
+    }
+
     /// Runs `/bin/sh -c script` (for pipes: `coordfs ... | jq ...`) with $COORDFS set.
     func sh(_ script: String, timeout: Double = 60) -> CommandResult {
         run("/bin/sh", ["-c", "COORDFS='\(binary!)'; " + script], timeout: timeout)
