@@ -211,12 +211,21 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
     }
 
     /// At start: the interests of presenters whose daemon is gone (crashed, killed) are dropped,
-    /// their bases released to retention; their open conflicts stay. Another live daemon on the same
-    /// backing keeps its own.
+    /// their bases released to retention; their open conflicts stay. One that had unsaved changes in
+    /// a document whose file changed since its base (while no daemon watched it) gets the conflict
+    /// first, logged (`conflictDetected`), for its editor to take over when it registers again
+    /// (`DocumentStore.dropGonePresenters`). Another live daemon on the same backing keeps its own.
     private func dropPresentersOfGoneDaemons(_ store: DocumentStore) {
         guard let names = try? store.presenters() else { return }
         let gone = names.filter { !$0.rawValue.hasPrefix(instance + "/") && !Self.daemonRuns(named: $0) }
-        _ = try? store.unregisterAll(gone)
+        do {
+            for conflict in try store.dropGonePresenters(gone) {
+                recorder?.conflictDetected(conflict, presenter: conflict.presenter.rawValue)
+            }
+        } catch {
+            report("drop the presenters of gone daemons", error)
+            _ = try? store.unregisterAll(gone)
+        }
     }
 
     // MARK: Presenters

@@ -119,7 +119,7 @@ extension DocumentStore {
 
     /// Opens a conflict for (document, presenter), or folds this change into the open one: one
     /// conflict per presenter however many changes land before it is resolved.
-    private func openConflict(
+    func openConflict(
         _ db: Database, _ document: DocumentID, _ presenter: StorePresenterID, _ kind: ChangeKind,
         before: FileIdentity?, after: FileIdentity?, base: Int64?, owner: Int64?
     ) throws -> Conflict {

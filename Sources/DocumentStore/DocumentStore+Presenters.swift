@@ -146,8 +146,54 @@ extension DocumentStore {
         }
     }
 
+    /// Presenters gone with their daemon (killed, crashed): their interests are dropped as by
+    /// ``unregisterAll(_:)``, in one transaction, after the store looked once more at each document
+    /// one of them held with unsaved changes. Where the file is no longer that presenter's base
+    /// (changed or deleted while no daemon watched it: beside the mount, by another node, or by a
+    /// write whose change its daemon died before recording), the conflict a running daemon would have
+    /// opened for it is opened now (or the change is folded into its open one): the base it had as
+    /// its base version when the store kept one (none when it was still pending, as for any change
+    /// made beside the mount), its user as owner. Its editor, registered again with unsaved changes,
+    /// takes that conflict over (``setUnsavedChanges(_:path:_:)``), where before it silently had
+    /// the changed file as its new base. A presenter that never comes back leaves an open conflict
+    /// like any other: it pins its base until resolved, within its user's pin budget. Returns the
+    /// conflicts opened (not those folded into).
+    @discardableResult
+    public func dropGonePresenters(_ presenters: [StorePresenterID]) throws -> [Conflict] {
+        guard !presenters.isEmpty else { return [] }
+        return try write { db in
+            var opened: [Conflict] = []
+            let unsaved = try db.cachedStatement(sql: """
+                SELECT i.*, d.path AS documentPath FROM interest i JOIN document d ON d.id = i.documentId
+                WHERE i.presenter = ? AND i.hasUnsavedChanges AND d.path IS NOT NULL
+                """)
+            for presenter in presenters {
+                for row in try Row.fetchAll(unsaved, arguments: [presenter.rawValue]) {
+                    guard let absolute = try? resolve(row["documentPath"] as String).absolute else { continue }
+                    let document = DocumentID(rawValue: row["documentId"])
+                    guard let base = Schema.identity(row, "base") else { continue }
+                    // A file it cannot look at now is left as it is (no conflict guessed).
+                    let onDisk: FileIdentity?
+                    do { onDisk = try documentFileIfPresent(absolute).map(FileIdentity.init) } catch { continue }
+                    if base == onDisk { continue }
+                    let folded = try Bool.fetchOne(
+                        db, sql: "SELECT 1 FROM conflict WHERE documentId = ? AND presenter = ? AND state = 'open'",
+                        arguments: [document.rawValue, presenter.rawValue]) == true
+                    try setIdentity(db, document, onDisk)
+                    let conflict = try openConflict(db, document, presenter, onDisk == nil ? .deletion : .change, before: base, after: onDisk,
+                                                    base: row["baseState"] == "kept" ? row["baseVersionId"] as Int64? : nil,
+                                                    owner: row["ownerUid"])
+                    if !folded { opened.append(conflict) }
+                }
+            }
+            let drop = try db.cachedStatement(sql: "DELETE FROM interest WHERE presenter = ?")
+            for presenter in presenters { try drop.execute(arguments: [presenter.rawValue]) }
+            return opened
+        }
+    }
+
     /// Every presenter with an interest recorded (they survive a restart; the integrator drops the
-    /// ones that do not come back with ``unregisterAll(_:)``).
+    /// ones that do not come back with ``dropGonePresenters(_:)``).
     public func presenters() throws -> [StorePresenterID] {
         try read { db in
             try String.fetchAll(db, sql: "SELECT DISTINCT presenter FROM interest ORDER BY presenter").map(StorePresenterID.init(rawValue:))

@@ -1,6 +1,7 @@
 import EtcdTestSupport
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 /// Each node a daemon process of its own, started as a user starts it (`coordfs mount BACKING MNT
@@ -42,6 +43,16 @@ class ClusterProcessTestCase: ClusterCLITestCase {
         guard r.status == 0, Self.mounts(under: root).contains(mountpoint) else {
             throw CLIError("`\(command.joined(separator: " "))` failed: \(r)")
         }
+    }
+
+    /// Both nodes mounted, doc.txt holding "one", and a's `coordfs present --unsaved` of it registered.
+    func bothNodesWithAnUnsavedPresenterOnA() throws -> Child {
+        try mount("a", at: mnt)
+        try mount("b", at: mntB)
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
+        XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("registered") } }, presenter.stdout + presenter.stderr)
+        return presenter
     }
 
     func daemonLog(_ node: String) -> String {
@@ -194,11 +205,7 @@ final class ClusterProcessFaultTests: ClusterProcessTestCase {
     /// daemon log. Before, a's presenter was asked, given the document back (`reacquire`) and told
     /// nothing, and its next save went over b's write unseen.
     func testANodeKilledMidWriteLeavesAConflictWhereTheDocumentIsPresented() throws {
-        try mount("a", at: mnt)
-        try mount("b", at: mntB)
-        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
-        let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
-        XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("registered") } }, presenter.stdout + presenter.stderr)
+        let presenter = try bothNodesWithAnUnsavedPresenterOnA()
         XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
         let writer = try background("exec 3>>'\(mntB!)/doc.txt' && echo two >&3 && echo written && exec sleep 600")
         XCTAssertTrue(waitUntil(20) { writer.lines.contains("written") }, "b's writer: \(writer.stdout) \(writer.stderr)")
@@ -219,6 +226,37 @@ final class ClusterProcessFaultTests: ClusterProcessTestCase {
         XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", String(base)).stdout, "one\n")
         XCTAssertTrue(daemonLog("a").contains(" b: untold change"), "a's log: \(daemonLog("a"))")
         for child in [writer, presenter] { child.stop(SIGKILL) }
+    }
+
+    /// a's daemon is SIGKILLed while a's `present --unsaved` presents doc.txt, b writes doc.txt
+    /// while a is down, and a is mounted again: a's presenter, registered again with its unsaved
+    /// changes, is told `didGainConflict`, and a's `conflicts --json` lists one `change` conflict of
+    /// the document, the new daemon's presenter's. Before, a's store dropped the dead daemon's
+    /// presenter at start and the presenter registered again with b's bytes as its base, told nothing.
+    func testANodeRestartedAfterACrashGivesItsUnsavedPresenterAConflictForAChangeMadeMeanwhile() throws {
+        let presenter = try bothNodesWithAnUnsavedPresenterOnA()
+        let first = try daemonPID("a")
+        XCTAssertEqual(kill(first, SIGKILL), 0)
+        XCTAssertTrue(ProcessEnd.wait(first, timeout: 10), "a's daemon \(first) gone")
+        XCTAssertTrue(waitUntil(5) { presenter.lines.contains("disconnected doc.txt") }, presenter.stdout)
+        XCTAssertEqual(sh("echo two > '\(mntB!)/doc.txt'").status, 0, "b's write, once a's lease ended")
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "two\n")
+
+        try mount("a", at: mnt)  // cleans a's dead mount first, waits for its old lease to end
+        let second = try daemonPID("a")
+        let gained = { () -> Bool in
+            let lines = presenter.lines
+            guard lines.filter({ $0.hasPrefix("registered") }).count == 2, let i = lines.lastIndex(where: { $0.hasPrefix("registered") }) else { return false }
+            return lines[i...].contains { $0.hasPrefix("notification didGainConflict doc.txt conflict=") }
+        }
+        XCTAssertTrue(waitUntil(15, gained), "told of a conflict once registered again: \(presenter.stdout) \(presenter.stderr)")
+        let r = coordfs("conflicts", mnt, "--json")
+        let listed = r.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(listed.count, 1, "\(r)")
+        XCTAssertEqual(listed.first?["path"] as? String, mnt + "/doc.txt", "\(listed)")
+        XCTAssertEqual(listed.first?["kind"] as? String, "change", "\(listed)")
+        XCTAssertTrue((listed.first?["presenter"] as? String)?.hasPrefix("coordfs-\(second)-") == true, "the new daemon's presenter's: \(listed)")
+        presenter.stop(SIGKILL)
     }
 
     /// The lease of node `node`'s key in etcd (decimal, as etcdctl's JSON gives it).

@@ -100,6 +100,50 @@ final class PresentLifecycleTests: CLITestCase {
         XCTAssertEqual(presenter.stop(), 0)
     }
 
+    /// A presenter with unsaved changes whose document was changed while its daemon was down (the
+    /// daemon SIGKILLed, then the file written in the backing folder, as another node or a program
+    /// beside the mount would) has a conflict once it registered again after the next mount: it is
+    /// told (`didGainConflict`, after its second `registered` line), `coordfs conflicts` lists it as
+    /// a change against the file it had, the new daemon's presenter's, the event log records it, and
+    /// the presenter is told of its resolution. Before, it registered again with the changed file as
+    /// its new base and heard nothing: its next save would have gone over that change unseen.
+    func testADocumentChangedWhileTheDaemonWasDownIsAConflictOnceThePresenterIsBack() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
+        try mount()
+        let presenter = try present(["--unsaved"])
+        let first = try XCTUnwrap(daemonPID())
+        XCTAssertEqual(kill(first, SIGKILL), 0)
+        XCTAssertTrue(ProcessEnd.wait(first, timeout: 10), "daemon \(first) gone")
+        XCTAssertTrue(waitFor(presenter, timeout: 3) { $0.contains("disconnected doc.txt") }, presenter.stdout)
+        XCTAssertEqual(sh("echo theirs > '\(backing!)/doc.txt'").status, 0)
+        try mount()  // cleans the stale mount first
+        let second = try XCTUnwrap(daemonPID())
+        let gained = { (lines: [String]) -> [String] in
+            guard lines.filter({ $0.hasPrefix("registered") }).count == 2, let i = lines.lastIndex(where: { $0.hasPrefix("registered") }) else { return [] }
+            return lines[i...].filter { $0.hasPrefix("notification didGainConflict doc.txt conflict=") }.compactMap { $0.split(separator: "=").last.map(String.init) }
+        }
+        XCTAssertTrue(waitFor(presenter) { gained($0).count == 1 }, "told of a conflict once registered again: \(presenter.stdout) \(presenter.stderr)")
+        let conflict = try XCTUnwrap(gained(presenter.lines).first)
+
+        let listed = coordfs("conflicts", mnt, "--json")
+        XCTAssertEqual(listed.status, 0, "\(listed)")
+        let rows = listed.lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertEqual(rows.count, 1, "one conflict: \(listed.stdout)")
+        XCTAssertEqual((rows.first?["id"] as? NSNumber)?.stringValue, conflict)
+        XCTAssertEqual(rows.first?["kind"] as? String, "change")
+        XCTAssertTrue((rows.first?["presenter"] as? String)?.hasPrefix("coordfs-\(second)-") == true, "the new daemon's presenter's: \(listed.stdout)")
+        let detected = log(["--kind", "conflictDetected"])
+        XCTAssertEqual(detected.map(\.path), ["/doc.txt"], "logged once, at the start")
+        XCTAssertTrue((detected.first?.details["presenterID"] as? String)?.hasPrefix("coordfs-\(first)-") == true, "\(detected.map(\.json))")
+
+        let resolved = coordfs("resolve", mnt + "/doc.txt", "--reload")
+        XCTAssertEqual(resolved.status, 0, "\(resolved)")
+        XCTAssertTrue(waitFor(presenter) { $0.contains("notification didResolveConflict doc.txt conflict=\(conflict) resolution=reload") },
+                      "told of the resolution: \(presenter.stdout)")
+        XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "theirs\n", "reload keeps theirs")
+        XCTAssertEqual(presenter.stop(), 0)
+    }
+
     /// Two editors of one user with unsaved changes in one document each have a conflict when its
     /// daemon is killed: once both registered again after the next mount, each has one of the two
     /// back (told with `didGainConflict`), never both nor the same one, and `coordfs conflicts`

@@ -80,6 +80,49 @@ final class ConflictOwnerTests: XCTestCase {
         XCTAssertEqual(next.map(\.id), [try XCTUnwrap(opened[alice])])
     }
 
+    /// A daemon is killed while its presenters hold documents, and some change while no daemon
+    /// watches (written beside the mount, by another node): when the next start drops the gone
+    /// presenters (`dropGonePresenters`), each that had unsaved changes in a document whose file is
+    /// no longer its base gets the conflict a running daemon would have opened (a deletion for a file
+    /// gone), with its base's identity as before and its user as owner, and its user's editor
+    /// registering again with unsaved changes takes it over. A presenter without unsaved changes, or
+    /// whose file is as it was, gets none. Before, their interests were dropped and nothing was
+    /// recorded: the editor registered again with the changed file as its base.
+    func testAGonePresenterWithUnsavedChangesInADocumentChangedMeanwhileGetsItsConflict() throws {
+        try f.write("doc.txt", "base\n")
+        try f.write("same.txt", "same\n")
+        try f.write("gone.txt", "gone\n")
+        let carol = StorePresenterID("coordfs-1-1/presenter#3"), dave = StorePresenterID("coordfs-1-1/presenter#4")
+        try f.store.register(alice, path: "doc.txt", owner: 65534)
+        try f.store.register(carol, path: "doc.txt", owner: 65534)   // no unsaved changes
+        try f.store.register(bob, path: "same.txt", owner: 1000)
+        try f.store.register(dave, path: "gone.txt", owner: 1000)
+        try f.store.setUnsavedChanges(alice, path: "doc.txt", true)
+        try f.store.setUnsavedChanges(bob, path: "same.txt", true)
+        try f.store.setUnsavedChanges(dave, path: "gone.txt", true)
+        let base = try XCTUnwrap(f.identity("doc.txt"))
+        // The daemon dies; meanwhile one file is changed in place and one deleted.
+        try f.writeInPlace("doc.txt", "theirs, longer\n")
+        XCTAssertEqual(unlink(f.path("gone.txt")), 0)
+        try f.reopen()
+
+        let opened = try f.store.dropGonePresenters([alice, bob, carol, dave])
+        XCTAssertEqual(Set(opened.map(\.presenter)), [alice, dave], "\(opened)")
+        let changed = try XCTUnwrap(opened.first { $0.presenter == alice })
+        XCTAssertEqual(changed.kind, .change)
+        XCTAssertEqual(changed.before, base, "against the version it had")
+        XCTAssertEqual(changed.after, try f.identity("doc.txt"))
+        XCTAssertEqual(changed.owner, 65534)
+        XCTAssertEqual(try XCTUnwrap(opened.first { $0.presenter == dave }).kind, .deletion)
+        XCTAssertEqual(try f.store.presenters(), [], "their interests are dropped all the same")
+        XCTAssertEqual(try f.store.dropGonePresenters([alice, dave]), [], "once")
+
+        // Its editor, registered again with unsaved changes, takes it over.
+        let again = StorePresenterID("coordfs-2-2/presenter#1")
+        try f.store.register(again, path: "doc.txt", owner: 65534)
+        XCTAssertEqual(try f.store.setUnsavedChanges(again, path: "doc.txt", true), [changed.id])
+    }
+
     func testALostUpdateBelongsToItsSaver() throws {
         try f.write("doc", "a\n")
         let read = try XCTUnwrap(f.identity("doc"))
