@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(name: "CoordFSClientTests", dependencies: ["CoordFSClient", "ControlProtocol", "CoordFS", "Coordination", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["EtcdTestSupport", "TestSupport"]),
         .testTarget(name: "ClusterKVTests", dependencies: ["ClusterKV"]),
-        .testTarget(name: "LinuxTests", dependencies: ["Linux"]),
+        .testTarget(name: "LinuxTests", dependencies: ["Linux", "LinuxGNU"]),
         // The web server's request bounds on an EmbeddedChannel, whose clock the test drives (docs/web.md).
         .testTarget(name: "CoordFSWebTests", dependencies: [
             "CoordFSWeb",

@@ -181,6 +181,72 @@ static inline void clinux_restore_root_reserve(const struct clinux_thread_creden
     d[1].effective = saved->effective[1];
     (void)syscall(SYS_capset, &h, d);
 }
+#include <errno.h>
+#include <stdlib.h>
+/* What `clinux_act_as` changed in the calling thread's credentials. */
+struct clinux_acting_credentials {
+    unsigned int fsuid;
+    unsigned int fsgid;
+    unsigned int effective[2];
+    unsigned int *groups;
+    int ngroups;
+    int changed;
+};
+/* Puts back what `clinux_act_as` changed: the thread's fsuid, fsgid, supplementary groups and
+   effective capabilities. */
+static inline void clinux_stop_acting(struct clinux_acting_credentials *saved) {
+    if (saved->changed) {
+        (void)syscall(SYS_setfsuid, saved->fsuid);
+        (void)syscall(SYS_setfsgid, saved->fsgid);
+        (void)syscall(SYS_setgroups, saved->ngroups, saved->groups);
+        struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) == 0) {
+            d[0].effective = saved->effective[0];
+            d[1].effective = saved->effective[1];
+            (void)syscall(SYS_capset, &h, d);
+        }
+        saved->changed = 0;
+    }
+    free(saved->groups);
+    saved->groups = NULL;
+}
+/* Makes the calling thread's file-system access that of another user, for the kernel to judge as
+   it judges that user's: fsuid `uid`, fsgid `gid`, supplementary groups `groups` (`n` of them).
+   A fsuid other than 0 takes the file-system capabilities (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+   CAP_FOWNER, ...) out of the effective set, so modes, POSIX ACLs and groups decide as natively.
+   setfsuid, setfsgid and the raw setgroups system call act on this thread alone (glibc's setgroups
+   changes every thread's: never that). 0 when all is changed; -1 with errno when something could
+   not be, and then nothing is left changed. Undone by `clinux_stop_acting` (also after -1). */
+static inline int clinux_act_as(unsigned int uid, unsigned int gid, const unsigned int *groups, int n,
+                                struct clinux_acting_credentials *saved) {
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    saved->changed = 0;
+    saved->groups = NULL;
+    saved->ngroups = 0;
+    if (syscall(SYS_capget, &h, d) != 0) return -1;
+    saved->effective[0] = d[0].effective;
+    saved->effective[1] = d[1].effective;
+    long count = syscall(SYS_getgroups, 0, NULL);
+    if (count < 0) return -1;
+    saved->groups = malloc((size_t)(count > 0 ? count : 1) * sizeof(unsigned int));
+    if (saved->groups == NULL) { errno = ENOMEM; return -1; }
+    count = syscall(SYS_getgroups, count, saved->groups);
+    if (count < 0) return -1;
+    saved->ngroups = (int)count;
+    if (syscall(SYS_setgroups, n, groups) != 0) return -1;
+    saved->changed = 1;
+    saved->fsgid = (unsigned int)syscall(SYS_setfsgid, gid);
+    saved->fsuid = (unsigned int)syscall(SYS_setfsuid, uid);
+    /* setfsuid and setfsgid say the previous id even when they refuse: asked again with -1. */
+    if ((unsigned int)syscall(SYS_setfsuid, -1) != uid || (unsigned int)syscall(SYS_setfsgid, -1) != gid) {
+        clinux_stop_acting(saved);
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
 #include <malloc.h>
 /* A pidfd of process pid (Linux 5.3): its inode number tells processes apart with pidfs (6.9). */
 static inline int clinux_pidfd_open(int pid) {

@@ -895,36 +895,30 @@ public final class Loopback: FuseFileSystem, @unchecked Sendable {
     /// (made beside the mount: by another user, or on another host). The daemon is root: opening
     /// it as a new file would skip every permission check and hand another user's file to the
     /// creator (`giveToCaller`). It is opened as natively: a regular file only (no link followed),
-    /// if its mode bits let the caller open it so (the owner's, else the caller's primary group's,
-    /// else the others'; a file with a POSIX ACL only by its owner, and a supplementary group is
-    /// not counted: in doubt refused, never granted), truncated only after that, and it keeps its
-    /// owner. Anything else gives EACCES, or EEXIST when it is no regular file.
+    /// by the kernel as the caller (`ActingAsUser`: the caller's fsuid, fsgid and supplementary
+    /// groups on this thread, so its mode bits, POSIX ACL and groups decide as they do for the
+    /// caller's own open), truncated only by that open, after the kernel's check, and it keeps its
+    /// owner. Refused as the kernel refuses; EEXIST when it is no regular file.
     private func openAppeared(parent p: BackingNode, name: FileName, flags: Int32, context: RequestContext) -> Result<(EntryReply, OpenFile), Errno> {
+        guard roomToTruncate(flags) else { return .failure(Errno(rawValue: ENFILE)) }
+        let groups = ProcessGroups.supplementary(of: context)
         let fd: Int32
         switch p.withFD({ pfd -> Result<Int32, Errno> in
             var before = stat()
             if let e = sys({ fstatat(pfd, name.cString, &before, AT_SYMLINK_NOFOLLOW) }) { return .failure(e) }
             guard before.st_mode & S_IFMT == S_IFREG else { return .failure(.fileExists) }
-            return sysValue { openat(pfd, name.cString, (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0) }.flatMap { fd in
-                var st = stat()
-                guard fstat(fd, &st) == 0, st.st_dev == before.st_dev, st.st_ino == before.st_ino else { close(fd); return .failure(.fileExists) }
-                return .success(fd)
-            }
+            let f = (flags & ~(O_NOFOLLOW | O_DIRECT | O_CREAT | O_EXCL)) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+            return ActingAsUser.run(uid: context.uid, gid: context.gid, groups: groups) {
+                sysValue { openat(pfd, name.cString, f, 0) }
+            } ?? .failure(.permissionDenied)
         }) {
         case .success(let d): fd = d
         case .failure(let e): return .failure(e)
         }
+        // Whatever the name is by now, the caller's open of it: a regular file only.
         var st = stat()
-        _ = fstat(fd, &st)
-        let hasACL = LinuxCalls.fgetxattr(fd, "system.posix_acl_access", nil, 0) > 0
-        let bits: mode_t = st.st_uid == context.uid ? (st.st_mode >> 6) & 7
-            : hasACL ? 0 : st.st_gid == context.gid ? (st.st_mode >> 3) & 7 : st.st_mode & 7
-        let access = flags & O_ACCMODE
-        let needed: mode_t = (access == O_RDONLY ? 4 : access == O_WRONLY ? 2 : 6) | (flags & O_TRUNC != 0 ? 2 : 0)
-        guard bits & needed == needed else { close(fd); return .failure(.permissionDenied) }
-        // Not kept at a number the daemon keeps for its own files; refused before it truncates.
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { close(fd); return .failure(.fileExists) }
         guard openFiles.mayKeep(fd) else { close(fd); return .failure(Errno(rawValue: ENFILE)) }
-        if flags & O_TRUNC != 0, let e = sys({ ftruncate(fd, 0) }) { close(fd); return .failure(e) }
         if flags & O_NONBLOCK == 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
         switch lookupEntry(parent: p, name: name.cString) {
         case .success(let e): return .success((e, makeOpen(fd, inode(e.inode), flags)))

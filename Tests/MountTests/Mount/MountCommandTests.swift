@@ -3,6 +3,7 @@
 import Foundation
 import Glibc
 import Linux
+import TestSupport
 import XCTest
 
 final class MountCommandTests: MountTestCase {
@@ -588,31 +589,82 @@ final class MountCommandTests: MountTestCase {
     /// another user's and became its owner. Now an existing file is opened only as its mode lets
     /// the caller open it natively, and keeps its owner.
     func testACreateOfANameThatAppearedBesideTheMountNeverTakesAnotherUsersFile() throws {
+        try mountSharedWithoutWatcher()
+        defer { coordfs("unmount", fixture.mountpoint) }
+        for (name, mode) in [("private", mode_t(0o600)), ("open", mode_t(0o666))] {
+            appearsBesideTheMount(name, mode: mode)
+            let created = createAsNobody(name, O_CREAT | O_RDWR)
+            // As natively: a 0600 file of another user is refused, a 0666 one opened.
+            XCTAssertEqual(created.outcome, mode == 0o600 ? .failure(EACCES) : .success(), "nobody's create of alice's \(name) file")
+            XCTAssertEqual(Sys.lstat(fixture.backing + "/shared/" + name).0?.uid, Self.alice, "alice's \(name) file was given to nobody")
+            XCTAssertEqual(Sys.contents(fixture.backing + "/shared/" + name).0.map { String(decoding: $0, as: UTF8.self) }, "alice's \(name)\n")
+        }
+    }
+
+    /// Such a create is judged by the kernel as the caller's own open (the daemon opens the file
+    /// with the caller's fsuid, fsgid and supplementary groups on its thread): a supplementary
+    /// group of the file's, or a POSIX ACL's grant, opens it as natively, where the daemon's own
+    /// reading of the mode bits counted neither (EACCES); what the kernel refuses stays refused,
+    /// and O_TRUNC truncates only what the caller may write.
+    func testACreateOfANameThatAppearedBesideTheMountIsJudgedAsTheCallersOwnOpen() throws {
+        try mountSharedWithoutWatcher()
+        defer { coordfs("unmount", fixture.mountpoint) }
+        let team: gid_t = 4243
+        let cases: [(name: String, mode: mode_t, acl: [UInt8]?, groups: [gid_t], flags: Int32, refused: Bool)] = [
+            ("team-member", 0o660, nil, [team], O_CREAT | O_WRONLY | O_APPEND, false),
+            ("team-outsider", 0o660, nil, [], O_CREAT | O_WRONLY | O_APPEND, true),
+            ("acl-writer", 0o600, PosixACL.user(nobodyUID, perm: 6), [], O_CREAT | O_RDWR | O_APPEND, false),
+            ("acl-reader-truncating", 0o600, PosixACL.user(nobodyUID, perm: 4), [], O_CREAT | O_RDONLY | O_TRUNC, true),
+            ("others-may-write-truncating", 0o666, nil, [], O_CREAT | O_WRONLY | O_TRUNC, false),
+        ]
+        for c in cases {
+            appearsBesideTheMount(c.name, mode: c.mode, group: team, acl: c.acl)
+            let created = createAsNobody(c.name, c.flags, groups: c.groups, writing: "nobody's\n")
+            XCTAssertEqual(created.outcome, c.refused ? .failure(EACCES) : .success(), "nobody's create of \(c.name)")
+            let backing = fixture.backing + "/shared/" + c.name
+            let before = "alice's \(c.name)\n"
+            let expected = c.refused ? before : c.flags & O_TRUNC != 0 ? "nobody's\n" : before + "nobody's\n"
+            XCTAssertEqual(Sys.contents(backing).0.map { String(decoding: $0, as: UTF8.self) }, expected, c.name)
+            XCTAssertEqual(Sys.lstat(backing).0?.uid, Self.alice, "\(c.name) was given to nobody")
+        }
+    }
+
+    /// The user whose files appear beside the mount in the tests above.
+    private static let alice: uid_t = 4242
+
+    /// Mounts the backing folder for every user, with a world-writable folder `shared`, the
+    /// watcher off and missing names kept 10 s: a name looked up as missing stays so for the
+    /// kernel while a file appears beside the mount.
+    private func mountSharedWithoutWatcher() throws {
         let shared = fixture.backing + "/shared"
         XCTAssertEqual(Sys.call { mkdir(shared, 0o777) }, .success())
         XCTAssertEqual(Sys.call { chmod(shared, 0o777) }, .success())
         let r = coordfs("mount", fixture.backing, fixture.mountpoint, "-o", "allow_other,backing_watcher=off,negative_timeout=10")
         XCTAssertEqual(r.status, 0, "\(r)")
-        defer { coordfs("unmount", fixture.mountpoint) }
-        let alice: uid_t = 4242
-        for (name, mode) in [("private", mode_t(0o600)), ("open", mode_t(0o666))] {
-            let seen = asUser { ChildOutcome(outcome: Sys.lstat(self.fixture.mountpoint + "/shared/" + name).1) }
-            XCTAssertEqual(seen.outcome, .failure(ENOENT), name)
-            // Alice's file appears beside the mount.
-            XCTAssertEqual(Sys.put(shared + "/" + name, Array("alice's \(name)\n".utf8), mode: mode), .success())
-            XCTAssertEqual(Sys.call { chown(shared + "/" + name, alice, alice) }, .success())
-            XCTAssertEqual(Sys.call { chmod(shared + "/" + name, mode) }, .success())
-            let created = asUser {
-                let fd = open(self.fixture.mountpoint + "/shared/" + name, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
-                if fd < 0 { return ChildOutcome(outcome: .failure(errno)) }
-                close(fd)
-                return ChildOutcome(outcome: .success())
-            }
-            // As natively: a 0600 file of another user is refused, a 0666 one opened.
-            XCTAssertEqual(created.outcome, mode == 0o600 ? .failure(EACCES) : .success(), "nobody's create of alice's \(name) file")
-            let (meta, _) = Sys.lstat(shared + "/" + name)
-            XCTAssertEqual(meta?.uid, alice, "alice's \(name) file was given to nobody")
-            XCTAssertEqual(Sys.contents(shared + "/" + name).0.map { String(decoding: $0, as: UTF8.self) }, "alice's \(name)\n")
+    }
+
+    /// nobody looks `shared/name` up through the mount (missing, and so kept), then alice's file
+    /// of that name, with `mode`, group `group` and access ACL `acl`, appears in the backing folder.
+    private func appearsBesideTheMount(_ name: String, mode: mode_t, group: gid_t = alice, acl: [UInt8]? = nil) {
+        let seen = asUser { ChildOutcome(outcome: Sys.lstat(self.fixture.mountpoint + "/shared/" + name).1) }
+        XCTAssertEqual(seen.outcome, .failure(ENOENT), name)
+        let path = fixture.backing + "/shared/" + name
+        XCTAssertEqual(Sys.put(path, Array("alice's \(name)\n".utf8), mode: mode), .success())
+        XCTAssertEqual(Sys.call { chown(path, Self.alice, group) }, .success())
+        XCTAssertEqual(Sys.call { chmod(path, mode) }, .success())
+        if let acl { XCTAssertEqual(Sys.setxattr(path, "system.posix_acl_access", acl), .success(), name) }
+    }
+
+    /// nobody's open(2) of `shared/name` through the mount with `flags` (and `groups`), writing
+    /// `writing` once it is open.
+    private func createAsNobody(_ name: String, _ flags: Int32, groups: [gid_t] = [], writing: String = "") -> ChildOutcome {
+        asUser(groups: groups) {
+            let fd = open(self.fixture.mountpoint + "/shared/" + name, flags | O_CLOEXEC, 0o644)
+            if fd < 0 { return ChildOutcome(outcome: .failure(errno)) }
+            defer { close(fd) }
+            let bytes = Array(writing.utf8)
+            if !bytes.isEmpty, write(fd, bytes, bytes.count) != bytes.count { return ChildOutcome(outcome: .failure(errno)) }
+            return ChildOutcome(outcome: .success())
         }
     }
 }

@@ -16,15 +16,15 @@ struct ChildOutcome: Equatable, CustomStringConvertible {
     var description: String { data.isEmpty ? outcome.description : "\(outcome) data=\(data.count)B" }
 }
 
-/// Runs `body` in a child process with credentials uid/gid (supplementary groups cleared) and
-/// returns its outcome. A child that could not switch user or crashed yields `ECHILD`.
-func asUser(uid: uid_t = nobodyUID, gid: gid_t = nobodyGID, _ body: () -> ChildOutcome) -> ChildOutcome {
+/// Runs `body` in a child process with credentials uid/gid and supplementary groups `groups` (none
+/// unless given) and returns its outcome. A child that could not switch user or crashed yields `ECHILD`.
+func asUser(uid: uid_t = nobodyUID, gid: gid_t = nobodyGID, groups: [gid_t] = [], _ body: () -> ChildOutcome) -> ChildOutcome {
     var fds: [Int32] = [-1, -1]
     guard pipe(&fds) == 0 else { return ChildOutcome(outcome: .failure(errno)) }
     let pid = fork()
     if pid == 0 {
         close(fds[0])
-        guard setgroups(0, nil) == 0, setgid(gid) == 0, setuid(uid) == 0, getuid() == uid, geteuid() == uid else { _exit(120) }
+        guard setgroups(groups.count, groups) == 0, setgid(gid) == 0, setuid(uid) == 0, getuid() == uid, geteuid() == uid else { _exit(120) }
         let result = body()
         var header: [Int64] = [Int64(result.outcome.ret), Int64(result.outcome.err), Int64(result.data.count)]
         _ = header.withUnsafeMutableBytes { write(fds[1], $0.baseAddress, $0.count) }
