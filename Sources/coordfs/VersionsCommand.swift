@@ -14,7 +14,10 @@ struct VersionsCommand: ParsableCommand {
         abstract: "List the kept versions of a document in a coordfs mount.",
         discussion: """
         Lists what the document store kept of PATH, newest first: the version number (for show, \
-        diff and restore), when it was kept, its size, why it was kept and how it is stored.
+        diff and restore), when it was kept, its size, why it was kept and how it is stored. A \
+        document with none kept lists nothing (said on stderr, exit status 0); a PATH that does not \
+        exist lists the versions kept of what was there (a deleted document's), and with none kept \
+        is an error (exit status 1).
 
         why:  base (a presenter's loaded version), replaced (renamed over by a save), deleted, \
         beforeWrite (before an in-place write), restore (the file a restore replaced), resolution \
@@ -43,6 +46,10 @@ struct VersionsCommand: ParsableCommand {
     func run() throws {
         let location = try StoreLocation(path)
         let versions = try location.versions()
+        // A deleted document's versions are listed; a path that names nothing and never did is an error.
+        if versions.isEmpty, location.namesNothing {
+            throw CLIError("'\(location.displayPath)' does not exist, and no version of it was kept")
+        }
         if json {
             for v in versions { print(StoreFormat.json(v)) }
             return
@@ -82,6 +89,16 @@ struct StoreLocation {
     }
 
     var storeDirectory: String { mount.state.store }
+
+    /// True when nothing is at the path (lstat: ENOENT or ENOTDIR), looked up through the mount, or
+    /// in the backing folder when the mount's daemon is gone; false when something is, or when
+    /// that cannot be told (EACCES, ...).
+    var namesNothing: Bool {
+        let path = mount.stale ? mount.backing + (relative.isEmpty ? "" : "/" + relative) : displayPath
+        var st = stat()
+        guard path.withNameCString({ lstat($0, &st) }) != 0 else { return false }
+        return errno == ENOENT || errno == ENOTDIR
+    }
     /// The path through the mount (for coordinated writes).
     var mountPath: String? { mount.mountpoint.map { relative.isEmpty ? $0 : $0 + "/" + relative } }
 

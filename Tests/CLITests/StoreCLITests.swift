@@ -794,6 +794,32 @@ final class StoreCLITests: CLITestCase {
         XCTAssertEqual(coordfs("conflicts", mnt).stdout, "no open conflicts\n")
     }
 
+    /// `coordfs versions` of a path that names nothing, and never had a version kept, says so and
+    /// fails (it printed "no kept versions" and exited 0, as for a document with none kept); a
+    /// document with none kept still exits 0, and a deleted document's versions are listed.
+    func testVersionsOfAPathThatNamesNothingSaysSoAndFails() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        FileManager.default.createFile(atPath: backing + "/gone.txt", contents: Data("gone\n".utf8))
+        try mount()
+        for missing in ["nope.txt", "nodir/nope.txt", "doc.txt/below"] {
+            for json in [false, true] {
+                let r = json ? coordfs("versions", mnt + "/" + missing, "--json") : coordfs("versions", mnt + "/" + missing)
+                XCTAssertEqual(r.status, 1, "\(missing): \(r)")
+                XCTAssertTrue(r.stderr.contains("'\(mnt!)/\(missing)' does not exist, and no version of it was kept"), "\(missing): \(r)")
+                XCTAssertEqual(r.stdout, "", missing)
+            }
+        }
+        let none = coordfs("versions", mnt + "/doc.txt")
+        XCTAssertEqual(none.status, 0, "\(none)")
+        XCTAssertTrue(none.stderr.contains("no kept versions of"), "\(none)")
+        // A presented document deleted: its versions are listed under the path that names nothing now.
+        let presenter = try present("gone.txt")
+        XCTAssertEqual(sh("rm '\(mnt!)/gone.txt'").status, 0)
+        XCTAssertTrue(pollUntil(within: 10) { coordfs("versions", mnt + "/gone.txt", "--json").status == 0 }, "no version of the deleted document listed")
+        XCTAssertFalse(versions("gone.txt").isEmpty)
+        _ = presenter
+    }
+
     // MARK: Conflicts and every resolution
 
     func testEveryResolutionOfAChangeThroughTheCLI() throws {
