@@ -48,6 +48,42 @@ final class LostUpdateCLITests: CLITestCase {
         XCTAssertEqual(text("doc"), "ONE\ntwo\nTHREE\n", "both changes")
         XCTAssertEqual(jsonLines(coordfs("conflicts", mnt, "--json")).count, 0)
     }
+    /// A lost update's saving process is shown by `coordfs conflicts` as `coordfs status` shows a
+    /// process, program[pid] and uid, while it runs, and `pid N (exited)` after, where the table
+    /// printed the store's name for it (`process:PID:START:uid:UID`, which `--json` keeps).
+    func testTheSavingProcessIsShownByItsProgramWhileItRunsAndAsExitedAfter() throws {
+        try "one\n".write(toFile: backing + "/doc", atomically: false, encoding: .utf8)
+        try mount()
+        let script = """
+        import subprocess, sys, time
+        doc = sys.argv[1]
+        data = open(doc).read()
+        subprocess.run(["sed", "-i", "s/^one$/ONE/", doc], check=True)
+        with open(doc, "w") as f: f.write(data + "mine\\n")
+        print("saved", flush=True)
+        time.sleep(60)
+        """
+        let saver = try start("/usr/bin/python3", ["-c", script, mnt + "/doc"])
+        defer { saver.stop(SIGKILL) }
+        XCTAssertTrue(pollUntil(within: 10) { saver.lines.contains("saved") }, saver.stderr)
+        XCTAssertTrue(pollUntil(within: 10) { self.jsonLines(self.coordfs("conflicts", self.mnt, "--json")).count == 1 })
+        let listed = jsonLines(coordfs("conflicts", mnt, "--json"))
+        XCTAssertTrue((listed.first?["presenter"] as? String)?.hasPrefix("process:\(saver.pid):") == true, "\(listed)")
+        let process = try XCTUnwrap(listed.first?["presenterProcess"] as? [String: Any], "\(listed)")
+        XCTAssertEqual(process["pid"] as? Int, Int(saver.pid), "\(process)")
+        XCTAssertEqual(process["executable"] as? String, "python3", "\(process)")
+        XCTAssertEqual(process["running"] as? Bool, true, "\(process)")
+        XCTAssertEqual(process["uid"] as? Int, 0, "\(process)")
+        let table = coordfs("conflicts", mnt)
+        XCTAssertTrue(table.stdout.contains("python3[\(saver.pid)] uid 0"), table.stdout)
+        XCTAssertFalse(table.stdout.contains("process:"), table.stdout)
+
+        saver.stop(SIGKILL)
+        let after = coordfs("conflicts", mnt)
+        XCTAssertTrue(after.stdout.contains("pid \(saver.pid) (exited) uid 0"), after.stdout)
+        XCTAssertEqual((jsonLines(coordfs("conflicts", mnt, "--json")).first?["presenterProcess"] as? [String: Any])?["running"] as? Bool, false)
+    }
+
     /// A resolution asked for over the control socket is the caller's step, as a restore is: nobody's
     /// own lost update, resolved by nobody's client over the socket (`resolve`, merge), is logged
     /// (`conflictResolved`, and the merge's coordinated write) with nobody's uid and the client's

@@ -820,6 +820,39 @@ final class StoreCLITests: CLITestCase {
         _ = presenter
     }
 
+    /// `coordfs conflicts` shows a conflict's presenter as `coordfs status` shows presenters: its
+    /// number, program[pid] and uid while it is registered, `(gone)` after, where it printed the
+    /// store's long internal name (`coordfs-PID-START-BOOT/presenter#N`); `--json` keeps that name
+    /// and adds `presenterProcess`.
+    func testConflictsShowThePresenterAsStatusDoes() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("one\n".utf8))
+        try mount()
+        let presenter = try present("doc.txt", unsaved: true)
+        let registered = try XCTUnwrap(presenter.lines.first { $0.hasPrefix("registered ") }, presenter.stdout)
+        let name = String(registered.split(separator: " ")[1])  // presenter#N
+        let number = try XCTUnwrap(Int(name.dropFirst("presenter#".count)), registered)
+        XCTAssertEqual(sh("echo two > '\(mnt!)/doc.txt'").status, 0)
+        let conflict = try XCTUnwrap(waitForConflicts(1).first)
+        XCTAssertTrue((conflict["presenter"] as? String)?.hasPrefix("coordfs-") == true, "the store's name kept: \(conflict)")
+        let process = try XCTUnwrap(conflict["presenterProcess"] as? [String: Any], "\(conflict)")
+        XCTAssertEqual(process["presenter"] as? Int, number, "\(process)")
+        XCTAssertEqual(process["pid"] as? Int, Int(presenter.pid), "\(process)")
+        XCTAssertEqual(process["executable"] as? String, "coordfs", "\(process)")
+        XCTAssertEqual(process["uid"] as? Int, 0, "\(process)")
+        XCTAssertEqual(process["running"] as? Bool, true, "\(process)")
+        let table = coordfs("conflicts", mnt)
+        XCTAssertTrue(table.stdout.contains("\(name) coordfs[\(presenter.pid)] uid 0"), table.stdout)
+        XCTAssertFalse(table.stdout.contains(try XCTUnwrap(conflict["presenter"] as? String)), "the internal name: \(table.stdout)")
+
+        presenter.stop()
+        XCTAssertTrue(pollUntil(within: 10) { self.coordfs("conflicts", self.mnt).stdout.contains("\(name) (gone) uid 0") },
+                      coordfs("conflicts", mnt).stdout)
+        let gone = try XCTUnwrap(openConflicts().first?["presenterProcess"] as? [String: Any])
+        XCTAssertEqual(gone["running"] as? Bool, false, "\(gone)")
+        XCTAssertNil(gone["pid"], "\(gone)")
+        XCTAssertEqual(gone["uid"] as? Int, 0, "\(gone)")
+    }
+
     // MARK: Conflicts and every resolution
 
     func testEveryResolutionOfAChangeThroughTheCLI() throws {
