@@ -452,6 +452,35 @@ final class WebPageTests: CLITestCase {
     /// among its ports: the second page's cookie replaced the first's, and every later request of
     /// the first page (its API calls, its reconnecting live connection) carried a wrong token and
     /// was refused.
+    /// The Status tab says which presenter an access not granted yet is asking, as `coordfs status`
+    /// does (status's `asking`, 28099f4): a write under `coordfs present --delay 4` is listed among
+    /// the held accesses with `presenter N coordfs[PID] to relinquishToWriter (… ms)`; once granted
+    /// and done, nothing is asked. Before, the page listed it like a granted access and said nothing
+    /// of the presenter it waited for.
+    func testTheStatusTabSaysWhichPresenterAnAccessIsAsking() throws {
+        FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("old\n".utf8))
+        try mount()
+        let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--delay", "4"])
+        defer { presenter.stop() }
+        XCTAssertTrue(presenter.waitForLastLine(prefix: "registered presenter#", timeout: 10), presenter.stdout)
+        let id = try XCTUnwrap(presenter.lines.first { $0.hasPrefix("registered presenter#") }?.split(separator: " ")[1].dropFirst("presenter#".count))
+        let (_, url, _) = try startWeb()
+        let browser = try WebDriver(test: self, profile: root + "/chromium")
+        defer { browser.quit() }
+        try browser.open(url)
+        XCTAssertNotNil(try browser.wait("return document.getElementById('conn').textContent === 'live'", timeout: 20))
+        try browser.click("nav button[data-tab=status]")
+        let writer = try start("/bin/sh", ["-c", "echo new > '\(mnt!)/doc.txt'"])
+        defer { writer.stop() }
+        let asked = "presenter \(id) coordfs[\(presenter.pid)] to relinquishToWriter ("
+        let cell = "return [...document.querySelectorAll('#accesses tbody tr')].map(tr => tr.lastChild.textContent).join('|')"
+        XCTAssertNotNil(try browser.wait("return (\(cell.dropFirst("return ".count))).includes(arguments[0])", [asked], timeout: 10),
+                        "the held access's asking cell: \(String(describing: try? browser.run(cell)))")
+        XCTAssertEqual(writer.wait(timeout: 15), 0, "the write went through once the presenter answered")
+        XCTAssertNotNil(try browser.wait("return !(\(cell.dropFirst("return ".count))).includes('relinquishToWriter')", timeout: 10),
+                        "nothing asked once done: \(String(describing: try? browser.run(cell)))")
+    }
+
     func testTwoServersPagesInOneBrowserEachKeepTheirToken() throws {
         try mount()
         let (_, first, _) = try startWeb()

@@ -233,6 +233,14 @@ function connect() {
 
 let statusTimer = null;
 function refreshStatusSoon() { clearTimeout(statusTimer); statusTimer = setTimeout(refreshStatus, 200); }
+// What an access not granted yet waits for (status's `asking`): each presenter it asks, named as
+// in the presenters table (its program and pid, when this page may see it), the ask and how long.
+function asking(list, presenters) {
+  return (list || []).map((a) => {
+    const p = presenters.find((q) => q.presenter === a.presenter);
+    return "presenter " + a.presenter + (p ? " " + shown(p.executable) + "[" + p.pid + "]" : "") + " to " + a.ask + " (" + a.askingMs + " ms)";
+  }).join("; ");
+}
 function intents(list) { return (list || []).map((i) => i.intent + " " + shown(i.path) + (i.options && i.options.length ? " (" + i.options.join(", ") + ")" : "")).join("; "); }
 
 async function refreshStatus() {
@@ -242,7 +250,7 @@ async function refreshStatus() {
     const log = s.eventLog;
     document.getElementById("status-log").textContent = log ? "event log: " + (log.state === "stuck" ? "STUCK since " + log.since + ": " + log.error : "writing (pid " + log.pid + ")") : "";
     fill("presenters", s.presenters, (p) => [p.presenter, p.pid, shown(p.executable), p.uid, p.kind, shown(p.path)], 5);
-    fill("accesses", s.accesses, (a) => [a.access, a.pid, shown(a.executable), a.uid, a.heldMs + " ms", intents(a.intents)], 5);
+    fill("accesses", s.accesses, (a) => [a.access, a.pid, shown(a.executable), a.uid, a.heldMs + " ms", intents(a.intents), asking(a.asking, s.presenters)], 5);
     fill("waiting", s.waiting, (w) => [w.pid, shown(w.executable), w.uid, w.waitingMs + " ms", intents(w.intents)], 4);
     for (const p of s.presenters) seen(p.path);
   } catch (e) { toast("status: " + e.message, true); }
