@@ -138,6 +138,7 @@ struct StoreLocation {
 
     /// The kept versions of this document, from the store or (`throughDaemon`) the daemon.
     func versions() throws -> [VersionRow] {
+        try requireDocumentPath()
         guard throughDaemon else {
             let store = try openStore()
             return try storeCall { try store.versions(ofPath: relative) }.map(VersionRow.init)

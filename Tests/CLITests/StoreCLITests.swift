@@ -809,6 +809,10 @@ final class StoreCLITests: CLITestCase {
                 XCTAssertEqual(r.stdout, "", missing)
             }
         }
+        // The mount itself is no document (it said "invalid path '': empty").
+        let mountItself = coordfs("versions", mnt)
+        XCTAssertEqual(mountItself.status, 1, "\(mountItself)")
+        XCTAssertTrue(mountItself.stderr.contains("is the mount itself; name a document inside it"), "\(mountItself)")
         let none = coordfs("versions", mnt + "/doc.txt")
         XCTAssertEqual(none.status, 0, "\(none)")
         XCTAssertTrue(none.stderr.contains("no kept versions of"), "\(none)")
