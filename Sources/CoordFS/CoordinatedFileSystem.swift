@@ -499,6 +499,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if f.backingID != nil {
             let atOpen = f.stateAtOpen.map { PassthroughWrites.Times(size: $0.size, mtime: $0.mtime, ctime: $0.ctime) }
             passthroughWrites.opened(f.inode, by: handle.pid, at: handle.path, open: f, atOpen: atOpen, flushes: flushes)
+        } else {
+            passthroughWrites.servedOpened(f.inode, at: handle.path, open: f)
         }
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
     }
@@ -509,6 +511,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if f.backingID != nil {
             // The file as this open's writes left it, from the daemon's own descriptor.
             passthroughWrites.released(f.inode, by: handle.pid, open: f, state: seen.map { .init($0) } ?? .init(fd: f.fd))
+        } else {
+            // The daemon's descriptor, which it closes after this, may be dropped last by a process
+            // its process spawned: that close is the mount's too.
+            passthroughWrites.servedReleased(f.inode, open: f, state: seen.map { .init($0) } ?? .init(fd: f.fd))
         }
         openWriters.withLock { table in
             // One lookup: the list is taken out, and put back only when others are left.

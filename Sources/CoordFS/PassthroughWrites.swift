@@ -34,6 +34,14 @@ import Synchronization
 ///   the next change get a new one), so it is never taken for the mount's; an event that finds the
 ///   file changed is a change beside the mount, and what was remembered of the file is forgotten.
 ///
+/// An open for writing the daemon serves itself (no passthrough: `-o passthrough=off`, an append of
+/// a presented document) writes through the daemon's own descriptor, whose events the watcher
+/// skips by the daemon's pid. Its release is remembered as a passthrough open's is (the file as it
+/// left it, the daemon's descriptor's close to come), for that close may come with another pid: a
+/// process the daemon's process spawned shares the descriptor from its fork until its exec
+/// (close-on-exec) and may drop it last. While another such open of the file is held and has
+/// written (its release tells the change), that close is the mount's too (`mountsWhileHeld`).
+///
 /// What is remembered of a released file is dropped once its close events were all matched, once
 /// the file changed, or, beyond `keptReleases` files whose close event never came (fanotify merges
 /// a process's two closes of one file queued together), oldest first.
@@ -137,10 +145,12 @@ final class PassthroughWrites: Sendable {
         /// finds the file changed again since (by a change beside the mount right after).
         var releasedBy: [(pid: pid_t, read: UInt64)] = []
         var path: ItemPath?                   // as last opened
+        /// The opens for writing the daemon serves itself, held now (`servedOpened`).
+        var served: [Retained] = []
         var releasedAt: UInt64 = 0            // order of the last release, to drop the oldest
         var born: UInt64 = 0                  // order of the entry's making: the newer node is the later
         var isEmpty: Bool {
-            open.isEmpty && (left == nil || ownClosesToCome <= 0) && ((left == nil && releasedBy.isEmpty) || closesToCome <= 0)
+            open.isEmpty && served.isEmpty && (left == nil || ownClosesToCome <= 0) && ((left == nil && releasedBy.isEmpty) || closesToCome <= 0)
         }
         /// `opened`'s change; the entry's `born`, to tell a new entry.
         mutating func opened(by pid: pid_t, _ held: HeldOpen, at path: ItemPath?) -> UInt64 {
@@ -164,6 +174,14 @@ final class PassthroughWrites: Sendable {
             if let h = f.handle, byHandle[h] == key { byHandle[h] = nil }
         }
 
+        /// Files whose close event never came (merged with another; no watcher reads them) beyond
+        /// `kept` are dropped, oldest first; files held open stay.
+        mutating func dropUnmatched(beyond kept: Int) {
+            guard files.count > kept else { return }
+            let old = files.filter { $0.value.open.isEmpty && $0.value.served.isEmpty }.sorted { $0.value.releasedAt < $1.value.releasedAt }
+            for (k, _) in old.prefix(files.count - kept / 2) { remove(k) }
+        }
+
         /// `key`'s file has the kernel handle `h` (nil: it could not be read), read through its node.
         /// When another entry has that handle, the two are one file the kernel forgot and looked up
         /// again, a node of its own each (the loopback's node goes with the kernel's FORGET; an
@@ -180,7 +198,8 @@ final class PassthroughWrites: Sendable {
                 return
             }
             let (old, new) = o.born < f.born ? (other, key) : (key, other)
-            guard files[old]?.open.isEmpty == true, let from = files.removeValue(forKey: old), var into = files[new] else { return }
+            guard files[old]?.open.isEmpty == true, files[old]?.served.isEmpty == true,
+                  let from = files.removeValue(forKey: old), var into = files[new] else { return }
             for (pid, n) in from.open { into.open[pid, default: 0] += n }
             into.opens += from.opens
             into.modifiers.formUnion(from.modifiers)
@@ -213,16 +232,20 @@ final class PassthroughWrites: Sendable {
     /// Tells an open that its release compares the file with what it is now (a change beside the
     /// mount made while it was held was told already).
     private let rebase: @Sendable (AnyObject) -> Void
+    /// Whether an open the daemon serves wrote (its release tells a change).
+    private let servedWrote: @Sendable (AnyObject) -> Bool
 
     init(keptReleases: Int = 256, stateOf: @escaping @Sendable (AnyObject) -> FileState? = PassthroughWrites.backingState,
          handleOf: @escaping @Sendable (AnyObject) -> FileHandleKey? = PassthroughWrites.backingHandle,
          wrote: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteWritten() },
-         rebase: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteChangedBeside() }) {
+         rebase: @escaping @Sendable (AnyObject) -> Void = { ($0 as? OpenFile)?.noteChangedBeside() },
+         servedWrote: @escaping @Sendable (AnyObject) -> Bool = { ($0 as? OpenFile)?.modified ?? false }) {
         self.keptReleases = keptReleases
         self.stateOf = stateOf
         self.handleOf = handleOf
         self.wrote = wrote
         self.rebase = rebase
+        self.servedWrote = servedWrote
     }
 
     static func backingState(_ node: AnyObject) -> FileState? {
@@ -247,6 +270,37 @@ final class PassthroughWrites: Sendable {
             let born = t.born + 1
             if t.files[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node), born: born)]
                 .opened(by: pid, held, at: path) == born { t.born = born }
+        }
+    }
+
+    /// An open for writing of the file at `path` that the daemon serves itself (its writes come to
+    /// the daemon, through its own descriptor): held until `servedReleased`.
+    func servedOpened(_ node: AnyObject, at path: ItemPath? = nil, open: AnyObject) {
+        table.withLock { t in
+            let born = t.born + 1
+            let key = ObjectIdentifier(node)
+            if t.files[key] == nil {
+                t.files[key] = FileWrites(node: Retained(object: node), born: born)
+                t.born = born
+            }
+            t.files[key]!.served.append(Retained(object: open))
+            if let path { t.files[key]!.path = path }
+        }
+    }
+
+    /// Its release; `state` is the file as the daemon's descriptor of it shows it now. The daemon
+    /// closes that descriptor after this: its close event is the mount's, whoever drops it last.
+    func servedReleased(_ node: AnyObject, open: AnyObject, state: FileState?) {
+        table.withLock { t in
+            let key = ObjectIdentifier(node)
+            guard let e = t.files.index(forKey: key) else { return }
+            t.releases += 1
+            t.files.values[e].served.removeAll { $0.object === open }
+            t.files.values[e].left = state
+            t.files.values[e].ownClosesToCome += 1
+            t.files.values[e].releasedAt = t.releases
+            t.removeIfEmpty(at: e)
+            t.dropUnmatched(beyond: keptReleases)
         }
     }
 
@@ -288,11 +342,7 @@ final class PassthroughWrites: Sendable {
             }
             // After the handle, so that a removal lets go of it too.
             t.removeIfEmpty(at: e)
-            // Files whose close event never came (merged with another) are dropped, oldest first.
-            if t.files.count > keptReleases {
-                let old = t.files.filter { $0.value.open.isEmpty }.sorted { $0.value.releasedAt < $1.value.releasedAt }
-                for (k, _) in old.prefix(t.files.count - keptReleases / 2) { t.remove(k) }
-            }
+            t.dropUnmatched(beyond: keptReleases)
         }
     }
 
@@ -462,6 +512,12 @@ final class PassthroughWrites: Sendable {
                 if let token { f.releasedBy.remove(at: token) }
             }
             return .mounts
+        }
+        // The close of the daemon's descriptor of a released open, dropped last by another process,
+        // after an open the daemon serves wrote the file again: that open's release tells the change.
+        if close, f.ownClosesToCome > 0, f.served.contains(where: { servedWrote($0.object) }) {
+            f.ownClosesToCome -= 1
+            return .mountsWhileHeld
         }
         // The mount holds the file open for writing: a close is the last close of one of its opens
         // by a process that inherited the descriptor (its RELEASE still to come), or the close of a

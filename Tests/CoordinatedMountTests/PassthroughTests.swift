@@ -193,6 +193,80 @@ extension InProcessMountTestCase {
         try waitUntilReleased(relative)
         try waitForTheWatcher()
     }
+
+    /// Starts a process that shares the daemon's descriptor of a write open of `relative` held now
+    /// (this process's, the in-process daemon's) until its stdin ends: as a process the daemon's
+    /// process spawns does between its fork and its exec (close-on-exec), where the daemon runs in
+    /// the process of a program that starts others (these tests, an app hosting the daemon).
+    func shareTheDaemonsWriteDescriptor(of relative: String, file: StaticString = #filePath, line: UInt = #line) throws -> DescriptorSharer {
+        let target = try XCTUnwrap(realpath(backing + "/" + relative, nil).map { p in defer { free(p) }; return String(cString: p) })
+        let daemonsFD = try XCTUnwrap(DescriptorSharer.writeDescriptors(of: target).first, "the daemon's descriptor of the open", file: file, line: line)
+        var stdin: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&stdin), 0, file: file, line: line)
+        for end in stdin { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let shared = fcntl(daemonsFD, F_DUPFD, 10) // not close-on-exec: the child keeps it
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_adddup2(&actions, stdin[0], 0)
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup("read x"), nil]
+        let spawned = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ)
+        posix_spawn_file_actions_destroy(&actions)
+        argv.forEach { free($0) }
+        close(shared)
+        close(stdin[0])
+        guard spawned == 0 else {
+            close(stdin[1])
+            XCTFail("posix_spawn: \(spawned)", file: file, line: line)
+            throw POSIXError(.EAGAIN)
+        }
+        return DescriptorSharer(pid: pid, input: stdin[1], target: target)
+    }
+}
+
+/// A process sharing the in-process daemon's descriptor of a write open (`shareTheDaemonsWriteDescriptor`).
+final class DescriptorSharer {
+    let pid: pid_t
+    private var input: Int32
+    let target: String
+
+    init(pid: pid_t, input: Int32, target: String) { self.pid = pid; self.input = input; self.target = target }
+
+    /// Ends the process (its stdin ends), once: its reference to the descriptor is dropped.
+    func end() {
+        guard input >= 0 else { return }
+        close(input)
+        input = -1
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
+    /// Waits until the daemon closed its own descriptors of the file (the opens were released):
+    /// this process's reference is then the last one.
+    func waitUntilTheDaemonClosedItsOwn(file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(20)
+        while !Self.writeDescriptors(of: target).isEmpty && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(Self.writeDescriptors(of: target), [], "the daemon closed its descriptor", file: file, line: line)
+    }
+
+    /// Once the daemon closed its own descriptor of the file, ends the process: the kernel's close
+    /// event comes with its pid.
+    func endAfterTheDaemonClosedItsOwn(file: StaticString = #filePath, line: UInt = #line) throws {
+        waitUntilTheDaemonClosedItsOwn(file: file, line: line)
+        end()
+    }
+
+    /// This process's descriptors open for writing on the file at `path` (the in-process daemon's).
+    static func writeDescriptors(of path: String) -> [Int32] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return [] }
+        return names.compactMap(Int32.init).filter { fd in
+            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"), link == path,
+                  let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8),
+                  let flags = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") })
+                      .flatMap({ Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) }) else { return false }
+            return flags & Int(O_ACCMODE) != Int(O_RDONLY)
+        }.sorted()
+    }
 }
 
 final class PassthroughCloseMatchTests: InProcessMountTestCase {
@@ -533,51 +607,15 @@ final class InheritedDescriptorTests: InProcessMountTestCase {
         coordinated.releaseDelay.store(1500, ordering: .relaxed)
         defer { coordinated.releaseDelay.store(0, ordering: .relaxed) }
         try sh("echo teed | tee doc.txt > /dev/null")
-        // While the release waits, the daemon still holds its descriptor of the open: a process
-        // that shares it (until its stdin ends) is started.
-        let target = try XCTUnwrap(realpath(backing + "/doc.txt", nil).map { p in defer { free(p) }; return String(cString: p) })
-        let daemonsFD = try XCTUnwrap(Self.writeDescriptors(of: target).first, "the daemon's descriptor of the open")
-        var stdin: [Int32] = [0, 0]
-        XCTAssertEqual(pipe(&stdin), 0)
-        for end in stdin { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        let shared = fcntl(daemonsFD, F_DUPFD, 10) // not close-on-exec: the child keeps it
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        posix_spawn_file_actions_adddup2(&actions, stdin[0], 0)
-        var pid: pid_t = 0
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup("read x"), nil]
-        let spawned = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ)
-        posix_spawn_file_actions_destroy(&actions)
-        argv.forEach { free($0) }
-        close(shared)
-        close(stdin[0])
-        defer { if spawned == 0 { close(stdin[1]); var status: Int32 = 0; waitpid(pid, &status, 0) } }
-        XCTAssertEqual(spawned, 0)
+        // While the release waits, the daemon still holds its descriptor of the open.
+        let sharer = try shareTheDaemonsWriteDescriptor(of: "doc.txt")
+        defer { sharer.end() }
         try waitUntilReleased("doc.txt")
-        // The daemon closed its descriptor: the child's is the last reference.
-        let deadline = Date().addingTimeInterval(20)
-        while !Self.writeDescriptors(of: target).isEmpty && Date() < deadline { usleep(20_000) }
-        XCTAssertEqual(Self.writeDescriptors(of: target), [], "the daemon closed its descriptor")
-        close(stdin[1])
-        stdin[1] = -1
-        var status: Int32 = 0
-        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        try sharer.endAfterTheDaemonClosedItsOwn()
         try waitForTheWatcher()
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "one change per save: \(p.log)")
         XCTAssertEqual(try besideTheMount("/doc.txt").count, 0, "none beside the mount")
         XCTAssertEqual(try read("doc.txt"), "teed\n")
-    }
-
-    /// This process's descriptors open for writing on the file at `path` (the in-process daemon's).
-    private static func writeDescriptors(of path: String) -> [Int32] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return [] }
-        return names.compactMap(Int32.init).filter { fd in
-            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"), link == path,
-                  let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8),
-                  let flags = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") })
-                      .flatMap({ Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) }) else { return false }
-            return flags & Int(O_ACCMODE) != Int(O_RDONLY)
-        }.sorted()
     }
 
     /// A multiprocessing writer: the parent opens, the forked worker writes and closes last.

@@ -28,6 +28,8 @@ final class PassthroughWritesTests: XCTestCase {
 
     /// The opens told they wrote, and told to compare with the file as it is now, by open.
     private let wrote = Box<[ObjectIdentifier: Int]>([:]), rebased = Box<[ObjectIdentifier: Int]>([:])
+    /// The opens the daemon serves that wrote.
+    private let servedWrote = Box<Set<ObjectIdentifier>>([])
 
     private func make(kept: Int = 1024) -> PassthroughWrites {
         PassthroughWrites(keptReleases: kept, stateOf: { [states] node in states.withLock { $0[ObjectIdentifier(node)] } },
@@ -36,7 +38,8 @@ final class PassthroughWritesTests: XCTestCase {
                               return handles.withLock { $0[ObjectIdentifier(node)] }
                           },
                           wrote: { [wrote] open in wrote.withLock { $0[ObjectIdentifier(open), default: 0] += 1 } },
-                          rebase: { [rebased] open in rebased.withLock { $0[ObjectIdentifier(open), default: 0] += 1 } })
+                          rebase: { [rebased] open in rebased.withLock { $0[ObjectIdentifier(open), default: 0] += 1 } },
+                          servedWrote: { [servedWrote] open in servedWrote.withLock { $0.contains(ObjectIdentifier(open)) } })
     }
     private func count(_ box: Box<[ObjectIdentifier: Int]>, _ open: AnyObject) -> Int { box.withLock { $0[ObjectIdentifier(open)] ?? 0 } }
     private func times(_ s: PassthroughWrites.FileState) -> PassthroughWrites.Times { .init(s) }
@@ -140,6 +143,37 @@ final class PassthroughWritesTests: XCTestCase {
         _ = set(file, 5)
         XCTAssertEqual(w.whose(file, pid: 79, close: true), .beside, "changed since the release")
         XCTAssertFalse(w.remembers(file), "changed: nothing left to match")
+    }
+
+    /// An open the daemon serves itself (an append of a presented document, `passthrough=off`): the
+    /// daemon's descriptor, dropped last by a process the daemon's process spawned, closes after the
+    /// release, with that process's pid: the mount's, also once the next such open wrote the file
+    /// (its release tells that change); a change beside the mount is still one.
+    func testTheDaemonsDescriptorOfAServedOpenDroppedLastByAnotherProcessIsTheMounts() {
+        let w = make()
+        let a = NSObject(), b = NSObject()
+        w.servedOpened(file, open: a)
+        w.servedReleased(file, open: a, state: set(file, 1))
+        XCTAssertEqual(w.whose(file, pid: 77, close: true), .mounts, "as the release left it")
+        XCTAssertFalse(w.remembers(file), "nothing more to come")
+        // The next served open wrote before the close of the first one's descriptor was read.
+        w.servedOpened(file, open: a)
+        w.servedReleased(file, open: a, state: set(file, 2))
+        w.servedOpened(file, open: b)
+        servedWrote.withLock { _ = $0.insert(ObjectIdentifier(b)) }
+        _ = set(file, 3)
+        XCTAssertEqual(w.whose(file, pid: 78, close: true), .mountsWhileHeld, "b's release tells the change")
+        w.servedReleased(file, open: b, state: set(file, 3))
+        XCTAssertTrue(w.closedByDaemon(file), "b's descriptor, closed by the daemon")
+        XCTAssertFalse(w.remembers(file), "nothing more to come")
+        // A served open that wrote nothing tells nothing: a close that finds the file changed is beside the mount.
+        w.servedOpened(file, open: a)
+        w.servedReleased(file, open: a, state: set(file, 4))
+        w.servedOpened(file, open: b)
+        servedWrote.withLock { $0 = [] }
+        _ = set(file, 5)
+        XCTAssertEqual(w.whose(file, pid: 79, close: true), .beside)
+        XCTAssertEqual(w.whose(other, pid: 79, close: true), .beside, "another file")
     }
 
     /// A file the mount still has open for writing, written beside the mount by another process.
