@@ -339,6 +339,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan) {
         let pid = grant.origin.pid
+        if plan.write { finishClosedWrites(of: node, by: pid) }
         // Opened to read and write in place (a database; Python's "r+"): what the process writes
         // over is what it reads through this very open, the version it opens, as an open for
         // reading would record (docs/semantics.md, "Lost updates"). The sqlite3 shell reads a
@@ -483,15 +484,31 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    /// The reply to an open of `p`. A passthrough open for writing of a file someone presents (the
-    /// file or a folder it is in) keeps its FLUSH, also on a local file system (`QuietCloses`):
-    /// each close(2), exit, close-on-exec and dup2 of one of its descriptors then names the closing
-    /// process before the kernel's close event exists, so a close by any other process while the
-    /// open is held is a write beside the mount, told at once (`PassthroughWrites.flushed`). Other
-    /// opens cost no FLUSH.
+    /// Finishes `pid`'s write opens of `node` that it closed (a FLUSH came from it) before it opens
+    /// the file for writing again: close(2) does not wait for the RELEASE, which may come after
+    /// the next open (`echo a > doc; echo b > doc`, a loop of such saves). The earlier save is told
+    /// first, as it happened, so that the store keeps the version the presenter reloaded then
+    /// before this open changes it; told at the release, after this open, it was one version
+    /// short. (An open the process still holds through another descriptor goes on uncoordinated,
+    /// as at `finishWrites`.)
+    private func finishClosedWrites(of node: BackingNode, by pid: pid_t) {
+        let closed = openWriters.withLock { $0[ObjectIdentifier(node)]?.filter { $0.handle.pid == pid && $0.handle.closedByOpener } ?? [] }
+        for w in closed {
+            w.file.noteChangesSinceOpen() // at a release, the loopback's release has done this
+            finish(w.handle, w.file)
+        }
+    }
+
+    /// The reply to an open of `p`. An open for writing of a file someone presents (the file or a
+    /// folder it is in) keeps its FLUSH, also on a local file system (`QuietCloses`): each
+    /// close(2), exit, close-on-exec and dup2 of one of its descriptors then names the closing
+    /// process before the kernel's close event exists, so a close by any other process while a
+    /// passthrough open is held is a write beside the mount, told at once
+    /// (`PassthroughWrites.flushed`), and the opener's next open of the file for writing tells this
+    /// open's change first (`finishClosedWrites`). Other opens cost no FLUSH.
     private func openReply(_ f: OpenFile, _ p: ItemPath) -> OpenReply {
         var reply = loopback.openReply(f)
-        if reply.noFlush, f.backingID != nil, f.isWrite, coordinator.isObserved(p) { reply.noFlush = false }
+        if reply.noFlush, f.isWrite, coordinator.isObserved(p) { reply.noFlush = false }
         return reply
     }
 
@@ -953,13 +970,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         keepPrefix(before: loopback.openFile(file), at: Int64(offset))
         loopback.write(request, inode: inode, data: data, offset: offset, file: file)
     }
-    /// A FLUSH: on a local file system only for a passthrough open for writing of a presented file
-    /// (`openReply`). Who closed is noted (one lock, a read of /proc for the thread's process) and
-    /// the reply never waits for anything else: no presenter, no access.
+    /// A FLUSH: on a local file system only for an open for writing of a presented file
+    /// (`openReply`). Who closed is noted (one lock, a read of /proc for the thread's process; the
+    /// opener itself on its handle) and the reply never waits for anything else: no presenter, no
+    /// access.
     public func flush(_ request: consuming Request, inode: InodeID, file: FileInfo) {
         let f = loopback.openFile(file)
-        if f.isWrite, f.backingID != nil, f.attachment != nil {
-            passthroughWrites.flushed(f.inode, open: f, by: names.process(of: request.context.pid))
+        if f.isWrite, let handle = f.attachment as? HandleAccess {
+            let closer = names.process(of: request.context.pid)
+            if closer == handle.pid { handle.closeByOpener() }
+            if f.backingID != nil { passthroughWrites.flushed(f.inode, open: f, by: closer) }
         }
         loopback.flush(request, inode: inode, file: file)
     }

@@ -64,6 +64,11 @@ final class HandleAccess: Sendable {
         return prefixEndValue.compareExchange(expected: end, desired: 0, ordering: .relaxed).exchanged
     }
     private let resizedFlag = Atomic<Bool>(false)
+    private let closedByOpenerFlag = Atomic<Bool>(false)
+    /// The process that opened it closed a descriptor of it (a FLUSH from that process): its next
+    /// open of the file for writing tells this open's change first (`finishClosedWrites`).
+    var closedByOpener: Bool { closedByOpenerFlag.load(ordering: .relaxed) }
+    func closeByOpener() { closedByOpenerFlag.store(true, ordering: .relaxed) }
     /// Presenters registered at or above `path` while this open is held, with the file's size and
     /// times when each registered (what it could read then): its release tells it a change only
     /// when the file changed since (`CoordinatedFileSystem.finish`).

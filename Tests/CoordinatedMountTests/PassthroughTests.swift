@@ -452,8 +452,8 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         }
     }
 
-    /// Only a passthrough open for writing of a presented file (or of a file in a presented folder)
-    /// costs a FLUSH at close: creating, writing and closing files no one presents (with presenters
+    /// Only an open for writing of a presented file (or of a file in a presented folder) costs a
+    /// FLUSH at close: creating, writing and closing files no one presents (with presenters
     /// elsewhere in the mount), rewriting one and reading a presented one send none, counted by the
     /// daemon's own request counters; each close of a write open of a presented file sends one.
     func testOnlyWriteOpensOfPresentedFilesAreFlushedAtClose() throws {
