@@ -194,6 +194,15 @@ extension InProcessMountTestCase {
         try waitForTheWatcher()
     }
 
+    /// Has the daemon handle each RELEASE `milliseconds` late (`CoordinatedFileSystem.releaseDelay`,
+    /// a test hook), so that what a process does right after a close comes before its release; 0:
+    /// at once again, as after the test.
+    func delayReleases(_ milliseconds: Int) throws {
+        let coordinated = try XCTUnwrap(daemon.coordinated)
+        coordinated.releaseDelay.store(milliseconds, ordering: .relaxed)
+        addTeardownBlock { coordinated.releaseDelay.store(0, ordering: .relaxed) }
+    }
+
     /// Starts a process that shares the daemon's descriptor of a write open of `relative` held now
     /// (this process's, the in-process daemon's) until its stdin ends: as a process the daemon's
     /// process spawns does between its fork and its exec (close-on-exec), where the daemon runs in
@@ -548,10 +557,10 @@ final class InheritedDescriptorTests: InProcessMountTestCase {
         let p = try present("doc.txt")
         defer { coordinator.removeFilePresenter(p) }
         let before = try besideTheMount("/doc.txt").count
-        try XCTUnwrap(daemon.coordinated).releaseDelay.store(delay, ordering: .relaxed)
+        try delayReleases(delay)
         try sh(command)
         try waitUntilReleased("doc.txt")
-        try XCTUnwrap(daemon.coordinated).releaseDelay.store(0, ordering: .relaxed)
+        try delayReleases(0)
         try waitForTheWatcher()
         XCTAssertEqual(p.log.filter { $0 == "didChange" }.count, 1, "one change per save: \(command): \(p.log)", file: file, line: line)
         XCTAssertEqual(try besideTheMount("/doc.txt").count, before, "none beside the mount: \(command)", file: file, line: line)
@@ -603,9 +612,7 @@ final class InheritedDescriptorTests: InProcessMountTestCase {
     func testTheDaemonsDescriptorDroppedLastByAnotherProcessIsNoChangeBesideTheMount() throws {
         let p = try present("doc.txt")
         defer { coordinator.removeFilePresenter(p) }
-        let coordinated = try XCTUnwrap(daemon.coordinated)
-        coordinated.releaseDelay.store(1500, ordering: .relaxed)
-        defer { coordinated.releaseDelay.store(0, ordering: .relaxed) }
+        try delayReleases(1500)
         try sh("echo teed | tee doc.txt > /dev/null")
         // While the release waits, the daemon still holds its descriptor of the open.
         let sharer = try shareTheDaemonsWriteDescriptor(of: "doc.txt")

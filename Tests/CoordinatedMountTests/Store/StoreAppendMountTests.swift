@@ -79,15 +79,13 @@ final class StoreAppendMountTests: StoreMountTestCase {
         try requireLazyBases()
         try write("doc.log", "one\n")
         let (p, _) = try presentDocument("doc.log")
-        let coordinated = try XCTUnwrap(daemon.coordinated)
-        coordinated.releaseDelay.store(1500, ordering: .relaxed)
-        defer { coordinated.releaseDelay.store(0, ordering: .relaxed) }
+        try delayReleases(1500)
         try sh("echo two >> doc.log")
         // While the release waits, the daemon still holds its descriptor of the append.
         let sharer = try shareTheDaemonsWriteDescriptor(of: "doc.log")
         defer { sharer.end() }
         XCTAssertEqual(p.waitForEvents(1, timeout: 20, settle: 0).count, 1)
-        coordinated.releaseDelay.store(0, ordering: .relaxed)
+        try delayReleases(0)
         sharer.waitUntilTheDaemonClosedItsOwn()
         // The next append (another process, holding it open) writes; then the sharer drops the
         // first one's descriptor, last.

@@ -12,10 +12,8 @@ final class StoreSavesInARowTests: StoreMountTestCase {
     func testOneProcessesSavesInARowKeepEachVersionThePresenterHadBefore() throws {
         try write("doc.txt", "orig\n")
         let (p, _) = try presentDocument("doc.txt")
-        let coordinated = try XCTUnwrap(daemon.coordinated)
         // Each RELEASE handled a second late: the next save's open always comes first.
-        coordinated.releaseDelay.store(1000, ordering: .relaxed)
-        defer { coordinated.releaseDelay.store(0, ordering: .relaxed) }
+        try delayReleases(1000)
         try sh("echo a > doc.txt; echo b > doc.txt; echo c > doc.txt")
         let events = p.waitForEvents(3, timeout: 20, settle: 1.5)
         XCTAssertEqual(events.map(\.action), [.reload, .reload, .reload], "one change per save: \(events)")
