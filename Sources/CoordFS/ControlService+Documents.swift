@@ -36,6 +36,7 @@ extension ControlRequestHandler {
             kind: event.kind == .deletion ? .deletion : .change,
             before: event.before.map(Self.identity), after: event.after.map(Self.identity), action: action)
         client.connection.notify(presenter, .documentChanged(change))
+        if event.whileAway { client.connection.notify(presenter, event.kind == .deletion ? .didDelete : .didChange) }
         // Foundation's presentedItemDidGainConflictVersion, right after the change that opened it.
         if case .conflict(let id) = action { client.connection.notify(presenter, .didGainConflict(id)) }
     }

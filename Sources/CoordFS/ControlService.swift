@@ -318,6 +318,7 @@ final class ControlRequestHandler: ControlServerHandler, Sendable {
         }
         connection.send(.registered(Registered(id: request.id, presenter: id)))
         tellAdopted(adopted, presenter: id, client)
+        store?.tellChangesWhileAway([(id, item.path.itemPath, client.origin.uid)])
     }
 
     private func unregister(_ request: Unregister, _ client: ControlClientState) {

@@ -154,6 +154,9 @@ public final class Daemon: @unchecked Sendable {
     /// Ends the services: the last record, then everything flushed to the log.
     func stopServices() {
         plan.state.io.removeMountRecord()
+        // Presenters still registered have not let go: the next start tells them what changed
+        // meanwhile (StoreService.keepPresentersAtEnd), though closing their connections drops them.
+        store?.keepPresentersAtEnd()
         // The control socket before the cluster: its accesses are released through the gate, and
         // none is granted once the node has left.
         control?.stop()

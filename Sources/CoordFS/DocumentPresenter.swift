@@ -36,6 +36,11 @@ public struct DocumentChangeEvent: Sendable, Hashable, CustomStringConvertible {
     public var after: FileIdentity?
     /// What the presenter should do.
     public var action: DocumentAction
+    /// The change was made while no daemon watched the document, after a gone presenter of the same
+    /// user had loaded it, and is told to this presenter as it registers again (docs/document-store.md,
+    /// "Presenters"). Over the control socket it is followed by `didChange` (`didDelete`), as the
+    /// coordinator follows a change it sees.
+    public var whileAway = false
 
     public var description: String {
         let what: String

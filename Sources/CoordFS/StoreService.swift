@@ -52,6 +52,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         var observers: [UInt64: StoreObserver] = [:]
         var nextObserver: UInt64 = 1
         var stopped = false
+        /// The daemon is ending cleanly (``keepPresentersAtEnd()``): presenters still registered
+        /// keep their interests in the store.
+        var ending = false
+        /// The store remembers changes made while away (``tellChangesWhileAway(_:)``): looked up
+        /// at registrations only while it does.
+        var changesWhileAway = false
         /// Versions the store could not keep before a change (`keep`), by path, with the error's
         /// text: named in the change's `failed` event if that cannot be recorded either
         /// (`noteChange`), so that one failed save is one event, not two.
@@ -141,8 +147,20 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         metrics?.snapshotTaken(snapshot)
     }
 
+    /// The daemon ends cleanly (unmount, SIGTERM): the presenters registered now have not let go of
+    /// their documents, so their interests stay in the store as a crash would leave them, also as
+    /// their connections are closed and at ``stop()``. The next start finds their daemon gone and
+    /// treats them as it treats a crashed daemon's (`dropPresentersOfGoneDaemons`): a document
+    /// changed meanwhile is a conflict for unsaved work, a reload to tell otherwise. A presenter
+    /// that let go before this (unregistered, disconnected) was dropped at once.
+    func keepPresentersAtEnd() {
+        tap?.drain()
+        state.withLock { $0.ending = true }
+    }
+
     /// Removes the hooks and lets go of this daemon's presenters (their bases go to retention;
-    /// open conflicts stay, resolvable with `coordfs resolve`).
+    /// open conflicts stay, resolvable with `coordfs resolve`), unless the daemon ends cleanly
+    /// with them still registered (``keepPresentersAtEnd()``).
     func stop() {
         mount?.setDocumentHooks(nil)
         mount?.lostUpdates.configure(.off, store: nil)
@@ -153,7 +171,7 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         let (store, registered) = state.withLock { s -> (DocumentStore, [Registered]) in
             s.stopped = true
             defer { s.presenters = [:]; s.byStoreID = [:]; s.observers = [:] }
-            return (s.store, Array(s.presenters.values))
+            return (s.store, s.ending ? [] : Array(s.presenters.values))
         }
         _ = try? store.unregisterAll(registered.map(\.storeID))
     }
@@ -210,14 +228,17 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         return ProcessLife.isRunning(pid, startedAt: stamp)
     }
 
-    /// At start: the interests of presenters whose daemon is gone (crashed, killed) are dropped,
+    /// At start: the interests of presenters whose daemon is gone (crashed, killed, or ended
+    /// cleanly while they were still registered: ``keepPresentersAtEnd()``) are dropped,
     /// their bases released to retention; their open conflicts stay. One that had unsaved changes in
     /// a document whose file changed since its base (while no daemon watched it) gets the conflict
     /// first, logged (`conflictDetected`), for its editor to take over when it registers again
     /// (`DocumentStore.dropGonePresenters`). Another live daemon on the same backing keeps its own.
     private func dropPresentersOfGoneDaemons(_ store: DocumentStore) {
         guard let names = try? store.presenters() else { return }
-        let gone = names.filter { !$0.rawValue.hasPrefix(instance + "/") && !Self.daemonRuns(named: $0) }
+        // None is this service's yet: one named as this daemon's is an earlier daemon's of this
+        // process (in-process, ended cleanly), gone too (`daemonRuns` is false for this pid).
+        let gone = names.filter { !Self.daemonRuns(named: $0) }
         do {
             for conflict in try store.dropGonePresenters(gone) {
                 recorder?.conflictDetected(conflict, presenter: conflict.presenter.rawValue)
@@ -225,6 +246,50 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         } catch {
             report("drop the presenters of gone daemons", error)
             _ = try? store.unregisterAll(gone)
+        }
+        let away = (try? store.changesWhileAwayCount()) ?? 0
+        state.withLock { $0.changesWhileAway = away > 0 }
+    }
+
+    /// Presenters that just registered (`uid`'s, at `path`, its registration answered) whose user's
+    /// gone presenter had their document when it changed while no daemon watched it
+    /// (`DocumentStore.dropGonePresenters`; also a file deleted meanwhile, no document now): each is
+    /// told now what a running daemon would have told that one (reload, close for a deletion), once.
+    /// Nothing to do, and no transaction, once the store remembers none.
+    func tellChangesWhileAway(_ presenters: [(PresenterID, ItemPath, UInt32)]) {
+        let (store, any) = state.withLock { ($0.store, $0.changesWhileAway) }
+        let registered = presenters
+        guard any, !registered.isEmpty else { return }
+        for (_, path, _) in registered { tap?.drain(path: path) }
+        let taken: [ChangeWhileAway?]
+        do {
+            taken = try store.takeChangesWhileAway(registered.map { ($1.string, $2) })
+        } catch {
+            return report("changes while away", error)
+        }
+        let left = (try? store.changesWhileAwayCount()) ?? 0
+        var events: [DocumentChangeEvent] = []
+        for ((id, path, _), change) in zip(registered, taken) {
+            guard let change else { continue }
+            // Closed: as a running daemon does, the store keeps nothing for it any more.
+            if change.action == .close { _ = try? store.unregister(storeID(of: id), path: path.string) }
+            var event = DocumentChangeEvent(
+                presenter: id, storePresenter: storeID(of: id), document: change.document, path: path,
+                kind: change.kind, before: change.before, after: change.after, action: change.action == .close ? .close : .reload)
+            event.whileAway = true
+            events.append(event)
+        }
+        let observers = state.withLock { s -> [StoreObserver] in
+            s.changesWhileAway = left > 0
+            for event in events {
+                if let id = event.presenter, let entry = s.presenters[id], let delivery = entry.delivery { entry.mailbox.post(event, to: delivery) }
+            }
+            return Array(s.observers.sorted { $0.key < $1.key }.map(\.value))
+        }
+        guard !observers.isEmpty, !events.isEmpty else { return }
+        let all = events
+        observerQueue.async {
+            for event in all { for observer in observers { observer(event) } }
         }
     }
 
@@ -303,10 +368,12 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
 
     /// ``unregister(_:)`` for many presenters, in one transaction.
     func unregister(_ ids: [PresenterID]) {
-        let store = state.withLock { s -> DocumentStore in
+        let (store, ending) = state.withLock { s -> (DocumentStore, Bool) in
             for id in ids { s.remove(id) }
-            return s.store
+            return (s.store, s.ending)
         }
+        // Closed by the daemon's clean end: not let go (``keepPresentersAtEnd()``).
+        if ending { return }
         _ = try? store.unregisterAll(ids.map(storeID(of:)))
     }
 

@@ -2,6 +2,20 @@ import Foundation
 import GRDB
 import Glibc
 
+/// A change made to a document while no daemon watched it, after a gone presenter without unsaved
+/// changes had loaded it: what its user's next presenter of it is told when it registers.
+public struct ChangeWhileAway: Sendable, Hashable {
+    public var document: DocumentID
+    public var path: String
+    public var kind: ChangeKind
+    /// The file the gone presenter had.
+    public var before: FileIdentity?
+    /// The file now (nil: deleted).
+    public var after: FileIdentity?
+    /// What a running daemon would have told it: `.reload`, or `.close`.
+    public var action: Resolution
+}
+
 /// What registering a presenter did.
 public struct Registration: Sendable, Hashable {
     public var document: DocumentID
@@ -163,12 +177,12 @@ extension DocumentStore {
         guard !presenters.isEmpty else { return [] }
         return try write { db in
             var opened: [Conflict] = []
-            let unsaved = try db.cachedStatement(sql: """
+            let held = try db.cachedStatement(sql: """
                 SELECT i.*, d.path AS documentPath FROM interest i JOIN document d ON d.id = i.documentId
-                WHERE i.presenter = ? AND i.hasUnsavedChanges AND d.path IS NOT NULL
+                WHERE i.presenter = ? AND (i.hasUnsavedChanges OR i.ownerUid IS NOT NULL) AND d.path IS NOT NULL
                 """)
             for presenter in presenters {
-                for row in try Row.fetchAll(unsaved, arguments: [presenter.rawValue]) {
+                for row in try Row.fetchAll(held, arguments: [presenter.rawValue]) {
                     guard let absolute = try? resolve(row["documentPath"] as String).absolute else { continue }
                     let document = DocumentID(rawValue: row["documentId"])
                     guard let base = Schema.identity(row, "base") else { continue }
@@ -176,6 +190,10 @@ extension DocumentStore {
                     let onDisk: FileIdentity?
                     do { onDisk = try documentFileIfPresent(absolute).map(FileIdentity.init) } catch { continue }
                     if base == onDisk { continue }
+                    guard row["hasUnsavedChanges"] as Bool else {
+                        try noteChangeWhileAway(db, document, owner: row["ownerUid"], before: base, after: onDisk)
+                        continue
+                    }
                     let folded = try Bool.fetchOne(
                         db, sql: "SELECT 1 FROM conflict WHERE documentId = ? AND presenter = ? AND state = 'open'",
                         arguments: [document.rawValue, presenter.rawValue]) == true
@@ -188,7 +206,64 @@ extension DocumentStore {
             }
             let drop = try db.cachedStatement(sql: "DELETE FROM interest WHERE presenter = ?")
             for presenter in presenters { try drop.execute(arguments: [presenter.rawValue]) }
+            // Bounded: the newest ones are kept; an older one is forgotten (its editor is then not told).
+            try db.execute(sql: """
+                DELETE FROM changeWhileAway WHERE rowid NOT IN
+                  (SELECT rowid FROM changeWhileAway ORDER BY createdAt DESC, rowid DESC LIMIT ?)
+                """, arguments: [Self.maxChangesWhileAway])
             return opened
+        }
+    }
+
+    /// How many changes made while away (``dropGonePresenters(_:)``) the store remembers at most.
+    public static let maxChangesWhileAway = 4096
+
+    /// A gone presenter without unsaved changes had `document` as `before`, and the file is now
+    /// `after` (nil: deleted): remembered for its user (one row per document and user, the first
+    /// `before` kept) until a presenter of that user registers on it (``takeChangesWhileAway(_:)``).
+    private func noteChangeWhileAway(_ db: Database, _ document: DocumentID, owner: Int64, before: FileIdentity, after: FileIdentity?) throws {
+        try setIdentity(db, document, after)
+        let kind: ChangeKind = after == nil ? .deletion : .change
+        // What a running daemon tells a presenter without unsaved changes by default (`announce`):
+        // reload, or close when the file is gone. (With on_change/on_delete=ask it would have had a
+        // conflict, which nobody takes over without unsaved changes: told as by default instead.)
+        let action: Resolution = after != nil ? .reload : .close
+        try db.execute(sql: """
+            INSERT INTO changeWhileAway (documentId, ownerUid, kind, action, beforeDev, beforeIno, beforeSize, beforeMtimeNs,
+                                         afterDev, afterIno, afterSize, afterMtimeNs, createdAt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (documentId, ownerUid) DO UPDATE SET kind = excluded.kind, action = excluded.action,
+              afterDev = excluded.afterDev, afterIno = excluded.afterIno, afterSize = excluded.afterSize,
+              afterMtimeNs = excluded.afterMtimeNs, createdAt = excluded.createdAt
+            """, arguments: StatementArguments([document.rawValue.databaseValue, owner.databaseValue, kind.rawValue.databaseValue,
+                                                 action.rawValue.databaseValue] + Schema.identityValues(before) + Schema.identityValues(after)
+                                                + [Self.now().databaseValue]))
+    }
+
+    /// How many changes made while away the store remembers (``dropGonePresenters(_:)``).
+    public func changesWhileAwayCount() throws -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM changeWhileAway") ?? 0 }
+    }
+
+    /// For each (path, user) of a presenter that just registered: the change made to that document
+    /// while no daemon watched it, after a gone presenter of the same user had loaded it
+    /// (``dropGonePresenters(_:)``), taken (told once), or nil. One transaction for all.
+    public func takeChangesWhileAway(_ registrations: [(path: String, owner: UInt32)]) throws -> [ChangeWhileAway?] {
+        guard !registrations.isEmpty else { return [] }
+        return try write { db in
+            let find = try db.cachedStatement(sql: """
+                SELECT rowid, * FROM changeWhileAway WHERE ownerUid = ? AND documentId = (SELECT id FROM document WHERE path = ?)
+                """)
+            let take = try db.cachedStatement(sql: "DELETE FROM changeWhileAway WHERE rowid = ?")
+            return try registrations.map { path, owner -> ChangeWhileAway? in
+                guard let relative = try? resolve(path).relative,
+                      let row = try Row.fetchOne(find, arguments: [Int64(owner), relative]) else { return nil }
+                try take.execute(arguments: [row["rowid"] as Int64])
+                guard let kind = ChangeKind(rawValue: row["kind"]), let action = Resolution(rawValue: row["action"])
+                else { return nil }
+                return ChangeWhileAway(document: DocumentID(rawValue: row["documentId"]), path: relative, kind: kind,
+                                       before: Schema.identity(row, "before"), after: Schema.identity(row, "after"), action: action)
+            }
         }
     }
 

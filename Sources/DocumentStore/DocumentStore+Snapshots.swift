@@ -380,6 +380,7 @@ extension DocumentStore {
               NOT EXISTS (SELECT 1 FROM version WHERE documentId = document.id)
               AND NOT EXISTS (SELECT 1 FROM interest WHERE documentId = document.id)
               AND NOT EXISTS (SELECT 1 FROM conflict WHERE documentId = document.id AND state = 'open')
+              AND NOT EXISTS (SELECT 1 FROM changeWhileAway WHERE documentId = document.id)
             """)
         return doomed.map { $0["storedName"] as String }
     }

@@ -84,6 +84,23 @@ enum Schema {
         migrator.registerMigration("interestOwnerIndex") { db in
             try db.execute(sql: "CREATE INDEX interest_owner ON interest(ownerUid)")
         }
+        // A change made while no daemon watched to a document a gone presenter without unsaved
+        // changes had: told to the next presenter of its user registering on it (docs/document-store.md,
+        // "Presenters"). One row per document and user.
+        migrator.registerMigration("changeWhileAway") { db in
+            try db.execute(sql: """
+                CREATE TABLE changeWhileAway (
+                    documentId INTEGER NOT NULL REFERENCES document(id) ON DELETE CASCADE,
+                    ownerUid INTEGER NOT NULL,
+                    kind TEXT NOT NULL,              -- change | deletion
+                    action TEXT NOT NULL,            -- reload | close
+                    beforeDev INTEGER, beforeIno INTEGER, beforeSize INTEGER, beforeMtimeNs INTEGER,
+                    afterDev INTEGER, afterIno INTEGER, afterSize INTEGER, afterMtimeNs INTEGER,
+                    createdAt DOUBLE NOT NULL,
+                    PRIMARY KEY (documentId, ownerUid)
+                )
+                """)
+        }
         return migrator
     }
 

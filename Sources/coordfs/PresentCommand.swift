@@ -41,8 +41,10 @@ struct PresentCommand: ParsableCommand {
         restarted) it says so at once (a `disconnected` line, and a message on stderr) and waits: \
         once the mount is back at the same place it registers again (a new `registered` line) \
         and goes on; with --unsaved, an open conflict it had is its own again (a didGainConflict \
-        notification), also one opened because the file changed while its daemon was down. \
-        With --exit-when-gone it exits instead, with status 69, as soon as the mount goes away.
+        notification), also one opened because the file changed while its daemon was down \
+        (killed, or ended cleanly); without it, such a change is told at once, as a running \
+        daemon tells it (documentChanged with action reload, or close for a deletion, then \
+        didChange or didDelete). With --exit-when-gone it exits instead, with status 69, as soon as the mount goes away.
 
         Output lines (text):
           registered presenter#17 file report.txt

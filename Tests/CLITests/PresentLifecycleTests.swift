@@ -108,19 +108,55 @@ final class PresentLifecycleTests: CLITestCase {
     /// the presenter is told of its resolution. Before, it registered again with the changed file as
     /// its new base and heard nothing: its next save would have gone over that change unseen.
     func testADocumentChangedWhileTheDaemonWasDownIsAConflictOnceThePresenterIsBack() throws {
+        try assertAChangeWhileDownIsAConflictOnceBack { daemon in
+            XCTAssertEqual(kill(daemon, SIGKILL), 0)
+            XCTAssertTrue(ProcessEnd.wait(daemon, timeout: 10), "daemon \(daemon) gone")
+        }
+    }
+
+    /// The same after a clean end: `coordfs unmount` while the presenter with unsaved changes is
+    /// still connected, then the file written in the backing folder, then the mount again. The
+    /// presenter had not let go, so its interest stays in the store at the clean end as at a crash
+    /// and the next start opens its conflict. Before, the clean end dropped its interest with its
+    /// connection, and the change silently became its new base.
+    func testADocumentChangedAfterACleanUnmountIsAConflictOnceThePresenterIsBack() throws {
+        try assertAChangeWhileDownIsAConflictOnceBack { daemon in
+            unmount()
+            XCTAssertTrue(ProcessEnd.wait(daemon, timeout: 10), "daemon \(daemon) ended")
+        }
+    }
+
+    /// A presenter of doc.txt registered (`extra`), its daemon ended by `end` (given its pid), then
+    /// doc.txt written (or `change`d) in the backing folder (as another node or a program beside the mount would),
+    /// then the mount back. Returns the presenter and the two daemons' pids.
+    private func presentThenChangeWhileDown(_ extra: [String], change: String = "echo theirs >", end: (pid_t) -> Void) throws -> (Child, pid_t, pid_t) {
         FileManager.default.createFile(atPath: backing + "/doc.txt", contents: Data("a\n".utf8))
         try mount()
-        let presenter = try present(["--unsaved"])
+        let presenter = try present(extra)
+        if !extra.contains("--unsaved") {
+            // Its registration reaches the store a moment after its answer, unless it has unsaved
+            // changes: a write through the mount first, told to it once the store has it.
+            XCTAssertEqual(sh("echo b > '\(mnt!)/doc.txt'").status, 0)
+            XCTAssertTrue(waitFor(presenter) { $0.contains { $0.hasPrefix("notification documentChanged doc.txt kind=change action=reload") } }, presenter.stdout)
+        }
         let first = try XCTUnwrap(daemonPID())
-        XCTAssertEqual(kill(first, SIGKILL), 0)
-        XCTAssertTrue(ProcessEnd.wait(first, timeout: 10), "daemon \(first) gone")
+        end(first)
         XCTAssertTrue(waitFor(presenter, timeout: 3) { $0.contains("disconnected doc.txt") }, presenter.stdout)
-        XCTAssertEqual(sh("echo theirs > '\(backing!)/doc.txt'").status, 0)
-        try mount()  // cleans the stale mount first
-        let second = try XCTUnwrap(daemonPID())
+        XCTAssertEqual(sh("\(change) '\(backing!)/doc.txt'").status, 0)
+        try mount()  // cleans a stale mount first
+        return (presenter, first, try XCTUnwrap(daemonPID()))
+    }
+
+    /// The lines after the presenter's second `registered` line (none before it).
+    private func afterRegisteringAgain(_ lines: [String]) -> ArraySlice<String> {
+        guard lines.filter({ $0.hasPrefix("registered") }).count == 2, let i = lines.lastIndex(where: { $0.hasPrefix("registered") }) else { return [] }
+        return lines[i...]
+    }
+
+    private func assertAChangeWhileDownIsAConflictOnceBack(end: (pid_t) -> Void) throws {
+        let (presenter, first, second) = try presentThenChangeWhileDown(["--unsaved"], end: end)
         let gained = { (lines: [String]) -> [String] in
-            guard lines.filter({ $0.hasPrefix("registered") }).count == 2, let i = lines.lastIndex(where: { $0.hasPrefix("registered") }) else { return [] }
-            return lines[i...].filter { $0.hasPrefix("notification didGainConflict doc.txt conflict=") }.compactMap { $0.split(separator: "=").last.map(String.init) }
+            self.afterRegisteringAgain(lines).filter { $0.hasPrefix("notification didGainConflict doc.txt conflict=") }.compactMap { $0.split(separator: "=").last.map(String.init) }
         }
         XCTAssertTrue(waitFor(presenter) { gained($0).count == 1 }, "told of a conflict once registered again: \(presenter.stdout) \(presenter.stderr)")
         let conflict = try XCTUnwrap(gained(presenter.lines).first)
@@ -141,6 +177,57 @@ final class PresentLifecycleTests: CLITestCase {
         XCTAssertTrue(waitFor(presenter) { $0.contains("notification didResolveConflict doc.txt conflict=\(conflict) resolution=reload") },
                       "told of the resolution: \(presenter.stdout)")
         XCTAssertEqual(try String(contentsOfFile: backing + "/doc.txt", encoding: .utf8), "theirs\n", "reload keeps theirs")
+        XCTAssertEqual(presenter.stop(), 0)
+    }
+
+    /// A presenter WITHOUT unsaved changes whose document was written while its daemon was down
+    /// (SIGKILL, or a clean `coordfs unmount`) is told once it registered again after the next
+    /// mount, as a running daemon would have told it: `documentChanged` with action reload, then
+    /// `didChange`, and no conflict. A presenter registering later hears nothing of it (told once).
+    /// Before, it registered again with the changed file as its new base, told nothing: its editor
+    /// went on showing the old bytes, and its next save went over the change unseen.
+    func testAPresenterWithoutUnsavedChangesIsToldToReloadADocumentChangedWhileTheDaemonWasDown() throws {
+        try assertToldOnceBack(["documentChanged doc.txt kind=change action=reload", "didChange doc.txt"]) { daemon in
+            XCTAssertEqual(kill(daemon, SIGKILL), 0)
+            XCTAssertTrue(ProcessEnd.wait(daemon, timeout: 10), "daemon \(daemon) gone")
+        }
+    }
+
+    func testAPresenterWithoutUnsavedChangesIsToldToReloadADocumentChangedAfterACleanUnmount() throws {
+        try assertToldOnceBack(["documentChanged doc.txt kind=change action=reload", "didChange doc.txt"]) { daemon in
+            unmount()
+            XCTAssertTrue(ProcessEnd.wait(daemon, timeout: 10), "daemon \(daemon) ended")
+        }
+    }
+
+    /// The same for a document deleted while the daemon was down: it is told to close
+    /// (`documentChanged` with kind deletion, action close, then `didDelete`).
+    func testAPresenterWithoutUnsavedChangesIsToldToCloseADocumentDeletedWhileTheDaemonWasDown() throws {
+        try assertToldOnceBack(["documentChanged doc.txt kind=deletion action=close", "didDelete doc.txt"], change: "rm") { daemon in
+            XCTAssertEqual(kill(daemon, SIGKILL), 0)
+            XCTAssertTrue(ProcessEnd.wait(daemon, timeout: 10), "daemon \(daemon) gone")
+        }
+    }
+
+    /// `told`: the notifications (after `notification `, each line's start) it hears, in order, once
+    /// registered again after `end` and the change; none is a conflict, and a second presenter of
+    /// the same document registered afterwards is told nothing.
+    private func assertToldOnceBack(_ told: [String], change: String = "echo theirs >", end: (pid_t) -> Void) throws {
+        let (presenter, _, _) = try presentThenChangeWhileDown([], change: change, end: end)
+        let heard = { (lines: [String]) -> [String] in
+            self.afterRegisteringAgain(lines).filter { $0.hasPrefix("notification ") }.map { String($0.dropFirst("notification ".count)) }
+        }
+        XCTAssertTrue(waitFor(presenter) { heard($0).count >= told.count }, "told once registered again: \(presenter.stdout) \(presenter.stderr)")
+        let lines = heard(presenter.lines)
+        XCTAssertEqual(lines.count, told.count, "\(lines)")
+        for (line, start) in zip(lines, told) { XCTAssertTrue(line.hasPrefix(start), "\(line) is \(start)...") }
+        XCTAssertEqual(coordfs("conflicts", mnt, "--json").stdout, "", "no conflict")
+        let later = try present()
+        XCTAssertEqual(sh("echo mine > '\(mnt!)/doc.txt'").status, 0, "a write (the file made again)")
+        XCTAssertTrue(waitFor(later) { $0.contains("notification didChange doc.txt") }, later.stdout)
+        // What it is told at its registration comes before the write asks it anything: nothing.
+        XCTAssertEqual(later.lines.prefix { !$0.hasPrefix("ask ") }.filter { $0.hasPrefix("notification ") }, [], "told nothing: \(later.stdout)")
+        XCTAssertEqual(later.stop(), 0)
         XCTAssertEqual(presenter.stop(), 0)
     }
 

@@ -123,6 +123,41 @@ final class ConflictOwnerTests: XCTestCase {
         XCTAssertEqual(try f.store.setUnsavedChanges(again, path: "doc.txt", true), [changed.id])
     }
 
+    /// A gone presenter WITHOUT unsaved changes whose file changed (or was deleted) meanwhile gets
+    /// no conflict: the change is remembered for its user and document, taken once by the next
+    /// presenter of that user registering there (reload; close for a deletion), not by another
+    /// user's, and survives a reopen and garbage collection until taken. A file as it was is nothing.
+    func testAGonePresentersChangeWhileAwayIsToldOnceToItsUsersNextPresenter() throws {
+        try f.write("doc.txt", "base\n")
+        try f.write("same.txt", "same\n")
+        try f.write("gone.txt", "gone\n")
+        try f.store.register(alice, path: "doc.txt", owner: 65534)
+        try f.store.register(bob, path: "same.txt", owner: 65534)
+        let carol = StorePresenterID("coordfs-1-1/presenter#3")
+        try f.store.register(carol, path: "gone.txt", owner: 1000)
+        let base = try XCTUnwrap(f.identity("doc.txt"))
+        try f.writeInPlace("doc.txt", "theirs, longer\n")
+        XCTAssertEqual(unlink(f.path("gone.txt")), 0)
+        try f.reopen()
+
+        XCTAssertEqual(try f.store.dropGonePresenters([alice, bob, carol]), [], "no conflict without unsaved changes")
+        XCTAssertEqual(try f.store.changesWhileAwayCount(), 2)
+        try f.reopen()
+        XCTAssertEqual(try f.store.takeChangesWhileAway([("doc.txt", 1000), ("same.txt", 65534)]), [nil, nil], "another user's; a file as it was")
+        let taken = try f.store.takeChangesWhileAway([("doc.txt", 65534), ("gone.txt", 1000)])
+        let changed = try XCTUnwrap(taken.first ?? nil)
+        XCTAssertEqual(changed.kind, .change)
+        XCTAssertEqual(changed.action, .reload)
+        XCTAssertEqual(changed.before, base)
+        XCTAssertEqual(changed.after, try f.identity("doc.txt"))
+        let deleted = try XCTUnwrap(taken.last ?? nil)
+        XCTAssertEqual(deleted.kind, .deletion)
+        XCTAssertEqual(deleted.action, .close)
+        XCTAssertNil(deleted.after)
+        XCTAssertEqual(try f.store.takeChangesWhileAway([("doc.txt", 65534), ("gone.txt", 1000)]), [nil, nil], "once")
+        XCTAssertEqual(try f.store.changesWhileAwayCount(), 0)
+    }
+
     func testALostUpdateBelongsToItsSaver() throws {
         try f.write("doc", "a\n")
         let read = try XCTUnwrap(f.identity("doc"))
