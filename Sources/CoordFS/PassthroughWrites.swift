@@ -369,15 +369,17 @@ final class PassthroughWrites: Sendable {
 
     /// The close event of one of the daemon's own descriptors of a file (the daemon's pid): of a
     /// released open's descriptor, which the daemon closes after the release. Found as `whose` finds
-    /// a file (its handle, the node at its name, the path it was opened by); nothing else is read.
+    /// a file (its handle, the node at its name, the path it was opened by); nothing else is read
+    /// but, once, the handle of a node at the name that may be another file (`learnHandle`).
     /// False when the file may be remembered but was not found: the handle is not known, and no
     /// node or path was given (the watcher looks the node up only then).
     @discardableResult
     func closedByDaemon(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil) -> Bool {
-        table.withLock { t in
+        if let handle, let node { learnHandle(of: node, for: handle, at: path) }
+        return table.withLock { t in
             var key: ObjectIdentifier?
             if let handle, let k = t.byHandle[handle] { key = k }
-            else if let node, t.files[ObjectIdentifier(node)] != nil { key = ObjectIdentifier(node) }
+            else if let node, let f = t.files[ObjectIdentifier(node)], Self.mayBe(f, handle) { key = ObjectIdentifier(node) }
             else if node == nil, let path { key = t.files.first { $0.value.path == path && $0.value.ownClosesToCome > 0 }?.key }
             else if node == nil, path == nil, !t.files.isEmpty { return false }
             guard let key, let e = t.files.index(forKey: key), t.files.values[e].ownClosesToCome > 0 else { return true }
@@ -403,22 +405,15 @@ final class PassthroughWrites: Sendable {
     }
 
     /// Whose change event (`close`: CLOSE_WRITE) of `pid` is. The file is found by its kernel handle
-    /// as the event reports it, else by the node known at the event's name, else (the kernel forgot
+    /// as the event reports it, else by the node known at the event's name (`path`: that name; the
+    /// node's, unless its handle says it is another file, `learnHandle`), else (the kernel forgot
     /// the file) by the path it was opened by. A handle not known yet may be of a file the mount
     /// released whose name changed since (renamed, replaced): the handles of the files no event has
     /// shown yet are read then, through their nodes, outside the lock, each at most once (so a
-    /// release never reads one, and a file whose events come by its name never needs it).
+    /// release never reads one, and a file whose events come by the name it was opened by never
+    /// needs it).
     func whose(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Whose {
-        // The handle names one entry and the node at the event's name another, whose handle is not
-        // known yet: they may be one file under an old node and a new one (`Table.learn`).
-        if let handle, let node, table.withLock({ t in
-            let key = ObjectIdentifier(node)
-            guard let k = t.byHandle[handle], k != key, let f = t.files[key] else { return false }
-            return f.handle == nil && !f.handleRead
-        }) {
-            let h = handleOf(node)
-            table.withLock { $0.learn(ObjectIdentifier(node), handle: h) }
-        }
+        if let handle, let node { learnHandle(of: node, for: handle, at: path) }
         let read = reads.load(ordering: .relaxed)
         if let found = table.withLock({ lookUp(&$0, handle: handle, node, path: path, pid: pid, close: close, read: read) }) {
             return found
@@ -434,13 +429,39 @@ final class PassthroughWrites: Sendable {
         }
     }
 
+    /// An event names its file by `handle`, and `node` is the node now at the event's name (`path`),
+    /// whose file's handle is not known yet: the node's is read (once per file, outside the lock)
+    /// when the handle names another entry (the same file under an old node and a new one,
+    /// `Table.learn`), or when the node's file was opened by another name than the event's: it
+    /// may be another file, renamed over that name since the event (`zip` makes its archive's
+    /// name, closes and removes it, then renames its temp file there), whose own events are still
+    /// to come. A node whose handle is known and is not the event's is not the event's file
+    /// (`lookUp`, `closedByDaemon`). A file whose events come by the name it was opened by takes
+    /// the handle its first event reports, unread.
+    private func learnHandle(of node: AnyObject, for handle: FileHandleKey, at path: ItemPath?) {
+        guard table.withLock({ t in
+            let key = ObjectIdentifier(node)
+            guard let f = t.files[key], f.handle == nil, !f.handleRead else { return false }
+            if let k = t.byHandle[handle] { return k != key }
+            return path != nil && f.path != nil && f.path != path
+        }) else { return }
+        let h = handleOf(node)
+        table.withLock { $0.learn(ObjectIdentifier(node), handle: h) }
+    }
+
+    /// Whether the entry `f` may be the file of an event that names its file by `handle`: its
+    /// handle is not known, or is that one.
+    private static func mayBe(_ f: FileWrites, _ handle: FileHandleKey?) -> Bool {
+        handle == nil || f.handle == nil || f.handle == handle
+    }
+
     /// `whose` on the entries found now; nil when none was found.
     private func lookUp(_ t: inout Table, handle: FileHandleKey?, _ node: AnyObject?, path: ItemPath?, pid: pid_t, close: Bool, read: UInt64) -> Whose? {
         if let handle, let k = t.byHandle[handle] {
             if let e = t.files.index(forKey: k) { return matchEntry(&t, e, k, handle: handle, pid: pid, close: close, read: read) }
             t.byHandle[handle] = nil // (never left behind: see `matchEntry`)
         }
-        if let node, let e = t.files.index(forKey: ObjectIdentifier(node)) {
+        if let node, let e = t.files.index(forKey: ObjectIdentifier(node)), Self.mayBe(t.files.values[e], handle) {
             return matchEntry(&t, e, ObjectIdentifier(node), handle: handle, pid: pid, close: close, read: read)
         }
         guard node == nil, let path else { return nil }

@@ -295,6 +295,34 @@ final class PassthroughCloseMatchTests: InProcessMountTestCase {
         XCTAssertEqual(try read("doc.txt"), "saved3\n")
     }
 
+    /// `zip`'s save of a new archive, as its system calls go: it creates the archive's name
+    /// (O_TRUNC), closes and removes it (a probe), writes a temp file and closes it, renames that to
+    /// the archive's name and chmods it. The close of the probe, read after the rename, was taken
+    /// for the close of the temp file now at that name (the node at the event's name, though the
+    /// event's own file handle said otherwise), and then the temp file's own write and close were
+    /// told as a change beside the mount at the temp name: in the log a change nobody made beside
+    /// the mount (here 2 saves in 3, 9 of 20 real `zip` runs, 15 of 15 such scripts through
+    /// `coordfs mount`), and to a presenter of the folder `subitemDidChange` of a name it never
+    /// heard appear and that was gone. Five archives, one after the other.
+    func testZipsProbeThenTempFileRenamedToTheArchiveIsNoChangeBesideTheMount() throws {
+        try write("marker.txt", "")
+        try sh("mkdir d")
+        try sh("""
+            python3 -c '
+            import os
+            for i in range(5):
+                fd = os.open("d/z%d.zip" % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666); os.close(fd); os.unlink("d/z%d.zip" % i)
+                fd = os.open("d/zi%dAbCd" % i, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                os.write(fd, b"PK" * 50); os.close(fd)
+                os.rename("d/zi%dAbCd" % i, "d/z%d.zip" % i); os.chmod("d/z%d.zip" % i, 0o644)
+            '
+            """)
+        try waitUntilReleasedAndWatched("d/z4.zip")
+        let beside = try logged().filter { $0.kind == .didChange && $0.path.hasPrefix("/d/") && $0.details.requestID == nil }
+        XCTAssertEqual(beside.map(\.path), [], "the mount's own writes, none beside the mount")
+        XCTAssertEqual(try read("d/z4.zip"), String(repeating: "PK", count: 50))
+    }
+
     /// A file written through the mount (its close event matched, its handle learned then), renamed
     /// over a presented document in the backing folder (as a sync tool puts a file in place), then
     /// saved through the mount three times under its new name: each save told once, none as a

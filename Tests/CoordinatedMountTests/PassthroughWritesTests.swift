@@ -326,6 +326,27 @@ final class PassthroughWritesTests: XCTestCase {
         XCTAssertNil(handlesRead.withLock { $0[ObjectIdentifier(other)] })
     }
 
+    /// `zip`'s probe: a file written and released at a name, then removed, and another written,
+    /// released, renamed to that name and chmodded, before the first one's close is read. That
+    /// close finds the second file's node at its name, but reports another handle: the node's,
+    /// read then (it was opened by another name), says it is another file, and the close is the
+    /// first one's. Before, it was taken for the second file's (whose entry took its handle), and
+    /// the second file's own close, read after, was a change beside the mount.
+    func testACloseOfAFileRemovedIsNotTakenForTheFileRenamedToItsNameSince() throws {
+        let w = make()
+        let probe = NSObject(), temp = NSObject()
+        handles.withLock { $0[ObjectIdentifier(probe)] = [1]; $0[ObjectIdentifier(temp)] = [2] }
+        let archive = try ItemPath("d/z.zip"), tempName = try ItemPath("d/ziAbCd")
+        w.opened(probe, by: 10, at: archive)
+        w.released(probe, by: 10, state: set(probe, 1))
+        w.opened(temp, by: 10, at: tempName)
+        w.released(temp, by: 10, state: set(temp, 2))
+        _ = set(temp, 3) // renamed to the archive's name and chmodded through the mount
+        XCTAssertEqual(w.whose(handle: [1], temp, path: archive, pid: 10, close: true), .mounts, "the probe's close")
+        XCTAssertEqual(handlesRead.withLock { $0[ObjectIdentifier(temp)] }, 1, "the node's handle read once")
+        XCTAssertEqual(w.whose(handle: [2], nil, path: tempName, pid: 10, close: true), .mounts, "the temp file's close")
+    }
+
     /// A file whose close events were all matched (its entry let go) is written again through
     /// another node of the same file (the kernel looked it up anew, under the name it was renamed
     /// to beside the mount): its events are still the mount's own. Before, the handle learned by
