@@ -244,7 +244,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
         }
         guard let first, !first.name.isEmpty else { return }
         let changed = loopback.knownChild(of: first.node, named: first.name)
-        own.closedByDaemon(handle: target, changed, path: pathOf(first))
+        own.closedByDaemon(handle: target, changed, path: changed == nil ? pathOf(first) : nil, name: first.name)
     }
 
     private static let dfidName: UInt8 = 2, oldDfidName: UInt8 = 10, newDfidName: UInt8 = 12
@@ -275,7 +275,7 @@ final class BackingWatcher: DirectoryObserver, @unchecked Sendable {
             let close = mask & LinuxCalls.Fanotify.closeWrite != 0
             // By the file the event is about; a file the kernel has forgotten already (written,
             // closed and removed at once) by its path.
-            let whose = own.whose(handle: target, changed, path: pathOf(first), pid: pid, close: close)
+            let whose = own.whose(handle: target, changed, path: changed == nil ? pathOf(first) : nil, name: first.name, pid: pid, close: close)
             if whose != .beside {
                 // A close while the mount holds the file open for writing may be of a write made
                 // beside the mount (told by the open's release): the kernel's attributes are dropped.

@@ -374,8 +374,8 @@ final class PassthroughWrites: Sendable {
     /// False when the file may be remembered but was not found: the handle is not known, and no
     /// node or path was given (the watcher looks the node up only then).
     @discardableResult
-    func closedByDaemon(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil) -> Bool {
-        if let handle, let node { learnHandle(of: node, for: handle, at: path) }
+    func closedByDaemon(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil, name: String? = nil) -> Bool {
+        if let handle, let node { learnHandle(of: node, for: handle, named: name ?? path?.name) }
         return table.withLock { t in
             var key: ObjectIdentifier?
             if let handle, let k = t.byHandle[handle] { key = k }
@@ -405,15 +405,17 @@ final class PassthroughWrites: Sendable {
     }
 
     /// Whose change event (`close`: CLOSE_WRITE) of `pid` is. The file is found by its kernel handle
-    /// as the event reports it, else by the node known at the event's name (`path`: that name; the
-    /// node's, unless its handle says it is another file, `learnHandle`), else (the kernel forgot
-    /// the file) by the path it was opened by. A handle not known yet may be of a file the mount
+    /// as the event reports it, else by the node known at the event's name (`name`, its last
+    /// component; the node's, unless its handle says it is another file, `learnHandle`), else (no
+    /// node: the kernel forgot the file) by `path`, the event's path, as the file was opened by.
+    /// The watcher builds `path` only then: the event's name is enough otherwise (a path is a walk
+    /// of /proc when its folder's is not kept). A handle not known yet may be of a file the mount
     /// released whose name changed since (renamed, replaced): the handles of the files no event has
     /// shown yet are read then, through their nodes, outside the lock, each at most once (so a
     /// release never reads one, and a file whose events come by the name it was opened by never
     /// needs it).
-    func whose(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil, pid: pid_t, close: Bool) -> Whose {
-        if let handle, let node { learnHandle(of: node, for: handle, at: path) }
+    func whose(handle: FileHandleKey? = nil, _ node: AnyObject?, path: ItemPath? = nil, name: String? = nil, pid: pid_t, close: Bool) -> Whose {
+        if let handle, let node { learnHandle(of: node, for: handle, named: name ?? path?.name) }
         let read = reads.load(ordering: .relaxed)
         if let found = table.withLock({ lookUp(&$0, handle: handle, node, path: path, pid: pid, close: close, read: read) }) {
             return found
@@ -429,21 +431,23 @@ final class PassthroughWrites: Sendable {
         }
     }
 
-    /// An event names its file by `handle`, and `node` is the node now at the event's name (`path`),
+    /// An event names its file by `handle`, and `node` is the node now at the event's `name`,
     /// whose file's handle is not known yet: the node's is read (once per file, outside the lock)
     /// when the handle names another entry (the same file under an old node and a new one,
-    /// `Table.learn`), or when the node's file was opened by another name than the event's: it
+    /// `Table.learn`), or when the node's file was opened by another name than the event's (the
+    /// last components compared: a file moved to another folder under its name is not read): it
     /// may be another file, renamed over that name since the event (`zip` makes its archive's
     /// name, closes and removes it, then renames its temp file there), whose own events are still
     /// to come. A node whose handle is known and is not the event's is not the event's file
     /// (`lookUp`, `closedByDaemon`). A file whose events come by the name it was opened by takes
     /// the handle its first event reports, unread.
-    private func learnHandle(of node: AnyObject, for handle: FileHandleKey, at path: ItemPath?) {
+    private func learnHandle(of node: AnyObject, for handle: FileHandleKey, named name: String?) {
         guard table.withLock({ t in
             let key = ObjectIdentifier(node)
             guard let f = t.files[key], f.handle == nil, !f.handleRead else { return false }
             if let k = t.byHandle[handle] { return k != key }
-            return path != nil && f.path != nil && f.path != path
+            guard let name, let opened = f.path?.name else { return false }
+            return opened != name
         }) else { return }
         let h = handleOf(node)
         table.withLock { $0.learn(ObjectIdentifier(node), handle: h) }

@@ -342,7 +342,7 @@ final class PassthroughWritesTests: XCTestCase {
         w.opened(temp, by: 10, at: tempName)
         w.released(temp, by: 10, state: set(temp, 2))
         _ = set(temp, 3) // renamed to the archive's name and chmodded through the mount
-        XCTAssertEqual(w.whose(handle: [1], temp, path: archive, pid: 10, close: true), .mounts, "the probe's close")
+        XCTAssertEqual(w.whose(handle: [1], temp, name: "z.zip", pid: 10, close: true), .mounts, "the probe's close")
         XCTAssertEqual(handlesRead.withLock { $0[ObjectIdentifier(temp)] }, 1, "the node's handle read once")
         XCTAssertEqual(w.whose(handle: [2], nil, path: tempName, pid: 10, close: true), .mounts, "the temp file's close")
     }
