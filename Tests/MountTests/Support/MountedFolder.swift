@@ -181,6 +181,8 @@ final class MountedFolder {
             }
             if Mounts.isMounted(entry.mountpoint) {
                 problems.append("`\(tool) \(entry.mountpoint)`: \(r.map(String.init(describing:)) ?? "\(tool) not found")")
+                // A daemon above it that has not ended: where its threads wait, for the next engineer.
+                for pid in Set(unmountedDaemons) where Mounts.isAlive(pid) { problems.append(Self.whereItWaits(pid, log: backing + "/.coordfs/daemon.log")) }
                 Self.forceUnmount(entry.mountpoint)
             }
             Exiting.add(daemons + (entry.mountpoint == mountpoint ? daemonPids : []))
@@ -188,6 +190,20 @@ final class MountedFolder {
         }
         mounted = false
         return problems
+    }
+
+    /// A daemon still running after its unmount: each thread's name and the kernel function it
+    /// sleeps in (`/proc/PID/task/TID/comm` and `wchan`), and the last lines of its log.
+    static func whereItWaits(_ pid: pid_t, log: String) -> String {
+        func read(_ path: String) -> String {
+            ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        var waits: [String: Int] = [:]
+        for tid in tasks { waits[read("/proc/\(pid)/task/\(tid)/comm") + " in " + read("/proc/\(pid)/task/\(tid)/wchan"), default: 0] += 1 }
+        let threads = waits.sorted { $0.key < $1.key }.map { "\($0.value)x \($0.key)" }.joined(separator: ", ")
+        let last = read(log).split(separator: "\n").suffix(5).joined(separator: " | ")
+        return "daemon \(pid) still running after its unmount; threads: \(threads); its log ends: \(last)"
     }
 
     /// Unmounts, makes sure no daemon is left, and removes the temp root (only once nothing is
