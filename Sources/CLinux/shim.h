@@ -170,16 +170,20 @@ static inline void clinux_withhold_root_reserve(unsigned int uid, struct clinux_
     d[0].effective &= ~(1u << CAP_SYS_RESOURCE);
     (void)syscall(SYS_capset, &h, d);
 }
+/* Puts back the calling thread's effective capability set as `effective` (both words) had it. */
+static inline void clinux_put_back_effective(const unsigned int effective[2]) {
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0) return;
+    d[0].effective = effective[0];
+    d[1].effective = effective[1];
+    (void)syscall(SYS_capset, &h, d);
+}
 /* Puts back what `clinux_withhold_root_reserve` changed. */
 static inline void clinux_restore_root_reserve(const struct clinux_thread_credentials *saved) {
     if (!saved->changed) return;
     (void)syscall(SYS_setfsuid, saved->fsuid);
-    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-    struct __user_cap_data_struct d[2];
-    if (syscall(SYS_capget, &h, d) != 0) return;
-    d[0].effective = saved->effective[0];
-    d[1].effective = saved->effective[1];
-    (void)syscall(SYS_capset, &h, d);
+    clinux_put_back_effective(saved->effective);
 }
 #include <errno.h>
 #include <stdlib.h>
@@ -199,13 +203,7 @@ static inline void clinux_stop_acting(struct clinux_acting_credentials *saved) {
         (void)syscall(SYS_setfsuid, saved->fsuid);
         (void)syscall(SYS_setfsgid, saved->fsgid);
         (void)syscall(SYS_setgroups, saved->ngroups, saved->groups);
-        struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct d[2];
-        if (syscall(SYS_capget, &h, d) == 0) {
-            d[0].effective = saved->effective[0];
-            d[1].effective = saved->effective[1];
-            (void)syscall(SYS_capset, &h, d);
-        }
+        clinux_put_back_effective(saved->effective);
         saved->changed = 0;
     }
     free(saved->groups);
