@@ -159,6 +159,12 @@ final class PassthroughWrites: Sendable {
             if let path { self.path = path }
             return born
         }
+        /// `servedOpened`'s change; the entry's `born`, as `opened`'s.
+        mutating func servedOpened(_ open: Retained, at path: ItemPath?) -> UInt64 {
+            served.append(open)
+            if let path { self.path = path }
+            return born
+        }
     }
     private struct Table {
         var files: [ObjectIdentifier: FileWrites] = [:]
@@ -277,14 +283,10 @@ final class PassthroughWrites: Sendable {
     /// the daemon, through its own descriptor): held until `servedReleased`.
     func servedOpened(_ node: AnyObject, at path: ItemPath? = nil, open: AnyObject) {
         table.withLock { t in
+            // One look-up, as `opened`'s.
             let born = t.born + 1
-            let key = ObjectIdentifier(node)
-            if t.files[key] == nil {
-                t.files[key] = FileWrites(node: Retained(object: node), born: born)
-                t.born = born
-            }
-            t.files[key]!.served.append(Retained(object: open))
-            if let path { t.files[key]!.path = path }
+            if t.files[ObjectIdentifier(node), default: FileWrites(node: Retained(object: node), born: born)]
+                .servedOpened(Retained(object: open), at: path) == born { t.born = born }
         }
     }
 
