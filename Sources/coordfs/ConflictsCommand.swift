@@ -49,10 +49,11 @@ struct ConflictsCommand: ParsableCommand {
         }
         let store = try location.openStore()
         let root = location.mount.mountpoint ?? location.mount.backing
-        let live = PresenterShown.live(location)
         let conflicts = try storeCall { try store.conflicts(state: all ? nil : .open) }.filter { c in
             location.relative.isEmpty || ExactName.same(c.path, location.relative) || c.path.utf8.starts(with: (location.relative + "/").utf8)
         }
+        // The daemon is asked who its presenters are only when there is a conflict to show.
+        let live = conflicts.isEmpty ? [:] : PresenterShown.live((try? location.daemon())?.0)
         if json {
             for c in conflicts { print(Self.json(c, root: root, shown: PresenterShown(c.presenter, owner: c.owner, live: live))) }
             return
@@ -86,7 +87,7 @@ struct ConflictsCommand: ParsableCommand {
         } catch {
             throw CLIError("cannot list the conflicts of \(location.displayPath): \(error)")
         }
-        let live = PresenterShown.live(location)
+        let live = conflicts.isEmpty ? [:] : PresenterShown.live(mount)
         if json {
             for c in conflicts {
                 var o: [String: Any] = [
@@ -151,10 +152,10 @@ struct PresenterShown {
         if case .presenter(let id, daemonRuns: true) = name { registered = live[id] } else { registered = nil }
     }
 
-    /// The presenters the mount's running daemon has registered (those this user may see), by id;
-    /// none when it cannot be asked (its daemon is gone).
-    static func live(_ location: StoreLocation) -> [PresenterID: StatusReport.Presenter] {
-        guard let (mount, _) = try? location.daemon(), let report = try? runBlocking({ try await mount.status() }) else { return [:] }
+    /// The presenters the mount's running daemon (`mount`, nil when it is gone) has registered
+    /// (those this user may see), by id; none when it cannot be asked.
+    static func live(_ mount: CoordFSMount?) -> [PresenterID: StatusReport.Presenter] {
+        guard let mount, let report = try? runBlocking({ try await mount.status() }) else { return [:] }
         return Dictionary(report.presenters.map { ($0.presenter, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
