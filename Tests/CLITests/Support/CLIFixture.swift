@@ -34,7 +34,8 @@ final class Child {
 
     var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
     var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
-    var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    /// Its whole lines of stdout so far (`writtenLines`: a line still being written is not one yet).
+    var lines: [String] { status != nil ? stdout.split(separator: "\n").map(String.init) : writtenLines(of: pid) { stdout } }
 
     /// Waits up to `timeout` seconds for the child to exit; returns its status or nil if it runs on.
     @discardableResult

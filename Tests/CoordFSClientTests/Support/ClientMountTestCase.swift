@@ -111,7 +111,8 @@ class ClientMountTestCase: XCTestCase {
         let pid: pid_t
         let output: String
         var text: String { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
-        var lines: [String] { text.split(separator: "\n").map(String.init) }
+        /// Its whole lines so far (`writtenLines`: a line still being written is not one yet).
+        var lines: [String] { writtenLines(of: pid) { text } }
     }
 
     /// Starts `arguments[0]` (searched in PATH) with stdout and stderr in one file.
