@@ -44,7 +44,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var stopped = false
         /// The node is leaving (``stop()``): no session is made again for an access still on its way.
         var leaving = false
+        /// The last revision the watch applied to this state (`holds`, `presentersAt`, ...).
         var watchedRevision: Revision = 0
+        /// The last revision whose effects are done too: another node's change records applied
+        /// here (this node's kernel caches dropped, its store and presenters told). What
+        /// `watchReaches` waits for.
+        var doneRevision: Revision = 0
         /// Admissions waiting for the watch to reach their rights' revision (`watchReaches`).
         var revisionWaiters: [(revision: Revision, waiter: RevisionWaiter)] = []
         var serial: UInt64 = 0
@@ -270,6 +275,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             return effects
         }
         run(effects)
+        lock.withLock { state.doneRevision = revision }
         try await establishSession()
         coordinator.coordinationGate = self
         tasks.append(Task.detached { [weak self] in await self?.watchLoop(from: revision + 1) })
@@ -953,9 +959,16 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 case .changed:
                     do {
                         let recheckUntil = max(retryUntil, ClusterConfiguration.monotonicSeconds() + configuration.failoverWait)
-                        found = try await retrying(until: recheckUntil, request) {
+                        let recheck = try await retrying(until: recheckUntil, request) {
                             try await self.store.transaction([], success: ranges, failure: [])
-                        }.ranges
+                        }
+                        found = recheck.ranges
+                        // What it found gone, the watch shows too before the access goes on: the
+                        // change records that went with a right (the same transaction) drop this
+                        // node's caches first. The wait may have ended on another change of the
+                        // blockers (a folder right split along its accesses), and the right may have
+                        // gone, with its records, after that and before this read.
+                        grantRevision = max(grantRevision, recheck.revision)
                     } catch {
                         giveBack()
                         return unreachable(request, error)
@@ -994,9 +1007,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
         }
         let token = uses.map(\.right.order).max() ?? 0
-        // Presenters on other nodes, as of the revision of the rights just taken: a presenter
-        // another node put before them is asked, although the watch may not have shown it yet
-        // when etcd answered (a write right after a `present` elsewhere went unasked).
+        // Presenters on other nodes, as of the revision of the rights just taken (or of the last
+        // look at the rights in their way): a presenter another node put before them is asked,
+        // although the watch may not have shown it yet when etcd answered (a write right after a
+        // `present` elsewhere went unasked); and the change records of the rights found gone are
+        // applied here (this node's caches dropped) before the access goes on.
         if grantRevision > 0 { await watchReaches(grantRevision, within: max(1, configuration.failoverWait)) }
         let targets = lock.withLock { askTargets(intents) }
         if targets.isEmpty { return .success(Pass(token: token, uses: uses, serial: serial, asked: [])) }
@@ -1655,13 +1670,15 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     // MARK: The watch
 
-    /// Waits until the watch has shown every revision up to `revision` (or `seconds` passed, or the
-    /// node stopped): what this node knows of the cluster is then at least what etcd held then.
+    /// Waits until the watch has shown every revision up to `revision` and their effects are done
+    /// here (`doneRevision`; or `seconds` passed, or the node stopped): what this node knows of the
+    /// cluster is then at least what etcd held then, and other nodes' changes up to it have dropped
+    /// this node's caches.
     func watchReaches(_ revision: Revision, within seconds: Double) async {
         let waiter = RevisionWaiter()
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = lock.withLock { () -> Bool in
-                if state.watchedRevision >= revision || state.stopped { return true }
+                if state.doneRevision >= revision || state.stopped { return true }
                 waiter.continuation = c
                 state.revisionWaiters.append((revision, waiter))
                 return false
@@ -1689,7 +1706,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     private func resumeRevisionWaiters() {
         let ready = lock.withLock { () -> [(CheckedContinuation<Void, Never>, Task<Void, Never>?)] in
             guard !state.revisionWaiters.isEmpty else { return [] }
-            let reached = state.watchedRevision, stopped = state.stopped
+            let reached = state.doneRevision, stopped = state.stopped
             var ready: [(CheckedContinuation<Void, Never>, Task<Void, Never>?)] = []
             state.revisionWaiters.removeAll { w in
                 guard w.revision <= reached || stopped else { return false }
@@ -1719,9 +1736,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                         state.watchedRevision = max(state.watchedRevision, batch.revision)
                         return effects
                     }
-                    resumeRevisionWaiters()
                     reachability(true)
                     run(effects)
+                    // Reached once what it changed is done here: an access waiting for the watch
+                    // (`watchReaches`) goes on with the caches its change records drop dropped.
+                    // Resumed before `run`, an admission that found the other node's right gone
+                    // went on while this node's kernel still held the size the record dropped.
+                    lock.withLock { state.doneRevision = max(state.doneRevision, batch.revision) }
+                    resumeRevisionWaiters()
                     from = batch.revision + 1
                 }
             } catch ClusterStoreError.compacted {
@@ -1783,6 +1805,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             return effects
         }
         run(effects)
+        lock.withLock { state.doneRevision = max(state.doneRevision, revision) }
         // Earlier records are gone with the history: the documents presented here are looked at.
         // This node's own presenters (its session may be new, their keys not put again yet).
         let presented = lock.withLock { state.presenters.values.compactMap(\.path.path) }

@@ -1,4 +1,5 @@
 import Cluster
+import Dispatch
 import ClusterKV
 import Coordination
 import Synchronization
@@ -23,6 +24,31 @@ final class LoggingHost: ClusterHost, @unchecked Sendable {
         for c in changes { journal.log("\(node):store(\(c))") }
         return []
     }
+}
+
+/// A node's mount side whose dropping of the caches of `path` waits until `open()`, as a kernel's
+/// invalidation can take a while (it runs on the node's watch, as the daemon's does).
+final class GatedHost: ClusterHost, @unchecked Sendable {
+    let path: ItemPath
+    private let gate = DispatchSemaphore(value: 0)
+    private let state = Mutex<(dropping: Bool, open: Bool)>((false, false))
+    init(path: ItemPath) { self.path = path }
+    /// Whether a drop of `path`'s caches has begun (and waits, while the gate is closed).
+    var dropping: Bool { state.withLock { $0.dropping } }
+    func open() {
+        let wasOpen = state.withLock { s in defer { s.open = true }; return s.open }
+        if !wasOpen { gate.signal() }
+    }
+    func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin) {}
+    func clusterDropCaches(_ changes: [AccessChange]) {
+        guard changes.contains(where: { $0.paths.contains(path) }) else { return }
+        let wait = state.withLock { s in s.dropping = true; return !s.open }
+        if wait {
+            gate.wait()
+            gate.signal()  // the next drop goes through too
+        }
+    }
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin, asked: Bool) -> [AccessChange] { [] }
 }
 
 /// Forwards coordinator events to the node (presenter mirror) and keeps them.
@@ -172,13 +198,15 @@ final class StepLog: @unchecked Sendable {
 
 /// A node's view of a store whose transactions that put a key starting with `heldPrefix` wait
 /// until `release()` (a call to etcd that takes long: a slow disk, a loaded member), as the
-/// publisher's batch carrying them does; every other call goes through at once.
+/// publisher's batch carrying them does; every other call goes through at once. With
+/// `answerOnly`, such a transaction is done in etcd at once and only its answer waits (an answer
+/// slow on its way back, which the node's watch overtakes).
 final class HoldingStore: ClusterStore, @unchecked Sendable {
     let inner: any ClusterStore
-    private let state = Mutex<(prefix: [UInt8]?, held: Int)>((nil, 0))
+    private let state = Mutex<(prefix: [UInt8]?, held: Int, answerOnly: Bool)>((nil, 0, false))
     init(_ inner: any ClusterStore) { self.inner = inner }
 
-    func hold(_ prefix: String) { state.withLock { $0.prefix = Array(prefix.utf8) } }
+    func hold(_ prefix: String, answerOnly: Bool = false) { state.withLock { $0 = (Array(prefix.utf8), $0.held, answerOnly) } }
     func release() { state.withLock { $0.prefix = nil } }
     /// Transactions waiting now.
     var held: Int { state.withLock { $0.held } }
@@ -193,11 +221,13 @@ final class HoldingStore: ClusterStore, @unchecked Sendable {
                 return success.contains { if case .put(let key, _, _) = $0 { return key.starts(with: p) }; return false }
             }
         }
-        if holds() {
-            state.withLock { $0.held += 1 }
-            while holds() { try await Task.sleep(for: .milliseconds(5)) }
-            state.withLock { $0.held -= 1 }
-        }
+        guard holds() else { return try await inner.transaction(compare, success: success, failure: failure) }
+        let answerOnly = state.withLock { $0.answerOnly }
+        let result = answerOnly ? try await inner.transaction(compare, success: success, failure: failure) : nil
+        state.withLock { $0.held += 1 }
+        while holds() { try await Task.sleep(for: .milliseconds(5)) }
+        state.withLock { $0.held -= 1 }
+        if let result { return result }
         return try await inner.transaction(compare, success: success, failure: failure)
     }
     func grantLease(ttl: Int64) async throws -> (id: LeaseID, ttl: Int64) { try await inner.grantLease(ttl: ttl) }
