@@ -69,6 +69,8 @@ final class MountedFolder {
     /// The folder used as the mountpoint (also for `.native`, where it stays empty).
     let mountpoint: String
     private(set) var daemonPids: [pid_t] = []
+    /// The FUSE connection of the main mount (`Mounts.fuseConnection`), for `whereItWaits`.
+    private(set) var connection: UInt64?
     private(set) var mounted = false
 
     init(target: MountTarget) throws {
@@ -128,6 +130,7 @@ final class MountedFolder {
         }
         mounted = true
         daemonPids = Mounts.daemons(servingPath: mountpoint, programs: ["coordfs", "passthrough_ll"])
+        connection = Mounts.fuseConnection(at: mountpoint)
     }
 
     /// The daemon's RLIMIT_NOFILE soft limit (/proc/PID/limits), or nil.
@@ -182,10 +185,11 @@ final class MountedFolder {
             if Mounts.isMounted(entry.mountpoint) {
                 problems.append("`\(tool) \(entry.mountpoint)`: \(r.map(String.init(describing:)) ?? "\(tool) not found")")
                 // A daemon above it that has not ended: where its threads wait, for the next engineer.
-                for pid in Set(unmountedDaemons) where Mounts.isAlive(pid) { problems.append(Self.whereItWaits(pid, log: backing + "/.coordfs/daemon.log")) }
+                for pid in Set(unmountedDaemons) where Mounts.isAlive(pid) { problems.append(Self.whereItWaits(pid, log: backing + "/.coordfs/daemon.log", connection: connection)) }
                 Self.forceUnmount(entry.mountpoint)
             }
-            Exiting.add(daemons + (entry.mountpoint == mountpoint ? daemonPids : []))
+            Exiting.add(daemons + (entry.mountpoint == mountpoint ? daemonPids : []), log: backing + "/.coordfs/daemon.log",
+                        connection: entry.mountpoint == mountpoint ? connection : nil)
             unmountedDaemons += daemons + (entry.mountpoint == mountpoint ? daemonPids : [])
         }
         mounted = false
@@ -193,8 +197,9 @@ final class MountedFolder {
     }
 
     /// A daemon still running after its unmount: each thread's name and the kernel function it
-    /// sleeps in (`/proc/PID/task/TID/comm` and `wchan`), and the last lines of its log.
-    static func whereItWaits(_ pid: pid_t, log: String) -> String {
+    /// sleeps in (`/proc/PID/task/TID/comm` and `wchan`), the last lines of its log, and whether its
+    /// FUSE connection outlived the unmount (`Mounts.connectionState`).
+    static func whereItWaits(_ pid: pid_t, log: String, connection: UInt64? = nil) -> String {
         func read(_ path: String) -> String {
             ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -203,7 +208,8 @@ final class MountedFolder {
         for tid in tasks { waits[read("/proc/\(pid)/task/\(tid)/comm") + " in " + read("/proc/\(pid)/task/\(tid)/wchan"), default: 0] += 1 }
         let threads = waits.sorted { $0.key < $1.key }.map { "\($0.value)x \($0.key)" }.joined(separator: ", ")
         let last = read(log).split(separator: "\n").suffix(5).joined(separator: " | ")
-        return "daemon \(pid) still running after its unmount; threads: \(threads); its log ends: \(last)"
+        let state = connection.map { "; " + Mounts.connectionState($0) } ?? ""
+        return "daemon \(pid) still running after its unmount; threads: \(threads)\(state); its log ends: \(last)"
     }
 
     /// Unmounts, makes sure no daemon is left, and removes the temp root (only once nothing is
@@ -232,12 +238,16 @@ final class MountedFolder {
         }
     }
 
-    /// Waits up to 10 s for each daemon to exit after its unmount, then kills it.
+    /// Waits up to 10 s for each daemon to exit after its unmount, then kills it, saying on stderr
+    /// where it waited (`whereItWaits`; callers assert that it ended).
     static func reap(_ pids: [pid_t]) {
         let deadline = Date().addingTimeInterval(10)
         for pid in Set(pids) {
             while Mounts.isAlive(pid) && Date() < deadline { usleep(10_000) }
-            if Mounts.isAlive(pid) { kill(pid, SIGKILL) }
+            if Mounts.isAlive(pid) {
+                FileHandle.standardError.write(Data("MountTests: \(whereItWaits(pid, log: "?", connection: nil)); killed\n".utf8))
+                kill(pid, SIGKILL)
+            }
             var status: Int32 = 0
             _ = waitpid(pid, &status, WNOHANG)   // ours only when started with -f
         }
@@ -288,15 +298,16 @@ final class MountedFolder {
 /// exit: one still alive 10 s after its unmount is killed (and reported on stderr), so no
 /// test run leaves a daemon behind.
 enum Exiting {
-    private static let pending = Mutexed<[(pid: pid_t, since: Date)]>([])
+    private static let pending = Mutexed<[(pid: pid_t, since: Date, log: String, connection: UInt64?)]>([])
     private static let atExitInstalled = Mutexed(false)
 
-    static func add(_ pids: [pid_t]) {
+    /// `log` and `connection`: the daemons' log and FUSE connection, for `whereItWaits`.
+    static func add(_ pids: [pid_t], log: String = "?", connection: UInt64? = nil) {
         guard !pids.isEmpty else { return }
         atExitInstalled.mutate { installed in
             if !installed { atexit { Exiting.finish() }; installed = true }
         }
-        pending.mutate { list in for pid in Set(pids) where !list.contains(where: { $0.pid == pid }) { list.append((pid, Date())) } }
+        pending.mutate { list in for pid in Set(pids) where !list.contains(where: { $0.pid == pid }) { list.append((pid, Date(), log, connection)) } }
     }
 
     /// Forgets daemons that exited; kills those past their 10 s.
@@ -305,7 +316,8 @@ enum Exiting {
             list.removeAll { entry in
                 if !Mounts.isAlive(entry.pid) { return true }
                 guard Date().timeIntervalSince(entry.since) > 10 else { return false }
-                FileHandle.standardError.write(Data("MountTests: daemon \(entry.pid) still running 10 s after its unmount; killed\n".utf8))
+                let said = MountedFolder.whereItWaits(entry.pid, log: entry.log, connection: entry.connection)
+                FileHandle.standardError.write(Data("MountTests: 10 s after its unmount: \(said); killed\n".utf8))
                 kill(entry.pid, SIGKILL)
                 return true
             }

@@ -152,6 +152,44 @@ enum Mounts {
         return pids
     }
 
+    /// The FUSE connection number (`/sys/fs/fuse/connections/N`) of the mount at `path`: the minor
+    /// of its device (major 0); nil when `path` is not there.
+    static func fuseConnection(at path: String) -> UInt64? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        let dev = UInt64(st.st_dev)
+        return (dev & 0xff) | ((dev >> 12) & 0xffff_ff00)
+    }
+
+    /// Whether the FUSE connection `connection` outlived its unmount, for a daemon that did not end:
+    /// its directory in /sys/fs/fuse/connections and its `waiting` count (requests the kernel has
+    /// not seen answered), and the mount namespaces that still list the mount (/proc/PID/mountinfo:
+    /// the kernel ends the connection only once its last mount goes, and a namespace copied while
+    /// it was mounted keeps a mount of its own), each with one process in it.
+    static func connectionState(_ connection: UInt64) -> String {
+        let connections = "/sys/fs/fuse/connections"
+        let kernel: String
+        if !isMounted(connections) {
+            kernel = "FUSE connection \(connection): \(connections) not mounted (fusectl), cannot tell"
+        } else if let waiting = try? String(contentsOfFile: "\(connections)/\(connection)/waiting", encoding: .utf8) {
+            kernel = "FUSE connection \(connection) still there, waiting \(waiting.trimmingCharacters(in: .whitespacesAndNewlines))"
+        } else {
+            kernel = "FUSE connection \(connection) gone"
+        }
+        var holders: [String: String] = [:]
+        let device = "0:\(connection)"
+        for item in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where pid_t(item) != nil {
+            guard let ns = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(item)/ns/mnt"), holders[ns] == nil,
+                  let info = try? String(contentsOfFile: "/proc/\(item)/mountinfo", encoding: .utf8),
+                  info.split(separator: "\n").contains(where: { $0.split(separator: " ").dropFirst(2).first.map(String.init) == device })
+            else { continue }
+            let comm = ((try? String(contentsOfFile: "/proc/\(item)/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+            holders[ns] = "pid \(item) (\(comm))"
+        }
+        let held = holders.isEmpty ? "no mount namespace lists the mount" : "the mount is still listed in " + holders.sorted { $0.key < $1.key }.map { "\($0.key) by \($0.value)" }.joined(separator: ", ")
+        return kernel + "; " + held
+    }
+
     /// A zombie is dead for our purposes once every thread of it is gone (its other threads share
     /// the descriptor table, so its locks, the event log's writer.lock, are held until the last
     /// ends): the daemon's own rule, `ProcessLife.isRunning`.
