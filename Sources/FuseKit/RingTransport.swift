@@ -748,6 +748,10 @@ final class RingTransport: @unchecked Sendable {
                 switch -res {
                 case ENOTCONN, ECONNABORTED, ECANCELED:
                     queue.ended.add(1, ordering: .relaxed)  // the connection ends
+                    // The session's reader looks at the device itself now: the connection's end
+                    // reaches it even when the poll of /dev/fuse never completes (a daemon that
+                    // outlived its unmount, waiting for that poll, was seen in CI).
+                    stopWatchingTheDevice()
                 default:
                     refused("an entry's command failed: \(String(cString: strerror(-res)))")
                 }
