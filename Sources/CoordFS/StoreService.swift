@@ -269,8 +269,13 @@ public final class StoreService: DocumentHooks, @unchecked Sendable {
         }
         let left = (try? store.changesWhileAwayCount()) ?? 0
         var events: [DocumentChangeEvent] = []
-        for ((id, path, _), change) in zip(registered, taken) {
+        for ((id, path, uid), change) in zip(registered, taken) {
             guard let change else { continue }
+            // In the event log as a running daemon's tell of a change beside the mount: its
+            // `didChange` (`didDelete`) record. Who made it is not known (pid 0); the presenter's
+            // user may read the record.
+            coordinator.recordToldApart(change.kind == .deletion ? .deleted(path) : .changed(path),
+                                        origin: AccessOrigin(pid: 0, uid: uid, gid: 0, executable: ""))
             // Closed: as a running daemon does, the store keeps nothing for it any more.
             if change.action == .close { _ = try? store.unregister(storeID(of: id), path: path.string) }
             var event = DocumentChangeEvent(

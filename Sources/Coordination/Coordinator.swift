@@ -306,6 +306,13 @@ public final class Coordinator: @unchecked Sendable {
         tellHere(change, origin: origin, registeredBefore: .max)
     }
 
+    /// Records `change` (its `did*` record, as ``announceObserved(_:origin:)`` does) without
+    /// delivering it: its presenter was told apart (a change made while no daemon watched, told
+    /// once that presenter registered again).
+    public func recordToldApart(_ change: AccessChange, origin: AccessOrigin?) {
+        lock.withLock { emit(nil, origin, .announced(change)) }
+    }
+
     /// Records and delivers `change` to this host's presenters registered before `mark`.
     private func tellHere(_ change: AccessChange, origin: AccessOrigin, registeredBefore mark: UInt64) {
         lock.lock()

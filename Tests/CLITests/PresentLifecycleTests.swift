@@ -222,6 +222,19 @@ final class PresentLifecycleTests: CLITestCase {
         XCTAssertEqual(lines.count, told.count, "\(lines)")
         for (line, start) in zip(lines, told) { XCTAssertTrue(line.hasPrefix(start), "\(line) is \(start)...") }
         XCTAssertEqual(coordfs("conflicts", mnt, "--json").stdout, "", "no conflict")
+        // In the event log as a running daemon's tell: one did* record, by this daemon (after its
+        // mount record), its actor unknown (pid 0) and the presenter's user.
+        let kind = told.last!.split(separator: " ")[0]
+        let toldRecords = { () -> [Record] in
+            let all = self.log()
+            let mounted = all.lastIndex { $0.kind == "mount" } ?? 0
+            return all[mounted...].filter { $0.kind == kind && $0.path == "/doc.txt" }
+        }
+        XCTAssertTrue(pollUntil(within: 10) { !toldRecords().isEmpty }, "the tell is logged: \(log().map(\.json))")
+        let logged = toldRecords()
+        XCTAssertEqual(logged.count, 1, "once: \(logged.map(\.json))")
+        XCTAssertEqual(logged.first?.pid, 0, "\(logged.map(\.json))")
+        XCTAssertEqual(logged.first?.uid, getuid(), "\(logged.map(\.json))")
         let later = try present()
         XCTAssertEqual(sh("echo mine > '\(mnt!)/doc.txt'").status, 0, "a write (the file made again)")
         XCTAssertTrue(waitFor(later) { $0.contains("notification didChange doc.txt") }, later.stdout)
