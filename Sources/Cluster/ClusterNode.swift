@@ -1801,11 +1801,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 apply(.put(kv), revision: missed ? kv.modRevision : revision, &effects, initial: !missed)
             }
             state.watchedRevision = revision
+            // Not done up to it until `run` below: after etcd lost its history, its revisions
+            // start again below the ones this node reached, which must not count as done.
+            state.doneRevision = min(state.doneRevision, revision - 1)
             for w in state.waiters.values { if let c = w.finish(.changed) { effects.wakes.append(c) } }
             return effects
         }
         run(effects)
-        lock.withLock { state.doneRevision = max(state.doneRevision, revision) }
+        lock.withLock { state.doneRevision = revision }
         // Earlier records are gone with the history: the documents presented here are looked at.
         // This node's own presenters (its session may be new, their keys not put again yet).
         let presented = lock.withLock { state.presenters.values.compactMap(\.path.path) }
