@@ -200,26 +200,9 @@ class CLITestCase: XCTestCase {
     /// daemon alive after its own `coordfs unmount` until this namespace ends (the kernel ends a
     /// FUSE connection with its last mount), which disturbs tests running alongside.
     func startInOwnMountNamespace(keeping mountpoint: String, _ executable: String, _ arguments: [String]) throws -> Child {
-        try start("/usr/bin/unshare", ["--mount", "--propagation", "private", "--",
-                                       "/usr/bin/python3", "-c", Self.detachOtherFUSEMounts, mountpoint, executable] + arguments)
+        try start("/usr/bin/unshare", ["--mount", "--propagation", "private", "--"]
+                  + OwnMountNamespace.detachingOtherFUSEMounts(keeping: mountpoint, executable, arguments))
     }
-
-    /// argv: the mount to keep, then the command to run. Mount points in mountinfo are bytes with
-    /// space, tab, newline and backslash as octal escapes (proc(5)). A FUSE mount above the kept one
-    /// stays (detaching it would take the kept one along).
-    private static let detachOtherFUSEMounts = #"""
-import ctypes, os, re, sys
-keep = os.fsencode(os.path.realpath(sys.argv[1]))
-libc = ctypes.CDLL(None, use_errno=True)
-for line in open("/proc/self/mountinfo", "rb"):
-    fields, kind = line.split(b" - ", 1)
-    point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields.split(b" ")[4])
-    if not kind.startswith(b"fuse") or point == keep or keep.startswith(point.rstrip(b"/") + b"/"):
-        continue
-    if libc.umount2(point, 2) != 0 and ctypes.get_errno() != 22:  # MNT_DETACH; EINVAL: gone with its parent
-        print("cannot detach", point, os.strerror(ctypes.get_errno()), file=sys.stderr)
-os.execv(sys.argv[2], sys.argv[2:])
-"""#
 
     /// Runs a command to completion (killed after `timeout`).
     func run(_ executable: String, _ arguments: [String], timeout: Double = 60) -> CommandResult {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import XCTest
 
 /// A daemon still running after its unmount says why in the teardown's message: besides where its
@@ -19,7 +20,9 @@ final class DaemonAfterUnmountTests: MountTestCase {
         try fixture.mount(options: [])
         let connection = try XCTUnwrap(fixture.connection, "the mount's FUSE connection")
         let daemon = try XCTUnwrap(fixture.daemonPids.first, "the mount's daemon")
-        let copy = try Spawn.start(unshare, ["--mount", "--propagation", "unchanged", "sleep", "60"])
+        // Only this test's mount is copied: another test's, copied too, would outlive its unmount.
+        let copy = try Spawn.start(unshare, ["--mount", "--propagation", "unchanged", "--"]
+                                   + OwnMountNamespace.detachingOtherFUSEMounts(keeping: fixture.mountpoint, "/bin/sleep", ["60"]))
         var ended = false
         defer { if !ended { kill(copy, SIGKILL); var status: Int32 = 0; waitpid(copy, &status, 0) } }
         let ours = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/mnt")
