@@ -120,7 +120,7 @@ public final class Daemon: @unchecked Sendable {
         }
         if metrics == nil, let address = plan.options.metrics {
             let m = DaemonMetrics()
-            let endpoint = try MetricsEndpoint(address: address) { [weak self] in
+            let endpoint = try MetricsEndpoint(address: address, readers: plan.options.metricsReaders) { [weak self] in
                 guard let self else { return [] }
                 return m.scrape(daemon: self)
             }
@@ -130,6 +130,8 @@ public final class Daemon: @unchecked Sendable {
             metricsEndpoint = endpoint
             endpoint.start()
             sayOnStandardError("coordfs: metrics at http://\(endpoint.address)/metrics")
+            let readers = ([0, getuid()] + plan.options.metricsReaders).reduce(into: [UInt32]()) { if !$0.contains($1) { $0.append($1) } }
+            sayOnStandardError("coordfs: metrics readable by local uids \(readers.map(String.init).joined(separator: ", ")) (others: 403) and by other hosts")
         }
     }
 

@@ -39,14 +39,22 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
 /// read: one of nobody's connections that sent nothing made every scrape wait 5 s, a few hundred
 /// kept the endpoint from answering anyone for as long as nobody liked. It reads no file and takes
 /// no input but the request line, so it shows nothing but the numbers (no names, no paths).
+///
+/// Who may read them: the numbers tell when the mount is busy and with what (opens, saves, asks),
+/// which on a shared mount is another user's activity. A process of this machine is answered only
+/// when its socket's owner is root, the daemon's user or one of `readers` (`metrics_users=`); any
+/// other local user gets 403 and no number. A peer whose owner cannot be known is answered only
+/// when it is not on a loopback address: another host's Prometheus, fenced by the network.
 final class MetricsEndpoint: @unchecked Sendable {
     let address: MetricsAddress
     private let fd: Int32
     private let render: @Sendable () -> [UInt8]
+    /// Local users besides root and the daemon's own who may read the numbers.
+    let readers: Set<UInt32>
     private var thread: pthread_t?
 
     /// Binds and listens (errors here stop the mount: the operator asked for the endpoint).
-    init(address: MetricsAddress, render: @escaping @Sendable () -> [UInt8]) throws(MountError) {
+    init(address: MetricsAddress, readers: [UInt32] = [], render: @escaping @Sendable () -> [UInt8]) throws(MountError) {
         let family = address.isIPv6 ? AF_INET6 : AF_INET
         let s = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw .system("metrics: socket: \(String(cString: strerror(errno)))") }
@@ -83,6 +91,7 @@ final class MetricsEndpoint: @unchecked Sendable {
         self.address = bound
         self.fd = s
         self.render = render
+        self.readers = Set(readers)
     }
 
     func start() {
@@ -119,6 +128,8 @@ final class MetricsEndpoint: @unchecked Sendable {
     private struct Connection {
         let fd: Int32
         let user: UInt32?
+        /// Whether it may read the numbers (else it is answered 403).
+        let reads: Bool
         let until: ContinuousClock.Instant
         var request: [UInt8] = []
         var answer: [UInt8]? = nil
@@ -175,7 +186,8 @@ final class MetricsEndpoint: @unchecked Sendable {
                     guard perUser[user, default: 0] < Self.perUser else { close(c); continue }
                     perUser[user, default: 0] += 1
                 }
-                connections.append(Connection(fd: c, user: user, until: .now + Self.deadline))
+                let reads = user.map { exempt.contains($0) || readers.contains($0) } ?? !LinuxCalls.tcpPeerIsLoopback(c)
+                connections.append(Connection(fd: c, user: user, reads: reads, until: .now + Self.deadline))
             }
         }
     }
@@ -192,7 +204,7 @@ final class MetricsEndpoint: @unchecked Sendable {
                 c.request += buffer[..<n]
                 if Self.hasHeaderEnd(c.request) { break }
             }
-            c.answer = answer(to: c.request)
+            c.answer = answer(to: c.request, reads: c.reads)
         }
         guard let out = c.answer else { return false }
         while c.sent < out.count {
@@ -205,8 +217,9 @@ final class MetricsEndpoint: @unchecked Sendable {
         return false
     }
 
-    /// The whole answer (head and body) to `request`, a request head (or its first 16 KiB).
-    private func answer(to request: [UInt8]) -> [UInt8] {
+    /// The whole answer (head and body) to `request`, a request head (or its first 16 KiB), from a
+    /// peer that `reads` the numbers or not.
+    private func answer(to request: [UInt8], reads: Bool) -> [UInt8] {
         let line = request.split(separator: 13, maxSplits: 1).first.map { String(decoding: $0, as: UTF8.self) } ?? ""
         let parts = line.split(separator: " ")
         let status: String
@@ -215,6 +228,9 @@ final class MetricsEndpoint: @unchecked Sendable {
         if parts.count >= 2, parts[0] != "GET" && parts[0] != "HEAD" {
             status = "405 Method Not Allowed"
             body = Array("only GET\n".utf8)
+        } else if parts.count >= 2, parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?"), !reads {
+            status = "403 Forbidden"
+            body = Array("coordfs: this mount's metrics are for root, the mount's user and the users of its metrics_users= option\n".utf8)
         } else if parts.count >= 2, parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?") {
             status = "200 OK"
             body = render()

@@ -1,4 +1,5 @@
 import FuseKit
+import LinuxGNU
 import Loopback
 
 /// The `-o` options of a coordfs mount, validated: libfuse/kernel mount options pass through, coordfs's
@@ -60,6 +61,9 @@ public struct MountOptions: Sendable, Equatable {
     public var limits = PeerLimits()
     /// Where the daemon serves Prometheus metrics (`metrics=HOST:PORT`; docs/metrics.md); nil: nowhere.
     public var metrics: MetricsAddress?
+    /// Local users besides root and the mount's own who may read the metrics
+    /// (`metrics_users=USER:USER`, names or uids; docs/metrics.md "Who may read them").
+    public var metricsReaders: [UInt32] = []
     /// The cluster (docs/cluster.md): etcd endpoints, node, lease; off without `cluster=`.
     public var cluster = ClusterOptions()
 
@@ -102,7 +106,8 @@ public struct MountOptions: Sendable, Equatable {
         \(StoreOptions.documentation)
         \(PeerLimits.documentation)
         \(ClusterOptions.documentation)
-        metrics: metrics=HOST:PORT (Prometheus text at http://HOST:PORT/metrics; e.g. 127.0.0.1:9464)
+        metrics: metrics=HOST:PORT (Prometheus text at http://HOST:PORT/metrics; e.g. 127.0.0.1:9464), \
+        metrics_users=USER:USER (local users besides root and the mount's own who may read them)
         ignored (fstab): \(ignoredFlags.sorted().joined(separator: ", ")), x-*, comment=*
         """
     }
@@ -202,6 +207,16 @@ public struct MountOptions: Sendable, Equatable {
                         throw .badOption(item, "expects HOST:PORT, an IP address (127.0.0.1, [::1]) or localhost and a port (0 to 65535)")
                     }
                     o.metrics = address
+                case ("metrics_users", let v?):
+                    var readers: [UInt32] = []
+                    for name in v.split(separator: ":", omittingEmptySubsequences: true) {
+                        guard let uid = LinuxCalls.userID(named: String(name)) else {
+                            throw .badOption(item, "names no user \(name): expects user names or uids separated by ':'")
+                        }
+                        readers.append(uid)
+                    }
+                    guard !readers.isEmpty else { throw .badOption(item, "expects user names or uids separated by ':'") }
+                    o.metricsReaders = readers
                 case ("transport", let v?):
                     guard let t = FuseTransport(rawValue: v) else { throw .badOption(item, "expects auto, uring or dev") }
                     o.transport = t
@@ -218,6 +233,9 @@ public struct MountOptions: Sendable, Equatable {
             }
         }
         if o.readOnly { o.fuseOptions.append("ro") }
+        if !o.metricsReaders.isEmpty, o.metrics == nil {
+            throw .badOption("metrics_users", "needs metrics=HOST:PORT (it says who may read the metrics served there)")
+        }
         try o.cluster.check()
         return o
     }

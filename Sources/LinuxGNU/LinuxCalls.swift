@@ -63,29 +63,51 @@ public enum LinuxCalls {
     /// machine, from the connection's own addresses (`tcpSocketOwner`); nil when the peer is on
     /// another machine or not known.
     public static func tcpPeerOwner(_ fd: Int32) -> UInt32? {
-        func parts(_ get: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> (family: Int32, address: [UInt8], port: UInt16)? {
-            var storage = sockaddr_storage()
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            guard withUnsafeMutablePointer(to: &storage, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { get($0, &length) } }) == 0 else { return nil }
-            return withUnsafePointer(to: &storage) { p -> (Int32, [UInt8], UInt16)? in
-                switch Int32(p.pointee.ss_family) {
-                case AF_INET:
-                    return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
-                        var v = a.pointee.sin_addr
-                        return (AF_INET, withUnsafeBytes(of: &v) { Array($0) }, UInt16(bigEndian: a.pointee.sin_port))
-                    }
-                case AF_INET6:
-                    return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
-                        var v = a.pointee.sin6_addr
-                        return (AF_INET6, withUnsafeBytes(of: &v) { Array($0) }, UInt16(bigEndian: a.pointee.sin6_port))
-                    }
-                default:
-                    return nil
+        guard let remote = socketAddress(fd, peer: true), let local = socketAddress(fd, peer: false), remote.family == local.family else { return nil }
+        return tcpSocketOwner(family: remote.family, address: remote.address, port: remote.port, peer: local.address, peerPort: local.port)
+    }
+    /// Whether the other end of the connection `fd` has a loopback address (127.0.0.0/8, ::1, or
+    /// an IPv4 loopback address mapped into IPv6): a process on this machine, whatever its owner.
+    public static func tcpPeerIsLoopback(_ fd: Int32) -> Bool {
+        guard let remote = socketAddress(fd, peer: true) else { return false }
+        let a = remote.address
+        if remote.family == AF_INET { return a.first == 127 }
+        guard a.count == 16 else { return false }
+        if a[0..<15].allSatisfy({ $0 == 0 }) && a[15] == 1 { return true }
+        return a[0..<10].allSatisfy({ $0 == 0 }) && a[10] == 0xff && a[11] == 0xff && a[12] == 127
+    }
+    /// The socket's own (`peer` false) or its peer's address: family, address bytes (4 or 16), port
+    /// in host byte order; nil for another family or a socket without one.
+    private static func socketAddress(_ fd: Int32, peer: Bool) -> (family: Int32, address: [UInt8], port: UInt16)? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        guard withUnsafeMutablePointer(to: &storage, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { peer ? getpeername(fd, $0, &length) : getsockname(fd, $0, &length) } }) == 0 else { return nil }
+        return withUnsafePointer(to: &storage) { p -> (Int32, [UInt8], UInt16)? in
+            switch Int32(p.pointee.ss_family) {
+            case AF_INET:
+                return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
+                    var v = a.pointee.sin_addr
+                    return (AF_INET, withUnsafeBytes(of: &v) { Array($0) }, UInt16(bigEndian: a.pointee.sin_port))
                 }
+            case AF_INET6:
+                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
+                    var v = a.pointee.sin6_addr
+                    return (AF_INET6, withUnsafeBytes(of: &v) { Array($0) }, UInt16(bigEndian: a.pointee.sin6_port))
+                }
+            default:
+                return nil
             }
         }
-        guard let remote = parts({ getpeername(fd, $0, $1) }), let local = parts({ getsockname(fd, $0, $1) }), remote.family == local.family else { return nil }
-        return tcpSocketOwner(family: remote.family, address: remote.address, port: remote.port, peer: local.address, peerPort: local.port)
+    }
+    /// The uid of the user named `name` in the user database (`getpwnam_r`), or `name` itself when
+    /// it is a number; nil when there is no such user.
+    public static func userID(named name: String) -> UInt32? {
+        if let n = UInt32(name) { return n }
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>? = nil
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getpwnam_r(name, &entry, &buffer, buffer.count, &found) == 0, found != nil else { return nil }
+        return entry.pw_uid
     }
     /// `pidfd_open(pid, 0)`: a descriptor of process `pid`, or -1 (errno ESRCH: no such process).
     public static func pidfdOpen(_ pid: Int32) -> Int32 { clinux_pidfd_open(pid) }

@@ -5,14 +5,15 @@ import Foundation
 import Glibc
 import XCTest
 import TestSupport
+import EtcdTestSupport
 
 final class MetricsTests: CLITestCase {
     /// The address the daemon printed to its log (`coordfs: metrics at http://ADDR/metrics`).
-    private func metricsPort(file: StaticString = #filePath, line: UInt = #line) throws -> UInt16 {
+    private func metricsPort(host: String = "127.0.0.1", file: StaticString = #filePath, line: UInt = #line) throws -> UInt16 {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             let log = (try? String(contentsOfFile: backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
-            if let l = log.split(separator: "\n").last(where: { $0.contains("metrics at http://127.0.0.1:") }),
+            if let l = log.split(separator: "\n").last(where: { $0.contains("metrics at http://\(host):") }),
                let port = l.split(separator: ":").last?.split(separator: "/").first.flatMap({ UInt16($0) }) {
                 return port
             }
@@ -170,6 +171,73 @@ final class MetricsTests: CLITestCase {
         XCTAssertTrue(counts.hasPrefix("closed") && numbers.count == 2, "\(flood.stdout)")
         XCTAssertGreaterThanOrEqual(numbers.first ?? 0, 292, "nobody keeps at most 8 connections: \(counts)")
         XCTAssertLessThanOrEqual(numbers.last ?? 99, 4, "the trickle is cut near its 2 s: \(counts)")
+    }
+
+    /// `GET /metrics` from `host`:`port` by a Python process run as nobody (`launcher` first, as
+    /// `nsenter --net=...` for another host): the status and the body.
+    private func scrapeAsNobody(_ port: UInt16, host: String = "127.0.0.1", launcher: [String] = []) -> (status: Int, body: String) {
+        let script = #"""
+        import http.client, sys
+        c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=5)
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        print(r.status)
+        print(r.read().decode())
+        """#
+        let command = launcher + ["/usr/bin/setpriv"] + user(65534) + ["/usr/bin/python3", "-c", script, host, "\(port)"]
+        let r = run(command[0], Array(command.dropFirst()))
+        let lines = r.stdout.split(separator: "\n", maxSplits: 1)
+        return (lines.first.flatMap { Int($0) } ?? -1, lines.count > 1 ? String(lines[1]) : r.stderr)
+    }
+
+    /// The numbers tell when a shared mount is busy and with what, so on this machine only root,
+    /// the mount's user and the users of `metrics_users=` read them: nobody's scrape is answered
+    /// 403 with no number in it (before, every local user read them), until a mount names nobody.
+    func testOnlyRootTheMountsUserAndTheListedUsersReadTheNumbers() throws {
+        try mount(options: ["allow_other", "metrics=127.0.0.1:0"])
+        var port = try metricsPort()
+        let refused = scrapeAsNobody(port)
+        XCTAssertEqual(refused.status, 403, refused.body)
+        XCTAssertTrue(refused.body.contains("metrics_users="), refused.body)
+        XCTAssertFalse(refused.body.contains("coordfs_"), "no number for nobody: \(refused.body)")
+        XCTAssertEqual(HTTP.request(port: port, "GET", "/metrics")?.status, 200, "root reads them")
+        let log = (try? String(contentsOfFile: backing + "/.coordfs/daemon.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(log.contains("metrics readable by local uids 0 (others: 403)"), log)
+        unmount()
+
+        try mount(options: ["allow_other", "metrics=127.0.0.1:0", "metrics_users=nobody"])
+        port = try metricsPort()
+        let allowed = scrapeAsNobody(port)
+        XCTAssertEqual(allowed.status, 200, allowed.body)
+        XCTAssertTrue(allowed.body.contains("coordfs_fuse_requests_total"), allowed.body)
+    }
+
+    /// An endpoint listening beyond loopback: a scraper on another host (a process in a network
+    /// namespace of its own across a veth pair, whose socket this machine's sock_diag cannot see)
+    /// is answered, as a Prometheus elsewhere would be, while a local user reaching the same
+    /// address from this host is still refused.
+    func testAScraperOnAnotherHostIsAnsweredAndALocalUserAtTheSameAddressIsNot() throws {
+        let other = try NetworkNamespace()
+        defer { other.remove() }
+        try mount(options: ["allow_other", "metrics=0.0.0.0:0"])
+        let port = try metricsPort(host: "0.0.0.0")
+        let remote = scrapeAsNobody(port, host: other.hostAddress, launcher: other.enter)
+        XCTAssertEqual(remote.status, 200, remote.body)
+        XCTAssertTrue(remote.body.contains("coordfs_fuse_requests_total"), remote.body)
+        let local = scrapeAsNobody(port, host: other.hostAddress)
+        XCTAssertEqual(local.status, 403, local.body)
+    }
+
+    /// A user `metrics_users=` cannot name, or the option without an endpoint: a clear error, no mount.
+    func testABadMetricsUsersOptionIsRefusedBeforeAnythingIsMounted() throws {
+        for (bad, says) in [("metrics=127.0.0.1:0,metrics_users=no-such-user-here", "names no user no-such-user-here"),
+                            ("metrics=127.0.0.1:0,metrics_users=", "expects user names or uids"),
+                            ("metrics_users=nobody", "needs metrics=HOST:PORT")] {
+            let r = coordfs("mount", backing, mnt, "-o", bad)
+            XCTAssertEqual(r.status, 1, "\(bad): \(r)")
+            XCTAssertTrue(r.stderr.contains(says), "\(bad): \(r)")
+            XCTAssertTrue(Self.mounts(under: root).isEmpty, bad)
+        }
     }
 
     func testABadAddressIsRefusedBeforeAnythingIsMounted() throws {
