@@ -1135,8 +1135,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Whether another node's right, of `mode` and recorded with `holder`, in the way of an access
     /// of `intents` by `origin` holds it up: by the rule a host applies to its own readers
     /// (``HoldUpRule``, with this node's permissions screen). A read right of another user (not
-    /// root, not the access's) holds up a write only when that user could make it; every other right,
-    /// a right of an older node (no user recorded) and any right where there is no screen hold up.
+    /// root, not the access's) holds up a write only when that user could make it, a writing or
+    /// `tree` right of one an access only when that user could write or replace one of its items;
+    /// root's and the access's own user's rights, a right of an older node (no user recorded) and
+    /// any right where there is no screen hold up.
     static func holdsUp(_ mode: LockMode, of holder: PresenterCredentials?, _ intents: [FileAccessIntent], of origin: AccessOrigin,
                         _ permissions: (any PresenterPermissions)?) -> Bool {
         guard let permissions, let holder, HoldUpRule.judges(holderUID: holder.uid, requesterUID: origin.uid) else { return true }

@@ -29,14 +29,29 @@ extension ControlPathResolver {
     /// when the item is not there: a presented document's deletion is coordinated once `save_window`
     /// passed, after its unlink, when its owner can no longer be looked at). A read counts as a
     /// write here: a user may hold up only accesses to items it could itself write.
+    ///
+    /// In a sticky directory (`/tmp`, a shared 1777 drop folder) another user's items are out of
+    /// reach of a user who owns neither them nor the directory, and so is a name that is not there
+    /// yet (created, it is its maker's): such a user is not asked before another user's create of a
+    /// new name there, nor before a write of the sticky directory itself (its entries: a create,
+    /// `mkdir`, a rename or removal in it), which it does not own; the writer's change to one of
+    /// its own items is judged by that item's own intent. It is still told, where it may see.
     func mayMake(_ intent: FileAccessIntent, for peer: Peer) -> Bool {
         if peer.credentials.uid == 0 { return true }
         guard let path = MountPath.of(intent.path), maySee(path, for: peer) else { return false }
         let structural = !intent.writingOptions.isDisjoint(with: [.forDeleting, .forMoving, .forReplacing])
         guard let item = try? authorize(path, for: peer, write: true, structural: structural, followFinal: !structural) else { return false }
-        if structural, let parent = item.parent, parent.mode & UInt32(S_ISVTX) != 0 {
-            guard let attributes = item.attributes else { return peer.credentials.uid == parent.uid }
-            return peer.credentials.uid == attributes.uid || peer.credentials.uid == parent.uid
+        let sticky = UInt32(S_ISVTX)
+        if let parent = item.parent, parent.mode & sticky != 0 {
+            if structural {
+                guard let attributes = item.attributes else { return peer.credentials.uid == parent.uid }
+                return peer.credentials.uid == attributes.uid || peer.credentials.uid == parent.uid
+            }
+            // A new name there (a create).
+            if intent.isWriting, item.attributes == nil { return peer.credentials.uid == parent.uid }
+        }
+        if intent.isWriting, !structural, let attributes = item.attributes, attributes.isDirectory, attributes.mode & sticky != 0 {
+            return peer.credentials.uid == attributes.uid
         }
         return true
     }

@@ -53,13 +53,27 @@ public enum HoldUpRule {
     }
 
     /// Whether a hold of another user (``judges(holderUID:requesterUID:)``) holds up a request of
-    /// `intents`: a writing hold always, and so it does a request that writes nothing; a reading hold
-    /// only when its user (`credentials`, asked for only then) could make one of the request's writes
-    /// itself. A user who may read a document but not write it (a world-readable file of someone
-    /// else's, kept open by `tail -f` or a `sleep < doc`) does not make every save of it wait.
+    /// `intents`, its user's `credentials` asked for only when needed:
+    /// - a reading hold only when its user could make one of the request's writes itself (a request
+    ///   that writes nothing it holds up as ever). A user who may read a document but not write it (a
+    ///   world-readable file of someone else's, kept open by `tail -f` or a `sleep < doc`) does not
+    ///   make every save of it wait;
+    /// - a writing hold only when its user could write or replace one of the request's items itself:
+    ///   only there can the request meet the hold's work half done. So a user's write hold of a
+    ///   sticky folder it does not own (a `coordinate --write` of a 1777 drop folder) holds up none
+    ///   of another user's creates of new names there, nor accesses to that user's own items in it,
+    ///   which natively it can neither prevent nor touch.
     public static func mayHoldUp(holderWrites: Bool, intents: [FileAccessIntent], permissions: any PresenterPermissions,
                                  credentials: () -> PresenterCredentials) -> Bool {
-        if holderWrites { return true }
+        if holderWrites {
+            let holder = credentials()
+            return intents.contains { intent in
+                guard permissions.maySee(intent.path, as: holder) else { return false }
+                let write = intent.isWriting ? intent : .writingIntent(with: intent.path)
+                return permissions.mayMake(write, as: holder)
+                    || permissions.mayMake(.writingIntent(with: intent.path, options: .forReplacing), as: holder)
+            }
+        }
         let writes = intents.filter(\.isWriting)
         if writes.isEmpty { return true }
         let holder = credentials()

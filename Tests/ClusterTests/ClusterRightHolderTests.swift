@@ -79,12 +79,16 @@ private let nobody = AccessOrigin(pid: 0, uid: 65534, gid: 65534, executable: "s
         #expect(ClusterNode.holdsUp(.read, of: reader, [write("doc.txt"), write("mine/x")], of: root, screen))
         #expect(!ClusterNode.holdsUp(.read, of: reader, [write("group/doc.txt")], of: root, screen))
         #expect(ClusterNode.holdsUp(.read, of: PresenterCredentials(uid: 65534, gid: 65534, groups: [500]), [write("group/doc.txt")], of: root, screen))
-        // Root's reads, the writer's own user's, writing rights, reading requests, an older node's
-        // right and a node without a screen: as before.
+        // A writing right holds up what its user could write or replace, and nothing else (a write
+        // right of a sticky folder nobody does not own holds up no one's creates there).
+        #expect(ClusterNode.holdsUp(.write, of: reader, [write("mine/doc.txt")], of: root, screen))
+        #expect(ClusterNode.holdsUp(.subtreeWrite, of: reader, [read("mine/doc.txt")], of: root, screen))
+        #expect(!ClusterNode.holdsUp(.write, of: reader, saves, of: root, screen))
+        #expect(!ClusterNode.holdsUp(.subtreeWrite, of: reader, saves, of: root, screen))
+        // Root's reads, the writer's own user's, reading requests, an older node's right and a node
+        // without a screen: as before.
         #expect(ClusterNode.holdsUp(.read, of: PresenterCredentials(uid: 0, gid: 0), saves, of: owner, screen))
         #expect(ClusterNode.holdsUp(.read, of: reader, saves, of: owner, screen))
-        #expect(ClusterNode.holdsUp(.write, of: reader, saves, of: root, screen))
-        #expect(ClusterNode.holdsUp(.subtreeWrite, of: reader, saves, of: root, screen))
         #expect(ClusterNode.holdsUp(.read, of: reader, [read("doc.txt")], of: root, screen))
         #expect(ClusterNode.holdsUp(.read, of: nil, saves, of: root, screen))
         #expect(ClusterNode.holdsUp(.read, of: reader, saves, of: root, nil))

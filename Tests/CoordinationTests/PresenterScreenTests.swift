@@ -114,17 +114,55 @@ private let root = AccessOrigin(pid: 1, uid: 0, gid: 0, executable: "rm")
             #expect(own == nil, "the reader's own user's write of \(p) waits as before")
             read.release()
         }
-        // Root's reads, and any user's writes, still hold up everyone's writes.
+        // Root's reads, and any user's writes of what it could write, still hold up everyone's writes
+        // (a write hold of what its user could not write: `HoldUpRuleTests`).
         let rootRead = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("theirs/f")), origin: root))
         #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: writer) == nil)
         rootRead.release()
-        let hostileWrite = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: hostile))
-        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: root) == nil)
+        let hostileWrite = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("mine/f")), origin: hostile))
+        #expect(coordinator.tryCoordinateImmediately(.writingIntent(with: path("mine/f")), origin: root) == nil)
         hostileWrite.release()
         // Without a permissions screen (the library in an app) every hold excludes.
         let plain = Coordinator()
         let read = try #require(plain.tryCoordinateImmediately(.readingIntent(with: path("theirs/f")), origin: hostile))
         #expect(plain.tryCoordinateImmediately(.writingIntent(with: path("theirs/f")), origin: root) == nil)
         read.release()
+    }
+}
+
+/// ``HoldUpRule`` for holds of another user (neither root nor the requester's): a writing hold
+/// holds up only a request one of whose items its user could write or replace (the fake rule:
+/// items under `mine/`), a reading hold only a request one of whose writes its user could make.
+/// Before, a writing hold held up everything it met: a user's write hold of a sticky folder it
+/// could only add its own names to held up every other user's creates there.
+@Suite struct HoldUpRuleTests {
+    private let holderOrigin = AccessOrigin(pid: 2, uid: user.uid, gid: user.gid, executable: "coordfs")
+
+    private func heldUp(holding held: FileAccessIntent, request requested: FileAccessIntent, by origin: AccessOrigin) async throws -> Bool {
+        let coordinator = Coordinator()
+        coordinator.presenterPermissions = FakePermissions()
+        let holder = try #require(coordinator.tryCoordinateImmediately(held, origin: holderOrigin))
+        let (_, box) = request(coordinator, [requested], origin: origin)
+        try await Task.sleep(for: .milliseconds(100))
+        let waited = box.result == nil
+        holder.release()
+        #expect(await eventually { box.result != nil })
+        box.access?.release()
+        return waited
+    }
+
+    @Test func anotherUsersWriteHoldHoldsUpOnlyWhatItsUserCouldWriteOrReplace() async throws {
+        #expect(try await !heldUp(holding: .writingIntent(with: path("drop")), request: .writingIntent(with: path("drop")), by: root),
+                "its user could not write drop")
+        #expect(try await !heldUp(holding: .writingIntent(with: path("drop/f")), request: .readingIntent(with: path("drop/f")), by: root))
+        #expect(try await heldUp(holding: .writingIntent(with: path("mine")), request: .writingIntent(with: path("mine")), by: root))
+        #expect(try await heldUp(holding: .writingIntent(with: path("mine/f")), request: .readingIntent(with: path("mine/f")), by: root))
+        // Its own user's requests, and any request under root's hold, wait as ever.
+        #expect(try await heldUp(holding: .writingIntent(with: path("drop")), request: .writingIntent(with: path("drop")), by: holderOrigin))
+    }
+
+    @Test func anotherUsersReadHoldHoldsUpOnlyWritesItsUserCouldMake() async throws {
+        #expect(try await !heldUp(holding: .readingIntent(with: path("drop/f")), request: .writingIntent(with: path("drop/f")), by: root))
+        #expect(try await heldUp(holding: .readingIntent(with: path("mine/f")), request: .writingIntent(with: path("mine/f")), by: root))
     }
 }
