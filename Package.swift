@@ -8,6 +8,7 @@ import PackageDescription
 //   CoordFS, Loopback, EventLog, DocumentStore, CoordFSWeb ─▶ LinuxGNU ─▶ CLinux (LinuxCalls: renameat2, xattrs,
 //     file handles, fanotify, a loopback TCP peer's owner by sock_diag; CarrylessCRC32, the log's CRC by PCLMULQDQ; sys/sysValue giving
 //     swift-system's Errno) and ─▶ Linux
+//   DocumentStore ─▶ CSQLiteShm (C: a SQLite VFS whose WAL index has no holes, for full disks)
 //   FuseKit, ControlProtocol, CoordFSClient ─▶ Linux (no C: the one EINTR retry, the one mountinfo
 //     reader, stderr lines, small file reads; an app linking CoordFSClient needs no C module)
 //                      ├──▶ Coordination, DocumentStore, EventLog, ControlProtocol
@@ -51,6 +52,7 @@ let package = Package(
         ),
         // FUSE over io_uring's few calls in C over liburing (liburing-dev); only opaque rings cross.
         .target(name: "CURing", linkerSettings: [.linkedLibrary("uring")]),
+        .target(name: "CSQLiteShm", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(name: "NameBytes"),
         .systemLibrary(name: "CLinux"),
         .target(name: "Linux", dependencies: ["CLinux", "NameBytes"]),
@@ -84,7 +86,7 @@ let package = Package(
         .target(name: "ControlProtocol", dependencies: ["Linux", "NameBytes", "Vocabulary"]),
         .target(
             name: "DocumentStore",
-            dependencies: ["Linux", "LinuxGNU", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["CSQLiteShm", "Linux", "LinuxGNU", "NameBytes", "Vocabulary", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CoordFS",

@@ -1,3 +1,4 @@
+import CSQLiteShm
 import NameBytes
 import Foundation
 import GRDB
@@ -92,6 +93,11 @@ public final class DocumentStore: @unchecked Sendable {
             // a power loss can drop the last transactions.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
+        // SQLite maps the WAL index (`metadata.sqlite-shm`) into memory, and on a file system whose
+        // blocks are smaller than a memory page it leaves holes there: a store into one on a full
+        // disk killed the daemon with SIGBUS. This process's connections allocate each region's
+        // blocks first, and fail with "database or disk is full" when they cannot (csqliteshm.h).
+        _ = csqliteshm_register_default()
         do {
             database = try DatabasePool(path: self.stateDirectory + "/metadata.sqlite", configuration: config)
             try Schema.migrator().migrate(database)

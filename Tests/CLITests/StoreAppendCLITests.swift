@@ -8,68 +8,7 @@ import Glibc
 import TestSupport
 import XCTest
 
-final class StoreAppendCLITests: CLITestCase {
-    /// The folder holding the image and its mountpoint (outside `root`, which the base class
-    /// empties and whose FUSE mounts it unmounts).
-    private var imageFolder: String?
-    private var loopDevice: String?
-    private var imageMounted = false
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        if geteuid() != 0 { throw XCTSkip("not root (a loop device needs root)") }
-        if access("/dev/loop-control", F_OK) != 0 { throw XCTSkip("no /dev/loop-control (loop devices unavailable)") }
-        for tool in ["/usr/sbin/mkfs.ext4", "/usr/sbin/losetup", "/usr/bin/mount", "/usr/bin/umount", "/usr/bin/truncate"] where access(tool, X_OK) != 0 {
-            throw XCTSkip("\(tool) is not installed (e2fsprogs, mount)")
-        }
-        var template = Array("/tmp/coordfs-append-ext4-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw XCTSkip("mkdtemp failed") }
-        let folder = String(cString: made)
-        imageFolder = folder
-        try tool("/usr/bin/truncate", ["-s", "400M", folder + "/image"])
-        loopDevice = try tool("/usr/sbin/losetup", ["-f", "--show", folder + "/image"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        try tool("/usr/sbin/mkfs.ext4", ["-q", "-F", loopDevice!])
-        mkdir(folder + "/fs", 0o755)
-        try tool("/usr/bin/mount", ["-t", "ext4", loopDevice!, folder + "/fs"])
-        imageMounted = true
-        backing = folder + "/fs/backing"
-        mkdir(backing, 0o755)
-    }
-
-    override func tearDownWithError() throws {
-        let daemon = daemonPID()
-        var failure: (any Error)?
-        do { try super.tearDownWithError() } catch { failure = error } // unmounts the coordfs mount, stops the children
-        if let daemon { _ = ProcessEnd.wait(daemon, timeout: 10) }
-        // (`run` keeps its output under `root`, gone by now.)
-        if imageMounted, let imageFolder {
-            if Self.status("/usr/bin/umount", [imageFolder + "/fs"]) != 0 { _ = Self.status("/usr/bin/umount", ["-l", imageFolder + "/fs"]) }
-            imageMounted = false
-        }
-        if let loopDevice { XCTAssertEqual(Self.status("/usr/sbin/losetup", ["-d", loopDevice]), 0, "losetup -d \(loopDevice)") }
-        if let imageFolder { try? FileManager.default.removeItem(atPath: imageFolder) }
-        if let failure { throw failure }
-    }
-
-    /// Runs a command with no output kept; its exit status.
-    private static func status(_ executable: String, _ arguments: [String]) -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = arguments
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return -1 }
-        p.waitUntilExit()
-        return p.terminationStatus
-    }
-
-    @discardableResult
-    private func tool(_ executable: String, _ arguments: [String]) throws -> String {
-        let r = run(executable, arguments)
-        guard r.status == 0 else { throw XCTSkip("\(executable) \(arguments.joined(separator: " ")) failed: \(r)") }
-        return r.stdout
-    }
-
+final class StoreAppendCLITests: LoopImageCLITestCase {
     /// The daemon's `write_bytes` (/proc/PID/io): what it caused to be written to storage.
     private func writeBytes(_ pid: pid_t) throws -> Int64 {
         let io = try String(contentsOfFile: "/proc/\(pid)/io", encoding: .utf8)
