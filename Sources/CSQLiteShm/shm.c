@@ -3,7 +3,7 @@
 #include "csqliteshm.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -13,7 +13,7 @@
 
 typedef struct ShmFile {
     sqlite3_file base;      /* pMethods: shimMethods once the real file is open */
-    char *shmPath;          /* the main database's "-shm" path; NULL for other files */
+    int mainDatabase;       /* a main database opened for writing (whose WAL index SQLite maps) */
     sqlite3_file *real;     /* the real VFS's file, allocated right after this struct */
 } ShmFile;
 
@@ -31,10 +31,7 @@ unsigned long csqliteshm_maps_refused(void) { return atomic_load(&mapsRefused); 
 
 static int shimClose(sqlite3_file *f) {
     ShmFile *s = (ShmFile *)f;
-    int rc = s->real->pMethods ? s->real->pMethods->xClose(s->real) : SQLITE_OK;
-    free(s->shmPath);
-    s->shmPath = NULL;
-    return rc;
+    return s->real->pMethods ? s->real->pMethods->xClose(s->real) : SQLITE_OK;
 }
 static int shimRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xRead(REAL(f), b, n, o); }
 static int shimWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) { return REAL(f)->pMethods->xWrite(REAL(f), b, n, o); }
@@ -53,7 +50,16 @@ static int shimShmUnmap(sqlite3_file *f, int deleteFlag) { return REAL(f)->pMeth
 static int shimFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) { return REAL(f)->pMethods->xFetch(REAL(f), o, n, pp); }
 static int shimUnfetch(sqlite3_file *f, sqlite3_int64 o, void *p) { return REAL(f)->pMethods->xUnfetch(REAL(f), o, p); }
 
-/// The real map, then every block of region `region` allocated before SQLite stores into it.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/// The real map, then every page of region `region` faulted in writable (MADV_POPULATE_WRITE, Linux
+/// 5.14+), which has the file system allocate its blocks, before SQLite stores into it. Where the
+/// disk cannot hold them the kernel says so (EFAULT: "a SIGBUS would have been generated") instead
+/// of killing the process. (Not through a descriptor of the `-shm` file of our own: closing one
+/// would drop the process's POSIX locks on it, SQLite's among them, and another connection would
+/// take itself for the first, truncate the file and leave this mapping past its end.)
 static int shimShmMap(sqlite3_file *f, int region, int size, int extend, void volatile **pp) {
     ShmFile *s = (ShmFile *)f;
     int rc = s->real->pMethods->xShmMap(s->real, region, size, extend, pp);
@@ -62,26 +68,22 @@ static int shimShmMap(sqlite3_file *f, int region, int size, int extend, void vo
         atomic_fetch_add(&mapsRefused, 1);
         return SQLITE_FULL;
     }
-    if (rc != SQLITE_OK || *pp == NULL || s->shmPath == NULL) return rc;
-    int fd = open(s->shmPath, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return rc;  /* a read-only store (the CLI's): it stores nothing into the map */
+    if (rc != SQLITE_OK || *pp == NULL || !s->mainDatabase) return rc;
     int r;
     do {
-        r = fallocate(fd, 0, (off_t)region * size, size);
+        r = madvise((void *)*pp, (size_t)size, MADV_POPULATE_WRITE);
     } while (r != 0 && errno == EINTR);
-    int e = errno;
-    close(fd);
     if (r == 0) {
         atomic_fetch_add(&regionsAllocated, 1);
         return rc;
     }
-    if (e == ENOSPC || e == EDQUOT) {
+    if (errno == EFAULT || errno == ENOMEM) {
         /* SQLite keeps the pointer it is given (wal.c stores it for later use): give none. */
         *pp = NULL;
         atomic_fetch_add(&mapsRefused, 1);
         return SQLITE_FULL;
     }
-    return rc;  /* a file system without fallocate (no holes to fill there that we could fill) */
+    return rc;  /* EINVAL: a kernel without MADV_POPULATE_WRITE, or a read-only mapping (a reader's) */
 }
 
 static int shimOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {
@@ -94,14 +96,9 @@ static int shimOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int fla
         s->base.pMethods = NULL;
         return rc;
     }
-    if ((flags & SQLITE_OPEN_MAIN_DB) && name != NULL) {
-        size_t n = strlen(name);
-        s->shmPath = malloc(n + 5);
-        if (s->shmPath != NULL) {
-            memcpy(s->shmPath, name, n);
-            memcpy(s->shmPath + n, "-shm", 5);
-        }
-    }
+    /* A read-only connection may share a mapping it cannot write (MADV_POPULATE_WRITE would fail
+       there as for a full disk): the process's writing connection allocates the regions. */
+    s->mainDatabase = (flags & SQLITE_OPEN_MAIN_DB) != 0 && (flags & SQLITE_OPEN_READONLY) == 0;
     int version = s->real->pMethods->iVersion;
     s->base.pMethods = &shimMethods[(version < 1 ? 1 : version > 3 ? 3 : version) - 1];
     return rc;
