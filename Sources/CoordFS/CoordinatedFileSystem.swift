@@ -33,6 +33,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
+    /// Of each file with write opens tracked: the file's state (size, mtime, ctime) when a release
+    /// last told its change while another write open of it was tracked. A release that finds the
+    /// file just so tells nothing: the change it sees (another open's write, which a release tells
+    /// whoever wrote it) was told. Dropped with the file's last tracked open.
+    let toldStates = Mutex<[ObjectIdentifier: FileState]>([:])
     /// Opens answered ESTALE because their file was removed under the kernel's name (`open`): by
     /// node, the process and when (monotonic ns).
     private let staleOpens = Mutex<[ObjectIdentifier: (pid: pid_t, at: UInt64)]>([:])
@@ -441,12 +446,17 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func finish(_ handle: HandleAccess, _ f: OpenFile) -> stat? {
         var seen: stat? = nil
         handle.finishOnce {
-            let contents = f.modified || handle.truncated || handle.resized
-            if contents && !handle.quiet {
+            let wrote = f.modified || handle.truncated || handle.resized
+            if wrote && !handle.quiet {
                 lostUpdates.didSave(handle.path, by: handle.grant.origin, file: f.fd)
             } else if f.isWrite {
                 lostUpdates.didNotSave(handle.path, by: handle.grant.origin)
             }
+            // Told already: another open's release told the file as it is now (a process with two
+            // descriptors of it, the one that did not write closed first).
+            let key = ObjectIdentifier(f.inode)
+            let state = wrote && !handle.quiet ? FileState(f.fd) : nil
+            let contents = wrote && !(state != nil && toldStates.withLock { $0[key] } == state)
             // What was done decides what is told: an open that changed nothing tells nothing, and
             // the save tracker and the file's links are looked at only when it changed something.
             let changed = contents || handle.touched
@@ -463,6 +473,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let steps = policy.close(.init(path: handle.path, contentsChanged: contents, attributesChanged: handle.touched, quiet: handle.quiet,
                                            freshByOpener: changed && saves.creator(of: handle.path) == handle.pid,
                                            removed: seen.map { $0.st_nlink == 0 } ?? false))
+            // Kept only while another write open of the file is tracked (whose release could tell it again).
+            if contents, let state, openWriters.withLock({ $0[key]?.contains { $0.handle !== handle } ?? false }) {
+                toldStates.withLock { $0[key] = state }
+            }
             // The store's hooks (a presented document) read and keep the file: looked at again after.
             if perform(steps, handle.grant) { seen = nil }
             handle.grant.release()
@@ -538,7 +552,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let key = ObjectIdentifier(f.inode)
             guard var list = table.removeValue(forKey: key) else { return }
             list.removeAll { $0.handle === handle }
-            if !list.isEmpty { table[key] = list }
+            if !list.isEmpty { table[key] = list } else { toldStates.withLock { _ = $0.removeValue(forKey: key) } }
         }
     }
 

@@ -99,16 +99,17 @@ public final class OpenFile: @unchecked Sendable {
 }
 
 /// What a write changes in a file's metadata.
-struct FileState: Equatable {
+public struct FileState: Equatable, Sendable {
     var ctime: timespec, mtime: timespec, size: off_t
 
-    init?(_ fd: Int32) {
+    /// The state of `fd`'s file now; nil when it cannot be read.
+    public init?(_ fd: Int32) {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }
         ctime = st.st_ctim; mtime = st.st_mtim; size = st.st_size
     }
 
-    static func == (a: FileState, b: FileState) -> Bool {
+    public static func == (a: FileState, b: FileState) -> Bool {
         a.size == b.size && a.ctime.tv_sec == b.ctime.tv_sec && a.ctime.tv_nsec == b.ctime.tv_nsec
             && a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec
     }

@@ -26,4 +26,42 @@ final class StoreSavesInARowTests: StoreMountTestCase {
         XCTAssertEqual(identity.size, 2)
         XCTAssertEqual(backingText("doc.txt"), "c\n")
     }
+
+    /// One process with two descriptors of a presented document open for writing writes through
+    /// the second and closes the first, which wrote nothing: the first's release tells the change
+    /// (it finds the file changed since its open), and the second's release, finding the file as
+    /// told, tells nothing more (before: told twice, two didChange and two documentChanged for one
+    /// write). A write through the second after that is a new change and is told at its close.
+    func testAWriteThroughOneOfTwoDescriptorsIsToldOnceWhicheverClosesFirst() throws {
+        try write("doc.txt", "orig\n")
+        let (p, _) = try presentDocument("doc.txt")
+        let script = """
+        import os, time
+        a = os.open("doc.txt", os.O_WRONLY); b = os.open("doc.txt", os.O_WRONLY)
+        os.write(b, b"new\\n"); time.sleep(0.2)
+        os.close(a); time.sleep(1.0)
+        c = os.open("doc.txt", os.O_WRONLY); os.close(c); time.sleep(0.5)
+        os.close(b)
+        """
+        try script.write(toFile: root + "/two.py", atomically: false, encoding: .utf8)
+        try sh("python3 '\(root!)/two.py'")
+        let once = p.waitForEvents(1, timeout: 10, settle: 1.5)
+        XCTAssertEqual(once.map(\.action), [.reload], "one write, one change: \(once)")
+        XCTAssertEqual(backingText("doc.txt"), "new\n\n", "written over orig\\n at 0")
+
+        let again = """
+        import os, time
+        a = os.open("doc.txt", os.O_WRONLY); b = os.open("doc.txt", os.O_WRONLY)
+        os.write(b, b"one\\n"); time.sleep(0.2)
+        os.close(a); time.sleep(1.0)
+        os.pwrite(b, b"two\\n", 4); time.sleep(0.2)
+        os.close(b)
+        """
+        try again.write(toFile: root + "/again.py", atomically: false, encoding: .utf8)
+        try sh("python3 '\(root!)/again.py'")
+        let twice = p.waitForEvents(3, timeout: 10, settle: 1.5)
+        XCTAssertEqual(twice.map(\.action), [.reload, .reload, .reload], "each of the two writes told once, neither lost: \(twice)")
+        XCTAssertEqual(twice.last?.after?.size, 8, "the last change told as the second write left the file")
+        XCTAssertEqual(backingText("doc.txt"), "one\ntwo\n")
+    }
 }
