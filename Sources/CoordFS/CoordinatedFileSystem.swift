@@ -454,14 +454,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
             // Told already: another open's release told the file as it is now (a process with two
             // descriptors of it, the one that did not write closed first).
+            // One look at the file serves this and `seen` below.
             let key = ObjectIdentifier(f.inode)
-            let state = wrote && !handle.quiet ? FileState(f.fd) : nil
+            var st = stat()
+            let looked = (wrote || handle.touched) && fstat(f.fd, &st) == 0
+            let state = looked && wrote && !handle.quiet ? FileState(st) : nil
             let contents = wrote && !(state != nil && toldStates.withLock { $0[key] } == state)
             // What was done decides what is told: an open that changed nothing tells nothing, and
             // the save tracker and the file's links are looked at only when it changed something.
             let changed = contents || handle.touched
-            var st = stat()
-            if changed, fstat(f.fd, &st) == 0 { seen = st }
+            if changed, looked { seen = st }
             // A presenter registered while the open was held hears of its change only when the
             // file changed after it registered (what it read then did not hold the change): as with
             // Apple, every presenter learns of a save once, and never of one it had read already.

@@ -102,6 +102,11 @@ public final class OpenFile: @unchecked Sendable {
 public struct FileState: Equatable, Sendable {
     var ctime: timespec, mtime: timespec, size: off_t
 
+    /// The state `st` shows.
+    public init(_ st: stat) {
+        ctime = st.st_ctim; mtime = st.st_mtim; size = st.st_size
+    }
+
     /// The state of `fd`'s file now; nil when it cannot be read.
     public init?(_ fd: Int32) {
         var st = stat()
