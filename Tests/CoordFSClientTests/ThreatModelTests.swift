@@ -116,6 +116,34 @@ final class ThreatModelTests: ClientMountTestCase {
         XCTAssertEqual(asked, [], "nobody could not delete root's file in a sticky folder: never asked")
     }
 
+    /// In a sticky 1777 folder nobody owns neither of, nobody's `coordinate --write` of the folder
+    /// and its presenter of it (refusing every ask) neither delay nor refuse root's creates there,
+    /// nor root's rename and deletion of its own file (natively nobody can prevent any of these);
+    /// before, each waited `write_wait` and failed with EBUSY while nobody held.
+    func testNobodyCannotDelayRootsCreatesInAStickyFolder() throws {
+        let bin = try Self.coordfsBinary()
+        mkdir(backing + "/shared", 0o777)
+        chmod(backing + "/shared", 0o1777)
+        try writeBacking("shared/roots.txt", "r\n", mode: 0o644)
+        let hostile = try hostilePresenter("shared")
+        XCTAssertTrue(isRunning(hostile), hostile.text)
+        let hold = try start([bin, "coordinate", "--write", mnt + "/shared", "--", "/bin/sh", "-c", "echo held; exec sleep 60"], user: nobody)
+        XCTAssertTrue(eventually { hold.text.contains("held") }, hold.text)
+        // nobody's own hold asked its presenter (its own user's access): root's accesses ask nothing more.
+        let asks = { hostile.lines.filter { $0.contains("\"ask\"") } }
+        let askedBefore = asks()
+        let started = Date()
+        let s = "'\(mnt!)/shared"
+        let made = try sh("echo x > \(s)/new' && touch \(s)/t' && mkdir \(s)/d' && mv \(s)/new' \(s)/moved' && rm \(s)/roots.txt'")
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(made.status, 0, made.output)
+        XCTAssertLessThan(elapsed, 2.5, "not held up by nobody (write_wait is 5 s)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: backing + "/shared/moved"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/shared/roots.txt"))
+        XCTAssertEqual(asks(), askedBefore, "never asked by root's accesses: \(hostile.text)")
+        XCTAssertTrue(isRunning(hold), "nobody's hold still held: \(hold.text)")
+    }
+
     /// `status` shows nobody only what it could list: not a presenter inside a folder it may
     /// search but not read.
     func testStatusHidesItemsInFoldersNobodyCannotList() throws {
