@@ -6,10 +6,7 @@
 #include <sys/mman.h>
 #include <pthread.h>
 #include <sqlite3.h>
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct ShmFile {
     sqlite3_file base;      /* pMethods: shimMethods once the real file is open */
@@ -21,12 +18,6 @@ static sqlite3_vfs shimVfs;
 static sqlite3_vfs *realVfs;
 /* One table per version the real files' methods may have: SQLite calls only what a version has. */
 static sqlite3_io_methods shimMethods[3];
-static atomic_ulong regionsAllocated;
-static atomic_ulong mapsRefused;
-
-unsigned long csqliteshm_regions_allocated(void) { return atomic_load(&regionsAllocated); }
-unsigned long csqliteshm_maps_refused(void) { return atomic_load(&mapsRefused); }
-
 #define REAL(f) (((ShmFile *)(f))->real)
 
 static int shimClose(sqlite3_file *f) {
@@ -64,26 +55,18 @@ static int shimShmMap(sqlite3_file *f, int region, int size, int extend, void vo
     ShmFile *s = (ShmFile *)f;
     int rc = s->real->pMethods->xShmMap(s->real, region, size, extend, pp);
     /* The real map could not grow the file (its one-byte writes): a full disk, said as one. */
-    if (rc == SQLITE_IOERR_SHMSIZE) {
-        atomic_fetch_add(&mapsRefused, 1);
-        return SQLITE_FULL;
-    }
+    if (rc == SQLITE_IOERR_SHMSIZE) return SQLITE_FULL;
     if (rc != SQLITE_OK || *pp == NULL || !s->mainDatabase) return rc;
     int r;
     do {
         r = madvise((void *)*pp, (size_t)size, MADV_POPULATE_WRITE);
     } while (r != 0 && errno == EINTR);
-    if (r == 0) {
-        atomic_fetch_add(&regionsAllocated, 1);
-        return rc;
-    }
-    if (errno == EFAULT || errno == ENOMEM) {
+    if (r != 0 && (errno == EFAULT || errno == ENOMEM)) {
         /* SQLite keeps the pointer it is given (wal.c stores it for later use): give none. */
         *pp = NULL;
-        atomic_fetch_add(&mapsRefused, 1);
         return SQLITE_FULL;
     }
-    return rc;  /* EINVAL: a kernel without MADV_POPULATE_WRITE, or a read-only mapping (a reader's) */
+    return rc;  /* allocated; or EINVAL: a kernel without MADV_POPULATE_WRITE, a read-only mapping */
 }
 
 static int shimOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {

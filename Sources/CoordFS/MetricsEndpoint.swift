@@ -228,13 +228,15 @@ final class MetricsEndpoint: @unchecked Sendable {
         if parts.count >= 2, parts[0] != "GET" && parts[0] != "HEAD" {
             status = "405 Method Not Allowed"
             body = Array("only GET\n".utf8)
-        } else if parts.count >= 2, parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?"), !reads {
-            status = "403 Forbidden"
-            body = Array("coordfs: this mount's metrics are for root, the mount's user and the users of its metrics_users= option\n".utf8)
         } else if parts.count >= 2, parts[1] == "/metrics" || parts[1].hasPrefix("/metrics?") {
-            status = "200 OK"
-            body = render()
-            type = "text/plain; version=0.0.4; charset=utf-8"
+            if reads {
+                status = "200 OK"
+                body = render()
+                type = "text/plain; version=0.0.4; charset=utf-8"
+            } else {
+                status = "403 Forbidden"
+                body = Array("coordfs: this mount's metrics are for root, the mount's user and the users of its metrics_users= option\n".utf8)
+            }
         } else {
             status = "404 Not Found"
             body = Array("coordfs serves its metrics at /metrics\n".utf8)

@@ -15,9 +15,4 @@
 /// Returns SQLITE_OK or SQLite's error code.
 int csqliteshm_register_default(void);
 
-/// Regions this process's connections mapped and had allocated, and maps refused for lack of space
-/// (for tests).
-unsigned long csqliteshm_regions_allocated(void);
-unsigned long csqliteshm_maps_refused(void);
-
 #endif
