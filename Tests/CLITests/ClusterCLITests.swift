@@ -63,6 +63,23 @@ class ClusterCLITestCase: CLITestCase {
         return r.lines
     }
 
+    /// How many presenters of node `node` the node mounted at `viewer` knows (`coordfs status
+    /// --cluster --json` there): its table from its watch of etcd, which its accesses look among.
+    func presentersKnown(of node: String, through viewer: String) -> Int? {
+        let r = coordfs("status", viewer, "--cluster", "--json")
+        guard r.status == 0, let o = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+              let nodes = o["nodes"] as? [[String: Any]] else { return nil }
+        return nodes.first { $0["name"] as? String == node }.map { ($0["presenters"] as? [Any])?.count ?? 0 } ?? 0
+    }
+
+    /// Waits until etcd holds `count` presenters of node `node` and the node mounted at each of
+    /// `viewers` knows them from its watch. A presenter counts for another node's accesses from
+    /// then on (docs/cluster.md, "Presenters"): a write through that node right after the key is
+    /// in etcd may be admitted before its watch brings the key, asking nobody.
+    func waitUntilKnown(presenters count: Int, of node: String, through viewers: String..., seconds: Double = 10) -> Bool {
+        waitUntil(seconds) { etcdKeys("p/\(node)/").count == count && viewers.allSatisfy { presentersKnown(of: node, through: $0) == count } }
+    }
+
     func waitUntil(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while !condition() && Date() < deadline { usleep(50_000) }
@@ -102,7 +119,7 @@ final class ClusterCLITests: ClusterCLITestCase {
 
         // A presenter on A; B learns of it through etcd.
         let presenter = try present("doc.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "A's presenter in etcd: \(etcdKeys(""))")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB), "A's presenter in etcd and known to B: \(etcdKeys(""))")
         XCTAssertEqual(sh("echo two > '\(mntB!)/doc.txt'").status, 0)
         XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("notification didChange doc.txt") } }, presenter.stdout)
         let asked = try XCTUnwrap(presenter.lines.firstIndex { $0.contains("relinquishToWriter doc.txt") }, "asked: \(presenter.stdout)")
@@ -156,7 +173,7 @@ final class ClusterCLITests: ClusterCLITestCase {
         let unsaved = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
         XCTAssertTrue(waitUntil(10) { unsaved.lines.contains { $0.hasPrefix("registered") } }, unsaved.stdout + unsaved.stderr)
         let clean = try present("doc.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "a's presenters in etcd: \(etcdKeys(""))")
+        XCTAssertTrue(waitUntilKnown(presenters: 2, of: "a", through: mntB), "a's presenters in etcd and known to b: \(etcdKeys(""))")
 
         XCTAssertEqual(sh("mv '\(mntB!)/draft.txt' '\(mntB!)/doc.txt'").status, 0)
         XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "draft\n")
@@ -193,7 +210,7 @@ final class ClusterCLITests: ClusterCLITestCase {
             XCTAssertTrue(waitUntil(10) { p.lines.contains { $0.hasPrefix("registered") } }, p.stdout + p.stderr)
             presenters[name] = p
         }
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "a's presenters in etcd: \(etcdKeys(""))")
+        XCTAssertTrue(waitUntilKnown(presenters: 2, of: "a", through: mntB), "a's presenters in etcd and known to b: \(etcdKeys(""))")
 
         XCTAssertEqual(sh("cd '\(mntB!)' && mv vim.txt vim.txt~ && echo new > vim.txt && rm vim.txt~").status, 0)
         XCTAssertEqual(sh("cd '\(mntB!)' && rm git.txt && echo new > git.txt").status, 0)

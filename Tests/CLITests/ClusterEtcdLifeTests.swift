@@ -67,7 +67,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
         try mountAAndB(["write_wait=30"], files: [("doc.txt", "d\n"), ("b-doc.txt", "e\n")])
         let onA = try present("doc.txt", on: mnt)
         let onB = try present("b-doc.txt", on: mntB)
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty && !etcdKeys("p/b/").isEmpty }, "presenters in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB) && waitUntilKnown(presenters: 1, of: "b", through: mnt), "presenters in etcd and known to the other node")
         let holder = try holdOpenForWriting(mntB + "/held.txt")
         let (leaseA, leaseB) = (leaseOfNodeKey("a"), leaseOfNodeKey("b"))
 
@@ -100,7 +100,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
     func testEtcdWipedUnderRunningNodesIsReadAgainAndAsksGoOn() throws {
         try mountAAndB(["ask_timeout=30"], files: [("doc.txt", "d\n"), ("later.txt", "l\n")])
         let onA = try present("doc.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB), "a's presenter in etcd and known to b")
         assertAWriteAsksAndTells(mntB, "doc.txt", onA, "one")
         raiseEtcdRevision(by: 300)
         let before = etcdRevision()
@@ -121,7 +121,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
         assertAWriteAsksAndTells(mntB, "doc.txt", onA, "two")
         XCTAssertLessThan(Date().timeIntervalSince(started), 20, "b's write waited out its ask")
         let onB = try present("later.txt", on: mntB)
-        XCTAssertTrue(waitUntil(10) { keys(of: "b")["p"] == 1 }, "b's presenter in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "b", through: mnt), "b's presenter in etcd and known to a")
         assertAWriteAsksAndTells(mnt, "later.txt", onB, "three")
         XCTAssertEqual(FileOps.get(mnt + "/doc.txt"), "two\n", "a shows b's bytes")
         XCTAssertLessThan(etcdRevision(), before, "still below: the nodes did not hear each other only once etcd passed it")
@@ -141,7 +141,7 @@ final class ClusterEtcdLifeTests: ClusterProcessTestCase {
     func testASecondMountOfANodeNameIsRefusedAndTheFirstIsUndisturbed() throws {
         try mountAAndB(files: [("doc.txt", "d\n")])
         let onA = try present("doc.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB), "a's presenter in etcd and known to b")
         let lease = try XCTUnwrap(leaseOfNodeKey("a"))
         let record = try String(contentsOfFile: nodeState("a") + "/mount", encoding: .utf8)
         let pidA = try daemonPID("a")

@@ -39,7 +39,7 @@ final class ClusterEverySaveOnceTests: ClusterCLITestCase {
         let onA = try present("doc.txt", on: mnt)
         let onB = try present("doc.txt", on: mntB)
         defer { _ = onA.stop(); _ = onB.stop() }
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty && !etcdKeys("p/b/").isEmpty }, "both presenters in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB) && waitUntilKnown(presenters: 1, of: "b", through: mnt), "both presenters in etcd and known to the other node")
 
         let a = mnt!, b = mntB!
         let saves: [(String, String)] = [

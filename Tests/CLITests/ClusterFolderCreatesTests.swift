@@ -55,7 +55,8 @@ final class ClusterFolderCreatesTests: ClusterCLITestCase {
         let onA = try present("dir", on: mnt)
         let onB = presentOnB ? try present("dir", on: mntB) : nil
         defer { _ = onA.stop(); _ = onB?.stop() }
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty && (!presentOnB || !etcdKeys("p/b/").isEmpty) }, "presenters in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB) && waitUntilKnown(presenters: presentOnB ? 1 : 0, of: "b", through: mnt),
+                      "presenters in etcd and known to the other node")
 
         var seen: [String] = []
         let whats = ["touched", "echoed", "copied", "folder", "symlink", "hardlink", "moved"]

@@ -39,7 +39,7 @@ final class ClusterFolderEverySaveOnceTests: ClusterCLITestCase {
         let onA = try present("dir", on: mnt)
         let onB = try present("dir", on: mntB)
         defer { _ = onA.stop(); _ = onB.stop() }
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty && !etcdKeys("p/b/").isEmpty }, "both presenters in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB) && waitUntilKnown(presenters: 1, of: "b", through: mnt), "both presenters in etcd and known to the other node")
 
         var created: [String: (a: Int, b: Int)] = [:]
         for (via, folder) in [("through b", mntB! + "/dir"), ("through a", mnt! + "/dir"), ("beside both mounts", backing! + "/dir")] {

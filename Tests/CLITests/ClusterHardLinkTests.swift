@@ -20,12 +20,12 @@ final class ClusterHardLinkTests: ClusterCLITestCase {
         FileManager.default.createFile(atPath: backing + "/late.txt", contents: Data("uno\n".utf8))
         try mountNodes()
         let early = try present("doc.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 1 }, "a's presenter in etcd: \(etcdKeys(""))")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB), "a's presenter in etcd and known to b: \(etcdKeys(""))")
         // The links made through a and beside the mounts: b's kernel never looked the documents'
         // own names up, so b's node of the file has the new name.
         XCTAssertEqual(sh("ln '\(mnt!)/doc.txt' '\(mnt!)/link.txt' && ln '\(backing!)/late.txt' '\(backing!)/late-link.txt'").status, 0)
         let late = try present("late.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "a's second presenter in etcd: \(etcdKeys(""))")
+        XCTAssertTrue(waitUntilKnown(presenters: 2, of: "a", through: mntB), "a's second presenter in etcd and known to b: \(etcdKeys(""))")
 
         for (presenter, name, link, text) in [(early, "doc.txt", "link.txt", "two"), (late, "late.txt", "late-link.txt", "dos")] {
             XCTAssertEqual(sh("echo \(text) > '\(mntB!)/\(link)'").status, 0)

@@ -149,7 +149,7 @@ final class ClusterProcessFaultTests: ClusterProcessTestCase {
         let bPresenter = try present("b-doc.txt", on: mntB)
         let slow = try startCoordfs(["present", mnt + "/slow.txt", "--delay", "60"])
         XCTAssertTrue(waitUntil(10) { slow.lines.contains { $0.hasPrefix("registered") } }, slow.stdout)
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB), "a's presenter in etcd and known to b")
         let holder = try holdOpenForWriting(mntB + "/held.txt")
         let asking = try background("echo b > '\(mntB!)/slow.txt'")
         XCTAssertTrue(waitUntil(10) { slow.lines.contains { $0.contains("ask") && $0.contains("slow.txt") } }, "b asks a's presenter: \(slow.stdout)")
@@ -206,7 +206,7 @@ final class ClusterProcessFaultTests: ClusterProcessTestCase {
     /// nothing, and its next save went over b's write unseen.
     func testANodeKilledMidWriteLeavesAConflictWhereTheDocumentIsPresented() throws {
         let presenter = try bothNodesWithAnUnsavedPresenterOnA()
-        XCTAssertTrue(waitUntil(10) { !etcdKeys("p/a/").isEmpty }, "a's presenter in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 1, of: "a", through: mntB), "a's presenter in etcd and known to b")
         let writer = try background("exec 3>>'\(mntB!)/doc.txt' && echo two >&3 && echo written && exec sleep 600")
         XCTAssertTrue(waitUntil(20) { writer.lines.contains("written") }, "b's writer: \(writer.stdout) \(writer.stderr)")
         XCTAssertTrue(presenter.lines.contains { $0.contains("relinquishToWriter doc.txt") }, presenter.stdout)

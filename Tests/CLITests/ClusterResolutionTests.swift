@@ -57,7 +57,8 @@ class ClusterResolutionTestCase: ClusterCLITestCase {
         let all = [unsavedSave, unsavedBoth, keeper, folderOnB] + onB.map(\.1)
         defer { for p in all { _ = p.stop() } }
         XCTAssertTrue(waitUntil(10) { [unsavedSave, unsavedBoth].allSatisfy { $0.lines.contains { $0.hasPrefix("registered") } } })
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 3 && etcdKeys("p/b/").count == 5 }, "presenters in etcd: \(etcdKeys("p/"))")
+        XCTAssertTrue(waitUntilKnown(presenters: 3, of: "a", through: mntB) && waitUntilKnown(presenters: 5, of: "b", through: mnt),
+                      "presenters in etcd and known to the other node: \(etcdKeys("p/"))")
 
         // The conflicts on a: b writes save.txt and both.txt under a's unsaved presenters; a
         // Python process on a reads lost.txt, sed changes it, and the Python process writes back

@@ -46,7 +46,7 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
         let presenter = try startCoordfs(["present", mnt + "/doc.txt", "--unsaved"])
         let notes = try present("notes.txt", on: mnt)
         XCTAssertTrue(waitUntil(10) { presenter.lines.contains { $0.hasPrefix("registered") } }, presenter.stdout)
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "a's presenters in etcd")
+        XCTAssertTrue(waitUntilKnown(presenters: 2, of: "a", through: mntB), "a's presenters in etcd and known to b")
 
         try ns.cut()
         let started = Date()

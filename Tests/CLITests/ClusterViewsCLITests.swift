@@ -45,7 +45,7 @@ final class ClusterViewsCLITests: ClusterCLITestCase {
 
         let shared = try present("shared/doc.txt", on: mnt)
         let secret = try present("private/secret.txt", on: mnt)
-        XCTAssertTrue(waitUntil(10) { etcdKeys("p/a/").count == 2 }, "\(etcdKeys(""))")
+        XCTAssertTrue(waitUntilKnown(presenters: 2, of: "a", through: mntB), "\(etcdKeys(""))")
 
         // status --cluster on B: both nodes, A's presenters, etcd's line.
         let text = coordfs("status", mntB, "--cluster")
