@@ -24,8 +24,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let saves: SaveTracker
     let readPolicy: CoordinationPolicy
     let writePolicy: CoordinationPolicy
-    /// An append's (``HandlePlan/appends``): a write that does not wait for files open for reading.
-    let appendPolicy: CoordinationPolicy
+    /// An append's (``HandlePlan/appends``) and a change of names' (create, mkdir, link, symlink,
+    /// mknod, unlink, rmdir, rename): a write that does not wait for other programs' files open for
+    /// reading, which it changes no byte of (``OperationPolicy/waits(write:pastOpenReaders:_:)``).
+    let pastReadersPolicy: CoordinationPolicy
     /// Which intents, store hooks and announcements each operation is (docs/semantics.md).
     let policy: OperationPolicy
     /// The document store's hooks (set by the store service), called for presented documents only.
@@ -70,7 +72,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                                           writeWait: options.writeWait)
         readPolicy = policy.waits(write: false, waits)
         writePolicy = policy.waits(write: true, waits)
-        appendPolicy = policy.waits(write: true, append: true, waits)
+        pastReadersPolicy = policy.waits(write: true, pastOpenReaders: true, waits)
         registrations.fs = self
         coordinator.presenterRegistrationWatcher = registrations
     }
@@ -256,7 +258,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// A user (other than root and the mount's owner) may have `max_user_waits` requests waiting at
     /// once; a further one that would wait fails with EAGAIN, nothing done.
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
-                    append: Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
+                    pastOpenReaders: @autoclosure () -> Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
         guard intents.allSatisfy({ PathLimit.fits($0.path) }) else { return request.reply(error: .fileNameTooLong) }
         let purpose = Self.purpose(of: origin.pid)
@@ -265,7 +267,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         guard waits.begin(origin.uid) else { return request.reply(error: .resourceTemporarilyUnavailable) }
         let parked = request.park()
-        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? (append ? appendPolicy : writePolicy) : readPolicy) { [self] result in
+        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? (pastOpenReaders() ? pastReadersPolicy : writePolicy) : readPolicy) { [self] result in
             waits.end(origin.uid)
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
@@ -337,7 +339,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if let p = plan.adopts, let adopted = saves.adopt(p) {
             return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, plan)
         }
-        withAccess(request, plan.intents, origin: who, write: plan.write, append: plan.appends) { [self] req, grant in
+        withAccess(request, plan.intents, origin: who, write: plan.write, pastOpenReaders: plan.appends) { [self] req, grant in
             finishOpen(req, node, file, grant, p, plan)
         }
     }
@@ -604,14 +606,27 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // The new file's own write access lasts as long as the handle; the folder's only for the create.
         // The closures take only what is left to do (a copy of the whole plan cost 700 instructions).
         let parentIntents = plan.parentIntents
-        withAccess(request, plan.intents, origin: who, write: true) { [self] req, fileGrant in
+        // A new file (the name names nothing now: no program can have it open; a reader holding
+        // the name reads a file since removed or moved) does not wait for files open for reading,
+        // looked at only when the create would wait. An existing file is opened for writing: it does.
+        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: namesNothing(pnode, bytes)) { [self] req, fileGrant in
             guard !parentIntents.isEmpty else {
                 return finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, done, parentGrant: nil)
             }
-            withAccess(req, parentIntents, origin: who, write: true) { [self] req, dirGrant in
+            withAccess(req, parentIntents, origin: who, write: true, pastOpenReaders: true) { [self] req, dirGrant in
                 finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, done, parentGrant: dirGrant)
             }
         }
+    }
+
+    /// Whether `name` names nothing in the backing folder of `folder` now.
+    private func namesNothing(_ folder: BackingNode, _ name: NameCopy) -> Bool {
+        let r = folder.withDescriptor { fd -> Bool in
+            var st = stat()
+            return name.withCString { fstatat(fd, $0, &st, AT_SYMLINK_NOFOLLOW) } != 0 && errno == ENOENT
+        }
+        if case .success(true) = r { return true }
+        return false
     }
 
     /// What a create's plan does once its accesses are granted.
@@ -833,7 +848,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             plan = planFor?(p, dirPath) ?? made()
             if plan.adopts != nil { plan = made() }
         }
-        withAccess(request, plan.intents, origin: origin(context, p), write: true) { [self, plan] req, grant in
+        withAccess(request, plan.intents, origin: origin(context, p), write: true, pastOpenReaders: true) { [self, plan] req, grant in
             var result: Result<EntryReply, Errno> = .failure(.ioError)
             _ = perform(plan, grant) {
                 result = name.withCString { make($0, context) }
@@ -911,7 +926,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             facts.fresh = .told
             plan = policy.remove(facts)
         }
-        withAccess(request, plan.intents, origin: who, write: true) { [self, plan, settled] req, grant in
+        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: true) { [self, plan, settled] req, grant in
             req.reply(perform(plan, grant, settled: settled) {
                 // Maybe the first half of a save (unlink, then create): kept, never refused.
                 if !directory && !temp { _ = lostUpdates.beforeSave(p, by: who, .replace, mayRefuse: false) }
@@ -962,7 +977,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
         }
         let swapSaved = facts.swapSavedDocument
-        withAccess(request, plan.intents, origin: who, write: true) { [self, plan, held, settled] req, grant in
+        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: true) { [self, plan, held, settled] req, grant in
             let save = LostUpdates.RenameSave(src: src, dst: dst, srcIsFile: srcKind == .file, dstIsFile: dstKind == .file,
                                               dstExists: dstKind != nil, flags: flags, swapSaved: swapSaved)
             req.reply(perform(plan, grant, adopted: held, settled: settled) {

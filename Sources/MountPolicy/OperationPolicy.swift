@@ -32,14 +32,17 @@ public struct OperationPolicy: Hashable, Sendable {
 
     /// How long a read or a write waits and what it gets at each deadline: a read goes ahead without
     /// exclusion; a write goes ahead past readers and other programs' open files, and gets EBUSY
-    /// while an explicit coordinated write holds the item. `append`: a write that only appends
-    /// (``HandlePlan/appends``) does not wait for other programs' files open for reading at all.
-    public func waits(write: Bool, append: Bool = false, _ w: Waits) -> CoordinationPolicy {
+    /// while an explicit coordinated write holds the item. `pastOpenReaders`: a write that changes
+    /// no byte another program's open file for reading could read does not wait for such files at
+    /// all: an append (``HandlePlan/appends``: the reader sees the old end or the new bytes, as
+    /// natively), and a change of names (create, mkdir, link, symlink, mknod, unlink, rmdir,
+    /// rename: the reader keeps reading the file it opened, whatever name it has now, or none).
+    public func waits(write: Bool, pastOpenReaders: Bool = false, _ w: Waits) -> CoordinationPolicy {
         func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
         return CoordinationPolicy(askDeadline: seconds(w.askTimeout), onAskTimeout: w.strict ? .strict : .proceed,
                                   waitDeadline: seconds(write ? w.writeWait : w.readWait),
                                   atWaitDeadline: write ? .goAheadPastYieldingHolds : .goAhead,
-                                  passesYieldingReaders: write && append)
+                                  passesYieldingReaders: write && pastOpenReaders)
     }
 
     // MARK: open

@@ -124,7 +124,7 @@ public struct HandlePlan: Hashable, Sendable {
     /// A temp name: nothing is told about the handle.
     public var quiet = false
     /// A write that only appends (O_APPEND without O_TRUNC): it does not wait for other programs'
-    /// files open for reading (``OperationPolicy/waits(write:append:_:)``).
+    /// files open for reading (``OperationPolicy/waits(write:pastOpenReaders:_:)``).
     public var appends = false
 
     public init(first: [SaveStep] = [], adopts: ItemPath? = nil, intents: [FileAccessIntent] = [], write: Bool = false,

@@ -25,9 +25,9 @@ final class OperationPolicyTests: XCTestCase {
     }
 
     func testAnAppendDoesNotWaitForOpenFilesForReadingButOtherWritesDo() throws {
-        XCTAssertTrue(policy.waits(write: true, append: true, .init()).passesYieldingReaders, "an append passes files open for reading")
+        XCTAssertTrue(policy.waits(write: true, pastOpenReaders: true, .init()).passesYieldingReaders, "an append passes files open for reading")
         XCTAssertFalse(policy.waits(write: true, .init()).passesYieldingReaders, "any other write waits for them")
-        XCTAssertFalse(policy.waits(write: false, append: true, .init()).passesYieldingReaders)
+        XCTAssertFalse(policy.waits(write: false, pastOpenReaders: true, .init()).passesYieldingReaders)
         let append = try XCTUnwrap(policy.open(.init(path: doc, kind: .file, write: true, truncate: false, append: true)))
         XCTAssertTrue(append.appends, "O_APPEND without O_TRUNC")
         XCTAssertEqual(append.intents, [.writingIntent(with: doc)], "still a write: presenters asked and told as for any write")
