@@ -258,7 +258,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// A user (other than root and the mount's owner) may have `max_user_waits` requests waiting at
     /// once; a further one that would wait fails with EAGAIN, nothing done.
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
-                    pastOpenReaders: @autoclosure () -> Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
+                    pastOpenReaders: @autoclosure () -> Bool = false, kernelLocks: Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
         guard intents.allSatisfy({ PathLimit.fits($0.path) }) else { return request.reply(error: .fileNameTooLong) }
         let purpose = Self.purpose(of: origin.pid)
@@ -283,7 +283,27 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         // Ctrl-C on the waiting process ends the wait at once: EINTR, nothing done.
         parked.onInterrupt { [coordinator] in coordinator.cancel(id) }
+        if kernelLocks { probeStuckHolders(id, after: .milliseconds(50)) }
     }
+
+    /// Looks at waiting request `id` again `after`. It is one the kernel holds locks for while it
+    /// waits (`kernelLocks`): a change of names (its folder, and a rename's or unlink's files), a
+    /// change of a file's attributes, size or extended attributes (the file).
+    /// A program whose open file is in its way and whose thread waits uninterruptibly in the
+    /// kernel, at two looks 50 ms apart, waits for such a lock (its write to the file, a name it
+    /// makes or looks up in the folder): it cannot close the file before this request ends, so the
+    /// request takes its deadline's action now: it goes ahead past the open files, as it would at
+    /// `write_wait` (docs/semantics.md, "Waits and deadlines"). Ends when the request waits no more.
+    private func probeStuckHolders(_ id: RequestID, after delay: DispatchTimeInterval, seenStuck: Bool = false) {
+        Self.stuckHolderProbe.asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self, let holders = coordinator.yieldingHolders(blocking: id) else { return }
+            let stuck = holders.contains { ProcessLife.waitsUninterruptibly($0.pid) }
+            if stuck && seenStuck, coordinator.goAheadPastYieldingHolds(id) { return }
+            probeStuckHolders(id, after: .milliseconds(stuck ? 50 : 100), seenStuck: stuck)
+        }
+    }
+
+    private static let stuckHolderProbe = DispatchQueue(label: "coordfs.stuck-holders")
 
     /// `pid:N`, the purpose every access of process N shares, its digits written straight into a
     /// small string (`String(_:radix:)`, generic, and the concatenation cost an access 900
@@ -609,11 +629,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // A new file (the name names nothing now: no program can have it open; a reader holding
         // the name reads a file since removed or moved) does not wait for files open for reading,
         // looked at only when the create would wait. An existing file is opened for writing: it does.
-        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: namesNothing(pnode, bytes)) { [self] req, fileGrant in
+        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: namesNothing(pnode, bytes), kernelLocks: true) { [self] req, fileGrant in
             guard !parentIntents.isEmpty else {
                 return finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, done, parentGrant: nil)
             }
-            withAccess(req, parentIntents, origin: who, write: true, pastOpenReaders: true) { [self] req, dirGrant in
+            withAccess(req, parentIntents, origin: who, write: true, pastOpenReaders: true, kernelLocks: true) { [self] req, dirGrant in
                 finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, done, parentGrant: dirGrant)
             }
         }
@@ -688,7 +708,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return loopback.setattr(request, inode: id, attributes: attributes, changing: changing, file: file)
         }
         perform(plan.first, by: pid)
-        withAccess(request, plan.intents, origin: origin(request.context, p), write: true) { [self] req, grant in
+        withAccess(request, plan.intents, origin: origin(request.context, p), write: true, kernelLocks: true) { [self] req, grant in
             var result: Result<stat, Errno> = .failure(.ioError)
             _ = perform(plan, grant) {
                 // A truncate by path is a save: maybe a late one.
@@ -718,7 +738,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // waits for its own handle), and is still told as part of the open's one change.
         if policy.setAttributesUnderOpenWaitsForReaders(sizeChanges: changing.contains(.size), appends: handle.appends) {
             let who = origin(request.context, handle.path)
-            return withAccess(request, [.writingIntent(with: handle.path)], origin: who, write: true) { [self] req, grant in
+            return withAccess(request, [.writingIntent(with: handle.path)], origin: who, write: true, kernelLocks: true) { [self] req, grant in
                 coveredSetattr(req, node, attributes, changing, open: open, covered: handle, writer: writer)
                 grant.release()
             }
@@ -806,7 +826,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             return request.replyOK()
         }
         guard let plan, let p else { return request.reply(error: .ioError) }
-        withAccess(request, plan.intents, origin: origin(request.context, p), write: true) { [self] req, grant in
+        withAccess(request, plan.intents, origin: origin(request.context, p), write: true, kernelLocks: true) { [self] req, grant in
             let e = perform(plan, grant, change)
             if let e { req.reply(error: e) } else { req.replyOK() }
         }
@@ -848,7 +868,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             plan = planFor?(p, dirPath) ?? made()
             if plan.adopts != nil { plan = made() }
         }
-        withAccess(request, plan.intents, origin: origin(context, p), write: true, pastOpenReaders: true) { [self, plan] req, grant in
+        withAccess(request, plan.intents, origin: origin(context, p), write: true, pastOpenReaders: true, kernelLocks: true) { [self, plan] req, grant in
             var result: Result<EntryReply, Errno> = .failure(.ioError)
             _ = perform(plan, grant) {
                 result = name.withCString { make($0, context) }
@@ -926,7 +946,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             facts.fresh = .told
             plan = policy.remove(facts)
         }
-        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: true) { [self, plan, settled] req, grant in
+        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: true, kernelLocks: true) { [self, plan, settled] req, grant in
             req.reply(perform(plan, grant, settled: settled) {
                 // Maybe the first half of a save (unlink, then create): kept, never refused.
                 if !directory && !temp { _ = lostUpdates.beforeSave(p, by: who, .replace, mayRefuse: false) }
@@ -977,7 +997,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
         }
         let swapSaved = facts.swapSavedDocument
-        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: true) { [self, plan, held, settled] req, grant in
+        withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: true, kernelLocks: true) { [self, plan, held, settled] req, grant in
             let save = LostUpdates.RenameSave(src: src, dst: dst, srcIsFile: srcKind == .file, dstIsFile: dstKind == .file,
                                               dstExists: dstKind != nil, flags: flags, swapSaved: swapSaved)
             req.reply(perform(plan, grant, adopted: held, settled: settled) {

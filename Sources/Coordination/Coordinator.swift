@@ -723,6 +723,49 @@ public final class Coordinator: @unchecked Sendable {
         effects.run()
     }
 
+    /// The processes whose open files (granted holds that yield at wait deadlines: an unmodified
+    /// program's open file) are in the way of waiting write `id`, when its policy goes ahead past
+    /// such holds at its deadline (empty otherwise, or when none is); nil when it waits no more.
+    public func yieldingHolders(blocking id: RequestID) -> [AccessOrigin]? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let request = pending[id], request.phase == .waiting else { return nil }
+        guard request.policy.atWaitDeadline == .goAheadPastYieldingHolds else { return [] }
+        let priority = isPriority(request)
+        var holders: [AccessOrigin] = []
+        for intent in request.intents {
+            _ = locks.firstBlocker(path: intent.path, mode: intent.lockMode) { holder in
+                if holder.phase == .granted, holder.yields.load(ordering: .relaxed), blocks(holder, request, priority: priority) {
+                    holders.append(holder.origin)
+                }
+                return false
+            }
+        }
+        return holders
+    }
+
+    /// Waiting write `id` takes the action of its wait deadline now
+    /// (``WaitDeadlineAction/goAheadPastYieldingHolds``), when that is to go ahead (no write that
+    /// does not yield is in its way): its caller found that an open file in its way cannot be
+    /// closed before this request ends, so the wait would last until the deadline. Returns whether
+    /// it went ahead.
+    @discardableResult
+    public func goAheadPastYieldingHolds(_ id: RequestID) -> Bool {
+        lock.lock()
+        var effects = Effects()
+        var went = false
+        if let request = pending[id], request.phase == .waiting, request.policy.atWaitDeadline == .goAheadPastYieldingHolds,
+           exclusiveWriter(in: request) == nil {
+            cancelWaitTimer(request)
+            let waitedMs = (MonotonicClock.now() &- request.requestedAt) / 1_000_000
+            goAhead(request, past: firstBlocker(request), deadline: .milliseconds(Int64(min(waitedMs, UInt64(Int32.max)))), &effects)
+            went = true
+        }
+        lock.unlock()
+        effects.run()
+        return went
+    }
+
     /// A held write in `request`'s way that does not yield at its deadline, and where it holds.
     func exclusiveWriter(in request: CoordinatedAccess) -> (CoordinatedAccess, ItemPath)? {
         for intent in request.intents {

@@ -76,4 +76,20 @@ public enum ProcessLife {
         }
         return n
     }
+
+    /// Whether a thread of process `pid` waits in the kernel uninterruptibly (state `D` in
+    /// `/proc/PID/task/TID/stat`): for a lock, or for I/O. A thread waiting for a FUSE daemon's
+    /// answer waits interruptibly (`S`) and does not count. False when nothing can be read.
+    public static func waitsUninterruptibly(_ pid: pid_t) -> Bool {
+        guard pid > 0, let dir = opendir("/proc/\(pid)/task") else { return false }
+        defer { closedir(dir) }
+        while let e = readdir(dir) {
+            guard e.pointee.d_name.0 != 0x2E else { continue }  // not "." or ".."
+            let tid = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard let stat = readWholeFileBytes("/proc/\(pid)/task/\(tid)/stat"),
+                  let close = stat.lastIndex(of: UInt8(ascii: ")")), close + 2 < stat.count else { continue }
+            if stat[close + 2] == UInt8(ascii: "D") { return true }
+        }
+        return false
+    }
 }

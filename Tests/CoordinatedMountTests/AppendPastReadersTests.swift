@@ -9,50 +9,11 @@ import Coordination
 /// else still waits: a truncating write, an ftruncate through the append's handle, an append while
 /// an explicit coordinated read holds the file. `write_wait` is 30 s here and every command runs
 /// under `timeout 10`: an append completes (exit 0), a write that waits is still waiting at 10 s
-/// (exit 124, the file unchanged). docs/semantics.md, "Waits and deadlines".
-final class AppendPastReadersTests: InProcessMountTestCase {
-    override func configure(_ options: inout MountOptions) {
-        super.configure(&options)
-        options.coordination.writeWait = 30
-    }
-
-    /// Holds `doc.log` open for reading through the mount in another process (one process, so
-    /// terminating it closes the file), until the returned process is terminated.
-    private func holdOpenForReading(_ relative: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", "exec 3< '\(relative)'; : > ../ready; exec sleep 60"]
-        p.currentDirectoryURL = URL(fileURLWithPath: mnt)
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        let deadline = Date().addingTimeInterval(20)
-        while !FileManager.default.fileExists(atPath: root + "/ready") {
-            guard Date() < deadline, p.isRunning else {
-                p.terminate(); p.waitUntilExit()
-                throw XCTSkip("the reader did not open the file")
-            }
-            usleep(5_000)
-        }
-        return p
-    }
-
-    private func end(_ p: Process) {
-        if p.isRunning { p.terminate() }
-        p.waitUntilExit()
-    }
-
-    /// Runs `command` through the mount under `timeout 10`; its exit status (124: still waiting at 10 s).
-    private func within10s(_ command: String) throws -> Int32 {
-        try sh("timeout 10 sh -c \"\(command)\"", allowFailure: true, timeout: 40).status
-    }
-
-    private func backingText(_ relative: String) throws -> String {
-        try String(contentsOfFile: backing + "/" + relative, encoding: .utf8)
-    }
-
+/// (exit 124, the file unchanged): `OpenFilesTestCase`. docs/semantics.md, "Waits and deadlines".
+final class AppendPastReadersTests: OpenFilesTestCase {
     func testAnAppendDoesNotWaitForAFileOpenForReadingAndEachIsToldOnce() throws {
         try write("doc.log", "line0\n")
-        let reader = try holdOpenForReading("doc.log")
+        let reader = try holdOpen("doc.log")
         defer { end(reader) }
         let presenter = try present("doc.log")
         XCTAssertEqual(try within10s("echo x >> doc.log"), 0, "the first append completed (not held up for write_wait, 30 s)")
@@ -72,7 +33,7 @@ final class AppendPastReadersTests: InProcessMountTestCase {
 
     func testATruncatingWriteStillWaitsForTheReader() throws {
         try write("doc.log", "line0\n")
-        let reader = try holdOpenForReading("doc.log")
+        let reader = try holdOpen("doc.log")
         defer { end(reader) }
         XCTAssertEqual(try within10s("echo y > doc.log"), 124, "O_TRUNC replaces what the reader reads: it waits (write_wait, 30 s)")
         XCTAssertEqual(try backingText("doc.log"), "line0\n", "the interrupted write changed nothing")
@@ -80,7 +41,7 @@ final class AppendPastReadersTests: InProcessMountTestCase {
 
     func testAnFtruncateThroughAnAppendsHandleStillWaitsForTheReader() throws {
         try write("doc.log", "line0\n")
-        let reader = try holdOpenForReading("doc.log")
+        let reader = try holdOpen("doc.log")
         defer { end(reader) }
         // The O_APPEND open goes ahead at once (it prints "opened"); its ftruncate waits.
         let r = try sh("timeout 10 python3 -c \"import os, sys; fd = os.open('doc.log', os.O_WRONLY | os.O_APPEND); print('opened', flush=True); os.ftruncate(fd, 0)\"",
@@ -100,15 +61,8 @@ final class AppendPastReadersTests: InProcessMountTestCase {
 
     func testAnAppendStillWaitsForAnotherWriter() throws {
         try write("doc.log", "")
-        let writer = Process()
-        writer.executableURL = URL(fileURLWithPath: "/bin/sh")
-        writer.arguments = ["-c", "exec 3>> doc.log; : > ../ready; exec sleep 60"]
-        writer.currentDirectoryURL = URL(fileURLWithPath: mnt)
-        writer.standardInput = FileHandle.nullDevice
-        try writer.run()
+        let writer = try holdOpen("doc.log", ">>")
         defer { end(writer) }
-        let deadline = Date().addingTimeInterval(20)
-        while !FileManager.default.fileExists(atPath: root + "/ready") && Date() < deadline { usleep(5_000) }
         XCTAssertEqual(try within10s("echo x >> doc.log"), 124, "writers never interleave: another append waits (write_wait, 30 s)")
         XCTAssertEqual(try backingText("doc.log"), "")
     }

@@ -11,50 +11,20 @@ import Coordination
 /// closes (a second `sed -i` of the same file, making its temporary file) waited for the first
 /// until `write_wait` ran out. An explicit coordinated read still holds a rename up. `write_wait`
 /// is 30 s here and every command runs under `timeout 10`: a change that completes exits 0, one
-/// that waits is still waiting at 10 s (exit 124). docs/semantics.md, "Waits and deadlines".
-final class NamesPastReadersTests: InProcessMountTestCase {
-    override func configure(_ options: inout MountOptions) {
-        super.configure(&options)
-        options.coordination.writeWait = 30
-    }
-
-    /// Holds `relative` open for reading through the mount in another process until `end`; then
-    /// the process writes what it reads through that descriptor to `seen` beside the mount.
+/// that waits is still waiting at 10 s (exit 124): `OpenFilesTestCase`. docs/semantics.md, "Waits and deadlines".
+final class NamesPastReadersTests: OpenFilesTestCase {
+    /// Holds `relative` open for reading until `endReading`, which returns what it then read
+    /// through that descriptor.
     private func holdOpenForReading(_ relative: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", "exec 3< '\(relative)'; : > ../ready; while [ ! -e ../stop ]; do sleep 0.05; done; cat <&3 > ../seen"]
-        p.currentDirectoryURL = URL(fileURLWithPath: mnt)
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        let deadline = Date().addingTimeInterval(20)
-        while !FileManager.default.fileExists(atPath: root + "/ready") {
-            guard Date() < deadline, p.isRunning else {
-                p.terminate(); p.waitUntilExit()
-                throw XCTSkip("the reader did not open the file")
-            }
-            usleep(5_000)
-        }
-        return p
+        try holdOpen(relative, then: "while [ ! -e ../stop ]; do sleep 0.05; done; cat <&3 > ../seen")
     }
 
-    /// What the reader read through its descriptor, once ended.
-    private func end(_ p: Process) -> String? {
+    private func endReading(_ p: Process) -> String? {
         FileManager.default.createFile(atPath: root + "/stop", contents: nil)
         let deadline = Date().addingTimeInterval(10)
         while p.isRunning && Date() < deadline { usleep(10_000) }
-        if p.isRunning { p.terminate() }
-        p.waitUntilExit()
+        end(p)
         return try? String(contentsOfFile: root + "/seen", encoding: .utf8)
-    }
-
-    /// Runs `command` through the mount under `timeout 10`; its exit status (124: still waiting at 10 s).
-    private func within10s(_ command: String) throws -> Int32 {
-        try sh("timeout 10 sh -c \"\(command)\"", allowFailure: true, timeout: 40).status
-    }
-
-    private func backingText(_ relative: String) throws -> String {
-        try String(contentsOfFile: backing + "/" + relative, encoding: .utf8)
     }
 
     func testSavesByRenameMovesAndRemovalsDoNotWaitForAFileOpenForReading() throws {
@@ -69,7 +39,7 @@ final class NamesPastReadersTests: InProcessMountTestCase {
         XCTAssertEqual(try within10s("mv doc.txt moved.txt && rm moved.txt"), 0, "a move away and a removal")
         XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/moved.txt"))
         XCTAssertEqual(try within10s("echo four > doc.txt && mkdir dir && ln -s doc.txt link && ln doc.txt hard"), 0, "new names beside it")
-        XCTAssertEqual(end(reader), "one\n", "the reader read the file it opened, as natively")
+        XCTAssertEqual(endReading(reader), "one\n", "the reader read the file it opened, as natively")
         // Presenters are still asked and told as for any save.
         let log = presenter.waitUntil(timeout: 5, settle: 0.5) { $0.contains("didChange") }
         XCTAssertTrue(log.contains("relinquishToWriter") && log.contains("didChange"), "\(log)")
@@ -86,6 +56,52 @@ final class NamesPastReadersTests: InProcessMountTestCase {
         let text = try backingText("doc.txt")
         XCTAssertTrue(["a\n", "b\n"].contains(text), text)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backing).filter { $0.hasPrefix("sed") }, [], "no temporary file left")
+    }
+
+    /// A program appending to the file without pause: each of its writes needs the file, which the
+    /// kernel holds locked for the rename waiting in the daemon, so it cannot go on and close it.
+    /// The rename goes ahead once the daemon sees it wait there (two looks 50 ms apart), as it would
+    /// at `write_wait` (30 s here; before, the rename waited all of it).
+    func testARenameOverAFileAnotherProgramIsWritingGoesAheadWhenThatProgramCannotGoOn() throws {
+        try write("doc.txt", "one\n")
+        try write("new.txt", "two\n")
+        let writer = try holdOpen("doc.txt", ">>", then: "while :; do echo x >&3; done")
+        defer { end(writer) }
+        usleep(100_000)
+        let started = Date()
+        XCTAssertEqual(try within10s("mv new.txt doc.txt"), 0, "the rename went ahead (write_wait is 30 s)")
+        print("the rename took \(Date().timeIntervalSince(started)) s")
+        XCTAssertEqual(try backingText("doc.txt"), "two\n", "the renamed file, not the writer's")
+        let went = try logged().filter { $0.kind == .granted && $0.path == "/doc.txt" && ($0.details.message ?? "").contains("went ahead") }
+        XCTAssertFalse(went.isEmpty, "the log says it went ahead past the writer")
+    }
+
+    /// The same for changes of mode and times by path, whose file the kernel holds locked while
+    /// they wait: each goes ahead past the appending program. An open for writing holds no such
+    /// lock: it waits for that program as for any writer.
+    func testAttributeChangesByPathGoAheadWhenTheWriterCannotGoOn() throws {
+        try write("doc.txt", "one\n")
+        let writer = try holdOpen("doc.txt", ">>", then: "while :; do echo x >&3; done")
+        defer { end(writer) }
+        usleep(100_000)
+        for command in ["chmod 600 doc.txt", "touch -c -d 2020-01-01 doc.txt"] {
+            XCTAssertEqual(try within10s(command), 0, "\(command) went ahead (write_wait is 30 s)")
+        }
+        var st = stat()
+        XCTAssertEqual(stat(backing + "/doc.txt", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        XCTAssertEqual(try within10s("echo new > doc.txt"), 124, "an open for writing waits for the writer (write_wait, 30 s)")
+    }
+
+    /// A program that holds the file open for writing and is not writing (an office suite with the
+    /// document loaded) can close it: the rename still waits for it (`write_wait`).
+    func testARenameOverAFileAnotherProgramHoldsOpenForWritingStillWaitsForIt() throws {
+        try write("doc.txt", "one\n")
+        try write("new.txt", "two\n")
+        let writer = try holdOpen("doc.txt", ">>")
+        defer { end(writer) }
+        XCTAssertEqual(try within10s("mv new.txt doc.txt"), 124, "a writer that can close holds the rename up (write_wait, 30 s)")
+        XCTAssertEqual(try backingText("doc.txt"), "one\n")
     }
 
     func testARenameStillWaitsForAnExplicitCoordinatedRead() throws {

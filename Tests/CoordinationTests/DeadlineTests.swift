@@ -134,6 +134,39 @@ import CoordinationTestSupport
         }
     }
 
+    /// `yieldingHolders(blocking:)` names the open files in a waiting write's way, and
+    /// `goAheadPastYieldingHolds` takes its deadline's action early: it goes ahead past open files
+    /// (and readers), never past an explicit coordinated write.
+    @Test func aWriteGoesAheadPastOpenFilesWhenToldToAndNeverPastAnExplicitWrite() async throws {
+        let coordinator = Coordinator()
+        let policy = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAheadPastYieldingHolds)
+        let reader = AccessOrigin(pid: 5151, uid: 0, gid: 0, executable: "reader")
+        let open = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("f")), origin: reader))
+        open.yieldAtWaitDeadlines()
+        let explicit = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("f")), origin: testOrigin))
+        let (id, waiting) = request(coordinator, [.writingIntent(with: path("f"))], purpose: "w", policy: policy)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(waiting.result == nil)
+        #expect(coordinator.yieldingHolders(blocking: id)?.map(\.pid) == [5151], "the open file, not the explicit read")
+        #expect(coordinator.goAheadPastYieldingHolds(id), "past an open file and a read, as at its deadline")
+        #expect(await eventually { waiting.result != nil })
+        #expect(coordinator.yieldingHolders(blocking: id) == nil, "it waits no more")
+        #expect(!coordinator.goAheadPastYieldingHolds(id))
+        try #require(waiting.access).release()
+        explicit.release()
+        open.release()
+        // An explicit write in its way: it waits on (at its deadline it would fail with EBUSY).
+        let writer = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        let (held, blocked) = request(coordinator, [.writingIntent(with: path("f"))], purpose: "w2", policy: policy)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!coordinator.goAheadPastYieldingHolds(held))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(blocked.result == nil)
+        writer.release()
+        #expect(await eventually { blocked.result != nil })
+        try #require(blocked.access).release()
+    }
+
     @Test func slowPresenterWithinDeadlineIsWaitedFor() async throws {
         let coordinator = Coordinator()
         let journal = Journal()
