@@ -257,6 +257,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     ///
     /// A user (other than root and the mount's owner) may have `max_user_waits` requests waiting at
     /// once; a further one that would wait fails with EAGAIN, nothing done.
+    ///
+    /// `pastOpenReaders` (asked only when the request would wait): a write that changes no byte
+    /// another program's open file for reading could read (an append, a change of names) does not
+    /// wait for such files. `kernelLocks`: the kernel holds the folder or the file locked while this
+    /// request waits (a change of names, of attributes by path): it goes ahead past open files as
+    /// soon as a process holding one waits in the kernel (`probeStuckHolders`).
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     pastOpenReaders: @autoclosure () -> Bool = false, kernelLocks: Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.

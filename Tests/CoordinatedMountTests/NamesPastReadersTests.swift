@@ -31,6 +31,7 @@ final class NamesPastReadersTests: OpenFilesTestCase {
         try write("doc.txt", "one\n")
         try write("new.txt", "three\n")
         let reader = try holdOpenForReading("doc.txt")
+        defer { _ = endReading(reader) } // also when a step throws: the reader's loop ends
         let presenter = try present("doc.txt")
         XCTAssertEqual(try within10s("sed -i s/one/two/ doc.txt"), 0, "a save by rename over the file is not held up (write_wait, 30 s)")
         XCTAssertEqual(try backingText("doc.txt"), "two\n")
