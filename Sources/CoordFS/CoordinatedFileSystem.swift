@@ -303,7 +303,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func probeStuckHolders(_ id: RequestID, after delay: DispatchTimeInterval, seenStuck: Bool = false) {
         Self.stuckHolderProbe.asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self, let holders = coordinator.yieldingHolders(blocking: id) else { return }
-            let stuck = holders.contains { ProcessLife.waitsUninterruptibly($0.pid) }
+            // A process with several holds in the way (or one blocking several intents) is looked at once.
+            let stuck = Set(holders.map(\.pid)).contains(where: ProcessLife.waitsUninterruptibly)
             if stuck && seenStuck, coordinator.goAheadPastYieldingHolds(id) { return }
             probeStuckHolders(id, after: .milliseconds(stuck ? 50 : 100), seenStuck: stuck)
         }
