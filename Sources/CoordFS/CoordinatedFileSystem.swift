@@ -43,6 +43,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Opens answered ESTALE because their file was removed under the kernel's name (`open`): by
     /// node, the process and when (monotonic ns).
     private let staleOpens = Mutex<[ObjectIdentifier: (pid: pid_t, at: UInt64)]>([:])
+    /// When `/proc/locks` was last read for a waiting request, what it said and the CPU time the read took (`lockWaits(readAfter:)`).
+    private let lockWaitsSeen = Mutex<(at: UInt64, waits: FileLockWaits, cost: UInt64)?>(nil)
     /// Passthrough writes, for the backing watcher to tell from changes made outside the mount.
     let passthroughWrites = PassthroughWrites()
     /// For tests: milliseconds a release waits after its reply before it is told and forgotten (a
@@ -253,7 +255,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// `PathLimit.maxBytes` fails with ENAMETOOLONG.
     ///
     /// Every access of one process shares a purpose identifier, so a process never waits for itself
-    /// (git chmods the lock file it holds open; sed renames over the file it is still reading).
+    /// (git chmods the lock file it holds open; sed renames over the file it is still reading), nor
+    /// for the processes that started it (its parent, theirs: `flock doc sh -c '... > doc'`, a script
+    /// that holds `doc` open and runs `cp new doc`), which act with it as one program; they still
+    /// wait for it as for anyone.
     ///
     /// A user (other than root and the mount's owner) may have `max_user_waits` requests waiting at
     /// once; a further one that would wait fails with EAGAIN, nothing done.
@@ -262,7 +267,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// another program's open file for reading could read (an append, a change of names) does not
     /// wait for such files. `kernelLocks`: the kernel holds the folder or the file locked while this
     /// request waits (a change of names, of attributes by path): it goes ahead past open files as
-    /// soon as a process holding one waits in the kernel (`probeStuckHolders`).
+    /// soon as a process holding one waits in the kernel (`probeStuckHolders`). Any waiting request
+    /// goes ahead past open files as soon as a process holding one waits for a file lock that the
+    /// requester or a process that started it holds.
     func withAccess(_ request: consuming Request, _ intents: [FileAccessIntent], origin: AccessOrigin, write: Bool,
                     pastOpenReaders: @autoclosure () -> Bool = false, kernelLocks: Bool = false, _ body: @escaping @Sendable (consuming Request, Grant) -> Void) {
         // Deeper than presenters and the log can be told about: refused, never uncoordinated.
@@ -273,7 +280,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         guard waits.begin(origin.uid) else { return request.reply(error: .resourceTemporarilyUnavailable) }
         let parked = request.park()
-        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: write ? (pastOpenReaders() ? pastReadersPolicy : writePolicy) : readPolicy) { [self] result in
+        let ancestors = ProcessLife.ancestors(of: origin.pid)
+        let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, sharing: ancestors.map(Self.purpose(of:)),
+                                        policy: write ? (pastOpenReaders() ? pastReadersPolicy : writePolicy) : readPolicy) { [self] result in
             waits.end(origin.uid)
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
@@ -289,28 +298,87 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         // Ctrl-C on the waiting process ends the wait at once: EINTR, nothing done.
         parked.onInterrupt { [coordinator] in coordinator.cancel(id) }
-        if kernelLocks { probeStuckHolders(id, after: .milliseconds(50)) }
+        probeStuckHolders(id, lineage: Set(ancestors + [origin.pid]), kernelLocks: kernelLocks, after: 0,
+                          lastLook: DispatchTime.now().uptimeNanoseconds)
     }
 
-    /// Looks at waiting request `id` again `after`. It is one the kernel holds locks for while it
-    /// waits (`kernelLocks`): a change of names (its folder, and a rename's or unlink's files), a
-    /// change of a file's attributes, size or extended attributes (the file).
-    /// A program whose open file is in its way and whose thread waits uninterruptibly in the
-    /// kernel, at two looks 50 ms apart, waits for such a lock (its write to the file, a name it
-    /// makes or looks up in the folder): it cannot close the file before this request ends, so the
-    /// request takes its deadline's action now: it goes ahead past the open files, as it would at
-    /// `write_wait` (docs/semantics.md, "Waits and deadlines"). Ends when the request waits no more.
-    private func probeStuckHolders(_ id: RequestID, after delay: DispatchTimeInterval, seenStuck: Bool = false) {
-        Self.stuckHolderProbe.asyncAfter(deadline: .now() + delay) { [weak self] in
+    /// Looks at waiting request `id` `after`, and again every 100 ms (50 ms while a holder is seen
+    /// stuck; sooner when `/proc/locks` could not be read again yet) while it waits for open files
+    /// (granted holds that yield at its deadline). It takes its deadline's action at once, going
+    /// ahead past them (docs/semantics.md, "Waits and deadlines"), when a program whose open file
+    /// is in its way cannot close it before this request ends:
+    /// - it waits for a file lock (flock, fcntl, lockf: `/proc/locks`, read after the request's
+    ///   previous look) held by the requester or a process that started it (`lineage`):
+    ///   `flock doc sh -c '... > doc'` run by several programs at once, each holding `doc` open
+    ///   while it waits for the lock the writer's parent holds;
+    /// - or, for a request the kernel holds locks for while it waits (`kernelLocks`: a change of
+    ///   names locks its folder, and a rename's or unlink's files; a change of a file's attributes,
+    ///   size or extended attributes, the file), a thread of it waits uninterruptibly in the kernel
+    ///   at looks 50 ms or more apart: it waits for such a lock (its write to the file, a name it
+    ///   makes or looks up in the folder).
+    /// Ends when the request waits no more.
+    private func probeStuckHolders(_ id: RequestID, lineage: Set<pid_t>, kernelLocks: Bool, after delay: UInt64,
+                                   lastLook: UInt64, stuckSince: UInt64? = nil) {
+        Self.stuckHolderProbe.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
             guard let self, let holders = coordinator.yieldingHolders(blocking: id) else { return }
+            let now = DispatchTime.now().uptimeNanoseconds
+            var next: UInt64 = 100_000_000, looked = lastLook
             // A process with several holds in the way (or one blocking several intents) is looked at once.
-            let stuck = Set(holders.map(\.pid)).contains(where: ProcessLife.waitsUninterruptibly)
-            if stuck && seenStuck, coordinator.goAheadPastYieldingHolds(id) { return }
-            probeStuckHolders(id, after: .milliseconds(stuck ? 50 : 100), seenStuck: stuck)
+            let pids = Set(holders.map(\.pid))
+            if !pids.isEmpty {
+                switch lockWaits(readAfter: lastLook) {
+                case .read(let locks, let at):
+                    looked = at
+                    if pids.contains(where: { locks.waits($0, forAnyOf: lineage) }), coordinator.goAheadPastYieldingHolds(id) { return }
+                case .tooSoon(let wait):
+                    next = min(next, wait)
+                }
+            }
+            var stuck: UInt64?
+            if kernelLocks, pids.contains(where: ProcessLife.waitsUninterruptibly) {
+                stuck = stuckSince ?? now
+                if now &- stuck! >= 50_000_000, coordinator.goAheadPastYieldingHolds(id) { return }
+                next = min(next, 50_000_000)
+            }
+            probeStuckHolders(id, lineage: lineage, kernelLocks: kernelLocks, after: next, lastLook: looked, stuckSince: stuck)
         }
     }
 
     private static let stuckHolderProbe = DispatchQueue(label: "coordfs.stuck-holders")
+
+    enum LockWaitsLook {
+        /// `/proc/locks` as read at `at`.
+        case read(FileLockWaits, at: UInt64)
+        /// Not read since the time asked for, and not to be read again for this many nanoseconds.
+        case tooSoon(UInt64)
+    }
+
+    /// `/proc/locks` as read after `since` (uptime nanoseconds), by this look or another request's.
+    /// It is read again only once 20 times the CPU time its last read took has passed (and at least
+    /// 2 ms): however many requests wait and however long any user makes the file (it is read up
+    /// to 256 KiB), reading it takes at most a twentieth of one CPU, while on a machine with few
+    /// locks each look sees them as they are now.
+    private func lockWaits(readAfter since: UInt64) -> LockWaitsLook {
+        let now = DispatchTime.now().uptimeNanoseconds
+        if let seen = lockWaitsSeen.withLock({ $0 }) {
+            if seen.at > since { return .read(seen.waits, at: seen.at) }
+            let next = seen.at &+ max(2_000_000, 20 &* seen.cost)
+            if now < next { return .tooSoon(next - now) }
+        }
+        let cpu = Self.threadCPUTime()
+        let waits = FileLockWaits.read()
+        let cost = Self.threadCPUTime() &- cpu
+        let done = DispatchTime.now().uptimeNanoseconds
+        lockWaitsSeen.withLock { $0 = (done, waits, cost) }
+        return .read(waits, at: done)
+    }
+
+    /// The CPU time this thread has used, in nanoseconds.
+    private static func threadCPUTime() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return UInt64(t.tv_sec) &* 1_000_000_000 &+ UInt64(t.tv_nsec)
+    }
 
     /// `pid:N`, the purpose every access of process N shares, its digits written straight into a
     /// small string (`String(_:radix:)`, generic, and the concatenation cost an access 900

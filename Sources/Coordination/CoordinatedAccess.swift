@@ -33,6 +33,9 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     public let origin: AccessOrigin
     /// Accesses that share a non-nil purpose identifier never block each other.
     public let purposeIdentifier: String?
+    /// Further purposes whose accesses never block this one (but this one blocks theirs as any):
+    /// the mount's request of a process passes the accesses of the processes that started it.
+    public let sharedPurposes: [String]
 
     let coordinator: Coordinator
     let policy: CoordinationPolicy
@@ -97,8 +100,9 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// The fencing token of the gate's grant (nil without a gate).
     public var fencingToken: Int64? { coordinator.lock.withLock { gatePass?.fencingToken } }
 
-    init(id: RequestID, intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?,
+    init(id: RequestID, intents: [FileAccessIntent], origin: AccessOrigin, purpose: String?, sharing: [String] = [],
          policy: CoordinationPolicy, coordinator: Coordinator, now: UInt64, parent: CoordinatedAccess? = nil) {
+        self.sharedPurposes = sharing
         self.parent = parent
         self.id = id
         self.intents = intents

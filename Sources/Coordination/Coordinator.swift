@@ -100,22 +100,25 @@ public final class Coordinator: @unchecked Sendable {
     ///     asking for the same items in a different order cannot deadlock.
     ///   - origin: who asks; its `presenterID` is neither asked nor told.
     ///   - purpose: accesses with the same non-nil purpose never block each other.
+    ///   - sharing: further purposes whose accesses never block this request (theirs still wait for
+    ///     it): the mount passes those of the processes that started the caller, which act with it
+    ///     as one program (docs/semantics.md, "Waits and deadlines").
     ///   - policy: deadlines and timeout behaviour; nil uses the configuration's default.
     ///   - parent: the access whose accessor makes this request (nested coordination), so a wait
     ///     that could never end fails at once with ``CoordinationError/deadlock(_:path:heldBy:)``.
     /// - Returns: the request id, for ``cancel(_:)``.
     @discardableResult
     public func coordinate(_ intents: [FileAccessIntent], origin: AccessOrigin, purpose: String? = nil,
-                           policy: CoordinationPolicy? = nil, within parent: CoordinatedAccess? = nil,
+                           sharing: [String] = [], policy: CoordinationPolicy? = nil, within parent: CoordinatedAccess? = nil,
                            completion: @escaping CoordinationCompletion) -> RequestID {
         let resolved = resolveLinks(intents)
         let policy = policy ?? configuration.defaultPolicy
         guard let gate, !resolved.isEmpty else {
-            return start(resolved, origin: origin, purpose: purpose, policy: policy, within: parent, id: nil,
+            return start(resolved, origin: origin, purpose: purpose, sharing: sharing, policy: policy, within: parent, id: nil,
                          pass: nil, completion: completion)
         }
         if let pass = gate.admitNow(resolved, origin: origin, purpose: purpose) {
-            return start(resolved, origin: origin, purpose: purpose, policy: policy, within: parent, id: nil,
+            return start(resolved, origin: origin, purpose: purpose, sharing: sharing, policy: policy, within: parent, id: nil,
                          pass: pass, completion: completion)
         }
         // The gate must ask elsewhere first: the request id is taken now, so it can be cancelled.
@@ -128,7 +131,7 @@ public final class Coordinator: @unchecked Sendable {
         gate.admit(resolved, origin: origin, purpose: purpose, policy: policy, request: id) { [self] result in
             switch result {
             case .success(let pass):
-                start(resolved, origin: origin, purpose: purpose, policy: policy, within: parent, id: id,
+                start(resolved, origin: origin, purpose: purpose, sharing: sharing, policy: policy, within: parent, id: id,
                       pass: pass, completion: completion)
             case .failure(let error):
                 lock.withLock { emit(id, origin, .failed(error)) }
@@ -141,12 +144,12 @@ public final class Coordinator: @unchecked Sendable {
     /// The local part of ``coordinate(_:origin:purpose:policy:within:completion:)``: holds, waits,
     /// asks, grant. `id` is the request's when the gate already gave it one (and logged the request).
     @discardableResult
-    private func start(_ resolved: [FileAccessIntent], origin: AccessOrigin, purpose: String?, policy: CoordinationPolicy,
+    private func start(_ resolved: [FileAccessIntent], origin: AccessOrigin, purpose: String?, sharing: [String], policy: CoordinationPolicy,
                        within parent: CoordinatedAccess?, id: RequestID?, pass: (any GatePass)?,
                        completion: @escaping CoordinationCompletion) -> RequestID {
         lock.lock()
         let request = CoordinatedAccess(id: id ?? RequestID(rawValue: nextRequest), intents: resolved, origin: origin,
-                                        purpose: purpose, policy: policy,
+                                        purpose: purpose, sharing: sharing, policy: policy,
                                         coordinator: self, now: MonotonicClock.now(),
                                         parent: parent?.coordinator === self ? parent : nil)
         request.gatePass = pass
@@ -449,6 +452,8 @@ public final class Coordinator: @unchecked Sendable {
     func blocks(_ holder: CoordinatedAccess, _ request: CoordinatedAccess, priority: Bool) -> Bool {
         if holder === request { return false }
         if Self.sharePurpose(request.purposeIdentifier, holder.purposeIdentifier) { return false }
+        if !request.sharedPurposes.isEmpty,
+           request.sharedPurposes.contains(where: { Self.sharePurpose($0, holder.purposeIdentifier) }) { return false }
         if request.policy.passesYieldingReaders, holder.phase == .granted, holder.yields.load(ordering: .relaxed),
            !holder.intents.contains(where: \.isWriting) {
             return false // an append past an open file's read (docs/semantics.md, "Waits and deadlines")
@@ -724,13 +729,13 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     /// The processes whose open files (granted holds that yield at wait deadlines: an unmodified
-    /// program's open file) are in the way of waiting write `id`, when its policy goes ahead past
+    /// program's open file) are in the way of waiting request `id`, when its policy goes ahead past
     /// such holds at its deadline (empty otherwise, or when none is); nil when it waits no more.
     public func yieldingHolders(blocking id: RequestID) -> [AccessOrigin]? {
         lock.lock()
         defer { lock.unlock() }
         guard let request = pending[id], request.phase == .waiting else { return nil }
-        guard request.policy.atWaitDeadline == .goAheadPastYieldingHolds else { return [] }
+        guard request.policy.atWaitDeadline != .fail else { return [] }
         let priority = isPriority(request)
         var holders: [AccessOrigin] = []
         for intent in request.intents {
@@ -744,17 +749,17 @@ public final class Coordinator: @unchecked Sendable {
         return holders
     }
 
-    /// Waiting write `id` takes the action of its wait deadline now
-    /// (``WaitDeadlineAction/goAheadPastYieldingHolds``), when that is to go ahead (no write that
-    /// does not yield is in its way): its caller found that an open file in its way cannot be
-    /// closed before this request ends, so the wait would last until the deadline. Returns whether
-    /// it went ahead.
+    /// Waiting request `id` goes ahead now, as it would at its wait deadline, when no write that
+    /// does not yield is in its way (a write's ``WaitDeadlineAction/goAheadPastYieldingHolds``; a
+    /// read's ``WaitDeadlineAction/goAhead`` is taken only so far; a request whose deadline fails it
+    /// waits on): its caller found that an open file in its way cannot be closed before this
+    /// request ends, so the wait would last until the deadline. Returns whether it went ahead.
     @discardableResult
     public func goAheadPastYieldingHolds(_ id: RequestID) -> Bool {
         lock.lock()
         var effects = Effects()
         var went = false
-        if let request = pending[id], request.phase == .waiting, request.policy.atWaitDeadline == .goAheadPastYieldingHolds,
+        if let request = pending[id], request.phase == .waiting, request.policy.atWaitDeadline != .fail,
            exclusiveWriter(in: request) == nil {
             cancelWaitTimer(request)
             let waitedMs = (MonotonicClock.now() &- request.requestedAt) / 1_000_000

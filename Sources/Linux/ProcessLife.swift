@@ -60,6 +60,57 @@ public enum ProcessLife {
         return inField && field == 22 ? value : nil
     }
 
+    /// The parent in a `/proc/PID/stat` line: the 2nd field after the command's last `)` (the state
+    /// comes first). Nil when the line has no such number.
+    public static func parseParent<C: BidirectionalCollection>(_ line: C) -> pid_t? where C.Element == UInt8 {
+        guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var field = 2, value: Int64 = 0, inField = false
+        for byte in line[line.index(after: close)...] {
+            if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") {
+                if inField {
+                    if field == 4 { return pid_t(exactly: value) }
+                    inField = false
+                }
+                continue
+            }
+            if !inField { inField = true; field += 1; value = 0 }
+            if field == 4 {
+                guard byte >= 48 && byte <= 57, value < Int64(Int32.max) else { return nil }
+                value = value * 10 + Int64(byte - 48)
+            }
+        }
+        return inField && field == 4 ? pid_t(exactly: value) : nil
+    }
+
+    /// The processes that started process `pid`, nearest first: its parent, the parent's parent, and
+    /// so on, up to but not including init (pid 1) and the kernel's threads (pid 2 and their
+    /// children); at most `limit` of them (a read of `/proc/PID/stat` each). Empty when `pid` is gone
+    /// or its stat cannot be read. A process whose parent ended has init (or a subreaper) as its
+    /// parent from then on.
+    public static func ancestors(of pid: pid_t, limit: Int = 16) -> [pid_t] {
+        var out: [pid_t] = []
+        var current = pid
+        while out.count < limit, current > 1, let stat = statLine(current), let parent = parseParent(stat), parent > 2 {
+            if parent == pid || out.contains(parent) { break }  // never in a loop (a pid handed out again meanwhile)
+            out.append(parent)
+            current = parent
+        }
+        return out
+    }
+
+    /// `/proc/PID/stat`, read with one read(2) (a line is some 300 bytes).
+    static func statLine(_ pid: pid_t) -> [UInt8]? {
+        guard pid > 0 else { return nil }
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> [UInt8]? in
+            let n = read(fd, buf.baseAddress, 1024)
+            guard n > 0 else { return nil }
+            return Array(buf[0..<n])
+        }
+    }
+
     /// This kernel's boot (`/proc/sys/kernel/random/boot_id`; empty when it cannot be read): a pid and
     /// start time recorded in another boot, or on another host, name no process here.
     public static func bootID() -> String {

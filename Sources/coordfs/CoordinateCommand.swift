@@ -16,8 +16,10 @@ struct CoordinateCommand: ParsableCommand {
         socket, wait until then.
 
         COMMAND runs in place of this process (same pid), so its own reads and writes through the \
-        mount never wait for the access it runs in. Processes it starts have their own pids and \
-        are coordinated like anyone else. The connection to the daemon is passed to COMMAND as \
+        mount never wait for the access it runs in, nor do those of the processes it starts (a \
+        script's cp, sed or redirection): a process never waits for the processes that started \
+        it. Their own explicit coordinated accesses (another coordfs coordinate) are coordinated \
+        like anyone else's. The connection to the daemon is passed to COMMAND as \
         an open descriptor ($COORDFS_ACCESS_FD); the access ends when the last process holding it \
         exits (as with flock(1)), and presenters hear what COMMAND did through the mount.
 

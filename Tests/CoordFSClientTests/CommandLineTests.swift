@@ -89,6 +89,18 @@ final class CommandLineTests: ClientMountTestCase {
         XCTAssertEqual(own.status, 0, own.output)
         XCTAssertLessThan(Date().timeIntervalSince(start), 5)
         XCTAssertEqual(readBacking("doc.txt"), "1\n")
+        // Nor do the writes of the processes it starts (a script's cp; before, they waited for the
+        // access until write_wait and failed with EBUSY); their own explicit accesses still do.
+        try writeBacking("new.txt", "3\n")
+        let children = Date()
+        let script = try run([bin, "coordinate", "--write", mnt + "/doc.txt", "--", "sh", "-c",
+                              "cp '\(mnt!)/new.txt' '\(mnt!)/doc.txt' && cat '\(mnt!)/doc.txt' > /dev/null; true"])
+        XCTAssertEqual(script.status, 0, script.output)
+        XCTAssertLessThan(Date().timeIntervalSince(children), 5)
+        XCTAssertEqual(readBacking("doc.txt"), "3\n")
+        let nested = try run([bin, "coordinate", "--write", mnt + "/doc.txt", "--", "sh", "-c",
+                              "'\(bin)' coordinate --write --timeout 0.3 -q '\(mnt!)/doc.txt' -- true; echo $?"])
+        XCTAssertEqual(nested.output.trimmingCharacters(in: .whitespacesAndNewlines), "75", "a nested coordinate waits for the access it runs in")
         // A holder: others (coordinated or not) wait until its command exits.
         let holder = try self.start([bin, "coordinate", "--write", mnt + "/doc.txt", "--", "sleep", "1.5"])
         // (Its own access: the release of an earlier close(2) may still be on its way.)

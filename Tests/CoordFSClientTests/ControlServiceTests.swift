@@ -129,11 +129,16 @@ final class ControlServiceTests: ClientMountTestCase {
         guard case .granted = client.request({ .coordinate(Coordinate(id: $0, intents: [.writing(path)])) }) else {
             return XCTFail("no grant")
         }
-        let writer = try start(["/bin/sh", "-c", "echo new > '\(mnt!)/doc.txt'"])
-        usleep(200_000)
-        XCTAssertTrue(isRunning(writer), "held off by the access")
-        client.disconnect()
+        // A writer this process did not start (it would pass the access, as its own child): one
+        // that `setsid -f` leaves to init, writing once it is on its own.
+        let done = root + "/writer-status"
+        let writer = try start(["/usr/bin/setsid", "-f", "/bin/sh", "-c", "sleep 0.2; echo new > '\(mnt!)/doc.txt'; echo $? > '\(done)'"])
         XCTAssertEqual(wait(writer, timeout: 5), 0)
+        usleep(600_000)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: done), "held off by the access")
+        XCTAssertEqual(readBacking("doc.txt"), "old\n")
+        client.disconnect()
+        XCTAssertTrue(eventually(timeout: 5) { (try? String(contentsOfFile: done, encoding: .utf8)) == "0\n" })
         XCTAssertEqual(readBacking("doc.txt"), "new\n")
         XCTAssertTrue(eventually { self.daemon.coordinator.status().held.isEmpty })
     }

@@ -142,10 +142,11 @@ final class EventLogRecordTests: EventLogRecordTestCase {
     /// `granted` record says so (and nothing is recorded as denied).
     func testAWriterPastAnOpenFileGoesAheadAndIsRecorded() throws {
         try write("doc.txt", "")
-        // This process holds the file open for writing; another process's write waits, then goes on.
-        let fd = open(mnt + "/doc.txt", O_WRONLY | O_APPEND)
-        XCTAssertGreaterThanOrEqual(fd, 0)
-        defer { close(fd) }
+        // A program holds the file open for writing; another program's write waits, then goes on.
+        // (Not this process: a process never waits for the processes that started it.)
+        let holder = try startInBackground("exec 3>>doc.txt; exec sleep 30")
+        defer { holder.terminate(); holder.waitUntilExit() }
+        XCTAssertNotNil(try waitForRecord { $0.kind == .granted && $0.actor?.pid == holder.processIdentifier }.first { $0.kind == .granted && $0.actor?.pid == holder.processIdentifier })
         try sh("printf B >> doc.txt")
         let records = try waitForRecord { $0.kind == .granted && $0.details.reason != nil }
         XCTAssertFalse(records.contains { $0.kind == .denied }, "\(records.map(\.kind))")
@@ -156,7 +157,7 @@ final class EventLogRecordTests: EventLogRecordTestCase {
         XCTAssertEqual(ahead.first?.details.reason, "waitDeadline")
         XCTAssertTrue(ahead.first?.details.message?.contains("without exclusion") == true, "\(String(describing: ahead.first))")
         XCTAssertGreaterThanOrEqual(ahead.first?.details.latencyMicros ?? 0, 2_000_000)
-        XCTAssertNotEqual(ahead.first?.actor?.pid, getpid())
+        XCTAssertNotEqual(ahead.first?.actor?.pid, holder.processIdentifier)
     }
 
     /// A write refused at `write_wait` (an explicit coordinated write holds the item) is recorded

@@ -192,3 +192,47 @@ final class NSLockLike: Sendable {
     private let m = Mutex(())
     func run<T>(_ body: () -> T) -> T { m.withLock { _ in body() } }
 }
+
+/// The mount's request of a process passes the accesses of the processes that started it (`sharing`
+/// their purposes): `flock doc sh -c '... > doc'`, a script holding `doc` open that runs `cp new doc`.
+@Suite struct SharedPurposeTests {
+    @Test func aRequestPassesTheAccessesOfThePurposesItSharesAndNoOthers() async throws {
+        let coordinator = Coordinator()
+        let parentRead = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("a")), origin: testOrigin, purpose: "pid:7"))
+        let parentClient = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("b")), origin: testOrigin, purpose: "pid:7/fc-1"))
+        // The child (pid 9, started by 7) writes both at once: nothing of its parent's is in its way.
+        let (_, child) = request(coordinator, [.writingIntent(with: path("a"))], purpose: "pid:9", sharing: ["pid:7", "pid:1000"])
+        #expect(child.access != nil, "granted past its parent's read")
+        let (_, childB) = request(coordinator, [.writingIntent(with: path("b"))], purpose: "pid:9", sharing: ["pid:7"])
+        #expect(childB.access != nil, "granted past its parent's coordinated write")
+        // Its parent's later request waits for the child as for anyone.
+        let (_, parentWrite) = request(coordinator, [.writingIntent(with: path("a"))], purpose: "pid:7")
+        #expect(parentWrite.result == nil)
+        // Another process (pid 8, started by 70) waits for all of them.
+        let (_, other) = request(coordinator, [.readingIntent(with: path("b"))], purpose: "pid:8", sharing: ["pid:70", "pid:71"])
+        #expect(other.result == nil)
+        child.access?.release()
+        parentRead.release()
+        #expect(await eventually { parentWrite.access != nil })
+        parentWrite.access?.release()
+        childB.access?.release()
+        #expect(other.result == nil, "still held by pid 7's client")
+        parentClient.release()
+        #expect(await eventually { other.access != nil })
+        other.access?.release()
+    }
+
+    /// A waiting request of the parent's is no obstacle either: it never waits for its own child.
+    @Test func aRequestPassesAWaitingRequestOfAPurposeItShares() async throws {
+        let coordinator = Coordinator()
+        let holder = try #require(coordinator.tryCoordinateImmediately(.readingIntent(with: path("a")), origin: testOrigin, purpose: "pid:5"))
+        let (_, parent) = request(coordinator, [.writingIntent(with: path("a"))], purpose: "pid:7")
+        #expect(parent.result == nil)
+        let (_, child) = request(coordinator, [.readingIntent(with: path("a"))], purpose: "pid:9", sharing: ["pid:7"])
+        #expect(child.access != nil, "a read beside the other reader, not queued behind its parent's write")
+        child.access?.release()
+        holder.release()
+        #expect(await eventually { parent.access != nil })
+        parent.access?.release()
+    }
+}

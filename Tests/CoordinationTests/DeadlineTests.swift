@@ -167,6 +167,39 @@ import CoordinationTestSupport
         try #require(blocked.access).release()
     }
 
+    /// A read, whose deadline goes ahead past anything, goes ahead early only past open files
+    /// (yielding holds): an explicit write keeps it waiting until that deadline; one whose deadline
+    /// fails it is never sent ahead early.
+    @Test func aReadGoesAheadEarlyPastAnOpenFileButNotPastAnExplicitWrite() async throws {
+        let coordinator = Coordinator()
+        let readPolicy = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAhead)
+        let writerOrigin = AccessOrigin(pid: 5252, uid: 0, gid: 0, executable: "writer")
+        let open = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: writerOrigin))
+        open.yieldAtWaitDeadlines()
+        let (id, waiting) = request(coordinator, [.readingIntent(with: path("f"))], purpose: "r", policy: readPolicy)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(waiting.result == nil)
+        #expect(coordinator.yieldingHolders(blocking: id)?.map(\.pid) == [5252])
+        #expect(coordinator.goAheadPastYieldingHolds(id))
+        #expect(await eventually { waiting.access != nil })
+        try #require(waiting.access).release()
+        open.release()
+        let explicit = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        let (held, blocked) = request(coordinator, [.readingIntent(with: path("f"))], purpose: "r2", policy: readPolicy)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(coordinator.yieldingHolders(blocking: held) == [], "an explicit write is no open file")
+        #expect(!coordinator.goAheadPastYieldingHolds(held))
+        let failing = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .fail)
+        let (strict, failed) = request(coordinator, [.readingIntent(with: path("f"))], purpose: "r3", policy: failing)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!coordinator.goAheadPastYieldingHolds(strict))
+        #expect(blocked.result == nil && failed.result == nil)
+        explicit.release()
+        #expect(await eventually { blocked.access != nil && failed.access != nil })
+        try #require(blocked.access).release()
+        try #require(failed.access).release()
+    }
+
     @Test func slowPresenterWithinDeadlineIsWaitedFor() async throws {
         let coordinator = Coordinator()
         let journal = Journal()

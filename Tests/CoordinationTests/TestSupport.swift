@@ -41,9 +41,9 @@ func eventually(timeout: Duration = .seconds(3), _ condition: () -> Bool) async 
 
 /// Requests `intents` through the callback API and returns the box the completion fills.
 @discardableResult
-func request(_ coordinator: Coordinator, _ intents: [FileAccessIntent], purpose: String? = nil,
+func request(_ coordinator: Coordinator, _ intents: [FileAccessIntent], purpose: String? = nil, sharing: [String] = [],
              origin: AccessOrigin = testOrigin, policy: CoordinationPolicy? = nil) -> (RequestID, ResultBox) {
     let box = ResultBox()
-    let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: policy) { box.set($0) }
+    let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, sharing: sharing, policy: policy) { box.set($0) }
     return (id, box)
 }
