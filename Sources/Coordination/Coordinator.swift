@@ -39,6 +39,8 @@ public final class Coordinator: @unchecked Sendable {
     @exclusivity(unchecked) var presenterWaiters = 0
     /// Requests that can still be cancelled: waiting or asking presenters.
     @exclusivity(unchecked) var pending: [RequestID: CoordinatedAccess] = [:]
+    /// Requests the gate is admitting (asking other nodes), not yet started here.
+    @exclusivity(unchecked) var admitting: Set<RequestID> = []
     @exclusivity(unchecked) var nextRequest: UInt64 = 1
     /// Waiting requests that have a parent access (deadlock checks run only when non-zero).
     @exclusivity(unchecked) var nestedWaiting = 0
@@ -126,6 +128,7 @@ public final class Coordinator: @unchecked Sendable {
             defer { nextRequest += 1 }
             let id = RequestID(rawValue: nextRequest)
             emit(id, origin, .requested(intents: resolved, purpose: purpose))
+            admitting.insert(id)
             return id
         }
         gate.admit(resolved, origin: origin, purpose: purpose, policy: policy, request: id) { [self] result in
@@ -134,7 +137,10 @@ public final class Coordinator: @unchecked Sendable {
                 start(resolved, origin: origin, purpose: purpose, sharing: sharing, policy: policy, within: parent, id: id,
                       pass: pass, completion: completion)
             case .failure(let error):
-                lock.withLock { emit(id, origin, .failed(error)) }
+                lock.withLock {
+                    admitting.remove(id)
+                    emit(id, origin, .failed(error))
+                }
                 completion(.failure(error))
             }
         }
@@ -153,7 +159,7 @@ public final class Coordinator: @unchecked Sendable {
                                         coordinator: self, now: MonotonicClock.now(),
                                         parent: parent?.coordinator === self ? parent : nil)
         request.gatePass = pass
-        if id == nil { nextRequest += 1 }
+        if let id { admitting.remove(id) } else { nextRequest += 1 }
         guard !resolved.isEmpty else {
             request.phase = .failed
             let error = CoordinationError.invalidRequest("no intents")
@@ -730,11 +736,12 @@ public final class Coordinator: @unchecked Sendable {
 
     /// The processes whose open files (granted holds that yield at wait deadlines: an unmodified
     /// program's open file) are in the way of waiting request `id`, when its policy goes ahead past
-    /// such holds at its deadline (empty otherwise, or when none is); nil when it waits no more.
+    /// such holds at its deadline (empty otherwise, when none is, or while the gate still admits
+    /// it: it may wait here once admitted); nil when it waits no more.
     public func yieldingHolders(blocking id: RequestID) -> [AccessOrigin]? {
         lock.lock()
         defer { lock.unlock() }
-        guard let request = pending[id], request.phase == .waiting else { return nil }
+        guard let request = pending[id], request.phase == .waiting else { return admitting.contains(id) ? [] : nil }
         guard request.policy.atWaitDeadline != .fail else { return [] }
         let priority = isPriority(request)
         var holders: [AccessOrigin] = []

@@ -24,6 +24,33 @@ import Testing
         second.access?.release()
     }
 
+    /// While the gate asks other nodes for a request's rights, the request is one that may still
+    /// wait here for open files (the mount's stuck-holder probe keeps looking); once admitted it
+    /// waits for this node's open file, and goes ahead past it when told to.
+    @Test func aRequestTheGateAdmitsIsSeenWaitingForOpenFilesOnceItWaitsHere() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let elsewhere = try await access(cluster.coordinator("a"), [read("d/x")]).get()
+        let opener = AccessOrigin(pid: 6161, uid: 0, gid: 0, executable: "reader")
+        let open = try await access(cluster.coordinator("b"), [read("d/x")], origin: opener).get()
+        open.yieldAtWaitDeadlines()
+        let policy = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAheadPastYieldingHolds)
+        let b = cluster.coordinator("b")
+        let w = Pending(b, [write("d/x")], policy: policy)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(w.result == nil)
+        #expect(b.yieldingHolders(blocking: w.id) == [], "admitting: no holder here yet, but not over")
+        elsewhere.release()
+        #expect(await eventually { b.yieldingHolders(blocking: w.id)?.map(\.pid) == [6161] })
+        #expect(b.goAheadPastYieldingHolds(w.id))
+        #expect(await eventually { w.access != nil })
+        #expect(b.yieldingHolders(blocking: w.id) == nil)
+        w.access?.release()
+        open.release()
+    }
+
     @Test func readersShareAcrossNodesAndAWriterWaitsForAllOfThem() async throws {
         let cluster = TestCluster()
         for n in ["a", "b", "c"] { try await cluster.add(n) }

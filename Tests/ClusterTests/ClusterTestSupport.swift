@@ -173,8 +173,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
 /// A task that requests `intents` and records when it is granted.
 final class Pending: @unchecked Sendable {
     private let box = Mutex<Result<CoordinatedAccess, CoordinationError>?>(nil)
+    private(set) var id = RequestID(rawValue: 0)
     init(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: AccessOrigin = origin, policy: CoordinationPolicy? = nil) {
-        coordinator.coordinate(intents, origin: origin, purpose: nil, policy: policy) { r in self.box.withLock { $0 = r } }
+        id = coordinator.coordinate(intents, origin: origin, purpose: nil, policy: policy) { r in self.box.withLock { $0 = r } }
     }
     var result: Result<CoordinatedAccess, CoordinationError>? { box.withLock { $0 } }
     var access: CoordinatedAccess? { if case .success(let a)? = result { return a }; return nil }
