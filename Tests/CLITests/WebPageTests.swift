@@ -750,7 +750,14 @@ final class WebPageTests: CLITestCase {
     /// `coordfs web`, all at once (about 17 s).
     func testASlowRequestHeadIsAnswered408AndClosedNearTheDeadline() throws {
         try mount()
-        let (_, url, port) = try startWeb()
+        let (web, url, port) = try startWeb()
+        // Once in CI every connection ended at 12.66 s unanswered, as if the server had gone: say
+        // how it ended, and what it said, when this test fails.
+        defer {
+            if (testRun?.failureCount ?? 0) > 0 {
+                print("coordfs web: \(web.wait(timeout: 0).map { "exited \($0)" } ?? "still running"); stderr: \(web.stderr)")
+            }
+        }
         let token = String(url.split(separator: "=").last!)
         let script = Self.pythonAnswer + #"""
         import base64, os, socket, sys, threading, time
