@@ -336,8 +336,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             }
             var stuck: UInt64?
             if kernelLocks, pids.contains(where: ProcessLife.waitsUninterruptibly) {
-                stuck = stuckSince ?? now
-                if now &- stuck! >= 50_000_000, coordinator.goAheadPastYieldingHolds(id) { return }
+                let since = stuckSince ?? now
+                if now &- since >= 50_000_000, coordinator.goAheadPastYieldingHolds(id) { return }
+                stuck = since
                 next = min(next, 50_000_000)
             }
             probeStuckHolders(id, lineage: lineage, kernelLocks: kernelLocks, after: next, lastLook: looked, stuckSince: stuck)

@@ -458,8 +458,7 @@ public final class Coordinator: @unchecked Sendable {
     func blocks(_ holder: CoordinatedAccess, _ request: CoordinatedAccess, priority: Bool) -> Bool {
         if holder === request { return false }
         if Self.sharePurpose(request.purposeIdentifier, holder.purposeIdentifier) { return false }
-        if !request.sharedPurposes.isEmpty,
-           request.sharedPurposes.contains(where: { Self.sharePurpose($0, holder.purposeIdentifier) }) { return false }
+        if request.sharedPurposes.contains(where: { Self.sharePurpose($0, holder.purposeIdentifier) }) { return false }
         if request.policy.passesYieldingReaders, holder.phase == .granted, holder.yields.load(ordering: .relaxed),
            !holder.intents.contains(where: \.isWriting) {
             return false // an append past an open file's read (docs/semantics.md, "Waits and deadlines")

@@ -27,59 +27,44 @@ public enum ProcessLife {
     /// boot; nil when there is no such process (or its stat cannot be read). With the pid it tells a
     /// process from any other that had or will have its pid in this boot.
     public static func startTime(_ pid: pid_t) -> UInt64? {
-        guard pid > 0 else { return nil }
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> UInt64? in
-            let n = read(fd, buf.baseAddress, 1024)
-            guard n > 0 else { return nil }
-            return parseStartTime(UnsafeBufferPointer(rebasing: buf[0..<n]))
-        }
+        withStatLine(of: pid) { parseStartTime($0) }
     }
 
     /// The start time in a `/proc/PID/stat` line: the 20th field after the command's last `)` (the
     /// command name, field 2, may hold spaces and parentheses).
     public static func parseStartTime<C: BidirectionalCollection>(_ line: C) -> UInt64? where C.Element == UInt8 {
-        guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        var field = 2, value: UInt64 = 0, inField = false
-        for byte in line[line.index(after: close)...] {
-            if byte == UInt8(ascii: " ") {
-                if inField {
-                    if field == 22 { return value }
-                    inField = false
-                }
-                continue
-            }
-            if !inField { inField = true; field += 1; value = 0 }
-            if field == 22 {
-                guard byte >= 48 && byte <= 57 else { return nil }
-                value = value &* 10 &+ UInt64(byte - 48)
-            }
-        }
-        return inField && field == 22 ? value : nil
+        statField(22, of: line)
     }
 
     /// The parent in a `/proc/PID/stat` line: the 2nd field after the command's last `)` (the state
     /// comes first). Nil when the line has no such number.
     public static func parseParent<C: BidirectionalCollection>(_ line: C) -> pid_t? where C.Element == UInt8 {
-        guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        var field = 2, value: Int64 = 0, inField = false
+        statField(4, of: line).flatMap { pid_t(exactly: $0) }
+    }
+
+    /// Numeric field `number` (counted from 1, as proc(5) does) of a `/proc/PID/stat` line, after the
+    /// command's last `)`; nil when the line has no such field, or it is not a number that fits.
+    static func statField<C: BidirectionalCollection>(_ number: Int, of line: C) -> UInt64? where C.Element == UInt8 {
+        guard number > 2, let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var field = 2, value: UInt64 = 0, inField = false
         for byte in line[line.index(after: close)...] {
             if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") {
                 if inField {
-                    if field == 4 { return pid_t(exactly: value) }
+                    if field == number { return value }
                     inField = false
                 }
                 continue
             }
             if !inField { inField = true; field += 1; value = 0 }
-            if field == 4 {
-                guard byte >= 48 && byte <= 57, value < Int64(Int32.max) else { return nil }
-                value = value * 10 + Int64(byte - 48)
+            if field == number {
+                guard byte >= 48 && byte <= 57 else { return nil }
+                let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+                let (sum, o2) = times10.addingReportingOverflow(UInt64(byte - 48))
+                guard !o1 && !o2 else { return nil }
+                value = sum
             }
         }
-        return inField && field == 4 ? pid_t(exactly: value) : nil
+        return inField && field == number ? value : nil
     }
 
     /// The processes that started process `pid`, nearest first: its parent, the parent's parent, and
@@ -90,7 +75,7 @@ public enum ProcessLife {
     public static func ancestors(of pid: pid_t, limit: Int = 16) -> [pid_t] {
         var out: [pid_t] = []
         var current = pid
-        while out.count < limit, current > 1, let stat = statLine(current), let parent = parseParent(stat), parent > 2 {
+        while out.count < limit, current > 1, let parent = withStatLine(of: current, { parseParent($0) }), parent > 2 {
             if parent == pid || out.contains(parent) { break }  // never in a loop (a pid handed out again meanwhile)
             out.append(parent)
             current = parent
@@ -98,16 +83,17 @@ public enum ProcessLife {
         return out
     }
 
-    /// `/proc/PID/stat`, read with one read(2) (a line is some 300 bytes).
-    static func statLine(_ pid: pid_t) -> [UInt8]? {
+    /// `body` on `/proc/PID/stat`, read with one read(2) into a buffer on the stack (a line is some
+    /// 300 bytes); nil when there is no such process or its stat cannot be read.
+    static func withStatLine<T>(of pid: pid_t, _ body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
         guard pid > 0 else { return nil }
         let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> [UInt8]? in
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buf -> T? in
             let n = read(fd, buf.baseAddress, 1024)
             guard n > 0 else { return nil }
-            return Array(buf[0..<n])
+            return body(UnsafeBufferPointer(rebasing: buf[0..<n]))
         }
     }
 
