@@ -81,19 +81,24 @@ struct PresenterValue: Codable, Sendable {
 /// `gid` and `groups` are the user whose accesses use it (a node takes a right for one user's
 /// accesses): another node judges a read right of another user in the way of its write as it judges
 /// its own readers (``HoldUpRule``). A right of an older node has none of them, and holds as before.
+/// `y` (true or absent): a write right another node waits for, put again once every access using
+/// it is an unmodified program's open file (``ClusterNode/accessYields(_:)``): that node's write
+/// goes ahead past it at its wait deadline, as past an open file on one host.
 struct RightValue: Codable, Sendable, Equatable {
     var mode: UInt8
     var order: Revision?
     var uid: UInt32?
     var gid: UInt32?
     var groups: [UInt32]?
+    var y: Bool?
 
-    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil) {
+    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil, yields: Bool = false) {
         self.mode = mode
         self.order = order
         uid = holder?.uid
         gid = holder?.gid
         groups = holder?.groups
+        y = yields ? true : nil
     }
 
     /// The user it records, or nil (a right of an older node, or one cut short).

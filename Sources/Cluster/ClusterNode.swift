@@ -123,6 +123,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var order: Revision
         /// The user whose accesses use it, as its node recorded it (nil: a right of an older node).
         var holder: PresenterCredentials? = nil
+        /// Every access using it yields at wait deadlines (an open file), and none can take it any
+        /// more (recalled): put again so by its node (`RightValue.y`).
+        var yields = false
     }
 
     /// A right this node holds in etcd (granted, or still waiting for older conflicting ones).
@@ -137,6 +140,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var inUse = 0
         /// The items and modes its current accesses use (a folder right is split along them).
         var uses: [ItemPath: [LockMode]] = [:]
+        /// Of those uses, the ones whose access yields at wait deadlines (an unmodified program's
+        /// open file: ``ClusterNode/accessYields(_:)``), by item.
+        var yielding: [ItemPath: Int] = [:]
+        /// Put again with `y` (`publishYields`): every access using it yields, and it is recalled,
+        /// so no other access takes it: true until it goes.
+        var yieldsPublished = false
         var recalled = false
         /// Taken past another node's right (a presenter saving for that node's ask): never kept.
         var ephemeral = false
@@ -181,6 +190,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         let asked: [String]
         /// A proxy's pass: what its access announces is another node's change, never published again.
         let isProxy: Bool
+        /// Its access yields at wait deadlines (``ClusterNode/accessYields(_:)``), and it was given
+        /// back (`release`): both guarded by the node's lock.
+        var yields = false
+        var released = false
         init(token: Int64, uses: [(right: Right, path: ItemPath, mode: LockMode)], serial: UInt64, asked: [String], isProxy: Bool = false) {
             fencingToken = token
             self.uses = uses
@@ -518,7 +531,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         // Presenters follow the move here at once (before any right goes): the next access of
         // this node finds them at their new paths.
         for case .moved(let from, let to) in changes { followMove(from: from, to: to) }
-        for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode) }
+        pass.released = true
+        for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode, yielded: pass.yields) }
         if !changes.isEmpty || !pass.asked.isEmpty {
             var serial = pass.serial
             if serial == 0 {
@@ -550,6 +564,29 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         if start { Task.detached { [self] in await flushLoop() } }
         if !marked.isEmpty { host?.clusterPresentedItemsMayHaveChanged(marked) }
         if !changes.isEmpty { host?.clusterChangedHere(changes) }
+    }
+
+    /// The access that has `pass` yields at wait deadlines (an unmodified program's open file,
+    /// marked by the mount once granted). A write right every access of which yields, once another
+    /// node's right recalled it, is put again saying so (`publishYields`): that node's write, waiting
+    /// for it, goes ahead past it at its deadline instead of failing with EBUSY, as it goes ahead
+    /// past an open file on one host (a program on this host keeping a document open for writing, as
+    /// an office suite keeps the one it has loaded, no longer makes another host's `cp` over it fail).
+    public func accessYields(_ pass: any GatePass) {
+        guard let pass = pass as? Pass, !pass.isProxy else { return }
+        let published = lock.withLock { () -> Bool in
+            guard !pass.released, !pass.yields else { return false }
+            pass.yields = true
+            var any = false
+            for use in pass.uses {
+                let r = use.right.current(for: use.path)
+                guard !r.dead else { continue }
+                r.yielding[use.path, default: 0] += 1
+                if publishYields(r) { any = true }
+            }
+            return any
+        }
+        if published { startFlush() }
     }
 
     public func isObservedElsewhere(_ path: ItemPath) -> Bool {
@@ -631,14 +668,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         r.lastUsed = now
     }
 
-    func give(_ r: Right, _ path: ItemPath, _ mode: LockMode) {
+    func give(_ r: Right, _ path: ItemPath, _ mode: LockMode, yielded: Bool = false) {
         guard !r.dead else { return }
         r.inUse -= 1
         if var modes = r.uses[path], let i = modes.firstIndex(of: mode) {
             modes.remove(at: i)
             r.uses[path] = modes.isEmpty ? nil : modes
         }
-        guard r.inUse == 0 else { return }
+        if yielded, let n = r.yielding[path] { r.yielding[path] = n > 1 ? n - 1 : nil }
+        // The accesses left may all yield now (an explicit one ended beside an open file).
+        guard r.inUse == 0 else {
+            publishYields(r)
+            return
+        }
         if r.recalled || r.ephemeral || !r.granted {
             // Its accesses are over: what this node's processes read there now is what they read.
             startYields(yieldsBefore(r.recalledBy))
@@ -749,7 +791,24 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             queueRightDelete(r.key)
         } else if r.mode == .subtreeWrite && r.granted && !r.uses.keys.allSatisfy({ $0 == r.path }) {
             split(r)
+            for part in r.replacement.values { publishYields(part) }
+        } else {
+            publishYields(r)
         }
+    }
+
+    /// Puts `r` again saying that its accesses yield at wait deadlines (`RightValue.y`), when it is a
+    /// granted write right in use, recalled (no access takes it any more, so its accesses can only
+    /// end), and every access using it yields: once so, it stays so until it goes, so another node
+    /// that reads it so, however late, may go ahead past it at its deadline. Returns whether it was
+    /// queued (with the lock held; the caller makes the publisher run).
+    @discardableResult
+    func publishYields(_ r: Right) -> Bool {
+        guard r.recalled, r.granted, !r.dead, !r.yieldsPublished, r.mode != .read, r.inUse > 0,
+              r.yielding.values.reduce(0, +) == r.inUse else { return false }
+        r.yieldsPublished = true
+        queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true))))
+        return true
     }
 
     /// This node's rights `fresh`, just taken in etcd, are recalled by any younger conflicting right
@@ -780,6 +839,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             part.recalled = true
             part.inUse = modes.count
             part.uses = [path: modes]
+            if let n = r.yielding[path] { part.yielding = [path: n] }
             part.recalledBy = r.recalledBy
             r.replacement[path] = part
             state.rights[path, default: []].append(part)
@@ -931,6 +991,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             // Read rights of other users in the way that could not hold this access up on one host.
             var passed: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] = []
+            // Gone ahead past another node's right at the wait deadline.
+            var wentPast = false
             while true {
                 let inTheWay = conflicts(found, wanted: wanted, order: order, exempt: exempt)
                 if inTheWay.isEmpty {
@@ -978,7 +1040,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     giveBack()
                     return .failure(.cancelled(request))
                 case .timedOut:
-                    let writer = blockers.first { $0.mode != .read }
+                    // A write right whose accesses all yield (open files on that node: `RightValue.y`,
+                    // as the last read or the watch shows it) is gone ahead past, as an open file is
+                    // on one host; any other holds this access up to the end (EBUSY).
+                    let yielding = Set(found.joined().filter { decodeHold($0)?.yields == true }.map(\.key))
+                        .union(lock.withLock { blockers.filter { state.holds[$0.key]?.yields == true }.map(\.key) })
+                    let writer = blockers.first { $0.mode != .read && !yielding.contains($0.key) }
                     let deadline = policy.waitDeadline ?? .seconds(0)
                     switch policy.atWaitDeadline {
                     case .fail:
@@ -988,6 +1055,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                         giveBack()
                         return .failure(.cluster(request, errno: EBUSY, reason: "\(writer!.path) still held for writing by node \(writer!.node) after \(deadline)"))
                     default:
+                        wentPast = true
                         step(node: name, "went ahead without exclusion past node \(blockers[0].node) after \(deadline)", path: blockers[0].path)
                     }
                 }
@@ -995,8 +1063,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             lock.withLock {
                 for r in fresh where !r.dead {
-                    // Taken past another node's right: this access's own, never kept for the next.
-                    if !passed.isEmpty { r.ephemeral = true }
+                    // Taken past another node's right: this access's own, never kept for the next
+                    // (which waits for that right as this one did).
+                    if !passed.isEmpty || wentPast { r.ephemeral = true }
                     r.granted = true
                     // A right recalled while it waited goes as soon as its access ends.
                 }
@@ -1129,7 +1198,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func decodeHold(_ kv: KeyValue) -> Hold? {
         guard case .right(let path, let node)? = keys.parse(kv.key), let v = Wire.decode(RightValue.self, kv.value),
               let mode = LockMode(rawValue: v.mode) else { return nil }
-        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder)
+        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder, yields: v.y == true)
     }
 
     /// Whether another node's right, of `mode` and recorded with `holder`, in the way of an access
@@ -1893,8 +1962,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
         case (.right(let path, let n), .put(let kv)):
             guard let hold = decodeHold(kv) else { return }
-            if state.holds[key] == nil { countHold(n, path, 1) }
+            let before = state.holds[key]
+            if before == nil { countHold(n, path, 1) }
             state.holds[key] = hold
+            // The same right put again to say its accesses yield (`publishYields`): nothing else changed.
+            if let before, before.mode == hold.mode, before.order == hold.order { return }
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)
             if n != name {
                 let before = state.ops.count

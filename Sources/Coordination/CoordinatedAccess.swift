@@ -141,8 +141,14 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// Lets requests whose policy is ``WaitDeadlineAction/goAheadPastYieldingHolds`` go ahead
     /// without exclusion past this access once their wait deadline passes (an unmodified program's
     /// open file, which it may keep for hours while other programs share it through their own locks).
-    /// Before that deadline this access excludes as usual.
-    public func yieldAtWaitDeadlines() { yields.store(true, ordering: .relaxed) }
+    /// Before that deadline this access excludes as usual. In a cluster the gate hears of it too
+    /// (``CoordinationGate/accessYields(_:)``), so a write through another node goes ahead past it
+    /// at its deadline as well.
+    public func yieldAtWaitDeadlines() {
+        guard !yields.exchange(true, ordering: .relaxed), let gate = coordinator.gate,
+              let pass = coordinator.lock.withLock({ gatePass }) else { return }
+        gate.accessYields(pass)
+    }
 
     /// True when a presenter (anywhere) was registered after this access was granted (no lock).
     public var presenterRegisteredSinceGrant: Bool {

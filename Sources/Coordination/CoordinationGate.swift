@@ -31,6 +31,13 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// it announced. Must not block.
     func release(_ pass: any GatePass, changes: [AccessChange], origin: AccessOrigin)
 
+    /// The access that has `pass` lets other requests go ahead past it at their wait deadlines
+    /// (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's open file): in a
+    /// cluster, a write elsewhere that waited its deadline for this host's right goes ahead past it
+    /// then, as it would past the open file on this host, once every access using that right does.
+    /// Must not block.
+    func accessYields(_ pass: any GatePass)
+
     /// Whether a presenter elsewhere (another node) presents the folder `path` or a folder above
     /// it: a new file made here inside it is told as where a presenter here presents it (once it
     /// outlives the save window, its creator's writes part of it). Never waits.
@@ -54,6 +61,7 @@ public protocol CoordinationGate: AnyObject, Sendable {
 }
 
 extension CoordinationGate {
+    public func accessYields(_ pass: any GatePass) {}
     public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }
     public var hasPresentersElsewhere: Bool { false }

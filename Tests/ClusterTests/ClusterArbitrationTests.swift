@@ -112,6 +112,56 @@ import Testing
         held.release()
     }
 
+    /// Another node's open file for writing (an access that yields at wait deadlines: a program on
+    /// that host keeping a document open, as an office suite does) holds a write up until its
+    /// deadline, which then goes ahead past it, as past an open file on one host; before, it failed
+    /// with EBUSY as if an explicit coordinated write held the item. An explicit access that uses
+    /// the same right still makes it fail, and the write that went ahead keeps no right: the next
+    /// waits its own deadline again.
+    @Test func aWriteGoesAheadPastAnotherNodesOpenFileAtItsDeadlineButNotPastAnExplicitAccess() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a"), b = cluster.coordinator("b")
+        let yielding = CoordinationPolicy(waitDeadline: .seconds(1), atWaitDeadline: .goAheadPastYieldingHolds)
+        let open = try await access(a, [write("d/x")], purpose: "one program").get()
+        open.yieldAtWaitDeadlines()
+        // An explicit read on a (of the same program, so not held up by the open file there) uses
+        // a's write right beside the open file: b's write fails.
+        let explicit = try await access(a, [read("d/x")], purpose: "one program").get()
+        let refused = await access(b, [write("d/x")], policy: yielding)
+        guard case .failure(let e) = refused else { Issue.record("granted past an explicit access on another node"); return }
+        #expect(e.posixErrorCode == EBUSY)
+        explicit.release()
+        // Now every access using a's right is an open file: b's write waits its deadline, then goes ahead.
+        var started = Date()
+        let first = await access(b, [write("d/x")], policy: yielding)
+        guard case .success(let w1) = first else { Issue.record("EBUSY past an open file on another node: \(first)"); return }
+        #expect(Date().timeIntervalSince(started) > 0.9, "went ahead before its deadline")
+        w1.release()
+        // Its right was its own: the next write waits for the open file again.
+        started = Date()
+        let second = Pending(b, [write("d/x")], policy: yielding)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(second.result == nil, "the next write did not wait for the open file")
+        #expect(await eventually { second.access != nil })
+        #expect(Date().timeIntervalSince(started) > 0.9)
+        second.access?.release()
+        // A new explicit access on a (of the open file's program: nothing holds it up there) does not
+        // take a's right, which b's writes recalled: it takes one of its own, after b's, and waits
+        // for b's write.
+        let third = try await access(b, [write("d/x")], policy: yielding).get()
+        let again = Pending(a, [read("d/x")], origin: origin, policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .fail),
+                            purpose: "one program")
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(again.result == nil, "a's explicit read was granted beside b's write")
+        third.release()
+        #expect(await eventually { again.access != nil })
+        again.access?.release()
+        open.release()
+    }
+
     /// The delegation covers deletions, moves and replacements in the folder too, and on the
     /// mount's root (creates there are writes on the root) the whole tree while nobody else is in it:
     /// a node alone pays one round trip for a metadata workload, not one per deletion.

@@ -142,9 +142,9 @@ func path(_ s: String) -> ItemPath { try! ItemPath(s) }
 
 /// Requests `intents` on `coordinator` and waits for the grant (or the error).
 func access(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: AccessOrigin = origin,
-            policy: CoordinationPolicy? = nil) async -> Result<CoordinatedAccess, CoordinationError> {
+            purpose: String? = nil, policy: CoordinationPolicy? = nil) async -> Result<CoordinatedAccess, CoordinationError> {
     await withCheckedContinuation { c in
-        coordinator.coordinate(intents, origin: origin, purpose: nil, policy: policy) { c.resume(returning: $0) }
+        coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: policy) { c.resume(returning: $0) }
     }
 }
 
@@ -174,8 +174,9 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
 final class Pending: @unchecked Sendable {
     private let box = Mutex<Result<CoordinatedAccess, CoordinationError>?>(nil)
     private(set) var id = RequestID(rawValue: 0)
-    init(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: AccessOrigin = origin, policy: CoordinationPolicy? = nil) {
-        id = coordinator.coordinate(intents, origin: origin, purpose: nil, policy: policy) { r in self.box.withLock { $0 = r } }
+    init(_ coordinator: Coordinator, _ intents: [FileAccessIntent], origin: AccessOrigin = origin, policy: CoordinationPolicy? = nil,
+         purpose: String? = nil) {
+        id = coordinator.coordinate(intents, origin: origin, purpose: purpose, policy: policy) { r in self.box.withLock { $0 = r } }
     }
     var result: Result<CoordinatedAccess, CoordinationError>? { box.withLock { $0 } }
     var access: CoordinatedAccess? { if case .success(let a)? = result { return a }; return nil }
