@@ -25,6 +25,22 @@ public enum MountPreflight {
         return MountPlan(backing: b, mountpoint: m, options: options, state: state)
     }
 
+    /// On a mount other users may use (`allow_other`), the first folder on the way to its control
+    /// socket (the backing folder or one above it; `.coordfs` coordfs makes searchable) that users
+    /// other than its owner and group may not search: their `coordfs` commands cannot connect to the
+    /// socket (EACCES) while the mount itself serves them. Nil when there is none, or when only the
+    /// mounting user (and root) may use the mount.
+    public static func socketOutOfOtherUsersReach(_ plan: MountPlan) -> (folder: String, mode: mode_t)? {
+        guard plan.options.allowOther else { return nil }
+        var folder = plan.backing
+        while true {
+            var st = stat()
+            if stat(folder, &st) == 0, st.st_mode & S_IXOTH == 0 { return (folder, st.st_mode & 0o7777) }
+            guard folder != "/", let slash = folder.lastIndex(of: "/") else { return nil }
+            folder = slash == folder.startIndex ? "/" : String(folder[..<slash])
+        }
+    }
+
     /// A cluster node's name must not be mounted already over this backing folder on this host: its
     /// mount record (`nodes/NODE/mount`, this boot, a running daemon that is not this process)
     /// says it is. Checked before anything is mounted or written (a second daemon of the node would

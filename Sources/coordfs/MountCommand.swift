@@ -2,6 +2,7 @@ import NameBytes
 import ArgumentParser
 import CoordFS
 import Glibc
+import Linux
 
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,7 +17,9 @@ struct MountCommand: ParsableCommand {
         BACKING/.coordfs is not the mounting user's own folder or others may write it. The daemon \
         holds its state folder open and keeps using it even if another user moves it away (where \
         BACKING is theirs, or others may write it without the sticky bit: the mount says so), and \
-        coordfs commands refuse a .coordfs that is not the mount's daemon's.
+        coordfs commands refuse a .coordfs that is not the mount's daemon's. With allow_other it \
+        warns when other users cannot reach its control socket (BACKING, or a folder above it, is \
+        not searchable by them): their coordfs commands would fail.
 
         A node of a cluster (-o cluster=URL,...) keeps its state (log, store, socket, daemon log) in \
         BACKING/.coordfs/nodes/NODE (NODE: node=, by default the host name), so several hosts can \
@@ -58,6 +61,10 @@ struct MountCommand: ParsableCommand {
         do {
             let opts = try MountOptions.parse(options)
             let plan = try MountPreflight.plan(backing: backing, mountpoint: mountpoint, options: opts)
+            // Said once, by the command the user ran (not again by the daemon it starts).
+            if readyFD == nil, let (folder, mode) = MountPreflight.socketOutOfOtherUsersReach(plan) {
+                sayOnStandardError("coordfs: warning: other users may use the mount (allow_other), but not its control socket: '\(folder)' (mode \(String(mode, radix: 8))) is not searchable by them, so their coordfs commands (present, coordinate, status, log, watch, web, conflicts, resolve) fail with 'Permission denied'; chmod o+x '\(folder)' lets them reach it (without listing it)")
+            }
             if foreground {
                 let daemon = try Daemon(plan: plan)
                 DaemonLauncher.end(try DaemonLauncher.runInForeground(daemon, readyFD: readyFD))

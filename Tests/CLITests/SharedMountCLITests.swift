@@ -21,6 +21,48 @@ final class SharedMountCLITests: CLITestCase {
         XCTAssertEqual(coordfs("unmount", mnt).status, 0)
         XCTAssertTrue(Self.mounts(under: root).isEmpty)
     }
+
+    /// A shared mount of a backing folder inside a folder other users cannot search (as under a
+    /// home folder or a `mktemp -d`, 0700): nobody uses the mount, but its `coordfs status` cannot
+    /// connect to the control socket, and `coordfs mount` says so once, naming the folder and the
+    /// `chmod` that helps (before: nothing, until nobody's commands failed with "Permission
+    /// denied"). Once that folder is searchable nobody's command works and the mount says nothing.
+    func testAMountOtherUsersCannotReachTheSocketOfSaysSo() throws {
+        chmod(root, 0o711)
+        chmod(mnt, 0o755)
+        let hidden = root + "/private", shared = root + "/private/shared"
+        mkdir(hidden, 0o700)
+        chmod(hidden, 0o700)
+        mkdir(shared, 0o755)
+        chmod(shared, 0o755)
+        try "kept\n".write(toFile: shared + "/doc.txt", atomically: false, encoding: .utf8)
+        let args = ["mount", shared, mnt!, "-o", "allow_other"]
+        let first = coordfs(arguments: args)
+        XCTAssertEqual(first.status, 0, "\(first)")
+        let warnings = first.stderr.components(separatedBy: "\n").filter { $0.contains("not its control socket") }
+        XCTAssertEqual(warnings.count, 1, "\(first)")
+        XCTAssertTrue(warnings.first?.contains("'\(hidden)' (mode 700)") == true && warnings.first?.contains("chmod o+x") == true, "\(first)")
+        XCTAssertEqual(run("/usr/bin/setpriv", user(65534) + ["/bin/cat", mnt + "/doc.txt"]).stdout, "kept\n", "nobody uses the mount")
+        let refused = coordfs(as: 65534, "status", mnt)
+        XCTAssertNotEqual(refused.status, 0, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("Permission denied"), "\(refused)")
+        XCTAssertEqual(coordfs("unmount", mnt).status, 0)
+
+        chmod(hidden, 0o711)
+        let second = coordfs(arguments: args)
+        XCTAssertEqual(second.status, 0, "\(second)")
+        XCTAssertFalse(second.stderr.contains("not its control socket"), "\(second)")
+        let status = coordfs(as: 65534, "status", mnt)
+        XCTAssertEqual(status.status, 0, "\(status)")
+        XCTAssertEqual(coordfs("unmount", mnt).status, 0)
+
+        // A mount only its user may use says nothing of the kind.
+        chmod(hidden, 0o700)
+        let own = coordfs(arguments: ["mount", shared, mnt!])
+        XCTAssertEqual(own.status, 0, "\(own)")
+        XCTAssertFalse(own.stderr.contains("not its control socket"), "\(own)")
+        XCTAssertEqual(coordfs("unmount", mnt).status, 0)
+    }
 }
 
 /// What another user's holds and presenters may delay in a sticky folder everyone may write (a
