@@ -71,14 +71,33 @@ run() {
     return $status
 }
 
+# Whether the test process that made the temporary root of `$1` (its pid is the root's first part
+# made of digits: coordfs-mounttests-PID-XXXXXX) still runs the test bundle: another lane's. Its
+# dead mounts are its own to end: a test that killed its daemon on purpose unmounts the stale mount
+# itself (once the lane "dev" ended during the lane "ring"'s MountCommandTests and unmounted the
+# stale mount a test was about to look at).
+owner_runs() {
+    local top=${1#"$root"/} part
+    top=${top%%/*}
+    IFS=- read -ra parts <<<"$top"
+    for part in "${parts[@]}"; do
+        [[ $part =~ ^[0-9]+$ ]] || continue
+        [ -r "/proc/$part/cmdline" ] && tr '\0' ' ' <"/proc/$part/cmdline" | grep -qF "$(basename "$bundle")"
+        return
+    done
+    return 1
+}
+
 # A test process that crashed leaves the mounts of the daemons it ran in-process behind, dead (a
 # stat gives ENOTCONN): unmount those under the tests' temporary roots, so no stale mount outlives
-# the run. A live mount (another lane's, anyone else's) answers its stat and is left alone.
+# the run. A live mount (another lane's, anyone else's) answers its stat and is left alone, and so
+# is a dead one whose test process still runs (`owner_runs`).
 unmount_dead() {
     local root=${COORDFS_TEST_TMPDIR:-/tmp} _dev mountpoint type _rest answer
     while read -r _dev mountpoint type _rest; do
         [ "$type" = fuse.coordfs ] || continue
         case $mountpoint in "$root"/coordfs-*) ;; *) continue ;; esac
+        owner_runs "$mountpoint" && continue
         if ! answer=$(stat "$mountpoint" 2>&1) && [[ $answer == *"not connected"* ]]; then
             umount -l "$mountpoint" && echo "unmounted $mountpoint: its daemon died with a crashed test process"
         fi
