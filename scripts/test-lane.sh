@@ -77,7 +77,7 @@ run() {
 # itself (once the lane "dev" ended during the lane "ring"'s MountCommandTests and unmounted the
 # stale mount a test was about to look at).
 owner_runs() {
-    local top=${1#"$root"/} part
+    local top=${1#"$root"/} part parts
     top=${top%%/*}
     IFS=- read -ra parts <<<"$top"
     for part in "${parts[@]}"; do

@@ -990,7 +990,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 recallByYoungerHolds(fresh)
             }
             // Read rights of other users in the way that could not hold this access up on one host.
-            var passed: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] = []
+            var passed: [RightInTheWay] = []
             // Gone ahead past another node's right at the wait deadline.
             var wentPast = false
             while true {
@@ -1041,11 +1041,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     return .failure(.cancelled(request))
                 case .timedOut:
                     // A write right whose accesses all yield (open files on that node: `RightValue.y`,
-                    // as the last read or the watch shows it) is gone ahead past, as an open file is
-                    // on one host; any other holds this access up to the end (EBUSY).
-                    let yielding = Set(found.joined().filter { decodeHold($0)?.yields == true }.map(\.key))
-                        .union(lock.withLock { blockers.filter { state.holds[$0.key]?.yields == true }.map(\.key) })
-                    let writer = blockers.first { $0.mode != .read && !yielding.contains($0.key) }
+                    // as the last read shows it, or the watch since) is gone ahead past, as an open
+                    // file is on one host; any other holds this access up to the end (EBUSY).
+                    let writer = lock.withLock {
+                        blockers.first { $0.mode != .read && !$0.yields && state.holds[$0.key]?.yields != true }
+                    }
                     let deadline = policy.waitDeadline ?? .seconds(0)
                     switch policy.atWaitDeadline {
                     case .fail:
@@ -1180,16 +1180,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         return ops
     }
 
+    /// Another node's right in the way of an access: its key and what it says (`Hold`).
+    typealias RightInTheWay = (key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?, yields: Bool)
+
     /// The rights of other nodes, older than `order`, in the way of `wanted`.
     func conflicts(_ ranges: [[KeyValue]], wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)],
-                   order: Revision, exempt: Set<String>) -> [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] {
-        var out: [(key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?)] = []
+                   order: Revision, exempt: Set<String>) -> [RightInTheWay] {
+        var out: [RightInTheWay] = []
         var seen = Set<[UInt8]>()
         for kv in ranges.joined() {
             guard seen.insert(kv.key).inserted, let hold = decodeHold(kv), hold.node != name, !exempt.contains(hold.node),
                   hold.order < order else { continue }
             if wanted.contains(where: { Self.conflict($0.path, $0.mode, hold.path, hold.mode) }) {
-                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder))
+                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields))
             }
         }
         return out
