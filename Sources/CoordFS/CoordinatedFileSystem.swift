@@ -35,6 +35,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
+    /// The passthrough opens for writing that may be held without writing (neither creates nor
+    /// O_TRUNC opens: `OpenFile.wroteNothing`), by the access each holds, with when each was opened
+    /// (uptime ns): a waiting request goes ahead past such opens once they were held a second
+    /// without writing (`probeStuckHolders`).
+    let idleCandidates = Mutex<[RequestID: [(file: OpenFile, at: UInt64)]]>([:])
     /// Of each file with write opens tracked: the file's state (size, mtime, ctime) when a release
     /// last told its change while another write open of it was tracked. A release that finds the
     /// file just so tells nothing: the change it sees (another open's write, which a release tells
@@ -305,8 +310,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Looks at waiting request `id` `after`, and again every 100 ms (50 ms while a holder is seen
     /// stuck; sooner when `/proc/locks` could not be read again yet) while it waits for open files
     /// (granted holds that yield at its deadline). It takes its deadline's action at once, going
-    /// ahead past them (docs/semantics.md, "Waits and deadlines"), when a program whose open file
-    /// is in its way cannot close it before this request ends:
+    /// ahead past them (docs/semantics.md, "Waits and deadlines"), when every open file in its way
+    /// is an open for writing held a second through which nothing was written, and nobody changed
+    /// its file for as long (`heldWithoutWriting`: the program holds it to write some time, not
+    /// now, and would close it only when done: an office suite's document), or when a program
+    /// whose open file is in its way cannot close it before this request ends:
     /// - it waits for a file lock (flock, fcntl, lockf: `/proc/locks`, read after the request's
     ///   previous look) held by the requester or a process that started it (`lineage`):
     ///   `flock doc sh -c '... > doc'` run by several programs at once, each holding `doc` open
@@ -320,11 +328,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func probeStuckHolders(_ id: RequestID, lineage: Set<pid_t>, kernelLocks: Bool, after delay: UInt64,
                                    lastLook: UInt64, stuckSince: UInt64? = nil) {
         Self.stuckHolderProbe.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
-            guard let self, let holders = coordinator.yieldingHolders(blocking: id) else { return }
+            guard let self, let holds = coordinator.yieldingHolds(blocking: id) else { return }
             let now = DispatchTime.now().uptimeNanoseconds
             var next: UInt64 = 100_000_000, looked = lastLook
+            if !holds.isEmpty, holds.allSatisfy({ heldWithoutWriting($0.id, now: now) }), coordinator.goAheadPastYieldingHolds(id) { return }
             // A process with several holds in the way (or one blocking several intents) is looked at once.
-            let pids = Set(holders.map(\.pid))
+            let pids = Set(holds.map(\.origin.pid))
             if !pids.isEmpty {
                 switch lockWaits(readAfter: lastLook) {
                 case .read(let locks, let at):
@@ -441,6 +450,13 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan) {
+        // An unmodified program's open file from its grant on: a request whose deadline passes
+        // while the open is still being made (the store keeping a version first) goes ahead past
+        // it, as a moment later. Marked only once made, it was taken for an explicit coordinated
+        // write meanwhile: of four SQLite writers in WAL mode, the two whose deadline passed just
+        // after a third went ahead failed with EBUSY and fell back to read-only ("attempt to write
+        // a readonly database").
+        grant.access?.yieldAtWaitDeadlines()
         let pid = grant.origin.pid
         if plan.write { finishClosedWrites(of: node, by: pid) }
         // Opened to read and write in place (a database; Python's "r+"): what the process writes
@@ -480,7 +496,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             if !plan.write && !plan.quiet { lostUpdates.didRead(p, file: f.fd, by: pid, uid: grant.origin.uid) }
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet, appends: plan.appends,
                                       watchedBelow: watchedBelow)
-            grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             if let watchedBelow { watchAppends(of: node, below: watchedBelow) }
             let reply = openReply(f, p)
@@ -634,6 +649,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             passthroughWrites.servedOpened(f.inode, at: handle.path, open: f)
         }
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
+        if let id = handle.grant.access?.id, f.stateAtOpen != nil {
+            let at = DispatchTime.now().uptimeNanoseconds
+            idleCandidates.withLock { $0[id, default: []].append((f, at)) }
+        }
     }
 
     /// `seen`: the file as `finish` found it through the open's descriptor at this release (nil:
@@ -654,6 +673,28 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             list.removeAll { $0.handle === handle }
             if !list.isEmpty { table[key] = list } else { toldStates.withLock { _ = $0.removeValue(forKey: key) } }
         }
+        if let id = handle.grant.access?.id, f.stateAtOpen != nil {
+            idleCandidates.withLock { table in
+                guard var list = table.removeValue(forKey: id) else { return }
+                list.removeAll { $0.file === f }
+                if !list.isEmpty { table[id] = list }
+            }
+        }
+    }
+
+    /// How long an open for writing must be held without writing before it holds nobody up.
+    static let idleWriterAfter: UInt64 = 1_000_000_000
+
+    /// Whether every open holding access `id` is an open for writing held at least
+    /// `idleWriterAfter` through which nothing was written, whose file nobody changed for that long
+    /// either (`OpenFile.wroteNothing`): the program keeps it open to write some time (an office
+    /// suite's loaded document, a database connection that only read, `exec 3<>doc`), not now.
+    private func heldWithoutWriting(_ id: RequestID, now: UInt64) -> Bool {
+        guard let opens = idleCandidates.withLock({ $0[id] }), !opens.isEmpty else { return false }
+        var limit = timespec()
+        clock_gettime(CLOCK_REALTIME, &limit)
+        limit.tv_sec -= Int(Self.idleWriterAfter / 1_000_000_000)
+        return opens.allSatisfy { now &- $0.at >= Self.idleWriterAfter && $0.file.wroteNothing(changedBefore: limit) }
     }
 
     /// Whether an open other than an append the daemon watches (`HandleAccess.watched`) may write
@@ -706,6 +747,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // the name reads a file since removed or moved) does not wait for files open for reading,
         // looked at only when the create would wait. An existing file is opened for writing: it does.
         withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: namesNothing(pnode, bytes), kernelLocks: true) { [self] req, fileGrant in
+            // An open file from its grant on, as an open's (`finishOpen`).
+            fileGrant.access?.yieldAtWaitDeadlines()
             guard !parentIntents.isEmpty else {
                 return finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, done, parentGrant: nil)
             }
@@ -752,7 +795,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 finish(handle, f)
                 return request.reply(create: entry, open: reply, flags: file.flags)
             }
-            grant.access?.yieldAtWaitDeadlines()
             f.attachment = handle
             track(handle, f, flushes: !reply.noFlush)
             request.reply(create: entry, open: reply, flags: file.flags)

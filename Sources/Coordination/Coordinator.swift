@@ -720,7 +720,7 @@ public final class Coordinator: @unchecked Sendable {
                 fail(request, .waitTimedOut(request.id, path: path, blockedBy: blocker?.id ?? request.blockedBy,
                                             deadline: deadline), &effects)
             case .goAheadPastYieldingHolds:
-                if let (holder, path) = exclusiveWriter(in: request) {
+                if let (holder, path) = exclusiveWriter(in: request, atDeadline: true) {
                     fail(request, .busy(request.id, path: path, heldBy: holder.id, deadline: deadline), &effects)
                 } else {
                     goAhead(request, past: blocker, deadline: deadline, &effects)
@@ -738,16 +738,23 @@ public final class Coordinator: @unchecked Sendable {
     /// such holds at its deadline (empty otherwise, when none is, or while the gate still admits
     /// it: it may wait here once admitted); nil when it waits no more.
     public func yieldingHolders(blocking id: RequestID) -> [AccessOrigin]? {
+        yieldingHolds(blocking: id)?.map(\.origin)
+    }
+
+    /// The granted holds that yield at wait deadlines (open files) in the way of waiting request
+    /// `id`, as ``yieldingHolders(blocking:)`` names their processes: the caller tells by their
+    /// ``CoordinatedAccess/id`` which of its open files they are.
+    public func yieldingHolds(blocking id: RequestID) -> [CoordinatedAccess]? {
         lock.lock()
         defer { lock.unlock() }
         guard let request = pending[id], request.phase == .waiting else { return admitting.contains(id) ? [] : nil }
         guard request.policy.atWaitDeadline != .fail else { return [] }
         let priority = isPriority(request)
-        var holders: [AccessOrigin] = []
+        var holders: [CoordinatedAccess] = []
         for intent in request.intents {
             _ = locks.firstBlocker(path: intent.path, mode: intent.lockMode) { holder in
                 if holder.phase == .granted, holder.yields.load(ordering: .relaxed), blocks(holder, request, priority: priority) {
-                    holders.append(holder.origin)
+                    holders.append(holder)
                 }
                 return false
             }
@@ -778,12 +785,18 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     /// A held write in `request`'s way that does not yield at its deadline, and where it holds.
-    func exclusiveWriter(in request: CoordinatedAccess) -> (CoordinatedAccess, ItemPath)? {
+    /// At the deadline (`atDeadline`) a request that itself goes ahead past yielding holds at its
+    /// deadline is passed too, also while it asks its presenters or its open is still being made
+    /// (before it yields): it is an unmodified program's (through the mount), never an explicit
+    /// coordinated write, and fails nobody with EBUSY. Before the deadline (a caller's early
+    /// go-ahead) such a request in progress is still waited for.
+    func exclusiveWriter(in request: CoordinatedAccess, atDeadline: Bool = false) -> (CoordinatedAccess, ItemPath)? {
         for intent in request.intents {
             let holder = locks.firstBlocker(path: intent.path, mode: intent.lockMode) { holder in
                 blocks(holder, request, priority: false)
                     && (holder.phase == .granted || holder.phase == .askingPresenters)
                     && !holder.yields.load(ordering: .relaxed)
+                    && !(atDeadline && holder.policy.atWaitDeadline == .goAheadPastYieldingHolds)
                     && holder.intents.contains(where: \.isWriting)
             }
             if let holder { return (holder, intent.path) }

@@ -88,6 +88,16 @@ public final class OpenFile: @unchecked Sendable {
         }
     }
 
+    /// Whether this is a passthrough open for writing (not a create, not O_TRUNC) through which
+    /// nothing was written: its file is as it was when opened (or when a change beside the mount
+    /// or an attribute set was last noted), and its status last changed before `limit`
+    /// (CLOCK_REALTIME, as file times are). A program that holds its file open to write it some
+    /// time, not now: an office suite's loaded document, a database connection that only read.
+    public func wroteNothing(changedBefore limit: timespec) -> Bool {
+        guard !modified, let before = openedState.withLock({ $0 }), let now = FileState(fd), now == before else { return false }
+        return now.ctime.tv_sec < limit.tv_sec || (now.ctime.tv_sec == limit.tv_sec && now.ctime.tv_nsec < limit.tv_nsec)
+    }
+
     /// Opened for writing (O_WRONLY or O_RDWR) or with O_TRUNC.
     public var isWrite: Bool { flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 }
 

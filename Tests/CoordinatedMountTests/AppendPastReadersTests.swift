@@ -61,9 +61,9 @@ final class AppendPastReadersTests: OpenFilesTestCase {
 
     func testAnAppendStillWaitsForAnotherWriter() throws {
         try write("doc.log", "")
-        let writer = try holdOpen("doc.log", ">>")
+        let writer = try holdOpen("doc.log", ">>", first: "echo held >&3; ")
         defer { end(writer) }
         XCTAssertEqual(try within10s("echo x >> doc.log"), 124, "writers never interleave: another append waits (write_wait, 30 s)")
-        XCTAssertEqual(try backingText("doc.log"), "")
+        XCTAssertEqual(try backingText("doc.log"), "held\n")
     }
 }

@@ -94,15 +94,16 @@ final class NamesPastReadersTests: OpenFilesTestCase {
         XCTAssertEqual(try within10s("echo new > doc.txt"), 124, "an open for writing waits for the writer (write_wait, 30 s)")
     }
 
-    /// A program that holds the file open for writing and is not writing (an office suite with the
-    /// document loaded) can close it: the rename still waits for it (`write_wait`).
+    /// A program that has written through its open of the file and can go on (it is writing the
+    /// file, and closes it when done) holds the rename up (`write_wait`). One that has written
+    /// nothing does not, after a second (IdleWritersTests).
     func testARenameOverAFileAnotherProgramHoldsOpenForWritingStillWaitsForIt() throws {
         try write("doc.txt", "one\n")
         try write("new.txt", "two\n")
-        let writer = try holdOpen("doc.txt", ">>")
+        let writer = try holdOpen("doc.txt", ">>", first: "echo more >&3; ")
         defer { end(writer) }
         XCTAssertEqual(try within10s("mv new.txt doc.txt"), 124, "a writer that can close holds the rename up (write_wait, 30 s)")
-        XCTAssertEqual(try backingText("doc.txt"), "one\n")
+        XCTAssertEqual(try backingText("doc.txt"), "one\nmore\n")
     }
 
     func testARenameStillWaitsForAnExplicitCoordinatedRead() throws {

@@ -167,6 +167,28 @@ import CoordinationTestSupport
         try #require(blocked.access).release()
     }
 
+    /// A write of an unmodified program (its policy goes ahead past yielding holds) that is granted
+    /// but not yet an open file (its open still being made, its presenters asked) is no explicit
+    /// write: another such write whose deadline passes meanwhile goes ahead past it, never EBUSY;
+    /// sent ahead early (`goAheadPastYieldingHolds`) it waits on for it.
+    @Test func aWriteInProgressOfAnUnmodifiedProgramFailsNobodyAtTheirDeadline() async throws {
+        let coordinator = Coordinator()
+        let long = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAheadPastYieldingHolds)
+        let (_, first) = request(coordinator, [.writingIntent(with: path("f"))], purpose: "first", policy: long)
+        #expect(await eventually { first.access != nil })
+        let (early, sentEarly) = request(coordinator, [.writingIntent(with: path("f"))], purpose: "early", policy: long)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!coordinator.goAheadPastYieldingHolds(early), "not before its deadline")
+        #expect(sentEarly.result == nil)
+        coordinator.cancel(early)
+        let short = CoordinationPolicy(waitDeadline: .milliseconds(100), atWaitDeadline: .goAheadPastYieldingHolds)
+        let (_, second) = request(coordinator, [.writingIntent(with: path("f"))], purpose: "second", policy: short)
+        #expect(await eventually { second.result != nil })
+        #expect(second.error == nil, "went ahead, not \(String(describing: second.error))")
+        try #require(second.access).release()
+        try #require(first.access).release()
+    }
+
     /// A read, whose deadline goes ahead past anything, goes ahead early only past open files
     /// (yielding holds): an explicit write keeps it waiting until that deadline; one whose deadline
     /// fails it is never sent ahead early.

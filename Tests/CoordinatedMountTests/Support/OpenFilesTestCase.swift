@@ -12,12 +12,13 @@ class OpenFilesTestCase: InProcessMountTestCase {
     }
 
     /// A shell in the mount that opens `relative` as descriptor 3 with `redirect` (`<` to read,
-    /// `>>` to append), then runs `then`; returned once the file is open.
-    func holdOpen(_ relative: String, _ redirect: String = "<", then: String = "exec sleep 60") throws -> Process {
+    /// `>>` to append, `<>` to read and write), runs `first` (`printf A >&3; `: writes through it),
+    /// then `then`; returned once the file is open and `first` done.
+    func holdOpen(_ relative: String, _ redirect: String = "<", first: String = "", then: String = "exec sleep 60") throws -> Process {
         unlink(root + "/ready")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", "exec 3\(redirect) '\(relative)'; : > ../ready; \(then)"]
+        p.arguments = ["-c", "exec 3\(redirect) '\(relative)'; \(first): > ../ready; \(then)"]
         p.currentDirectoryURL = URL(fileURLWithPath: mnt)
         p.standardInput = FileHandle.nullDevice
         try p.run()
