@@ -35,8 +35,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
-    /// The passthrough opens for writing that may be held without writing (neither creates nor
-    /// O_TRUNC opens: `OpenFile.wroteNothing`), by the access each holds, with when each was opened
+    /// The opens for writing that may be held without writing (neither creates nor O_TRUNC opens:
+    /// `OpenFile.wroteNothing`), by the access each holds, with when each was opened
     /// (uptime ns): a waiting request goes ahead past such opens once they were held a second
     /// without writing (`probeStuckHolders`).
     let idleCandidates = Mutex<[RequestID: [(file: OpenFile, at: UInt64)]]>([:])
@@ -649,7 +649,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             passthroughWrites.servedOpened(f.inode, at: handle.path, open: f)
         }
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
-        if let id = handle.grant.access?.id, f.stateAtOpen != nil {
+        if let id = handle.grant.access?.id, f.mayWriteNothing {
             let at = DispatchTime.now().uptimeNanoseconds
             idleCandidates.withLock { $0[id, default: []].append((f, at)) }
         }
@@ -673,7 +673,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             list.removeAll { $0.handle === handle }
             if !list.isEmpty { table[key] = list } else { toldStates.withLock { _ = $0.removeValue(forKey: key) } }
         }
-        if let id = handle.grant.access?.id, f.stateAtOpen != nil {
+        if let id = handle.grant.access?.id, f.mayWriteNothing {
             idleCandidates.withLock { table in
                 guard var list = table.removeValue(forKey: id) else { return }
                 list.removeAll { $0.file === f }

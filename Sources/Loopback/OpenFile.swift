@@ -32,6 +32,10 @@ public final class OpenFile: @unchecked Sendable {
     /// opened, to tell at release whether the file changed (multigrain timestamps: a change after
     /// this fstat gets a new ctime).
     private let openedState: Mutex<FileState?>
+    /// For an open for writing the daemon serves (not a create, not O_TRUNC): the file when opened,
+    /// for `wroteNothing` (its writes reach the daemon and mark it modified; this tells a change
+    /// made through another open since).
+    private let servedAtOpen: FileState?
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
@@ -45,6 +49,7 @@ public final class OpenFile: @unchecked Sendable {
         // A create or an O_TRUNC open is a change whatever it writes: nothing to compare.
         let write = flags & O_ACCMODE != O_RDONLY && flags & (O_TRUNC | O_CREAT) == 0
         openedState = Mutex(backingID != nil && write ? FileState(fd) : nil)
+        servedAtOpen = backingID == nil && write ? FileState(fd) : nil
     }
     deinit {
         close(fd)
@@ -88,13 +93,17 @@ public final class OpenFile: @unchecked Sendable {
         }
     }
 
-    /// Whether this is a passthrough open for writing (not a create, not O_TRUNC) through which
-    /// nothing was written: its file is as it was when opened (or when a change beside the mount
-    /// or an attribute set was last noted), and its status last changed before `limit`
-    /// (CLOCK_REALTIME, as file times are). A program that holds its file open to write it some
-    /// time, not now: an office suite's loaded document, a database connection that only read.
+    /// An open for writing that may be held without writing: neither a create nor O_TRUNC, which
+    /// change the file by themselves (`wroteNothing`).
+    public var mayWriteNothing: Bool { servedAtOpen != nil || stateAtOpen != nil }
+
+    /// Whether this is an open for writing (not a create, not O_TRUNC) through which nothing was
+    /// written: its file is as it was when opened (for a passthrough open, or as when a change
+    /// beside the mount or an attribute set was last noted), and its status last changed before
+    /// `limit` (CLOCK_REALTIME, as file times are). A program that holds its file open to write it
+    /// some time, not now: an office suite's loaded document, a database connection that only read.
     public func wroteNothing(changedBefore limit: timespec) -> Bool {
-        guard !modified, let before = openedState.withLock({ $0 }), let now = FileState(fd), now == before else { return false }
+        guard !modified, let before = openedState.withLock({ $0 }) ?? servedAtOpen, let now = FileState(fd), now == before else { return false }
         return now.ctime.tv_sec < limit.tv_sec || (now.ctime.tv_sec == limit.tv_sec && now.ctime.tv_nsec < limit.tv_nsec)
     }
 

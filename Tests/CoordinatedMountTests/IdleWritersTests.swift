@@ -9,7 +9,7 @@ import EventLog
 /// (docs/semantics.md, "Waits and deadlines"). One that has written through its open holds them up
 /// until their deadline, as before. `read_wait` and `write_wait` are 30 s here, so a command that
 /// completes within `timeout 10` went ahead early.
-final class IdleWritersTests: OpenFilesTestCase {
+class IdleWritersTests: OpenFilesTestCase {
     override func configure(_ options: inout MountOptions) {
         super.configure(&options)
         options.coordination.readWait = 30
@@ -58,5 +58,25 @@ final class IdleWritersTests: OpenFilesTestCase {
         usleep(1_500_000)
         XCTAssertEqual(try within10s("cat doc.txt > /dev/null"), 124, "the read waits for the writer (read_wait, 30 s)")
         XCTAssertEqual(try backingText("doc.txt"), "One\n")
+    }
+}
+
+/// The same with `passthrough=off`: the daemon serves every open's reads and writes, and tells one
+/// that has written from its requests and the file's state.
+final class IdleWritersServedByTheDaemonTests: IdleWritersTests {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.passthrough = false
+    }
+
+    // XCTest on Linux runs a subclass's inherited tests only when it declares one of its own.
+    override func testAReadAndAWriteGoAheadPastAFileHeldOpenForWritingWithoutWriting() throws {
+        try super.testAReadAndAWriteGoAheadPastAFileHeldOpenForWritingWithoutWriting()
+    }
+    override func testARenameAndAnAppendGoAheadPastFilesHeldOpenForAppendingWithoutWriting() throws {
+        try super.testARenameAndAnAppendGoAheadPastFilesHeldOpenForAppendingWithoutWriting()
+    }
+    override func testAReadStillWaitsForAProgramThatWroteThroughItsOpen() throws {
+        try super.testAReadStillWaitsForAProgramThatWroteThroughItsOpen()
     }
 }
