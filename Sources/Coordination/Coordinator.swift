@@ -733,17 +733,11 @@ public final class Coordinator: @unchecked Sendable {
         effects.run()
     }
 
-    /// The processes whose open files (granted holds that yield at wait deadlines: an unmodified
-    /// program's open file) are in the way of waiting request `id`, when its policy goes ahead past
-    /// such holds at its deadline (empty otherwise, when none is, or while the gate still admits
-    /// it: it may wait here once admitted); nil when it waits no more.
-    public func yieldingHolders(blocking id: RequestID) -> [AccessOrigin]? {
-        yieldingHolds(blocking: id)?.map(\.origin)
-    }
-
-    /// The granted holds that yield at wait deadlines (open files) in the way of waiting request
-    /// `id`, as ``yieldingHolders(blocking:)`` names their processes: the caller tells by their
-    /// ``CoordinatedAccess/id`` which of its open files they are.
+    /// The open files (granted holds that yield at wait deadlines: an unmodified program's open
+    /// file) in the way of waiting request `id`, when its policy goes ahead past such holds at its
+    /// deadline (empty otherwise, when none is, or while the gate still admits it: it may wait here
+    /// once admitted); nil when it waits no more. The caller tells by each one's
+    /// ``CoordinatedAccess/id`` which of its open files it is, and by its origin whose.
     public func yieldingHolds(blocking id: RequestID) -> [CoordinatedAccess]? {
         lock.lock()
         defer { lock.unlock() }

@@ -36,6 +36,9 @@ public final class OpenFile: @unchecked Sendable {
     /// for `wroteNothing` (its writes reach the daemon and mark it modified; this tells a change
     /// made through another open since).
     private let servedAtOpen: FileState?
+    /// An open for writing that may be held without writing: neither a create nor O_TRUNC, which
+    /// change the file by themselves (`wroteNothing`).
+    public let mayWriteNothing: Bool
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
@@ -48,6 +51,7 @@ public final class OpenFile: @unchecked Sendable {
         self.backingID = backingID; self.sharesInodeMode = sharesInodeMode; self.servedByDaemon = servedByDaemon
         // A create or an O_TRUNC open is a change whatever it writes: nothing to compare.
         let write = flags & O_ACCMODE != O_RDONLY && flags & (O_TRUNC | O_CREAT) == 0
+        mayWriteNothing = write
         openedState = Mutex(backingID != nil && write ? FileState(fd) : nil)
         servedAtOpen = backingID == nil && write ? FileState(fd) : nil
     }
@@ -92,10 +96,6 @@ public final class OpenFile: @unchecked Sendable {
             s.map { (Int64($0.size), ($0.mtime.tv_sec, $0.mtime.tv_nsec), ($0.ctime.tv_sec, $0.ctime.tv_nsec)) }
         }
     }
-
-    /// An open for writing that may be held without writing: neither a create nor O_TRUNC, which
-    /// change the file by themselves (`wroteNothing`).
-    public var mayWriteNothing: Bool { servedAtOpen != nil || stateAtOpen != nil }
 
     /// Whether this is an open for writing (not a create, not O_TRUNC) through which nothing was
     /// written: its file is as it was when opened (for a passthrough open, or as when a change

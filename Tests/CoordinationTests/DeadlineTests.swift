@@ -134,7 +134,7 @@ import CoordinationTestSupport
         }
     }
 
-    /// `yieldingHolders(blocking:)` names the open files in a waiting write's way, and
+    /// `yieldingHolds(blocking:)` names the open files in a waiting write's way, and
     /// `goAheadPastYieldingHolds` takes its deadline's action early: it goes ahead past open files
     /// (and readers), never past an explicit coordinated write.
     @Test func aWriteGoesAheadPastOpenFilesWhenToldToAndNeverPastAnExplicitWrite() async throws {
@@ -147,10 +147,10 @@ import CoordinationTestSupport
         let (id, waiting) = request(coordinator, [.writingIntent(with: path("f"))], purpose: "w", policy: policy)
         try await Task.sleep(for: .milliseconds(50))
         #expect(waiting.result == nil)
-        #expect(coordinator.yieldingHolders(blocking: id)?.map(\.pid) == [5151], "the open file, not the explicit read")
+        #expect(coordinator.yieldingHolds(blocking: id)?.map(\.origin.pid) == [5151], "the open file, not the explicit read")
         #expect(coordinator.goAheadPastYieldingHolds(id), "past an open file and a read, as at its deadline")
         #expect(await eventually { waiting.result != nil })
-        #expect(coordinator.yieldingHolders(blocking: id) == nil, "it waits no more")
+        #expect(coordinator.yieldingHolds(blocking: id) == nil, "it waits no more")
         #expect(!coordinator.goAheadPastYieldingHolds(id))
         try #require(waiting.access).release()
         explicit.release()
@@ -201,7 +201,7 @@ import CoordinationTestSupport
         let (id, waiting) = request(coordinator, [.readingIntent(with: path("f"))], purpose: "r", policy: readPolicy)
         try await Task.sleep(for: .milliseconds(50))
         #expect(waiting.result == nil)
-        #expect(coordinator.yieldingHolders(blocking: id)?.map(\.pid) == [5252])
+        #expect(coordinator.yieldingHolds(blocking: id)?.map(\.origin.pid) == [5252])
         #expect(coordinator.goAheadPastYieldingHolds(id))
         #expect(await eventually { waiting.access != nil })
         try #require(waiting.access).release()
@@ -209,7 +209,7 @@ import CoordinationTestSupport
         let explicit = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
         let (held, blocked) = request(coordinator, [.readingIntent(with: path("f"))], purpose: "r2", policy: readPolicy)
         try await Task.sleep(for: .milliseconds(50))
-        #expect(coordinator.yieldingHolders(blocking: held) == [], "an explicit write is no open file")
+        #expect(coordinator.yieldingHolds(blocking: held)?.isEmpty == true, "an explicit write is no open file")
         #expect(!coordinator.goAheadPastYieldingHolds(held))
         let failing = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .fail)
         let (strict, failed) = request(coordinator, [.readingIntent(with: path("f"))], purpose: "r3", policy: failing)
