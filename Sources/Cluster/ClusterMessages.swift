@@ -84,6 +84,10 @@ struct PresenterValue: Codable, Sendable {
 /// `y` (true or absent): a write right another node waits for, put again once every access using
 /// it is an unmodified program's open file (``ClusterNode/accessYields(_:)``): that node's write
 /// goes ahead past it at its wait deadline, as past an open file on one host.
+/// `i` (true or absent, only with `y`): put again so while every access using it is an open file
+/// held a second through which nothing was written (``ClusterNode/accessMayIdle(_:probe:)``), and
+/// again without it when one is no longer so: a request of the mount waiting for it goes ahead
+/// past it at once, as past such open files on one host.
 struct RightValue: Codable, Sendable, Equatable {
     var mode: UInt8
     var order: Revision?
@@ -91,14 +95,16 @@ struct RightValue: Codable, Sendable, Equatable {
     var gid: UInt32?
     var groups: [UInt32]?
     var y: Bool?
+    var i: Bool?
 
-    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil, yields: Bool = false) {
+    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil, yields: Bool = false, idle: Bool = false) {
         self.mode = mode
         self.order = order
         uid = holder?.uid
         gid = holder?.gid
         groups = holder?.groups
         y = yields ? true : nil
+        i = yields && idle ? true : nil
     }
 
     /// The user it records, or nil (a right of an older node, or one cut short).

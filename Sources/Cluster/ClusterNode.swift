@@ -70,6 +70,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// in `heldDeletes`, so no other node's access is let through before they are kept.
         var yielding = 0
         var heldDeletes: [[UInt8]] = []
+        /// The passes of accesses whose open files may be held without writing (`accessMayIdle`),
+        /// until released.
+        var probedPasses: [ObjectIdentifier: Pass] = [:]
+        /// This node's rights put again with `y` that another node's right still waits for (or
+        /// went ahead past): looked at every `idleLookInterval` (`watchIdleOpens`) while so.
+        var idleWatched: [ObjectIdentifier: Right] = [:]
+        var idleWatching = false
         // Waits.
         var waiters: [ObjectIdentifier: KeyWaiter] = [:]
         var admitting: [RequestID: KeyWaiter] = [:]
@@ -126,6 +133,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// Every access using it yields at wait deadlines (an open file), and none can take it any
         /// more (recalled): put again so by its node (`RightValue.y`).
         var yields = false
+        /// Besides, every access using it is an open file held without writing (`RightValue.i`).
+        var idle = false
     }
 
     /// A right this node holds in etcd (granted, or still waiting for older conflicting ones).
@@ -146,6 +155,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// Put again with `y` (`publishYields`): every access using it yields, and it is recalled,
         /// so no other access takes it: true until it goes.
         var yieldsPublished = false
+        /// Put again with `i` too (`watchIdleOpens`): every access using it is an open file held
+        /// without writing, as last looked.
+        var idlePublished = false
+        /// The rights of other nodes in its way while etcd had it with `i` (`apply`), until they go.
+        var passedBy: Set<[UInt8]> = []
         var recalled = false
         /// Taken past another node's right (a presenter saving for that node's ask): never kept.
         var ephemeral = false
@@ -194,6 +208,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// back (`release`): both guarded by the node's lock.
         var yields = false
         var released = false
+        /// Whether its open files are held without writing now (``ClusterNode/accessMayIdle(_:probe:)``).
+        var idleProbe: (@Sendable () -> Bool)?
+        /// Tells its open files that the file as another node's request left it is not their change.
+        var changedPast: (@Sendable () -> Void)?
         init(token: Int64, uses: [(right: Right, path: ItemPath, mode: LockMode)], serial: UInt64, asked: [String], isProxy: Bool = false) {
             fencingToken = token
             self.uses = uses
@@ -532,6 +550,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         // this node finds them at their new paths.
         for case .moved(let from, let to) in changes { followMove(from: from, to: to) }
         pass.released = true
+        if pass.idleProbe != nil { state.probedPasses[ObjectIdentifier(pass)] = nil }
         for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode, yielded: pass.yields) }
         if !changes.isEmpty || !pass.asked.isEmpty {
             var serial = pass.serial
@@ -587,6 +606,130 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             return any
         }
         if published { startFlush() }
+    }
+
+    /// The access that has `pass` is held by open files that may be held without writing, and
+    /// `probe` says whether they are now. While another node's right waits for a right of this
+    /// node put again with `y` (`publishYields`), that right is looked at every `idleLookInterval`
+    /// (`watchIdleOpens`): put again with `i` once every access using it is held so (a program
+    /// here keeping a document open, as an office suite keeps the one it has loaded), so that the
+    /// waiting node's request goes ahead past it at once, as a request of this host goes ahead past
+    /// such open files; put again without it when one is no longer so (it wrote) or nobody waits.
+    /// `changedPast` is called once a request of another node that may have gone ahead past it so
+    /// is over: the file as that request left it is not those open files' change.
+    public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void) {
+        guard let pass = pass as? Pass, !pass.isProxy else { return }
+        lock.withLock {
+            guard !pass.released, pass.idleProbe == nil else { return }
+            pass.idleProbe = probe
+            pass.changedPast = changedPast
+            state.probedPasses[ObjectIdentifier(pass)] = pass
+            // Recalled while the open was being made: looked at from now.
+            for use in pass.uses { watchIdleness(of: use.right.current(for: use.path)) }
+        }
+    }
+
+    /// How often a right another node waits for is looked at while its accesses may be held
+    /// without writing (`watchIdleOpens`).
+    static let idleLookInterval: UInt64 = 100_000_000
+
+    /// Looks at `r` every `idleLookInterval` while another node waits for it (with the lock held).
+    func watchIdleness(of r: Right) {
+        guard r.yieldsPublished, !r.dead, r.inUse > 0 else { return }
+        state.idleWatched[ObjectIdentifier(r)] = r
+        guard !state.idleWatching else { return }
+        state.idleWatching = true
+        Task.detached { [weak self] in await self?.watchIdleOpens() }
+    }
+
+    /// The rights of other nodes younger than `r` and in its way, as the watch shows them: each
+    /// one's access waits for `r`, or went ahead past it and is not over.
+    func waitingFor(_ r: Right) -> [[UInt8]] {
+        state.holds.compactMap { key, hold in
+            hold.node != name && hold.order > r.order && Self.conflict(r.path, r.mode, hold.path, hold.mode) ? key : nil
+        }
+    }
+
+    /// The probed passes whose accesses use `r`.
+    func passes(using r: Right) -> [Pass] {
+        state.probedPasses.values.filter { $0.uses.contains { $0.right.current(for: $0.path) === r } }
+    }
+
+    /// Puts `r` again with `y`, and with `i` when `idle` (with the lock held).
+    func publishIdle(_ r: Right, _ idle: Bool) {
+        r.idlePublished = idle
+        queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true, idle: idle))))
+    }
+
+    /// The looks of `watchIdleness`: each asks the probes of the accesses using the rights watched
+    /// (off the lock: they read the mount's open files), then puts each right again with `i` when
+    /// every access using it is held without writing, or without it when it was put so and one is
+    /// no longer; a right nobody elsewhere waits for any more is put again without `i` and no
+    /// longer looked at (a stale `i` would let a later request past a program that wrote since).
+    /// The rights of other nodes in its way while etcd had a right with `i` (`passedBy`, kept by
+    /// the watch, which shows this node's puts in etcd's order with the others': their requests
+    /// may have gone ahead past it) are followed until they go (the watch's delete, `apply`; or
+    /// found gone here): then that request is over, and the open files using the right are told
+    /// (`changedPast`) that the file as it left it is not their change, as on one host when such a
+    /// request's open closes. Ends when no right is watched.
+    func watchIdleOpens() async {
+        while true {
+            var flush = false
+            var over: [@Sendable () -> Void] = []
+            let probes = lock.withLock { () -> [(pass: Pass, probe: @Sendable () -> Bool)]? in
+                for (id, r) in state.idleWatched {
+                    guard !r.dead, r.inUse > 0, !state.stopped else {
+                        state.idleWatched[id] = nil
+                        continue
+                    }
+                    if !r.passedBy.isEmpty {
+                        let gone = r.passedBy.filter { state.holds[$0] == nil }
+                        if !gone.isEmpty {
+                            r.passedBy.subtract(gone)
+                            over += passes(using: r).compactMap(\.changedPast)
+                        }
+                    }
+                    if waitingFor(r).isEmpty {
+                        if r.idlePublished {
+                            publishIdle(r, false)
+                            flush = true
+                        }
+                        state.idleWatched[id] = nil
+                    }
+                }
+                guard !state.idleWatched.isEmpty else {
+                    state.idleWatching = false
+                    return nil
+                }
+                return state.probedPasses.values.compactMap { pass in
+                    guard let probe = pass.idleProbe,
+                          pass.uses.contains(where: { state.idleWatched[ObjectIdentifier($0.right.current(for: $0.path))] != nil })
+                    else { return nil }
+                    return (pass, probe)
+                }
+            }
+            for tell in over { tell() }
+            guard let probes else {
+                if flush { startFlush() }
+                return
+            }
+            let idle = Set(probes.filter { $0.probe() }.map { ObjectIdentifier($0.pass) })
+            lock.withLock {
+                var idleUses: [ObjectIdentifier: Int] = [:]
+                for (id, pass) in state.probedPasses where idle.contains(id) {
+                    for use in pass.uses { idleUses[ObjectIdentifier(use.right.current(for: use.path)), default: 0] += 1 }
+                }
+                for (id, r) in state.idleWatched where !r.dead {
+                    let now = idleUses[id] == r.inUse
+                    if now != r.idlePublished {
+                        publishIdle(r, now)
+                        flush = true
+                    }
+                }
+            }
+            if flush { startFlush() }
+            try? await Task.sleep(nanoseconds: Self.idleLookInterval)
+        }
     }
 
     public func isObservedElsewhere(_ path: ItemPath) -> Bool {
@@ -710,7 +853,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Another node's right `hold` was put: this node's older rights in its way are recalled. An idle
     /// one goes at once; a folder right in use is split into rights on the items its accesses use
     /// (they keep its place in the order), so only accesses that really conflict are waited for.
-    func recall(for hold: Hold) -> [Yield] {
+    func recall(for hold: Hold, key: [UInt8]) -> [Yield] {
         var hit: [Right] = []
         var p: ItemPath? = hold.path
         while let at = p {
@@ -720,6 +863,15 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         if hold.mode == .subtreeWrite {
             for (path, list) in state.rights where hold.path.isAncestor(of: path) {
                 for r in list where r.order < hold.order { hit.append(r) }
+            }
+        }
+        // Recalled already, put again with `y`: its accesses are looked at again for this one,
+        // which goes ahead past it at once if etcd has it with `i` now (the watch shows this
+        // node's own puts in etcd's order too).
+        if !state.probedPasses.isEmpty {
+            for r in hit where !r.dead && r.recalled && r.yieldsPublished {
+                watchIdleness(of: r)
+                if state.holds[r.key]?.idle == true { r.passedBy.insert(key) }
             }
         }
         let live = hit.filter { !$0.dead && !$0.recalled }
@@ -808,6 +960,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
               r.yielding.values.reduce(0, +) == r.inUse else { return false }
         r.yieldsPublished = true
         queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true))))
+        if !state.probedPasses.isEmpty { watchIdleness(of: r) }
         return true
     }
 
@@ -1015,7 +1168,16 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
                 passed = inTheWay.filter { b in !blockers.contains { $0.key == b.key } }
                 if blockers.isEmpty { break }
-                let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, request: request,
+                // Rights whose accesses are all open files held without writing (`RightValue.i`:
+                // an office suite's loaded document on that node) are gone ahead past at once by a
+                // request that would go ahead past them at its deadline, as on one host.
+                if policy.atWaitDeadline != .fail, blockers.allSatisfy(\.idle) {
+                    wentPast = true
+                    step(node: name, "went ahead without exclusion past node \(blockers[0].node)'s open files held without writing",
+                         path: blockers[0].path)
+                    break
+                }
+                let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, idleSeenAt: grantRevision, request: request,
                                             until: policy.waitDeadline.map { started + Self.seconds($0) })
                 switch outcome {
                 case .changed:
@@ -1181,7 +1343,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// Another node's right in the way of an access: its key and what it says (`Hold`).
-    typealias RightInTheWay = (key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?, yields: Bool)
+    typealias RightInTheWay = (key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?, yields: Bool,
+                               idle: Bool)
 
     /// The rights of other nodes, older than `order`, in the way of `wanted`.
     func conflicts(_ ranges: [[KeyValue]], wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)],
@@ -1192,7 +1355,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             guard seen.insert(kv.key).inserted, let hold = decodeHold(kv), hold.node != name, !exempt.contains(hold.node),
                   hold.order < order else { continue }
             if wanted.contains(where: { Self.conflict($0.path, $0.mode, hold.path, hold.mode) }) {
-                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields))
+                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields, hold.idle))
             }
         }
         return out
@@ -1201,7 +1364,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     func decodeHold(_ kv: KeyValue) -> Hold? {
         guard case .right(let path, let node)? = keys.parse(kv.key), let v = Wire.decode(RightValue.self, kv.value),
               let mode = LockMode(rawValue: v.mode) else { return nil }
-        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder, yields: v.y == true)
+        return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder, yields: v.y == true,
+                    idle: v.y == true && v.i == true)
     }
 
     /// Whether another node's right, of `mode` and recorded with `holder`, in the way of an access
@@ -1224,7 +1388,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         return coordinator?.presenterPermissions?.credentials(of: origin) ?? PresenterCredentials(uid: origin.uid, gid: origin.gid)
     }
 
-    private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, request: RequestID, until deadline: Double?) async -> KeyWaiter.Outcome {
+    /// `idleSeenAt`: the revision of the read that found `blockers` not all held without writing
+    /// (`RightValue.i`): when the watch, past it, shows them all so, the wait ends at once.
+    private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, idleSeenAt: Revision, request: RequestID,
+                         until deadline: Double?) async -> KeyWaiter.Outcome {
         let waiter = KeyWaiter(keys: blockers)
         let id = ObjectIdentifier(waiter)
         let outcome = await withCheckedContinuation { (c: CheckedContinuation<KeyWaiter.Outcome, Never>) in
@@ -1232,6 +1399,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 if state.cancelled.contains(request) { return .cancelled }
                 // Gone already (the watch is past the revision that showed them)?
                 if state.watchedRevision >= seenAt && blockers.contains(where: { state.holds[$0] == nil }) { return .changed }
+                if state.watchedRevision >= idleSeenAt && blockers.allSatisfy({ state.holds[$0]?.idle == true }) { return .changed }
                 if !sessionValid() { return .changed }
                 waiter.continuation = c
                 state.waiters[id] = waiter
@@ -1917,6 +2085,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var flush = false
         /// Versions to keep for this node's readers before rights recalled go back.
         var yields: [Yield] = []
+        /// Open files a request of another node went ahead past, that request now over (`passedBy`).
+        var changedPast: [@Sendable () -> Void] = []
     }
 
     /// Takes one event into the cache (with the lock held).
@@ -1968,15 +2138,32 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             let before = state.holds[key]
             if before == nil { countHold(n, path, 1) }
             state.holds[key] = hold
-            // The same right put again to say its accesses yield (`publishYields`): nothing else changed.
-            if let before, before.mode == hold.mode, before.order == hold.order { return }
+            // The same right put again to say its accesses yield (`publishYields`), or are held
+            // without writing (`watchIdleOpens`): nothing else changed. Requests of this node
+            // waiting for it look again in the second case (they may go ahead past it now).
+            if let before, before.mode == hold.mode, before.order == hold.order {
+                // This node's own, now in etcd with `i`: the requests waiting for it may go past it.
+                if n == name, hold.idle, !before.idle, let r = state.rightsByKey[key], state.idleWatched[ObjectIdentifier(r)] != nil {
+                    r.passedBy.formUnion(waitingFor(r))
+                }
+                if hold.idle && !before.idle {
+                    for w in state.waiters.values where w.keys.contains(key) {
+                        if let c = w.finish(.changed) { effects.wakes.append(c) }
+                    }
+                }
+                return
+            }
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)
             if n != name {
                 let before = state.ops.count
-                effects.yields += recall(for: hold)
+                effects.yields += recall(for: hold, key: key)
                 if state.ops.count != before { effects.flush = true }
             }
         case (.right, .delete):
+            // A request that may have gone ahead past open files here held without writing is over.
+            for r in state.idleWatched.values where r.passedBy.remove(key) != nil {
+                effects.changedPast += passes(using: r).compactMap(\.changedPast)
+            }
             if let old = state.holds.removeValue(forKey: key) {
                 countHold(old.node, old.path, -1)
                 step(old.node, "released \(Self.modeName(old.mode)) (token \(old.order))", old.path)
@@ -2103,6 +2290,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         for proxy in effects.proxiesToStart { startProxy(proxy) }
         for c in effects.answers { c.resume(returning: true) }
         for c in effects.wakes { c.resume(returning: .changed) }
+        for tell in effects.changedPast { tell() }
         startYields(effects.yields)
         if effects.flush { startFlush() }
         if !effects.steps.isEmpty {

@@ -40,6 +40,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// (uptime ns): a waiting request goes ahead past such opens once they were held a second
     /// without writing (`probeStuckHolders`).
     let idleCandidates = Mutex<[RequestID: [(file: OpenFile, at: UInt64)]]>([:])
+    /// Requests that went ahead past such opens held without writing (`probeStuckHolders`): those
+    /// opens, and when (uptime ns). Taken by the request's open for writing (`track`), into
+    /// `changesPast`; dropped after `passedKept` otherwise (a read, a request that failed). Weak:
+    /// an open's descriptor closes with its object, which this must not keep past its release.
+    let passedIdle = Mutex<[RequestID: (files: [WeakOpenFile], at: UInt64)]>([:])
+    /// Opens for writing of requests that went ahead past opens held without writing, by open:
+    /// at their release the file as they left it is not those opens' change (`OpenFile.noteChangedPast`).
+    let changesPast = Mutex<[ObjectIdentifier: [WeakOpenFile]]>([:])
+    static let passedKept: UInt64 = 60_000_000_000
+    struct WeakOpenFile: @unchecked Sendable { weak var file: OpenFile? }
     /// Of each file with write opens tracked: the file's state (size, mtime, ctime) when a release
     /// last told its change while another write open of it was tracked. A release that finds the
     /// file just so tells nothing: the change it sees (another open's write, which a release tells
@@ -331,7 +341,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             guard let self, let holds = coordinator.yieldingHolds(blocking: id) else { return }
             let now = DispatchTime.now().uptimeNanoseconds
             var next: UInt64 = 100_000_000, looked = lastLook
-            if !holds.isEmpty, holds.allSatisfy({ heldWithoutWriting($0.id, now: now) }), coordinator.goAheadPastYieldingHolds(id) { return }
+            if !holds.isEmpty, holds.allSatisfy({ heldWithoutWriting($0.id, now: now) }) {
+                // Kept first: the request may be granted, and open its file, before the call returns.
+                notePassed(id, holds.map(\.id), now: now)
+                if coordinator.goAheadPastYieldingHolds(id) { return }
+                passedIdle.withLock { _ = $0.removeValue(forKey: id) }
+            }
             // A process with several holds in the way (or one blocking several intents) is looked at once.
             let pids = Set(holds.map(\.origin.pid))
             if !pids.isEmpty {
@@ -649,9 +664,24 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             passthroughWrites.servedOpened(f.inode, at: handle.path, open: f)
         }
         openWriters.withLock { $0[ObjectIdentifier(f.inode), default: []].append((handle, f)) }
-        if let id = handle.grant.access?.id, f.mayWriteNothing {
-            let at = DispatchTime.now().uptimeNanoseconds
-            idleCandidates.withLock { $0[id, default: []].append((f, at)) }
+        if let id = handle.grant.access?.id, let passed = passedIdle.withLock({ $0.removeValue(forKey: id) }) {
+            changesPast.withLock { $0[ObjectIdentifier(f)] = passed.files }
+        }
+        if let access = handle.grant.access, f.mayWriteNothing {
+            let id = access.id, at = DispatchTime.now().uptimeNanoseconds
+            let first = idleCandidates.withLock { table in
+                table[id, default: []].append((f, at))
+                return table[id]?.count == 1
+            }
+            // In a cluster, another node's request waiting for this access's right goes ahead
+            // past it at once too while it is so.
+            if first {
+                access.mayBeHeldIdle({ [weak self] in self?.heldWithoutWriting(id, now: DispatchTime.now().uptimeNanoseconds) ?? false },
+                                     changedPast: { [weak self] in
+                                         guard let self else { return }
+                                         notePassedChange(idleCandidates.withLock { $0[id]?.map { WeakOpenFile(file: $0.file) } ?? [] })
+                                     })
+            }
         }
     }
 
@@ -673,12 +703,32 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             list.removeAll { $0.handle === handle }
             if !list.isEmpty { table[key] = list } else { toldStates.withLock { _ = $0.removeValue(forKey: key) } }
         }
+        if let passed = changesPast.withLock({ $0.removeValue(forKey: ObjectIdentifier(f)) }) { notePassedChange(passed) }
         if let id = handle.grant.access?.id, f.mayWriteNothing {
             idleCandidates.withLock { table in
                 guard var list = table.removeValue(forKey: id) else { return }
                 list.removeAll { $0.file === f }
                 if !list.isEmpty { table[id] = list }
             }
+        }
+    }
+
+    /// Request `id` goes ahead past the opens holding `holders`, each held without writing.
+    private func notePassed(_ id: RequestID, _ holders: [RequestID], now: UInt64) {
+        let files = idleCandidates.withLock { table in holders.flatMap { table[$0]?.map { WeakOpenFile(file: $0.file) } ?? [] } }
+        passedIdle.withLock { table in
+            table = table.filter { now &- $0.value.at < Self.passedKept }
+            table[id] = (files, now)
+        }
+    }
+
+    /// The opens in `files` still held (tracked) take the file as it is now as not their change
+    /// (`OpenFile.noteChangedPast`): a request that went ahead past them made it.
+    private func notePassedChange(_ files: [WeakOpenFile]) {
+        idleCandidates.withLock { table in
+            let held = Set(table.values.joined().map { ObjectIdentifier($0.file) })
+            // Under the lock `untrack` takes before the open's descriptor closes.
+            for case let f? in files.map(\.file) where held.contains(ObjectIdentifier(f)) { f.noteChangedPast() }
         }
     }
 

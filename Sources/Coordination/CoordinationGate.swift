@@ -38,6 +38,16 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// Must not block.
     func accessYields(_ pass: any GatePass)
 
+    /// The access that has `pass` is held by open files that may be held without writing (opens
+    /// for writing, neither creates nor O_TRUNC opens): `probe` says whether each is held so now
+    /// (held a second, nothing written through it, its file unchanged for as long). In a cluster,
+    /// a right another node waits for whose accesses all are so is put again saying so, and that
+    /// node's request goes ahead past it at once, as past such open files on this host. Once that
+    /// request is over, `changedPast` tells the open files that the file as it is then is not their
+    /// change. Both may take the mount's locks and make system calls: never called with the gate's
+    /// lock held. Must not block.
+    func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void)
+
     /// Whether a presenter elsewhere (another node) presents the folder `path` or a folder above
     /// it: a new file made here inside it is told as where a presenter here presents it (once it
     /// outlives the save window, its creator's writes part of it). Never waits.
@@ -62,6 +72,7 @@ public protocol CoordinationGate: AnyObject, Sendable {
 
 extension CoordinationGate {
     public func accessYields(_ pass: any GatePass) {}
+    public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void) {}
     public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }
     public var hasPresentersElsewhere: Bool { false }

@@ -39,6 +39,9 @@ public final class OpenFile: @unchecked Sendable {
     /// An open for writing that may be held without writing: neither a create nor O_TRUNC, which
     /// change the file by themselves (`wroteNothing`).
     public let mayWriteNothing: Bool
+    /// The file as another program's change left it, made past this open while it was held
+    /// without writing (`noteChangedPast`): for `wroteNothing`, as good as the file at the open.
+    private let changedPast = Mutex<FileState?>(nil)
     /// State the layer above keeps with this open (the coordinated access it holds). Set before the
     /// open is answered and read after release, so no lock is needed.
     public var attachment: AnyObject?
@@ -103,8 +106,18 @@ public final class OpenFile: @unchecked Sendable {
     /// `limit` (CLOCK_REALTIME, as file times are). A program that holds its file open to write it
     /// some time, not now: an office suite's loaded document, a database connection that only read.
     public func wroteNothing(changedBefore limit: timespec) -> Bool {
-        guard !modified, let before = openedState.withLock({ $0 }) ?? servedAtOpen, let now = FileState(fd), now == before else { return false }
+        guard !modified, let before = openedState.withLock({ $0 }) ?? servedAtOpen, let now = FileState(fd),
+              now == before || now == changedPast.withLock({ $0 }) else { return false }
         return now.ctime.tv_sec < limit.tv_sec || (now.ctime.tv_sec == limit.tv_sec && now.ctime.tv_nsec < limit.tv_nsec)
+    }
+
+    /// A request that went ahead past this open while it was held without writing has ended (a
+    /// `cp` over the document an office suite holds): the file as it is now is that request's
+    /// change, not this open's, and `wroteNothing` takes it as the file at the open. What the
+    /// release tells is unchanged. Call it while the open is surely held (its descriptor open).
+    public func noteChangedPast() {
+        guard mayWriteNothing, let now = FileState(fd) else { return }
+        changedPast.withLock { $0 = now }
     }
 
     /// Opened for writing (O_WRONLY or O_RDWR) or with O_TRUNC.

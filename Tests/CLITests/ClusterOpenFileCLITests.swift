@@ -6,16 +6,30 @@ import XCTest
 /// hosts over one shared folder.
 final class ClusterOpenFileCLITests: ClusterCLITestCase {
     /// A shell keeping `relative` open for reading and writing through node a (as an office suite
-    /// keeps the document it has loaded), once a holds a right for it in etcd.
-    private func keepOpenOnA(_ relative: String) throws -> Child {
+    /// keeps the document it has loaded), once a holds a right for it in etcd. `writeFirst`: it
+    /// writes a byte through the open first (a program writing, not only holding it). `thenWrite`:
+    /// a FIFO; the shell writes a byte through the open when a line comes through it, then touches
+    /// `thenWrite + ".done"`.
+    private func keepOpenOnA(_ relative: String, writeFirst: Bool = false, thenWrite fifo: String? = nil) throws -> Child {
         let ready = root + "/ready"
         unlink(ready)
-        let holder = try start("/bin/sh", ["-c", "exec 3<>'\(mnt!)/\(relative)' && : > '\(ready)' && exec sleep 600"])
+        let path = "'\(mnt!)/\(relative)'"
+        var script = "exec 3<>\(path) && " + (writeFirst ? "printf w >&3 && " : "") + ": > '\(ready)' && "
+        if let fifo { script += "read line < '\(fifo)' && printf w >&3 && : > '\(fifo).done' && " }
+        let holder = try start("/bin/sh", ["-c", script + "exec sleep 600"])
         guard waitUntil(30, { access(ready, F_OK) == 0 || holder.wait(timeout: 0) != nil }), access(ready, F_OK) == 0 else {
             throw CLIError("the shell did not open \(relative) through a: \(holder.stderr)")
         }
         XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the open file: \(etcdKeys("h"))")
         return holder
+    }
+
+    /// The program on a still holds the document open; it is killed, and both nodes unmounted.
+    private func endHolding(_ holder: Child, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertNil(holder.wait(timeout: 0), "the program on a still holds the document open", file: file, line: line)
+        _ = holder.stop(SIGKILL)
+        XCTAssertEqual(coordfs("unmount", mntB).status, 0, file: file, line: line)
+        unmount()
     }
 
     /// The lines of node `node`'s daemon log that say an access went ahead past another node's right.
@@ -24,15 +38,16 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
             .split(separator: "\n").map(String.init).filter { $0.contains("went ahead without exclusion past node") }
     }
 
-    /// `cp` through b over a document a program keeps open through a waits `write_wait`, then goes
-    /// ahead as it would on one host (before: EBUSY, "cp: cannot create regular file ...: Device or
-    /// resource busy", as if an explicit coordinated write held it). The next `cp` waits again.
+    /// `cp` through b over a document a program keeps open through a, and has written through,
+    /// waits `write_wait`, then goes ahead as it would on one host (before: EBUSY, "cp: cannot
+    /// create regular file ...: Device or resource busy", as if an explicit coordinated write held
+    /// it). The next `cp` waits again.
     func testACopyOverAFileAnotherNodeKeepsOpenGoesAheadAtItsDeadline() throws {
         FileOps.put(backing + "/doc.txt", "old\n")
         FileOps.put(root + "/new.txt", "new\n")
         FileOps.put(root + "/newer.txt", "newer\n")
         try mountNodes(["write_wait=2"])
-        let holder = try keepOpenOnA("doc.txt")
+        let holder = try keepOpenOnA("doc.txt", writeFirst: true)
         defer { _ = holder.stop(SIGKILL) }
 
         for (round, source) in ["new.txt", "newer.txt"].enumerated() {
@@ -45,11 +60,63 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         }
         XCTAssertTrue(waitUntil(10) { FileOps.get(mnt + "/doc.txt") == "newer\n" }, "a shows b's last copy")
         XCTAssertEqual(wentAhead(on: "b").count, 2, "each copy went ahead past a's right, and said so")
-        XCTAssertNil(holder.wait(timeout: 0), "the program on a still holds the document open")
+        XCTAssertEqual(wentAhead(on: "b").filter { $0.contains("held without writing") }, [], "a program that wrote is a writer")
+        endHolding(holder)
+    }
 
-        _ = holder.stop(SIGKILL)
-        XCTAssertEqual(coordfs("unmount", mntB).status, 0)
-        unmount()
+    /// A program on a holding a document open for writing without writing it (an office suite with
+    /// it loaded) holds nobody on b up once it held it a second, as on one host: `cat` and `cp`
+    /// through b go on at once, not at their `read_wait` and `write_wait` (20 s here), and b's log
+    /// says why; b's own copy does not make the program a writer. Once that program has written
+    /// through its open, it is a writer again: the next `cp` through b waits (killed after 3 s, it
+    /// changed nothing).
+    func testAFileAnotherNodeHoldsOpenWithoutWritingHoldsNobodyUp() throws {
+        FileOps.put(backing + "/doc.txt", "old\n")
+        FileOps.put(root + "/new.txt", "new\n")
+        FileOps.put(root + "/newer.txt", "newer\n")
+        let fifo = root + "/write-now"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        try mountNodes(["read_wait=20", "write_wait=20"])
+        let holder = try keepOpenOnA("doc.txt", thenWrite: fifo)
+        defer { _ = holder.stop(SIGKILL) }
+        usleep(1_500_000) // held a second without writing
+
+        var started = Date()
+        let cat = sh("cat '\(mntB!)/doc.txt'", timeout: 60)
+        XCTAssertEqual(cat.status, 0, "\(cat)")
+        XCTAssertEqual(cat.stdout, "old\n")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "cat through b went on before its read_wait (20 s)")
+        started = Date()
+        let cp = sh("cp '\(root!)/new.txt' '\(mntB!)/doc.txt'", timeout: 60)
+        XCTAssertEqual(cp.status, 0, "\(cp)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "cp through b went on before its write_wait (20 s)")
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "new\n")
+        // b's copy is not the program's write: once it is over and the file a second old, the
+        // program holds nobody up again.
+        usleep(1_500_000)
+        started = Date()
+        XCTAssertEqual(sh("cat '\(mntB!)/doc.txt'", timeout: 60).stdout, "new\n")
+        let again = sh("cp '\(root!)/newer.txt' '\(mntB!)/doc.txt'", timeout: 60)
+        XCTAssertEqual(again.status, 0, "\(again)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "cat and cp through b after b's copy went on before their waits (20 s)")
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "newer\n")
+        XCTAssertEqual(wentAhead(on: "b").filter { $0.contains("node a's open files held without writing") }.count, 4,
+                       "each went ahead past a's right and said why: \(wentAhead(on: "b"))")
+
+        // The program writes through its open: a writer from then on. (Not within the moment a
+        // learns that b's copy is over, its right gone from etcd: a write then is taken for b's.)
+        usleep(500_000)
+        let writer = try start("/bin/sh", ["-c", "echo > '\(fifo)'"])
+        XCTAssertTrue(waitUntil(10) { access(fifo + ".done", F_OK) == 0 }, "the holder wrote")
+        _ = writer.wait(timeout: 5)
+        let written = FileOps.get(backing + "/doc.txt")
+        XCTAssertEqual(written, "wewer\n", "its byte over b's copy")
+        usleep(1_500_000) // longer than a's looks and any idleness
+        let waiting = try start("/bin/cp", [root + "/new.txt", mntB + "/doc.txt"])
+        XCTAssertNil(waiting.wait(timeout: 3), "cp through b waits for a program on a that wrote")
+        _ = waiting.stop(SIGKILL)
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), written, "the killed cp changed nothing")
+        endHolding(holder)
     }
 
     /// An explicit coordinated write through a (`coordfs coordinate --write`) still makes the same

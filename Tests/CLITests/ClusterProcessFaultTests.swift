@@ -80,10 +80,11 @@ class ClusterProcessTestCase: ClusterCLITestCase {
         return out
     }
 
-    /// A process that opens `path` for writing (a coordinated write for the handle's life) and
-    /// keeps it open until it is killed; returned once the open succeeded.
+    /// A process that opens `path` for writing (a coordinated write for the handle's life), writes
+    /// a line through it (a writer, not a program holding its file without writing, which holds
+    /// nobody up after a second) and keeps it open until it is killed; returned once it wrote.
     func holdOpenForWriting(_ path: String) throws -> Child {
-        let child = try start("/bin/sh", ["-c", "exec 3>>'\(path)' && echo open && exec sleep 600"])
+        let child = try start("/bin/sh", ["-c", "exec 3>>'\(path)' && echo held >&3 && echo open && exec sleep 600"])
         guard waitUntil(30, { child.lines.contains("open") }) else {
             throw CLIError("could not open \(path) for writing: \(child.stdout) \(child.stderr)")
         }

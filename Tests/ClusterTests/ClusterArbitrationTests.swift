@@ -2,6 +2,7 @@ import Cluster
 import ClusterKV
 import Coordination
 import Foundation
+import Synchronization
 import Testing
 
 /// No two writers of one item, no writer beside readers, anywhere in the cluster; the single-host
@@ -159,6 +160,56 @@ import Testing
         third.release()
         #expect(await eventually { again.access != nil })
         again.access?.release()
+        open.release()
+    }
+
+    /// Another node's open file held without writing (the mount's probe says so: held a second,
+    /// nothing written through it, as an office suite holds its loaded document) holds nobody up:
+    /// its node puts its right again with `i` once another node's request waits for it, and that
+    /// request goes ahead at once (not at its 30 s deadline) when it would go ahead past it at its
+    /// deadline; an explicit access (`.fail`) still waits. Once the open file is written through,
+    /// the next request waits again, and goes ahead once it is held without writing again. Once a
+    /// request that went past it is over, the open file is told (what the file is then is not its
+    /// change).
+    @Test func aRequestGoesAheadAtOncePastAnotherNodesOpenFileHeldWithoutWriting() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a"), b = cluster.coordinator("b")
+        let yielding = CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAheadPastYieldingHolds)
+        let idle = Mutex(false)
+        let open = try await access(a, [write("d/x")], purpose: "an office suite").get()
+        open.yieldAtWaitDeadlines()
+        let told = Mutex(0)
+        open.mayBeHeldIdle({ idle.withLock { $0 } }, changedPast: { told.withLock { $0 += 1 } })
+
+        let first = Pending(b, [write("d/x")], policy: yielding)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(first.result == nil, "went ahead past an open file that is not held without writing")
+        idle.withLock { $0 = true }
+        #expect(await eventually(5) { first.access != nil }, "did not go ahead once the open file was held without writing")
+        #expect(told.withLock { $0 } == 0, "told of a change past it before the request that went past was over")
+        first.access?.release()
+        #expect(await eventually(5) { told.withLock { $0 } == 1 }, "not told that the write past it is over")
+        let read = try await access(b, [read("d/x")], policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAhead))
+            .get()
+        read.release()
+        let explicit = Pending(b, [write("d/x")], policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .fail))
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(explicit.result == nil, "an explicit access went ahead early")
+        b.cancel(explicit.id)
+        #expect(await eventually { explicit.result != nil })
+
+        // The program writes: a writer again, waited for; held so again, passed again.
+        idle.withLock { $0 = false }
+        try await Task.sleep(for: .milliseconds(300))
+        let second = Pending(b, [write("d/x")], policy: yielding)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(second.result == nil, "went ahead past an open file written through")
+        idle.withLock { $0 = true }
+        #expect(await eventually(5) { second.access != nil })
+        second.access?.release()
         open.release()
     }
 

@@ -49,6 +49,24 @@ class IdleWritersTests: OpenFilesTestCase {
         XCTAssertEqual(try backingText("doc.log"), "line0\nx\n")
     }
 
+    /// A write that went ahead past such a program (a `cp` over the document an office suite holds)
+    /// is not the program's: once it is over, and the file unchanged a second, the program holds
+    /// nobody up again (before, it was taken for a writer until it closed: each `cat` of the file
+    /// waited `read_wait`, each `cp` `write_wait`).
+    func testAWriteThatWentAheadPastAProgramDoesNotMakeItAWriter() throws {
+        try write("doc.txt", "one\n")
+        try write("new.txt", "two\n")
+        try write("newer.txt", "three\n")
+        let holder = try holdOpen("doc.txt", "<>")
+        defer { end(holder) }
+        XCTAssertEqual(try within10s("cp new.txt doc.txt"), 0, "the write went ahead (write_wait is 30 s)")
+        XCTAssertEqual(try within10s("cat doc.txt > ../out"), 0, "the read after it went ahead too (read_wait is 30 s)")
+        XCTAssertEqual(try String(contentsOfFile: root + "/out", encoding: .utf8), "two\n")
+        XCTAssertEqual(try within10s("cp newer.txt doc.txt"), 0, "and the next write")
+        XCTAssertEqual(try backingText("doc.txt"), "three\n")
+        XCTAssertEqual(try wentAhead("/doc.txt").count, 3)
+    }
+
     /// Its own write makes a program a writer again: whether it is done cannot be told, so it is
     /// waited for (`read_wait`), however long ago it wrote.
     func testAReadStillWaitsForAProgramThatWroteThroughItsOpen() throws {
@@ -78,5 +96,8 @@ final class IdleWritersServedByTheDaemonTests: IdleWritersTests {
     }
     override func testAReadStillWaitsForAProgramThatWroteThroughItsOpen() throws {
         try super.testAReadStillWaitsForAProgramThatWroteThroughItsOpen()
+    }
+    override func testAWriteThatWentAheadPastAProgramDoesNotMakeItAWriter() throws {
+        try super.testAWriteThatWentAheadPastAProgramDoesNotMakeItAWriter()
     }
 }
