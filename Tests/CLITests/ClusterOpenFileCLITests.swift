@@ -103,9 +103,10 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         XCTAssertEqual(wentAhead(on: "b").filter { $0.contains("node a's open files held without writing") }.count, 4,
                        "each went ahead past a's right and said why: \(wentAhead(on: "b"))")
 
-        // The program writes through its open: a writer from then on. (Not within the moment a
-        // learns that b's copy is over, its right gone from etcd: a write then is taken for b's.)
-        usleep(500_000)
+        // The program writes through its open: a writer from then on. (Not before a learns that
+        // b's copy is over, its right gone from etcd: a write until then is taken for b's.)
+        XCTAssertTrue(waitUntil(10) { !etcdKeys("h").contains { $0.contains("doc.txt\0b\0") } }, "b's rights on doc.txt gone: \(etcdKeys("h"))")
+        usleep(1_000_000)
         let writer = try start("/bin/sh", ["-c", "echo > '\(fifo)'"])
         XCTAssertTrue(waitUntil(10) { access(fifo + ".done", F_OK) == 0 }, "the holder wrote")
         _ = writer.wait(timeout: 5)
