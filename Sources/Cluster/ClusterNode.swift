@@ -77,6 +77,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// went ahead past): looked at every `idleLookInterval` (`watchIdleOpens`) while so.
         var idleWatched: [ObjectIdentifier: Right] = [:]
         var idleWatching = false
+        /// `watchIdleOpens` between looks (its wait numbered: the timer ends only its own), or
+        /// told to look again at once (`idleLookNow`: a right newly watched).
+        var idleSleeper: (number: UInt64, continuation: CheckedContinuation<Void, Never>)?
+        var idleSleeps: UInt64 = 0
+        var idleLookNow = false
         // Waits.
         var waiters: [ObjectIdentifier: KeyWaiter] = [:]
         var admitting: [RequestID: KeyWaiter] = [:]
@@ -636,10 +641,45 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Looks at `r` every `idleLookInterval` while another node waits for it (with the lock held).
     func watchIdleness(of r: Right) {
         guard r.yieldsPublished, !r.dead, r.inUse > 0 else { return }
-        state.idleWatched[ObjectIdentifier(r)] = r
-        guard !state.idleWatching else { return }
+        guard state.idleWatched.updateValue(r, forKey: ObjectIdentifier(r)) == nil else { return }
+        guard !state.idleWatching else {
+            // A request of another node waits for it now: looked at at once, not at the next look.
+            if let sleeper = state.idleSleeper {
+                state.idleSleeper = nil
+                sleeper.continuation.resume()
+            } else {
+                state.idleLookNow = true
+            }
+            return
+        }
         state.idleWatching = true
         Task.detached { [weak self] in await self?.watchIdleOpens() }
+    }
+
+    /// Waits `idleLookInterval`, or less when a right is newly watched (`watchIdleness`).
+    func idlePause() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let number = lock.withLock { () -> UInt64? in
+                if state.idleLookNow {
+                    state.idleLookNow = false
+                    return nil
+                }
+                state.idleSleeps += 1
+                state.idleSleeper = (state.idleSleeps, c)
+                return state.idleSleeps
+            }
+            guard let number else { return c.resume() }
+            Task.detached { [weak self] in
+                try? await Task.sleep(nanoseconds: Self.idleLookInterval)
+                guard let self else { return c.resume() }
+                let mine = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                    guard let sleeper = state.idleSleeper, sleeper.number == number else { return nil }
+                    state.idleSleeper = nil
+                    return sleeper.continuation
+                }
+                mine?.resume()
+            }
+        }
     }
 
     /// The rights of other nodes younger than `r` and in its way, as the watch shows them: each
@@ -728,7 +768,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 }
             }
             if flush { startFlush() }
-            try? await Task.sleep(nanoseconds: Self.idleLookInterval)
+            await idlePause()
         }
     }
 
