@@ -103,11 +103,14 @@ public final class OpenFile: @unchecked Sendable {
     /// Whether this is an open for writing (not a create, not O_TRUNC) through which nothing was
     /// written: its file is as it was when opened (for a passthrough open, or as when a change
     /// beside the mount or an attribute set was last noted), and its status last changed before
-    /// `limit` (CLOCK_REALTIME, as file times are). A program that holds its file open to write it
+    /// `limit` (CLOCK_REALTIME, as file times are); or just as a request that went ahead past it
+    /// left it (`noteChangedPast`), however recently. A program that holds its file open to write it
     /// some time, not now: an office suite's loaded document, a database connection that only read.
     public func wroteNothing(changedBefore limit: timespec) -> Bool {
-        guard !modified, let before = openedState.withLock({ $0 }) ?? servedAtOpen, let now = FileState(fd),
-              now == before || now == changedPast.withLock({ $0 }) else { return false }
+        guard !modified, let before = openedState.withLock({ $0 }) ?? servedAtOpen, let now = FileState(fd) else { return false }
+        // Just as a request that went ahead past it left the file: its change, however recent.
+        if now == changedPast.withLock({ $0 }) { return true }
+        guard now == before else { return false }
         return now.ctime.tv_sec < limit.tv_sec || (now.ctime.tv_sec == limit.tv_sec && now.ctime.tv_nsec < limit.tv_nsec)
     }
 

@@ -50,7 +50,7 @@ class IdleWritersTests: OpenFilesTestCase {
     }
 
     /// A write that went ahead past such a program (a `cp` over the document an office suite holds)
-    /// is not the program's: once it is over, and the file unchanged a second, the program holds
+    /// is not the program's: once it is over, the file just as it left it, the program holds
     /// nobody up again (before, it was taken for a writer until it closed: each `cat` of the file
     /// waited `read_wait`, each `cp` `write_wait`).
     func testAWriteThatWentAheadPastAProgramDoesNotMakeItAWriter() throws {
