@@ -2129,6 +2129,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var changedPast: [@Sendable () -> Void] = []
     }
 
+    /// The admissions waiting for right `key` look again (it went, or its node says they may go
+    /// past it now): woken with the effects (with the lock held).
+    func wakeWaiters(for key: [UInt8], _ effects: inout Effects) {
+        for w in state.waiters.values where w.keys.contains(key) {
+            if let c = w.finish(.changed) { effects.wakes.append(c) }
+        }
+    }
+
     /// Takes one event into the cache (with the lock held).
     func apply(_ event: WatchEvent, revision: Revision, _ effects: inout Effects, initial: Bool) {
         let key = event.key
@@ -2186,11 +2194,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 if n == name, hold.idle, !before.idle, let r = state.rightsByKey[key], state.idleWatched[ObjectIdentifier(r)] != nil {
                     r.passedBy.formUnion(waitingFor(r))
                 }
-                if hold.idle && !before.idle {
-                    for w in state.waiters.values where w.keys.contains(key) {
-                        if let c = w.finish(.changed) { effects.wakes.append(c) }
-                    }
-                }
+                if hold.idle && !before.idle { wakeWaiters(for: key, &effects) }
                 return
             }
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)
@@ -2208,9 +2212,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 countHold(old.node, old.path, -1)
                 step(old.node, "released \(Self.modeName(old.mode)) (token \(old.order))", old.path)
             }
-            for w in state.waiters.values where w.keys.contains(key) {
-                if let c = w.finish(.changed) { effects.wakes.append(c) }
-            }
+            wakeWaiters(for: key, &effects)
         case (.ask(let to, let from, let serial), .put(let kv)):
             let v = Wire.decode(AskValue.self, kv.value)
             let asked = v?.intents.compactMap(\.intent).map(\.path) ?? []

@@ -678,8 +678,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             if first {
                 access.mayBeHeldIdle({ [weak self] in self?.heldWithoutWriting(id, now: DispatchTime.now().uptimeNanoseconds) ?? false },
                                      changedPast: { [weak self] in
-                                         guard let self else { return }
-                                         notePassedChange(idleCandidates.withLock { $0[id]?.map { WeakOpenFile(file: $0.file) } ?? [] })
+                                         for held in self?.idleCandidates.withLock({ $0[id] }) ?? [] { held.file.noteChangedPast() }
                                      })
             }
         }
@@ -703,7 +702,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             list.removeAll { $0.handle === handle }
             if !list.isEmpty { table[key] = list } else { toldStates.withLock { _ = $0.removeValue(forKey: key) } }
         }
-        if let passed = changesPast.withLock({ $0.removeValue(forKey: ObjectIdentifier(f)) }) { notePassedChange(passed) }
+        if let passed = changesPast.withLock({ $0.removeValue(forKey: ObjectIdentifier(f)) }) { Self.notePassedChange(passed) }
         if let id = handle.grant.access?.id, f.mayWriteNothing {
             idleCandidates.withLock { table in
                 guard var list = table.removeValue(forKey: id) else { return }
@@ -722,14 +721,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    /// The opens in `files` still held (tracked) take the file as it is now as not their change
-    /// (`OpenFile.noteChangedPast`): a request that went ahead past them made it.
-    private func notePassedChange(_ files: [WeakOpenFile]) {
-        idleCandidates.withLock { table in
-            let held = Set(table.values.joined().map { ObjectIdentifier($0.file) })
-            // Under the lock `untrack` takes before the open's descriptor closes.
-            for case let f? in files.map(\.file) where held.contains(ObjectIdentifier(f)) { f.noteChangedPast() }
-        }
+    /// The opens in `files` still open take the file as it is now as not their change
+    /// (`OpenFile.noteChangedPast`): a request that went ahead past them made it. An open's
+    /// descriptor closes with its object (`OpenFile.deinit`), which the reference taken here keeps;
+    /// one already released is no longer asked (`idleCandidates`), so telling it changes nothing.
+    private static func notePassedChange(_ files: [WeakOpenFile]) {
+        for case let f? in files.map(\.file) { f.noteChangedPast() }
     }
 
     /// How long an open for writing must be held without writing before it holds nobody up.
