@@ -265,9 +265,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     final class KeyWaiter: @unchecked Sendable {
         enum Outcome { case changed, timedOut, cancelled }
         var keys: Set<[UInt8]>
+        /// Its access is not held up by programs' files open for reading (an append, a change of
+        /// names): a read right of another node put again with `y` wakes it.
+        let passesReaders: Bool
         var continuation: CheckedContinuation<Outcome, Never>?
         var outcome: Outcome?
-        init(keys: Set<[UInt8]>) { self.keys = keys }
+        init(keys: Set<[UInt8]>, passesReaders: Bool = false) { self.keys = keys; self.passesReaders = passesReaders }
         /// Called with the node's lock held.
         func finish(_ o: Outcome) -> CheckedContinuation<Outcome, Never>? {
             guard outcome == nil else { return nil }
@@ -990,17 +993,19 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// Puts `r` again saying that its accesses yield at wait deadlines (`RightValue.y`), when it is a
-    /// granted write right in use, recalled (no access takes it any more, so its accesses can only
-    /// end), and every access using it yields: once so, it stays so until it goes, so another node
-    /// that reads it so, however late, may go ahead past it at its deadline. Returns whether it was
-    /// queued (with the lock held; the caller makes the publisher run).
+    /// granted right in use, recalled (no access takes it any more, so its accesses can only end),
+    /// and every access using it yields: once so, it stays so until it goes, so another node that
+    /// reads it so, however late, may go ahead past it: a write right at its deadline, a read right
+    /// (programs' files open for reading) at once for an append or a change of names
+    /// (`CoordinationPolicy.passesYieldingReaders`). Returns whether it was queued (with the lock
+    /// held; the caller makes the publisher run).
     @discardableResult
     func publishYields(_ r: Right) -> Bool {
-        guard r.recalled, r.granted, !r.dead, !r.yieldsPublished, r.mode != .read, r.inUse > 0,
+        guard r.recalled, r.granted, !r.dead, !r.yieldsPublished, r.inUse > 0,
               r.yielding.values.reduce(0, +) == r.inUse else { return false }
         r.yieldsPublished = true
         queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true))))
-        if !state.probedPasses.isEmpty { watchIdleness(of: r) }
+        if r.mode != .read, !state.probedPasses.isEmpty { watchIdleness(of: r) }
         return true
     }
 
@@ -1184,15 +1189,24 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             // Read rights of other users in the way that could not hold this access up on one host.
             var passed: [RightInTheWay] = []
+            // Read rights of programs' files open for reading, which hold up no append and no
+            // change of names.
+            var readersPassed: [RightInTheWay] = []
             // Gone ahead past another node's right at the wait deadline.
             var wentPast = false
             while true {
                 let inTheWay = conflicts(found, wanted: wanted, order: order, exempt: exempt)
                 if inTheWay.isEmpty {
                     passed = []
+                    readersPassed = []
                     break
                 }
-                let blockers = inTheWay.filter { Self.holdsUp($0.mode, of: $0.holder, intents, of: origin, permissions) }
+                let holding = inTheWay.filter { Self.holdsUp($0.mode, of: $0.holder, intents, of: origin, permissions) }
+                // Another node's files open for reading (a read right put again with `y`: every
+                // access using it a program's open file) hold up no append and no change of names,
+                // as on one host (docs/semantics.md, "Waits and deadlines").
+                readersPassed = policy.passesYieldingReaders ? holding.filter { $0.mode == .read && $0.yields } : []
+                let blockers = holding.filter { h in !readersPassed.contains { $0.key == h.key } }
                 // A folder right taken while this node's watch had not yet shown another node's
                 // right there (the folder looked free) waits for whatever that node uses in the
                 // folder, which its access does not touch (that node's folder right, recalled, is
@@ -1206,7 +1220,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     return await admitAsync(intents, origin: origin, purpose: purpose, policy: policy, request: request,
                                             sessionsLeft: sessionsLeft, folderRights: false, startedAt: started)
                 }
-                passed = inTheWay.filter { b in !blockers.contains { $0.key == b.key } }
+                passed = inTheWay.filter { b in !holding.contains { $0.key == b.key } }
                 if blockers.isEmpty { break }
                 // Rights whose accesses are all open files held without writing (`RightValue.i`:
                 // an office suite's loaded document on that node) are gone ahead past at once by a
@@ -1218,6 +1232,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     break
                 }
                 let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, idleSeenAt: grantRevision, request: request,
+                                            passesReaders: policy.passesYieldingReaders,
                                             until: policy.waitDeadline.map { started + Self.seconds($0) })
                 switch outcome {
                 case .changed:
@@ -1267,7 +1282,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 for r in fresh where !r.dead {
                     // Taken past another node's right: this access's own, never kept for the next
                     // (which waits for that right as this one did).
-                    if !passed.isEmpty || wentPast { r.ephemeral = true }
+                    if !passed.isEmpty || !readersPassed.isEmpty || wentPast { r.ephemeral = true }
                     r.granted = true
                     // A right recalled while it waited goes as soon as its access ends.
                 }
@@ -1275,6 +1290,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             for b in passed {
                 step(node: name, "not held up by node \(b.node)'s read of uid \(b.holder?.uid ?? 0), who could not make this access's writes",
                      path: b.path)
+            }
+            for b in readersPassed {
+                step(node: name, "not held up by node \(b.node)'s files open for reading", path: b.path)
             }
         }
         let token = uses.map(\.right.order).max() ?? 0
@@ -1429,17 +1447,21 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// `idleSeenAt`: the revision of the read that found `blockers` not all held without writing
-    /// (`RightValue.i`): when the watch, past it, shows them all so, the wait ends at once.
+    /// (`RightValue.i`), or, when the access `passesReaders`, not all read rights whose accesses
+    /// yield (programs' files open for reading): when the watch, past it, shows them all so, the
+    /// wait ends at once.
     private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, idleSeenAt: Revision, request: RequestID,
-                         until deadline: Double?) async -> KeyWaiter.Outcome {
-        let waiter = KeyWaiter(keys: blockers)
+                         passesReaders: Bool, until deadline: Double?) async -> KeyWaiter.Outcome {
+        let waiter = KeyWaiter(keys: blockers, passesReaders: passesReaders)
         let id = ObjectIdentifier(waiter)
         let outcome = await withCheckedContinuation { (c: CheckedContinuation<KeyWaiter.Outcome, Never>) in
             let immediate = lock.withLock { () -> KeyWaiter.Outcome? in
                 if state.cancelled.contains(request) { return .cancelled }
                 // Gone already (the watch is past the revision that showed them)?
                 if state.watchedRevision >= seenAt && blockers.contains(where: { state.holds[$0] == nil }) { return .changed }
-                if state.watchedRevision >= idleSeenAt && blockers.allSatisfy({ state.holds[$0]?.idle == true }) { return .changed }
+                if state.watchedRevision >= idleSeenAt && blockers.allSatisfy({ key in
+                    state.holds[key].map { $0.idle || passesReaders && $0.mode == .read && $0.yields } == true
+                }) { return .changed }
                 if !sessionValid() { return .changed }
                 waiter.continuation = c
                 state.waiters[id] = waiter
@@ -2130,9 +2152,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// The admissions waiting for right `key` look again (it went, or its node says they may go
-    /// past it now): woken with the effects (with the lock held).
-    func wakeWaiters(for key: [UInt8], _ effects: inout Effects) {
-        for w in state.waiters.values where w.keys.contains(key) {
+    /// past it now; `onlyPassingReaders`: only those that files open for reading hold up no
+    /// longer): woken with the effects (with the lock held).
+    func wakeWaiters(for key: [UInt8], onlyPassingReaders: Bool = false, _ effects: inout Effects) {
+        for w in state.waiters.values where w.keys.contains(key) && (w.passesReaders || !onlyPassingReaders) {
             if let c = w.finish(.changed) { effects.wakes.append(c) }
         }
     }
@@ -2195,6 +2218,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     r.passedBy.formUnion(waitingFor(r))
                 }
                 if hold.idle && !before.idle { wakeWaiters(for: key, &effects) }
+                // Another node's files open for reading: an append or a change of names waiting
+                // for them goes ahead now.
+                if n != name, hold.mode == .read, hold.yields, !before.yields { wakeWaiters(for: key, onlyPassingReaders: true, &effects) }
                 return
             }
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)

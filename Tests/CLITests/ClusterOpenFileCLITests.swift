@@ -120,6 +120,44 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         endHolding(holder)
     }
 
+    /// Programs reading files through a (`tail -f log.txt`; a shell keeping `doc.txt` and `old.txt`
+    /// open for reading, as `less` does) hold up no append, no save by rename (`sed -i`), no `mv`
+    /// and no `rm` of them through b, as on one host (before: each waited `write_wait`, here 20 s),
+    /// and `tail -f` through a shows b's append; a `cp` over the log (an in-place write, which
+    /// waits for files open for reading on one host too) still waits.
+    func testFilesAnotherNodeHasOpenForReadingHoldUpNoAppendAndNoChangeOfNames() throws {
+        FileOps.put(backing + "/log.txt", "l1\n")
+        FileOps.put(backing + "/doc.txt", "hello\n")
+        FileOps.put(backing + "/old.txt", "old\n")
+        FileOps.put(root + "/new.txt", "new\n")
+        try mountNodes(["write_wait=20"])
+        let ready = root + "/ready", out = root + "/tail.out"
+        let holder = try start("/bin/sh", ["-c", "exec 4<'\(mnt!)/doc.txt' 5<'\(mnt!)/old.txt' && : > '\(ready)' && "
+                                           + "exec tail -f '\(mnt!)/log.txt' > '\(out)'"])
+        defer { _ = holder.stop(SIGKILL) }
+        XCTAssertTrue(waitUntil(30) { access(ready, F_OK) == 0 && FileOps.get(out) == "l1\n" }, "tail -f through a: \(holder.stderr)")
+        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the open files: \(etcdKeys("h"))")
+
+        for (command, what) in [("echo more >> '\(mntB!)/log.txt'", "an append"), ("sed -i s/hello/hi/ '\(mntB!)/doc.txt'", "sed -i"),
+                                ("mv '\(mntB!)/old.txt' '\(mntB!)/older.txt'", "mv"), ("rm '\(mntB!)/older.txt'", "rm")] {
+            let started = Date()
+            let r = sh(command, timeout: 60)
+            XCTAssertEqual(r.status, 0, "\(what): \(r)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "\(what) through b waited for files open for reading through a")
+        }
+        XCTAssertEqual(FileOps.get(backing + "/log.txt"), "l1\nmore\n")
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "hi\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/old.txt"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/older.txt"))
+        XCTAssertTrue(waitUntil(10) { FileOps.get(out) == "l1\nmore\n" }, "tail -f through a shows b's append: \(FileOps.get(out) ?? "")")
+
+        let waiting = try start("/bin/cp", [root + "/new.txt", mntB + "/log.txt"])
+        XCTAssertNil(waiting.wait(timeout: 3), "cp over the log through b waits for tail -f through a")
+        _ = waiting.stop(SIGKILL)
+        XCTAssertEqual(FileOps.get(backing + "/log.txt"), "l1\nmore\n", "the killed cp changed nothing")
+        endHolding(holder)
+    }
+
     /// An explicit coordinated write through a (`coordfs coordinate --write`) still makes the same
     /// `cp` through b fail with EBUSY at its deadline, and leaves the document as it was.
     func testACopyUnderAnExplicitWriteOnAnotherNodeStillFails() throws {

@@ -213,6 +213,48 @@ import Testing
         open.release()
     }
 
+    /// Another node's files open for reading (a program's, `tail -f log`, `less doc`) hold up no
+    /// append and no change of names, as on one host: their node puts its recalled read right again
+    /// with `y`, and a request that passes such readers goes ahead at once, not at its 30 s deadline.
+    /// Its right is its own: the next in-place write, which waits for readers, still waits for them.
+    /// An explicit read there still holds such a request up, and an in-place write waits for files
+    /// open for reading as before.
+    @Test func anAppendOrAChangeOfNamesGoesAheadAtOncePastAnotherNodesFilesOpenForReading() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a"), b = cluster.coordinator("b")
+        let passing = CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAheadPastYieldingHolds, passesYieldingReaders: true)
+        let inPlace = CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAheadPastYieldingHolds)
+        let reader = try await access(a, [read("d/x")], purpose: "tail -f").get()
+        reader.yieldAtWaitDeadlines()
+
+        let started = Date()
+        let append = try await access(b, [write("d/x")], policy: passing).get()
+        #expect(Date().timeIntervalSince(started) < 5, "an append waited for another node's file open for reading")
+        append.release()
+        // Its right was not kept for the next access: an in-place write waits for the reader.
+        let inPlaceWrite = Pending(b, [write("d/x")], policy: inPlace)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(inPlaceWrite.result == nil, "an in-place write went ahead past another node's file open for reading")
+        b.cancel(inPlaceWrite.id)
+        #expect(await eventually { inPlaceWrite.result != nil })
+        // A change of names goes ahead past the reader.
+        let rename = try await access(b, [write("d/x", .forReplacing)], policy: passing).get()
+        rename.release()
+
+        // An explicit read on a holds an append up.
+        let explicit = try await access(a, [read("d/y")], policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .fail)).get()
+        let held = Pending(b, [write("d/y")], policy: passing)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(held.result == nil, "an append went ahead past another node's explicit read")
+        explicit.release()
+        #expect(await eventually { held.access != nil })
+        held.access?.release()
+        reader.release()
+    }
+
     /// The delegation covers deletions, moves and replacements in the folder too, and on the
     /// mount's root (creates there are writes on the root) the whole tree while nobody else is in it:
     /// a node alone pays one round trip for a metadata workload, not one per deletion.
