@@ -50,6 +50,10 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let changesPast = Mutex<[ObjectIdentifier: [WeakOpenFile]]>([:])
     static let passedKept: UInt64 = 60_000_000_000
     struct WeakOpenFile: @unchecked Sendable { weak var file: OpenFile? }
+    /// Every coordinated open (for reading or writing), by the access it holds, from its reply to
+    /// its release: a waiting request goes ahead past opens whose file the name they hold no
+    /// longer leads to (`leftItsName`).
+    let opensByAccess = Mutex<[RequestID: [OpenFile]]>([:])
     /// Of each file with write opens tracked: the file's state (size, mtime, ctime) when a release
     /// last told its change while another write open of it was tracked. A release that finds the
     /// file just so tells nothing: the change it sees (another open's write, which a release tells
@@ -241,14 +245,29 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func backingFile(at q: ItemPath) -> PresentedInodes.File? {
         guard !q.components.isEmpty else { return nil }
         presentedPathLooks.add(1, ordering: .relaxed)
-        let found = loopback.inode(.root).withDescriptor { rootFD -> PresentedInodes.File? in
+        if case .some(let file) = backingEntry(at: q) { return file }
+        return nil
+    }
+
+    enum BackingEntry {
+        /// Nothing, or something other than a regular file.
+        case none
+        case some(PresentedInodes.File)
+        /// It could not be looked at (a path too long for one call, the daemon out of descriptors).
+        case unknown
+    }
+
+    /// What is at `q` in the backing folder, by its path from the root.
+    private func backingEntry(at q: ItemPath) -> BackingEntry {
+        guard !q.components.isEmpty else { return .none }
+        let found = loopback.inode(.root).withDescriptor { rootFD -> BackingEntry in
             q.string.withNameCString { name in
                 var st = stat()
-                guard fstatat(rootFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFREG else { return nil }
-                return PresentedInodes.File(st)
+                guard fstatat(rootFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return errno == ENOENT || errno == ENOTDIR ? .none : .unknown }
+                return st.st_mode & S_IFMT == S_IFREG ? .some(PresentedInodes.File(st)) : .none
             }
         }
-        return (try? found.get()) ?? nil
+        return (try? found.get()) ?? .unknown
     }
 
     func path(_ parent: BackingNode, _ name: String) -> ItemPath? {
@@ -341,9 +360,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             guard let self, let holds = coordinator.yieldingHolds(blocking: id) else { return }
             let now = DispatchTime.now().uptimeNanoseconds
             var next: UInt64 = 100_000_000, looked = lastLook
-            if !holds.isEmpty, holds.allSatisfy({ heldWithoutWriting($0.id, now: now) }) {
+            let idle = holds.filter { heldWithoutWriting($0.id, now: now) }
+            if !holds.isEmpty, idle.count == holds.count || holds.allSatisfy({ h in idle.contains { $0 === h } || leftItsName(h) }) {
                 // Kept first: the request may be granted, and open its file, before the call returns.
-                notePassed(id, holds.map(\.id), now: now)
+                // (Not the opens of files no longer at the name: the request does not change them.)
+                notePassed(id, idle.map(\.id), now: now)
                 if coordinator.goAheadPastYieldingHolds(id) { return }
                 passedIdle.withLock { _ = $0.removeValue(forKey: id) }
             }
@@ -512,6 +533,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let handle = HandleAccess(grant: grant, path: p, pid: pid, truncated: plan.truncated, quiet: plan.quiet, appends: plan.appends,
                                       watchedBelow: watchedBelow)
             f.attachment = handle
+            holds(f, handle)
             if let watchedBelow { watchAppends(of: node, below: watchedBelow) }
             let reply = openReply(f, p)
             if f.isWrite { track(handle, f, flushes: !reply.noFlush) }
@@ -561,6 +583,39 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // first or waits until this has.
         let seen = finish(handle, f)
         if f.isWrite { untrack(handle, f, seen: seen) }
+        if let id = handle.grant.access?.id {
+            opensByAccess.withLock { table in
+                guard var list = table.removeValue(forKey: id) else { return }
+                list.removeAll { $0 === f }
+                if !list.isEmpty { table[id] = list }
+            }
+        }
+    }
+
+    /// Open `f` holds `handle`'s access (`opensByAccess`), until its release.
+    private func holds(_ f: OpenFile, _ handle: HandleAccess) {
+        guard let id = handle.grant.access?.id else { return }
+        opensByAccess.withLock { $0[id, default: []].append(f) }
+    }
+
+    /// Whether every open holding `access` is of a file that the names it holds no longer lead to:
+    /// renamed away (a logger's log after `mv app.log app.log.1`), replaced by a rename over it (a
+    /// reader's document after `sed -i`) or removed. What such a program reads or writes is no
+    /// longer what the name leads to, so it holds nobody up there (each look is two `fstat`s).
+    private func leftItsName(_ access: CoordinatedAccess) -> Bool {
+        guard let opens = opensByAccess.withLock({ $0[access.id] }), !opens.isEmpty, !access.intents.isEmpty else { return false }
+        return opens.allSatisfy { f in
+            var st = stat()
+            guard fstat(f.fd, &st) == 0 else { return false }
+            let file = PresentedInodes.File(st)
+            return access.intents.allSatisfy { intent in
+                switch backingEntry(at: intent.path) {
+                case .none: return true
+                case .some(let other): return other != file
+                case .unknown: return false
+                }
+            }
+        }
     }
 
     /// Tells what an open did and ends its access, once: at its release, or before its process
@@ -843,6 +898,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 return request.reply(create: entry, open: reply, flags: file.flags)
             }
             f.attachment = handle
+            holds(f, handle)
             track(handle, f, flushes: !reply.noFlush)
             request.reply(create: entry, open: reply, flags: file.flags)
         case .failure(let e):
