@@ -616,8 +616,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         if published { startFlush() }
     }
 
-    /// The access that has `pass` is held by open files that may be held without writing, and
-    /// `probe` says whether they are now. While another node's right waits for a right of this
+    /// The access that has `pass` is held by open files that may hold nobody up (held without
+    /// writing, or their names no longer lead to their files), and `probe` says whether they do now. While another node's right waits for a right of this
     /// node put again with `y` (`publishYields`), that right is looked at every `idleLookInterval`
     /// (`watchIdleOpens`): put again with `i` once every access using it is held so (a program
     /// here keeping a document open, as an office suite keeps the one it has loaded), so that the
@@ -1005,7 +1005,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
               r.yielding.values.reduce(0, +) == r.inUse else { return false }
         r.yieldsPublished = true
         queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true))))
-        if r.mode != .read, !state.probedPasses.isEmpty { watchIdleness(of: r) }
+        if !state.probedPasses.isEmpty { watchIdleness(of: r) }
         return true
     }
 
@@ -1227,7 +1227,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 // request that would go ahead past them at its deadline, as on one host.
                 if policy.atWaitDeadline != .fail, blockers.allSatisfy(\.idle) {
                     wentPast = true
-                    step(node: name, "went ahead without exclusion past node \(blockers[0].node)'s open files held without writing",
+                    step(node: name, "went ahead without exclusion past node \(blockers[0].node)'s open files held without writing or no longer at this name",
                          path: blockers[0].path)
                     break
                 }

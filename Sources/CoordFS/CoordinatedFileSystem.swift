@@ -361,7 +361,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             var next: UInt64 = 100_000_000, looked = lastLook
             let idle = holds.filter { heldWithoutWriting($0.id, now: now) }
-            if !holds.isEmpty, idle.count == holds.count || holds.allSatisfy({ h in idle.contains { $0 === h } || leftItsName(h) }) {
+            if !holds.isEmpty, idle.count == holds.count || holds.allSatisfy({ h in idle.contains { $0 === h } || leftItsName(h.id, h.intents.map(\.path)) }) {
                 // Kept first: the request may be granted, and open its file, before the call returns.
                 // (Not the opens of files no longer at the name: the request does not change them.)
                 notePassed(id, idle.map(\.id), now: now)
@@ -592,24 +592,41 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    /// Open `f` holds `handle`'s access (`opensByAccess`), until its release.
+    /// Open `f` holds `handle`'s access (`opensByAccess`), until its release. In a cluster, another
+    /// node's request waiting for the access's right goes ahead past it at once while the opens
+    /// holding it hold nobody up (held without writing, or their name left them), as a request of
+    /// this host does: the gate is told how to see that (`CoordinatedAccess.mayBeHeldIdle`) with
+    /// the access's first open.
     private func holds(_ f: OpenFile, _ handle: HandleAccess) {
-        guard let id = handle.grant.access?.id else { return }
-        opensByAccess.withLock { $0[id, default: []].append(f) }
+        guard let access = handle.grant.access else { return }
+        let id = access.id
+        let first = opensByAccess.withLock { table in
+            table[id, default: []].append(f)
+            return table[id]?.count == 1
+        }
+        guard first, coordinator.isGated else { return }
+        let paths = access.intents.map(\.path)
+        access.mayBeHeldIdle({ [weak self] in
+                                 guard let self else { return false }
+                                 return heldWithoutWriting(id, now: DispatchTime.now().uptimeNanoseconds) || leftItsName(id, paths)
+                             },
+                             changedPast: { [weak self] in
+                                 for held in self?.idleCandidates.withLock({ $0[id] }) ?? [] { held.file.noteChangedPast() }
+                             })
     }
 
     /// Whether every open holding `access` is of a file that the names it holds no longer lead to:
     /// renamed away (a logger's log after `mv app.log app.log.1`), replaced by a rename over it (a
     /// reader's document after `sed -i`) or removed. What such a program reads or writes is no
     /// longer what the name leads to, so it holds nobody up there (each look is two `fstat`s).
-    private func leftItsName(_ access: CoordinatedAccess) -> Bool {
-        guard let opens = opensByAccess.withLock({ $0[access.id] }), !opens.isEmpty, !access.intents.isEmpty else { return false }
+    private func leftItsName(_ id: RequestID, _ paths: [ItemPath]) -> Bool {
+        guard !paths.isEmpty, let opens = opensByAccess.withLock({ $0[id] }), !opens.isEmpty else { return false }
         return opens.allSatisfy { f in
             var st = stat()
             guard fstat(f.fd, &st) == 0 else { return false }
             let file = PresentedInodes.File(st)
-            return access.intents.allSatisfy { intent in
-                switch backingEntry(at: intent.path) {
+            return paths.allSatisfy { p in
+                switch backingEntry(at: p) {
                 case .none: return true
                 case .some(let other): return other != file
                 case .unknown: return false
@@ -724,18 +741,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         if let access = handle.grant.access, f.mayWriteNothing {
             let id = access.id, at = DispatchTime.now().uptimeNanoseconds
-            let first = idleCandidates.withLock { table in
-                table[id, default: []].append((f, at))
-                return table[id]?.count == 1
-            }
-            // In a cluster, another node's request waiting for this access's right goes ahead
-            // past it at once too while it is so.
-            if first {
-                access.mayBeHeldIdle({ [weak self] in self?.heldWithoutWriting(id, now: DispatchTime.now().uptimeNanoseconds) ?? false },
-                                     changedPast: { [weak self] in
-                                         for held in self?.idleCandidates.withLock({ $0[id] }) ?? [] { held.file.noteChangedPast() }
-                                     })
-            }
+            idleCandidates.withLock { $0[id, default: []].append((f, at)) }
         }
     }
 

@@ -52,6 +52,8 @@ public final class Coordinator: @unchecked Sendable {
     nonisolated(unsafe) var registrationWatcher: (any PresenterRegistrationWatcher)?
     /// The gate every access passes first (a cluster), or nil. Set before the first request.
     nonisolated(unsafe) var gate: (any CoordinationGate)?
+    /// Whether another gate (a cluster's) admits this coordinator's accesses too.
+    public var isGated: Bool { gate != nil }
 
     public init(configuration: CoordinatorConfiguration = CoordinatorConfiguration(),
                 eventSink: (any CoordinationEventSink)? = nil) {

@@ -158,6 +158,39 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         endHolding(holder)
     }
 
+    /// Programs through a whose files their names no longer lead to hold nobody up there through
+    /// b, as on one host: a log renamed away through a under the shell appending to it (logrotate's
+    /// `mv`), then the new log made, appended to, written over and read through b; a document
+    /// replaced through b (`sed -i`) under a reader through a, then copied over through b (before:
+    /// `write_wait` each, `read_wait` the `cat`; here 20 s each).
+    func testFilesWhoseNamesLeftThemOnAnotherNodeHoldNobodyUp() throws {
+        FileOps.put(backing + "/app.log", "")
+        FileOps.put(backing + "/doc.txt", "one\n")
+        FileOps.put(root + "/new.txt", "new\n")
+        try mountNodes(["read_wait=20", "write_wait=20"])
+        let ready = root + "/ready"
+        let holder = try start("/bin/sh", ["-c", "exec 3>>'\(mnt!)/app.log' 4<'\(mnt!)/doc.txt' && : > '\(ready)' && "
+                                           + "while :; do echo x >&3; sleep 0.05; done"])
+        defer { _ = holder.stop(SIGKILL) }
+        XCTAssertTrue(waitUntil(30) { access(ready, F_OK) == 0 }, "the shell opened its files through a: \(holder.stderr)")
+        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds rights for the open files: \(etcdKeys("h"))")
+        XCTAssertEqual(sh("mv '\(mnt!)/app.log' '\(mnt!)/app.log.1'", timeout: 60).status, 0)
+
+        for (command, what) in [("touch '\(mntB!)/app.log'", "the new log made"), ("echo y >> '\(mntB!)/app.log'", "an append to it"),
+                                ("echo z > '\(mntB!)/app.log'", "a write over it"), ("cat '\(mntB!)/app.log'", "a read of it"),
+                                ("sed -i s/one/two/ '\(mntB!)/doc.txt'", "sed -i"), ("cp '\(root!)/new.txt' '\(mntB!)/doc.txt'", "cp over the new document")] {
+            let started = Date()
+            let r = sh(command, timeout: 60)
+            XCTAssertEqual(r.status, 0, "\(what): \(r)")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "\(what) through b waited for a program through a whose file left the name")
+        }
+        XCTAssertEqual(FileOps.get(backing + "/app.log"), "z\n")
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "new\n")
+        let rotated = FileOps.get(backing + "/app.log.1")?.count ?? 0
+        XCTAssertTrue(waitUntil(5) { (FileOps.get(backing + "/app.log.1")?.count ?? 0) > rotated }, "the shell still writes the renamed log")
+        endHolding(holder)
+    }
+
     /// An explicit coordinated write through a (`coordfs coordinate --write`) still makes the same
     /// `cp` through b fail with EBUSY at its deadline, and leaves the document as it was.
     func testACopyUnderAnExplicitWriteOnAnotherNodeStillFails() throws {

@@ -255,6 +255,30 @@ import Testing
         reader.release()
     }
 
+    /// Another node's file open for reading whose mount says it holds nobody up now (its name no
+    /// longer leads to it: a document replaced by `sed -i` under `less`) holds up no in-place write
+    /// either: its node watches its read right too while another node waits for it, and puts it
+    /// again with `i`.
+    @Test func anInPlaceWriteGoesAheadAtOncePastAnotherNodesReaderItsMountLetsPass() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a"), b = cluster.coordinator("b")
+        let inPlace = CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAheadPastYieldingHolds)
+        let passes = Mutex(false)
+        let reader = try await access(a, [read("d/x")], purpose: "less").get()
+        reader.yieldAtWaitDeadlines()
+        reader.mayBeHeldIdle({ passes.withLock { $0 } }, changedPast: {})
+        let write = Pending(b, [write("d/x")], policy: inPlace)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(write.result == nil, "went ahead past a reader its mount does not let pass")
+        passes.withLock { $0 = true }
+        #expect(await eventually(5) { write.access != nil }, "did not go ahead once a's mount let the reader pass")
+        write.access?.release()
+        reader.release()
+    }
+
     /// The delegation covers deletions, moves and replacements in the folder too, and on the
     /// mount's root (creates there are writes on the root) the whole tree while nobody else is in it:
     /// a node alone pays one round trip for a metadata workload, not one per deletion.
