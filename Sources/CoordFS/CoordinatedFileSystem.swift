@@ -478,21 +478,25 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         perform(plan.first, by: who.pid)
         if let p = plan.adopts, let adopted = saves.adopt(p) {
-            return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, plan)
+            return finishOpen(request, node, file, Grant(access: adopted, coordinator: coordinator, origin: who), p, plan, adopted: true)
         }
         withAccess(request, plan.intents, origin: who, write: plan.write, pastOpenReaders: plan.appends) { [self] req, grant in
             finishOpen(req, node, file, grant, p, plan)
         }
     }
 
-    private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan) {
+    /// `adopted`: the access is a save's in progress (`SaveTracker.adopt`), which may cover more
+    /// than this open.
+    private func finishOpen(_ request: consuming Request, _ node: BackingNode, _ file: FileInfo, _ grant: Grant, _ p: ItemPath, _ plan: HandlePlan,
+                            adopted: Bool = false) {
         // An unmodified program's open file from its grant on: a request whose deadline passes
         // while the open is still being made (the store keeping a version first) goes ahead past
         // it, as a moment later. Marked only once made, it was taken for an explicit coordinated
         // write meanwhile: of four SQLite writers in WAL mode, the two whose deadline passed just
         // after a third went ahead failed with EBUSY and fell back to read-only ("attempt to write
         // a readonly database").
-        grant.access?.yieldAtWaitDeadlines()
+        // One that only appends holds no other program's read up (a log being written).
+        grant.access?.yieldAtWaitDeadlines(appending: plan.appends && !adopted)
         let pid = grant.origin.pid
         if plan.write { finishClosedWrites(of: node, by: pid) }
         // Opened to read and write in place (a database; Python's "r+"): what the process writes
@@ -855,8 +859,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         // the name reads a file since removed or moved) does not wait for files open for reading,
         // looked at only when the create would wait. An existing file is opened for writing: it does.
         withAccess(request, plan.intents, origin: who, write: true, pastOpenReaders: namesNothing(pnode, bytes), kernelLocks: true) { [self] req, fileGrant in
-            // An open file from its grant on, as an open's (`finishOpen`).
-            fileGrant.access?.yieldAtWaitDeadlines()
+            // An open file from its grant on, as an open's (`finishOpen`); one that only appends
+            // (`>> new.log`) holds no other program's read up.
+            fileGrant.access?.yieldAtWaitDeadlines(appending: file.flags & O_APPEND != 0 && file.flags & O_TRUNC == 0)
             guard !parentIntents.isEmpty else {
                 return finishCreate(req, pnode, bytes, mode, file, context, fileGrant, p, done, parentGrant: nil)
             }

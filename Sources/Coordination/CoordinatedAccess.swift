@@ -44,6 +44,9 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     let requestedAt: UInt64
     /// Set by ``yieldAtWaitDeadlines()``; read under the coordinator's lock.
     let yields = Atomic<Bool>(false)
+    /// Set by ``yieldAtWaitDeadlines(appending:)`` before `yields`: the program's open file only
+    /// appends (`O_APPEND` without `O_TRUNC`).
+    let appends = Atomic<Bool>(false)
 
     // Everything below is guarded by the coordinator's lock (so not checked for exclusive access
     // at run time as well).
@@ -144,7 +147,11 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// Before that deadline this access excludes as usual. In a cluster the gate hears of it too
     /// (``CoordinationGate/accessYields(_:)``), so a write through another node goes ahead past it
     /// at its deadline as well.
-    public func yieldAtWaitDeadlines() {
+    /// `appending`: the open file only appends (`O_APPEND` without `O_TRUNC`), so requests whose
+    /// policy passes appenders (``CoordinationPolicy/passesYieldingAppenders``: a read by another
+    /// program) do not wait for it at all.
+    public func yieldAtWaitDeadlines(appending: Bool = false) {
+        if appending { appends.store(true, ordering: .relaxed) }
         guard !yields.exchange(true, ordering: .relaxed), let gate = coordinator.gate,
               let pass = coordinator.lock.withLock({ gatePass }) else { return }
         gate.accessYields(pass)

@@ -38,15 +38,21 @@ public struct CoordinationPolicy: Hashable, Sendable {
     /// reading): an append, which changes no byte such a reader could already read. It still
     /// waits for reads that do not yield (explicit coordinated reads), for writes and for the queue.
     public var passesYieldingReaders: Bool
+    /// The request does not wait at all for granted writes that yield and only append
+    /// (``CoordinatedAccess/yieldAtWaitDeadlines(appending:)``: an unmodified program's file open
+    /// with `O_APPEND`, a log being written): a read by another program, which sees the file's
+    /// old end or the new bytes, as natively. It still waits for other writes.
+    public var passesYieldingAppenders: Bool
 
     public init(askDeadline: Duration = .seconds(5), onAskTimeout: AskTimeoutPolicy = .proceed,
                 waitDeadline: Duration? = .seconds(60), atWaitDeadline: WaitDeadlineAction = .fail,
-                passesYieldingReaders: Bool = false) {
+                passesYieldingReaders: Bool = false, passesYieldingAppenders: Bool = false) {
         self.askDeadline = askDeadline
         self.onAskTimeout = onAskTimeout
         self.waitDeadline = waitDeadline
         self.atWaitDeadline = atWaitDeadline
         self.passesYieldingReaders = passesYieldingReaders
+        self.passesYieldingAppenders = passesYieldingAppenders
     }
 }
 

@@ -465,6 +465,10 @@ public final class Coordinator: @unchecked Sendable {
            !holder.intents.contains(where: \.isWriting) {
             return false // an append past an open file's read (docs/semantics.md, "Waits and deadlines")
         }
+        if request.policy.passesYieldingAppenders, holder.phase == .granted, holder.appends.load(ordering: .relaxed),
+           holder.yields.load(ordering: .relaxed) {
+            return false // a read past an open file that only appends (a log being written)
+        }
         if holder.phase == .waiting {
             // Queue order keeps writers from starving behind a stream of readers; a presenter saving
             // for someone else's request is not held up by the queue.

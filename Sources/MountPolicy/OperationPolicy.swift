@@ -37,12 +37,14 @@ public struct OperationPolicy: Hashable, Sendable {
     /// all: an append (``HandlePlan/appends``: the reader sees the old end or the new bytes, as
     /// natively), and a change of names (create, mkdir, link, symlink, mknod, unlink, rmdir,
     /// rename: the reader keeps reading the file it opened, whatever name it has now, or none).
+    /// A read does not wait for another program's open file that only appends (a log being
+    /// written: the reader sees its old end or the new bytes, as natively).
     public func waits(write: Bool, pastOpenReaders: Bool = false, _ w: Waits) -> CoordinationPolicy {
         func seconds(_ s: Double) -> Duration { .nanoseconds(Int64(s * 1e9)) }
         return CoordinationPolicy(askDeadline: seconds(w.askTimeout), onAskTimeout: w.strict ? .strict : .proceed,
                                   waitDeadline: seconds(write ? w.writeWait : w.readWait),
                                   atWaitDeadline: write ? .goAheadPastYieldingHolds : .goAhead,
-                                  passesYieldingReaders: write && pastOpenReaders)
+                                  passesYieldingReaders: write && pastOpenReaders, passesYieldingAppenders: !write)
     }
 
     // MARK: open

@@ -11,6 +11,26 @@ import Coordination
 /// under `timeout 10`: an append completes (exit 0), a write that waits is still waiting at 10 s
 /// (exit 124, the file unchanged): `OpenFilesTestCase`. docs/semantics.md, "Waits and deadlines".
 final class AppendPastReadersTests: OpenFilesTestCase {
+    override func configure(_ options: inout MountOptions) {
+        super.configure(&options)
+        options.coordination.readWait = 30
+    }
+
+    /// The other way round: a read does not wait for another program appending to the file (a log
+    /// it keeps open and writes, or one it made with `>>`): it sees the file's old end or the new
+    /// bytes, as natively (before: `read_wait` each, so a `cat` of a log a service keeps open
+    /// took a second). A read still waits for a program that writes in place (`IdleWritersTests`).
+    func testAReadDoesNotWaitForAProgramAppendingToTheFile() throws {
+        try write("doc.log", "line0\n")
+        let logger = try holdOpen("doc.log", ">>", then: "while :; do echo x >&3; sleep 0.05; done")
+        defer { end(logger) }
+        XCTAssertEqual(try within10s("cat doc.log > ../out"), 0, "the read waited for the appender (read_wait is 30 s)")
+        XCTAssertTrue(try String(contentsOfFile: root + "/out", encoding: .utf8).hasPrefix("line0\n"))
+        let maker = try holdOpen("new.log", ">>", first: "echo made >&3; ")
+        defer { end(maker) }
+        XCTAssertEqual(try within10s("cat new.log > ../out"), 0, "the read waited for the program that made the log with >>")
+        XCTAssertEqual(try String(contentsOfFile: root + "/out", encoding: .utf8), "made\n")
+    }
     func testAnAppendDoesNotWaitForAFileOpenForReadingAndEachIsToldOnce() throws {
         try write("doc.log", "line0\n")
         let reader = try holdOpen("doc.log")

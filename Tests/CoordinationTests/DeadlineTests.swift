@@ -134,6 +134,36 @@ import CoordinationTestSupport
         }
     }
 
+    /// A read that passes appenders (another program's read through the mount) does not wait for
+    /// a yielding write that only appends (a log being written), but waits for a yielding write
+    /// that does not, and for an explicit write; a read without the option waits for the appender.
+    @Test func aReadPassesYieldingAppendsButNotOtherWrites() async throws {
+        let coordinator = Coordinator()
+        let read = CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAhead, passesYieldingAppenders: true)
+        let appender = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+        appender.yieldAtWaitDeadlines(appending: true)
+        let (_, passed) = request(coordinator, [.readingIntent(with: path("f"))], policy: read)
+        #expect(await eventually { passed.result != nil }, "granted long before its 60 s deadline")
+        try #require(passed.access).release()
+        let (_, waiting) = request(coordinator, [.readingIntent(with: path("f"))], policy: CoordinationPolicy(waitDeadline: .seconds(60), atWaitDeadline: .goAhead))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(waiting.result == nil, "a read without the option went ahead past the appender")
+        appender.release()
+        #expect(await eventually { waiting.result != nil })
+        try #require(waiting.access).release()
+        // A yielding write that is not an append, and an explicit write, hold it up.
+        for yields in [true, false] {
+            let writer = try #require(coordinator.tryCoordinateImmediately(.writingIntent(with: path("f")), origin: testOrigin))
+            if yields { writer.yieldAtWaitDeadlines() }
+            let (_, held) = request(coordinator, [.readingIntent(with: path("f"))], policy: read)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(held.result == nil, "held up by a write (yielding: \(yields))")
+            writer.release()
+            #expect(await eventually { held.result != nil })
+            try #require(held.access).release()
+        }
+    }
+
     /// `yieldingHolds(blocking:)` names the open files in a waiting write's way, and
     /// `goAheadPastYieldingHolds` takes its deadline's action early: it goes ahead past open files
     /// (and readers), never past an explicit coordinated write.
