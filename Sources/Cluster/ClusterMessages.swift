@@ -82,12 +82,14 @@ struct PresenterValue: Codable, Sendable {
 /// accesses): another node judges a read right of another user in the way of its write as it judges
 /// its own readers (``HoldUpRule``). A right of an older node has none of them, and holds as before.
 /// `y` (true or absent): a write right another node waits for, put again once every access using
-/// it is an unmodified program's open file (``ClusterNode/accessYields(_:)``): that node's write
+/// it is an unmodified program's open file (``ClusterNode/accessYields(_:appending:)``): that node's write
 /// goes ahead past it at its wait deadline, as past an open file on one host.
 /// `i` (true or absent, only with `y`): put again so while every access using it is an open file
 /// held a second through which nothing was written (``ClusterNode/accessMayIdle(_:probe:)``), and
 /// again without it when one is no longer so: a request of the mount waiting for it goes ahead
 /// past it at once, as past such open files on one host.
+/// `a` (true or absent, only with `y`): every access using it is an open file that only appends (a
+/// log being written): a read of the mount on another node goes ahead past it at once.
 struct RightValue: Codable, Sendable, Equatable {
     var mode: UInt8
     var order: Revision?
@@ -96,8 +98,11 @@ struct RightValue: Codable, Sendable, Equatable {
     var groups: [UInt32]?
     var y: Bool?
     var i: Bool?
+    /// Besides `y`: every access using it is an open file that only appends (a log being written).
+    var a: Bool?
 
-    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil, yields: Bool = false, idle: Bool = false) {
+    init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil, yields: Bool = false, idle: Bool = false,
+         appends: Bool = false) {
         self.mode = mode
         self.order = order
         uid = holder?.uid
@@ -105,6 +110,7 @@ struct RightValue: Codable, Sendable, Equatable {
         groups = holder?.groups
         y = yields ? true : nil
         i = yields && idle ? true : nil
+        a = yields && appends ? true : nil
     }
 
     /// The user it records, or nil (a right of an older node, or one cut short).

@@ -140,6 +140,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var yields = false
         /// Besides, every access using it is an open file held without writing (`RightValue.i`).
         var idle = false
+        /// Besides, every access using it is an open file that only appends (`RightValue.a`).
+        var appends = false
     }
 
     /// A right this node holds in etcd (granted, or still waiting for older conflicting ones).
@@ -157,9 +159,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// Of those uses, the ones whose access yields at wait deadlines (an unmodified program's
         /// open file: ``ClusterNode/accessYields(_:)``), by item.
         var yielding: [ItemPath: Int] = [:]
+        /// Of those, the ones of open files that only append, by item.
+        var appending: [ItemPath: Int] = [:]
         /// Put again with `y` (`publishYields`): every access using it yields, and it is recalled,
         /// so no other access takes it: true until it goes.
         var yieldsPublished = false
+        /// Put so with `a` as well: every access using it only appends.
+        var appendsPublished = false
         /// Put again with `i` too (`watchIdleOpens`): every access using it is an open file held
         /// without writing, as last looked.
         var idlePublished = false
@@ -210,8 +216,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// A proxy's pass: what its access announces is another node's change, never published again.
         let isProxy: Bool
         /// Its access yields at wait deadlines (``ClusterNode/accessYields(_:)``), and it was given
-        /// back (`release`): both guarded by the node's lock.
+        /// back (`release`): both guarded by the node's lock. `appends`: besides, it only appends.
         var yields = false
+        var appends = false
         var released = false
         /// Whether its open files are held without writing now (``ClusterNode/accessMayIdle(_:probe:)``).
         var idleProbe: (@Sendable () -> Bool)?
@@ -265,12 +272,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     final class KeyWaiter: @unchecked Sendable {
         enum Outcome { case changed, timedOut, cancelled }
         var keys: Set<[UInt8]>
-        /// Its access is not held up by programs' files open for reading (an append, a change of
-        /// names): a read right of another node put again with `y` wakes it.
-        let passesReaders: Bool
+        /// Its access's policy: whether programs' open files hold it up (``ClusterNode/passes(_:_:yields:appends:)``).
+        let policy: CoordinationPolicy?
         var continuation: CheckedContinuation<Outcome, Never>?
         var outcome: Outcome?
-        init(keys: Set<[UInt8]>, passesReaders: Bool = false) { self.keys = keys; self.passesReaders = passesReaders }
+        init(keys: Set<[UInt8]>, policy: CoordinationPolicy? = nil) { self.keys = keys; self.policy = policy }
         /// Called with the node's lock held.
         func finish(_ o: Outcome) -> CheckedContinuation<Outcome, Never>? {
             guard outcome == nil else { return nil }
@@ -559,7 +565,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         for case .moved(let from, let to) in changes { followMove(from: from, to: to) }
         pass.released = true
         if pass.idleProbe != nil { state.probedPasses[ObjectIdentifier(pass)] = nil }
-        for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode, yielded: pass.yields) }
+        for use in pass.uses { give(use.right.current(for: use.path), use.path, use.mode, yielded: pass.yields, appended: pass.appends) }
         if !changes.isEmpty || !pass.asked.isEmpty {
             var serial = pass.serial
             if serial == 0 {
@@ -599,16 +605,18 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// for it, goes ahead past it at its deadline instead of failing with EBUSY, as it goes ahead
     /// past an open file on one host (a program on this host keeping a document open for writing, as
     /// an office suite keeps the one it has loaded, no longer makes another host's `cp` over it fail).
-    public func accessYields(_ pass: any GatePass) {
+    public func accessYields(_ pass: any GatePass, appending: Bool) {
         guard let pass = pass as? Pass, !pass.isProxy else { return }
         let published = lock.withLock { () -> Bool in
             guard !pass.released, !pass.yields else { return false }
             pass.yields = true
+            pass.appends = appending
             var any = false
             for use in pass.uses {
                 let r = use.right.current(for: use.path)
                 guard !r.dead else { continue }
                 r.yielding[use.path, default: 0] += 1
+                if appending { r.appending[use.path, default: 0] += 1 }
                 if publishYields(r) { any = true }
             }
             return any
@@ -701,7 +709,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// Puts `r` again with `y`, and with `i` when `idle` (with the lock held).
     func publishIdle(_ r: Right, _ idle: Bool) {
         r.idlePublished = idle
-        queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true, idle: idle))))
+        queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true, idle: idle,
+                                                 appends: r.appendsPublished))))
     }
 
     /// The looks of `watchIdleness`: each asks the probes of the accesses using the rights watched
@@ -854,7 +863,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         r.lastUsed = now
     }
 
-    func give(_ r: Right, _ path: ItemPath, _ mode: LockMode, yielded: Bool = false) {
+    func give(_ r: Right, _ path: ItemPath, _ mode: LockMode, yielded: Bool = false, appended: Bool = false) {
         guard !r.dead else { return }
         r.inUse -= 1
         if var modes = r.uses[path], let i = modes.firstIndex(of: mode) {
@@ -862,6 +871,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             r.uses[path] = modes.isEmpty ? nil : modes
         }
         if yielded, let n = r.yielding[path] { r.yielding[path] = n > 1 ? n - 1 : nil }
+        if appended, let n = r.appending[path] { r.appending[path] = n > 1 ? n - 1 : nil }
         // The accesses left may all yield now (an explicit one ended beside an open file).
         guard r.inUse == 0 else {
             publishYields(r)
@@ -1004,7 +1014,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard r.recalled, r.granted, !r.dead, !r.yieldsPublished, r.inUse > 0,
               r.yielding.values.reduce(0, +) == r.inUse else { return false }
         r.yieldsPublished = true
-        queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true))))
+        // Every access using it only appends (a log being written): reads elsewhere pass it at once.
+        r.appendsPublished = r.mode != .read && r.appending.values.reduce(0, +) == r.inUse
+        queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true,
+                                                 appends: r.appendsPublished))))
         if !state.probedPasses.isEmpty { watchIdleness(of: r) }
         return true
     }
@@ -1038,6 +1051,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             part.inUse = modes.count
             part.uses = [path: modes]
             if let n = r.yielding[path] { part.yielding = [path: n] }
+            if let n = r.appending[path] { part.appending = [path: n] }
             part.recalledBy = r.recalledBy
             r.replacement[path] = part
             state.rights[path, default: []].append(part)
@@ -1189,24 +1203,25 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             }
             // Read rights of other users in the way that could not hold this access up on one host.
             var passed: [RightInTheWay] = []
-            // Read rights of programs' files open for reading, which hold up no append and no
-            // change of names.
-            var readersPassed: [RightInTheWay] = []
+            // Rights of programs' open files that hold this access up not at all: files open for
+            // reading an append or a change of names, files that only append a read.
+            var openFilesPassed: [RightInTheWay] = []
             // Gone ahead past another node's right at the wait deadline.
             var wentPast = false
             while true {
                 let inTheWay = conflicts(found, wanted: wanted, order: order, exempt: exempt)
                 if inTheWay.isEmpty {
                     passed = []
-                    readersPassed = []
+                    openFilesPassed = []
                     break
                 }
                 let holding = inTheWay.filter { Self.holdsUp($0.mode, of: $0.holder, intents, of: origin, permissions) }
                 // Another node's files open for reading (a read right put again with `y`: every
                 // access using it a program's open file) hold up no append and no change of names,
-                // as on one host (docs/semantics.md, "Waits and deadlines").
-                readersPassed = policy.passesYieldingReaders ? holding.filter { $0.mode == .read && $0.yields } : []
-                let blockers = holding.filter { h in !readersPassed.contains { $0.key == h.key } }
+                // and its files that only append (a write right with `a`) no read, as on one host
+                // (docs/semantics.md, "Waits and deadlines").
+                openFilesPassed = holding.filter { Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends) }
+                let blockers = holding.filter { h in !openFilesPassed.contains { $0.key == h.key } }
                 // A folder right taken while this node's watch had not yet shown another node's
                 // right there (the folder looked free) waits for whatever that node uses in the
                 // folder, which its access does not touch (that node's folder right, recalled, is
@@ -1232,7 +1247,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     break
                 }
                 let outcome = await waitFor(Set(blockers.map(\.key)), seenAt: order, idleSeenAt: grantRevision, request: request,
-                                            passesReaders: policy.passesYieldingReaders,
+                                            policy: policy,
                                             until: policy.waitDeadline.map { started + Self.seconds($0) })
                 switch outcome {
                 case .changed:
@@ -1282,7 +1297,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 for r in fresh where !r.dead {
                     // Taken past another node's right: this access's own, never kept for the next
                     // (which waits for that right as this one did).
-                    if !passed.isEmpty || !readersPassed.isEmpty || wentPast { r.ephemeral = true }
+                    if !passed.isEmpty || !openFilesPassed.isEmpty || wentPast { r.ephemeral = true }
                     r.granted = true
                     // A right recalled while it waited goes as soon as its access ends.
                 }
@@ -1291,8 +1306,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 step(node: name, "not held up by node \(b.node)'s read of uid \(b.holder?.uid ?? 0), who could not make this access's writes",
                      path: b.path)
             }
-            for b in readersPassed {
-                step(node: name, "not held up by node \(b.node)'s files open for reading", path: b.path)
+            for b in openFilesPassed {
+                step(node: name, "not held up by node \(b.node)'s files open for \(b.mode == .read ? "reading" : "appending")", path: b.path)
             }
         }
         let token = uses.map(\.right.order).max() ?? 0
@@ -1402,7 +1417,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// Another node's right in the way of an access: its key and what it says (`Hold`).
     typealias RightInTheWay = (key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?, yields: Bool,
-                               idle: Bool)
+                               idle: Bool, appends: Bool)
 
     /// The rights of other nodes, older than `order`, in the way of `wanted`.
     func conflicts(_ ranges: [[KeyValue]], wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)],
@@ -1413,7 +1428,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             guard seen.insert(kv.key).inserted, let hold = decodeHold(kv), hold.node != name, !exempt.contains(hold.node),
                   hold.order < order else { continue }
             if wanted.contains(where: { Self.conflict($0.path, $0.mode, hold.path, hold.mode) }) {
-                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields, hold.idle))
+                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields, hold.idle, hold.appends))
             }
         }
         return out
@@ -1423,7 +1438,14 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard case .right(let path, let node)? = keys.parse(kv.key), let v = Wire.decode(RightValue.self, kv.value),
               let mode = LockMode(rawValue: v.mode) else { return nil }
         return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder, yields: v.y == true,
-                    idle: v.y == true && v.i == true)
+                    idle: v.y == true && v.i == true, appends: v.y == true && v.a == true)
+    }
+
+    /// Whether an access of `policy` goes ahead at once past another node's right of `mode` whose
+    /// accesses all are programs' open files (`yields`), only appending ones (`appends`): a read
+    /// right past an append or a change of names, a right of appends past a read, as on one host.
+    static func passes(_ policy: CoordinationPolicy, _ mode: LockMode, yields: Bool, appends: Bool) -> Bool {
+        mode == .read ? yields && policy.passesYieldingReaders : appends && policy.passesYieldingAppenders
     }
 
     /// Whether another node's right, of `mode` and recorded with `holder`, in the way of an access
@@ -1447,12 +1469,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// `idleSeenAt`: the revision of the read that found `blockers` not all held without writing
-    /// (`RightValue.i`), or, when the access `passesReaders`, not all read rights whose accesses
-    /// yield (programs' files open for reading): when the watch, past it, shows them all so, the
-    /// wait ends at once.
+    /// (`RightValue.i`), or not all rights of open files the access of `policy` passes
+    /// (``passes(_:_:yields:appends:)``): when the watch, past it, shows them all so, the wait
+    /// ends at once.
     private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, idleSeenAt: Revision, request: RequestID,
-                         passesReaders: Bool, until deadline: Double?) async -> KeyWaiter.Outcome {
-        let waiter = KeyWaiter(keys: blockers, passesReaders: passesReaders)
+                         policy: CoordinationPolicy, until deadline: Double?) async -> KeyWaiter.Outcome {
+        let waiter = KeyWaiter(keys: blockers, policy: policy)
         let id = ObjectIdentifier(waiter)
         let outcome = await withCheckedContinuation { (c: CheckedContinuation<KeyWaiter.Outcome, Never>) in
             let immediate = lock.withLock { () -> KeyWaiter.Outcome? in
@@ -1460,7 +1482,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 // Gone already (the watch is past the revision that showed them)?
                 if state.watchedRevision >= seenAt && blockers.contains(where: { state.holds[$0] == nil }) { return .changed }
                 if state.watchedRevision >= idleSeenAt && blockers.allSatisfy({ key in
-                    state.holds[key].map { $0.idle || passesReaders && $0.mode == .read && $0.yields } == true
+                    state.holds[key].map { $0.idle || Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends) } == true
                 }) { return .changed }
                 if !sessionValid() { return .changed }
                 waiter.continuation = c
@@ -2152,10 +2174,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// The admissions waiting for right `key` look again (it went, or its node says they may go
-    /// past it now; `onlyPassingReaders`: only those that files open for reading hold up no
-    /// longer): woken with the effects (with the lock held).
-    func wakeWaiters(for key: [UInt8], onlyPassingReaders: Bool = false, _ effects: inout Effects) {
-        for w in state.waiters.values where w.keys.contains(key) && (w.passesReaders || !onlyPassingReaders) {
+    /// past it now; `passing`: only those whose access passes it now): woken with the effects
+    /// (with the lock held).
+    func wakeWaiters(for key: [UInt8], passing hold: Hold? = nil, _ effects: inout Effects) {
+        for w in state.waiters.values where w.keys.contains(key) {
+            if let hold, !(w.policy.map { Self.passes($0, hold.mode, yields: hold.yields, appends: hold.appends) } ?? false) { continue }
             if let c = w.finish(.changed) { effects.wakes.append(c) }
         }
     }
@@ -2218,9 +2241,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     r.passedBy.formUnion(waitingFor(r))
                 }
                 if hold.idle && !before.idle { wakeWaiters(for: key, &effects) }
-                // Another node's files open for reading: an append or a change of names waiting
-                // for them goes ahead now.
-                if n != name, hold.mode == .read, hold.yields, !before.yields { wakeWaiters(for: key, onlyPassingReaders: true, &effects) }
+                // Another node's files open for reading or appending: the requests they hold up
+                // no longer (an append or a change of names; a read) go ahead now.
+                if n != name, hold.yields, !before.yields { wakeWaiters(for: key, passing: hold, &effects) }
                 return
             }
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)

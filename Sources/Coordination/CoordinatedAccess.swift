@@ -145,7 +145,7 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// without exclusion past this access once their wait deadline passes (an unmodified program's
     /// open file, which it may keep for hours while other programs share it through their own locks).
     /// Before that deadline this access excludes as usual. In a cluster the gate hears of it too
-    /// (``CoordinationGate/accessYields(_:)``), so a write through another node goes ahead past it
+    /// (``CoordinationGate/accessYields(_:appending:)``), so a write through another node goes ahead past it
     /// at its deadline as well.
     /// `appending`: the open file only appends (`O_APPEND` without `O_TRUNC`), so requests whose
     /// policy passes appenders (``CoordinationPolicy/passesYieldingAppenders``: a read by another
@@ -154,7 +154,7 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
         if appending { appends.store(true, ordering: .relaxed) }
         guard !yields.exchange(true, ordering: .relaxed), let gate = coordinator.gate,
               let pass = coordinator.lock.withLock({ gatePass }) else { return }
-        gate.accessYields(pass)
+        gate.accessYields(pass, appending: appending)
     }
 
     /// Tells the gate, in a cluster, how to see whether the open files holding this access are held

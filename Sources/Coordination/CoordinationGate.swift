@@ -35,8 +35,9 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's open file): in a
     /// cluster, a write elsewhere that waited its deadline for this host's right goes ahead past it
     /// then, as it would past the open file on this host, once every access using that right does.
-    /// Must not block.
-    func accessYields(_ pass: any GatePass)
+    /// `appending`: the open file only appends (`O_APPEND` without `O_TRUNC`), so a read elsewhere
+    /// goes ahead past it at once, as here, once every access using that right does. Must not block.
+    func accessYields(_ pass: any GatePass, appending: Bool)
 
     /// The access that has `pass` is held by open files that may be held without writing (opens
     /// for writing, neither creates nor O_TRUNC opens): `probe` says whether each is held so now
@@ -71,7 +72,7 @@ public protocol CoordinationGate: AnyObject, Sendable {
 }
 
 extension CoordinationGate {
-    public func accessYields(_ pass: any GatePass) {}
+    public func accessYields(_ pass: any GatePass, appending: Bool) {}
     public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void) {}
     public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }

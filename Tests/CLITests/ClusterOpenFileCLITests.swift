@@ -195,6 +195,32 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         endHolding(holder)
     }
 
+    /// A log a program keeps open and appends to through a holds up no read through b, as on one
+    /// host (before: `read_wait` each, here 20 s), and `cat` shows what it wrote; a `cp` over it
+    /// through b (an in-place write) still waits for it.
+    func testALogAnotherNodeAppendsToHoldsUpNoRead() throws {
+        FileOps.put(backing + "/app.log", "l0\n")
+        FileOps.put(root + "/new.txt", "new\n")
+        try mountNodes(["read_wait=20", "write_wait=20"])
+        let ready = root + "/ready"
+        let logger = try start("/bin/sh", ["-c", "exec 3>>'\(mnt!)/app.log' && : > '\(ready)' && while :; do echo x >&3; sleep 0.05; done"])
+        defer { _ = logger.stop(SIGKILL) }
+        XCTAssertTrue(waitUntil(30) { access(ready, F_OK) == 0 }, "the shell opened the log through a: \(logger.stderr)")
+        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the log: \(etcdKeys("h"))")
+        for _ in 0..<2 {
+            let started = Date()
+            let r = sh("cat '\(mntB!)/app.log'", timeout: 60)
+            XCTAssertEqual(r.status, 0, "\(r)")
+            XCTAssertTrue(r.stdout.hasPrefix("l0\nx\n"), r.stdout)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "cat through b waited for the log a appends to")
+        }
+        let waiting = try start("/bin/cp", [root + "/new.txt", mntB + "/app.log"])
+        XCTAssertNil(waiting.wait(timeout: 3), "cp over the log through b waits for the program appending through a")
+        _ = waiting.stop(SIGKILL)
+        XCTAssertTrue(FileOps.get(backing + "/app.log")?.hasPrefix("l0\n") ?? false, "the killed cp changed nothing")
+        endHolding(logger)
+    }
+
     /// An explicit coordinated write through a (`coordfs coordinate --write`) still makes the same
     /// `cp` through b fail with EBUSY at its deadline, and leaves the document as it was.
     func testACopyUnderAnExplicitWriteOnAnotherNodeStillFails() throws {

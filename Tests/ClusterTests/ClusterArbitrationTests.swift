@@ -279,6 +279,40 @@ import Testing
         reader.release()
     }
 
+    /// Another node's open file that only appends (a log a program keeps open and writes) holds up
+    /// no read, as on one host: its node puts its recalled write right again with `y` and `a`, and a
+    /// read that passes appenders goes ahead at once, not at its 30 s deadline. A read without the
+    /// option, and a read past a program's open file that writes in place, wait.
+    @Test func aReadGoesAheadAtOncePastAnotherNodesFileThatOnlyAppends() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a"), b = cluster.coordinator("b")
+        let passing = CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAhead, passesYieldingAppenders: true)
+        let logger = try await access(a, [write("d/log")], purpose: "a logger").get()
+        logger.yieldAtWaitDeadlines(appending: true)
+        let started = Date()
+        let passed = try await access(b, [read("d/log")], policy: passing).get()
+        #expect(Date().timeIntervalSince(started) < 5, "a read waited for another node's file that only appends")
+        passed.release()
+        let plain = Pending(b, [read("d/log")], policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAhead))
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(plain.result == nil, "a read without the option went ahead past the appender")
+        b.cancel(plain.id)
+        #expect(await eventually { plain.result != nil })
+        logger.release()
+
+        let writer = try await access(a, [write("d/doc")], purpose: "an editor").get()
+        writer.yieldAtWaitDeadlines()
+        let held = Pending(b, [read("d/doc")], policy: passing)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(held.result == nil, "a read went ahead past another node's file written in place")
+        writer.release()
+        #expect(await eventually { held.access != nil })
+        held.access?.release()
+    }
+
     /// The delegation covers deletions, moves and replacements in the folder too, and on the
     /// mount's root (creates there are writes on the root) the whole tree while nobody else is in it:
     /// a node alone pays one round trip for a metadata workload, not one per deletion.

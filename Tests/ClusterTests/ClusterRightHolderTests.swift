@@ -49,6 +49,13 @@ private let nobody = AccessOrigin(pid: 0, uid: 65534, gid: 65534, executable: "s
             == PresenterCredentials(uid: 0, gid: 0))
         let none = Wire.decode(RightValue.self, Wire.encode(RightValue(mode: 1, order: nil, holder: PresenterCredentials(uid: 5, gid: 6))))
         #expect(none?.holder == PresenterCredentials(uid: 5, gid: 6, groups: []))
+        // Put again for open files that only append (`y` and `a`), and decoded so; `a` only with `y`.
+        let appends = Wire.encode(RightValue(mode: LockMode.write.rawValue, order: 7, holder: holder, yields: true, appends: true))
+        let appendsJSON = try #require(try JSONSerialization.jsonObject(with: Data(appends)) as? [String: Any])
+        #expect(appendsJSON["y"] as? Bool == true && appendsJSON["a"] as? Bool == true && appendsJSON["i"] == nil)
+        let appending = try #require(node.decodeHold(KeyValue(key: key, value: appends, createRevision: 11, modRevision: 12, version: 2, lease: 0)))
+        #expect(appending.yields && appending.appends && !appending.idle)
+        #expect(RightValue(mode: LockMode.write.rawValue, order: 7, appends: true).a == nil)
     }
 
     @Test func aRightOfAnOlderNodeHasNoUserAndAnOlderNodeReadsANewRight() throws {
