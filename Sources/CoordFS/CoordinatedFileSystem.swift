@@ -53,7 +53,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Every coordinated open (for reading or writing), by the access it holds, from its reply to
     /// its release: a waiting request goes ahead past opens whose file the name they hold no
     /// longer leads to (`leftItsName`).
-    let opensByAccess = Mutex<[RequestID: [OpenFile]]>([:])
+    let opensByAccess = Mutex<[RequestID: [(file: OpenFile, at: UInt64)]]>([:])
     /// Of each file with write opens tracked: the file's state (size, mtime, ctime) when a release
     /// last told its change while another write open of it was tracked. A release that finds the
     /// file just so tells nothing: the change it sees (another open's write, which a release tells
@@ -315,8 +315,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         guard waits.begin(origin.uid) else { return request.reply(error: .resourceTemporarilyUnavailable) }
         let parked = request.park()
         let ancestors = ProcessLife.ancestors(of: origin.pid)
+        let passesReaders = write && pastOpenReaders()
         let id = coordinator.coordinate(intents, origin: origin, purpose: purpose, sharing: ancestors.map(Self.purpose(of:)),
-                                        policy: write ? (pastOpenReaders() ? pastReadersPolicy : writePolicy) : readPolicy) { [self] result in
+                                        policy: write ? (passesReaders ? pastReadersPolicy : writePolicy) : readPolicy) { [self] result in
             waits.end(origin.uid)
             guard let req = parked.resume() else {
                 if case .success(let access) = result { access.release() }
@@ -332,7 +333,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         // Ctrl-C on the waiting process ends the wait at once: EINTR, nothing done.
         parked.onInterrupt { [coordinator] in coordinator.cancel(id) }
-        probeStuckHolders(id, lineage: Set(ancestors + [origin.pid]), kernelLocks: kernelLocks, after: 0,
+        probeStuckHolders(id, lineage: Set(ancestors + [origin.pid]), kernelLocks: kernelLocks, pastAppenders: passesReaders, after: 0,
                           lastLook: DispatchTime.now().uptimeNanoseconds)
     }
 
@@ -354,14 +355,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     ///   at looks 50 ms or more apart: it waits for such a lock (its write to the file, a name it
     ///   makes or looks up in the folder).
     /// Ends when the request waits no more.
-    private func probeStuckHolders(_ id: RequestID, lineage: Set<pid_t>, kernelLocks: Bool, after delay: UInt64,
+    private func probeStuckHolders(_ id: RequestID, lineage: Set<pid_t>, kernelLocks: Bool, pastAppenders: Bool, after delay: UInt64,
                                    lastLook: UInt64, stuckSince: UInt64? = nil) {
         Self.stuckHolderProbe.asyncAfter(deadline: .now() + .nanoseconds(Int(delay))) { [weak self] in
             guard let self, let holds = coordinator.yieldingHolds(blocking: id) else { return }
             let now = DispatchTime.now().uptimeNanoseconds
             var next: UInt64 = 100_000_000, looked = lastLook
             let idle = holds.filter { heldWithoutWriting($0.id, now: now) }
-            if !holds.isEmpty, idle.count == holds.count || holds.allSatisfy({ h in idle.contains { $0 === h } || leftItsName(h.id, h.intents.map(\.path)) }) {
+            if !holds.isEmpty, idle.count == holds.count || holds.allSatisfy({ h in
+                idle.contains { $0 === h } || pastAppenders && appendingAWhile(h, now: now) || leftItsName(h.id, h.intents.map(\.path))
+            }) {
                 // Kept first: the request may be granted, and open its file, before the call returns.
                 // (Not the opens of files no longer at the name: the request does not change them.)
                 notePassed(id, idle.map(\.id), now: now)
@@ -386,7 +389,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                 stuck = since
                 next = min(next, 50_000_000)
             }
-            probeStuckHolders(id, lineage: lineage, kernelLocks: kernelLocks, after: next, lastLook: looked, stuckSince: stuck)
+            probeStuckHolders(id, lineage: lineage, kernelLocks: kernelLocks, pastAppenders: pastAppenders, after: next, lastLook: looked,
+                              stuckSince: stuck)
         }
     }
 
@@ -590,7 +594,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if let id = handle.grant.access?.id {
             opensByAccess.withLock { table in
                 guard var list = table.removeValue(forKey: id) else { return }
-                list.removeAll { $0 === f }
+                list.removeAll { $0.file === f }
                 if !list.isEmpty { table[id] = list }
             }
         }
@@ -604,8 +608,9 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     private func holds(_ f: OpenFile, _ handle: HandleAccess) {
         guard let access = handle.grant.access else { return }
         let id = access.id
+        let at = DispatchTime.now().uptimeNanoseconds
         let first = opensByAccess.withLock { table in
-            table[id, default: []].append(f)
+            table[id, default: []].append((f, at))
             return table[id]?.count == 1
         }
         guard first, coordinator.isGated else { return }
@@ -619,15 +624,24 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                              })
     }
 
+    /// Whether `access` is held by open files that only append (`O_APPEND` without `O_TRUNC`), each
+    /// held at least `idleWriterAfter`: a program keeping its log open, which it closes when it
+    /// exits, not when a request's wait would end. An append or a change of names goes ahead past
+    /// it: bytes appended at the file's end, to whatever name it has, as natively.
+    private func appendingAWhile(_ access: CoordinatedAccess, now: UInt64) -> Bool {
+        guard access.onlyAppends, let opens = opensByAccess.withLock({ $0[access.id] }), !opens.isEmpty else { return false }
+        return opens.allSatisfy { now &- $0.at >= Self.idleWriterAfter }
+    }
+
     /// Whether every open holding `access` is of a file that the names it holds no longer lead to:
     /// renamed away (a logger's log after `mv app.log app.log.1`), replaced by a rename over it (a
     /// reader's document after `sed -i`) or removed. What such a program reads or writes is no
     /// longer what the name leads to, so it holds nobody up there (each look is two `fstat`s).
     private func leftItsName(_ id: RequestID, _ paths: [ItemPath]) -> Bool {
         guard !paths.isEmpty, let opens = opensByAccess.withLock({ $0[id] }), !opens.isEmpty else { return false }
-        return opens.allSatisfy { f in
+        return opens.allSatisfy { open in
             var st = stat()
-            guard fstat(f.fd, &st) == 0 else { return false }
+            guard fstat(open.file.fd, &st) == 0 else { return false }
             let file = PresentedInodes.File(st)
             return paths.allSatisfy { p in
                 switch backingEntry(at: p) {

@@ -47,6 +47,8 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// Set by ``yieldAtWaitDeadlines(appending:)`` before `yields`: the program's open file only
     /// appends (`O_APPEND` without `O_TRUNC`).
     let appends = Atomic<Bool>(false)
+    /// An unmodified program's open file that only appends (``yieldAtWaitDeadlines(appending:)``).
+    public var onlyAppends: Bool { appends.load(ordering: .relaxed) && yields.load(ordering: .relaxed) }
 
     // Everything below is guarded by the coordinator's lock (so not checked for exclusive access
     // at run time as well).

@@ -80,10 +80,31 @@ final class AppendPastReadersTests: OpenFilesTestCase {
     }
 
     func testAnAppendStillWaitsForAnotherWriter() throws {
-        try write("doc.log", "")
-        let writer = try holdOpen("doc.log", ">>", first: "echo held >&3; ")
+        try write("doc.log", "....\n")
+        let writer = try holdOpen("doc.log", "<>", first: "printf held >&3; ")
         defer { end(writer) }
-        XCTAssertEqual(try within10s("echo x >> doc.log"), 124, "writers never interleave: another append waits (write_wait, 30 s)")
+        XCTAssertEqual(try within10s("echo x >> doc.log"), 124, "a program writing the file in place holds an append up (write_wait, 30 s)")
         XCTAssertEqual(try backingText("doc.log"), "held\n")
+    }
+
+    /// A program that keeps a log open and appends to it (a service's log), held a second, holds
+    /// up no other append, no rename of the log (logrotate's `mv`) and no removal: it closes its
+    /// log when it exits, not when their wait would end, and what they do leaves its bytes whole
+    /// at the end of its file, as natively (before: `write_wait` each). An in-place write over the
+    /// log still waits for it.
+    func testAnAppendAndAChangeOfNamesGoAheadPastAProgramAppendingForASecond() throws {
+        try write("doc.log", "")
+        try write("new.txt", "new\n")
+        let logger = try holdOpen("doc.log", ">>", first: "echo held >&3; ")
+        defer { end(logger) }
+        usleep(1_100_000)
+        XCTAssertEqual(try within10s("echo x >> doc.log"), 0, "an append waited for the program appending to the log")
+        XCTAssertEqual(try backingText("doc.log"), "held\nx\n")
+        XCTAssertEqual(try within10s("cp new.txt doc.log"), 124, "an in-place write waits for the program appending (write_wait, 30 s)")
+        XCTAssertEqual(try backingText("doc.log"), "held\nx\n")
+        XCTAssertEqual(try within10s("mv doc.log doc.log.1"), 0, "logrotate's rename waited for the program appending to the log")
+        XCTAssertEqual(try backingText("doc.log.1"), "held\nx\n")
+        XCTAssertEqual(try within10s("rm doc.log.1"), 0, "a removal waited for the program appending to the log")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing + "/doc.log.1"))
     }
 }

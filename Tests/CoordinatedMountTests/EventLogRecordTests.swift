@@ -142,9 +142,11 @@ final class EventLogRecordTests: EventLogRecordTestCase {
     /// `granted` record says so (and nothing is recorded as denied).
     func testAWriterPastAnOpenFileGoesAheadAndIsRecorded() throws {
         try write("doc.txt", "")
-        // A program holds the file open for writing and has written; another program's write waits,
-        // then goes on. (Not this process: a process never waits for the processes that started it.)
-        let holder = try startInBackground("exec 3>>doc.txt; printf A >&3; exec sleep 30")
+        // A program holds the file open for writing and has written in place; another program's
+        // write waits, then goes on. (Not this process: a process never waits for the processes
+        // that started it. Not an append: a program that only appends holds no append up after a
+        // second.)
+        let holder = try startInBackground("exec 3<>doc.txt; printf A >&3; exec sleep 30")
         defer { holder.terminate(); holder.waitUntilExit() }
         XCTAssertNotNil(try waitForRecord { $0.kind == .granted && $0.actor?.pid == holder.processIdentifier }.first { $0.kind == .granted && $0.actor?.pid == holder.processIdentifier })
         try sh("printf B >> doc.txt")

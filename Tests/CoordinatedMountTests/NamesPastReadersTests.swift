@@ -94,16 +94,17 @@ final class NamesPastReadersTests: OpenFilesTestCase {
         XCTAssertEqual(try within10s("echo new > doc.txt"), 124, "an open for writing waits for the writer (write_wait, 30 s)")
     }
 
-    /// A program that has written through its open of the file and can go on (it is writing the
-    /// file, and closes it when done) holds the rename up (`write_wait`). One that has written
-    /// nothing does not, after a second (IdleWritersTests).
+    /// A program that has written through its open of the file in place and can go on (it is
+    /// writing the file, and closes it when done) holds the rename up (`write_wait`). One that has
+    /// written nothing does not, after a second (IdleWritersTests), nor one that only appends,
+    /// after a second (AppendPastReadersTests).
     func testARenameOverAFileAnotherProgramHoldsOpenForWritingStillWaitsForIt() throws {
         try write("doc.txt", "one\n")
         try write("new.txt", "two\n")
-        let writer = try holdOpen("doc.txt", ">>", first: "echo more >&3; ")
+        let writer = try holdOpen("doc.txt", "<>", first: "printf ONE >&3; ")
         defer { end(writer) }
         XCTAssertEqual(try within10s("mv new.txt doc.txt"), 124, "a writer that can close holds the rename up (write_wait, 30 s)")
-        XCTAssertEqual(try backingText("doc.txt"), "one\nmore\n")
+        XCTAssertEqual(try backingText("doc.txt"), "ONE\n")
     }
 
     func testARenameStillWaitsForAnExplicitCoordinatedRead() throws {
