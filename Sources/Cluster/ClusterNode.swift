@@ -1469,7 +1469,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     }
 
     /// `idleSeenAt`: the revision of the read that found `blockers` not all held without writing
-    /// (`RightValue.i`), or not all rights of open files the access of `policy` passes
+    /// (`RightValue.i`, for an access that would go ahead past them at its deadline: not an explicit
+    /// one, which fails there), or not all rights of open files the access of `policy` passes
     /// (``passes(_:_:yields:appends:)``): when the watch, past it, shows them all so, the wait
     /// ends at once.
     private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, idleSeenAt: Revision, request: RequestID,
@@ -1482,7 +1483,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 // Gone already (the watch is past the revision that showed them)?
                 if state.watchedRevision >= seenAt && blockers.contains(where: { state.holds[$0] == nil }) { return .changed }
                 if state.watchedRevision >= idleSeenAt && blockers.allSatisfy({ key in
-                    state.holds[key].map { $0.idle || Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends) } == true
+                    state.holds[key].map { $0.idle && policy.atWaitDeadline != .fail || Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends) } == true
                 }) { return .changed }
                 if !sessionValid() { return .changed }
                 waiter.continuation = c

@@ -343,8 +343,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// ahead past them (docs/semantics.md, "Waits and deadlines"), when every open file in its way
     /// is an open for writing held a second through which nothing was written, and nobody changed
     /// its file for as long (`heldWithoutWriting`: the program holds it to write some time, not
-    /// now, and would close it only when done: an office suite's document), or when a program
-    /// whose open file is in its way cannot close it before this request ends:
+    /// now, and would close it only when done: an office suite's document), the file the names
+    /// it holds no longer lead to (`leftItsName`: renamed away, replaced, removed), or, for an
+    /// append or a change of names (`pastAppenders`), an open that only appends, held a second
+    /// (`appendingAWhile`: a service's log); or when a program whose open file is in its way
+    /// cannot close it before this request ends:
     /// - it waits for a file lock (flock, fcntl, lockf: `/proc/locks`, read after the request's
     ///   previous look) held by the requester or a process that started it (`lineage`):
     ///   `flock doc sh -c '... > doc'` run by several programs at once, each holding `doc` open
@@ -362,7 +365,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             var next: UInt64 = 100_000_000, looked = lastLook
             let idle = holds.filter { heldWithoutWriting($0.id, now: now) }
-            if !holds.isEmpty, idle.count == holds.count || holds.allSatisfy({ h in
+            if !holds.isEmpty, holds.allSatisfy({ h in
                 idle.contains { $0 === h } || pastAppenders && appendingAWhile(h, now: now) || leftItsName(h.id, h.intents.map(\.path))
             }) {
                 // Kept first: the request may be granted, and open its file, before the call returns.

@@ -42,7 +42,7 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     /// The access inside whose accessor this request was made (nested coordination), if known.
     let parent: CoordinatedAccess?
     let requestedAt: UInt64
-    /// Set by ``yieldAtWaitDeadlines()``; read under the coordinator's lock.
+    /// Set by ``yieldAtWaitDeadlines(appending:)``; read under the coordinator's lock.
     let yields = Atomic<Bool>(false)
     /// Set by ``yieldAtWaitDeadlines(appending:)`` before `yields`: the program's open file only
     /// appends (`O_APPEND` without `O_TRUNC`).

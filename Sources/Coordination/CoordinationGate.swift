@@ -32,7 +32,7 @@ public protocol CoordinationGate: AnyObject, Sendable {
     func release(_ pass: any GatePass, changes: [AccessChange], origin: AccessOrigin)
 
     /// The access that has `pass` lets other requests go ahead past it at their wait deadlines
-    /// (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's open file): in a
+    /// (``CoordinatedAccess/yieldAtWaitDeadlines(appending:)``: an unmodified program's open file): in a
     /// cluster, a write elsewhere that waited its deadline for this host's right goes ahead past it
     /// then, as it would past the open file on this host, once every access using that right does.
     /// `appending`: the open file only appends (`O_APPEND` without `O_TRUNC`), so a read elsewhere

@@ -15,7 +15,7 @@ public enum WaitDeadlineAction: Hashable, Sendable {
     /// ones it waited for, asks its presenters and is granted (recorded as such).
     case goAhead
     /// Go ahead without exclusion past readers, waiting requests and holds that yield at others'
-    /// deadlines (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's open file);
+    /// deadlines (``CoordinatedAccess/yieldAtWaitDeadlines(appending:)``: an unmodified program's open file);
     /// fail with ``CoordinationError/busy(_:path:heldBy:deadline:)`` (EBUSY) while a write that does
     /// not yield (a cooperating app's explicit coordinated write) holds the item.
     case goAheadPastYieldingHolds
@@ -34,7 +34,7 @@ public struct CoordinationPolicy: Hashable, Sendable {
     /// What happens when `waitDeadline` passes.
     public var atWaitDeadline: WaitDeadlineAction
     /// The request does not wait at all for granted reads that yield at others' wait deadlines
-    /// (``CoordinatedAccess/yieldAtWaitDeadlines()``: an unmodified program's file open for
+    /// (``CoordinatedAccess/yieldAtWaitDeadlines(appending:)``: an unmodified program's file open for
     /// reading): an append, which changes no byte such a reader could already read. It still
     /// waits for reads that do not yield (explicit coordinated reads), for writes and for the queue.
     public var passesYieldingReaders: Bool

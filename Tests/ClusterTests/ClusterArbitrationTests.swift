@@ -196,8 +196,12 @@ import Testing
             .get()
         read.release()
         let explicit = Pending(b, [write("d/x")], policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .fail))
+        try await Task.sleep(for: .milliseconds(300))
+        let before = cluster.store.calls["txn", default: 0]
         try await Task.sleep(for: .milliseconds(500))
         #expect(explicit.result == nil, "an explicit access went ahead early")
+        // It waits for the right to go, not reading etcd again and again.
+        #expect(cluster.store.calls["txn", default: 0] - before < 10, "\(cluster.store.calls["txn", default: 0] - before) transactions while it waited")
         b.cancel(explicit.id)
         #expect(await eventually { explicit.result != nil })
 
