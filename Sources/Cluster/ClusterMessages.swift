@@ -85,11 +85,14 @@ struct PresenterValue: Codable, Sendable {
 /// it is an unmodified program's open file (``ClusterNode/accessYields(_:appending:)``): that node's write
 /// goes ahead past it at its wait deadline, as past an open file on one host.
 /// `i` (true or absent, only with `y`): put again so while every access using it is an open file
-/// held a second through which nothing was written (``ClusterNode/accessMayIdle(_:probe:)``), and
+/// held a second through which nothing was written (``ClusterNode/accessMayIdle(_:probe:appendingAWhile:changedPast:)``), and
 /// again without it when one is no longer so: a request of the mount waiting for it goes ahead
 /// past it at once, as past such open files on one host.
 /// `a` (true or absent, only with `y`): every access using it is an open file that only appends (a
 /// log being written): a read of the mount on another node goes ahead past it at once.
+/// `l` (true or absent, only with `a`): each of those open files was made a second ago or more (a
+/// service's log): an append or a change of names of the mount on another node goes ahead past it
+/// at once too.
 struct RightValue: Codable, Sendable, Equatable {
     var mode: UInt8
     var order: Revision?
@@ -100,9 +103,11 @@ struct RightValue: Codable, Sendable, Equatable {
     var i: Bool?
     /// Besides `y`: every access using it is an open file that only appends (a log being written).
     var a: Bool?
+    /// Besides `a`: each of those open files was made a second ago or more.
+    var l: Bool?
 
     init(mode: UInt8, order: Revision?, holder: PresenterCredentials? = nil, yields: Bool = false, idle: Bool = false,
-         appends: Bool = false) {
+         appends: Bool = false, appendingAWhile: Bool = false) {
         self.mode = mode
         self.order = order
         uid = holder?.uid
@@ -111,6 +116,7 @@ struct RightValue: Codable, Sendable, Equatable {
         y = yields ? true : nil
         i = yields && idle ? true : nil
         a = yields && appends ? true : nil
+        l = yields && appends && appendingAWhile ? true : nil
     }
 
     /// The user it records, or nil (a right of an older node, or one cut short).

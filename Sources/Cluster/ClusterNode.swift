@@ -142,6 +142,8 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var idle = false
         /// Besides, every access using it is an open file that only appends (`RightValue.a`).
         var appends = false
+        /// Besides, each of those open files was made a second ago or more (`RightValue.l`).
+        var appendingAWhile = false
     }
 
     /// A right this node holds in etcd (granted, or still waiting for older conflicting ones).
@@ -166,6 +168,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var yieldsPublished = false
         /// Put so with `a` as well: every access using it only appends.
         var appendsPublished = false
+        /// Put so with `l` as well (`watchIdleOpens`): each of those open files was made a second
+        /// ago or more; true until it goes (its accesses only get older).
+        var appendingAWhilePublished = false
         /// Put again with `i` too (`watchIdleOpens`): every access using it is an open file held
         /// without writing, as last looked.
         var idlePublished = false
@@ -220,8 +225,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var yields = false
         var appends = false
         var released = false
-        /// Whether its open files are held without writing now (``ClusterNode/accessMayIdle(_:probe:)``).
+        /// Whether its open files are held without writing now (``ClusterNode/accessMayIdle(_:probe:appendingAWhile:changedPast:)``).
         var idleProbe: (@Sendable () -> Bool)?
+        /// Whether its open files, which only append, were each made a second ago or more.
+        var appendingAWhileProbe: (@Sendable () -> Bool)?
         /// Tells its open files that the file as another node's request left it is not their change.
         var changedPast: (@Sendable () -> Void)?
         init(token: Int64, uses: [(right: Right, path: ItemPath, mode: LockMode)], serial: UInt64, asked: [String], isProxy: Bool = false) {
@@ -272,7 +279,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     final class KeyWaiter: @unchecked Sendable {
         enum Outcome { case changed, timedOut, cancelled }
         var keys: Set<[UInt8]>
-        /// Its access's policy: whether programs' open files hold it up (``ClusterNode/passes(_:_:yields:appends:)``).
+        /// Its access's policy: whether programs' open files hold it up (``ClusterNode/passes(_:_:yields:appends:appendingAWhile:)``).
         let policy: CoordinationPolicy?
         var continuation: CheckedContinuation<Outcome, Never>?
         var outcome: Outcome?
@@ -633,11 +640,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// such open files; put again without it when one is no longer so (it wrote) or nobody waits.
     /// `changedPast` is called once a request of another node that may have gone ahead past it so
     /// is over: the file as that request left it is not those open files' change.
-    public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void) {
+    public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, appendingAWhile: (@Sendable () -> Bool)?,
+                              changedPast: @escaping @Sendable () -> Void) {
         guard let pass = pass as? Pass, !pass.isProxy else { return }
         lock.withLock {
             guard !pass.released, pass.idleProbe == nil else { return }
             pass.idleProbe = probe
+            pass.appendingAWhileProbe = appendingAWhile
             pass.changedPast = changedPast
             state.probedPasses[ObjectIdentifier(pass)] = pass
             // Recalled while the open was being made: looked at from now.
@@ -706,11 +715,12 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         state.probedPasses.values.filter { $0.uses.contains { $0.right.current(for: $0.path) === r } }
     }
 
-    /// Puts `r` again with `y`, and with `i` when `idle` (with the lock held).
+    /// Puts `r` again with `y`, with `i` when `idle`, and with `a` and `l` as published (with the
+    /// lock held).
     func publishIdle(_ r: Right, _ idle: Bool) {
         r.idlePublished = idle
         queue(r.key, .put(Wire.encode(RightValue(mode: r.mode.rawValue, order: r.order, holder: r.holder, yields: true, idle: idle,
-                                                 appends: r.appendsPublished))))
+                                                 appends: r.appendsPublished, appendingAWhile: r.appendingAWhilePublished))))
     }
 
     /// The looks of `watchIdleness`: each asks the probes of the accesses using the rights watched
@@ -728,7 +738,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         while true {
             var flush = false
             var over: [@Sendable () -> Void] = []
-            let probes = lock.withLock { () -> [(pass: Pass, probe: @Sendable () -> Bool)]? in
+            let probes = lock.withLock { () -> [(pass: Pass, probe: @Sendable () -> Bool, appendingAWhile: (@Sendable () -> Bool)?)]? in
                 for (id, r) in state.idleWatched {
                     guard !r.dead, r.inUse > 0, !state.stopped else {
                         state.idleWatched[id] = nil
@@ -757,7 +767,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     guard let probe = pass.idleProbe,
                           pass.uses.contains(where: { state.idleWatched[ObjectIdentifier($0.right.current(for: $0.path))] != nil })
                     else { return nil }
-                    return (pass, probe)
+                    return (pass, probe, pass.appendingAWhileProbe)
                 }
             }
             for tell in over { tell() }
@@ -766,14 +776,22 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 return
             }
             let idle = Set(probes.filter { $0.probe() }.map { ObjectIdentifier($0.pass) })
+            let appendingAWhile = Set(probes.filter { $0.appendingAWhile?() == true }.map { ObjectIdentifier($0.pass) })
             lock.withLock {
-                var idleUses: [ObjectIdentifier: Int] = [:]
-                for (id, pass) in state.probedPasses where idle.contains(id) {
-                    for use in pass.uses { idleUses[ObjectIdentifier(use.right.current(for: use.path)), default: 0] += 1 }
+                func uses(of passes: Set<ObjectIdentifier>) -> [ObjectIdentifier: Int] {
+                    var out: [ObjectIdentifier: Int] = [:]
+                    for (id, pass) in state.probedPasses where passes.contains(id) {
+                        for use in pass.uses { out[ObjectIdentifier(use.right.current(for: use.path)), default: 0] += 1 }
+                    }
+                    return out
                 }
+                let idleUses = uses(of: idle), appendingUses = uses(of: appendingAWhile)
                 for (id, r) in state.idleWatched where !r.dead {
                     let now = idleUses[id] == r.inUse
-                    if now != r.idlePublished {
+                    // Once so, so until it goes: its accesses only end, and the others get older.
+                    let long = r.appendingAWhilePublished || r.appendsPublished && appendingUses[id] == r.inUse
+                    if now != r.idlePublished || long != r.appendingAWhilePublished {
+                        r.appendingAWhilePublished = long
                         publishIdle(r, now)
                         flush = true
                     }
@@ -1220,7 +1238,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 // access using it a program's open file) hold up no append and no change of names,
                 // and its files that only append (a write right with `a`) no read, as on one host
                 // (docs/semantics.md, "Waits and deadlines").
-                openFilesPassed = holding.filter { Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends) }
+                openFilesPassed = holding.filter { Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends, appendingAWhile: $0.appendingAWhile) }
                 let blockers = holding.filter { h in !openFilesPassed.contains { $0.key == h.key } }
                 // A folder right taken while this node's watch had not yet shown another node's
                 // right there (the folder looked free) waits for whatever that node uses in the
@@ -1417,7 +1435,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
 
     /// Another node's right in the way of an access: its key and what it says (`Hold`).
     typealias RightInTheWay = (key: [UInt8], node: String, path: ItemPath, mode: LockMode, holder: PresenterCredentials?, yields: Bool,
-                               idle: Bool, appends: Bool)
+                               idle: Bool, appends: Bool, appendingAWhile: Bool)
 
     /// The rights of other nodes, older than `order`, in the way of `wanted`.
     func conflicts(_ ranges: [[KeyValue]], wanted: [(path: ItemPath, mode: LockMode, use: ItemPath, useMode: LockMode)],
@@ -1428,7 +1446,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             guard seen.insert(kv.key).inserted, let hold = decodeHold(kv), hold.node != name, !exempt.contains(hold.node),
                   hold.order < order else { continue }
             if wanted.contains(where: { Self.conflict($0.path, $0.mode, hold.path, hold.mode) }) {
-                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields, hold.idle, hold.appends))
+                out.append((kv.key, hold.node, hold.path, hold.mode, hold.holder, hold.yields, hold.idle, hold.appends, hold.appendingAWhile))
             }
         }
         return out
@@ -1438,14 +1456,18 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard case .right(let path, let node)? = keys.parse(kv.key), let v = Wire.decode(RightValue.self, kv.value),
               let mode = LockMode(rawValue: v.mode) else { return nil }
         return Hold(node: node, path: path, mode: mode, order: v.order ?? kv.createRevision, holder: v.holder, yields: v.y == true,
-                    idle: v.y == true && v.i == true, appends: v.y == true && v.a == true)
+                    idle: v.y == true && v.i == true, appends: v.y == true && v.a == true,
+                    appendingAWhile: v.y == true && v.a == true && v.l == true)
     }
 
     /// Whether an access of `policy` goes ahead at once past another node's right of `mode` whose
-    /// accesses all are programs' open files (`yields`), only appending ones (`appends`): a read
-    /// right past an append or a change of names, a right of appends past a read, as on one host.
-    static func passes(_ policy: CoordinationPolicy, _ mode: LockMode, yields: Bool, appends: Bool) -> Bool {
-        mode == .read ? yields && policy.passesYieldingReaders : appends && policy.passesYieldingAppenders
+    /// accesses all are programs' open files (`yields`), only appending ones (`appends`), each made
+    /// a second ago or more (`appendingAWhile`): a read right past an append or a change of names, a
+    /// right of appends past a read, and of appends made a while ago past an append or a change of
+    /// names too, as on one host.
+    static func passes(_ policy: CoordinationPolicy, _ mode: LockMode, yields: Bool, appends: Bool, appendingAWhile: Bool) -> Bool {
+        if mode == .read { return yields && policy.passesYieldingReaders }
+        return appends && policy.passesYieldingAppenders || appendingAWhile && policy.passesYieldingReaders
     }
 
     /// Whether another node's right, of `mode` and recorded with `holder`, in the way of an access
@@ -1471,7 +1493,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// `idleSeenAt`: the revision of the read that found `blockers` not all held without writing
     /// (`RightValue.i`, for an access that would go ahead past them at its deadline: not an explicit
     /// one, which fails there), or not all rights of open files the access of `policy` passes
-    /// (``passes(_:_:yields:appends:)``): when the watch, past it, shows them all so, the wait
+    /// (``passes(_:_:yields:appends:appendingAWhile:)``): when the watch, past it, shows them all so, the wait
     /// ends at once.
     private func waitFor(_ blockers: Set<[UInt8]>, seenAt: Revision, idleSeenAt: Revision, request: RequestID,
                          policy: CoordinationPolicy, until deadline: Double?) async -> KeyWaiter.Outcome {
@@ -1483,7 +1505,10 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 // Gone already (the watch is past the revision that showed them)?
                 if state.watchedRevision >= seenAt && blockers.contains(where: { state.holds[$0] == nil }) { return .changed }
                 if state.watchedRevision >= idleSeenAt && blockers.allSatisfy({ key in
-                    state.holds[key].map { $0.idle && policy.atWaitDeadline != .fail || Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends) } == true
+                    state.holds[key].map {
+                        $0.idle && policy.atWaitDeadline != .fail
+                            || Self.passes(policy, $0.mode, yields: $0.yields, appends: $0.appends, appendingAWhile: $0.appendingAWhile)
+                    } == true
                 }) { return .changed }
                 if !sessionValid() { return .changed }
                 waiter.continuation = c
@@ -2179,7 +2204,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// (with the lock held).
     func wakeWaiters(for key: [UInt8], passing hold: Hold? = nil, _ effects: inout Effects) {
         for w in state.waiters.values where w.keys.contains(key) {
-            if let hold, !(w.policy.map { Self.passes($0, hold.mode, yields: hold.yields, appends: hold.appends) } ?? false) { continue }
+            if let hold, !(w.policy.map { Self.passes($0, hold.mode, yields: hold.yields, appends: hold.appends, appendingAWhile: hold.appendingAWhile) } ?? false) {
+                continue
+            }
             if let c = w.finish(.changed) { effects.wakes.append(c) }
         }
     }
@@ -2244,7 +2271,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                 if hold.idle && !before.idle { wakeWaiters(for: key, &effects) }
                 // Another node's files open for reading or appending: the requests they hold up
                 // no longer (an append or a change of names; a read) go ahead now.
-                if n != name, hold.yields, !before.yields { wakeWaiters(for: key, passing: hold, &effects) }
+                if n != name, hold.yields && !before.yields || hold.appendingAWhile && !before.appendingAWhile {
+                    wakeWaiters(for: key, passing: hold, &effects)
+                }
                 return
             }
             step(n, "holds \(Self.modeName(hold.mode)) (token \(hold.order))", path)

@@ -618,10 +618,16 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         }
         guard first, coordinator.isGated else { return }
         let paths = access.intents.map(\.path)
+        // (Marked at its grant, before its open: `finishOpen`, `create`.)
+        var appending: (@Sendable () -> Bool)?
+        if access.onlyAppends {
+            appending = { @Sendable [weak self] in self?.opensMadeAWhileAgo(id, now: DispatchTime.now().uptimeNanoseconds) ?? false }
+        }
         access.mayBeHeldIdle({ [weak self] in
                                  guard let self else { return false }
                                  return heldWithoutWriting(id, now: DispatchTime.now().uptimeNanoseconds) || leftItsName(id, paths)
                              },
+                             appendingAWhile: appending,
                              changedPast: { [weak self] in
                                  for held in self?.idleCandidates.withLock({ $0[id] }) ?? [] { held.file.noteChangedPast() }
                              })
@@ -632,7 +638,12 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// exits, not when a request's wait would end. An append or a change of names goes ahead past
     /// it: bytes appended at the file's end, to whatever name it has, as natively.
     private func appendingAWhile(_ access: CoordinatedAccess, now: UInt64) -> Bool {
-        guard access.onlyAppends, let opens = opensByAccess.withLock({ $0[access.id] }), !opens.isEmpty else { return false }
+        access.onlyAppends && opensMadeAWhileAgo(access.id, now: now)
+    }
+
+    /// Whether every open holding access `id` was made `idleWriterAfter` ago or more.
+    private func opensMadeAWhileAgo(_ id: RequestID, now: UInt64) -> Bool {
+        guard let opens = opensByAccess.withLock({ $0[id] }), !opens.isEmpty else { return false }
         return opens.allSatisfy { now &- $0.at >= Self.idleWriterAfter }
     }
 

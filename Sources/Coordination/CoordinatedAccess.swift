@@ -160,13 +160,15 @@ public final class CoordinatedAccess: @unchecked Sendable, CustomStringConvertib
     }
 
     /// Tells the gate, in a cluster, how to see whether the open files holding this access are held
-    /// without writing now (``CoordinationGate/accessMayIdle(_:probe:)``): another node's request
+    /// without writing now (``CoordinationGate/accessMayIdle(_:probe:appendingAWhile:changedPast:)``): another node's request
     /// waiting for this host's right then goes ahead past it at once, as a request here goes ahead
     /// past such open files (the mount's probe of the holders in its way); `changedPast` is called
     /// once such a request is over (what the file is then is not their change).
-    public func mayBeHeldIdle(_ probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void) {
+    /// `appendingAWhile`, for open files that only append: whether each was made a second ago or more.
+    public func mayBeHeldIdle(_ probe: @escaping @Sendable () -> Bool, appendingAWhile: (@Sendable () -> Bool)? = nil,
+                              changedPast: @escaping @Sendable () -> Void) {
         guard let gate = coordinator.gate, let pass = coordinator.lock.withLock({ gatePass }) else { return }
-        gate.accessMayIdle(pass, probe: probe, changedPast: changedPast)
+        gate.accessMayIdle(pass, probe: probe, appendingAWhile: appendingAWhile, changedPast: changedPast)
     }
 
     /// True when a presenter (anywhere) was registered after this access was granted (no lock).

@@ -47,7 +47,12 @@ public protocol CoordinationGate: AnyObject, Sendable {
     /// request is over, `changedPast` tells the open files that the file as it is then is not their
     /// change. Both may take the mount's locks and make system calls: never called with the gate's
     /// lock held. Must not block.
-    func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void)
+    /// `appendingAWhile`, for an access of open files that only append: whether each was made a
+    /// second ago or more (a service's log): a right another node waits for whose accesses all are
+    /// so is put again saying so, and an append or a change of names there goes ahead past it at
+    /// once, as here.
+    func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, appendingAWhile: (@Sendable () -> Bool)?,
+                       changedPast: @escaping @Sendable () -> Void)
 
     /// Whether a presenter elsewhere (another node) presents the folder `path` or a folder above
     /// it: a new file made here inside it is told as where a presenter here presents it (once it
@@ -73,7 +78,8 @@ public protocol CoordinationGate: AnyObject, Sendable {
 
 extension CoordinationGate {
     public func accessYields(_ pass: any GatePass, appending: Bool) {}
-    public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, changedPast: @escaping @Sendable () -> Void) {}
+    public func accessMayIdle(_ pass: any GatePass, probe: @escaping @Sendable () -> Bool, appendingAWhile: (@Sendable () -> Bool)?,
+                              changedPast: @escaping @Sendable () -> Void) {}
     public func isObservedElsewhere(_ path: ItemPath) -> Bool { false }
     public func isPresentedElsewhere(_ path: ItemPath) -> Bool { false }
     public var hasPresentersElsewhere: Bool { false }

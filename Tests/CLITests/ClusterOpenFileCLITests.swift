@@ -196,8 +196,9 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
     }
 
     /// A log a program keeps open and appends to through a holds up no read through b, as on one
-    /// host (before: `read_wait` each, here 20 s), and `cat` shows what it wrote; a `cp` over it
-    /// through b (an in-place write) still waits for it.
+    /// host (before: `read_wait` each, here 20 s), and `cat` shows what it wrote; once it has held
+    /// it a second, no append and no rename of it through b either (before: `write_wait` each); a
+    /// `cp` over it through b (an in-place write) still waits for it.
     func testALogAnotherNodeAppendsToHoldsUpNoRead() throws {
         FileOps.put(backing + "/app.log", "l0\n")
         FileOps.put(root + "/new.txt", "new\n")
@@ -214,10 +215,18 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
             XCTAssertTrue(r.stdout.hasPrefix("l0\nx\n"), r.stdout)
             XCTAssertLessThan(Date().timeIntervalSince(started), 10, "cat through b waited for the log a appends to")
         }
+        usleep(1_000_000)
+        completeWithin10s([("echo b >> '\(mntB!)/app.log'", "an append"), ("echo b >> '\(mntB!)/app.log'", "another append")],
+                          else: "through b waited for the program appending through a")
+        XCTAssertEqual(FileOps.get(backing + "/app.log")?.components(separatedBy: "\n").filter { $0 == "b" }.count, 2)
         let waiting = try start("/bin/cp", [root + "/new.txt", mntB + "/app.log"])
         XCTAssertNil(waiting.wait(timeout: 3), "cp over the log through b waits for the program appending through a")
         _ = waiting.stop(SIGKILL)
         XCTAssertTrue(FileOps.get(backing + "/app.log")?.hasPrefix("l0\n") ?? false, "the killed cp changed nothing")
+        completeWithin10s([("mv '\(mntB!)/app.log' '\(mntB!)/app.log.1'", "logrotate's rename")],
+                          else: "through b waited for the program appending through a")
+        let rotated = FileOps.get(backing + "/app.log.1")?.count ?? 0
+        XCTAssertTrue(waitUntil(5) { (FileOps.get(backing + "/app.log.1")?.count ?? 0) > rotated }, "the program goes on appending to the renamed log")
         endHolding(logger)
     }
 

@@ -317,6 +317,37 @@ import Testing
         held.access?.release()
     }
 
+    /// Another node's open file that only appends and was made a second ago or more (a service's
+    /// log: its mount's probe says so) holds up no append and no change of names either, as on one
+    /// host: its node puts its right again with `l` while another node waits for it. Before that,
+    /// and for an in-place write always, the request waits.
+    @Test func anAppendGoesAheadAtOncePastAnotherNodesFileAppendedToForASecond() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        defer { Task { await cluster.stop() } }
+        let a = cluster.coordinator("a"), b = cluster.coordinator("b")
+        let passing = CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAheadPastYieldingHolds, passesYieldingReaders: true)
+        let aWhile = Mutex(false)
+        let logger = try await access(a, [write("d/log")], purpose: "a service").get()
+        logger.yieldAtWaitDeadlines(appending: true)
+        logger.mayBeHeldIdle({ false }, appendingAWhile: { aWhile.withLock { $0 } }, changedPast: {})
+        let append = Pending(b, [write("d/log")], policy: passing)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(append.result == nil, "went ahead past an appender made less than a second ago")
+        aWhile.withLock { $0 = true }
+        #expect(await eventually(5) { append.access != nil }, "did not go ahead once a's appender was a second old")
+        append.access?.release()
+        let inPlace = Pending(b, [write("d/log")], policy: CoordinationPolicy(waitDeadline: .seconds(30), atWaitDeadline: .goAheadPastYieldingHolds))
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(inPlace.result == nil, "an in-place write went ahead past another node's appender")
+        b.cancel(inPlace.id)
+        #expect(await eventually { inPlace.result != nil })
+        let rename = try await access(b, [write("d/log", .forMoving)], policy: passing).get()
+        rename.release()
+        logger.release()
+    }
+
     /// The delegation covers deletions, moves and replacements in the folder too, and on the
     /// mount's root (creates there are writes on the root) the whole tree while nobody else is in it:
     /// a node alone pays one round trip for a metadata workload, not one per deletion.
