@@ -197,8 +197,10 @@ final class SemanticsTests: InProcessMountTestCase {
 
     func testTwoWritersNeverInterleave() throws {
         try write("doc.txt", "")
-        // The first writer writes in two halves with a pause; the second appends meanwhile.
-        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'a'); f.write('AAAA'); f.flush(); open('../ready', 'w'); time.sleep(0.6); f.write('aaaa'); f.close()\"")
+        // The first writer writes in two halves with a pause; the second appends meanwhile. (The
+        // first writes in place, `r+`: a program that only appends holds no append up once it has
+        // held its file a second, AppendPastReadersTests.)
+        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'r+'); f.write('AAAA'); f.flush(); open('../ready', 'w'); time.sleep(0.6); f.write('aaaa'); f.close()\"")
         try waitForMarker()
         try sh("printf B >> doc.txt")
         first.waitUntilExit()
@@ -209,7 +211,8 @@ final class SemanticsTests: InProcessMountTestCase {
     /// keep a file open for long share it through their own locks (SelfCoordinatingProgramsTests).
     func testASecondWriterGoesAheadPastAnOpenFileAtTheDeadline() throws {
         try write("doc.txt", "")
-        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'a'); f.write('A'); f.flush(); open('../ready', 'w'); time.sleep(3.5); f.write('a'); f.close()\"")
+        // (In place, `r+`: a program that only appends holds no append up after a second.)
+        let first = try shInBackground("python3 -c \"import time; f = open('doc.txt', 'r+'); f.write('A'); f.flush(); open('../ready', 'w'); time.sleep(3.5); f.seek(0, 2); f.write('a'); f.close()\"")
         try waitForMarker()
         let started = Date()
         try sh("printf B >> doc.txt")
