@@ -825,16 +825,27 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// How long an open for writing must be held without writing before it holds nobody up.
     static let idleWriterAfter: UInt64 = 1_000_000_000
 
-    /// Whether every open holding access `id` is an open for writing held at least
-    /// `idleWriterAfter` through which nothing was written, whose file nobody changed for that long
-    /// either (`OpenFile.wroteNothing`): the program keeps it open to write some time (an office
-    /// suite's loaded document, a database connection that only read, `exec 3<>doc`), not now.
+    /// Whether every open holding access `id` is an open for writing in place (neither a create
+    /// nor O_TRUNC) that is not writing now: held at least `idleWriterAfter` with nothing written
+    /// through it and its file unchanged for that long (`OpenFile.wroteNothing`: the program keeps
+    /// it open to write some time, an office suite's loaded document, a database connection that
+    /// only read, `exec 3<>doc`), or held longer than `write_wait` with its file unchanged for
+    /// `idleWriterAfter`, whatever it wrote before (`OpenFile.unchanged(since:)`: a database
+    /// connection between its transactions, which take their own locks). Such a program holds its
+    /// file until it is done with it, not until a request's wait would end, and a request would
+    /// go ahead past it at that deadline anyway: waiting for it then only helps a request that
+    /// comes while it writes, which still waits until it pauses.
     private func heldWithoutWriting(_ id: RequestID, now: UInt64) -> Bool {
         guard let opens = idleCandidates.withLock({ $0[id] }), !opens.isEmpty else { return false }
         var limit = timespec()
         clock_gettime(CLOCK_REALTIME, &limit)
         limit.tv_sec -= Int(Self.idleWriterAfter / 1_000_000_000)
-        return opens.allSatisfy { now &- $0.at >= Self.idleWriterAfter && $0.file.wroteNothing(changedBefore: limit) }
+        let heldLong = max(Self.idleWriterAfter, UInt64(max(0, options.writeWait) * 1e9))
+        return opens.allSatisfy { open in
+            let held = now &- open.at
+            return held >= Self.idleWriterAfter && open.file.wroteNothing(changedBefore: limit)
+                || held >= heldLong && open.file.unchanged(since: limit)
+        }
     }
 
     /// Whether an open other than an append the daemon watches (`HandleAccess.watched`) may write

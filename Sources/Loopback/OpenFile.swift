@@ -111,7 +111,15 @@ public final class OpenFile: @unchecked Sendable {
         // Just as a request that went ahead past it left the file: its change, however recent.
         if now == changedPast.withLock({ $0 }) { return true }
         guard now == before else { return false }
-        return now.ctime.tv_sec < limit.tv_sec || (now.ctime.tv_sec == limit.tv_sec && now.ctime.tv_nsec < limit.tv_nsec)
+        return now.changed(before: limit)
+    }
+
+    /// Whether this is an open for writing in place (not a create, not O_TRUNC) whose file nobody
+    /// changed since `limit` (CLOCK_REALTIME), whatever was written through it before: a program
+    /// that wrote, and has not for a while (a database connection between its transactions).
+    public func unchanged(since limit: timespec) -> Bool {
+        guard mayWriteNothing, let now = FileState(fd) else { return false }
+        return now.changed(before: limit)
     }
 
     /// A request that went ahead past this open while it was held without writing has ended (a
@@ -147,6 +155,11 @@ public struct FileState: Equatable, Sendable {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }
         ctime = st.st_ctim; mtime = st.st_mtim; size = st.st_size
+    }
+
+    /// Whether the file's status last changed before `limit` (CLOCK_REALTIME).
+    func changed(before limit: timespec) -> Bool {
+        ctime.tv_sec < limit.tv_sec || (ctime.tv_sec == limit.tv_sec && ctime.tv_nsec < limit.tv_nsec)
     }
 
     public static func == (a: FileState, b: FileState) -> Bool {

@@ -11,17 +11,25 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
     /// a FIFO; the shell writes a byte through the open when a line comes through it, then touches
     /// `thenWrite + ".done"`.
     private func keepOpenOnA(_ relative: String, writeFirst: Bool = false, thenWrite fifo: String? = nil) throws -> Child {
+        try shellOnA("3<>'\(mnt!)/\(relative)'", first: writeFirst ? "printf w >&3" : nil,
+                            then: (fifo.map { "read line < '\($0)' && printf w >&3 && : > '\($0).done' && " } ?? "") + "exec sleep 600")
+    }
+
+    /// Run by a shell holding descriptor 3: sets the file's times through it every 0.3 s, for ever
+    /// (a program writing it now, without changing its bytes).
+    static let keepTouching = "exec python3 -c 'import os, time\nwhile True: os.utime(3); time.sleep(0.3)'"
+
+    /// A shell that opens its files through node a by the redirections `opens` (`3>>'path'`), runs
+    /// `first`, then `then`; returned once it opened them and a holds a right in etcd.
+    private func shellOnA(_ opens: String, first: String? = nil, then: String) throws -> Child {
         let ready = root + "/ready"
         unlink(ready)
-        let path = "'\(mnt!)/\(relative)'"
-        var script = "exec 3<>\(path) && " + (writeFirst ? "printf w >&3 && " : "") + ": > '\(ready)' && "
-        if let fifo { script += "read line < '\(fifo)' && printf w >&3 && : > '\(fifo).done' && " }
-        let holder = try start("/bin/sh", ["-c", script + "exec sleep 600"])
-        guard waitUntil(30, { access(ready, F_OK) == 0 || holder.wait(timeout: 0) != nil }), access(ready, F_OK) == 0 else {
-            throw CLIError("the shell did not open \(relative) through a: \(holder.stderr)")
+        let shell = try start("/bin/sh", ["-c", "exec \(opens) && " + (first.map { $0 + " && " } ?? "") + ": > '\(ready)' && " + then])
+        guard waitUntil(30, { access(ready, F_OK) == 0 || shell.wait(timeout: 0) != nil }), access(ready, F_OK) == 0 else {
+            throw CLIError("the shell did not open its files (\(opens)) through a: \(shell.stderr)")
         }
-        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the open file: \(etcdKeys("h"))")
-        return holder
+        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the open files: \(etcdKeys("h"))")
+        return shell
     }
 
     /// The program on a still holds the document open; it is killed, and both nodes unmounted.
@@ -59,7 +67,9 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         FileOps.put(root + "/new.txt", "new\n")
         FileOps.put(root + "/newer.txt", "newer\n")
         try mountNodes(["write_wait=2"])
-        let holder = try keepOpenOnA("doc.txt", writeFirst: true)
+        // It keeps touching the file (a writer now: one that stopped writing a second ago holds
+        // nobody up once it has held the file `write_wait`).
+        let holder = try shellOnA("3<>'\(mnt!)/doc.txt'", first: "printf w >&3", then: Self.keepTouching)
         defer { _ = holder.stop(SIGKILL) }
 
         for (round, source) in ["new.txt", "newer.txt"].enumerated() {
@@ -143,12 +153,10 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         FileOps.put(backing + "/old.txt", "old\n")
         FileOps.put(root + "/new.txt", "new\n")
         try mountNodes(["write_wait=20"])
-        let ready = root + "/ready", out = root + "/tail.out"
-        let holder = try start("/bin/sh", ["-c", "exec 4<'\(mnt!)/doc.txt' 5<'\(mnt!)/old.txt' && : > '\(ready)' && "
-                                           + "exec tail -f '\(mnt!)/log.txt' > '\(out)'"])
+        let out = root + "/tail.out"
+        let holder = try shellOnA("4<'\(mnt!)/doc.txt' 5<'\(mnt!)/old.txt'", then: "exec tail -f '\(mnt!)/log.txt' > '\(out)'")
         defer { _ = holder.stop(SIGKILL) }
-        XCTAssertTrue(waitUntil(30) { access(ready, F_OK) == 0 && FileOps.get(out) == "l1\n" }, "tail -f through a: \(holder.stderr)")
-        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the open files: \(etcdKeys("h"))")
+        XCTAssertTrue(waitUntil(30) { FileOps.get(out) == "l1\n" }, "tail -f through a: \(holder.stderr)")
 
         completeWithin10s([("echo more >> '\(mntB!)/log.txt'", "an append"), ("sed -i s/hello/hi/ '\(mntB!)/doc.txt'", "sed -i"),
                            ("mv '\(mntB!)/old.txt' '\(mntB!)/older.txt'", "mv"), ("rm '\(mntB!)/older.txt'", "rm")],
@@ -176,12 +184,8 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         FileOps.put(backing + "/doc.txt", "one\n")
         FileOps.put(root + "/new.txt", "new\n")
         try mountNodes(["read_wait=20", "write_wait=20"])
-        let ready = root + "/ready"
-        let holder = try start("/bin/sh", ["-c", "exec 3>>'\(mnt!)/app.log' 4<'\(mnt!)/doc.txt' && : > '\(ready)' && "
-                                           + "while :; do echo x >&3; sleep 0.05; done"])
+        let holder = try shellOnA("3>>'\(mnt!)/app.log' 4<'\(mnt!)/doc.txt'", then: "while :; do echo x >&3; sleep 0.05; done")
         defer { _ = holder.stop(SIGKILL) }
-        XCTAssertTrue(waitUntil(30) { access(ready, F_OK) == 0 }, "the shell opened its files through a: \(holder.stderr)")
-        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds rights for the open files: \(etcdKeys("h"))")
         XCTAssertEqual(sh("mv '\(mnt!)/app.log' '\(mnt!)/app.log.1'", timeout: 60).status, 0)
 
         completeWithin10s([("touch '\(mntB!)/app.log'", "the new log made"), ("echo y >> '\(mntB!)/app.log'", "an append to it"),
@@ -203,11 +207,8 @@ final class ClusterOpenFileCLITests: ClusterCLITestCase {
         FileOps.put(backing + "/app.log", "l0\n")
         FileOps.put(root + "/new.txt", "new\n")
         try mountNodes(["read_wait=20", "write_wait=20"])
-        let ready = root + "/ready"
-        let logger = try start("/bin/sh", ["-c", "exec 3>>'\(mnt!)/app.log' && : > '\(ready)' && while :; do echo x >&3; sleep 0.05; done"])
+        let logger = try shellOnA("3>>'\(mnt!)/app.log'", then: "while :; do echo x >&3; sleep 0.05; done")
         defer { _ = logger.stop(SIGKILL) }
-        XCTAssertTrue(waitUntil(30) { access(ready, F_OK) == 0 }, "the shell opened the log through a: \(logger.stderr)")
-        XCTAssertTrue(waitUntil(10) { etcdKeys("h").contains { $0.contains("\0a\0") } }, "a holds a right for the log: \(etcdKeys("h"))")
         for _ in 0..<2 {
             let started = Date()
             let r = sh("cat '\(mntB!)/app.log'", timeout: 60)

@@ -81,10 +81,13 @@ class ClusterProcessTestCase: ClusterCLITestCase {
     }
 
     /// A process that opens `path` for writing (a coordinated write for the handle's life), writes
-    /// a line through it (a writer, not a program holding its file without writing, which holds
-    /// nobody up after a second) and keeps it open until it is killed; returned once it wrote.
+    /// a line through it and keeps setting the file's times through it (a writer, not a program
+    /// holding its file without writing, which holds nobody up after a second, nor one that
+    /// stopped writing, which holds nobody up once it has held the file `write_wait`) until it is
+    /// killed; returned once it wrote.
     func holdOpenForWriting(_ path: String) throws -> Child {
-        let child = try start("/bin/sh", ["-c", "exec 3>>'\(path)' && echo held >&3 && echo open && exec sleep 600"])
+        let child = try start("/bin/sh", ["-c", "exec 3>>'\(path)' && echo held >&3 && echo open && "
+                                          + "exec python3 -c 'import os, time\nwhile True: os.utime(3); time.sleep(0.3)'"])
         guard waitUntil(30, { child.lines.contains("open") }) else {
             throw CLIError("could not open \(path) for writing: \(child.stdout) \(child.stderr)")
         }

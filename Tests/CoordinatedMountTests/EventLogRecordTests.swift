@@ -146,7 +146,9 @@ final class EventLogRecordTests: EventLogRecordTestCase {
         // write waits, then goes on. (Not this process: a process never waits for the processes
         // that started it. Not an append: a program that only appends holds no append up after a
         // second.)
-        let holder = try startInBackground("exec 3<>doc.txt; printf A >&3; exec sleep 30")
+        // It keeps setting the file's times through its open: writing now, not a program that
+        // stopped writing a while ago.
+        let holder = try startInBackground("exec 3<>doc.txt; printf A >&3; exec python3 -c 'import os, time\nwhile True: os.utime(3); time.sleep(0.3)'")
         defer { holder.terminate(); holder.waitUntilExit() }
         XCTAssertNotNil(try waitForRecord { $0.kind == .granted && $0.actor?.pid == holder.processIdentifier }.first { $0.kind == .granted && $0.actor?.pid == holder.processIdentifier })
         try sh("printf B >> doc.txt")
