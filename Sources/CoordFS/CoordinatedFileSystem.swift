@@ -35,11 +35,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Open write handles by backing node, so that a chmod or utimes by path from the process that
     /// holds the file open for writing joins that open's access (vim's fchmod after writing).
     let openWriters = Mutex<[ObjectIdentifier: [(handle: HandleAccess, file: OpenFile)]]>([:])
-    /// The opens for writing that may be held without writing (neither creates nor O_TRUNC opens:
-    /// `OpenFile.wroteNothing`), by the access each holds, with when each was opened
-    /// (uptime ns): a waiting request goes ahead past such opens once they were held a second
-    /// without writing (`probeStuckHolders`).
-    let idleCandidates = Mutex<[RequestID: [(file: OpenFile, at: UInt64)]]>([:])
     /// Requests that went ahead past such opens held without writing (`probeStuckHolders`): those
     /// opens, and when (uptime ns). Taken by the request's open for writing (`track`), into
     /// `changesPast`; dropped after `passedKept` otherwise (a read, a request that failed). Weak:
@@ -50,10 +45,17 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     let changesPast = Mutex<[ObjectIdentifier: [WeakOpenFile]]>([:])
     static let passedKept: UInt64 = 60_000_000_000
     struct WeakOpenFile: @unchecked Sendable { weak var file: OpenFile? }
-    /// Every coordinated open (for reading or writing), by the access it holds, from its reply to
-    /// its release: a waiting request goes ahead past opens whose file the name they hold no
-    /// longer leads to (`leftItsName`).
+    /// Every coordinated open (for reading or writing), by the access it holds, with when it was
+    /// opened (uptime ns), from its reply to its release: a waiting request goes ahead past opens
+    /// held without writing (`idleCandidates`), whose file the name they hold no longer leads to
+    /// (`leftItsName`), or that append and were opened a second ago (`appendingAWhile`).
     let opensByAccess = Mutex<[RequestID: [(file: OpenFile, at: UInt64)]]>([:])
+
+    /// The opens holding access `id` that may be held without writing: opens for writing in place,
+    /// neither creates nor O_TRUNC opens (`OpenFile.mayWriteNothing`, `OpenFile.wroteNothing`).
+    private func idleCandidates(_ id: RequestID) -> [(file: OpenFile, at: UInt64)] {
+        opensByAccess.withLock { $0[id]?.filter { $0.file.mayWriteNothing } ?? [] }
+    }
     /// Of each file with write opens tracked: the file's state (size, mtime, ctime) when a release
     /// last told its change while another write open of it was tracked. A release that finds the
     /// file just so tells nothing: the change it sees (another open's write, which a release tells
@@ -629,7 +631,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
                              },
                              appendingAWhile: appending,
                              changedPast: { [weak self] in
-                                 for held in self?.idleCandidates.withLock({ $0[id] }) ?? [] { held.file.noteChangedPast() }
+                                 for held in self?.idleCandidates(id) ?? [] { held.file.noteChangedPast() }
                              })
     }
 
@@ -771,10 +773,6 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
         if let id = handle.grant.access?.id, let passed = passedIdle.withLock({ $0.removeValue(forKey: id) }) {
             changesPast.withLock { $0[ObjectIdentifier(f)] = passed.files }
         }
-        if let access = handle.grant.access, f.mayWriteNothing {
-            let id = access.id, at = DispatchTime.now().uptimeNanoseconds
-            idleCandidates.withLock { $0[id, default: []].append((f, at)) }
-        }
     }
 
     /// `seen`: the file as `finish` found it through the open's descriptor at this release (nil:
@@ -796,18 +794,11 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
             if !list.isEmpty { table[key] = list } else { toldStates.withLock { _ = $0.removeValue(forKey: key) } }
         }
         if let passed = changesPast.withLock({ $0.removeValue(forKey: ObjectIdentifier(f)) }) { Self.notePassedChange(passed) }
-        if let id = handle.grant.access?.id, f.mayWriteNothing {
-            idleCandidates.withLock { table in
-                guard var list = table.removeValue(forKey: id) else { return }
-                list.removeAll { $0.file === f }
-                if !list.isEmpty { table[id] = list }
-            }
-        }
     }
 
     /// Request `id` goes ahead past the opens holding `holders`, each held without writing.
     private func notePassed(_ id: RequestID, _ holders: [RequestID], now: UInt64) {
-        let files = idleCandidates.withLock { table in holders.flatMap { table[$0]?.map { WeakOpenFile(file: $0.file) } ?? [] } }
+        let files = holders.flatMap { idleCandidates($0).map { WeakOpenFile(file: $0.file) } }
         passedIdle.withLock { table in
             table = table.filter { now &- $0.value.at < Self.passedKept }
             table[id] = (files, now)
@@ -817,7 +808,7 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// The opens in `files` still open take the file as it is now as not their change
     /// (`OpenFile.noteChangedPast`): a request that went ahead past them made it. An open's
     /// descriptor closes with its object (`OpenFile.deinit`), which the reference taken here keeps;
-    /// one already released is no longer asked (`idleCandidates`), so telling it changes nothing.
+    /// one already released is no longer asked (`opensByAccess`), so telling it changes nothing.
     private static func notePassedChange(_ files: [WeakOpenFile]) {
         for case let f? in files.map(\.file) { f.noteChangedPast() }
     }
@@ -836,7 +827,8 @@ public final class CoordinatedFileSystem: FuseFileSystem, @unchecked Sendable {
     /// go ahead past it at that deadline anyway: waiting for it then only helps a request that
     /// comes while it writes, which still waits until it pauses.
     private func heldWithoutWriting(_ id: RequestID, now: UInt64) -> Bool {
-        guard let opens = idleCandidates.withLock({ $0[id] }), !opens.isEmpty else { return false }
+        let opens = idleCandidates(id)
+        guard !opens.isEmpty else { return false }
         var limit = timespec()
         clock_gettime(CLOCK_REALTIME, &limit)
         limit.tv_sec -= Int(Self.idleWriterAfter / 1_000_000_000)
