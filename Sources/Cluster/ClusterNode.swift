@@ -185,6 +185,9 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         /// The rights of other nodes that recalled it while in use: before it goes, the versions
         /// this node's readers read there are kept (`yieldsBefore`).
         var recalledBy: [Hold] = []
+        /// Those versions were kept before it was put with `y` (`publishYields`), or are being kept.
+        var readVersionsKept = false
+        var keepingReadVersions = false
 
         init(key: [UInt8], path: ItemPath, mode: LockMode, order: Revision, holder: PresenterCredentials) {
             self.key = key
@@ -983,15 +986,18 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard !yields.isEmpty else { return }
         Task.detached { [self] in
             for y in yields { host?.clusterWillYield(y.path, inside: y.inside, to: y.node) }
-            lock.withLock {
-                state.yielding -= yields.count
-                if state.yielding == 0 {
-                    for key in state.heldDeletes { queue(key, .delete) }
-                    state.heldDeletes = []
-                }
-            }
+            lock.withLock { kept(yields.count) }
             startFlush()
         }
+    }
+
+    /// `count` of the versions counted in `yielding` are kept (with the lock held): once none is
+    /// being kept, the rights held back meanwhile are given back.
+    func kept(_ count: Int) {
+        state.yielding -= count
+        guard state.yielding == 0 else { return }
+        for key in state.heldDeletes { queue(key, .delete) }
+        state.heldDeletes = []
     }
 
     /// Gives this node's right `key` back to etcd (queued), unless versions are being kept for its
@@ -1027,10 +1033,33 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
     /// (programs' files open for reading) at once for an append or a change of names
     /// (`CoordinationPolicy.passesYieldingReaders`). Returns whether it was queued (with the lock
     /// held; the caller makes the publisher run).
+    ///
+    /// Passing it, the other node's change may land while this node's accesses still have the file
+    /// open: so first the versions this node's readers read there are kept (`yieldsBefore`, as
+    /// when the right goes), and only then is it put so (the rights given back meanwhile held, as
+    /// there). Else a reader here (`sed -i` reading the document) passed by the other node's save
+    /// would find, at its own late save, theirs but no base.
     @discardableResult
     func publishYields(_ r: Right) -> Bool {
-        guard r.recalled, r.granted, !r.dead, !r.yieldsPublished, r.inUse > 0,
+        guard r.recalled, r.granted, !r.dead, !r.yieldsPublished, !r.keepingReadVersions, r.inUse > 0,
               r.yielding.values.reduce(0, +) == r.inUse else { return false }
+        if !r.readVersionsKept {
+            r.readVersionsKept = true
+            let keeps = yieldsBefore(r.recalledBy)
+            if !keeps.isEmpty {
+                r.keepingReadVersions = true
+                Task.detached { [self] in
+                    for y in keeps { host?.clusterWillYield(y.path, inside: y.inside, to: y.node) }
+                    lock.withLock {
+                        r.keepingReadVersions = false
+                        publishYields(r)
+                        kept(keeps.count)
+                    }
+                    startFlush()
+                }
+                return false
+            }
+        }
         r.yieldsPublished = true
         // Every access using it only appends (a log being written): reads elsewhere pass it at once.
         r.appendsPublished = r.mode != .read && r.appending.values.reduce(0, +) == r.inUse

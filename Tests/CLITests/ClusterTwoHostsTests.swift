@@ -105,6 +105,38 @@ final class ClusterTwoHostsTests: ClusterProcessTestCase {
         try saveAtOnce("sed -i", rounds: 6...15) { key, value, path in "sed -i 's/^\(key)=.*/\(key)=\(value)/' '\(path)'" }
     }
 
+    /// A program on host a reads the document and keeps it open while it works (a slow `sed -i`),
+    /// host b saves it meanwhile (its rename goes ahead at once past a's file open for reading),
+    /// then a saves over b's change: the lostUpdate conflict on a has b's change as theirs and, as
+    /// its base, what a read. Before, a's node let b's save pass before it kept what its reader had
+    /// read (it kept it only when the reader's access ended, when the name led to b's file): the
+    /// conflict had no base, and merge could not be done.
+    func testASaveOnOneHostPastAReaderOnTheOtherKeepsWhatThatReaderRead() throws {
+        try mount("a", at: mnt)
+        try mount("b", at: mntB)
+        let middle = "one\ntwo\nthree\n"
+        FileOps.put(mnt + "/doc.txt", "a=0\n" + middle + "b=0\n")
+        let save = "import os,sys,time\np=sys.argv[1]\nf=open(p)\nt=f.read()\nprint('read',flush=True)\ntime.sleep(2)\n" +
+            "open(p+'.new','w').write(t.replace('a=0','a=1'))\nos.rename(p+'.new',p)"
+        let slow = try start("/usr/bin/python3", ["-c", save, mnt + "/doc.txt"])
+        XCTAssertTrue(waitUntil(10) { slow.lines.contains("read") }, slow.stdout)
+        let started = Date()
+        XCTAssertEqual(sh("sed -i 's/^b=.*/b=1/' '\(mntB!)/doc.txt'").status, 0)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.5, "b's save waited for a's reader")
+        XCTAssertEqual(slow.wait(timeout: 20), 0, slow.stderr)
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "a=1\n" + middle + "b=0\n", "a's late save went over b's change")
+        XCTAssertTrue(waitUntil(10) { self.openConflicts(self.mnt).count == 1 }, "\(openConflicts(mnt))")
+        let conflict = try XCTUnwrap(openConflicts(mnt).first)
+        XCTAssertEqual(conflict["kind"] as? String, "lostUpdate")
+        let theirs = try XCTUnwrap((conflict["theirsVersion"] as? NSNumber)?.stringValue, "\(conflict)")
+        XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", theirs).stdout, "a=0\n" + middle + "b=1\n")
+        let base = try XCTUnwrap((conflict["baseVersion"] as? NSNumber)?.stringValue, "no base: \(conflict)")
+        XCTAssertEqual(coordfs("show", mnt + "/doc.txt", "--version", base).stdout, "a=0\n" + middle + "b=0\n")
+        let merged = coordfs("resolve", mnt + "/doc.txt", "--merge", "--conflict", (conflict["id"] as? NSNumber)?.stringValue ?? "")
+        XCTAssertEqual(merged.status, 0, "\(merged)")
+        XCTAssertEqual(FileOps.get(backing + "/doc.txt"), "a=1\n" + middle + "b=1\n", "merged: both changes")
+    }
+
     /// Both hosts save the document at the same moment by writing it in place (Python's
     /// `open(p, 'w')`: opened with O_TRUNC, written, closed), each its own line, 10 rounds: no change
     /// is ever lost silently.
