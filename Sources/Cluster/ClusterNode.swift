@@ -66,10 +66,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var holds: [[UInt8]: Hold] = [:]
         var holdsBelow: [ItemPath: [String: Int]] = [:]
         /// Versions being kept for this node's readers before another node's change
-        /// (`ClusterHost.clusterWillYield`): while any is, the rights this node gives back wait
-        /// in `heldDeletes`, so no other node's access is let through before they are kept.
-        var yielding = 0
-        var heldDeletes: [[UInt8]] = []
+        /// (`ClusterHost.clusterWillYield`): while one is, the rights this node gives back that
+        /// hold up that change wait in `heldDeletes`, so it is let through only once they are
+        /// kept; a right in the way of none of them goes back at once.
+        var yielding: [Yield] = []
+        var heldDeletes: [(key: [UInt8], path: ItemPath, mode: LockMode)] = []
         /// The passes of accesses whose open files may be held without writing (`accessMayIdle`),
         /// until released.
         var probedPasses: [ObjectIdentifier: Pass] = [:]
@@ -916,7 +917,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         state.rights[r.path]?.removeAll { $0 === r }
         if state.rights[r.path]?.isEmpty == true { state.rights[r.path] = nil }
         state.rightsByKey[r.key] = nil
-        queueRightDelete(r.key)
+        queueRightDelete(r)
     }
 
     func trimIdleRights() {
@@ -955,11 +956,13 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         return yields
     }
 
-    /// A version this node's readers need kept before another node changes `path`.
+    /// A version this node's readers need kept before another node changes `path` (its right of
+    /// `mode` there recalled this node's).
     struct Yield {
         var path: ItemPath
-        var inside: Bool
+        var mode: LockMode
         var node: String
+        var inside: Bool { mode == .subtreeWrite }
     }
 
     /// The versions to keep before `holds` of other nodes, which recall rights of this node, let
@@ -972,12 +975,11 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         var out: [Yield] = []
         // A read too: once this node's right is gone for it, a later write there recalls nothing here.
         for hold in holds {
-            let inside = hold.mode == .subtreeWrite
-            guard !out.contains(where: { $0.path == hold.path && $0.inside == inside }),
-                  host.clusterKeepsReadVersions(at: hold.path, inside: inside) else { continue }
-            out.append(Yield(path: hold.path, inside: inside, node: hold.node))
+            guard !out.contains(where: { $0.path == hold.path && $0.mode == hold.mode }),
+                  host.clusterKeepsReadVersions(at: hold.path, inside: hold.mode == .subtreeWrite) else { continue }
+            out.append(Yield(path: hold.path, mode: hold.mode, node: hold.node))
         }
-        state.yielding += out.count
+        state.yielding += out
         return out
     }
 
@@ -986,24 +988,38 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         guard !yields.isEmpty else { return }
         Task.detached { [self] in
             for y in yields { host?.clusterWillYield(y.path, inside: y.inside, to: y.node) }
-            lock.withLock { kept(yields.count) }
+            lock.withLock { kept(yields) }
             startFlush()
         }
     }
 
-    /// `count` of the versions counted in `yielding` are kept (with the lock held): once none is
-    /// being kept, the rights held back meanwhile are given back.
-    func kept(_ count: Int) {
-        state.yielding -= count
-        guard state.yielding == 0 else { return }
-        for key in state.heldDeletes { queue(key, .delete) }
-        state.heldDeletes = []
+    /// The versions of `yields` are kept (with the lock held): the rights held back for them and
+    /// for no other version still being kept are given back.
+    func kept(_ yields: [Yield]) {
+        for y in yields {
+            if let i = state.yielding.firstIndex(where: { $0.path == y.path && $0.mode == y.mode && $0.node == y.node }) {
+                state.yielding.remove(at: i)
+            }
+        }
+        guard !state.heldDeletes.isEmpty else { return }
+        var still: [(key: [UInt8], path: ItemPath, mode: LockMode)] = []
+        for held in state.heldDeletes {
+            if holdsUpAYield(held.path, held.mode) { still.append(held) } else { queue(held.key, .delete) }
+        }
+        state.heldDeletes = still
     }
 
-    /// Gives this node's right `key` back to etcd (queued), unless versions are being kept for its
-    /// readers (`yielding`): then once they are.
-    func queueRightDelete(_ key: [UInt8]) {
-        if state.yielding > 0 { state.heldDeletes.append(key) } else { queue(key, .delete) }
+    /// Whether a right of this node at `path` of `mode` is in the way of another node's change
+    /// for which versions are being kept here (`yielding`).
+    func holdsUpAYield(_ path: ItemPath, _ mode: LockMode) -> Bool {
+        state.yielding.contains { Self.conflict(path, mode, $0.path, $0.mode) }
+    }
+
+    /// Gives this node's right `r` back to etcd (queued), unless it is in the way of another
+    /// node's change for which versions are being kept for this node's readers (`yielding`): then
+    /// once they are.
+    func queueRightDelete(_ r: Right) {
+        if holdsUpAYield(r.path, r.mode) { state.heldDeletes.append((r.key, r.path, r.mode)) } else { queue(r.key, .delete) }
     }
 
     /// Recalls this node's right `r`: gone at once when idle, else as soon as its accesses end (a
@@ -1017,7 +1033,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
             r.dead = true
             state.rights[r.path]?.removeAll { $0 === r }
             state.rightsByKey[r.key] = nil
-            queueRightDelete(r.key)
+            queueRightDelete(r)
         } else if r.mode == .subtreeWrite && r.granted && !r.uses.keys.allSatisfy({ $0 == r.path }) {
             split(r)
             for part in r.replacement.values { publishYields(part) }
@@ -1053,7 +1069,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
                     lock.withLock {
                         r.keepingReadVersions = false
                         publishYields(r)
-                        kept(keeps.count)
+                        kept(keeps)
                     }
                     startFlush()
                 }
@@ -1087,7 +1103,7 @@ public final class ClusterNode: CoordinationGate, CoordinationEventSink, @unchec
         r.dead = true
         state.rights[r.path]?.removeAll { $0 === r }
         state.rightsByKey[r.key] = nil
-        queueRightDelete(r.key)
+        queueRightDelete(r)
         for (path, modes) in r.uses {
             let mode = modes.max { $0.rank < $1.rank } ?? .read
             state.serial += 1

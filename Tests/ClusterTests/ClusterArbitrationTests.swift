@@ -505,6 +505,35 @@ import Testing
         pending.access?.release()
     }
 
+    /// While node a keeps the version its reader read of d1/big (a large copy: its host's keep
+    /// waits for the test), its right there (on d1) stays until the keep is done, so b's write of
+    /// d1/big waits; but a's right on d2, in the way of no such change, goes back at once: b's
+    /// write of d2/other is granted meanwhile. Before, every right a gave back waited for every keep.
+    @Test func aKeepForReadersHoldsBackOnlyTheRightsInTheWayOfItsChange() async throws {
+        let cluster = TestCluster()
+        try await cluster.add("a")
+        try await cluster.add("b")
+        try await writeAndFlush(cluster, "a", "d1/big")
+        try await writeAndFlush(cluster, "a", "d2/other")
+        let host = KeepingHost(path: path("d1/big"))
+        cluster.node("a").host = host
+        defer {
+            host.open()
+            Task { await cluster.stop() }
+        }
+        let big = Pending(cluster.coordinator("b"), [write("d1/big")])
+        #expect(await eventually(10) { host.keeping }, "a never began keeping big for its reader")
+        let other = Pending(cluster.coordinator("b"), [write("d2/other")])
+        #expect(await eventually(10) { other.access != nil }, "b's write of other waited for a's keep of big: \(String(describing: other.error))")
+        other.access?.release()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(big.result == nil, "b's write of big went on before a kept its reader's version")
+        host.open()
+        #expect(await eventually(10) { big.access != nil }, "\(String(describing: big.error))")
+        #expect(host.kept)
+        big.access?.release()
+    }
+
     @Test func grantsCarryTheirFencingTokenIntoTheEvents() async throws {
         let cluster = TestCluster()
         try await cluster.add("a")

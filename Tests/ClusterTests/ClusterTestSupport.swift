@@ -26,29 +26,62 @@ final class LoggingHost: ClusterHost, @unchecked Sendable {
     }
 }
 
+/// Closed until `open()`: `pass()` waits while it is closed; once open, every pass goes through.
+final class TestGate: @unchecked Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private let state = Mutex<(reached: Bool, open: Bool)>((false, false))
+    /// Whether a pass has begun (and waits, while the gate is closed).
+    var reached: Bool { state.withLock { $0.reached } }
+    func open() {
+        let wasOpen = state.withLock { s in defer { s.open = true }; return s.open }
+        if !wasOpen { semaphore.signal() }
+    }
+    func pass() {
+        let wait = state.withLock { s in s.reached = true; return !s.open }
+        if wait {
+            semaphore.wait()
+            semaphore.signal()  // the next pass goes through too
+        }
+    }
+}
+
 /// A node's mount side whose dropping of the caches of `path` waits until `open()`, as a kernel's
 /// invalidation can take a while (it runs on the node's watch, as the daemon's does).
 final class GatedHost: ClusterHost, @unchecked Sendable {
     let path: ItemPath
-    private let gate = DispatchSemaphore(value: 0)
-    private let state = Mutex<(dropping: Bool, open: Bool)>((false, false))
+    private let gate = TestGate()
     init(path: ItemPath) { self.path = path }
     /// Whether a drop of `path`'s caches has begun (and waits, while the gate is closed).
-    var dropping: Bool { state.withLock { $0.dropping } }
-    func open() {
-        let wasOpen = state.withLock { s in defer { s.open = true }; return s.open }
-        if !wasOpen { gate.signal() }
-    }
+    var dropping: Bool { gate.reached }
+    func open() { gate.open() }
     func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin) {}
     func clusterDropCaches(_ changes: [AccessChange]) {
         guard changes.contains(where: { $0.paths.contains(path) }) else { return }
-        let wait = state.withLock { s in s.dropping = true; return !s.open }
-        if wait {
-            gate.wait()
-            gate.signal()  // the next drop goes through too
-        }
+        gate.pass()
     }
     func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin, asked: Bool) -> [AccessChange] { [] }
+}
+
+/// A node's mount side where a process read `path`: before another node changes it, the node
+/// keeps that version (`clusterWillYield`), which takes until `open()`, as copying a large file
+/// does.
+final class KeepingHost: ClusterHost, @unchecked Sendable {
+    let path: ItemPath
+    private let gate = TestGate()
+    private let done = Mutex(false)
+    init(path: ItemPath) { self.path = path }
+    /// Whether a keep has begun (and waits, while the gate is closed), and whether one ended.
+    var keeping: Bool { gate.reached }
+    var kept: Bool { done.withLock { $0 } }
+    func open() { gate.open() }
+    func clusterWillLetChangeThrough(_ intents: [FileAccessIntent], origin: AccessOrigin) {}
+    func clusterDropCaches(_ changes: [AccessChange]) {}
+    func clusterDidChange(_ changes: [AccessChange], origin: AccessOrigin, asked: Bool) -> [AccessChange] { [] }
+    func clusterKeepsReadVersions(at path: ItemPath, inside: Bool) -> Bool { path == self.path }
+    func clusterWillYield(_ path: ItemPath, inside: Bool, to node: String) {
+        gate.pass()
+        done.withLock { $0 = true }
+    }
 }
 
 /// Forwards coordinator events to the node (presenter mirror) and keeps them.
