@@ -185,7 +185,28 @@ public final class EtcdCluster: @unchecked Sendable {
 
     /// Sends `signal` to member `i` (SIGSTOP, SIGCONT).
     public func signal(_ i: Int, _ signal: Int32) {
-        if members[i].pid > 0 { Glibc.kill(members[i].pid, signal) }
+        guard members[i].pid > 0 else { return }
+        Glibc.kill(members[i].pid, signal)
+        // kill(2) returns before a SIGSTOP has taken hold of every thread: one running on another
+        // CPU may still answer a request sent right after (a keepAlive "answered by a stopped
+        // etcd" on a loaded machine). Wait until each thread is stopped.
+        if signal == SIGSTOP { Self.waitUntilStopped(members[i].pid, timeout: 5) }
+    }
+
+    /// Waits until every thread of `pid` is stopped (`T` in /proc/PID/task/TID/stat), or `timeout`.
+    static func waitUntilStopped(_ pid: pid_t, timeout: Double) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            let stopped = tasks.allSatisfy { tid in
+                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { return true } // gone
+                let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
+                return state == "T" || state == "t"
+            }
+            if stopped { return }
+            usleep(2_000)
+        }
     }
 
     /// Starts member `i` again on its data and ports and waits until the cluster answers.
